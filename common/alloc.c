@@ -1,0 +1,101 @@
+/* The allocator: jemalloc or libc, aborting on OOM. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+#include "alloc.h"
+
+/* Debian's jemalloc is built without a symbol prefix: linking it (MU_USE_JEMALLOC) replaces
+ * malloc and friends for the whole process, libuv, cJSON and libyaml included. The include
+ * only pulls in its extensions (mallctl) for the stats that musterd reports. */
+#ifdef MU_USE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+#define RAW_MALLOC(n) malloc(n)
+#define RAW_CALLOC(c, n) calloc(c, n)
+#define RAW_REALLOC(p, n) realloc(p, n)
+#define RAW_FREE(p) free(p)
+
+static void oom(size_t n)
+{
+  fprintf(stderr, "muster: out of memory allocating %zu bytes\n", n);
+  abort();
+}
+
+void *mu_malloc(size_t n)
+{
+  void *p = RAW_MALLOC(n ? n : 1);
+  if (p == NULL)
+    oom(n);
+  return p;
+}
+
+void *mu_calloc(size_t count, size_t n)
+{
+  void *p = RAW_CALLOC(count ? count : 1, n ? n : 1);
+  if (p == NULL)
+    oom(count * n);
+  return p;
+}
+
+void *mu_realloc(void *p, size_t n)
+{
+  void *q = RAW_REALLOC(p, n ? n : 1);
+  if (q == NULL)
+    oom(n);
+  return q;
+}
+
+char *mu_strndup(const char *s, size_t n)
+{
+  char *d = mu_malloc(n + 1);
+  memcpy(d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
+char *mu_strdup(const char *s)
+{
+  return mu_strndup(s, strlen(s));
+}
+
+void mu_free(void *p)
+{
+  if (p != NULL)
+    RAW_FREE(p);
+}
+
+char *mu_asprintf(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    n = 0;
+  char *s = mu_malloc((size_t)n + 1);
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+static void *cjson_malloc(size_t n)
+{
+  return mu_malloc(n);
+}
+
+void mu_alloc_install_hooks(void)
+{
+  static int done;
+  if (done)
+    return;
+  done = 1;
+  uv_replace_allocator(mu_malloc, mu_realloc, mu_calloc, mu_free);
+  cJSON_Hooks hooks = {cjson_malloc, mu_free};
+  cJSON_InitHooks(&hooks);
+}

@@ -1,0 +1,24 @@
+/* The one allocator. Every allocation in muster goes through these; on failure they log
+ * and abort(), so callers never check for NULL (as redis zmalloc does). Under
+ * MU_USE_JEMALLOC they call jemalloc's prefixed-free API; otherwise libc.
+ */
+#ifndef MU_ALLOC_H
+#define MU_ALLOC_H
+
+#include <stddef.h>
+
+void *mu_malloc(size_t n);
+void *mu_calloc(size_t count, size_t n);
+void *mu_realloc(void *p, size_t n);
+char *mu_strdup(const char *s);
+char *mu_strndup(const char *s, size_t n);
+/* Accepts NULL. */
+void mu_free(void *p);
+
+/* printf into a fresh string. Returns: the string; caller frees with mu_free(). */
+char *mu_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Routes libuv and cJSON through mu_malloc & co. Call once at start-up, before any loop. */
+void mu_alloc_install_hooks(void);
+
+#endif

@@ -1,0 +1,247 @@
+/* Table-driven option parsing and -h text. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "muster/errno.h"
+
+#include "log.h"
+#include "opts.h"
+#include "strvec.h"
+
+int mu_parse_long(const char *s, long min, long max, long *out)
+{
+  if (s == NULL || *s == '\0')
+    return MU_EINVAL;
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+    return MU_EINVAL;
+  *out = v;
+  return 0;
+}
+
+int mu_parse_double(const char *s, double *out)
+{
+  if (s == NULL || *s == '\0')
+    return MU_EINVAL;
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
+    return MU_EINVAL;
+  *out = v;
+  return 0;
+}
+
+int mu_edit_distance(const char *a, const char *b)
+{
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 64 || lb > 64)
+    return 99;
+  int row[65];
+  for (size_t j = 0; j <= lb; j++)
+    row[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    int prev = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int cur = row[j];
+      int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      int best = prev + cost;
+      if (row[j] + 1 < best)
+        best = row[j] + 1;
+      if (row[j - 1] + 1 < best)
+        best = row[j - 1] + 1;
+      row[j] = best;
+      prev = cur;
+    }
+  }
+  return row[lb];
+}
+
+/* Compares an option name with '-' and '_' alike. n is the length of `arg`'s name part. */
+static int name_eq(const char *want, const char *arg, size_t n)
+{
+  if (strlen(want) != n)
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    char a = want[i] == '_' ? '-' : want[i];
+    char b = arg[i] == '_' ? '-' : arg[i];
+    if (a != b)
+      return 0;
+  }
+  return 1;
+}
+
+static int takes_value(const struct mu_opt *o)
+{
+  if (o->type == MU_OPT_T_BOOL)
+    return 0;
+  if (o->type == MU_OPT_T_CALLBACK)
+    return !(o->flags & MU_OPT_NOARG);
+  return 1;
+}
+
+static int set_value(const struct mu_opt *o, const char *shown, const char *val)
+{
+  long l;
+  double d;
+  switch (o->type) {
+  case MU_OPT_T_BOOL:
+    *(int *)o->value = 1;
+    return 0;
+  case MU_OPT_T_INT:
+    if (mu_parse_long(val, LONG_MIN, LONG_MAX, &l) != 0) {
+      mu_error("option '%s' expects an integer, got '%s'", shown, val);
+      return MU_EUSAGE;
+    }
+    *(long *)o->value = l;
+    return 0;
+  case MU_OPT_T_DOUBLE:
+    if (mu_parse_double(val, &d) != 0) {
+      mu_error("option '%s' expects a number, got '%s'", shown, val);
+      return MU_EUSAGE;
+    }
+    *(double *)o->value = d;
+    return 0;
+  case MU_OPT_T_STRING:
+    *(const char **)o->value = val;
+    return 0;
+  case MU_OPT_T_LIST:
+    mu_strvec_push((struct mu_strvec *)o->value, val);
+    return 0;
+  case MU_OPT_T_CALLBACK:
+    return o->cb(o, val) != 0 ? MU_EUSAGE : 0;
+  case MU_OPT_T_END:
+    break;
+  }
+  return MU_EUSAGE;
+}
+
+static const struct mu_opt *closest(const struct mu_opt *opts, const char *name, size_t n)
+{
+  char buf[80];
+  if (n >= sizeof(buf))
+    return NULL;
+  memcpy(buf, name, n);
+  buf[n] = '\0';
+  const struct mu_opt *best = NULL;
+  int best_d = 3;
+  for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
+    if (o->long_name == NULL || (o->flags & MU_OPT_HIDDEN))
+      continue;
+    int d = mu_edit_distance(o->long_name, buf);
+    if (d < best_d) {
+      best_d = d;
+      best = o;
+    }
+  }
+  return best;
+}
+
+int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags,
+                  const char *usage)
+{
+  int i = 1;
+  while (i < argc) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--") == 0) {
+      if (!(flags & MU_OPTS_KEEP_DASHDASH))
+        i++;
+      break;
+    }
+    if (arg[0] != '-' || arg[1] == '\0') {
+      if (flags & MU_OPTS_STOP_AT_NONOPT)
+        break;
+      mu_error("unexpected argument '%s'; see '%s -h'", arg, argv[0]);
+      return MU_EUSAGE;
+    }
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+      mu_opts_usage(stdout, opts, usage);
+      return MU_OPTS_HELP;
+    }
+    const struct mu_opt *hit = NULL;
+    const char *val = NULL;
+    if (arg[1] == '-') {
+      const char *name = arg + 2;
+      const char *eq = strchr(name, '=');
+      size_t n = eq ? (size_t)(eq - name) : strlen(name);
+      for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
+        if (o->long_name != NULL && name_eq(o->long_name, name, n)) {
+          hit = o;
+          break;
+        }
+      }
+      if (hit == NULL) {
+        const struct mu_opt *c = closest(opts, name, n);
+        if (c != NULL)
+          mu_error("unknown option '--%.*s'; did you mean '--%s'?", (int)n, name, c->long_name);
+        else
+          mu_error("unknown option '--%.*s'; see '%s -h'", (int)n, name, argv[0]);
+        return MU_EUSAGE;
+      }
+      if (eq != NULL) {
+        if (!takes_value(hit)) {
+          mu_error("option '--%s' takes no value", hit->long_name);
+          return MU_EUSAGE;
+        }
+        val = eq + 1;
+      }
+    } else {
+      for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
+        if (o->short_name != 0 && o->short_name == arg[1]) {
+          hit = o;
+          break;
+        }
+      }
+      if (hit == NULL) {
+        mu_error("unknown option '%s'; see '%s -h'", arg, argv[0]);
+        return MU_EUSAGE;
+      }
+      if (arg[2] != '\0') {
+        if (!takes_value(hit)) {
+          mu_error("option '-%c' takes no value", arg[1]);
+          return MU_EUSAGE;
+        }
+        val = arg + 2;
+      }
+    }
+    if (takes_value(hit) && val == NULL) {
+      if (i + 1 >= argc) {
+        mu_error("option '%s' needs a value (%s)", arg, hit->argh ? hit->argh : "VALUE");
+        return MU_EUSAGE;
+      }
+      val = argv[++i];
+    }
+    int rc = set_value(hit, arg, val);
+    if (rc != 0)
+      return rc;
+    i++;
+  }
+  return i;
+}
+
+void mu_opts_usage(FILE *out, const struct mu_opt *opts, const char *usage)
+{
+  fprintf(out, "usage: %s\n\n", usage);
+  for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
+    if (o->flags & MU_OPT_HIDDEN)
+      continue;
+    char left[96];
+    int n = 0;
+    if (o->short_name && o->long_name)
+      n = snprintf(left, sizeof(left), "-%c, --%s", o->short_name, o->long_name);
+    else if (o->short_name)
+      n = snprintf(left, sizeof(left), "-%c", o->short_name);
+    else
+      n = snprintf(left, sizeof(left), "    --%s", o->long_name);
+    if (takes_value(o) && n > 0 && (size_t)n < sizeof(left))
+      snprintf(left + n, sizeof(left) - (size_t)n, " %s", o->argh ? o->argh : "VALUE");
+    fprintf(out, "    %-30s %s\n", left, o->help ? o->help : "");
+  }
+  fprintf(out, "    %-30s %s\n", "-h, --help", "show this help");
+}

@@ -1,0 +1,11 @@
+/* muster cancel: placeholder until its issue lands (replaced by the real command). */
+#include "cmds.h"
+#include "log.h"
+
+int cmd_cancel(int argc, char **argv)
+{
+  (void)argc;
+  (void)argv;
+  mu_error("'muster cancel' is not available in this build yet");
+  return 1;
+}

@@ -1,0 +1,11 @@
+/* muster runopts: placeholder until its issue lands (replaced by the real command). */
+#include "cmds.h"
+#include "log.h"
+
+int cmd_runopts(int argc, char **argv)
+{
+  (void)argc;
+  (void)argv;
+  mu_error("'muster runopts' is not available in this build yet");
+  return 1;
+}

@@ -1,0 +1,11 @@
+/* muster status: placeholder until its issue lands (replaced by the real command). */
+#include "cmds.h"
+#include "log.h"
+
+int cmd_status(int argc, char **argv)
+{
+  (void)argc;
+  (void)argv;
+  mu_error("'muster status' is not available in this build yet");
+  return 1;
+}

@@ -1,0 +1,149 @@
+/* The job spec (DESIGN.md "Job spec"): an app of roles, what every scheduler consumes.
+ *
+ * Components produce a struct mu_app; validation (mu_app_validate) runs before any scheduler
+ * sees it and names the field in its error; macros (${app_id}, ${replica_id}, ...) are
+ * substituted per replica by mu_app_substitute(). Every string is owned by the struct that
+ * holds it; mu_app_free() frees the whole tree.
+ */
+#ifndef MU_JOB_H
+#define MU_JOB_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "strvec.h"
+
+/* One job-state enum (STYLE.md #6), in TorchX's order. */
+enum mu_job_state {
+  MU_STATE_UNSUBMITTED = 0,
+  MU_STATE_SUBMITTED,
+  MU_STATE_PENDING,
+  MU_STATE_RUNNING,
+  MU_STATE_SUCCEEDED,
+  MU_STATE_FAILED,
+  MU_STATE_CANCELLED,
+  MU_STATE_UNKNOWN,
+};
+
+/* "PENDING", "RUNNING", ... Ownership: static. */
+const char *mu_job_state_name(enum mu_job_state s);
+int mu_job_state_is_terminal(enum mu_job_state s);
+/* Parses a state name (case-insensitive). Returns: 0, or MU_EINVAL. */
+int mu_job_state_parse(const char *name, enum mu_job_state *out);
+
+/* An ordered string map (env, metadata, capabilities, node selector). */
+struct mu_kv {
+  char *key;
+  char *value;
+};
+struct mu_kvlist {
+  struct mu_kv *v;
+  size_t n;
+  size_t cap;
+};
+#define MU_KVLIST_INIT {NULL, 0, 0}
+/* Sets key (replacing an existing value, keeping its position). Copies both. */
+void mu_kvlist_set(struct mu_kvlist *l, const char *key, const char *value);
+/* Returns: the value or NULL. Ownership: borrowed. */
+const char *mu_kvlist_get(const struct mu_kvlist *l, const char *key);
+void mu_kvlist_release(struct mu_kvlist *l);
+
+/* A device request: name -> count ("aws.amazon.com/neuron": 16). */
+struct mu_device {
+  char *name;
+  long count;
+};
+
+struct mu_resource {
+  long cpu;   /* logical cores; -1 = unset */
+  long gpu;   /* -1 = unset */
+  long memMB; /* -1 = unset */
+  struct mu_device *devices;
+  size_t ndevices;
+  /* Scheduler-interpreted capabilities; "node.kubernetes.io/instance-type" picks the node. */
+  struct mu_kvlist capabilities;
+};
+
+enum mu_mount_type {
+  MU_MOUNT_BIND = 0,   /* host path -> container path */
+  MU_MOUNT_VOLUME,     /* named volume / PVC -> container path */
+  MU_MOUNT_DEVICE,     /* host device -> container device, with permissions */
+  MU_MOUNT_SHM,        /* shared memory (/dev/shm) of size_mb */
+};
+
+struct mu_mount {
+  enum mu_mount_type type;
+  char *src;   /* host path, volume/claim name, device path; NULL for shm */
+  char *dst;   /* path in the container */
+  int read_only;
+  char *perm;  /* device permissions, subset of "rwm" */
+  long size_mb; /* shm size; 0 = scheduler default */
+};
+
+enum mu_retry_policy {
+  MU_RETRY_APPLICATION = 0, /* restart the whole app (TorchX default) */
+  MU_RETRY_REPLICA,         /* restart the failed replica only */
+  MU_RETRY_ROLE,            /* restart the role */
+};
+
+struct mu_port {
+  char *name;
+  long port;
+};
+
+struct mu_role {
+  char *name;
+  char *image;
+  char *entrypoint;
+  struct mu_strvec args;
+  struct mu_kvlist env;
+  long num_replicas; /* nodes; >= 1 */
+  long min_replicas; /* elastic floor; -1 = same as num_replicas */
+  long max_retries;
+  enum mu_retry_policy retry_policy;
+  struct mu_resource resource;
+  struct mu_mount *mounts;
+  size_t nmounts;
+  struct mu_port *ports;
+  size_t nports;
+  struct mu_kvlist metadata; /* "<sched>.<key>" convention, as TorchX */
+};
+
+struct mu_app {
+  char *name;
+  struct mu_role *roles;
+  size_t nroles;
+  struct mu_kvlist metadata;
+};
+
+/* Allocation helpers. mu_app_add_role returns a zeroed role (num_replicas 1, min_replicas -1,
+ * cpu/gpu/memMB -1) owned by the app; the pointer is valid until the next add. */
+struct mu_app *mu_app_new(const char *name);
+struct mu_role *mu_app_add_role(struct mu_app *app, const char *name);
+/* Accepts NULL. */
+void mu_app_free(struct mu_app *app);
+
+/* Checks every field. Returns: 0, or MU_EINVAL with a message naming the field written to
+ * err ("roles[0].resources.memMB: must be a positive integer, got -3"). */
+int mu_app_validate(const struct mu_app *app, struct mu_buf *err);
+
+/* The macro values for one replica. Unset (NULL) macros are left as written. */
+struct mu_macros {
+  const char *app_id;
+  const char *replica_id;
+  const char *img_root;
+  const char *rank0_env;
+  const char *rdzv_endpoint;
+  const char *num_replicas;
+};
+
+/* Substitutes ${name} in s ($$ gives $). Returns: a new string; caller frees with mu_free(). */
+char *mu_macros_apply(const struct mu_macros *m, const char *s);
+
+/* Writes the app as JSON (the form `muster describe` and `--dryrun --json` print, and that the
+ * local scheduler keeps on disk). Returns: 0. Ownership: appends to out. */
+int mu_app_to_json(const struct mu_app *app, struct mu_buf *out);
+/* Reads that JSON back. Returns: 0, or MU_EPARSE. Ownership: *out is the caller's. */
+int mu_app_from_json(const char *json, struct mu_app **out);
+
+#endif

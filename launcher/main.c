@@ -1,0 +1,116 @@
+/* muster: global options, the command table, dispatch (STYLE.md #1, #2, #23). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "muster/mu.h"
+
+#include "alloc.h"
+#include "cmds.h"
+#include "log.h"
+#include "opts.h"
+
+enum cmd_flags {
+  CMD_NONE = 0,
+};
+
+struct cmd {
+  const char *name;
+  mu_cmd_fn *fn;
+  int flags;
+  const char *help;
+};
+
+static const struct cmd commands[] = {
+    {"run", cmd_run, CMD_NONE, "resolve a component into a job and submit it"},
+    {"status", cmd_status, CMD_NONE, "show the state of a job"},
+    {"log", cmd_log, CMD_NONE, "print or follow the logs of a job's replicas"},
+    {"cancel", cmd_cancel, CMD_NONE, "stop a job"},
+    {"list", cmd_list, CMD_NONE, "list the jobs of a scheduler"},
+    {"describe", cmd_describe, CMD_NONE, "print the job spec of a submitted job"},
+    {"builtins", cmd_builtins, CMD_NONE, "list the builtin components"},
+    {"runopts", cmd_runopts, CMD_NONE, "list the -cfg options of the schedulers"},
+    {"agent", cmd_agent, CMD_NONE, "per-node agent: join the rendezvous and run the workers"},
+    {"deploy", cmd_deploy, CMD_NONE, "print manifests for a cluster-wide musterd"},
+};
+
+static void usage(FILE *out)
+{
+  fprintf(out, "usage: muster [--log-level LEVEL] [--version] COMMAND [ARGS...]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+    fprintf(out, "    %-10s %s\n", commands[i].name, commands[i].help);
+  fprintf(out, "\n'muster COMMAND -h' shows the options of a command.\n");
+}
+
+/* fds 0, 1 and 2 must be open, or the first file we open becomes stdout (curl main_checkfds). */
+static void check_fds(void)
+{
+  for (int fd = 0; fd < 3; fd++) {
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (n >= 0 && n != fd)
+        close(n);
+    }
+  }
+}
+
+int main(int argc, char **argv)
+{
+  check_fds();
+  mu_alloc_install_hooks();
+  signal(SIGPIPE, SIG_IGN);
+  enum mu_log_level level = MU_LOG_WARN;
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    if (strcmp(argv[i], "--version") == 0) {
+      printf("muster %s\n", MU_VERSION);
+      return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+    } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
+      if (mu_log_level_parse(argv[++i], &level) != 0) {
+        mu_error("unknown log level '%s'; use debug, info, warn or error", argv[i]);
+        return MU_EXIT_USAGE;
+      }
+    } else {
+      mu_error("unknown option '%s'", argv[i]);
+      usage(stderr);
+      return MU_EXIT_USAGE;
+    }
+  }
+  mu_log_setup("muster", level);
+  if (i >= argc) {
+    usage(stderr);
+    return MU_EXIT_USAGE;
+  }
+  const struct cmd *hit = NULL;
+  for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+    if (strcmp(commands[k].name, argv[i]) == 0)
+      hit = &commands[k];
+  if (hit == NULL) {
+    const char *best = NULL;
+    int best_d = 3;
+    for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++) {
+      int d = mu_edit_distance(commands[k].name, argv[i]);
+      if (d < best_d) {
+        best_d = d;
+        best = commands[k].name;
+      }
+    }
+    if (best != NULL)
+      mu_error("unknown command '%s'; did you mean '%s'?", argv[i], best);
+    else
+      mu_error("unknown command '%s'; see 'muster -h'", argv[i]);
+    return MU_EXIT_USAGE;
+  }
+  int rc = hit->fn(argc - i, argv + i);
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    mu_error("cannot write to standard output");
+    return MU_EXIT_FAILED;
+  }
+  return rc;
+}

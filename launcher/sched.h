@@ -1,0 +1,103 @@
+/* The scheduler interface (STYLE.md #4, #5): one vtable per backend, a static registry whose
+ * first entry is the default, and the generic operations built on the slots.
+ *
+ * A scheduler library layer never prints: errors come back as codes plus a message in `err`.
+ */
+#ifndef MU_SCHED_H
+#define MU_SCHED_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "job.h"
+
+/* A runopt declaration: `muster runopts SCHED` prints these; -cfg keys are checked
+ * against them (unknown key -> error with the closest name). */
+enum mu_runopt_type {
+  MU_RUNOPT_STR = 0,
+  MU_RUNOPT_INT,
+  MU_RUNOPT_FLOAT,
+  MU_RUNOPT_BOOL,
+  MU_RUNOPT_LIST, /* comma/semicolon separated strings */
+  MU_RUNOPT_MAP,  /* k:v items */
+};
+
+struct mu_runopt {
+  const char *name;
+  enum mu_runopt_type type;
+  const char *def; /* default as text, NULL for none */
+  int required;
+  const char *help;
+};
+
+/* A resolved scheduler configuration: every declared runopt, in text form (NULL = unset). */
+struct mu_cfg {
+  struct mu_kvlist values;
+};
+
+/* The printable plan that schedule() submits: for local a process list, for kubernetes the
+ * Volcano Job YAML, for slurm the sbatch script. `text` is what --dryrun prints. */
+struct mu_dryrun {
+  char *text;
+  char *app_id;    /* the id the scheduler will use */
+  void *priv;      /* backend data; freed by the backend's dryrun_free */
+  const struct mu_sched_ops *sched;
+};
+
+struct mu_replica_status {
+  char *role;
+  long replica_id;
+  enum mu_job_state state;
+  char *hostname;
+  int exit_code; /* -1 unknown */
+  char *msg;
+};
+
+struct mu_app_status {
+  char *app_id;
+  enum mu_job_state state;
+  long num_restarts;
+  char *msg;
+  struct mu_replica_status *replicas;
+  size_t nreplicas;
+};
+
+struct mu_app_list_entry {
+  char *app_id;
+  char *name;
+  enum mu_job_state state;
+};
+
+/* Log stream choice for log_open. */
+enum mu_log_stream { MU_STREAM_COMBINED = 0, MU_STREAM_STDOUT, MU_STREAM_STDERR };
+
+struct mu_sched_ops {
+  const char *name;
+  const char *help;
+  const struct mu_runopt *runopts; /* terminated by a row with name == NULL */
+  int (*dryrun)(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
+                struct mu_buf *err);
+  int (*schedule)(struct mu_dryrun *req, struct mu_buf *err);
+  int (*describe)(const char *app_id, const struct mu_cfg *cfg, struct mu_app_status *out,
+                  struct mu_buf *err);
+  int (*list)(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
+              struct mu_buf *err);
+  int (*cancel_existing)(const char *app_id, const struct mu_cfg *cfg, struct mu_buf *err);
+  /* Writes the log of one replica to fd `out`; with follow, until the app is terminal. */
+  int (*log_open)(const char *app_id, const char *role, long replica, enum mu_log_stream s,
+                  int follow, long tail, int out, const struct mu_cfg *cfg, struct mu_buf *err);
+  void (*dryrun_free)(struct mu_dryrun *req);
+};
+
+/* The registry: the first entry is the default backend. Returns NULL for an unknown name. */
+const struct mu_sched_ops *mu_sched_find(const char *name);
+/* Iterates: i = 0.. until NULL. */
+const struct mu_sched_ops *mu_sched_at(size_t i);
+
+/* Handles: "SCHED://SESSION/APP_ID". Returns: 0 or MU_EINVAL. Ownership: caller frees the
+ * three strings with mu_free(). */
+int mu_handle_parse(const char *handle, char **sched, char **session, char **app_id);
+
+void mu_app_status_release(struct mu_app_status *st);
+
+#endif

@@ -1,0 +1,70 @@
+/* Tests for common/: buf, opts, strvec, err. */
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "buf.h"
+#include "opts.h"
+#include "strvec.h"
+#include "task.h"
+
+TEST(buf__append_and_cap)
+{
+  struct mu_buf b = MU_BUF_INIT(8);
+  ASSERT_EQ(mu_buf_puts(&b, "abcd"), 0);
+  ASSERT_EQ(mu_buf_printf(&b, "%d", 123), 0);
+  ASSERT_STR_EQ(mu_buf_str(&b), "abcd123");
+  ASSERT_EQ(mu_buf_puts(&b, "xy"), MU_E2BIG);
+  ASSERT_STR_EQ(mu_buf_str(&b), "abcd123");
+  mu_buf_consume(&b, 2);
+  ASSERT_STR_EQ(mu_buf_str(&b), "cd123");
+  mu_buf_release(&b);
+  ASSERT_EQ(b.len, 0);
+}
+
+TEST(opts__long_short_and_underscore)
+{
+  long n = 0;
+  const char *s = NULL;
+  int flag = 0;
+  struct mu_strvec list = MU_STRVEC_INIT;
+  struct mu_opt opts[] = {
+      MU_OPT_INT(0, "nproc-per-node", &n, "N", "workers"),
+      MU_OPT_STRING('s', "scheduler", &s, "NAME", "backend"),
+      MU_OPT_BOOL(0, "tee", &flag, "tee"),
+      MU_OPT_LIST(0, "env", &list, "K=V", "env"),
+      MU_OPT_END(),
+  };
+  char a0[] = "prog", a1[] = "--nproc_per_node=4", a2[] = "-s", a3[] = "local", a4[] = "--tee",
+       a5[] = "--env", a6[] = "A=1", a7[] = "--env", a8[] = "B=2", a9[] = "rest";
+  char *argv[] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, NULL};
+  int i = mu_opts_parse(opts, 10, argv, MU_OPTS_STOP_AT_NONOPT, "prog");
+  ASSERT_EQ(i, 9);
+  ASSERT_EQ(n, 4);
+  ASSERT_STR_EQ(s, "local");
+  ASSERT_EQ(flag, 1);
+  ASSERT_EQ(list.n, 2);
+  ASSERT_STR_EQ(list.v[1], "B=2");
+  mu_strvec_release(&list);
+}
+
+TEST(opts__bad_int_is_usage_error)
+{
+  long n = 0;
+  struct mu_opt opts[] = {MU_OPT_INT(0, "count", &n, "N", "count"), MU_OPT_END()};
+  char a0[] = "prog", a1[] = "--count", a2[] = "12x";
+  char *argv[] = {a0, a1, a2, NULL};
+  ASSERT_EQ(mu_opts_parse(opts, 3, argv, 0, "prog"), MU_EUSAGE);
+}
+
+TEST(err__names_and_messages)
+{
+  ASSERT_STR_EQ(mu_err_name(MU_ENOENT), "ENOENT");
+  ASSERT_EQ(MU_EINVAL, -4001);
+  ASSERT_STR_EQ(mu_strerror(MU_E2BIG), "value over its size limit");
+}
+
+TEST(edit_distance__basic)
+{
+  ASSERT_EQ(mu_edit_distance("queue", "queu"), 1);
+  ASSERT_EQ(mu_edit_distance("namespace", "namespace"), 0);
+}
