@@ -1,15 +1,233 @@
-/* musterd: placeholder entry point until the server lands. */
+/* musterd: the rendezvous server. Options, signals, the start line, the loop.
+ *
+ *   musterd --listen 127.0.0.1:2379 [--advertise-url URL] [--max-connections N] ...
+ *
+ * The start line "musterd listening on HOST:PORT" is what launchers and tests parse (with
+ * --listen HOST:0 it carries the port the kernel chose).
+ */
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
 
 #include "muster/mu.h"
 
+#include "alloc.h"
+#include "http.h"
+#include "log.h"
+#include "opts.h"
+
+struct app {
+  uv_loop_t loop;
+  struct rv_server *srv;
+  uv_signal_t sigterm, sigint;
+  int signals_closed;
+};
+
+/* STYLE.md #23: make sure 0, 1 and 2 are open, so no socket lands on them. */
+static void check_fds(void)
+{
+  for (int fd = 0; fd < 3; fd++) {
+    if (fcntl(fd, F_GETFD) == -1) {
+      int n = open("/dev/null", O_RDWR);
+      if (n > 2)
+        close(n);
+    }
+  }
+}
+
+/* Splits "HOST:PORT", "[V6]:PORT" or "http://HOST:PORT" into host and port. */
+static int parse_listen(const char *s, char *host, size_t hsize, int *port)
+{
+  if (strncmp(s, "http://", 7) == 0)
+    s += 7;
+  const char *colon = NULL;
+  const char *hstart = s;
+  size_t hlen = 0;
+  if (s[0] == '[') {
+    const char *end = strchr(s, ']');
+    if (end == NULL || end[1] != ':')
+      return -1;
+    hstart = s + 1;
+    hlen = (size_t)(end - s - 1);
+    colon = end + 1;
+  } else {
+    colon = strrchr(s, ':');
+    if (colon == NULL)
+      return -1;
+    hlen = (size_t)(colon - s);
+  }
+  if (hlen == 0 || hlen >= hsize)
+    return -1;
+  long p = 0;
+  char portbuf[16];
+  size_t plen = strlen(colon + 1);
+  if (plen == 0 || plen >= sizeof(portbuf))
+    return -1;
+  memcpy(portbuf, colon + 1, plen + 1);
+  if (portbuf[plen - 1] == '/')
+    portbuf[plen - 1] = '\0';
+  if (mu_parse_long(portbuf, 0, 65535, &p) != 0)
+    return -1;
+  memcpy(host, hstart, hlen);
+  host[hlen] = '\0';
+  if (strcmp(host, "localhost") == 0)
+    snprintf(host, hsize, "127.0.0.1");
+  *port = (int)p;
+  return 0;
+}
+
+static void on_signal_closed(uv_handle_t *h)
+{
+  (void)h;
+}
+
+static void on_server_closed(void *data)
+{
+  struct app *app = data;
+  app->srv = NULL;
+  if (!app->signals_closed) {
+    app->signals_closed = 1;
+    uv_close((uv_handle_t *)&app->sigterm, on_signal_closed);
+    uv_close((uv_handle_t *)&app->sigint, on_signal_closed);
+  }
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+  struct app *app = h->data;
+  if (app->srv == NULL)
+    return;
+  mu_log(MU_LOG_INFO, "musterd shutting down (%s): answering in-flight requests, closing watchers",
+         signum == SIGTERM ? "SIGTERM" : "SIGINT");
+  rv_server_close(app->srv, on_server_closed, app);
+}
+
+static size_t size_opt(long v)
+{
+  return (size_t)v;
+}
+
 int main(int argc, char **argv)
 {
-  if (argc > 1 && strcmp(argv[1], "--version") == 0) {
-    printf("musterd %s\n", MU_VERSION);
-    return 0;
+  const char *listen = "127.0.0.1:2379";
+  const char *advertise = NULL;
+  const char *level_name = "info";
+  const char *name = "musterd";
+  long max_conns = 10000, max_body = 1024 * 1024, max_header = 16 * 1024, max_url = 8 * 1024;
+  long max_output = 8 * 1024 * 1024, idle_ms = 300000;
+  int log_requests = 0, version = 0;
+  struct mu_opt opts[] = {
+      MU_OPT_STRING('l', "listen", &listen, "HOST:PORT",
+                    "address to serve on (default 127.0.0.1:2379; port 0 = any free port)"),
+      MU_OPT_STRING(0, "advertise-url", &advertise, "URL",
+                    "client URL reported by /v2/machines (default http://HOST:PORT)"),
+      MU_OPT_STRING(0, "name", &name, "NAME", "member name in /v2/members (default musterd)"),
+      MU_OPT_INT(0, "max-connections", &max_conns, "N",
+                 "open connections before new ones get 503 (default 10000)"),
+      MU_OPT_INT(0, "max-body-bytes", &max_body, "N", "request body limit, 413 (default 1 MiB)"),
+      MU_OPT_INT(0, "max-header-bytes", &max_header, "N",
+                 "request line + headers limit, 431 (default 16 KiB)"),
+      MU_OPT_INT(0, "max-url-bytes", &max_url, "N", "request target limit, 414 (default 8 KiB)"),
+      MU_OPT_INT(0, "max-output-bytes", &max_output, "N",
+                 "unsent output per connection before it is closed (default 8 MiB)"),
+      MU_OPT_INT(0, "idle-timeout-ms", &idle_ms, "MS",
+                 "close connections idle this long; 0 = never (default 300000)"),
+      MU_OPT_STRING(0, "log-level", &level_name, "LEVEL", "debug, info, warn, error or off"),
+      MU_OPT_BOOL(0, "log-requests", &log_requests, "log one line per request"),
+      MU_OPT_BOOL('V', "version", &version, "print the version and exit"),
+      MU_OPT_END(),
+  };
+  struct app app;
+  struct rv_server_config cfg;
+  char host[256];
+  int port = 0;
+  int rc = 0;
+
+  check_fds();
+  signal(SIGPIPE, SIG_IGN);
+  mu_log_setup("musterd", MU_LOG_INFO);
+  int n = mu_opts_parse(opts, argc, argv, 0, "musterd [options]");
+  if (n == MU_OPTS_HELP)
+    return MU_EXIT_OK;
+  if (n < 0)
+    return MU_EXIT_USAGE;
+  if (n < argc) {
+    mu_error("unexpected argument '%s' (musterd takes options only; see musterd --help)",
+             argv[n]);
+    return MU_EXIT_USAGE;
   }
-  fprintf(stderr, "musterd: not built yet\n");
-  return 1;
+  if (version) {
+    printf("musterd %s (etcd v2 API compatible with etcd 3.4.23)\n", MU_VERSION);
+    return fflush(stdout) == 0 && !ferror(stdout) ? MU_EXIT_OK : MU_EXIT_FAILED;
+  }
+  enum mu_log_level level;
+  if (mu_log_level_parse(level_name, &level) != 0) {
+    mu_error("invalid --log-level '%s': use debug, info, warn, error or off", level_name);
+    return MU_EXIT_USAGE;
+  }
+  mu_log_setup("musterd", level);
+  if (parse_listen(listen, host, sizeof(host), &port) != 0) {
+    mu_error("invalid --listen '%s': expected HOST:PORT, e.g. 127.0.0.1:2379", listen);
+    return MU_EXIT_USAGE;
+  }
+  if (max_conns < 1 || max_body < 0 || max_header < 256 || max_url < 16 || max_output < 65536 ||
+      idle_ms < 0) {
+    mu_error("invalid limit: --max-connections >= 1, --max-header-bytes >= 256, "
+             "--max-url-bytes >= 16, --max-output-bytes >= 65536, sizes and timeouts >= 0");
+    return MU_EXIT_USAGE;
+  }
+  if (advertise != NULL && strncmp(advertise, "http://", 7) != 0 &&
+      strncmp(advertise, "https://", 8) != 0) {
+    mu_error("invalid --advertise-url '%s': expected http://HOST:PORT", advertise);
+    return MU_EXIT_USAGE;
+  }
+
+  mu_alloc_install_hooks();
+  memset(&app, 0, sizeof(app));
+  uv_loop_init(&app.loop);
+  rv_server_config_init(&cfg);
+  cfg.listen_host = host;
+  cfg.listen_port = port;
+  cfg.advertise_url = advertise;
+  cfg.name = name;
+  cfg.max_connections = (unsigned)max_conns;
+  cfg.max_body_bytes = size_opt(max_body);
+  cfg.max_header_bytes = size_opt(max_header);
+  cfg.max_url_bytes = size_opt(max_url);
+  cfg.max_output_bytes = size_opt(max_output);
+  cfg.idle_timeout_ms = (uint64_t)idle_ms;
+  cfg.log_requests = log_requests;
+  app.srv = rv_server_new(&app.loop, &cfg);
+  rc = rv_server_listen(app.srv);
+  if (rc != 0) {
+    mu_error("cannot listen on %s:%d: %s%s", host, port, uv_strerror(rc),
+             rc == UV_EADDRINUSE ? " (pick another port with --listen HOST:PORT, or 0 for any)"
+                                 : "");
+    rv_server_close(app.srv, NULL, NULL);
+    uv_run(&app.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&app.loop);
+    return MU_EXIT_FAILED;
+  }
+  uv_signal_init(&app.loop, &app.sigterm);
+  uv_signal_init(&app.loop, &app.sigint);
+  app.sigterm.data = app.sigint.data = &app;
+  uv_signal_start(&app.sigterm, on_signal, SIGTERM);
+  uv_signal_start(&app.sigint, on_signal, SIGINT);
+  mu_log(MU_LOG_INFO, "musterd listening on %s:%d (version %s, client URL %s)", host,
+         rv_server_port(app.srv), MU_VERSION, rv_server_url(app.srv));
+  if (level > MU_LOG_INFO)
+    fprintf(stderr, "musterd listening on %s:%d\n", host, rv_server_port(app.srv));
+
+  uv_run(&app.loop, UV_RUN_DEFAULT);
+  rc = uv_loop_close(&app.loop);
+  if (rc != 0) {
+    mu_log(MU_LOG_ERROR, "uv_loop_close: %s (a handle was left open)", uv_strerror(rc));
+    return MU_EXIT_FAILED;
+  }
+  mu_log(MU_LOG_INFO, "musterd stopped");
+  return MU_EXIT_OK;
 }

@@ -1,0 +1,738 @@
+/* Connection lifecycle, llhttp callbacks and the reply writer.
+ *
+ * Why the parser pauses at the end of every message: a handler may defer its answer (a long
+ * poll), and pipelined requests behind it must be answered in order. So on_message_complete
+ * returns HPE_PAUSED, the request is dispatched, and the bytes after it are parsed only once
+ * the answer is complete; meanwhile they wait in `c->in` (capped; past the cap the
+ * connection stops reading).
+ *
+ * Output is appended to `c->out` and flushed once per read (so a pipelined batch leaves in
+ * one write) or at once for a reply made outside a read (a deferred answer). uv_try_write
+ * first, uv_write for the rest; `out` + `wbuf` together never pass max_output_bytes, else
+ * the connection is closed (a client that never reads must not grow our memory).
+ *
+ * Lifecycle as in STYLE.md #16: rv_conn_close() calls uv_close(), and only on_close frees.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "log.h"
+#include "server.h"
+
+static void conn_flush(struct rv_conn *c);
+static void conn_feed(struct rv_conn *c, const char *data, size_t len);
+static void conn_request_finished(struct rv_conn *c);
+
+/* ---------------------------------------------------------------------------------------------
+ * Parser callbacks
+ */
+
+static struct rv_conn *conn_of(llhttp_t *p)
+{
+  return p->data;
+}
+
+static int head_over(struct rv_conn *c)
+{
+  struct rv_server *srv = c->srv;
+  if (c->in_url && c->head.len > srv->cfg.max_url_bytes) {
+    c->req_error = 414;
+    return 1;
+  }
+  if (c->head.len > srv->cfg.max_header_bytes) {
+    c->req_error = c->in_url ? 414 : 431;
+    return 1;
+  }
+  return 0;
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+  struct rv_conn *c = conn_of(p);
+  mu_buf_clear(&c->head);
+  mu_buf_clear(&c->body);
+  c->url_len = 0;
+  c->in_url = 1;
+  c->last_was_value = 1;
+  c->nhdr = 0;
+  c->req_error = 0;
+  return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len)
+{
+  struct rv_conn *c = conn_of(p);
+  if (mu_buf_append(&c->head, at, len) != 0 || head_over(c)) {
+    if (c->req_error == 0)
+      c->req_error = 414;
+    return -1;
+  }
+  c->url_len += len;
+  return 0;
+}
+
+static int start_piece(struct rv_conn *c, int value)
+{
+  if (c->in_url) {
+    c->in_url = 0;
+    if (mu_buf_putc(&c->head, '\0') != 0)
+      return -1;
+  }
+  if (value == c->last_was_value)
+    return 0;
+  if (!value && c->nhdr >= RV_MAX_HEADERS) {
+    c->req_error = 431;
+    return -1;
+  }
+  if (c->nhdr > 0 || value) {
+    /* terminate the previous piece */
+    if (c->head.len > 0 && c->head.data[c->head.len - 1] != '\0' && mu_buf_putc(&c->head, '\0'))
+      return -1;
+  }
+  if (!value)
+    c->hdr_off[c->nhdr * 2] = (uint32_t)c->head.len;
+  else
+    c->hdr_off[c->nhdr * 2 + 1] = (uint32_t)c->head.len;
+  if (value)
+    c->nhdr++;
+  c->last_was_value = value;
+  return 0;
+}
+
+static int on_piece(llhttp_t *p, const char *at, size_t len, int value)
+{
+  struct rv_conn *c = conn_of(p);
+  if (start_piece(c, value) != 0 || mu_buf_append(&c->head, at, len) != 0 || head_over(c)) {
+    if (c->req_error == 0)
+      c->req_error = 431;
+    return -1;
+  }
+  return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+  return on_piece(p, at, len, 0);
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+  return on_piece(p, at, len, 1);
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+  struct rv_conn *c = conn_of(p);
+  if (c->in_url) {
+    c->in_url = 0;
+    if (mu_buf_putc(&c->head, '\0') != 0)
+      goto big;
+  } else if (!c->last_was_value) {
+    /* a field without a value: give it an empty one */
+    if (start_piece(c, 1) != 0)
+      goto big;
+  }
+  if (mu_buf_putc(&c->head, '\0') != 0)
+    goto big;
+  if (c->head.len > c->srv->cfg.max_header_bytes + 2)
+    goto big;
+  if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->srv->cfg.max_body_bytes) {
+    c->req_error = 413;
+    return -1;
+  }
+  /* curl sends "Expect: 100-continue" before bodies over 1 KiB: say go (as Go's server does
+   * when the handler reads the body), or it waits a second */
+  if (p->http_major == 1 && p->http_minor >= 1 && (p->flags & (F_CONTENT_LENGTH | F_CHUNKED))) {
+    for (unsigned i = 0; i < c->nhdr; i++) {
+      if (strcasecmp(c->head.data + c->hdr_off[i * 2], "Expect") == 0 &&
+          strcasecmp(c->head.data + c->hdr_off[i * 2 + 1], "100-continue") == 0) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (mu_buf_append(&c->out, cont, sizeof(cont) - 1) != 0)
+          return -1;
+        break;
+      }
+    }
+  }
+  return 0;
+big:
+  c->req_error = 431;
+  return -1;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+  struct rv_conn *c = conn_of(p);
+  if (c->body.len + len > c->srv->cfg.max_body_bytes || mu_buf_append(&c->body, at, len) != 0) {
+    c->req_error = 413;
+    return -1;
+  }
+  return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+  struct rv_conn *c = conn_of(p);
+  c->keep_alive = llhttp_should_keep_alive(p);
+  return HPE_PAUSED;
+}
+
+static const llhttp_settings_t *parser_settings(void)
+{
+  static llhttp_settings_t s;
+  static int done;
+  if (!done) {
+    llhttp_settings_init(&s);
+    s.on_message_begin = on_message_begin;
+    s.on_url = on_url;
+    s.on_header_field = on_header_field;
+    s.on_header_value = on_header_value;
+    s.on_headers_complete = on_headers_complete;
+    s.on_body = on_body;
+    s.on_message_complete = on_message_complete;
+    done = 1;
+  }
+  return &s;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Lifecycle
+ */
+
+static void conn_init(struct rv_conn *c, struct rv_server *srv)
+{
+  memset(c, 0, sizeof(*c));
+  c->srv = srv;
+  llhttp_init(&c->parser, HTTP_REQUEST, parser_settings());
+  c->parser.data = c;
+  mu_buf_init(&c->in, srv->cfg.max_header_bytes + srv->cfg.max_body_bytes + 65536);
+  mu_buf_init(&c->out, srv->cfg.max_output_bytes);
+  mu_buf_init(&c->wbuf, srv->cfg.max_output_bytes);
+  mu_buf_init(&c->head, srv->cfg.max_header_bytes + 64);
+  mu_buf_init(&c->body, srv->cfg.max_body_bytes + 1);
+  c->last_active = uv_now(srv->loop);
+}
+
+static void conn_release(struct rv_conn *c)
+{
+  mu_buf_release(&c->in);
+  mu_buf_release(&c->out);
+  mu_buf_release(&c->wbuf);
+  mu_buf_release(&c->head);
+  mu_buf_release(&c->body);
+  mu_free(c->scratch);
+  mu_free(c->params);
+}
+
+static void on_close(uv_handle_t *h)
+{
+  struct rv_conn *c = h->data;
+  struct rv_server *srv = c->srv;
+  rv_server_conn_closed(srv, c);
+  conn_release(c);
+  mu_free(c);
+}
+
+/* The request in progress is dead for its owner: tell it (once). */
+static void conn_abort_request(struct rv_conn *c)
+{
+  if (c->state == REQ_IDLE)
+    return;
+  rv_gone_cb *gone = c->gone;
+  void *data = c->gone_data;
+  c->gone = NULL;
+  c->state = REQ_IDLE;
+  if (gone != NULL)
+    gone(&c->req, data);
+}
+
+void rv_conn_close(struct rv_conn *c)
+{
+  if (c->flags & CONN_CLOSING)
+    return;
+  c->flags |= CONN_CLOSING;
+  if (!(c->flags & CONN_IN_DISPATCH))
+    conn_abort_request(c);
+  if (c->flags & CONN_FAKE)
+    return;
+  uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+void rv_conn_shutdown(struct rv_conn *c)
+{
+  if (c->flags & CONN_CLOSING)
+    return;
+  conn_abort_request(c);
+  c->flags |= CONN_CLOSE_AFTER_REPLY;
+  if (!c->writing && c->out.len == 0)
+    rv_conn_close(c);
+  else
+    conn_flush(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Output
+ */
+
+static void on_write(uv_write_t *w, int status)
+{
+  struct rv_conn *c = w->data;
+  c->writing = 0;
+  mu_buf_clear(&c->wbuf);
+  if (c->wbuf.cap > 65536)
+    mu_buf_release(&c->wbuf);
+  if (status < 0) {
+    rv_conn_close(c);
+    return;
+  }
+  if (!(c->flags & CONN_CLOSING))
+    conn_flush(c);
+}
+
+static void conn_flush(struct rv_conn *c)
+{
+  if (c->flags & CONN_CLOSING)
+    return;
+  if (c->flags & CONN_FAKE) {
+    if (c->out.len > 0 && c->fake_out != NULL) {
+      if (mu_buf_append(c->fake_out, c->out.data, c->out.len) != 0)
+        c->fake_out = NULL;
+    }
+    mu_buf_clear(&c->out);
+    if (c->flags & CONN_CLOSE_AFTER_REPLY)
+      rv_conn_close(c);
+    return;
+  }
+  if (c->writing)
+    return;
+  if (c->out.len == 0) {
+    if (c->flags & CONN_CLOSE_AFTER_REPLY)
+      rv_conn_close(c);
+    return;
+  }
+  uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+  int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+  if (n == (int)c->out.len) {
+    mu_buf_clear(&c->out);
+    if (c->out.cap > 65536)
+      mu_buf_release(&c->out);
+    if (c->flags & CONN_CLOSE_AFTER_REPLY)
+      rv_conn_close(c);
+    return;
+  }
+  if (n < 0 && n != UV_EAGAIN) {
+    rv_conn_close(c);
+    return;
+  }
+  if (n > 0)
+    mu_buf_consume(&c->out, (size_t)n);
+  /* hand the rest to uv_write: swap the buffers so that `out` can keep filling */
+  struct mu_buf tmp = c->wbuf;
+  c->wbuf = c->out;
+  c->out = tmp;
+  mu_buf_clear(&c->out);
+  b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
+  c->wreq.data = c;
+  if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+    rv_conn_close(c);
+    return;
+  }
+  c->writing = 1;
+}
+
+/* Appends to the output, or closes the connection when the cap is passed. */
+static int out_append(struct rv_conn *c, const void *p, size_t n)
+{
+  if (c->flags & CONN_CLOSING)
+    return -1;
+  if (c->wbuf.len + c->out.len + n > c->srv->cfg.max_output_bytes ||
+      mu_buf_append(&c->out, p, n) != 0) {
+    c->srv->conns_output_overflow++;
+    mu_log(MU_LOG_WARN, "closing a connection: unsent output over %zu bytes (client not reading)",
+           c->srv->cfg.max_output_bytes);
+    rv_conn_close(c);
+    return -1;
+  }
+  return 0;
+}
+
+static void write_head(struct rv_conn *c, int status, const char *ctype, const char *extra,
+                       long long content_length)
+{
+  char line[512];
+  struct rv_server *srv = c->srv;
+  if (c->keep_alive == 0)
+    c->flags |= CONN_CLOSE_AFTER_REPLY;
+  int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status, rv_status_reason(status));
+  if (out_append(c, line, (size_t)n) != 0)
+    return;
+  if (ctype != NULL) {
+    n = snprintf(line, sizeof(line), "Content-Type: %s\r\n", ctype);
+    if (n > 0 && (size_t)n < sizeof(line))
+      out_append(c, line, (size_t)n);
+  }
+  if (extra != NULL)
+    out_append(c, extra, strlen(extra));
+  if (c->flags & CONN_CLOSE_AFTER_REPLY)
+    out_append(c, "Connection: close\r\n", 19);
+  if (content_length >= 0)
+    n = snprintf(line, sizeof(line), "Date: %s\r\nContent-Length: %lld\r\n\r\n",
+                 rv_server_date(srv), content_length);
+  else
+    n = snprintf(line, sizeof(line), "Date: %s\r\nTransfer-Encoding: chunked\r\n\r\n",
+                 rv_server_date(srv));
+  out_append(c, line, (size_t)n);
+}
+
+static struct rv_conn *req_conn(struct rv_req *req)
+{
+  return (struct rv_conn *)((char *)req - offsetof(struct rv_conn, req));
+}
+
+static void count_status(struct rv_conn *c, int status)
+{
+  rv_router_count(c->srv, c->slot, status);
+  if (c->srv->cfg.log_requests)
+    mu_log(MU_LOG_INFO, "%s %s %d", c->req.method_name ? c->req.method_name : "-",
+           c->req.target ? c->req.target : "-", status);
+}
+
+void rv_reply(struct rv_req *req, int status, const char *content_type, const char *extra_headers,
+              const void *body, size_t len)
+{
+  struct rv_conn *c = req_conn(req);
+  if (c->state != REQ_HANDLING)
+    return;
+  count_status(c, status);
+  write_head(c, status, content_type, extra_headers, (long long)len);
+  if (!c->is_head && len > 0)
+    out_append(c, body, len);
+  conn_request_finished(c);
+}
+
+void rv_reply_text(struct rv_req *req, int status, const char *content_type, const char *body)
+{
+  rv_reply(req, status, content_type, NULL, body, strlen(body));
+}
+
+void rv_reply_take(struct rv_req *req, int status, const char *content_type,
+                   const char *extra_headers, struct mu_buf *body)
+{
+  rv_reply(req, status, content_type, extra_headers, body->data ? body->data : "", body->len);
+  mu_buf_clear(body);
+}
+
+void rv_reply_error(struct rv_req *req, int status, const char *code, const char *message)
+{
+  struct mu_buf b = MU_BUF_INIT(16384);
+  mu_buf_puts(&b, "{\"error\":\"");
+  for (const char *s = code; *s; s++)
+    if (*s != '"' && *s != '\\')
+      mu_buf_putc(&b, *s);
+  mu_buf_puts(&b, "\",\"message\":\"");
+  for (const unsigned char *s = (const unsigned char *)message; *s; s++) {
+    if (*s == '"' || *s == '\\') {
+      mu_buf_putc(&b, '\\');
+      mu_buf_putc(&b, (char)*s);
+    } else if (*s < 0x20) {
+      mu_buf_printf(&b, "\\u%04x", *s);
+    } else {
+      mu_buf_putc(&b, (char)*s);
+    }
+  }
+  mu_buf_puts(&b, "\"}\n");
+  rv_reply(req, status, "application/json", NULL, b.data, b.len);
+  mu_buf_release(&b);
+}
+
+void rv_req_defer(struct rv_req *req, rv_gone_cb *on_gone, void *data)
+{
+  struct rv_conn *c = req_conn(req);
+  c->gone = on_gone;
+  c->gone_data = data;
+}
+
+void rv_reply_start(struct rv_req *req, int status, const char *content_type,
+                    const char *extra_headers)
+{
+  struct rv_conn *c = req_conn(req);
+  if (c->state != REQ_HANDLING)
+    return;
+  count_status(c, status);
+  c->state = REQ_STREAMING;
+  write_head(c, status, content_type, extra_headers, -1);
+  if (!(c->flags & (CONN_IN_READ | CONN_IN_DISPATCH)))
+    conn_flush(c);
+}
+
+void rv_reply_chunk(struct rv_req *req, const void *data, size_t len)
+{
+  struct rv_conn *c = req_conn(req);
+  char line[32];
+  if (c->state != REQ_STREAMING || len == 0)
+    return;
+  int n = snprintf(line, sizeof(line), "%zx\r\n", len);
+  if (out_append(c, line, (size_t)n) != 0 || out_append(c, data, len) != 0 ||
+      out_append(c, "\r\n", 2) != 0)
+    return;
+  if (!(c->flags & (CONN_IN_READ | CONN_IN_DISPATCH)))
+    conn_flush(c);
+}
+
+void rv_reply_end(struct rv_req *req)
+{
+  struct rv_conn *c = req_conn(req);
+  if (c->state != REQ_STREAMING)
+    return;
+  out_append(c, "0\r\n\r\n", 5);
+  conn_request_finished(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Request flow
+ */
+
+const char *rv_req_header(const struct rv_req *req, const char *name)
+{
+  const struct rv_conn *c = (const struct rv_conn *)((const char *)req -
+                                                     offsetof(struct rv_conn, req));
+  for (unsigned i = 0; i < c->nhdr; i++) {
+    const char *f = c->head.data + c->hdr_off[i * 2];
+    if (strcasecmp(f, name) == 0)
+      return c->head.data + c->hdr_off[i * 2 + 1];
+  }
+  return NULL;
+}
+
+const char *rv_req_param(const struct rv_req *req, const char *name)
+{
+  for (size_t i = 0; i < req->nparams; i++)
+    if (strcmp(req->params[i].name, name) == 0)
+      return req->params[i].value;
+  return NULL;
+}
+
+/* The answer is complete: go on with stashed input (unless we are inside the read loop,
+ * which goes on by itself). */
+static void conn_request_finished(struct rv_conn *c)
+{
+  c->state = REQ_IDLE;
+  c->gone = NULL;
+  c->gone_data = NULL;
+  c->last_active = uv_now(c->srv->loop);
+  if (c->flags & (CONN_IN_READ | CONN_IN_DISPATCH))
+    return;
+  if (c->in.len > 0 && !(c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY))) {
+    struct mu_buf pending = c->in;
+    mu_buf_init(&c->in, pending.max);
+    c->flags |= CONN_IN_READ;
+    conn_feed(c, pending.data, pending.len);
+    c->flags &= ~CONN_IN_READ;
+    mu_buf_release(&pending);
+  }
+  if ((c->flags & CONN_READ_STOPPED) && c->in.len == 0 && !(c->flags & CONN_CLOSING) &&
+      !(c->flags & CONN_FAKE)) {
+    c->flags &= ~CONN_READ_STOPPED;
+    rv_conn_start_reading(c);
+  }
+  conn_flush(c);
+}
+
+static void error_reply(struct rv_conn *c, int status)
+{
+  char body[160];
+  c->state = REQ_HANDLING;
+  c->slot = NULL;
+  c->keep_alive = 0;
+  c->srv->limit_hits += (status == 413 || status == 414 || status == 431);
+  if (status == 413 || status == 414 || status == 431)
+    mu_log(MU_LOG_WARN, "request refused with %d %s", status, rv_status_reason(status));
+  int n = snprintf(body, sizeof(body), "%d %s\n", status, rv_status_reason(status));
+  memset(&c->req, 0, sizeof(c->req));
+  c->req.srv = c->srv;
+  rv_reply(&c->req, status, "text/plain; charset=utf-8", NULL, body, (size_t)n);
+}
+
+static void dispatch(struct rv_conn *c)
+{
+  c->state = REQ_HANDLING;
+  c->is_head = c->parser.method == HTTP_HEAD;
+  c->flags |= CONN_IN_DISPATCH;
+  rv_router_dispatch(c);
+  c->flags &= ~CONN_IN_DISPATCH;
+  if (c->flags & CONN_CLOSING) {
+    /* closed (output cap) during the handler: the request dies with the connection */
+    conn_abort_request(c);
+    return;
+  }
+  if (c->state == REQ_HANDLING && c->gone == NULL) {
+    mu_log(MU_LOG_ERROR, "handler for %s left the request unanswered", c->req.path);
+    rv_reply(&c->req, 500, "text/plain", NULL, "internal error\n", 15);
+  }
+}
+
+/* Parses and dispatches as much of `data` as the request flow allows; the rest is stashed. */
+static void conn_feed(struct rv_conn *c, const char *data, size_t len)
+{
+  while (len > 0) {
+    if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY))
+      return;
+    if (c->state != REQ_IDLE) {
+      if (mu_buf_append(&c->in, data, len) != 0) {
+        /* too much pipelined input behind a long poll: drop it and this client */
+        rv_conn_close(c);
+      } else if (c->in.len > 65536 && !(c->flags & (CONN_FAKE | CONN_READ_STOPPED))) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->flags |= CONN_READ_STOPPED;
+      }
+      return;
+    }
+    llhttp_errno_t err = llhttp_execute(&c->parser, data, len);
+    if (err == HPE_OK)
+      return;
+    if (err == HPE_PAUSED) {
+      const char *pos = llhttp_get_error_pos(&c->parser);
+      size_t used = (pos != NULL && pos >= data && pos <= data + len) ? (size_t)(pos - data) : len;
+      data += used;
+      len -= used;
+      llhttp_resume(&c->parser);
+      dispatch(c);
+      continue;
+    }
+    error_reply(c, c->req_error ? c->req_error : 400);
+    return;
+  }
+}
+
+static void conn_eof(struct rv_conn *c)
+{
+  c->flags |= CONN_EOF;
+  if (c->state != REQ_IDLE) {
+    /* the client went away (or half-closed) during a long poll: etcd drops the watch too */
+    rv_conn_close(c);
+    return;
+  }
+  if (llhttp_finish(&c->parser) != HPE_OK && c->head.len > 0 && !(c->flags & CONN_FAKE)) {
+    /* truncated request: nobody is left to read an answer */
+  }
+  if (c->out.len > 0 || c->writing) {
+    c->flags |= CONN_CLOSE_AFTER_REPLY;
+    conn_flush(c);
+    return;
+  }
+  rv_conn_close(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Socket side
+ */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  struct rv_conn *c = h->data;
+  (void)suggested;
+  if (c->srv->read_buf_busy) {
+    /* cannot happen on one loop thread, but never hand out the shared buffer twice */
+    buf->base = NULL;
+    buf->len = 0;
+    return;
+  }
+  c->srv->read_buf_busy = 1;
+  buf->base = c->srv->read_buf;
+  buf->len = sizeof(c->srv->read_buf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+  struct rv_conn *c = s->data;
+  if (buf->base == c->srv->read_buf)
+    c->srv->read_buf_busy = 0;
+  if (nread == 0)
+    return;
+  if (nread < 0) {
+    if (nread == UV_EOF)
+      conn_eof(c);
+    else
+      rv_conn_close(c);
+    return;
+  }
+  c->last_active = uv_now(c->srv->loop);
+  c->flags |= CONN_IN_READ;
+  conn_feed(c, buf->base, (size_t)nread);
+  c->flags &= ~CONN_IN_READ;
+  conn_flush(c);
+}
+
+void rv_conn_start_reading(struct rv_conn *c)
+{
+  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0)
+    rv_conn_close(c);
+}
+
+void rv_conn_accept(struct rv_server *srv)
+{
+  struct rv_conn *c = mu_malloc(sizeof(*c));
+  conn_init(c, srv);
+  uv_tcp_init(srv->loop, &c->tcp);
+  c->tcp.data = c;
+  if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->tcp) != 0) {
+    uv_close((uv_handle_t *)&c->tcp, (uv_close_cb)mu_free);
+    conn_release(c);
+    return;
+  }
+  /* link before anything can close it */
+  c->next = srv->conns;
+  if (srv->conns != NULL)
+    srv->conns->prev = c;
+  srv->conns = c;
+  srv->nconns++;
+  srv->refs++;
+  srv->conns_accepted++;
+  uv_tcp_nodelay(&c->tcp, 1);
+  if (srv->nconns > srv->cfg.max_connections) {
+    static const char msg[] = "503 too many connections\n";
+    srv->conns_rejected++;
+    if (srv->conns_rejected == 1 || srv->conns_rejected % 1000 == 0)
+      mu_log(MU_LOG_WARN, "connection limit %u reached: refusing with 503 (%llu so far)",
+             srv->cfg.max_connections, (unsigned long long)srv->conns_rejected);
+    c->keep_alive = 0;
+    c->state = REQ_HANDLING;
+    rv_reply(&c->req, 503, "text/plain; charset=utf-8", NULL, msg, sizeof(msg) - 1);
+    return;
+  }
+  rv_conn_start_reading(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Without sockets
+ */
+
+struct rv_conn *rv_conn_new_fake(struct rv_server *srv, struct mu_buf *out)
+{
+  struct rv_conn *c = mu_malloc(sizeof(*c));
+  conn_init(c, srv);
+  c->flags |= CONN_FAKE;
+  c->fake_out = out;
+  return c;
+}
+
+void rv_conn_feed_fake(struct rv_conn *c, const char *data, size_t len)
+{
+  c->flags |= CONN_IN_READ;
+  conn_feed(c, data, len);
+  c->flags &= ~CONN_IN_READ;
+  conn_flush(c);
+  if (!(c->flags & CONN_CLOSING))
+    conn_eof(c);
+}
+
+void rv_conn_free_fake(struct rv_conn *c)
+{
+  c->flags |= CONN_CLOSING;
+  conn_abort_request(c);
+  conn_release(c);
+  mu_free(c);
+}

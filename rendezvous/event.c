@@ -1,0 +1,88 @@
+/* etcd v2 events and the JSON helpers that render them. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "event.h"
+
+const char *mu_event_action_name(enum mu_event_action a)
+{
+  static const char *names[] = {"get",    "create",         "set",              "update",
+                                "delete", "compareAndSwap", "compareAndDelete", "expire"};
+  if ((unsigned)a < sizeof(names) / sizeof(names[0]))
+    return names[a];
+  return "unknown";
+}
+
+void mu_event_free(struct mu_event *e)
+{
+  if (e == NULL)
+    return;
+  mu_free(e->key);
+  mu_free(e->prev_key);
+  mu_free(e->json);
+  mu_free(e);
+}
+
+void mu_json_str(struct mu_buf *b, const char *s, size_t n)
+{
+  static const char hex[] = "0123456789abcdef";
+  size_t start = 0;
+  mu_buf_putc(b, '"');
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    const char *rep = NULL;
+    char u[7];
+    if (ch >= 0x20 && ch != '"' && ch != '\\' && ch != '<' && ch != '>' && ch != '&') {
+      /* U+2028 and U+2029 are escaped by Go as well */
+      if (ch == 0xe2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
+          ((unsigned char)s[i + 2] == 0xa8 || (unsigned char)s[i + 2] == 0xa9)) {
+        mu_buf_append(b, s + start, i - start);
+        mu_buf_puts(b, (unsigned char)s[i + 2] == 0xa8 ? "\\u2028" : "\\u2029");
+        i += 2;
+        start = i + 1;
+      }
+      continue;
+    }
+    switch (ch) {
+    case '"': rep = "\\\""; break;
+    case '\\': rep = "\\\\"; break;
+    case '\n': rep = "\\n"; break;
+    case '\r': rep = "\\r"; break;
+    case '\t': rep = "\\t"; break;
+    default:
+      u[0] = '\\';
+      u[1] = 'u';
+      u[2] = '0';
+      u[3] = '0';
+      u[4] = hex[ch >> 4];
+      u[5] = hex[ch & 15];
+      u[6] = '\0';
+      rep = u;
+    }
+    mu_buf_append(b, s + start, i - start);
+    mu_buf_puts(b, rep);
+    start = i + 1;
+  }
+  mu_buf_append(b, s + start, n - start);
+  mu_buf_putc(b, '"');
+}
+
+void mu_json_time(struct mu_buf *b, int64_t unix_ns)
+{
+  time_t sec = (time_t)(unix_ns / 1000000000);
+  long ns = (long)(unix_ns % 1000000000);
+  struct tm tm;
+  char base[40], frac[16];
+  gmtime_r(&sec, &tm);
+  strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+  frac[0] = '\0';
+  if (ns > 0) {
+    snprintf(frac, sizeof(frac), ".%09ld", ns);
+    size_t l = strlen(frac);
+    while (l > 1 && frac[l - 1] == '0')
+      frac[--l] = '\0';
+  }
+  mu_buf_printf(b, "\"%s%sZ\"", base, frac);
+}

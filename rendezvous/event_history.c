@@ -1,0 +1,83 @@
+/* The event ring. Mirrors etcd's scan() including its quirks: the recursive match is a
+ * string prefix on key + "/", and a deleted/expired dir matches every watched key that
+ * starts with the dir's key. */
+#include <string.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "event_history.h"
+
+void mu_event_history_init(struct mu_event_history *h, unsigned cap)
+{
+  memset(h, 0, sizeof(*h));
+  h->cap = cap;
+  h->ring = mu_calloc(cap, sizeof(*h->ring));
+}
+
+void mu_event_history_release(struct mu_event_history *h)
+{
+  if (h == NULL || h->ring == NULL)
+    return;
+  for (unsigned i = 0; i < h->count; i++)
+    mu_event_free(h->ring[(h->front + i) % h->cap]);
+  mu_free(h->ring);
+  h->ring = NULL;
+  h->count = 0;
+}
+
+void mu_event_history_add(struct mu_event_history *h, struct mu_event *e)
+{
+  if (h->count == h->cap) {
+    mu_event_free(h->ring[h->front]);
+    h->ring[h->front] = NULL;
+    h->front = (h->front + 1) % h->cap;
+    h->count--;
+  }
+  h->ring[(h->front + h->count) % h->cap] = e;
+  h->count++;
+  h->last_index = e->index;
+  h->start_index = h->ring[h->front]->index;
+}
+
+int mu_event_history_scan(const struct mu_event_history *h, const char *key, int recursive,
+                          uint64_t index, const struct mu_event **out, uint64_t *start)
+{
+  *out = NULL;
+  *start = h->start_index;
+  if (index < h->start_index)
+    return MU_ENOENT;
+  if (index > h->last_index || h->count == 0)
+    return 0;
+  size_t klen = strlen(key);
+  /* events are in index order: skip to the first with index >= `index` */
+  unsigned lo = 0, hi = h->count;
+  while (lo < hi) {
+    unsigned mid = (lo + hi) / 2;
+    if (h->ring[(h->front + mid) % h->cap]->index < index)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (unsigned i = lo; i < h->count; i++) {
+    const struct mu_event *e = h->ring[(h->front + i) % h->cap];
+    if (e->refresh)
+      continue;
+    int ok = e->key_len == klen && memcmp(e->key, key, klen) == 0;
+    if (!ok && recursive) {
+      /* prefix = key with a trailing slash ("/" stays "/") */
+      size_t plen = klen;
+      if (plen > 0 && key[plen - 1] == '/')
+        ok = e->key_len >= plen && memcmp(e->key, key, plen) == 0;
+      else
+        ok = e->key_len > plen && memcmp(e->key, key, plen) == 0 && e->key[plen] == '/';
+    }
+    if (!ok && (e->action == MU_EV_DELETE || e->action == MU_EV_EXPIRE) && e->prev_key != NULL)
+      ok = strncmp(key, e->prev_key, strlen(e->prev_key)) == 0;
+    if (ok) {
+      *out = e;
+      return 0;
+    }
+  }
+  return 0;
+}

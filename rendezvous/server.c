@@ -1,0 +1,320 @@
+/* The server context: configuration, listener, connection list, idle sweep, modules,
+ * graceful shutdown and the socket-less feed used by tests and the fuzzer.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "log.h"
+#include "server.h"
+
+#if __has_include("v1.h")
+#include "v1.h"
+#define RV_HAVE_V1 1
+#endif
+
+void v2_keys_register(struct rv_server *srv);
+
+void rv_server_config_init(struct rv_server_config *cfg)
+{
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->listen_host = "127.0.0.1";
+  cfg->listen_port = 2379;
+  cfg->name = "musterd";
+  cfg->max_connections = 10000;
+  cfg->max_body_bytes = 1024 * 1024;
+  cfg->max_header_bytes = 16 * 1024;
+  cfg->max_url_bytes = 8 * 1024;
+  cfg->max_output_bytes = 8 * 1024 * 1024;
+  cfg->idle_timeout_ms = 300000;
+}
+
+static char *dup_or_null(const char *s)
+{
+  return s ? mu_strdup(s) : NULL;
+}
+
+static void make_member_id(struct rv_server *srv)
+{
+  /* etcd's member ids are 64-bit hex; derive ours from the name so it is stable */
+  uint64_t h = 1469598103934665603ULL;
+  for (const char *p = srv->name; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+  snprintf(srv->member_id, sizeof(srv->member_id), "%016llx", (unsigned long long)h);
+}
+
+struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *cfg)
+{
+  struct rv_server *srv = mu_calloc(1, sizeof(*srv));
+  srv->loop = loop;
+  srv->cfg = *cfg;
+  srv->host = mu_strdup(cfg->listen_host ? cfg->listen_host : "127.0.0.1");
+  srv->advertise_url = dup_or_null(cfg->advertise_url);
+  srv->name = mu_strdup(cfg->name ? cfg->name : "musterd");
+  srv->cfg.listen_host = srv->host;
+  srv->cfg.advertise_url = srv->advertise_url;
+  srv->cfg.name = srv->name;
+  if (srv->cfg.max_connections == 0)
+    srv->cfg.max_connections = 1;
+  if (srv->cfg.max_output_bytes < 65536)
+    srv->cfg.max_output_bytes = 65536;
+  if (srv->cfg.max_header_bytes < 256)
+    srv->cfg.max_header_bytes = 256;
+  if (srv->cfg.max_url_bytes > srv->cfg.max_header_bytes)
+    srv->cfg.max_url_bytes = srv->cfg.max_header_bytes;
+  srv->start_time_ms = uv_now(loop);
+  {
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    char base[32];
+    strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(srv->start_time_str, sizeof(srv->start_time_str), "%.20s.%09dZ", base,
+             (int)(ts.tv_nsec % 1000000000));
+  }
+  make_member_id(srv);
+  uv_timer_init(loop, &srv->sweep);
+  srv->sweep.data = srv;
+  srv->refs++;
+  rv_builtin_register(srv);
+  if (!cfg->no_v2)
+    v2_keys_register(srv);
+#ifdef RV_HAVE_V1
+  rv_v1_register(srv);
+#endif
+  return srv;
+}
+
+const char *rv_server_date(struct rv_server *srv)
+{
+  time_t now = time(NULL);
+  if ((uint64_t)now != srv->date_sec) {
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(srv->date, sizeof(srv->date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    srv->date_sec = (uint64_t)now;
+  }
+  return srv->date;
+}
+
+static void on_connection(uv_stream_t *s, int status)
+{
+  struct rv_server *srv = s->data;
+  if (status < 0) {
+    mu_log(MU_LOG_WARN, "accept failed: %s", uv_strerror(status));
+    return;
+  }
+  if (srv->closing)
+    return;
+  rv_conn_accept(srv);
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+  struct rv_server *srv = t->data;
+  uint64_t now = uv_now(srv->loop);
+  if (srv->closing) {
+    if (now >= srv->drain_deadline) {
+      for (struct rv_conn *c = srv->conns; c != NULL; c = c->next)
+        rv_conn_close(c);
+    }
+    return;
+  }
+  if (srv->cfg.idle_timeout_ms == 0)
+    return;
+  for (struct rv_conn *c = srv->conns; c != NULL; c = c->next) {
+    if (c->state != REQ_IDLE || c->writing || (c->flags & CONN_CLOSING))
+      continue;
+    if (now - c->last_active >= srv->cfg.idle_timeout_ms) {
+      srv->conns_idle_closed++;
+      rv_conn_close(c);
+    }
+  }
+}
+
+int rv_server_listen(struct rv_server *srv)
+{
+  struct sockaddr_storage ss;
+  int rc = 0;
+  memset(&ss, 0, sizeof(ss));
+  if (strchr(srv->host, ':') != NULL)
+    rc = uv_ip6_addr(srv->host, srv->cfg.listen_port, (struct sockaddr_in6 *)&ss);
+  else
+    rc = uv_ip4_addr(srv->host, srv->cfg.listen_port, (struct sockaddr_in *)&ss);
+  if (rc != 0)
+    return UV_EINVAL;
+  rc = uv_tcp_init(srv->loop, &srv->listener);
+  if (rc != 0)
+    return rc;
+  srv->listener.data = srv;
+  srv->listening = 1;
+  srv->refs++;
+  rc = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&ss, 0);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
+  if (rc != 0)
+    return rc;
+  struct sockaddr_storage bound;
+  int len = sizeof(bound);
+  rc = uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &len);
+  if (rc != 0)
+    return rc;
+  if (bound.ss_family == AF_INET6)
+    srv->port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+  else
+    srv->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+  mu_free(srv->url);
+  if (srv->advertise_url != NULL)
+    srv->url = mu_strdup(srv->advertise_url);
+  else if (strchr(srv->host, ':') != NULL)
+    srv->url = mu_asprintf("http://[%s]:%d", srv->host, srv->port);
+  else
+    srv->url = mu_asprintf("http://%s:%d", srv->host, srv->port);
+  if (srv->cfg.idle_timeout_ms > 0) {
+    uint64_t every = srv->cfg.idle_timeout_ms / 2;
+    if (every > 1000)
+      every = 1000;
+    if (every < 10)
+      every = 10;
+    uv_timer_start(&srv->sweep, on_sweep, every, every);
+  }
+  return 0;
+}
+
+int rv_server_port(const struct rv_server *srv)
+{
+  return srv->port;
+}
+
+const char *rv_server_url(const struct rv_server *srv)
+{
+  if (srv->url != NULL)
+    return srv->url;
+  return "http://127.0.0.1:2379";
+}
+
+uv_loop_t *rv_server_loop(const struct rv_server *srv)
+{
+  return srv->loop;
+}
+
+int rv_server_closing(const struct rv_server *srv)
+{
+  return srv->closing;
+}
+
+int rv_server_add_module(struct rv_server *srv, const struct rv_module *mod)
+{
+  if (rv_server_module_data(srv, mod->name) != NULL || srv->nmodules >= RV_MAX_MODULES)
+    return MU_EEXIST;
+  srv->modules[srv->nmodules++] = *mod;
+  return 0;
+}
+
+void *rv_server_module_data(const struct rv_server *srv, const char *name)
+{
+  for (size_t i = 0; i < srv->nmodules; i++)
+    if (strcmp(srv->modules[i].name, name) == 0)
+      return srv->modules[i].data;
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Shutdown
+ */
+
+static void server_free(struct rv_server *srv)
+{
+  rv_server_closed_cb *cb = srv->closed_cb;
+  void *data = srv->closed_data;
+  mu_free(srv->routes);
+  mu_free(srv->host);
+  mu_free(srv->advertise_url);
+  mu_free(srv->name);
+  mu_free(srv->url);
+  mu_free(srv);
+  if (cb != NULL)
+    cb(data);
+}
+
+void rv_server_ref(struct rv_server *srv)
+{
+  srv->refs++;
+}
+
+void rv_server_unref(struct rv_server *srv)
+{
+  if (--srv->refs == 0 && srv->closing)
+    server_free(srv);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+  rv_server_unref(h->data);
+}
+
+static void close_sweep(struct rv_server *srv)
+{
+  if (srv->sweep_closed)
+    return;
+  srv->sweep_closed = 1;
+  uv_close((uv_handle_t *)&srv->sweep, on_handle_closed);
+}
+
+void rv_server_conn_closed(struct rv_server *srv, struct rv_conn *c)
+{
+  if (c->prev != NULL)
+    c->prev->next = c->next;
+  else
+    srv->conns = c->next;
+  if (c->next != NULL)
+    c->next->prev = c->prev;
+  srv->nconns--;
+  if (srv->closing && srv->conns == NULL)
+    close_sweep(srv);
+  rv_server_unref(srv);
+}
+
+void rv_server_close(struct rv_server *srv, rv_server_closed_cb *cb, void *data)
+{
+  if (srv->closing)
+    return;
+  srv->closing = 1;
+  srv->closed_cb = cb;
+  srv->closed_data = data;
+  srv->refs++; /* held until the end of this function */
+  if (srv->listening)
+    uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
+  /* give queued replies a short while to drain, then force (on_sweep) */
+  srv->drain_deadline = uv_now(srv->loop) + 1000;
+  struct rv_conn *next = NULL;
+  for (struct rv_conn *c = srv->conns; c != NULL; c = next) {
+    next = c->next;
+    rv_conn_shutdown(c);
+  }
+  for (size_t i = 0; i < srv->nmodules; i++)
+    if (srv->modules[i].close != NULL)
+      srv->modules[i].close(srv, srv->modules[i].data);
+  if (srv->conns != NULL)
+    uv_timer_start(&srv->sweep, on_sweep, 100, 100);
+  else
+    close_sweep(srv);
+  rv_server_unref(srv);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Without sockets
+ */
+
+int rv_server_feed(struct rv_server *srv, const char *data, size_t len, struct mu_buf *out)
+{
+  struct rv_conn *c = rv_conn_new_fake(srv, out);
+  rv_conn_feed_fake(c, data, len);
+  int rc = c->fake_out == NULL ? MU_E2BIG : 0;
+  rv_conn_free_fake(c);
+  return rc;
+}

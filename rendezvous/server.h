@@ -1,0 +1,153 @@
+/* musterd internals shared by server.c, conn.c, router.c and builtin.c: the one server
+ * context (`struct rv_server`, as redis keeps one `server`) and the connection object.
+ * Modules outside the core use http.h only.
+ */
+#ifndef RV_SERVER_H
+#define RV_SERVER_H
+
+#include <stdint.h>
+
+#include <llhttp.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "http.h"
+
+#define RV_MAX_MODULES 8
+#define RV_MAX_HEADERS 64
+#define RV_READ_BUF_SIZE (64 * 1024)
+
+/* Per-route counters for /metrics: requests by status class. */
+struct rv_route_stats {
+  uint64_t by_status[6]; /* index status/100: 1xx..5xx */
+};
+
+struct rv_route_slot {
+  const struct rv_route *route;
+  struct rv_route_stats stats;
+};
+
+struct rv_conn;
+
+struct rv_server {
+  uv_loop_t *loop;
+  struct rv_server_config cfg; /* strings below are owned copies */
+  char *host;
+  char *advertise_url;
+  char *name;
+  char *url; /* the advertised URL actually in use */
+  uv_tcp_t listener;
+  int listening;
+  int port;
+  uv_timer_t sweep; /* idle timeout + drain deadline */
+  int sweep_closed;
+  int closing;
+  unsigned refs; /* handles still open (listener, timer, conns, module refs) */
+  rv_server_closed_cb *closed_cb;
+  void *closed_data;
+  uint64_t drain_deadline; /* uv_now() after which remaining conns are force-closed */
+
+  struct rv_conn *conns; /* doubly linked list of live connections */
+  unsigned nconns;
+  char read_buf[RV_READ_BUF_SIZE]; /* shared: reads are processed synchronously */
+  int read_buf_busy;
+
+  struct rv_route_slot *routes;
+  size_t nroutes;
+  struct rv_route_stats unrouted; /* 301/400/404/413/414/431/503 before any route */
+
+  struct rv_module modules[RV_MAX_MODULES];
+  size_t nmodules;
+
+  /* Cached Date header value, refreshed once per second. */
+  char date[40];
+  uint64_t date_sec;
+
+  /* Counters for /metrics and /v2/stats/self. */
+  uint64_t conns_accepted;
+  uint64_t conns_rejected;
+  uint64_t conns_idle_closed;
+  uint64_t conns_output_overflow;
+  uint64_t limit_hits;
+  uint64_t start_time_ms;
+  char start_time_str[40];
+  char member_id[17];
+};
+
+enum conn_flags {
+  CONN_CLOSING = 1 << 0,          /* uv_close called; waiting for on_close */
+  CONN_CLOSE_AFTER_REPLY = 1 << 1, /* close once the output is flushed */
+  CONN_IN_READ = 1 << 2,          /* inside read processing: flush once at the end */
+  CONN_IN_DISPATCH = 1 << 3,      /* inside a handler call */
+  CONN_FAKE = 1 << 4,             /* rv_server_feed(): no socket */
+  CONN_READ_STOPPED = 1 << 5,     /* stashed input over its cap: not reading */
+  CONN_EOF = 1 << 6,              /* the client finished sending */
+};
+
+enum conn_req_state {
+  REQ_IDLE = 0,     /* between requests (or parsing one) */
+  REQ_HANDLING,     /* handler running or request deferred */
+  REQ_STREAMING,    /* chunked headers sent, body to follow */
+};
+
+struct rv_conn {
+  uv_tcp_t tcp;
+  struct rv_server *srv;
+  struct rv_conn *prev, *next;
+  llhttp_t parser;
+  unsigned flags;
+  enum conn_req_state state;
+  uint64_t last_active;
+
+  struct mu_buf in;   /* input received while a request is being handled */
+  struct mu_buf out;  /* output queued, not yet handed to the kernel */
+  struct mu_buf wbuf; /* output being written by uv_write */
+  uv_write_t wreq;
+  int writing;
+
+  /* The request being parsed: the URL, then "name\0value\0" pairs. */
+  struct mu_buf head;
+  size_t url_len;
+  int in_url;
+  int last_was_value;
+  uint32_t hdr_off[RV_MAX_HEADERS * 2];
+  unsigned nhdr;
+  struct mu_buf body;
+  int req_error; /* HTTP status to answer instead of dispatching (413, 414, 431, 400) */
+  int keep_alive;
+  int is_head;
+
+  struct rv_req req;
+  struct rv_route_slot *slot;
+  char *scratch; /* decoded path + params storage for req, reused across requests */
+  size_t scratch_cap;
+  struct rv_param *params;
+  size_t params_cap;
+  rv_gone_cb *gone;
+  void *gone_data;
+  struct mu_buf *fake_out;
+};
+
+/* conn.c */
+void rv_conn_accept(struct rv_server *srv);
+void rv_conn_close(struct rv_conn *c);
+void rv_conn_start_reading(struct rv_conn *c);
+/* Server shutdown: on_gone for a deferred request, close when idle. */
+void rv_conn_shutdown(struct rv_conn *c);
+struct rv_conn *rv_conn_new_fake(struct rv_server *srv, struct mu_buf *out);
+void rv_conn_feed_fake(struct rv_conn *c, const char *data, size_t len);
+void rv_conn_free_fake(struct rv_conn *c);
+
+/* server.c */
+const char *rv_server_date(struct rv_server *srv);
+void rv_server_conn_closed(struct rv_server *srv, struct rv_conn *c);
+
+/* router.c: routes the parsed request in c->req (or answers an error) */
+void rv_router_dispatch(struct rv_conn *c);
+void rv_router_count(struct rv_server *srv, struct rv_route_slot *slot, int status);
+const char *rv_status_reason(int status);
+
+/* builtin.c */
+void rv_builtin_register(struct rv_server *srv);
+
+#endif

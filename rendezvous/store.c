@@ -1,0 +1,931 @@
+/* The etcd v2 key tree. Mirrors v2store/store.go and node.go operation by operation; the
+ * comments name the etcd function each part follows, and note where we differ on purpose.
+ *
+ * Nodes live in a tree (parent + children array) and in one hash table by full key, so a
+ * lookup is one probe and walking "/a/b/c" is three. A replaced file keeps its struct (etcd
+ * frees and recreates it; nothing outside can tell).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "store.h"
+
+#define JSON_MAX ((size_t)1 << 40)
+/* etcd: expire times before 2000-01-01 are treated as permanent (minExpireTime). */
+#define MIN_EXPIRE_NS ((int64_t)946684800 * 1000000000)
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors
+ */
+
+void mu_v2_err_release(struct mu_v2_err *e)
+{
+  if (e == NULL)
+    return;
+  mu_free(e->cause);
+  e->cause = NULL;
+}
+
+static void set_err(struct mu_v2_err *e, int code, const char *cause, uint64_t index)
+{
+  mu_free(e->cause);
+  e->code = code;
+  e->cause = cause ? mu_strdup(cause) : NULL;
+  e->index = index;
+}
+
+static void set_errn(struct mu_v2_err *e, int code, const char *cause, size_t n, uint64_t index)
+{
+  mu_free(e->cause);
+  e->code = code;
+  e->cause = mu_strndup(cause, n);
+  e->index = index;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Keys and the node table
+ */
+
+char *mu_store_clean_key(const char *p, size_t n)
+{
+  char *out = mu_malloc(n + 2);
+  size_t w = 0, r = 0;
+  out[w++] = '/';
+  while (r < n) {
+    if (p[r] == '/') {
+      r++;
+    } else if (p[r] == '.' && (r + 1 == n || p[r + 1] == '/')) {
+      r++;
+    } else if (p[r] == '.' && r + 1 < n && p[r + 1] == '.' && (r + 2 == n || p[r + 2] == '/')) {
+      r += 2;
+      if (w > 1) {
+        w--;
+        while (w > 1 && out[w - 1] != '/')
+          w--;
+        if (w > 1)
+          w--;
+      }
+    } else {
+      if (w > 1)
+        out[w++] = '/';
+      while (r < n && p[r] != '/')
+        out[w++] = p[r++];
+    }
+  }
+  out[w] = '\0';
+  return out;
+}
+
+static uint32_t hash_key(const char *s, size_t n)
+{
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
+static struct mu_node *lookup_n(const struct mu_store *s, const char *key, size_t n)
+{
+  uint32_t h = hash_key(key, n);
+  for (struct mu_node *x = s->buckets[h & (s->nbuckets - 1)]; x != NULL; x = x->hnext)
+    if (x->hash == h && x->key_len == n && memcmp(x->key, key, n) == 0)
+      return x;
+  return NULL;
+}
+
+struct mu_node *mu_store_lookup(const struct mu_store *s, const char *key)
+{
+  return lookup_n(s, key, strlen(key));
+}
+
+static void table_grow(struct mu_store *s)
+{
+  size_t nb = s->nbuckets * 2;
+  struct mu_node **b = mu_calloc(nb, sizeof(*b));
+  for (size_t i = 0; i < s->nbuckets; i++) {
+    struct mu_node *x = s->buckets[i], *nx = NULL;
+    for (; x != NULL; x = nx) {
+      nx = x->hnext;
+      x->hnext = b[x->hash & (nb - 1)];
+      b[x->hash & (nb - 1)] = x;
+    }
+  }
+  mu_free(s->buckets);
+  s->buckets = b;
+  s->nbuckets = nb;
+}
+
+static void table_add(struct mu_store *s, struct mu_node *n)
+{
+  if (s->nnodes >= s->nbuckets)
+    table_grow(s);
+  n->hash = hash_key(n->key, n->key_len);
+  n->hnext = s->buckets[n->hash & (s->nbuckets - 1)];
+  s->buckets[n->hash & (s->nbuckets - 1)] = n;
+  s->nnodes++;
+}
+
+static void table_del(struct mu_store *s, struct mu_node *n)
+{
+  struct mu_node **pp = &s->buckets[n->hash & (s->nbuckets - 1)];
+  while (*pp != NULL && *pp != n)
+    pp = &(*pp)->hnext;
+  if (*pp == n) {
+    *pp = n->hnext;
+    s->nnodes--;
+  }
+}
+
+static struct mu_node *node_new(struct mu_store *s, const char *key, size_t klen,
+                                struct mu_node *parent, int dir, const char *value, size_t vlen,
+                                uint64_t index, int64_t expire_ns)
+{
+  struct mu_node *n = mu_calloc(1, sizeof(*n));
+  n->key = mu_strndup(key, klen);
+  n->key_len = (uint32_t)klen;
+  n->is_dir = dir != 0;
+  if (!dir) {
+    n->value = mu_malloc(vlen + 1);
+    memcpy(n->value, value, vlen);
+    n->value[vlen] = '\0';
+    n->value_len = (uint32_t)vlen;
+  }
+  n->created_index = n->modified_index = index;
+  n->expire_ns = expire_ns;
+  n->heap_idx = MU_TTL_NONE;
+  n->parent = parent;
+  if (parent != NULL) {
+    if (parent->nchildren == parent->children_cap) {
+      parent->children_cap = parent->children_cap ? parent->children_cap * 2 : 4;
+      parent->children =
+          mu_realloc(parent->children, parent->children_cap * sizeof(*parent->children));
+    }
+    n->idx_in_parent = parent->nchildren;
+    parent->children[parent->nchildren++] = n;
+  }
+  table_add(s, n);
+  if (expire_ns != 0)
+    mu_ttl_push(&s->ttl, n);
+  return n;
+}
+
+static void detach_from_parent(struct mu_node *n)
+{
+  struct mu_node *p = n->parent;
+  if (p == NULL)
+    return;
+  uint32_t i = n->idx_in_parent;
+  p->nchildren--;
+  if (i != p->nchildren) {
+    p->children[i] = p->children[p->nchildren];
+    p->children[i]->idx_in_parent = i;
+  }
+  n->parent = NULL;
+}
+
+/* Removes a subtree from the table, the heap and its parent, calling the deleted-watchers
+ * callback for every node (children first, as etcd's node.Remove does), then frees it. */
+static void free_subtree(struct mu_store *s, struct mu_node *n, const struct mu_event *e)
+{
+  while (n->nchildren > 0)
+    free_subtree(s, n->children[n->nchildren - 1], e);
+  detach_from_parent(n);
+  table_del(s, n);
+  mu_ttl_remove(&s->ttl, n);
+  if (e != NULL)
+    mu_watch_hub_notify_deleted(&s->hub, e, n->key);
+  mu_free(n->children);
+  mu_free(n->key);
+  mu_free(n->value);
+  mu_free(n);
+}
+
+static int is_hidden_node(const struct mu_node *n)
+{
+  const char *slash = strrchr(n->key, '/');
+  return slash != NULL && slash[1] == '_';
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Rendering (NodeExtern field order: key, value, dir, expiration, ttl, nodes, modifiedIndex,
+ * createdIndex; all omitempty)
+ */
+
+struct jw {
+  struct mu_buf *b;
+  int first;
+};
+
+static void field(struct jw *w, const char *name)
+{
+  if (!w->first)
+    mu_buf_putc(w->b, ',');
+  w->first = 0;
+  mu_buf_putc(w->b, '"');
+  mu_buf_puts(w->b, name);
+  mu_buf_puts(w->b, "\":");
+}
+
+static void put_expiry(struct jw *w, int64_t expire_ns, int64_t now)
+{
+  if (expire_ns == 0)
+    return;
+  field(w, "expiration");
+  mu_json_time(w->b, expire_ns);
+  int64_t d = expire_ns - now;
+  int64_t ttl = d / 1000000000;
+  if (d % 1000000000 > 0)
+    ttl++;
+  if (ttl != 0) {
+    field(w, "ttl");
+    mu_buf_printf(w->b, "%lld", (long long)ttl);
+  }
+}
+
+static void put_indexes(struct jw *w, uint64_t mi, uint64_t ci)
+{
+  if (mi != 0) {
+    field(w, "modifiedIndex");
+    mu_buf_printf(w->b, "%llu", (unsigned long long)mi);
+  }
+  if (ci != 0) {
+    field(w, "createdIndex");
+    mu_buf_printf(w->b, "%llu", (unsigned long long)ci);
+  }
+}
+
+static void put_key(struct jw *w, const char *key, size_t klen)
+{
+  if (klen == 1 && key[0] == '/')
+    return; /* the root: etcd's "/1" trimmed to "" */
+  field(w, "key");
+  mu_json_str(w->b, key, klen);
+}
+
+/* An event's node (newEvent + the fields each operation sets). */
+static void put_enode(struct mu_buf *b, const char *key, size_t klen, const char *value,
+                      size_t vlen, int dir, int64_t expire_ns, int64_t now, uint64_t mi,
+                      uint64_t ci)
+{
+  struct jw w = {b, 1};
+  mu_buf_putc(b, '{');
+  put_key(&w, key, klen);
+  if (value != NULL) {
+    field(&w, "value");
+    mu_json_str(b, value, vlen);
+  }
+  if (dir) {
+    field(&w, "dir");
+    mu_buf_puts(b, "true");
+  }
+  put_expiry(&w, expire_ns, now);
+  put_indexes(&w, mi, ci);
+  mu_buf_putc(b, '}');
+}
+
+static int cmp_node_key(const void *a, const void *b)
+{
+  const struct mu_node *x = *(const struct mu_node *const *)a;
+  const struct mu_node *y = *(const struct mu_node *const *)b;
+  size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+  int c = memcmp(x->key, y->key, n);
+  if (c != 0)
+    return c;
+  return x->key_len < y->key_len ? -1 : x->key_len > y->key_len;
+}
+
+static void put_repr(struct mu_buf *b, const struct mu_node *n, int recursive, int sorted,
+                     int64_t now, int list_children);
+
+static void put_children(struct jw *w, const struct mu_node *n, int recursive, int sorted,
+                         int64_t now)
+{
+  size_t visible = 0;
+  for (uint32_t i = 0; i < n->nchildren; i++)
+    visible += !is_hidden_node(n->children[i]);
+  if (visible == 0)
+    return;
+  field(w, "nodes");
+  mu_buf_putc(w->b, '[');
+  struct mu_node **order = n->children;
+  struct mu_node **tmp = NULL;
+  if (sorted && n->nchildren > 1) {
+    tmp = mu_malloc(n->nchildren * sizeof(*tmp));
+    memcpy(tmp, n->children, n->nchildren * sizeof(*tmp));
+    qsort(tmp, n->nchildren, sizeof(*tmp), cmp_node_key);
+    order = tmp;
+  }
+  int first = 1;
+  for (uint32_t i = 0; i < n->nchildren; i++) {
+    if (is_hidden_node(order[i]))
+      continue;
+    if (!first)
+      mu_buf_putc(w->b, ',');
+    first = 0;
+    put_repr(w->b, order[i], recursive, sorted, now, recursive);
+  }
+  mu_free(tmp);
+  mu_buf_putc(w->b, ']');
+}
+
+/* node.Repr (list_children = recursive) or loadInternalNode (list_children = 1). */
+static void put_repr(struct mu_buf *b, const struct mu_node *n, int recursive, int sorted,
+                     int64_t now, int list_children)
+{
+  struct jw w = {b, 1};
+  mu_buf_putc(b, '{');
+  put_key(&w, n->key, n->key_len);
+  if (!n->is_dir) {
+    field(&w, "value");
+    mu_json_str(b, n->value, n->value_len);
+  } else {
+    field(&w, "dir");
+    mu_buf_puts(b, "true");
+  }
+  put_expiry(&w, n->expire_ns, now);
+  if (n->is_dir && list_children)
+    put_children(&w, n, recursive, sorted, now);
+  put_indexes(&w, n->modified_index, n->created_index);
+  mu_buf_putc(b, '}');
+}
+
+/* Starts an event's JSON: {"action":"x","node": */
+static struct mu_event *ev_new(enum mu_event_action a, const char *key, size_t klen,
+                               uint64_t index, struct mu_buf *b)
+{
+  struct mu_event *e = mu_calloc(1, sizeof(*e));
+  e->action = a;
+  e->index = index;
+  e->key = mu_strndup(key, klen);
+  e->key_len = klen;
+  mu_buf_init(b, JSON_MAX);
+  mu_buf_puts(b, "{\"action\":\"");
+  mu_buf_puts(b, mu_event_action_name(a));
+  mu_buf_putc(b, '"');
+  e->json_head = b->len;
+  mu_buf_puts(b, ",\"node\":");
+  return e;
+}
+
+static void ev_prev(struct mu_buf *b, const struct mu_node *prev, int64_t now)
+{
+  if (prev == NULL)
+    return;
+  mu_buf_puts(b, ",\"prevNode\":");
+  put_repr(b, prev, 0, 0, now, 0);
+}
+
+static void ev_finish(struct mu_event *e, struct mu_buf *b)
+{
+  mu_buf_puts(b, "}\n");
+  e->json_len = b->len;
+  e->json = mu_buf_detach(b);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Lifecycle
+ */
+
+static void on_ttl_due(void *data)
+{
+  struct mu_store *s = data;
+  mu_store_expire(s, mu_now_ns());
+  mu_ttl_arm(&s->ttl);
+}
+
+struct mu_store *mu_store_new(uv_loop_t *loop)
+{
+  struct mu_store *s = mu_calloc(1, sizeof(*s));
+  s->nbuckets = 1024;
+  s->buckets = mu_calloc(s->nbuckets, sizeof(*s->buckets));
+  mu_event_history_init(&s->history, MU_EVENT_HISTORY_SIZE);
+  mu_watch_hub_init(&s->hub);
+  mu_ttl_init(&s->ttl, loop, on_ttl_due, s);
+  s->root = node_new(s, "/", 1, NULL, 1, NULL, 0, 0, 0);
+  return s;
+}
+
+struct store_closing {
+  struct mu_store *s;
+  void (*done)(void *);
+  void *data;
+};
+
+static void store_free_mem(void *data)
+{
+  struct store_closing *c = data;
+  void (*done)(void *) = c->done;
+  void *d = c->data;
+  mu_free(c->s);
+  mu_free(c);
+  if (done != NULL)
+    done(d);
+}
+
+void mu_store_free(struct mu_store *s)
+{
+  mu_store_close(s, NULL, NULL);
+}
+
+void mu_store_close(struct mu_store *s, void (*done)(void *), void *data)
+{
+  if (s == NULL) {
+    if (done != NULL)
+      done(data);
+    return;
+  }
+  /* no watcher or heap work while tearing down */
+  mu_watch_hub_release(&s->hub);
+  s->hub.count = 0;
+  s->ttl.n = 0;
+  if (s->root != NULL) {
+    struct mu_node *root = s->root;
+    s->root = NULL;
+    free_subtree(s, root, NULL); /* the heap is emptied above: removals are no-ops */
+  }
+  mu_event_history_release(&s->history);
+  mu_free(s->buckets);
+  struct store_closing *c = mu_malloc(sizeof(*c));
+  c->s = s;
+  c->done = done;
+  c->data = data;
+  mu_ttl_release(&s->ttl, store_free_mem, c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Walks
+ */
+
+/* internalGet: the node at `key`, or 100 (cause: first missing component) / 104 (cause: the
+ * file in the way). */
+static struct mu_node *internal_get(struct mu_store *s, const char *key, struct mu_v2_err *err)
+{
+  size_t n = strlen(key);
+  struct mu_node *x = lookup_n(s, key, n);
+  if (x != NULL)
+    return x;
+  /* find out why, component by component */
+  struct mu_node *parent = s->root;
+  for (size_t i = 1; i <= n; i++) {
+    if (i != n && key[i] != '/')
+      continue;
+    if (!parent->is_dir) {
+      set_err(err, 104, parent->key, s->index);
+      return NULL;
+    }
+    x = lookup_n(s, key, i);
+    if (x == NULL) {
+      set_errn(err, 100, key, i, s->index);
+      return NULL;
+    }
+    parent = x;
+  }
+  set_err(err, 100, key, s->index);
+  return NULL;
+}
+
+/* walk(dirName, checkDir): the parent dir of `key`, creating missing dirs with createdIndex
+ * `index`. A file in the way is 104 (measured against etcd 3.4.23). */
+static struct mu_node *walk_create(struct mu_store *s, const char *key, size_t dlen,
+                                   uint64_t index, struct mu_v2_err *err)
+{
+  struct mu_node *parent = s->root;
+  for (size_t i = 1; i <= dlen; i++) {
+    if (i != dlen && key[i] != '/')
+      continue;
+    if (i == 1 && dlen <= 1)
+      break;
+    struct mu_node *x = lookup_n(s, key, i);
+    if (x == NULL) {
+      x = node_new(s, key, i, parent, 1, NULL, 0, index, 0);
+    } else if (!x->is_dir) {
+      set_err(err, 104, x->key, s->index);
+      return NULL;
+    }
+    parent = x;
+  }
+  return parent;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Writes
+ */
+
+static void commit(struct mu_store *s, struct mu_event *e, int refresh)
+{
+  s->index = e->index;
+  if (refresh) {
+    e->refresh = 1;
+    mu_event_history_add(&s->history, e);
+    return;
+  }
+  mu_event_history_add(&s->history, e);
+  mu_watch_hub_notify(&s->hub, e);
+}
+
+static int64_t fix_expire(int64_t expire_ns)
+{
+  if (expire_ns != 0 && expire_ns < MIN_EXPIRE_NS)
+    return 0;
+  return expire_ns;
+}
+
+static void set_ttl(struct mu_store *s, struct mu_node *n, int64_t expire_ns)
+{
+  n->expire_ns = expire_ns;
+  if (expire_ns == 0)
+    mu_ttl_remove(&s->ttl, n);
+  else if (n->heap_idx == MU_TTL_NONE)
+    mu_ttl_push(&s->ttl, n);
+  else
+    mu_ttl_update(&s->ttl, n);
+}
+
+/* internalCreate */
+static const struct mu_event *internal_create(struct mu_store *s, const char *key_in, int dir,
+                                              const char *value, size_t vlen, int unique,
+                                              int replace, int64_t expire_ns,
+                                              enum mu_event_action action, int refresh,
+                                              struct mu_v2_err *err)
+{
+  uint64_t cur = s->index, next = cur + 1;
+  char *ukey = NULL;
+  const char *key = key_in;
+  if (unique) {
+    char *tmp = mu_asprintf("%s/%020llu", key_in, (unsigned long long)next);
+    ukey = mu_store_clean_key(tmp, strlen(tmp));
+    mu_free(tmp);
+    key = ukey;
+  }
+  const struct mu_event *out = NULL;
+  size_t klen = strlen(key);
+  if (klen == 1) {
+    set_err(err, 107, "/", cur);
+    goto out;
+  }
+  expire_ns = fix_expire(expire_ns);
+  const char *slash = strrchr(key, '/');
+  size_t dlen = (size_t)(slash - key);
+  struct mu_node *d = walk_create(s, key, dlen == 0 ? 1 : dlen, next, err);
+  if (d == NULL) {
+    s->stats.set_fail++;
+    goto out;
+  }
+  struct mu_node *n = lookup_n(s, key, klen);
+  int64_t now = mu_now_ns();
+  struct mu_buf b;
+  if (n != NULL) {
+    if (!replace) {
+      set_err(err, 105, key, cur);
+      goto out;
+    }
+    if (n->is_dir) {
+      set_err(err, 102, key, cur);
+      goto out;
+    }
+  }
+  struct mu_event *e = ev_new(action, key, klen, next, &b);
+  if (n != NULL) {
+    /* the replaced node becomes prevNode; then the node is rewritten in place */
+    put_enode(&b, key, klen, dir ? NULL : value, vlen, dir, expire_ns, now, next, next);
+    ev_prev(&b, n, now);
+    if (dir) {
+      mu_free(n->value);
+      n->value = NULL;
+      n->value_len = 0;
+      n->is_dir = 1;
+    } else {
+      mu_free(n->value);
+      n->value = mu_malloc(vlen + 1);
+      memcpy(n->value, value, vlen);
+      n->value[vlen] = '\0';
+      n->value_len = (uint32_t)vlen;
+    }
+    n->created_index = n->modified_index = next;
+    set_ttl(s, n, expire_ns);
+  } else {
+    n = node_new(s, key, klen, d, dir, value, vlen, next, expire_ns);
+    put_enode(&b, key, klen, dir ? NULL : value, vlen, dir, expire_ns, now, next, next);
+    e->created = 1;
+  }
+  e->node_dir = dir != 0;
+  ev_finish(e, &b);
+  if (action == MU_EV_CREATE)
+    e->created = 1;
+  commit(s, e, refresh);
+  out = e;
+out:
+  mu_free(ukey);
+  return out;
+}
+
+const struct mu_event *mu_store_set(struct mu_store *s, const struct mu_write *w,
+                                    struct mu_v2_err *err)
+{
+  struct mu_v2_err gerr = {0, NULL, 0};
+  struct mu_node *n = internal_get(s, w->key, &gerr);
+  const char *value = w->value ? w->value : "";
+  size_t vlen = w->value ? w->value_len : 0;
+  const struct mu_event *e = NULL;
+  if (n == NULL && gerr.code != 100) {
+    set_err(err, gerr.code, gerr.cause, gerr.index);
+    s->stats.set_fail++;
+    goto out;
+  }
+  if (w->refresh) {
+    if (n == NULL) {
+      set_err(err, gerr.code, gerr.cause, gerr.index);
+      s->stats.set_fail++;
+      goto out;
+    }
+    /* a dir has no value; etcd's node.Value is "" there */
+    value = n->value ? n->value : "";
+    vlen = n->value ? n->value_len : 0;
+  }
+  char *vcopy = mu_strndup(value, vlen); /* n->value may be rewritten in place */
+  e = internal_create(s, w->key, w->dir, vcopy, vlen, 0, 1, w->expire_ns, MU_EV_SET, w->refresh,
+                      err);
+  mu_free(vcopy);
+  if (e != NULL)
+    s->stats.set_success++;
+  else
+    s->stats.set_fail++;
+out:
+  mu_v2_err_release(&gerr);
+  return e;
+}
+
+const struct mu_event *mu_store_create(struct mu_store *s, const struct mu_write *w, int unique,
+                                       struct mu_v2_err *err)
+{
+  const struct mu_event *e =
+      internal_create(s, w->key, w->dir, w->value ? w->value : "", w->value ? w->value_len : 0,
+                      unique, 0, w->expire_ns, MU_EV_CREATE, 0, err);
+  if (e != NULL)
+    s->stats.create_success++;
+  else
+    s->stats.create_fail++;
+  return e;
+}
+
+const struct mu_event *mu_store_update(struct mu_store *s, const struct mu_write *w,
+                                       struct mu_v2_err *err)
+{
+  uint64_t cur = s->index, next = cur + 1;
+  if (strcmp(w->key, "/") == 0) {
+    set_err(err, 107, "/", cur);
+    s->stats.update_fail++;
+    return NULL;
+  }
+  struct mu_node *n = internal_get(s, w->key, err);
+  if (n == NULL) {
+    s->stats.update_fail++;
+    return NULL;
+  }
+  const char *value = w->value ? w->value : "";
+  size_t vlen = w->value ? w->value_len : 0;
+  if (n->is_dir && vlen != 0) {
+    set_err(err, 102, w->key, cur);
+    s->stats.update_fail++;
+    return NULL;
+  }
+  if (w->refresh) {
+    value = n->value ? n->value : "";
+    vlen = n->value ? n->value_len : 0;
+  }
+  int64_t now = mu_now_ns();
+  int64_t expire_ns = fix_expire(w->expire_ns);
+  struct mu_buf b;
+  size_t klen = strlen(w->key);
+  struct mu_event *e = ev_new(MU_EV_UPDATE, w->key, klen, next, &b);
+  put_enode(&b, w->key, klen, n->is_dir ? NULL : value, vlen, n->is_dir, expire_ns, now, next,
+            n->created_index);
+  ev_prev(&b, n, now);
+  if (!n->is_dir) {
+    /* node.Write: a dir's modifiedIndex is not touched (etcd ignores Write's error there) */
+    char *nv = mu_malloc(vlen + 1);
+    memcpy(nv, value, vlen);
+    nv[vlen] = '\0';
+    mu_free(n->value);
+    n->value = nv;
+    n->value_len = (uint32_t)vlen;
+    n->modified_index = next;
+  }
+  set_ttl(s, n, expire_ns);
+  e->node_dir = n->is_dir;
+  ev_finish(e, &b);
+  commit(s, e, w->refresh);
+  s->stats.update_success++;
+  return e;
+}
+
+static int compare(const struct mu_node *n, const char *prev_value, uint64_t prev_index,
+                   struct mu_v2_err *err, uint64_t index)
+{
+  int index_match = prev_index == 0 || n->modified_index == prev_index;
+  int value_match = prev_value == NULL || prev_value[0] == '\0' ||
+                    (strlen(prev_value) == n->value_len && strcmp(n->value, prev_value) == 0);
+  if (index_match && value_match)
+    return 1;
+  char *cause = NULL;
+  if (index_match)
+    cause = mu_asprintf("[%s != %s]", prev_value, n->value);
+  else if (value_match)
+    cause = mu_asprintf("[%llu != %llu]", (unsigned long long)prev_index,
+                        (unsigned long long)n->modified_index);
+  else
+    cause = mu_asprintf("[%s != %s] [%llu != %llu]", prev_value ? prev_value : "", n->value,
+                        (unsigned long long)prev_index, (unsigned long long)n->modified_index);
+  mu_free(err->cause);
+  err->code = 101;
+  err->cause = cause;
+  err->index = index;
+  return 0;
+}
+
+const struct mu_event *mu_store_cas(struct mu_store *s, const struct mu_write *w,
+                                    struct mu_v2_err *err)
+{
+  if (strcmp(w->key, "/") == 0) {
+    set_err(err, 107, "/", s->index);
+    s->stats.cas_fail++;
+    return NULL;
+  }
+  struct mu_node *n = internal_get(s, w->key, err);
+  if (n == NULL) {
+    s->stats.cas_fail++;
+    return NULL;
+  }
+  if (n->is_dir) {
+    set_err(err, 102, w->key, s->index);
+    s->stats.cas_fail++;
+    return NULL;
+  }
+  if (!compare(n, w->prev_value, w->prev_index, err, s->index)) {
+    s->stats.cas_fail++;
+    return NULL;
+  }
+  const char *value = w->value ? w->value : "";
+  size_t vlen = w->value ? w->value_len : 0;
+  if (w->refresh) {
+    value = n->value;
+    vlen = n->value_len;
+  }
+  uint64_t next = s->index + 1;
+  int64_t now = mu_now_ns();
+  int64_t expire_ns = fix_expire(w->expire_ns);
+  struct mu_buf b;
+  size_t klen = strlen(w->key);
+  struct mu_event *e = ev_new(MU_EV_CAS, w->key, klen, next, &b);
+  put_enode(&b, w->key, klen, value, vlen, 0, expire_ns, now, next, n->created_index);
+  ev_prev(&b, n, now);
+  char *nv = mu_malloc(vlen + 1);
+  memcpy(nv, value, vlen);
+  nv[vlen] = '\0';
+  mu_free(n->value);
+  n->value = nv;
+  n->value_len = (uint32_t)vlen;
+  n->modified_index = next;
+  set_ttl(s, n, expire_ns);
+  ev_finish(e, &b);
+  commit(s, e, w->refresh);
+  s->stats.cas_success++;
+  return e;
+}
+
+/* The delete-like events (delete, compareAndDelete, expire): node without value, prevNode. */
+static struct mu_event *removal_event(struct mu_store *s, enum mu_event_action a,
+                                      struct mu_node *n, uint64_t index)
+{
+  struct mu_buf b;
+  int64_t now = mu_now_ns();
+  struct mu_event *e = ev_new(a, n->key, n->key_len, index, &b);
+  put_enode(&b, n->key, n->key_len, NULL, 0, n->is_dir, 0, now, index, n->created_index);
+  ev_prev(&b, n, now);
+  e->node_dir = n->is_dir;
+  if (n->is_dir)
+    e->prev_key = mu_strndup(n->key, n->key_len);
+  ev_finish(e, &b);
+  (void)s;
+  return e;
+}
+
+const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int dir,
+                                       int recursive, struct mu_v2_err *err)
+{
+  if (strcmp(key, "/") == 0) {
+    set_err(err, 107, "/", s->index);
+    s->stats.delete_fail++;
+    return NULL;
+  }
+  if (recursive)
+    dir = 1;
+  struct mu_node *n = internal_get(s, key, err);
+  if (n == NULL) {
+    s->stats.delete_fail++;
+    return NULL;
+  }
+  if (n->is_dir && !dir) {
+    set_err(err, 102, n->key, s->index);
+    s->stats.delete_fail++;
+    return NULL;
+  }
+  if (n->is_dir && n->nchildren > 0 && !recursive) {
+    set_err(err, 108, n->key, s->index);
+    s->stats.delete_fail++;
+    return NULL;
+  }
+  struct mu_event *e = removal_event(s, MU_EV_DELETE, n, s->index + 1);
+  free_subtree(s, n, e);
+  commit(s, e, 0);
+  s->stats.delete_success++;
+  return e;
+}
+
+const struct mu_event *mu_store_cad(struct mu_store *s, const char *key, const char *prev_value,
+                                    uint64_t prev_index, struct mu_v2_err *err)
+{
+  struct mu_node *n = internal_get(s, key, err);
+  if (n == NULL) {
+    s->stats.cad_fail++;
+    return NULL;
+  }
+  if (n->is_dir) {
+    set_err(err, 102, key, s->index);
+    s->stats.cad_fail++;
+    return NULL;
+  }
+  if (!compare(n, prev_value, prev_index, err, s->index)) {
+    s->stats.cad_fail++;
+    return NULL;
+  }
+  struct mu_event *e = removal_event(s, MU_EV_CAD, n, s->index + 1);
+  free_subtree(s, n, e);
+  commit(s, e, 0);
+  s->stats.cad_success++;
+  return e;
+}
+
+size_t mu_store_expire(struct mu_store *s, int64_t now_ns)
+{
+  size_t count = 0;
+  for (;;) {
+    struct mu_node *n = mu_ttl_top(&s->ttl);
+    if (n == NULL || n->expire_ns > now_ns)
+      break;
+    struct mu_event *e = removal_event(s, MU_EV_EXPIRE, n, s->index + 1);
+    free_subtree(s, n, e);
+    commit(s, e, 0);
+    s->stats.expire_count++;
+    count++;
+  }
+  return count;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reads and watches
+ */
+
+int mu_store_get(struct mu_store *s, const char *key, int recursive, int sorted,
+                 struct mu_buf *out, struct mu_v2_err *err)
+{
+  struct mu_node *n = internal_get(s, key, err);
+  if (n == NULL) {
+    s->stats.get_fail++;
+    return MU_ENOENT;
+  }
+  s->stats.get_success++;
+  mu_buf_puts(out, "{\"action\":\"get\",\"node\":");
+  put_repr(out, n, recursive, sorted, mu_now_ns(), 1);
+  mu_buf_puts(out, "}\n");
+  return 0;
+}
+
+int mu_store_watch(struct mu_store *s, const char *key, int recursive, int stream, uint64_t since,
+                   mu_watch_cb *cb, void *data, const struct mu_event **found,
+                   struct mu_watcher **w, struct mu_v2_err *err)
+{
+  *found = NULL;
+  *w = NULL;
+  if (since == 0)
+    since = s->index + 1;
+  uint64_t start = 0;
+  if (mu_event_history_scan(&s->history, key, recursive, since, found, &start) != 0) {
+    char *cause = mu_asprintf("the requested history has been cleared [%llu/%llu]",
+                              (unsigned long long)start, (unsigned long long)since);
+    mu_free(err->cause);
+    err->code = 401;
+    err->cause = cause;
+    err->index = s->index;
+    return MU_ENOENT;
+  }
+  if (*found == NULL || stream) {
+    *w = mu_watch_hub_add(&s->hub, key, recursive, stream, since, cb, data);
+    s->stats.watchers_total++;
+  }
+  return 0;
+}

@@ -1,0 +1,133 @@
+/* The etcd v2 key tree (v2store/store.go + node.go): nodes, the global index, and the
+ * operations get/set/create/update/compareAndSwap/delete/compareAndDelete, with TTLs, the
+ * event history and watchers. Everything is synchronous and in memory; the only loop use is
+ * the TTL timer (optional: without a loop, call mu_store_expire()).
+ *
+ * Keys are clean absolute paths ("/a/b"); callers pass them through mu_store_clean_key().
+ * Errors come back as a struct mu_v2_err (etcd error code + cause + index), rendered by
+ * v2_error.c.
+ */
+#ifndef RV_STORE_H
+#define RV_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "buf.h"
+#include "event.h"
+#include "event_history.h"
+#include "ttl.h"
+#include "watch_hub.h"
+
+struct mu_node {
+  char *key; /* full path; "/" for the root */
+  uint32_t key_len;
+  uint32_t value_len;
+  char *value; /* NULL for a dir */
+  uint64_t created_index;
+  uint64_t modified_index;
+  int64_t expire_ns; /* 0 = permanent */
+  struct mu_node *parent;
+  struct mu_node **children; /* dirs only, in insertion order (swap-removed) */
+  uint32_t nchildren, children_cap;
+  uint32_t idx_in_parent;
+  uint32_t heap_idx; /* MU_TTL_NONE when permanent */
+  uint32_t hash;
+  struct mu_node *hnext;
+  unsigned char is_dir;
+};
+
+/* An etcd v2 error: code (100 "Key not found", ...), cause, and the index to report. */
+struct mu_v2_err {
+  int code;
+  char *cause; /* owned; NULL = no cause */
+  uint64_t index;
+};
+
+void mu_v2_err_release(struct mu_v2_err *e);
+
+struct mu_store_stats {
+  uint64_t get_success, get_fail;
+  uint64_t set_success, set_fail;
+  uint64_t delete_success, delete_fail;
+  uint64_t update_success, update_fail;
+  uint64_t create_success, create_fail;
+  uint64_t cas_success, cas_fail;
+  uint64_t cad_success, cad_fail;
+  uint64_t expire_count;
+  uint64_t watchers_total;
+};
+
+struct mu_store {
+  struct mu_node *root;
+  struct mu_node **buckets; /* every node by full key */
+  size_t nbuckets;
+  size_t nnodes;
+  uint64_t index;
+  struct mu_event_history history;
+  struct mu_watch_hub hub;
+  struct mu_ttl ttl;
+  struct mu_store_stats stats;
+};
+
+/* Options of a write (TTLOptionSet + the request flags the store needs). */
+struct mu_write {
+  const char *key;
+  const char *value;
+  size_t value_len;
+  int dir;
+  int64_t expire_ns; /* 0 = permanent */
+  int refresh;
+  const char *prev_value; /* NULL or "" = no value condition */
+  uint64_t prev_index;    /* 0 = no index condition */
+};
+
+/* `loop` may be NULL (no TTL timer). Returns: the store. Free with mu_store_free(). */
+struct mu_store *mu_store_new(uv_loop_t *loop);
+/* Frees the store; its TTL timer is closed and the memory freed from its close callback when
+ * there is a loop, so run the loop once more. Accepts NULL. Watchers are dropped silently. */
+void mu_store_free(struct mu_store *s);
+/* As mu_store_free(), then `done(data)` once the memory is freed (from the timer's close
+ * callback, or at once without a loop). */
+void mu_store_close(struct mu_store *s, void (*done)(void *), void *data);
+
+/* Makes a clean absolute key (Go's path.Clean(path.Join("/", p))) from `p` of length n.
+ * Returns: a new string; caller frees with mu_free(). */
+char *mu_store_clean_key(const char *p, size_t n);
+
+/* GET: renders the whole event JSON ({"action":"get","node":{...}}\n) into `out`.
+ * Returns: 0, or MU_ENOENT with `err` filled. */
+int mu_store_get(struct mu_store *s, const char *key, int recursive, int sorted,
+                 struct mu_buf *out, struct mu_v2_err *err);
+
+/* The writes. Each returns the event (borrowed from the history: valid until the next write)
+ * or NULL with `err` filled. They wake watchers before returning. */
+const struct mu_event *mu_store_set(struct mu_store *s, const struct mu_write *w,
+                                    struct mu_v2_err *err);
+const struct mu_event *mu_store_create(struct mu_store *s, const struct mu_write *w, int unique,
+                                       struct mu_v2_err *err);
+const struct mu_event *mu_store_update(struct mu_store *s, const struct mu_write *w,
+                                       struct mu_v2_err *err);
+const struct mu_event *mu_store_cas(struct mu_store *s, const struct mu_write *w,
+                                    struct mu_v2_err *err);
+const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int dir,
+                                       int recursive, struct mu_v2_err *err);
+const struct mu_event *mu_store_cad(struct mu_store *s, const char *key, const char *prev_value,
+                                    uint64_t prev_index, struct mu_v2_err *err);
+
+/* A watch from `since` (0 = the next event). Returns: 0 with either *found (an event from the
+ * history, borrowed) or *w (a new watcher: `cb` fires later) set; a stream watch may set
+ * both; or MU_ENOENT with `err` filled (401: index cleared). */
+int mu_store_watch(struct mu_store *s, const char *key, int recursive, int stream, uint64_t since,
+                   mu_watch_cb *cb, void *data, const struct mu_event **found,
+                   struct mu_watcher **w, struct mu_v2_err *err);
+
+/* Expires every node due at `now_ns`, emitting expire events. Returns: how many. */
+size_t mu_store_expire(struct mu_store *s, int64_t now_ns);
+
+/* Returns: the node at `key` or NULL. Ownership: borrowed until the next write. */
+struct mu_node *mu_store_lookup(const struct mu_store *s, const char *key);
+
+#endif

@@ -1,0 +1,42 @@
+/* TTL bookkeeping (v2store/ttl_key_heap.go): a min-heap of expiring nodes by expiration
+ * time, paired with one uv_timer_t armed for the earliest. The store owns one.
+ */
+#ifndef RV_TTL_H
+#define RV_TTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+struct mu_node;
+
+#define MU_TTL_NONE UINT32_MAX
+
+struct mu_ttl {
+  struct mu_node **heap;
+  size_t n, cap;
+  uv_timer_t *timer; /* NULL without a loop (tests drive mu_store_expire() by hand) */
+  void (*on_due)(void *data);
+  void *data;
+};
+
+/* `loop` may be NULL. on_due(data) is called from the timer when the earliest node is due. */
+void mu_ttl_init(struct mu_ttl *t, uv_loop_t *loop, void (*on_due)(void *), void *data);
+/* Closes the timer; `on_closed(data)` runs from its close callback (or at once without a
+ * loop). The heap is freed here; nodes are not touched. */
+void mu_ttl_release(struct mu_ttl *t, void (*on_closed)(void *), void *data);
+
+void mu_ttl_push(struct mu_ttl *t, struct mu_node *n);
+void mu_ttl_remove(struct mu_ttl *t, struct mu_node *n);
+/* After n->expire_ns changed. */
+void mu_ttl_update(struct mu_ttl *t, struct mu_node *n);
+/* Returns: the node expiring first, or NULL. */
+struct mu_node *mu_ttl_top(const struct mu_ttl *t);
+/* Re-arms the timer for the current top. */
+void mu_ttl_arm(struct mu_ttl *t);
+
+/* Wall clock in nanoseconds since the epoch. */
+int64_t mu_now_ns(void);
+
+#endif

@@ -1,0 +1,438 @@
+/* The etcd v2 keys API on top of store.c: parameter parsing exactly as etcd's
+ * parseKeyRequest (v2http/client.go), the PUT/DELETE dispatch of applierV2store, watches,
+ * and /v2/stats/store.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "log.h"
+#include "server.h"
+#include "store.h"
+#include "v2_error.h"
+
+void v2_keys_register(struct rv_server *srv);
+
+struct v2 {
+  struct rv_server *srv;
+  struct mu_store *store;
+  uint64_t watches_open;
+};
+
+struct v2_watch {
+  struct v2 *v2;
+  struct rv_req *req;
+  struct mu_watcher *w;
+  int stream;
+};
+
+static struct v2 *v2_of(const struct rv_req *req)
+{
+  return rv_server_module_data(req->srv, "v2");
+}
+
+/* Go's strconv.ParseBool. Returns: 0/1, or -1 when not a boolean. */
+static int parse_bool(const char *s)
+{
+  static const char *t[] = {"1", "t", "T", "TRUE", "true", "True"};
+  static const char *f[] = {"0", "f", "F", "FALSE", "false", "False"};
+  for (int i = 0; i < 6; i++) {
+    if (strcmp(s, t[i]) == 0)
+      return 1;
+    if (strcmp(s, f[i]) == 0)
+      return 0;
+  }
+  return -1;
+}
+
+/* Go's strconv.ParseUint(s, 10, 64). Returns: 0, or -1. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+  uint64_t v = 0;
+  if (*s == '\0')
+    return -1;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9')
+      return -1;
+    uint64_t d = (uint64_t)(*s - '0');
+    if (v > (UINT64_MAX - d) / 10)
+      return -1;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return 0;
+}
+
+struct keys_req {
+  char *key;
+  const char *value;
+  size_t value_len;
+  int dir, recursive, sorted, wait, quorum, stream, no_value;
+  int prev_exist; /* -1 unset */
+  int refresh;
+  const char *prev_value;
+  uint64_t prev_index, wait_index;
+  int has_ttl;
+  uint64_t ttl;
+};
+
+static int bool_param(struct rv_req *req, const char *name, int *out, const char *cause)
+{
+  const char *v = rv_req_param(req, name);
+  *out = 0;
+  if (v == NULL)
+    return 0;
+  int b = parse_bool(v);
+  if (b < 0) {
+    v2_error_reply(req, V2_INVALID_FIELD, cause, 0);
+    return -1;
+  }
+  *out = b;
+  return 0;
+}
+
+/* parseKeyRequest. Returns: 0, or -1 after answering the error. */
+static int parse_or_reply(struct rv_req *req, struct keys_req *k)
+{
+  memset(k, 0, sizeof(*k));
+  k->prev_exist = -1;
+  const char *v = NULL;
+  if (memchr(req->path, '\0', req->path_len) != NULL) {
+    v2_error_reply(req, V2_INVALID_FORM, "invalid key: contains a NUL byte", 0);
+    return -1;
+  }
+  size_t off = strlen("/v2/keys");
+  k->key = mu_store_clean_key(req->path + off, req->path_len - off);
+  if ((v = rv_req_param(req, "prevIndex")) != NULL && parse_u64(v, &k->prev_index) != 0) {
+    v2_error_reply(req, V2_INDEX_NAN, "invalid value for \"prevIndex\"", 0);
+    return -1;
+  }
+  if ((v = rv_req_param(req, "waitIndex")) != NULL && parse_u64(v, &k->wait_index) != 0) {
+    v2_error_reply(req, V2_INDEX_NAN, "invalid value for \"waitIndex\"", 0);
+    return -1;
+  }
+  if (bool_param(req, "recursive", &k->recursive, "invalid value for \"recursive\"") ||
+      bool_param(req, "sorted", &k->sorted, "invalid value for \"sorted\"") ||
+      bool_param(req, "wait", &k->wait, "invalid value for \"wait\"") ||
+      bool_param(req, "dir", &k->dir, "invalid value for \"dir\"") ||
+      bool_param(req, "quorum", &k->quorum, "invalid value for \"quorum\"") ||
+      bool_param(req, "stream", &k->stream, "invalid value for \"stream\""))
+    return -1;
+  if (k->wait && req->method != RV_GET) {
+    v2_error_reply(req, V2_INVALID_FIELD, "\"wait\" can only be used with GET requests", 0);
+    return -1;
+  }
+  k->prev_value = rv_req_param(req, "prevValue");
+  if (k->prev_value != NULL && k->prev_value[0] == '\0') {
+    v2_error_reply(req, V2_PREV_VALUE_REQUIRED, "\"prevValue\" cannot be empty", 0);
+    return -1;
+  }
+  if (bool_param(req, "noValueOnSuccess", &k->no_value,
+                 "invalid value for \"noValueOnSuccess\""))
+    return -1;
+  v = rv_req_param(req, "ttl");
+  if (v != NULL && v[0] != '\0') {
+    if (parse_u64(v, &k->ttl) != 0) {
+      v2_error_reply(req, V2_TTL_NAN, "invalid value for \"ttl\"", 0);
+      return -1;
+    }
+    k->has_ttl = 1;
+  }
+  if ((v = rv_req_param(req, "prevExist")) != NULL) {
+    int b = parse_bool(v);
+    if (b < 0) {
+      v2_error_reply(req, V2_INVALID_FIELD, "invalid value for prevExist", 0);
+      return -1;
+    }
+    k->prev_exist = b;
+  }
+  if ((v = rv_req_param(req, "refresh")) != NULL) {
+    int b = parse_bool(v);
+    if (b < 0) {
+      v2_error_reply(req, V2_INVALID_FIELD, "invalid value for refresh", 0);
+      return -1;
+    }
+    k->refresh = b;
+    if (b) {
+      const char *val = rv_req_param(req, "value");
+      if (val != NULL && val[0] != '\0') {
+        v2_error_reply(req, V2_REFRESH_VALUE, "A value was provided on a refresh", 0);
+        return -1;
+      }
+      if (!k->has_ttl) {
+        v2_error_reply(req, V2_REFRESH_TTL_REQUIRED, "No TTL value set", 0);
+        return -1;
+      }
+    }
+  }
+  k->value = rv_req_param(req, "value");
+  k->value_len = k->value ? strlen(k->value) : 0;
+  return 0;
+}
+
+static void event_headers(char *hdr, size_t n, uint64_t index)
+{
+  snprintf(hdr, n,
+           "X-Etcd-Cluster-Id: " V2_CLUSTER_ID "\r\nX-Etcd-Index: %llu\r\nX-Raft-Index: %llu\r\n"
+           "X-Raft-Term: 2\r\n",
+           (unsigned long long)index, (unsigned long long)index);
+}
+
+static void reply_error(struct rv_req *req, struct mu_v2_err *err)
+{
+  /* causes are store paths: etcd trims its "/1" prefix, ours has none */
+  v2_error_reply(req, err->code, err->cause, err->index);
+  mu_v2_err_release(err);
+}
+
+/* writeKeyEvent */
+static void reply_event(struct rv_req *req, const struct mu_event *e, uint64_t index, int no_value)
+{
+  char hdr[256];
+  event_headers(hdr, sizeof(hdr), index);
+  int status = e->created ? 201 : 200;
+  if (no_value && (e->action == MU_EV_SET || e->action == MU_EV_CAS ||
+                   e->action == MU_EV_CREATE || e->action == MU_EV_UPDATE)) {
+    struct mu_buf b = MU_BUF_INIT(256);
+    mu_buf_append(&b, e->json, e->json_head);
+    mu_buf_puts(&b, "}\n");
+    rv_reply(req, status, "application/json", hdr, b.data, b.len);
+    mu_buf_release(&b);
+    return;
+  }
+  rv_reply(req, status, "application/json", hdr, e->json, e->json_len);
+}
+
+static int64_t expire_of(const struct keys_req *k)
+{
+  if (!k->has_ttl)
+    return 0;
+  uint64_t ttl = k->ttl;
+  if (ttl > (uint64_t)INT64_MAX / 1000000000 - 4000000000ULL)
+    ttl = (uint64_t)INT64_MAX / 1000000000 - 4000000000ULL;
+  return mu_now_ns() + (int64_t)ttl * 1000000000;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Watches
+ */
+
+static void watch_gone(struct rv_req *req, void *data)
+{
+  struct v2_watch *wc = data;
+  (void)req;
+  if (wc->w != NULL)
+    mu_watcher_remove(wc->w);
+  wc->v2->watches_open--;
+  mu_free(wc);
+}
+
+static void watch_fire(void *data, const struct mu_event *e, struct mu_watcher *w)
+{
+  struct v2_watch *wc = data;
+  struct rv_req *req = wc->req;
+  (void)w;
+  if (wc->stream) {
+    /* may close the connection (output cap): then watch_gone has freed wc */
+    rv_reply_chunk(req, e->json, e->json_len);
+    return;
+  }
+  /* one-shot: the hub frees the watcher; the request ends here, so on_gone must not run */
+  wc->w = NULL;
+  rv_req_defer(req, NULL, NULL);
+  wc->v2->watches_open--;
+  mu_free(wc);
+  rv_reply_chunk(req, e->json, e->json_len);
+  rv_reply_end(req);
+}
+
+static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
+{
+  struct mu_store *s = v2->store;
+  struct mu_v2_err err = {0, NULL, 0};
+  const struct mu_event *found = NULL;
+  struct mu_watcher *w = NULL;
+  uint64_t start_index = s->index;
+  char hdr[256];
+  if (rv_server_closing(req->srv)) {
+    rv_reply_error(req, 503, "shutting_down", "musterd is shutting down");
+    return;
+  }
+  struct v2_watch *wc = mu_calloc(1, sizeof(*wc));
+  wc->v2 = v2;
+  wc->req = req;
+  wc->stream = k->stream;
+  if (mu_store_watch(s, k->key, k->recursive, k->stream, k->wait_index, watch_fire, wc, &found,
+                     &w, &err) != 0) {
+    mu_free(wc);
+    reply_error(req, &err);
+    return;
+  }
+  event_headers(hdr, sizeof(hdr), start_index);
+  if (found != NULL && w == NULL) {
+    mu_free(wc);
+    rv_reply(req, 200, "application/json", hdr, found->json, found->json_len);
+    return;
+  }
+  wc->w = w;
+  v2->watches_open++;
+  rv_req_defer(req, watch_gone, wc);
+  rv_reply_start(req, 200, "application/json", hdr);
+  if (found != NULL)
+    rv_reply_chunk(req, found->json, found->json_len);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The handler
+ */
+
+static void keys_handler(struct rv_req *req)
+{
+  struct v2 *v2 = v2_of(req);
+  struct mu_store *s = v2->store;
+  struct keys_req k;
+  struct mu_v2_err err = {0, NULL, 0};
+  const struct mu_event *e = NULL;
+  if (parse_or_reply(req, &k) != 0)
+    goto out;
+  struct mu_write w = {k.key, k.value, k.value_len, k.dir, expire_of(&k), k.refresh,
+                       k.prev_value, k.prev_index};
+  switch (req->method) {
+  case RV_GET:
+    if (k.wait) {
+      handle_watch(req, v2, &k);
+      goto out;
+    } else {
+      struct mu_buf b = MU_BUF_INIT((size_t)1 << 34);
+      if (mu_store_get(s, k.key, k.recursive, k.sorted, &b, &err) != 0) {
+        mu_buf_release(&b);
+        reply_error(req, &err);
+        goto out;
+      }
+      char hdr[256];
+      event_headers(hdr, sizeof(hdr), s->index);
+      rv_reply(req, 200, "application/json", hdr, b.data, b.len);
+      mu_buf_release(&b);
+      goto out;
+    }
+  case RV_POST:
+    e = mu_store_create(s, &w, 1, &err);
+    break;
+  case RV_PUT:
+    if (k.prev_exist == 1) {
+      if (k.prev_index == 0 && (k.prev_value == NULL || k.prev_value[0] == '\0'))
+        e = mu_store_update(s, &w, &err);
+      else
+        e = mu_store_cas(s, &w, &err);
+    } else if (k.prev_exist == 0) {
+      e = mu_store_create(s, &w, 0, &err);
+    } else if (k.prev_index > 0 || (k.prev_value != NULL && k.prev_value[0] != '\0')) {
+      e = mu_store_cas(s, &w, &err);
+    } else {
+      e = mu_store_set(s, &w, &err);
+    }
+    break;
+  case RV_DELETE:
+    if (k.prev_index > 0 || (k.prev_value != NULL && k.prev_value[0] != '\0'))
+      e = mu_store_cad(s, k.key, k.prev_value, k.prev_index, &err);
+    else
+      e = mu_store_delete(s, k.key, k.dir, k.recursive, &err);
+    break;
+  default:
+    rv_reply(req, 405, "text/plain; charset=utf-8", "Allow: GET, HEAD, POST, PUT, DELETE\r\n",
+             "Method Not Allowed\n", 19);
+    goto out;
+  }
+  if (e == NULL)
+    reply_error(req, &err);
+  else
+    reply_event(req, e, s->index, k.no_value);
+out:
+  mu_v2_err_release(&err);
+  mu_free(k.key);
+}
+
+static void stats_store_handler(struct rv_req *req)
+{
+  struct v2 *v2 = v2_of(req);
+  const struct mu_store_stats *st = &v2->store->stats;
+  char body[1024];
+  int n = snprintf(body, sizeof(body),
+                   "{\"getsSuccess\":%llu,\"getsFail\":%llu,\"setsSuccess\":%llu,\"setsFail\":%llu,"
+                   "\"deleteSuccess\":%llu,\"deleteFail\":%llu,\"updateSuccess\":%llu,"
+                   "\"updateFail\":%llu,\"createSuccess\":%llu,\"createFail\":%llu,"
+                   "\"compareAndSwapSuccess\":%llu,\"compareAndSwapFail\":%llu,"
+                   "\"compareAndDeleteSuccess\":%llu,\"compareAndDeleteFail\":%llu,"
+                   "\"expireCount\":%llu,\"watchers\":%llu}\n",
+                   (unsigned long long)st->get_success, (unsigned long long)st->get_fail,
+                   (unsigned long long)st->set_success, (unsigned long long)st->set_fail,
+                   (unsigned long long)st->delete_success, (unsigned long long)st->delete_fail,
+                   (unsigned long long)st->update_success, (unsigned long long)st->update_fail,
+                   (unsigned long long)st->create_success, (unsigned long long)st->create_fail,
+                   (unsigned long long)st->cas_success, (unsigned long long)st->cas_fail,
+                   (unsigned long long)st->cad_success, (unsigned long long)st->cad_fail,
+                   (unsigned long long)st->expire_count, (unsigned long long)v2->store->hub.count);
+  rv_reply(req, 200, "application/json", NULL, body, (size_t)n);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Module
+ */
+
+static void v2_closed(void *data)
+{
+  struct v2 *v2 = data;
+  struct rv_server *srv = v2->srv;
+  mu_free(v2);
+  rv_server_unref(srv);
+}
+
+static void v2_close(struct rv_server *srv, void *data)
+{
+  struct v2 *v2 = data;
+  rv_server_ref(srv);
+  struct mu_store *s = v2->store;
+  v2->store = NULL;
+  mu_store_close(s, v2_closed, v2);
+}
+
+static void v2_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
+{
+  struct v2 *v2 = data;
+  (void)srv;
+  if (v2->store == NULL)
+    return;
+  size_t dirs = 0;
+  (void)dirs;
+  mu_buf_printf(out,
+                "# HELP musterd_v2_nodes Nodes (keys and dirs) in the etcd v2 store.\n"
+                "# TYPE musterd_v2_nodes gauge\nmusterd_v2_nodes %zu\n"
+                "# HELP musterd_v2_index The etcd v2 store index.\n"
+                "# TYPE musterd_v2_index gauge\nmusterd_v2_index %llu\n"
+                "# HELP musterd_v2_watchers Blocked etcd v2 watchers.\n"
+                "# TYPE musterd_v2_watchers gauge\nmusterd_v2_watchers %zu\n"
+                "# HELP musterd_v2_expirations_total Keys and dirs expired by TTL.\n"
+                "# TYPE musterd_v2_expirations_total counter\nmusterd_v2_expirations_total %llu\n",
+                v2->store->nnodes - 1, (unsigned long long)v2->store->index, v2->store->hub.count,
+                (unsigned long long)v2->store->stats.expire_count);
+}
+
+static const struct rv_route v2_routes[] = {
+    {RV_GET | RV_PUT | RV_POST | RV_DELETE, "/v2/keys", RV_ROUTE_FORM, keys_handler, "v2_keys"},
+    {RV_GET | RV_PUT | RV_POST | RV_DELETE, "/v2/keys/", RV_ROUTE_PREFIX | RV_ROUTE_FORM,
+     keys_handler, "v2_keys"},
+    {RV_GET, "/v2/stats/store", 0, stats_store_handler, "v2_stats_store"},
+    {0, NULL, 0, NULL, NULL},
+};
+
+void v2_keys_register(struct rv_server *srv)
+{
+  struct v2 *v2 = mu_calloc(1, sizeof(*v2));
+  v2->srv = srv;
+  v2->store = mu_store_new(rv_server_loop(srv));
+  struct rv_module m = {"v2", v2, v2_close, v2_metrics};
+  rv_server_add_module(srv, &m);
+  rv_server_add_routes(srv, v2_routes);
+}

@@ -1,0 +1,242 @@
+/* The watcher hub: a hash of path -> list of watchers. */
+#include <string.h>
+
+#include "alloc.h"
+#include "watch_hub.h"
+
+struct mu_watcher {
+  struct mu_watch_hub *hub;
+  struct mu_watch_list *list;
+  struct mu_watcher *prev, *next;
+  struct mu_watcher *pending_next;
+  uint64_t since;
+  unsigned recursive : 1;
+  unsigned stream : 1;
+  unsigned removed : 1;
+  mu_watch_cb *cb;
+  void *data;
+};
+
+struct mu_watch_list {
+  struct mu_watch_list *hnext;
+  uint32_t hash;
+  size_t len;
+  struct mu_watcher *head, *tail;
+  char path[]; /* NUL-terminated */
+};
+
+static uint32_t hash_path(const char *s, size_t n)
+{
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
+void mu_watch_hub_init(struct mu_watch_hub *h)
+{
+  memset(h, 0, sizeof(*h));
+  h->nbuckets = 64;
+  h->buckets = mu_calloc(h->nbuckets, sizeof(*h->buckets));
+}
+
+void mu_watch_hub_release(struct mu_watch_hub *h)
+{
+  if (h == NULL || h->buckets == NULL)
+    return;
+  for (size_t i = 0; i < h->nbuckets; i++) {
+    struct mu_watch_list *l = h->buckets[i], *ln = NULL;
+    for (; l != NULL; l = ln) {
+      ln = l->hnext;
+      struct mu_watcher *w = l->head, *wn = NULL;
+      for (; w != NULL; w = wn) {
+        wn = w->next;
+        mu_free(w);
+      }
+      mu_free(l);
+    }
+  }
+  mu_free(h->buckets);
+  h->buckets = NULL;
+}
+
+static struct mu_watch_list *find_list(struct mu_watch_hub *h, const char *path, size_t n,
+                                       uint32_t hash)
+{
+  for (struct mu_watch_list *l = h->buckets[hash & (h->nbuckets - 1)]; l != NULL; l = l->hnext)
+    if (l->hash == hash && l->len == n && memcmp(l->path, path, n) == 0)
+      return l;
+  return NULL;
+}
+
+static void grow(struct mu_watch_hub *h)
+{
+  size_t nb = h->nbuckets * 2;
+  struct mu_watch_list **b = mu_calloc(nb, sizeof(*b));
+  for (size_t i = 0; i < h->nbuckets; i++) {
+    struct mu_watch_list *l = h->buckets[i], *ln = NULL;
+    for (; l != NULL; l = ln) {
+      ln = l->hnext;
+      l->hnext = b[l->hash & (nb - 1)];
+      b[l->hash & (nb - 1)] = l;
+    }
+  }
+  mu_free(h->buckets);
+  h->buckets = b;
+  h->nbuckets = nb;
+}
+
+struct mu_watcher *mu_watch_hub_add(struct mu_watch_hub *h, const char *path, int recursive,
+                                    int stream, uint64_t since, mu_watch_cb *cb, void *data)
+{
+  size_t n = strlen(path);
+  uint32_t hash = hash_path(path, n);
+  struct mu_watch_list *l = find_list(h, path, n, hash);
+  if (l == NULL) {
+    if (h->nlists >= h->nbuckets)
+      grow(h);
+    l = mu_calloc(1, sizeof(*l) + n + 1);
+    memcpy(l->path, path, n);
+    l->len = n;
+    l->hash = hash;
+    l->hnext = h->buckets[hash & (h->nbuckets - 1)];
+    h->buckets[hash & (h->nbuckets - 1)] = l;
+    h->nlists++;
+  }
+  struct mu_watcher *w = mu_calloc(1, sizeof(*w));
+  w->hub = h;
+  w->list = l;
+  w->since = since;
+  w->recursive = recursive != 0;
+  w->stream = stream != 0;
+  w->cb = cb;
+  w->data = data;
+  w->prev = l->tail;
+  if (l->tail != NULL)
+    l->tail->next = w;
+  else
+    l->head = w;
+  l->tail = w;
+  h->count++;
+  return w;
+}
+
+static void drop_list_if_empty(struct mu_watch_hub *h, struct mu_watch_list *l)
+{
+  if (l->head != NULL)
+    return;
+  struct mu_watch_list **pp = &h->buckets[l->hash & (h->nbuckets - 1)];
+  while (*pp != NULL && *pp != l)
+    pp = &(*pp)->hnext;
+  if (*pp == l)
+    *pp = l->hnext;
+  h->nlists--;
+  mu_free(l);
+}
+
+static void unlink_free(struct mu_watcher *w)
+{
+  struct mu_watch_hub *h = w->hub;
+  struct mu_watch_list *l = w->list;
+  if (w->prev != NULL)
+    w->prev->next = w->next;
+  else
+    l->head = w->next;
+  if (w->next != NULL)
+    w->next->prev = w->prev;
+  else
+    l->tail = w->prev;
+  mu_free(w);
+  drop_list_if_empty(h, l);
+}
+
+void mu_watcher_remove(struct mu_watcher *w)
+{
+  if (w == NULL || w->removed)
+    return;
+  struct mu_watch_hub *h = w->hub;
+  w->removed = 1;
+  h->count--;
+  if (h->depth > 0) {
+    w->pending_next = h->pending;
+    h->pending = w;
+    return;
+  }
+  unlink_free(w);
+}
+
+static void enter(struct mu_watch_hub *h)
+{
+  h->depth++;
+}
+
+static void leave(struct mu_watch_hub *h)
+{
+  if (--h->depth > 0)
+    return;
+  while (h->pending != NULL) {
+    struct mu_watcher *w = h->pending;
+    h->pending = w->pending_next;
+    unlink_free(w);
+  }
+}
+
+/* etcd's isHidden(watchPath, keyPath) */
+static int is_hidden(const char *watch, size_t wlen, const char *key, size_t klen)
+{
+  if (wlen > klen)
+    return 0;
+  /* "/" + key[wlen:], then look for "/_" (path.Clean cannot create one) */
+  (void)watch;
+  const char *rest = key + wlen;
+  size_t rlen = klen - wlen;
+  if (rlen > 0 && rest[0] == '_')
+    return 1;
+  for (size_t i = 0; i + 1 < rlen; i++)
+    if (rest[i] == '/' && rest[i + 1] == '_')
+      return 1;
+  return 0;
+}
+
+static void notify_path(struct mu_watch_hub *h, const struct mu_event *e, const char *path,
+                        size_t n, int deleted)
+{
+  struct mu_watch_list *l = find_list(h, path, n, hash_path(path, n));
+  if (l == NULL)
+    return;
+  int original = e->key_len == n && memcmp(e->key, path, n) == 0;
+  if (!original && is_hidden(path, n, e->key, e->key_len))
+    return;
+  enter(h);
+  struct mu_watcher *w = l->head, *next = NULL;
+  for (; w != NULL; w = next) {
+    next = w->next;
+    if (w->removed)
+      continue;
+    if (!(w->recursive || original || deleted) || e->index < w->since)
+      continue;
+    if (!w->stream)
+      mu_watcher_remove(w); /* deferred free: still valid during the callback */
+    w->cb(w->data, e, w);
+  }
+  leave(h);
+}
+
+void mu_watch_hub_notify(struct mu_watch_hub *h, const struct mu_event *e)
+{
+  if (h->count == 0)
+    return;
+  /* "/", then "/a", "/a/b", ... */
+  notify_path(h, e, "/", 1, 0);
+  for (size_t i = 1; i <= e->key_len; i++)
+    if (i == e->key_len || e->key[i] == '/')
+      notify_path(h, e, e->key, i, 0);
+}
+
+void mu_watch_hub_notify_deleted(struct mu_watch_hub *h, const struct mu_event *e,
+                                 const char *path)
+{
+  if (h->count == 0)
+    return;
+  notify_path(h, e, path, strlen(path), 1);
+}

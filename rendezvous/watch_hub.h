@@ -1,0 +1,55 @@
+/* Watchers by path (v2store/watcher_hub.go). A write's event is offered to the watchers of
+ * every path from "/" down to the event's key (recursive watchers take events below them,
+ * unless the rest of the path is hidden by a "_" segment); a deleted or expired subtree
+ * also reaches the watchers of every node inside it.
+ *
+ * Watchers are one-shot unless `stream`: the hub removes and frees a watcher right after
+ * calling its callback.
+ */
+#ifndef RV_WATCH_HUB_H
+#define RV_WATCH_HUB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "event.h"
+
+struct mu_watcher;
+struct mu_watch_list;
+
+/* Called with the event that wakes `w`. For a one-shot watcher, `w` is freed when this
+ * returns: do not keep it. The event is borrowed for the duration of the call. */
+typedef void mu_watch_cb(void *data, const struct mu_event *e, struct mu_watcher *w);
+
+struct mu_watch_hub {
+  struct mu_watch_list **buckets;
+  size_t nbuckets;
+  size_t nlists;
+  size_t count;  /* live watchers */
+  int depth;     /* > 0 while notifying: removals are deferred */
+  struct mu_watcher *pending; /* removed during a notification, freed after it */
+};
+
+void mu_watch_hub_init(struct mu_watch_hub *h);
+/* Frees every watcher without calling them. */
+void mu_watch_hub_release(struct mu_watch_hub *h);
+
+/* Adds a watcher for `path` waking on events with index >= since.
+ * Returns: the watcher. Ownership: the hub owns it; remove it with mu_watcher_remove() if
+ * the client goes away first. */
+struct mu_watcher *mu_watch_hub_add(struct mu_watch_hub *h, const char *path, int recursive,
+                                    int stream, uint64_t since, mu_watch_cb *cb, void *data);
+
+/* Removes and frees a watcher that has not fired (or a stream watcher). Safe inside a
+ * callback. */
+void mu_watcher_remove(struct mu_watcher *w);
+
+/* Offers `e` to watchers of every path from "/" to e->key. */
+void mu_watch_hub_notify(struct mu_watch_hub *h, const struct mu_event *e);
+
+/* Offers `e` to the watchers of exactly `path` as a deletion of a node inside the event's
+ * subtree (etcd's notifyWatchers(e, path, true)). */
+void mu_watch_hub_notify_deleted(struct mu_watch_hub *h, const struct mu_event *e,
+                                 const char *path);
+
+#endif
