@@ -1,0 +1,432 @@
+/* Blocking HTTP/1.1 client: non-blocking socket + poll() for the deadlines, llhttp for the
+ * response. Kept small on purpose: one connection, one request at a time. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <llhttp.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "http_client.h"
+
+struct mu_http_client {
+  char *host;
+  int port;
+  int fd;              /* -1 when not connected */
+  int reusable;        /* the last response allowed keep-alive */
+  int connect_timeout; /* ms */
+  int cancel_fd;
+  char local_addr[INET6_ADDRSTRLEN];
+  char errmsg[256];
+};
+
+/* The parser's view of one response. */
+struct parse_state {
+  struct mu_http_response *resp;
+  char field[64];
+  size_t field_len;
+  int in_ctype; /* 0 reading a field name, 1 another header's value, 2 Content-Type's value */
+  int is_head;  /* the request was HEAD: no body follows */
+  size_t ctype_len;
+  int done;
+  int too_big;
+};
+
+static long long now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct mu_http_client *mu_http_client_new(const char *host, int port)
+{
+  struct mu_http_client *c = mu_calloc(1, sizeof(*c));
+  c->host = mu_strdup(host);
+  c->port = port;
+  c->fd = -1;
+  c->connect_timeout = 3000;
+  c->cancel_fd = -1;
+  return c;
+}
+
+static void drop_conn(struct mu_http_client *c)
+{
+  if (c->fd >= 0)
+    close(c->fd);
+  c->fd = -1;
+  c->reusable = 0;
+}
+
+void mu_http_client_free(struct mu_http_client *c)
+{
+  if (c == NULL)
+    return;
+  drop_conn(c);
+  mu_free(c->host);
+  mu_free(c);
+}
+
+void mu_http_client_set_connect_timeout(struct mu_http_client *c, int ms)
+{
+  c->connect_timeout = ms > 0 ? ms : 1;
+}
+
+void mu_http_client_set_cancel_fd(struct mu_http_client *c, int fd)
+{
+  c->cancel_fd = fd;
+}
+
+int mu_http_client_local_addr(const struct mu_http_client *c, char *out, size_t n)
+{
+  if (c->local_addr[0] == '\0')
+    return MU_ENOENT;
+  snprintf(out, n, "%s", c->local_addr);
+  return 0;
+}
+
+const char *mu_http_client_errmsg(const struct mu_http_client *c)
+{
+  return c->errmsg;
+}
+
+void mu_http_response_init(struct mu_http_response *r, size_t max_body)
+{
+  r->status = 0;
+  mu_buf_init(&r->body, max_body);
+  r->content_type[0] = '\0';
+}
+
+void mu_http_response_release(struct mu_http_response *r)
+{
+  if (r == NULL)
+    return;
+  mu_buf_release(&r->body);
+  r->status = 0;
+  r->content_type[0] = '\0';
+}
+
+/* Waits until fd is ready for `events` or the deadline passes.
+ * Returns: 0 ready, MU_ETIMEDOUT, MU_ECANCELED, or -errno. */
+static int wait_fd(struct mu_http_client *c, int fd, short events, long long deadline)
+{
+  for (;;) {
+    long long left = deadline - now_ms();
+    if (left <= 0)
+      return MU_ETIMEDOUT;
+    struct pollfd p[2] = {{fd, events, 0}, {c->cancel_fd, POLLIN, 0}};
+    int np = c->cancel_fd >= 0 ? 2 : 1;
+    int n = poll(p, (nfds_t)np, left > 1000000 ? 1000000 : (int)left);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    if (np == 2 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+      return MU_ECANCELED;
+    if (n > 0 && p[0].revents != 0)
+      return 0;
+  }
+}
+
+static int connect_to(struct mu_http_client *c, long long deadline)
+{
+  struct addrinfo hints, *res = NULL;
+  char port[16];
+  int rc = MU_ECONN, fd = -1;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  snprintf(port, sizeof(port), "%d", c->port);
+  int g = getaddrinfo(c->host, port, &hints, &res);
+  if (g != 0) {
+    snprintf(c->errmsg, sizeof(c->errmsg), "cannot resolve '%s': %s", c->host, gai_strerror(g));
+    return MU_ECONN;
+  }
+  long long cdeadline = now_ms() + c->connect_timeout;
+  if (cdeadline > deadline)
+    cdeadline = deadline;
+  for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (fd < 0)
+      continue;
+    int err = 0;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      if (errno != EINPROGRESS) {
+        err = errno;
+      } else {
+        int w = wait_fd(c, fd, POLLOUT, cdeadline);
+        if (w == MU_ECANCELED) {
+          rc = w;
+          close(fd);
+          fd = -1;
+          snprintf(c->errmsg, sizeof(c->errmsg), "canceled");
+          goto out;
+        }
+        if (w != 0) {
+          err = ETIMEDOUT;
+        } else {
+          socklen_t sl = sizeof(err);
+          if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) != 0)
+            err = errno;
+        }
+      }
+    }
+    if (err == 0) {
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      struct sockaddr_storage ss;
+      socklen_t sl = sizeof(ss);
+      if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET)
+          inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, c->local_addr,
+                    sizeof(c->local_addr));
+        else if (ss.ss_family == AF_INET6)
+          inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, c->local_addr,
+                    sizeof(c->local_addr));
+      }
+      c->fd = fd;
+      fd = -1;
+      rc = 0;
+      goto out;
+    }
+    snprintf(c->errmsg, sizeof(c->errmsg), "cannot connect to %s:%d: %s", c->host, c->port,
+             strerror(err));
+    rc = err == ETIMEDOUT ? MU_ETIMEDOUT : MU_ECONN;
+    close(fd);
+    fd = -1;
+  }
+out:
+  if (fd >= 0)
+    close(fd);
+  freeaddrinfo(res);
+  return rc;
+}
+
+static int send_all(struct mu_http_client *c, const char *p, size_t n, long long deadline)
+{
+  while (n > 0) {
+    ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        int rc = wait_fd(c, c->fd, POLLOUT, deadline);
+        if (rc != 0)
+          return rc;
+        continue;
+      }
+      snprintf(c->errmsg, sizeof(c->errmsg), "send to %s:%d: %s", c->host, c->port,
+               strerror(errno));
+      return MU_ECONN;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* --- llhttp callbacks --------------------------------------------------------------- */
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n)
+{
+  struct parse_state *st = p->data;
+  if (st->in_ctype != 0) { /* a value ended: a new field starts */
+    st->field_len = 0;
+    st->in_ctype = 0;
+  }
+  size_t room = sizeof(st->field) - 1 - st->field_len;
+  if (n > room)
+    n = room;
+  memcpy(st->field + st->field_len, at, n);
+  st->field_len += n;
+  st->field[st->field_len] = '\0';
+  return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t n)
+{
+  struct parse_state *st = p->data;
+  if (st->in_ctype == 0) {
+    st->in_ctype = strcasecmp(st->field, "content-type") == 0 ? 2 : 1;
+    if (st->in_ctype == 2)
+      st->ctype_len = 0;
+  }
+  if (st->in_ctype == 2) {
+    char *ct = st->resp->content_type;
+    size_t room = sizeof(st->resp->content_type) - 1 - st->ctype_len;
+    if (n > room)
+      n = room;
+    memcpy(ct + st->ctype_len, at, n);
+    st->ctype_len += n;
+    ct[st->ctype_len] = '\0';
+  }
+  return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+  struct parse_state *st = p->data;
+  st->resp->status = llhttp_get_status_code(p);
+  return st->is_head ? 1 : 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n)
+{
+  struct parse_state *st = p->data;
+  if (mu_buf_append(&st->resp->body, at, n) != 0) {
+    st->too_big = 1;
+    return -1;
+  }
+  return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+  struct parse_state *st = p->data;
+  st->done = 1;
+  return HPE_PAUSED;
+}
+
+/* One attempt on the current (or a new) connection. *sent_nothing_back is set when the
+ * connection closed before any response byte, which makes a retry safe on a reused socket. */
+static int attempt(struct mu_http_client *c, const char *req, size_t req_len, long long deadline,
+                   struct mu_http_response *resp, const char *method, int *no_reply)
+{
+  int rc = 0;
+  *no_reply = 0;
+  if (c->fd < 0) {
+    rc = connect_to(c, deadline);
+    if (rc != 0)
+      return rc;
+  }
+  rc = send_all(c, req, req_len, deadline);
+  if (rc != 0) {
+    *no_reply = 1;
+    return rc;
+  }
+  llhttp_settings_t settings;
+  llhttp_settings_init(&settings);
+  settings.on_header_field = on_header_field;
+  settings.on_header_value = on_header_value;
+  settings.on_headers_complete = on_headers_complete;
+  settings.on_body = on_body;
+  settings.on_message_complete = on_message_complete;
+  llhttp_t parser;
+  llhttp_init(&parser, HTTP_RESPONSE, &settings);
+  struct parse_state st;
+  memset(&st, 0, sizeof(st));
+  st.resp = resp;
+  parser.data = &st;
+  st.is_head = strcmp(method, "HEAD") == 0;
+  size_t got = 0;
+  char buf[16384];
+  while (!st.done) {
+    ssize_t r = recv(c->fd, buf, sizeof(buf), 0);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        rc = wait_fd(c, c->fd, POLLIN, deadline);
+        if (rc != 0) {
+          snprintf(c->errmsg, sizeof(c->errmsg), "%s from %s:%d",
+                   rc == MU_ETIMEDOUT ? "timed out waiting for an answer" : "canceled", c->host,
+                   c->port);
+          return rc;
+        }
+        continue;
+      }
+      *no_reply = got == 0;
+      snprintf(c->errmsg, sizeof(c->errmsg), "receive from %s:%d: %s", c->host, c->port,
+               strerror(errno));
+      return MU_ECONN;
+    }
+    if (r == 0) {
+      if (got == 0) {
+        *no_reply = 1;
+        snprintf(c->errmsg, sizeof(c->errmsg), "%s:%d closed the connection without an answer",
+                 c->host, c->port);
+        return MU_ECONN;
+      }
+      if (llhttp_finish(&parser) == HPE_OK && st.done)
+        break;
+      snprintf(c->errmsg, sizeof(c->errmsg), "%s:%d closed the connection mid-answer", c->host,
+               c->port);
+      return MU_ECONN;
+    }
+    got += (size_t)r;
+    llhttp_errno_t e = llhttp_execute(&parser, buf, (size_t)r);
+    if (e == HPE_PAUSED && st.done)
+      break;
+    if (e != HPE_OK) {
+      if (st.too_big) {
+        snprintf(c->errmsg, sizeof(c->errmsg), "answer from %s:%d is over %zu bytes", c->host,
+                 c->port, resp->body.max);
+        return MU_E2BIG;
+      }
+      snprintf(c->errmsg, sizeof(c->errmsg), "%s:%d did not answer HTTP: %s", c->host, c->port,
+               llhttp_errno_name(e));
+      return MU_EPROTO;
+    }
+  }
+  c->reusable = llhttp_should_keep_alive(&parser);
+  return 0;
+}
+
+int mu_http_request(struct mu_http_client *c, const char *method, const char *path,
+                    const char *content_type, const void *body, size_t len, int timeout_ms,
+                    struct mu_http_response *resp)
+{
+  if (c == NULL || method == NULL || path == NULL || path[0] != '/' || resp == NULL ||
+      (body == NULL && len > 0))
+    return MU_EINVAL;
+  struct mu_buf req = MU_BUF_INIT(64 * 1024 + len);
+  int rc = mu_buf_printf(&req,
+                         "%s %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: muster/%s\r\n"
+                         "Accept: */*\r\nContent-Length: %zu\r\n",
+                         method, path, c->host, c->port, MU_VERSION, len);
+  if (rc == 0 && content_type != NULL)
+    rc = mu_buf_printf(&req, "Content-Type: %s\r\n", content_type);
+  if (rc == 0)
+    rc = mu_buf_puts(&req, "\r\n");
+  if (rc == 0 && len > 0)
+    rc = mu_buf_append(&req, body, len);
+  if (rc != 0) {
+    snprintf(c->errmsg, sizeof(c->errmsg), "request for '%s' is too large", path);
+    goto out;
+  }
+  long long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+  c->errmsg[0] = '\0';
+  for (int tries = 0; tries < 2; tries++) {
+    int reused = c->fd >= 0;
+    int no_reply = 0;
+    mu_buf_clear(&resp->body);
+    resp->status = 0;
+    resp->content_type[0] = '\0';
+    rc = attempt(c, req.data, req.len, deadline, resp, method, &no_reply);
+    if (rc == 0) {
+      if (!c->reusable)
+        drop_conn(c);
+      goto out;
+    }
+    drop_conn(c);
+    /* A kept-alive socket the server had closed: the request never got there. */
+    if (!(reused && no_reply && rc == MU_ECONN))
+      break;
+  }
+out:
+  mu_buf_release(&req);
+  return rc;
+}

@@ -1,0 +1,59 @@
+/* A small blocking HTTP/1.1 client on llhttp, for the rendezvous client and the tests.
+ *
+ * One struct mu_http_client talks to one host:port over one TCP connection that it keeps
+ * alive between requests (and re-opens when the server closed it). Every request has a
+ * deadline that covers connecting, sending and reading the whole response; the response body
+ * is capped. A "cancel fd" (the read end of a pipe, say) makes a blocked request return
+ * MU_ECANCELED as soon as it becomes readable, so another thread can interrupt a long poll.
+ *
+ * Not thread-safe: use one client per thread.
+ */
+#ifndef MU_HTTP_CLIENT_H
+#define MU_HTTP_CLIENT_H
+
+#include <stddef.h>
+
+#include "buf.h"
+
+struct mu_http_client;
+
+struct mu_http_response {
+  int status;             /* the HTTP status, 0 before a response arrived */
+  struct mu_buf body;     /* the body, capped by the max given to mu_http_response_init() */
+  char content_type[128]; /* the Content-Type header, "" when absent (truncated if longer) */
+};
+
+/* Creates a client for host:port (a name or a numeric address). Nothing connects yet.
+ * Returns: the client. Ownership: caller frees with mu_http_client_free(). */
+struct mu_http_client *mu_http_client_new(const char *host, int port);
+/* Closes the connection and frees. Accepts NULL. */
+void mu_http_client_free(struct mu_http_client *c);
+
+/* The longest a connect may take within a request's deadline (default 3000 ms). */
+void mu_http_client_set_connect_timeout(struct mu_http_client *c, int ms);
+/* A file descriptor that, once readable, interrupts any request (MU_ECANCELED); -1 for none.
+ * Ownership: borrowed; the caller keeps it open while the client uses it. */
+void mu_http_client_set_cancel_fd(struct mu_http_client *c, int fd);
+
+/* The local address of the current (or last) connection as text ("127.0.0.1"), which is the
+ * address through which the server is reached. Returns: 0, or MU_ENOENT when never connected. */
+int mu_http_client_local_addr(const struct mu_http_client *c, char *out, size_t n);
+
+/* A human-readable description of the last failure ("connect to 127.0.0.1:1: Connection
+ * refused"). Ownership: borrowed until the next request. */
+const char *mu_http_client_errmsg(const struct mu_http_client *c);
+
+void mu_http_response_init(struct mu_http_response *r, size_t max_body);
+void mu_http_response_release(struct mu_http_response *r);
+
+/* Sends `method path` with an optional body (content_type may be NULL when body is NULL) and
+ * reads the response into `resp` (cleared first). timeout_ms bounds the whole exchange.
+ * A reused keep-alive connection that turns out closed is re-opened once.
+ * Returns: 0 when a complete response arrived (any status), MU_ECONN (cannot connect, or the
+ * connection broke), MU_ETIMEDOUT, MU_ECANCELED, MU_E2BIG (body over the cap), MU_EPROTO (not
+ * HTTP), MU_EINVAL (bad arguments). Ownership: borrows everything. */
+int mu_http_request(struct mu_http_client *c, const char *method, const char *path,
+                    const char *content_type, const void *body, size_t len, int timeout_ms,
+                    struct mu_http_response *resp);
+
+#endif

@@ -1,0 +1,143 @@
+/* The muster rendezvous client: blocking calls on musterd's native /v1 API
+ * (docs/rendezvous.md), for `muster agent` and for workers that synchronise through
+ * MUSTER_RDZV_ENDPOINT without PyTorch.
+ *
+ *   struct mu_client *cl = NULL;
+ *   if (mu_client_new(getenv("MUSTER_RDZV_ENDPOINT"), &cl) != 0) ...
+ *   mu_client_kv_put(cl, run_id, "addr/3", "10.0.0.3:4000", 13, NULL);
+ *   mu_client_kv_get(cl, run_id, "addr/4", 30000, &val, &len);   (waits up to 30 s)
+ *   mu_client_free(cl);
+ *
+ * Every call blocks until the answer, the call's own timeout, or the client's cancel fd.
+ * Errors are negative MU_E* codes; mu_client_errmsg() then describes the failure in words
+ * (the server's message when it sent one). A client is not thread-safe: use one per thread.
+ */
+#ifndef MUSTER_CLIENT_H
+#define MUSTER_CLIENT_H
+
+#include <stddef.h>
+
+#include "muster/errno.h"
+
+struct mu_client;
+
+/* Creates a client for ENDPOINT: "HOST:PORT", "http://HOST:PORT" or "[V6ADDR]:PORT" (a
+ * trailing '/' is fine). Nothing connects until the first call.
+ * Returns: 0, or MU_EINVAL for a malformed endpoint. Ownership: *out is the caller's; free it
+ * with mu_client_free(). */
+int mu_client_new(const char *endpoint, struct mu_client **out);
+/* Accepts NULL. */
+void mu_client_free(struct mu_client *c);
+
+/* The timeout of calls that do not long-poll (default 10000 ms). Long polls add their own
+ * wait to it. */
+void mu_client_set_timeout(struct mu_client *c, long ms);
+/* A readable fd interrupts the current and later calls with MU_ECANCELED (-1: none).
+ * Ownership: borrowed. */
+void mu_client_set_cancel_fd(struct mu_client *c, int fd);
+/* The text of the last failure. Ownership: borrowed until the next call on c. */
+const char *mu_client_errmsg(const struct mu_client *c);
+/* The HTTP status of the last answer (0 when none arrived). */
+int mu_client_last_status(const struct mu_client *c);
+/* The local address used to reach the server ("127.0.0.1"): the address peers can use.
+ * Returns: 0, or MU_ENOENT before the first successful connection. */
+int mu_client_local_addr(const struct mu_client *c, char *out, size_t n);
+
+/* --- Rendezvous ---------------------------------------------------------------------- */
+
+struct mu_join_opts {
+  const char *node_id;  /* unique per agent (required) */
+  const char *addr;     /* address other nodes reach this node at (required) */
+  int local_world_size; /* workers on this node (>= 1) */
+  int master_port;      /* the port this node offers as MASTER_PORT if it becomes rank 0 */
+  int min_nodes;        /* >= 1 */
+  int max_nodes;        /* >= min_nodes */
+  long last_call_ms;    /* < 0: the server's default */
+  long join_timeout_ms; /* also bounds the call */
+  long lease_ttl_ms;    /* < 0: the server's default */
+};
+
+struct mu_member {
+  char *node_id;
+  char *addr;
+  int local_world_size;
+  int node_rank;
+  int rank_offset;
+};
+
+struct mu_round {
+  char *run_id;
+  long round;
+  int node_rank; /* GROUP_RANK */
+  int nnodes;    /* GROUP_WORLD_SIZE */
+  int rank_offset;
+  int world_size;
+  int local_world_size;
+  char *master_addr;
+  int master_port;
+  long lease_ttl_ms;
+  struct mu_member *members; /* nmembers entries, by node rank */
+  size_t nmembers;
+};
+
+/* Joins run_id and waits (one long poll) until the round closes.
+ * Returns: 0 with *out filled; MU_ETIMEDOUT (join_timeout), MU_EINVAL (the server rejected a
+ * field), MU_ESTATE (config_mismatch), MU_ECLOSED / MU_ESHUT (run finished), MU_ECONN,
+ * MU_EHTTP / MU_EPROTO (not a musterd), MU_ECANCELED.
+ * Ownership: *out is the caller's; release it with mu_round_release(). */
+int mu_client_join(struct mu_client *c, const char *run_id, const struct mu_join_opts *o,
+                   struct mu_round *out);
+/* Frees the strings and members; the struct can be reused. Accepts NULL. */
+void mu_round_release(struct mu_round *r);
+
+/* Renews this node's lease. round / waiting may be NULL.
+ * Returns: 0; MU_ENOENT when no longer a member (re-join); MU_ECLOSED / MU_ESHUT; MU_ECONN. */
+int mu_client_heartbeat(struct mu_client *c, const char *run_id, const char *node_id,
+                        long *round, int *waiting);
+
+enum mu_watch_event {
+  MU_WATCH_NONE = 0,   /* nothing happened within the timeout */
+  MU_WATCH_BROKEN,     /* a member was lost or failed: re-join */
+  MU_WATCH_WAITING,    /* nodes wait to join: re-join to scale up */
+  MU_WATCH_SUPERSEDED, /* a newer round exists: re-join */
+  MU_WATCH_CLOSED,     /* the run finished successfully */
+  MU_WATCH_SHUT,       /* the run was shut down (a fatal failure) */
+};
+/* Returns the event's name ("broken"). Ownership: static. */
+const char *mu_watch_event_name(enum mu_watch_event ev);
+
+/* Waits up to timeout_ms until round `round` stops being healthy for this node.
+ * waiting may be NULL. Returns: 0 with *ev set, or an error as for heartbeat. */
+int mu_client_watch(struct mu_client *c, const char *run_id, const char *node_id, long round,
+                    long timeout_ms, enum mu_watch_event *ev, int *waiting);
+
+/* Leaves the run; succeeded = 0 breaks the active round. reason may be NULL. */
+int mu_client_leave(struct mu_client *c, const char *run_id, const char *node_id, int succeeded,
+                    const char *reason);
+/* Ends the run successfully / as failed; pending joins and watches are answered at once. */
+int mu_client_close(struct mu_client *c, const char *run_id);
+int mu_client_shutdown(struct mu_client *c, const char *run_id, const char *reason);
+
+/* Waits until `count` distinct ids reached barrier `name`. generation may be NULL.
+ * Returns: 0; MU_ETIMEDOUT; MU_ESTATE (count_mismatch); others as above. */
+int mu_client_barrier(struct mu_client *c, const char *run_id, const char *name, int count,
+                      const char *id, long timeout_ms, long *generation);
+
+/* --- KV scoped to the run -------------------------------------------------------------- */
+
+/* Stores len bytes under key (at most 1 MiB). version may be NULL. */
+int mu_client_kv_put(struct mu_client *c, const char *run_id, const char *key, const void *val,
+                     size_t len, long *version);
+/* Reads key; wait_ms > 0 waits that long for it to appear.
+ * Returns: 0; MU_ENOENT (absent, wait_ms <= 0); MU_ETIMEDOUT.
+ * Ownership: *val is NUL-terminated (len excludes the NUL); caller frees with mu_free(). */
+int mu_client_kv_get(struct mu_client *c, const char *run_id, const char *key, long wait_ms,
+                     char **val, size_t *len);
+/* Adds delta to the integer counter at key (created at 0). value may be NULL.
+ * Returns: 0; MU_EINVAL (not_a_counter). */
+int mu_client_kv_add(struct mu_client *c, const char *run_id, const char *key, long delta,
+                     long *value);
+/* Returns: 0, or MU_ENOENT when absent. */
+int mu_client_kv_delete(struct mu_client *c, const char *run_id, const char *key);
+
+#endif

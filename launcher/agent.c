@@ -1,0 +1,290 @@
+/* muster agent: configuration parsing, the worker environment, output prefixing and the
+ * error-file reader. The run itself is in agent_run.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "muster/client.h"
+#include "muster/errno.h"
+
+#include "agent.h"
+#include "alloc.h"
+#include "opts.h"
+
+#define MAX_LINE 65536 /* a longer line is written in pieces */
+#define MAX_ERROR_FILE (1u << 20)
+
+void mu_agent_config_init(struct mu_agent_config *cfg)
+{
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->min_nodes = 1;
+  cfg->max_nodes = 1;
+  cfg->nproc_per_node = 1;
+  cfg->max_restarts = 0;
+  cfg->monitor_interval_s = 0.1;
+  cfg->role = "default";
+  cfg->join_timeout_s = 600;
+  cfg->last_call_s = -1;
+  cfg->lease_ttl_s = -1;
+  cfg->stop_grace_s = 5;
+}
+
+int mu_agent_parse_nnodes(const char *s, int *min, int *max, char *err, size_t errlen)
+{
+  long a = 0, b = 0;
+  const char *colon = strchr(s, ':');
+  char left[32];
+  if (colon == NULL) {
+    if (mu_parse_long(s, 1, 1000000, &a) != 0)
+      goto bad;
+    b = a;
+  } else {
+    size_t n = (size_t)(colon - s);
+    if (n == 0 || n >= sizeof(left))
+      goto bad;
+    memcpy(left, s, n);
+    left[n] = '\0';
+    if (mu_parse_long(left, 1, 1000000, &a) != 0 || mu_parse_long(colon + 1, 1, 1000000, &b) != 0)
+      goto bad;
+    if (b < a) {
+      snprintf(err, errlen, "--nnodes '%s': MAX (%ld) is below MIN (%ld); use MIN:MAX with MIN <= MAX",
+               s, b, a);
+      return MU_EINVAL;
+    }
+  }
+  *min = (int)a;
+  *max = (int)b;
+  return 0;
+bad:
+  snprintf(err, errlen, "--nnodes '%s': expected N or MIN:MAX with positive integers (e.g. 2:4)",
+           s);
+  return MU_EINVAL;
+}
+
+int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *err,
+                             size_t errlen)
+{
+  /* torchrun keys that do not apply to musterd: accepted and ignored. */
+  static const char *const ignored[] = {"is_host",   "read_timeout", "timeout",
+                                        "store_type", "use_libuv",   "keep_alive_interval",
+                                        "keep_alive_max_attempt", "rank"};
+  char *copy = mu_strdup(s);
+  int rc = 0;
+  char *save = NULL;
+  for (char *kv = strtok_r(copy, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(kv, '=');
+    if (eq == NULL) {
+      snprintf(err, errlen, "--rdzv-conf: '%s' is not KEY=VALUE", kv);
+      rc = MU_EINVAL;
+      goto out;
+    }
+    *eq = '\0';
+    const char *key = kv, *val = eq + 1;
+    double *dst = NULL;
+    if (strcmp(key, "join_timeout") == 0)
+      dst = &cfg->join_timeout_s;
+    else if (strcmp(key, "last_call_timeout") == 0)
+      dst = &cfg->last_call_s;
+    else if (strcmp(key, "lease_ttl") == 0)
+      dst = &cfg->lease_ttl_s;
+    if (dst != NULL) {
+      double d = 0;
+      if (mu_parse_double(val, &d) != 0 || d < 0) {
+        snprintf(err, errlen, "--rdzv-conf: %s=%s: expected seconds (a number >= 0)", key, val);
+        rc = MU_EINVAL;
+        goto out;
+      }
+      *dst = d;
+      continue;
+    }
+    int known = 0;
+    for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+      known |= strcmp(ignored[i], key) == 0;
+    if (!known) {
+      snprintf(err, errlen,
+               "--rdzv-conf: unknown key '%s'; muster knows join_timeout, last_call_timeout and "
+               "lease_ttl",
+               key);
+      rc = MU_EINVAL;
+      goto out;
+    }
+  }
+out:
+  mu_free(copy);
+  return rc;
+}
+
+/* The variables the agent owns; inherited values of these are dropped. */
+static const char *const owned_vars[] = {
+    "RANK",          "LOCAL_RANK",         "WORLD_SIZE",          "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",    "GROUP_WORLD_SIZE",   "ROLE_RANK",           "ROLE_WORLD_SIZE",
+    "ROLE_NAME",     "MASTER_ADDR",        "MASTER_PORT",         "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE",
+    "TORCHELASTIC_USE_AGENT_STORE", "MUSTER_RDZV_ENDPOINT", "MUSTER_RUN_ID", "MUSTER_ROUND"};
+
+static int is_owned(const char *kv)
+{
+  const char *eq = strchr(kv, '=');
+  size_t n = eq ? (size_t)(eq - kv) : strlen(kv);
+  for (size_t i = 0; i < sizeof(owned_vars) / sizeof(owned_vars[0]); i++)
+    if (strlen(owned_vars[i]) == n && strncmp(owned_vars[i], kv, n) == 0)
+      return 1;
+  return 0;
+}
+
+void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint,
+                         const struct mu_round *r, int local_rank, int restart_count,
+                         const char *error_file, char *const *base, struct mu_strvec *out)
+{
+  int has_omp = 0;
+  for (char *const *e = base; e != NULL && *e != NULL; e++) {
+    if (is_owned(*e))
+      continue;
+    if (strncmp(*e, "OMP_NUM_THREADS=", 16) == 0)
+      has_omp = 1;
+    mu_strvec_push(out, *e);
+  }
+  int rank = r->rank_offset + local_rank;
+  mu_strvec_pushf(out, "RANK=%d", rank);
+  mu_strvec_pushf(out, "LOCAL_RANK=%d", local_rank);
+  mu_strvec_pushf(out, "WORLD_SIZE=%d", r->world_size);
+  mu_strvec_pushf(out, "LOCAL_WORLD_SIZE=%d", r->local_world_size);
+  mu_strvec_pushf(out, "GROUP_RANK=%d", r->node_rank);
+  mu_strvec_pushf(out, "GROUP_WORLD_SIZE=%d", r->nnodes);
+  /* One role per run: the role ranks are the global ranks. */
+  mu_strvec_pushf(out, "ROLE_RANK=%d", rank);
+  mu_strvec_pushf(out, "ROLE_WORLD_SIZE=%d", r->world_size);
+  mu_strvec_pushf(out, "ROLE_NAME=%s", cfg->role);
+  mu_strvec_pushf(out, "MASTER_ADDR=%s", r->master_addr ? r->master_addr : "127.0.0.1");
+  mu_strvec_pushf(out, "MASTER_PORT=%d", r->master_port);
+  mu_strvec_pushf(out, "TORCHELASTIC_RESTART_COUNT=%d", restart_count);
+  mu_strvec_pushf(out, "TORCHELASTIC_MAX_RESTARTS=%ld", cfg->max_restarts);
+  mu_strvec_pushf(out, "TORCHELASTIC_RUN_ID=%s", cfg->run_id);
+  if (error_file != NULL)
+    mu_strvec_pushf(out, "TORCHELASTIC_ERROR_FILE=%s", error_file);
+  if (!has_omp)
+    mu_strvec_push(out, "OMP_NUM_THREADS=1");
+  mu_strvec_pushf(out, "MUSTER_RDZV_ENDPOINT=%s", endpoint);
+  mu_strvec_pushf(out, "MUSTER_RUN_ID=%s", cfg->run_id);
+  mu_strvec_pushf(out, "MUSTER_ROUND=%ld", r->round);
+}
+
+void mu_line_prefixer_init(struct mu_line_prefixer *lp, const char *prefix)
+{
+  snprintf(lp->prefix, sizeof(lp->prefix), "%s", prefix);
+  mu_buf_init(&lp->partial, MAX_LINE);
+}
+
+void mu_line_prefixer_release(struct mu_line_prefixer *lp)
+{
+  mu_buf_release(&lp->partial);
+}
+
+static void emit(struct mu_line_prefixer *lp, const char *a, size_t an, const char *b, size_t bn,
+                 struct mu_buf *out)
+{
+  /* out is the caller's; a refused append (its cap) drops the line rather than blocking. */
+  (void)mu_buf_puts(out, lp->prefix);
+  (void)mu_buf_append(out, a, an);
+  (void)mu_buf_append(out, b, bn);
+  (void)mu_buf_putc(out, '\n');
+}
+
+void mu_line_prefixer_feed(struct mu_line_prefixer *lp, const char *data, size_t n,
+                           struct mu_buf *out)
+{
+  while (n > 0) {
+    const char *nl = memchr(data, '\n', n);
+    if (nl == NULL) {
+      size_t room = lp->partial.max - lp->partial.len;
+      size_t take = n < room ? n : room;
+      (void)mu_buf_append(&lp->partial, data, take);
+      data += take;
+      n -= take;
+      if (lp->partial.len == lp->partial.max) {
+        emit(lp, lp->partial.data, lp->partial.len, "", 0, out);
+        mu_buf_clear(&lp->partial);
+      }
+      continue;
+    }
+    size_t len = (size_t)(nl - data);
+    emit(lp, lp->partial.len ? lp->partial.data : "", lp->partial.len, data, len, out);
+    mu_buf_clear(&lp->partial);
+    data = nl + 1;
+    n -= len + 1;
+  }
+}
+
+void mu_line_prefixer_flush(struct mu_line_prefixer *lp, struct mu_buf *out)
+{
+  if (lp->partial.len > 0)
+    emit(lp, lp->partial.data, lp->partial.len, "", 0, out);
+  mu_buf_clear(&lp->partial);
+}
+
+static void append_lines(const char *text, size_t max_lines, const char *indent,
+                         struct mu_buf *out)
+{
+  size_t lines = 0;
+  const char *p = text;
+  while (*p != '\0' && lines < max_lines) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    (void)mu_buf_printf(out, "%s%.*s\n", indent, (int)n, p);
+    lines++;
+    p += n;
+    if (*p == '\n')
+      p++;
+  }
+  if (*p != '\0')
+    (void)mu_buf_printf(out, "%s...\n", indent);
+}
+
+int mu_agent_error_file_summary(const char *path, size_t max_lines, const char *indent,
+                                struct mu_buf *out)
+{
+  struct mu_buf text = MU_BUF_INIT(MAX_ERROR_FILE);
+  cJSON *j = NULL;
+  int rc = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return MU_ENOENT;
+  char buf[8192];
+  ssize_t r;
+  while ((r = read(fd, buf, sizeof(buf))) > 0)
+    if (mu_buf_append(&text, buf, (size_t)r) != 0)
+      break;
+  close(fd);
+  if (text.len == 0) {
+    rc = MU_ENOENT;
+    goto out;
+  }
+  j = cJSON_ParseWithLength(text.data, text.len);
+  const cJSON *msg = cJSON_GetObjectItemCaseSensitive(j, "message");
+  if (cJSON_IsObject(msg)) {
+    const cJSON *inner = cJSON_GetObjectItemCaseSensitive(msg, "message");
+    const cJSON *extra = cJSON_GetObjectItemCaseSensitive(msg, "extraInfo");
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(extra, "timestamp");
+    const cJSON *stack = cJSON_GetObjectItemCaseSensitive(extra, "py_callstack");
+    if (cJSON_IsString(inner))
+      append_lines(inner->valuestring, max_lines, indent, out);
+    if (cJSON_IsString(ts))
+      (void)mu_buf_printf(out, "%s(timestamp %s)\n", indent, ts->valuestring);
+    if (!cJSON_IsString(inner) && cJSON_IsString(stack))
+      append_lines(stack->valuestring, max_lines, indent, out);
+  } else if (cJSON_IsString(msg)) {
+    append_lines(msg->valuestring, max_lines, indent, out);
+  } else {
+    append_lines(text.data, max_lines, indent, out);
+  }
+out:
+  cJSON_Delete(j);
+  mu_buf_release(&text);
+  return rc;
+}

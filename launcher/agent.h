@@ -1,0 +1,97 @@
+/* muster agent: the per-node torchrun replacement (docs/agent.md).
+ *
+ * cmd_agent.c parses the command line into a struct mu_agent_config and calls
+ * mu_agent_run(). The pieces below the run are exported for the unit tests: nnodes and
+ * rdzv_conf parsing, the worker environment, output line prefixing and the error-file reader.
+ */
+#ifndef MU_AGENT_H
+#define MU_AGENT_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "strvec.h"
+
+struct mu_round;
+
+/* The agent's exit codes (docs/agent.md). */
+enum mu_agent_exit {
+  MU_AGENT_EXIT_OK = 0,          /* every worker of the final round succeeded */
+  MU_AGENT_EXIT_FAILED = 1,      /* a worker failed with no restart left, or the run was shut */
+  MU_AGENT_EXIT_USAGE = 2,       /* bad command line */
+  MU_AGENT_EXIT_RENDEZVOUS = 3,  /* cannot reach/join the rendezvous (endpoint, timeout, ...) */
+  MU_AGENT_EXIT_SIGNAL_BASE = 128 /* + N: stopped by signal N (SIGINT 130, SIGTERM 143) */
+};
+
+struct mu_agent_config {
+  int min_nodes, max_nodes;
+  int nproc_per_node;
+  const char *endpoint;  /* HOST:PORT; NULL only with standalone */
+  const char *run_id;
+  long max_restarts;
+  double monitor_interval_s; /* accepted for torchrun; monitoring is event-driven */
+  const char *role;          /* ROLE_NAME, default "default" */
+  const char *log_dir;       /* NULL: no per-worker files */
+  int tee;                   /* with log_dir: also print to the console */
+  int standalone;            /* run an embedded musterd on a free loopback port */
+  const char *node_id;       /* NULL: host-pid-random */
+  const char *local_addr;    /* NULL: the address used to reach the endpoint */
+  double join_timeout_s;     /* default 600 */
+  double last_call_s;        /* < 0: server default */
+  double lease_ttl_s;        /* < 0: server default */
+  double stop_grace_s;       /* SIGTERM -> SIGKILL delay, default 5 */
+  char **cmd;                /* the worker command, NULL-terminated (borrowed from argv) */
+};
+
+/* Fills the defaults above. */
+void mu_agent_config_init(struct mu_agent_config *cfg);
+
+/* Parses "N" or "MIN:MAX". Returns: 0, or MU_EINVAL (err describes the problem). */
+int mu_agent_parse_nnodes(const char *s, int *min, int *max, char *err, size_t errlen);
+
+/* Applies torchrun's --rdzv-conf "k=v,k=v": join_timeout, last_call_timeout, lease_ttl
+ * (seconds). Keys torchrun knows but muster does not need are ignored; others are errors.
+ * Returns: 0, or MU_EINVAL (err names the key). */
+int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *err,
+                             size_t errlen);
+
+/* Builds the environment of one worker: `base` (NULL-terminated "K=V", may be NULL) without
+ * the variables the agent sets, then the torchrun contract (DESIGN.md "Worker environment"),
+ * MUSTER_RDZV_ENDPOINT, MUSTER_RUN_ID and MUSTER_ROUND.
+ * Ownership: appends owned strings to *out (release with mu_strvec_release()). */
+void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint,
+                         const struct mu_round *r, int local_rank, int restart_count,
+                         const char *error_file, char *const *base, struct mu_strvec *out);
+
+/* Splits a byte stream into lines and writes each complete line with a prefix ("[3]:"). */
+struct mu_line_prefixer {
+  char prefix[32];
+  struct mu_buf partial; /* an unfinished line, capped: a longer one is cut into pieces */
+};
+void mu_line_prefixer_init(struct mu_line_prefixer *lp, const char *prefix);
+/* Appends the prefixed complete lines of data[0..n) to out (partial lines are kept). */
+void mu_line_prefixer_feed(struct mu_line_prefixer *lp, const char *data, size_t n,
+                           struct mu_buf *out);
+/* Appends the kept partial line, if any, with a newline. */
+void mu_line_prefixer_flush(struct mu_line_prefixer *lp, struct mu_buf *out);
+void mu_line_prefixer_release(struct mu_line_prefixer *lp);
+
+/* Reads a TORCHELASTIC_ERROR_FILE and appends its message's first max_lines lines to out,
+ * each prefixed by `indent`. Understands torch's {"message": {"message": ..., "extraInfo":
+ * {...}}}, {"message": "..."} and plain text.
+ * Returns: 0; MU_ENOENT when the file does not exist or is empty. */
+int mu_agent_error_file_summary(const char *path, size_t max_lines, const char *indent,
+                                struct mu_buf *out);
+
+/* Runs the agent to its end. Returns: an enum mu_agent_exit value (or 128 + signal). Prints
+ * its progress and errors to stderr; worker output goes to stdout/stderr prefixed. */
+int mu_agent_run(const struct mu_agent_config *cfg);
+
+/* --standalone: an embedded musterd on its own thread (agent_standalone.c).
+ * Returns: 0 with the endpoint ("127.0.0.1:PORT") in ep, or a negative code. */
+struct mu_agent_standalone;
+int mu_agent_standalone_start(struct mu_agent_standalone **out, char *ep, size_t eplen);
+/* Stops and frees. Accepts NULL. */
+void mu_agent_standalone_stop(struct mu_agent_standalone *s);
+
+#endif

@@ -1,0 +1,175 @@
+/* Tests for launcher/agent.c: nnodes / rdzv_conf parsing, the worker environment, output
+ * line prefixing and the TORCHELASTIC_ERROR_FILE reader. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "muster/client.h"
+#include "muster/errno.h"
+
+#include "agent.h"
+#include "alloc.h"
+#include "buf.h"
+#include "strvec.h"
+#include "task.h"
+
+static const char *env_get(const struct mu_strvec *sv, const char *name)
+{
+  size_t n = strlen(name);
+  const char *hit = NULL;
+  for (size_t i = 0; i < sv->n; i++)
+    if (strncmp(sv->v[i], name, n) == 0 && sv->v[i][n] == '=') {
+      ASSERT_NULL(hit); /* each variable once */
+      hit = sv->v[i] + n + 1;
+    }
+  return hit;
+}
+
+TEST(agent__nnodes)
+{
+  int a = 0, b = 0;
+  char err[256];
+  ASSERT_EQ(mu_agent_parse_nnodes("4", &a, &b, err, sizeof(err)), 0);
+  ASSERT_EQ(a, 4);
+  ASSERT_EQ(b, 4);
+  ASSERT_EQ(mu_agent_parse_nnodes("2:4", &a, &b, err, sizeof(err)), 0);
+  ASSERT_EQ(a, 2);
+  ASSERT_EQ(b, 4);
+  ASSERT_EQ(mu_agent_parse_nnodes("4:2", &a, &b, err, sizeof(err)), MU_EINVAL);
+  ASSERT(strstr(err, "below MIN") != NULL);
+  ASSERT_EQ(mu_agent_parse_nnodes("0", &a, &b, err, sizeof(err)), MU_EINVAL);
+  ASSERT_EQ(mu_agent_parse_nnodes("two", &a, &b, err, sizeof(err)), MU_EINVAL);
+  ASSERT_EQ(mu_agent_parse_nnodes(":3", &a, &b, err, sizeof(err)), MU_EINVAL);
+  ASSERT(strstr(err, "MIN:MAX") != NULL);
+}
+
+TEST(agent__rdzv_conf)
+{
+  struct mu_agent_config cfg;
+  char err[256];
+  mu_agent_config_init(&cfg);
+  ASSERT_EQ(mu_agent_parse_rdzv_conf("join_timeout=30,last_call_timeout=0.5,lease_ttl=2,"
+                                     "read_timeout=60,is_host=1",
+                                     &cfg, err, sizeof(err)),
+            0);
+  ASSERT(cfg.join_timeout_s == 30);
+  ASSERT(cfg.last_call_s == 0.5);
+  ASSERT(cfg.lease_ttl_s == 2);
+  ASSERT_EQ(mu_agent_parse_rdzv_conf("bogus=1", &cfg, err, sizeof(err)), MU_EINVAL);
+  ASSERT(strstr(err, "'bogus'") != NULL);
+  ASSERT_EQ(mu_agent_parse_rdzv_conf("join_timeout=soon", &cfg, err, sizeof(err)), MU_EINVAL);
+  ASSERT_EQ(mu_agent_parse_rdzv_conf("novalue", &cfg, err, sizeof(err)), MU_EINVAL);
+}
+
+TEST(agent__worker_env)
+{
+  struct mu_agent_config cfg;
+  mu_agent_config_init(&cfg);
+  cfg.run_id = "job1";
+  cfg.role = "trainer";
+  cfg.max_restarts = 3;
+  struct mu_round r;
+  memset(&r, 0, sizeof(r));
+  r.round = 7;
+  r.node_rank = 1;
+  r.nnodes = 3;
+  r.rank_offset = 4;
+  r.world_size = 10;
+  r.local_world_size = 4;
+  r.master_addr = (char *)"10.0.0.1";
+  r.master_port = 29500;
+  char a[] = "PATH=/usr/bin", b[] = "RANK=99", c[] = "HOME=/root";
+  char *base[] = {a, b, c, NULL};
+  struct mu_strvec env = MU_STRVEC_INIT;
+  mu_agent_worker_env(&cfg, "127.0.0.1:2379", &r, 2, 1, "/tmp/e.json", base, &env);
+  ASSERT_STR_EQ(env_get(&env, "PATH"), "/usr/bin");
+  ASSERT_STR_EQ(env_get(&env, "RANK"), "6");
+  ASSERT_STR_EQ(env_get(&env, "LOCAL_RANK"), "2");
+  ASSERT_STR_EQ(env_get(&env, "WORLD_SIZE"), "10");
+  ASSERT_STR_EQ(env_get(&env, "LOCAL_WORLD_SIZE"), "4");
+  ASSERT_STR_EQ(env_get(&env, "GROUP_RANK"), "1");
+  ASSERT_STR_EQ(env_get(&env, "GROUP_WORLD_SIZE"), "3");
+  ASSERT_STR_EQ(env_get(&env, "ROLE_RANK"), "6");
+  ASSERT_STR_EQ(env_get(&env, "ROLE_WORLD_SIZE"), "10");
+  ASSERT_STR_EQ(env_get(&env, "ROLE_NAME"), "trainer");
+  ASSERT_STR_EQ(env_get(&env, "MASTER_ADDR"), "10.0.0.1");
+  ASSERT_STR_EQ(env_get(&env, "MASTER_PORT"), "29500");
+  ASSERT_STR_EQ(env_get(&env, "TORCHELASTIC_RESTART_COUNT"), "1");
+  ASSERT_STR_EQ(env_get(&env, "TORCHELASTIC_MAX_RESTARTS"), "3");
+  ASSERT_STR_EQ(env_get(&env, "TORCHELASTIC_RUN_ID"), "job1");
+  ASSERT_STR_EQ(env_get(&env, "TORCHELASTIC_ERROR_FILE"), "/tmp/e.json");
+  ASSERT_STR_EQ(env_get(&env, "OMP_NUM_THREADS"), "1");
+  ASSERT_STR_EQ(env_get(&env, "MUSTER_RDZV_ENDPOINT"), "127.0.0.1:2379");
+  ASSERT_STR_EQ(env_get(&env, "MUSTER_RUN_ID"), "job1");
+  ASSERT_STR_EQ(env_get(&env, "MUSTER_ROUND"), "7");
+  mu_strvec_release(&env);
+  /* A user's OMP_NUM_THREADS is kept. */
+  char d[] = "OMP_NUM_THREADS=8";
+  char *base2[] = {d, NULL};
+  mu_agent_worker_env(&cfg, "h:1", &r, 0, 0, NULL, base2, &env);
+  ASSERT_STR_EQ(env_get(&env, "OMP_NUM_THREADS"), "8");
+  ASSERT_NULL(env_get(&env, "TORCHELASTIC_ERROR_FILE"));
+  mu_strvec_release(&env);
+}
+
+TEST(agent__line_prefixer)
+{
+  struct mu_line_prefixer lp;
+  struct mu_buf out = MU_BUF_INIT(1 << 20);
+  mu_line_prefixer_init(&lp, "[3]:");
+  mu_line_prefixer_feed(&lp, "hel", 3, &out);
+  ASSERT_EQ(out.len, 0);
+  mu_line_prefixer_feed(&lp, "lo\nwor", 6, &out);
+  ASSERT_STR_EQ(mu_buf_str(&out), "[3]:hello\n");
+  mu_line_prefixer_feed(&lp, "ld\n\nx", 5, &out);
+  ASSERT_STR_EQ(mu_buf_str(&out), "[3]:hello\n[3]:world\n[3]:\n");
+  mu_line_prefixer_flush(&lp, &out);
+  ASSERT_STR_EQ(mu_buf_str(&out), "[3]:hello\n[3]:world\n[3]:\n[3]:x\n");
+  mu_line_prefixer_flush(&lp, &out); /* nothing left */
+  ASSERT_STR_EQ(mu_buf_str(&out), "[3]:hello\n[3]:world\n[3]:\n[3]:x\n");
+  /* A line over the cap comes out in pieces instead of growing without bound. */
+  mu_buf_clear(&out);
+  char *big = mu_malloc(100000);
+  memset(big, 'a', 100000);
+  mu_line_prefixer_feed(&lp, big, 100000, &out);
+  ASSERT_EQ(out.len, 65536 + 5);
+  mu_free(big);
+  mu_line_prefixer_release(&lp);
+  mu_buf_release(&out);
+}
+
+static void write_file(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "w");
+  ASSERT_NOT_NULL(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+TEST(agent__error_file_summary)
+{
+  char path[] = "/tmp/mu-test-errfile-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT(fd >= 0);
+  close(fd);
+  struct mu_buf out = MU_BUF_INIT(1 << 16);
+  write_file(path, "{\"message\": {\"message\": \"ValueError: boom\\nline 2\\nline 3\", "
+                   "\"extraInfo\": {\"py_callstack\": \"Traceback...\", \"timestamp\": "
+                   "\"1700000000\"}}}");
+  ASSERT_EQ(mu_agent_error_file_summary(path, 2, "  | ", &out), 0);
+  ASSERT_STR_EQ(mu_buf_str(&out), "  | ValueError: boom\n  | line 2\n  | ...\n"
+                                  "  | (timestamp 1700000000)\n");
+  mu_buf_clear(&out);
+  write_file(path, "{\"message\": \"plain message\"}");
+  ASSERT_EQ(mu_agent_error_file_summary(path, 5, "", &out), 0);
+  ASSERT_STR_EQ(mu_buf_str(&out), "plain message\n");
+  mu_buf_clear(&out);
+  write_file(path, "not json at all\n");
+  ASSERT_EQ(mu_agent_error_file_summary(path, 5, "> ", &out), 0);
+  ASSERT_STR_EQ(mu_buf_str(&out), "> not json at all\n");
+  write_file(path, "");
+  ASSERT_EQ(mu_agent_error_file_summary(path, 5, "", &out), MU_ENOENT);
+  unlink(path);
+  ASSERT_EQ(mu_agent_error_file_summary(path, 5, "", &out), MU_ENOENT);
+  mu_buf_release(&out);
+}

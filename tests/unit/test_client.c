@@ -1,0 +1,267 @@
+/* Tests for common/http_client.c and common/client.c against a canned loopback server
+ * (a thread that answers each request with the next scripted response). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "muster/client.h"
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "http_client.h"
+#include "task.h"
+
+#define MAX_SCRIPT 8
+
+struct canned {
+  int lfd;
+  int port;
+  const char *answers[MAX_SCRIPT]; /* raw responses, in order; NULL = say nothing and wait */
+  int close_after[MAX_SCRIPT];     /* close the connection after that answer */
+  int n;
+  int accepts;
+  char last_request[4096];
+  pthread_t th;
+};
+
+/* Reads one request (headers + Content-Length body). Returns 0, or -1 on EOF. */
+static int read_request(int fd, char *out, size_t cap)
+{
+  size_t len = 0;
+  out[0] = '\0';
+  for (;;) {
+    char *end = strstr(out, "\r\n\r\n");
+    if (end != NULL) {
+      size_t want = 0;
+      const char *cl = strstr(out, "Content-Length: ");
+      if (cl != NULL)
+        want = (size_t)strtoul(cl + 16, NULL, 10);
+      if (len >= (size_t)(end + 4 - out) + want)
+        return 0;
+    }
+    if (len + 1 >= cap)
+      return 0;
+    ssize_t r = recv(fd, out + len, cap - 1 - len, 0);
+    if (r <= 0)
+      return -1;
+    len += (size_t)r;
+    out[len] = '\0';
+  }
+}
+
+static void *canned_main(void *arg)
+{
+  struct canned *cs = arg;
+  int i = 0;
+  while (i < cs->n) {
+    int fd = accept(cs->lfd, NULL, NULL);
+    if (fd < 0)
+      break;
+    cs->accepts++;
+    while (i < cs->n) {
+      char req[sizeof(cs->last_request)];
+      if (read_request(fd, req, sizeof(req)) != 0)
+        break;
+      memcpy(cs->last_request, req, sizeof(req));
+      const char *a = cs->answers[i];
+      int close_now = cs->close_after[i];
+      i++;
+      if (a == NULL) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 3000); /* until the client gives up */
+        close_now = 1;
+      } else {
+        ssize_t w = send(fd, a, strlen(a), MSG_NOSIGNAL);
+        (void)w;
+      }
+      if (close_now)
+        break;
+    }
+    close(fd);
+  }
+  return NULL;
+}
+
+static void canned_start(struct canned *cs)
+{
+  cs->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(cs->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+  socklen_t sl = sizeof(a);
+  getsockname(cs->lfd, (struct sockaddr *)&a, &sl);
+  cs->port = ntohs(a.sin_port);
+  ASSERT_EQ(listen(cs->lfd, 8), 0);
+  pthread_create(&cs->th, NULL, canned_main, cs);
+}
+
+static void canned_stop(struct canned *cs)
+{
+  shutdown(cs->lfd, SHUT_RDWR);
+  close(cs->lfd);
+  pthread_join(cs->th, NULL);
+}
+
+#define OK_JSON(body)                                                                          \
+  "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " #body "\r\n\r\n"
+
+TEST(http_client__keepalive_chunked_and_reconnect)
+{
+  struct canned cs = {0};
+  cs.answers[0] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello";
+  cs.answers[1] = "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+  cs.close_after[1] = 1;
+  cs.answers[2] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+  cs.n = 3;
+  canned_start(&cs);
+  struct mu_http_client *c = mu_http_client_new("127.0.0.1", cs.port);
+  struct mu_http_response r;
+  mu_http_response_init(&r, 1024);
+  ASSERT_EQ(mu_http_request(c, "GET", "/a", NULL, NULL, 0, 2000, &r), 0);
+  ASSERT_EQ(r.status, 200);
+  ASSERT_STR_EQ(r.body.data, "hello");
+  ASSERT_STR_EQ(r.content_type, "text/plain");
+  ASSERT_EQ(mu_http_request(c, "PUT", "/b", "text/plain", "xyz", 3, 2000, &r), 0);
+  ASSERT_EQ(r.status, 404);
+  ASSERT_STR_EQ(r.body.data, "abc");
+  ASSERT(strstr(cs.last_request, "PUT /b HTTP/1.1") != NULL);
+  ASSERT(strstr(cs.last_request, "\r\n\r\nxyz") != NULL);
+  /* The server closed after the 2nd answer: the client reconnects by itself. */
+  ASSERT_EQ(mu_http_request(c, "GET", "/c", NULL, NULL, 0, 2000, &r), 0);
+  ASSERT_STR_EQ(r.body.data, "ok");
+  ASSERT_EQ(cs.accepts, 2);
+  char addr[64];
+  ASSERT_EQ(mu_http_client_local_addr(c, addr, sizeof(addr)), 0);
+  ASSERT_STR_EQ(addr, "127.0.0.1");
+  mu_http_response_release(&r);
+  mu_http_client_free(c);
+  canned_stop(&cs);
+}
+
+TEST(http_client__cap_timeout_cancel_refused)
+{
+  struct canned cs = {0};
+  cs.answers[0] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
+                  "0123456789012345678901234567890123456789012345678901234567890123456789"
+                  "012345678901234567890123456789";
+  cs.close_after[0] = 1;
+  cs.answers[1] = NULL; /* silent: the client times out */
+  cs.answers[2] = NULL; /* silent: the client is canceled */
+  cs.n = 3;
+  canned_start(&cs);
+  struct mu_http_client *c = mu_http_client_new("127.0.0.1", cs.port);
+  struct mu_http_response r;
+  mu_http_response_init(&r, 10);
+  ASSERT_EQ(mu_http_request(c, "GET", "/big", NULL, NULL, 0, 2000, &r), MU_E2BIG);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ASSERT_EQ(mu_http_request(c, "GET", "/slow", NULL, NULL, 0, 200, &r), MU_ETIMEDOUT);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  ASSERT(ms >= 150 && ms < 1500);
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  ASSERT_EQ(write(p[1], "x", 1), 1);
+  mu_http_client_set_cancel_fd(c, p[0]);
+  ASSERT_EQ(mu_http_request(c, "GET", "/cancel", NULL, NULL, 0, 5000, &r), MU_ECANCELED);
+  close(p[0]);
+  close(p[1]);
+  mu_http_response_release(&r);
+  mu_http_client_free(c);
+  canned_stop(&cs);
+  /* Nobody listens on the port any more. */
+  c = mu_http_client_new("127.0.0.1", cs.port);
+  mu_http_response_init(&r, 10);
+  ASSERT_EQ(mu_http_request(c, "GET", "/", NULL, NULL, 0, 1000, &r), MU_ECONN);
+  ASSERT(strstr(mu_http_client_errmsg(c), "refused") != NULL);
+  mu_http_response_release(&r);
+  mu_http_client_free(c);
+}
+
+TEST(client__endpoint_parsing)
+{
+  struct mu_client *c = NULL;
+  ASSERT_EQ(mu_client_new("127.0.0.1:2379", &c), 0);
+  mu_client_free(c);
+  ASSERT_EQ(mu_client_new("http://localhost:80/", &c), 0);
+  mu_client_free(c);
+  ASSERT_EQ(mu_client_new("[::1]:1234", &c), 0);
+  mu_client_free(c);
+  ASSERT_EQ(mu_client_new("localhost", &c), MU_EINVAL);
+  ASSERT_EQ(mu_client_new("host:0", &c), MU_EINVAL);
+  ASSERT_EQ(mu_client_new("host:99999", &c), MU_EINVAL);
+  ASSERT_EQ(mu_client_new(":80", &c), MU_EINVAL);
+  ASSERT_EQ(mu_client_new("", &c), MU_EINVAL);
+  ASSERT_NULL(c);
+}
+
+TEST(client__join_answer_and_errors)
+{
+  static const char join_body[] =
+      "{\"run_id\":\"j\",\"round\":3,\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,"
+      "\"world_size\":4,\"local_world_size\":2,\"master_addr\":\"127.0.0.1\",\"master_port\":"
+      "29400,\"lease_ttl_ms\":10000,\"members\":[{\"node_id\":\"a\",\"addr\":\"127.0.0.1\","
+      "\"local_world_size\":2,\"node_rank\":0,\"rank_offset\":0},{\"node_id\":\"b\",\"addr\":"
+      "\"127.0.0.1\",\"local_world_size\":2,\"node_rank\":1,\"rank_offset\":2}]}";
+  char join_answer[1024];
+  snprintf(join_answer, sizeof(join_answer),
+           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+           strlen(join_body), join_body);
+  static const char err_body[] = "{\"error\":\"join_timeout\",\"message\":\"only 1 of 2 nodes\"}";
+  char err_answer[512];
+  snprintf(err_answer, sizeof(err_answer),
+           "HTTP/1.1 408 Request Timeout\r\nContent-Length: %zu\r\n\r\n%s", strlen(err_body),
+           err_body);
+  struct canned cs = {0};
+  cs.answers[0] = join_answer;
+  cs.answers[1] = err_answer;
+  cs.answers[2] = "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found";
+  cs.answers[3] = OK_JSON(41) "{\"round\":3,\"event\":\"waiting\",\"waiting\":1}";
+  cs.answers[4] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nva\nue";
+  cs.n = 5;
+  canned_start(&cs);
+  char ep[64];
+  snprintf(ep, sizeof(ep), "127.0.0.1:%d", cs.port);
+  struct mu_client *c = NULL;
+  ASSERT_EQ(mu_client_new(ep, &c), 0);
+  struct mu_join_opts o = {"b", "127.0.0.1", 2, 0, 2, 2, -1, 5000, -1};
+  struct mu_round r;
+  ASSERT_EQ(mu_client_join(c, "j", &o, &r), 0);
+  ASSERT(strstr(cs.last_request, "POST /v1/runs/j/join") != NULL);
+  ASSERT(strstr(cs.last_request, "\"min_nodes\":2") != NULL);
+  ASSERT_EQ(r.round, 3);
+  ASSERT_EQ(r.node_rank, 1);
+  ASSERT_EQ(r.rank_offset, 2);
+  ASSERT_EQ(r.world_size, 4);
+  ASSERT_EQ(r.master_port, 29400);
+  ASSERT_EQ(r.nmembers, 2);
+  ASSERT_STR_EQ(r.members[1].node_id, "b");
+  mu_round_release(&r);
+  ASSERT_EQ(mu_client_join(c, "j", &o, &r), MU_ETIMEDOUT);
+  ASSERT(strstr(mu_client_errmsg(c), "only 1 of 2 nodes") != NULL);
+  /* A server that is not musterd: a clear complaint. */
+  ASSERT_EQ(mu_client_heartbeat(c, "j", "b", NULL, NULL), MU_EHTTP);
+  ASSERT(strstr(mu_client_errmsg(c), "musterd") != NULL);
+  enum mu_watch_event ev = MU_WATCH_NONE;
+  int waiting = 0;
+  ASSERT_EQ(mu_client_watch(c, "j", "node 1", 3, 100, &ev, &waiting), 0);
+  ASSERT(strstr(cs.last_request, "GET /v1/runs/j/watch?node_id=node%201&round=3") != NULL);
+  ASSERT_EQ(ev, MU_WATCH_WAITING);
+  ASSERT_EQ(waiting, 1);
+  char *val = NULL;
+  size_t len = 0;
+  ASSERT_EQ(mu_client_kv_get(c, "j", "addr/0", 1000, &val, &len), 0);
+  ASSERT(strstr(cs.last_request, "GET /v1/runs/j/kv/addr/0?wait_ms=1000") != NULL);
+  ASSERT_EQ(len, 5);
+  ASSERT_EQ(val[4], 'e');
+  mu_free(val);
+  mu_client_free(c);
+  canned_stop(&cs);
+}
