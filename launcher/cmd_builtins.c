@@ -1,11 +1,48 @@
-/* muster builtins: placeholder until its issue lands (replaced by the real command). */
+/* muster builtins [--print NAME]: the builtin components (TorchX's format). */
+#include <stdio.h>
+
+#include "muster/mu.h"
+
+#include "alloc.h"
 #include "cmds.h"
+#include "component.h"
 #include "log.h"
+#include "opts.h"
 
 int cmd_builtins(int argc, char **argv)
 {
-  (void)argc;
-  (void)argv;
-  mu_error("'muster builtins' is not available in this build yet");
-  return 1;
+  const char *print = NULL;
+  struct mu_opt opts[] = {
+      MU_OPT_STRING(0, "print", &print, "NAME", "print the component's arguments (its --help)"),
+      MU_OPT_END(),
+  };
+  int n = mu_opts_parse(opts, argc, argv, 0, "muster builtins [--print NAME]");
+  if (n == MU_OPTS_HELP)
+    return 0;
+  if (n < 0)
+    return MU_EXIT_USAGE;
+  if (print != NULL) {
+    struct mu_component *c = NULL;
+    struct mu_buf err = MU_BUF_INIT(8192);
+    if (mu_component_load(print, &c, &err) != 0) {
+      mu_error("%s", mu_buf_str(&err));
+      mu_buf_release(&err);
+      return MU_EXIT_USAGE;
+    }
+    struct mu_buf h = MU_BUF_INIT(1 << 20);
+    mu_component_help(c, &h);
+    fputs(mu_buf_str(&h), stdout);
+    mu_buf_release(&h);
+    mu_buf_release(&err);
+    mu_component_free(c);
+    return 0;
+  }
+  struct mu_strvec names = MU_STRVEC_INIT, descs = MU_STRVEC_INIT;
+  mu_component_builtins(&names, &descs);
+  printf("Found %zu builtin components:\n", names.n);
+  for (size_t i = 0; i < names.n; i++)
+    printf("%3zu. %-22s %s\n", i + 1, names.v[i], descs.v[i]);
+  mu_strvec_release(&names);
+  mu_strvec_release(&descs);
+  return 0;
 }

@@ -1,11 +1,60 @@
-/* muster describe: placeholder until its issue lands (replaced by the real command). */
+/* muster describe HANDLE: the job spec of a submitted job (JSON, the --dryrun form). */
+#include <stdio.h>
+
+#include "muster/mu.h"
+
+#include "alloc.h"
+#include "cmd_util.h"
 #include "cmds.h"
 #include "log.h"
+#include "opts.h"
 
 int cmd_describe(int argc, char **argv)
 {
-  (void)argc;
-  (void)argv;
-  mu_error("'muster describe' is not available in this build yet");
-  return 1;
+  const char *cfgstr = NULL;
+  struct mu_opt opts[] = {
+      MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...", "scheduler options (e.g. log_dir=...)"),
+      MU_OPT_END(),
+  };
+  int n = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT, "muster describe HANDLE");
+  if (n == MU_OPTS_HELP)
+    return 0;
+  if (n < 0)
+    return MU_EXIT_USAGE;
+  if (n + 1 != argc) {
+    mu_error("describe needs one app handle, e.g. 'muster describe local://muster/echo-x1'");
+    return MU_EXIT_USAGE;
+  }
+  const struct mu_sched_ops *s = NULL;
+  char *app_id = NULL, *rest = NULL;
+  int rc = mu_cli_handle(argv[n], &s, &app_id, &rest);
+  if (rc != 0)
+    return rc;
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_buf err = MU_BUF_INIT(8192);
+  struct mu_app *app = NULL;
+  rc = mu_cli_cfg(s, cfgstr, NULL, &cfg);
+  if (rc != 0)
+    goto out;
+  if (s->app_spec == NULL) {
+    mu_error("the %s scheduler cannot describe jobs in this build", s->name);
+    rc = MU_EXIT_FAILED;
+    goto out;
+  }
+  if (s->app_spec(app_id, &cfg, &app, &err) != 0) {
+    mu_error("%s", mu_buf_str(&err));
+    rc = MU_EXIT_FAILED;
+    goto out;
+  }
+  struct mu_buf js = MU_BUF_INIT(1 << 24);
+  mu_app_to_json(app, &js);
+  printf("%s\n", mu_buf_str(&js));
+  mu_buf_release(&js);
+out:
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+  mu_free(app_id);
+  mu_free(rest);
+  return rc;
 }

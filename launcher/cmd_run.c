@@ -1,11 +1,401 @@
-/* muster run: placeholder until its issue lands (replaced by the real command). */
+/* muster run: component -> job spec -> dryrun -> schedule, then (local, or --wait) follow the
+ * job to its end. Exit: 0 only when the job succeeded (or was submitted without waiting);
+ * 1 when it failed or was cancelled; 2 for a usage error.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "muster/mu.h"
+
+#include "alloc.h"
+#include "cmd_util.h"
 #include "cmds.h"
+#include "component.h"
+#include "config.h"
 #include "log.h"
+#include "opts.h"
+#include "sched.h"
+
+static const char usage_text[] =
+    "muster run [-s SCHED] [-cfg k=v,...] [--dryrun] [--wait] [--log] [--json] COMPONENT "
+    "[ARGS] [-- SCRIPT ARGS]\n\n"
+    "COMPONENT is a builtin (see 'muster builtins') or a path to a YAML file (./mine.yaml);\n"
+    "'muster run COMPONENT --help' lists its arguments. Defaults come from .musterconfig\n"
+    "([cli:run] scheduler=/component=, [<scheduler>] runopts, [component:<name>] arguments)";
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+  got_signal = sig;
+}
+
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(long ms)
+{
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Counts replicas by state into a short summary ("2 running, 1 succeeded"). */
+static void summarize(const struct mu_app_status *st, char *out, size_t n)
+{
+  size_t pend = 0, run = 0, ok = 0, bad = 0, other = 0;
+  for (size_t i = 0; i < st->nreplicas; i++) {
+    switch (st->replicas[i].state) {
+    case MU_STATE_PENDING:
+    case MU_STATE_SUBMITTED:
+      pend++;
+      break;
+    case MU_STATE_RUNNING:
+      run++;
+      break;
+    case MU_STATE_SUCCEEDED:
+      ok++;
+      break;
+    case MU_STATE_FAILED:
+      bad++;
+      break;
+    default:
+      other++;
+    }
+  }
+  snprintf(out, n, "%zu replicas: %zu pending, %zu running, %zu succeeded, %zu failed%s",
+           st->nreplicas, pend, run, ok, bad, other ? ", others cancelled/unknown" : "");
+}
+
+/* Streams every replica's log to stderr in a child (through the backend's log_open). */
+static pid_t start_log_stream(const struct mu_sched_ops *s, const char *app_id,
+                              const struct mu_cfg *cfg)
+{
+  if (s->log_open == NULL)
+    return -1;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid != 0)
+    return pid;
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_DFL);
+  struct mu_buf err = MU_BUF_INIT(4096);
+  int rc = s->log_open(app_id, NULL, -1, MU_STREAM_COMBINED, 1, 0, 2, cfg, &err);
+  _exit(rc == 0 ? 0 : 1);
+}
+
+/* Follows the job until it is terminal; returns the exit status. */
+static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char *handle,
+                    const struct mu_cfg *cfg, int stream_logs)
+{
+  int tty = isatty(2) && !stream_logs;
+  double t0 = now_s();
+  char last[256] = "";
+  enum mu_job_state last_state = MU_STATE_UNSUBMITTED;
+  long delay = 2;
+  int cancelled = 0;
+  int rc = 1;
+  pid_t logger = stream_logs ? start_log_stream(s, app_id, cfg) : -1;
+  for (;;) {
+    if (got_signal && !cancelled) {
+      cancelled = 1;
+      if (tty)
+        fprintf(stderr, "\r\033[K");
+      fprintf(stderr, "muster: %s: cancelling %s\n",
+              got_signal == SIGINT ? "interrupted" : "signalled", handle);
+      struct mu_buf err = MU_BUF_INIT(4096);
+      if (mu_sched_cancel(s, app_id, cfg, &err) != 0)
+        mu_error("cannot cancel %s: %s", handle, mu_buf_str(&err));
+      mu_buf_release(&err);
+    }
+    struct mu_app_status st;
+    struct mu_buf err = MU_BUF_INIT(4096);
+    int r = mu_sched_describe(s, app_id, cfg, &st, &err);
+    if (r != 0) {
+      mu_error("cannot follow %s: %s", handle, mu_buf_str(&err));
+      mu_buf_release(&err);
+      rc = 1;
+      break;
+    }
+    mu_buf_release(&err);
+    char sum[256];
+    summarize(&st, sum, sizeof(sum));
+    double el = now_s() - t0;
+    if (tty) {
+      fprintf(stderr, "\r\033[K%s %s  [%.1fs] %s", app_id, mu_job_state_name(st.state), el, sum);
+      fflush(stderr);
+    } else if (strcmp(sum, last) != 0 || st.state != last_state) {
+      fprintf(stderr, "muster: %s %s [%.1fs] %s\n", app_id, mu_job_state_name(st.state), el, sum);
+    }
+    snprintf(last, sizeof(last), "%s", sum);
+    last_state = st.state;
+    int done = mu_job_state_is_terminal(st.state) || st.state == MU_STATE_UNKNOWN;
+    if (done) {
+      if (tty)
+        fprintf(stderr, "\n");
+      if (logger > 0) {
+        int ws;
+        while (waitpid(logger, &ws, 0) < 0 && errno == EINTR)
+          ;
+        logger = -1;
+      }
+      fprintf(stderr, "muster: %s finished: %s after %.1fs", handle, mu_job_state_name(st.state),
+              el);
+      if (st.msg && st.msg[0])
+        fprintf(stderr, " (%s)", st.msg);
+      fprintf(stderr, "\n");
+      for (size_t i = 0; i < st.nreplicas; i++) {
+        const struct mu_replica_status *rp = &st.replicas[i];
+        if (rp->state == MU_STATE_FAILED)
+          fprintf(stderr, "muster:   %s/%ld FAILED with exit code %d; see 'muster log %s/%s/%ld'\n",
+                  rp->role, rp->replica_id, rp->exit_code, handle, rp->role, rp->replica_id);
+      }
+      rc = st.state == MU_STATE_SUCCEEDED ? 0 : 1;
+      mu_app_status_release(&st);
+      break;
+    }
+    mu_app_status_release(&st);
+    sleep_ms(tty && el > 1.0 ? 100 : delay);
+    if (delay < 100)
+      delay *= 2;
+  }
+  if (logger > 0) {
+    kill(logger, SIGTERM);
+    int ws;
+    waitpid(logger, &ws, 0);
+  }
+  return rc;
+}
+
+/* Is `--help` among the component arguments (before any `--`)? */
+static int wants_help(int argc, char **argv)
+{
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0)
+      return 0;
+    if (strcmp(argv[i], "--help") == 0)
+      return 1;
+  }
+  return 0;
+}
+
+/* Adds the runner-level env to every role (TorchX's TORCHX_JOB_ID). */
+static void add_runner_env(struct mu_app *app, const char *sched)
+{
+  char *job = mu_asprintf("%s://%s/${app_id}", sched, MU_SESSION);
+  for (size_t i = 0; i < app->nroles; i++)
+    mu_kvlist_set(&app->roles[i].env, "MUSTER_JOB_ID", job);
+  mu_free(job);
+}
 
 int cmd_run(int argc, char **argv)
 {
-  (void)argc;
-  (void)argv;
-  mu_error("'muster run' is not available in this build yet");
-  return 1;
+  const char *sched_name = NULL;
+  const char *cfgstr = NULL;
+  int dryrun = 0, wait = 0, json = 0, log = 0;
+  struct mu_opt opts[] = {
+      MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED",
+                    "the scheduler: local (default), kubernetes, slurm"),
+      MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...",
+                    "scheduler options, also as -cfg (see 'muster runopts SCHED')"),
+      MU_OPT_BOOL(0, "dryrun", &dryrun, "print the job spec and the scheduler request; submit nothing"),
+      MU_OPT_BOOL(0, "wait", &wait, "wait for the job to finish (always on for local)"),
+      MU_OPT_BOOL(0, "log", &log, "stream the replicas' logs to stderr while waiting"),
+      MU_OPT_BOOL(0, "json", &json, "--dryrun: print JSON; otherwise the handle as JSON"),
+      MU_OPT_END(),
+  };
+  /* TorchX spells it -cfg: accept it (and -cfg=...). Only the run options (before the
+   * component) are parsed from av; the component's arguments come from argv untouched. */
+  char **av = mu_calloc((size_t)argc + 1, sizeof(char *));
+  for (int i = 0; i < argc; i++) {
+    av[i] = argv[i];
+    if (strcmp(argv[i], "-cfg") == 0)
+      av[i] = (char *)"--cfg";
+    else if (strncmp(argv[i], "-cfg=", 5) == 0)
+      av[i] = argv[i] + 1;
+  }
+  struct mu_config file = MU_CONFIG_INIT;
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_component *comp = NULL;
+  struct mu_app *app = NULL;
+  struct mu_dryrun req = {0};
+  struct mu_buf err = MU_BUF_INIT(16384);
+  int rc = 0;
+  /* The run options end at the first word that is not one of them: the component, or (with
+   * [cli:run] component=) the component's first argument, as TorchX. */
+  int end = 1;
+  while (end < argc) {
+    const char *a = av[end];
+    if (strcmp(a, "--") == 0) {
+      end++;
+      break;
+    }
+    if (a[0] != '-')
+      break;
+    int known = 0, takes = 0;
+    for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
+      size_t ln = o->long_name ? strlen(o->long_name) : 0;
+      if ((a[1] == o->short_name && a[2] == '\0' && o->short_name) ||
+          (a[1] == '-' && ln && strncmp(a + 2, o->long_name, ln) == 0 &&
+           (a[2 + ln] == '\0' || a[2 + ln] == '='))) {
+        known = 1;
+        takes = o->type == MU_OPT_T_STRING && strchr(a, '=') == NULL;
+      }
+    }
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
+      known = 1;
+    if (!known) {
+      /* A misspelt run option (before any component) is still an error. */
+      int close = 0;
+      char nm[64];
+      snprintf(nm, sizeof(nm), "%.*s", (int)strcspn(a + 2, "="), a + 2);
+      for (const struct mu_opt *o = opts; a[1] == '-' && o->type != MU_OPT_T_END; o++)
+        if (o->long_name && mu_edit_distance(o->long_name, nm) * 3 <= (int)strlen(o->long_name))
+          close = 1;
+      if (!close)
+        break;
+      end++;
+      continue;
+    }
+    end += takes ? 2 : 1;
+  }
+  if (end > argc)
+    end = argc;
+  int n = mu_opts_parse(opts, end, av, MU_OPTS_STOP_AT_NONOPT, usage_text);
+
+  if (n == MU_OPTS_HELP)
+    goto out;
+  if (n < 0) {
+    rc = MU_EXIT_USAGE;
+    goto out;
+  }
+  if (mu_config_load(&file, &err) != 0) {
+    mu_error("%s", mu_buf_str(&err));
+    rc = MU_EXIT_USAGE;
+    goto out;
+  }
+  if (sched_name == NULL) {
+    const struct mu_config_entry *e = mu_config_find(&file, "cli:run", "scheduler");
+    if (e != NULL && e->value != NULL)
+      sched_name = e->value;
+  }
+  const struct mu_sched_ops *s = sched_name ? mu_cli_sched(sched_name) : mu_sched_at(0);
+  if (s == NULL) {
+    rc = MU_EXIT_USAGE;
+    goto out;
+  }
+  const char *comp_name = NULL;
+  int cargc = argc - n;
+  char **cargv = argv + n;
+  if (cargc > 0 && cargv[0][0] != '-') {
+    comp_name = cargv[0];
+    cargc--;
+    cargv++;
+  } else {
+    const struct mu_config_entry *e = mu_config_find(&file, "cli:run", "component");
+    if (e != NULL && e->value != NULL)
+      comp_name = e->value;
+  }
+  if (comp_name == NULL) {
+    mu_error("no component given; write 'muster run COMPONENT [ARGS]' (see 'muster builtins') "
+             "or set [cli:run] component= in .musterconfig");
+    rc = MU_EXIT_USAGE;
+    goto out;
+  }
+  if (mu_component_load(comp_name, &comp, &err) != 0) {
+    mu_error("%s", mu_buf_str(&err));
+    rc = MU_EXIT_USAGE;
+    goto out;
+  }
+  if (wants_help(cargc, cargv)) {
+    struct mu_buf h = MU_BUF_INIT(1 << 20);
+    mu_component_help(comp, &h);
+    fputs(mu_buf_str(&h), stdout);
+    mu_buf_release(&h);
+    goto out;
+  }
+  rc = mu_cli_cfg(s, cfgstr, &file, &cfg);
+  if (rc != 0)
+    goto out;
+  if (mu_component_build(comp, cargc, cargv, &file, &app, &err) != 0) {
+    mu_error("%s", mu_buf_str(&err));
+    rc = MU_EXIT_USAGE;
+    goto out;
+  }
+  add_runner_env(app, s->name);
+  if (mu_app_validate(app, &err) != 0) {
+    mu_error("invalid job spec from %s: %s", comp_name, mu_buf_str(&err));
+    rc = MU_EXIT_USAGE;
+    goto out;
+  }
+  if (mu_sched_dryrun(s, app, &cfg, &req, &err) != 0) {
+    mu_error("%s", mu_buf_str(&err));
+    rc = MU_EXIT_USAGE;
+    goto out;
+  }
+  if (dryrun) {
+    struct mu_buf js = MU_BUF_INIT(1 << 24);
+    mu_app_to_json(app, &js);
+    if (json) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "scheduler", s->name);
+      cJSON_AddStringToObject(o, "app_id", req.app_id ? req.app_id : "");
+      cJSON_AddItemToObject(o, "app", cJSON_Parse(mu_buf_str(&js)));
+      cJSON_AddStringToObject(o, "request", req.text ? req.text : "");
+      char *t = cJSON_Print(o);
+      printf("%s\n", t);
+      cJSON_free(t);
+      cJSON_Delete(o);
+    } else {
+      printf("=== APPLICATION ===\n%s\n\n=== SCHEDULER REQUEST ===\n%s", mu_buf_str(&js),
+             req.text ? req.text : "");
+      if (req.text && req.text[0] && req.text[strlen(req.text) - 1] != '\n')
+        printf("\n");
+    }
+    mu_buf_release(&js);
+    goto out;
+  }
+  /* From here a signal cancels the job instead of killing us. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  if (mu_sched_schedule(&req, &err) != 0) {
+    mu_error("cannot submit to %s: %s", s->name, mu_buf_str(&err));
+    rc = MU_EXIT_FAILED;
+    goto out;
+  }
+  char *handle = mu_asprintf("%s://%s/%s", s->name, MU_SESSION, req.app_id);
+  if (json)
+    printf("{\"app_handle\":\"%s\",\"app_id\":\"%s\"}\n", handle, req.app_id);
+  else
+    printf("%s\n", handle);
+  fflush(stdout);
+  if (s == &mu_sched_local || wait)
+    rc = wait_job(s, req.app_id, handle, &cfg, log);
+  mu_free(handle);
+out:
+  mu_dryrun_release(&req);
+  mu_app_free(app);
+  mu_component_free(comp);
+  mu_cfg_release(&cfg);
+  mu_config_release(&file);
+  mu_buf_release(&err);
+  mu_free(av);
+  return rc;
 }

@@ -1,11 +1,81 @@
-/* muster status: placeholder until its issue lands (replaced by the real command). */
+/* muster status HANDLE [--json]: the job's state and its replicas (TorchX's text form). */
+#include <stdio.h>
+#include <string.h>
+
+#include "muster/mu.h"
+
+#include "alloc.h"
+#include "cmd_util.h"
 #include "cmds.h"
 #include "log.h"
+#include "opts.h"
 
 int cmd_status(int argc, char **argv)
 {
-  (void)argc;
-  (void)argv;
-  mu_error("'muster status' is not available in this build yet");
-  return 1;
+  int json = 0;
+  const char *roles = NULL;
+  const char *cfgstr = NULL;
+  struct mu_opt opts[] = {
+      MU_OPT_BOOL(0, "json", &json, "print JSON (state name at the top, replica states as numbers)"),
+      MU_OPT_STRING(0, "roles", &roles, "A,B", "only these roles"),
+      MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...", "scheduler options (e.g. log_dir=...)"),
+      MU_OPT_END(),
+  };
+  int n = mu_opts_parse(opts, argc, argv, 0 | MU_OPTS_STOP_AT_NONOPT,
+                        "muster status [--json] [--roles A,B] HANDLE");
+  if (n == MU_OPTS_HELP)
+    return 0;
+  if (n < 0)
+    return MU_EXIT_USAGE;
+  if (n + 1 != argc) {
+    mu_error("status needs exactly one app handle, e.g. 'muster status local://muster/echo-x1'");
+    return MU_EXIT_USAGE;
+  }
+  const struct mu_sched_ops *s = NULL;
+  char *app_id = NULL, *rest = NULL;
+  int rc = mu_cli_handle(argv[n], &s, &app_id, &rest);
+  if (rc != 0)
+    return rc;
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_app_status st;
+  memset(&st, 0, sizeof(st));
+  struct mu_buf err = MU_BUF_INIT(8192);
+  rc = mu_cli_cfg(s, cfgstr, NULL, &cfg);
+  if (rc != 0)
+    goto out;
+  if (mu_sched_describe(s, app_id, &cfg, &st, &err) != 0) {
+    mu_error("%s", mu_buf_str(&err));
+    rc = MU_EXIT_FAILED;
+    goto out;
+  }
+  if (roles != NULL) {
+    size_t k = 0;
+    for (size_t i = 0; i < st.nreplicas; i++) {
+      char want[256];
+      snprintf(want, sizeof(want), ",%s,", st.replicas[i].role);
+      char have[1024];
+      snprintf(have, sizeof(have), ",%s,", roles);
+      if (strstr(have, want) != NULL) {
+        struct mu_replica_status tmp = st.replicas[k];
+        st.replicas[k++] = st.replicas[i];
+        st.replicas[i] = tmp;
+      }
+    }
+    for (size_t i = k; i < st.nreplicas; i++) {
+      mu_free(st.replicas[i].role);
+      mu_free(st.replicas[i].hostname);
+      mu_free(st.replicas[i].msg);
+    }
+    st.nreplicas = k;
+  }
+  char *handle = mu_asprintf("%s://%s/%s", s->name, MU_SESSION, app_id);
+  mu_cli_status_print(&st, handle, json);
+  mu_free(handle);
+out:
+  mu_app_status_release(&st);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+  mu_free(app_id);
+  mu_free(rest);
+  return rc;
 }

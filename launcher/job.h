@@ -146,4 +146,35 @@ int mu_app_to_json(const struct mu_app *app, struct mu_buf *out);
 /* Reads that JSON back. Returns: 0, or MU_EPARSE. Ownership: *out is the caller's. */
 int mu_app_from_json(const char *json, struct mu_app **out);
 
+/* ---- helpers added by the job-spec issue ------------------------------------------------ */
+
+/* Releases the strings and arrays of one role (the role struct itself stays). */
+void mu_role_release(struct mu_role *role);
+
+/* Adds a device request (copies name). */
+void mu_resource_add_device(struct mu_resource *r, const char *name, long count);
+
+/* Fills r from a named resource ("gpu.small", "cpu.large", "aws_p4d.24xlarge", ...), as
+ * TorchX's named_resources. Returns: 0, or MU_ENOENT (err names the closest known one). */
+int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *err);
+/* The i-th known named resource, NULL past the end. Ownership: static. */
+const char *mu_named_resource_at(size_t i);
+
+/* Parses TorchX's --mounts list form: items as split on ',' ("type=bind", "src=/a", "dst=/b",
+ * "readonly", "type=volume", ...). Aliases source/destination/target/read_only as TorchX.
+ * Returns: 0, or MU_EINVAL with a message in err. Ownership: the mounts are appended to
+ * role->mounts (owned by the role). */
+int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct mu_buf *err);
+
+/* Normalises a name for ids: lowercase, '_' '.' and ' ' become '-', other characters outside
+ * [a-z0-9-] are dropped, leading non-letters are dropped, at most max chars, no trailing '-'.
+ * An empty result becomes "app". Returns: a new string; caller frees with mu_free(). */
+char *mu_normalize_name(const char *s, size_t max);
+/* A unique app id "<normalised name>-<12 random chars>", at most 63 characters. The suffix
+ * comes from $MUSTER_APP_ID_SUFFIX when set (tests pin it). Returns: caller frees. */
+char *mu_app_id_make(const char *name);
+
+/* Shell-quotes s for a POSIX shell (as Python's shlex.quote). Appends to out. */
+int mu_shell_quote(const char *s, struct mu_buf *out);
+
 #endif

@@ -87,6 +87,10 @@ struct mu_sched_ops {
   int (*log_open)(const char *app_id, const char *role, long replica, enum mu_log_stream s,
                   int follow, long tail, int out, const struct mu_cfg *cfg, struct mu_buf *err);
   void (*dryrun_free)(struct mu_dryrun *req);
+  /* The job spec of a submitted job (`muster describe`); NULL = not supported. Ownership:
+   * *out is the caller's (mu_app_free). Added by the local-scheduler issue. */
+  int (*app_spec)(const char *app_id, const struct mu_cfg *cfg, struct mu_app **out,
+                  struct mu_buf *err);
 };
 
 /* The registry: the first entry is the default backend. Returns NULL for an unknown name. */
@@ -99,5 +103,35 @@ const struct mu_sched_ops *mu_sched_at(size_t i);
 int mu_handle_parse(const char *handle, char **sched, char **session, char **app_id);
 
 void mu_app_status_release(struct mu_app_status *st);
+
+/* ---- added by the local-scheduler issue --------------------------------------------------- */
+
+/* The three backends (sched_local.c, sched_kubernetes.c, sched_slurm.c). */
+extern const struct mu_sched_ops mu_sched_local;
+extern const struct mu_sched_ops mu_sched_kubernetes;
+extern const struct mu_sched_ops mu_sched_slurm;
+
+/* The session part of every handle muster makes. */
+#define MU_SESSION "muster"
+
+/* Returns: the value of key in cfg (NULL when unset). Ownership: borrowed. */
+const char *mu_cfg_get(const struct mu_cfg *cfg, const char *key);
+/* Returns: 1 when the bool runopt key is "true"/"1"/"yes"/"on" (case-insensitive), else 0. */
+int mu_cfg_get_bool(const struct mu_cfg *cfg, const char *key);
+void mu_cfg_release(struct mu_cfg *cfg);
+
+/* Frees what a dryrun produced (calls the backend's dryrun_free). Accepts NULL fields. */
+void mu_dryrun_release(struct mu_dryrun *req);
+void mu_app_list_free(struct mu_app_list_entry *l, size_t n);
+
+/* The generic operations: a NULL slot gives MU_ENOTSUP with a message in err. */
+int mu_sched_dryrun(const struct mu_sched_ops *s, const struct mu_app *app,
+                    const struct mu_cfg *cfg, struct mu_dryrun *out, struct mu_buf *err);
+int mu_sched_schedule(struct mu_dryrun *req, struct mu_buf *err);
+int mu_sched_describe(const struct mu_sched_ops *s, const char *app_id, const struct mu_cfg *cfg,
+                      struct mu_app_status *out, struct mu_buf *err);
+/* Idempotent: cancelling a terminal app is 0. MU_ENOENT for an unknown app. */
+int mu_sched_cancel(const struct mu_sched_ops *s, const char *app_id, const struct mu_cfg *cfg,
+                    struct mu_buf *err);
 
 #endif

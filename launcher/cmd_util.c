@@ -1,0 +1,161 @@
+/* CLI helpers shared by the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "muster/mu.h"
+
+#include "alloc.h"
+#include "cmd_util.h"
+#include "log.h"
+#include "opts.h"
+
+const struct mu_sched_ops *mu_cli_sched(const char *name)
+{
+  const struct mu_sched_ops *s = mu_sched_find(name);
+  if (s != NULL)
+    return s;
+  const char *best = NULL;
+  int best_d = 4;
+  for (size_t i = 0; mu_sched_at(i) != NULL; i++) {
+    int d = mu_edit_distance(mu_sched_at(i)->name, name);
+    if (d < best_d) {
+      best_d = d;
+      best = mu_sched_at(i)->name;
+    }
+  }
+  if (best != NULL)
+    mu_error("unknown scheduler '%s'; did you mean '%s'?", name, best);
+  else
+    mu_error("unknown scheduler '%s'; use local, kubernetes or slurm", name);
+  return NULL;
+}
+
+int mu_cli_handle(const char *arg, const struct mu_sched_ops **s, char **app_id, char **rest)
+{
+  char *sched = NULL, *session = NULL, *id = NULL;
+  *rest = NULL;
+  *app_id = NULL;
+  if (strstr(arg, "://") == NULL) {
+    *s = mu_sched_at(0);
+    id = mu_strdup(arg);
+  } else if (mu_handle_parse(arg, &sched, &session, &id) != 0) {
+    mu_error("'%s' is not an app handle; write SCHEDULER://SESSION/APP_ID (as 'muster run' "
+             "printed it)",
+             arg);
+    return MU_EXIT_USAGE;
+  } else {
+    *s = mu_cli_sched(sched);
+    mu_free(sched);
+    mu_free(session);
+    if (*s == NULL) {
+      mu_free(id);
+      return MU_EXIT_USAGE;
+    }
+  }
+  char *slash = strchr(id, '/');
+  if (slash != NULL) {
+    *rest = mu_strdup(slash + 1);
+    *slash = '\0';
+  }
+  if (id[0] == '\0') {
+    mu_error("'%s' has an empty app id", arg);
+    mu_free(id);
+    mu_free(*rest);
+    *rest = NULL;
+    return MU_EXIT_USAGE;
+  }
+  *app_id = id;
+  return 0;
+}
+
+int mu_cli_cfg(const struct mu_sched_ops *s, const char *cfgstr, const struct mu_config *file,
+               struct mu_cfg *out)
+{
+  struct mu_config own = MU_CONFIG_INIT;
+  struct mu_kvlist cli = MU_KVLIST_INIT;
+  struct mu_buf err = MU_BUF_INIT(8192);
+  int rc = 0;
+  if (file == NULL) {
+    if (mu_config_load(&own, &err) != 0) {
+      mu_error("%s", mu_buf_str(&err));
+      rc = MU_EXIT_USAGE;
+      goto out;
+    }
+    file = &own;
+  }
+  if (mu_cfg_split(cfgstr, &cli, &err) != 0) {
+    mu_error("-cfg: %s", mu_buf_str(&err));
+    rc = MU_EXIT_USAGE;
+    goto out;
+  }
+  if (mu_cfg_resolve(s, &cli, file, out, &err) != 0) {
+    mu_error("%s", mu_buf_str(&err));
+    rc = MU_EXIT_USAGE;
+  }
+out:
+  mu_buf_release(&err);
+  mu_kvlist_release(&cli);
+  mu_config_release(&own);
+  return rc;
+}
+
+void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json)
+{
+  if (json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "app_handle", handle);
+    cJSON_AddStringToObject(o, "state", mu_job_state_name(st->state));
+    cJSON_AddNumberToObject(o, "num_restarts", (double)st->num_restarts);
+    cJSON *roles = cJSON_AddArrayToObject(o, "roles");
+    for (size_t i = 0; i < st->nreplicas; i++) {
+      const struct mu_replica_status *r = &st->replicas[i];
+      cJSON *jr = NULL, *it;
+      cJSON_ArrayForEach(it, roles)
+      {
+        if (strcmp(cJSON_GetObjectItem(it, "role")->valuestring, r->role) == 0)
+          jr = it;
+      }
+      if (jr == NULL) {
+        jr = cJSON_CreateObject();
+        cJSON_AddStringToObject(jr, "role", r->role);
+        cJSON_AddArrayToObject(jr, "replicas");
+        cJSON_AddItemToArray(roles, jr);
+      }
+      cJSON *rep = cJSON_CreateObject();
+      cJSON_AddNumberToObject(rep, "id", (double)r->replica_id);
+      cJSON_AddNumberToObject(rep, "state", (double)r->state);
+      cJSON_AddStringToObject(rep, "role", r->role);
+      cJSON_AddStringToObject(rep, "hostname", r->hostname ? r->hostname : "");
+      cJSON_AddNumberToObject(rep, "exit_code", (double)r->exit_code);
+      cJSON_AddStringToObject(rep, "structured_error_msg",
+                              r->msg && r->msg[0] ? r->msg : "<NONE>");
+      cJSON_AddItemToArray(cJSON_GetObjectItem(jr, "replicas"), rep);
+    }
+    cJSON_AddStringToObject(o, "msg", st->msg ? st->msg : "");
+    cJSON_AddStringToObject(o, "structured_error_msg", "<NONE>");
+    cJSON_AddNullToObject(o, "url");
+    char *s = cJSON_PrintUnformatted(o);
+    printf("%s\n", s);
+    cJSON_free(s);
+    cJSON_Delete(o);
+    return;
+  }
+  printf("AppStatus:\n    State: %s\n    Num Restarts: %ld\n    Roles:\n",
+         mu_job_state_name(st->state), st->num_restarts);
+  for (size_t i = 0; i < st->nreplicas; i++) {
+    const struct mu_replica_status *r = &st->replicas[i];
+    printf(" %c%s[%ld]:%s", r->replica_id == 0 ? '*' : ' ', r->role, r->replica_id,
+           mu_job_state_name(r->state));
+    if (r->state == MU_STATE_FAILED)
+      printf(" (exitcode: %d)", r->exit_code);
+    printf("\n");
+    if (r->state == MU_STATE_FAILED || r->state == MU_STATE_SUCCEEDED)
+      printf("        hostname: %s\n", r->hostname ? r->hostname : "");
+    if (r->msg && r->msg[0])
+      printf("        error_msg: %s\n", r->msg);
+  }
+  printf("    Msg: %s\n    Structured Error Msg: <NONE>\n    UI URL: None\n",
+         st->msg ? st->msg : "");
+}

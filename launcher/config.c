@@ -1,0 +1,430 @@
+/* -cfg strings and .musterconfig files (see config.h for the rules). */
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "config.h"
+#include "opts.h"
+
+#define CONFIG_MAX_BYTES (1 << 20)
+
+/* ================================================================================ INI files */
+
+static char *trim(char *s)
+{
+  while (isspace((unsigned char)*s))
+    s++;
+  size_t n = strlen(s);
+  while (n > 0 && isspace((unsigned char)s[n - 1]))
+    s[--n] = '\0';
+  return s;
+}
+
+static void entry_add(struct mu_config *c, const char *section, const char *key,
+                      const char *value, const char *where)
+{
+  if (mu_config_find(c, section, key) != NULL)
+    return; /* earlier files win */
+  if (c->n == c->cap) {
+    c->cap = c->cap ? c->cap * 2 : 16;
+    c->v = mu_realloc(c->v, c->cap * sizeof(*c->v));
+  }
+  struct mu_config_entry *e = &c->v[c->n++];
+  e->section = mu_strdup(section);
+  e->key = mu_strdup(key);
+  e->value = value ? mu_strdup(value) : NULL;
+  e->where = mu_strdup(where);
+}
+
+int mu_config_parse(struct mu_config *c, const char *text, const char *where, struct mu_buf *err)
+{
+  char *copy = mu_strdup(text);
+  char *section = NULL;
+  int rc = 0;
+  int lineno = 0;
+  char *save = copy;
+  while (save != NULL && *save != '\0') {
+    char *line = save;
+    char *nl = strchr(line, '\n');
+    if (nl != NULL) {
+      *nl = '\0';
+      save = nl + 1;
+    } else {
+      save = NULL;
+    }
+    lineno++;
+    char *t = trim(line);
+    if (*t == '\0' || *t == '#' || *t == ';')
+      continue;
+    if (*t == '[') {
+      char *end = strchr(t, ']');
+      if (end == NULL || end[1] != '\0' || end == t + 1) {
+        mu_buf_printf(err, "%s:%d: malformed section header '%s'; write [name]", where, lineno, t);
+        rc = MU_EPARSE;
+        goto out;
+      }
+      *end = '\0';
+      mu_free(section);
+      section = mu_strdup(trim(t + 1));
+      continue;
+    }
+    char *eq = strchr(t, '=');
+    if (eq == NULL) {
+      char *colon = strchr(t, ':');
+      eq = colon;
+    }
+    if (eq == NULL) {
+      mu_buf_printf(err, "%s:%d: expected 'key = value', got '%s'", where, lineno, t);
+      rc = MU_EPARSE;
+      goto out;
+    }
+    if (section == NULL) {
+      mu_buf_printf(err, "%s:%d: 'key = value' before any [section]", where, lineno);
+      rc = MU_EPARSE;
+      goto out;
+    }
+    *eq = '\0';
+    char *key = trim(t);
+    char *val = trim(eq + 1);
+    if (*key == '\0') {
+      mu_buf_printf(err, "%s:%d: empty key", where, lineno);
+      rc = MU_EPARSE;
+      goto out;
+    }
+    char loc[512];
+    snprintf(loc, sizeof(loc), "%s:%d", where, lineno);
+    entry_add(c, section, key, strcmp(val, "None") == 0 ? NULL : val, loc);
+  }
+out:
+  mu_free(section);
+  mu_free(copy);
+  return rc;
+}
+
+static int load_file(struct mu_config *c, const char *path, struct mu_buf *err)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return errno == ENOENT ? 0 : (mu_buf_printf(err, "cannot read '%s': %s", path,
+                                                strerror(errno)),
+                                  -errno);
+  struct mu_buf b = MU_BUF_INIT(CONFIG_MAX_BYTES);
+  char chunk[4096];
+  size_t n;
+  int rc = 0;
+  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+    if (mu_buf_append(&b, chunk, n) != 0) {
+      mu_buf_printf(err, "'%s' is larger than %d bytes", path, CONFIG_MAX_BYTES);
+      rc = MU_E2BIG;
+      goto out;
+    }
+  }
+  rc = mu_config_parse(c, mu_buf_str(&b), path, err);
+out:
+  fclose(f);
+  mu_buf_release(&b);
+  return rc;
+}
+
+int mu_config_load(struct mu_config *c, struct mu_buf *err)
+{
+  const char *env = getenv("MUSTERCONFIG");
+  if (env != NULL && env[0] != '\0')
+    return load_file(c, env, err);
+  const char *home = getenv("HOME");
+  if (home != NULL && home[0] != '\0') {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/.musterconfig", home);
+    int rc = load_file(c, path, err);
+    if (rc != 0)
+      return rc;
+  }
+  return load_file(c, ".musterconfig", err);
+}
+
+const struct mu_config_entry *mu_config_find(const struct mu_config *c, const char *section,
+                                             const char *key)
+{
+  for (size_t i = 0; c != NULL && i < c->n; i++)
+    if (strcmp(c->v[i].section, section) == 0 && strcmp(c->v[i].key, key) == 0)
+      return &c->v[i];
+  return NULL;
+}
+
+void mu_config_release(struct mu_config *c)
+{
+  if (c == NULL)
+    return;
+  for (size_t i = 0; i < c->n; i++) {
+    mu_free(c->v[i].section);
+    mu_free(c->v[i].key);
+    mu_free(c->v[i].value);
+    mu_free(c->v[i].where);
+  }
+  mu_free(c->v);
+  c->v = NULL;
+  c->n = c->cap = 0;
+}
+
+/* ================================================================================ -cfg */
+
+/* Strips one pair of matching outer quotes. Returns a new string. */
+static char *unquote(const char *s, size_t n)
+{
+  if (n >= 2 && (s[0] == '\'' || s[0] == '"') && s[n - 1] == s[0])
+    return mu_strndup(s + 1, n - 2);
+  return mu_strndup(s, n);
+}
+
+int mu_cfg_split(const char *s, struct mu_kvlist *out, struct mu_buf *err)
+{
+  if (s == NULL || *s == '\0')
+    return 0;
+  /* Cut at every '=' outside quotes. */
+  size_t len = strlen(s);
+  size_t *cuts = mu_malloc((len + 2) * sizeof(size_t));
+  size_t ncuts = 0;
+  char q = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (q) {
+      if (s[i] == q)
+        q = 0;
+    } else if (s[i] == '\'' || s[i] == '"') {
+      q = s[i];
+    } else if (s[i] == '=') {
+      cuts[ncuts++] = i;
+    }
+  }
+  int rc = 0;
+  char *key = NULL;
+  if (ncuts == 0) {
+    mu_buf_printf(err, "'%s' is not KEY=VALUE; write -cfg key=value,key2=value2", s);
+    rc = MU_EINVAL;
+    goto out;
+  }
+  key = mu_strndup(s, cuts[0]);
+  for (size_t c = 0; c < ncuts; c++) {
+    size_t from = cuts[c] + 1;
+    size_t to = c + 1 < ncuts ? cuts[c + 1] : len;
+    size_t vend = to;
+    char *next = NULL;
+    if (c + 1 < ncuts) {
+      /* The last ',' or ';' outside quotes in [from, to) ends this value. */
+      size_t d = SIZE_MAX;
+      char qq = 0;
+      for (size_t i = from; i < to; i++) {
+        if (qq) {
+          if (s[i] == qq)
+            qq = 0;
+        } else if (s[i] == '\'' || s[i] == '"') {
+          qq = s[i];
+        } else if (s[i] == ',' || s[i] == ';') {
+          d = i;
+        }
+      }
+      if (d == SIZE_MAX) {
+        mu_buf_printf(err, "cannot split '%.*s' into VALUE,NEXTKEY; separate pairs with ',' or ';'"
+                           " and quote values that contain '='",
+                      (int)(to - from), s + from);
+        rc = MU_EINVAL;
+        goto out;
+      }
+      vend = d;
+      next = mu_strndup(s + d + 1, to - d - 1);
+    }
+    char *k = mu_strdup(trim(key));
+    if (*k == '\0') {
+      mu_buf_printf(err, "empty key in '%s'", s);
+      mu_free(k);
+      mu_free(next);
+      rc = MU_EINVAL;
+      goto out;
+    }
+    if (vend == from) {
+      mu_buf_printf(err, "'%s' has no value; write %s=VALUE (quote an empty value: %s='')", k, k,
+                    k);
+      mu_free(k);
+      mu_free(next);
+      rc = MU_EINVAL;
+      goto out;
+    }
+    char *v = unquote(s + from, vend - from);
+    mu_kvlist_set(out, k, v);
+    mu_free(k);
+    mu_free(v);
+    mu_free(key);
+    key = next;
+  }
+out:
+  mu_free(key);
+  mu_free(cuts);
+  return rc;
+}
+
+void mu_cfg_split_list(const char *v, struct mu_strvec *out)
+{
+  const char *p = v;
+  while (*p) {
+    size_t n = strcspn(p, ",;");
+    if (n > 0) {
+      char *item = mu_strndup(p, n);
+      mu_strvec_push_owned(out, item);
+    }
+    p += n;
+    if (*p)
+      p++;
+  }
+}
+
+static const char *const type_names[] = {"str", "int", "float", "bool", "list", "map"};
+
+/* Checks and normalises one value. Returns a new string or NULL with err set. */
+static char *cast_value(const struct mu_runopt *o, const char *v, const char *where,
+                        struct mu_buf *err)
+{
+  long l;
+  double d;
+  switch (o->type) {
+  case MU_RUNOPT_STR:
+    return mu_strdup(v);
+  case MU_RUNOPT_INT:
+    if (mu_parse_long(v, LONG_MIN, LONG_MAX, &l) == 0)
+      return mu_asprintf("%ld", l);
+    break;
+  case MU_RUNOPT_FLOAT:
+    if (mu_parse_double(v, &d) == 0)
+      return mu_strdup(v);
+    break;
+  case MU_RUNOPT_BOOL:
+    if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcasecmp(v, "yes") == 0 ||
+        strcasecmp(v, "on") == 0)
+      return mu_strdup("true");
+    if (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcasecmp(v, "no") == 0 ||
+        strcasecmp(v, "off") == 0)
+      return mu_strdup("false");
+    break;
+  case MU_RUNOPT_LIST: {
+    struct mu_strvec sv = MU_STRVEC_INIT;
+    struct mu_buf b = MU_BUF_INIT(1 << 20);
+    mu_cfg_split_list(v, &sv);
+    for (size_t i = 0; i < sv.n; i++)
+      mu_buf_printf(&b, "%s%s", i ? "," : "", sv.v[i]);
+    mu_strvec_release(&sv);
+    return mu_buf_detach(&b);
+  }
+  case MU_RUNOPT_MAP: {
+    struct mu_strvec sv = MU_STRVEC_INIT;
+    struct mu_buf b = MU_BUF_INIT(1 << 20);
+    mu_cfg_split_list(v, &sv);
+    for (size_t i = 0; i < sv.n; i++) {
+      if (strchr(sv.v[i], ':') == NULL) {
+        mu_buf_printf(err, "%s%s: item '%s' of '%s' is not KEY:VALUE (map runopt: k:v;k2:v2)",
+                      where, o->name, sv.v[i], v);
+        mu_strvec_release(&sv);
+        mu_buf_release(&b);
+        return NULL;
+      }
+      mu_buf_printf(&b, "%s%s", i ? "," : "", sv.v[i]);
+    }
+    mu_strvec_release(&sv);
+    return mu_buf_detach(&b);
+  }
+  }
+  mu_buf_printf(err, "%s%s: expects a %s, got '%s'", where, o->name, type_names[o->type], v);
+  return NULL;
+}
+
+static const struct mu_runopt *runopt_find(const struct mu_sched_ops *s, const char *key)
+{
+  for (const struct mu_runopt *o = s->runopts; o != NULL && o->name != NULL; o++)
+    if (strcmp(o->name, key) == 0)
+      return o;
+  return NULL;
+}
+
+static void unknown_key(const struct mu_sched_ops *s, const char *key, const char *where,
+                        struct mu_buf *err)
+{
+  const char *best = NULL;
+  int best_d = 4;
+  for (const struct mu_runopt *o = s->runopts; o != NULL && o->name != NULL; o++) {
+    int d = mu_edit_distance(o->name, key);
+    if (d < best_d) {
+      best_d = d;
+      best = o->name;
+    }
+  }
+  if (best != NULL)
+    mu_buf_printf(err, "%sunknown -cfg key '%s' for the %s scheduler; did you mean '%s'? (see "
+                       "'muster runopts %s')",
+                  where, key, s->name, best, s->name);
+  else
+    mu_buf_printf(err, "%sunknown -cfg key '%s' for the %s scheduler; see 'muster runopts %s'",
+                  where, key, s->name, s->name);
+}
+
+int mu_cfg_resolve(const struct mu_sched_ops *s, const struct mu_kvlist *cli,
+                   const struct mu_config *file, struct mu_cfg *out, struct mu_buf *err)
+{
+  int rc = 0;
+  memset(out, 0, sizeof(*out));
+  for (size_t i = 0; cli != NULL && i < cli->n; i++) {
+    if (runopt_find(s, cli->v[i].key) == NULL) {
+      unknown_key(s, cli->v[i].key, "", err);
+      return MU_EINVAL;
+    }
+  }
+  for (size_t i = 0; file != NULL && i < file->n; i++) {
+    const struct mu_config_entry *e = &file->v[i];
+    if (strcmp(e->section, s->name) == 0 && runopt_find(s, e->key) == NULL) {
+      char where[600];
+      snprintf(where, sizeof(where), "%s: ", e->where);
+      unknown_key(s, e->key, where, err);
+      return MU_EINVAL;
+    }
+  }
+  for (const struct mu_runopt *o = s->runopts; o != NULL && o->name != NULL; o++) {
+    const char *v = cli ? mu_kvlist_get(cli, o->name) : NULL;
+    char where[600] = "-cfg ";
+    if (v == NULL) {
+      const struct mu_config_entry *e = mu_config_find(file, s->name, o->name);
+      if (e != NULL) {
+        snprintf(where, sizeof(where), "%s: ", e->where);
+        v = e->value; /* NULL for None: falls back to the default */
+      }
+    }
+    if (v == NULL) {
+      v = o->def;
+      snprintf(where, sizeof(where), "default of ");
+    }
+    if (v == NULL) {
+      if (o->required) {
+        mu_buf_printf(err, "the %s scheduler needs -cfg %s=%s (%s); see 'muster runopts %s'",
+                      s->name, o->name, type_names[o->type], o->help ? o->help : "", s->name);
+        rc = MU_EINVAL;
+        goto out;
+      }
+      continue;
+    }
+    char *cast = cast_value(o, v, where, err);
+    if (cast == NULL) {
+      rc = MU_EINVAL;
+      goto out;
+    }
+    mu_kvlist_set(&out->values, o->name, cast);
+    mu_free(cast);
+  }
+out:
+  if (rc != 0)
+    mu_cfg_release(out);
+  return rc;
+}

@@ -1,0 +1,61 @@
+/* Scheduler configuration: `-cfg k=v,...` strings and `.musterconfig` files (INI, as TorchX's
+ * .torchxconfig), resolved against a scheduler's declared runopts.
+ *
+ * Precedence (TorchX's): -cfg on the command line > the `[<scheduler>]` section of the config
+ * files > the runopt's default. Files: only $MUSTERCONFIG when it is set, else
+ * $HOME/.musterconfig then ./.musterconfig; a key in an earlier file is never overridden by a
+ * later one. Sections: `[cli:run]` (scheduler=, component=), `[<scheduler>]` (runopts),
+ * `[component:<name>]` (component argument defaults, as strings). The literal `None` unsets.
+ */
+#ifndef MU_CONFIG_H
+#define MU_CONFIG_H
+
+#include "buf.h"
+#include "job.h"
+#include "sched.h"
+
+/* One value read from a file, with where it came from ("path:line"). */
+struct mu_config_entry {
+  char *section;
+  char *key;
+  char *value; /* NULL for None */
+  char *where;
+};
+
+struct mu_config {
+  struct mu_config_entry *v;
+  size_t n;
+  size_t cap;
+};
+#define MU_CONFIG_INIT {NULL, 0, 0}
+
+/* Parses INI text into c; `where` names the source in messages. Keys already present in the
+ * same section are kept (earlier files win). Returns: 0, or MU_EPARSE with "path:line: ..." in
+ * err. */
+int mu_config_parse(struct mu_config *c, const char *text, const char *where, struct mu_buf *err);
+/* Loads the files in precedence order (see above). A missing file is not an error.
+ * Returns: 0, or MU_EPARSE / a negative errno with the message in err. */
+int mu_config_load(struct mu_config *c, struct mu_buf *err);
+/* Returns: the entry or NULL. Ownership: borrowed. */
+const struct mu_config_entry *mu_config_find(const struct mu_config *c, const char *section,
+                                             const char *key);
+void mu_config_release(struct mu_config *c);
+
+/* Splits a `-cfg` string into raw key/value pairs with TorchX's to_dict rules: pairs separated
+ * by ',' or ';', the LAST ',' or ';' before the next `key=` delimits them ("FOO=v1,v2,BAR=v3"
+ * gives FOO="v1,v2"), single or double quotes protect '=', ',' and ';'.
+ * Returns: 0, or MU_EINVAL with the reason in err. Ownership: appends copies to out. */
+int mu_cfg_split(const char *s, struct mu_kvlist *out, struct mu_buf *err);
+
+/* Resolves the scheduler configuration: cli (from mu_cfg_split) over the file's [sched]
+ * section over defaults. Every value is checked against its runopt type and normalised to
+ * text (lists joined by ',', maps as "k:v,k2:v2", bools "true"/"false").
+ * Returns: 0; MU_EINVAL for an unknown key (err names it and the closest runopt), a bad value
+ * or a missing required runopt. Ownership: out is the caller's (mu_cfg_release). */
+int mu_cfg_resolve(const struct mu_sched_ops *s, const struct mu_kvlist *cli,
+                   const struct mu_config *file, struct mu_cfg *out, struct mu_buf *err);
+
+/* Splits a list runopt value on ',' and ';', dropping empties. Appends to out. */
+void mu_cfg_split_list(const char *v, struct mu_strvec *out);
+
+#endif

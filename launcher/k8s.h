@@ -1,0 +1,55 @@
+/* The kubernetes scheduler's pure parts, exposed for the unit tests: Volcano Job rendering
+ * (job spec + cfg -> manifest tree) and the parsers for `kubectl get -o json` output.
+ * sched_kubernetes.c defines `mu_sched_kubernetes` on top of these.
+ */
+#ifndef MU_K8S_H
+#define MU_K8S_H
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "job.h"
+#include "sched.h"
+
+/* The port the job's own musterd listens on inside its pod (default of the rdzv_port
+ * runopt). */
+#define MU_K8S_RDZV_PORT 29400
+
+/* TorchX's normalize_str: lowercase, keep [a-z0-9-], drop a leading '-' (underscores
+ * vanish). Returns: a new string; caller frees with mu_free(). */
+char *mu_k8s_normalize(const char *s);
+
+/* Renders the Volcano Job for app. job_name is the metadata.name (see mu_k8s_job_name).
+ * Returns: 0, or MU_EINVAL with a message naming the runopt or field in err.
+ * Ownership: *out is the caller's (cJSON_Delete). */
+int mu_k8s_render(const struct mu_app *app, const struct mu_cfg *cfg, const char *job_name,
+                  cJSON **out, struct mu_buf *err);
+
+/* Picks the job name: $MUSTER_APP_ID when set (checked to be a DNS label), else
+ * normalize(app.name)-<suffix>, the name part cut so that every pod hostname
+ * (<job>-<task>-0) stays within 63 characters.
+ * Returns: 0 or MU_EINVAL. Ownership: *out is the caller's (mu_free). */
+int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **out,
+                    struct mu_buf *err);
+
+/* The Volcano task name of one replica: normalize(role)-replica, the role part cut to keep the
+ * task name within 20 characters. Returns: caller frees with mu_free(). */
+char *mu_k8s_task_name(const char *role, long replica);
+
+/* Volcano job phase and task phase -> app state (TorchX case 07). NULL -> UNKNOWN. */
+enum mu_job_state mu_k8s_job_state(const char *phase);
+enum mu_job_state mu_k8s_task_state(const char *phase);
+
+/* Parses `kubectl get jobs.batch.volcano.sh NAME -o json` into out (app_id copied).
+ * Returns: 0, or MU_EPARSE. Ownership: out's fields are the caller's
+ * (mu_app_status_release). */
+int mu_k8s_parse_status(const char *json, const char *app_id, struct mu_app_status *out,
+                        struct mu_buf *err);
+
+/* Parses `kubectl get jobs.batch.volcano.sh -o json` (a List) into entries with app ids
+ * "<namespace>:<name>". Returns: 0, or MU_EPARSE. Ownership: *out is the caller's
+ * (mu_app_list_free). */
+int mu_k8s_parse_list(const char *json, const char *ns, struct mu_app_list_entry **out, size_t *n,
+                      struct mu_buf *err);
+
+#endif

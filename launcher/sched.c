@@ -1,0 +1,158 @@
+/* The scheduler registry and the generic operations on the vtable (STYLE.md #4, #5). */
+#include <string.h>
+#include <strings.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "sched.h"
+
+/* The first entry is the default backend. */
+static const struct mu_sched_ops *const backends[] = {
+    &mu_sched_local,
+    &mu_sched_kubernetes,
+    &mu_sched_slurm,
+};
+
+const struct mu_sched_ops *mu_sched_find(const char *name)
+{
+  if (name == NULL)
+    return backends[0];
+  for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+    if (backends[i]->name != NULL && strcmp(backends[i]->name, name) == 0)
+      return backends[i];
+  /* Short aliases users type. */
+  if (strcmp(name, "k8s") == 0)
+    return &mu_sched_kubernetes;
+  return NULL;
+}
+
+const struct mu_sched_ops *mu_sched_at(size_t i)
+{
+  return i < sizeof(backends) / sizeof(backends[0]) ? backends[i] : NULL;
+}
+
+int mu_handle_parse(const char *handle, char **sched, char **session, char **app_id)
+{
+  *sched = *session = *app_id = NULL;
+  const char *sep = strstr(handle, "://");
+  if (sep == NULL || sep == handle)
+    return MU_EINVAL;
+  const char *rest = sep + 3;
+  const char *slash = strchr(rest, '/');
+  if (slash == NULL || slash[1] == '\0')
+    return MU_EINVAL;
+  *sched = mu_strndup(handle, (size_t)(sep - handle));
+  *session = mu_strndup(rest, (size_t)(slash - rest));
+  *app_id = mu_strdup(slash + 1);
+  return 0;
+}
+
+void mu_app_status_release(struct mu_app_status *st)
+{
+  if (st == NULL)
+    return;
+  for (size_t i = 0; i < st->nreplicas; i++) {
+    mu_free(st->replicas[i].role);
+    mu_free(st->replicas[i].hostname);
+    mu_free(st->replicas[i].msg);
+  }
+  mu_free(st->replicas);
+  mu_free(st->app_id);
+  mu_free(st->msg);
+  memset(st, 0, sizeof(*st));
+}
+
+const char *mu_cfg_get(const struct mu_cfg *cfg, const char *key)
+{
+  return cfg == NULL ? NULL : mu_kvlist_get(&cfg->values, key);
+}
+
+int mu_cfg_get_bool(const struct mu_cfg *cfg, const char *key)
+{
+  const char *v = mu_cfg_get(cfg, key);
+  return v != NULL && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0 ||
+                       strcasecmp(v, "yes") == 0 || strcasecmp(v, "on") == 0);
+}
+
+void mu_cfg_release(struct mu_cfg *cfg)
+{
+  if (cfg != NULL)
+    mu_kvlist_release(&cfg->values);
+}
+
+void mu_dryrun_release(struct mu_dryrun *req)
+{
+  if (req == NULL)
+    return;
+  if (req->sched != NULL && req->sched->dryrun_free != NULL)
+    req->sched->dryrun_free(req);
+  mu_free(req->text);
+  mu_free(req->app_id);
+  memset(req, 0, sizeof(*req));
+}
+
+void mu_app_list_free(struct mu_app_list_entry *l, size_t n)
+{
+  for (size_t i = 0; l != NULL && i < n; i++) {
+    mu_free(l[i].app_id);
+    mu_free(l[i].name);
+  }
+  mu_free(l);
+}
+
+static int notsup(const struct mu_sched_ops *s, const char *what, struct mu_buf *err)
+{
+  mu_buf_printf(err, "the %s scheduler does not support %s", s->name ? s->name : "?", what);
+  return MU_ENOTSUP;
+}
+
+int mu_sched_dryrun(const struct mu_sched_ops *s, const struct mu_app *app,
+                    const struct mu_cfg *cfg, struct mu_dryrun *out, struct mu_buf *err)
+{
+  if (s->dryrun == NULL)
+    return notsup(s, "dryrun (it is not implemented in this build)", err);
+  memset(out, 0, sizeof(*out));
+  out->sched = s;
+  return s->dryrun(app, cfg, out, err);
+}
+
+int mu_sched_schedule(struct mu_dryrun *req, struct mu_buf *err)
+{
+  if (req->sched == NULL || req->sched->schedule == NULL)
+    return notsup(req->sched, "submitting jobs", err);
+  return req->sched->schedule(req, err);
+}
+
+int mu_sched_describe(const struct mu_sched_ops *s, const char *app_id, const struct mu_cfg *cfg,
+                      struct mu_app_status *out, struct mu_buf *err)
+{
+  if (s->describe == NULL)
+    return notsup(s, "describe/status", err);
+  memset(out, 0, sizeof(*out));
+  return s->describe(app_id, cfg, out, err);
+}
+
+int mu_sched_cancel(const struct mu_sched_ops *s, const char *app_id, const struct mu_cfg *cfg,
+                    struct mu_buf *err)
+{
+  if (s->cancel_existing == NULL)
+    return notsup(s, "cancel", err);
+  if (s->describe != NULL) {
+    struct mu_app_status st;
+    memset(&st, 0, sizeof(st));
+    struct mu_buf ignore = MU_BUF_INIT(4096);
+    int rc = s->describe(app_id, cfg, &st, &ignore);
+    mu_buf_release(&ignore);
+    if (rc == MU_ENOENT) {
+      mu_buf_printf(err, "no job '%s' on the %s scheduler", app_id, s->name);
+      return rc;
+    }
+    int terminal = rc == 0 && mu_job_state_is_terminal(st.state);
+    if (rc == 0)
+      mu_app_status_release(&st);
+    if (terminal)
+      return 0;
+  }
+  return s->cancel_existing(app_id, cfg, err);
+}

@@ -1,0 +1,1211 @@
+/* The kubernetes scheduler: a Volcano batch.volcano.sh/v1alpha1 Job per app, submitted and
+ * watched through kubectl.
+ *
+ * Rendering follows TorchX's kubernetes_scheduler (one Volcano task per replica, gang
+ * minAvailable from min_replicas, svc + env plugins, retry policies, TorchX's labels) and adds
+ * what its users asked for: node_selector, tolerations, image_pull_secret, labels and
+ * annotations runopts, scheduler_name / Kueue, pod names kept within 63 characters, and the
+ * job's own musterd as an extra task so that rendezvous needs neither etcd nor rank-0 DNS.
+ *
+ * Divergences from TorchX (each one chosen, see docs/kubernetes.md): labels say muster's
+ * version and `app.kubernetes.io/managed-by: muster`; the Job itself carries the name and
+ * managed-by labels so that `list` can select muster's jobs.
+ */
+#include <ctype.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "k8s.h"
+#include "muster/errno.h"
+#include "muster/mu.h"
+#include "opts.h"
+#include "sched_exec.h"
+#include "yaml_emit.h"
+
+#define K8S_TASK_MAX 20
+#define K8S_NAME_MAX 63
+#define K8S_OUT_MAX (16u << 20)
+#define K8S_RESOURCE "jobs.batch.volcano.sh"
+#define K8S_RANK0_ENV "TORCHX_RANK0_HOST"
+
+static const struct mu_runopt k8s_runopts[] = {
+    {"namespace", MU_RUNOPT_STR, "default", 0, "Kubernetes namespace to submit the job to"},
+    {"queue", MU_RUNOPT_STR, NULL, 0,
+     "Volcano queue (spec.queue); required with scheduler_name=volcano"},
+    {"scheduler_name", MU_RUNOPT_STR, "volcano", 0,
+     "pod scheduler (spec.schedulerName): volcano, default-scheduler, or another name"},
+    {"kueue_queue", MU_RUNOPT_STR, NULL, 0,
+     "Kueue LocalQueue: sets the kueue.x-k8s.io/queue-name label on the job"},
+    {"service_account", MU_RUNOPT_STR, NULL, 0, "service account of every pod"},
+    {"priority_class", MU_RUNOPT_STR, NULL, 0, "priority class of the job"},
+    {"image_repo", MU_RUNOPT_STR, NULL, 0,
+     "repository for images given as sha256:HASH (they become REPO:HASH)"},
+    {"image_pull_secret", MU_RUNOPT_LIST, NULL, 0,
+     "image pull secret names for every pod (comma-separated)"},
+    {"node_selector", MU_RUNOPT_MAP, NULL, 0,
+     "extra node selector for every pod, k:v,k2:v2 (added to the instance type)"},
+    {"tolerations", MU_RUNOPT_LIST, NULL, 0,
+     "tolerations, comma-separated: key=value:Effect, key:Effect, key=value or key"},
+    {"labels", MU_RUNOPT_MAP, NULL, 0, "extra labels on the job and its pods, k:v,k2:v2"},
+    {"annotations", MU_RUNOPT_MAP, NULL, 0, "extra annotations on the job and its pods, k:v"},
+    {"rdzv", MU_RUNOPT_STR, "auto", 0,
+     "rendezvous for ${rdzv_endpoint}: auto (the job runs its own musterd task when a role "
+     "uses it), job (always), or HOST:PORT of an existing musterd or etcd"},
+    {"rdzv_port", MU_RUNOPT_INT, "29400", 0, "port of the job's own musterd"},
+    {"muster_image", MU_RUNOPT_STR, "muster:" MU_VERSION, 0,
+     "image with musterd for the job's rendezvous task (deploy/Containerfile builds it)"},
+    {"kubectl", MU_RUNOPT_STR, "kubectl", 0, "kubectl program (name on PATH or a path)"},
+    {"context", MU_RUNOPT_STR, NULL, 0, "kubeconfig context (kubectl --context)"},
+    {NULL, 0, NULL, 0, NULL},
+};
+
+/* ======================================================================= names and helpers */
+
+char *mu_k8s_normalize(const char *s)
+{
+  size_t n = strlen(s), j = 0, i;
+  char *out = mu_malloc(n + 1);
+
+  for (i = 0; i < n; i++) {
+    char c = (char)tolower((unsigned char)s[i]);
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')
+      out[j++] = c;
+  }
+  out[j] = '\0';
+  if (out[0] == '-')
+    memmove(out, out + 1, j);
+  return out;
+}
+
+/* Cuts s (normalized) to max chars and drops trailing '-'. */
+static void cut(char *s, size_t max)
+{
+  size_t n = strlen(s);
+  if (n > max)
+    s[n = max] = '\0';
+  while (n > 0 && s[n - 1] == '-')
+    s[--n] = '\0';
+}
+
+char *mu_k8s_task_name(const char *role, long replica)
+{
+  char idx[24];
+  char *base = mu_k8s_normalize(role), *out;
+
+  snprintf(idx, sizeof idx, "-%ld", replica);
+  cut(base, K8S_TASK_MAX - strlen(idx));
+  out = mu_asprintf("%s%s", base, idx);
+  mu_free(base);
+  return out;
+}
+
+static int dns_label_ok(const char *s)
+{
+  size_t n = strlen(s), i;
+  if (n == 0 || n > K8S_NAME_MAX || !isalnum((unsigned char)s[0]) ||
+      !isalnum((unsigned char)s[n - 1]))
+    return 0;
+  for (i = 0; i < n; i++)
+    if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
+      return 0;
+  return 1;
+}
+
+static int wants_rdzv(const struct mu_app *app)
+{
+  size_t i, j;
+  for (i = 0; i < app->nroles; i++) {
+    const struct mu_role *r = &app->roles[i];
+    if (r->entrypoint && strstr(r->entrypoint, "${rdzv_endpoint}"))
+      return 1;
+    for (j = 0; j < r->args.n; j++)
+      if (strstr(r->args.v[j], "${rdzv_endpoint}"))
+        return 1;
+    for (j = 0; j < r->env.n; j++)
+      if (strstr(r->env.v[j].value, "${rdzv_endpoint}"))
+        return 1;
+  }
+  return 0;
+}
+
+/* Whether the job carries its own musterd task. */
+static int rdzv_in_job(const struct mu_app *app, const struct mu_cfg *cfg)
+{
+  const char *r = mu_cfg_get(cfg, "rdzv");
+  if (r == NULL || strcmp(r, "auto") == 0)
+    return wants_rdzv(app);
+  return strcmp(r, "job") == 0;
+}
+
+int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **out,
+                    struct mu_buf *err)
+{
+  static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  const char *pin = getenv("MUSTER_APP_ID"), *sfx = getenv("MUSTER_APP_ID_SUFFIX");
+  size_t maxtask = strlen("musterd"), i, budget, ntasks;
+  char suffix[13], digits[24], *base;
+
+  *out = NULL;
+  if (pin != NULL && *pin != '\0') {
+    if (!dns_label_ok(pin)) {
+      mu_buf_printf(err,
+                    "MUSTER_APP_ID: '%s' is not a valid Kubernetes name (lowercase letters, "
+                    "digits and '-', at most 63); unset it or fix it",
+                    pin);
+      return MU_EINVAL;
+    }
+    *out = mu_strdup(pin);
+    return 0;
+  }
+  if (sfx != NULL && *sfx != '\0') {
+    char *n = mu_k8s_normalize(sfx);
+    cut(n, 12);
+    snprintf(suffix, sizeof suffix, "%s", *n ? n : "0");
+    mu_free(n);
+  } else {
+    unsigned char rnd[12] = {0};
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
+      unsigned long x = (unsigned long)getpid() * 2654435761UL;
+      for (i = 0; i < sizeof rnd; i++)
+        rnd[i] = (unsigned char)((x = x * 6364136223846793005UL + 1) >> 33);
+    }
+    if (fd >= 0)
+      close(fd);
+    suffix[0] = alnum[rnd[0] % 26];
+    for (i = 1; i < 12; i++)
+      suffix[i] = alnum[rnd[i] % 36];
+    suffix[12] = '\0';
+  }
+  for (i = 0; i < app->nroles; i++) {
+    char *t = mu_k8s_task_name(app->roles[i].name, app->roles[i].num_replicas - 1);
+    if (strlen(t) > maxtask)
+      maxtask = strlen(t);
+    mu_free(t);
+  }
+  /* <job>-<task>-<i> <= 63, where Volcano's admission uses the task's position as i. */
+  for (i = 0, ntasks = rdzv_in_job(app, cfg) ? 1 : 0; i < app->nroles; i++)
+    ntasks += (size_t)app->roles[i].num_replicas;
+  snprintf(digits, sizeof digits, "%zu", ntasks > 0 ? ntasks - 1 : 0);
+  budget = K8S_NAME_MAX - 1 - maxtask - 1 - strlen(digits);
+  base = mu_k8s_normalize(app->name ? app->name : "app");
+  cut(base, budget - 1 - strlen(suffix));
+  *out = mu_asprintf("%s%s%s", base, *base ? "-" : "", suffix);
+  mu_free(base);
+  return 0;
+}
+
+/* Label values: at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends. */
+static char *label_value(const char *s)
+{
+  size_t n = strlen(s), j = 0, i;
+  char *out = mu_malloc(n + 1);
+  for (i = 0; i < n && j < K8S_NAME_MAX; i++)
+    if (isalnum((unsigned char)s[i]) || strchr("-_.", s[i]))
+      out[j++] = s[i];
+  out[j] = '\0';
+  while (j > 0 && !isalnum((unsigned char)out[j - 1]))
+    out[--j] = '\0';
+  i = 0;
+  while (out[i] && !isalnum((unsigned char)out[i]))
+    i++;
+  memmove(out, out + i, j - i + 1);
+  return out;
+}
+
+/* Splits a LIST runopt on ',' or ';' into trimmed non-empty items. */
+static void split_list(const char *s, struct mu_strvec *out)
+{
+  const char *p = s;
+  while (p && *p) {
+    size_t n = strcspn(p, ",;");
+    const char *a = p, *b = p + n;
+    while (a < b && isspace((unsigned char)*a))
+      a++;
+    while (b > a && isspace((unsigned char)b[-1]))
+      b--;
+    if (b > a)
+      mu_strvec_push_owned(out, mu_strndup(a, (size_t)(b - a)));
+    p += n;
+    if (*p)
+      p++;
+  }
+}
+
+/* A MAP runopt "k:v,k2=v2" into obj. Returns: 0 or MU_EINVAL naming the runopt. */
+static int map_into(const struct mu_cfg *cfg, const char *opt, cJSON *obj, struct mu_buf *err)
+{
+  struct mu_strvec items = MU_STRVEC_INIT;
+  const char *s = mu_cfg_get(cfg, opt);
+  size_t i;
+  int rc = 0;
+
+  if (s == NULL)
+    return 0;
+  split_list(s, &items);
+  for (i = 0; i < items.n; i++) {
+    char *it = items.v[i];
+    size_t k = strcspn(it, ":=");
+    if (it[k] == '\0' || k == 0) {
+      mu_buf_printf(err, "-cfg %s: '%s' is not KEY:VALUE; write e.g. %s=team:ml,env:prod", opt, it,
+                    opt);
+      rc = MU_EINVAL;
+      break;
+    }
+    it[k] = '\0';
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, it);
+    cJSON_AddStringToObject(obj, it, it + k + 1);
+  }
+  mu_strvec_release(&items);
+  return rc;
+}
+
+static int parse_tolerations(const struct mu_cfg *cfg, cJSON **out, struct mu_buf *err)
+{
+  static const char *const effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute", NULL};
+  struct mu_strvec items = MU_STRVEC_INIT;
+  const char *s = mu_cfg_get(cfg, "tolerations");
+  cJSON *arr = NULL;
+  size_t i, e;
+  int rc = 0;
+
+  *out = NULL;
+  if (s == NULL)
+    return 0;
+  split_list(s, &items);
+  arr = cJSON_CreateArray();
+  for (i = 0; i < items.n; i++) {
+    char *key = items.v[i], *colon = strrchr(key, ':'), *eq;
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddItemToArray(arr, t);
+    if (colon != NULL) {
+      *colon = '\0';
+      for (e = 0; effects[e] && strcmp(effects[e], colon + 1) != 0; e++)
+        ;
+      if (effects[e] == NULL) {
+        mu_buf_printf(err,
+                      "-cfg tolerations: unknown effect '%s' in '%s:%s'; use NoSchedule, "
+                      "PreferNoSchedule or NoExecute",
+                      colon + 1, key, colon + 1);
+        rc = MU_EINVAL;
+        goto out;
+      }
+    }
+    eq = strchr(key, '=');
+    if (eq != NULL)
+      *eq = '\0';
+    if (*key == '\0') {
+      mu_buf_puts(err, "-cfg tolerations: an item has an empty key; write key=value:Effect");
+      rc = MU_EINVAL;
+      goto out;
+    }
+    cJSON_AddStringToObject(t, "key", key);
+    cJSON_AddStringToObject(t, "operator", eq ? "Equal" : "Exists");
+    if (eq)
+      cJSON_AddStringToObject(t, "value", eq + 1);
+    if (colon)
+      cJSON_AddStringToObject(t, "effect", colon + 1);
+  }
+out:
+  mu_strvec_release(&items);
+  if (rc != 0)
+    cJSON_Delete(arr);
+  else
+    *out = arr;
+  return rc;
+}
+
+/* ================================================================================ render */
+
+struct render_ctx {
+  const struct mu_app *app;
+  const struct mu_cfg *cfg;
+  const char *job;
+  char *rdzv;          /* ${rdzv_endpoint}, NULL when none */
+  char *rank0_other;   /* VC_<ROLE0>_0_HOSTS */
+  cJSON *node_sel;     /* from cfg */
+  cJSON *tolerations;  /* from cfg, NULL when none */
+  cJSON *pull_secrets; /* from cfg, NULL when none */
+  cJSON *labels;       /* from cfg */
+  cJSON *annotations;  /* from cfg */
+};
+
+static void add_fmt(cJSON *o, const char *key, const char *fmt, long v)
+{
+  char b[48];
+  snprintf(b, sizeof b, fmt, v);
+  cJSON_AddStringToObject(o, key, b);
+}
+
+static void merge_strings(cJSON *dst, const cJSON *src)
+{
+  const cJSON *c;
+  cJSON_ArrayForEach(c, src)
+  {
+    cJSON_DeleteItemFromObjectCaseSensitive(dst, c->string);
+    cJSON_AddStringToObject(dst, c->string, c->valuestring);
+  }
+}
+
+static char *subst(const struct render_ctx *x, const char *s, long ri, long k)
+{
+  char rid[24], nrep[24];
+  struct mu_macros m = {0};
+
+  snprintf(rid, sizeof rid, "%ld", k);
+  snprintf(nrep, sizeof nrep, "%ld", x->app->roles[ri].num_replicas);
+  m.app_id = x->job;
+  m.replica_id = rid;
+  m.img_root = "";
+  m.rank0_env = (ri == 0 && k == 0) ? K8S_RANK0_ENV : x->rank0_other;
+  m.rdzv_endpoint = x->rdzv;
+  m.num_replicas = nrep;
+  return mu_macros_apply(&m, s);
+}
+
+static cJSON *pod_labels(const struct render_ctx *x, const char *role, long ri, long k)
+{
+  cJSON *l = cJSON_CreateObject();
+  char *v;
+
+  v = label_value(x->app->name ? x->app->name : "");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/instance", x->job);
+  cJSON_AddStringToObject(l, "app.kubernetes.io/managed-by", "muster");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/name", v);
+  cJSON_AddStringToObject(l, "torchx.pytorch.org/app-name", v);
+  mu_free(v);
+  add_fmt(l, "torchx.pytorch.org/replica-id", "%ld", k);
+  add_fmt(l, "torchx.pytorch.org/role-index", "%ld", ri);
+  v = label_value(role);
+  cJSON_AddStringToObject(l, "torchx.pytorch.org/role-name", v);
+  mu_free(v);
+  cJSON_AddStringToObject(l, "torchx.pytorch.org/version", MU_VERSION);
+  merge_strings(l, x->labels);
+  return l;
+}
+
+static cJSON *pod_annotations(const struct render_ctx *x)
+{
+  cJSON *a = cJSON_CreateObject();
+  cJSON_AddStringToObject(a, "sidecar.istio.io/inject", "false");
+  merge_strings(a, x->annotations);
+  return a;
+}
+
+/* Fills the pod spec fields shared by worker and musterd pods. */
+static void pod_common(const struct render_ctx *x, cJSON *spec)
+{
+  const char *sa = mu_cfg_get(x->cfg, "service_account");
+  if (sa)
+    cJSON_AddStringToObject(spec, "serviceAccountName", sa);
+  if (x->tolerations)
+    cJSON_AddItemToObject(spec, "tolerations", cJSON_Duplicate(x->tolerations, 1));
+  if (x->pull_secrets)
+    cJSON_AddItemToObject(spec, "imagePullSecrets", cJSON_Duplicate(x->pull_secrets, 1));
+}
+
+static char *role_image(const struct render_ctx *x, const struct mu_role *r)
+{
+  const char *repo = mu_cfg_get(x->cfg, "image_repo");
+  const char *img = r->image ? r->image : "";
+  if (repo && strncmp(img, "sha256:", 7) == 0)
+    return mu_asprintf("%s:%s", repo, img + 7);
+  return mu_strdup(img);
+}
+
+static cJSON *render_task(const struct render_ctx *x, long ri, long k)
+{
+  const struct mu_role *r = &x->app->roles[ri];
+  const struct mu_resource *res = &r->resource;
+  cJSON *task = cJSON_CreateObject(), *tmpl, *meta, *spec, *ctr, *arr, *o, *lim, *req, *vols, *mnts,
+        *sec, *ns;
+  char *tname = mu_k8s_task_name(r->name, k), *s;
+  long shm_mb = 0;
+  int privileged = 0;
+  size_t i;
+
+  cJSON_AddStringToObject(task, "name", tname);
+  cJSON_AddNumberToObject(task, "replicas", 1);
+  if (r->max_retries > 0) {
+    cJSON_AddNumberToObject(task, "maxRetry", (double)r->max_retries);
+    arr = cJSON_AddArrayToObject(task, "policies");
+    if (r->retry_policy == MU_RETRY_APPLICATION) {
+      o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "action", "RestartJob");
+      cJSON_AddStringToObject(o, "event", "PodEvicted");
+      cJSON_AddItemToArray(arr, o);
+      o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "action", "RestartJob");
+      cJSON_AddStringToObject(o, "event", "PodFailed");
+      cJSON_AddItemToArray(arr, o);
+    } else if (r->retry_policy == MU_RETRY_ROLE) {
+      /* TorchX has no mapping (KeyError); restarting this replica's task is the closest. */
+      o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "action", "RestartTask");
+      cJSON_AddStringToObject(o, "event", "PodFailed");
+      cJSON_AddItemToArray(arr, o);
+    }
+  }
+  if (r->min_replicas >= 0)
+    cJSON_AddNumberToObject(task, "minAvailable", k < r->min_replicas ? 1 : 0);
+
+  tmpl = cJSON_AddObjectToObject(task, "template");
+  meta = cJSON_AddObjectToObject(tmpl, "metadata");
+  cJSON_AddItemToObject(meta, "annotations", pod_annotations(x));
+  cJSON_AddItemToObject(meta, "labels", pod_labels(x, r->name, ri, k));
+  spec = cJSON_AddObjectToObject(tmpl, "spec");
+  arr = cJSON_AddArrayToObject(spec, "containers");
+  ctr = cJSON_CreateObject();
+  cJSON_AddItemToArray(arr, ctr);
+
+  arr = cJSON_AddArrayToObject(ctr, "command");
+  s = subst(x, r->entrypoint ? r->entrypoint : "", ri, k);
+  cJSON_AddItemToArray(arr, cJSON_CreateString(s));
+  mu_free(s);
+  for (i = 0; i < r->args.n; i++) {
+    s = subst(x, r->args.v[i], ri, k);
+    cJSON_AddItemToArray(arr, cJSON_CreateString(s));
+    mu_free(s);
+  }
+
+  arr = cJSON_AddArrayToObject(ctr, "env");
+  for (i = 0; i < r->env.n; i++) {
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", r->env.v[i].key);
+    s = subst(x, r->env.v[i].value, ri, k);
+    if (strncmp(s, "[FIELD_PATH]", 12) == 0) {
+      cJSON *vf = cJSON_AddObjectToObject(o, "valueFrom");
+      cJSON *fr = cJSON_AddObjectToObject(vf, "fieldRef");
+      cJSON_AddStringToObject(fr, "fieldPath", s + 12);
+    } else {
+      cJSON_AddStringToObject(o, "value", s);
+    }
+    mu_free(s);
+    cJSON_AddItemToArray(arr, o);
+  }
+  if (ri == 0 && k == 0) {
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", K8S_RANK0_ENV);
+    cJSON_AddStringToObject(o, "value", "localhost");
+    cJSON_AddItemToArray(arr, o);
+  }
+  s = role_image(x, r);
+  cJSON_AddStringToObject(ctr, "image", s);
+  mu_free(s);
+  cJSON_AddStringToObject(ctr, "name", tname);
+  if (r->nports > 0) {
+    arr = cJSON_AddArrayToObject(ctr, "ports");
+    for (i = 0; i < r->nports; i++) {
+      o = cJSON_CreateObject();
+      cJSON_AddNumberToObject(o, "containerPort", (double)r->ports[i].port);
+      s = mu_k8s_normalize(r->ports[i].name);
+      cut(s, 15);
+      cJSON_AddStringToObject(o, "name", s);
+      mu_free(s);
+      cJSON_AddItemToArray(arr, o);
+    }
+  }
+  o = cJSON_AddObjectToObject(ctr, "resources");
+  lim = cJSON_AddObjectToObject(o, "limits");
+  req = cJSON_AddObjectToObject(o, "requests");
+  if (res->cpu > 0) {
+    add_fmt(lim, "cpu", "%ldm", res->cpu * 1000);
+    add_fmt(req, "cpu", "%ldm", res->cpu * 1000 - 100 > 0 ? res->cpu * 1000 - 100 : 0);
+  }
+  if (res->memMB > 0) {
+    add_fmt(lim, "memory", "%ldM", res->memMB);
+    add_fmt(req, "memory", "%ldM", res->memMB - 1024 > 0 ? res->memMB - 1024 : 0);
+  }
+  if (res->gpu > 0) {
+    add_fmt(lim, "nvidia.com/gpu", "%ld", res->gpu);
+    add_fmt(req, "nvidia.com/gpu", "%ld", res->gpu);
+  }
+  for (i = 0; i < res->ndevices; i++)
+    add_fmt(lim, res->devices[i].name, "%ld", res->devices[i].count);
+
+  sec = cJSON_AddObjectToObject(ctr, "securityContext");
+  mnts = cJSON_AddArrayToObject(ctr, "volumeMounts");
+  o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "mountPath", "/dev/shm");
+  cJSON_AddStringToObject(o, "name", "dshm");
+  cJSON_AddItemToArray(mnts, o);
+
+  ns = cJSON_AddObjectToObject(spec, "nodeSelector");
+  {
+    const char *it = mu_kvlist_get(&res->capabilities, "node.kubernetes.io/instance-type");
+    if (it)
+      cJSON_AddStringToObject(ns, "node.kubernetes.io/instance-type", it);
+    merge_strings(ns, x->node_sel);
+  }
+  cJSON_AddStringToObject(spec, "restartPolicy", "Never");
+  pod_common(x, spec);
+  vols = cJSON_AddArrayToObject(spec, "volumes");
+  {
+    cJSON *dshm = cJSON_CreateObject(), *ed = cJSON_AddObjectToObject(dshm, "emptyDir");
+    cJSON_AddStringToObject(ed, "medium", "Memory");
+    for (i = 0; i < r->nmounts; i++)
+      if (r->mounts[i].type == MU_MOUNT_SHM && r->mounts[i].size_mb > 0)
+        shm_mb = r->mounts[i].size_mb;
+    if (shm_mb > 0)
+      add_fmt(ed, "sizeLimit", "%ldMi", shm_mb);
+    cJSON_AddStringToObject(dshm, "name", "dshm");
+    cJSON_AddItemToArray(vols, dshm);
+  }
+  for (i = 0; i < r->nmounts; i++) {
+    const struct mu_mount *m = &r->mounts[i];
+    cJSON *v, *vm, *src;
+    char vname[32];
+    int ro = m->read_only;
+    if (m->type == MU_MOUNT_SHM)
+      continue;
+    snprintf(vname, sizeof vname, "mount-%zu", i);
+    v = cJSON_CreateObject();
+    if (m->type == MU_MOUNT_VOLUME) {
+      src = cJSON_AddObjectToObject(v, "persistentVolumeClaim");
+      cJSON_AddStringToObject(src, "claimName", m->src ? m->src : "");
+    } else {
+      src = cJSON_AddObjectToObject(v, "hostPath");
+      cJSON_AddStringToObject(src, "path", m->src ? m->src : "");
+    }
+    if (m->type == MU_MOUNT_DEVICE) {
+      const char *p = m->perm ? m->perm : "rwm";
+      privileged = 1;
+      ro = strchr(p, 'w') == NULL && strchr(p, 'm') == NULL;
+    }
+    cJSON_AddStringToObject(v, "name", vname);
+    cJSON_AddItemToArray(vols, v);
+    vm = cJSON_CreateObject();
+    cJSON_AddStringToObject(vm, "mountPath", m->dst ? m->dst : "");
+    cJSON_AddStringToObject(vm, "name", vname);
+    cJSON_AddBoolToObject(vm, "readOnly", ro);
+    cJSON_AddItemToArray(mnts, vm);
+  }
+  if (privileged)
+    cJSON_AddTrueToObject(sec, "privileged");
+  mu_free(tname);
+  return task;
+}
+
+/* The job's own musterd: one replica, a /healthz readiness probe, reachable through the svc
+ * plugin as <job>-musterd-0.<job>. */
+static cJSON *render_rdzv_task(const struct render_ctx *x, long port)
+{
+  cJSON *task = cJSON_CreateObject(), *tmpl, *meta, *spec, *ctr, *arr, *o, *probe, *hg, *l;
+  char listen[64];
+
+  cJSON_AddStringToObject(task, "name", "musterd");
+  cJSON_AddNumberToObject(task, "replicas", 1);
+  cJSON_AddNumberToObject(task, "minAvailable", 1);
+  tmpl = cJSON_AddObjectToObject(task, "template");
+  meta = cJSON_AddObjectToObject(tmpl, "metadata");
+  cJSON_AddItemToObject(meta, "annotations", pod_annotations(x));
+  l = cJSON_AddObjectToObject(meta, "labels");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/component", "rendezvous");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/instance", x->job);
+  cJSON_AddStringToObject(l, "app.kubernetes.io/managed-by", "muster");
+  cJSON_AddStringToObject(l, "torchx.pytorch.org/version", MU_VERSION);
+  merge_strings(l, x->labels);
+  spec = cJSON_AddObjectToObject(tmpl, "spec");
+  arr = cJSON_AddArrayToObject(spec, "containers");
+  ctr = cJSON_CreateObject();
+  cJSON_AddItemToArray(arr, ctr);
+  arr = cJSON_AddArrayToObject(ctr, "command");
+  snprintf(listen, sizeof listen, "0.0.0.0:%ld", port);
+  cJSON_AddItemToArray(arr, cJSON_CreateString("musterd"));
+  cJSON_AddItemToArray(arr, cJSON_CreateString("--listen"));
+  cJSON_AddItemToArray(arr, cJSON_CreateString(listen));
+  cJSON_AddStringToObject(ctr, "image",
+                          mu_cfg_get(x->cfg, "muster_image") ? mu_cfg_get(x->cfg, "muster_image")
+                                                             : "muster:" MU_VERSION);
+  cJSON_AddStringToObject(ctr, "name", "musterd");
+  arr = cJSON_AddArrayToObject(ctr, "ports");
+  o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "containerPort", (double)port);
+  cJSON_AddStringToObject(o, "name", "rdzv");
+  cJSON_AddItemToArray(arr, o);
+  probe = cJSON_AddObjectToObject(ctr, "readinessProbe");
+  hg = cJSON_AddObjectToObject(probe, "httpGet");
+  cJSON_AddStringToObject(hg, "path", "/healthz");
+  cJSON_AddNumberToObject(hg, "port", (double)port);
+  cJSON_AddNumberToObject(probe, "periodSeconds", 2);
+  o = cJSON_AddObjectToObject(ctr, "resources");
+  l = cJSON_AddObjectToObject(o, "limits");
+  cJSON_AddStringToObject(l, "cpu", "1000m");
+  cJSON_AddStringToObject(l, "memory", "512M");
+  l = cJSON_AddObjectToObject(o, "requests");
+  cJSON_AddStringToObject(l, "cpu", "100m");
+  cJSON_AddStringToObject(l, "memory", "64M");
+  cJSON_AddItemToObject(spec, "nodeSelector", cJSON_Duplicate(x->node_sel, 1));
+  cJSON_AddStringToObject(spec, "restartPolicy", "OnFailure");
+  pod_common(x, spec);
+  return task;
+}
+
+int mu_k8s_render(const struct mu_app *app, const struct mu_cfg *cfg, const char *job_name,
+                  cJSON **out, struct mu_buf *err)
+{
+  struct render_ctx x = {0};
+  struct mu_strvec secrets = MU_STRVEC_INIT;
+  const char *sched = mu_cfg_get(cfg, "scheduler_name"), *queue = mu_cfg_get(cfg, "queue");
+  const char *rdzv = mu_cfg_get(cfg, "rdzv"), *kq = mu_cfg_get(cfg, "kueue_queue");
+  const char *pc = mu_cfg_get(cfg, "priority_class"), *ps = mu_cfg_get(cfg, "rdzv_port");
+  cJSON *job = NULL, *meta, *spec, *plugins, *arr, *tasks, *l;
+  long port = MU_K8S_RDZV_PORT, min_retry = -1, total = 0, ri, k;
+  int rc = 0, own_rdzv;
+  size_t i;
+  char *r0;
+
+  *out = NULL;
+  if (sched == NULL || *sched == '\0')
+    sched = "volcano";
+  if (app->nroles == 0) {
+    mu_buf_puts(err, "app has no roles; a component must define at least one");
+    return MU_EINVAL;
+  }
+  if (strcmp(sched, "volcano") == 0 && (queue == NULL || *queue == '\0')) {
+    mu_buf_puts(err, "-cfg queue: required with the Volcano scheduler; name the Volcano queue "
+                     "(e.g. -cfg queue=default), or use -cfg scheduler_name=default-scheduler");
+    return MU_EINVAL;
+  }
+  if (ps && (mu_parse_long(ps, 1, 65535, &port) != 0)) {
+    mu_buf_printf(err, "-cfg rdzv_port: '%s' is not a port number (1-65535)", ps);
+    return MU_EINVAL;
+  }
+  own_rdzv = rdzv_in_job(app, cfg);
+  if (rdzv && strcmp(rdzv, "auto") != 0 && strcmp(rdzv, "job") != 0) {
+    const char *colon = strrchr(rdzv, ':');
+    long p;
+    if (colon == NULL || colon == rdzv || mu_parse_long(colon + 1, 1, 65535, &p) != 0) {
+      mu_buf_printf(err, "-cfg rdzv: '%s' is not auto, job or HOST:PORT (e.g. musterd:29400)",
+                    rdzv);
+      return MU_EINVAL;
+    }
+    x.rdzv = mu_strdup(rdzv);
+  } else if (own_rdzv) {
+    x.rdzv = mu_asprintf("%s-musterd-0.%s:%ld", job_name, job_name, port);
+  }
+  for (i = 0; i < app->nroles; i++) {
+    if (app->roles[i].image == NULL || app->roles[i].image[0] == '\0') {
+      mu_buf_printf(err,
+                    "roles[%zu].image: required on kubernetes (the container image to run); "
+                    "set it with the component's --image",
+                    i);
+      rc = MU_EINVAL;
+      goto out;
+    }
+  }
+  x.app = app;
+  x.cfg = cfg;
+  x.job = job_name;
+  r0 = mu_k8s_task_name(app->roles[0].name, 0);
+  for (i = 0; r0[i]; i++)
+    r0[i] = r0[i] == '-' ? '_' : (char)toupper((unsigned char)r0[i]);
+  x.rank0_other = mu_asprintf("VC_%s_HOSTS", r0);
+  mu_free(r0);
+  x.node_sel = cJSON_CreateObject();
+  x.labels = cJSON_CreateObject();
+  x.annotations = cJSON_CreateObject();
+  rc = map_into(cfg, "node_selector", x.node_sel, err);
+  if (rc == 0)
+    rc = map_into(cfg, "labels", x.labels, err);
+  if (rc == 0)
+    rc = map_into(cfg, "annotations", x.annotations, err);
+  if (rc == 0)
+    rc = parse_tolerations(cfg, &x.tolerations, err);
+  if (rc != 0)
+    goto out;
+  if (mu_cfg_get(cfg, "image_pull_secret")) {
+    split_list(mu_cfg_get(cfg, "image_pull_secret"), &secrets);
+    x.pull_secrets = cJSON_CreateArray();
+    for (i = 0; i < secrets.n; i++) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "name", secrets.v[i]);
+      cJSON_AddItemToArray(x.pull_secrets, o);
+    }
+  }
+
+  job = cJSON_CreateObject();
+  cJSON_AddStringToObject(job, "apiVersion", "batch.volcano.sh/v1alpha1");
+  cJSON_AddStringToObject(job, "kind", "Job");
+  meta = cJSON_AddObjectToObject(job, "metadata");
+  cJSON_AddStringToObject(meta, "name", job_name);
+  l = cJSON_AddObjectToObject(meta, "labels");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/managed-by", "muster");
+  {
+    char *v = label_value(app->name ? app->name : "");
+    cJSON_AddStringToObject(l, "app.kubernetes.io/name", v);
+    mu_free(v);
+  }
+  if (kq)
+    cJSON_AddStringToObject(l, "kueue.x-k8s.io/queue-name", kq);
+  merge_strings(l, x.labels);
+  if (x.annotations->child)
+    cJSON_AddItemToObject(meta, "annotations", cJSON_Duplicate(x.annotations, 1));
+
+  spec = cJSON_AddObjectToObject(job, "spec");
+  for (ri = 0; ri < (long)app->nroles; ri++) {
+    if (min_retry < 0 || app->roles[ri].max_retries < min_retry)
+      min_retry = app->roles[ri].max_retries;
+    total += app->roles[ri].num_replicas;
+  }
+  cJSON_AddNumberToObject(spec, "maxRetry", (double)(min_retry > 0 ? min_retry : 0));
+  if (own_rdzv)
+    cJSON_AddNumberToObject(spec, "minSuccess", (double)total);
+  plugins = cJSON_AddObjectToObject(spec, "plugins");
+  cJSON_AddArrayToObject(plugins, "env");
+  arr = cJSON_AddArrayToObject(plugins, "svc");
+  cJSON_AddItemToArray(arr, cJSON_CreateString("--publish-not-ready-addresses"));
+  if (pc)
+    cJSON_AddStringToObject(spec, "priorityClassName", pc);
+  if (queue && *queue)
+    cJSON_AddStringToObject(spec, "queue", queue);
+  cJSON_AddStringToObject(spec, "schedulerName", sched);
+  tasks = cJSON_AddArrayToObject(spec, "tasks");
+  if (own_rdzv)
+    cJSON_AddItemToArray(tasks, render_rdzv_task(&x, port));
+  for (ri = 0; ri < (long)app->nroles; ri++)
+    for (k = 0; k < app->roles[ri].num_replicas; k++)
+      cJSON_AddItemToArray(tasks, render_task(&x, ri, k));
+  *out = job;
+  job = NULL;
+out:
+  cJSON_Delete(job);
+  cJSON_Delete(x.node_sel);
+  cJSON_Delete(x.labels);
+  cJSON_Delete(x.annotations);
+  cJSON_Delete(x.tolerations);
+  cJSON_Delete(x.pull_secrets);
+  mu_strvec_release(&secrets);
+  mu_free(x.rdzv);
+  mu_free(x.rank0_other);
+  return rc;
+}
+
+/* ================================================================================ states */
+
+static const struct {
+  const char *phase;
+  enum mu_job_state state;
+} job_states[] =
+    {
+        {"Pending", MU_STATE_PENDING},     {"Aborting", MU_STATE_RUNNING},
+        {"Aborted", MU_STATE_CANCELLED},   {"Running", MU_STATE_RUNNING},
+        {"Restarting", MU_STATE_RUNNING},  {"Completing", MU_STATE_RUNNING},
+        {"Completed", MU_STATE_SUCCEEDED}, {"Terminating", MU_STATE_RUNNING},
+        {"Terminated", MU_STATE_FAILED},   {"Failed", MU_STATE_FAILED},
+},
+  task_states[] = {
+      {"Pending", MU_STATE_PENDING},   {"Allocated", MU_STATE_PENDING},
+      {"Pipelined", MU_STATE_PENDING}, {"Binding", MU_STATE_PENDING},
+      {"Bound", MU_STATE_PENDING},     {"Running", MU_STATE_RUNNING},
+      {"Releasing", MU_STATE_RUNNING}, {"Succeeded", MU_STATE_SUCCEEDED},
+      {"Failed", MU_STATE_FAILED},     {"Unknown", MU_STATE_UNKNOWN},
+};
+
+enum mu_job_state mu_k8s_job_state(const char *phase)
+{
+  size_t i;
+  for (i = 0; phase && i < sizeof job_states / sizeof job_states[0]; i++)
+    if (strcmp(job_states[i].phase, phase) == 0)
+      return job_states[i].state;
+  return MU_STATE_UNKNOWN;
+}
+
+enum mu_job_state mu_k8s_task_state(const char *phase)
+{
+  size_t i;
+  for (i = 0; phase && i < sizeof task_states / sizeof task_states[0]; i++)
+    if (strcmp(task_states[i].phase, phase) == 0)
+      return task_states[i].state;
+  return MU_STATE_UNKNOWN;
+}
+
+static const char *jpath_str(const cJSON *o, const char *a, const char *b, const char *c)
+{
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, a);
+  if (b)
+    n = cJSON_GetObjectItemCaseSensitive(n, b);
+  if (c)
+    n = cJSON_GetObjectItemCaseSensitive(n, c);
+  return cJSON_IsString(n) ? n->valuestring : NULL;
+}
+
+int mu_k8s_parse_status(const char *json, const char *app_id, struct mu_app_status *out,
+                        struct mu_buf *err)
+{
+  cJSON *root = cJSON_Parse(json);
+  const cJSON *tsc, *t;
+  const char *phase, *name, *msg;
+  size_t n = 0;
+
+  memset(out, 0, sizeof *out);
+  out->num_restarts = -1;
+  if (root == NULL || !cJSON_IsObject(root)) {
+    mu_buf_puts(err, "kubectl get: output is not a JSON object");
+    cJSON_Delete(root);
+    return MU_EPARSE;
+  }
+  out->app_id = mu_strdup(app_id);
+  phase = jpath_str(root, "status", "state", "phase");
+  out->state = mu_k8s_job_state(phase);
+  msg = jpath_str(root, "status", "state", "message");
+  if (msg == NULL)
+    msg = jpath_str(root, "status", "state", "reason");
+  out->msg = mu_strdup(msg ? msg : (phase ? phase : ""));
+  {
+    const cJSON *rc = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(root, "status"), "retryCount");
+    if (cJSON_IsNumber(rc))
+      out->num_restarts = (long)rc->valuedouble;
+  }
+  name = jpath_str(root, "metadata", "name", NULL);
+  tsc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "status"),
+                                         "taskStatusCount");
+  cJSON_ArrayForEach(t, tsc) n++;
+  out->replicas = n ? mu_calloc(n, sizeof *out->replicas) : NULL;
+  cJSON_ArrayForEach(t, tsc)
+  {
+    const char *dash = strrchr(t->string, '-');
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(t, "phase");
+    struct mu_replica_status *r;
+    long idx;
+    if (dash == NULL || dash == t->string || mu_parse_long(dash + 1, 0, 1L << 30, &idx) != 0)
+      continue; /* the job's own musterd task */
+    r = &out->replicas[out->nreplicas++];
+    r->role = mu_strndup(t->string, (size_t)(dash - t->string));
+    r->replica_id = idx;
+    /* TorchX takes the first phase listed. */
+    r->state = mu_k8s_task_state(ph && ph->child ? ph->child->string : NULL);
+    r->hostname = name ? mu_asprintf("%s-%s-0", name, t->string) : mu_strdup("");
+    r->exit_code = -1;
+    r->msg = mu_strdup("");
+  }
+  cJSON_Delete(root);
+  return 0;
+}
+
+int mu_k8s_parse_list(const char *json, const char *ns, struct mu_app_list_entry **out, size_t *n,
+                      struct mu_buf *err)
+{
+  cJSON *root = cJSON_Parse(json);
+  const cJSON *items, *it;
+  size_t cap = 0;
+
+  *out = NULL;
+  *n = 0;
+  items = cJSON_GetObjectItemCaseSensitive(root, "items");
+  if (root == NULL || !cJSON_IsArray(items)) {
+    mu_buf_puts(err, "kubectl get: output is not a JSON list with items");
+    cJSON_Delete(root);
+    return MU_EPARSE;
+  }
+  cJSON_ArrayForEach(it, items) cap++;
+  *out = cap ? mu_calloc(cap, sizeof **out) : NULL;
+  cJSON_ArrayForEach(it, items)
+  {
+    const char *name = jpath_str(it, "metadata", "name", NULL);
+    const char *ins = jpath_str(it, "metadata", "namespace", NULL);
+    const char *app = jpath_str(it, "metadata", "labels", "app.kubernetes.io/name");
+    struct mu_app_list_entry *e;
+    if (name == NULL)
+      continue;
+    e = &(*out)[(*n)++];
+    e->app_id = mu_asprintf("%s:%s", ins ? ins : ns, name);
+    e->name = mu_strdup(app ? app : name);
+    e->state = mu_k8s_job_state(jpath_str(it, "status", "state", "phase"));
+  }
+  cJSON_Delete(root);
+  return 0;
+}
+
+/* ================================================================================ kubectl */
+
+struct k8s_priv {
+  char *yaml;
+  char *ns;
+  char *name;
+  char *kubectl;
+  char *context;
+};
+
+/* The argv prefix: kubectl [--context C] -n NS. */
+static void kubectl_argv(struct mu_strvec *av, const char *kubectl, const char *context,
+                         const char *ns)
+{
+  mu_strvec_push(av, kubectl ? kubectl : "kubectl");
+  if (context && *context) {
+    mu_strvec_push(av, "--context");
+    mu_strvec_push(av, context);
+  }
+  mu_strvec_push(av, "-n");
+  mu_strvec_push(av, ns ? ns : "default");
+}
+
+/* Runs kubectl; on failure writes kubectl's own message plus what to do into err. */
+static int kubectl_run(struct mu_strvec *av, const char *input, struct mu_buf *out,
+                       struct mu_buf *err)
+{
+  struct mu_buf eb = MU_BUF_INIT(64 * 1024);
+  int status = -1, rc;
+  size_t verb;
+  const char *e;
+
+  rc = mu_exec_capture(av->v, input, out, &eb, &status);
+  if (rc == MU_ENOENT) {
+    mu_buf_printf(err,
+                  "kubectl not found ('%s'): install kubectl and put it on PATH, or set "
+                  "-cfg kubectl=/path/to/kubectl",
+                  av->v[0]);
+    goto out;
+  }
+  if (rc != 0) {
+    mu_buf_puts(err, mu_buf_str(&eb));
+    goto out;
+  }
+  if (status == 0)
+    goto out;
+  e = mu_exec_chomp(eb.data ? eb.data : (char *)"");
+  for (verb = 1; verb + 1 < av->n && av->v[verb][0] == '-'; verb += 2)
+    ;
+  mu_buf_printf(err, "kubectl %s failed (exit %d): %s", av->v[verb], status,
+                *e ? e : "(no message)");
+  if (strstr(e, "AlreadyExists") || strstr(e, "already exists"))
+    mu_buf_puts(err, "\nhint: a job of that name exists; run again (each run picks a new "
+                     "name) or remove the old one with muster cancel");
+  else if (strstr(e, "no matches for kind") || strstr(e, "the server doesn't have a resource"))
+    mu_buf_puts(err, "\nhint: the Volcano CRDs are not installed in this cluster; install "
+                     "Volcano (https://volcano.sh/en/docs/installation/)");
+  else if (strstr(e, "NotFound") || strstr(e, "not found"))
+    rc = MU_ENOENT;
+  else if (strstr(e, "Unable to connect") || strstr(e, "connection refused") ||
+           strstr(e, "current-context") || strstr(e, "no configuration"))
+    mu_buf_puts(err, "\nhint: kubectl cannot reach a cluster; check the kubeconfig "
+                     "(-cfg context=NAME picks a context) and that the API server is up");
+  if (rc == 0)
+    rc = MU_EIO;
+out:
+  mu_buf_release(&eb);
+  return rc;
+}
+
+static int split_app_id(const char *app_id, const struct mu_cfg *cfg, char **ns, char **name)
+{
+  const char *colon = strchr(app_id, ':');
+  if (colon) {
+    *ns = mu_strndup(app_id, (size_t)(colon - app_id));
+    *name = mu_strdup(colon + 1);
+  } else {
+    const char *n = mu_cfg_get(cfg, "namespace");
+    *ns = mu_strdup(n ? n : "default");
+    *name = mu_strdup(app_id);
+  }
+  return **name ? 0 : MU_EINVAL;
+}
+
+static int k8s_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
+                      struct mu_buf *err)
+{
+  struct mu_buf y = MU_BUF_INIT(K8S_OUT_MAX);
+  struct k8s_priv *p = NULL;
+  cJSON *job = NULL;
+  char *name = NULL;
+  const char *ns = mu_cfg_get(cfg, "namespace");
+  int rc;
+
+  rc = mu_k8s_job_name(app, cfg, &name, err);
+  if (rc == 0)
+    rc = mu_k8s_render(app, cfg, name, &job, err);
+  if (rc == 0 && mu_yaml_emit(job, &y) != 0) {
+    mu_buf_puts(err, "the manifest is over 16 MiB");
+    rc = MU_E2BIG;
+  }
+  if (rc != 0)
+    goto out;
+  p = mu_calloc(1, sizeof *p);
+  p->ns = mu_strdup(ns ? ns : "default");
+  p->name = name;
+  name = NULL;
+  p->kubectl = mu_strdup(mu_cfg_get(cfg, "kubectl") ? mu_cfg_get(cfg, "kubectl") : "kubectl");
+  p->context = mu_cfg_get(cfg, "context") ? mu_strdup(mu_cfg_get(cfg, "context")) : NULL;
+  p->yaml = mu_strdup(mu_buf_str(&y));
+  out->text = mu_buf_detach(&y);
+  out->app_id = mu_asprintf("%s:%s", p->ns, p->name);
+  out->priv = p;
+  out->sched = &mu_sched_kubernetes;
+out:
+  cJSON_Delete(job);
+  mu_free(name);
+  mu_buf_release(&y);
+  return rc;
+}
+
+static void k8s_dryrun_free(struct mu_dryrun *req)
+{
+  struct k8s_priv *p = req ? req->priv : NULL;
+  if (p == NULL)
+    return;
+  mu_free(p->yaml);
+  mu_free(p->ns);
+  mu_free(p->name);
+  mu_free(p->kubectl);
+  mu_free(p->context);
+  mu_free(p);
+  req->priv = NULL;
+}
+
+static int k8s_schedule(struct mu_dryrun *req, struct mu_buf *err)
+{
+  struct k8s_priv *p = req->priv;
+  struct mu_strvec av = MU_STRVEC_INIT;
+  int rc;
+
+  kubectl_argv(&av, p->kubectl, p->context, p->ns);
+  mu_strvec_push(&av, "create");
+  mu_strvec_push(&av, "-f");
+  mu_strvec_push(&av, "-");
+  rc = kubectl_run(&av, p->yaml, NULL, err);
+  mu_strvec_release(&av);
+  return rc;
+}
+
+static int k8s_get(const char *app_id, const struct mu_cfg *cfg, struct mu_buf *json,
+                   struct mu_buf *err)
+{
+  struct mu_strvec av = MU_STRVEC_INIT;
+  char *ns = NULL, *name = NULL;
+  int rc = split_app_id(app_id, cfg, &ns, &name);
+
+  if (rc != 0) {
+    mu_buf_printf(err, "'%s' is not a kubernetes app id (NAMESPACE:NAME)", app_id);
+    goto out;
+  }
+  kubectl_argv(&av, mu_cfg_get(cfg, "kubectl"), mu_cfg_get(cfg, "context"), ns);
+  mu_strvec_push(&av, "get");
+  mu_strvec_push(&av, K8S_RESOURCE);
+  mu_strvec_push(&av, name);
+  mu_strvec_push(&av, "-o");
+  mu_strvec_push(&av, "json");
+  rc = kubectl_run(&av, NULL, json, err);
+out:
+  mu_strvec_release(&av);
+  mu_free(ns);
+  mu_free(name);
+  return rc;
+}
+
+static int k8s_describe(const char *app_id, const struct mu_cfg *cfg, struct mu_app_status *out,
+                        struct mu_buf *err)
+{
+  struct mu_buf json = MU_BUF_INIT(K8S_OUT_MAX);
+  int rc = k8s_get(app_id, cfg, &json, err);
+  if (rc == 0)
+    rc = mu_k8s_parse_status(mu_buf_str(&json), app_id, out, err);
+  mu_buf_release(&json);
+  return rc;
+}
+
+static int k8s_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
+                    struct mu_buf *err)
+{
+  struct mu_buf json = MU_BUF_INIT(K8S_OUT_MAX);
+  struct mu_strvec av = MU_STRVEC_INIT;
+  const char *ns = mu_cfg_get(cfg, "namespace");
+  int rc;
+
+  kubectl_argv(&av, mu_cfg_get(cfg, "kubectl"), mu_cfg_get(cfg, "context"), ns);
+  mu_strvec_push(&av, "get");
+  mu_strvec_push(&av, K8S_RESOURCE);
+  mu_strvec_push(&av, "-l");
+  mu_strvec_push(&av, "app.kubernetes.io/managed-by=muster");
+  mu_strvec_push(&av, "-o");
+  mu_strvec_push(&av, "json");
+  rc = kubectl_run(&av, NULL, &json, err);
+  if (rc == 0)
+    rc = mu_k8s_parse_list(mu_buf_str(&json), ns ? ns : "default", out, n, err);
+  mu_strvec_release(&av);
+  mu_buf_release(&json);
+  return rc;
+}
+
+static int k8s_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_buf *err)
+{
+  struct mu_strvec av = MU_STRVEC_INIT;
+  char *ns = NULL, *name = NULL;
+  int rc = split_app_id(app_id, cfg, &ns, &name);
+
+  if (rc != 0) {
+    mu_buf_printf(err, "'%s' is not a kubernetes app id (NAMESPACE:NAME)", app_id);
+    goto out;
+  }
+  kubectl_argv(&av, mu_cfg_get(cfg, "kubectl"), mu_cfg_get(cfg, "context"), ns);
+  mu_strvec_push(&av, "delete");
+  mu_strvec_push(&av, K8S_RESOURCE);
+  mu_strvec_push(&av, name);
+  rc = kubectl_run(&av, NULL, NULL, err);
+out:
+  mu_strvec_release(&av);
+  mu_free(ns);
+  mu_free(name);
+  return rc;
+}
+
+static int k8s_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
+                   int follow, long tail, int out_fd, const struct mu_cfg *cfg, struct mu_buf *err)
+{
+  struct mu_strvec av = MU_STRVEC_INIT;
+  struct mu_buf eb = MU_BUF_INIT(64 * 1024);
+  char *ns = NULL, *name = NULL, *task = NULL, *pod = NULL;
+  int rc = split_app_id(app_id, cfg, &ns, &name), status = -1;
+
+  (void)s; /* a pod has one combined stream */
+  if (rc != 0) {
+    mu_buf_printf(err, "'%s' is not a kubernetes app id (NAMESPACE:NAME)", app_id);
+    goto out;
+  }
+  task = mu_k8s_task_name(role ? role : "", replica < 0 ? 0 : replica);
+  pod = mu_asprintf("%s-%s-0", name, task);
+  kubectl_argv(&av, mu_cfg_get(cfg, "kubectl"), mu_cfg_get(cfg, "context"), ns);
+  mu_strvec_push(&av, "logs");
+  mu_strvec_push(&av, pod);
+  if (follow)
+    mu_strvec_push(&av, "-f");
+  if (tail >= 0)
+    mu_strvec_pushf(&av, "--tail=%ld", tail);
+  rc = mu_exec_to_fd(av.v, out_fd, &eb, &status);
+  if (rc == MU_ENOENT) {
+    mu_buf_printf(err,
+                  "kubectl not found ('%s'): install kubectl and put it on PATH, or set "
+                  "-cfg kubectl=/path/to/kubectl",
+                  av.v[0]);
+  } else if (rc == 0 && status != 0) {
+    mu_buf_printf(err, "kubectl logs %s failed (exit %d): %s", pod, status,
+                  mu_exec_chomp(eb.data ? eb.data : (char *)""));
+    rc = strstr(mu_buf_str(&eb), "NotFound") ? MU_ENOENT : MU_EIO;
+  }
+out:
+  mu_strvec_release(&av);
+  mu_buf_release(&eb);
+  mu_free(ns);
+  mu_free(name);
+  mu_free(task);
+  mu_free(pod);
+  return rc;
+}
+
+const struct mu_sched_ops mu_sched_kubernetes = {
+    .name = "kubernetes",
+    .help = "Volcano Jobs on Kubernetes through kubectl (needs Volcano in the cluster)",
+    .runopts = k8s_runopts,
+    .dryrun = k8s_dryrun,
+    .schedule = k8s_schedule,
+    .describe = k8s_describe,
+    .list = k8s_list,
+    .cancel_existing = k8s_cancel,
+    .log_open = k8s_log,
+    .dryrun_free = k8s_dryrun_free,
+};

@@ -1,0 +1,303 @@
+/* YAML out (block style from a cJSON tree) and in (libyaml's document loader into cJSON).
+ * See yaml_emit.h for the contract. */
+#include "yaml_emit.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "alloc.h"
+#include "muster/errno.h"
+
+/* ---------------------------------------------------------------------------------------- */
+/* Emitter                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Words a YAML 1.1 reader resolves to something other than a string. */
+static const char *const reserved[] = {"y",    "n",     "yes",   "no",   "true", "false",
+                                       "on",   "off",   "null",  "~",    "=",    "<<",
+                                       ".inf", "-.inf", "+.inf", ".nan", NULL};
+
+static int plain_char_ok(unsigned char c)
+{
+  return isalnum(c) || (c != 0 && strchr(" _./:=+-$(),;<>?^~\\", c) != NULL);
+}
+
+static int needs_quotes(const char *s)
+{
+  size_t n = strlen(s), i;
+
+  if (n == 0)
+    return 1;
+  for (i = 0; reserved[i] != NULL; i++)
+    if (strcasecmp(s, reserved[i]) == 0)
+      return 1;
+  /* Anything that may read as a number, a date or a base-60 integer. */
+  if (isdigit((unsigned char)s[0]))
+    return 1;
+  if (strchr("+-.", s[0]) != NULL && (isdigit((unsigned char)s[1]) || s[1] == '.'))
+    return 1;
+  /* Indicators that may not start a plain scalar. */
+  if (strchr("?:,[]{}#&*!|>'\"%@`~<=", s[0]) != NULL)
+    return 1;
+  if (s[0] == '-' && (s[1] == '\0' || s[1] == ' ' || strncmp(s, "---", 3) == 0))
+    return 1;
+  if (s[0] == ' ' || s[n - 1] == ' ' || s[n - 1] == ':')
+    return 1;
+  for (i = 0; i < n; i++) {
+    if (!plain_char_ok((unsigned char)s[i]))
+      return 1;
+    if (s[i] == ':' && s[i + 1] == ' ')
+      return 1;
+    if (s[i] == ' ' && s[i + 1] == '#')
+      return 1;
+  }
+  return 0;
+}
+
+static int emit_scalar_string(const char *s, struct mu_buf *out)
+{
+  const char *p;
+  int ctl = 0, rc = 0;
+
+  if (!needs_quotes(s))
+    return mu_buf_puts(out, s);
+  for (p = s; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f)
+      ctl = 1;
+  if (!ctl) {
+    rc = mu_buf_putc(out, '\'');
+    for (p = s; *p && rc == 0; p++)
+      rc = *p == '\'' ? mu_buf_puts(out, "''") : mu_buf_putc(out, *p);
+    return rc ? rc : mu_buf_putc(out, '\'');
+  }
+  rc = mu_buf_putc(out, '"');
+  for (p = s; *p && rc == 0; p++) {
+    unsigned char c = (unsigned char)*p;
+    if (c == '"' || c == '\\')
+      rc = mu_buf_printf(out, "\\%c", c);
+    else if (c == '\n')
+      rc = mu_buf_puts(out, "\\n");
+    else if (c == '\t')
+      rc = mu_buf_puts(out, "\\t");
+    else if (c < 0x20 || c == 0x7f)
+      rc = mu_buf_printf(out, "\\x%02x", c);
+    else
+      rc = mu_buf_putc(out, (char)c);
+  }
+  return rc ? rc : mu_buf_putc(out, '"');
+}
+
+static int emit_scalar(const cJSON *n, struct mu_buf *out)
+{
+  if (cJSON_IsString(n))
+    return emit_scalar_string(n->valuestring ? n->valuestring : "", out);
+  if (cJSON_IsBool(n))
+    return mu_buf_puts(out, cJSON_IsTrue(n) ? "true" : "false");
+  if (cJSON_IsNumber(n)) {
+    double d = n->valuedouble;
+    if (d == floor(d) && fabs(d) < 1e15)
+      return mu_buf_printf(out, "%lld", (long long)d);
+    return mu_buf_printf(out, "%.17g", d);
+  }
+  return mu_buf_puts(out, "null");
+}
+
+static int indent_to(struct mu_buf *out, int indent)
+{
+  int i, rc = 0;
+  for (i = 0; i < indent && rc == 0; i++)
+    rc = mu_buf_putc(out, ' ');
+  return rc;
+}
+
+static int is_nonempty_container(const cJSON *n)
+{
+  return (cJSON_IsObject(n) || cJSON_IsArray(n)) && n->child != NULL;
+}
+
+static int emit_node(const cJSON *n, int indent, int first_inline, struct mu_buf *out);
+
+/* The value after "key:" or "-": inline scalars and empty containers, else a new block. */
+static int emit_value(const cJSON *v, int indent, struct mu_buf *out)
+{
+  int rc;
+
+  if (cJSON_IsObject(v) && v->child == NULL)
+    return mu_buf_puts(out, " {}\n");
+  if (cJSON_IsArray(v) && v->child == NULL)
+    return mu_buf_puts(out, " []\n");
+  if (!is_nonempty_container(v)) {
+    rc = mu_buf_putc(out, ' ');
+    if (rc == 0)
+      rc = emit_scalar(v, out);
+    return rc ? rc : mu_buf_putc(out, '\n');
+  }
+  rc = mu_buf_putc(out, '\n');
+  /* Sequences under a key sit at the key's indent (as PyYAML and kubectl write them). */
+  return rc ? rc : emit_node(v, cJSON_IsArray(v) ? indent : indent + 2, 0, out);
+}
+
+/* Writes a non-empty container at indent. With first_inline the first line continues the
+ * current one (after "- "). */
+static int emit_node(const cJSON *n, int indent, int first_inline, struct mu_buf *out)
+{
+  const cJSON *c;
+  int rc = 0, first = 1;
+
+  for (c = n->child; c != NULL && rc == 0; c = c->next, first = 0) {
+    if (!(first && first_inline))
+      rc = indent_to(out, indent);
+    if (rc)
+      break;
+    if (cJSON_IsObject(n)) {
+      rc = emit_scalar_string(c->string ? c->string : "", out);
+      if (rc == 0)
+        rc = mu_buf_putc(out, ':');
+      if (rc == 0)
+        rc = emit_value(c, indent, out);
+      continue;
+    }
+    /* Sequence item. */
+    if (is_nonempty_container(c)) {
+      rc = mu_buf_puts(out, "- ");
+      if (rc == 0)
+        rc = emit_node(c, indent + 2, 1, out);
+    } else {
+      rc = mu_buf_putc(out, '-');
+      if (rc == 0)
+        rc = emit_value(c, indent, out);
+    }
+  }
+  return rc;
+}
+
+int mu_yaml_emit(const cJSON *node, struct mu_buf *out)
+{
+  int rc;
+
+  if (is_nonempty_container(node))
+    return emit_node(node, 0, 0, out);
+  if (cJSON_IsObject(node))
+    return mu_buf_puts(out, "{}\n");
+  if (cJSON_IsArray(node))
+    return mu_buf_puts(out, "[]\n");
+  rc = emit_scalar(node, out);
+  return rc ? rc : mu_buf_putc(out, '\n');
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Reader                                                                                     */
+/* ---------------------------------------------------------------------------------------- */
+
+static cJSON *resolve_plain(const char *s)
+{
+  static const char *const nulls[] = {"", "~", "null", NULL};
+  static const char *const trues[] = {"true", "yes", "on", "y", NULL};
+  static const char *const falses[] = {"false", "no", "off", "n", NULL};
+  char *end = NULL;
+  size_t i;
+  double d;
+
+  for (i = 0; nulls[i]; i++)
+    if (strcasecmp(s, nulls[i]) == 0)
+      return cJSON_CreateNull();
+  for (i = 0; trues[i]; i++)
+    if (strcasecmp(s, trues[i]) == 0)
+      return cJSON_CreateTrue();
+  for (i = 0; falses[i]; i++)
+    if (strcasecmp(s, falses[i]) == 0)
+      return cJSON_CreateFalse();
+  if (*s && (isdigit((unsigned char)s[0]) ||
+             (strchr("+-.", s[0]) && (isdigit((unsigned char)s[1]) || s[1] == '.')))) {
+    d = strtod(s, &end);
+    if (end && *end == '\0' && strspn(s, "0123456789+-.eE") == strlen(s))
+      return cJSON_CreateNumber(d);
+  }
+  return cJSON_CreateString(s);
+}
+
+static cJSON *convert(yaml_document_t *doc, yaml_node_t *node, int depth)
+{
+  cJSON *out = NULL, *child;
+  yaml_node_item_t *item;
+  yaml_node_pair_t *pair;
+
+  if (node == NULL || depth > 64)
+    return NULL;
+  switch (node->type) {
+  case YAML_SCALAR_NODE:
+    if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+      return resolve_plain((const char *)node->data.scalar.value);
+    return cJSON_CreateString((const char *)node->data.scalar.value);
+  case YAML_SEQUENCE_NODE:
+    out = cJSON_CreateArray();
+    for (item = node->data.sequence.items.start; item < node->data.sequence.items.top; item++) {
+      child = convert(doc, yaml_document_get_node(doc, *item), depth + 1);
+      if (child == NULL) {
+        cJSON_Delete(out);
+        return NULL;
+      }
+      cJSON_AddItemToArray(out, child);
+    }
+    return out;
+  case YAML_MAPPING_NODE:
+    out = cJSON_CreateObject();
+    for (pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
+      yaml_node_t *k = yaml_document_get_node(doc, pair->key);
+      if (k == NULL || k->type != YAML_SCALAR_NODE) {
+        cJSON_Delete(out);
+        return NULL;
+      }
+      child = convert(doc, yaml_document_get_node(doc, pair->value), depth + 1);
+      if (child == NULL) {
+        cJSON_Delete(out);
+        return NULL;
+      }
+      cJSON_AddItemToObject(out, (const char *)k->data.scalar.value, child);
+    }
+    return out;
+  default:
+    return NULL;
+  }
+}
+
+int mu_yaml_parse(const char *text, size_t len, cJSON **out, struct mu_buf *err)
+{
+  yaml_parser_t parser;
+  yaml_document_t doc;
+  yaml_node_t *root;
+  int rc = 0, have_doc = 0;
+
+  *out = NULL;
+  if (!yaml_parser_initialize(&parser))
+    return MU_ENOMEM;
+  yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+  if (!yaml_parser_load(&parser, &doc)) {
+    mu_buf_printf(err, "YAML line %lu: %s", (unsigned long)parser.problem_mark.line + 1,
+                  parser.problem ? parser.problem : "parse error");
+    rc = MU_EPARSE;
+    goto out;
+  }
+  have_doc = 1;
+  root = yaml_document_get_root_node(&doc);
+  if (root == NULL) {
+    mu_buf_puts(err, "YAML: empty document");
+    rc = MU_EPARSE;
+    goto out;
+  }
+  *out = convert(&doc, root, 0);
+  if (*out == NULL) {
+    mu_buf_puts(err, "YAML: unsupported structure (non-scalar key or nesting over 64)");
+    rc = MU_EPARSE;
+  }
+out:
+  if (have_doc)
+    yaml_document_delete(&doc);
+  yaml_parser_delete(&parser);
+  return rc;
+}

@@ -1,0 +1,247 @@
+/* Tests for launcher/component.c: the YAML format, argument parsing, the template language and
+ * the builtin dist.ddp against TorchX's golden 11 (parse_nnodes, --name parsing, debug env). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "component.h"
+#include "task.h"
+
+TEST(component__parse_jobsize_golden11)
+{
+  long mn, mx, np;
+  ASSERT_EQ(mu_parse_jobsize("2", &mn, &mx, &np), 0);
+  ASSERT(mn == 1 && mx == 1 && np == 2);
+  ASSERT_EQ(mu_parse_jobsize("1x2", &mn, &mx, &np), 0);
+  ASSERT(mn == 1 && mx == 1 && np == 2);
+  ASSERT_EQ(mu_parse_jobsize("1:2x3", &mn, &mx, &np), 0);
+  ASSERT(mn == 1 && mx == 2 && np == 3);
+  const char *bad[] = {"1x", "x2", ":3", ":2x1", "1x2:3", "3:1x2", "0x2", "ax2", ""};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    ASSERT_EQ(mu_parse_jobsize(bad[i], &mn, &mx, &np), MU_EINVAL);
+}
+
+/* Builds an app from a builtin with the given argv (NULL-terminated). */
+static struct mu_app *build(const char *name, const char *const *args, struct mu_buf *err)
+{
+  struct mu_component *c = NULL;
+  if (mu_component_load(name, &c, err) != 0)
+    return NULL;
+  struct mu_strvec sv = MU_STRVEC_INIT;
+  for (size_t i = 0; args[i] != NULL; i++)
+    mu_strvec_push(&sv, args[i]);
+  struct mu_app *app = NULL;
+  mu_component_build(c, (int)sv.n, sv.v, NULL, &app, err);
+  mu_strvec_release(&sv);
+  mu_component_free(c);
+  return app;
+}
+
+static char *joined_args(const struct mu_role *r)
+{
+  struct mu_buf b = MU_BUF_INIT(1 << 16);
+  mu_buf_puts(&b, r->entrypoint);
+  for (size_t i = 0; i < r->args.n; i++)
+    mu_buf_printf(&b, " %s", r->args.v[i]);
+  return mu_buf_detach(&b);
+}
+
+TEST(component__ddp_name_parsing_golden11)
+{
+  const struct {
+    const char *name, *script, *m, *exp, *run;
+  } cases[] = {
+      {"foo/bar", "bar/baz.py", NULL, "foo", "bar"},
+      {"foo/", "bar/baz.py", NULL, "foo", "baz"},
+      {"/bar", "bar/baz.py", NULL, "default-experiment", "bar"},
+      {"foobar", NULL, "foo.bar", "default-experiment", "foobar"},
+      {"foo/", NULL, "foo.bar.baz", "foo", "baz"},
+      {"/", "foo/bar.py", NULL, "default-experiment", "bar"},
+      {"baz/trial_1", "foo/bar.py", NULL, "baz", "trial_1"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct mu_buf err = MU_BUF_INIT(4096);
+    const char *args[] = {"--name", cases[i].name, cases[i].script ? "--script" : "-m",
+                          cases[i].script ? cases[i].script : cases[i].m, NULL};
+    struct mu_app *app = build("dist.ddp", args, &err);
+    if (app == NULL)
+      MU__FAIL("case %zu: %s", i, mu_buf_str(&err));
+    ASSERT_STR_EQ(app->name, cases[i].run);
+    ASSERT_STR_EQ(mu_kvlist_get(&app->roles[0].env, "MUSTER_TRACKING_EXPERIMENT_NAME"),
+                  cases[i].exp);
+    ASSERT_STR_EQ(mu_kvlist_get(&app->roles[0].env, "MUSTER_TRACKING_RUN_NAME"), cases[i].run);
+    mu_app_free(app);
+    mu_buf_release(&err);
+  }
+}
+
+TEST(component__ddp_appdef)
+{
+  struct mu_buf err = MU_BUF_INIT(4096);
+  const char *a1[] = {"-j", "2x8", "--gpu", "8", "--cpu", "32", "--memMB", "200000",
+                      "--script", "train.py", "--", "--lr", "0.1", NULL};
+  struct mu_app *app = build("dist.ddp", a1, &err);
+  ASSERT_NOT_NULL(app);
+  const struct mu_role *r = &app->roles[0];
+  ASSERT_STR_EQ(app->name, "train");
+  ASSERT_STR_EQ(r->name, "train");
+  ASSERT_EQ(r->num_replicas, 2);
+  ASSERT_EQ(r->min_replicas, 2); /* always set, as TorchX */
+  ASSERT_EQ(r->resource.cpu, 32);
+  ASSERT_EQ(r->resource.gpu, 8);
+  ASSERT_EQ(r->resource.memMB, 200000);
+  ASSERT_STR_EQ(mu_kvlist_get(&r->env, "LOGLEVEL"), "WARNING");
+  char *cmd = joined_args(r);
+  ASSERT_STR_EQ(cmd, "muster agent --nnodes 2 --nproc-per-node 8 --rdzv-endpoint ${rdzv_endpoint} "
+                     "--rdzv-id ${app_id} --max-restarts 0 --role train -- python3 -u train.py "
+                     "--lr 0.1");
+  mu_free(cmd);
+  mu_app_free(app);
+
+  const char *a2[] = {"-j", "2x1", "--script", "foo.py", "--debug", "True", "--env", "A=1,B=x y",
+                      "--launcher", "torchrun", "--max_retries", "3", NULL};
+  app = build("dist.ddp", a2, &err);
+  ASSERT_NOT_NULL(app);
+  r = &app->roles[0];
+  ASSERT_STR_EQ(mu_kvlist_get(&r->env, "B"), "x y");
+  ASSERT_STR_EQ(mu_kvlist_get(&r->env, "CUDA_LAUNCH_BLOCKING"), "1");
+  ASSERT_STR_EQ(mu_kvlist_get(&r->env, "NCCL_DESYNC_DEBUG"), "1");
+  ASSERT_STR_EQ(mu_kvlist_get(&r->env, "TORCH_DISTRIBUTED_DEBUG"), "DETAIL");
+  ASSERT_STR_EQ(mu_kvlist_get(&r->env, "TORCH_SHOW_CPP_STACKTRACES"), "1");
+  ASSERT_EQ(r->max_retries, 3);
+  cmd = joined_args(r);
+  ASSERT_STR_EQ(cmd, "torchrun --rdzv_backend etcd-v2 --rdzv_endpoint ${rdzv_endpoint} --rdzv_id "
+                     "${app_id} --nnodes 2 --nproc_per_node 1 --max_restarts 3 --redirects=1 "
+                     "--tee=1 --role foo foo.py");
+  mu_free(cmd);
+  mu_app_free(app);
+
+  const char *a3[] = {"-j", "4", "-m", "my.pkg.trainer", "--name", "exp1/run7", "--mounts",
+                      "type=bind,src=/dst,dst=/dst,readonly", NULL};
+  app = build("dist.ddp", a3, &err);
+  ASSERT_NOT_NULL(app);
+  ASSERT_STR_EQ(app->name, "run7");
+  ASSERT_STR_EQ(app->roles[0].name, "trainer");
+  ASSERT_EQ(app->roles[0].num_replicas, 1);
+  ASSERT_EQ(app->roles[0].nmounts, 1);
+  cmd = joined_args(&app->roles[0]);
+  ASSERT(strstr(cmd, "--nproc-per-node 4") != NULL);
+  ASSERT(strstr(cmd, "-- python3 -u -m my.pkg.trainer") != NULL);
+  mu_free(cmd);
+  mu_app_free(app);
+
+  const char *bad[] = {"--script", "a.py", "-m", "b", NULL};
+  ASSERT_NULL(build("dist.ddp", bad, &err));
+  ASSERT(strstr(mu_buf_str(&err), "exactly one of --script and -m must be specified") != NULL);
+  mu_buf_release(&err);
+}
+
+static int build_text(const char *yaml, const char *const *args, struct mu_app **app,
+                      struct mu_buf *err)
+{
+  struct mu_component *c = NULL;
+  int rc = mu_component_parse(yaml, strlen(yaml), "test.yaml", &c, err);
+  if (rc != 0)
+    return rc;
+  struct mu_strvec sv = MU_STRVEC_INIT;
+  for (size_t i = 0; args[i] != NULL; i++)
+    mu_strvec_push(&sv, args[i]);
+  rc = mu_component_build(c, (int)sv.n, sv.v, NULL, app, err);
+  mu_strvec_release(&sv);
+  mu_component_free(c);
+  return rc;
+}
+
+static const char tmpl[] = "name: t\n"
+                           "params:\n"
+                           "  - {name: flag, type: bool, default: 'false'}\n"
+                           "  - {name: opt, type: str}\n"
+                           "  - {name: n, type: int, default: '2'}\n"
+                           "  - {name: tags, type: list}\n"
+                           "  - {name: kv, type: map}\n"
+                           "  - {name: rest, type: list, remainder: true}\n"
+                           "app:\n"
+                           "  name: ${opt ?? 'noname'}\n"
+                           "  roles:\n"
+                           "    - name: r\n"
+                           "      entrypoint: prog\n"
+                           "      args:\n"
+                           "        - {if: flag, then: [--flag], else: [--noflag]}\n"
+                           "        - {if: \"!opt\", then: [--no-opt]}\n"
+                           "        - {if: opt == x, then: [--opt-is-x]}\n"
+                           "        - ${tags}\n"
+                           "        - n=${n}/${app_id}/$${HOME}\n"
+                           "        - ${rest|qjoin}\n"
+                           "        - ${rest}\n"
+                           "      env:\n"
+                           "        - {A: '1'}\n"
+                           "        - ${kv}\n"
+                           "      num_replicas: ${n}\n";
+
+TEST(component__template_language)
+{
+  struct mu_buf err = MU_BUF_INIT(4096);
+  struct mu_app *app = NULL;
+  const char *a1[] = {NULL};
+  ASSERT_EQ(build_text(tmpl, a1, &app, &err), 0);
+  char *cmd = joined_args(&app->roles[0]);
+  ASSERT_STR_EQ(cmd, "prog --noflag --no-opt n=2/${app_id}/$${HOME} ");
+  ASSERT_STR_EQ(app->name, "noname");
+  ASSERT_EQ(app->roles[0].num_replicas, 2);
+  mu_free(cmd);
+  mu_app_free(app);
+  const char *a2[] = {"--flag", "--opt=x", "--tags", "a,b", "--kv", "A=2,B=3", "--n", "3",
+                      "--", "it's", "z", NULL};
+  ASSERT_EQ(build_text(tmpl, a2, &app, &err), 0);
+  cmd = joined_args(&app->roles[0]);
+  ASSERT_STR_EQ(cmd, "prog --flag --opt-is-x a b n=3/${app_id}/$${HOME} 'it'\"'\"'s' z it's z");
+  ASSERT_STR_EQ(mu_kvlist_get(&app->roles[0].env, "A"), "2");
+  ASSERT_STR_EQ(mu_kvlist_get(&app->roles[0].env, "B"), "3");
+  mu_free(cmd);
+  mu_app_free(app);
+  const char *a3[] = {"--flg", NULL};
+  ASSERT_EQ(build_text(tmpl, a3, &app, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "unknown argument '--flg'; did you mean '--flag'") != NULL);
+  mu_buf_release(&err);
+}
+
+TEST(component__format_errors)
+{
+  struct mu_buf err = MU_BUF_INIT(4096);
+  struct mu_app *app = NULL;
+  const char *none[] = {NULL};
+  ASSERT_EQ(build_text("name: t\nparms: []\napp: {roles: []}\n", none, &app, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "unknown key 'parms'; did you mean 'params'") != NULL);
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: a, type: float}]\napp: {roles: []}\n", none, &app,
+                       &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "params[0].type: unknown type 'float'") != NULL);
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\napp: {roles: [{name: r, entrypoint: '${nope ?? x}'}]}\n", none,
+                       &app, &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "'nope' is not a parameter") == NULL); /* first alt macro */
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\n  bad: [\n", none, &app, &err), MU_EPARSE);
+  ASSERT(strstr(mu_buf_str(&err), "test.yaml:") != NULL);
+  mu_buf_release(&err);
+}
+
+TEST(component__builtins_listed)
+{
+  struct mu_strvec names = MU_STRVEC_INIT;
+  ASSERT_EQ(mu_component_builtins(&names, NULL), 0);
+  const char *want[] = {"dist.ddp", "utils.booth", "utils.echo", "utils.python", "utils.sh"};
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+    int found = 0;
+    for (size_t k = 0; k < names.n; k++)
+      if (strcmp(names.v[k], want[i]) == 0)
+        found = 1;
+    if (!found)
+      MU__FAIL("builtin %s missing", want[i]);
+  }
+  mu_strvec_release(&names);
+}
