@@ -48,8 +48,8 @@ int cmd_list(int argc, char **argv)
   if (json) {
     printf("[");
     for (size_t i = 0; i < nl; i++)
-      printf("%s{\"app_handle\":\"%s://%s/%s\",\"app_name\":\"%s\",\"state\":\"%s\"}",
-             i ? "," : "", s->name, MU_SESSION, l[i].app_id, l[i].name ? l[i].name : "",
+      printf("%s{\"app_handle\":\"%s://%s/%s\",\"app_name\":\"%s\",\"state\":\"%s\"}", i ? "," : "",
+             s->name, MU_SESSION, l[i].app_id, l[i].name ? l[i].name : "",
              mu_job_state_name(l[i].state));
     printf("]\n");
   } else {

@@ -20,6 +20,7 @@
 #include "cmds.h"
 #include "component.h"
 #include "config.h"
+#include "http_client.h"
 #include "log.h"
 #include "opts.h"
 #include "sched.h"
@@ -78,6 +79,40 @@ static void summarize(const struct mu_app_status *st, char *out, size_t n)
            st->nreplicas, pend, run, ok, bad, other ? ", others cancelled/unknown" : "");
 }
 
+/* The rendezvous round of run `app_id` on the job's musterd, as " | rdzv round R: N of MIN:MAX
+ * nodes (W waiting)", or "" when there is none (yet). Bounded to 200 ms. */
+static void rdzv_progress(const char *endpoint, const char *app_id, char *out, size_t n)
+{
+  out[0] = '\0';
+  const char *colon = endpoint ? strrchr(endpoint, ':') : NULL;
+  long port;
+  if (colon == NULL || mu_parse_long(colon + 1, 1, 65535, &port) != 0)
+    return;
+  char host[128];
+  snprintf(host, sizeof(host), "%.*s", (int)(colon - endpoint), endpoint);
+  struct mu_http_client *c = mu_http_client_new(host, (int)port);
+  struct mu_http_response resp;
+  mu_http_response_init(&resp, 1 << 16);
+  char path[512];
+  snprintf(path, sizeof(path), "/v1/runs/%s", app_id);
+  mu_http_client_set_connect_timeout(c, 100);
+  if (mu_http_request(c, "GET", path, NULL, NULL, 0, 200, &resp) == 0 && resp.status == 200) {
+    cJSON *o = cJSON_Parse(mu_buf_str(&resp.body));
+    const cJSON *round = cJSON_GetObjectItem(o, "round");
+    const cJSON *nn = cJSON_GetObjectItem(o, "nnodes");
+    const cJSON *mn = cJSON_GetObjectItem(o, "min_nodes");
+    const cJSON *mx = cJSON_GetObjectItem(o, "max_nodes");
+    const cJSON *w = cJSON_GetObjectItem(o, "waiting");
+    if (cJSON_IsNumber(round) && cJSON_IsNumber(nn))
+      snprintf(out, n, " | rdzv round %d: %d nodes (of %d:%d), %d waiting", round->valueint,
+               nn->valueint, cJSON_IsNumber(mn) ? mn->valueint : 0,
+               cJSON_IsNumber(mx) ? mx->valueint : 0, cJSON_IsNumber(w) ? w->valueint : 0);
+    cJSON_Delete(o);
+  }
+  mu_http_response_release(&resp);
+  mu_http_client_free(c);
+}
+
 /* Streams every replica's log to stderr in a child (through the backend's log_open). */
 static pid_t start_log_stream(const struct mu_sched_ops *s, const char *app_id,
                               const struct mu_cfg *cfg)
@@ -102,7 +137,9 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
 {
   int tty = isatty(2) && !stream_logs;
   double t0 = now_s();
-  char last[256] = "";
+  char last[512] = "";
+  char rdzv[256] = "";
+  double last_rdzv = -1;
   enum mu_job_state last_state = MU_STATE_UNSUBMITTED;
   long delay = 2;
   int cancelled = 0;
@@ -130,9 +167,15 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
       break;
     }
     mu_buf_release(&err);
-    char sum[256];
+    char sum[512];
     summarize(&st, sum, sizeof(sum));
     double el = now_s() - t0;
+    if (st.rdzv_endpoint != NULL && st.state == MU_STATE_RUNNING && el - last_rdzv >= 0.5) {
+      last_rdzv = el;
+      rdzv_progress(st.rdzv_endpoint, app_id, rdzv, sizeof(rdzv));
+    }
+    size_t sl = strlen(sum);
+    snprintf(sum + sl, sizeof(sum) - sl, "%s", rdzv);
     if (tty) {
       fprintf(stderr, "\r\033[K%s %s  [%.1fs] %s", app_id, mu_job_state_name(st.state), el, sum);
       fflush(stderr);
@@ -210,7 +253,8 @@ int cmd_run(int argc, char **argv)
                     "the scheduler: local (default), kubernetes, slurm"),
       MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...",
                     "scheduler options, also as -cfg (see 'muster runopts SCHED')"),
-      MU_OPT_BOOL(0, "dryrun", &dryrun, "print the job spec and the scheduler request; submit nothing"),
+      MU_OPT_BOOL(0, "dryrun", &dryrun,
+                  "print the job spec and the scheduler request; submit nothing"),
       MU_OPT_BOOL(0, "wait", &wait, "wait for the job to finish (always on for local)"),
       MU_OPT_BOOL(0, "log", &log, "stream the replicas' logs to stderr while waiting"),
       MU_OPT_BOOL(0, "json", &json, "--dryrun: print JSON; otherwise the handle as JSON"),

@@ -9,8 +9,8 @@
 #include "log.h"
 #include "opts.h"
 
-static const char *const type_names[] = {"str", "int", "float", "bool", "List[str]",
-                                         "Dict[str, str]"};
+static const char *const type_names[] = {"str",  "int",       "float",
+                                         "bool", "List[str]", "Dict[str, str]"};
 
 static void upper(const char *s, char *out, size_t n)
 {

@@ -16,7 +16,8 @@ int cmd_status(int argc, char **argv)
   const char *roles = NULL;
   const char *cfgstr = NULL;
   struct mu_opt opts[] = {
-      MU_OPT_BOOL(0, "json", &json, "print JSON (state name at the top, replica states as numbers)"),
+      MU_OPT_BOOL(0, "json", &json,
+                  "print JSON (state name at the top, replica states as numbers)"),
       MU_OPT_STRING(0, "roles", &roles, "A,B", "only these roles"),
       MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...", "scheduler options (e.g. log_dir=...)"),
       MU_OPT_END(),

@@ -129,8 +129,7 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
       cJSON_AddStringToObject(rep, "role", r->role);
       cJSON_AddStringToObject(rep, "hostname", r->hostname ? r->hostname : "");
       cJSON_AddNumberToObject(rep, "exit_code", (double)r->exit_code);
-      cJSON_AddStringToObject(rep, "structured_error_msg",
-                              r->msg && r->msg[0] ? r->msg : "<NONE>");
+      cJSON_AddStringToObject(rep, "structured_error_msg", r->msg && r->msg[0] ? r->msg : "<NONE>");
       cJSON_AddItemToArray(cJSON_GetObjectItem(jr, "replicas"), rep);
     }
     cJSON_AddStringToObject(o, "msg", st->msg ? st->msg : "");

@@ -116,7 +116,7 @@ struct param {
   int required;
   char *help;
   struct mu_strvec choices;
-  int remainder;     /* takes the positional/after-`--` arguments */
+  int remainder;      /* takes the positional/after-`--` arguments */
   char *nnodes_param; /* jobsize: a str param that overrides the node part */
   char *nproc_param;  /* jobsize: an int param that overrides nproc */
 };
@@ -214,8 +214,8 @@ static int check_keys(const cJSON *o, const char *const *allowed, const char *wh
 }
 
 /* The keys of a parameter declaration. */
-static const char *const param_keys[] = {"name",     "short",     "type",         "default",
-                                         "required", "help",      "choices",      "remainder",
+static const char *const param_keys[] = {"name",         "short",       "type",    "default",
+                                         "required",     "help",        "choices", "remainder",
                                          "nnodes_param", "nproc_param", NULL};
 
 static int parse_param(const cJSON *jp, size_t idx, const char *where, struct param *p,
@@ -285,8 +285,8 @@ static int parse_param(const cJSON *jp, size_t idx, const char *where, struct pa
 
 static const char *const top_keys[] = {"name", "description", "params", "checks", "app", NULL};
 
-int mu_component_parse(const char *text, size_t len, const char *where,
-                       struct mu_component **out, struct mu_buf *err)
+int mu_component_parse(const char *text, size_t len, const char *where, struct mu_component **out,
+                       struct mu_buf *err)
 {
   cJSON *root = NULL;
   int rc = yaml_to_json(text, len, where, &root, err);
@@ -443,8 +443,9 @@ int mu_component_load(const char *name, struct mu_component **out, struct mu_buf
         mu_buf_printf(err, "unknown component '%s'; did you mean '%s'? (see 'muster builtins')",
                       name, best);
       else
-        mu_buf_printf(err, "unknown component '%s'; see 'muster builtins', or give a path to a "
-                           "YAML file (./mine.yaml)",
+        mu_buf_printf(err,
+                      "unknown component '%s'; see 'muster builtins', or give a path to a "
+                      "YAML file (./mine.yaml)",
                       name);
       mu_strvec_release(&names);
       rc = MU_ENOENT;
@@ -678,8 +679,9 @@ static cJSON *param_value(const struct param *p, const char *text, const char *s
   case P_JOBSIZE: {
     long mn, mx, np;
     if (mu_parse_jobsize(text, &mn, &mx, &np) != 0) {
-      mu_buf_printf(err, "%s expects NPROC, NNODESxNPROC or MIN:MAXxNPROC (e.g. 2x8, 1:4x8), "
-                         "got '%s'",
+      mu_buf_printf(err,
+                    "%s expects NPROC, NNODESxNPROC or MIN:MAXxNPROC (e.g. 2x8, 1:4x8), "
+                    "got '%s'",
                     src, text);
       return NULL;
     }
@@ -729,11 +731,13 @@ static void unknown_arg(const struct mu_component *c, const char *arg, struct mu
     }
   }
   if (best != NULL)
-    mu_buf_printf(err, "%s: unknown argument '%s'; did you mean '--%s'? (see 'muster run %s --help')",
+    mu_buf_printf(err,
+                  "%s: unknown argument '%s'; did you mean '--%s'? (see 'muster run %s --help')",
                   c->name, arg, best, c->name);
   else
-    mu_buf_printf(err, "%s: unknown argument '%s'; see 'muster run %s --help' (script arguments "
-                       "go after '--')",
+    mu_buf_printf(err,
+                  "%s: unknown argument '%s'; see 'muster run %s --help' (script arguments "
+                  "go after '--')",
                   c->name, arg, c->name);
 }
 
@@ -755,8 +759,9 @@ static int parse_args(const struct mu_component *c, int argc, char **argv, cJSON
     const char *a = argv[i];
     if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == '\0') {
       if (rem == NULL) {
-        mu_buf_printf(err, "%s: unexpected argument '%s'; this component takes no script "
-                           "arguments (see 'muster run %s --help')",
+        mu_buf_printf(err,
+                      "%s: unexpected argument '%s'; this component takes no script "
+                      "arguments (see 'muster run %s --help')",
                       c->name, strcmp(a, "--") == 0 && i + 1 < argc ? argv[i + 1] : a, c->name);
         return MU_EINVAL;
       }
@@ -967,8 +972,8 @@ static int eval_alt(const struct eval *ev, const char *s, size_t n, struct mu_bu
   size_t f0 = p + 1;
   while (f0 < n && s[f0] == ' ')
     f0++;
-  int qj = n - f0 >= 5 && strncmp(s + f0, "qjoin", 5) == 0;
-  int pj = n - f0 >= 4 && strncmp(s + f0, "join", 4) == 0;
+  int qj = f0 <= n && n - f0 >= 5 && strncmp(s + f0, "qjoin", 5) == 0;
+  int pj = f0 <= n && n - f0 >= 4 && strncmp(s + f0, "join", 4) == 0;
   if (p < n && (qj || pj) && cJSON_IsArray(v)) {
     const cJSON *it;
     int first = 1;
@@ -1011,8 +1016,8 @@ static int eval_alt(const struct eval *ev, const char *s, size_t n, struct mu_bu
 /* Evaluates "a ?? b ?? 'lit'": the first truthy alternative. *known = 0 if the expression is a
  * macro left for the scheduler. raw gets the untransformed value of a plain ref (for splicing
  * lists and maps). */
-static int eval_expr(const struct eval *ev, const char *s, size_t n, struct mu_buf *out,
-                     int *known, const cJSON **raw)
+static int eval_expr(const struct eval *ev, const char *s, size_t n, struct mu_buf *out, int *known,
+                     const cJSON **raw)
 {
   *raw = NULL;
   *known = 1;
@@ -1034,8 +1039,8 @@ static int eval_expr(const struct eval *ev, const char *s, size_t n, struct mu_b
         *known = 0;
         return 0;
       }
-      mu_buf_printf(ev->err, "%s: '${%.*s}': '%.*s' is not a parameter of %s", ev->path, (int)n,
-                    s, (int)(q - p), p, ev->c->name);
+      mu_buf_printf(ev->err, "%s: '${%.*s}': '%.*s' is not a parameter of %s", ev->path, (int)n, s,
+                    (int)(q - p), p, ev->c->name);
       *known = -1;
       return 0;
     }
@@ -1313,8 +1318,7 @@ static int set_map(const struct build *b, const char *ctx, const cJSON *v, struc
   return 0;
 }
 
-typedef int role_setter(const struct build *b, const char *ctx, const cJSON *v,
-                        struct mu_role *r);
+typedef int role_setter(const struct build *b, const char *ctx, const cJSON *v, struct mu_role *r);
 
 static int set_image(const struct build *b, const char *ctx, const cJSON *v, struct mu_role *r)
 {
@@ -1326,8 +1330,7 @@ static int set_image(const struct build *b, const char *ctx, const cJSON *v, str
   return 0;
 }
 
-static int set_entrypoint(const struct build *b, const char *ctx, const cJSON *v,
-                          struct mu_role *r)
+static int set_entrypoint(const struct build *b, const char *ctx, const cJSON *v, struct mu_role *r)
 {
   const char *s = scalar(v);
   if (s == NULL) {
@@ -1461,8 +1464,7 @@ static int set_resource(const struct build *b, const char *ctx, const cJSON *v, 
   if (cJSON_IsNull(v))
     return 0;
   if (!cJSON_IsObject(v)) {
-    mu_buf_printf(b->err, "%s: must be a mapping (h, cpu, gpu, memMB, devices, capabilities)",
-                  ctx);
+    mu_buf_printf(b->err, "%s: must be a mapping (h, cpu, gpu, memMB, devices, capabilities)", ctx);
     return MU_EINVAL;
   }
   if (check_keys(v, keys, b->where, ctx, b->err) != 0)
@@ -1585,8 +1587,7 @@ static int build_app(const struct build *b, const cJSON *t, struct mu_app **out)
     if (rc != 0)
       goto out;
   }
-  rc = set_map(b, "app.metadata", cJSON_GetObjectItemCaseSensitive(t, "metadata"),
-               &app->metadata);
+  rc = set_map(b, "app.metadata", cJSON_GetObjectItemCaseSensitive(t, "metadata"), &app->metadata);
 out:
   if (rc != 0) {
     mu_app_free(app);
@@ -1712,12 +1713,10 @@ int mu_component_build(const struct mu_component *c, int argc, char **argv,
     long mn = (long)cJSON_GetObjectItem(values[i], "min")->valuedouble;
     long mx = (long)cJSON_GetObjectItem(values[i], "max")->valuedouble;
     long np = (long)cJSON_GetObjectItem(values[i], "nproc")->valuedouble;
-    const struct param *pn = p->nnodes_param ? find_param(c, p->nnodes_param,
-                                                          strlen(p->nnodes_param))
-                                             : NULL;
-    const struct param *pp = p->nproc_param ? find_param(c, p->nproc_param,
-                                                         strlen(p->nproc_param))
-                                            : NULL;
+    const struct param *pn =
+        p->nnodes_param ? find_param(c, p->nnodes_param, strlen(p->nnodes_param)) : NULL;
+    const struct param *pp =
+        p->nproc_param ? find_param(c, p->nproc_param, strlen(p->nproc_param)) : NULL;
     const cJSON *vn = pn ? values[param_index(c, pn)] : NULL;
     const cJSON *vp = pp ? values[param_index(c, pp)] : NULL;
     if (is_truthy(vn)) {

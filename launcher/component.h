@@ -31,8 +31,8 @@ struct mu_component;
  * Ownership: *out is the caller's (mu_component_free). */
 int mu_component_load(const char *name, struct mu_component **out, struct mu_buf *err);
 /* Parses YAML text directly (tests). `where` names the source in messages. */
-int mu_component_parse(const char *text, size_t len, const char *where,
-                       struct mu_component **out, struct mu_buf *err);
+int mu_component_parse(const char *text, size_t len, const char *where, struct mu_component **out,
+                       struct mu_buf *err);
 void mu_component_free(struct mu_component *c);
 
 /* Returns: the component's name / one-paragraph description. Ownership: borrowed. */

@@ -29,8 +29,8 @@ static char *trim(char *s)
   return s;
 }
 
-static void entry_add(struct mu_config *c, const char *section, const char *key,
-                      const char *value, const char *where)
+static void entry_add(struct mu_config *c, const char *section, const char *key, const char *value,
+                      const char *where)
 {
   if (mu_config_find(c, section, key) != NULL)
     return; /* earlier files win */
@@ -114,9 +114,9 @@ static int load_file(struct mu_config *c, const char *path, struct mu_buf *err)
 {
   FILE *f = fopen(path, "r");
   if (f == NULL)
-    return errno == ENOENT ? 0 : (mu_buf_printf(err, "cannot read '%s': %s", path,
-                                                strerror(errno)),
-                                  -errno);
+    return errno == ENOENT
+               ? 0
+               : (mu_buf_printf(err, "cannot read '%s': %s", path, strerror(errno)), -errno);
   struct mu_buf b = MU_BUF_INIT(CONFIG_MAX_BYTES);
   char chunk[4096];
   size_t n;
@@ -232,8 +232,9 @@ int mu_cfg_split(const char *s, struct mu_kvlist *out, struct mu_buf *err)
         }
       }
       if (d == SIZE_MAX) {
-        mu_buf_printf(err, "cannot split '%.*s' into VALUE,NEXTKEY; separate pairs with ',' or ';'"
-                           " and quote values that contain '='",
+        mu_buf_printf(err,
+                      "cannot split '%.*s' into VALUE,NEXTKEY; separate pairs with ',' or ';'"
+                      " and quote values that contain '='",
                       (int)(to - from), s + from);
         rc = MU_EINVAL;
         goto out;
@@ -364,8 +365,9 @@ static void unknown_key(const struct mu_sched_ops *s, const char *key, const cha
     }
   }
   if (best != NULL)
-    mu_buf_printf(err, "%sunknown -cfg key '%s' for the %s scheduler; did you mean '%s'? (see "
-                       "'muster runopts %s')",
+    mu_buf_printf(err,
+                  "%sunknown -cfg key '%s' for the %s scheduler; did you mean '%s'? (see "
+                  "'muster runopts %s')",
                   where, key, s->name, best, s->name);
   else
     mu_buf_printf(err, "%sunknown -cfg key '%s' for the %s scheduler; see 'muster runopts %s'",

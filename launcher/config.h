@@ -27,7 +27,10 @@ struct mu_config {
   size_t n;
   size_t cap;
 };
-#define MU_CONFIG_INIT {NULL, 0, 0}
+#define MU_CONFIG_INIT                                                                             \
+  {                                                                                                \
+    NULL, 0, 0                                                                                     \
+  }
 
 /* Parses INI text into c; `where` names the source in messages. Keys already present in the
  * same section are kept (earlier files win). Returns: 0, or MU_EPARSE with "path:line: ..." in

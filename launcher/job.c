@@ -214,8 +214,9 @@ int mu_app_validate(const struct mu_app *app, struct mu_buf *err)
       return MU_EINVAL;
     }
     if (r->min_replicas != -1 && (r->min_replicas < 1 || r->min_replicas > r->num_replicas)) {
-      mu_buf_printf(err, "roles[%zu].min_replicas: must be between 1 and num_replicas (%ld), got %ld",
-                    i, r->num_replicas, r->min_replicas);
+      mu_buf_printf(err,
+                    "roles[%zu].min_replicas: must be between 1 and num_replicas (%ld), got %ld", i,
+                    r->num_replicas, r->min_replicas);
       return MU_EINVAL;
     }
     if (r->max_retries < 0) {
@@ -242,7 +243,8 @@ int mu_app_validate(const struct mu_app *app, struct mu_buf *err)
     }
     for (size_t k = 0; k < r->env.n; k++) {
       if (!env_name_ok(r->env.v[k].key)) {
-        mu_buf_printf(err, "roles[%zu].env: '%s' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
+        mu_buf_printf(err,
+                      "roles[%zu].env: '%s' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
                       i, r->env.v[k].key);
         return MU_EINVAL;
       }
@@ -278,9 +280,12 @@ char *mu_macros_apply(const struct mu_macros *m, const char *s)
     const char *name;
     const char *value;
   } tab[] = {
-      {"app_id", m->app_id},         {"replica_id", m->replica_id},
-      {"img_root", m->img_root},     {"rank0_env", m->rank0_env},
-      {"rdzv_endpoint", m->rdzv_endpoint}, {"num_replicas", m->num_replicas},
+      {"app_id", m->app_id},
+      {"replica_id", m->replica_id},
+      {"img_root", m->img_root},
+      {"rank0_env", m->rank0_env},
+      {"rdzv_endpoint", m->rdzv_endpoint},
+      {"num_replicas", m->num_replicas},
   };
   const char *p = s;
   while (*p) {
@@ -595,7 +600,8 @@ int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct m
   return mount_finish(role, first, err);
 }
 
-/* ================================================================================ named resources */
+/* ================================================================================ named resources
+ */
 
 #define GIB 1024L
 #define AWS_GIB 983L /* int(1024 * 0.96): TorchX's 4% memory tax on AWS instance types */
@@ -627,8 +633,7 @@ static const struct named {
 
 const char *mu_named_resource_at(size_t i)
 {
-  return i < sizeof(named_resources) / sizeof(named_resources[0]) ? named_resources[i].name
-                                                                   : NULL;
+  return i < sizeof(named_resources) / sizeof(named_resources[0]) ? named_resources[i].name : NULL;
 }
 
 int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *err)
@@ -658,7 +663,8 @@ int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *er
   if (best != NULL)
     mu_buf_printf(err, "unknown named resource '%s'; did you mean '%s'?", name, best);
   else
-    mu_buf_printf(err, "unknown named resource '%s'; known: gpu.small, cpu.large, aws_p4d.24xlarge, ...",
+    mu_buf_printf(err,
+                  "unknown named resource '%s'; known: gpu.small, cpu.large, aws_p4d.24xlarge, ...",
                   name);
   return MU_ENOENT;
 }

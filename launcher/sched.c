@@ -58,6 +58,7 @@ void mu_app_status_release(struct mu_app_status *st)
     mu_free(st->replicas[i].msg);
   }
   mu_free(st->replicas);
+  mu_free(st->rdzv_endpoint);
   mu_free(st->app_id);
   mu_free(st->msg);
   memset(st, 0, sizeof(*st));

@@ -60,6 +60,7 @@ struct mu_app_status {
   char *msg;
   struct mu_replica_status *replicas;
   size_t nreplicas;
+  char *rdzv_endpoint; /* HOST:PORT of the job's musterd when known, else NULL (local) */
 };
 
 struct mu_app_list_entry {

@@ -155,33 +155,6 @@ int mu_exec_to_fd(char *const argv[], int out_fd, struct mu_buf *errout, int *st
   return run(argv, NULL, NULL, out_fd, errout, status);
 }
 
-int mu_exec_found(const char *prog)
-{
-  const char *path = getenv("PATH"), *p, *colon;
-  char *full;
-  int ok = 0;
-
-  if (prog == NULL || *prog == '\0')
-    return 0;
-  if (strchr(prog, '/'))
-    return access(prog, X_OK) == 0;
-  if (path == NULL)
-    path = "/usr/bin:/bin";
-  for (p = path; !ok; p = colon + 1) {
-    colon = strchr(p, ':');
-    if (colon == NULL)
-      colon = p + strlen(p);
-    full = mu_asprintf("%.*s/%s", (int)(colon - p), colon == p ? "." : p, prog);
-    if (colon == p)
-      full = (mu_free(full), mu_asprintf("./%s", prog));
-    ok = access(full, X_OK) == 0;
-    mu_free(full);
-    if (*colon == '\0')
-      break;
-  }
-  return ok;
-}
-
 char *mu_exec_chomp(char *s)
 {
   size_t n = s ? strlen(s) : 0;

@@ -22,9 +22,6 @@ int mu_exec_capture(char *const argv[], const char *input, struct mu_buf *out,
  * Returns: as mu_exec_capture. */
 int mu_exec_to_fd(char *const argv[], int out_fd, struct mu_buf *errout, int *status);
 
-/* Returns: 1 when `prog` (a name or a path) can be executed, else 0. */
-int mu_exec_found(const char *prog);
-
 /* Trims trailing whitespace in place; returns s. */
 char *mu_exec_chomp(char *s);
 

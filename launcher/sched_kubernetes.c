@@ -50,7 +50,7 @@ static const struct mu_runopt k8s_runopts[] = {
     {"node_selector", MU_RUNOPT_MAP, NULL, 0,
      "extra node selector for every pod, k:v,k2:v2 (added to the instance type)"},
     {"tolerations", MU_RUNOPT_LIST, NULL, 0,
-     "tolerations, comma-separated: key=value:Effect, key:Effect, key=value or key"},
+     "tolerations, ';'-separated: key:value:Effect, key:Effect, key:value or key"},
     {"labels", MU_RUNOPT_MAP, NULL, 0, "extra labels on the job and its pods, k:v,k2:v2"},
     {"annotations", MU_RUNOPT_MAP, NULL, 0, "extra annotations on the job and its pods, k:v"},
     {"rdzv", MU_RUNOPT_STR, "auto", 0,
@@ -172,8 +172,10 @@ int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **o
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     if (fd < 0 || read(fd, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
       unsigned long x = (unsigned long)getpid() * 2654435761UL;
-      for (i = 0; i < sizeof rnd; i++)
-        rnd[i] = (unsigned char)((x = x * 6364136223846793005UL + 1) >> 33);
+      for (i = 0; i < sizeof rnd; i++) {
+        x = x * 6364136223846793005UL + 1;
+        rnd[i] = (unsigned char)(x >> 33);
+      }
     }
     if (fd >= 0)
       close(fd);
@@ -265,13 +267,21 @@ static int map_into(const struct mu_cfg *cfg, const char *opt, cJSON *obj, struc
   return rc;
 }
 
+static int is_effect(const char *s)
+{
+  return strcmp(s, "NoSchedule") == 0 || strcmp(s, "PreferNoSchedule") == 0 ||
+         strcmp(s, "NoExecute") == 0;
+}
+
+/* Tolerations: "key:value:Effect", "key:Effect", "key:value", "key", and kubectl's taint form
+ * "key=value:Effect". ':' is the separator because -cfg reads '=' as the start of a new runopt;
+ * neither label keys nor values can contain ':', so it is unambiguous. */
 static int parse_tolerations(const struct mu_cfg *cfg, cJSON **out, struct mu_buf *err)
 {
-  static const char *const effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute", NULL};
   struct mu_strvec items = MU_STRVEC_INIT;
   const char *s = mu_cfg_get(cfg, "tolerations");
   cJSON *arr = NULL;
-  size_t i, e;
+  size_t i;
   int rc = 0;
 
   *out = NULL;
@@ -280,36 +290,46 @@ static int parse_tolerations(const struct mu_cfg *cfg, cJSON **out, struct mu_bu
   split_list(s, &items);
   arr = cJSON_CreateArray();
   for (i = 0; i < items.n; i++) {
-    char *key = items.v[i], *colon = strrchr(key, ':'), *eq;
+    char *key = items.v[i], *value = NULL, *effect = NULL, *c1, *c2;
     cJSON *t = cJSON_CreateObject();
     cJSON_AddItemToArray(arr, t);
-    if (colon != NULL) {
-      *colon = '\0';
-      for (e = 0; effects[e] && strcmp(effects[e], colon + 1) != 0; e++)
-        ;
-      if (effects[e] == NULL) {
-        mu_buf_printf(err,
-                      "-cfg tolerations: unknown effect '%s' in '%s:%s'; use NoSchedule, "
-                      "PreferNoSchedule or NoExecute",
-                      colon + 1, key, colon + 1);
-        rc = MU_EINVAL;
-        goto out;
-      }
+    c1 = strchr(key, ':');
+    c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (c1)
+      *c1 = '\0';
+    if (c2) {
+      *c2 = '\0';
+      value = c1 + 1;
+      effect = c2 + 1;
+    } else if (c1 && (is_effect(c1 + 1) || strchr(key, '=') != NULL)) {
+      effect = c1 + 1;
+    } else if (c1) {
+      value = c1 + 1;
     }
-    eq = strchr(key, '=');
-    if (eq != NULL)
-      *eq = '\0';
-    if (*key == '\0') {
-      mu_buf_puts(err, "-cfg tolerations: an item has an empty key; write key=value:Effect");
+    if (value == NULL && strchr(key, '=') != NULL) {
+      value = strchr(key, '=') + 1;
+      value[-1] = '\0';
+    }
+    if (effect && !is_effect(effect)) {
+      mu_buf_printf(err,
+                    "-cfg tolerations: unknown effect '%s' for key '%s'; use NoSchedule, "
+                    "PreferNoSchedule or NoExecute",
+                    effect, key);
+      rc = MU_EINVAL;
+      goto out;
+    }
+    if (*key == '\0' || strchr(key, ':') || (value && strchr(value, ':'))) {
+      mu_buf_puts(err, "-cfg tolerations: an item has an empty key; write key:value:Effect, "
+                       "key:Effect, key:value or key");
       rc = MU_EINVAL;
       goto out;
     }
     cJSON_AddStringToObject(t, "key", key);
-    cJSON_AddStringToObject(t, "operator", eq ? "Equal" : "Exists");
-    if (eq)
-      cJSON_AddStringToObject(t, "value", eq + 1);
-    if (colon)
-      cJSON_AddStringToObject(t, "effect", colon + 1);
+    cJSON_AddStringToObject(t, "operator", value ? "Equal" : "Exists");
+    if (value)
+      cJSON_AddStringToObject(t, "value", value);
+    if (effect)
+      cJSON_AddStringToObject(t, "effect", effect);
   }
 out:
   mu_strvec_release(&items);

@@ -8,9 +8,10 @@
  * work from any terminal. SIGTERM/SIGINT to the supervisor cancel the job: SIGTERM to every
  * replica's process group, SIGKILL after the grace period.
  *
- * Layout: <log dir>/<app_id>/{app.json,state.json,supervisor.log,<role>/<replica>/{stdout,stderr,combined}.log}. The
- * log dir is runopt log_dir, else $MUSTER_LOG_DIR, else /tmp/muster/<user>; a job whose log
- * dir is not the default one gets a symlink <default>/<app_id> so handles still find it.
+ * Layout: <log
+ * dir>/<app_id>/{app.json,state.json,supervisor.log,<role>/<replica>/{stdout,stderr,combined}.log}.
+ * The log dir is runopt log_dir, else $MUSTER_LOG_DIR, else /tmp/muster/<user>; a job whose log dir
+ * is not the default one gets a symlink <default>/<app_id> so handles still find it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -180,9 +181,9 @@ struct replica_plan {
 struct plan {
   struct mu_app *app; /* a copy, macros not yet applied */
   char *app_id;
-  char *root;    /* the log root for this job */
-  char *app_dir; /* <root>/<app_id> */
-  int rdzv;      /* 1 = start an embedded musterd */
+  char *root;          /* the log root for this job */
+  char *app_dir;       /* <root>/<app_id> */
+  int rdzv;            /* 1 = start an embedded musterd */
   char *rdzv_external; /* HOST:PORT of an existing musterd, or NULL */
   long grace;
   int fail_fast;
@@ -410,7 +411,7 @@ struct sup {
   int stopping; /* SIGTERM sent to the replicas */
   int failed_fast;
   char msg[512];
-  time_t started_at;
+  double started_at; /* seconds since the epoch, with fractions (orders `list`) */
   enum mu_job_state state;
 };
 
@@ -421,7 +422,7 @@ static void write_state(struct sup *s)
   cJSON_AddStringToObject(o, "name", s->p->app->name);
   cJSON_AddStringToObject(o, "state", mu_job_state_name(s->state));
   cJSON_AddNumberToObject(o, "supervisor_pid", (double)getpid());
-  cJSON_AddNumberToObject(o, "started_at", (double)s->started_at);
+  cJSON_AddNumberToObject(o, "started_at", s->started_at);
   cJSON_AddNumberToObject(o, "updated_at", (double)time(NULL));
   cJSON_AddStringToObject(o, "rdzv_endpoint", s->endpoint);
   cJSON_AddStringToObject(o, "log_dir", s->p->app_dir);
@@ -438,10 +439,10 @@ static void write_state(struct sup *s)
     if (r->phase == R_RUNNING)
       st = MU_STATE_RUNNING;
     else if (r->phase == R_DONE)
-      st = r->exit_code == 0 ? MU_STATE_SUCCEEDED
-                             : (s->cancelled || (s->failed_fast && r->exit_code >= 128)
-                                    ? MU_STATE_CANCELLED
-                                    : MU_STATE_FAILED);
+      st = r->exit_code == 0
+               ? MU_STATE_SUCCEEDED
+               : (s->cancelled || (s->failed_fast && r->exit_code >= 128) ? MU_STATE_CANCELLED
+                                                                          : MU_STATE_FAILED);
     cJSON_AddStringToObject(jr, "state", mu_job_state_name(st));
     cJSON_AddNumberToObject(jr, "exit_code", (double)r->exit_code);
     cJSON_AddStringToObject(jr, "log_dir", r->plan->dir);
@@ -638,9 +639,8 @@ static char **build_env(struct sup *s, struct replica_plan *rp)
   if (getcwd(cwd, sizeof(cwd)) == NULL)
     snprintf(cwd, sizeof(cwd), ".");
   const char *path = mu_kvlist_get(&env, "PATH");
-  char *np = s->p->prepend_cwd
-                 ? mu_asprintf("%s:%s:%s", cwd, exe, path ? path : "/usr/bin:/bin")
-                 : mu_asprintf("%s:%s:%s", exe, path ? path : "/usr/bin:/bin", cwd);
+  char *np = s->p->prepend_cwd ? mu_asprintf("%s:%s:%s", cwd, exe, path ? path : "/usr/bin:/bin")
+                               : mu_asprintf("%s:%s:%s", exe, path ? path : "/usr/bin:/bin", cwd);
   mu_kvlist_set(&env, "PATH", np);
   mu_free(np);
   char **out = mu_calloc(env.n + 1, sizeof(char *));
@@ -732,7 +732,9 @@ static int supervise(struct plan *p)
   struct sup s;
   memset(&s, 0, sizeof(s));
   s.p = p;
-  s.started_at = time(NULL);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  s.started_at = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
   s.state = MU_STATE_RUNNING;
   uv_loop_init(&s.loop);
   uv_signal_init(&s.loop, &s.sig_term);
@@ -922,6 +924,8 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   if (mu_job_state_parse(js(o, "state"), &out->state) != 0)
     out->state = MU_STATE_UNKNOWN;
   out->msg = mu_strdup(js(o, "msg"));
+  if (js(o, "rdzv_endpoint")[0] != '\0')
+    out->rdzv_endpoint = mu_strdup(js(o, "rdzv_endpoint"));
   long sup = jn(o, "supervisor_pid");
   if (!mu_job_state_is_terminal(out->state) && sup > 0 && !pid_alive(sup)) {
     out->state = MU_STATE_UNKNOWN;
@@ -985,10 +989,18 @@ static int local_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_
   return MU_ETIMEDOUT;
 }
 
+/* list entries sorted by start time (oldest first, so the newest job is the last line). */
+struct dated_entry {
+  double started;
+  struct mu_app_list_entry e;
+};
+
 static int cmp_entry(const void *a, const void *b)
 {
-  const struct mu_app_list_entry *x = a, *y = b;
-  return strcmp(x->app_id, y->app_id);
+  const struct dated_entry *x = a, *y = b;
+  if (x->started != y->started)
+    return x->started < y->started ? -1 : 1;
+  return strcmp(x->e.app_id, y->e.app_id);
 }
 
 static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
@@ -996,6 +1008,7 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
 {
   char *root = state_root();
   (void)cfg;
+  (void)err;
   *out = NULL;
   *n = 0;
   DIR *d = opendir(root);
@@ -1003,43 +1016,47 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
     mu_free(root);
     return 0;
   }
-  size_t cap = 0;
+  struct dated_entry *v = NULL;
+  size_t nv = 0, cap = 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     if (e->d_name[0] == '.')
       continue;
-    cJSON *o = NULL;
     struct mu_buf ignore = MU_BUF_INIT(1024);
     struct mu_app_status st;
-    memset(&st, 0, sizeof(st));
     int rc = local_describe(e->d_name, NULL, &st, &ignore);
+    cJSON *o = NULL;
+    if (rc == 0)
+      rc = load_state(e->d_name, NULL, &o, NULL, &ignore);
     mu_buf_release(&ignore);
-    if (rc != 0)
+    if (rc != 0) {
+      mu_app_status_release(&st);
       continue;
-    if (*n == cap) {
+    }
+    if (nv == cap) {
       cap = cap ? cap * 2 : 16;
-      *out = mu_realloc(*out, cap * sizeof(**out));
+      v = mu_realloc(v, cap * sizeof(*v));
     }
-    struct mu_app_list_entry *le = &(*out)[(*n)++];
-    le->app_id = mu_strdup(e->d_name);
-    le->state = st.state;
-    char *dir = NULL;
-    struct mu_buf e2 = MU_BUF_INIT(1024);
-    if (load_state(e->d_name, NULL, &o, &dir, &e2) == 0) {
-      le->name = mu_strdup(js(o, "name"));
-      cJSON_Delete(o);
-    } else {
-      le->name = mu_strdup("");
-    }
-    mu_free(dir);
-    mu_buf_release(&e2);
+    struct dated_entry *de = &v[nv++];
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "started_at");
+    de->started = cJSON_IsNumber(sa) ? sa->valuedouble : 0;
+    de->e.app_id = mu_strdup(e->d_name);
+    de->e.name = mu_strdup(js(o, "name"));
+    de->e.state = st.state;
+    cJSON_Delete(o);
     mu_app_status_release(&st);
   }
   closedir(d);
   mu_free(root);
-  (void)err;
-  if (*n > 1)
-    qsort(*out, *n, sizeof(**out), cmp_entry);
+  if (nv > 1)
+    qsort(v, nv, sizeof(*v), cmp_entry);
+  if (nv > 0) {
+    *out = mu_calloc(nv, sizeof(**out));
+    for (size_t i = 0; i < nv; i++)
+      (*out)[i] = v[i].e;
+  }
+  *n = nv;
+  mu_free(v);
   return 0;
 }
 
@@ -1047,6 +1064,7 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
 
 struct tail_src {
   int fd;
+  char *path;
   char *prefix;
   struct mu_buf partial; /* an unfinished line (prefixed output only) */
 };
@@ -1115,6 +1133,16 @@ static int local_log(const char *app_id, const char *role, long replica, enum mu
   int rc = local_describe(app_id, cfg, &st, err);
   if (rc != 0)
     return rc;
+  /* Following a job that has not started its replicas yet: wait for them. */
+  while (follow && st.nreplicas == 0 && !mu_job_state_is_terminal(st.state) &&
+         st.state != MU_STATE_UNKNOWN) {
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    mu_app_status_release(&st);
+    rc = local_describe(app_id, cfg, &st, err);
+    if (rc != 0)
+      return rc;
+  }
   char *dir = app_dir_find(app_id, cfg);
   struct tail_src *srcs = mu_calloc(st.nreplicas ? st.nreplicas : 1, sizeof(*srcs));
   size_t nsrc = 0;
@@ -1130,10 +1158,13 @@ static int local_log(const char *app_id, const char *role, long replica, enum mu
     snprintf(path, sizeof(path), "%s/%s/%ld/%s", dir, st.replicas[i].role,
              st.replicas[i].replica_id, files[s]);
     t->fd = open(path, O_RDONLY | O_CLOEXEC);
+    t->path = mu_strdup(path);
     mu_buf_init(&t->partial, 1 << 20);
-    if (t->fd < 0)
+    if (t->fd < 0 && !follow) {
+      mu_free(t->path);
       continue;
-    if (tail > 0)
+    }
+    if (tail > 0 && t->fd >= 0)
       seek_tail(t->fd, tail);
     t->prefix = mu_asprintf("%s/%ld ", st.replicas[i].role, st.replicas[i].replica_id);
     nsrc++;
@@ -1158,7 +1189,9 @@ static int local_log(const char *app_id, const char *role, long replica, enum mu
     int got = 0;
     for (size_t i = 0; i < nsrc; i++) {
       ssize_t n;
-      while ((n = read(srcs[i].fd, buf, LOG_CHUNK)) > 0) {
+      if (srcs[i].fd < 0)
+        srcs[i].fd = open(srcs[i].path, O_RDONLY | O_CLOEXEC); /* not started before */
+      while (srcs[i].fd >= 0 && (n = read(srcs[i].fd, buf, LOG_CHUNK)) > 0) {
         emit(out, &srcs[i], buf, (size_t)n, 0);
         got = 1;
       }
@@ -1177,7 +1210,7 @@ static int local_log(const char *app_id, const char *role, long replica, enum mu
         /* One last read: the supervisor writes the logs before the final state. */
         for (size_t i = 0; i < nsrc; i++) {
           ssize_t n;
-          while ((n = read(srcs[i].fd, buf, LOG_CHUNK)) > 0)
+          while (srcs[i].fd >= 0 && (n = read(srcs[i].fd, buf, LOG_CHUNK)) > 0)
             emit(out, &srcs[i], buf, (size_t)n, 0);
         }
         break;
@@ -1194,6 +1227,7 @@ out:
     if (srcs[i].fd >= 0)
       close(srcs[i].fd);
     mu_free(srcs[i].prefix);
+    mu_free(srcs[i].path);
     mu_buf_release(&srcs[i].partial);
   }
   mu_free(srcs);

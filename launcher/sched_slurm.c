@@ -548,6 +548,11 @@ int mu_slurm_parse_squeue_json(const char *json, const char *app_id, struct mu_a
       if (cJSON_IsString(nodes))
         host = nodes->valuestring;
     }
+    if (host == NULL) {
+      const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(j, "nodes");
+      if (cJSON_IsString(nodes) && nodes->valuestring[0] != '\0')
+        host = nodes->valuestring;
+    }
     add_replica(out, &cap, name->valuestring, state ? state : "UNKNOWN", host);
     if (out->msg == NULL)
       out->msg = mu_strdup(state ? state : "");

@@ -80,8 +80,8 @@ TEST(component__ddp_name_parsing_golden11)
 TEST(component__ddp_appdef)
 {
   struct mu_buf err = MU_BUF_INIT(4096);
-  const char *a1[] = {"-j", "2x8", "--gpu", "8", "--cpu", "32", "--memMB", "200000",
-                      "--script", "train.py", "--", "--lr", "0.1", NULL};
+  const char *a1[] = {"-j",     "2x8",      "--gpu",    "8",  "--cpu", "32",  "--memMB",
+                      "200000", "--script", "train.py", "--", "--lr",  "0.1", NULL};
   struct mu_app *app = build("dist.ddp", a1, &err);
   ASSERT_NOT_NULL(app);
   const struct mu_role *r = &app->roles[0];
@@ -100,8 +100,9 @@ TEST(component__ddp_appdef)
   mu_free(cmd);
   mu_app_free(app);
 
-  const char *a2[] = {"-j", "2x1", "--script", "foo.py", "--debug", "True", "--env", "A=1,B=x y",
-                      "--launcher", "torchrun", "--max_retries", "3", NULL};
+  const char *a2[] = {"-j",    "2x1",       "--script",   "foo.py",   "--debug",       "True",
+                      "--env", "A=1,B=x y", "--launcher", "torchrun", "--max_retries", "3",
+                      NULL};
   app = build("dist.ddp", a2, &err);
   ASSERT_NOT_NULL(app);
   r = &app->roles[0];
@@ -118,8 +119,9 @@ TEST(component__ddp_appdef)
   mu_free(cmd);
   mu_app_free(app);
 
-  const char *a3[] = {"-j", "4", "-m", "my.pkg.trainer", "--name", "exp1/run7", "--mounts",
-                      "type=bind,src=/dst,dst=/dst,readonly", NULL};
+  const char *a3[] = {"-j",     "4",         "-m",       "my.pkg.trainer",
+                      "--name", "exp1/run7", "--mounts", "type=bind,src=/dst,dst=/dst,readonly",
+                      NULL};
   app = build("dist.ddp", a3, &err);
   ASSERT_NOT_NULL(app);
   ASSERT_STR_EQ(app->name, "run7");
@@ -192,8 +194,8 @@ TEST(component__template_language)
   ASSERT_EQ(app->roles[0].num_replicas, 2);
   mu_free(cmd);
   mu_app_free(app);
-  const char *a2[] = {"--flag", "--opt=x", "--tags", "a,b", "--kv", "A=2,B=3", "--n", "3",
-                      "--", "it's", "z", NULL};
+  const char *a2[] = {"--flag", "--opt=x", "--tags", "a,b",  "--kv", "A=2,B=3",
+                      "--n",    "3",       "--",     "it's", "z",    NULL};
   ASSERT_EQ(build_text(tmpl, a2, &app, &err), 0);
   cmd = joined_args(&app->roles[0]);
   ASSERT_STR_EQ(cmd, "prog --flag --opt-is-x a b n=3/${app_id}/$${HOME} 'it'\"'\"'s' z it's z");
@@ -215,9 +217,9 @@ TEST(component__format_errors)
   ASSERT_EQ(build_text("name: t\nparms: []\napp: {roles: []}\n", none, &app, &err), MU_EINVAL);
   ASSERT(strstr(mu_buf_str(&err), "unknown key 'parms'; did you mean 'params'") != NULL);
   mu_buf_clear(&err);
-  ASSERT_EQ(build_text("name: t\nparams: [{name: a, type: float}]\napp: {roles: []}\n", none, &app,
-                       &err),
-            MU_EINVAL);
+  ASSERT_EQ(
+      build_text("name: t\nparams: [{name: a, type: float}]\napp: {roles: []}\n", none, &app, &err),
+      MU_EINVAL);
   ASSERT(strstr(mu_buf_str(&err), "params[0].type: unknown type 'float'") != NULL);
   mu_buf_clear(&err);
   ASSERT_EQ(build_text("name: t\napp: {roles: [{name: r, entrypoint: '${nope ?? x}'}]}\n", none,

@@ -50,12 +50,9 @@ TEST(config__to_dict_golden15)
 }
 
 static const struct mu_runopt test_opts[] = {
-    {"E", MU_RUNOPT_MAP, NULL, 0, "a map"},
-    {"J", MU_RUNOPT_STR, NULL, 1, "required"},
-    {"K", MU_RUNOPT_LIST, NULL, 0, "a list"},
-    {"N", MU_RUNOPT_INT, "3", 0, "an int"},
-    {"B", MU_RUNOPT_BOOL, "false", 0, "a bool"},
-    {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
+    {"E", MU_RUNOPT_MAP, NULL, 0, "a map"},      {"J", MU_RUNOPT_STR, NULL, 1, "required"},
+    {"K", MU_RUNOPT_LIST, NULL, 0, "a list"},    {"N", MU_RUNOPT_INT, "3", 0, "an int"},
+    {"B", MU_RUNOPT_BOOL, "false", 0, "a bool"}, {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
 static const struct mu_sched_ops test_sched = {.name = "t", .runopts = test_opts};
 
@@ -109,8 +106,8 @@ TEST(config__file_precedence)
   struct mu_config c = MU_CONFIG_INIT;
   struct mu_buf err = MU_BUF_INIT(1024);
   /* Earlier files win: parse "home" first, then "cwd". */
-  ASSERT_EQ(mu_config_parse(&c, "# comment\n[t]\nJ = home\nN = 5\n[cli:run]\nscheduler=t\n",
-                            "home", &err),
+  ASSERT_EQ(mu_config_parse(&c, "# comment\n[t]\nJ = home\nN = 5\n[cli:run]\nscheduler=t\n", "home",
+                            &err),
             0);
   ASSERT_EQ(mu_config_parse(&c, "[t]\nJ = cwd\nK = x;y\nB = None\n", "cwd", &err), 0);
   ASSERT_STR_EQ(mu_config_find(&c, "t", "J")->value, "home");

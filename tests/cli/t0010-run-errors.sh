@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Each `muster run` usage error names the offending word, suggests the closest valid one and
+# exits 2.
+. "$(dirname "$0")/../lib.sh"
+export HOME="$T_DIR" MUSTERCONFIG= MUSTER_LOG_DIR="$T_DIR/logs"
+cd "$T_DIR"
+expect_err() { # name want-regex args...
+  local name=$1 want=$2; shift 2
+  "$MUSTER" "$@" >"$T_DIR/out" 2>"$T_DIR/err"; local rc=$?
+  t_expect_eq "$name: exit 2" "$rc" 2
+  t_expect_match "$name: message" "$(cat "$T_DIR/err")" "$want"
+}
+expect_err "unknown scheduler" "unknown scheduler 'locl'; did you mean 'local'" run -s locl utils.echo
+expect_err "unknown component" "unknown component 'utils.ecko'; did you mean 'utils.echo'" run utils.ecko
+expect_err "no component" "no component given" run
+expect_err "unknown -cfg key" "unknown -cfg key 'log_dri'.*did you mean 'log_dir'" run -cfg log_dri=/tmp utils.echo
+expect_err "bad -cfg syntax" "-cfg: 'log_dir' has no value" run -cfg log_dir= utils.echo
+expect_err "-cfg wrong type" "grace_period: expects a int, got 'soon'" run -cfg grace_period=soon utils.echo
+expect_err "unknown component argument" "unknown argument '--mgs'; did you mean '--msg'" run utils.echo --mgs hi
+expect_err "missing required argument" "missing required argument --x2" run utils.booth --x1 1
+expect_err "wrong type" "argument '--cpu' expects an int, got 'lots'" run --dryrun dist.ddp --script t.py --cpu lots
+expect_err "bad -j" "argument '-j' expects NPROC, NNODESxNPROC or MIN:MAXxNPROC.*got '1x'" run --dryrun dist.ddp --script t.py -j 1x
+expect_err "bad bool" "expects a bool \(True or False\), got 'maybe'" run --dryrun dist.ddp --script t.py --debug=maybe
+expect_err "script and -m" "exactly one of --script and -m must be specified" run --dryrun dist.ddp --script t.py -m pkg.mod
+expect_err "neither script nor -m" "exactly one of --script and -m must be specified" run --dryrun dist.ddp
+expect_err "bad choice" "'mpirun' is not one of muster, torchrun" run --dryrun dist.ddp --script t.py --launcher mpirun
+expect_err "repeated argument" "argument '--msg' given twice" run utils.echo --msg a --msg b
+expect_err "bad named resource" "unknown named resource 'gpu.smal'; did you mean 'gpu.small'" run --dryrun dist.ddp --script t.py -h gpu.smal
+expect_err "bad mount" "unknown mount type 'nfs'" run --dryrun dist.ddp --script t.py --mounts type=nfs,src=a,dst=b
+expect_err "unknown run option" "unknown option '--dryrn'; did you mean '--dryrun'" run --dryrn utils.echo
+expect_err "invalid job spec" "roles\[0\].num_replicas: must be an integer >= 1, got '0'" run --dryrun utils.echo --num_replicas 0
+expect_err "missing component file" "cannot read component './nope.yaml'" run ./nope.yaml
+printf 'name: bad\napp:\n  roles:\n    - {name: x, entrypont: echo}\n' >"$T_DIR/bad.yaml"
+expect_err "bad component key" "unknown key 'entrypont'; did you mean 'entrypoint'" run --dryrun "$T_DIR/bad.yaml"
+expect_err "status of a bad handle" "is not an app handle" status "local://x"
+t_done

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The local scheduler runs utils.echo and utils.sh to completion: handle, exit 0, logs, status.
+. "$(dirname "$0")/../lib.sh"
+export HOME="$T_DIR" MUSTERCONFIG= MUSTER_LOG_DIR="$T_DIR/logs"
+cd "$T_DIR"
+# Jobs run under their own supervisor (not in our process group): cancel any left on exit.
+t_cancel_jobs() {
+  "$MUSTER" list 2>/dev/null | awk '$NF == "RUNNING" || $NF == "PENDING" {print $1}' |
+    while read -r h; do "$MUSTER" cancel "$h"; done
+  t_cleanup
+}
+trap t_cancel_jobs EXIT
+out=$("$MUSTER" run utils.echo --msg "hello muster" 2>"$T_DIR/err"); rc=$?
+t_expect_eq "run exits 0" "$rc" 0
+t_expect_match "prints the handle" "$out" '^local://muster/echo-[a-z0-9]{12}$'
+h=$out
+id=${h##*/}
+t_expect_match "summary on stderr" "$(cat "$T_DIR/err")" "finished: SUCCEEDED"
+t_expect_eq "stdout.log" "$(cat "$T_DIR/logs/$id/echo/0/stdout.log")" "hello muster"
+t_expect_eq "combined.log" "$(cat "$T_DIR/logs/$id/echo/0/combined.log")" "hello muster"
+t_expect_eq "muster log" "$("$MUSTER" log "$h")" "hello muster"
+t_expect_eq "muster log ROLE/REPLICA" "$("$MUSTER" log "$h/echo/0")" "hello muster"
+t_expect_match "status" "$("$MUSTER" status "$h")" 'State: SUCCEEDED'
+t_expect_match "status --json" "$("$MUSTER" status --json "$h")" '"state":"SUCCEEDED".*"state":4'
+t_expect_match "describe" "$("$MUSTER" describe "$h")" '"entrypoint":	"echo"'
+t_expect_match "list" "$("$MUSTER" list)" "$h +echo +SUCCEEDED"
+"$MUSTER" log "$h/nosuchrole" 2>"$T_DIR/err"
+t_expect_eq "log of an unknown role exits 1" "$?" 1
+"$MUSTER" status local://muster/nosuchjob-1 2>"$T_DIR/err"
+t_expect_eq "status of an unknown job exits 1" "$?" 1
+
+# utils.sh: three replicas, each sees its own replica id; stderr goes to stderr.log.
+"$MUSTER" run utils.sh --num_replicas 3 -- 'echo out $MUSTER_REPLICA_ID; echo err >&2' >"$T_DIR/h" 2>/dev/null
+t_expect_eq "utils.sh exits 0" "$?" 0
+h=$(cat "$T_DIR/h"); id=${h##*/}
+t_expect_eq "replica 2 stdout" "$(cat "$T_DIR/logs/$id/sh/2/stdout.log")" "out 2"
+t_expect_eq "replica 2 stderr" "$(cat "$T_DIR/logs/$id/sh/2/stderr.log")" "err"
+t_expect_eq "all replicas prefixed" "$("$MUSTER" log --streams stdout "$h" | sort | tr '\n' '|')" \
+  "sh/0 out 0|sh/1 out 1|sh/2 out 2|"
+t_expect_eq "--tail" "$("$MUSTER" log --tail 1 "$h/sh/1")" "err"
+# Device slices per replica.
+"$MUSTER" run -cfg devices_per_replica=2 utils.sh --num_replicas 2 -- 'echo $CUDA_VISIBLE_DEVICES' >"$T_DIR/h" 2>/dev/null
+h=$(cat "$T_DIR/h")
+t_expect_eq "CUDA_VISIBLE_DEVICES slices" "$("$MUSTER" log "$h" | sort | tr '\n' '|')" "sh/0 0,1|sh/1 2,3|"
+# A custom log_dir still works through the handle (a link in the default dir).
+"$MUSTER" run -cfg log_dir="$T_DIR/other" utils.echo --msg x >"$T_DIR/h" 2>/dev/null
+h=$(cat "$T_DIR/h")
+t_expect_eq "log through the link" "$("$MUSTER" log "$h")" "x"
+# utils.booth and utils.python (the other builtins) to completion.
+h=$("$MUSTER" run utils.booth --x1 0 --x2 0 --trial_idx 3 2>/dev/null)
+t_expect_eq "utils.booth f(0,0) = 74" "$("$MUSTER" log "$h")" "trial 3: booth(0, 0) = 74"
+h=$("$MUSTER" run utils.python --python "$PY" -c 'import sys; print("py", sys.argv[1:])' -- a b 2>/dev/null)
+t_expect_eq "utils.python -c with args" "$("$MUSTER" log "$h")" "py ['a', 'b']"
+t_expect_eq "list is oldest first: the newest job is last" "$("$MUSTER" list | tail -n1 | awk '{print $1}')" "$h"
+t_done
