@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# HTTP throughput of musterd against etcd 3.4 (--enable-v2) and the ceiling (bench/ceiling.c),
+# with wrk on loopback: GET of one key and PUT of distinct keys, 64-byte values, 64
+# connections. Runs alternate musterd, etcd, ceiling, musterd, etcd, ceiling, ... and the best
+# run of each is kept (noise on a shared machine only ever lowers a figure). Prints one summary
+# line with throughput, p99 latency and the ratios musterd/etcd and musterd/ceiling.
+#
+#   bench/bench_http.sh            env: MU_BUILD_DIR (./build), DURATION (s, 5), CONNS (64),
+#                                       THREADS (wrk threads, 1), ROUNDS (2)
+# Goals (issue #2): PUT >= 5x etcd, GET >= 3x etcd and >= 80% of the ceiling, lower p99.
+# Not a test: it never fails on a missed goal, only on a broken setup.
+. "$(dirname "$0")/../tests/lib.sh"
+
+DURATION=${DURATION:-5}
+CONNS=${CONNS:-64}
+THREADS=${THREADS:-1}
+ROUNDS=${ROUNDS:-2}
+CEILING=${CEILING:-$MU_BUILD_DIR/bench/ceiling}
+LUA="$MU_SOURCE_DIR/bench/wrk.lua"
+VALUE=$(printf 'v%.0s' $(seq 64))
+
+die() {
+  echo "bench_http: error: $*" >&2
+  exit 1
+}
+for tool in wrk etcd curl; do
+  command -v "$tool" >/dev/null || die "'$tool' is not installed (apt-get install $tool)"
+done
+[ -x "$MUSTERD" ] || die "no musterd at '$MUSTERD' (build it, or set MU_BUILD_DIR/MUSTERD)"
+[ -x "$CEILING" ] || die "no ceiling at '$CEILING' (cmake --build <dir> --target ceiling)"
+ulimit -n "$(ulimit -Hn)" 2>/dev/null
+
+t_start_musterd || die "musterd did not start: $(tail -3 "$T_DIR/musterd.log")"
+t_start_etcd || die "etcd did not start: $(tail -3 "$T_DIR/etcd.log")"
+CEILING_PORT=$(t_free_port)
+t_spawn ceiling "$CEILING" --listen "127.0.0.1:$CEILING_PORT"
+t_wait_http "http://127.0.0.1:$CEILING_PORT/" 5 || die "ceiling did not start"
+
+declare -A URL=([musterd]=$MUSTERD_URL [etcd]=$ETCD_URL [ceiling]="http://127.0.0.1:$CEILING_PORT")
+declare -A PID=([musterd]=$MUSTERD_PID [etcd]=$ETCD_PID [ceiling]=$T_LAST_PID)
+TARGETS="musterd etcd ceiling"
+
+# The key every GET reads, with the same 64-byte value on both servers.
+for t in musterd etcd; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data "value=$VALUE" \
+    "${URL[$t]}/v2/keys/bench/get")
+  case "$code" in 200 | 201) ;; *) die "$t: PUT /v2/keys/bench/get answered $code" ;; esac
+  got=$(curl -s "${URL[$t]}/v2/keys/bench/get" | jq -r .node.value)
+  [ "$got" = "$VALUE" ] || die "$t: GET /v2/keys/bench/get returned '$got'"
+done
+
+declare -A RPS P99 ERRS
+# run KIND TARGET ROUND: one wrk run; keeps the best rps and its p99 per kind+target.
+run() {
+  local kind=$1 t=$2 round=$3 out rps p99 non2xx sockerr
+  if [ "$kind" = get ]; then
+    out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$LUA" "${URL[$t]}/v2/keys/bench/get" \
+      -- get 2>&1)
+  else
+    out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$LUA" "${URL[$t]}/v2/keys/bench/get" \
+      -- put "r$round" 2>&1)
+  fi
+  out=$(printf '%s\n' "$out" | grep '^MU_WRK') || die "$kind $t: wrk printed no result"
+  rps=$(printf '%s' "$out" | sed -n 's/.* rps=\([0-9]*\).*/\1/p')
+  p99=$(printf '%s' "$out" | sed -n 's/.* p99_us=\([0-9]*\).*/\1/p')
+  non2xx=$(printf '%s' "$out" | sed -n 's/.* non2xx=\([0-9]*\).*/\1/p')
+  sockerr=$(printf '%s' "$out" | sed -n 's/.* sockerr=\([0-9]*\).*/\1/p')
+  kill -0 "${PID[$t]}" 2>/dev/null || die "$t died during the $kind run"
+  echo "# $kind $t round $round: $rps req/s, p99 ${p99} us, errors: $non2xx non-2xx, $sockerr socket"
+  ERRS[$kind.$t]=$((${ERRS[$kind.$t]:-0} + non2xx + sockerr))
+  if [ "$rps" -gt "${RPS[$kind.$t]:-0}" ]; then
+    RPS[$kind.$t]=$rps
+    P99[$kind.$t]=$p99
+  fi
+}
+
+for kind in get put; do
+  for round in $(seq "$ROUNDS"); do
+    for t in $TARGETS; do run "$kind" "$t" "$round"; done
+  done
+done
+
+# The PUTs really stored distinct keys (the 100th key of round 1, thread 1).
+for t in musterd etcd; do
+  got=$(curl -s "${URL[$t]}/v2/keys/bench/put/r1-t1-100" | jq -r .node.value)
+  [ "$got" = "$VALUE" ] || echo "# warning: $t: /bench/put/r1-t1-100 holds '$got', not the value"
+done
+for t in musterd etcd; do
+  [ "${ERRS[get.$t]}${ERRS[put.$t]}" = 00 ] ||
+    echo "# warning: $t answered errors (GET ${ERRS[get.$t]}, PUT ${ERRS[put.$t]}): figures are suspect"
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
+ms() { awk -v a="$1" 'BEGIN { printf "%.2f", a / 1000 }'; }
+line="bench_http c=$CONNS d=${DURATION}s best of $ROUNDS:"
+for kind in get put; do
+  K=$(echo "$kind" | tr a-z A-Z)
+  line+=" $K req/s musterd=${RPS[$kind.musterd]} etcd=${RPS[$kind.etcd]} ceiling=${RPS[$kind.ceiling]}"
+  line+=" p99ms musterd=$(ms "${P99[$kind.musterd]}") etcd=$(ms "${P99[$kind.etcd]}")"
+  line+=" ceiling=$(ms "${P99[$kind.ceiling]}");"
+  line+=" musterd/etcd=$(ratio "${RPS[$kind.musterd]}" "${RPS[$kind.etcd]}")x"
+  line+=" musterd/ceiling=$(pct "${RPS[$kind.musterd]}" "${RPS[$kind.ceiling]}") |"
+done
+echo "${line% |} (goals: PUT >= 5x etcd; GET >= 3x etcd and >= 80% of ceiling)"
