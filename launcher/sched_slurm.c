@@ -842,6 +842,7 @@ static int slurm_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
   *out = NULL;
   *n = 0;
   mu_strvec_push(&av, "squeue");
+  mu_strvec_push(&av, "--me"); /* the user's jobs, as sacct's default */
   mu_strvec_push(&av, "--noheader");
   mu_strvec_push(&av, "--states=all");
   mu_strvec_push(&av, "--format=%i|%j|%T");

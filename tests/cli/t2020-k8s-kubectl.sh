@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The kubernetes scheduler's kubectl path (no API server can run here): a recording kubectl
+# stand-in (tests/fixtures/bin/kubectl) checks every call's arguments and replays recorded
+# `kubectl get -o json` output of Volcano jobs in each phase (tests/fixtures/kubectl/).
+. "$(dirname "$0")/../lib.sh"
+export PATH=$MU_SOURCE_DIR/tests/fixtures/bin:$PATH
+export KUBECTL_RECORD=$T_DIR/calls
+cd "$T_DIR" || exit 1
+
+# run: create -f - in the namespace, the handle names it.
+h=$(MUSTER_APP_ID=echo-42 "$MUSTER" run -s kubernetes -cfg queue=default,namespace=ml \
+  utils.echo --image alpine --msg hi 2>"$T_DIR/run.err")
+t_expect_eq "run prints the handle" "$h" "kubernetes://muster/ml:echo-42"
+t_expect_eq "run called kubectl create" "$(cat calls)" "-n ml create -f -"
+kind=$($PY -c 'import yaml,sys; d=yaml.safe_load(open(sys.argv[1])); print(d["kind"], d["metadata"]["name"], d["spec"]["queue"])' calls.stdin)
+t_expect_eq "kubectl got the Volcano Job on stdin" "$kind" "Job echo-42 default"
+
+# --context reaches kubectl.
+: >calls
+MUSTER_APP_ID=echo-43 "$MUSTER" run -s kubernetes -cfg queue=q,context=prod utils.echo \
+  --image alpine >/dev/null 2>&1
+t_expect_eq "context flag" "$(cat calls)" "--context prod -n default create -f -"
+
+# status: every Volcano phase maps as TorchX case 07.
+for pair in Pending:PENDING Running:RUNNING Restarting:RUNNING Completed:SUCCEEDED \
+            Failed:FAILED Aborted:CANCELLED Terminated:FAILED NoStatus:UNKNOWN; do
+  phase=${pair%%:*} want=${pair#*:}
+  out=$(KUBECTL_PHASE=$phase "$MUSTER" status "$h" 2>&1)
+  t_expect_match "phase $phase -> $want" "$out" "State: $want"
+done
+out=$(KUBECTL_PHASE=Running "$MUSTER" status "$h" 2>&1)
+t_expect_match "replicas of the role, not the musterd task" "$out" "echo\[1\]:RUNNING"
+if printf '%s' "$out" | grep -q musterd; then t_fail "musterd task hidden"; else t_ok "musterd task hidden"; fi
+t_expect_match "status asks for the job by name" "$(tail -1 calls)" \
+  "^-n ml get jobs.batch.volcano.sh echo-42 -o json$"
+out=$(KUBECTL_PHASE=Missing "$MUSTER" status "$h" 2>&1)
+t_expect_match "a deleted job: kubectl's NotFound is shown" "$out" 'NotFound.*"echo-42" not found'
+
+# list: label-selected, app ids with the namespace.
+out=$("$MUSTER" list -s kubernetes 2>&1)
+t_expect_match "list selects muster's jobs" "$(tail -1 calls)" \
+  "^-n default get jobs.batch.volcano.sh -l app.kubernetes.io/managed-by=muster -o json$"
+t_expect_match "list: completed" "$out" "kubernetes://muster/default:echo-abc123 +echo +SUCCEEDED"
+t_expect_match "list: running" "$out" "kubernetes://muster/default:train-def456 +train +RUNNING"
+t_expect_match "list: terminated" "$out" "kubernetes://muster/default:bert-ghi789 +bert +FAILED"
+
+# cancel: delete the CR (after checking it is not terminal).
+KUBECTL_PHASE=Running "$MUSTER" cancel "$h" >/dev/null 2>&1
+t_expect_match "cancel deletes the job" "$(tail -1 calls)" \
+  "^-n ml delete jobs.batch.volcano.sh echo-42$"
+
+# log: the pod of role/replica, -f follows.
+if "$MUSTER" log -h >/dev/null 2>&1; then
+  out=$(KUBECTL_PHASE=Completed "$MUSTER" log "$h/echo/1" 2>&1)
+  t_expect_match "log reads the pod of echo/1" "$out" "log line 1 from echo-42-echo-1-0"
+  grep -q -- "-n ml logs echo-42-echo-1-0" calls && t_ok "logs call" || t_fail "logs call: $(cat calls)"
+else
+  echo "# muster log not built yet: log checks skipped"
+fi
+
+# run --wait follows the job to its end and exits with its outcome.
+KUBECTL_PHASE=Completed MUSTER_APP_ID=echo-46 timeout 60 "$MUSTER" run -s kubernetes --wait \
+  -cfg queue=q utils.echo --image a >/dev/null 2>&1
+t_expect_eq "--wait: Completed exits 0" "$?" 0
+KUBECTL_PHASE=Failed MUSTER_APP_ID=echo-47 timeout 60 "$MUSTER" run -s kubernetes --wait \
+  -cfg queue=q utils.echo --image a >/dev/null 2>&1
+t_expect_eq "--wait: Failed exits 1" "$?" 1
+
+# Errors carry kubectl's own message and what to do.
+out=$(KUBECTL_FAIL='error: resource mapping not found for name: "echo-44" namespace: "" from "STDIN": no matches for kind "Job" in version "batch.volcano.sh/v1alpha1"
+ensure CRDs are installed first' MUSTER_APP_ID=echo-44 "$MUSTER" run -s kubernetes \
+  -cfg queue=q utils.echo --image alpine 2>&1)
+t_expect_eq "CRD missing: exit 1" "$?" 1
+t_expect_match "CRD missing: kubectl's message" "$out" "no matches for kind"
+t_expect_match "CRD missing: what to do" "$out" "install Volcano"
+out=$(KUBECTL_FAIL='Unable to connect to the server: dial tcp 127.0.0.1:6443: connect: connection refused' \
+  "$MUSTER" status "$h" 2>&1)
+t_expect_match "no cluster: kubectl's message and a hint" "$out" "connection refused.*
+hint: kubectl cannot reach a cluster"
+out=$(KUBECTL_FAIL='Error from server (AlreadyExists): error when creating "STDIN": jobs.batch.volcano.sh "echo-45" already exists' \
+  MUSTER_APP_ID=echo-45 "$MUSTER" run -s kubernetes -cfg queue=q utils.echo --image a 2>&1)
+t_expect_match "name conflict: message and hint" "$out" "AlreadyExists.*
+hint: a job of that name exists"
+out=$(PATH=/usr/bin:/bin "$MUSTER" run -s kubernetes -cfg queue=q,kubectl=no-such-kubectl \
+  utils.echo --image a 2>&1)
+t_expect_match "kubectl missing" "$out" "kubectl not found \('no-such-kubectl'\).*-cfg kubectl="
+out=$("$MUSTER" run -s kubernetes utils.echo --image a 2>&1)
+t_expect_match "queue required with volcano" "$out" "-cfg queue: required"
+t_done

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Slurm end to end on a real local cluster (../shared/slurm/start-local-slurm.sh: slurmctld and
+# 4 slurmd on loopback): `muster run -s slurm --wait dist.ddp -j 2x2` runs the C ring all-reduce
+# on 2 nodes x 2 workers through the job's own musterd; status while it runs and after; log;
+# a long job is cancelled and gone; an unknown partition fails with Slurm's own message.
+. "$(dirname "$0")/../lib.sh"
+SLURM_KIT=${MU_SLURM_KIT:-$MU_SOURCE_DIR/../shared/slurm}
+[ -x "$(command -v slurmctld)" ] && [ -x "$(command -v sbatch)" ] ||
+  { echo "# skip: Slurm is not installed (slurmctld slurmd slurm-client munge)"; exit 77; }
+[ -f "$SLURM_KIT/start-local-slurm.sh" ] || { echo "# skip: no $SLURM_KIT"; exit 77; }
+RING=$MU_BUILD_DIR/examples/ring_allreduce
+[ -x "$RING" ] || { echo "# skip: $RING not built"; exit 77; }
+
+export LOCAL_SLURM_DIR=$T_DIR/slurm LOCAL_SLURM_NODES=4
+export LOCAL_SLURM_PORT=$(t_free_port)
+stop_slurm() { bash "$SLURM_KIT/stop-local-slurm.sh" >"$T_DIR/stop.log" 2>&1; t_cleanup; }
+trap stop_slurm EXIT
+if ! bash "$SLURM_KIT/start-local-slurm.sh" >"$T_DIR/start.log" 2>&1; then
+  cat "$T_DIR/start.log"
+  t_fail "local Slurm starts"
+  t_done
+fi
+. "$LOCAL_SLURM_DIR/env.sh"
+export PATH=$(dirname "$MUSTER"):$PATH # `muster agent` inside the job
+mkdir -p "$T_DIR/work" && cd "$T_DIR/work" || exit 1
+CFG="musterd=$MUSTERD,rdzv_host=127.0.0.1,rdzv_port=$(t_free_port)"
+
+state_of() { "$MUSTER" status "$1" 2>&1 | sed -n 's/^ *State: //p'; }
+wait_state() { # handle regex seconds
+  local i s
+  for ((i = 0; i < $3 * 10; i++)); do
+    s=$(state_of "$1")
+    if printf '%s' "$s" | grep -Eq "^($2)$"; then echo "$s"; return 0; fi
+    sleep 0.1
+  done
+  echo "$s"
+  return 1
+}
+
+# 1. --wait: 2 nodes x 2 workers, the ring all-reduce verified on every rank.
+out=$("$MUSTER" run -s slurm --wait -cfg "$CFG" dist.ddp -j 2x2 --script "$RING" -- --count 4096 2>&1)
+rc=$?
+t_expect_eq "run --wait dist.ddp 2x2 exits 0" "$rc" 0
+h=$(printf '%s\n' "$out" | grep -o 'slurm://muster/[0-9]*' | head -1)
+t_expect_match "handle" "$h" '^slurm://muster/[0-9]+$'
+id=${h##*/}
+t_expect_eq "status after: SUCCEEDED" "$(state_of "$h")" SUCCEEDED
+ok=$(cat slurm-"$id"-ring_allreduce-[01].out 2>/dev/null | grep -c 'allreduce ok, world 4')
+t_expect_eq "4 ranks verified the sum" "$ok" 4
+# Node ranks follow the join order, so either replica may be node 0.
+ranks=$(cat slurm-"$id"-ring_allreduce-[01].err | grep -o 'node rank [01] of 2' | sort | tr '\n' ,)
+t_expect_eq "both nodes joined one round" "$ranks" "node rank 0 of 2,node rank 1 of 2,"
+grep -q 'listening on 127.0.0.1' slurm-"$id"-musterd.log && t_ok "the job's musterd ran" ||
+  t_fail "the job's musterd ran"
+if "$MUSTER" log -h >/dev/null 2>&1; then
+  out=$("$MUSTER" log "$h/ring_allreduce/1" 2>&1)
+  t_expect_match "log of replica 1" "$out" "rank [0-3]: allreduce ok, world 4"
+fi
+
+# 2. Without --wait: RUNNING while it runs, SUCCEEDED after.
+h=$("$MUSTER" run -s slurm -cfg "$CFG" dist.ddp -j 2x2 --script "$RING" -- --iters 8 --sleep-ms 300 2>"$T_DIR/run2.err")
+t_expect_match "run prints the handle" "$h" '^slurm://muster/[0-9]+$'
+s=$(wait_state "$h" RUNNING 20) && t_ok "status while it runs: RUNNING" || t_fail "never RUNNING (last: $s)"
+s=$(wait_state "$h" "SUCCEEDED|FAILED" 40)
+t_expect_eq "status after: SUCCEEDED" "$s" SUCCEEDED
+out=$("$MUSTER" list -s slurm 2>&1)
+t_expect_match "list shows it" "$out" "$h"
+
+# 3. Cancel a long job: CANCELLED, then gone from the active queue.
+h=$("$MUSTER" run -s slurm utils.sh -- sleep 300 2>"$T_DIR/run3.err")
+s=$(wait_state "$h" RUNNING 20) && t_ok "long job runs" || t_fail "long job never ran (last: $s)"
+"$MUSTER" cancel "$h" >"$T_DIR/cancel.log" 2>&1 && t_ok "cancel" || t_fail "cancel: $(cat "$T_DIR/cancel.log")"
+s=$(wait_state "$h" CANCELLED 20)
+t_expect_eq "cancelled job: CANCELLED" "$s" CANCELLED
+t_expect_eq "gone from the active queue" "$(squeue --noheader --jobs="${h##*/}" 2>/dev/null)" ""
+
+# 4. Slurm's own message for a bad partition.
+out=$("$MUSTER" run -s slurm -cfg partition=nosuchpart utils.echo 2>&1)
+t_expect_eq "unknown partition: exit 1" "$?" 1
+t_expect_match "unknown partition: Slurm's message" "$out" "[Ii]nvalid partition"
+t_done
