@@ -52,6 +52,7 @@ void *mu_realloc(void *p, size_t n)
 
 char *mu_strndup(const char *s, size_t n)
 {
+  n = strnlen(s, n);
   char *d = mu_malloc(n + 1);
   memcpy(d, s, n);
   d[n] = '\0';

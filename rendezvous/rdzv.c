@@ -198,10 +198,9 @@ struct mu_rdzv {
 
 const char *mu_rdzv_err_code(int err)
 {
-  static const char *const codes[] = {
-      "ok",
+  static const char *const codes[] = {"ok",
 #define XX(name, code) code,
-      MU_RDZV_ERR_MAP(XX)
+                                      MU_RDZV_ERR_MAP(XX)
 #undef XX
   };
   if (err < 0 || err >= MU_RDZV_E__COUNT)
@@ -408,8 +407,7 @@ static void node_unref(struct mu_rdzv_node *n)
 {
   if (--n->refs > 0)
     return;
-  mu_free(n->h.key);
-  mu_free(n->addr);
+  mu_free(n->addr); /* the id is part of the node's allocation */
   mu_free(n);
 }
 
@@ -580,8 +578,7 @@ static void fill_member(const struct mu_rdzv_node *n, struct mu_rdzv_member *m)
   m->rank_offset = n->rank_offset;
 }
 
-void mu_rdzv_round_member(const struct mu_rdzv_round *round, uint32_t i,
-                          struct mu_rdzv_member *out)
+void mu_rdzv_round_member(const struct mu_rdzv_round *round, uint32_t i, struct mu_rdzv_member *out)
 {
   const struct mu_rdzv_node *n = round->members[i];
   fill_member(n, out);
@@ -866,8 +863,8 @@ static int valid_id(const char *s, size_t max)
     return 0;
   for (; *s; s++) {
     char c = *s;
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '.' || c == '_' || c == '-'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-'))
       return 0;
   }
   return 1;
@@ -926,8 +923,8 @@ static int config_check(const struct mu_rdzv_config *in, struct mu_rdzv_config *
 {
   *out = *in;
   if (out->min_nodes < 1 || out->min_nodes > MU_RDZV_NODES_MAX) {
-    snprintf(msg, msg_size, "min_nodes must be between 1 and %d, got %" PRIu32,
-             MU_RDZV_NODES_MAX, out->min_nodes);
+    snprintf(msg, msg_size, "min_nodes must be between 1 and %d, got %" PRIu32, MU_RDZV_NODES_MAX,
+             out->min_nodes);
     return MU_RDZV_EBAD_REQUEST;
   }
   if (out->max_nodes == 0)
@@ -946,8 +943,9 @@ static int config_check(const struct mu_rdzv_config *in, struct mu_rdzv_config *
     out->lease_ttl_ms = DEFAULT_LEASE_TTL_MS;
   if (out->last_call_ms > MAX_TIMEOUT_MS || out->join_timeout_ms > MAX_TIMEOUT_MS ||
       out->lease_ttl_ms > MAX_TIMEOUT_MS) {
-    snprintf(msg, msg_size, "last_call_ms, join_timeout_ms and lease_ttl_ms must be at most "
-                            "%lld (one week)",
+    snprintf(msg, msg_size,
+             "last_call_ms, join_timeout_ms and lease_ttl_ms must be at most "
+             "%lld (one week)",
              MAX_TIMEOUT_MS);
     return MU_RDZV_EBAD_REQUEST;
   }
@@ -990,8 +988,8 @@ static int ended_err(const struct mu_rdzv_run *run, char *msg, size_t msg_size)
              run->reason && *run->reason ? ": " : "", run->reason ? run->reason : "");
     return MU_RDZV_ERUN_CLOSED;
   }
-  snprintf(msg, msg_size, "run '%s' was shut down%s%s; start a new run id to run again",
-           run->h.key, run->reason && *run->reason ? ": " : "", run->reason ? run->reason : "");
+  snprintf(msg, msg_size, "run '%s' was shut down%s%s; start a new run id to run again", run->h.key,
+           run->reason && *run->reason ? ": " : "", run->reason ? run->reason : "");
   return MU_RDZV_ERUN_SHUT;
 }
 
@@ -1153,8 +1151,7 @@ int mu_rdzv_join(struct mu_rdzv *rv, const char *run_id, const struct mu_rdzv_jo
   struct mu_rdzv_config cfg;
   int rc;
   if (!valid_id(run_id, MU_RDZV_ID_MAX)) {
-    snprintf(msg, msg_size,
-             "run_id must be 1-%d characters of A-Z a-z 0-9 . _ -", MU_RDZV_ID_MAX);
+    snprintf(msg, msg_size, "run_id must be 1-%d characters of A-Z a-z 0-9 . _ -", MU_RDZV_ID_MAX);
     return MU_RDZV_EBAD_REQUEST;
   }
   if (req->node_id == NULL || !valid_text(req->node_id, MU_RDZV_NODE_ID_MAX)) {
@@ -1229,14 +1226,19 @@ int mu_rdzv_join(struct mu_rdzv *rv, const char *run_id, const struct mu_rdzv_jo
                  "a newer join from the same node_id replaced this one");
     }
   } else {
-    n = mu_calloc(1, sizeof(*n));
-    n->h.key = mu_strdup(req->node_id);
+    /* The id lives in the same allocation: one cache line less per lookup. */
+    size_t idlen = strlen(req->node_id);
+    n = mu_calloc(1, sizeof(*n) + idlen + 1);
+    n->h.key = (char *)(n + 1);
+    memcpy(n->h.key, req->node_id, idlen + 1);
     n->refs = 1;
     htab_add(&run->nodes, &n->h);
     rv->st.nodes++;
   }
-  mu_free(n->addr);
-  n->addr = mu_strdup(req->addr);
+  if (n->addr == NULL || strcmp(n->addr, req->addr) != 0) {
+    mu_free(n->addr);
+    n->addr = mu_strdup(req->addr);
+  }
   n->lws = req->local_world_size;
   n->master_port = req->master_port;
   lease_unlink(run, n);
@@ -1411,8 +1413,8 @@ int mu_rdzv_barrier(struct mu_rdzv *rv, const char *run_id, const char *name, ui
     b = CONTAINER(e, struct barrier, h);
   } else {
     if (run->barriers.n >= MU_RDZV_BARRIERS_MAX) {
-      snprintf(msg, msg_size, "run '%s' has %d barriers, its limit; reuse barrier names",
-               run_id, MU_RDZV_BARRIERS_MAX);
+      snprintf(msg, msg_size, "run '%s' has %d barriers, its limit; reuse barrier names", run_id,
+               MU_RDZV_BARRIERS_MAX);
       return MU_RDZV_ETOO_MANY;
     }
     b = mu_calloc(1, sizeof(*b));

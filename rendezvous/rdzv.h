@@ -24,36 +24,36 @@
 #include <uv.h>
 
 /* Limits: every input is capped (STYLE #15). */
-#define MU_RDZV_ID_MAX 128           /* run ids: [A-Za-z0-9._-]{1,128} */
-#define MU_RDZV_NODE_ID_MAX 256      /* node ids, barrier ids, barrier names */
-#define MU_RDZV_ADDR_MAX 255         /* a node's address */
-#define MU_RDZV_KEY_MAX 512          /* a KV key */
-#define MU_RDZV_VALUE_MAX (1 << 20)  /* one KV value */
+#define MU_RDZV_ID_MAX 128               /* run ids: [A-Za-z0-9._-]{1,128} */
+#define MU_RDZV_NODE_ID_MAX 256          /* node ids, barrier ids, barrier names */
+#define MU_RDZV_ADDR_MAX 255             /* a node's address */
+#define MU_RDZV_KEY_MAX 512              /* a KV key */
+#define MU_RDZV_VALUE_MAX (1 << 20)      /* one KV value */
 #define MU_RDZV_KV_BYTES_MAX (64u << 20) /* all KV values of one run */
-#define MU_RDZV_KV_KEYS_MAX 100000   /* keys of one run */
-#define MU_RDZV_BARRIERS_MAX 10000   /* barrier names of one run */
-#define MU_RDZV_RUNS_MAX 10000       /* runs held at once */
-#define MU_RDZV_NODES_MAX 1000000    /* max_nodes of one run */
-#define MU_RDZV_MEMBERS_IN_REPLY 256 /* join answers list members up to this many nodes */
+#define MU_RDZV_KV_KEYS_MAX 100000       /* keys of one run */
+#define MU_RDZV_BARRIERS_MAX 10000       /* barrier names of one run */
+#define MU_RDZV_RUNS_MAX 10000           /* runs held at once */
+#define MU_RDZV_NODES_MAX 1000000        /* max_nodes of one run */
+#define MU_RDZV_MEMBERS_IN_REPLY 256     /* join answers list members up to this many nodes */
 
 /* Errors the state machine answers with. Each row: the enum suffix, and the code string the
  * API puts in `"error"`. The HTTP status lives in v1_*.c. Rows are never renumbered. */
-#define MU_RDZV_ERR_MAP(XX)                                                                    \
-  XX(BAD_REQUEST, "bad_request")                                                               \
-  XX(NO_SUCH_RUN, "no_such_run")                                                               \
-  XX(CONFIG_MISMATCH, "config_mismatch")                                                       \
-  XX(RUN_CLOSED, "run_closed")                                                                 \
-  XX(RUN_SHUT, "run_shut")                                                                     \
-  XX(JOIN_TIMEOUT, "join_timeout")                                                             \
-  XX(NOT_MEMBER, "not_member")                                                                 \
-  XX(BARRIER_TIMEOUT, "barrier_timeout")                                                       \
-  XX(COUNT_MISMATCH, "count_mismatch")                                                         \
-  XX(NO_SUCH_KEY, "no_such_key")                                                               \
-  XX(KV_TIMEOUT, "kv_timeout")                                                                 \
-  XX(NOT_A_COUNTER, "not_a_counter")                                                           \
-  XX(TOO_LARGE, "too_large")                                                                   \
-  XX(TOO_MANY, "too_many")                                                                     \
-  XX(REPLACED, "replaced")                                                                     \
+#define MU_RDZV_ERR_MAP(XX)                                                                        \
+  XX(BAD_REQUEST, "bad_request")                                                                   \
+  XX(NO_SUCH_RUN, "no_such_run")                                                                   \
+  XX(CONFIG_MISMATCH, "config_mismatch")                                                           \
+  XX(RUN_CLOSED, "run_closed")                                                                     \
+  XX(RUN_SHUT, "run_shut")                                                                         \
+  XX(JOIN_TIMEOUT, "join_timeout")                                                                 \
+  XX(NOT_MEMBER, "not_member")                                                                     \
+  XX(BARRIER_TIMEOUT, "barrier_timeout")                                                           \
+  XX(COUNT_MISMATCH, "count_mismatch")                                                             \
+  XX(NO_SUCH_KEY, "no_such_key")                                                                   \
+  XX(KV_TIMEOUT, "kv_timeout")                                                                     \
+  XX(NOT_A_COUNTER, "not_a_counter")                                                               \
+  XX(TOO_LARGE, "too_large")                                                                       \
+  XX(TOO_MANY, "too_many")                                                                         \
+  XX(REPLACED, "replaced")                                                                         \
   XX(SHUTTING_DOWN, "shutting_down")
 
 enum mu_rdzv_err {
@@ -61,7 +61,7 @@ enum mu_rdzv_err {
 #define MU__RDZV_XX(name, _) MU_RDZV_E##name,
   MU_RDZV_ERR_MAP(MU__RDZV_XX)
 #undef MU__RDZV_XX
-  MU_RDZV_E__COUNT
+      MU_RDZV_E__COUNT
 };
 
 /* Returns: the API code string of `err` ("join_timeout"), "ok" for 0. Ownership: static. */
@@ -105,7 +105,7 @@ struct mu_rdzv_member {
 
 /* The answer handed to a wait's callback. Pointers are borrowed for the call only. */
 struct mu_rdzv_answer {
-  int err;           /* MU_RDZV_OK or MU_RDZV_E* */
+  int err;             /* MU_RDZV_OK or MU_RDZV_E* */
   const char *message; /* a sentence for a human when err != 0 (what went wrong, what to do) */
   const char *run_id;
   /* join */
@@ -142,8 +142,8 @@ enum mu_rdzv_wait_kind {
 
 /* A deadline in the heap (private). */
 struct mu_rdzv_deadline {
-  uint64_t at;  /* ms, uv_now() clock */
-  size_t idx;   /* slot in the heap + 1; 0 when not queued */
+  uint64_t at; /* ms, uv_now() clock */
+  size_t idx;  /* slot in the heap + 1; 0 when not queued */
   int kind;
 };
 
@@ -158,23 +158,23 @@ struct mu_rdzv_wait {
   void *list; /* the list it is queued on */
   struct mu_rdzv_wait *prev, *next;
   struct mu_rdzv_deadline dl;
-  uint64_t round;    /* watch: the round watched */
-  char *barrier_id;  /* barrier: the arrival's id */
-  int with_members;  /* join: include the member list */
+  uint64_t round;   /* watch: the round watched */
+  char *barrier_id; /* barrier: the arrival's id */
+  int with_members; /* join: include the member list */
 };
 
-#define MU_RDZV_WAIT_INIT(cb_, data_)                                                          \
-  {                                                                                            \
-    .cb = (cb_), .data = (data_)                                                               \
+#define MU_RDZV_WAIT_INIT(cb_, data_)                                                              \
+  {                                                                                                \
+    .cb = (cb_), .data = (data_)                                                                   \
   }
 
 /* A run's configuration as carried by a join. */
 struct mu_rdzv_config {
   uint32_t min_nodes;
-  uint32_t max_nodes;       /* 0: same as min_nodes */
-  int64_t last_call_ms;     /* -1: default (1000, or 0 when min == max) */
-  int64_t join_timeout_ms;  /* -1: default 600000 */
-  int64_t lease_ttl_ms;     /* -1: default 10000 */
+  uint32_t max_nodes;      /* 0: same as min_nodes */
+  int64_t last_call_ms;    /* -1: default (1000, or 0 when min == max) */
+  int64_t join_timeout_ms; /* -1: default 600000 */
+  int64_t lease_ttl_ms;    /* -1: default 10000 */
 };
 
 /* A join's request. Strings are borrowed for the call; the state machine copies them. */
@@ -194,11 +194,11 @@ struct mu_rdzv_run_info {
   const char *reason; /* closed/shut reason, "" when none */
   uint64_t round;
   enum mu_rdzv_round_state round_state;
-  uint32_t nnodes; /* members of the last closed round */
+  uint32_t nnodes;  /* members of the last closed round */
   uint32_t waiting; /* pending joins */
   uint32_t min_nodes, max_nodes;
   uint32_t last_call_ms, join_timeout_ms, lease_ttl_ms;
-  uint32_t nodes; /* nodes known (members with a lease + pending joins) */
+  uint32_t nodes;                         /* nodes known (members with a lease + pending joins) */
   const struct mu_rdzv_round *last_round; /* NULL before the first round closes */
 };
 

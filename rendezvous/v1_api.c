@@ -143,8 +143,7 @@ static void bad_request(struct rv_req *req, const char *fmt, ...)
 }
 
 /* A generic message for a state-machine error without one. */
-static const char *err_text(int err, const char *run_id, const char *what, char *msg,
-                            size_t size)
+static const char *err_text(int err, const char *run_id, const char *what, char *msg, size_t size)
 {
   switch (err) {
   case MU_RDZV_ENO_SUCH_RUN:
@@ -169,13 +168,12 @@ static const char *err_text(int err, const char *run_id, const char *what, char 
              what);
     break;
   case MU_RDZV_ETOO_LARGE:
-    snprintf(msg, size,
-             "value too large: one value may hold %d bytes and a run %u bytes in all",
+    snprintf(msg, size, "value too large: one value may hold %d bytes and a run %u bytes in all",
              MU_RDZV_VALUE_MAX, MU_RDZV_KV_BYTES_MAX);
     break;
   case MU_RDZV_ETOO_MANY:
-    snprintf(msg, size, "run '%s' holds %d keys, its limit; delete keys it no longer needs",
-             run_id, MU_RDZV_KV_KEYS_MAX);
+    snprintf(msg, size, "run '%s' holds %d keys, its limit; delete keys it no longer needs", run_id,
+             MU_RDZV_KV_KEYS_MAX);
     break;
   case MU_RDZV_EBAD_REQUEST:
     snprintf(msg, size, "bad request for '%s' (key of 1-%d bytes; counter overflow?)", what,
@@ -243,14 +241,19 @@ static int field_int_or_reply(struct rv_req *req, const cJSON *j, const char *na
     bad_request(req, "field '%s' is missing; it must be an integer", name);
     return -1;
   }
-  double d = f->valuedouble;
-  if (!cJSON_IsNumber(f) || d != (double)(int64_t)d) {
+  if (!cJSON_IsNumber(f)) {
     bad_request(req, "field '%s' must be an integer", name);
     return -1;
   }
-  if (d < (double)min || d > (double)max) {
-    bad_request(req, "field '%s' must be between %" PRId64 " and %" PRId64 ", got %.0f", name,
-                min, max, d);
+  /* Range first: casting an out-of-range double to an integer is undefined. */
+  double d = f->valuedouble;
+  if (!(d >= (double)min && d <= (double)max)) {
+    bad_request(req, "field '%s' must be an integer between %" PRId64 " and %" PRId64 ", got %g",
+                name, min, max, d);
+    return -1;
+  }
+  if (d != (double)(int64_t)d) {
+    bad_request(req, "field '%s' must be an integer, got %g", name, d);
     return -1;
   }
   *out = (int64_t)d;
@@ -341,8 +344,8 @@ static void on_join(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
                 ",\"local_world_size\":%" PRIu32 ",\"master_addr\":\"%s\",\"master_port\":%" PRIu32
                 ",\"lease_ttl_ms\":%" PRIu32,
                 a->run_id, a->round->number, a->self.node_rank, a->round->nnodes,
-                a->self.rank_offset, a->round->world_size, a->self.local_world_size,
-                a->master.addr, a->master.master_port, a->lease_ttl_ms);
+                a->self.rank_offset, a->round->world_size, a->self.local_world_size, a->master.addr,
+                a->master.master_port, a->lease_ttl_ms);
   if (a->with_members) {
     size_t len = 0;
     const char *m = mu_rdzv_round_members_json(a->round, &len);
@@ -487,8 +490,8 @@ static void h_watch(struct v1 *v, struct rv_req *req, const char *run_id)
     return;
   }
   if (param_int_or_reply(req, "round", 1, 0, (long)INT64_MAX, 0, &round) != 0 ||
-      param_int_or_reply(req, "timeout_ms", 0, 0, MAX_REQ_TIMEOUT_MS, DEFAULT_WATCH_MS,
-                         &timeout) != 0)
+      param_int_or_reply(req, "timeout_ms", 0, 0, MAX_REQ_TIMEOUT_MS, DEFAULT_WATCH_MS, &timeout) !=
+          0)
     return;
   struct pend *p = pend_new(v, req, on_watch);
   int rc = mu_rdzv_watch(v->rv, run_id, node_id, (uint64_t)round, (uint64_t)timeout, &p->w);
@@ -660,8 +663,8 @@ static void h_barrier(struct v1 *v, struct rv_req *req, const char *run_id, cons
   char msg[MSG_MAX];
   struct pend *p = pend_new(v, req, on_barrier);
   p->name = mu_strdup(name);
-  int rc = mu_rdzv_barrier(v->rv, run_id, name, (uint32_t)count, (uint64_t)timeout, id, &p->w,
-                           msg, sizeof(msg));
+  int rc = mu_rdzv_barrier(v->rv, run_id, name, (uint32_t)count, (uint64_t)timeout, id, &p->w, msg,
+                           sizeof(msg));
   if (rc != 0) {
     pend_free(p);
     reply_err(v, req, rc, msg, run_id);
@@ -692,8 +695,7 @@ static void h_kv(struct v1 *v, struct rv_req *req, const char *run_id, const cha
       return;
     struct mu_rdzv_answer a;
     struct pend *p = wait >= 0 ? pend_new(v, req, on_kv) : NULL;
-    rc = mu_rdzv_kv_get(v->rv, run_id, key, &a, wait >= 0 ? (uint64_t)wait : 0,
-                        p ? &p->w : NULL);
+    rc = mu_rdzv_kv_get(v->rv, run_id, key, &a, wait >= 0 ? (uint64_t)wait : 0, p ? &p->w : NULL);
     if (rc == 1) {
       pend_settle(p, req);
       return;
@@ -744,8 +746,7 @@ static int method_or_reply(struct rv_req *req, unsigned allowed, const char *all
   if (req->method & allowed)
     return 0;
   char msg[MSG_MAX], hdr[128];
-  snprintf(msg, sizeof(msg), "%s %s is not supported; use %s", req->method_name, what,
-           allow_text);
+  snprintf(msg, sizeof(msg), "%s %s is not supported; use %s", req->method_name, what, allow_text);
   snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow_text);
   reply_err_code(NULL, req, 405, "method_not_allowed", msg, NULL, hdr);
   return -1;
@@ -782,8 +783,8 @@ static void v1_dispatch(struct rv_req *req)
   run_id[idlen] = '\0';
   for (size_t i = 0; i < idlen; i++) {
     char c = run_id[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '.' || c == '_' || c == '-')) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-')) {
       bad_request(req, "run id '%.128s' has a character outside A-Z a-z 0-9 . _ -", run_id);
       return;
     }

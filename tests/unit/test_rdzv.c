@@ -1,0 +1,780 @@
+/* Tests for rendezvous/rdzv.c: the native rendezvous state machine, on a real uv loop. */
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "alloc.h"
+#include "rdzv.h"
+#include "task.h"
+
+/* A recorded answer. */
+struct rec {
+  struct mu_rdzv_wait w;
+  int fired;
+  int err;
+  char message[512];
+  char event[16];
+  uint64_t round;
+  uint32_t rank, nnodes, waiting;
+  uint64_t offset, world, generation, version;
+  char master[64];
+  uint32_t master_port;
+  char value[64];
+  char members[4096];
+};
+
+static void on_answer(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
+{
+  struct rec *r = w->data;
+  r->fired++;
+  r->err = a->err;
+  snprintf(r->message, sizeof(r->message), "%s", a->message ? a->message : "");
+  snprintf(r->event, sizeof(r->event), "%s", a->event ? a->event : "");
+  r->round = a->round ? a->round->number : a->round_number;
+  r->waiting = a->waiting;
+  r->generation = a->generation;
+  r->version = a->version;
+  if (a->value)
+    snprintf(r->value, sizeof(r->value), "%.*s", (int)a->value_len, a->value);
+  if (a->round) {
+    r->rank = a->self.node_rank;
+    r->nnodes = a->round->nnodes;
+    r->offset = a->self.rank_offset;
+    r->world = a->round->world_size;
+    snprintf(r->master, sizeof(r->master), "%s", a->master.addr);
+    r->master_port = a->master.master_port;
+    if (a->with_members) {
+      size_t len = 0;
+      const char *j = mu_rdzv_round_members_json(a->round, &len);
+      snprintf(r->members, sizeof(r->members), "%.*s", (int)len, j);
+    }
+  }
+}
+
+static void rec_init(struct rec *r)
+{
+  memset(r, 0, sizeof(*r));
+  r->w.cb = on_answer;
+  r->w.data = r;
+}
+
+/* Runs the loop for `ms` milliseconds. */
+static void on_spin(uv_timer_t *t)
+{
+  uv_stop(t->loop);
+}
+
+static void spin(uv_loop_t *loop, uint64_t ms)
+{
+  uv_timer_t t;
+  uv_timer_init(loop, &t);
+  uv_timer_start(&t, on_spin, ms, 0);
+  uv_run(loop, UV_RUN_DEFAULT);
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(loop, UV_RUN_NOWAIT);
+}
+
+struct env {
+  uv_loop_t loop;
+  struct mu_rdzv *rv;
+};
+
+static void env_init(struct env *e, uint64_t gc_ms)
+{
+  ASSERT_EQ(uv_loop_init(&e->loop), 0);
+  e->rv = mu_rdzv_new(&e->loop, gc_ms);
+}
+
+static void env_done(struct env *e)
+{
+  mu_rdzv_free(e->rv, NULL, NULL);
+  uv_run(&e->loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(uv_loop_close(&e->loop), 0);
+}
+
+static void cfg(struct mu_rdzv_join_req *q, uint32_t min, uint32_t max, int64_t last_call)
+{
+  memset(q, 0, sizeof(*q));
+  q->addr = "127.0.0.1";
+  q->local_world_size = 2;
+  q->master_port = 29400;
+  q->with_members = 1;
+  q->config.min_nodes = min;
+  q->config.max_nodes = max;
+  q->config.last_call_ms = last_call;
+  q->config.join_timeout_ms = -1;
+  q->config.lease_ttl_ms = -1;
+}
+
+static int join(struct env *e, const char *run, struct mu_rdzv_join_req *q, const char *node,
+                struct rec *r)
+{
+  char msg[256];
+  rec_init(r);
+  q->node_id = node;
+  return mu_rdzv_join(e->rv, run, q, &r->w, msg, sizeof(msg));
+}
+
+TEST(rdzv__round_closes_at_max)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[3];
+  cfg(&q, 2, 3, 60000);
+  ASSERT_EQ(join(&e, "job", &q, "a", &r[0]), 0);
+  q.addr = "10.0.0.2";
+  q.local_world_size = 3;
+  ASSERT_EQ(join(&e, "job", &q, "b", &r[1]), 0);
+  ASSERT_EQ(r[0].fired + r[1].fired, 0);
+  q.addr = "10.0.0.3";
+  q.local_world_size = 1;
+  ASSERT_EQ(join(&e, "job", &q, "c", &r[2]), 0);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(r[i].fired, 1);
+    ASSERT_EQ(r[i].err, 0);
+    ASSERT_EQ(r[i].rank, i);
+    ASSERT_EQ(r[i].nnodes, 3);
+    ASSERT_EQ(r[i].world, 6);
+    ASSERT_EQ(r[i].round, 1);
+    ASSERT_STR_EQ(r[i].master, "127.0.0.1");
+    ASSERT_EQ(r[i].master_port, 29400);
+  }
+  ASSERT_EQ(r[0].offset, 0);
+  ASSERT_EQ(r[1].offset, 2);
+  ASSERT_EQ(r[2].offset, 5);
+  ASSERT(strstr(r[2].members, "\"node_id\":\"b\",\"addr\":\"10.0.0.2\",\"local_world_size\":3,"
+                              "\"node_rank\":1,\"rank_offset\":2") != NULL);
+  env_done(&e);
+}
+
+TEST(rdzv__round_closes_at_min_after_last_call)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[2];
+  cfg(&q, 2, 4, 80);
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  spin(&e.loop, 30);
+  ASSERT_EQ(r[0].fired, 0);
+  spin(&e.loop, 100);
+  ASSERT_EQ(r[0].fired, 1);
+  ASSERT_EQ(r[1].fired, 1);
+  ASSERT_EQ(r[1].nnodes, 2);
+  ASSERT_EQ(r[1].rank, 1);
+  env_done(&e);
+}
+
+TEST(rdzv__below_min_never_closes_and_join_times_out)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r;
+  cfg(&q, 2, 2, -1);
+  q.config.join_timeout_ms = 50;
+  join(&e, "job", &q, "a", &r);
+  spin(&e.loop, 20);
+  ASSERT_EQ(r.fired, 0);
+  spin(&e.loop, 60);
+  ASSERT_EQ(r.fired, 1);
+  ASSERT_EQ(r.err, MU_RDZV_EJOIN_TIMEOUT);
+  ASSERT(strstr(r.message, "min_nodes (2)") != NULL);
+  ASSERT_STR_EQ(mu_rdzv_err_code(r.err), "join_timeout");
+  env_done(&e);
+}
+
+TEST(rdzv__ranks_stable_across_rounds)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[4], w;
+  cfg(&q, 2, 4, 30);
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  join(&e, "job", &q, "c", &r[2]);
+  spin(&e.loop, 60);
+  ASSERT_EQ(r[2].fired, 1);
+  ASSERT_EQ(r[2].rank, 2);
+  /* a watches; a newcomer d arrives: a learns of it (room: 3 < 4). */
+  rec_init(&w);
+  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "a", 1, 10000, &w.w), 0);
+  ASSERT_EQ(w.fired, 0);
+  join(&e, "job", &q, "d", &r[3]);
+  ASSERT_EQ(w.fired, 1);
+  ASSERT_STR_EQ(w.event, "waiting");
+  ASSERT_EQ(w.waiting, 1);
+  /* Members re-join in reverse order; the round closes once all three are back. */
+  join(&e, "job", &q, "c", &r[2]);
+  join(&e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(r[1].fired, 0);
+  join(&e, "job", &q, "a", &r[0]);
+  for (int i = 0; i < 4; i++) {
+    ASSERT_EQ(r[i].fired, 1);
+    ASSERT_EQ(r[i].round, 2);
+    ASSERT_EQ(r[i].rank, i);
+    ASSERT_EQ(r[i].nnodes, 4);
+  }
+  /* b leaves with failure; the rest re-join at once, keeping their relative order. */
+  rec_init(&w);
+  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "d", 2, 10000, &w.w), 0);
+  ASSERT_EQ(mu_rdzv_leave(e.rv, "job", "b", 1, "worker failed"), 0);
+  ASSERT_EQ(w.fired, 1);
+  ASSERT_STR_EQ(w.event, "broken");
+  join(&e, "job", &q, "d", &r[3]);
+  join(&e, "job", &q, "a", &r[0]);
+  ASSERT_EQ(r[0].fired, 0);
+  join(&e, "job", &q, "c", &r[2]);
+  ASSERT_EQ(r[0].fired, 1);
+  ASSERT_EQ(r[0].round, 3);
+  ASSERT_EQ(r[0].rank, 0);
+  ASSERT_EQ(r[2].rank, 1);
+  ASSERT_EQ(r[3].rank, 2);
+  ASSERT_EQ(r[3].nnodes, 3);
+  ASSERT_EQ(r[3].offset, 4);
+  env_done(&e);
+}
+
+TEST(rdzv__lease_expiry_breaks_round)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[2], w, w2;
+  struct mu_rdzv_answer hb;
+  cfg(&q, 1, 2, 0);
+  q.config.max_nodes = 2;
+  q.config.min_nodes = 2;
+  q.config.lease_ttl_ms = 80;
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(r[1].fired, 1);
+  rec_init(&w);
+  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "a", 1, 10000, &w.w), 0);
+  for (int i = 0; i < 4; i++) {
+    spin(&e.loop, 30);
+    ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &hb), 0);
+    if (w.fired)
+      break;
+  }
+  ASSERT_EQ(w.fired, 1);
+  ASSERT_STR_EQ(w.event, "broken");
+  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "b", &hb), MU_RDZV_ENOT_MEMBER);
+  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &hb), 0);
+  ASSERT_STR_EQ(hb.state, "broken");
+  ASSERT_EQ(hb.round_number, 1);
+  /* A watch on the broken round answers at once. */
+  rec_init(&w2);
+  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "a", 1, 10000, &w2.w), 0);
+  ASSERT_EQ(w2.fired, 1);
+  ASSERT_STR_EQ(w2.event, "broken");
+  struct mu_rdzv_stats st;
+  mu_rdzv_stats(e.rv, &st);
+  ASSERT_EQ(st.leases_expired, 1);
+  env_done(&e);
+}
+
+TEST(rdzv__waiting_signalled_only_with_room)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[3], w;
+  struct mu_rdzv_answer hb;
+  cfg(&q, 2, 2, -1);
+  join(&e, "full", &q, "a", &r[0]);
+  join(&e, "full", &q, "b", &r[1]);
+  ASSERT_EQ(r[0].fired, 1);
+  rec_init(&w);
+  ASSERT_EQ(mu_rdzv_watch(e.rv, "full", "a", 1, 60, &w.w), 0);
+  join(&e, "full", &q, "c", &r[2]);
+  spin(&e.loop, 20);
+  ASSERT_EQ(w.fired, 0);
+  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "full", "a", &hb), 0);
+  ASSERT_EQ(hb.waiting, 1);
+  ASSERT_STR_EQ(hb.state, "active");
+  spin(&e.loop, 80);
+  ASSERT_EQ(w.fired, 1);
+  ASSERT_STR_EQ(w.event, "none");
+  ASSERT_EQ(w.waiting, 1);
+  ASSERT_EQ(r[2].fired, 0);
+  /* When the round breaks, the survivor and the waiting node form the next round. */
+  ASSERT_EQ(mu_rdzv_leave(e.rv, "full", "b", 1, "lost"), 0);
+  join(&e, "full", &q, "a", &r[0]);
+  ASSERT_EQ(r[0].fired, 1);
+  ASSERT_EQ(r[2].fired, 1);
+  ASSERT_EQ(r[0].rank, 0);
+  ASSERT_EQ(r[2].rank, 1);
+  ASSERT_EQ(r[2].round, 2);
+  env_done(&e);
+}
+
+TEST(rdzv__more_joins_than_max_wait_for_room)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[3];
+  cfg(&q, 1, 2, 1000);
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  join(&e, "job", &q, "c", &r[2]);
+  ASSERT_EQ(r[0].fired, 1);
+  ASSERT_EQ(r[1].fired, 1);
+  ASSERT_EQ(r[2].fired, 0);
+  struct mu_rdzv_run_info info;
+  mu_rdzv_run_info(mu_rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.waiting, 1);
+  ASSERT_EQ(info.nnodes, 2);
+  ASSERT_EQ(info.round_state, MU_RDZV_ROUND_ACTIVE);
+  env_done(&e);
+}
+
+TEST(rdzv__config_mismatch_and_bad_request)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[2];
+  char msg[256];
+  cfg(&q, 2, 4, -1);
+  join(&e, "job", &q, "a", &r[0]);
+  cfg(&q, 3, 4, -1);
+  ASSERT_EQ(join(&e, "job", &q, "b", &r[1]), 0);
+  ASSERT_EQ(r[1].fired, 1);
+  ASSERT_EQ(r[1].err, MU_RDZV_ECONFIG_MISMATCH);
+  ASSERT(strstr(r[1].message, "2:4") != NULL);
+  cfg(&q, 3, 2, -1);
+  rec_init(&r[1]);
+  q.node_id = "b";
+  ASSERT_EQ(mu_rdzv_join(e.rv, "job2", &q, &r[1].w, msg, sizeof(msg)), MU_RDZV_EBAD_REQUEST);
+  ASSERT(strstr(msg, "max_nodes") != NULL);
+  cfg(&q, 1, 1, -1);
+  q.node_id = "b\"";
+  ASSERT_EQ(mu_rdzv_join(e.rv, "job2", &q, &r[1].w, msg, sizeof(msg)), MU_RDZV_EBAD_REQUEST);
+  q.node_id = "b";
+  ASSERT_EQ(mu_rdzv_join(e.rv, "bad/id", &q, &r[1].w, msg, sizeof(msg)), MU_RDZV_EBAD_REQUEST);
+  ASSERT(strstr(msg, "run_id") != NULL);
+  ASSERT_EQ(r[1].fired, 0);
+  env_done(&e);
+}
+
+TEST(rdzv__cancelled_join_is_withdrawn)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[3];
+  cfg(&q, 2, 2, -1);
+  join(&e, "job", &q, "a", &r[0]);
+  mu_rdzv_wait_cancel(&r[0].w);
+  join(&e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(r[1].fired, 0);
+  join(&e, "job", &q, "c", &r[2]);
+  ASSERT_EQ(r[0].fired, 0);
+  ASSERT_EQ(r[1].fired, 1);
+  ASSERT_EQ(r[2].rank, 1);
+  /* A second join from the same node replaces the first. */
+  struct rec x, y;
+  cfg(&q, 3, 3, -1);
+  join(&e, "job3", &q, "n", &x);
+  join(&e, "job3", &q, "n", &y);
+  ASSERT_EQ(x.fired, 1);
+  ASSERT_EQ(x.err, MU_RDZV_EREPLACED);
+  ASSERT_EQ(y.fired, 0);
+  env_done(&e);
+}
+
+TEST(rdzv__barrier_timeout_and_reuse)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r, b[3];
+  char msg[256];
+  cfg(&q, 1, 1, -1);
+  join(&e, "job", &q, "a", &r);
+  ASSERT_EQ(mu_rdzv_barrier(e.rv, "nope", "x", 1, 100, "0", &b[0].w, msg, sizeof(msg)),
+            MU_RDZV_ENO_SUCH_RUN);
+  for (int gen = 1; gen <= 2; gen++) {
+    const char *ids[3] = {"r0", "r1", "r2"};
+    for (int i = 0; i < 3; i++) {
+      rec_init(&b[i]);
+      ASSERT_EQ(mu_rdzv_barrier(e.rv, "job", "start", 3, 10000, ids[i], &b[i].w, msg, sizeof(msg)),
+                0);
+      if (i < 2)
+        ASSERT_EQ(b[0].fired, 0);
+    }
+    for (int i = 0; i < 3; i++) {
+      ASSERT_EQ(b[i].fired, 1);
+      ASSERT_EQ(b[i].err, 0);
+      ASSERT_EQ(b[i].generation, gen);
+    }
+  }
+  /* The same id twice counts once (the first arrival is replaced). */
+  rec_init(&b[0]);
+  rec_init(&b[1]);
+  mu_rdzv_barrier(e.rv, "job", "dup", 2, 10000, "r0", &b[0].w, msg, sizeof(msg));
+  mu_rdzv_barrier(e.rv, "job", "dup", 2, 10000, "r0", &b[1].w, msg, sizeof(msg));
+  ASSERT_EQ(b[0].err, MU_RDZV_EREPLACED);
+  ASSERT_EQ(b[1].fired, 0);
+  /* A different count is refused; a timeout withdraws the arrival. */
+  rec_init(&b[2]);
+  ASSERT_EQ(mu_rdzv_barrier(e.rv, "job", "dup", 3, 10000, "r1", &b[2].w, msg, sizeof(msg)),
+            MU_RDZV_ECOUNT_MISMATCH);
+  ASSERT(strstr(msg, "waiting for 2") != NULL);
+  mu_rdzv_wait_cancel(&b[1].w);
+  rec_init(&b[0]);
+  mu_rdzv_barrier(e.rv, "job", "slow", 2, 40, "r0", &b[0].w, msg, sizeof(msg));
+  spin(&e.loop, 80);
+  ASSERT_EQ(b[0].fired, 1);
+  ASSERT_EQ(b[0].err, MU_RDZV_EBARRIER_TIMEOUT);
+  ASSERT(strstr(b[0].message, "1 of 2") != NULL);
+  /* After the timeout the barrier starts empty again. */
+  rec_init(&b[0]);
+  rec_init(&b[1]);
+  mu_rdzv_barrier(e.rv, "job", "slow", 2, 1000, "r0", &b[0].w, msg, sizeof(msg));
+  mu_rdzv_barrier(e.rv, "job", "slow", 2, 1000, "r1", &b[1].w, msg, sizeof(msg));
+  ASSERT_EQ(b[0].generation, 1);
+  env_done(&e);
+}
+
+TEST(rdzv__kv_set_get_wait_add)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r, w, w2;
+  struct mu_rdzv_answer a;
+  uint64_t ver = 0;
+  int64_t n = 0;
+  cfg(&q, 1, 1, -1);
+  join(&e, "job", &q, "a", &r);
+  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "k", &a, 0, NULL), MU_RDZV_ENO_SUCH_KEY);
+  ASSERT_EQ(mu_rdzv_kv_set(e.rv, "job", "k", "hello", 5, &ver), 0);
+  ASSERT_EQ(ver, 1);
+  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "k", &a, 0, NULL), 0);
+  ASSERT_EQ(a.value_len, 5);
+  ASSERT_EQ(memcmp(a.value, "hello", 5), 0);
+  /* A wait on an absent key answers when it is set. */
+  rec_init(&w);
+  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "addr0", &a, 5000, &w.w), 1);
+  ASSERT_EQ(w.fired, 0);
+  ASSERT_EQ(mu_rdzv_kv_set(e.rv, "job", "addr0", "10.0.0.1:5000", 13, &ver), 0);
+  ASSERT_EQ(w.fired, 1);
+  ASSERT_STR_EQ(w.value, "10.0.0.1:5000");
+  ASSERT_EQ(w.version, 2);
+  /* ... or times out. */
+  rec_init(&w2);
+  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "never", &a, 30, &w2.w), 1);
+  spin(&e.loop, 60);
+  ASSERT_EQ(w2.fired, 1);
+  ASSERT_EQ(w2.err, MU_RDZV_EKV_TIMEOUT);
+  /* Counters. */
+  ASSERT_EQ(mu_rdzv_kv_add(e.rv, "job", "cnt", 5, &n), 0);
+  ASSERT_EQ(n, 5);
+  ASSERT_EQ(mu_rdzv_kv_add(e.rv, "job", "cnt", -2, &n), 0);
+  ASSERT_EQ(n, 3);
+  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "cnt", &a, 0, NULL), 0);
+  ASSERT_EQ(memcmp(a.value, "3", 1), 0);
+  ASSERT_EQ(mu_rdzv_kv_add(e.rv, "job", "k", 1, &n), MU_RDZV_ENOT_A_COUNTER);
+  ASSERT_EQ(mu_rdzv_kv_add(e.rv, "job", "cnt", INT64_MAX, &n), MU_RDZV_EBAD_REQUEST);
+  /* Delete. */
+  ASSERT_EQ(mu_rdzv_kv_del(e.rv, "job", "k"), 0);
+  ASSERT_EQ(mu_rdzv_kv_del(e.rv, "job", "k"), MU_RDZV_ENO_SUCH_KEY);
+  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "k", &a, 0, NULL), MU_RDZV_ENO_SUCH_KEY);
+  ASSERT_EQ(mu_rdzv_kv_set(e.rv, "nope", "k", "v", 1, &ver), MU_RDZV_ENO_SUCH_RUN);
+  /* Size caps. */
+  char *big = mu_calloc(1, MU_RDZV_VALUE_MAX + 1);
+  ASSERT_EQ(mu_rdzv_kv_set(e.rv, "job", "big", big, MU_RDZV_VALUE_MAX + 1, &ver),
+            MU_RDZV_ETOO_LARGE);
+  ASSERT_EQ(mu_rdzv_kv_set(e.rv, "job", "big", big, MU_RDZV_VALUE_MAX, &ver), 0);
+  mu_free(big);
+  env_done(&e);
+}
+
+TEST(rdzv__close_and_shutdown_answer_everyone)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[2], pend, w, bar, kvw, late;
+  struct mu_rdzv_answer a;
+  char msg[256];
+  cfg(&q, 2, 3, 60000);
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  spin(&e.loop, 1);
+  ASSERT_EQ(r[0].fired, 0);
+  /* Close with two pending joins. */
+  ASSERT_EQ(mu_rdzv_end(e.rv, "job", 0, "done"), 0);
+  ASSERT_EQ(r[0].fired, 1);
+  ASSERT_EQ(r[0].err, MU_RDZV_ERUN_CLOSED);
+  ASSERT_EQ(r[1].err, MU_RDZV_ERUN_CLOSED);
+  join(&e, "job", &q, "c", &late);
+  ASSERT_EQ(late.err, MU_RDZV_ERUN_CLOSED);
+  ASSERT(strstr(late.message, "closed: done") != NULL);
+  ASSERT_EQ(mu_rdzv_end(e.rv, "job", 0, "again"), 0);
+  ASSERT_EQ(mu_rdzv_end(e.rv, "job", 1, "boom"), MU_RDZV_ERUN_CLOSED);
+  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &a), MU_RDZV_ERUN_CLOSED);
+
+  /* Shut with an active round: watch, barrier, KV wait and a waiting join all answered. */
+  cfg(&q, 1, 1, -1);
+  join(&e, "job2", &q, "a", &r[0]);
+  ASSERT_EQ(r[0].fired, 1);
+  join(&e, "job2", &q, "b", &pend);
+  rec_init(&w);
+  rec_init(&bar);
+  rec_init(&kvw);
+  ASSERT_EQ(mu_rdzv_watch(e.rv, "job2", "a", 1, 10000, &w.w), 0);
+  ASSERT_EQ(mu_rdzv_barrier(e.rv, "job2", "b", 2, 10000, "x", &bar.w, msg, sizeof(msg)), 0);
+  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job2", "k", &a, 10000, &kvw.w), 1);
+  ASSERT_EQ(w.fired + bar.fired + kvw.fired + pend.fired, 0);
+  ASSERT_EQ(mu_rdzv_end(e.rv, "job2", 1, "worker 3 failed"), 0);
+  ASSERT_STR_EQ(w.event, "shut");
+  ASSERT_EQ(bar.err, MU_RDZV_ERUN_SHUT);
+  ASSERT_EQ(kvw.err, MU_RDZV_ERUN_SHUT);
+  ASSERT_EQ(pend.err, MU_RDZV_ERUN_SHUT);
+  ASSERT(strstr(pend.message, "worker 3 failed") != NULL);
+  rec_init(&w);
+  ASSERT_EQ(mu_rdzv_watch(e.rv, "job2", "a", 1, 10000, &w.w), 0);
+  ASSERT_STR_EQ(w.event, "shut");
+  struct mu_rdzv_stats st;
+  mu_rdzv_stats(e.rv, &st);
+  ASSERT_EQ(st.pending_joins + st.pending_watches + st.pending_other, 0);
+  env_done(&e);
+}
+
+TEST(rdzv__leave_success_closes_run)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[2], w;
+  cfg(&q, 2, 2, -1);
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  rec_init(&w);
+  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "b", 1, 10000, &w.w), 0);
+  ASSERT_EQ(mu_rdzv_leave(e.rv, "job", "a", 0, NULL), 0);
+  ASSERT_EQ(w.fired, 0);
+  struct mu_rdzv_run_info info;
+  mu_rdzv_run_info(mu_rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.state, MU_RDZV_RUN_OPEN);
+  ASSERT_EQ(mu_rdzv_leave(e.rv, "job", "b", 0, NULL), 0);
+  ASSERT_EQ(w.fired, 1);
+  ASSERT_STR_EQ(w.event, "closed");
+  mu_rdzv_run_info(mu_rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.state, MU_RDZV_RUN_CLOSED);
+  ASSERT_EQ(mu_rdzv_leave(e.rv, "nope", "b", 0, NULL), MU_RDZV_ENO_SUCH_RUN);
+  env_done(&e);
+}
+
+TEST(rdzv__gc_removes_finished_and_idle_runs)
+{
+  struct env e;
+  env_init(&e, 60);
+  struct mu_rdzv_join_req q;
+  struct rec r, r2;
+  cfg(&q, 1, 1, -1);
+  q.config.lease_ttl_ms = 30;
+  join(&e, "done", &q, "a", &r);
+  join(&e, "idle", &q, "a", &r2);
+  ASSERT_EQ(mu_rdzv_end(e.rv, "done", 0, NULL), 0);
+  spin(&e.loop, 20);
+  ASSERT_NOT_NULL(mu_rdzv_find(e.rv, "done"));
+  spin(&e.loop, 150);
+  ASSERT_NULL(mu_rdzv_find(e.rv, "done"));
+  /* "idle": its only node's lease expired at 30 ms, then 60 ms of nothing. */
+  ASSERT_NULL(mu_rdzv_find(e.rv, "idle"));
+  /* The id can be reused. */
+  join(&e, "done", &q, "a", &r);
+  ASSERT_EQ(r.err, 0);
+  ASSERT_EQ(r.round, 1);
+  struct mu_rdzv_stats st;
+  mu_rdzv_stats(e.rv, &st);
+  ASSERT_EQ(st.runs, 1);
+  env_done(&e);
+}
+
+TEST(rdzv__free_answers_pending_waits)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r;
+  cfg(&q, 2, 2, -1);
+  join(&e, "job", &q, "a", &r);
+  env_done(&e);
+  ASSERT_EQ(r.fired, 1);
+  ASSERT_EQ(r.err, MU_RDZV_ESHUTTING_DOWN);
+}
+
+TEST(rdzv__ten_thousand_joins)
+{
+  struct env e;
+  env_init(&e, 0);
+  enum { N = 10000 };
+  struct mu_rdzv_join_req q;
+  struct rec *r = mu_calloc(N, sizeof(*r));
+  char id[32];
+  cfg(&q, N, N, -1);
+  q.with_members = 0;
+  for (int i = 0; i < N; i++) {
+    snprintf(id, sizeof(id), "node-%d", i);
+    ASSERT_EQ(join(&e, "big", &q, id, &r[i]), 0);
+    if (i < N - 1)
+      ASSERT_EQ(r[i].fired, 0);
+  }
+  for (int i = 0; i < N; i++) {
+    ASSERT_EQ(r[i].fired, 1);
+    ASSERT_EQ(r[i].rank, i);
+    ASSERT_EQ(r[i].offset, 2 * (uint64_t)i);
+  }
+  struct mu_rdzv_run *run = mu_rdzv_find(e.rv, "big");
+  struct mu_rdzv_run_info info;
+  mu_rdzv_run_info(run, &info);
+  size_t len = 0;
+  const char *j = mu_rdzv_round_members_json(info.last_round, &len);
+  ASSERT(len > 10000 * 60);
+  ASSERT(strstr(j, "\"node_id\":\"node-9999\"") != NULL);
+  mu_free(r);
+  env_done(&e);
+}
+
+/* -- the /v1 HTTP handlers, through the socket-less feed ------------------------------------ */
+
+#include "http.h"
+#include "v1.h"
+
+static char *feed(struct rv_server *srv, const char *method, const char *target, const char *body)
+{
+  struct mu_buf in = MU_BUF_INIT(1 << 20), out = MU_BUF_INIT(1 << 22);
+  mu_buf_printf(&in, "%s %s HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n\r\n%s", method, target,
+                body ? strlen(body) : 0, body ? body : "");
+  ASSERT_EQ(rv_server_feed(srv, in.data, in.len, &out), 0);
+  mu_buf_release(&in);
+  return mu_buf_detach(&out);
+}
+
+static void expect(struct rv_server *srv, const char *method, const char *target, const char *body,
+                   const char *status, const char *needle)
+{
+  char *got = feed(srv, method, target, body);
+  if (strstr(got, status) == NULL || (needle && strstr(got, needle) == NULL))
+    MU__FAIL("%s %s: want '%s' and '%s', got:\n%s", method, target, status, needle ? needle : "",
+             got);
+  mu_free(got);
+}
+
+static void on_srv_closed(void *data)
+{
+  *(int *)data = 1;
+}
+
+TEST(v1__handlers_and_errors)
+{
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  struct rv_server_config cfg;
+  rv_server_config_init(&cfg);
+  cfg.no_v2 = 1;
+  struct rv_server *srv = rv_server_new(&loop, &cfg);
+  const char *j1 = "{\"node_id\":\"n1\",\"addr\":\"127.0.0.1\",\"local_world_size\":2,"
+                   "\"master_port\":29500,\"min_nodes\":1,\"max_nodes\":1}";
+  expect(srv, "POST", "/v1/runs/job/join", j1, "HTTP/1.1 200",
+         "\"round\":1,\"node_rank\":0,\"nnodes\":1,\"rank_offset\":0,\"world_size\":2");
+  expect(srv, "POST", "/v1/runs/job/join", j1, "HTTP/1.1 200", "\"members\":[{\"node_id\":\"n1\"");
+  expect(srv, "POST", "/v1/runs/job/join", "{nope", "HTTP/1.1 400", "not a JSON object");
+  expect(srv, "POST", "/v1/runs/job/join", "{\"node_id\":\"n1\",\"min_nodes\":1}", "HTTP/1.1 400",
+         "field 'addr' is missing");
+  expect(srv, "POST", "/v1/runs/job/join",
+         "{\"node_id\":\"n1\",\"addr\":\"a\",\"min_nodes\":\"two\"}", "HTTP/1.1 400",
+         "field 'min_nodes' must be an integer");
+  expect(srv, "POST", "/v1/runs/job/join",
+         "{\"node_id\":\"n1\",\"addr\":\"a\",\"min_nodes\":1e400}", "HTTP/1.1 400",
+         "'min_nodes' must be an integer between 1 and");
+  expect(srv, "POST", "/v1/runs/job/join", "{\"node_id\":\"n1\",\"addr\":\"a\",\"min_nodes\":1.5}",
+         "HTTP/1.1 400", "'min_nodes' must be an integer, got 1.5");
+  expect(srv, "POST", "/v1/runs/job/join",
+         "{\"node_id\":\"n1\",\"addr\":\"a\",\"min_nodes\":2,\"max_nodes\":2}", "HTTP/1.1 409",
+         "config_mismatch");
+  expect(srv, "GET", "/v1/runs/job/join", NULL, "HTTP/1.1 405", "use POST");
+  expect(srv, "POST", "/v1/runs/bad$id/join", j1, "HTTP/1.1 400", "run id");
+  expect(srv, "POST", "/v1/runs/job/heartbeat", "{\"node_id\":\"n1\"}", "HTTP/1.1 200",
+         "\"round\":2,\"state\":\"active\"");
+  expect(srv, "POST", "/v1/runs/job/heartbeat", "{\"node_id\":\"zz\"}", "HTTP/1.1 404",
+         "not_member");
+  expect(srv, "GET", "/v1/runs/job/watch?node_id=n1&round=1", NULL, "HTTP/1.1 200",
+         "\"event\":\"superseded\"");
+  expect(srv, "GET", "/v1/runs/job/watch?node_id=n1", NULL, "HTTP/1.1 400", "'round'");
+  expect(srv, "PUT", "/v1/runs/job/kv/addr/0", "10.0.0.1:4000", "HTTP/1.1 200", "\"version\":1");
+  expect(srv, "GET", "/v1/runs/job/kv/addr/0", NULL, "HTTP/1.1 200", "\r\n\r\n10.0.0.1:4000");
+  expect(srv, "GET", "/v1/runs/job/kv/none", NULL, "HTTP/1.1 404", "no_such_key");
+  expect(srv, "POST", "/v1/runs/job/kv/c?add=4", NULL, "HTTP/1.1 200", "{\"value\":4}");
+  expect(srv, "POST", "/v1/runs/job/kv/addr/0?add=1", NULL, "HTTP/1.1 409", "not_a_counter");
+  expect(srv, "POST", "/v1/runs/job/kv/c", NULL, "HTTP/1.1 400", "?add=N");
+  expect(srv, "DELETE", "/v1/runs/job/kv/c", NULL, "HTTP/1.1 200", "deleted");
+  expect(srv, "POST", "/v1/runs/job/barrier/b1", "{\"count\":1,\"id\":\"r0\"}", "HTTP/1.1 200",
+         "\"generation\":1");
+  expect(srv, "POST", "/v1/runs/job/barrier/b1", "{\"id\":\"r0\"}", "HTTP/1.1 400", "'count'");
+  expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200", "\"round_state\":\"active\"");
+  expect(srv, "GET", "/v1/runs", NULL, "HTTP/1.1 200", "{\"runs\":[{\"run_id\":\"job\"");
+  expect(srv, "GET", "/v1/runs/job/bogus", NULL, "HTTP/1.1 404", "no endpoint 'bogus'");
+  expect(srv, "GET", "/v1/runs/nope", NULL, "HTTP/1.1 404", "no_such_run");
+  /* A join that cannot close is deferred; the feed ends, the client is gone, the join withdrawn. */
+  expect(srv, "POST", "/v1/runs/wait/join", "{\"node_id\":\"n1\",\"addr\":\"h\",\"min_nodes\":2}",
+         "", NULL);
+  struct mu_rdzv_stats st;
+  mu_rdzv_stats(rv_v1_rdzv(srv), &st);
+  ASSERT_EQ(st.pending_joins, 0);
+  expect(srv, "POST", "/v1/runs/job/leave", "{\"node_id\":\"n1\",\"status\":\"maybe\"}",
+         "HTTP/1.1 400", "field 'status' must be");
+  expect(srv, "POST", "/v1/runs/job/shutdown", "{\"reason\":\"rank 3 failed\"}", "HTTP/1.1 200",
+         "\"state\":\"shut\"");
+  expect(srv, "POST", "/v1/runs/job/join", j1, "HTTP/1.1 410", "\"reason\":\"rank 3 failed\"");
+  expect(srv, "POST", "/v1/runs/job/close", NULL, "HTTP/1.1 410", "already ended as shut");
+  int closed = 0;
+  rv_server_close(srv, on_srv_closed, &closed);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(closed, 1);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+TEST(rdzv__heartbeats_reorder_leases)
+{
+  /* Five members; all but n2 heart-beat: only n2 expires, whatever its place in the order. */
+  struct env e;
+  env_init(&e, 0);
+  struct mu_rdzv_join_req q;
+  struct rec r[5];
+  struct mu_rdzv_answer hb;
+  char id[8];
+  cfg(&q, 5, 5, -1);
+  q.config.lease_ttl_ms = 90;
+  for (int i = 0; i < 5; i++) {
+    snprintf(id, sizeof(id), "n%d", i);
+    join(&e, "job", &q, id, &r[i]);
+  }
+  ASSERT_EQ(r[4].fired, 1);
+  for (int t = 0; t < 6; t++) {
+    spin(&e.loop, 30);
+    for (int i = 4; i >= 0; i--) {
+      if (i == 2)
+        continue;
+      snprintf(id, sizeof(id), "n%d", i);
+      ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", id, &hb), 0);
+    }
+  }
+  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "n2", &hb), MU_RDZV_ENOT_MEMBER);
+  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "n0", &hb), 0);
+  ASSERT_STR_EQ(hb.state, "broken");
+  struct mu_rdzv_stats st;
+  mu_rdzv_stats(e.rv, &st);
+  ASSERT_EQ(st.leases_expired, 1);
+  ASSERT_EQ(st.nodes, 4);
+  env_done(&e);
+}
