@@ -20,8 +20,9 @@ static void version_handler(struct rv_req *req)
 
 static void health_handler(struct rv_req *req)
 {
+  /* etcd writes this JSON without a Content-Type, so Go sniffs text/plain */
   static const char body[] = "{\"health\":\"true\"}";
-  rv_reply(req, 200, "application/json", NULL, body, sizeof(body) - 1);
+  rv_reply(req, 200, "text/plain; charset=utf-8", NULL, body, sizeof(body) - 1);
 }
 
 static void machines_handler(struct rv_req *req)
@@ -49,7 +50,7 @@ static void members_handler(struct rv_req *req)
   mu_buf_puts(&b, "{\"members\":[");
   put_member(&b, req->srv);
   mu_buf_puts(&b, "]}\n");
-  rv_reply(req, 200, "application/json", NULL, b.data, b.len);
+  rv_reply(req, 200, "application/json", "X-Etcd-Cluster-Id: " V2_CLUSTER_ID "\r\n", b.data, b.len);
   mu_buf_release(&b);
 }
 
@@ -78,13 +79,28 @@ static void stats_self_handler(struct rv_req *req)
   mu_buf_release(&b);
 }
 
+static void stats_leader_handler(struct rv_req *req)
+{
+  struct mu_buf b = MU_BUF_INIT(256);
+  mu_buf_printf(&b, "{\"leader\":\"%s\",\"followers\":{}}\n", req->srv->member_id);
+  rv_reply(req, 200, "application/json", NULL, b.data, b.len);
+  mu_buf_release(&b);
+}
+
+/* Anything else under /v2/members/ (etcd's members handler). */
+static void members_other_handler(struct rv_req *req)
+{
+  static const char body[] = "{\"message\":\"Not found\"}\n";
+  rv_reply(req, 404, "application/json", NULL, body, sizeof(body) - 1);
+}
+
 static void put_route_stats(struct mu_buf *b, const char *name, const struct rv_route_stats *st)
 {
   static const char *cls[] = {"", "1xx", "2xx", "3xx", "4xx", "5xx"};
   for (int k = 1; k <= 5; k++)
     if (st->by_status[k] > 0)
-      mu_buf_printf(b, "musterd_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n", name,
-                    cls[k], (unsigned long long)st->by_status[k]);
+      mu_buf_printf(b, "musterd_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n", name, cls[k],
+                    (unsigned long long)st->by_status[k]);
 }
 
 static void metrics_handler(struct rv_req *req)
@@ -134,8 +150,7 @@ static void metrics_handler(struct rv_req *req)
                 "431).\n"
                 "# TYPE musterd_limit_hits_total counter\nmusterd_limit_hits_total %llu\n",
                 srv->nconns, (unsigned long long)srv->conns_accepted,
-                (unsigned long long)srv->conns_rejected,
-                (unsigned long long)srv->conns_idle_closed,
+                (unsigned long long)srv->conns_rejected, (unsigned long long)srv->conns_idle_closed,
                 (unsigned long long)srv->conns_output_overflow,
                 (unsigned long long)srv->limit_hits);
   for (size_t i = 0; i < srv->nmodules; i++)
@@ -146,13 +161,15 @@ static void metrics_handler(struct rv_req *req)
 }
 
 static const struct rv_route builtin_routes[] = {
-    {RV_GET, "/version", 0, version_handler, "version"},
-    {RV_GET, "/healthz", 0, health_handler, "health"},
-    {RV_GET, "/health", 0, health_handler, "health"},
-    {RV_GET, "/v2/machines", 0, machines_handler, "v2_machines"},
-    {RV_GET, "/v2/members", 0, members_handler, "v2_members"},
-    {RV_GET, "/v2/members/leader", 0, leader_handler, "v2_members"},
-    {RV_GET, "/v2/stats/self", 0, stats_self_handler, "v2_stats_self"},
+    {RV_GET, "/version", RV_ROUTE_CORS, version_handler, "version"},
+    {RV_GET, "/healthz", RV_ROUTE_CORS, health_handler, "health"},
+    {RV_GET, "/health", RV_ROUTE_CORS, health_handler, "health"},
+    {RV_GET, "/v2/machines", RV_ROUTE_CORS, machines_handler, "v2_machines"},
+    {RV_GET, "/v2/members", RV_ROUTE_CORS, members_handler, "v2_members"},
+    {RV_GET, "/v2/members/leader", RV_ROUTE_CORS, leader_handler, "v2_members"},
+    {RV_GET, "/v2/stats/self", RV_ROUTE_CORS, stats_self_handler, "v2_stats_self"},
+    {RV_GET, "/v2/stats/leader", RV_ROUTE_CORS, stats_leader_handler, "v2_stats_leader"},
+    {RV_GET, "/v2/members/", RV_ROUTE_PREFIX | RV_ROUTE_CORS, members_other_handler, "v2_members"},
     {RV_GET, "/metrics", 0, metrics_handler, "metrics"},
     {0, NULL, 0, NULL, NULL},
 };

@@ -94,9 +94,9 @@ static int start_piece(struct rv_conn *c, int value)
       return -1;
   }
   if (!value)
-    c->hdr_off[c->nhdr * 2] = (uint32_t)c->head.len;
+    c->hdr_off[c->nhdr * 2] = (uint16_t)c->head.len;
   else
-    c->hdr_off[c->nhdr * 2 + 1] = (uint32_t)c->head.len;
+    c->hdr_off[c->nhdr * 2 + 1] = (uint16_t)c->head.len;
   if (value)
     c->nhdr++;
   c->last_was_value = value;
@@ -231,6 +231,8 @@ static void on_close(uv_handle_t *h)
 {
   struct rv_conn *c = h->data;
   struct rv_server *srv = c->srv;
+  if (c->flags & CONN_RESUME_QUEUED)
+    rv_server_unqueue_resume(srv, c);
   rv_server_conn_closed(srv, c);
   conn_release(c);
   mu_free(c);
@@ -302,14 +304,14 @@ static void conn_flush(struct rv_conn *c)
         c->fake_out = NULL;
     }
     mu_buf_clear(&c->out);
-    if (c->flags & CONN_CLOSE_AFTER_REPLY)
+    if ((c->flags & CONN_CLOSE_AFTER_REPLY) && c->state == REQ_IDLE)
       rv_conn_close(c);
     return;
   }
   if (c->writing)
     return;
   if (c->out.len == 0) {
-    if (c->flags & CONN_CLOSE_AFTER_REPLY)
+    if ((c->flags & CONN_CLOSE_AFTER_REPLY) && c->state == REQ_IDLE)
       rv_conn_close(c);
     return;
   }
@@ -317,9 +319,10 @@ static void conn_flush(struct rv_conn *c)
   int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
   if (n == (int)c->out.len) {
     mu_buf_clear(&c->out);
-    if (c->out.cap > 65536)
+    /* a parked long poll keeps no output buffer (10,000 watchers at <= 2 KB each) */
+    if (c->out.cap > 65536 || c->state != REQ_IDLE)
       mu_buf_release(&c->out);
-    if (c->flags & CONN_CLOSE_AFTER_REPLY)
+    if ((c->flags & CONN_CLOSE_AFTER_REPLY) && c->state == REQ_IDLE)
       rv_conn_close(c);
     return;
   }
@@ -376,11 +379,20 @@ static void write_head(struct rv_conn *c, int status, const char *ctype, const c
   }
   if (extra != NULL)
     out_append(c, extra, strlen(extra));
+  if (c->cors || (c->slot != NULL && (c->slot->route->flags & RV_ROUTE_CORS))) {
+    static const char cors[] = "Access-Control-Allow-Headers: accept, content-type, "
+                               "authorization\r\nAccess-Control-Allow-Methods: POST, GET, "
+                               "OPTIONS, PUT, DELETE\r\nAccess-Control-Allow-Origin: *\r\n";
+    out_append(c, cors, sizeof(cors) - 1);
+  }
   if (c->flags & CONN_CLOSE_AFTER_REPLY)
     out_append(c, "Connection: close\r\n", 19);
   if (content_length >= 0)
     n = snprintf(line, sizeof(line), "Date: %s\r\nContent-Length: %lld\r\n\r\n",
                  rv_server_date(srv), content_length);
+  else if (c->parser.http_minor == 0 && c->parser.http_major == 1)
+    /* HTTP/1.0 has no chunked encoding: the body runs until the connection closes */
+    n = snprintf(line, sizeof(line), "Date: %s\r\n\r\n", rv_server_date(srv));
   else
     n = snprintf(line, sizeof(line), "Date: %s\r\nTransfer-Encoding: chunked\r\n\r\n",
                  rv_server_date(srv));
@@ -468,15 +480,36 @@ void rv_reply_start(struct rv_req *req, int status, const char *content_type,
     conn_flush(c);
 }
 
-void rv_reply_chunk(struct rv_req *req, const void *data, size_t len)
+/* Appends one body piece of a streamed reply: chunk-framed, or raw for HTTP/1.0. */
+static int append_piece(struct rv_conn *c, const void *data, size_t len)
 {
-  struct rv_conn *c = req_conn(req);
   char line[32];
-  if (c->state != REQ_STREAMING || len == 0)
-    return;
+  if (len == 0)
+    return 0;
+  if (c->parser.http_major == 1 && c->parser.http_minor == 0)
+    return out_append(c, data, len);
   int n = snprintf(line, sizeof(line), "%zx\r\n", len);
   if (out_append(c, line, (size_t)n) != 0 || out_append(c, data, len) != 0 ||
       out_append(c, "\r\n", 2) != 0)
+    return -1;
+  return 0;
+}
+
+static int append_last(struct rv_conn *c)
+{
+  if (c->parser.http_major == 1 && c->parser.http_minor == 0) {
+    c->flags |= CONN_CLOSE_AFTER_REPLY;
+    return 0;
+  }
+  return out_append(c, "0\r\n\r\n", 5);
+}
+
+void rv_reply_chunk(struct rv_req *req, const void *data, size_t len)
+{
+  struct rv_conn *c = req_conn(req);
+  if (c->state != REQ_STREAMING || len == 0)
+    return;
+  if (append_piece(c, data, len) != 0)
     return;
   if (!(c->flags & (CONN_IN_READ | CONN_IN_DISPATCH)))
     conn_flush(c);
@@ -487,7 +520,18 @@ void rv_reply_end(struct rv_req *req)
   struct rv_conn *c = req_conn(req);
   if (c->state != REQ_STREAMING)
     return;
-  out_append(c, "0\r\n\r\n", 5);
+  if (append_last(c) != 0)
+    return;
+  conn_request_finished(c);
+}
+
+void rv_reply_finish(struct rv_req *req, const void *data, size_t len)
+{
+  struct rv_conn *c = req_conn(req);
+  if (c->state != REQ_STREAMING)
+    return;
+  if (append_piece(c, data, len) != 0 || append_last(c) != 0)
+    return;
   conn_request_finished(c);
 }
 
@@ -497,8 +541,8 @@ void rv_reply_end(struct rv_req *req)
 
 const char *rv_req_header(const struct rv_req *req, const char *name)
 {
-  const struct rv_conn *c = (const struct rv_conn *)((const char *)req -
-                                                     offsetof(struct rv_conn, req));
+  const struct rv_conn *c =
+      (const struct rv_conn *)((const char *)req - offsetof(struct rv_conn, req));
   for (unsigned i = 0; i < c->nhdr; i++) {
     const char *f = c->head.data + c->hdr_off[i * 2];
     if (strcasecmp(f, name) == 0)
@@ -515,8 +559,10 @@ const char *rv_req_param(const struct rv_req *req, const char *name)
   return NULL;
 }
 
-/* The answer is complete: go on with stashed input (unless we are inside the read loop,
- * which goes on by itself). */
+/* The answer is complete: go on with stashed input. Inside the read loop it goes on by
+ * itself; otherwise (a deferred answer made from another callback) the server resumes the
+ * connection from a 0 ms timer, so no handler runs inside the caller (e.g. the store's
+ * watcher notification). */
 static void conn_request_finished(struct rv_conn *c)
 {
   c->state = REQ_IDLE;
@@ -525,7 +571,17 @@ static void conn_request_finished(struct rv_conn *c)
   c->last_active = uv_now(c->srv->loop);
   if (c->flags & (CONN_IN_READ | CONN_IN_DISPATCH))
     return;
-  if (c->in.len > 0 && !(c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY))) {
+  if ((c->in.len > 0 || (c->flags & CONN_READ_STOPPED)) &&
+      !(c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY | CONN_FAKE)))
+    rv_server_queue_resume(c->srv, c);
+  conn_flush(c);
+}
+
+void rv_conn_resume(struct rv_conn *c)
+{
+  if (c->flags & CONN_CLOSING || c->state != REQ_IDLE)
+    return;
+  if (c->in.len > 0 && !(c->flags & CONN_CLOSE_AFTER_REPLY)) {
     struct mu_buf pending = c->in;
     mu_buf_init(&c->in, pending.max);
     c->flags |= CONN_IN_READ;
@@ -533,8 +589,7 @@ static void conn_request_finished(struct rv_conn *c)
     c->flags &= ~CONN_IN_READ;
     mu_buf_release(&pending);
   }
-  if ((c->flags & CONN_READ_STOPPED) && c->in.len == 0 && !(c->flags & CONN_CLOSING) &&
-      !(c->flags & CONN_FAKE)) {
+  if ((c->flags & CONN_READ_STOPPED) && c->in.len == 0 && !(c->flags & CONN_CLOSING)) {
     c->flags &= ~CONN_READ_STOPPED;
     rv_conn_start_reading(c);
   }
@@ -546,6 +601,7 @@ static void error_reply(struct rv_conn *c, int status)
   char body[160];
   c->state = REQ_HANDLING;
   c->slot = NULL;
+  c->cors = 0; /* Go's server answers bad HTTP itself, without etcd's headers */
   c->keep_alive = 0;
   c->srv->limit_hits += (status == 413 || status == 414 || status == 431);
   if (status == 413 || status == 414 || status == 431)
@@ -634,13 +690,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   struct rv_conn *c = h->data;
   (void)suggested;
-  if (c->srv->read_buf_busy) {
-    /* cannot happen on one loop thread, but never hand out the shared buffer twice */
-    buf->base = NULL;
-    buf->len = 0;
-    return;
-  }
-  c->srv->read_buf_busy = 1;
+  /* one loop thread, and on_read consumes the bytes before returning: one buffer serves all */
   buf->base = c->srv->read_buf;
   buf->len = sizeof(c->srv->read_buf);
 }
@@ -648,8 +698,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
   struct rv_conn *c = s->data;
-  if (buf->base == c->srv->read_buf)
-    c->srv->read_buf_busy = 0;
+  (void)buf;
   if (nread == 0)
     return;
   if (nread < 0) {

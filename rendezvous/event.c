@@ -8,8 +8,8 @@
 
 const char *mu_event_action_name(enum mu_event_action a)
 {
-  static const char *names[] = {"get",    "create",         "set",              "update",
-                                "delete", "compareAndSwap", "compareAndDelete", "expire"};
+  static const char *names[] = {
+      "get", "create", "set", "update", "delete", "compareAndSwap", "compareAndDelete", "expire"};
   if ((unsigned)a < sizeof(names) / sizeof(names[0]))
     return names[a];
   return "unknown";
@@ -46,11 +46,21 @@ void mu_json_str(struct mu_buf *b, const char *s, size_t n)
       continue;
     }
     switch (ch) {
-    case '"': rep = "\\\""; break;
-    case '\\': rep = "\\\\"; break;
-    case '\n': rep = "\\n"; break;
-    case '\r': rep = "\\r"; break;
-    case '\t': rep = "\\t"; break;
+    case '"':
+      rep = "\\\"";
+      break;
+    case '\\':
+      rep = "\\\\";
+      break;
+    case '\n':
+      rep = "\\n";
+      break;
+    case '\r':
+      rep = "\\r";
+      break;
+    case '\t':
+      rep = "\\t";
+      break;
     default:
       u[0] = '\\';
       u[1] = 'u';

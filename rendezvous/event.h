@@ -25,16 +25,16 @@ enum mu_event_action {
 
 struct mu_event {
   enum mu_event_action action;
-  uint64_t index;      /* node.modifiedIndex: the index the write took */
-  char *key;           /* node.key, e.g. "/a/b" */
+  uint64_t index; /* node.modifiedIndex: the index the write took */
+  char *key;      /* node.key, e.g. "/a/b" */
   size_t key_len;
-  char *prev_key;      /* prevNode.key when prevNode is a dir (delete/expire scans), else NULL */
+  char *prev_key;       /* prevNode.key when prevNode is a dir (delete/expire scans), else NULL */
   unsigned refresh : 1; /* a TTL refresh: kept in history, skipped by scans, wakes nobody */
   unsigned created : 1; /* answered with 201 (create, or set without prevNode) */
   unsigned node_dir : 1;
-  char *json;          /* the full event, NUL-terminated, ends with "\n" */
+  char *json; /* the full event, NUL-terminated, ends with "\n" */
   size_t json_len;
-  size_t json_head;    /* length of the {"action":"..." prefix (noValueOnSuccess) */
+  size_t json_head; /* length of the {"action":"..." prefix (noValueOnSuccess) */
 };
 
 /* Returns: the etcd name of the action ("compareAndSwap"). Ownership: static. */

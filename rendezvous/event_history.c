@@ -12,6 +12,7 @@ void mu_event_history_init(struct mu_event_history *h, unsigned cap)
 {
   memset(h, 0, sizeof(*h));
   h->cap = cap;
+  h->max_bytes = MU_EVENT_HISTORY_MAX_BYTES;
   h->ring = mu_calloc(cap, sizeof(*h->ring));
 }
 
@@ -26,16 +27,25 @@ void mu_event_history_release(struct mu_event_history *h)
   h->count = 0;
 }
 
+static void drop_oldest(struct mu_event_history *h)
+{
+  struct mu_event *old = h->ring[h->front];
+  h->bytes -= old->json_len;
+  mu_event_free(old);
+  h->ring[h->front] = NULL;
+  h->front = (h->front + 1) % h->cap;
+  h->count--;
+}
+
 void mu_event_history_add(struct mu_event_history *h, struct mu_event *e)
 {
-  if (h->count == h->cap) {
-    mu_event_free(h->ring[h->front]);
-    h->ring[h->front] = NULL;
-    h->front = (h->front + 1) % h->cap;
-    h->count--;
-  }
+  if (h->count == h->cap)
+    drop_oldest(h);
+  while (h->max_bytes > 0 && h->count > 0 && h->bytes + e->json_len > h->max_bytes)
+    drop_oldest(h);
   h->ring[(h->front + h->count) % h->cap] = e;
   h->count++;
+  h->bytes += e->json_len;
   h->last_index = e->index;
   h->start_index = h->ring[h->front]->index;
 }

@@ -9,6 +9,9 @@
 #include "event.h"
 
 #define MU_EVENT_HISTORY_SIZE 1000
+/* Also a cap on the bytes the kept events hold (1000 events of 1 MiB values would be 2 GiB):
+ * past it the oldest events go early, which only makes old waitIndex values answer 401. */
+#define MU_EVENT_HISTORY_MAX_BYTES ((size_t)64 << 20)
 
 struct mu_event_history {
   struct mu_event **ring;
@@ -17,8 +20,11 @@ struct mu_event_history {
   unsigned count;
   uint64_t start_index; /* index of the oldest event kept (0 when empty) */
   uint64_t last_index;
+  size_t bytes;     /* JSON bytes of the kept events */
+  size_t max_bytes; /* 0 = no byte cap */
 };
 
+/* Keeps at most `cap` events and MU_EVENT_HISTORY_MAX_BYTES bytes of them (see max_bytes). */
 void mu_event_history_init(struct mu_event_history *h, unsigned cap);
 /* Frees every event. */
 void mu_event_history_release(struct mu_event_history *h);

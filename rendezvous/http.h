@@ -49,18 +49,18 @@ struct rv_req;
  */
 
 struct rv_server_config {
-  const char *listen_host;  /* default "127.0.0.1"; borrowed until rv_server_listen() returns */
-  int listen_port;          /* default 2379; 0 = any free port (see rv_server_port()) */
+  const char *listen_host;   /* default "127.0.0.1"; borrowed until rv_server_listen() returns */
+  int listen_port;           /* default 2379; 0 = any free port (see rv_server_port()) */
   const char *advertise_url; /* /v2/machines answer; NULL = http://<bound host>:<bound port> */
-  const char *name;         /* member name in /v2/members and /v2/stats/self; default "musterd" */
-  unsigned max_connections; /* default 10000; the excess connection gets 503 and is closed */
-  size_t max_body_bytes;    /* default 1 MiB -> 413 */
-  size_t max_header_bytes;  /* request line + headers, default 16 KiB -> 431 */
-  size_t max_url_bytes;     /* default 8 KiB -> 414 */
-  size_t max_output_bytes;  /* unsent output per connection, default 8 MiB -> close */
-  uint64_t idle_timeout_ms; /* default 300000; 0 = never. Deferred requests are exempt */
-  int log_requests;         /* one log line per request (mu_log at INFO) */
-  int no_v2;                /* do not register the etcd v2 API (tests) */
+  const char *name;          /* member name in /v2/members and /v2/stats/self; default "musterd" */
+  unsigned max_connections;  /* default 10000; the excess connection gets 503 and is closed */
+  size_t max_body_bytes;     /* default 1 MiB -> 413 */
+  size_t max_header_bytes;   /* request line + headers, default 16 KiB, at most 60000 -> 431 */
+  size_t max_url_bytes;      /* default 8 KiB -> 414 */
+  size_t max_output_bytes;   /* unsent output per connection, default 8 MiB -> close */
+  uint64_t idle_timeout_ms;  /* default 300000; 0 = never. Deferred requests are exempt */
+  int log_requests;          /* one log line per request (mu_log at INFO) */
+  int no_v2;                 /* do not register the etcd v2 API (tests) */
 };
 
 /* Fills `cfg` with the defaults above. */
@@ -149,14 +149,15 @@ typedef void rv_handler_fn(struct rv_req *req);
 enum rv_route_flags {
   RV_ROUTE_PREFIX = 1 << 0, /* `path` is a prefix ("/v1/"); else it must match exactly */
   RV_ROUTE_FORM = 1 << 1,   /* parse an application/x-www-form-urlencoded body into params */
+  RV_ROUTE_CORS = 1 << 2,   /* etcd's CORS headers on every answer; OPTIONS answered 200 */
 };
 
 struct rv_route {
-  unsigned methods;  /* OR of enum rv_method; another method gets 405 with Allow */
-  const char *path;  /* decoded path, e.g. "/v2/keys/" with RV_ROUTE_PREFIX */
-  unsigned flags;    /* enum rv_route_flags */
+  unsigned methods; /* OR of enum rv_method; another method gets 405 with Allow */
+  const char *path; /* decoded path, e.g. "/v2/keys/" with RV_ROUTE_PREFIX */
+  unsigned flags;   /* enum rv_route_flags */
   rv_handler_fn *fn;
-  const char *name;  /* label for /metrics and logs, e.g. "v2_keys" */
+  const char *name; /* label for /metrics and logs, e.g. "v2_keys" */
 };
 
 /* Adds routes, from `routes` up to a row with fn == NULL. The longest matching path wins;
@@ -177,18 +178,18 @@ struct rv_param {
 /* What a handler reads. Everything is valid until the request is answered or on_gone fires. */
 struct rv_req {
   struct rv_server *srv;
-  unsigned method;          /* one enum rv_method bit */
-  const char *method_name;  /* "GET", ... */
-  const char *path;         /* decoded (%XX; '+' stays '+'), without the query */
+  unsigned method;         /* one enum rv_method bit */
+  const char *method_name; /* "GET", ... */
+  const char *path;        /* decoded (%XX; '+' stays '+'), without the query */
   size_t path_len;
-  const char *query;        /* raw query string after '?', "" if none */
-  const char *target;       /* the raw request target as sent */
-  const char *body;         /* raw body, NUL-terminated ("" if none) */
+  const char *query;  /* raw query string after '?', "" if none */
+  const char *target; /* the raw request target as sent */
+  const char *body;   /* raw body, NUL-terminated ("" if none) */
   size_t body_len;
   const struct rv_param *params; /* form body params first, then query params */
   size_t nparams;
-  const struct rv_route *route;  /* the route that matched */
-  void *user;                    /* free for the handler (e.g. its watcher) */
+  const struct rv_route *route; /* the route that matched */
+  void *user;                   /* free for the handler (e.g. its watcher) */
 };
 
 /* Returns: the value of the first param called `name` (form body first, then query, as Go's
@@ -237,6 +238,8 @@ void rv_reply_start(struct rv_req *req, int status, const char *content_type,
                     const char *extra_headers);
 void rv_reply_chunk(struct rv_req *req, const void *data, size_t len);
 void rv_reply_end(struct rv_req *req);
+/* rv_reply_chunk(data) + rv_reply_end() in one write (a watch answering its one event). */
+void rv_reply_finish(struct rv_req *req, const void *data, size_t len);
 
 /* ---------------------------------------------------------------------------------------------
  * Without sockets (unit tests, the fuzzer)

@@ -156,8 +156,7 @@ int main(int argc, char **argv)
   if (n < 0)
     return MU_EXIT_USAGE;
   if (n < argc) {
-    mu_error("unexpected argument '%s' (musterd takes options only; see musterd --help)",
-             argv[n]);
+    mu_error("unexpected argument '%s' (musterd takes options only; see musterd --help)", argv[n]);
     return MU_EXIT_USAGE;
   }
   if (version) {
@@ -174,11 +173,20 @@ int main(int argc, char **argv)
     mu_error("invalid --listen '%s': expected HOST:PORT, e.g. 127.0.0.1:2379", listen);
     return MU_EXIT_USAGE;
   }
-  if (max_conns < 1 || max_body < 0 || max_header < 256 || max_url < 16 || max_output < 65536 ||
-      idle_ms < 0) {
-    mu_error("invalid limit: --max-connections >= 1, --max-header-bytes >= 256, "
-             "--max-url-bytes >= 16, --max-output-bytes >= 65536, sizes and timeouts >= 0");
-    return MU_EXIT_USAGE;
+  const struct {
+    const char *name;
+    long value, min;
+  } limits[] = {
+      {"--max-connections", max_conns, 1},       {"--max-body-bytes", max_body, 0},
+      {"--max-header-bytes", max_header, 256},   {"--max-url-bytes", max_url, 16},
+      {"--max-output-bytes", max_output, 65536}, {"--idle-timeout-ms", idle_ms, 0},
+  };
+  for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+    if (limits[i].value < limits[i].min) {
+      mu_error("invalid %s %ld: must be at least %ld", limits[i].name, limits[i].value,
+               limits[i].min);
+      return MU_EXIT_USAGE;
+    }
   }
   if (advertise != NULL && strncmp(advertise, "http://", 7) != 0 &&
       strncmp(advertise, "https://", 8) != 0) {

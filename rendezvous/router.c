@@ -15,29 +15,52 @@
 const char *rv_status_reason(int status)
 {
   switch (status) {
-  case 200: return "OK";
-  case 201: return "Created";
-  case 204: return "No Content";
-  case 301: return "Moved Permanently";
-  case 307: return "Temporary Redirect";
-  case 400: return "Bad Request";
-  case 401: return "Unauthorized";
-  case 403: return "Forbidden";
-  case 404: return "Not Found";
-  case 405: return "Method Not Allowed";
-  case 408: return "Request Timeout";
-  case 409: return "Conflict";
-  case 410: return "Gone";
-  case 412: return "Precondition Failed";
-  case 413: return "Request Entity Too Large";
-  case 414: return "Request URI Too Long";
-  case 429: return "Too Many Requests";
-  case 431: return "Request Header Fields Too Large";
-  case 500: return "Internal Server Error";
-  case 501: return "Not Implemented";
-  case 503: return "Service Unavailable";
-  case 504: return "Gateway Timeout";
-  default: return "Unknown";
+  case 200:
+    return "OK";
+  case 201:
+    return "Created";
+  case 204:
+    return "No Content";
+  case 301:
+    return "Moved Permanently";
+  case 307:
+    return "Temporary Redirect";
+  case 400:
+    return "Bad Request";
+  case 401:
+    return "Unauthorized";
+  case 403:
+    return "Forbidden";
+  case 404:
+    return "Not Found";
+  case 405:
+    return "Method Not Allowed";
+  case 408:
+    return "Request Timeout";
+  case 409:
+    return "Conflict";
+  case 410:
+    return "Gone";
+  case 412:
+    return "Precondition Failed";
+  case 413:
+    return "Request Entity Too Large";
+  case 414:
+    return "Request URI Too Long";
+  case 429:
+    return "Too Many Requests";
+  case 431:
+    return "Request Header Fields Too Large";
+  case 500:
+    return "Internal Server Error";
+  case 501:
+    return "Not Implemented";
+  case 503:
+    return "Service Unavailable";
+  case 504:
+    return "Gateway Timeout";
+  default:
+    return "Unknown";
   }
 }
 
@@ -133,14 +156,22 @@ static void clean_path(char *dst, const char *p)
 static unsigned method_bit(int m)
 {
   switch (m) {
-  case HTTP_GET: return RV_GET;
-  case HTTP_HEAD: return RV_HEAD;
-  case HTTP_PUT: return RV_PUT;
-  case HTTP_POST: return RV_POST;
-  case HTTP_DELETE: return RV_DELETE;
-  case HTTP_PATCH: return RV_PATCH;
-  case HTTP_OPTIONS: return RV_OPTIONS;
-  default: return RV_OTHER;
+  case HTTP_GET:
+    return RV_GET;
+  case HTTP_HEAD:
+    return RV_HEAD;
+  case HTTP_PUT:
+    return RV_PUT;
+  case HTTP_POST:
+    return RV_POST;
+  case HTTP_DELETE:
+    return RV_DELETE;
+  case HTTP_PATCH:
+    return RV_PATCH;
+  case HTTP_OPTIONS:
+    return RV_OPTIONS;
+  default:
+    return RV_OTHER;
   }
 }
 
@@ -165,8 +196,7 @@ static struct rv_route_slot *find_route(struct rv_server *srv, const char *path)
 }
 
 /* Splits "a=1&b=2" into params, decoding into *store. */
-static void parse_params(const char *s, size_t n, struct rv_param *params, size_t *np,
-                         char **store)
+static void parse_params(const char *s, size_t n, struct rv_param *params, size_t *np, char **store)
 {
   size_t i = 0;
   while (i < n) {
@@ -229,6 +259,8 @@ void rv_router_dispatch(struct rv_conn *c)
   req->body = c->body.data ? c->body.data : "";
   req->body_len = c->body.len;
   c->slot = NULL;
+  /* etcd wraps its whole mux in CORS: 301 and 404 carry the headers too */
+  c->cors = 1;
 
   const char *q = memchr(target, '?', tlen);
   size_t plen = q ? (size_t)(q - target) : tlen;
@@ -261,12 +293,12 @@ void rv_router_dispatch(struct rv_conn *c)
   size_t need = plen * 2 + 4 + qlen * 3 + 4 + blen * 3 + 4;
   if (need > c->scratch_cap || c->scratch_cap > 65536) {
     mu_free(c->scratch);
-    c->scratch_cap = need < 256 ? 256 : need;
+    c->scratch_cap = need;
     c->scratch = mu_malloc(c->scratch_cap);
   }
   if (maxp > c->params_cap || c->params_cap > 1024) {
     mu_free(c->params);
-    c->params_cap = maxp < 8 ? 8 : maxp;
+    c->params_cap = maxp;
     c->params = mu_malloc(c->params_cap * sizeof(*c->params));
   }
   char *store = c->scratch;
@@ -290,8 +322,10 @@ void rv_router_dispatch(struct rv_conn *c)
                req->query);
     else
       snprintf(loc, strlen(clean) + qlen + 32, "Location: %s\r\n", clean);
+    /* Go's http.Redirect: an HTML body for GET, a Content-Type for GET and HEAD only */
     char *body = mu_asprintf("<a href=\"%s\">Moved Permanently</a>.\n\n", clean);
-    rv_reply(req, 301, "text/html; charset=utf-8", loc, body,
+    int html = req->method == RV_GET || req->method == RV_HEAD;
+    rv_reply(req, 301, html ? "text/html; charset=utf-8" : NULL, loc, body,
              req->method == RV_GET ? strlen(body) : 0);
     mu_free(loc);
     mu_free(body);
@@ -305,15 +339,23 @@ void rv_router_dispatch(struct rv_conn *c)
     return;
   }
   c->slot = slot;
+  c->cors = 0;
   const struct rv_route *r = slot->route;
+  if ((r->flags & RV_ROUTE_CORS) && req->method == RV_OPTIONS) {
+    rv_reply(req, 200, NULL, NULL, "", 0); /* a CORS preflight, as etcd answers it */
+    return;
+  }
   unsigned allowed = r->methods | ((r->methods & RV_GET) ? RV_HEAD : 0);
   if (!(allowed & req->method)) {
+    /* etcd's allowMethod(): "HEAD,GET,PUT,POST,DELETE" */
     char allow[128];
-    static const char *names[] = {"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"};
-    size_t o = (size_t)snprintf(allow, sizeof(allow), "Allow:");
+    static const unsigned order[] = {RV_HEAD,   RV_GET,   RV_PUT,    RV_POST,
+                                     RV_DELETE, RV_PATCH, RV_OPTIONS};
+    static const char *names[] = {"HEAD", "GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"};
+    size_t o = (size_t)snprintf(allow, sizeof(allow), "Allow: ");
     for (int i = 0; i < 7; i++)
-      if (allowed & (1u << i))
-        o += (size_t)snprintf(allow + o, sizeof(allow) - o, "%s %s", o > 6 ? "," : "", names[i]);
+      if (allowed & order[i])
+        o += (size_t)snprintf(allow + o, sizeof(allow) - o, "%s%s", o > 7 ? "," : "", names[i]);
     snprintf(allow + o, sizeof(allow) - o, "\r\n");
     reply_plain(c, 405, allow, "Method Not Allowed\n");
     return;

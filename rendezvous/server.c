@@ -63,6 +63,8 @@ struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *
     srv->cfg.max_output_bytes = 65536;
   if (srv->cfg.max_header_bytes < 256)
     srv->cfg.max_header_bytes = 256;
+  if (srv->cfg.max_header_bytes > 60000) /* header offsets are 16-bit */
+    srv->cfg.max_header_bytes = 60000;
   if (srv->cfg.max_url_bytes > srv->cfg.max_header_bytes)
     srv->cfg.max_url_bytes = srv->cfg.max_header_bytes;
   srv->start_time_ms = uv_now(loop);
@@ -79,6 +81,9 @@ struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *
   make_member_id(srv);
   uv_timer_init(loop, &srv->sweep);
   srv->sweep.data = srv;
+  srv->refs++;
+  uv_timer_init(loop, &srv->resume);
+  srv->resume.data = srv;
   srv->refs++;
   rv_builtin_register(srv);
   if (!cfg->no_v2)
@@ -259,10 +264,50 @@ static void on_handle_closed(uv_handle_t *h)
 
 static void close_sweep(struct rv_server *srv)
 {
+  if (!srv->resume_closed) {
+    srv->resume_closed = 1;
+    uv_close((uv_handle_t *)&srv->resume, on_handle_closed);
+  }
   if (srv->sweep_closed)
     return;
   srv->sweep_closed = 1;
   uv_close((uv_handle_t *)&srv->sweep, on_handle_closed);
+}
+
+static void on_resume(uv_timer_t *t)
+{
+  struct rv_server *srv = t->data;
+  /* take the whole queue: resumed connections may queue again (for the next round) */
+  struct rv_conn *c = srv->resume_head;
+  srv->resume_head = NULL;
+  while (c != NULL) {
+    struct rv_conn *next = c->resume_next;
+    c->resume_next = NULL;
+    c->flags &= ~CONN_RESUME_QUEUED;
+    rv_conn_resume(c);
+    c = next;
+  }
+}
+
+void rv_server_queue_resume(struct rv_server *srv, struct rv_conn *c)
+{
+  if ((c->flags & CONN_RESUME_QUEUED) || srv->resume_closed)
+    return;
+  c->flags |= CONN_RESUME_QUEUED;
+  c->resume_next = srv->resume_head;
+  srv->resume_head = c;
+  if (!uv_is_active((uv_handle_t *)&srv->resume))
+    uv_timer_start(&srv->resume, on_resume, 0, 0);
+}
+
+void rv_server_unqueue_resume(struct rv_server *srv, struct rv_conn *c)
+{
+  struct rv_conn **pp = &srv->resume_head;
+  while (*pp != NULL && *pp != c)
+    pp = &(*pp)->resume_next;
+  if (*pp == c)
+    *pp = c->resume_next;
+  c->flags &= ~CONN_RESUME_QUEUED;
 }
 
 void rv_server_conn_closed(struct rv_server *srv, struct rv_conn *c)

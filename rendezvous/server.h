@@ -28,6 +28,7 @@ struct rv_route_slot {
 };
 
 struct rv_conn;
+struct rv_security;
 
 struct rv_server {
   uv_loop_t *loop;
@@ -41,6 +42,12 @@ struct rv_server {
   int port;
   uv_timer_t sweep; /* idle timeout + drain deadline */
   int sweep_closed;
+  /* Connections whose deferred request was answered from another callback (a watcher woken
+   * by a write): their stashed input is parsed from this 0 ms timer, never from inside the
+   * store's notification. */
+  uv_timer_t resume;
+  int resume_closed;
+  struct rv_conn *resume_head;
   int closing;
   unsigned refs; /* handles still open (listener, timer, conns, module refs) */
   rv_server_closed_cb *closed_cb;
@@ -50,7 +57,6 @@ struct rv_server {
   struct rv_conn *conns; /* doubly linked list of live connections */
   unsigned nconns;
   char read_buf[RV_READ_BUF_SIZE]; /* shared: reads are processed synchronously */
-  int read_buf_busy;
 
   struct rv_route_slot *routes;
   size_t nroutes;
@@ -58,6 +64,8 @@ struct rv_server {
 
   struct rv_module modules[RV_MAX_MODULES];
   size_t nmodules;
+
+  struct rv_security *sec; /* security.c: TLS, auth, quotas; NULL = none (its module frees it) */
 
   /* Cached Date header value, refreshed once per second. */
   char date[40];
@@ -75,25 +83,27 @@ struct rv_server {
 };
 
 enum conn_flags {
-  CONN_CLOSING = 1 << 0,          /* uv_close called; waiting for on_close */
+  CONN_CLOSING = 1 << 0,           /* uv_close called; waiting for on_close */
   CONN_CLOSE_AFTER_REPLY = 1 << 1, /* close once the output is flushed */
-  CONN_IN_READ = 1 << 2,          /* inside read processing: flush once at the end */
-  CONN_IN_DISPATCH = 1 << 3,      /* inside a handler call */
-  CONN_FAKE = 1 << 4,             /* rv_server_feed(): no socket */
-  CONN_READ_STOPPED = 1 << 5,     /* stashed input over its cap: not reading */
-  CONN_EOF = 1 << 6,              /* the client finished sending */
+  CONN_IN_READ = 1 << 2,           /* inside read processing: flush once at the end */
+  CONN_IN_DISPATCH = 1 << 3,       /* inside a handler call */
+  CONN_FAKE = 1 << 4,              /* rv_server_feed(): no socket */
+  CONN_READ_STOPPED = 1 << 5,      /* stashed input over its cap: not reading */
+  CONN_EOF = 1 << 6,               /* the client finished sending */
+  CONN_RESUME_QUEUED = 1 << 7,     /* on srv->resume_head */
 };
 
 enum conn_req_state {
-  REQ_IDLE = 0,     /* between requests (or parsing one) */
-  REQ_HANDLING,     /* handler running or request deferred */
-  REQ_STREAMING,    /* chunked headers sent, body to follow */
+  REQ_IDLE = 0,  /* between requests (or parsing one) */
+  REQ_HANDLING,  /* handler running or request deferred */
+  REQ_STREAMING, /* chunked headers sent, body to follow */
 };
 
 struct rv_conn {
   uv_tcp_t tcp;
   struct rv_server *srv;
   struct rv_conn *prev, *next;
+  struct rv_conn *resume_next;
   llhttp_t parser;
   unsigned flags;
   enum conn_req_state state;
@@ -110,12 +120,13 @@ struct rv_conn {
   size_t url_len;
   int in_url;
   int last_was_value;
-  uint32_t hdr_off[RV_MAX_HEADERS * 2];
+  uint16_t hdr_off[RV_MAX_HEADERS * 2]; /* max_header_bytes is capped below 64 KiB */
   unsigned nhdr;
   struct mu_buf body;
   int req_error; /* HTTP status to answer instead of dispatching (413, 414, 431, 400) */
   int keep_alive;
   int is_head;
+  int cors; /* add etcd's CORS headers to an answer made before routing (301, 404) */
 
   struct rv_req req;
   struct rv_route_slot *slot;
@@ -138,7 +149,12 @@ struct rv_conn *rv_conn_new_fake(struct rv_server *srv, struct mu_buf *out);
 void rv_conn_feed_fake(struct rv_conn *c, const char *data, size_t len);
 void rv_conn_free_fake(struct rv_conn *c);
 
+/* conn.c: parse what a connection stashed while its request was deferred */
+void rv_conn_resume(struct rv_conn *c);
+
 /* server.c */
+void rv_server_queue_resume(struct rv_server *srv, struct rv_conn *c);
+void rv_server_unqueue_resume(struct rv_server *srv, struct rv_conn *c);
 const char *rv_server_date(struct rv_server *srv);
 void rv_server_conn_closed(struct rv_server *srv, struct rv_conn *c);
 

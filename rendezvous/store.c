@@ -354,8 +354,8 @@ static void put_repr(struct mu_buf *b, const struct mu_node *n, int recursive, i
 }
 
 /* Starts an event's JSON: {"action":"x","node": */
-static struct mu_event *ev_new(enum mu_event_action a, const char *key, size_t klen,
-                               uint64_t index, struct mu_buf *b)
+static struct mu_event *ev_new(enum mu_event_action a, const char *key, size_t klen, uint64_t index,
+                               struct mu_buf *b)
 {
   struct mu_event *e = mu_calloc(1, sizeof(*e));
   e->action = a;
@@ -490,8 +490,8 @@ static struct mu_node *internal_get(struct mu_store *s, const char *key, struct 
 
 /* walk(dirName, checkDir): the parent dir of `key`, creating missing dirs with createdIndex
  * `index`. A file in the way is 104 (measured against etcd 3.4.23). */
-static struct mu_node *walk_create(struct mu_store *s, const char *key, size_t dlen,
-                                   uint64_t index, struct mu_v2_err *err)
+static struct mu_node *walk_create(struct mu_store *s, const char *key, size_t dlen, uint64_t index,
+                                   struct mu_v2_err *err)
 {
   struct mu_node *parent = s->root;
   for (size_t i = 1; i <= dlen; i++) {
@@ -798,8 +798,8 @@ const struct mu_event *mu_store_cas(struct mu_store *s, const struct mu_write *w
 }
 
 /* The delete-like events (delete, compareAndDelete, expire): node without value, prevNode. */
-static struct mu_event *removal_event(struct mu_store *s, enum mu_event_action a,
-                                      struct mu_node *n, uint64_t index)
+static struct mu_event *removal_event(struct mu_store *s, enum mu_event_action a, struct mu_node *n,
+                                      uint64_t index)
 {
   struct mu_buf b;
   int64_t now = mu_now_ns();
@@ -814,8 +814,8 @@ static struct mu_event *removal_event(struct mu_store *s, enum mu_event_action a
   return e;
 }
 
-const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int dir,
-                                       int recursive, struct mu_v2_err *err)
+const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int dir, int recursive,
+                                       struct mu_v2_err *err)
 {
   if (strcmp(key, "/") == 0) {
     set_err(err, 107, "/", s->index);
@@ -855,7 +855,8 @@ const struct mu_event *mu_store_cad(struct mu_store *s, const char *key, const c
     return NULL;
   }
   if (n->is_dir) {
-    set_err(err, 102, key, s->index);
+    /* etcd's cause is the store path with its "/1" prefix trimmed: "" for the root */
+    set_err(err, 102, strcmp(key, "/") == 0 ? NULL : key, s->index);
     s->stats.cad_fail++;
     return NULL;
   }
@@ -890,8 +891,8 @@ size_t mu_store_expire(struct mu_store *s, int64_t now_ns)
  * Reads and watches
  */
 
-int mu_store_get(struct mu_store *s, const char *key, int recursive, int sorted,
-                 struct mu_buf *out, struct mu_v2_err *err)
+int mu_store_get(struct mu_store *s, const char *key, int recursive, int sorted, struct mu_buf *out,
+                 struct mu_v2_err *err)
 {
   struct mu_node *n = internal_get(s, key, err);
   if (n == NULL) {

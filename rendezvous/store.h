@@ -99,8 +99,8 @@ char *mu_store_clean_key(const char *p, size_t n);
 
 /* GET: renders the whole event JSON ({"action":"get","node":{...}}\n) into `out`.
  * Returns: 0, or MU_ENOENT with `err` filled. */
-int mu_store_get(struct mu_store *s, const char *key, int recursive, int sorted,
-                 struct mu_buf *out, struct mu_v2_err *err);
+int mu_store_get(struct mu_store *s, const char *key, int recursive, int sorted, struct mu_buf *out,
+                 struct mu_v2_err *err);
 
 /* The writes. Each returns the event (borrowed from the history: valid until the next write)
  * or NULL with `err` filled. They wake watchers before returning. */
@@ -112,8 +112,8 @@ const struct mu_event *mu_store_update(struct mu_store *s, const struct mu_write
                                        struct mu_v2_err *err);
 const struct mu_event *mu_store_cas(struct mu_store *s, const struct mu_write *w,
                                     struct mu_v2_err *err);
-const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int dir,
-                                       int recursive, struct mu_v2_err *err);
+const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int dir, int recursive,
+                                       struct mu_v2_err *err);
 const struct mu_event *mu_store_cad(struct mu_store *s, const char *key, const char *prev_value,
                                     uint64_t prev_index, struct mu_v2_err *err);
 

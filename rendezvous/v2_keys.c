@@ -14,6 +14,7 @@
 #include "v2_error.h"
 
 void v2_keys_register(struct rv_server *srv);
+struct mu_store *v2_keys_store(struct rv_server *srv);
 
 struct v2 {
   struct rv_server *srv;
@@ -31,6 +32,14 @@ struct v2_watch {
 static struct v2 *v2_of(const struct rv_req *req)
 {
   return rv_server_module_data(req->srv, "v2");
+}
+
+/* The etcd v2 store of `srv`, for other modules (quotas, durability). Returns: the store, or
+ * NULL before registration or after close. Ownership: borrowed from the v2 module. */
+struct mu_store *v2_keys_store(struct rv_server *srv)
+{
+  struct v2 *v2 = rv_server_module_data(srv, "v2");
+  return v2 != NULL ? v2->store : NULL;
 }
 
 /* Go's strconv.ParseBool. Returns: 0/1, or -1 when not a boolean. */
@@ -93,7 +102,8 @@ static int bool_param(struct rv_req *req, const char *name, int *out, const char
   return 0;
 }
 
-/* parseKeyRequest. Returns: 0, or -1 after answering the error. */
+/* parseKeyRequest. Returns: 0, or -1 after answering the error (request errors carry index 0,
+ * as etcd's NewRequestError does). */
 static int parse_or_reply(struct rv_req *req, struct keys_req *k)
 {
   memset(k, 0, sizeof(*k));
@@ -129,8 +139,7 @@ static int parse_or_reply(struct rv_req *req, struct keys_req *k)
     v2_error_reply(req, V2_PREV_VALUE_REQUIRED, "\"prevValue\" cannot be empty", 0);
     return -1;
   }
-  if (bool_param(req, "noValueOnSuccess", &k->no_value,
-                 "invalid value for \"noValueOnSuccess\""))
+  if (bool_param(req, "noValueOnSuccess", &k->no_value, "invalid value for \"noValueOnSuccess\""))
     return -1;
   v = rv_req_param(req, "ttl");
   if (v != NULL && v[0] != '\0') {
@@ -193,8 +202,8 @@ static void reply_event(struct rv_req *req, const struct mu_event *e, uint64_t i
   char hdr[256];
   event_headers(hdr, sizeof(hdr), index);
   int status = e->created ? 201 : 200;
-  if (no_value && (e->action == MU_EV_SET || e->action == MU_EV_CAS ||
-                   e->action == MU_EV_CREATE || e->action == MU_EV_UPDATE)) {
+  if (no_value && (e->action == MU_EV_SET || e->action == MU_EV_CAS || e->action == MU_EV_CREATE ||
+                   e->action == MU_EV_UPDATE)) {
     struct mu_buf b = MU_BUF_INIT(256);
     mu_buf_append(&b, e->json, e->json_head);
     mu_buf_puts(&b, "}\n");
@@ -210,6 +219,7 @@ static int64_t expire_of(const struct keys_req *k)
   if (!k->has_ttl)
     return 0;
   uint64_t ttl = k->ttl;
+  /* Go's Duration would overflow; keep the expiry representable */
   if (ttl > (uint64_t)INT64_MAX / 1000000000 - 4000000000ULL)
     ttl = (uint64_t)INT64_MAX / 1000000000 - 4000000000ULL;
   return mu_now_ns() + (int64_t)ttl * 1000000000;
@@ -244,8 +254,7 @@ static void watch_fire(void *data, const struct mu_event *e, struct mu_watcher *
   rv_req_defer(req, NULL, NULL);
   wc->v2->watches_open--;
   mu_free(wc);
-  rv_reply_chunk(req, e->json, e->json_len);
-  rv_reply_end(req);
+  rv_reply_finish(req, e->json, e->json_len);
 }
 
 static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
@@ -264,12 +273,13 @@ static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
   wc->v2 = v2;
   wc->req = req;
   wc->stream = k->stream;
-  if (mu_store_watch(s, k->key, k->recursive, k->stream, k->wait_index, watch_fire, wc, &found,
-                     &w, &err) != 0) {
+  if (mu_store_watch(s, k->key, k->recursive, k->stream, k->wait_index, watch_fire, wc, &found, &w,
+                     &err) != 0) {
     mu_free(wc);
     reply_error(req, &err);
     return;
   }
+  /* X-Etcd-Index of a watch is the index when it started (etcd sends headers first) */
   event_headers(hdr, sizeof(hdr), start_index);
   if (found != NULL && w == NULL) {
     mu_free(wc);
@@ -297,8 +307,8 @@ static void keys_handler(struct rv_req *req)
   const struct mu_event *e = NULL;
   if (parse_or_reply(req, &k) != 0)
     goto out;
-  struct mu_write w = {k.key, k.value, k.value_len, k.dir, expire_of(&k), k.refresh,
-                       k.prev_value, k.prev_index};
+  struct mu_write w = {k.key,         k.value,   k.value_len,  k.dir,
+                       expire_of(&k), k.refresh, k.prev_value, k.prev_index};
   switch (req->method) {
   case RV_GET:
     if (k.wait) {
@@ -321,6 +331,7 @@ static void keys_handler(struct rv_req *req)
     e = mu_store_create(s, &w, 1, &err);
     break;
   case RV_PUT:
+    /* applierV2store.Put */
     if (k.prev_exist == 1) {
       if (k.prev_index == 0 && (k.prev_value == NULL || k.prev_value[0] == '\0'))
         e = mu_store_update(s, &w, &err);
@@ -404,8 +415,6 @@ static void v2_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
   (void)srv;
   if (v2->store == NULL)
     return;
-  size_t dirs = 0;
-  (void)dirs;
   mu_buf_printf(out,
                 "# HELP musterd_v2_nodes Nodes (keys and dirs) in the etcd v2 store.\n"
                 "# TYPE musterd_v2_nodes gauge\nmusterd_v2_nodes %zu\n"
@@ -420,10 +429,11 @@ static void v2_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
 }
 
 static const struct rv_route v2_routes[] = {
-    {RV_GET | RV_PUT | RV_POST | RV_DELETE, "/v2/keys", RV_ROUTE_FORM, keys_handler, "v2_keys"},
-    {RV_GET | RV_PUT | RV_POST | RV_DELETE, "/v2/keys/", RV_ROUTE_PREFIX | RV_ROUTE_FORM,
-     keys_handler, "v2_keys"},
-    {RV_GET, "/v2/stats/store", 0, stats_store_handler, "v2_stats_store"},
+    {RV_GET | RV_PUT | RV_POST | RV_DELETE, "/v2/keys", RV_ROUTE_FORM | RV_ROUTE_CORS, keys_handler,
+     "v2_keys"},
+    {RV_GET | RV_PUT | RV_POST | RV_DELETE, "/v2/keys/",
+     RV_ROUTE_PREFIX | RV_ROUTE_FORM | RV_ROUTE_CORS, keys_handler, "v2_keys"},
+    {RV_GET, "/v2/stats/store", RV_ROUTE_CORS, stats_store_handler, "v2_stats_store"},
     {0, NULL, 0, NULL, NULL},
 };
 

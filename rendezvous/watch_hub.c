@@ -233,8 +233,7 @@ void mu_watch_hub_notify(struct mu_watch_hub *h, const struct mu_event *e)
       notify_path(h, e, e->key, i, 0);
 }
 
-void mu_watch_hub_notify_deleted(struct mu_watch_hub *h, const struct mu_event *e,
-                                 const char *path)
+void mu_watch_hub_notify_deleted(struct mu_watch_hub *h, const struct mu_event *e, const char *path)
 {
   if (h->count == 0)
     return;

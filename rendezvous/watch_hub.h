@@ -25,8 +25,8 @@ struct mu_watch_hub {
   struct mu_watch_list **buckets;
   size_t nbuckets;
   size_t nlists;
-  size_t count;  /* live watchers */
-  int depth;     /* > 0 while notifying: removals are deferred */
+  size_t count;               /* live watchers */
+  int depth;                  /* > 0 while notifying: removals are deferred */
   struct mu_watcher *pending; /* removed during a notification, freed after it */
 };
 

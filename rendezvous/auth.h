@@ -1,0 +1,76 @@
+/* Who may talk to musterd: bearer tokens (--token-file, the native /v1 API and `muster agent`
+ * with MUSTER_RDZV_TOKEN) and etcd v2 basic auth (--auth-user USER:PASSFILE, --auth-users FILE,
+ * python-etcd's username/password).
+ *
+ * Once any credential is configured, every request under /v1/ and /v2/ must carry one of
+ * them: `Authorization: Bearer TOKEN` or `Authorization: Basic base64(USER:PASSWORD)` (either
+ * API accepts either kind). /version, /health, /healthz and /metrics stay open (they reveal no
+ * key, value or credential), as etcd leaves /version and /health open. A refused request gets
+ * 401 and nothing else: etcd's {"message":"Insufficient credentials"} under /v2 (python-etcd
+ * raises EtcdInsufficientPermissions), {"error":"unauthorized",...} under /v1.
+ *
+ * Secrets are compared in constant time and never logged: the log and /metrics only say how
+ * many requests were refused.
+ */
+#ifndef RV_AUTH_H
+#define RV_AUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "http.h"
+
+struct rv_auth;
+
+/* Returns: an empty credential set (nothing required until something is added).
+ * Ownership: free with rv_auth_free(). */
+struct rv_auth *rv_auth_new(void);
+
+/* Frees the set, wiping the secrets. Accepts NULL. */
+void rv_auth_free(struct rv_auth *a);
+
+/* Adds the tokens of `path`: one per line, blank lines and lines starting with '#' skipped,
+ * surrounding spaces trimmed; a token is 8-4096 printable characters without spaces.
+ * Returns: 0, or MU_EINVAL with a message naming the file, the line and the fix in `err`. */
+int rv_auth_load_tokens(struct rv_auth *a, const char *path, char *err, size_t errlen);
+
+/* Adds one basic-auth user from "USER:PASSFILE" (the password is the first line of PASSFILE,
+ * so it never shows in `ps`). USER is 1-256 characters without ':'.
+ * Returns: 0, or MU_EINVAL with a message in `err`. */
+int rv_auth_add_user_spec(struct rv_auth *a, const char *spec, char *err, size_t errlen);
+
+/* Adds the users of `path`: lines "USER:PASSWORD" (blank and '#' lines skipped).
+ * Returns: 0, or MU_EINVAL with a message naming the file and line in `err`. */
+int rv_auth_load_users(struct rv_auth *a, const char *path, char *err, size_t errlen);
+
+/* Adds one user or token directly (tests, embedding). Returns: 0 or MU_EINVAL.
+ * Ownership: copied. */
+int rv_auth_add_user(struct rv_auth *a, const char *user, const char *password);
+int rv_auth_add_token(struct rv_auth *a, const char *token);
+
+/* Returns: 1 when at least one token or user is configured (requests need credentials). */
+int rv_auth_enabled(const struct rv_auth *a);
+
+enum rv_auth_verdict {
+  RV_AUTH_OPEN = 0,    /* auth off, or a path that needs none */
+  RV_AUTH_GRANTED = 1, /* valid credentials */
+  RV_AUTH_MISSING = 2, /* no (usable) Authorization header */
+  RV_AUTH_DENIED = 3,  /* wrong token, user or password */
+};
+
+/* Decides on a request for the decoded `path` with the value of its Authorization header
+ * (NULL when absent). Counts the verdict. Returns: an enum rv_auth_verdict. */
+int rv_auth_check(struct rv_auth *a, const char *path, const char *authorization);
+
+/* Answers a refused request with 401 in the shape of its API (see above). */
+void rv_auth_reply_401(struct rv_req *req, int verdict);
+
+/* The router's hook: checks `req` (path + Authorization) and answers 401 when refused.
+ * Returns: 0 when the handler may run, 1 when the request has been answered. */
+int rv_auth_gate(struct rv_auth *a, struct rv_req *req);
+
+/* Appends Prometheus lines (counters only) to `out`. */
+void rv_auth_metrics(const struct rv_auth *a, struct mu_buf *out);
+
+#endif

@@ -1,0 +1,103 @@
+/* musterd durability (--data-dir): a write-ahead log of every etcd v2 store change, periodic
+ * snapshots with compaction, and recovery at start-up. docs/durability.md is the contract.
+ *
+ * Files in the data dir:
+ *   LOCK                          flock()ed while a musterd uses the dir
+ *   snap-<index>.snap             the whole store (nodes + event history) at <index>
+ *   wal-<first index>.log         the records after it, framed as wal.h describes
+ *
+ * Every store write calls the store's commit hook, which appends one record. What "written"
+ * means depends on the fsync mode:
+ *   always  write() + fdatasync() in the hook, before the reply is built;
+ *   batch   group commit: records gather in memory; after each loop iteration a dedicated
+ *           thread write()s and fdatasync()s them as one batch while the loop keeps serving;
+ *           the replies of those writes are held (mu_persist_reply()) until their batch's
+ *           fdatasync() returned;
+ *   off     write() in the hook (survives a crash of musterd, not of the machine).
+ * Every `snapshot_every` records, a snapshot is written (temp file, fsync, rename), a new log
+ * segment started, and older snapshots and segments deleted.
+ */
+#ifndef RV_PERSIST_H
+#define RV_PERSIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+struct mu_store;
+struct rv_server;
+struct rv_req;
+
+enum mu_fsync_mode {
+  MU_FSYNC_BATCH = 0,
+  MU_FSYNC_ALWAYS,
+  MU_FSYNC_OFF,
+};
+
+#define MU_PERSIST_SNAPSHOT_EVERY 100000
+
+/* Returns: 0 with *out set, or MU_EINVAL for a name other than always, batch, off. */
+int mu_fsync_mode_parse(const char *name, enum mu_fsync_mode *out);
+const char *mu_fsync_mode_name(enum mu_fsync_mode m);
+
+/* What recovery found, for the start-up report. */
+struct mu_persist_report {
+  char snapshot[512]; /* the snapshot file loaded, "" if none */
+  uint64_t snapshot_index;
+  uint64_t snapshot_nodes;
+  uint64_t segments;  /* log files read */
+  uint64_t records;   /* log records applied */
+  uint64_t skipped;   /* log records already in the snapshot */
+  uint64_t keys;      /* files in the store after recovery */
+  uint64_t dirs;      /* dirs, not counting the root */
+  uint64_t index;     /* the global index after recovery */
+  uint64_t events;    /* events in the history */
+  uint64_t expired;   /* keys whose deadline passed while down, expired at start-up */
+  double elapsed_ms;
+  char warning[1024]; /* a truncated torn tail: file, offset, bytes dropped, why; "" if none */
+};
+
+struct mu_persist;
+
+/* Opens (creating it if missing) and locks the data dir `dir`, loads the newest snapshot into
+ * `s` (which must be new and empty), replays the log after it (truncating a torn tail), expires
+ * keys whose deadline has passed, and starts logging every write of `s`.
+ * Returns: the handle, or NULL with a message naming the problem (file, byte offset) and the
+ * fix in `err`.
+ * Ownership: `s` and `loop` are borrowed and must outlive the handle; `dir` is copied. Free
+ * with mu_persist_free() after the loop has finished. */
+struct mu_persist *mu_persist_open(const char *dir, enum mu_fsync_mode mode,
+                                   uint64_t snapshot_every, struct mu_store *s, uv_loop_t *loop,
+                                   struct mu_persist_report *rep, char *err, size_t errlen);
+
+/* Registers the module "persist" on `srv` (held replies, /metrics, shutdown hook). */
+void mu_persist_attach(struct mu_persist *p, struct rv_server *srv);
+
+/* Graceful stop, before rv_server_close(): waits for the batch being synced, syncs the rest,
+ * answers every held reply, writes a final snapshot and stops logging. Returns: 0, or a
+ * negative errno from the disk (the log is still consistent up to the last sync). */
+int mu_persist_stop(struct mu_persist *p);
+
+/* Writes a snapshot now and compacts (tests, mu_persist_stop()). Returns: 0 or -errno. */
+int mu_persist_snapshot(struct mu_persist *p);
+
+/* Syncs what is pending, stops logging (without touching the store) and closes the handle's
+ * loop handles; run the loop once more before mu_persist_free(). The "persist" module calls it
+ * from rv_server_close(); call it yourself when the handle was never attached. Accepts NULL. */
+void mu_persist_close(struct mu_persist *p);
+
+/* Frees the handle (after mu_persist_close() and the loop has run). Accepts NULL. */
+void mu_persist_free(struct mu_persist *p);
+
+/* Returns: the etcd v2 store of `srv` (defined in v2_keys.c), or NULL when /v2 is not
+ * registered. Ownership: borrowed, lives until rv_server_close(). */
+struct mu_store *rv_v2_store(struct rv_server *srv);
+
+/* Answers a write request: at once when its record is already durable (or there is no data
+ * dir), else defers `req` and answers it when the batch holding every record appended so far
+ * has been synced. Same arguments as rv_reply(). Ownership: all arguments are copied. */
+void mu_persist_reply(struct rv_req *req, int status, const char *content_type,
+                      const char *extra_headers, const void *body, size_t len);
+
+#endif

@@ -1,0 +1,99 @@
+/* Quotas: limits an operator sets so that one job (or one stranger) cannot fill musterd.
+ *
+ *   --quota-keys N                 keys and dirs in the etcd v2 store, server-wide
+ *   --quota-value-bytes N          one etcd v2 value or one /v1 KV value
+ *   --quota-watchers N             long polls open at once, server-wide (v2 watches, /v1 joins,
+ *                                  round watches, barriers, KV waits)
+ *   --quota-watchers-per-client N  long polls open at once from one client address
+ *   --quota-run-watchers N         long polls open at once on one /v1 run (per-run)
+ *
+ * 0 (the default) means no limit. HTTP/1.1 carries one long poll per connection at a time
+ * (pipelined requests wait behind it), so "watchers per connection" is always 1: the
+ * per-client-address count is what bounds one client opening many connections.
+ *
+ * Each refusal is answered in the shape of its API: etcd's error JSON under /v2 (errorCode 600
+ * "Value over quota" with 413, 601 "Quota exceeded" with 429, a cause naming the quota and its
+ * option), {"error":"too_large"|"too_many","message":...} under /v1 (docs/rendezvous.md), and
+ * counted in /metrics as musterd_quota_refused_total{quota="..."}.
+ *
+ * The router calls rv_quota_gate() before the handler; a long poll it admits holds a ticket
+ * that the connection returns with rv_quota_release() when the request ends however it ends.
+ */
+#ifndef RV_QUOTA_H
+#define RV_QUOTA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "http.h"
+
+struct mu_store;
+struct rv_quota;
+
+struct rv_quota_config {
+  uint64_t max_keys;
+  uint64_t max_value_bytes;
+  uint64_t max_watchers;
+  uint64_t max_watchers_per_client;
+  uint64_t max_run_watchers;
+};
+
+enum rv_quota_kind {
+  RV_QUOTA_KEYS = 0,
+  RV_QUOTA_VALUE,
+  RV_QUOTA_WATCHERS,
+  RV_QUOTA_CLIENT_WATCHERS,
+  RV_QUOTA_RUN_WATCHERS,
+  RV_QUOTA_NKINDS
+};
+
+/* etcd v2 error codes of the quota refusals (rows in v2_error.c). */
+enum {
+  RV_QUOTA_V2_VALUE = 600, /* "Value over quota", 413 */
+  RV_QUOTA_V2_FULL = 601,  /* "Quota exceeded", 429 */
+};
+
+/* What an admitted long poll holds until it ends. Zeroed = holds nothing. */
+struct rv_quota_ticket {
+  struct quota_entry *client; /* per-address count taken, or NULL */
+  struct quota_entry *run;    /* per-run count taken, or NULL */
+  int counted;                /* the server-wide count taken */
+};
+
+/* Returns: the quotas (copied from cfg). Ownership: free with rv_quota_free(). */
+struct rv_quota *rv_quota_new(const struct rv_quota_config *cfg);
+
+/* Frees. Accepts NULL. Every ticket must have been released. */
+void rv_quota_free(struct rv_quota *q);
+
+/* Returns: 1 when any quota is set. */
+int rv_quota_enabled(const struct rv_quota *q);
+
+/* Returns: 1 when the per-client quota is set (the connection must record its peer address). */
+int rv_quota_wants_peer(const struct rv_quota *q);
+
+/* Lets the key quota see the etcd v2 store (its size and which keys exist). Borrowed. */
+void rv_quota_set_store(struct rv_quota *q, struct mu_store *store);
+
+/* Is `req` a long poll? Returns: 1 and, for /v1 runs, the run id span in *run and *runlen (else
+ * *runlen = 0); 0 otherwise. */
+int rv_quota_is_long_poll(const struct rv_req *req, const char **run, size_t *runlen);
+
+/* The router's hook, before the handler: checks value size, key count and long-poll counts
+ * for `req` from client address `peer` ("" when unknown). When refused, answers the request.
+ * When admitted as a long poll, fills `t` (release it with rv_quota_release()).
+ * Returns: 0 when the handler may run, 1 when the request has been answered. */
+int rv_quota_gate(struct rv_quota *q, struct rv_req *req, const char *peer,
+                  struct rv_quota_ticket *t);
+
+/* Returns what `t` holds and zeroes it. Safe on a zeroed ticket and with q == NULL. */
+void rv_quota_release(struct rv_quota *q, struct rv_quota_ticket *t);
+
+/* Appends Prometheus lines (refusals by quota, long polls open) to `out`. */
+void rv_quota_metrics(const struct rv_quota *q, struct mu_buf *out);
+
+/* Returns: refusals so far of one kind (tests). */
+uint64_t rv_quota_refused(const struct rv_quota *q, enum rv_quota_kind kind);
+
+#endif
