@@ -53,8 +53,8 @@ int mu_agent_parse_nnodes(const char *s, int *min, int *max, char *err, size_t e
     if (mu_parse_long(left, 1, 1000000, &a) != 0 || mu_parse_long(colon + 1, 1, 1000000, &b) != 0)
       goto bad;
     if (b < a) {
-      snprintf(err, errlen, "--nnodes '%s': MAX (%ld) is below MIN (%ld); use MIN:MAX with MIN <= MAX",
-               s, b, a);
+      snprintf(err, errlen,
+               "--nnodes '%s': MAX (%ld) is below MIN (%ld); use MIN:MAX with MIN <= MAX", s, b, a);
       return MU_EINVAL;
     }
   }
@@ -67,13 +67,17 @@ bad:
   return MU_EINVAL;
 }
 
-int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *err,
-                             size_t errlen)
+int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *err, size_t errlen)
 {
   /* torchrun keys that do not apply to musterd: accepted and ignored. */
-  static const char *const ignored[] = {"is_host",   "read_timeout", "timeout",
-                                        "store_type", "use_libuv",   "keep_alive_interval",
-                                        "keep_alive_max_attempt", "rank"};
+  static const char *const ignored[] = {"is_host",
+                                        "read_timeout",
+                                        "timeout",
+                                        "store_type",
+                                        "use_libuv",
+                                        "keep_alive_interval",
+                                        "keep_alive_max_attempt",
+                                        "rank"};
   char *copy = mu_strdup(s);
   int rc = 0;
   char *save = NULL;
@@ -121,12 +125,25 @@ out:
 }
 
 /* The variables the agent owns; inherited values of these are dropped. */
-static const char *const owned_vars[] = {
-    "RANK",          "LOCAL_RANK",         "WORLD_SIZE",          "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",    "GROUP_WORLD_SIZE",   "ROLE_RANK",           "ROLE_WORLD_SIZE",
-    "ROLE_NAME",     "MASTER_ADDR",        "MASTER_PORT",         "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE",
-    "TORCHELASTIC_USE_AGENT_STORE", "MUSTER_RDZV_ENDPOINT", "MUSTER_RUN_ID", "MUSTER_ROUND"};
+static const char *const owned_vars[] = {"RANK",
+                                         "LOCAL_RANK",
+                                         "WORLD_SIZE",
+                                         "LOCAL_WORLD_SIZE",
+                                         "GROUP_RANK",
+                                         "GROUP_WORLD_SIZE",
+                                         "ROLE_RANK",
+                                         "ROLE_WORLD_SIZE",
+                                         "ROLE_NAME",
+                                         "MASTER_ADDR",
+                                         "MASTER_PORT",
+                                         "TORCHELASTIC_RESTART_COUNT",
+                                         "TORCHELASTIC_MAX_RESTARTS",
+                                         "TORCHELASTIC_RUN_ID",
+                                         "TORCHELASTIC_ERROR_FILE",
+                                         "TORCHELASTIC_USE_AGENT_STORE",
+                                         "MUSTER_RDZV_ENDPOINT",
+                                         "MUSTER_RUN_ID",
+                                         "MUSTER_ROUND"};
 
 static int is_owned(const char *kv)
 {
@@ -228,8 +245,7 @@ void mu_line_prefixer_flush(struct mu_line_prefixer *lp, struct mu_buf *out)
   mu_buf_clear(&lp->partial);
 }
 
-static void append_lines(const char *text, size_t max_lines, const char *indent,
-                         struct mu_buf *out)
+static void append_lines(const char *text, size_t max_lines, const char *indent, struct mu_buf *out)
 {
   size_t lines = 0;
   const char *p = text;

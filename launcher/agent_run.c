@@ -60,8 +60,8 @@ struct worker {
   int spawned, exited, out_open, err_open;
   int64_t exit_status;
   int term_signal;
-  int spawn_error; /* a uv error from uv_spawn */
-  int stopped;     /* exited after the agent began stopping the workers */
+  int spawn_error;      /* a uv error from uv_spawn */
+  int stopped;          /* exited after the agent began stopping the workers */
   int log_out, log_err; /* per-worker files, -1 without --log-dir */
   struct mu_line_prefixer pout, perr;
   char *error_file;
@@ -477,8 +477,7 @@ static void spawn_worker(struct agent *ag, struct worker *w)
   const struct mu_agent_config *cfg = ag->cfg;
   char dir[PATH_MAX];
   struct mu_strvec env = MU_STRVEC_INIT;
-  int dn = snprintf(dir, sizeof(dir), "%s/attempt_%d/%d", ag->base_dir, ag->attempt,
-                    w->local_rank);
+  int dn = snprintf(dir, sizeof(dir), "%s/attempt_%d/%d", ag->base_dir, ag->attempt, w->local_rank);
   if (dn < 0 || dn >= (int)sizeof(dir) || mkdir_p(dir) != 0)
     say("cannot create '%s': %s", dir, strerror(errno));
   w->error_file = mu_asprintf("%s/error.json", dir);
@@ -663,7 +662,8 @@ static int do_join(struct agent *ag)
 {
   const struct mu_agent_config *cfg = ag->cfg;
   long long deadline = now_ms() + (long long)(cfg->join_timeout_s * 1000);
-  long long retry_until = now_ms() + (cfg->join_timeout_s < 30 ? (long long)(cfg->join_timeout_s * 1000) : 30000);
+  long long retry_until =
+      now_ms() + (cfg->join_timeout_s < 30 ? (long long)(cfg->join_timeout_s * 1000) : 30000);
   int warned = 0;
   for (;;) {
     mu_round_release(&ag->round);
@@ -694,7 +694,8 @@ static int do_join(struct agent *ag)
                  mu_client_errmsg(ag->client));
         return rc == MU_ESHUT ? MU_AGENT_EXIT_FAILED : MU_AGENT_EXIT_RENDEZVOUS;
       }
-      if (cfg->local_addr == NULL && mu_client_local_addr(ag->client, ag->addr, sizeof(ag->addr)) != 0)
+      if (cfg->local_addr == NULL &&
+          mu_client_local_addr(ag->client, ag->addr, sizeof(ag->addr)) != 0)
         snprintf(ag->addr, sizeof(ag->addr), "127.0.0.1");
     }
     long long left = deadline - now_ms();
@@ -744,8 +745,8 @@ static int do_join(struct agent *ag)
     }
     return MU_AGENT_EXIT_RENDEZVOUS;
   }
-  say("run '%s' round %ld: node rank %d of %d, ranks %d-%d of world %d, master %s:%d",
-      cfg->run_id, ag->round.round, ag->round.node_rank, ag->round.nnodes, ag->round.rank_offset,
+  say("run '%s' round %ld: node rank %d of %d, ranks %d-%d of world %d, master %s:%d", cfg->run_id,
+      ag->round.round, ag->round.node_rank, ag->round.nnodes, ag->round.rank_offset,
       ag->round.rank_offset + ag->round.local_world_size - 1, ag->round.world_size,
       ag->round.master_addr, ag->round.master_port);
   return 0;
@@ -826,8 +827,8 @@ int mu_agent_run(const struct mu_agent_config *cfg)
       struct worker *w = &ag.w[ag.failed_idx];
       char how[160];
       describe_exit(w, how, sizeof(how));
-      snprintf(reason, sizeof(reason), "rank %d on node %s failed (%s), no restart left",
-               w->rank, ag.node_id, how);
+      snprintf(reason, sizeof(reason), "rank %d on node %s failed (%s), no restart left", w->rank,
+               ag.node_id, how);
       mu_client_leave(ag.client, cfg->run_id, ag.node_id, 0, reason);
       mu_client_shutdown(ag.client, cfg->run_id, reason);
       mu_error("run '%s' failed: %s", cfg->run_id, reason);

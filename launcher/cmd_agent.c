@@ -25,8 +25,8 @@ static int valid_run_id(const char *s)
     return 0;
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '.' || c == '_' || c == '-'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-'))
       return 0;
   }
   return 1;
@@ -120,8 +120,7 @@ int cmd_agent(int argc, char **argv)
     if (n < 1)
       n = 1;
   } else if (mu_parse_long(nproc, 1, 4096, &n) != 0) {
-    mu_error("--nproc-per-node '%s': expected a number of workers from 1 to 4096, or 'cpu'",
-             nproc);
+    mu_error("--nproc-per-node '%s': expected a number of workers from 1 to 4096, or 'cpu'", nproc);
     goto out;
   }
   cfg.nproc_per_node = (int)n;

@@ -1,4 +1,5 @@
-/* muster list [-s SCHED]: the jobs a scheduler knows, as TorchX's table. */
+/* muster list [-s SCHED] [-cfg K=V,...]: the jobs a scheduler knows, as TorchX's table; -cfg
+ * picks where to look (kubernetes: namespace=, context=; slurm: partition=, user=). */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,11 +18,13 @@ int cmd_list(int argc, char **argv)
   int json = 0;
   struct mu_opt opts[] = {
       MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED", "the scheduler (default: local)"),
-      MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...", "scheduler options"),
+      MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...",
+                    "scheduler options, also as -cfg: kubernetes namespace=, context=; slurm "
+                    "partition=, user= (ALL: everyone's); local log_dir="),
       MU_OPT_BOOL(0, "json", &json, "print JSON"),
       MU_OPT_END(),
   };
-  int n = mu_opts_parse(opts, argc, argv, 0, "muster list [-s SCHED] [--json]");
+  int n = mu_opts_parse(opts, argc, argv, 0, "muster list [-s SCHED] [-cfg K=V,...] [--json]");
   if (n == MU_OPTS_HELP)
     return 0;
   if (n < 0)

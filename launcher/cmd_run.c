@@ -122,8 +122,12 @@ static pid_t start_log_stream(const struct mu_sched_ops *s, const char *app_id,
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
+  if (pid > 0)
+    setpgid(pid, pid); /* (both sides: no race) */
   if (pid != 0)
     return pid;
+  /* Its own process group: the log readers it starts (kubectl logs -f per pod) stop with it. */
+  setpgid(0, 0);
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_DFL);
   struct mu_buf err = MU_BUF_INIT(4096);
@@ -215,7 +219,7 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
       delay *= 2;
   }
   if (logger > 0) {
-    kill(logger, SIGTERM);
+    kill(-logger, SIGTERM);
     int ws;
     waitpid(logger, &ws, 0);
   }
@@ -263,12 +267,15 @@ int cmd_run(int argc, char **argv)
   /* TorchX spells it -cfg: accept it (and -cfg=...). Only the run options (before the
    * component) are parsed from av; the component's arguments come from argv untouched. */
   char **av = mu_calloc((size_t)argc + 1, sizeof(char *));
+  struct mu_strvec owned = MU_STRVEC_INIT; /* the rewritten -cfg=... words */
   for (int i = 0; i < argc; i++) {
     av[i] = argv[i];
-    if (strcmp(argv[i], "-cfg") == 0)
+    if (strcmp(argv[i], "-cfg") == 0) {
       av[i] = (char *)"--cfg";
-    else if (strncmp(argv[i], "-cfg=", 5) == 0)
-      av[i] = argv[i] + 1;
+    } else if (strncmp(argv[i], "-cfg=", 5) == 0) {
+      mu_strvec_pushf(&owned, "-%s", argv[i]);
+      av[i] = owned.v[owned.n - 1];
+    }
   }
   struct mu_config file = MU_CONFIG_INIT;
   struct mu_cfg cfg = {MU_KVLIST_INIT};
@@ -441,5 +448,6 @@ out:
   mu_config_release(&file);
   mu_buf_release(&err);
   mu_free(av);
+  mu_strvec_release(&owned);
   return rc;
 }

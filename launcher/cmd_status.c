@@ -1,4 +1,6 @@
-/* muster status HANDLE [--json]: the job's state and its replicas (TorchX's text form). */
+/* muster status HANDLE [--json]: the job's state and its replicas (TorchX's text form). The
+ * exit code tells the state (docs/exit-codes.md): 0 PENDING/SUBMITTED/RUNNING/SUCCEEDED,
+ * 1 FAILED/CANCELLED/UNKNOWN, 2 bad command line, 3 the job could not be looked up. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +11,24 @@
 #include "cmds.h"
 #include "log.h"
 #include "opts.h"
+
+
+static int state_exit_code(enum mu_job_state s)
+{
+  switch (s) {
+  case MU_STATE_UNSUBMITTED:
+  case MU_STATE_SUBMITTED:
+  case MU_STATE_PENDING:
+  case MU_STATE_RUNNING:
+  case MU_STATE_SUCCEEDED:
+    return MU_EXIT_OK;
+  case MU_STATE_FAILED:
+  case MU_STATE_CANCELLED:
+  case MU_STATE_UNKNOWN:
+    break;
+  }
+  return MU_EXIT_FAILED;
+}
 
 int cmd_status(int argc, char **argv)
 {
@@ -23,7 +43,9 @@ int cmd_status(int argc, char **argv)
       MU_OPT_END(),
   };
   int n = mu_opts_parse(opts, argc, argv, 0 | MU_OPTS_STOP_AT_NONOPT,
-                        "muster status [--json] [--roles A,B] HANDLE");
+                        "muster status [--json] [--roles A,B] [-cfg K=V,...] HANDLE\n"
+                        "exit code: 0 PENDING, RUNNING or SUCCEEDED; 1 FAILED, CANCELLED or "
+                        "UNKNOWN;\n2 bad command line; 3 the job could not be looked up");
   if (n == MU_OPTS_HELP)
     return 0;
   if (n < 0)
@@ -46,9 +68,10 @@ int cmd_status(int argc, char **argv)
     goto out;
   if (mu_sched_describe(s, app_id, &cfg, &st, &err) != 0) {
     mu_error("%s", mu_buf_str(&err));
-    rc = MU_EXIT_FAILED;
+    rc = MU_EXIT_LOOKUP;
     goto out;
   }
+  rc = state_exit_code(st.state);
   if (roles != NULL) {
     size_t k = 0;
     for (size_t i = 0; i < st.nreplicas; i++) {

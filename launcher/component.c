@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +117,10 @@ struct param {
   int required;
   char *help;
   struct mu_strvec choices;
-  int remainder;      /* takes the positional/after-`--` arguments */
+  int remainder; /* takes the positional/after-`--` arguments */
+  char *pattern; /* str: a POSIX ERE the whole value must match; NULL = any */
+  regex_t re;    /* compiled ^(pattern)$, valid when has_re */
+  int has_re;
   char *nnodes_param; /* jobsize: a str param that overrides the node part */
   char *nproc_param;  /* jobsize: an int param that overrides nproc */
 };
@@ -138,6 +142,9 @@ static void param_release(struct param *p)
   mu_free(p->def);
   mu_free(p->help);
   mu_strvec_release(&p->choices);
+  mu_free(p->pattern);
+  if (p->has_re)
+    regfree(&p->re);
   mu_free(p->nnodes_param);
   mu_free(p->nproc_param);
 }
@@ -216,7 +223,7 @@ static int check_keys(const cJSON *o, const char *const *allowed, const char *wh
 /* The keys of a parameter declaration. */
 static const char *const param_keys[] = {"name",         "short",       "type",    "default",
                                          "required",     "help",        "choices", "remainder",
-                                         "nnodes_param", "nproc_param", NULL};
+                                         "nnodes_param", "nproc_param", "pattern", NULL};
 
 static int parse_param(const cJSON *jp, size_t idx, const char *where, struct param *p,
                        struct mu_buf *err)
@@ -279,6 +286,30 @@ static int parse_param(const cJSON *jp, size_t idx, const char *where, struct pa
   if (p->remainder && p->type != P_LIST) {
     mu_buf_printf(err, "%s: %s: a remainder parameter must have type list", where, ctx);
     return MU_EINVAL;
+  }
+  s = str_of(jp, "pattern");
+  if (s != NULL) {
+    if (p->type != P_STR) {
+      mu_buf_printf(err, "%s: %s.pattern: only str parameters take a pattern ('%s' is %s)", where,
+                    ctx, p->name, ptype_names[p->type]);
+      return MU_EINVAL;
+    }
+    /* The whole value must match: compile ^(pattern)$. */
+    struct mu_buf anchored = MU_BUF_INIT(4096);
+    int too_long = mu_buf_printf(&anchored, "^(%s)$", s) != 0;
+    int rc =
+        too_long ? REG_ESPACE : regcomp(&p->re, mu_buf_str(&anchored), REG_EXTENDED | REG_NOSUB);
+    mu_buf_release(&anchored);
+    if (rc != 0) {
+      char why[128] = "longer than 4 KiB";
+      if (!too_long)
+        regerror(rc, &p->re, why, sizeof(why));
+      mu_buf_printf(err, "%s: %s.pattern: '%s' is not a POSIX extended regular expression: %s",
+                    where, ctx, s, why);
+      return MU_EINVAL;
+    }
+    p->has_re = 1;
+    p->pattern = mu_strdup(s);
   }
   return 0;
 }
@@ -554,6 +585,8 @@ void mu_component_help(const struct mu_component *c, struct mu_buf *out)
         mu_buf_printf(out, "%s%s", k ? ", " : "", p->choices.v[k]);
       mu_buf_printf(out, "]");
     }
+    if (p->pattern != NULL)
+      mu_buf_printf(out, " (matching %s)", p->pattern);
     mu_buf_putc(out, '\n');
   }
   mu_buf_printf(out, "    %-32s %s\n", "    --help", "show this help");
@@ -628,6 +661,11 @@ static cJSON *param_value(const struct param *p, const char *text, const char *s
           mu_buf_printf(err, "; did you mean '%s'?", best);
         return NULL;
       }
+    }
+    if (p->has_re && regexec(&p->re, text, 0, NULL, 0) != 0) {
+      mu_buf_printf(err, "%s: '%s' does not match the pattern %s; give a value that matches it",
+                    src, text, p->pattern);
+      return NULL;
     }
     return cJSON_CreateString(text);
   case P_INT:
@@ -837,6 +875,7 @@ struct eval {
   cJSON **values;
   struct mu_buf *err;
   const char *path; /* where in the template, for messages */
+  cJSON *scratch;   /* an array owning values made while evaluating (split lists) */
 };
 
 static const cJSON *lookup_ref(const struct eval *ev, const char *ref, size_t n, int *known)
@@ -936,10 +975,86 @@ static void apply_filter(const char *f, size_t n, struct mu_buf *val)
     for (char *p = s; *p; p++)
       mu_buf_putc(val, (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p));
   } else {
-    mu_buf_puts(val, s); /* unknown filters were rejected by check_expr */
+    mu_buf_puts(val, s); /* join/qjoin on a non-list; unknown filters were rejected by eval_alt */
   }
 #undef F_IS
   mu_free(s);
+}
+
+/* Splits s into words as a POSIX shell does a literal line (no expansions), as Python's
+ * shlex.split: blanks separate words; '...' is literal; in "..." a backslash escapes only
+ * $ ` " \ and newline; elsewhere a backslash escapes the next character (a backslash-newline
+ * vanishes); '' is an empty word. Appends the words to arr. Returns: 0; MU_EINVAL with *why
+ * set for an unterminated quote or a trailing backslash. */
+static int shell_split(const char *s, cJSON *arr, const char **why)
+{
+  struct mu_buf w = MU_BUF_INIT(1 << 20);
+  int in_word = 0, rc = 0;
+  for (const char *p = s;; p++) {
+    char ch = *p;
+    if (ch == '\0' || ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
+      if (in_word)
+        cJSON_AddItemToArray(arr, cJSON_CreateString(mu_buf_str(&w)));
+      mu_buf_clear(&w);
+      in_word = 0;
+      if (ch == '\0')
+        break;
+      continue;
+    }
+    in_word = 1;
+    if (ch == '\'') {
+      const char *close = strchr(p + 1, '\'');
+      if (close == NULL) {
+        *why = "an unterminated ' quote";
+        rc = MU_EINVAL;
+        break;
+      }
+      mu_buf_append(&w, p + 1, (size_t)(close - p - 1));
+      p = close;
+    } else if (ch == '"') {
+      for (p++; *p != '"'; p++) {
+        if (*p == '\0')
+          break;
+        if (*p == '\\' && p[1] != '\0' && strchr("$`\"\\\n", p[1]) != NULL) {
+          p++;
+          if (*p != '\n')
+            mu_buf_putc(&w, *p);
+          continue;
+        }
+        mu_buf_putc(&w, *p);
+      }
+      if (*p == '\0') {
+        *why = "an unterminated \" quote";
+        rc = MU_EINVAL;
+        break;
+      }
+    } else if (ch == '\\') {
+      if (p[1] == '\0') {
+        *why = "a trailing backslash";
+        rc = MU_EINVAL;
+        break;
+      }
+      p++;
+      if (*p != '\n')
+        mu_buf_putc(&w, *p);
+      else if (w.len == 0)
+        in_word = 0; /* a line continuation between words */
+    } else {
+      mu_buf_putc(&w, ch);
+    }
+  }
+  mu_buf_release(&w);
+  return rc;
+}
+
+static int known_filter(const char *f, size_t n)
+{
+  static const char *const filters[] = {"stem",  "basename", "dirname", "ext",   "lastdot",
+                                        "quote", "lower",    "join",    "qjoin", "split"};
+  for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++)
+    if (strlen(filters[i]) == n && strncmp(filters[i], f, n) == 0)
+      return 1;
+  return 0;
 }
 
 /* Evaluates one alternative "ref|f1|f2" or "'literal'". *known = 0 when ref is no param (a
@@ -968,6 +1083,7 @@ static int eval_alt(const struct eval *ev, const char *s, size_t n, struct mu_bu
     return 0;
   *raw = v;
   size_t p = rl;
+  const cJSON *split = NULL; /* the list made by a split filter, until join/qjoin */
   /* join / qjoin see the list itself: items joined by ' ' (qjoin shell-quotes each). */
   size_t f0 = p + 1;
   while (f0 < n && s[f0] == ' ')
@@ -1007,7 +1123,61 @@ static int eval_alt(const struct eval *ev, const char *s, size_t n, struct mu_bu
       a++;
     while (b > a && s[b - 1] == ' ')
       b--;
-    apply_filter(s + a, b - a, out);
+    const char *f = s + a;
+    size_t fl = b - a;
+    if (!known_filter(f, fl)) {
+      mu_buf_printf(ev->err,
+                    "%s: %s: '${%.*s}': unknown filter '%.*s'; use stem, basename, dirname, ext, "
+                    "lastdot, quote, lower, join, qjoin or split",
+                    ev->c->where, ev->path, (int)n, s, (int)fl, f);
+      *known = -1;
+      return 0;
+    }
+    if (split != NULL) {
+      /* After split only join/qjoin: the words joined by ' ' (qjoin shell-quotes each). */
+      int q = fl == 5 && strncmp(f, "qjoin", 5) == 0;
+      if (!q && !(fl == 4 && strncmp(f, "join", 4) == 0)) {
+        mu_buf_printf(ev->err,
+                      "%s: %s: '${%.*s}': 'split' makes a list; only join or qjoin may follow it",
+                      ev->c->where, ev->path, (int)n, s);
+        *known = -1;
+        return 0;
+      }
+      mu_buf_clear(out);
+      const cJSON *it;
+      cJSON_ArrayForEach(it, split)
+      {
+        if (it != split->child)
+          mu_buf_putc(out, ' ');
+        if (q)
+          mu_shell_quote(it->valuestring, out);
+        else
+          mu_buf_puts(out, it->valuestring);
+      }
+      split = NULL;
+      *raw = NULL;
+      continue;
+    }
+    if (fl == 5 && strncmp(f, "split", 5) == 0) {
+      const char *why = NULL;
+      cJSON *arr = cJSON_CreateArray();
+      if (shell_split(mu_buf_str(out), arr, &why) != 0) {
+        mu_buf_printf(ev->err,
+                      "%s: argument '--%.*s': cannot split '%s' into arguments: %s; close the "
+                      "quote or escape the character with a backslash",
+                      ev->c->name, (int)rl_trim, s, mu_buf_str(out), why);
+        cJSON_Delete(arr);
+        *known = -1;
+        return 0;
+      }
+      cJSON_AddItemToArray(ev->scratch, arr);
+      mu_buf_clear(out);
+      value_text(arr, out);
+      split = arr;
+      *raw = arr;
+      continue;
+    }
+    apply_filter(f, fl, out);
     *raw = NULL;
   }
   return out->len > 0 && (*raw == NULL || is_truthy(*raw));
@@ -1033,6 +1203,11 @@ static int eval_expr(const struct eval *ev, const char *s, size_t n, struct mu_b
     int k = 1;
     const cJSON *r = NULL;
     int t = eval_alt(ev, p, (size_t)(q - p), &tmp, &k, &r);
+    if (k < 0) {
+      mu_buf_release(&tmp);
+      *known = -1;
+      return 0;
+    }
     if (!k) {
       mu_buf_release(&tmp);
       if (p == s && q == end) {
@@ -1646,6 +1821,7 @@ int mu_component_build(const struct mu_component *c, int argc, char **argv,
                        const struct mu_config *cfg, struct mu_app **out, struct mu_buf *err)
 {
   cJSON **values = mu_calloc(c->nparams ? c->nparams : 1, sizeof(cJSON *));
+  cJSON *scratch = cJSON_CreateArray();
   cJSON *tree = NULL;
   int rc = 0;
   *out = NULL;
@@ -1746,7 +1922,7 @@ int mu_component_build(const struct mu_component *c, int argc, char **argv,
   rc = run_checks(c, values, err);
   if (rc != 0)
     goto out;
-  struct eval ev = {c, values, err, "app"};
+  struct eval ev = {c, values, err, "app", scratch};
   tree = eval_node(&ev, c->app, 0);
   if (tree == NULL) {
     rc = MU_EINVAL;
@@ -1759,5 +1935,6 @@ out:
     cJSON_Delete(values[i]);
   mu_free(values);
   cJSON_Delete(tree);
+  cJSON_Delete(scratch);
   return rc;
 }

@@ -180,7 +180,9 @@ void mu_config_release(struct mu_config *c)
 /* Strips one pair of matching outer quotes. Returns a new string. */
 static char *unquote(const char *s, size_t n)
 {
-  if (n >= 2 && (s[0] == '\'' || s[0] == '"') && s[n - 1] == s[0])
+  /* Only a value that is one quoted string: "a";"b" keeps its quotes (a list's items). */
+  if (n >= 2 && (s[0] == '\'' || s[0] == '"') && s[n - 1] == s[0] &&
+      memchr(s + 1, s[0], n - 2) == NULL)
     return mu_strndup(s + 1, n - 2);
   return mu_strndup(s, n);
 }
@@ -232,10 +234,15 @@ int mu_cfg_split(const char *s, struct mu_kvlist *out, struct mu_buf *err)
         }
       }
       if (d == SIZE_MAX) {
+        /* Most likely a value with '=' in it (kubectl's taint form k=v:Effect): show how to
+         * quote it, up to the next ',' after that '='. */
+        size_t vto = to + strcspn(s + to, ",");
+        char *k = mu_strdup(trim(key));
         mu_buf_printf(err,
-                      "cannot split '%.*s' into VALUE,NEXTKEY; separate pairs with ',' or ';'"
-                      " and quote values that contain '='",
-                      (int)(to - from), s + from);
+                      "cannot split '%.*s' into VALUE,NEXTKEY: separate pairs with ',' or ';', "
+                      "and quote a value that contains '=': -cfg '%s=\"%.*s\"'",
+                      (int)(to - from), s + from, k, (int)(vto - from), s + from);
+        mu_free(k);
         rc = MU_EINVAL;
         goto out;
       }
@@ -271,15 +278,49 @@ out:
   return rc;
 }
 
+/* Appends the trimmed non-empty pieces of [a, b) split on ',' and ';'. */
+static void push_pieces(const char *a, const char *b, struct mu_strvec *out)
+{
+  while (a <= b) {
+    const char *e = a;
+    while (e < b && *e != ',' && *e != ';')
+      e++;
+    const char *x = a, *y = e;
+    while (x < y && isspace((unsigned char)*x))
+      x++;
+    while (y > x && isspace((unsigned char)y[-1]))
+      y--;
+    if (y > x)
+      mu_strvec_push_owned(out, mu_strndup(x, (size_t)(y - x)));
+    a = e + 1;
+  }
+}
+
 void mu_cfg_split_list(const char *v, struct mu_strvec *out)
 {
   const char *p = v;
   while (*p) {
-    size_t n = strcspn(p, ",;");
-    if (n > 0) {
-      char *item = mu_strndup(p, n);
-      mu_strvec_push_owned(out, item);
+    /* An item ends at ',' or ';' outside quotes; a quoted item loses its quotes and is split
+     * again inside (quotes protect '=' from -cfg, not the list separators). */
+    size_t n = 0;
+    char q = 0;
+    for (; p[n] != '\0' && (q || (p[n] != ',' && p[n] != ';')); n++) {
+      if (q && p[n] == q)
+        q = 0;
+      else if (!q && (p[n] == '"' || p[n] == '\''))
+        q = p[n];
     }
+    const char *a = p, *b = p + n;
+    while (a < b && isspace((unsigned char)*a))
+      a++;
+    while (b > a && isspace((unsigned char)b[-1]))
+      b--;
+    if (b - a >= 2 && (*a == '"' || *a == '\'') && b[-1] == *a &&
+        memchr(a + 1, *a, (size_t)(b - a - 2)) == NULL) {
+      a++;
+      b--;
+    }
+    push_pieces(a, b, out);
     p += n;
     if (*p)
       p++;

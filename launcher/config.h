@@ -58,7 +58,9 @@ int mu_cfg_split(const char *s, struct mu_kvlist *out, struct mu_buf *err);
 int mu_cfg_resolve(const struct mu_sched_ops *s, const struct mu_kvlist *cli,
                    const struct mu_config *file, struct mu_cfg *out, struct mu_buf *err);
 
-/* Splits a list runopt value on ',' and ';', dropping empties. Appends to out. */
+/* Splits a list runopt value on ',' and ';' outside quotes into trimmed non-empty items; an item in
+ * matching quotes loses them and is split again inside ("a=b:NoSchedule;c=d";spot gives three
+ * items). Appends to out. */
 void mu_cfg_split_list(const char *v, struct mu_strvec *out);
 
 #endif

@@ -39,8 +39,8 @@ struct mu_cfg {
  * Volcano Job YAML, for slurm the sbatch script. `text` is what --dryrun prints. */
 struct mu_dryrun {
   char *text;
-  char *app_id;    /* the id the scheduler will use */
-  void *priv;      /* backend data; freed by the backend's dryrun_free */
+  char *app_id; /* the id the scheduler will use */
+  void *priv;   /* backend data; freed by the backend's dryrun_free */
   const struct mu_sched_ops *sched;
 };
 
@@ -124,6 +124,15 @@ void mu_cfg_release(struct mu_cfg *cfg);
 /* Frees what a dryrun produced (calls the backend's dryrun_free). Accepts NULL fields. */
 void mu_dryrun_release(struct mu_dryrun *req);
 void mu_app_list_free(struct mu_app_list_entry *l, size_t n);
+
+/* The log of every replica (role NULL), of every replica of a role (replica < 0), or of one,
+ * through the backend's one-replica log_open, for backends that read one replica at a time:
+ * several replicas are read at once by child processes and each line is prefixed with
+ * "role/replica ". Returns: 0; MU_ENOENT for an unknown role or replica; the backend's error,
+ * or MU_EIO with each failed replica's reason in err. (sched_logs.c) */
+int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const char *role,
+                        long replica, enum mu_log_stream stream, int follow, long tail, int out_fd,
+                        const struct mu_cfg *cfg, struct mu_buf *err);
 
 /* The generic operations: a NULL slot gives MU_ENOTSUP with a message in err. */
 int mu_sched_dryrun(const struct mu_sched_ops *s, const struct mu_app *app,

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "config.h"
 #include "k8s.h"
 #include "muster/errno.h"
 #include "muster/mu.h"
@@ -50,7 +51,8 @@ static const struct mu_runopt k8s_runopts[] = {
     {"node_selector", MU_RUNOPT_MAP, NULL, 0,
      "extra node selector for every pod, k:v,k2:v2 (added to the instance type)"},
     {"tolerations", MU_RUNOPT_LIST, NULL, 0,
-     "tolerations, ';'-separated: key:value:Effect, key:Effect, key:value or key"},
+     "tolerations, ';'-separated: kubectl's key=value:Effect (quote it in -cfg: "
+     "'tolerations=\"k=v:NoSchedule\"'), key:value:Effect, key:Effect, key:value or key"},
     {"labels", MU_RUNOPT_MAP, NULL, 0, "extra labels on the job and its pods, k:v,k2:v2"},
     {"annotations", MU_RUNOPT_MAP, NULL, 0, "extra annotations on the job and its pods, k:v"},
     {"rdzv", MU_RUNOPT_STR, "auto", 0,
@@ -220,23 +222,38 @@ static char *label_value(const char *s)
   return out;
 }
 
-/* Splits a LIST runopt on ',' or ';' into trimmed non-empty items. */
+/* Splits a LIST runopt into items (mu_cfg_split_list: ',' or ';', quotes stripped). */
 static void split_list(const char *s, struct mu_strvec *out)
 {
-  const char *p = s;
-  while (p && *p) {
-    size_t n = strcspn(p, ",;");
-    const char *a = p, *b = p + n;
-    while (a < b && isspace((unsigned char)*a))
-      a++;
-    while (b > a && isspace((unsigned char)b[-1]))
-      b--;
-    if (b > a)
-      mu_strvec_push_owned(out, mu_strndup(a, (size_t)(b - a)));
-    p += n;
-    if (*p)
-      p++;
-  }
+  if (s != NULL)
+    mu_cfg_split_list(s, out);
+}
+
+/* A Kubernetes label name or value: at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends. */
+static int label_name_ok(const char *s, size_t n)
+{
+  if (n == 0 || n > 63 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+      return 0;
+  return 1;
+}
+
+/* A label key: [DNS-subdomain-prefix/]name (kubectl taint's key). */
+static int label_key_ok(const char *k)
+{
+  const char *slash = strchr(k, '/');
+  if (slash == NULL)
+    return label_name_ok(k, strlen(k));
+  size_t pl = (size_t)(slash - k);
+  if (pl == 0 || pl > 253 || strchr(slash + 1, '/') != NULL)
+    return 0;
+  for (size_t i = 0; i < pl; i++)
+    if (!(islower((unsigned char)k[i]) || isdigit((unsigned char)k[i]) || k[i] == '-' ||
+          k[i] == '.'))
+      return 0;
+  return label_name_ok(slash + 1, strlen(slash + 1));
 }
 
 /* A MAP runopt "k:v,k2=v2" into obj. Returns: 0 or MU_EINVAL naming the runopt. */
@@ -291,6 +308,7 @@ static int parse_tolerations(const struct mu_cfg *cfg, cJSON **out, struct mu_bu
   arr = cJSON_CreateArray();
   for (i = 0; i < items.n; i++) {
     char *key = items.v[i], *value = NULL, *effect = NULL, *c1, *c2;
+    char *item = mu_strdup(items.v[i]); /* for messages */
     cJSON *t = cJSON_CreateObject();
     cJSON_AddItemToArray(arr, t);
     c1 = strchr(key, ':');
@@ -311,6 +329,7 @@ static int parse_tolerations(const struct mu_cfg *cfg, cJSON **out, struct mu_bu
       value[-1] = '\0';
     }
     if (effect && !is_effect(effect)) {
+      mu_free(item);
       mu_buf_printf(err,
                     "-cfg tolerations: unknown effect '%s' for key '%s'; use NoSchedule, "
                     "PreferNoSchedule or NoExecute",
@@ -319,11 +338,26 @@ static int parse_tolerations(const struct mu_cfg *cfg, cJSON **out, struct mu_bu
       goto out;
     }
     if (*key == '\0' || strchr(key, ':') || (value && strchr(value, ':'))) {
-      mu_buf_puts(err, "-cfg tolerations: an item has an empty key; write key:value:Effect, "
-                       "key:Effect, key:value or key");
+      mu_buf_printf(err,
+                    "-cfg tolerations: '%s' has an empty key; write key=value:Effect (kubectl's "
+                    "form), key:value:Effect, key:Effect, key:value or key",
+                    item);
+      mu_free(item);
       rc = MU_EINVAL;
       goto out;
     }
+    if (!label_key_ok(key) || (value && *value && !label_name_ok(value, strlen(value)))) {
+      int bad_key = !label_key_ok(key);
+      mu_buf_printf(err,
+                    "-cfg tolerations: '%s': %s '%s' is not a valid taint %s (at most 63 "
+                    "letters, digits, '-', '_' or '.', a letter or digit at both ends%s)",
+                    item, bad_key ? "key" : "value", bad_key ? key : value,
+                    bad_key ? "key" : "value", bad_key ? ", after an optional DNS prefix/" : "");
+      mu_free(item);
+      rc = MU_EINVAL;
+      goto out;
+    }
+    mu_free(item);
     cJSON_AddStringToObject(t, "key", key);
     cJSON_AddStringToObject(t, "operator", value ? "Equal" : "Exists");
     if (value)
@@ -1183,6 +1217,12 @@ static int k8s_log(const char *app_id, const char *role, long replica, enum mu_l
   int rc = split_app_id(app_id, cfg, &ns, &name), status = -1;
 
   (void)s; /* a pod has one combined stream */
+  if (rc == 0 && (role == NULL || replica < 0)) {
+    /* Every replica (of the role): one `kubectl logs` each, lines prefixed role/replica. */
+    rc = mu_sched_log_fanout(&mu_sched_kubernetes, app_id, role, replica, s, follow, tail, out_fd,
+                             cfg, err);
+    goto out;
+  }
   if (rc != 0) {
     mu_buf_printf(err, "'%s' is not a kubernetes app id (NAMESPACE:NAME)", app_id);
     goto out;

@@ -55,6 +55,9 @@ static const struct mu_runopt slurm_runopts[] = {
     {"rdzv_port", MU_RUNOPT_INT, NULL, 0,
      "port of the job's musterd (default: 29400 + job id modulo 2000)"},
     {"musterd", MU_RUNOPT_STR, "musterd", 0, "musterd program on the batch host"},
+    {"user", MU_RUNOPT_STR, NULL, 0,
+     "muster list: whose jobs (squeue --user; ALL for every user; default: yours); "
+     "partition= narrows the list to a partition"},
     {NULL, 0, NULL, 0, NULL},
 };
 
@@ -838,11 +841,17 @@ static int slurm_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
   size_t cap = 0;
   int rc;
 
-  (void)cfg;
+  const char *user = mu_cfg_get(cfg, "user");
+  const char *partition = mu_cfg_get(cfg, "partition");
   *out = NULL;
   *n = 0;
   mu_strvec_push(&av, "squeue");
-  mu_strvec_push(&av, "--me"); /* the user's jobs, as sacct's default */
+  if (user == NULL)
+    mu_strvec_push(&av, "--me"); /* the user's jobs, as sacct's default */
+  else if (strcmp(user, "ALL") != 0)
+    mu_strvec_pushf(&av, "--user=%s", user);
+  if (partition != NULL)
+    mu_strvec_pushf(&av, "--partition=%s", partition);
   mu_strvec_push(&av, "--noheader");
   mu_strvec_push(&av, "--states=all");
   mu_strvec_push(&av, "--format=%i|%j|%T");
@@ -928,9 +937,15 @@ static int slurm_log(const char *app_id, const char *role, long replica, enum mu
                      int follow, long tail, int out_fd, const struct mu_cfg *cfg,
                      struct mu_buf *err)
 {
-  char *dir = job_dir_of(app_id), *paths[2] = {NULL, NULL};
+  char *dir = NULL, *paths[2] = {NULL, NULL};
   int fds[2] = {-1, -1}, rc = 0, i, nf = 0;
   off_t offs[2] = {0, 0};
+
+  /* Every replica (of the role): each one's files, lines prefixed role/replica. */
+  if (role == NULL || replica < 0)
+    return mu_sched_log_fanout(&mu_sched_slurm, app_id, role, replica, s, follow, tail, out_fd, cfg,
+                               err);
+  dir = job_dir_of(app_id);
 
   if (s == MU_STREAM_COMBINED || s == MU_STREAM_STDOUT)
     paths[nf++] = mu_asprintf("%s/slurm-%s-%s-%ld.out", dir, app_id, role, replica);

@@ -13,6 +13,8 @@ enum mu_exit {
   MU_EXIT_OK = 0,     /* success */
   MU_EXIT_FAILED = 1, /* the job or the operation failed */
   MU_EXIT_USAGE = 2,  /* bad command line or configuration */
+  MU_EXIT_LOOKUP = 3, /* muster status: the job could not be looked up (unknown id, or the
+                       * scheduler failed); muster agent: cannot reach the rendezvous */
 };
 
 #endif

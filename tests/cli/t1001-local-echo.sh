@@ -27,7 +27,7 @@ t_expect_match "list" "$("$MUSTER" list)" "$h +echo +SUCCEEDED"
 "$MUSTER" log "$h/nosuchrole" 2>"$T_DIR/err"
 t_expect_eq "log of an unknown role exits 1" "$?" 1
 "$MUSTER" status local://muster/nosuchjob-1 2>"$T_DIR/err"
-t_expect_eq "status of an unknown job exits 1" "$?" 1
+t_expect_eq "status of an unknown job exits 3 (docs/exit-codes.md)" "$?" 3
 
 # utils.sh: three replicas, each sees its own replica id; stderr goes to stderr.log.
 "$MUSTER" run utils.sh --num_replicas 3 -- 'echo out $MUSTER_REPLICA_ID; echo err >&2' >"$T_DIR/h" 2>/dev/null

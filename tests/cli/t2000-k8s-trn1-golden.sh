@@ -89,6 +89,39 @@ check "$T_DIR/precompile.yaml" "$G/precompile.yaml" 1 && t_ok "precompile manife
   t_fail "precompile manifest"
 check "$T_DIR/train.yaml" "$G/train.yaml" 0 && t_ok "train manifest" || t_fail "train manifest"
 
+# TorchX parity: the tutorial's --script_args "A B" string (split as a shell line) renders the
+# same manifests as the script arguments after '--'.
+render precompile-sa bertcompile-42 --name bertcompile "${common[@]}" --precompile True \
+  --script_args "--batch_size 16 --grad_accum_usteps 32 \
+        --data_dir /data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128 \
+        --output_dir /data/output --steps_this_run 10" &&
+  check "$T_DIR/precompile-sa.yaml" "$G/precompile.yaml" 1 &&
+  t_ok "precompile with the tutorial's --script_args string" ||
+  t_fail "precompile with the tutorial's --script_args string"
+render train-sa berttrain-42 --name berttrain "${common[@]}" \
+  --script_args "--batch_size 16 --grad_accum_usteps 32 --data_dir" -- \
+  /data/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128 --output_dir /data/output &&
+  check "$T_DIR/train-sa.yaml" "$G/train.yaml" 0 &&
+  t_ok "train with --script_args then '--' arguments" ||
+  t_fail "train with --script_args then '--' arguments"
+render q q-42 --nnodes 1 --image i --script t.py --script_args "--msg 'a b' \"c'd\" e\\ f"
+cmd=$($PY -c 'import sys,yaml; d=yaml.safe_load(open(sys.argv[1])); c=d["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["command"]; print(c[c.index("t.py")+1:])' "$T_DIR/q.yaml")
+t_expect_eq "--script_args: quotes and backslashes as a shell" "$cmd" "['--msg', 'a b', \"c'd\", 'e f']"
+out=$("$MUSTER" run -s kubernetes --dryrun -cfg queue=test aws.trn1_ddp --nnodes 1 --image i \
+  --script t.py --script_args "--msg 'oops" 2>&1)
+t_expect_eq "--script_args with an open quote: exit 2" "$?" 2
+t_expect_match "--script_args with an open quote: named" "$out" \
+  "argument '--script_args': cannot split '--msg 'oops' into arguments: an unterminated ' quote"
+
+# --cacheset must match [A-Za-z0-9_-]+ (TorchX raises ValueError): it becomes a path on /data.
+for bad in "../x" "a b" "x/y" ""; do
+  out=$("$MUSTER" run -s kubernetes --dryrun -cfg queue=test aws.trn1_ddp --nnodes 1 --image i \
+    --script t.py --cacheset "$bad" 2>&1)
+  t_expect_eq "--cacheset '$bad': exit 2" "$?" 2
+  t_expect_match "--cacheset '$bad': names the parameter, value and pattern" "$out" \
+    "argument '--cacheset': '$bad' does not match the pattern \[A-Za-z0-9_-\]\+"
+done
+
 # trn1.2xlarge: one Neuron device, no EFA (the tutorial refused it); trn1n: 16 EFA.
 render small small-42 --nnodes 1 --nproc_per_node 2 --image img --script t.py \
   --instance_type trn1.2xlarge && t_ok "trn1.2xlarge renders" || t_fail "trn1.2xlarge renders"

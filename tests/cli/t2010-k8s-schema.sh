@@ -3,19 +3,24 @@
 # its admission rules (../shared/k8s-schemas/validate-volcano-job.mjs, strict fields): the unit
 # tests' manifests (TorchX cases 01-06, runopts, long names, the job's own musterd), the trn1
 # goldens, and fresh `muster run -s kubernetes --dryrun` output of every builtin component.
-# Needs node; the npm packages the validator names are installed into a cache dir if missing.
+# Needs node and the npm packages the validator names, which `scripts/install-deps.sh --test`
+# installs into a fixed cache dir ($MU_NPM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/muster-vjv);
+# this test never reaches a registry, and fails (does not skip) when they are missing.
 . "$(dirname "$0")/../lib.sh"
 SCHEMAS=${MU_K8S_SCHEMAS:-$MU_SOURCE_DIR/../shared/k8s-schemas}
 VALIDATOR=$SCHEMAS/validate-volcano-job.mjs
 [ -f "$VALIDATOR" ] || { echo "# skip: no validator at $VALIDATOR (set MU_K8S_SCHEMAS)"; exit 77; }
-command -v node >/dev/null || { echo "# skip: node is not installed"; exit 77; }
+command -v node >/dev/null ||
+  { echo "not ok - node is not installed: run scripts/install-deps.sh --test"; exit 1; }
 MODS=${MU_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/muster-vjv}
-if [ ! -d "$MODS/node_modules/ajv-formats" ] || [ ! -d "$MODS/node_modules/yaml" ]; then
-  command -v npm >/dev/null || { echo "# skip: npm is not installed"; exit 77; }
-  mkdir -p "$MODS"
-  npm install --prefix "$MODS" --no-audit --no-fund --silent ajv@8 ajv-formats@3 yaml@2 \
-    >"$T_DIR/npm.log" 2>&1 || { cat "$T_DIR/npm.log"; echo "# skip: npm install failed"; exit 77; }
-fi
+for mod in ajv ajv-formats yaml; do
+  [ -d "$MODS/node_modules/$mod" ] || {
+    echo "not ok - the validator's npm package '$mod' is missing from $MODS/node_modules:"
+    echo "#   run scripts/install-deps.sh --test (it installs ajv@8 ajv-formats@3 yaml@2 there),"
+    echo "#   or point MU_NPM_CACHE at a directory that has them"
+    exit 1
+  }
+done
 M=$T_DIR/manifests
 mkdir -p "$M"
 
@@ -43,6 +48,8 @@ dry ddp -cfg queue=default dist.ddp --image img -j 2x4 --script train.py -- --lr
 dry ddp-elastic -cfg queue=default dist.ddp --image img -j 1:3x2 --script train.py
 dry tensorboard -cfg queue=default metrics.tensorboard
 dry trn1-2xl -cfg queue=default aws.trn1_ddp --nnodes 1 --nproc_per_node 2 --image i --script t.py --instance_type trn1.2xlarge
+dry trn1-script-args -cfg queue=default aws.trn1_ddp --nnodes 2 --image i --script t.py --script_args "--lr 0.1 --msg 'a b'" --cacheset run_2
+dry tolerations-kubectl -cfg 'queue=default,tolerations="k=v:NoSchedule;x.io/g=h:NoExecute";spot' utils.echo --image a
 dry runopts -cfg 'queue=q,namespace=ml,service_account=sa,priority_class=high,image_pull_secret=regcred;other,node_selector=disk:ssd,tolerations=aws.amazon.com/neuron:NoSchedule;dedicated:ml:NoExecute;spot,labels=team:ml,env:prod,annotations=owner:alice,kueue_queue=lq' dist.ddp --image img -j 2x1 --script t.py
 got=$($PY -c 'import sys, yaml
 d = yaml.safe_load(open(sys.argv[1])); p = d["spec"]["tasks"][1]["template"]["spec"]

@@ -1,5 +1,6 @@
 /* Tests for launcher/component.c: the YAML format, argument parsing, the template language and
  * the builtin dist.ddp against TorchX's golden 11 (parse_nnodes, --name parsing, debug env). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,6 +207,109 @@ TEST(component__template_language)
   const char *a3[] = {"--flg", NULL};
   ASSERT_EQ(build_text(tmpl, a3, &app, &err), MU_EINVAL);
   ASSERT(strstr(mu_buf_str(&err), "unknown argument '--flg'; did you mean '--flag'") != NULL);
+  mu_buf_release(&err);
+}
+
+static const char split_tmpl[] = "name: t\n"
+                                 "params:\n"
+                                 "  - {name: sa, type: str, default: ''}\n"
+                                 "  - {name: cs, type: str, default: ok, pattern: '[a-z0-9_-]+'}\n"
+                                 "  - {name: rest, type: list, remainder: true}\n"
+                                 "app:\n"
+                                 "  name: x\n"
+                                 "  roles:\n"
+                                 "    - name: r\n"
+                                 "      entrypoint: prog\n"
+                                 "      args:\n"
+                                 "        - ${sa|split}\n"
+                                 "        - ${rest}\n"
+                                 "        - q=${sa|split|qjoin}\n"
+                                 "        - c=${cs}\n";
+
+/* The split filter: one string -> a spliced list, quotes and backslashes as in sh. */
+TEST(component__split_filter)
+{
+  struct mu_buf err = MU_BUF_INIT(4096);
+  struct mu_app *app = NULL;
+  const char *a1[] = {"--sa", "--a 1  --b 'x y' \"q\\\"z\" '' a\\ b\\\n c\n\td", "--", "e", NULL};
+  ASSERT_EQ(build_text(split_tmpl, a1, &app, &err), 0);
+  struct mu_role *r = &app->roles[0];
+  ASSERT_EQ(r->args.n, 12);
+  const char *want[] = {"--a", "1", "--b", "x y", "q\"z", "", "a b", "c", "d", "e"};
+  for (size_t i = 0; i < 10; i++)
+    ASSERT_STR_EQ(r->args.v[i], want[i]);
+  ASSERT_STR_EQ(r->args.v[10], "q=--a 1 --b 'x y' 'q\"z' '' 'a b' c d");
+  ASSERT_STR_EQ(r->args.v[11], "c=ok");
+  mu_app_free(app);
+  /* An empty string splits into nothing. */
+  const char *a2[] = {NULL};
+  ASSERT_EQ(build_text(split_tmpl, a2, &app, &err), 0);
+  ASSERT_EQ(app->roles[0].args.n, 2);
+  ASSERT_STR_EQ(app->roles[0].args.v[0], "q=");
+  mu_app_free(app);
+  const char *bad[][3] = {{"--sa", "a 'b", NULL}, {"--sa", "a \"b", NULL}, {"--sa", "a\\", NULL}};
+  const char *why[] = {"unterminated ' quote", "unterminated \" quote", "trailing backslash"};
+  for (size_t i = 0; i < 3; i++) {
+    mu_buf_clear(&err);
+    ASSERT_EQ(build_text(split_tmpl, bad[i], &app, &err), MU_EINVAL);
+    ASSERT(strstr(mu_buf_str(&err), "argument '--sa': cannot split") != NULL);
+    ASSERT(strstr(mu_buf_str(&err), why[i]) != NULL);
+  }
+  /* Unknown filters and filters after split are errors. */
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: a}]\napp: {roles: [{name: r, entrypoint: "
+                       "'${a|nope}'}]}\n",
+                       a2, &app, &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "unknown filter 'nope'") != NULL);
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: a}]\napp: {roles: [{name: r, entrypoint: "
+                       "'${a|split|stem}'}]}\n",
+                       a2, &app, &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "only join or qjoin may follow it") != NULL);
+  mu_buf_release(&err);
+}
+
+/* pattern: on str parameters, the whole value must match. */
+TEST(component__pattern)
+{
+  struct mu_buf err = MU_BUF_INIT(4096);
+  struct mu_app *app = NULL;
+  const char *good[] = {"--cs", "bert-large_2", NULL};
+  ASSERT_EQ(build_text(split_tmpl, good, &app, &err), 0);
+  ASSERT_STR_EQ(app->roles[0].args.v[app->roles[0].args.n - 1], "c=bert-large_2");
+  mu_app_free(app);
+  const char *bads[] = {"a b", "x/../y", "", "ok;rm"};
+  for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++) {
+    const char *bad[] = {"--cs", bads[i], NULL};
+    mu_buf_clear(&err);
+    ASSERT_EQ(build_text(split_tmpl, bad, &app, &err), MU_EINVAL);
+    char want[128];
+    snprintf(want, sizeof(want), "argument '--cs': '%s' does not match the pattern [a-z0-9_-]+",
+             bads[i]);
+    ASSERT(strstr(mu_buf_str(&err), want) != NULL);
+  }
+  const char *none[] = {NULL};
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: a, pattern: '[a-'}]\napp: {roles: []}\n", none,
+                       &app, &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "params[0].pattern: '[a-' is not a POSIX extended regular") !=
+         NULL);
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: a, type: int, pattern: '[0-9]'}]\n"
+                       "app: {roles: []}\n",
+                       none, &app, &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "only str parameters take a pattern") != NULL);
+  /* A default that does not match is an error too. */
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: a, default: 'A', pattern: '[a-z]+'}]\n"
+                       "app: {roles: [{name: r, entrypoint: x}]}\n",
+                       none, &app, &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "default of --a: 'A' does not match") != NULL);
   mu_buf_release(&err);
 }
 
