@@ -29,8 +29,13 @@ int mu_client_new(const char *endpoint, struct mu_client **out)
   *out = NULL;
   if (p == NULL || *p == '\0')
     return MU_EINVAL;
-  if (strncmp(p, "http://", 7) == 0)
+  int https = 0;
+  if (strncmp(p, "http://", 7) == 0) {
     p += 7;
+  } else if (strncmp(p, "https://", 8) == 0) {
+    p += 8;
+    https = 1;
+  }
   const char *colon = NULL;
   size_t hlen;
   if (*p == '[') {
@@ -66,6 +71,18 @@ int mu_client_new(const char *endpoint, struct mu_client **out)
   struct mu_client *c = mu_calloc(1, sizeof(*c));
   c->http = mu_http_client_new(host, (int)port);
   c->timeout_ms = 10000;
+  /* security (docs/security.md): TLS from the scheme or the env, the token from the env */
+  const char *ca = getenv("MUSTER_RDZV_CACERT"), *cert = getenv("MUSTER_RDZV_CERT");
+  const char *key = getenv("MUSTER_RDZV_KEY");
+  ca = ca != NULL && ca[0] != '\0' ? ca : NULL;
+  cert = cert != NULL && cert[0] != '\0' ? cert : NULL;
+  key = key != NULL && key[0] != '\0' ? key : NULL;
+  if (https || ca != NULL || cert != NULL || key != NULL) {
+    /* a failure is reported by the first request, naming the file */
+    if (mu_http_client_set_tls(c->http, ca, cert, key) != 0)
+      snprintf(c->errmsg, sizeof(c->errmsg), "%s", mu_http_client_errmsg(c->http));
+  }
+  mu_http_client_set_bearer(c->http, getenv("MUSTER_RDZV_TOKEN"));
   *out = c;
   return 0;
 }
@@ -223,8 +240,7 @@ static int call(struct mu_client *c, const char *method, const char *path, const
     if (*jout == NULL || !cJSON_IsObject(*jout)) {
       cJSON_Delete(*jout);
       *jout = NULL;
-      snprintf(c->errmsg, sizeof(c->errmsg), "answer to %s %s is not a JSON object", method,
-               path);
+      snprintf(c->errmsg, sizeof(c->errmsg), "answer to %s %s is not a JSON object", method, path);
       rc = MU_EPROTO;
     }
   }
@@ -343,8 +359,8 @@ out:
   return rc;
 }
 
-int mu_client_heartbeat(struct mu_client *c, const char *run_id, const char *node_id,
-                        long *round, int *waiting)
+int mu_client_heartbeat(struct mu_client *c, const char *run_id, const char *node_id, long *round,
+                        int *waiting)
 {
   struct mu_buf path = MU_BUF_INIT(1024);
   cJSON *req = NULL, *ans = NULL;
@@ -398,9 +414,9 @@ int mu_client_watch(struct mu_client *c, const char *run_id, const char *node_id
   static const struct {
     const char *name;
     enum mu_watch_event ev;
-  } names[] = {{"none", MU_WATCH_NONE},           {"broken", MU_WATCH_BROKEN},
-               {"waiting", MU_WATCH_WAITING},     {"superseded", MU_WATCH_SUPERSEDED},
-               {"closed", MU_WATCH_CLOSED},       {"shut", MU_WATCH_SHUT}};
+  } names[] = {{"none", MU_WATCH_NONE},       {"broken", MU_WATCH_BROKEN},
+               {"waiting", MU_WATCH_WAITING}, {"superseded", MU_WATCH_SUPERSEDED},
+               {"closed", MU_WATCH_CLOSED},   {"shut", MU_WATCH_SHUT}};
   rc = MU_EPROTO;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
     if (strcmp(names[i].name, s) == 0) {

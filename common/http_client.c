@@ -15,6 +15,10 @@
 #include <unistd.h>
 
 #include <llhttp.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "muster/errno.h"
 
@@ -30,6 +34,11 @@ struct mu_http_client {
   int cancel_fd;
   char local_addr[INET6_ADDRSTRLEN];
   char errmsg[256];
+  SSL_CTX *tls;     /* https: set by mu_http_client_set_tls() */
+  SSL *ssl;         /* the TLS session of the current connection */
+  int tls_failed;   /* set_tls failed: every request fails with tls_err */
+  char tls_err[256];
+  char *auth_header; /* "Authorization: Bearer ...\r\n" or NULL */
 };
 
 /* The parser's view of one response. */
@@ -64,6 +73,10 @@ struct mu_http_client *mu_http_client_new(const char *host, int port)
 
 static void drop_conn(struct mu_http_client *c)
 {
+  if (c->ssl != NULL) {
+    SSL_free(c->ssl);
+    c->ssl = NULL;
+  }
   if (c->fd >= 0)
     close(c->fd);
   c->fd = -1;
@@ -75,8 +88,95 @@ void mu_http_client_free(struct mu_http_client *c)
   if (c == NULL)
     return;
   drop_conn(c);
+  SSL_CTX_free(c->tls);
+  if (c->auth_header != NULL) {
+    OPENSSL_cleanse(c->auth_header, strlen(c->auth_header));
+    mu_free(c->auth_header);
+  }
   mu_free(c->host);
   mu_free(c);
+}
+
+static const char *ssl_reason(const char *fallback)
+{
+  unsigned long e = ERR_peek_last_error();
+  const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
+  return r != NULL ? r : fallback;
+}
+
+int mu_http_client_set_tls(struct mu_http_client *c, const char *ca_file, const char *cert_file,
+                           const char *key_file)
+{
+  SSL_CTX *ctx = NULL;
+  int rc = MU_EINVAL;
+  drop_conn(c);
+  SSL_CTX_free(c->tls);
+  c->tls = NULL;
+  c->tls_failed = 1;
+  ERR_clear_error();
+  if ((cert_file == NULL) != (key_file == NULL)) {
+    snprintf(c->tls_err, sizeof(c->tls_err),
+             "a TLS client certificate needs both its certificate and its key file");
+    goto out;
+  }
+  ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == NULL) {
+    snprintf(c->tls_err, sizeof(c->tls_err), "cannot create a TLS context");
+    goto out;
+  }
+  const char *files[3] = {ca_file, cert_file, key_file};
+  const char *what[3] = {"CA file", "client certificate", "client key"};
+  for (int i = 0; i < 3; i++) {
+    if (files[i] != NULL && access(files[i], R_OK) != 0) {
+      snprintf(c->tls_err, sizeof(c->tls_err), "cannot read the TLS %s '%s': %s", what[i],
+               files[i], strerror(errno));
+      goto out;
+    }
+  }
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  if (ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1
+                      : SSL_CTX_set_default_verify_paths(ctx) != 1) {
+    snprintf(c->tls_err, sizeof(c->tls_err), "cannot load the CA file '%s': %s",
+             ca_file ? ca_file : "(system default)", ssl_reason("unreadable"));
+    goto out;
+  }
+  if (cert_file != NULL) {
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
+      snprintf(c->tls_err, sizeof(c->tls_err), "cannot load the client certificate '%s': %s",
+               cert_file, ssl_reason("unreadable"));
+      goto out;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx) != 1) {
+      snprintf(c->tls_err, sizeof(c->tls_err),
+               "cannot use the client key '%s' with '%s': %s", key_file, cert_file,
+               ssl_reason("unreadable or not matching"));
+      goto out;
+    }
+  }
+  c->tls = ctx;
+  ctx = NULL;
+  c->tls_failed = 0;
+  c->tls_err[0] = '\0';
+  rc = 0;
+out:
+  ERR_clear_error();
+  SSL_CTX_free(ctx);
+  if (rc != 0)
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s", c->tls_err);
+  return rc;
+}
+
+void mu_http_client_set_bearer(struct mu_http_client *c, const char *token)
+{
+  if (c->auth_header != NULL) {
+    OPENSSL_cleanse(c->auth_header, strlen(c->auth_header));
+    mu_free(c->auth_header);
+    c->auth_header = NULL;
+  }
+  if (token != NULL && token[0] != '\0')
+    c->auth_header = mu_asprintf("Authorization: Bearer %s\r\n", token);
 }
 
 void mu_http_client_set_connect_timeout(struct mu_http_client *c, int ms)
@@ -141,11 +241,64 @@ static int wait_fd(struct mu_http_client *c, int fd, short events, long long dea
   }
 }
 
+/* Waits for what OpenSSL asked for after a call that returned `r`. Returns: 0 to retry, or
+ * an error (MU_ECONN with errmsg, MU_ETIMEDOUT, MU_ECANCELED). */
+static int ssl_wait(struct mu_http_client *c, int r, const char *what, long long deadline)
+{
+  int e = SSL_get_error(c->ssl, r);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    int w = wait_fd(c, c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+    if (w != 0)
+      snprintf(c->errmsg, sizeof(c->errmsg), "%s %s:%d: %s", what, c->host, c->port,
+               w == MU_ETIMEDOUT ? "timed out" : "canceled");
+    return w;
+  }
+  if (e == SSL_ERROR_ZERO_RETURN) {
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s %s:%d: the TLS session was closed", what,
+             c->host, c->port);
+    return MU_ECONN;
+  }
+  const char *why = ssl_reason(e == SSL_ERROR_SYSCALL ? "connection reset" : "TLS error");
+  long v = SSL_get_verify_result(c->ssl);
+  if (v != X509_V_OK)
+    why = X509_verify_cert_error_string(v);
+  snprintf(c->errmsg, sizeof(c->errmsg), "%s %s:%d: %s", what, c->host, c->port, why);
+  ERR_clear_error();
+  return MU_ECONN;
+}
+
+static int tls_handshake(struct mu_http_client *c, long long deadline)
+{
+  c->ssl = SSL_new(c->tls);
+  if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1) {
+    snprintf(c->errmsg, sizeof(c->errmsg), "cannot start TLS with %s:%d", c->host, c->port);
+    return MU_ECONN;
+  }
+  /* check the server's name or IP address against its certificate */
+  X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+  if (X509_VERIFY_PARAM_set1_ip_asc(vp, c->host) != 1) {
+    X509_VERIFY_PARAM_set1_host(vp, c->host, 0);
+    SSL_set_tlsext_host_name(c->ssl, c->host);
+  }
+  for (;;) {
+    int r = SSL_connect(c->ssl);
+    if (r == 1)
+      return 0;
+    int w = ssl_wait(c, r, "TLS handshake with", deadline);
+    if (w != 0)
+      return w;
+  }
+}
+
 static int connect_to(struct mu_http_client *c, long long deadline)
 {
   struct addrinfo hints, *res = NULL;
   char port[16];
   int rc = MU_ECONN, fd = -1;
+  if (c->tls_failed) {
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s", c->tls_err);
+    return MU_ECONN;
+  }
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -200,6 +353,11 @@ static int connect_to(struct mu_http_client *c, long long deadline)
       c->fd = fd;
       fd = -1;
       rc = 0;
+      if (c->tls != NULL) {
+        rc = tls_handshake(c, deadline);
+        if (rc != 0)
+          drop_conn(c);
+      }
       goto out;
     }
     snprintf(c->errmsg, sizeof(c->errmsg), "cannot connect to %s:%d: %s", c->host, c->port,
@@ -217,6 +375,17 @@ out:
 
 static int send_all(struct mu_http_client *c, const char *p, size_t n, long long deadline)
 {
+  while (c->ssl != NULL && n > 0) {
+    int w = SSL_write(c->ssl, p, n > (1u << 30) ? 1 << 30 : (int)n);
+    if (w <= 0) {
+      int rc = ssl_wait(c, w, "send to", deadline);
+      if (rc != 0)
+        return rc;
+      continue;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
   while (n > 0) {
     ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
     if (w < 0) {
@@ -334,7 +503,34 @@ static int attempt(struct mu_http_client *c, const char *req, size_t req_len, lo
   size_t got = 0;
   char buf[16384];
   while (!st.done) {
-    ssize_t r = recv(c->fd, buf, sizeof(buf), 0);
+    ssize_t r;
+    if (c->ssl != NULL) {
+      ERR_clear_error();
+      int n = SSL_read(c->ssl, buf, (int)sizeof(buf));
+      if (n > 0) {
+        r = n;
+      } else {
+        int e = SSL_get_error(c->ssl, n);
+        if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+          r = 0; /* close_notify, or the peer just closed */
+        } else if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+          rc = wait_fd(c, c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+          if (rc != 0) {
+            snprintf(c->errmsg, sizeof(c->errmsg), "%s from %s:%d",
+                     rc == MU_ETIMEDOUT ? "timed out waiting for an answer" : "canceled",
+                     c->host, c->port);
+            return rc;
+          }
+          continue;
+        } else {
+          *no_reply = got == 0;
+          ssl_wait(c, n, "receive from", deadline);
+          return MU_ECONN;
+        }
+      }
+    } else {
+      r = recv(c->fd, buf, sizeof(buf), 0);
+    }
     if (r < 0) {
       if (errno == EINTR)
         continue;
@@ -393,12 +589,16 @@ int mu_http_request(struct mu_http_client *c, const char *method, const char *pa
       (body == NULL && len > 0))
     return MU_EINVAL;
   struct mu_buf req = MU_BUF_INIT(64 * 1024 + len);
-  int rc = mu_buf_printf(&req,
-                         "%s %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: muster/%s\r\n"
-                         "Accept: */*\r\nContent-Length: %zu\r\n",
-                         method, path, c->host, c->port, MU_VERSION, len);
+  int v6 = strchr(c->host, ':') != NULL; /* an IPv6 literal goes in brackets */
+  int rc =
+      mu_buf_printf(&req,
+                    "%s %s HTTP/1.1\r\nHost: %s%s%s:%d\r\nUser-Agent: muster/%s\r\n"
+                    "Accept: */*\r\nContent-Length: %zu\r\n",
+                    method, path, v6 ? "[" : "", c->host, v6 ? "]" : "", c->port, MU_VERSION, len);
   if (rc == 0 && content_type != NULL)
     rc = mu_buf_printf(&req, "Content-Type: %s\r\n", content_type);
+  if (rc == 0 && c->auth_header != NULL)
+    rc = mu_buf_puts(&req, c->auth_header);
   if (rc == 0)
     rc = mu_buf_puts(&req, "\r\n");
   if (rc == 0 && len > 0)
@@ -427,6 +627,8 @@ int mu_http_request(struct mu_http_client *c, const char *method, const char *pa
       break;
   }
 out:
+  if (req.data != NULL)
+    OPENSSL_cleanse(req.data, req.len); /* it may hold the token */
   mu_buf_release(&req);
   return rc;
 }

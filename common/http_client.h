@@ -35,6 +35,19 @@ void mu_http_client_set_connect_timeout(struct mu_http_client *c, int ms);
  * Ownership: borrowed; the caller keeps it open while the client uses it. */
 void mu_http_client_set_cancel_fd(struct mu_http_client *c, int fd);
 
+/* Speaks TLS (https) from the next connection on: verifies the server against `ca_file`
+ * (NULL: the system's CA store) and the host name or IP it was created with, and presents
+ * `cert_file` + `key_file` when given (client certificates; both or neither). Files are read
+ * at once. Returns: 0, or MU_EINVAL with the reason (naming the file) in
+ * mu_http_client_errmsg(); requests then fail with MU_ECONN and that message.
+ * Ownership: the paths are not kept. */
+int mu_http_client_set_tls(struct mu_http_client *c, const char *ca_file, const char *cert_file,
+                           const char *key_file);
+
+/* Sends `Authorization: Bearer <token>` with every request (NULL or "" = none). The token is
+ * copied, never logged, and wiped on free. */
+void mu_http_client_set_bearer(struct mu_http_client *c, const char *token);
+
 /* The local address of the current (or last) connection as text ("127.0.0.1"), which is the
  * address through which the server is reached. Returns: 0, or MU_ENOENT when never connected. */
 int mu_http_client_local_addr(const struct mu_http_client *c, char *out, size_t n);

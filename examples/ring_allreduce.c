@@ -78,8 +78,8 @@ static void write_error_file(const char *msg)
   FILE *f = fopen(path, "w");
   if (f == NULL)
     return;
-  fprintf(f, "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"timestamp\": \"%ld\"}}}\n",
-          msg, (long)time(NULL));
+  fprintf(f, "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"timestamp\": \"%ld\"}}}\n", msg,
+          (long)time(NULL));
   fclose(f);
 }
 
@@ -124,13 +124,15 @@ static void exchange(int sfd, const char *sbuf, size_t slen, int rfd, char *rbuf
   }
 }
 
-static int listen_any(int *port)
+/* Listens on addr (the address that reaches musterd, which peers will use), any port. */
+static int listen_on(const char *addr, int *port)
 {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a;
   memset(&a, 0, sizeof(a));
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
   socklen_t sl = sizeof(a);
   if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 4) != 0 ||
       getsockname(fd, (struct sockaddr *)&a, &sl) != 0)
@@ -222,14 +224,14 @@ int main(int argc, char **argv)
   printf("rank %d local_rank %ld world %d group %ld/%ld role %s restart %ld master %s:%s "
          "round %ld\n",
          g_rank, env_long("LOCAL_RANK", -1), world, env_long("GROUP_RANK", -1),
-         env_long("GROUP_WORLD_SIZE", -1), getenv("ROLE_NAME") ? getenv("ROLE_NAME") : "?",
-         restart, getenv("MASTER_ADDR") ? getenv("MASTER_ADDR") : "?",
+         env_long("GROUP_WORLD_SIZE", -1), getenv("ROLE_NAME") ? getenv("ROLE_NAME") : "?", restart,
+         getenv("MASTER_ADDR") ? getenv("MASTER_ADDR") : "?",
          getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "?", round);
   fflush(stdout);
   if (g_rank == fail_rank && restart == fail_restart) {
     char msg[128];
-    snprintf(msg, sizeof(msg), "ring_allreduce: injected failure on rank %d (restart %ld)",
-             g_rank, restart);
+    snprintf(msg, sizeof(msg), "ring_allreduce: injected failure on rank %d (restart %ld)", g_rank,
+             restart);
     write_error_file(msg);
     fprintf(stderr, "%s\n", msg);
     return 1;
@@ -242,13 +244,13 @@ int main(int argc, char **argv)
     die("bad MUSTER_RDZV_ENDPOINT");
   int lfd = -1, port = 0, right = -1, left = -1;
   if (world > 1) {
-    lfd = listen_any(&port);
     char key[96], val[160], addr[64] = "127.0.0.1";
     /* One call first, so that the client knows the address that reaches the server. */
     snprintf(key, sizeof(key), "ring.%ld.%d", round, g_rank);
     if (mu_client_kv_put(cl, run_id, key, "", 0, NULL) != 0)
       die(mu_client_errmsg(cl));
     mu_client_local_addr(cl, addr, sizeof(addr));
+    lfd = listen_on(addr, &port);
     snprintf(val, sizeof(val), "%s:%d", addr, port);
     if (mu_client_kv_put(cl, run_id, key, val, strlen(val), NULL) != 0)
       die(mu_client_errmsg(cl));
@@ -298,8 +300,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < len; i++) {
       int64_t want = tri * (int64_t)(i + 1) + (int64_t)world * it;
       if (data[i] != want) {
-        fprintf(stderr, "rank %d: element %zu is %lld, want %lld\n", g_rank, i,
-                (long long)data[i], (long long)want);
+        fprintf(stderr, "rank %d: element %zu is %lld, want %lld\n", g_rank, i, (long long)data[i],
+                (long long)want);
         ok = 0;
         break;
       }
@@ -321,8 +323,8 @@ int main(int argc, char **argv)
     }
   }
   if (ok)
-    printf("rank %d: allreduce ok, world %d, %ld iteration(s), sum[0]=%lld\n", g_rank, world,
-           iters, (long long)data[0]);
+    printf("rank %d: allreduce ok, world %d, %ld iteration(s), sum[0]=%lld\n", g_rank, world, iters,
+           (long long)data[0]);
   fflush(stdout);
   mu_free(data);
   mu_free(tmp);

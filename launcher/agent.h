@@ -16,17 +16,17 @@ struct mu_round;
 
 /* The agent's exit codes (docs/agent.md). */
 enum mu_agent_exit {
-  MU_AGENT_EXIT_OK = 0,          /* every worker of the final round succeeded */
-  MU_AGENT_EXIT_FAILED = 1,      /* a worker failed with no restart left, or the run was shut */
-  MU_AGENT_EXIT_USAGE = 2,       /* bad command line */
-  MU_AGENT_EXIT_RENDEZVOUS = 3,  /* cannot reach/join the rendezvous (endpoint, timeout, ...) */
+  MU_AGENT_EXIT_OK = 0,           /* every worker of the final round succeeded */
+  MU_AGENT_EXIT_FAILED = 1,       /* a worker failed with no restart left, or the run was shut */
+  MU_AGENT_EXIT_USAGE = 2,        /* bad command line */
+  MU_AGENT_EXIT_RENDEZVOUS = 3,   /* cannot reach/join the rendezvous (endpoint, timeout, ...) */
   MU_AGENT_EXIT_SIGNAL_BASE = 128 /* + N: stopped by signal N (SIGINT 130, SIGTERM 143) */
 };
 
 struct mu_agent_config {
   int min_nodes, max_nodes;
   int nproc_per_node;
-  const char *endpoint;  /* HOST:PORT; NULL only with standalone */
+  const char *endpoint; /* HOST:PORT; NULL only with standalone */
   const char *run_id;
   long max_restarts;
   double monitor_interval_s; /* accepted for torchrun; monitoring is event-driven */
@@ -52,8 +52,7 @@ int mu_agent_parse_nnodes(const char *s, int *min, int *max, char *err, size_t e
 /* Applies torchrun's --rdzv-conf "k=v,k=v": join_timeout, last_call_timeout, lease_ttl
  * (seconds). Keys torchrun knows but muster does not need are ignored; others are errors.
  * Returns: 0, or MU_EINVAL (err names the key). */
-int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *err,
-                             size_t errlen);
+int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *err, size_t errlen);
 
 /* Builds the environment of one worker: `base` (NULL-terminated "K=V", may be NULL) without
  * the variables the agent sets, then the torchrun contract (DESIGN.md "Worker environment"),

@@ -74,6 +74,7 @@ struct agent {
   char node_id[256];
   char addr[128];
   char base_dir[PATH_MAX]; /* attempt dirs live here */
+  char exe[PATH_MAX];      /* this muster binary, for the --exec-worker shim ("" = none) */
   int own_base_dir;        /* a temp dir we remove at the end */
   struct mu_client *client;
   struct mu_round round;
@@ -477,6 +478,7 @@ static void spawn_worker(struct agent *ag, struct worker *w)
   const struct mu_agent_config *cfg = ag->cfg;
   char dir[PATH_MAX];
   struct mu_strvec env = MU_STRVEC_INIT;
+  struct mu_strvec args = MU_STRVEC_INIT;
   int dn = snprintf(dir, sizeof(dir), "%s/attempt_%d/%d", ag->base_dir, ag->attempt, w->local_rank);
   if (dn < 0 || dn >= (int)sizeof(dir) || mkdir_p(dir) != 0)
     say("cannot create '%s': %s", dir, strerror(errno));
@@ -506,8 +508,22 @@ static void spawn_worker(struct agent *ag, struct worker *w)
   uv_process_options_t o;
   memset(&o, 0, sizeof(o));
   o.exit_cb = on_exit_cb;
-  o.file = cfg->cmd[0];
-  o.args = cfg->cmd;
+  /* Through `muster agent --exec-worker PPID -- CMD...` when possible: the shim asks the
+   * kernel to kill the worker if this agent dies (PR_SET_PDEATHSIG), then execs CMD. */
+  if (ag->exe[0] != '\0') {
+    mu_strvec_push(&args, ag->exe);
+    mu_strvec_push(&args, "agent");
+    mu_strvec_push(&args, "--exec-worker");
+    mu_strvec_pushf(&args, "%d", (int)getpid());
+    mu_strvec_push(&args, "--");
+    for (char **c = cfg->cmd; *c != NULL; c++)
+      mu_strvec_push(&args, *c);
+    o.file = ag->exe;
+    o.args = args.v;
+  } else {
+    o.file = cfg->cmd[0];
+    o.args = cfg->cmd;
+  }
   o.env = env.v;
   o.flags = UV_PROCESS_DETACHED;
   o.stdio_count = 3;
@@ -536,6 +552,7 @@ static void spawn_worker(struct agent *ag, struct worker *w)
     uv_read_start((uv_stream_t *)&w->err, on_alloc, on_read);
   }
   mu_strvec_release(&env);
+  mu_strvec_release(&args);
 }
 
 static void describe_exit(const struct worker *w, char *out, size_t n)
@@ -544,6 +561,8 @@ static void describe_exit(const struct worker *w, char *out, size_t n)
     snprintf(out, n, "could not start: %s", uv_strerror(w->spawn_error));
   else if (w->term_signal != 0)
     snprintf(out, n, "killed by signal %d (%s)", w->term_signal, strsignal(w->term_signal));
+  else if (w->exit_status == 127)
+    snprintf(out, n, "exit code 127 (command not found or not executable?)");
   else
     snprintf(out, n, "exit code %lld", (long long)w->exit_status);
 }
@@ -771,6 +790,11 @@ int mu_agent_run(const struct mu_agent_config *cfg)
   }
   if (cfg->local_addr != NULL)
     snprintf(ag.addr, sizeof(ag.addr), "%s", cfg->local_addr);
+#ifdef __linux__
+  size_t exe_len = sizeof(ag.exe);
+  if (getenv("MUSTER_AGENT_NO_SHIM") != NULL || uv_exepath(ag.exe, &exe_len) != 0)
+    ag.exe[0] = '\0';
+#endif
   if (mu_client_new(cfg->endpoint, &ag.client) != 0) {
     mu_error("bad --rdzv-endpoint '%s'; use HOST:PORT", cfg->endpoint);
     code = MU_AGENT_EXIT_USAGE;

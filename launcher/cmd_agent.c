@@ -1,9 +1,14 @@
 /* muster agent: the per-node torchrun replacement. Parses the command line (torchrun's
  * spellings included) and hands over to mu_agent_run() (launcher/agent_run.c). */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "muster/mu.h"
 
@@ -32,8 +37,30 @@ static int valid_run_id(const char *s)
   return 1;
 }
 
+/* `muster agent --exec-worker PPID -- CMD ARGS...`, run by the agent for each worker: the
+ * worker is killed when the agent that started it dies, even by SIGKILL (so no orphan keeps a
+ * GPU or a port), then CMD replaces this process. Exit 127 when CMD cannot be run. */
+static int exec_worker(int argc, char **argv)
+{
+  long ppid = 0;
+  if (argc < 5 || strcmp(argv[3], "--") != 0 || mu_parse_long(argv[2], 1, 1L << 30, &ppid) != 0) {
+    mu_error("usage: muster agent --exec-worker PPID -- CMD [ARGS...] (internal)");
+    return MU_AGENT_EXIT_USAGE;
+  }
+#ifdef __linux__
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+  if ((long)getppid() != ppid) /* the agent died before prctl() took effect */
+    return MU_AGENT_EXIT_FAILED;
+  execvp(argv[4], argv + 4);
+  mu_error("cannot start worker command '%s': %s", argv[4], strerror(errno));
+  return 127;
+}
+
 int cmd_agent(int argc, char **argv)
 {
+  if (argc >= 2 && strcmp(argv[1], "--exec-worker") == 0)
+    return exec_worker(argc, argv);
   struct mu_agent_config cfg;
   mu_agent_config_init(&cfg);
   const char *nnodes = "1", *nproc = "1", *endpoint = NULL, *run_id = NULL, *backend = NULL;

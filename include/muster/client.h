@@ -21,8 +21,12 @@
 
 struct mu_client;
 
-/* Creates a client for ENDPOINT: "HOST:PORT", "http://HOST:PORT" or "[V6ADDR]:PORT" (a
- * trailing '/' is fine). Nothing connects until the first call.
+/* Creates a client for ENDPOINT: "HOST:PORT", "http://HOST:PORT", "https://HOST:PORT" or
+ * "[V6ADDR]:PORT" (a trailing '/' is fine). Nothing connects until the first call.
+ * Security (docs/security.md), from the environment: MUSTER_RDZV_TOKEN is sent as
+ * "Authorization: Bearer"; https://, or any of MUSTER_RDZV_CACERT (CA bundle to verify the
+ * server; default the system's), MUSTER_RDZV_CERT + MUSTER_RDZV_KEY (client certificate),
+ * turns on TLS. A bad TLS file makes the first call fail with a message naming it.
  * Returns: 0, or MU_EINVAL for a malformed endpoint. Ownership: *out is the caller's; free it
  * with mu_client_free(). */
 int mu_client_new(const char *endpoint, struct mu_client **out);
@@ -92,8 +96,8 @@ void mu_round_release(struct mu_round *r);
 
 /* Renews this node's lease. round / waiting may be NULL.
  * Returns: 0; MU_ENOENT when no longer a member (re-join); MU_ECLOSED / MU_ESHUT; MU_ECONN. */
-int mu_client_heartbeat(struct mu_client *c, const char *run_id, const char *node_id,
-                        long *round, int *waiting);
+int mu_client_heartbeat(struct mu_client *c, const char *run_id, const char *node_id, long *round,
+                        int *waiting);
 
 enum mu_watch_event {
   MU_WATCH_NONE = 0,   /* nothing happened within the timeout */

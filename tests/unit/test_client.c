@@ -1,5 +1,6 @@
 /* Tests for common/http_client.c and common/client.c against a canned loopback server
- * (a thread that answers each request with the next scripted response). */
+ * (a thread that answers each request with the next scripted response), and the client against
+ * a real embedded musterd. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include "muster/client.h"
 #include "muster/errno.h"
 
+#include "agent.h"
 #include "alloc.h"
 #include "http_client.h"
 #include "task.h"
@@ -109,14 +111,15 @@ static void canned_stop(struct canned *cs)
   pthread_join(cs->th, NULL);
 }
 
-#define OK_JSON(body)                                                                          \
+#define OK_JSON(body)                                                                              \
   "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " #body "\r\n\r\n"
 
 TEST(http_client__keepalive_chunked_and_reconnect)
 {
   struct canned cs = {0};
   cs.answers[0] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello";
-  cs.answers[1] = "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+  cs.answers[1] =
+      "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
   cs.close_after[1] = 1;
   cs.answers[2] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
   cs.n = 3;
@@ -264,4 +267,71 @@ TEST(client__join_answer_and_errors)
   mu_free(val);
   mu_client_free(c);
   canned_stop(&cs);
+}
+
+/* The client against the real /v1 API of an embedded musterd (the agent's --standalone server,
+ * on its own thread): join, heartbeat, watch, KV, counters, barriers, leave, close, shutdown. */
+
+TEST(client__against_embedded_musterd)
+{
+  struct mu_agent_standalone *srv = NULL;
+  char ep[64];
+  ASSERT_EQ(mu_agent_standalone_start(&srv, ep, sizeof(ep)), 0);
+  struct mu_client *c = NULL;
+  ASSERT_EQ(mu_client_new(ep, &c), 0);
+
+  struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000};
+  struct mu_round r;
+  ASSERT_EQ(mu_client_join(c, "unit", &o, &r), 0);
+  ASSERT_EQ(r.round, 1);
+  ASSERT_EQ(r.node_rank, 0);
+  ASSERT_EQ(r.nnodes, 1);
+  ASSERT_EQ(r.world_size, 2);
+  ASSERT_EQ(r.master_port, 29999);
+  ASSERT_STR_EQ(r.master_addr, "127.0.0.1");
+  ASSERT_EQ(r.nmembers, 1);
+  mu_round_release(&r);
+  long round = 0;
+  ASSERT_EQ(mu_client_heartbeat(c, "unit", "n1", &round, NULL), 0);
+  ASSERT_EQ(round, 1);
+  ASSERT_EQ(mu_client_heartbeat(c, "unit", "stranger", NULL, NULL), MU_ENOENT);
+  enum mu_watch_event ev = MU_WATCH_BROKEN;
+  ASSERT_EQ(mu_client_watch(c, "unit", "n1", 1, 100, &ev, NULL), 0);
+  ASSERT_EQ(ev, MU_WATCH_NONE);
+
+  char *val = NULL;
+  size_t len = 0;
+  long n = 0;
+  ASSERT_EQ(mu_client_kv_get(c, "unit", "k/1", 0, &val, &len), MU_ENOENT);
+  ASSERT_EQ(mu_client_kv_get(c, "unit", "k/1", 100, &val, &len), MU_ETIMEDOUT);
+  ASSERT_EQ(mu_client_kv_put(c, "unit", "k/1", "a\0b", 3, &n), 0);
+  ASSERT_EQ(mu_client_kv_get(c, "unit", "k/1", 0, &val, &len), 0);
+  ASSERT_EQ(len, 3);
+  ASSERT_EQ(memcmp(val, "a\0b", 3), 0);
+  mu_free(val);
+  ASSERT_EQ(mu_client_kv_add(c, "unit", "ctr", 5, &n), 0);
+  ASSERT_EQ(mu_client_kv_add(c, "unit", "ctr", -2, &n), 0);
+  ASSERT_EQ(n, 3);
+  ASSERT_EQ(mu_client_kv_add(c, "unit", "k/1", 1, &n), MU_EINVAL); /* not a counter */
+  ASSERT_EQ(mu_client_kv_delete(c, "unit", "k/1"), 0);
+  ASSERT_EQ(mu_client_kv_delete(c, "unit", "k/1"), MU_ENOENT);
+  long gen = 0;
+  ASSERT_EQ(mu_client_barrier(c, "unit", "b", 1, "me", 1000, &gen), 0);
+  ASSERT_EQ(gen, 1);
+  ASSERT_EQ(mu_client_barrier(c, "unit", "b2", 2, "me", 200, &gen), MU_ETIMEDOUT);
+
+  /* The only member leaves with success: the run is closed; a late join hears so. */
+  ASSERT_EQ(mu_client_leave(c, "unit", "n1", 1, NULL), 0);
+  struct mu_join_opts late = {"n2", "127.0.0.1", 1, 0, 1, 1, 0, 2000, -1};
+  ASSERT_EQ(mu_client_join(c, "unit", &late, &r), MU_ECLOSED);
+  /* A config that differs from the run's. */
+  ASSERT_EQ(mu_client_join(c, "other", &o, &r), 0);
+  mu_round_release(&r);
+  struct mu_join_opts bad = {"n3", "127.0.0.1", 1, 0, 2, 2, 0, 2000, -1};
+  ASSERT_EQ(mu_client_join(c, "other", &bad, &r), MU_ESTATE);
+  ASSERT(strstr(mu_client_errmsg(c), "config_mismatch") != NULL);
+  ASSERT_EQ(mu_client_shutdown(c, "other", "unit test"), 0);
+  ASSERT_EQ(mu_client_heartbeat(c, "other", "n1", NULL, NULL), MU_ESHUT);
+  mu_client_free(c);
+  mu_agent_standalone_stop(srv);
 }

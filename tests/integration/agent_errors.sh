@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# muster agent: usage errors, a dead endpoint, a non-musterd endpoint and a join timeout all
+# end quickly with a clear message; SIGTERM is forwarded to the workers; --standalone works.
+. "$(dirname "$0")/agent_common.bash"
+
+out=$("$MUSTER" agent --nnodes 2 --rdzv-endpoint 127.0.0.1:1 --rdzv-id x 2>&1); rc=$?
+t_expect_eq "no command: usage" "$rc" 2
+t_expect_match "no command: message" "$out" "no worker command; put it after '--'"
+out=$("$MUSTER" agent --nnodes 4:2 --rdzv-endpoint 127.0.0.1:1 --rdzv-id x -- true 2>&1); rc=$?
+t_expect_eq "bad nnodes: usage" "$rc" 2
+t_expect_match "bad nnodes: message" "$out" "MAX \(2\) is below MIN \(4\)"
+out=$("$MUSTER" agent --nnodes 1 --rdzv-endpoint 127.0.0.1:1 -- true 2>&1); rc=$?
+t_expect_eq "no rdzv-id: usage" "$rc" 2
+t_expect_match "no rdzv-id: message" "$out" "--rdzv-id is required"
+out=$("$MUSTER" agent --nproc_per_node 2 --rdzv_endpoint nohost --rdzv_id x -- true 2>&1); rc=$?
+t_expect_eq "bad endpoint (underscore spellings): usage" "$rc" 2
+t_expect_match "bad endpoint: message" "$out" "bad --rdzv-endpoint 'nohost'"
+
+port=$(t_free_port)
+start=$(date +%s)
+out=$("$MUSTER" agent --rdzv-endpoint "127.0.0.1:$port" --rdzv-id x --join-timeout 2 -- true 2>&1)
+rc=$?
+t_expect_eq "dead endpoint: exit 3" "$rc" 3
+t_expect_match "dead endpoint: message" "$out" "cannot reach the rendezvous endpoint '127.0.0.1:$port'.*refused"
+t_expect_eq "dead endpoint: within the join timeout" "$(( $(date +%s) - start <= 4 ))" 1
+
+hport=$(t_free_port)
+t_spawn http "$PY" -m http.server --bind 127.0.0.1 "$hport"
+t_wait_http "http://127.0.0.1:$hport/" 10
+out=$("$MUSTER" agent --rdzv-endpoint "127.0.0.1:$hport" --rdzv-id x --join-timeout 5 -- true 2>&1)
+rc=$?
+t_expect_eq "not a musterd: exit 3" "$rc" 3
+t_expect_match "not a musterd: message" "$out" "is not a musterd rendezvous endpoint"
+
+t_start_musterd
+EP=127.0.0.1:$MUSTERD_PORT
+start=$(date +%s)
+out=$("$MUSTER" agent --nnodes 2 --rdzv-endpoint "$EP" --rdzv-id lonely --join-timeout 2 -- true 2>&1)
+rc=$?
+t_expect_eq "join timeout: exit 3" "$rc" 3
+t_expect_match "join timeout: message" "$out" "join of run 'lonely' timed out"
+t_expect_eq "join timeout: on time" "$(( $(date +%s) - start <= 5 ))" 1
+
+# SIGTERM to the agent reaches the workers; the agent exits 128+15.
+agent_start sig --rdzv-endpoint "$EP" --rdzv-id sig --nproc-per-node 2 -- \
+  bash -c 'trap "echo got TERM; exit 7" TERM; echo ready; while :; do sleep 0.1; done'
+pid=$AGENT_PID
+wait_for_lines "$T_DIR/sig.log" ':ready' 2 20
+kill -TERM "$pid"
+agent_wait "$pid" 20
+t_expect_eq "SIGTERM: exit 143" "$RC" 143
+t_expect_eq "SIGTERM forwarded to both workers" "$(grep -c ':got TERM' "$T_DIR/sig.log")" 2
+
+# A command that does not exist is a worker failure with a clear summary.
+out=$("$MUSTER" agent --rdzv-endpoint "$EP" --rdzv-id nocmd -- /nonexistent/worker 2>&1); rc=$?
+t_expect_eq "missing worker binary: exit 1" "$rc" 1
+t_expect_match "missing worker binary: message" "$out" \
+  "cannot start worker command '/nonexistent/worker': No such file or directory"
+t_expect_match "missing worker binary: summary" "$out" "rank 0 .*exit code 127 \(command not found"
+
+# An agent killed with SIGKILL takes its workers with it (PR_SET_PDEATHSIG via the shim).
+agent_start orphan --rdzv-endpoint "$EP" --rdzv-id orphan --nproc-per-node 2 -- \
+  bash -c 'echo up; exec sleep 37.25'
+pid=$AGENT_PID
+wait_for_lines "$T_DIR/orphan.log" ':up' 2 20
+sleep 0.3
+t_expect_eq "workers running" "$(pgrep -f '^sleep 37.25' | wc -l)" 2
+kill -KILL "$pid"
+{ wait "$pid"; } 2>/dev/null
+sleep 0.5
+t_expect_eq "no orphaned worker after the agent's SIGKILL" "$(pgrep -f '^sleep 37.25' | wc -l)" 0
+
+# --standalone: an embedded musterd, nothing else needed.
+out=$("$MUSTER" agent --standalone --nproc-per-node 3 -- "$RING" 2>&1); rc=$?
+t_expect_eq "standalone: exit 0" "$rc" 0
+t_expect_eq "standalone: 3 ranks verified" "$(grep -c 'allreduce ok, world 3' <<<"$out")" 3
+agent_dump_logs
+t_done
