@@ -32,6 +32,7 @@
 #include "agent.h"
 #include "alloc.h"
 #include "buf.h"
+#include "fsutil.h"
 #include "log.h"
 #include "strvec.h"
 
@@ -124,38 +125,6 @@ static long long now_ms(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void write_all(int fd, const char *p, size_t n)
-{
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-}
-
-static int mkdir_p(const char *path)
-{
-  char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-    return MU_E2BIG;
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p == '/') {
-      *p = '\0';
-      if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return -errno;
-      *p = '/';
-    }
-  }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-    return -errno;
-  return 0;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -357,7 +326,7 @@ static void deliver(struct worker *w, int is_err, const char *data, size_t n, in
   int console = ag->cfg->log_dir == NULL || ag->cfg->tee;
   int log_fd = is_err ? w->log_err : w->log_out;
   if (log_fd >= 0 && n > 0)
-    write_all(log_fd, data, n);
+    mu_write_all(log_fd, data, n);
   if (!console)
     return;
   struct mu_buf out = MU_BUF_INIT(OUT_CAP);
@@ -367,7 +336,7 @@ static void deliver(struct worker *w, int is_err, const char *data, size_t n, in
   if (eof)
     mu_line_prefixer_flush(lp, &out);
   if (out.len > 0)
-    write_all(is_err ? 2 : 1, out.data, out.len);
+    mu_write_all(is_err ? 2 : 1, out.data, out.len);
   mu_buf_release(&out);
 }
 
@@ -480,7 +449,7 @@ static void spawn_worker(struct agent *ag, struct worker *w)
   struct mu_strvec env = MU_STRVEC_INIT;
   struct mu_strvec args = MU_STRVEC_INIT;
   int dn = snprintf(dir, sizeof(dir), "%s/attempt_%d/%d", ag->base_dir, ag->attempt, w->local_rank);
-  if (dn < 0 || dn >= (int)sizeof(dir) || mkdir_p(dir) != 0)
+  if (dn < 0 || dn >= (int)sizeof(dir) || mu_mkdir_p(dir) != 0)
     say("cannot create '%s': %s", dir, strerror(errno));
   w->error_file = mu_asprintf("%s/error.json", dir);
   unlink(w->error_file);
@@ -804,7 +773,7 @@ int mu_agent_run(const struct mu_agent_config *cfg)
   if (cfg->log_dir != NULL) {
     if (snprintf(ag.base_dir, sizeof(ag.base_dir), "%s/%s", cfg->log_dir, cfg->run_id) >=
             (int)sizeof(ag.base_dir) ||
-        mkdir_p(ag.base_dir) != 0) {
+        mu_mkdir_p(ag.base_dir) != 0) {
       mu_error("cannot create the log directory '%s/%s': %s; check --log-dir", cfg->log_dir,
                cfg->run_id, strerror(errno));
       code = MU_AGENT_EXIT_USAGE;

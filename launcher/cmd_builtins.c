@@ -21,28 +21,29 @@ int cmd_builtins(int argc, char **argv)
     return 0;
   if (n < 0)
     return MU_EXIT_USAGE;
+  struct mu_component *c = NULL;
+  struct mu_buf err = MU_BUF_INIT(8192), h = MU_BUF_INIT(1 << 20);
+  struct mu_strvec names = MU_STRVEC_INIT, descs = MU_STRVEC_INIT;
+  int rc = 0;
   if (print != NULL) {
-    struct mu_component *c = NULL;
-    struct mu_buf err = MU_BUF_INIT(8192);
     if (mu_component_load(print, &c, &err) != 0) {
       mu_error("%s", mu_buf_str(&err));
-      mu_buf_release(&err);
-      return MU_EXIT_USAGE;
+      rc = MU_EXIT_USAGE;
+      goto out;
     }
-    struct mu_buf h = MU_BUF_INIT(1 << 20);
     mu_component_help(c, &h);
     fputs(mu_buf_str(&h), stdout);
-    mu_buf_release(&h);
-    mu_buf_release(&err);
-    mu_component_free(c);
-    return 0;
+    goto out;
   }
-  struct mu_strvec names = MU_STRVEC_INIT, descs = MU_STRVEC_INIT;
   mu_component_builtins(&names, &descs);
   printf("Found %zu builtin components:\n", names.n);
   for (size_t i = 0; i < names.n; i++)
     printf("%3zu. %-22s %s\n", i + 1, names.v[i], descs.v[i]);
+out:
   mu_strvec_release(&names);
   mu_strvec_release(&descs);
-  return 0;
+  mu_buf_release(&h);
+  mu_buf_release(&err);
+  mu_component_free(c);
+  return rc;
 }

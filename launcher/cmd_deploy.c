@@ -4,7 +4,6 @@
  * musterd keeps its state in memory, so the Deployment runs exactly one replica with the
  * Recreate strategy (never two servers at once); jobs re-join a restarted server.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +11,7 @@
 
 #include "buf.h"
 #include "cmds.h"
+#include "k8s.h"
 #include "log.h"
 #include "muster/mu.h"
 #include "opts.h"
@@ -23,17 +23,6 @@
   "  muster deploy rendezvous | kubectl apply -f -\n"                                              \
   "Jobs then use -cfg rdzv=NAME:PORT (torchrun: --rdzv_backend etcd --rdzv_endpoint\n"             \
   "NAME:PORT). --name etcd-server serves the address the trn1 tutorial hard-codes."
-
-static int dns_label(const char *s)
-{
-  size_t n = strlen(s), i;
-  if (n == 0 || n > 63 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
-    return 0;
-  for (i = 0; i < n; i++)
-    if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
-      return 0;
-  return 1;
-}
 
 static cJSON *labels(const char *name)
 {
@@ -178,9 +167,9 @@ int cmd_deploy(int argc, char **argv)
     mu_error("unknown deploy target '%s'; the only one is 'rendezvous'", target);
     return MU_EXIT_USAGE;
   }
-  if (!dns_label(ns) || !dns_label(name)) {
+  if (!mu_k8s_name_ok(ns) || !mu_k8s_name_ok(name)) {
     mu_error("--%s '%s' is not a Kubernetes name: lowercase letters, digits and '-', at most 63",
-             dns_label(ns) ? "name" : "namespace", dns_label(ns) ? name : ns);
+             mu_k8s_name_ok(ns) ? "name" : "namespace", mu_k8s_name_ok(ns) ? name : ns);
     return MU_EXIT_USAGE;
   }
   if (port < 1 || port > 65535) {

@@ -22,7 +22,7 @@ int cmd_log(int argc, char **argv)
       MU_OPT_BOOL('f', "follow", &follow, "keep printing until the job ends"),
       MU_OPT_INT('t', "tail", &tail, "N", "only the last N lines of each replica"),
       MU_OPT_STRING(0, "streams", &streams, "S", "combined (default), stdout or stderr"),
-      MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...", "scheduler options (e.g. log_dir=...)"),
+      MU_CLI_OPT_CFG(&cfgstr),
       MU_OPT_END(),
   };
   int n = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT,
@@ -31,10 +31,6 @@ int cmd_log(int argc, char **argv)
     return 0;
   if (n < 0)
     return MU_EXIT_USAGE;
-  if (n + 1 != argc) {
-    mu_error("log needs one app handle, e.g. 'muster log local://muster/echo-x1/echo/0'");
-    return MU_EXIT_USAGE;
-  }
   if (tail < 0) {
     mu_error("--tail must be 0 or more, got %ld", tail);
     return MU_EXIT_USAGE;
@@ -50,15 +46,15 @@ int cmd_log(int argc, char **argv)
     mu_error("--streams '%s': use combined, stdout or stderr", streams);
     return MU_EXIT_USAGE;
   }
-  const struct mu_sched_ops *s = NULL;
-  char *app_id = NULL, *rest = NULL;
-  int rc = mu_cli_handle(argv[n], &s, &app_id, &rest);
-  if (rc != 0)
-    return rc;
+  struct mu_cli_job j = MU_CLI_JOB_INIT;
+  struct mu_buf err = MU_BUF_INIT(8192);
   char *role = NULL;
   long replica = -1;
-  if (rest != NULL && rest[0] != '\0') {
-    char *slash = strchr(rest, '/');
+  int rc = mu_cli_job_open(&j, argc, argv, n, "log", "local://muster/echo-x1/echo/0", cfgstr);
+  if (rc != 0)
+    goto out;
+  if (j.rest != NULL && j.rest[0] != '\0') {
+    char *slash = strchr(j.rest, '/');
     if (slash != NULL) {
       *slash = '\0';
       if (slash[1] != '\0' && mu_parse_long(slash + 1, 0, 1 << 20, &replica) != 0) {
@@ -67,28 +63,22 @@ int cmd_log(int argc, char **argv)
         goto out;
       }
     }
-    role = mu_strdup(rest);
+    role = mu_strdup(j.rest);
   }
-  if (s->log_open == NULL) {
-    mu_error("the %s scheduler cannot show logs in this build", s->name);
+  if (j.s->log_open == NULL) {
+    mu_error("the %s scheduler cannot show logs in this build", j.s->name);
     rc = MU_EXIT_FAILED;
     goto out;
   }
-  struct mu_cfg cfg = {MU_KVLIST_INIT};
-  rc = mu_cli_cfg(s, cfgstr, NULL, &cfg);
-  if (rc == 0) {
-    struct mu_buf err = MU_BUF_INIT(8192);
-    fflush(stdout);
-    if (s->log_open(app_id, role, replica, stream, follow, tail, STDOUT_FILENO, &cfg, &err) != 0) {
-      mu_error("%s", mu_buf_str(&err));
-      rc = MU_EXIT_FAILED;
-    }
-    mu_buf_release(&err);
+  fflush(stdout);
+  if (j.s->log_open(j.app_id, role, replica, stream, follow, tail, STDOUT_FILENO, &j.cfg, &err) !=
+      0) {
+    mu_error("%s", mu_buf_str(&err));
+    rc = MU_EXIT_FAILED;
   }
-  mu_cfg_release(&cfg);
 out:
   mu_free(role);
-  mu_free(app_id);
-  mu_free(rest);
+  mu_cli_job_release(&j);
+  mu_buf_release(&err);
   return rc;
 }

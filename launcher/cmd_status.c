@@ -12,7 +12,6 @@
 #include "log.h"
 #include "opts.h"
 
-
 static int state_exit_code(enum mu_job_state s)
 {
   switch (s) {
@@ -39,7 +38,7 @@ int cmd_status(int argc, char **argv)
       MU_OPT_BOOL(0, "json", &json,
                   "print JSON (state name at the top, replica states as numbers)"),
       MU_OPT_STRING(0, "roles", &roles, "A,B", "only these roles"),
-      MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...", "scheduler options (e.g. log_dir=...)"),
+      MU_CLI_OPT_CFG(&cfgstr),
       MU_OPT_END(),
   };
   int n = mu_opts_parse(opts, argc, argv, 0 | MU_OPTS_STOP_AT_NONOPT,
@@ -50,23 +49,14 @@ int cmd_status(int argc, char **argv)
     return 0;
   if (n < 0)
     return MU_EXIT_USAGE;
-  if (n + 1 != argc) {
-    mu_error("status needs exactly one app handle, e.g. 'muster status local://muster/echo-x1'");
-    return MU_EXIT_USAGE;
-  }
-  const struct mu_sched_ops *s = NULL;
-  char *app_id = NULL, *rest = NULL;
-  int rc = mu_cli_handle(argv[n], &s, &app_id, &rest);
-  if (rc != 0)
-    return rc;
-  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_cli_job j = MU_CLI_JOB_INIT;
   struct mu_app_status st;
   memset(&st, 0, sizeof(st));
   struct mu_buf err = MU_BUF_INIT(8192);
-  rc = mu_cli_cfg(s, cfgstr, NULL, &cfg);
+  int rc = mu_cli_job_open(&j, argc, argv, n, "status", "local://muster/echo-x1", cfgstr);
   if (rc != 0)
     goto out;
-  if (mu_sched_describe(s, app_id, &cfg, &st, &err) != 0) {
+  if (mu_sched_describe(j.s, j.app_id, &j.cfg, &st, &err) != 0) {
     mu_error("%s", mu_buf_str(&err));
     rc = MU_EXIT_LOOKUP;
     goto out;
@@ -92,14 +82,12 @@ int cmd_status(int argc, char **argv)
     }
     st.nreplicas = k;
   }
-  char *handle = mu_asprintf("%s://%s/%s", s->name, MU_SESSION, app_id);
+  char *handle = mu_asprintf("%s://%s/%s", j.s->name, MU_SESSION, j.app_id);
   mu_cli_status_print(&st, handle, json);
   mu_free(handle);
 out:
   mu_app_status_release(&st);
-  mu_cfg_release(&cfg);
+  mu_cli_job_release(&j);
   mu_buf_release(&err);
-  mu_free(app_id);
-  mu_free(rest);
   return rc;
 }

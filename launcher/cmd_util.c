@@ -101,6 +101,29 @@ out:
   return rc;
 }
 
+int mu_cli_job_open(struct mu_cli_job *j, int argc, char **argv, int n, const char *cmd,
+                    const char *example, const char *cfgstr)
+{
+  if (n + 1 != argc) {
+    mu_error("%s needs exactly one app handle, e.g. 'muster %s %s'", cmd, cmd, example);
+    return MU_EXIT_USAGE;
+  }
+  int rc = mu_cli_handle(argv[n], &j->s, &j->app_id, &j->rest);
+  if (rc != 0)
+    return rc;
+  return mu_cli_cfg(j->s, cfgstr, NULL, &j->cfg);
+}
+
+void mu_cli_job_release(struct mu_cli_job *j)
+{
+  if (j == NULL)
+    return;
+  mu_cfg_release(&j->cfg);
+  mu_free(j->app_id);
+  mu_free(j->rest);
+  *j = (struct mu_cli_job)MU_CLI_JOB_INIT;
+}
+
 void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json)
 {
   if (json) {

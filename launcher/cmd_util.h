@@ -20,6 +20,33 @@ const struct mu_sched_ops *mu_cli_sched(const char *name);
 int mu_cli_cfg(const struct mu_sched_ops *s, const char *cfgstr, const struct mu_config *file,
                struct mu_cfg *out);
 
+/* The -cfg option row of the subcommands that look a job up (an mu_opts table entry; needs
+ * opts.h). p is a const char ** that receives the K=V,... string. */
+#define MU_CLI_OPT_CFG(p)                                                                          \
+  MU_OPT_STRING(0, "cfg", (p), "K=V,...", "scheduler options (e.g. log_dir=...)")
+
+/* The job that a one-handle subcommand (cancel, describe, log, status) acts on. */
+struct mu_cli_job {
+  const struct mu_sched_ops *s; /* the backend the handle names */
+  char *app_id;                 /* the app id alone */
+  char *rest;                   /* "ROLE[/REPLICA]" after the app id, or NULL */
+  struct mu_cfg cfg;            /* the backend's cfg: files, then -cfg */
+};
+/* clang-format off */
+#define MU_CLI_JOB_INIT {NULL, NULL, NULL, {MU_KVLIST_INIT}}
+/* clang-format on */
+
+/* The shared prologue of the one-handle subcommands: checks that argv[n] is the last argument
+ * (else prints "CMD needs exactly one app handle, e.g. 'muster CMD EXAMPLE'"), resolves it with
+ * mu_cli_handle() and loads the cfg with mu_cli_cfg() (cfgstr may be NULL).
+ * Returns: 0, or an exit code (2) after printing the error.
+ * Ownership: j is the caller's; release it with mu_cli_job_release() whatever this returns. */
+int mu_cli_job_open(struct mu_cli_job *j, int argc, char **argv, int n, const char *cmd,
+                    const char *example, const char *cfgstr);
+
+/* Frees what mu_cli_job_open() filled in and resets j to MU_CLI_JOB_INIT. Accepts NULL. */
+void mu_cli_job_release(struct mu_cli_job *j);
+
 /* Prints a status in TorchX's text form, or as JSON. */
 void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json);
 

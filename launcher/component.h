@@ -30,9 +30,12 @@ struct mu_component;
  * closest builtin); MU_EPARSE / MU_EINVAL for a malformed file (err names file and key).
  * Ownership: *out is the caller's (mu_component_free). */
 int mu_component_load(const char *name, struct mu_component **out, struct mu_buf *err);
-/* Parses YAML text directly (tests). `where` names the source in messages. */
+/* Parses YAML text directly (tests). `where` names the source in messages.
+ * Returns: 0, or MU_EPARSE / MU_EINVAL as mu_component_load. Ownership: borrows text; *out is
+ * the caller's (mu_component_free). */
 int mu_component_parse(const char *text, size_t len, const char *where, struct mu_component **out,
                        struct mu_buf *err);
+/* Accepts NULL. */
 void mu_component_free(struct mu_component *c);
 
 /* Returns: the component's name / one-paragraph description. Ownership: borrowed. */

@@ -181,6 +181,22 @@ static int env_name_ok(const char *k)
   return 1;
 }
 
+int mu_app_mentions(const struct mu_app *app, const char *s)
+{
+  for (size_t i = 0; i < app->nroles; i++) {
+    const struct mu_role *r = &app->roles[i];
+    if (r->entrypoint && strstr(r->entrypoint, s))
+      return 1;
+    for (size_t j = 0; j < r->args.n; j++)
+      if (strstr(r->args.v[j], s))
+        return 1;
+    for (size_t j = 0; j < r->env.n; j++)
+      if (strstr(r->env.v[j].value, s))
+        return 1;
+  }
+  return 0;
+}
+
 int mu_app_validate(const struct mu_app *app, struct mu_buf *err)
 {
   if (app->name == NULL || app->name[0] == '\0') {

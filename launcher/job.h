@@ -27,6 +27,7 @@ enum mu_job_state {
 
 /* "PENDING", "RUNNING", ... Ownership: static. */
 const char *mu_job_state_name(enum mu_job_state s);
+/* Returns: 1 for SUCCEEDED, FAILED and CANCELLED (the job will not change again), else 0. */
 int mu_job_state_is_terminal(enum mu_job_state s);
 /* Parses a state name (case-insensitive). Returns: 0, or MU_EINVAL. */
 int mu_job_state_parse(const char *name, enum mu_job_state *out);
@@ -117,7 +118,9 @@ struct mu_app {
 };
 
 /* Allocation helpers. mu_app_add_role returns a zeroed role (num_replicas 1, min_replicas -1,
- * cpu/gpu/memMB -1) owned by the app; the pointer is valid until the next add. */
+ * cpu/gpu/memMB -1) owned by the app; the pointer is valid until the next add.
+ * Returns: never NULL (allocation aborts on OOM). Ownership: the app is the caller's
+ * (mu_app_free); copies name. */
 struct mu_app *mu_app_new(const char *name);
 struct mu_role *mu_app_add_role(struct mu_app *app, const char *name);
 /* Accepts NULL. */
@@ -126,6 +129,10 @@ void mu_app_free(struct mu_app *app);
 /* Checks every field. Returns: 0, or MU_EINVAL with a message naming the field written to
  * err ("roles[0].resources.memMB: must be a positive integer, got -3"). */
 int mu_app_validate(const struct mu_app *app, struct mu_buf *err);
+
+/* Whether any role's entrypoint, args or env values contain s (e.g. "${rdzv_endpoint}": the job
+ * needs a rendezvous endpoint). Returns: 1 or 0. */
+int mu_app_mentions(const struct mu_app *app, const char *s);
 
 /* The macro values for one replica. Unset (NULL) macros are left as written. */
 struct mu_macros {
@@ -174,7 +181,8 @@ char *mu_normalize_name(const char *s, size_t max);
  * comes from $MUSTER_APP_ID_SUFFIX when set (tests pin it). Returns: caller frees. */
 char *mu_app_id_make(const char *name);
 
-/* Shell-quotes s for a POSIX shell (as Python's shlex.quote). Appends to out. */
+/* Shell-quotes s for a POSIX shell (as Python's shlex.quote). Appends to out.
+ * Returns: 0, or MU_E2BIG when out's cap is reached. */
 int mu_shell_quote(const char *s, struct mu_buf *out);
 
 #endif

@@ -15,6 +15,11 @@
  * runopt). */
 #define MU_K8S_RDZV_PORT 29400
 
+/* Whether s is a valid Kubernetes object name (an RFC 1123 DNS label: 1-63 characters of
+ * lowercase letters, digits and '-', starting and ending with a letter or digit).
+ * Returns: 1 or 0. */
+int mu_k8s_name_ok(const char *s);
+
 /* TorchX's normalize_str: lowercase, keep [a-z0-9-], drop a leading '-' (underscores
  * vanish). Returns: a new string; caller frees with mu_free(). */
 char *mu_k8s_normalize(const char *s);

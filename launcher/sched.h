@@ -94,9 +94,11 @@ struct mu_sched_ops {
                   struct mu_buf *err);
 };
 
-/* The registry: the first entry is the default backend. Returns NULL for an unknown name. */
+/* The registry: the first entry is the default backend. Returns: the backend, or NULL for an
+ * unknown name. Ownership: static. */
 const struct mu_sched_ops *mu_sched_find(const char *name);
-/* Iterates: i = 0.. until NULL. */
+/* Iterates: i = 0.. until NULL. Returns: the i-th backend, or NULL past the end. Ownership:
+ * static. */
 const struct mu_sched_ops *mu_sched_at(size_t i);
 
 /* Handles: "SCHED://SESSION/APP_ID". Returns: 0 or MU_EINVAL. Ownership: caller frees the
@@ -134,7 +136,9 @@ int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const 
                         long replica, enum mu_log_stream stream, int follow, long tail, int out_fd,
                         const struct mu_cfg *cfg, struct mu_buf *err);
 
-/* The generic operations: a NULL slot gives MU_ENOTSUP with a message in err. */
+/* The generic operations: a NULL slot gives MU_ENOTSUP with a message in err.
+ * Returns: 0, or a negative MU_E* code with the reason in err. Ownership: dryrun fills out
+ * (release with mu_dryrun_release); describe fills out (mu_app_status_release). */
 int mu_sched_dryrun(const struct mu_sched_ops *s, const struct mu_app *app,
                     const struct mu_cfg *cfg, struct mu_dryrun *out, struct mu_buf *err);
 int mu_sched_schedule(struct mu_dryrun *req, struct mu_buf *err);

@@ -22,7 +22,25 @@ int mu_exec_capture(char *const argv[], const char *input, struct mu_buf *out,
  * Returns: as mu_exec_capture. */
 int mu_exec_to_fd(char *const argv[], int out_fd, struct mu_buf *errout, int *status);
 
-/* Trims trailing whitespace in place; returns s. */
+/* One row of a hint table for mu_exec_tool(). When a tool fails and one of `match` occurs in
+ * its stderr, "\nhint: " and `hint` are appended to the error; a NULL hint instead makes the
+ * call return MU_ENOENT (the object asked for does not exist). The first matching row wins; a
+ * table ends with a row whose match[0] is NULL. */
+struct mu_exec_hint {
+  const char *match[5]; /* substrings, NULL-terminated */
+  const char *hint;     /* the advice, or NULL for "not found" */
+};
+
+/* Runs a cluster tool as mu_exec_capture() does and writes any failure as one message into
+ * err: `missing` when the tool cannot be started, else "WHAT failed (exit N): STDERR" followed
+ * by the hint of the first row of `hints` (may be NULL) that matches stderr.
+ * Returns: 0 when the tool exited 0; MU_ENOENT when it could not be started or a row with a
+ * NULL hint matched; MU_EIO for any other failure.
+ * Ownership: appends to out (may be NULL) and err; borrows the rest. */
+int mu_exec_tool(char *const argv[], const char *input, const char *what, const char *missing,
+                 const struct mu_exec_hint *hints, struct mu_buf *out, struct mu_buf *err);
+
+/* Trims trailing whitespace in place. Returns: s itself. */
 char *mu_exec_chomp(char *s);
 
 #endif

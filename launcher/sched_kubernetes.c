@@ -106,7 +106,7 @@ char *mu_k8s_task_name(const char *role, long replica)
   return out;
 }
 
-static int dns_label_ok(const char *s)
+int mu_k8s_name_ok(const char *s)
 {
   size_t n = strlen(s), i;
   if (n == 0 || n > K8S_NAME_MAX || !isalnum((unsigned char)s[0]) ||
@@ -118,29 +118,12 @@ static int dns_label_ok(const char *s)
   return 1;
 }
 
-static int wants_rdzv(const struct mu_app *app)
-{
-  size_t i, j;
-  for (i = 0; i < app->nroles; i++) {
-    const struct mu_role *r = &app->roles[i];
-    if (r->entrypoint && strstr(r->entrypoint, "${rdzv_endpoint}"))
-      return 1;
-    for (j = 0; j < r->args.n; j++)
-      if (strstr(r->args.v[j], "${rdzv_endpoint}"))
-        return 1;
-    for (j = 0; j < r->env.n; j++)
-      if (strstr(r->env.v[j].value, "${rdzv_endpoint}"))
-        return 1;
-  }
-  return 0;
-}
-
 /* Whether the job carries its own musterd task. */
 static int rdzv_in_job(const struct mu_app *app, const struct mu_cfg *cfg)
 {
   const char *r = mu_cfg_get(cfg, "rdzv");
   if (r == NULL || strcmp(r, "auto") == 0)
-    return wants_rdzv(app);
+    return mu_app_mentions(app, "${rdzv_endpoint}");
   return strcmp(r, "job") == 0;
 }
 
@@ -154,7 +137,7 @@ int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **o
 
   *out = NULL;
   if (pin != NULL && *pin != '\0') {
-    if (!dns_label_ok(pin)) {
+    if (!mu_k8s_name_ok(pin)) {
       mu_buf_printf(err,
                     "MUSTER_APP_ID: '%s' is not a valid Kubernetes name (lowercase letters, "
                     "digits and '-', at most 63); unset it or fix it",
@@ -1000,50 +983,41 @@ static void kubectl_argv(struct mu_strvec *av, const char *kubectl, const char *
   mu_strvec_push(av, ns ? ns : "default");
 }
 
+/* What kubectl's stderr means, in the order it is checked (see mu_exec_tool). */
+static const struct mu_exec_hint kubectl_hints[] = {
+    {{"AlreadyExists", "already exists"},
+     "a job of that name exists; run again (each run picks a new name) or remove the old one "
+     "with muster cancel"},
+    {{"no matches for kind", "the server doesn't have a resource"},
+     "the Volcano CRDs are not installed in this cluster; install Volcano "
+     "(https://volcano.sh/en/docs/installation/)"},
+    {{"NotFound", "not found"}, NULL},
+    {{"Unable to connect", "connection refused", "current-context", "no configuration"},
+     "kubectl cannot reach a cluster; check the kubeconfig (-cfg context=NAME picks a context) "
+     "and that the API server is up"},
+    {{NULL}, NULL},
+};
+
+/* The error for a kubectl that cannot be started. Returns: a new string (mu_free). */
+static char *kubectl_missing(const char *path)
+{
+  return mu_asprintf("kubectl not found ('%s'): install kubectl and put it on PATH, or set "
+                     "-cfg kubectl=/path/to/kubectl",
+                     path);
+}
+
 /* Runs kubectl; on failure writes kubectl's own message plus what to do into err. */
 static int kubectl_run(struct mu_strvec *av, const char *input, struct mu_buf *out,
                        struct mu_buf *err)
 {
-  struct mu_buf eb = MU_BUF_INIT(64 * 1024);
-  int status = -1, rc;
   size_t verb;
-  const char *e;
-
-  rc = mu_exec_capture(av->v, input, out, &eb, &status);
-  if (rc == MU_ENOENT) {
-    mu_buf_printf(err,
-                  "kubectl not found ('%s'): install kubectl and put it on PATH, or set "
-                  "-cfg kubectl=/path/to/kubectl",
-                  av->v[0]);
-    goto out;
-  }
-  if (rc != 0) {
-    mu_buf_puts(err, mu_buf_str(&eb));
-    goto out;
-  }
-  if (status == 0)
-    goto out;
-  e = mu_exec_chomp(eb.data ? eb.data : (char *)"");
   for (verb = 1; verb + 1 < av->n && av->v[verb][0] == '-'; verb += 2)
     ;
-  mu_buf_printf(err, "kubectl %s failed (exit %d): %s", av->v[verb], status,
-                *e ? e : "(no message)");
-  if (strstr(e, "AlreadyExists") || strstr(e, "already exists"))
-    mu_buf_puts(err, "\nhint: a job of that name exists; run again (each run picks a new "
-                     "name) or remove the old one with muster cancel");
-  else if (strstr(e, "no matches for kind") || strstr(e, "the server doesn't have a resource"))
-    mu_buf_puts(err, "\nhint: the Volcano CRDs are not installed in this cluster; install "
-                     "Volcano (https://volcano.sh/en/docs/installation/)");
-  else if (strstr(e, "NotFound") || strstr(e, "not found"))
-    rc = MU_ENOENT;
-  else if (strstr(e, "Unable to connect") || strstr(e, "connection refused") ||
-           strstr(e, "current-context") || strstr(e, "no configuration"))
-    mu_buf_puts(err, "\nhint: kubectl cannot reach a cluster; check the kubeconfig "
-                     "(-cfg context=NAME picks a context) and that the API server is up");
-  if (rc == 0)
-    rc = MU_EIO;
-out:
-  mu_buf_release(&eb);
+  char *what = mu_asprintf("kubectl %s", verb < av->n ? av->v[verb] : "");
+  char *missing = kubectl_missing(av->v[0]);
+  int rc = mu_exec_tool(av->v, input, what, missing, kubectl_hints, out, err);
+  mu_free(what);
+  mu_free(missing);
   return rc;
 }
 
@@ -1059,6 +1033,23 @@ static int split_app_id(const char *app_id, const struct mu_cfg *cfg, char **ns,
     *name = mu_strdup(app_id);
   }
   return **name ? 0 : MU_EINVAL;
+}
+
+/* Starts the kubectl command line for the job app_id ("NAMESPACE:NAME", or NAME in -cfg
+ * namespace): kubectl [--context C] -n NS; *name gets the job's name.
+ * Returns: 0, or MU_EINVAL with the message in err. Ownership: *name is the caller's
+ * (mu_free), also on error; appends to av. */
+static int kubectl_for_app(const char *app_id, const struct mu_cfg *cfg, struct mu_strvec *av,
+                           char **name, struct mu_buf *err)
+{
+  char *ns = NULL;
+  int rc = split_app_id(app_id, cfg, &ns, name);
+  if (rc != 0)
+    mu_buf_printf(err, "'%s' is not a kubernetes app id (NAMESPACE:NAME)", app_id);
+  else
+    kubectl_argv(av, mu_cfg_get(cfg, "kubectl"), mu_cfg_get(cfg, "context"), ns);
+  mu_free(ns);
+  return rc;
 }
 
 static int k8s_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
@@ -1131,23 +1122,18 @@ static int k8s_get(const char *app_id, const struct mu_cfg *cfg, struct mu_buf *
                    struct mu_buf *err)
 {
   struct mu_strvec av = MU_STRVEC_INIT;
-  char *ns = NULL, *name = NULL;
-  int rc = split_app_id(app_id, cfg, &ns, &name);
+  char *name = NULL;
+  int rc = kubectl_for_app(app_id, cfg, &av, &name, err);
 
-  if (rc != 0) {
-    mu_buf_printf(err, "'%s' is not a kubernetes app id (NAMESPACE:NAME)", app_id);
-    goto out;
+  if (rc == 0) {
+    mu_strvec_push(&av, "get");
+    mu_strvec_push(&av, K8S_RESOURCE);
+    mu_strvec_push(&av, name);
+    mu_strvec_push(&av, "-o");
+    mu_strvec_push(&av, "json");
+    rc = kubectl_run(&av, NULL, json, err);
   }
-  kubectl_argv(&av, mu_cfg_get(cfg, "kubectl"), mu_cfg_get(cfg, "context"), ns);
-  mu_strvec_push(&av, "get");
-  mu_strvec_push(&av, K8S_RESOURCE);
-  mu_strvec_push(&av, name);
-  mu_strvec_push(&av, "-o");
-  mu_strvec_push(&av, "json");
-  rc = kubectl_run(&av, NULL, json, err);
-out:
   mu_strvec_release(&av);
-  mu_free(ns);
   mu_free(name);
   return rc;
 }
@@ -1189,21 +1175,16 @@ static int k8s_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, si
 static int k8s_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_buf *err)
 {
   struct mu_strvec av = MU_STRVEC_INIT;
-  char *ns = NULL, *name = NULL;
-  int rc = split_app_id(app_id, cfg, &ns, &name);
+  char *name = NULL;
+  int rc = kubectl_for_app(app_id, cfg, &av, &name, err);
 
-  if (rc != 0) {
-    mu_buf_printf(err, "'%s' is not a kubernetes app id (NAMESPACE:NAME)", app_id);
-    goto out;
+  if (rc == 0) {
+    mu_strvec_push(&av, "delete");
+    mu_strvec_push(&av, K8S_RESOURCE);
+    mu_strvec_push(&av, name);
+    rc = kubectl_run(&av, NULL, NULL, err);
   }
-  kubectl_argv(&av, mu_cfg_get(cfg, "kubectl"), mu_cfg_get(cfg, "context"), ns);
-  mu_strvec_push(&av, "delete");
-  mu_strvec_push(&av, K8S_RESOURCE);
-  mu_strvec_push(&av, name);
-  rc = kubectl_run(&av, NULL, NULL, err);
-out:
   mu_strvec_release(&av);
-  mu_free(ns);
   mu_free(name);
   return rc;
 }
@@ -1213,23 +1194,20 @@ static int k8s_log(const char *app_id, const char *role, long replica, enum mu_l
 {
   struct mu_strvec av = MU_STRVEC_INIT;
   struct mu_buf eb = MU_BUF_INIT(64 * 1024);
-  char *ns = NULL, *name = NULL, *task = NULL, *pod = NULL;
-  int rc = split_app_id(app_id, cfg, &ns, &name), status = -1;
+  char *name = NULL, *task = NULL, *pod = NULL, *missing = NULL;
+  int rc = kubectl_for_app(app_id, cfg, &av, &name, err), status = -1;
 
   (void)s; /* a pod has one combined stream */
-  if (rc == 0 && (role == NULL || replica < 0)) {
+  if (rc != 0)
+    goto out;
+  if (role == NULL || replica < 0) {
     /* Every replica (of the role): one `kubectl logs` each, lines prefixed role/replica. */
     rc = mu_sched_log_fanout(&mu_sched_kubernetes, app_id, role, replica, s, follow, tail, out_fd,
                              cfg, err);
     goto out;
   }
-  if (rc != 0) {
-    mu_buf_printf(err, "'%s' is not a kubernetes app id (NAMESPACE:NAME)", app_id);
-    goto out;
-  }
-  task = mu_k8s_task_name(role ? role : "", replica < 0 ? 0 : replica);
+  task = mu_k8s_task_name(role, replica);
   pod = mu_asprintf("%s-%s-0", name, task);
-  kubectl_argv(&av, mu_cfg_get(cfg, "kubectl"), mu_cfg_get(cfg, "context"), ns);
   mu_strvec_push(&av, "logs");
   mu_strvec_push(&av, pod);
   if (follow)
@@ -1238,10 +1216,8 @@ static int k8s_log(const char *app_id, const char *role, long replica, enum mu_l
     mu_strvec_pushf(&av, "--tail=%ld", tail);
   rc = mu_exec_to_fd(av.v, out_fd, &eb, &status);
   if (rc == MU_ENOENT) {
-    mu_buf_printf(err,
-                  "kubectl not found ('%s'): install kubectl and put it on PATH, or set "
-                  "-cfg kubectl=/path/to/kubectl",
-                  av.v[0]);
+    missing = kubectl_missing(av.v[0]);
+    mu_buf_puts(err, missing);
   } else if (rc == 0 && status != 0) {
     mu_buf_printf(err, "kubectl logs %s failed (exit %d): %s", pod, status,
                   mu_exec_chomp(eb.data ? eb.data : (char *)""));
@@ -1250,7 +1226,7 @@ static int k8s_log(const char *app_id, const char *role, long replica, enum mu_l
 out:
   mu_strvec_release(&av);
   mu_buf_release(&eb);
-  mu_free(ns);
+  mu_free(missing);
   mu_free(name);
   mu_free(task);
   mu_free(pod);

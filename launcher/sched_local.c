@@ -34,6 +34,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "fsutil.h"
 #include "http.h"
 #include "job.h"
 #include "opts.h"
@@ -106,24 +107,6 @@ static char *app_dir_find(const char *app_id, const struct mu_cfg *cfg)
   return NULL;
 }
 
-static int mkdirs(const char *path)
-{
-  char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-    return MU_E2BIG;
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p == '/') {
-      *p = '\0';
-      if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return -errno;
-      *p = '/';
-    }
-  }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-    return -errno;
-  return 0;
-}
-
 static int write_file_atomic(const char *path, const char *data)
 {
   char tmp[PATH_MAX];
@@ -194,42 +177,8 @@ struct plan {
   size_t nreplicas;
 };
 
-static void plan_free(struct plan *p)
-{
-  if (p == NULL)
-    return;
-  mu_app_free(p->app);
-  mu_free(p->app_id);
-  mu_free(p->root);
-  mu_free(p->app_dir);
-  mu_free(p->rdzv_external);
-  mu_free(p->device_env);
-  for (size_t i = 0; i < p->nreplicas; i++) {
-    mu_free(p->replicas[i].role);
-    mu_strvec_release(&p->replicas[i].argv);
-    mu_kvlist_release(&p->replicas[i].env);
-    mu_free(p->replicas[i].dir);
-  }
-  mu_free(p->replicas);
-  mu_free(p);
-}
-
-static int uses_rdzv(const struct mu_app *app)
-{
-  for (size_t i = 0; i < app->nroles; i++) {
-    const struct mu_role *r = &app->roles[i];
-    for (size_t k = 0; k < r->args.n; k++)
-      if (strstr(r->args.v[k], "${rdzv_endpoint}") != NULL)
-        return 1;
-    for (size_t k = 0; k < r->env.n; k++)
-      if (strstr(r->env.v[k].value, "${rdzv_endpoint}") != NULL)
-        return 1;
-  }
-  return 0;
-}
-
-/* Fills each replica's argv/env with the macros applied; endpoint may be a placeholder. */
-static void plan_replicas(struct plan *p, const char *endpoint)
+/* Frees the plan's replicas and leaves it with none. */
+static void plan_replicas_clear(struct plan *p)
 {
   for (size_t i = 0; i < p->nreplicas; i++) {
     mu_free(p->replicas[i].role);
@@ -240,6 +189,26 @@ static void plan_replicas(struct plan *p, const char *endpoint)
   mu_free(p->replicas);
   p->replicas = NULL;
   p->nreplicas = 0;
+}
+
+static void plan_free(struct plan *p)
+{
+  if (p == NULL)
+    return;
+  mu_app_free(p->app);
+  mu_free(p->app_id);
+  mu_free(p->root);
+  mu_free(p->app_dir);
+  mu_free(p->rdzv_external);
+  mu_free(p->device_env);
+  plan_replicas_clear(p);
+  mu_free(p);
+}
+
+/* Fills each replica's argv/env with the macros applied; endpoint may be a placeholder. */
+static void plan_replicas(struct plan *p, const char *endpoint)
+{
+  plan_replicas_clear(p);
   size_t total = 0;
   for (size_t i = 0; i < p->app->nroles; i++)
     total += (size_t)p->app->roles[i].num_replicas;
@@ -311,7 +280,7 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   p->app_dir = mu_asprintf("%s/%s", p->root, p->app_id);
   const char *rdzv = mu_cfg_get(cfg, "rdzv");
   if (rdzv == NULL || strcmp(rdzv, "auto") == 0)
-    p->rdzv = uses_rdzv(app);
+    p->rdzv = mu_app_mentions(app, "${rdzv_endpoint}");
   else if (strcmp(rdzv, "always") == 0)
     p->rdzv = 1;
   else if (strcmp(rdzv, "never") == 0)
@@ -568,26 +537,12 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
   buf->len = LOG_CHUNK;
 }
 
-static void write_all(int fd, const char *p, size_t n)
-{
-  while (fd >= 0 && n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-}
-
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
   struct replica *r = st->data;
   if (n > 0) {
-    write_all(st == (uv_stream_t *)&r->out ? r->fd_out : r->fd_err, buf->base, (size_t)n);
-    write_all(r->fd_comb, buf->base, (size_t)n);
+    mu_write_all(st == (uv_stream_t *)&r->out ? r->fd_out : r->fd_err, buf->base, (size_t)n);
+    mu_write_all(r->fd_comb, buf->base, (size_t)n);
   }
   mu_free(buf->base);
   if (n < 0)
@@ -660,7 +615,7 @@ static void free_env(char **env)
 static int start_replica(struct sup *s, struct replica *r)
 {
   struct replica_plan *rp = r->plan;
-  int rc = mkdirs(rp->dir);
+  int rc = mu_mkdir_p(rp->dir);
   if (rc != 0) {
     snprintf(s->msg, sizeof(s->msg), "cannot create %s: %s", rp->dir, mu_strerror(rc));
     return rc;
@@ -690,15 +645,17 @@ static int start_replica(struct sup *s, struct replica *r)
   /* uv_spawn searches PATH from the child's env. */
   rc = uv_spawn(&s->loop, &r->proc, &opt);
   free_env(env);
-  r->open_handles = 2;
   if (rc != 0) {
     char line[512];
     int n = snprintf(line, sizeof(line), "muster: cannot start '%s': %s\n", rp->argv.v[0],
                      uv_strerror(rc));
-    write_all(r->fd_err, line, (size_t)n);
-    write_all(r->fd_comb, line, (size_t)n);
+    mu_write_all(r->fd_err, line, (size_t)n);
+    mu_write_all(r->fd_comb, line, (size_t)n);
     r->exit_code = 127;
     r->phase = R_DONE;
+    /* A failed uv_spawn still initialised proc: close it too, or uv_loop_close fails. */
+    r->open_handles = 3;
+    uv_close((uv_handle_t *)&r->proc, on_handle_closed);
     uv_close((uv_handle_t *)&r->out, on_handle_closed);
     uv_close((uv_handle_t *)&r->err, on_handle_closed);
     return 0;
@@ -799,14 +756,14 @@ static int supervise(struct plan *p)
 static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
 {
   struct plan *p = req->priv;
-  int rc = mkdirs(p->app_dir);
+  int rc = mu_mkdir_p(p->app_dir);
   if (rc != 0) {
     mu_buf_printf(err, "cannot create the log directory '%s': %s", p->app_dir, mu_strerror(rc));
     return rc;
   }
   char *root = state_root();
   if (strcmp(root, p->root) != 0) {
-    mkdirs(root);
+    mu_mkdir_p(root);
     char *link = mu_asprintf("%s/%s", root, p->app_id);
     if (symlink(p->app_dir, link) != 0 && errno != EEXIST) {
       mu_buf_printf(err, "cannot link '%s' to '%s': %s", link, p->app_dir, strerror(errno));
@@ -1072,7 +1029,7 @@ struct tail_src {
 static void emit(int out, struct tail_src *t, const char *p, size_t n, int flush)
 {
   if (t->prefix == NULL) {
-    write_all(out, p, n);
+    mu_write_all(out, p, n);
     return;
   }
   mu_buf_append(&t->partial, p, n);
@@ -1082,14 +1039,14 @@ static void emit(int out, struct tail_src *t, const char *p, size_t n, int flush
     if (nl == NULL)
       break;
     size_t len = (size_t)(nl - s) + 1;
-    write_all(out, t->prefix, strlen(t->prefix));
-    write_all(out, s, len);
+    mu_write_all(out, t->prefix, strlen(t->prefix));
+    mu_write_all(out, s, len);
     mu_buf_consume(&t->partial, len);
   }
   if (flush && t->partial.len > 0) {
-    write_all(out, t->prefix, strlen(t->prefix));
-    write_all(out, mu_buf_str(&t->partial), t->partial.len);
-    write_all(out, "\n", 1);
+    mu_write_all(out, t->prefix, strlen(t->prefix));
+    mu_write_all(out, mu_buf_str(&t->partial), t->partial.len);
+    mu_write_all(out, "\n", 1);
     mu_buf_clear(&t->partial);
   }
 }

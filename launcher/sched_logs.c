@@ -15,6 +15,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "fsutil.h"
 #include "opts.h"
 #include "sched.h"
 
@@ -31,20 +32,6 @@ struct fan_src {
   struct mu_buf line;
 };
 
-static int write_all(int fd, const char *p, size_t n)
-{
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return MU_EIO;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* Writes prefix + the pending line (+ '\n' when the source ended without one). */
 static int flush_line(struct fan_src *f, int out_fd, int add_nl)
 {
@@ -53,7 +40,7 @@ static int flush_line(struct fan_src *f, int out_fd, int add_nl)
   mu_buf_append(&b, f->line.data ? f->line.data : "", f->line.len);
   if (add_nl)
     mu_buf_putc(&b, '\n');
-  int rc = write_all(out_fd, b.data, b.len);
+  int rc = mu_write_all(out_fd, b.data, b.len);
   mu_buf_release(&b);
   mu_buf_clear(&f->line);
   return rc;
@@ -158,7 +145,7 @@ int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const 
       struct mu_buf e = MU_BUF_INIT(8192);
       int crc = s->log_open(app_id, srcs[i].role, srcs[i].id, stream, follow, tail, p[1], cfg, &e);
       if (crc != 0) /* at most 8 KiB: fits the pipe, so this never blocks */
-        write_all(ep[1], e.data ? e.data : "", e.len);
+        mu_write_all(ep[1], e.data ? e.data : "", e.len);
       _exit(crc == 0 ? 0 : 1);
     }
     close(p[1]);

@@ -99,23 +99,6 @@ static int quote_token(const char *s, struct mu_buf *out)
   }
 }
 
-static int wants_rdzv(const struct mu_app *app)
-{
-  size_t i, j;
-  for (i = 0; i < app->nroles; i++) {
-    const struct mu_role *r = &app->roles[i];
-    if (r->entrypoint && strstr(r->entrypoint, "${rdzv_endpoint}"))
-      return 1;
-    for (j = 0; j < r->args.n; j++)
-      if (strstr(r->args.v[j], "${rdzv_endpoint}"))
-        return 1;
-    for (j = 0; j < r->env.n; j++)
-      if (strstr(r->env.v[j].value, "${rdzv_endpoint}"))
-        return 1;
-  }
-  return 0;
-}
-
 static int valid_host_port(const char *s)
 {
   const char *colon = strrchr(s, ':');
@@ -142,7 +125,7 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
     return MU_EINVAL;
   }
   if (rdzv == NULL || strcmp(rdzv, "auto") == 0)
-    own_rdzv = wants_rdzv(app);
+    own_rdzv = mu_app_mentions(app, "${rdzv_endpoint}");
   else if (strcmp(rdzv, "job") == 0)
     own_rdzv = 1;
   else if (!valid_host_port(rdzv)) {
@@ -390,6 +373,17 @@ static enum mu_job_state aggregate(const struct mu_app_status *st)
   return MU_STATE_UNKNOWN;
 }
 
+/* The end of every status parser: the app id and the overall state once replicas were found.
+ * Returns: 0, or MU_ENOENT when the output had no row of the job. */
+static int status_finish(struct mu_app_status *out, const char *app_id)
+{
+  if (out->nreplicas == 0)
+    return MU_ENOENT;
+  out->app_id = mu_strdup(app_id);
+  out->state = aggregate(out);
+  return 0;
+}
+
 static void add_replica(struct mu_app_status *st, size_t *cap, const char *jobname,
                         const char *state, const char *host)
 {
@@ -469,12 +463,7 @@ int mu_slurm_parse_sacct(const char *text, const char *app_id, struct mu_app_sta
     if (out->msg == NULL)
       out->msg = mu_strdup(f[col_state]);
   }
-  if (out->nreplicas == 0) {
-    rc = MU_ENOENT;
-    goto out;
-  }
-  out->app_id = mu_strdup(app_id);
-  out->state = aggregate(out);
+  rc = status_finish(out, app_id);
 out:
   mu_free(copy);
   return rc;
@@ -497,11 +486,7 @@ int mu_slurm_parse_squeue(const char *text, const char *app_id, struct mu_app_st
       out->msg = mu_strdup(f[2]);
   }
   mu_free(copy);
-  if (out->nreplicas == 0)
-    return MU_ENOENT;
-  out->app_id = mu_strdup(app_id);
-  out->state = aggregate(out);
-  return 0;
+  return status_finish(out, app_id);
 }
 
 static long het_number(const cJSON *job, const char *key)
@@ -561,11 +546,7 @@ int mu_slurm_parse_squeue_json(const char *json, const char *app_id, struct mu_a
       out->msg = mu_strdup(state ? state : "");
   }
   cJSON_Delete(root);
-  if (out->nreplicas == 0)
-    return MU_ENOENT;
-  out->app_id = mu_strdup(app_id);
-  out->state = aggregate(out);
-  return 0;
+  return status_finish(out, app_id);
 }
 
 /* =============================================================================== running */
@@ -576,39 +557,24 @@ struct slurm_priv {
   char *job_dir;
 };
 
+/* What a Slurm tool's stderr means, in the order it is checked (see mu_exec_tool). */
+static const struct mu_exec_hint slurm_hints[] = {
+    {{"invalid partition", "Invalid partition"},
+     "`sinfo` lists the partitions; pick one with -cfg partition=NAME"},
+    {{"Invalid job id", "Invalid job ID"}, NULL},
+    {{"Unable to contact slurm controller", "configuration"},
+     "the Slurm controller is not reachable; check SLURM_CONF and that slurmctld runs"},
+    {{NULL}, NULL},
+};
+
 /* Runs a Slurm command; on failure writes Slurm's own message plus what to do into err. */
 static int slurm_run(struct mu_strvec *av, struct mu_buf *out, struct mu_buf *err)
 {
-  struct mu_buf eb = MU_BUF_INIT(64 * 1024);
-  int status = -1, rc = mu_exec_capture(av->v, NULL, out, &eb, &status);
-  char *e;
-
-  if (rc == MU_ENOENT) {
-    mu_buf_printf(err,
-                  "%s not found: install the Slurm client tools (Debian: slurm-client) or run "
-                  "on a Slurm login node",
-                  av->v[0]);
-    goto out;
-  }
-  if (rc != 0) {
-    mu_buf_puts(err, mu_buf_str(&eb));
-    goto out;
-  }
-  if (status == 0)
-    goto out;
-  e = mu_exec_chomp(eb.data ? eb.data : (char *)"");
-  mu_buf_printf(err, "%s failed (exit %d): %s", av->v[0], status, *e ? e : "(no message)");
-  if (strstr(e, "invalid partition") || strstr(e, "Invalid partition"))
-    mu_buf_puts(err, "\nhint: `sinfo` lists the partitions; pick one with -cfg partition=NAME");
-  else if (strstr(e, "Invalid job id") || strstr(e, "Invalid job ID"))
-    rc = MU_ENOENT;
-  else if (strstr(e, "Unable to contact slurm controller") || strstr(e, "configuration"))
-    mu_buf_puts(err, "\nhint: the Slurm controller is not reachable; check SLURM_CONF and "
-                     "that slurmctld runs");
-  if (rc == 0)
-    rc = MU_EIO;
-out:
-  mu_buf_release(&eb);
+  char *missing = mu_asprintf("%s not found: install the Slurm client tools (Debian: "
+                              "slurm-client) or run on a Slurm login node",
+                              av->v[0]);
+  int rc = mu_exec_tool(av->v, NULL, av->v[0], missing, slurm_hints, out, err);
+  mu_free(missing);
   return rc;
 }
 

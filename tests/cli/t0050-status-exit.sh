@@ -4,9 +4,7 @@
 # through the kubernetes scheduler (recording kubectl stand-in replaying each Volcano phase), and
 # real local jobs.
 . "$(dirname "$0")/../lib.sh"
-export PATH=$MU_SOURCE_DIR/tests/fixtures/bin:$PATH
-export KUBECTL_RECORD=$T_DIR/calls
-cd "$T_DIR" || exit 1
+t_fake_kubectl
 h=kubernetes://muster/ml:echo-42
 for trio in Pending:PENDING:0 Running:RUNNING:0 Restarting:RUNNING:0 Completed:SUCCEEDED:0 \
             Failed:FAILED:1 Terminated:FAILED:1 Aborted:CANCELLED:1 NoStatus:UNKNOWN:1; do

@@ -1,15 +1,7 @@
 #!/usr/bin/env bash
 # The local scheduler runs utils.echo and utils.sh to completion: handle, exit 0, logs, status.
 . "$(dirname "$0")/../lib.sh"
-export HOME="$T_DIR" MUSTERCONFIG= MUSTER_LOG_DIR="$T_DIR/logs"
-cd "$T_DIR"
-# Jobs run under their own supervisor (not in our process group): cancel any left on exit.
-t_cancel_jobs() {
-  "$MUSTER" list 2>/dev/null | awk '$NF == "RUNNING" || $NF == "PENDING" {print $1}' |
-    while read -r h; do "$MUSTER" cancel "$h"; done
-  t_cleanup
-}
-trap t_cancel_jobs EXIT
+t_local_jobs
 out=$("$MUSTER" run utils.echo --msg "hello muster" 2>"$T_DIR/err"); rc=$?
 t_expect_eq "run exits 0" "$rc" 0
 t_expect_match "prints the handle" "$out" '^local://muster/echo-[a-z0-9]{12}$'

@@ -1,15 +1,7 @@
 #!/usr/bin/env bash
 # status, log -f, list and cancel work from another process while `muster run` waits.
 . "$(dirname "$0")/../lib.sh"
-export HOME="$T_DIR" MUSTERCONFIG= MUSTER_LOG_DIR="$T_DIR/logs"
-cd "$T_DIR"
-# Jobs run under their own supervisor (not in our process group): cancel any left on exit.
-t_cancel_jobs() {
-  "$MUSTER" list 2>/dev/null | awk '$NF == "RUNNING" || $NF == "PENDING" {print $1}' |
-    while read -r h; do "$MUSTER" cancel "$h"; done
-  t_cleanup
-}
-trap t_cancel_jobs EXIT
+t_local_jobs
 marker=$((RANDOM + 40000))
 t_spawn run "$MUSTER" run -cfg grace_period=2 utils.sh --num_replicas 2 -- "echo started \$MUSTER_REPLICA_ID; exec sleep $marker"
 run_pid=$T_LAST_PID

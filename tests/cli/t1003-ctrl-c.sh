@@ -2,15 +2,7 @@
 # Ctrl-C (SIGINT) during `muster run` cancels the job: every process group gets SIGTERM, a
 # replica that ignores it gets SIGKILL after the grace period, nothing is left running.
 . "$(dirname "$0")/../lib.sh"
-export HOME="$T_DIR" MUSTERCONFIG= MUSTER_LOG_DIR="$T_DIR/logs"
-cd "$T_DIR"
-# Jobs run under their own supervisor (not in our process group): cancel any left on exit.
-t_cancel_jobs() {
-  "$MUSTER" list 2>/dev/null | awk '$NF == "RUNNING" || $NF == "PENDING" {print $1}' |
-    while read -r h; do "$MUSTER" cancel "$h"; done
-  t_cleanup
-}
-trap t_cancel_jobs EXIT
+t_local_jobs
 marker=$((RANDOM + 40000))
 # Replica 0 exits on SIGTERM; replica 1 ignores it (needs SIGKILL).
 t_spawn run "$MUSTER" run -cfg grace_period=1 utils.sh --num_replicas 2 -- \

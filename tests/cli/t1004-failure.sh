@@ -2,15 +2,7 @@
 # A job whose worker fails: `muster run` exits 1 and says which replica failed with which code;
 # with fail_fast (default) the other replicas are stopped.
 . "$(dirname "$0")/../lib.sh"
-export HOME="$T_DIR" MUSTERCONFIG= MUSTER_LOG_DIR="$T_DIR/logs"
-cd "$T_DIR"
-# Jobs run under their own supervisor (not in our process group): cancel any left on exit.
-t_cancel_jobs() {
-  "$MUSTER" list 2>/dev/null | awk '$NF == "RUNNING" || $NF == "PENDING" {print $1}' |
-    while read -r h; do "$MUSTER" cancel "$h"; done
-  t_cleanup
-}
-trap t_cancel_jobs EXIT
+t_local_jobs
 out=$("$MUSTER" run utils.sh -- 'echo about to fail; exit 3' 2>"$T_DIR/err"); rc=$?
 t_expect_eq "run exits 1" "$rc" 1
 t_expect_match "summary names the state" "$(cat "$T_DIR/err")" 'finished: FAILED'

@@ -2,17 +2,9 @@
 # The README demo: dist.ddp -j 2x2 with the C ring all-reduce on the local scheduler (two
 # `muster agent`s against the embedded musterd); every rank verified.
 . "$(dirname "$0")/../lib.sh"
-export HOME="$T_DIR" MUSTERCONFIG= MUSTER_LOG_DIR="$T_DIR/logs"
+t_local_jobs
 ring="$MU_BUILD_DIR/examples/ring_allreduce"
 [ -x "$ring" ] || { echo "# skip: $ring not built"; exit 77; }
-cd "$T_DIR"
-# Jobs run under their own supervisor (not in our process group): cancel any left on exit.
-t_cancel_jobs() {
-  "$MUSTER" list 2>/dev/null | awk '$NF == "RUNNING" || $NF == "PENDING" {print $1}' |
-    while read -r h; do "$MUSTER" cancel "$h"; done
-  t_cleanup
-}
-trap t_cancel_jobs EXIT
 h=$(timeout 120 "$MUSTER" run dist.ddp -j 2x2 --script "$ring" 2>"$T_DIR/err"); rc=$?
 t_expect_eq "dist.ddp 2x2 exits 0" "$rc" 0
 logs=$("$MUSTER" log "$h")

@@ -3,16 +3,10 @@
 # 1 worker, once with muster agent and once with unmodified torchrun (etcd-v2 rendezvous on the
 # embedded musterd).
 . "$(dirname "$0")/../lib.sh"
-export HOME="$T_DIR" MUSTERCONFIG= MUSTER_LOG_DIR="$T_DIR/logs" GLOO_SOCKET_IFNAME=lo
+t_local_jobs
+export GLOO_SOCKET_IFNAME=lo
 "$PY" -c 'import torch' 2>/dev/null || { echo "# skip: no torch under $PY"; exit 77; }
 [ -x /usr/bin/torchrun ] || { echo "# skip: no /usr/bin/torchrun"; exit 77; }
-cd "$T_DIR"
-t_cancel_jobs() {
-  "$MUSTER" list 2>/dev/null | awk '$NF == "RUNNING" || $NF == "PENDING" {print $1}' |
-    while read -r h; do "$MUSTER" cancel "$h"; done
-  t_cleanup
-}
-trap t_cancel_jobs EXIT
 for launcher in muster torchrun; do
   h=$(timeout 120 "$MUSTER" run dist.ddp -j 2x1 --launcher $launcher --python "$PY" \
     --script "$MU_SOURCE_DIR/examples/train_ddp.py" -- --steps 3 2>"$T_DIR/err"); rc=$?

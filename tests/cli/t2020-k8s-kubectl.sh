@@ -3,9 +3,7 @@
 # stand-in (tests/fixtures/bin/kubectl) checks every call's arguments and replays recorded
 # `kubectl get -o json` output of Volcano jobs in each phase (tests/fixtures/kubectl/).
 . "$(dirname "$0")/../lib.sh"
-export PATH=$MU_SOURCE_DIR/tests/fixtures/bin:$PATH
-export KUBECTL_RECORD=$T_DIR/calls
-cd "$T_DIR" || exit 1
+t_fake_kubectl
 
 # run: create -f - in the namespace, the handle names it.
 h=$(MUSTER_APP_ID=echo-42 "$MUSTER" run -s kubernetes -cfg queue=default,namespace=ml \

@@ -18,23 +18,11 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from etcd_compat import Client  # noqa: E402
+from etcd_compat import Client, check, tap_done  # noqa: E402
 
-PASS = [0]
-FAIL = [0]
 ARGS = None
 HOST = PORT = None
 PROBE_VALUE = "probe-value-\u00e9"
-
-
-def check(name, cond, detail=""):
-    if cond:
-        PASS[0] += 1
-        print("ok - %s" % name)
-    else:
-        FAIL[0] += 1
-        print("not ok - %s %s" % (name, detail))
-    sys.stdout.flush()
 
 
 def connect(timeout=5.0):
@@ -80,6 +68,17 @@ def _complete(buf):
     return False
 
 
+def _recv(s):
+    """One recv on s: (data, closed_by_server); data is None when the timeout passed."""
+    try:
+        d = s.recv(65536)
+    except socket.timeout:
+        return None, False
+    except ConnectionResetError:
+        return b"", True
+    return d, not d
+
+
 def read_response(s, timeout, wait_close=0.2):
     """Reads until one complete response, the server's close, or `timeout` without data.
     Returns (bytes, closed_by_server); closed_by_server also checks for a close that follows
@@ -87,40 +86,27 @@ def read_response(s, timeout, wait_close=0.2):
     out = b""
     s.settimeout(timeout)
     while True:
-        try:
-            d = s.recv(65536)
-        except socket.timeout:
-            return out, False
-        except ConnectionResetError:
-            return out, True
-        if not d:
-            return out, True
+        d, closed = _recv(s)
+        if d is None or closed:
+            return out, closed
         out += d
         if _complete(out):
             if not wait_close:
                 return out, False
             s.settimeout(wait_close)
-            try:
-                d = s.recv(65536)
-                return out + d, not d
-            except socket.timeout:
-                return out, False
-            except ConnectionResetError:
-                return out, True
+            d, closed = _recv(s)
+            return out + (d or b""), closed
 
 
 def read_all(s, timeout):
+    """Reads until the server closes or `timeout` passes without data.
+    Returns (bytes, closed_by_server)."""
     out = b""
     s.settimeout(timeout)
     while True:
-        try:
-            d = s.recv(65536)
-        except socket.timeout:
-            return out, False
-        except ConnectionResetError:
-            return out, True
-        if not d:
-            return out, True
+        d, closed = _recv(s)
+        if d is None or closed:
+            return out, closed
         out += d
 
 
@@ -597,8 +583,7 @@ def main():
             import traceback
             traceback.print_exc()
             check("case %s ran to the end" % name, False, repr(e))
-    print("%d passed, %d failed" % (PASS[0], FAIL[0]))
-    return 1 if FAIL[0] else 0
+    return tap_done()
 
 
 if __name__ == "__main__":

@@ -6,20 +6,6 @@
 #   TARGET=etcd runs the cases that apply to a real etcd (not musterd's own limits).
 . "$(dirname "$0")/../lib.sh"
 
-# Stops musterd with SIGTERM and checks a clean exit: status 0 within 10 s and no sanitizer
-# report in its log (ASan leak checks run at exit).
-stop_musterd_checked() { # pid log
-  local pid=$1 log=$2 rc i
-  kill -0 "$pid" 2>/dev/null || { t_fail "musterd ($pid) died during the test"; tail -20 "$log"; return; }
-  kill -TERM "$pid"
-  for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then t_fail "musterd did not exit within 10 s of SIGTERM"; return; fi
-  wait "$pid"; rc=$?
-  t_expect_eq "musterd exits 0 on SIGTERM" "$rc" 0
-  if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$log"; then
-    t_fail "sanitizer report in $log:"; grep -E -A15 'Sanitizer|runtime error:' "$log" | head -40
-  fi
-}
 MANY=${MU_BAD_INPUT_CONNECTIONS:-10000}
 # 10,000 client sockets here plus 10,000 in the server: raise the soft limit to the hard one.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
@@ -45,7 +31,7 @@ if timeout 300 "$PY" "$DRIVER" "$MUSTERD_URL" --pid "$MUSTERD_PID" --many "$MANY
 else
   t_fail "bad input (see above)"
 fi
-stop_musterd_checked "$MUSTERD_PID" "$T_DIR/musterd.log"
+t_stop_musterd_checked "$MUSTERD_PID" "$T_DIR/musterd.log"
 
 # A second server with a short idle timeout (its own log).
 port=$(t_free_port)
@@ -58,5 +44,5 @@ if timeout 60 "$PY" "$DRIVER" "http://127.0.0.1:$port" --pid "$idle_pid" --idle-
 else
   t_fail "idle timeout (see above)"
 fi
-stop_musterd_checked "$idle_pid" "$T_DIR/musterd-idle.log"
+t_stop_musterd_checked "$idle_pid" "$T_DIR/musterd-idle.log"
 t_done

@@ -1,4 +1,5 @@
-"""Shared helpers for the etcd compatibility tests (etcd_conformance.py, etcd_bad_input.py).
+"""Shared helpers for the etcd compatibility tests (etcd_conformance.py, etcd_bad_input.py,
+etcd_python_etcd.py).
 
 Raw HTTP over http.client/socket, stdlib only, so the bytes on the wire are exactly the ones
 the test means (no client-side path normalisation, no retries).
@@ -7,6 +8,7 @@ import http.client
 import json
 import re
 import socket
+import sys
 import time
 import urllib.parse
 
@@ -160,3 +162,23 @@ def wait_http(url, limit=10.0):
         except Exception:  # noqa: BLE001
             time.sleep(0.05)
     return False
+
+
+# TAP output shared by the drivers: check() prints one "ok"/"not ok" line per check, tap_done()
+# the totals ("N passed, N failed") and returns the driver's exit status (1 on any failure).
+TAP = {"pass": 0, "fail": 0}
+
+
+def check(name, cond, detail=""):
+    if cond:
+        TAP["pass"] += 1
+        print("ok - %s" % name)
+    else:
+        TAP["fail"] += 1
+        print("not ok - %s %s" % (name, detail))
+    sys.stdout.flush()
+
+
+def tap_done():
+    print("%d passed, %d failed" % (TAP["pass"], TAP["fail"]))
+    return 1 if TAP["fail"] else 0

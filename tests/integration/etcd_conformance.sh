@@ -5,20 +5,6 @@
 #   CASES=name   run only the cases whose name contains this.
 . "$(dirname "$0")/../lib.sh"
 
-# Stops musterd with SIGTERM and checks a clean exit: status 0 within 10 s and no sanitizer
-# report in its log (ASan leak checks run at exit).
-stop_musterd_checked() { # pid log
-  local pid=$1 log=$2 rc i
-  kill -0 "$pid" 2>/dev/null || { t_fail "musterd ($pid) died during the test"; tail -20 "$log"; return; }
-  kill -TERM "$pid"
-  for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then t_fail "musterd did not exit within 10 s of SIGTERM"; return; fi
-  wait "$pid"; rc=$?
-  t_expect_eq "musterd exits 0 on SIGTERM" "$rc" 0
-  if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$log"; then
-    t_fail "sanitizer report in $log:"; grep -E -A15 'Sanitizer|runtime error:' "$log" | head -40
-  fi
-}
 command -v etcd >/dev/null || { echo "skip: etcd (etcd-server) not installed"; exit 77; }
 
 t_start_etcd || { t_fail "etcd did not start"; t_done; }
@@ -38,6 +24,6 @@ fi
 "$PY" "$MU_SOURCE_DIR/tests/integration/etcd_conformance.py" --a "$SUT_URL" --b "$REF_URL" \
   --name-a "$SUT_NAME" --name-b etcd -k "${CASES:-}"
 rc=$?
-if [ "${TARGET:-musterd}" != etcd ]; then stop_musterd_checked "$MUSTERD_PID" "$T_DIR/musterd.log"; fi
+t_stop_target
 if [ "$rc" = 0 ]; then t_ok "conformance ($SUT_NAME vs etcd)"; else t_fail "conformance ($SUT_NAME vs etcd): see the lines above"; fi
 t_done

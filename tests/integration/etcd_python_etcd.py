@@ -8,6 +8,7 @@ the exception mapping (errorCode -> class), X-Etcd-Cluster-Id, etcd_index.
 Prints ok/not ok per check and "N passed, N failed"; exits 1 on any failure.
 """
 import logging
+import os
 import sys
 import threading
 import time
@@ -15,18 +16,8 @@ import urllib.parse
 
 import etcd
 
-PASS = [0]
-FAIL = [0]
-
-
-def check(name, cond, detail=""):
-    if cond:
-        PASS[0] += 1
-        print("ok - %s" % name)
-    else:
-        FAIL[0] += 1
-        print("not ok - %s %s" % (name, detail))
-    sys.stdout.flush()
+sys.path.insert(0, os.path.dirname(__file__))
+from etcd_compat import check, tap_done  # noqa: E402
 
 
 def eq(name, got, want):
@@ -257,8 +248,7 @@ def main():
     missing = [m for m in warns.msgs if "cluster" in m.lower()]
     eq("no cluster-id warnings", missing, [])
 
-    print("%d passed, %d failed" % (PASS[0], FAIL[0]))
-    return 1 if FAIL[0] else 0
+    return tap_done()
 
 
 if __name__ == "__main__":

@@ -3,24 +3,11 @@
 # 4 slurmd on loopback): `muster run -s slurm --wait dist.ddp -j 2x2` runs the C ring all-reduce
 # on 2 nodes x 2 workers through the job's own musterd; status while it runs and after; log;
 # a long job is cancelled and gone; an unknown partition fails with Slurm's own message.
-. "$(dirname "$0")/../lib.sh"
-SLURM_KIT=${MU_SLURM_KIT:-$MU_SOURCE_DIR/../shared/slurm}
-[ -x "$(command -v slurmctld)" ] && [ -x "$(command -v sbatch)" ] ||
-  { echo "# skip: Slurm is not installed (slurmctld slurmd slurm-client munge)"; exit 77; }
-[ -f "$SLURM_KIT/start-local-slurm.sh" ] || { echo "# skip: no $SLURM_KIT"; exit 77; }
+. "$(dirname "$0")/slurm_common.bash"
 RING=$MU_BUILD_DIR/examples/ring_allreduce
 [ -x "$RING" ] || { echo "# skip: $RING not built"; exit 77; }
 
-export LOCAL_SLURM_DIR=$T_DIR/slurm LOCAL_SLURM_NODES=4
-export LOCAL_SLURM_PORT=$(t_free_port)
-stop_slurm() { bash "$SLURM_KIT/stop-local-slurm.sh" >"$T_DIR/stop.log" 2>&1; t_cleanup; }
-trap stop_slurm EXIT
-if ! bash "$SLURM_KIT/start-local-slurm.sh" >"$T_DIR/start.log" 2>&1; then
-  cat "$T_DIR/start.log"
-  t_fail "local Slurm starts"
-  t_done
-fi
-. "$LOCAL_SLURM_DIR/env.sh"
+slurm_start
 export PATH=$(dirname "$MUSTER"):$PATH # `muster agent` inside the job
 mkdir -p "$T_DIR/work" && cd "$T_DIR/work" || exit 1
 CFG="musterd=$MUSTERD,rdzv_host=127.0.0.1,rdzv_port=$(t_free_port)"

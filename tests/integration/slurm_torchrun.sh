@@ -3,12 +3,8 @@
 # on a real local Slurm (4 fake nodes on loopback). The batch script's own musterd serves
 # torchrun's etcd-v2 rendezvous; each of the 4 workers (tests/integration/torchrun_worker.py,
 # gloo all_reduce + barrier) writes "ok 4 ...".
-. "$(dirname "$0")/../lib.sh"
-SLURM_KIT=${MU_SLURM_KIT:-$MU_SOURCE_DIR/../shared/slurm}
+. "$(dirname "$0")/slurm_common.bash"
 TORCHRUN=/usr/bin/torchrun
-[ -x "$(command -v slurmctld)" ] && [ -x "$(command -v sbatch)" ] ||
-  { echo "# skip: Slurm is not installed (slurmctld slurmd slurm-client munge)"; exit 77; }
-[ -f "$SLURM_KIT/start-local-slurm.sh" ] || { echo "# skip: no $SLURM_KIT"; exit 77; }
 if [ ! -x "$TORCHRUN" ] || ! "$PY" -c 'import torch' 2>/dev/null; then
   echo "# skip: needs $TORCHRUN and python3-torch under $PY"
   exit 77
@@ -16,13 +12,7 @@ fi
 exec 9>"/tmp/muster-torchrun-tests.lock"
 flock -w 400 9 || { echo "not ok - /tmp/muster-torchrun-tests.lock held for 400 s"; exit 1; }
 
-export LOCAL_SLURM_DIR=$T_DIR/slurm LOCAL_SLURM_NODES=4
-export LOCAL_SLURM_PORT=$(t_free_port)
-stop_slurm() { bash "$SLURM_KIT/stop-local-slurm.sh" >"$T_DIR/stop.log" 2>&1; t_cleanup; }
-trap stop_slurm EXIT
-bash "$SLURM_KIT/start-local-slurm.sh" >"$T_DIR/start.log" 2>&1 ||
-  { cat "$T_DIR/start.log"; t_fail "local Slurm starts"; t_done; }
-. "$LOCAL_SLURM_DIR/env.sh"
+slurm_start
 export PATH=$(dirname "$TORCHRUN"):$PATH
 mkdir -p "$T_DIR/work" "$T_DIR/out" && cd "$T_DIR/work" || exit 1
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "golden.h"
 #include "job.h"
 #include "k8s.h"
 #include "muster/errno.h"
@@ -18,50 +19,6 @@
 #include "yaml_emit.h"
 
 /* ---------------------------------------------------------------------------- helpers */
-
-static char *golden_path(const char *rel)
-{
-  const char *f = __FILE__, *slash = strrchr(f, '/');
-  return mu_asprintf("%.*s/../golden/%s", (int)(slash - f), f, rel);
-}
-
-static char *slurp(const char *rel)
-{
-  char *path = golden_path(rel), *data;
-  FILE *fp = fopen(path, "rb");
-  long n;
-  if (fp == NULL)
-    MU__FAIL("cannot open %s", path);
-  fseek(fp, 0, SEEK_END);
-  n = ftell(fp);
-  fseek(fp, 0, SEEK_SET);
-  data = mu_malloc((size_t)n + 1);
-  if (fread(data, 1, (size_t)n, fp) != (size_t)n)
-    MU__FAIL("cannot read %s", path);
-  data[n] = '\0';
-  fclose(fp);
-  mu_free(path);
-  return data;
-}
-
-static cJSON *case_json(const char *dir)
-{
-  char *rel = mu_asprintf("%s/case.json", dir), *txt = slurp(rel);
-  cJSON *c = cJSON_Parse(txt);
-  ASSERT_NOT_NULL(c);
-  mu_free(rel);
-  mu_free(txt);
-  return c;
-}
-
-static struct mu_app *app_from(const cJSON *app_json)
-{
-  char *s = cJSON_PrintUnformatted(app_json);
-  struct mu_app *app = NULL;
-  ASSERT_EQ(mu_app_from_json(s, &app), 0);
-  cJSON_free(s);
-  return app;
-}
 
 static void cfg_from(struct mu_cfg *cfg, const cJSON *o)
 {
@@ -166,10 +123,10 @@ static cJSON *pod_spec(cJSON *task)
 /* A golden case whose whole manifest is given. */
 static void full_case(const char *dir, const char *expected_file, const char *save_as)
 {
-  cJSON *c = case_json(dir), *in = cJSON_GetObjectItemCaseSensitive(c, "input"), *got, *want;
+  cJSON *c = golden_case_json(dir), *in = cJSON_GetObjectItemCaseSensitive(c, "input"), *got, *want;
   struct mu_cfg cfg = {MU_KVLIST_INIT};
-  struct mu_app *app = app_from(cJSON_GetObjectItemCaseSensitive(in, "app"));
-  char *rel = mu_asprintf("%s/%s", dir, expected_file), *txt = slurp(rel);
+  struct mu_app *app = golden_app_from(cJSON_GetObjectItemCaseSensitive(in, "app"));
+  char *rel = mu_asprintf("%s/%s", dir, expected_file), *txt = golden_slurp(rel);
   struct mu_buf err = MU_BUF_INIT(4096);
 
   cfg_from(&cfg, cJSON_GetObjectItemCaseSensitive(in, "cfg"));
@@ -191,8 +148,8 @@ static void full_case(const char *dir, const char *expected_file, const char *sa
 /* The case-01 app with changes, for the cases that assert parts. */
 static struct mu_app *case01_app(void)
 {
-  cJSON *c = case_json("torchx-01_k8s_single_role_dryrun");
-  struct mu_app *app = app_from(
+  cJSON *c = golden_case_json("torchx-01_k8s_single_role_dryrun");
+  struct mu_app *app = golden_app_from(
       cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "input"), "app"));
   cJSON_Delete(c);
   return app;
