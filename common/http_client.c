@@ -34,9 +34,9 @@ struct mu_http_client {
   int cancel_fd;
   char local_addr[INET6_ADDRSTRLEN];
   char errmsg[256];
-  SSL_CTX *tls;     /* https: set by mu_http_client_set_tls() */
-  SSL *ssl;         /* the TLS session of the current connection */
-  int tls_failed;   /* set_tls failed: every request fails with tls_err */
+  SSL_CTX *tls;   /* https: set by mu_http_client_set_tls() */
+  SSL *ssl;       /* the TLS session of the current connection */
+  int tls_failed; /* set_tls failed: every request fails with tls_err */
   char tls_err[256];
   char *auth_header; /* "Authorization: Bearer ...\r\n" or NULL */
 };
@@ -128,8 +128,8 @@ int mu_http_client_set_tls(struct mu_http_client *c, const char *ca_file, const 
   const char *what[3] = {"CA file", "client certificate", "client key"};
   for (int i = 0; i < 3; i++) {
     if (files[i] != NULL && access(files[i], R_OK) != 0) {
-      snprintf(c->tls_err, sizeof(c->tls_err), "cannot read the TLS %s '%s': %s", what[i],
-               files[i], strerror(errno));
+      snprintf(c->tls_err, sizeof(c->tls_err), "cannot read the TLS %s '%s': %s", what[i], files[i],
+               strerror(errno));
       goto out;
     }
   }
@@ -149,9 +149,8 @@ int mu_http_client_set_tls(struct mu_http_client *c, const char *ca_file, const 
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1 ||
         SSL_CTX_check_private_key(ctx) != 1) {
-      snprintf(c->tls_err, sizeof(c->tls_err),
-               "cannot use the client key '%s' with '%s': %s", key_file, cert_file,
-               ssl_reason("unreadable or not matching"));
+      snprintf(c->tls_err, sizeof(c->tls_err), "cannot use the client key '%s' with '%s': %s",
+               key_file, cert_file, ssl_reason("unreadable or not matching"));
       goto out;
     }
   }
@@ -254,8 +253,8 @@ static int ssl_wait(struct mu_http_client *c, int r, const char *what, long long
     return w;
   }
   if (e == SSL_ERROR_ZERO_RETURN) {
-    snprintf(c->errmsg, sizeof(c->errmsg), "%s %s:%d: the TLS session was closed", what,
-             c->host, c->port);
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s %s:%d: the TLS session was closed", what, c->host,
+             c->port);
     return MU_ECONN;
   }
   const char *why = ssl_reason(e == SSL_ERROR_SYSCALL ? "connection reset" : "TLS error");
@@ -517,8 +516,8 @@ static int attempt(struct mu_http_client *c, const char *req, size_t req_len, lo
           rc = wait_fd(c, c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
           if (rc != 0) {
             snprintf(c->errmsg, sizeof(c->errmsg), "%s from %s:%d",
-                     rc == MU_ETIMEDOUT ? "timed out waiting for an answer" : "canceled",
-                     c->host, c->port);
+                     rc == MU_ETIMEDOUT ? "timed out waiting for an answer" : "canceled", c->host,
+                     c->port);
             return rc;
           }
           continue;

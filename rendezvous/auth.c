@@ -57,6 +57,12 @@ void rv_auth_free(struct rv_auth *a)
   mu_free(a);
 }
 
+void rv_auth_counts(const struct rv_auth *a, size_t *ntokens, size_t *nusers)
+{
+  *ntokens = a != NULL ? a->ntokens : 0;
+  *nusers = a != NULL ? a->nusers : 0;
+}
+
 int rv_auth_enabled(const struct rv_auth *a)
 {
   return a != NULL && (a->ntokens > 0 || a->nusers > 0);
@@ -214,8 +220,8 @@ static int user_line(struct rv_auth *a, const char *line, size_t lineno, void *d
   struct load_ctx *lc = data;
   const char *colon = strchr(line, ':');
   if (colon == NULL || colon == line) {
-    snprintf(lc->err, lc->errlen,
-             "invalid line %zu of the users file '%s': expected USER:PASSWORD", lineno, lc->path);
+    snprintf(lc->err, lc->errlen, "invalid line %zu of the users file '%s': expected USER:PASSWORD",
+             lineno, lc->path);
     return MU_EINVAL;
   }
   char user[AUTH_MAX_USER + 1];

@@ -49,6 +49,9 @@ int rv_auth_load_users(struct rv_auth *a, const char *path, char *err, size_t er
 int rv_auth_add_user(struct rv_auth *a, const char *user, const char *password);
 int rv_auth_add_token(struct rv_auth *a, const char *token);
 
+/* How many tokens and users are configured (for the start-up report; never the secrets). */
+void rv_auth_counts(const struct rv_auth *a, size_t *ntokens, size_t *nusers);
+
 /* Returns: 1 when at least one token or user is configured (requests need credentials). */
 int rv_auth_enabled(const struct rv_auth *a);
 

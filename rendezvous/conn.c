@@ -13,6 +13,7 @@
  *
  * Lifecycle as in STYLE.md #16: rv_conn_close() calls uv_close(), and only on_close frees.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -21,6 +22,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "security.h"
 #include "server.h"
 
 static void conn_flush(struct rv_conn *c);
@@ -216,8 +218,18 @@ static void conn_init(struct rv_conn *c, struct rv_server *srv)
   c->last_active = uv_now(srv->loop);
 }
 
+/* A request ended (answered or abandoned): give back its long-poll counts. */
+static void conn_release_ticket(struct rv_conn *c)
+{
+  if (c->qt.counted && c->srv->sec != NULL)
+    rv_quota_release(c->srv->sec->quota, &c->qt);
+}
+
 static void conn_release(struct rv_conn *c)
 {
+  conn_release_ticket(c);
+  rv_tls_conn_free(c->tls);
+  c->tls = NULL;
   mu_buf_release(&c->in);
   mu_buf_release(&c->out);
   mu_buf_release(&c->wbuf);
@@ -233,6 +245,7 @@ static void on_close(uv_handle_t *h)
   struct rv_server *srv = c->srv;
   if (c->flags & CONN_RESUME_QUEUED)
     rv_server_unqueue_resume(srv, c);
+  conn_release_ticket(c); /* before the server may be freed by the unref below */
   rv_server_conn_closed(srv, c);
   conn_release(c);
   mu_free(c);
@@ -247,6 +260,7 @@ static void conn_abort_request(struct rv_conn *c)
   void *data = c->gone_data;
   c->gone = NULL;
   c->state = REQ_IDLE;
+  conn_release_ticket(c);
   if (gone != NULL)
     gone(&c->req, data);
 }
@@ -310,6 +324,11 @@ static void conn_flush(struct rv_conn *c)
   }
   if (c->writing)
     return;
+  /* TLS: the plaintext in `out` becomes records (plus any handshake messages owed) */
+  if (c->tls != NULL && rv_tls_conn_encrypt(c->tls, &c->out) != 0) {
+    rv_conn_close(c);
+    return;
+  }
   if (c->out.len == 0) {
     if ((c->flags & CONN_CLOSE_AFTER_REPLY) && c->state == REQ_IDLE)
       rv_conn_close(c);
@@ -362,41 +381,97 @@ static int out_append(struct rv_conn *c, const void *p, size_t n)
   return 0;
 }
 
+/* A response head assembled on the stack and handed to out_append() in as few pieces as fit:
+ * every reply passes here, so no printf. */
+struct head_buf {
+  struct rv_conn *c;
+  size_t len;
+  int failed;
+  char data[1024];
+};
+
+static void head_flush(struct head_buf *h)
+{
+  if (h->len > 0 && !h->failed && out_append(h->c, h->data, h->len) != 0)
+    h->failed = 1;
+  h->len = 0;
+}
+
+static void head_put(struct head_buf *h, const char *s, size_t n)
+{
+  if (h->failed)
+    return;
+  if (h->len + n > sizeof(h->data)) {
+    head_flush(h);
+    if (n > sizeof(h->data)) {
+      if (!h->failed && out_append(h->c, s, n) != 0)
+        h->failed = 1;
+      return;
+    }
+  }
+  memcpy(h->data + h->len, s, n);
+  h->len += n;
+}
+
+static void head_puts(struct head_buf *h, const char *s)
+{
+  head_put(h, s, strlen(s));
+}
+
+static void head_num(struct head_buf *h, unsigned long long v)
+{
+  char d[24];
+  size_t i = sizeof(d);
+  do {
+    d[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  head_put(h, d + i, sizeof(d) - i);
+}
+
 static void write_head(struct rv_conn *c, int status, const char *ctype, const char *extra,
                        long long content_length)
 {
-  char line[512];
   struct rv_server *srv = c->srv;
+  struct head_buf h;
+  h.c = c;
+  h.len = 0;
+  h.failed = 0;
   if (c->keep_alive == 0)
     c->flags |= CONN_CLOSE_AFTER_REPLY;
-  int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status, rv_status_reason(status));
-  if (out_append(c, line, (size_t)n) != 0)
-    return;
+  head_put(&h, "HTTP/1.1 ", 9);
+  head_num(&h, (unsigned long long)(status < 0 ? 0 : status));
+  head_put(&h, " ", 1);
+  head_puts(&h, rv_status_reason(status));
+  head_put(&h, "\r\n", 2);
   if (ctype != NULL) {
-    n = snprintf(line, sizeof(line), "Content-Type: %s\r\n", ctype);
-    if (n > 0 && (size_t)n < sizeof(line))
-      out_append(c, line, (size_t)n);
+    head_put(&h, "Content-Type: ", 14);
+    head_puts(&h, ctype);
+    head_put(&h, "\r\n", 2);
   }
   if (extra != NULL)
-    out_append(c, extra, strlen(extra));
+    head_puts(&h, extra);
   if (c->cors || (c->slot != NULL && (c->slot->route->flags & RV_ROUTE_CORS))) {
     static const char cors[] = "Access-Control-Allow-Headers: accept, content-type, "
                                "authorization\r\nAccess-Control-Allow-Methods: POST, GET, "
                                "OPTIONS, PUT, DELETE\r\nAccess-Control-Allow-Origin: *\r\n";
-    out_append(c, cors, sizeof(cors) - 1);
+    head_put(&h, cors, sizeof(cors) - 1);
   }
   if (c->flags & CONN_CLOSE_AFTER_REPLY)
-    out_append(c, "Connection: close\r\n", 19);
-  if (content_length >= 0)
-    n = snprintf(line, sizeof(line), "Date: %s\r\nContent-Length: %lld\r\n\r\n",
-                 rv_server_date(srv), content_length);
-  else if (c->parser.http_minor == 0 && c->parser.http_major == 1)
+    head_put(&h, "Connection: close\r\n", 19);
+  head_put(&h, "Date: ", 6);
+  head_puts(&h, rv_server_date(srv));
+  if (content_length >= 0) {
+    head_put(&h, "\r\nContent-Length: ", 18);
+    head_num(&h, (unsigned long long)content_length);
+    head_put(&h, "\r\n\r\n", 4);
+  } else if (c->parser.http_minor == 0 && c->parser.http_major == 1) {
     /* HTTP/1.0 has no chunked encoding: the body runs until the connection closes */
-    n = snprintf(line, sizeof(line), "Date: %s\r\n\r\n", rv_server_date(srv));
-  else
-    n = snprintf(line, sizeof(line), "Date: %s\r\nTransfer-Encoding: chunked\r\n\r\n",
-                 rv_server_date(srv));
-  out_append(c, line, (size_t)n);
+    head_put(&h, "\r\n\r\n", 4);
+  } else {
+    head_put(&h, "\r\nTransfer-Encoding: chunked\r\n\r\n", 32);
+  }
+  head_flush(&h);
 }
 
 static struct rv_conn *req_conn(struct rv_req *req)
@@ -525,14 +600,58 @@ void rv_reply_end(struct rv_req *req)
   conn_request_finished(c);
 }
 
+/* Appends what uv_try_write() left of `b` (`done` bytes went out). Returns: 0, or -1. */
+static int append_rest(struct rv_conn *c, const uv_buf_t *b, size_t nb, size_t done)
+{
+  for (size_t i = 0; i < nb; i++) {
+    if (done >= b[i].len) {
+      done -= b[i].len;
+      continue;
+    }
+    if (out_append(c, b[i].base + done, b[i].len - done) != 0)
+      return -1;
+    done = 0;
+  }
+  return 0;
+}
+
 void rv_reply_finish(struct rv_req *req, const void *data, size_t len)
 {
   struct rv_conn *c = req_conn(req);
   if (c->state != REQ_STREAMING)
     return;
+  /* The watch fan-out path (thousands of parked watches answered by one write): nothing
+   * queued, plain TCP, HTTP/1.1, outside this connection's read loop. One writev of the chunk
+   * size line, the caller's (shared) bytes and the terminator: no copy, no allocation. */
+  if (len > 0 && len < INT_MAX / 2 && c->out.len == 0 && !c->writing && c->tls == NULL &&
+      !(c->flags & (CONN_FAKE | CONN_CLOSING | CONN_IN_READ | CONN_IN_DISPATCH)) &&
+      !(c->parser.http_major == 1 && c->parser.http_minor == 0)) {
+    static char tail[] = "\r\n0\r\n\r\n";
+    char size[24];
+    int n = snprintf(size, sizeof(size), "%zx\r\n", len);
+    uv_buf_t b[3] = {uv_buf_init(size, (unsigned)n), uv_buf_init((char *)data, (unsigned)len),
+                     uv_buf_init(tail, sizeof(tail) - 1)};
+    int w = uv_try_write((uv_stream_t *)&c->tcp, b, 3);
+    if (w < 0 && w != UV_EAGAIN) {
+      rv_conn_close(c);
+      return;
+    }
+    if (w != (int)((size_t)n + len + sizeof(tail) - 1) &&
+        append_rest(c, b, 3, w > 0 ? (size_t)w : 0) != 0)
+      return;
+    conn_request_finished(c);
+    return;
+  }
   if (append_piece(c, data, len) != 0 || append_last(c) != 0)
     return;
   conn_request_finished(c);
+}
+
+void rv_req_flush(struct rv_req *req)
+{
+  struct rv_conn *c = req_conn(req);
+  if (!(c->flags & CONN_CLOSING))
+    conn_flush(c);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -566,6 +685,7 @@ const char *rv_req_param(const struct rv_req *req, const char *name)
 static void conn_request_finished(struct rv_conn *c)
 {
   c->state = REQ_IDLE;
+  conn_release_ticket(c);
   c->gone = NULL;
   c->gone_data = NULL;
   c->last_active = uv_now(c->srv->loop);
@@ -695,6 +815,14 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
   buf->len = sizeof(c->srv->read_buf);
 }
 
+/* Decrypted bytes from rv_tls_conn_read(): parsed as if read from the socket. */
+static int tls_plain(void *data, const char *plain, size_t len)
+{
+  struct rv_conn *c = data;
+  conn_feed(c, plain, len);
+  return (c->flags & CONN_CLOSING) != 0;
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
   struct rv_conn *c = s->data;
@@ -710,6 +838,23 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
   }
   c->last_active = uv_now(c->srv->loop);
   c->flags |= CONN_IN_READ;
+  if (c->tls != NULL) {
+    int rc = rv_tls_conn_read(c->tls, buf->base, (size_t)nread, tls_plain, c);
+    c->flags &= ~CONN_IN_READ;
+    if (rc == RV_TLS_EOF) {
+      conn_eof(c);
+      return;
+    }
+    if (rc != 0) {
+      /* a failed handshake: send the alert if it fits, then close */
+      c->flags |= CONN_CLOSE_AFTER_REPLY;
+      conn_flush(c);
+      rv_conn_close(c);
+      return;
+    }
+    conn_flush(c);
+    return;
+  }
   conn_feed(c, buf->base, (size_t)nread);
   c->flags &= ~CONN_IN_READ;
   conn_flush(c);
@@ -751,6 +896,20 @@ void rv_conn_accept(struct rv_server *srv)
     c->state = REQ_HANDLING;
     rv_reply(&c->req, 503, "text/plain; charset=utf-8", NULL, msg, sizeof(msg) - 1);
     return;
+  }
+  if (srv->sec != NULL) {
+    if (srv->sec->tls != NULL)
+      c->tls = rv_tls_conn_new(srv->sec->tls);
+    if (rv_quota_wants_peer(srv->sec->quota)) {
+      struct sockaddr_storage sa;
+      int salen = sizeof(sa);
+      if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0) {
+        if (sa.ss_family == AF_INET6)
+          uv_ip6_name((struct sockaddr_in6 *)&sa, c->peer, sizeof(c->peer));
+        else
+          uv_ip4_name((struct sockaddr_in *)&sa, c->peer, sizeof(c->peer));
+      }
+    }
   }
   rv_conn_start_reading(c);
 }

@@ -25,21 +25,31 @@ void mu_event_free(struct mu_event *e)
   mu_free(e);
 }
 
+/* Bytes mu_json_str() must look at: controls, '"', '\\', '<', '>', '&', and 0xe2 (the lead
+ * byte of U+2028/U+2029). Every other byte is copied as is, in runs. */
+static const unsigned char json_special[256] = {
+    1, 1, 1, 1, 1, 1, 1,         1,          1,         1,         1,         1,          1,
+    1, 1, 1, 1, 1, 1, 1,         1,          1,         1,         1,         1,          1,
+    1, 1, 1, 1, 1, 1, ['"'] = 1, ['\\'] = 1, ['<'] = 1, ['>'] = 1, ['&'] = 1, [0xe2] = 1,
+};
+
 void mu_json_str(struct mu_buf *b, const char *s, size_t n)
 {
   static const char hex[] = "0123456789abcdef";
+  const unsigned char *u = (const unsigned char *)s;
   size_t start = 0;
   mu_buf_putc(b, '"');
   for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
+    unsigned char ch = u[i];
+    if (!json_special[ch])
+      continue;
     const char *rep = NULL;
-    char u[7];
-    if (ch >= 0x20 && ch != '"' && ch != '\\' && ch != '<' && ch != '>' && ch != '&') {
+    char esc[7];
+    if (ch == 0xe2) {
       /* U+2028 and U+2029 are escaped by Go as well */
-      if (ch == 0xe2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
-          ((unsigned char)s[i + 2] == 0xa8 || (unsigned char)s[i + 2] == 0xa9)) {
+      if (i + 2 < n && u[i + 1] == 0x80 && (u[i + 2] == 0xa8 || u[i + 2] == 0xa9)) {
         mu_buf_append(b, s + start, i - start);
-        mu_buf_puts(b, (unsigned char)s[i + 2] == 0xa8 ? "\\u2028" : "\\u2029");
+        mu_buf_puts(b, u[i + 2] == 0xa8 ? "\\u2028" : "\\u2029");
         i += 2;
         start = i + 1;
       }
@@ -62,14 +72,14 @@ void mu_json_str(struct mu_buf *b, const char *s, size_t n)
       rep = "\\t";
       break;
     default:
-      u[0] = '\\';
-      u[1] = 'u';
-      u[2] = '0';
-      u[3] = '0';
-      u[4] = hex[ch >> 4];
-      u[5] = hex[ch & 15];
-      u[6] = '\0';
-      rep = u;
+      esc[0] = '\\';
+      esc[1] = 'u';
+      esc[2] = '0';
+      esc[3] = '0';
+      esc[4] = hex[ch >> 4];
+      esc[5] = hex[ch & 15];
+      esc[6] = '\0';
+      rep = esc;
     }
     mu_buf_append(b, s + start, i - start);
     mu_buf_puts(b, rep);

@@ -241,6 +241,13 @@ void rv_reply_end(struct rv_req *req);
 /* rv_reply_chunk(data) + rv_reply_end() in one write (a watch answering its one event). */
 void rv_reply_finish(struct rv_req *req, const void *data, size_t len);
 
+/* Hands the output queued on the request's connection to the kernel now, even from inside
+ * the handler (normally a connection's answers are flushed once its read is processed). Call
+ * it right after answering, before work that must not delay the answer: a write that wakes
+ * thousands of watchers answers its writer first. `req` may already be answered; the
+ * connection lives until the next loop iteration. */
+void rv_req_flush(struct rv_req *req);
+
 /* ---------------------------------------------------------------------------------------------
  * Without sockets (unit tests, the fuzzer)
  */

@@ -25,6 +25,7 @@
 
 #include <uv.h>
 
+struct mu_rdzv;
 struct mu_store;
 struct rv_server;
 struct rv_req;
@@ -46,14 +47,15 @@ struct mu_persist_report {
   char snapshot[512]; /* the snapshot file loaded, "" if none */
   uint64_t snapshot_index;
   uint64_t snapshot_nodes;
-  uint64_t segments;  /* log files read */
-  uint64_t records;   /* log records applied */
-  uint64_t skipped;   /* log records already in the snapshot */
-  uint64_t keys;      /* files in the store after recovery */
-  uint64_t dirs;      /* dirs, not counting the root */
-  uint64_t index;     /* the global index after recovery */
-  uint64_t events;    /* events in the history */
-  uint64_t expired;   /* keys whose deadline passed while down, expired at start-up */
+  uint64_t segments; /* log files read */
+  uint64_t records;  /* log records applied */
+  uint64_t skipped;  /* log records already in the snapshot */
+  uint64_t keys;     /* files in the store after recovery */
+  uint64_t dirs;     /* dirs, not counting the root */
+  uint64_t index;    /* the global index after recovery */
+  uint64_t events;   /* events in the history */
+  uint64_t expired;  /* keys whose deadline passed while down, expired at start-up */
+  uint64_t runs;     /* native rendezvous runs restored */
   double elapsed_ms;
   char warning[1024]; /* a truncated torn tail: file, offset, bytes dropped, why; "" if none */
 };
@@ -61,14 +63,16 @@ struct mu_persist_report {
 struct mu_persist;
 
 /* Opens (creating it if missing) and locks the data dir `dir`, loads the newest snapshot into
- * `s` (which must be new and empty), replays the log after it (truncating a torn tail), expires
+ * `s` (which must be new and empty) and the native rendezvous `rdzv` (NULL: none; it must
+ * have no run yet), replays the log after it (truncating a torn tail), expires
  * keys whose deadline has passed, and starts logging every write of `s`.
  * Returns: the handle, or NULL with a message naming the problem (file, byte offset) and the
  * fix in `err`.
  * Ownership: `s` and `loop` are borrowed and must outlive the handle; `dir` is copied. Free
  * with mu_persist_free() after the loop has finished. */
 struct mu_persist *mu_persist_open(const char *dir, enum mu_fsync_mode mode,
-                                   uint64_t snapshot_every, struct mu_store *s, uv_loop_t *loop,
+                                   uint64_t snapshot_every, struct mu_store *s,
+                                   struct mu_rdzv *rdzv, uv_loop_t *loop,
                                    struct mu_persist_report *rep, char *err, size_t errlen);
 
 /* Registers the module "persist" on `srv` (held replies, /metrics, shutdown hook). */
@@ -92,7 +96,7 @@ void mu_persist_free(struct mu_persist *p);
 
 /* Returns: the etcd v2 store of `srv` (defined in v2_keys.c), or NULL when /v2 is not
  * registered. Ownership: borrowed, lives until rv_server_close(). */
-struct mu_store *rv_v2_store(struct rv_server *srv);
+struct mu_store *v2_keys_store(struct rv_server *srv);
 
 /* Answers a write request: at once when its record is already durable (or there is no data
  * dir), else defers `req` and answers it when the batch holding every record appended so far

@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "quota.h"
+#include "rdzv.h"
 #include "store.h"
 #include "v2_error.h"
 
@@ -27,13 +28,15 @@ struct quota_table {
 struct rv_quota {
   struct rv_quota_config cfg;
   struct mu_store *store;
+  struct mu_rdzv *rdzv;
   uint64_t open; /* long polls admitted and not yet released */
   uint64_t refused[RV_QUOTA_NKINDS];
   struct quota_table clients, runs;
 };
 
-static const char *kind_names[RV_QUOTA_NKINDS] = {"keys", "value_bytes", "watchers",
-                                                  "watchers_per_client", "run_watchers"};
+static const char *kind_names[RV_QUOTA_NKINDS] = {
+    "keys",         "value_bytes", "watchers", "watchers_per_client",
+    "run_watchers", "run_keys",    "run_bytes"};
 
 struct rv_quota *rv_quota_new(const struct rv_quota_config *cfg)
 {
@@ -68,7 +71,8 @@ void rv_quota_free(struct rv_quota *q)
 int rv_quota_enabled(const struct rv_quota *q)
 {
   return q != NULL && (q->cfg.max_keys || q->cfg.max_value_bytes || q->cfg.max_watchers ||
-                       q->cfg.max_watchers_per_client || q->cfg.max_run_watchers);
+                       q->cfg.max_watchers_per_client || q->cfg.max_run_watchers ||
+                       q->cfg.max_run_keys || q->cfg.max_run_bytes);
 }
 
 int rv_quota_wants_peer(const struct rv_quota *q)
@@ -79,6 +83,11 @@ int rv_quota_wants_peer(const struct rv_quota *q)
 void rv_quota_set_store(struct rv_quota *q, struct mu_store *store)
 {
   q->store = store;
+}
+
+void rv_quota_set_rdzv(struct rv_quota *q, struct mu_rdzv *rdzv)
+{
+  q->rdzv = rdzv;
 }
 
 uint64_t rv_quota_refused(const struct rv_quota *q, enum rv_quota_kind kind)
@@ -180,7 +189,7 @@ static int refuse_v1(struct rv_quota *q, struct rv_req *req, enum rv_quota_kind 
                      const char *message)
 {
   q->refused[kind]++;
-  if (kind == RV_QUOTA_VALUE)
+  if (kind == RV_QUOTA_VALUE || kind == RV_QUOTA_RUN_BYTES)
     rv_reply_error(req, 413, "too_large", message);
   else
     rv_reply_error(req, 429, "too_many", message);
@@ -242,13 +251,48 @@ int rv_quota_gate(struct rv_quota *q, struct rv_req *req, const char *peer,
   }
 
   /* key count */
-  if (q->cfg.max_keys > 0 && v2keys && q->store != NULL &&
-      q->store->nnodes >= q->cfg.max_keys && v2_adds_node(q, req)) {
+  if (q->cfg.max_keys > 0 && v2keys && q->store != NULL && q->store->nnodes >= q->cfg.max_keys &&
+      v2_adds_node(q, req)) {
     snprintf(msg, sizeof(msg),
              "the store holds %llu keys, this server's quota (--quota-keys): delete keys or "
              "raise the quota",
              (unsigned long long)q->store->nnodes);
     return refuse(q, req, RV_QUOTA_KEYS, msg);
+  }
+
+  /* per-run KV: PUT /v1/runs/ID/kv/KEY (and POST ?add=, which may create the key) */
+  if ((q->cfg.max_run_keys || q->cfg.max_run_bytes) && q->rdzv != NULL &&
+      (req->method & (RV_PUT | RV_POST)) && strncmp(p, "/v1/runs/", 9) == 0) {
+    const char *id = p + 9;
+    const char *kv = strstr(id, "/kv/");
+    size_t idlen = kv != NULL ? (size_t)(kv - id) : 0;
+    if (idlen > 0 && idlen <= 128 && memchr(id, '/', idlen) == NULL && kv[4] != '\0') {
+      char runid[129];
+      memcpy(runid, id, idlen);
+      runid[idlen] = '\0';
+      struct mu_rdzv_run *r = mu_rdzv_find(q->rdzv, runid);
+      if (r != NULL) {
+        size_t nkeys, nbytes, old;
+        int exists;
+        mu_rdzv_run_kv_usage(r, kv + 4, &nkeys, &nbytes, &old, &exists);
+        if (q->cfg.max_run_keys > 0 && !exists && nkeys >= q->cfg.max_run_keys) {
+          snprintf(msg, sizeof(msg),
+                   "run '%s' holds %zu keys, the per-run quota (--quota-run-keys): delete keys "
+                   "it no longer needs",
+                   runid, nkeys);
+          return refuse_v1(q, req, RV_QUOTA_RUN_KEYS, msg);
+        }
+        uint64_t len = req->method == RV_PUT ? req->body_len : 24;
+        if (q->cfg.max_run_bytes > 0 && nbytes - old + len > q->cfg.max_run_bytes) {
+          snprintf(msg, sizeof(msg),
+                   "run '%s' would hold %llu bytes of values, over the per-run quota of %llu "
+                   "(--quota-run-bytes)",
+                   runid, (unsigned long long)(nbytes - old + len),
+                   (unsigned long long)q->cfg.max_run_bytes);
+          return refuse_v1(q, req, RV_QUOTA_RUN_BYTES, msg);
+        }
+      }
+    }
   }
 
   /* long polls */

@@ -6,6 +6,8 @@
  *                                  round watches, barriers, KV waits)
  *   --quota-watchers-per-client N  long polls open at once from one client address
  *   --quota-run-watchers N         long polls open at once on one /v1 run (per-run)
+ *   --quota-run-keys N             /v1 KV keys of one run (per-run)
+ *   --quota-run-bytes N            /v1 KV value bytes of one run (per-run)
  *
  * 0 (the default) means no limit. HTTP/1.1 carries one long poll per connection at a time
  * (pipelined requests wait behind it), so "watchers per connection" is always 1: the
@@ -28,6 +30,7 @@
 #include "buf.h"
 #include "http.h"
 
+struct mu_rdzv;
 struct mu_store;
 struct rv_quota;
 
@@ -37,6 +40,8 @@ struct rv_quota_config {
   uint64_t max_watchers;
   uint64_t max_watchers_per_client;
   uint64_t max_run_watchers;
+  uint64_t max_run_keys;  /* /v1 KV keys of one run (below the built-in 100,000) */
+  uint64_t max_run_bytes; /* /v1 KV value bytes of one run (below the built-in 64 MiB) */
 };
 
 enum rv_quota_kind {
@@ -45,6 +50,8 @@ enum rv_quota_kind {
   RV_QUOTA_WATCHERS,
   RV_QUOTA_CLIENT_WATCHERS,
   RV_QUOTA_RUN_WATCHERS,
+  RV_QUOTA_RUN_KEYS,
+  RV_QUOTA_RUN_BYTES,
   RV_QUOTA_NKINDS
 };
 
@@ -75,6 +82,9 @@ int rv_quota_wants_peer(const struct rv_quota *q);
 
 /* Lets the key quota see the etcd v2 store (its size and which keys exist). Borrowed. */
 void rv_quota_set_store(struct rv_quota *q, struct mu_store *store);
+
+/* Lets the per-run KV quotas see the /v1 runs. Borrowed; NULL = no /v1. */
+void rv_quota_set_rdzv(struct rv_quota *q, struct mu_rdzv *rdzv);
 
 /* Is `req` a long poll? Returns: 1 and, for /v1 runs, the run id span in *run and *runlen (else
  * *runlen = 0); 0 otherwise. */

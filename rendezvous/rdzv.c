@@ -127,6 +127,7 @@ struct mu_rdzv_node {
   /* lease order (only while it has no pending join) */
   struct mu_rdzv_node *lprev, *lnext;
   int in_lease;
+  uint32_t nwatch; /* open watches: while > 0 they hold the lease (no expiry, no heartbeat) */
   uint64_t expires;
   struct mu_rdzv_wait *join; /* its pending join, or NULL */
   /* its place in the latest round that lists it (NULL when none) */
@@ -188,9 +189,18 @@ struct mu_rdzv {
   struct mu_rdzv_stats st;
   void (*done)(void *);
   void *done_data;
+  void (*on_change)(void *); /* persist.c: the durable state changed (mu_rdzv_set_change_hook) */
+  void *on_change_data;
 };
 
 #define CONTAINER(p, type, member) ((type *)(void *)((char *)(p)-offsetof(type, member)))
+
+/* Tells persist.c that what mu_rdzv_encode() writes has changed. */
+static void changed(struct mu_rdzv *rv)
+{
+  if (rv->on_change != NULL)
+    rv->on_change(rv->on_change_data);
+}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Names.                                                                                     */
@@ -427,10 +437,13 @@ static void lease_unlink(struct mu_rdzv_run *run, struct mu_rdzv_node *n)
   n->in_lease = 0;
 }
 
-/* (Re)starts `n`'s lease: it now expires last. */
+/* (Re)starts `n`'s lease: it now expires last. A node with an open watch has no running
+ * lease: the watch holds it, and its end starts the lease afresh (watch_release). */
 static void lease_renew(struct mu_rdzv_run *run, struct mu_rdzv_node *n)
 {
   lease_unlink(run, n);
+  if (n->nwatch > 0)
+    return;
   n->expires = now_ms(run->rv) + run->lease_ttl_ms;
   n->lprev = run->lease_tail;
   if (run->lease_tail)
@@ -441,6 +454,30 @@ static void lease_renew(struct mu_rdzv_run *run, struct mu_rdzv_node *n)
   n->in_lease = 1;
   if (run->lease_dl.idx == 0 && run->state == MU_RDZV_RUN_OPEN)
     dl_set(run->rv, &run->lease_dl, run->lease_head->expires);
+}
+
+/* A watch parked by member `n` holds its lease: the lease stops until the watch ends. */
+static void watch_hold(struct mu_rdzv_run *run, struct mu_rdzv_wait *w, struct mu_rdzv_node *n)
+{
+  n->refs++;
+  n->nwatch++;
+  lease_unlink(run, n);
+  w->node = n;
+}
+
+/* Ends a watch: frees its node id and, if it held a lease, restarts that lease from now (a
+ * node whose watch ended has one lease TTL to heartbeat or watch again). */
+static void watch_release(struct mu_rdzv_run *run, struct mu_rdzv_wait *w)
+{
+  struct mu_rdzv_node *n = w->node;
+  mu_free(w->obj);
+  w->obj = NULL;
+  w->node = NULL;
+  if (n == NULL)
+    return;
+  if (--n->nwatch == 0 && !n->gone && n->join == NULL && run->state == MU_RDZV_RUN_OPEN)
+    lease_renew(run, n);
+  node_unref(n);
 }
 
 static void round_unref(struct mu_rdzv_round *r)
@@ -510,8 +547,7 @@ static void kick_watches(struct mu_rdzv_run *run)
     a.event = ev;
     a.round_number = w->round;
     a.waiting = waiting_count(run);
-    mu_free(w->obj);
-    w->obj = NULL;
+    watch_release(run, w);
     wait_detach(run->rv, w);
     run->rv->st.pending_watches--;
     fire(w, &a);
@@ -523,6 +559,7 @@ static void break_round(struct mu_rdzv_run *run)
   if (run->rstate != MU_RDZV_ROUND_ACTIVE)
     return;
   run->rstate = MU_RDZV_ROUND_BROKEN;
+  changed(run->rv);
   kick_watches(run);
 }
 
@@ -564,6 +601,7 @@ static void node_remove(struct mu_rdzv_run *run, struct mu_rdzv_node *n, int bre
   }
   node_unref(n);
   run->rv->st.nodes--;
+  changed(run->rv);
   maybe_close(run, 0);
   gc_check(run);
 }
@@ -692,6 +730,7 @@ static void close_round(struct mu_rdzv_run *run)
   }
   mu_free(chosen);
   /* Members of older rounds watching them learn they are superseded. */
+  changed(rv);
   if (run->round == r)
     kick_watches(run);
   round_unref(r);
@@ -760,8 +799,7 @@ static void answer_all(struct mu_rdzv_run *run, int err, const char *msg)
     }
     a.event = run->state == MU_RDZV_RUN_SHUT ? "shut" : "closed";
     a.round_number = w->round;
-    mu_free(w->obj);
-    w->obj = NULL;
+    watch_release(run, w);
     wait_detach(rv, w);
     rv->st.pending_watches--;
     fire(w, &a);
@@ -891,6 +929,17 @@ static struct mu_rdzv_run *find_run(struct mu_rdzv *rv, const char *run_id)
 struct mu_rdzv_run *mu_rdzv_find(struct mu_rdzv *rv, const char *run_id)
 {
   return find_run(rv, run_id);
+}
+
+void mu_rdzv_run_kv_usage(const struct mu_rdzv_run *run, const char *key, size_t *nkeys,
+                          size_t *nbytes, size_t *old_len, int *exists)
+{
+  const struct hent *he = key != NULL ? htab_find(&run->kv, key) : NULL;
+  const struct kv *e = he ? CONTAINER(he, struct kv, h) : NULL;
+  *nkeys = run->kv.n;
+  *nbytes = run->kv_bytes;
+  *exists = e != NULL;
+  *old_len = e && e->val ? e->len : 0;
 }
 
 struct mu_rdzv_run *mu_rdzv_next_run(struct mu_rdzv *rv, struct mu_rdzv_run *prev)
@@ -1026,8 +1075,7 @@ static void on_timer(uv_timer_t *t)
         a.event = "none";
         a.round_number = w->round;
         a.waiting = waiting_count(run);
-        mu_free(w->obj);
-        w->obj = NULL;
+        watch_release(run, w);
         wait_detach(rv, w);
         rv->st.pending_watches--;
         gc_check(run);
@@ -1319,7 +1367,11 @@ int mu_rdzv_watch(struct mu_rdzv *rv, const char *run_id, const char *node_id, u
   w->kind = MU_RDZV_W_WATCH;
   w->run = run;
   w->obj = mu_strdup(node_id);
+  w->node = NULL;
   w->round = round;
+  struct mu_rdzv_node *n = find_node(run, node_id);
+  if (n != NULL && !n->gone)
+    watch_hold(run, w, n);
   w->dl.kind = DL_WAIT;
   wl_append(&run->watches, w);
   rv->st.pending_watches++;
@@ -1374,6 +1426,7 @@ int mu_rdzv_end(struct mu_rdzv *rv, const char *run_id, int shut, const char *re
   dl_remove(rv, &run->lease_dl);
   char msg[768];
   int err = ended_err(run, msg, sizeof(msg));
+  changed(rv);
   answer_all(run, err, msg);
   gc_check(run);
   return 0;
@@ -1515,6 +1568,7 @@ static int kv_put(struct mu_rdzv_run *run, const char *key, const void *value, s
   e->version = ++run->kv_version;
   if (version)
     *version = e->version;
+  changed(rv);
   if (e->waiters.n > 0) {
     struct wlist todo;
     wl_take(&todo, &e->waiters);
@@ -1608,6 +1662,7 @@ int mu_rdzv_kv_del(struct mu_rdzv *rv, const char *run_id, const char *key)
   mu_free(e->val);
   e->val = NULL;
   e->len = 0;
+  changed(rv);
   if (e->waiters.n == 0) {
     htab_del(&run->kv, &e->h);
     kv_free(e);
@@ -1662,8 +1717,7 @@ void mu_rdzv_wait_cancel(struct mu_rdzv_wait *w)
     maybe_close(run, 0);
     break;
   case MU_RDZV_W_WATCH:
-    mu_free(w->obj);
-    w->obj = NULL;
+    watch_release(run, w);
     wait_detach(rv, w);
     rv->st.pending_watches--;
     break;
@@ -1688,4 +1742,237 @@ void mu_rdzv_wait_cancel(struct mu_rdzv_wait *w)
   }
   w->run = NULL;
   gc_check(run);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Durability (persist.c): the state that survives a restart, encoded as one blob.           */
+/* ---------------------------------------------------------------------------------------- */
+
+/* What is kept: each run's config, state and reason; its latest round (number, state) with
+ * every member's place (id, addr, local world size, master port, rank offset, left/gone);
+ * its KV. Not kept: pending joins, watches and barrier arrivals (their clients see the
+ * connection drop and retry). A restored member's lease restarts at restore time, so it has
+ * one lease TTL to heartbeat again before the round breaks. */
+
+void mu_rdzv_set_change_hook(struct mu_rdzv *rv, void (*fn)(void *), void *data)
+{
+  rv->on_change = fn;
+  rv->on_change_data = data;
+}
+
+static void put_u32(struct mu_buf *b, uint32_t v)
+{
+  unsigned char p[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                        (unsigned char)(v >> 24)};
+  mu_buf_append(b, p, 4);
+}
+
+static void put_u64(struct mu_buf *b, uint64_t v)
+{
+  put_u32(b, (uint32_t)v);
+  put_u32(b, (uint32_t)(v >> 32));
+}
+
+static void put_str(struct mu_buf *b, const char *s, size_t n)
+{
+  put_u32(b, (uint32_t)n);
+  if (n > 0)
+    mu_buf_append(b, s, n);
+}
+
+#define RDZV_BLOB_VERSION 1u
+
+int mu_rdzv_encode(const struct mu_rdzv *rv, struct mu_buf *out)
+{
+  size_t before = out->len;
+  put_u32(out, RDZV_BLOB_VERSION);
+  put_u32(out, (uint32_t)rv->runs.n);
+  for (const struct mu_rdzv_run *run = rv->runs_head; run != NULL; run = run->next) {
+    put_str(out, run->h.key, strlen(run->h.key));
+    put_u32(out, run->min_nodes);
+    put_u32(out, run->max_nodes);
+    put_u32(out, run->last_call_ms);
+    put_u32(out, run->join_timeout_ms);
+    put_u32(out, run->lease_ttl_ms);
+    put_u32(out, (uint32_t)run->state);
+    put_str(out, run->reason ? run->reason : "", run->reason ? strlen(run->reason) : 0);
+    put_u32(out, (uint32_t)run->rstate);
+    const struct mu_rdzv_round *r = run->round;
+    put_u64(out, r ? r->number : 0);
+    put_u32(out, r ? r->nnodes : 0);
+    for (uint32_t i = 0; r != NULL && i < r->nnodes; i++) {
+      const struct mu_rdzv_node *n = r->members[i];
+      put_str(out, n->h.key, strlen(n->h.key));
+      put_str(out, n->addr ? n->addr : "", n->addr ? strlen(n->addr) : 0);
+      put_u32(out, n->lws);
+      put_u32(out, n->master_port);
+      put_u64(out, n->rank_offset);
+      put_u32(out, (uint32_t)((n->left_ok ? 1 : 0) | (n->gone ? 2 : 0)));
+    }
+    put_u64(out, run->kv_version);
+    uint32_t nkv = 0;
+    for (size_t i = 0; i < run->kv.nb; i++)
+      for (const struct hent *e = run->kv.b[i]; e != NULL; e = e->hnext)
+        nkv += CONTAINER(e, const struct kv, h)->val != NULL;
+    put_u32(out, nkv);
+    for (size_t i = 0; i < run->kv.nb; i++) {
+      for (const struct hent *e = run->kv.b[i]; e != NULL; e = e->hnext) {
+        const struct kv *k = CONTAINER(e, const struct kv, h);
+        if (k->val == NULL)
+          continue;
+        put_str(out, k->h.key, strlen(k->h.key));
+        put_str(out, k->val, k->len);
+        put_u64(out, k->version);
+      }
+    }
+  }
+  /* a buffer over its cap dropped some appends: the blob would be unreadable */
+  return out->len > before ? 0 : -1;
+}
+
+struct rd {
+  const unsigned char *p;
+  size_t n, off;
+  int bad;
+};
+
+static uint32_t get_u32(struct rd *r)
+{
+  if (r->bad || r->n - r->off < 4) {
+    r->bad = 1;
+    return 0;
+  }
+  const unsigned char *p = r->p + r->off;
+  r->off += 4;
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_u64(struct rd *r)
+{
+  uint64_t lo = get_u32(r);
+  return lo | (uint64_t)get_u32(r) << 32;
+}
+
+/* Returns: a new NUL-terminated copy (caller frees), or NULL when the blob is short. */
+static char *get_str(struct rd *r, size_t max, size_t *len)
+{
+  uint32_t n = get_u32(r);
+  if (r->bad || n > max || r->n - r->off < n) {
+    r->bad = 1;
+    return NULL;
+  }
+  char *s = mu_strndup((const char *)r->p + r->off, n);
+  r->off += n;
+  if (len != NULL)
+    *len = n;
+  return s;
+}
+
+int mu_rdzv_restore(struct mu_rdzv *rv, const void *data, size_t len)
+{
+  struct rd r = {data, len, 0, 0};
+  if (rv->runs.n != 0 || get_u32(&r) != RDZV_BLOB_VERSION)
+    return -1;
+  uint32_t nruns = get_u32(&r);
+  uint64_t now = now_ms(rv);
+  for (uint32_t ri = 0; ri < nruns && !r.bad; ri++) {
+    char *id = get_str(&r, MU_RDZV_ID_MAX, NULL);
+    struct mu_rdzv_config c;
+    c.min_nodes = get_u32(&r);
+    c.max_nodes = get_u32(&r);
+    c.last_call_ms = get_u32(&r);
+    c.join_timeout_ms = get_u32(&r);
+    c.lease_ttl_ms = get_u32(&r);
+    uint32_t state = get_u32(&r);
+    char *reason = get_str(&r, 4096, NULL);
+    uint32_t rstate = get_u32(&r);
+    uint64_t number = get_u64(&r);
+    uint32_t nmembers = get_u32(&r);
+    if (r.bad || id == NULL || find_run(rv, id) != NULL || state > MU_RDZV_RUN_SHUT ||
+        rstate > MU_RDZV_ROUND_BROKEN || nmembers > MU_RDZV_NODES_MAX ||
+        (number == 0 && nmembers > 0)) {
+      mu_free(id);
+      mu_free(reason);
+      return -1;
+    }
+    struct mu_rdzv_run *run = run_new(rv, id, &c);
+    mu_free(id);
+    run->state = (enum mu_rdzv_run_state)state;
+    run->reason = reason;
+    run->rstate = (enum mu_rdzv_round_state)rstate;
+    if (number > 0) {
+      struct mu_rdzv_round *rd = mu_calloc(1, sizeof(*rd));
+      rd->number = number;
+      rd->members = mu_calloc(nmembers ? nmembers : 1, sizeof(*rd->members));
+      rd->refs = 1;
+      run->round = rd;
+      uint64_t off = 0;
+      for (uint32_t i = 0; i < nmembers && !r.bad; i++) {
+        size_t idlen = 0;
+        char *nid = get_str(&r, MU_RDZV_NODE_ID_MAX, &idlen);
+        char *addr = get_str(&r, MU_RDZV_ADDR_MAX, NULL);
+        uint32_t lws = get_u32(&r), port = get_u32(&r);
+        uint64_t rank_offset = get_u64(&r);
+        uint32_t flags = get_u32(&r);
+        if (r.bad || nid == NULL || find_node(run, nid) != NULL) {
+          mu_free(nid);
+          mu_free(addr);
+          r.bad = 1;
+          break;
+        }
+        struct mu_rdzv_node *n = mu_calloc(1, sizeof(*n) + idlen + 1);
+        n->h.key = (char *)(n + 1);
+        memcpy(n->h.key, nid, idlen + 1);
+        mu_free(nid);
+        n->addr = addr;
+        n->lws = lws;
+        n->master_port = port;
+        n->round = rd;
+        n->rank = i;
+        n->rank_offset = rank_offset;
+        n->left_ok = (flags & 1) != 0;
+        n->refs = 1; /* the round's */
+        rd->members[i] = n;
+        rd->nnodes = i + 1;
+        off = rank_offset + lws;
+        if (flags & 2) {
+          n->gone = 1;
+          run->round_gone++;
+          run->left_ok += n->left_ok;
+          continue;
+        }
+        n->refs++; /* the run's table */
+        htab_add(&run->nodes, &n->h);
+        rv->st.nodes++;
+        if (run->state == MU_RDZV_RUN_OPEN) {
+          n->expires = now + run->lease_ttl_ms;
+          lease_renew(run, n);
+        }
+      }
+      rd->world_size = off;
+    }
+    run->kv_version = get_u64(&r);
+    uint32_t nkv = get_u32(&r);
+    for (uint32_t i = 0; i < nkv && !r.bad; i++) {
+      size_t vlen = 0;
+      char *key = get_str(&r, MU_RDZV_KEY_MAX, NULL);
+      char *val = get_str(&r, MU_RDZV_VALUE_MAX, &vlen);
+      uint64_t version = get_u64(&r);
+      if (r.bad || key == NULL || val == NULL || htab_find(&run->kv, key) != NULL) {
+        mu_free(key);
+        mu_free(val);
+        r.bad = 1;
+        break;
+      }
+      struct kv *e = mu_calloc(1, sizeof(*e));
+      e->h.key = key;
+      e->val = val;
+      e->len = vlen;
+      e->version = version;
+      htab_add(&run->kv, &e->h);
+      run->kv_bytes += vlen;
+    }
+    gc_check(run);
+  }
+  return r.bad || r.off != r.n ? -1 : 0;
 }

@@ -155,6 +155,7 @@ struct mu_rdzv_wait {
   enum mu_rdzv_wait_kind kind;
   struct mu_rdzv_run *run;
   void *obj;  /* the node, barrier or kv entry it waits on */
+  void *node; /* watch: the member whose lease it holds (a reference), or NULL */
   void *list; /* the list it is queued on */
   struct mu_rdzv_wait *prev, *next;
   struct mu_rdzv_deadline dl;
@@ -254,6 +255,10 @@ int mu_rdzv_end(struct mu_rdzv *rv, const char *run_id, int shut, const char *re
 struct mu_rdzv_run *mu_rdzv_find(struct mu_rdzv *rv, const char *run_id);
 /* Fills `out` about `run`. */
 void mu_rdzv_run_info(const struct mu_rdzv_run *run, struct mu_rdzv_run_info *out);
+/* KV usage of `run` for quotas (quota.c): keys and value bytes held, and whether `key` (may
+ * be NULL) exists with how many bytes. Ownership: borrows everything. */
+void mu_rdzv_run_kv_usage(const struct mu_rdzv_run *run, const char *key, size_t *nkeys,
+                          size_t *nbytes, size_t *old_len, int *exists);
 /* Iterates the runs: pass NULL first. Returns: the next run, or NULL at the end. */
 struct mu_rdzv_run *mu_rdzv_next_run(struct mu_rdzv *rv, struct mu_rdzv_run *prev);
 /* Fills `out` with the view of member `i` (rank order) of `round`. */
@@ -303,6 +308,24 @@ int mu_rdzv_kv_add(struct mu_rdzv *rv, const char *run_id, const char *key, int6
 /* Withdraws a pending wait (the client went away): its callback never fires. A pending join
  * withdrawn leaves the node out of the next round. Accepts a wait that is not pending. */
 void mu_rdzv_wait_cancel(struct mu_rdzv_wait *w);
+
+/* -- durability (persist.c) ---------------------------------------------------------------- */
+
+struct mu_buf;
+
+/* Calls `fn(data)` (NULL: nothing) whenever the state mu_rdzv_encode() writes changes: a round
+ * closes or breaks, a member leaves or is lost, a run ends, a KV key is set or deleted. The
+ * hook must not call back into the rendezvous. */
+void mu_rdzv_set_change_hook(struct mu_rdzv *rv, void (*fn)(void *), void *data);
+
+/* Appends the durable state (runs, their latest rounds with members, KV) to `out`.
+ * Returns: 0, or -1 when `out` hit its cap. */
+int mu_rdzv_encode(const struct mu_rdzv *rv, struct mu_buf *out);
+
+/* Rebuilds the state of mu_rdzv_encode() in an `rv` that has no run yet. Every restored member
+ * gets a fresh lease (one TTL from now) to heartbeat again; a run ended or idle starts its GC
+ * clock. Returns: 0, or -1 for a malformed blob (`rv` then holds whatever was read). */
+int mu_rdzv_restore(struct mu_rdzv *rv, const void *data, size_t len);
 
 /* -- tests and metrics ---------------------------------------------------------------------- */
 

@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "security.h"
 #include "server.h"
 
 const char *rv_status_reason(int status)
@@ -345,6 +346,8 @@ void rv_router_dispatch(struct rv_conn *c)
     rv_reply(req, 200, NULL, NULL, "", 0); /* a CORS preflight, as etcd answers it */
     return;
   }
+  if (srv->sec != NULL && rv_security_auth_gate(srv->sec, req) != 0)
+    return; /* 401 and nothing else */
   unsigned allowed = r->methods | ((r->methods & RV_GET) ? RV_HEAD : 0);
   if (!(allowed & req->method)) {
     /* etcd's allowMethod(): "HEAD,GET,PUT,POST,DELETE" */
@@ -370,5 +373,7 @@ void rv_router_dispatch(struct rv_conn *c)
   req->params = c->params;
   req->nparams = np;
   req->route = r;
+  if (srv->sec != NULL && rv_security_quota_gate(srv->sec, req, c->peer, &c->qt) != 0)
+    return; /* 413 / 429 */
   r->fn(req);
 }

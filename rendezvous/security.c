@@ -8,6 +8,7 @@
 #include "alloc.h"
 #include "security.h"
 #include "server.h"
+#include "v1.h"
 
 /* v2_keys.c: the etcd v2 store of the server (NULL before registration or after close). */
 struct mu_store *v2_keys_store(struct rv_server *srv);
@@ -120,5 +121,32 @@ int rv_security_quota_gate(struct rv_security *sec, struct rv_req *req, const ch
   if (sec == NULL || !rv_quota_enabled(sec->quota))
     return 0;
   rv_quota_set_store(sec->quota, v2_keys_store(req->srv));
+  rv_quota_set_rdzv(sec->quota, rv_v1_rdzv(req->srv));
   return rv_quota_gate(sec->quota, req, peer, t);
+}
+
+void rv_security_describe(const struct rv_security *sec, char *out, size_t n)
+{
+  size_t ntok = 0, nusers = 0, o = 0;
+  if (n == 0)
+    return;
+  out[0] = '\0';
+  if (sec == NULL) {
+    snprintf(out, n, "plain HTTP, no credentials, no quotas");
+    return;
+  }
+  rv_auth_counts(sec->auth, &ntok, &nusers);
+  o += (size_t)snprintf(out + o, n - o, "%s; ",
+                        sec->tls == NULL                    ? "plain HTTP"
+                        : rv_tls_verifies_clients(sec->tls) ? "TLS with client certificates"
+                                                            : "TLS");
+  if (o < n) {
+    if (ntok + nusers == 0)
+      o += (size_t)snprintf(out + o, n - o, "no credentials required");
+    else
+      o += (size_t)snprintf(out + o, n - o, "credentials required (%zu token%s, %zu user%s)", ntok,
+                            ntok == 1 ? "" : "s", nusers, nusers == 1 ? "" : "s");
+  }
+  if (o < n)
+    snprintf(out + o, n - o, "; %s", rv_quota_enabled(sec->quota) ? "quotas set" : "no quotas");
 }

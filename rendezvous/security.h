@@ -14,10 +14,10 @@
 #include "tls.h"
 
 struct rv_security_config {
-  struct rv_tls_config tls;   /* cert_file NULL = plain HTTP */
-  const char *token_file;     /* --token-file */
-  const char *users_file;     /* --auth-users */
-  const char **auth_users;    /* --auth-user USER:PASSFILE, repeatable */
+  struct rv_tls_config tls; /* cert_file NULL = plain HTTP */
+  const char *token_file;   /* --token-file */
+  const char *users_file;   /* --auth-users */
+  const char **auth_users;  /* --auth-user USER:PASSFILE, repeatable */
   size_t nauth_users;
   struct rv_quota_config quota;
 };
@@ -45,6 +45,10 @@ int rv_security_attach(struct rv_server *srv, struct rv_security *sec);
 
 /* Returns: the attached settings, or NULL. */
 struct rv_security *rv_security_of(const struct rv_server *srv);
+
+/* Writes a one-line summary for the start-up log into `out` ("TLS with client certificates;
+ * 2 tokens, 1 user; quotas: keys 1000") -- counts only, never a secret. */
+void rv_security_describe(const struct rv_security *sec, char *out, size_t n);
 
 /* Returns: "https" when `sec` (may be NULL) serves TLS, else "http". Static string. */
 const char *rv_security_scheme(const struct rv_security *sec);

@@ -9,6 +9,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "security.h"
 #include "server.h"
 
 #if __has_include("v1.h")
@@ -176,9 +177,9 @@ int rv_server_listen(struct rv_server *srv)
   if (srv->advertise_url != NULL)
     srv->url = mu_strdup(srv->advertise_url);
   else if (strchr(srv->host, ':') != NULL)
-    srv->url = mu_asprintf("http://[%s]:%d", srv->host, srv->port);
+    srv->url = mu_asprintf("%s://[%s]:%d", rv_security_scheme(srv->sec), srv->host, srv->port);
   else
-    srv->url = mu_asprintf("http://%s:%d", srv->host, srv->port);
+    srv->url = mu_asprintf("%s://%s:%d", rv_security_scheme(srv->sec), srv->host, srv->port);
   if (srv->cfg.idle_timeout_ms > 0) {
     uint64_t every = srv->cfg.idle_timeout_ms / 2;
     if (every > 1000)
@@ -241,6 +242,7 @@ static void server_free(struct rv_server *srv)
   mu_free(srv->advertise_url);
   mu_free(srv->name);
   mu_free(srv->url);
+  rv_security_free(srv->sec); /* after the last connection: their TLS sessions use it */
   mu_free(srv);
   if (cb != NULL)
     cb(data);

@@ -12,6 +12,7 @@
 
 #include "buf.h"
 #include "http.h"
+#include "quota.h"
 
 #define RV_MAX_MODULES 8
 #define RV_MAX_HEADERS 64
@@ -29,6 +30,7 @@ struct rv_route_slot {
 
 struct rv_conn;
 struct rv_security;
+struct rv_tls_conn;
 
 struct rv_server {
   uv_loop_t *loop;
@@ -65,7 +67,8 @@ struct rv_server {
   struct rv_module modules[RV_MAX_MODULES];
   size_t nmodules;
 
-  struct rv_security *sec; /* security.c: TLS, auth, quotas; NULL = none (its module frees it) */
+  struct rv_security *sec; /* security.c: TLS, auth, quotas; NULL = none. Freed in server_free(),
+                            * after the last connection (their TLS sessions and tickets use it) */
 
   /* Cached Date header value, refreshed once per second. */
   char date[40];
@@ -137,6 +140,10 @@ struct rv_conn {
   rv_gone_cb *gone;
   void *gone_data;
   struct mu_buf *fake_out;
+
+  struct rv_tls_conn *tls;   /* TLS session (security.h), NULL for plain HTTP */
+  struct rv_quota_ticket qt; /* the long-poll counts the request in progress holds */
+  char peer[48];             /* client address, recorded when a per-client quota is set */
 };
 
 /* conn.c */

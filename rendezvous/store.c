@@ -246,15 +246,26 @@ static void put_expiry(struct jw *w, int64_t expire_ns, int64_t now)
   }
 }
 
+static void put_u64(struct mu_buf *b, uint64_t v)
+{
+  char d[24];
+  size_t i = sizeof(d);
+  do {
+    d[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  mu_buf_append(b, d + i, sizeof(d) - i);
+}
+
 static void put_indexes(struct jw *w, uint64_t mi, uint64_t ci)
 {
   if (mi != 0) {
     field(w, "modifiedIndex");
-    mu_buf_printf(w->b, "%llu", (unsigned long long)mi);
+    put_u64(w->b, mi);
   }
   if (ci != 0) {
     field(w, "createdIndex");
-    mu_buf_printf(w->b, "%llu", (unsigned long long)ci);
+    put_u64(w->b, ci);
   }
 }
 
@@ -363,6 +374,11 @@ static struct mu_event *ev_new(enum mu_event_action a, const char *key, size_t k
   e->key = mu_strndup(key, klen);
   e->key_len = klen;
   mu_buf_init(b, JSON_MAX);
+  /* one allocation for the usual event (a short value, the key twice with a prevNode) instead
+   * of growing from 64 bytes */
+  b->cap = 256 + 2 * klen;
+  b->data = mu_malloc(b->cap);
+  b->data[0] = '\0';
   mu_buf_puts(b, "{\"action\":\"");
   mu_buf_puts(b, mu_event_action_name(a));
   mu_buf_putc(b, '"');
@@ -494,6 +510,12 @@ static struct mu_node *walk_create(struct mu_store *s, const char *key, size_t d
                                    struct mu_v2_err *err)
 {
   struct mu_node *parent = s->root;
+  if (dlen > 1) {
+    /* usually the dir exists: one lookup instead of one per path segment */
+    struct mu_node *d = lookup_n(s, key, dlen);
+    if (d != NULL && d->is_dir)
+      return d;
+  }
   for (size_t i = 1; i <= dlen; i++) {
     if (i != dlen && key[i] != '/')
       continue;
@@ -518,13 +540,13 @@ static struct mu_node *walk_create(struct mu_store *s, const char *key, size_t d
 static void commit(struct mu_store *s, struct mu_event *e, int refresh)
 {
   s->index = e->index;
-  if (refresh) {
+  if (refresh)
     e->refresh = 1;
-    mu_event_history_add(&s->history, e);
-    return;
-  }
   mu_event_history_add(&s->history, e);
-  mu_watch_hub_notify(&s->hub, e);
+  if (s->on_commit != NULL)
+    s->on_commit(s->on_commit_data, e); /* logged before any watcher or reply sees it */
+  if (!refresh)
+    mu_watch_hub_notify(&s->hub, e);
 }
 
 static int64_t fix_expire(int64_t expire_ns)
@@ -885,6 +907,36 @@ size_t mu_store_expire(struct mu_store *s, int64_t now_ns)
     count++;
   }
   return count;
+}
+
+int mu_store_restore_node(struct mu_store *s, const char *key, int dir, const char *value,
+                          size_t vlen, uint64_t created_index, uint64_t modified_index,
+                          int64_t expire_ns)
+{
+  size_t klen = strlen(key);
+  if (klen < 2 || key[0] != '/' || lookup_n(s, key, klen) != NULL)
+    return MU_EEXIST;
+  const char *slash = strrchr(key, '/');
+  size_t dlen = (size_t)(slash - key);
+  struct mu_node *parent = dlen == 0 ? s->root : lookup_n(s, key, dlen);
+  if (parent == NULL || !parent->is_dir)
+    return MU_ENOENT;
+  struct mu_node *n = node_new(s, key, klen, parent, dir, value ? value : "", dir ? 0 : vlen,
+                               created_index, fix_expire(expire_ns));
+  n->modified_index = modified_index;
+  return 0;
+}
+
+const struct mu_event *mu_store_expire_key(struct mu_store *s, const char *key)
+{
+  struct mu_node *n = lookup_n(s, key, strlen(key));
+  if (n == NULL || n == s->root)
+    return NULL;
+  struct mu_event *e = removal_event(s, MU_EV_EXPIRE, n, s->index + 1);
+  free_subtree(s, n, e);
+  commit(s, e, 0);
+  s->stats.expire_count++;
+  return e;
 }
 
 /* ---------------------------------------------------------------------------------------------

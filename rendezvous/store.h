@@ -70,6 +70,10 @@ struct mu_store {
   struct mu_watch_hub hub;
   struct mu_ttl ttl;
   struct mu_store_stats stats;
+  /* Called after every successful write (refreshes and expirations included), once the tree,
+   * the index and the history hold it: persist.c logs the write there. NULL = none. */
+  void (*on_commit)(void *data, const struct mu_event *e);
+  void *on_commit_data;
 };
 
 /* Options of a write (TTLOptionSet + the request flags the store needs). */
@@ -126,6 +130,18 @@ int mu_store_watch(struct mu_store *s, const char *key, int recursive, int strea
 
 /* Expires every node due at `now_ns`, emitting expire events. Returns: how many. */
 size_t mu_store_expire(struct mu_store *s, int64_t now_ns);
+
+/* Snapshot loading (persist.c): adds the node at clean key `key` (not "/") without an event or
+ * an index change; its parent dir must exist. `value` is ignored for a dir.
+ * Returns: 0, MU_EEXIST (the key exists) or MU_ENOENT (no parent dir). */
+int mu_store_restore_node(struct mu_store *s, const char *key, int dir, const char *value,
+                          size_t vlen, uint64_t created_index, uint64_t modified_index,
+                          int64_t expire_ns);
+
+/* Log replay (persist.c): expires the node at `key` now, as mu_store_expire() does when its
+ * deadline passes (expire event, index + 1), whatever its deadline.
+ * Returns: the event (borrowed, as the writes'), or NULL when there is no such node. */
+const struct mu_event *mu_store_expire_key(struct mu_store *s, const char *key);
 
 /* Returns: the node at `key` or NULL. Ownership: borrowed until the next write. */
 struct mu_node *mu_store_lookup(const struct mu_store *s, const char *key);

@@ -18,6 +18,7 @@
 
 struct rv_tls {
   SSL_CTX *ctx;
+  int verify_clients;
   struct rv_tls_stats stats;
 };
 
@@ -130,6 +131,7 @@ int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, char *err, 
   }
   t = mu_calloc(1, sizeof(*t));
   t->ctx = ctx;
+  t->verify_clients = cfg->client_ca_file != NULL;
   ctx = NULL;
   *out = t;
 out:
@@ -143,6 +145,11 @@ void rv_tls_free(struct rv_tls *t)
     return;
   SSL_CTX_free(t->ctx);
   mu_free(t);
+}
+
+int rv_tls_verifies_clients(const struct rv_tls *t)
+{
+  return t != NULL && t->verify_clients;
 }
 
 const struct rv_tls_stats *rv_tls_stats(const struct rv_tls *t)
@@ -189,10 +196,14 @@ static int fail(struct rv_tls_conn *tc, const char *stage)
   char why[256];
   if (!tc->failed) {
     tc->failed = 1;
+    uint64_t n = 0;
     if (!tc->ready)
-      tc->tls->stats.handshake_failures++;
-    mu_log(MU_LOG_INFO, "TLS %s failed: %s", stage,
-           ssl_reason(why, sizeof(why), "not a TLS client or connection reset"));
+      n = ++tc->tls->stats.handshake_failures;
+    /* a scanner must not flood the log: the first ten, then every thousandth */
+    if (tc->ready || n <= 10 || n % 1000 == 0)
+      mu_log(MU_LOG_INFO, "TLS %s failed: %s (%llu failed handshakes so far)", stage,
+             ssl_reason(why, sizeof(why), "not a TLS client or connection reset"),
+             (unsigned long long)n);
   }
   ERR_clear_error();
   return MU_EPROTO;

@@ -33,7 +33,7 @@ struct rv_tls_config {
 
 /* Counters for /metrics (never anything secret). */
 struct rv_tls_stats {
-  uint64_t handshakes;        /* completed */
+  uint64_t handshakes;         /* completed */
   uint64_t handshake_failures; /* bad certificate, no certificate, not TLS at all, ... */
 };
 
@@ -42,6 +42,9 @@ struct rv_tls_stats {
  * Returns: 0 with *out set, or MU_EINVAL (bad/missing file, key not matching the certificate).
  * Ownership: the strings are read at once, not kept; free *out with rv_tls_free(). */
 int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, char *err, size_t errlen);
+
+/* Returns: 1 when clients must present a certificate (--tls-client-ca), else 0. */
+int rv_tls_verifies_clients(const struct rv_tls *t);
 
 /* Frees the context. Accepts NULL. Connections made from it must be freed first. */
 void rv_tls_free(struct rv_tls *t);

@@ -46,6 +46,9 @@ static const struct v2_error_row rows[] = {
     {403, "Invalid active size", 400},
     {404, "Standby remove delay", 400},
     {500, "Client Internal Error", 400},
+    /* musterd's quotas (quota.h): no etcd v2 equivalent */
+    {600, "Value over quota", 413},
+    {601, "Quota exceeded", 429},
 };
 
 static const struct v2_error_row *find(int code)

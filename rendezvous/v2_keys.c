@@ -9,6 +9,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "persist.h"
 #include "server.h"
 #include "store.h"
 #include "v2_error.h"
@@ -181,12 +182,35 @@ static int parse_or_reply(struct rv_req *req, struct keys_req *k)
   return 0;
 }
 
+/* Appends the decimal `v` at `p`. Returns: the end. */
+static char *put_u64(char *p, uint64_t v)
+{
+  char d[24];
+  size_t i = sizeof(d);
+  do {
+    d[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  memcpy(p, d + i, sizeof(d) - i);
+  return p + (sizeof(d) - i);
+}
+
+/* Fills `hdr` (at least 160 bytes) without printf: every v2 reply carries these. */
 static void event_headers(char *hdr, size_t n, uint64_t index)
 {
-  snprintf(hdr, n,
-           "X-Etcd-Cluster-Id: " V2_CLUSTER_ID "\r\nX-Etcd-Index: %llu\r\nX-Raft-Index: %llu\r\n"
-           "X-Raft-Term: 2\r\n",
-           (unsigned long long)index, (unsigned long long)index);
+  static const char a[] = "X-Etcd-Cluster-Id: " V2_CLUSTER_ID "\r\nX-Etcd-Index: ";
+  static const char b[] = "\r\nX-Raft-Index: ";
+  static const char c[] = "\r\nX-Raft-Term: 2\r\n";
+  char *p = hdr;
+  if (n < sizeof(a) + sizeof(b) + sizeof(c) + 40) {
+    hdr[0] = '\0';
+    return;
+  }
+  memcpy(p, a, sizeof(a) - 1);
+  p = put_u64(p + sizeof(a) - 1, index);
+  memcpy(p, b, sizeof(b) - 1);
+  p = put_u64(p + sizeof(b) - 1, index);
+  memcpy(p, c, sizeof(c)); /* with the NUL */
 }
 
 static void reply_error(struct rv_req *req, struct mu_v2_err *err)
@@ -207,11 +231,11 @@ static void reply_event(struct rv_req *req, const struct mu_event *e, uint64_t i
     struct mu_buf b = MU_BUF_INIT(256);
     mu_buf_append(&b, e->json, e->json_head);
     mu_buf_puts(&b, "}\n");
-    rv_reply(req, status, "application/json", hdr, b.data, b.len);
+    mu_persist_reply(req, status, "application/json", hdr, b.data, b.len);
     mu_buf_release(&b);
     return;
   }
-  rv_reply(req, status, "application/json", hdr, e->json, e->json_len);
+  mu_persist_reply(req, status, "application/json", hdr, e->json, e->json_len);
 }
 
 static int64_t expire_of(const struct keys_req *k)
@@ -305,8 +329,12 @@ static void keys_handler(struct rv_req *req)
   struct keys_req k;
   struct mu_v2_err err = {0, NULL, 0};
   const struct mu_event *e = NULL;
+  int held = 0;
   if (parse_or_reply(req, &k) != 0)
     goto out;
+  /* the watchers a write wakes are answered after the writer (see mu_watch_hub_hold) */
+  mu_watch_hub_hold(&s->hub);
+  held = 1;
   struct mu_write w = {k.key,         k.value,   k.value_len,  k.dir,
                        expire_of(&k), k.refresh, k.prev_value, k.prev_index};
   switch (req->method) {
@@ -360,7 +388,11 @@ static void keys_handler(struct rv_req *req)
     reply_error(req, &err);
   else
     reply_event(req, e, s->index, k.no_value);
+  if (mu_watch_hub_queued(&s->hub) > 0)
+    rv_req_flush(req);
 out:
+  if (held)
+    mu_watch_hub_unhold(&s->hub);
   mu_v2_err_release(&err);
   mu_free(k.key);
 }

@@ -34,10 +34,10 @@ uint32_t mu_crc32c(uint32_t crc, const void *p, size_t n)
   const unsigned char *s = p;
   crc = ~crc;
   while (n >= 8) {
-    uint32_t lo = crc ^ ((uint32_t)s[0] | (uint32_t)s[1] << 8 | (uint32_t)s[2] << 16 |
-                         (uint32_t)s[3] << 24);
-    uint32_t hi = (uint32_t)s[4] | (uint32_t)s[5] << 8 | (uint32_t)s[6] << 16 |
-                  (uint32_t)s[7] << 24;
+    uint32_t lo =
+        crc ^ ((uint32_t)s[0] | (uint32_t)s[1] << 8 | (uint32_t)s[2] << 16 | (uint32_t)s[3] << 24);
+    uint32_t hi =
+        (uint32_t)s[4] | (uint32_t)s[5] << 8 | (uint32_t)s[6] << 16 | (uint32_t)s[7] << 24;
     crc = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^ crc_tab[5][(lo >> 16) & 0xff] ^
           crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^ crc_tab[2][(hi >> 8) & 0xff] ^
           crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
@@ -216,7 +216,7 @@ int mu_wal_rec_decode(const unsigned char *p, size_t n, struct mu_wal_rec *r)
   r->created = rd64(p + 11);
   r->aux = rd64(p + 19);
   r->expire_ns = (int64_t)rd64(p + 27);
-  if (r->type < MU_REC_EVENT || r->type > MU_REC_SNAP_END)
+  if (r->type < MU_REC_EVENT || r->type > MU_REC_RDZV)
     return MU_EPARSE;
   size_t off = REC_FIXED - 12;
   const char **parts[3] = {&r->key, &r->value, &r->json};

@@ -52,11 +52,13 @@ void mu_wal_reader_init(struct mu_wal_reader *r, const void *data, size_t size);
 int mu_wal_read(struct mu_wal_reader *r, const unsigned char **payload, size_t *len);
 
 enum mu_wal_type {
-  MU_REC_EVENT = 1,     /* a store write: action, index, key, value, expiry, event JSON */
-  MU_REC_SNAP_HEAD = 2, /* snapshot header: index (the store's), count (nodes), aux (events) */
-  MU_REC_SNAP_NODE = 3, /* a node: key, value (files), flags dir, index (modified), created */
+  MU_REC_EVENT = 1,      /* a store write: action, index, key, value, expiry, event JSON */
+  MU_REC_SNAP_HEAD = 2,  /* snapshot header: index (the store's), count (nodes), aux (events) */
+  MU_REC_SNAP_NODE = 3,  /* a node: key, value (files), flags dir, index (modified), created */
   MU_REC_SNAP_EVENT = 4, /* a history event: as MU_REC_EVENT (json, json_head, flags) */
   MU_REC_SNAP_END = 5,   /* snapshot trailer: count, aux repeated */
+  MU_REC_RDZV = 6,       /* the native rendezvous state (mu_rdzv_encode()) in `value`; the
+                          * last one in the snapshot + log wins */
 };
 
 enum mu_wal_flags {

@@ -58,6 +58,11 @@ void mu_watch_hub_release(struct mu_watch_hub *h)
   }
   mu_free(h->buckets);
   h->buckets = NULL;
+  for (size_t i = 0; i < h->nqueued; i++)
+    mu_free(h->queue[i].path);
+  mu_free(h->queue);
+  h->queue = NULL;
+  h->nqueued = h->queue_cap = 0;
 }
 
 static struct mu_watch_list *find_list(struct mu_watch_hub *h, const char *path, size_t n,
@@ -222,10 +227,19 @@ static void notify_path(struct mu_watch_hub *h, const struct mu_event *e, const 
   leave(h);
 }
 
-void mu_watch_hub_notify(struct mu_watch_hub *h, const struct mu_event *e)
+static void enqueue(struct mu_watch_hub *h, const struct mu_event *e, const char *path)
 {
-  if (h->count == 0)
-    return;
+  if (h->nqueued == h->queue_cap) {
+    h->queue_cap = h->queue_cap ? h->queue_cap * 2 : 8;
+    h->queue = mu_realloc(h->queue, h->queue_cap * sizeof(*h->queue));
+  }
+  h->queue[h->nqueued].e = e;
+  h->queue[h->nqueued].path = path != NULL ? mu_strdup(path) : NULL;
+  h->nqueued++;
+}
+
+static void deliver(struct mu_watch_hub *h, const struct mu_event *e)
+{
   /* "/", then "/a", "/a/b", ... */
   notify_path(h, e, "/", 1, 0);
   for (size_t i = 1; i <= e->key_len; i++)
@@ -233,9 +247,54 @@ void mu_watch_hub_notify(struct mu_watch_hub *h, const struct mu_event *e)
       notify_path(h, e, e->key, i, 0);
 }
 
+void mu_watch_hub_hold(struct mu_watch_hub *h)
+{
+  h->hold++;
+}
+
+size_t mu_watch_hub_queued(const struct mu_watch_hub *h)
+{
+  return h->nqueued;
+}
+
+void mu_watch_hub_unhold(struct mu_watch_hub *h)
+{
+  if (h->hold <= 0 || --h->hold > 0)
+    return;
+  /* a callback may write again (and queue more): take entries one at a time, in order */
+  h->hold++;
+  for (size_t i = 0; i < h->nqueued; i++) {
+    struct mu_watch_queued q = h->queue[i];
+    if (h->count > 0) {
+      if (q.path != NULL)
+        notify_path(h, q.e, q.path, strlen(q.path), 1);
+      else
+        deliver(h, q.e);
+    }
+    mu_free(q.path);
+  }
+  h->nqueued = 0;
+  h->hold--;
+}
+
+void mu_watch_hub_notify(struct mu_watch_hub *h, const struct mu_event *e)
+{
+  if (h->count == 0)
+    return;
+  if (h->hold > 0) {
+    enqueue(h, e, NULL);
+    return;
+  }
+  deliver(h, e);
+}
+
 void mu_watch_hub_notify_deleted(struct mu_watch_hub *h, const struct mu_event *e, const char *path)
 {
   if (h->count == 0)
     return;
+  if (h->hold > 0) {
+    enqueue(h, e, path);
+    return;
+  }
   notify_path(h, e, path, strlen(path), 1);
 }

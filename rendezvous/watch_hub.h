@@ -21,6 +21,12 @@ struct mu_watch_list;
  * returns: do not keep it. The event is borrowed for the duration of the call. */
 typedef void mu_watch_cb(void *data, const struct mu_event *e, struct mu_watcher *w);
 
+/* A notification made while the hub is held (see mu_watch_hub_hold()). */
+struct mu_watch_queued {
+  const struct mu_event *e;
+  char *path; /* notify_deleted's path (owned), or NULL for mu_watch_hub_notify() */
+};
+
 struct mu_watch_hub {
   struct mu_watch_list **buckets;
   size_t nbuckets;
@@ -28,6 +34,9 @@ struct mu_watch_hub {
   size_t count;               /* live watchers */
   int depth;                  /* > 0 while notifying: removals are deferred */
   struct mu_watcher *pending; /* removed during a notification, freed after it */
+  int hold;                   /* > 0: notifications are queued, delivered by the last unhold */
+  struct mu_watch_queued *queue;
+  size_t nqueued, queue_cap;
 };
 
 void mu_watch_hub_init(struct mu_watch_hub *h);
@@ -51,5 +60,17 @@ void mu_watch_hub_notify(struct mu_watch_hub *h, const struct mu_event *e);
  * subtree (etcd's notifyWatchers(e, path, true)). */
 void mu_watch_hub_notify_deleted(struct mu_watch_hub *h, const struct mu_event *e,
                                  const char *path);
+
+/* Holds notifications back: until the matching mu_watch_hub_unhold(), notify calls are
+ * queued in order instead of waking watchers. A write handler holds the hub around the write
+ * and its reply, so the writer is answered (and its bytes handed to the kernel) before the
+ * fan-out to thousands of watchers starts. Holds nest.
+ * Ownership: the queued events are borrowed: they must outlive the hold (an event stays in the
+ * store's history for at least MU_EVENT_HISTORY_SIZE more writes, so one write's events do). */
+void mu_watch_hub_hold(struct mu_watch_hub *h);
+/* Returns: the number of notifications queued by the current hold (0: nobody to wake). */
+size_t mu_watch_hub_queued(const struct mu_watch_hub *h);
+/* Ends one hold; the last one delivers the queued notifications in order. */
+void mu_watch_hub_unhold(struct mu_watch_hub *h);
 
 #endif

@@ -1,0 +1,537 @@
+/* Unit tests of rendezvous/tls.c, auth.c and quota.c: a TLS handshake pumped between an
+ * OpenSSL client and rv_tls_conn over memory (certificates made here with the OpenSSL API),
+ * client-certificate refusal, token and basic-auth verdicts, quota bookkeeping. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "auth.h"
+#include "http.h"
+#include "quota.h"
+#include "security.h"
+#include "task.h"
+#include "tls.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Certificates
+ */
+
+struct pki {
+  char dir[64];
+  char ca_cert[128], ca_key[128];
+  char srv_cert[128], srv_key[128];
+  char cli_cert[128], cli_key[128];
+  char other_key[128];
+};
+
+static EVP_PKEY *new_key(void)
+{
+  return EVP_EC_gen("P-256");
+}
+
+static X509 *new_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *issuer_key, int ca)
+{
+  X509 *x = X509_new();
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), (long)(rand() & 0x7fffffff));
+  X509_gmtime_adj(X509_getm_notBefore(x), -60);
+  X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+  X509_set_pubkey(x, key);
+  X509_NAME *name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
+  X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer) : name);
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer ? issuer : x, x, NULL, NULL, 0);
+  X509_EXTENSION *ext =
+      X509V3_EXT_conf_nid(NULL, &ctx, NID_basic_constraints, ca ? "critical,CA:TRUE" : "CA:FALSE");
+  X509_add_ext(x, ext, -1);
+  X509_EXTENSION_free(ext);
+  if (!ca) {
+    ext = X509V3_EXT_conf_nid(NULL, &ctx, NID_subject_alt_name, "IP:127.0.0.1");
+    X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  X509_sign(x, issuer_key ? issuer_key : key, EVP_sha256());
+  return x;
+}
+
+static void write_pem(const char *path, X509 *x, EVP_PKEY *k)
+{
+  FILE *f = fopen(path, "w");
+  if (x)
+    PEM_write_X509(f, x);
+  if (k)
+    PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL);
+  fclose(f);
+}
+
+static void pki_make(struct pki *p)
+{
+  snprintf(p->dir, sizeof(p->dir), "/tmp/mu-unit-tls.XXXXXX");
+  if (mkdtemp(p->dir) == NULL)
+    abort();
+  snprintf(p->ca_cert, sizeof(p->ca_cert), "%s/ca.pem", p->dir);
+  snprintf(p->ca_key, sizeof(p->ca_key), "%s/ca.key", p->dir);
+  snprintf(p->srv_cert, sizeof(p->srv_cert), "%s/server.pem", p->dir);
+  snprintf(p->srv_key, sizeof(p->srv_key), "%s/server.key", p->dir);
+  snprintf(p->cli_cert, sizeof(p->cli_cert), "%s/client.pem", p->dir);
+  snprintf(p->cli_key, sizeof(p->cli_key), "%s/client.key", p->dir);
+  snprintf(p->other_key, sizeof(p->other_key), "%s/other.key", p->dir);
+  EVP_PKEY *cak = new_key(), *sk = new_key(), *ck = new_key(), *ok = new_key();
+  X509 *ca = new_cert(cak, "mu test CA", NULL, NULL, 1);
+  X509 *sc = new_cert(sk, "127.0.0.1", ca, cak, 0);
+  X509 *cc = new_cert(ck, "client", ca, cak, 0);
+  write_pem(p->ca_cert, ca, NULL);
+  write_pem(p->ca_key, NULL, cak);
+  write_pem(p->srv_cert, sc, NULL);
+  write_pem(p->srv_key, NULL, sk);
+  write_pem(p->cli_cert, cc, NULL);
+  write_pem(p->cli_key, NULL, ck);
+  write_pem(p->other_key, NULL, ok);
+  X509_free(ca);
+  X509_free(sc);
+  X509_free(cc);
+  EVP_PKEY_free(cak);
+  EVP_PKEY_free(sk);
+  EVP_PKEY_free(ck);
+  EVP_PKEY_free(ok);
+}
+
+static void pki_remove(struct pki *p)
+{
+  const char *files[] = {p->ca_cert,  p->ca_key,  p->srv_cert, p->srv_key,
+                         p->cli_cert, p->cli_key, p->other_key};
+  for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+    unlink(files[i]);
+  rmdir(p->dir);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A client over memory BIOs, pumped against an rv_tls_conn
+ */
+
+struct client {
+  SSL_CTX *ctx;
+  SSL *ssl;
+  BIO *rbio, *wbio;
+};
+
+static void client_new(struct client *c, const struct pki *p, int with_cert)
+{
+  c->ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_load_verify_locations(c->ctx, p->ca_cert, NULL);
+  SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+  if (with_cert) {
+    SSL_CTX_use_certificate_file(c->ctx, p->cli_cert, SSL_FILETYPE_PEM);
+    SSL_CTX_use_PrivateKey_file(c->ctx, p->cli_key, SSL_FILETYPE_PEM);
+  }
+  c->ssl = SSL_new(c->ctx);
+  c->rbio = BIO_new(BIO_s_mem());
+  c->wbio = BIO_new(BIO_s_mem());
+  BIO_set_mem_eof_return(c->rbio, -1);
+  SSL_set_bio(c->ssl, c->rbio, c->wbio);
+  SSL_set_connect_state(c->ssl);
+  X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), "127.0.0.1");
+}
+
+static void client_free(struct client *c)
+{
+  SSL_free(c->ssl);
+  SSL_CTX_free(c->ctx);
+}
+
+static int collect(void *data, const char *plain, size_t len)
+{
+  return mu_buf_append(data, plain, len) != 0;
+}
+
+/* Moves bytes both ways until neither side has anything to say. Returns: the last
+ * rv_tls_conn_read() result. */
+static int pump(struct client *c, struct rv_tls_conn *tc, struct mu_buf *plain)
+{
+  char tmp[16384];
+  int rc = 0;
+  for (int round = 0; round < 20; round++) {
+    if (!SSL_is_init_finished(c->ssl))
+      SSL_do_handshake(c->ssl);
+    int moved = 0;
+    while (BIO_ctrl_pending(c->wbio) > 0) {
+      int n = BIO_read(c->wbio, tmp, sizeof(tmp));
+      if (n <= 0)
+        break;
+      moved = 1;
+      rc = rv_tls_conn_read(tc, tmp, (size_t)n, collect, plain);
+      if (rc < 0)
+        break;
+    }
+    struct mu_buf io = MU_BUF_INIT(1 << 20);
+    int erc = rv_tls_conn_encrypt(tc, &io);
+    if (erc != 0 && rc == 0)
+      rc = erc;
+    if (io.len > 0) {
+      moved = 1;
+      BIO_write(c->rbio, io.data, (int)io.len);
+    }
+    mu_buf_release(&io);
+    if (!moved || rc < 0)
+      break;
+  }
+  return rc;
+}
+
+TEST(tls__handshake_and_data_both_ways)
+{
+  struct pki p;
+  struct rv_tls *t = NULL;
+  char err[512];
+  pki_make(&p);
+  struct rv_tls_config cfg = {p.srv_cert, p.srv_key, NULL};
+  ASSERT_EQ(rv_tls_new(&cfg, &t, err, sizeof(err)), 0);
+  struct rv_tls_conn *tc = rv_tls_conn_new(t);
+  struct client c;
+  client_new(&c, &p, 0);
+  struct mu_buf plain = MU_BUF_INIT(1 << 20);
+
+  /* a reply queued before the handshake is held back, then sent */
+  struct mu_buf early = MU_BUF_INIT(1 << 20);
+  mu_buf_puts(&early, "HELLO ");
+  ASSERT_EQ(rv_tls_conn_encrypt(tc, &early), 0);
+  ASSERT(!rv_tls_conn_ready(tc));
+  mu_buf_release(&early);
+
+  ASSERT_EQ(pump(&c, tc, &plain), 0);
+  ASSERT(SSL_is_init_finished(c.ssl));
+  ASSERT(rv_tls_conn_ready(tc));
+  ASSERT_EQ(SSL_get_verify_result(c.ssl), X509_V_OK);
+
+  const char req[] = "GET /v2/keys/a HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(SSL_write(c.ssl, req, (int)sizeof(req) - 1), (int)sizeof(req) - 1);
+  ASSERT_EQ(pump(&c, tc, &plain), 0);
+  ASSERT_STR_EQ(mu_buf_str(&plain), req);
+
+  /* a reply bigger than one TLS record */
+  struct mu_buf out = MU_BUF_INIT(1 << 20);
+  for (int i = 0; i < 5000; i++)
+    mu_buf_puts(&out, "0123456789");
+  ASSERT_EQ(rv_tls_conn_encrypt(tc, &out), 0);
+  ASSERT(out.len > 50000);
+  BIO_write(c.rbio, out.data, (int)out.len);
+  char got[60000];
+  size_t total = 0;
+  int n;
+  while ((n = SSL_read(c.ssl, got + total, (int)(sizeof(got) - total))) > 0)
+    total += (size_t)n;
+  ASSERT_EQ(total, 6 + 50000u);
+  ASSERT(memcmp(got, "HELLO 0123456789", 16) == 0);
+
+  /* close_notify from the client is the end of input */
+  SSL_shutdown(c.ssl);
+  mu_buf_clear(&plain);
+  ASSERT_EQ(pump(&c, tc, &plain), RV_TLS_EOF);
+  ASSERT_EQ(rv_tls_stats(t)->handshakes, 1u);
+  ASSERT_EQ(rv_tls_stats(t)->handshake_failures, 0u);
+
+  mu_buf_release(&out);
+  mu_buf_release(&plain);
+  client_free(&c);
+  rv_tls_conn_free(tc);
+  rv_tls_free(t);
+  pki_remove(&p);
+}
+
+TEST(tls__client_certificate_required)
+{
+  struct pki p;
+  struct rv_tls *t = NULL;
+  char err[512];
+  pki_make(&p);
+  struct rv_tls_config cfg = {p.srv_cert, p.srv_key, p.ca_cert};
+  ASSERT_EQ(rv_tls_new(&cfg, &t, err, sizeof(err)), 0);
+
+  /* with a certificate from the CA: accepted */
+  struct rv_tls_conn *tc = rv_tls_conn_new(t);
+  struct client c;
+  client_new(&c, &p, 1);
+  struct mu_buf plain = MU_BUF_INIT(1 << 20);
+  ASSERT_EQ(pump(&c, tc, &plain), 0);
+  ASSERT(rv_tls_conn_ready(tc));
+  client_free(&c);
+  rv_tls_conn_free(tc);
+
+  /* without one: the handshake fails on the server side */
+  tc = rv_tls_conn_new(t);
+  client_new(&c, &p, 0);
+  ASSERT_EQ(pump(&c, tc, &plain), MU_EPROTO);
+  ASSERT(!rv_tls_conn_ready(tc));
+  ASSERT_EQ(rv_tls_stats(t)->handshake_failures, 1u);
+  ASSERT_EQ(plain.len, 0u);
+  client_free(&c);
+  rv_tls_conn_free(tc);
+
+  /* not TLS at all */
+  tc = rv_tls_conn_new(t);
+  const char junk[] = "GET / HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(rv_tls_conn_read(tc, junk, sizeof(junk) - 1, collect, &plain), MU_EPROTO);
+  rv_tls_conn_free(tc);
+
+  mu_buf_release(&plain);
+  rv_tls_free(t);
+  pki_remove(&p);
+}
+
+TEST(tls__bad_files_are_named)
+{
+  struct pki p;
+  struct rv_tls *t = NULL;
+  char err[512];
+  pki_make(&p);
+  struct rv_tls_config missing = {"/nonexistent/cert.pem", p.srv_key, NULL};
+  ASSERT_EQ(rv_tls_new(&missing, &t, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NULL(t);
+  ASSERT_NOT_NULL(strstr(err, "/nonexistent/cert.pem"));
+  ASSERT_NOT_NULL(strstr(err, "--tls-cert"));
+
+  struct rv_tls_config mismatch = {p.srv_cert, p.other_key, NULL};
+  ASSERT_EQ(rv_tls_new(&mismatch, &t, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(err, "does not belong"));
+
+  struct rv_tls_config badca = {p.srv_cert, p.srv_key, p.srv_key};
+  ASSERT_EQ(rv_tls_new(&badca, &t, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(err, "--tls-client-ca"));
+
+  struct rv_tls_config nokey = {p.srv_cert, NULL, NULL};
+  ASSERT_EQ(rv_tls_new(&nokey, &t, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(err, "--tls-key"));
+  pki_remove(&p);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Auth
+ */
+
+static void write_file(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "w");
+  fputs(text, f);
+  fclose(f);
+}
+
+TEST(auth__tokens_and_basic)
+{
+  char dir[] = "/tmp/mu-unit-auth.XXXXXX";
+  char tokens[64], users[64], pass[64], err[512];
+  ASSERT_NOT_NULL(mkdtemp(dir));
+  snprintf(tokens, sizeof(tokens), "%s/tokens", dir);
+  snprintf(users, sizeof(users), "%s/users", dir);
+  snprintf(pass, sizeof(pass), "%s/pass", dir);
+  write_file(tokens, "# tokens\n\n  s3cret-token-one  \nsecond-token-2222\r\n");
+  write_file(users, "root:rootpw\n# comment\nalice:pa ss:word\n");
+  write_file(pass, "bobpass\nignored\n");
+
+  struct rv_auth *a = rv_auth_new();
+  ASSERT(!rv_auth_enabled(a));
+  ASSERT_EQ(rv_auth_check(a, "/v2/keys/x", NULL), RV_AUTH_OPEN);
+  ASSERT_EQ(rv_auth_load_tokens(a, tokens, err, sizeof(err)), 0);
+  ASSERT_EQ(rv_auth_load_users(a, users, err, sizeof(err)), 0);
+  ASSERT_EQ(rv_auth_add_user_spec(a, "bob:" /* + path */ "", err, sizeof(err)), MU_EINVAL);
+  char spec[96];
+  snprintf(spec, sizeof(spec), "bob:%s", pass);
+  ASSERT_EQ(rv_auth_add_user_spec(a, spec, err, sizeof(err)), 0);
+  ASSERT(rv_auth_enabled(a));
+
+  ASSERT_EQ(rv_auth_check(a, "/v1/runs", "Bearer s3cret-token-one"), RV_AUTH_GRANTED);
+  ASSERT_EQ(rv_auth_check(a, "/v1/runs", "bearer second-token-2222"), RV_AUTH_GRANTED);
+  ASSERT_EQ(rv_auth_check(a, "/v1/runs", "Bearer s3cret-token-on"), RV_AUTH_DENIED);
+  ASSERT_EQ(rv_auth_check(a, "/v1/runs", "Bearer s3cret-token-one2"), RV_AUTH_DENIED);
+  ASSERT_EQ(rv_auth_check(a, "/v1/runs", NULL), RV_AUTH_MISSING);
+  ASSERT_EQ(rv_auth_check(a, "/v1/runs", "Digest x"), RV_AUTH_MISSING);
+  /* root:rootpw, alice:pa ss:word, bob:bobpass */
+  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Basic cm9vdDpyb290cHc="), RV_AUTH_GRANTED);
+  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Basic YWxpY2U6cGEgc3M6d29yZA=="), RV_AUTH_GRANTED);
+  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Basic Ym9iOmJvYnBhc3M="), RV_AUTH_GRANTED);
+  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Basic cm9vdDpyb290cHg="), RV_AUTH_DENIED);
+  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Basic !!!"), RV_AUTH_DENIED);
+  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Bearer second-token-2222"), RV_AUTH_GRANTED);
+  /* open paths */
+  ASSERT_EQ(rv_auth_check(a, "/version", NULL), RV_AUTH_OPEN);
+  ASSERT_EQ(rv_auth_check(a, "/healthz", NULL), RV_AUTH_OPEN);
+  ASSERT_EQ(rv_auth_check(a, "/metrics", NULL), RV_AUTH_OPEN);
+  ASSERT_EQ(rv_auth_check(a, "/v2", NULL), RV_AUTH_MISSING);
+  ASSERT_EQ(rv_auth_check(a, "/v2x", NULL), RV_AUTH_OPEN); /* 404 anyway */
+
+  struct mu_buf m = MU_BUF_INIT(1 << 16);
+  rv_auth_metrics(a, &m);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&m), "verdict=\"granted\"} 6"));
+  ASSERT_NULL(strstr(mu_buf_str(&m), "s3cret"));
+  mu_buf_release(&m);
+  rv_auth_free(a);
+
+  /* bad files name the file and line */
+  a = rv_auth_new();
+  write_file(tokens, "good-token-123\nbad token\n");
+  ASSERT_EQ(rv_auth_load_tokens(a, tokens, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(err, "line 2"));
+  ASSERT_NOT_NULL(strstr(err, tokens));
+  write_file(tokens, "# nothing\n\n");
+  ASSERT_EQ(rv_auth_load_tokens(a, tokens, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(err, "holds no token"));
+  write_file(users, "nocolon\n");
+  ASSERT_EQ(rv_auth_load_users(a, users, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(err, "USER:PASSWORD"));
+  ASSERT_EQ(rv_auth_load_tokens(a, "/nonexistent/t", err, sizeof(err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(err, "/nonexistent/t"));
+  rv_auth_free(a);
+  unlink(tokens);
+  unlink(users);
+  unlink(pass);
+  rmdir(dir);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Quota bookkeeping (refusals are answered through the server: see the integration tests)
+ */
+
+static struct rv_req mkreq(unsigned method, const char *path, struct rv_param *params, size_t np)
+{
+  struct rv_req r;
+  memset(&r, 0, sizeof(r));
+  r.method = method;
+  r.path = path;
+  r.path_len = strlen(path);
+  r.params = params;
+  r.nparams = np;
+  r.query = "";
+  r.body = "";
+  return r;
+}
+
+TEST(quota__long_polls_classified_and_counted)
+{
+  const char *run;
+  size_t runlen;
+  struct rv_param wait = {"wait", "true"}, nowait = {"wait", "false"}, wms = {"wait_ms", "10"};
+  struct rv_req r = mkreq(RV_GET, "/v2/keys/a/b", &wait, 1);
+  ASSERT(rv_quota_is_long_poll(&r, &run, &runlen));
+  ASSERT_EQ(runlen, 0u);
+  r = mkreq(RV_GET, "/v2/keys/a/b", &nowait, 1);
+  ASSERT(!rv_quota_is_long_poll(&r, &run, &runlen));
+  r = mkreq(RV_PUT, "/v2/keys/a", &wait, 1);
+  ASSERT(!rv_quota_is_long_poll(&r, &run, &runlen));
+  r = mkreq(RV_POST, "/v1/runs/job-1/join", NULL, 0);
+  ASSERT(rv_quota_is_long_poll(&r, &run, &runlen));
+  ASSERT_EQ(runlen, 5u);
+  ASSERT(strncmp(run, "job-1", 5) == 0);
+  r = mkreq(RV_GET, "/v1/runs/job-1/watch", NULL, 0);
+  ASSERT(rv_quota_is_long_poll(&r, &run, &runlen));
+  r = mkreq(RV_POST, "/v1/runs/job-1/barrier/b0", NULL, 0);
+  ASSERT(rv_quota_is_long_poll(&r, &run, &runlen));
+  r = mkreq(RV_GET, "/v1/runs/job-1/kv/k", &wms, 1);
+  ASSERT(rv_quota_is_long_poll(&r, &run, &runlen));
+  r = mkreq(RV_GET, "/v1/runs/job-1/kv/k", NULL, 0);
+  ASSERT(!rv_quota_is_long_poll(&r, &run, &runlen));
+  r = mkreq(RV_POST, "/v1/runs/job-1/heartbeat", NULL, 0);
+  ASSERT(!rv_quota_is_long_poll(&r, &run, &runlen));
+
+  struct rv_quota_config cfg = {0, 0, 10, 2, 3, 0, 0};
+  struct rv_quota *q = rv_quota_new(&cfg);
+  ASSERT(rv_quota_enabled(q));
+  ASSERT(rv_quota_wants_peer(q));
+  struct rv_quota_ticket t[4];
+  r = mkreq(RV_POST, "/v1/runs/job-1/join", NULL, 0);
+  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.1", &t[0]), 0);
+  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.1", &t[1]), 0);
+  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.2", &t[2]), 0);
+  ASSERT(t[0].counted && t[0].client != NULL && t[0].run != NULL);
+  ASSERT(t[0].client == t[1].client);
+  ASSERT(t[0].client != t[2].client);
+  ASSERT(t[0].run == t[2].run);
+  /* a plain request takes nothing */
+  struct rv_req plain = mkreq(RV_GET, "/v2/keys/a", NULL, 0);
+  ASSERT_EQ(rv_quota_gate(q, &plain, "10.0.0.1", &t[3]), 0);
+  ASSERT(!t[3].counted && t[3].client == NULL);
+  struct mu_buf m = MU_BUF_INIT(1 << 16);
+  rv_quota_metrics(q, &m);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&m), "musterd_quota_long_polls_open 3"));
+  mu_buf_clear(&m);
+  for (int i = 0; i < 4; i++)
+    rv_quota_release(q, &t[i]);
+  rv_quota_release(q, &t[0]); /* twice: no-op */
+  rv_quota_metrics(q, &m);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&m), "musterd_quota_long_polls_open 0"));
+  mu_buf_release(&m);
+  rv_quota_free(q);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The gates through the HTTP core (router.c), without sockets
+ */
+
+static char *feed(struct rv_server *srv, const char *in)
+{
+  struct mu_buf out = MU_BUF_INIT(1 << 20);
+  rv_server_feed(srv, in, strlen(in), &out);
+  return mu_buf_detach(&out);
+}
+
+TEST(security__gates_in_the_router)
+{
+  uv_loop_t loop;
+  struct rv_server_config cfg;
+  uv_loop_init(&loop);
+  rv_server_config_init(&cfg);
+  struct rv_server *srv = rv_server_new(&loop, &cfg);
+  struct rv_security *sec = mu_calloc(1, sizeof(*sec));
+  struct rv_quota_config qc = {0, 10, 0, 0, 0, 0, 0};
+  sec->auth = rv_auth_new();
+  ASSERT_EQ(rv_auth_add_token(sec->auth, "unit-token-1"), 0);
+  sec->quota = rv_quota_new(&qc);
+  ASSERT_EQ(rv_security_attach(srv, sec), 0);
+
+  char *o = feed(srv, "GET /v2/keys/a HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 401 Unauthorized\r\n"));
+  ASSERT_NOT_NULL(strstr(o, "\r\n\r\n{\"message\":\"Insufficient credentials\"}"));
+  mu_free(o);
+  o = feed(srv, "POST /v1/runs/x/join HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 401 "));
+  ASSERT_NOT_NULL(strstr(o, "WWW-Authenticate: Bearer realm=\"musterd\"\r\n"));
+  ASSERT_NOT_NULL(strstr(o, "\"error\":\"unauthorized\""));
+  mu_free(o);
+  o = feed(srv, "GET /v2/keys/a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer unit-token-1\r\n\r\n");
+  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 404 "));
+  ASSERT_NOT_NULL(strstr(o, "\"errorCode\":100"));
+  mu_free(o);
+  o = feed(srv, "PUT /v2/keys/a?value=01234567890 HTTP/1.1\r\nHost: x\r\n"
+                "Authorization: Bearer unit-token-1\r\n\r\n");
+  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 413 "));
+  ASSERT_NOT_NULL(strstr(o, "\"errorCode\":600,\"message\":\"Value over quota\""));
+  ASSERT_NOT_NULL(strstr(o, "--quota-value-bytes"));
+  mu_free(o);
+  o = feed(srv, "PUT /v2/keys/a?value=0123456789 HTTP/1.1\r\nHost: x\r\n"
+                "Authorization: Bearer unit-token-1\r\n\r\n");
+  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 201 "));
+  mu_free(o);
+  o = feed(srv, "GET /version HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 200 "));
+  mu_free(o);
+  o = feed(srv, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_NOT_NULL(strstr(o, "musterd_auth_requests_total{verdict=\"missing\"} 2"));
+  ASSERT_NOT_NULL(strstr(o, "musterd_quota_refused_total{quota=\"value_bytes\"} 1"));
+  ASSERT_NULL(strstr(o, "unit-token-1"));
+  mu_free(o);
+
+  rv_server_close(srv, NULL, NULL); /* frees sec */
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+}
