@@ -8,6 +8,14 @@
  *     M members join runs of S nodes each, then every member heart-beats once a second, spread
  *     evenly over C keep-alive connections; prints heartbeats/s, latency and musterd's CPU use
  *     (from /proc/PID/stat) over D seconds.
+ *   rdzv_load node --port P --members M [--run-size S] [--watch-ms W] [--lease-ms L]
+ *                  [--duration D] [--pid MUSTERD_PID]
+ *     a node as muster agent runs it: M members (one connection each) join runs with
+ *     lease_ttl_ms L, then each keeps one watch long poll open (timeout W > L), re-armed as soon
+ *     as it is answered. The open watch holds the member's lease, so no heartbeat is sent (a
+ *     node heart-beats at L/3 only while it has no watch open): any lease expiry breaks the
+ *     round and counts as an error. Prints musterd's CPU use over D seconds, projected to
+ *     100,000 members.
  *
  * Client sockets are spread over 127.0.0.x source addresses (--per-addr per address), so the
  * ephemeral port range of one source address never runs out.
@@ -28,7 +36,7 @@
 #include "log.h"
 #include "opts.h"
 
-enum { K_NONE = 0, K_JOIN, K_HB };
+enum { K_NONE = 0, K_JOIN, K_HB, K_WATCH };
 
 struct conn {
   uv_tcp_t tcp;
@@ -43,6 +51,9 @@ struct conn {
   double due;      /* heartbeats owed (fractional accumulation) */
   uint32_t cursor; /* next of its members to heart-beat */
   uint32_t nmembers;
+  uint64_t round; /* node mode: the round its join got */
+  char body[256]; /* start of the response body */
+  size_t blen;
 };
 
 /* One write in flight. Each write has its own request: the answer to a request can be read
@@ -72,6 +83,8 @@ struct bench {
   uint64_t ticks;
   int measuring, finished;
   uint64_t hb_ok, hb_sent, hb_late;
+  long watch_ms, lease_ms, node_mode;
+  uint64_t watches_ok;
   uint64_t lat_hist[1001]; /* ms buckets, last = >= 1000 */
   uint64_t cpu0, cpu1, meas_t0, meas_t1;
 };
@@ -156,8 +169,8 @@ static void send_join(struct conn *c, long run, long node, long nnodes)
   snprintf(body, sizeof(body),
            "{\"node_id\":\"m-%ld\",\"addr\":\"127.0.0.1\",\"local_world_size\":8,"
            "\"master_port\":29500,\"min_nodes\":%ld,\"max_nodes\":%ld,\"members\":false,"
-           "\"join_timeout_ms\":120000,\"lease_ttl_ms\":60000}",
-           node, nnodes, nnodes);
+           "\"join_timeout_ms\":120000,\"lease_ttl_ms\":%ld}",
+           node, nnodes, nnodes, b->node_mode ? b->lease_ms : 60000L);
   c->member = (uint32_t)node;
   b->joins_sent++;
   send_post(c, path, body, K_JOIN);
@@ -189,6 +202,18 @@ static void send_heartbeats(struct conn *c, int k)
     b->hb_sent += (uint64_t)k;
   c->outstanding = k;
   send_bytes(c, w, len, K_HB);
+}
+
+/* Node mode: the member's watch long poll on its round (keep-alive, held open W ms). */
+static void send_watch(struct conn *c)
+{
+  struct bench *b = c->b;
+  struct wr *w = mu_malloc(sizeof(*w) + 512);
+  int n = snprintf(w->data, 512,
+                   "GET /v1/runs/%s-%ld/watch?node_id=m-%" PRIu32 "&round=%" PRIu64
+                   "&timeout_ms=%ld HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                   b->run_prefix, (long)c->member / b->run_size, c->member, c->round, b->watch_ms);
+  send_bytes(c, w, (size_t)n, K_WATCH);
 }
 
 static void on_write(uv_write_t *w, int status)
@@ -233,6 +258,8 @@ static void on_response(struct conn *c, int status)
     } else {
       b->joins_ok++;
       b->run_ok++;
+      const char *r = strstr(c->body, "\"round\":");
+      c->round = r ? strtoull(r + 8, NULL, 10) : 0;
     }
     if (strcmp(b->mode, "join") == 0) {
       if (b->joins_ok + b->errors == b->nodes) {
@@ -249,6 +276,20 @@ static void on_response(struct conn *c, int status)
     }
     return;
   }
+  if (c->kind == K_WATCH) {
+    /* only "none" (the timeout) is expected: any event means a lease expired or a round broke */
+    if (status != 200 || strstr(c->body, "\"event\":\"none\"") == NULL) {
+      char what[256];
+      snprintf(what, sizeof(what), "watch of m-%" PRIu32 ": %d %.180s", c->member, status, c->body);
+      record_error(b, status, what);
+      return;
+    }
+    if (b->measuring)
+      b->watches_ok++;
+    if (!b->finished)
+      send_watch(c);
+    return;
+  }
   if (c->kind == K_HB && b->measuring) {
     if (status != 200) {
       record_error(b, status, "heartbeat");
@@ -260,6 +301,26 @@ static void on_response(struct conn *c, int status)
   }
   if (!b->finished && !c->busy)
     send_next(c);
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+  struct conn *c = p->data;
+  c->blen = 0;
+  c->body[0] = '\0';
+  return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+  struct conn *c = p->data;
+  size_t room = sizeof(c->body) - 1 - c->blen;
+  if (len > room)
+    len = room;
+  memcpy(c->body + c->blen, at, len);
+  c->blen += len;
+  c->body[c->blen] = '\0';
+  return 0;
 }
 
 static int on_message_complete(llhttp_t *p)
@@ -386,7 +447,7 @@ static void start_run(struct bench *b)
   if (first + n > b->members)
     n = b->members - first;
   for (long i = 0; i < n; i++)
-    send_join(&b->conns[i], b->run_cur, first + i, n);
+    send_join(&b->conns[b->node_mode ? first + i : i], b->run_cur, first + i, n);
 }
 
 static void send_next(struct conn *c)
@@ -431,6 +492,15 @@ static void on_tick(uv_timer_t *t)
 static void start_heartbeats(struct bench *b)
 {
   b->t_done = now_ns();
+  if (b->node_mode) {
+    /* every member parks its watch; no heartbeats (the watches hold the leases) */
+    for (long i = 0; i < b->nconns; i++)
+      send_watch(&b->conns[i]);
+    uv_timer_init(b->loop, &b->tick);
+    b->tick.data = b;
+    uv_timer_start(&b->tick, on_tick, 10, 10);
+    return;
+  }
   for (long i = 0; i < b->nconns; i++) {
     struct conn *c = &b->conns[i];
     c->nmembers = (uint32_t)(b->members / b->nconns + (i < b->members % b->nconns ? 1 : 0));
@@ -482,6 +552,8 @@ int main(int argc, char **argv)
       MU_OPT_INT(0, "warmup", &b.warmup, "SECONDS", "heartbeat: seconds before measuring (2)"),
       MU_OPT_INT(0, "pipeline", &b.pipeline, "K",
                  "heartbeat: up to K heartbeats per write on a connection (1)"),
+      MU_OPT_INT(0, "watch-ms", &b.watch_ms, "W", "node: watch long-poll timeout (10000)"),
+      MU_OPT_INT(0, "lease-ms", &b.lease_ms, "L", "node: the runs' lease_ttl_ms (3000)"),
       MU_OPT_INT(0, "per-addr", &b.per_addr, "K", "connections per 127.0.0.x source (20000)"),
       MU_OPT_INT(0, "pid", &b.pid, "PID", "musterd's pid, to report its CPU use"),
       MU_OPT_INT(0, "goal-ms", &goal_ms, "MS",
@@ -489,9 +561,12 @@ int main(int argc, char **argv)
       MU_OPT_DOUBLE(0, "goal-cpu", &goal_cpu, "PCT", "heartbeat: musterd CPU goal (50)"),
       MU_OPT_END(),
   };
-  const char *usage = "rdzv_load join|heartbeat --port P [options]";
+  const char *usage = "rdzv_load join|heartbeat|node --port P [options]";
   mu_log_setup("rdzv_load", MU_LOG_WARN);
-  if (argc < 2 || (strcmp(argv[1], "join") != 0 && strcmp(argv[1], "heartbeat") != 0)) {
+  b.watch_ms = 10000;
+  b.lease_ms = 3000;
+  if (argc < 2 || (strcmp(argv[1], "join") != 0 && strcmp(argv[1], "heartbeat") != 0 &&
+                   strcmp(argv[1], "node") != 0)) {
     mu_opts_usage(stderr, opts, usage);
     return 2;
   }
@@ -507,7 +582,17 @@ int main(int argc, char **argv)
     return 2;
   }
   int join = strcmp(b.mode, "join") == 0;
-  if (join) {
+  b.node_mode = strcmp(b.mode, "node") == 0;
+  if (b.node_mode && (b.watch_ms < 1 || b.lease_ms < 1)) {
+    mu_error("--watch-ms and --lease-ms must be positive");
+    return 2;
+  }
+  if (b.node_mode) {
+    b.nconns = b.members; /* one connection per member: its watch */
+    if (b.run_size == 0 || b.run_size > b.members)
+      b.run_size = b.members < 1000 ? b.members : 1000;
+    b.runs = (b.members + b.run_size - 1) / b.run_size;
+  } else if (join) {
     b.nconns = b.nodes;
   } else {
     if (b.nconns == 0)
@@ -523,6 +608,8 @@ int main(int argc, char **argv)
   snprintf(b.run_prefix, sizeof(b.run_prefix), "load-%ld-%s", (long)getpid(), b.mode);
   llhttp_settings_init(&settings);
   settings.on_message_complete = on_message_complete;
+  settings.on_message_begin = on_message_begin;
+  settings.on_body = on_body;
   b.loop = uv_default_loop();
   if (uv_ip4_addr(host, (int)port, &b.dst) != 0) {
     mu_error("bad --host '%s'", host);
@@ -544,6 +631,20 @@ int main(int argc, char **argv)
            b.nodes, close_ms, goal_ms, join_ms, (double)(b.t_connected - b.t0) / 1e6, b.joins_ok,
            b.errors, b.errors ? " first_error=" : "", b.errors ? b.first_error : "",
            ok ? "PASS" : "FAIL");
+  } else if (b.node_mode) {
+    double secs = (double)(b.meas_t1 - b.meas_t0) / 1e9;
+    double cpu = -1;
+    if (b.pid && secs > 0)
+      cpu = 100.0 * (double)(b.cpu1 - b.cpu0) / (double)sysconf(_SC_CLK_TCK) / secs;
+    double projected = cpu >= 0 ? cpu * 100000.0 / (double)b.members : -1;
+    ok = ok && b.joins_ok == b.members && (projected < 0 || projected < goal_cpu);
+    printf("rdzv_load node members=%ld runs=%ld lease_ms=%ld watch_ms=%ld seconds=%.1f "
+           "watches_per_s=%.0f heartbeats=0 errors=%ld%s%s%s musterd_cpu_pct=%.2f "
+           "projected_cpu_pct_at_100000_members=%.1f goal_cpu_pct=%.0f join_all_ms=%.0f %s\n",
+           b.members, b.runs, b.lease_ms, b.watch_ms, secs,
+           secs > 0 ? (double)b.watches_ok / secs : 0, b.errors, b.errors ? " first_error='" : "",
+           b.errors ? b.first_error : "", b.errors ? "'" : "", cpu, projected, goal_cpu,
+           (double)(b.t_done - b.t_connected) / 1e6, ok ? "PASS" : "FAIL");
   } else {
     double secs = (double)(b.meas_t1 - b.meas_t0) / 1e9;
     double cpu = -1;

@@ -182,8 +182,8 @@ int main(int argc, char **argv)
       MU_OPT_INT(0, "run-gc-seconds", &run_gc_s, "N",
                  "forget a /v1 run N seconds after it closed or lost its last node (default 600)"),
       MU_OPT_STRING(0, "data-dir", &data_dir, "DIR",
-                    "keep the v2 store in DIR (write-ahead log + snapshots) and recover it at "
-                    "start-up; default: memory only"),
+                    "keep the v2 store and /v1 runs in DIR (write-ahead log + snapshots) and "
+                    "recover them at start-up; default: memory only"),
       MU_OPT_STRING(0, "fsync", &fsync_name, "MODE",
                     "with --data-dir: always, batch (group commit, default) or off"),
       MU_OPT_INT(0, "snapshot-every", &snapshot_every, "N",

@@ -1861,7 +1861,9 @@ static char *get_str(struct rd *r, size_t max, size_t *len)
     r->bad = 1;
     return NULL;
   }
-  char *s = mu_strndup((const char *)r->p + r->off, n);
+  char *s = mu_malloc((size_t)n + 1); /* values are bytes: no strndup, which stops at a NUL */
+  memcpy(s, r->p + r->off, n);
+  s[n] = '\0';
   r->off += n;
   if (len != NULL)
     *len = n;
