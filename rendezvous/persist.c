@@ -684,12 +684,15 @@ int mu_persist_snapshot(struct mu_persist *p)
     rc = -errno;
     goto out;
   }
-  /* the snapshot now covers every record appended so far, synced or not */
+  rc = sync_dir(p->dir); /* the snapshot is durable before any log is dropped */
+  if (rc != 0)
+    goto out;
+  /* The snapshot now covers every record appended so far, synced or not. If the current
+   * segment already has the new segment's name, no write advanced the index since it
+   * started: it holds only rendezvous records, older than the snapshot, so it is emptied too
+   * (replayed after the snapshot they would roll the rendezvous state back). */
   seg = wal_path(p->dir, s->index + 1);
-  /* (the current segment already starts there only if nothing was logged since) */
-  nfd = open(
-      seg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (p->seg_first == s->index + 1 ? 0 : O_TRUNC),
-      0600);
+  nfd = open(seg, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
   if (nfd < 0) {
     rc = -errno;
     goto out;
@@ -1111,6 +1114,9 @@ struct mu_persist *mu_persist_open(const char *dir, enum mu_fsync_mode mode,
     snprintf(err, errlen, "cannot open log '%s' for writing: %s", path, strerror(errno));
     goto out;
   }
+
+  /* /v2/stats/store counts what this process served, as etcd's do: not the replay */
+  memset(&s->stats, 0, sizeof(s->stats));
 
   /* from here on every write is logged */
   s->on_commit = on_commit;

@@ -1,0 +1,82 @@
+#!/bin/bash
+# Native rendezvous runs survive a restart of musterd --data-dir (issue #7): a closed round
+# keeps its number, members and ranks; members re-attach by heartbeating within their lease
+# (the round stays active); a member that never comes back breaks the round when its lease
+# runs out; run KV, ended runs and their reasons come back too.
+. "$(dirname "$0")/../lib.sh"
+
+DATA=$T_DIR/data
+PORT=$(t_free_port)
+URL=http://127.0.0.1:$PORT
+
+start() {
+  t_spawn "$1" "$MUSTERD" --listen "127.0.0.1:$PORT" --data-dir "$DATA" --fsync batch
+  MPID=$T_LAST_PID
+  t_wait_http "$URL/healthz" 20 || { t_fail "$1: musterd did not start"; sed 's/^/#   /' "$T_DIR/$1.log"; t_done; }
+}
+stop9() { kill -KILL "$MPID"; wait "$MPID" 2>/dev/null; }
+post() { curl -s -X POST -H 'Content-Type: application/json' "$URL$1" -d "$2"; }
+field() { "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d.get(sys.argv[1]))' "$1"; }
+
+start first
+J='"addr":"127.0.0.1","local_world_size":2,"master_port":29500,"min_nodes":2,"max_nodes":2,"lease_ttl_ms":3000'
+post /v1/runs/job/join "{\"node_id\":\"a\",$J}" >"$T_DIR/ja" &
+JA=$!
+post /v1/runs/job/join "{\"node_id\":\"b\",$J}" >"$T_DIR/jb" &
+JB=$!
+wait "$JA" "$JB"
+t_expect_eq "round 1 closes before the restart" "$(field round <"$T_DIR/ja")" 1
+RANK_B=$(field node_rank <"$T_DIR/jb")
+curl -s -X PUT "$URL/v1/runs/job/kv/master" --data-binary 'tcp://10.0.0.1:29500' >/dev/null
+post /v1/runs/done/join "{\"node_id\":\"x\",\"addr\":\"h\",\"local_world_size\":1,\"master_port\":1,\"min_nodes\":1,\"max_nodes\":1}" >/dev/null
+post /v1/runs/done/shutdown '{"reason":"operator said so"}' >/dev/null
+sleep 0.2 # a batch is synced after the loop iteration that changed the state
+stop9
+
+start second
+grep -q "2 rendezvous runs" "$T_DIR/second.log" && t_ok "recovery report counts 2 runs" ||
+  t_fail "recovery report: $(grep recovered "$T_DIR/second.log")"
+hb=$(post /v1/runs/job/heartbeat '{"node_id":"a"}')
+t_expect_eq "member a re-attaches: round" "$(printf '%s' "$hb" | field round)" 1
+t_expect_eq "member a re-attaches: state" "$(printf '%s' "$hb" | field state)" active
+hb=$(post /v1/runs/job/heartbeat '{"node_id":"b"}')
+t_expect_eq "member b re-attaches: state" "$(printf '%s' "$hb" | field state)" active
+run=$(curl -s "$URL/v1/runs/job")
+t_expect_eq "run keeps its round state" "$(printf '%s' "$run" | field round_state)" active
+t_expect_eq "run keeps nnodes" "$(printf '%s' "$run" | field nnodes)" 2
+t_expect_eq "member b keeps its rank" "$("$PY" -c 'import json,sys; d=json.load(sys.stdin); print([m["node_rank"] for m in d["members"] if m["node_id"]=="b"][0])' <<<"$run")" "$RANK_B"
+t_expect_eq "run KV survives" "$(curl -s "$URL/v1/runs/job/kv/master")" 'tcp://10.0.0.1:29500'
+done_run=$(curl -s "$URL/v1/runs/done")
+t_expect_eq "a shut run stays shut" "$(printf '%s' "$done_run" | field state)" shut
+t_expect_eq "with its reason" "$(printf '%s' "$done_run" | field reason)" "operator said so"
+t_expect_eq "joining a shut run is still 410" \
+  "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/runs/done/join" -d '{"node_id":"y","addr":"h","local_world_size":1,"master_port":1,"min_nodes":1,"max_nodes":1}')" 410
+# b keeps heartbeating, a never does: after a's lease (3 s from the restart) the round breaks
+for i in 1 2 3 4 5 6 7; do post /v1/runs/job/heartbeat '{"node_id":"b"}' >/dev/null; sleep 0.6; done
+hb=$(post /v1/runs/job/heartbeat '{"node_id":"b"}')
+t_expect_eq "a member that does not come back breaks the round" "$(printf '%s' "$hb" | field state)" broken
+t_expect_eq "a lost its lease" \
+  "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/runs/job/heartbeat" -d '{"node_id":"a"}')" 404
+sleep 0.2
+stop9
+start third
+hb=$(post /v1/runs/job/heartbeat '{"node_id":"b"}')
+t_expect_eq "the broken round is still broken after another restart" "$(printf '%s' "$hb" | field state)" broken
+
+# rendezvous changes only (the v2 index never moved): a graceful stop snapshots them, and
+# neither that snapshot nor the log written after it rolls the state back
+curl -s -X PUT "$URL/v1/runs/job/kv/master" --data-binary 'second' >/dev/null
+kill -TERM "$MPID"
+wait "$MPID" 2>/dev/null
+start fourth
+t_expect_eq "KV after a graceful stop" "$(curl -s "$URL/v1/runs/job/kv/master")" second
+curl -s -X PUT "$URL/v1/runs/job/kv/master" --data-binary 'third' >/dev/null
+sleep 0.2
+stop9
+start fifth
+t_expect_eq "KV after a snapshot and a crash" "$(curl -s "$URL/v1/runs/job/kv/master")" third
+kill -TERM "$MPID"
+wait "$MPID" 2>/dev/null
+start sixth
+t_expect_eq "KV after two graceful stops" "$(curl -s "$URL/v1/runs/job/kv/master")" third
+t_done
