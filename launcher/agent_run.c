@@ -1,8 +1,8 @@
 /* muster agent: the run. Join (blocking, one long poll), then one libuv loop per attempt:
  * the workers (uv_spawn, own process groups, piped output), their exit callbacks, SIGINT/SIGTERM,
  * the stop timer, and an async handle that a watcher thread fires when the round changes. The
- * watcher thread heart-beats and long-polls `watch` with its own blocking client; a pipe
- * (the cancel fd) interrupts it when the attempt ends.
+ * watcher thread heart-beats once and then long-polls `watch` (which holds the lease) with its
+ * own blocking client; a pipe (the cancel fd) interrupts it when the attempt ends.
  *
  * Why a thread and not an async HTTP client on the loop: the blocking client already exists
  * and is tested, and the thread only ever talks to the loop through one uv_async_t and one
@@ -175,6 +175,39 @@ static int nap(struct agent *ag, int ms)
   return poll(&p, 1, ms) > 0;
 }
 
+/* Heart-beats once; returns 1 when the watcher must stop (the event was posted). */
+static int watcher_heartbeat(struct agent *ag, struct mu_client *c)
+{
+  int rc = mu_client_heartbeat(c, ag->cfg->run_id, ag->node_id, NULL, NULL);
+  if (rc == MU_ECANCELED)
+    return 1;
+  if (rc == MU_ENOENT) {
+    post_event(ag, MU_WATCH_BROKEN, "this node's lease expired");
+    return 1;
+  }
+  if (rc == MU_ECLOSED || rc == MU_ESHUT) {
+    post_event(ag, rc == MU_ECLOSED ? MU_WATCH_CLOSED : MU_WATCH_SHUT, mu_client_errmsg(c));
+    return 1;
+  }
+  if (rc != 0)
+    mu_debug("heartbeat failed: %s", mu_client_errmsg(c));
+  return 0;
+}
+
+/* The watch timeout for a lease of `ttl_ms`: about 3 TTLs, at most 30 s, at least 100 ms. An
+ * open watch by a member holds its lease on the server and its end restarts the lease with a
+ * full TTL, so the watch length does not race the lease; a long watch only saves requests. */
+static long watch_timeout_ms(long ttl_ms)
+{
+  long t = ttl_ms > 0 ? ttl_ms : 10000;
+  t = t > 10000 ? 30000 : t * 3;
+  return t < 100 ? 100 : t;
+}
+
+/* Heart-beats once, then long-polls `watch` back to back: each open watch holds this member's
+ * lease, so a healthy member needs no further heartbeats. After a failed watch (the server was
+ * unreachable for a moment, the reply was lost) it heart-beats again, which also tells it when
+ * its lease expired meanwhile. A node that is no longer a member gets `broken` at once. */
 static void watcher_main(void *arg)
 {
   struct agent *ag = arg;
@@ -183,30 +216,12 @@ static void watcher_main(void *arg)
     return;
   mu_client_set_cancel_fd(c, ag->cancel_pipe[0]);
   mu_client_set_timeout(c, 5000);
-  long ttl = ag->round.lease_ttl_ms > 0 ? ag->round.lease_ttl_ms : 10000;
-  long hb = ttl / 3 > 50 ? ttl / 3 : 50;
-  long long last_hb = 0;
+  long wait = watch_timeout_ms(ag->round.lease_ttl_ms);
+  int beat = 1;
   for (;;) {
-    long long now = now_ms();
-    if (now - last_hb >= hb) {
-      int rc = mu_client_heartbeat(c, ag->cfg->run_id, ag->node_id, NULL, NULL);
-      last_hb = now;
-      if (rc == MU_ECANCELED)
-        break;
-      if (rc == MU_ENOENT) {
-        post_event(ag, MU_WATCH_BROKEN, "this node's lease expired");
-        break;
-      }
-      if (rc == MU_ECLOSED || rc == MU_ESHUT) {
-        post_event(ag, rc == MU_ECLOSED ? MU_WATCH_CLOSED : MU_WATCH_SHUT, mu_client_errmsg(c));
-        break;
-      }
-      if (rc != 0)
-        mu_debug("heartbeat failed: %s", mu_client_errmsg(c));
-    }
-    long wait = hb - (now_ms() - last_hb);
-    if (wait < 10)
-      wait = 10;
+    if (beat && watcher_heartbeat(ag, c))
+      break;
+    beat = 0;
     enum mu_watch_event ev = MU_WATCH_NONE;
     int rc = mu_client_watch(c, ag->cfg->run_id, ag->node_id, ag->round.round, wait, &ev, NULL);
     if (rc == MU_ECANCELED)
@@ -221,6 +236,7 @@ static void watcher_main(void *arg)
     }
     if (rc != 0) {
       mu_debug("watch failed: %s", mu_client_errmsg(c));
+      beat = 1;
       if (nap(ag, 200))
         break;
     }

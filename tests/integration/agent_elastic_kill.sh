@@ -26,6 +26,12 @@ all=$(cat "$T_DIR"/a0.log "$T_DIR"/a1.log)
 t_expect_eq "the smaller world (4) verified the sum" \
   "$(grep -cE '^\[[0-3]\]:rank [0-3]: allreduce ok, world 4' <<<"$all")" 4
 t_expect_eq "no rank of world 6 finished" "$(grep -c 'allreduce ok, world 6' <<<"$all")" 0
+# An open watch holds a node's lease: an agent heart-beats when it joins and when its workers
+# start, not every TTL/3 (which would be ~25 heartbeats here with a 2 s lease).
+joins=$(cat "$T_DIR"/a[012].log | grep -cE "round [0-9]+: node rank")
+hb=$(curl -s --max-time 5 "http://$EP/metrics" | sed -n 's/^muster_rdzv_heartbeats_total //p')
+t_expect_eq "heartbeats: at most 2 per join, plus 2 ($joins joins)" \
+  "$([ -n "$hb" ] && [ "$hb" -le $((2 * joins + 2)) ] && echo ok || echo "$hb")" ok
 # The killed agent's workers notice their parent is gone and leave no orphans.
 sleep 0.5
 t_expect_eq "no ring_allreduce left running" \

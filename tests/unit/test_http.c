@@ -1,5 +1,8 @@
 /* Unit tests of the HTTP core (conn.c, router.c) through rv_server_feed(): no sockets. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <uv.h>
 
@@ -298,5 +301,170 @@ TEST(http__socket_watch_then_close)
   ASSERT_NOT_NULL(strstr(mu_buf_str(&t.put.got), "HTTP/1.1 201 Created"));
   mu_buf_release(&t.watch.got);
   mu_buf_release(&t.put.got);
+  ASSERT_EQ(uv_loop_close(&t.loop), 0);
+}
+
+/* -- a woken watcher whose socket is full gets the rest of its answer later ------------------ */
+
+#define BIG_VALUE ((size_t)3 << 20)
+
+struct slow_test {
+  uv_loop_t loop;
+  struct rv_server *srv;
+  uv_tcp_t watch, put;
+  uv_connect_t wconn, pconn;
+  uv_write_t wwr, pwr;
+  struct mu_buf wgot, pgot;
+  char *put_req;
+  size_t put_len;
+  uv_timer_t timer; /* starts the slow reader, then is the test's deadline */
+  int reading, closed, done, timed_out;
+};
+
+static int slow_watch_complete(struct slow_test *t)
+{
+  const char *s = mu_buf_str(&t->wgot);
+  return t->wgot.len > 5 && memcmp(s + t->wgot.len - 5, "0\r\n\r\n", 5) == 0;
+}
+
+static void on_slow_closed(void *data)
+{
+  ((struct slow_test *)data)->closed = 1;
+}
+
+static void slow_finish(struct slow_test *t)
+{
+  if (t->done)
+    return;
+  t->done = 1;
+  uv_close((uv_handle_t *)&t->watch, NULL);
+  uv_close((uv_handle_t *)&t->put, NULL);
+  uv_close((uv_handle_t *)&t->timer, NULL);
+  rv_server_close(t->srv, on_slow_closed, t);
+}
+
+static void on_slow_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+  struct slow_test *t = s->data;
+  if (n > 0)
+    mu_buf_append(s == (uv_stream_t *)&t->watch ? &t->wgot : &t->pgot, b->base, (size_t)n);
+  mu_free(b->base);
+  if (n < 0 || slow_watch_complete(t))
+    slow_finish(t);
+}
+
+static void on_slow_timer(uv_timer_t *h)
+{
+  struct slow_test *t = h->data;
+  if (t->reading) {
+    t->timed_out = 1;
+    slow_finish(t);
+    return;
+  }
+  /* the writer was answered long ago; only now does the watcher read its answer */
+  t->reading = 1;
+  uv_read_start((uv_stream_t *)&t->watch, on_client_alloc, on_slow_read);
+  uv_timer_start(&t->timer, on_slow_timer, 10000, 0);
+}
+
+static void on_put_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+  struct slow_test *t = s->data;
+  if (n > 0)
+    mu_buf_append(&t->pgot, b->base, (size_t)n);
+  mu_free(b->base);
+  if (strstr(mu_buf_str(&t->pgot), "HTTP/1.1 201") != NULL &&
+      !uv_is_active((uv_handle_t *)&t->timer))
+    uv_timer_start(&t->timer, on_slow_timer, 200, 0);
+}
+
+static void on_put_connect(uv_connect_t *req, int status)
+{
+  struct slow_test *t = req->data;
+  ASSERT_EQ(status, 0);
+  uv_buf_t b = uv_buf_init(t->put_req, (unsigned)t->put_len);
+  uv_write(&t->pwr, (uv_stream_t *)&t->put, &b, 1, NULL);
+  uv_read_start((uv_stream_t *)&t->put, on_client_alloc, on_put_read);
+}
+
+static void on_watch_connect(uv_connect_t *req, int status)
+{
+  struct slow_test *t = req->data;
+  ASSERT_EQ(status, 0);
+  static char get[] = "GET /v2/keys/big?wait=true HTTP/1.1\r\nHost: x\r\n\r\n";
+  uv_buf_t b = uv_buf_init(get, sizeof(get) - 1);
+  uv_write(&t->wwr, (uv_stream_t *)&t->watch, &b, 1, NULL);
+  /* the watch is parked once the server answers its headers; then the big write comes */
+  struct sockaddr_in a;
+  uv_ip4_addr("127.0.0.1", rv_server_port(t->srv), &a);
+  uv_tcp_init(&t->loop, &t->put);
+  t->put.data = t;
+  t->pconn.data = t;
+  uv_tcp_connect(&t->pconn, &t->put, (const struct sockaddr *)&a, on_put_connect);
+}
+
+TEST(http__woken_watcher_partial_write_keeps_the_rest)
+{
+  struct slow_test t;
+  memset(&t, 0, sizeof(t));
+  ASSERT_EQ(uv_loop_init(&t.loop), 0);
+  struct rv_server_config cfg;
+  rv_server_config_init(&cfg);
+  cfg.listen_port = 0;
+  cfg.max_body_bytes = BIG_VALUE + 64;
+  t.srv = rv_server_new(&t.loop, &cfg);
+  ASSERT_EQ(rv_server_listen(t.srv), 0);
+  /* value: a pattern whose every 16-byte block is distinct, so a lost or repeated piece shows */
+  char *value = mu_malloc(BIG_VALUE + 1);
+  for (size_t i = 0; i < BIG_VALUE; i += 16)
+    snprintf(value + i, 17, "%015zx.", i);
+  value[BIG_VALUE] = '\0';
+  struct mu_buf req = MU_BUF_INIT(BIG_VALUE + 4096);
+  mu_buf_printf(&req,
+                "PUT /v2/keys/big HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                "application/x-www-form-urlencoded\r\nContent-Length: %zu\r\n\r\nvalue=",
+                BIG_VALUE + 6);
+  mu_buf_append(&req, value, BIG_VALUE);
+  t.put_req = req.data;
+  t.put_len = req.len;
+  mu_buf_init(&t.wgot, BIG_VALUE * 2);
+  mu_buf_init(&t.pgot, BIG_VALUE * 2);
+  uv_timer_init(&t.loop, &t.timer);
+  t.timer.data = &t;
+  /* a small receive buffer on the watcher: the server's write of the event cannot go out whole */
+  ASSERT_EQ(uv_tcp_init_ex(&t.loop, &t.watch, AF_INET), 0);
+  int rcv = 4096;
+  ASSERT_EQ(uv_recv_buffer_size((uv_handle_t *)&t.watch, &rcv), 0);
+  t.watch.data = &t;
+  t.wconn.data = &t;
+  struct sockaddr_in a;
+  uv_ip4_addr("127.0.0.1", rv_server_port(t.srv), &a);
+  uv_tcp_connect(&t.wconn, &t.watch, (const struct sockaddr *)&a, on_watch_connect);
+  uv_run(&t.loop, UV_RUN_DEFAULT);
+  ASSERT(t.done);
+  ASSERT_EQ(t.timed_out, 0);
+  ASSERT(t.closed);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&t.pgot), "HTTP/1.1 201 Created"));
+  /* headers, then one chunk: size line, the event JSON, CRLF, the last chunk */
+  const char *w = mu_buf_str(&t.wgot);
+  const char *body = strstr(w, "\r\n\r\n");
+  ASSERT_NOT_NULL(body);
+  body += 4;
+  char *end = NULL;
+  unsigned long long size = strtoull(body, &end, 16);
+  ASSERT_NOT_NULL(end);
+  ASSERT_EQ(memcmp(end, "\r\n", 2), 0);
+  const char *json = end + 2;
+  ASSERT_EQ((size_t)(t.wgot.len - (size_t)(json - w)), (size_t)size + 7);
+  ASSERT_EQ(memcmp(json + size, "\r\n0\r\n\r\n", 7), 0);
+  ASSERT_EQ(strncmp(json, "{\"action\":\"set\"", 15), 0);
+  const char *v = strstr(json, "\"value\":\"");
+  ASSERT_NOT_NULL(v);
+  ASSERT_EQ(memcmp(v + 9, value, BIG_VALUE), 0);
+  ASSERT_EQ(v[9 + BIG_VALUE], '"');
+  mu_free(value);
+  mu_buf_release(&req);
+  mu_buf_release(&t.wgot);
+  mu_buf_release(&t.pgot);
   ASSERT_EQ(uv_loop_close(&t.loop), 0);
 }

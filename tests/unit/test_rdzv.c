@@ -778,3 +778,186 @@ TEST(rdzv__heartbeats_reorder_leases)
   ASSERT_EQ(st.nodes, 4);
   env_done(&e);
 }
+
+/* -- an open watch holds its member's lease ------------------------------------------------ */
+
+/* Spins in 5 ms steps until *flag is nonzero or `max_ms` passed. Returns: *flag. */
+static int spin_until(uv_loop_t *loop, const int *flag, uint64_t max_ms)
+{
+  uint64_t end = uv_now(loop) + max_ms;
+  while (*flag == 0 && uv_now(loop) < end)
+    spin(loop, 5);
+  return *flag;
+}
+
+static int leases_expired(struct env *e)
+{
+  struct mu_rdzv_stats st;
+  mu_rdzv_stats(e->rv, &st);
+  return (int)st.leases_expired;
+}
+
+/* Two members a and b of a full round (round 1) with a `ttl` ms lease, each with a watch of
+ * round 1 open for `watch_ms`. */
+static void two_watching(struct env *e, uint32_t max, int64_t ttl, uint64_t watch_ms,
+                         struct rec w[2])
+{
+  struct mu_rdzv_join_req q;
+  struct rec r[2];
+  cfg(&q, 2, max, max > 2 ? 0 : -1);
+  q.config.lease_ttl_ms = ttl;
+  join(e, "job", &q, "a", &r[0]);
+  join(e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(r[0].fired, 1);
+  ASSERT_EQ(r[1].fired, 1);
+  ASSERT_EQ(r[1].round, 1);
+  rec_init(&w[0]);
+  rec_init(&w[1]);
+  ASSERT_EQ(mu_rdzv_watch(e->rv, "job", "a", 1, watch_ms, &w[0].w), 0);
+  ASSERT_EQ(mu_rdzv_watch(e->rv, "job", "b", 1, watch_ms, &w[1].w), 0);
+  ASSERT_EQ(w[0].fired + w[1].fired, 0);
+}
+
+TEST(rdzv__watch_holds_lease_then_timeout_restarts_it)
+{
+  /* Watches (450 ms) outlive the lease (200 ms) without a heartbeat; when they time out the
+   * leases restart with a full TTL, and then run out. */
+  struct env e;
+  env_init(&e, 0);
+  struct rec w[2];
+  two_watching(&e, 2, 200, 450, w);
+  spin(&e.loop, 300);
+  ASSERT_EQ(w[0].fired + w[1].fired, 0);
+  ASSERT_EQ(leases_expired(&e), 0);
+  ASSERT(spin_until(&e.loop, &w[1].fired, 1000));
+  spin_until(&e.loop, &w[0].fired, 100);
+  ASSERT_EQ(w[0].fired, 1);
+  ASSERT_STR_EQ(w[0].event, "none");
+  ASSERT_STR_EQ(w[1].event, "none");
+  /* a full TTL from the watch's end, not what was left of the lease when it started */
+  spin(&e.loop, 50);
+  ASSERT_EQ(leases_expired(&e), 0);
+  struct mu_rdzv_answer hb;
+  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "b", &hb), 0);
+  ASSERT_STR_EQ(hb.state, "active");
+  /* a's lease runs again: with no heartbeat and no watch it expires and breaks the round */
+  int one = 0;
+  for (int i = 0; i < 200 && !one; i++) {
+    spin(&e.loop, 5);
+    one = leases_expired(&e) == 1;
+  }
+  ASSERT(one);
+  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &hb), MU_RDZV_ENOT_MEMBER);
+  struct rec w2;
+  rec_init(&w2);
+  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "a", 1, 10000, &w2.w), 0);
+  ASSERT_EQ(w2.fired, 1);
+  ASSERT_STR_EQ(w2.event, "broken");
+  env_done(&e);
+}
+
+TEST(rdzv__watch_cancelled_restarts_lease)
+{
+  /* The client of a's watch goes away: a's lease restarts with a full TTL and then expires;
+   * b, still watching, holds its lease and is told the round broke. */
+  struct env e;
+  env_init(&e, 0);
+  struct rec w[2];
+  two_watching(&e, 2, 200, 60000, w);
+  spin(&e.loop, 300);
+  ASSERT_EQ(leases_expired(&e), 0);
+  mu_rdzv_wait_cancel(&w[0].w);
+  ASSERT_EQ(w[0].fired, 0);
+  struct mu_rdzv_stats st;
+  mu_rdzv_stats(e.rv, &st);
+  ASSERT_EQ(st.pending_watches, 1);
+  spin(&e.loop, 50);
+  ASSERT_EQ(leases_expired(&e), 0);
+  ASSERT_EQ(w[1].fired, 0);
+  ASSERT(spin_until(&e.loop, &w[1].fired, 1000));
+  ASSERT_STR_EQ(w[1].event, "broken");
+  ASSERT_EQ(leases_expired(&e), 1);
+  struct mu_rdzv_answer hb;
+  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &hb), MU_RDZV_ENOT_MEMBER);
+  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "b", &hb), 0);
+  ASSERT_STR_EQ(hb.state, "broken");
+  env_done(&e);
+}
+
+TEST(rdzv__watch_answered_restarts_lease_and_run_end_frees_it)
+{
+  /* Watches held past the TTL are answered "waiting" when a third node joins: the members'
+   * leases restart with a full TTL (time to re-join), then run out if they do not. */
+  struct env e;
+  env_init(&e, 0);
+  struct rec w[2];
+  two_watching(&e, 3, 200, 60000, w);
+  spin(&e.loop, 300);
+  ASSERT_EQ(leases_expired(&e), 0);
+  struct mu_rdzv_join_req q;
+  struct rec rc;
+  cfg(&q, 2, 3, 0);
+  q.config.lease_ttl_ms = 200;
+  ASSERT_EQ(join(&e, "job", &q, "c", &rc), 0);
+  ASSERT_EQ(w[0].fired, 1);
+  ASSERT_EQ(w[1].fired, 1);
+  ASSERT_STR_EQ(w[0].event, "waiting");
+  ASSERT_STR_EQ(w[1].event, "waiting");
+  spin(&e.loop, 50);
+  ASSERT_EQ(leases_expired(&e), 0);
+  int two = 0;
+  for (int i = 0; i < 200 && !two; i++) {
+    spin(&e.loop, 5);
+    two = leases_expired(&e) == 2;
+  }
+  ASSERT(two);
+  mu_rdzv_wait_cancel(&rc.w);
+  env_done(&e);
+
+  /* The run ends under open watches: they answer "closed"; no lease restarts or expires. */
+  env_init(&e, 0);
+  two_watching(&e, 2, 200, 60000, w);
+  spin(&e.loop, 300);
+  ASSERT_EQ(mu_rdzv_end(e.rv, "job", 0, "done"), 0);
+  ASSERT_EQ(w[0].fired, 1);
+  ASSERT_EQ(w[1].fired, 1);
+  ASSERT_STR_EQ(w[0].event, "closed");
+  spin(&e.loop, 300);
+  ASSERT_EQ(leases_expired(&e), 0);
+  struct mu_rdzv_stats st;
+  mu_rdzv_stats(e.rv, &st);
+  ASSERT_EQ(st.pending_watches, 0);
+  env_done(&e);
+}
+
+TEST(v1__watch_client_gone_restarts_lease)
+{
+  /* Over /v1: a parked watch whose client goes away (the feed ends) gives the member back a
+   * running lease, which then expires without heartbeats. */
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  struct rv_server_config cfg;
+  rv_server_config_init(&cfg);
+  cfg.no_v2 = 1;
+  struct rv_server *srv = rv_server_new(&loop, &cfg);
+  const char *j1 = "{\"node_id\":\"n1\",\"addr\":\"127.0.0.1\",\"local_world_size\":1,"
+                   "\"min_nodes\":1,\"max_nodes\":1,\"lease_ttl_ms\":200}";
+  expect(srv, "POST", "/v1/runs/job/join", j1, "HTTP/1.1 200", "\"round\":1");
+  expect(srv, "GET", "/v1/runs/job/watch?node_id=n1&round=1&timeout_ms=60000", NULL, "", NULL);
+  struct mu_rdzv_stats st;
+  mu_rdzv_stats(rv_v1_rdzv(srv), &st);
+  ASSERT_EQ(st.pending_watches, 0);
+  ASSERT_EQ(st.leases_expired, 0);
+  for (int i = 0; i < 200 && st.leases_expired == 0; i++) {
+    spin(&loop, 5);
+    mu_rdzv_stats(rv_v1_rdzv(srv), &st);
+  }
+  ASSERT_EQ(st.leases_expired, 1);
+  expect(srv, "POST", "/v1/runs/job/heartbeat", "{\"node_id\":\"n1\"}", "HTTP/1.1 404",
+         "not_member");
+  int closed = 0;
+  rv_server_close(srv, on_srv_closed, &closed);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(closed, 1);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+}

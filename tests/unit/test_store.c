@@ -330,3 +330,89 @@ TEST(event_history__byte_cap_evicts_early)
   ASSERT_EQ(found->index, 4);
   mu_event_history_release(&h);
 }
+
+/* -- notifications made while the hub is held (a write's reply goes out first) -------------- */
+
+struct order_log {
+  struct mu_store *s;
+  char seq[256]; /* "<tag>:<index> ..." in the order things happened */
+  int rewrite;   /* a callback writes once more (while delivering: queued, then delivered) */
+};
+
+static void log_add(struct order_log *l, const char *tag, uint64_t index)
+{
+  size_t n = strlen(l->seq);
+  snprintf(l->seq + n, sizeof(l->seq) - n, "%s%s:%llu", n ? " " : "", tag,
+           (unsigned long long)index);
+}
+
+static void on_order(void *data, const struct mu_event *e, struct mu_watcher *w)
+{
+  struct order_log *l = data;
+  (void)w;
+  log_add(l, e->action == MU_EV_DELETE ? "del" : e->key + 1, e->index);
+  if (l->rewrite) {
+    l->rewrite = 0;
+    struct mu_v2_err err = {0, NULL, 0};
+    struct mu_write wv = wr("/q/again", "3");
+    ASSERT_NOT_NULL(mu_store_set(l->s, &wv, &err));
+    log_add(l, "rewrote", l->s->index);
+  }
+}
+
+TEST(store__held_hub_queues_notifications_in_order)
+{
+  struct mu_store *s = mu_store_new(NULL);
+  struct mu_v2_err err = {0, NULL, 0};
+  struct order_log l;
+  memset(&l, 0, sizeof(l));
+  l.s = s;
+  const struct mu_event *found = NULL;
+  struct mu_watcher *w = NULL;
+  /* a stream watcher of everything below /q, and a one-shot one on /q/a/k (inside a dir) */
+  ASSERT_EQ(mu_store_watch(s, "/q", 1, 1, 0, on_order, &l, &found, &w, &err), 0);
+  struct mu_watcher *stream = w;
+  ASSERT_EQ(mu_store_watch(s, "/q/a/k", 0, 0, 0, on_order, &l, &found, &w, &err), 0);
+  uint64_t base = s->index;
+
+  /* the write handler: hold, write, reply, unhold */
+  mu_watch_hub_hold(&s->hub);
+  struct mu_write wv = wr("/q/x", "1");
+  ASSERT_NOT_NULL(mu_store_set(s, &wv, &err));
+  wv = wr("/q/a/k", "2");
+  ASSERT_NOT_NULL(mu_store_set(s, &wv, &err));
+  ASSERT_NOT_NULL(mu_store_delete(s, "/q/a", 1, 1, &err)); /* reaches /q/a/k's watcher too */
+  mu_watch_hub_hold(&s->hub);                              /* holds nest */
+  mu_watch_hub_unhold(&s->hub);
+  ASSERT_STR_EQ(l.seq, ""); /* nobody woken while held */
+  ASSERT(mu_watch_hub_queued(&s->hub) >= 3);
+  log_add(&l, "reply", s->index);
+  l.rewrite = 1;
+  mu_watch_hub_unhold(&s->hub);
+  ASSERT_EQ(mu_watch_hub_queued(&s->hub), 0);
+  char want[256];
+  snprintf(want, sizeof(want),
+           "reply:%llu q/x:%llu rewrote:%llu q/a/k:%llu q/a/k:%llu del:%llu "
+           "q/again:%llu",
+           (unsigned long long)base + 3, (unsigned long long)base + 1, (unsigned long long)base + 4,
+           (unsigned long long)base + 2, (unsigned long long)base + 2, (unsigned long long)base + 3,
+           (unsigned long long)base + 4);
+  /* the one-shot /q/a/k watcher took the set; the stream saw set, delete, and the write made
+   * from inside a callback, after everything queued before it */
+  ASSERT_STR_EQ(l.seq, want);
+
+  /* not held: a write wakes its watchers at once */
+  l.seq[0] = '\0';
+  wv = wr("/q/now", "4");
+  ASSERT_NOT_NULL(mu_store_set(s, &wv, &err));
+  snprintf(want, sizeof(want), "q/now:%llu", (unsigned long long)s->index);
+  ASSERT_STR_EQ(l.seq, want);
+  mu_watcher_remove(stream);
+  ASSERT_EQ(s->hub.count, 0);
+  /* with no watcher, a held write queues nothing */
+  mu_watch_hub_hold(&s->hub);
+  ASSERT_NOT_NULL(mu_store_set(s, &wv, &err));
+  ASSERT_EQ(mu_watch_hub_queued(&s->hub), 0);
+  mu_watch_hub_unhold(&s->hub);
+  mu_store_free(s);
+}
