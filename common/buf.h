@@ -14,9 +14,9 @@ struct mu_buf {
   size_t max; /* the cap on len */
 };
 
-#define MU_BUF_INIT(max)                                                                       \
-  {                                                                                            \
-    NULL, 0, 0, (max)                                                                          \
+#define MU_BUF_INIT(max)                                                                           \
+  {                                                                                                \
+    NULL, 0, 0, (max)                                                                              \
   }
 
 void mu_buf_init(struct mu_buf *b, size_t max);

@@ -8,8 +8,8 @@ const char *mu_strerror(int err)
   switch (err) {
   case 0:
     return "success";
-#define MU__XX(code, msg)                                                                      \
-  case MU_##code:                                                                              \
+#define MU__XX(code, msg)                                                                          \
+  case MU_##code:                                                                                  \
     return msg;
     MU_ERRNO_MAP(MU__XX)
 #undef MU__XX
@@ -26,8 +26,8 @@ const char *mu_err_name(int err)
   switch (err) {
   case 0:
     return "OK";
-#define MU__XX(code, msg)                                                                      \
-  case MU_##code:                                                                              \
+#define MU__XX(code, msg)                                                                          \
+  case MU_##code:                                                                                  \
     return #code;
     MU_ERRNO_MAP(MU__XX)
 #undef MU__XX

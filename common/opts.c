@@ -143,8 +143,7 @@ static const struct mu_opt *closest(const struct mu_opt *opts, const char *name,
   return best;
 }
 
-int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags,
-                  const char *usage)
+int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, const char *usage)
 {
   int i = 1;
   while (i < argc) {

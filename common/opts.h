@@ -19,11 +19,11 @@
 
 enum mu_opt_type {
   MU_OPT_T_END = 0,
-  MU_OPT_T_BOOL,   /* int *: set to 1 (no value) */
-  MU_OPT_T_INT,    /* long *: decimal, range-checked */
-  MU_OPT_T_DOUBLE, /* double * */
-  MU_OPT_T_STRING, /* const char **: points into argv */
-  MU_OPT_T_LIST,   /* struct mu_strvec *: repeatable, each value appended */
+  MU_OPT_T_BOOL,     /* int *: set to 1 (no value) */
+  MU_OPT_T_INT,      /* long *: decimal, range-checked */
+  MU_OPT_T_DOUBLE,   /* double * */
+  MU_OPT_T_STRING,   /* const char **: points into argv */
+  MU_OPT_T_LIST,     /* struct mu_strvec *: repeatable, each value appended */
   MU_OPT_T_CALLBACK, /* mu_opt_cb: called with the value (NULL when the row takes none) */
 };
 
@@ -38,24 +38,44 @@ enum mu_opt_flags {
 
 struct mu_opt {
   enum mu_opt_type type;
-  char short_name;     /* 0 for none */
+  char short_name;       /* 0 for none */
   const char *long_name; /* NULL for none */
   void *value;
-  const char *argh;    /* the value's name in -h ("N", "ADDR") */
+  const char *argh; /* the value's name in -h ("N", "ADDR") */
   const char *help;
   int flags;
   mu_opt_cb *cb;
   void *cb_data;
 };
 
-#define MU_OPT_BOOL(s, l, v, h) {MU_OPT_T_BOOL, (s), (l), (v), NULL, (h), 0, NULL, NULL}
-#define MU_OPT_INT(s, l, v, a, h) {MU_OPT_T_INT, (s), (l), (v), (a), (h), 0, NULL, NULL}
-#define MU_OPT_DOUBLE(s, l, v, a, h) {MU_OPT_T_DOUBLE, (s), (l), (v), (a), (h), 0, NULL, NULL}
-#define MU_OPT_STRING(s, l, v, a, h) {MU_OPT_T_STRING, (s), (l), (v), (a), (h), 0, NULL, NULL}
-#define MU_OPT_LIST(s, l, v, a, h) {MU_OPT_T_LIST, (s), (l), (v), (a), (h), 0, NULL, NULL}
-#define MU_OPT_CALLBACK(s, l, a, h, cb, data, flags)                                          \
-  {MU_OPT_T_CALLBACK, (s), (l), NULL, (a), (h), (flags), (cb), (data)}
-#define MU_OPT_END() {MU_OPT_T_END, 0, NULL, NULL, NULL, NULL, 0, NULL, NULL}
+#define MU_OPT_BOOL(s, l, v, h)                                                                    \
+  {                                                                                                \
+    MU_OPT_T_BOOL, (s), (l), (v), NULL, (h), 0, NULL, NULL                                         \
+  }
+#define MU_OPT_INT(s, l, v, a, h)                                                                  \
+  {                                                                                                \
+    MU_OPT_T_INT, (s), (l), (v), (a), (h), 0, NULL, NULL                                           \
+  }
+#define MU_OPT_DOUBLE(s, l, v, a, h)                                                               \
+  {                                                                                                \
+    MU_OPT_T_DOUBLE, (s), (l), (v), (a), (h), 0, NULL, NULL                                        \
+  }
+#define MU_OPT_STRING(s, l, v, a, h)                                                               \
+  {                                                                                                \
+    MU_OPT_T_STRING, (s), (l), (v), (a), (h), 0, NULL, NULL                                        \
+  }
+#define MU_OPT_LIST(s, l, v, a, h)                                                                 \
+  {                                                                                                \
+    MU_OPT_T_LIST, (s), (l), (v), (a), (h), 0, NULL, NULL                                          \
+  }
+#define MU_OPT_CALLBACK(s, l, a, h, cb, data, flags)                                               \
+  {                                                                                                \
+    MU_OPT_T_CALLBACK, (s), (l), NULL, (a), (h), (flags), (cb), (data)                             \
+  }
+#define MU_OPT_END()                                                                               \
+  {                                                                                                \
+    MU_OPT_T_END, 0, NULL, NULL, NULL, NULL, 0, NULL, NULL                                         \
+  }
 
 enum mu_opts_parse_flags {
   MU_OPTS_STOP_AT_NONOPT = 1 << 0, /* stop at the first non-option (else: error) */
@@ -67,8 +87,7 @@ enum mu_opts_parse_flags {
  * Returns: the index of the first argument not consumed (>= 1), MU_OPTS_HELP, or
  * MU_EUSAGE after an error was printed. */
 #define MU_OPTS_HELP (-1)
-int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags,
-                  const char *usage);
+int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, const char *usage);
 
 /* Prints "usage: <usage>\n\n" and one line per row. */
 void mu_opts_usage(FILE *out, const struct mu_opt *opts, const char *usage);

@@ -10,7 +10,10 @@ struct mu_strvec {
   size_t cap;
 };
 
-#define MU_STRVEC_INIT {NULL, 0, 0}
+#define MU_STRVEC_INIT                                                                             \
+  {                                                                                                \
+    NULL, 0, 0                                                                                     \
+  }
 
 /* Appends a copy of s. */
 void mu_strvec_push(struct mu_strvec *sv, const char *s);

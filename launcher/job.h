@@ -42,7 +42,10 @@ struct mu_kvlist {
   size_t n;
   size_t cap;
 };
-#define MU_KVLIST_INIT {NULL, 0, 0}
+#define MU_KVLIST_INIT                                                                             \
+  {                                                                                                \
+    NULL, 0, 0                                                                                     \
+  }
 /* Sets key (replacing an existing value, keeping its position). Copies both. */
 void mu_kvlist_set(struct mu_kvlist *l, const char *key, const char *value);
 /* Returns: the value or NULL. Ownership: borrowed. */
@@ -66,18 +69,18 @@ struct mu_resource {
 };
 
 enum mu_mount_type {
-  MU_MOUNT_BIND = 0,   /* host path -> container path */
-  MU_MOUNT_VOLUME,     /* named volume / PVC -> container path */
-  MU_MOUNT_DEVICE,     /* host device -> container device, with permissions */
-  MU_MOUNT_SHM,        /* shared memory (/dev/shm) of size_mb */
+  MU_MOUNT_BIND = 0, /* host path -> container path */
+  MU_MOUNT_VOLUME,   /* named volume / PVC -> container path */
+  MU_MOUNT_DEVICE,   /* host device -> container device, with permissions */
+  MU_MOUNT_SHM,      /* shared memory (/dev/shm) of size_mb */
 };
 
 struct mu_mount {
   enum mu_mount_type type;
-  char *src;   /* host path, volume/claim name, device path; NULL for shm */
-  char *dst;   /* path in the container */
+  char *src; /* host path, volume/claim name, device path; NULL for shm */
+  char *dst; /* path in the container */
   int read_only;
-  char *perm;  /* device permissions, subset of "rwm" */
+  char *perm;   /* device permissions, subset of "rwm" */
   long size_mb; /* shm size; 0 = scheduler default */
 };
 

@@ -12,25 +12,25 @@
 
 #define MU_ERRNO_BASE 4000
 
-#define MU_ERRNO_MAP(XX)                                                                       \
-  XX(EINVAL, "invalid argument")                                                               \
-  XX(ENOMEM, "out of memory")                                                                  \
-  XX(E2BIG, "value over its size limit")                                                       \
-  XX(ENOENT, "no such entry")                                                                  \
-  XX(EEXIST, "already exists")                                                                 \
-  XX(ENOTSUP, "operation not supported")                                                       \
-  XX(EPROTO, "protocol error")                                                                 \
-  XX(ETIMEDOUT, "timed out")                                                                   \
-  XX(ECONN, "connection failed")                                                               \
-  XX(EHTTP, "unexpected HTTP status")                                                          \
-  XX(ECLOSED, "run is closed")                                                                 \
-  XX(ESHUT, "run was shut down")                                                               \
-  XX(EPARSE, "parse error")                                                                    \
-  XX(EIO, "input/output error")                                                                \
-  XX(ECANCELED, "canceled")                                                                    \
-  XX(EUSAGE, "usage error")                                                                    \
-  XX(ESTATE, "invalid state")                                                                  \
-  XX(EFULL, "run is full")                                                                     \
+#define MU_ERRNO_MAP(XX)                                                                           \
+  XX(EINVAL, "invalid argument")                                                                   \
+  XX(ENOMEM, "out of memory")                                                                      \
+  XX(E2BIG, "value over its size limit")                                                           \
+  XX(ENOENT, "no such entry")                                                                      \
+  XX(EEXIST, "already exists")                                                                     \
+  XX(ENOTSUP, "operation not supported")                                                           \
+  XX(EPROTO, "protocol error")                                                                     \
+  XX(ETIMEDOUT, "timed out")                                                                       \
+  XX(ECONN, "connection failed")                                                                   \
+  XX(EHTTP, "unexpected HTTP status")                                                              \
+  XX(ECLOSED, "run is closed")                                                                     \
+  XX(ESHUT, "run was shut down")                                                                   \
+  XX(EPARSE, "parse error")                                                                        \
+  XX(EIO, "input/output error")                                                                    \
+  XX(ECANCELED, "canceled")                                                                        \
+  XX(EUSAGE, "usage error")                                                                        \
+  XX(ESTATE, "invalid state")                                                                      \
+  XX(EFULL, "run is full")                                                                         \
   XX(EAUTH, "not authorized")
 
 /* Slot numbers, in list order (MU__IDX_EINVAL = 1, ...). */
@@ -39,7 +39,7 @@ enum mu__errno_idx {
 #define MU__XX(code, _) MU__IDX_##code,
   MU_ERRNO_MAP(MU__XX)
 #undef MU__XX
-  MU__IDX_END
+      MU__IDX_END
 };
 
 /* The codes: MU_EINVAL = -4001, MU_ENOMEM = -4002, and so on. */

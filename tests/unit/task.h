@@ -17,47 +17,47 @@
 typedef void mu_test_fn(void);
 void mu_test_register(const char *name, mu_test_fn *fn);
 
-#define TEST(name)                                                                             \
-  static void test_##name(void);                                                               \
-  __attribute__((constructor)) static void register_##name(void)                              \
-  {                                                                                            \
-    mu_test_register(#name, test_##name);                                                      \
-  }                                                                                            \
+#define TEST(name)                                                                                 \
+  static void test_##name(void);                                                                   \
+  __attribute__((constructor)) static void register_##name(void)                                   \
+  {                                                                                                \
+    mu_test_register(#name, test_##name);                                                          \
+  }                                                                                                \
   static void test_##name(void)
 
-#define MU__FAIL(...)                                                                          \
-  do {                                                                                         \
-    fprintf(stderr, "# %s:%d: ", __FILE__, __LINE__);                                          \
-    fprintf(stderr, __VA_ARGS__);                                                              \
-    fprintf(stderr, "\n");                                                                     \
-    abort();                                                                                   \
+#define MU__FAIL(...)                                                                              \
+  do {                                                                                             \
+    fprintf(stderr, "# %s:%d: ", __FILE__, __LINE__);                                              \
+    fprintf(stderr, __VA_ARGS__);                                                                  \
+    fprintf(stderr, "\n");                                                                         \
+    abort();                                                                                       \
   } while (0)
 
-#define ASSERT(cond)                                                                           \
-  do {                                                                                         \
-    if (!(cond))                                                                               \
-      MU__FAIL("assertion failed: %s", #cond);                                                 \
+#define ASSERT(cond)                                                                               \
+  do {                                                                                             \
+    if (!(cond))                                                                                   \
+      MU__FAIL("assertion failed: %s", #cond);                                                     \
   } while (0)
 
-#define ASSERT_EQ(a, b)                                                                        \
-  do {                                                                                         \
-    intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);                                           \
-    if (a_ != b_)                                                                              \
-      MU__FAIL("%s == %s: %jd != %jd", #a, #b, a_, b_);                                        \
+#define ASSERT_EQ(a, b)                                                                            \
+  do {                                                                                             \
+    intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);                                               \
+    if (a_ != b_)                                                                                  \
+      MU__FAIL("%s == %s: %jd != %jd", #a, #b, a_, b_);                                            \
   } while (0)
 
-#define ASSERT_NE(a, b)                                                                        \
-  do {                                                                                         \
-    intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);                                           \
-    if (a_ == b_)                                                                              \
-      MU__FAIL("%s != %s: both %jd", #a, #b, a_);                                              \
+#define ASSERT_NE(a, b)                                                                            \
+  do {                                                                                             \
+    intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);                                               \
+    if (a_ == b_)                                                                                  \
+      MU__FAIL("%s != %s: both %jd", #a, #b, a_);                                                  \
   } while (0)
 
-#define ASSERT_STR_EQ(a, b)                                                                    \
-  do {                                                                                         \
-    const char *a_ = (a), *b_ = (b);                                                           \
-    if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0)                                       \
-      MU__FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)", b_ ? b_ : "(null)"); \
+#define ASSERT_STR_EQ(a, b)                                                                        \
+  do {                                                                                             \
+    const char *a_ = (a), *b_ = (b);                                                               \
+    if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0)                                           \
+      MU__FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)", b_ ? b_ : "(null)");      \
   } while (0)
 
 #define ASSERT_NULL(a) ASSERT((a) == NULL)
