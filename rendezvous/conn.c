@@ -21,6 +21,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "dec.h"
 #include "log.h"
 #include "security.h"
 #include "server.h"
@@ -420,13 +421,8 @@ static void head_puts(struct head_buf *h, const char *s)
 
 static void head_num(struct head_buf *h, unsigned long long v)
 {
-  char d[24];
-  size_t i = sizeof(d);
-  do {
-    d[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  head_put(h, d + i, sizeof(d) - i);
+  char d[RV_DEC_MAX];
+  head_put(h, d, rv_dec(d, v));
 }
 
 static void write_head(struct rv_conn *c, int status, const char *ctype, const char *extra,

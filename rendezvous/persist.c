@@ -225,24 +225,27 @@ static int list_dir(const char *dir, struct listing *l)
  * Records from store events
  */
 
+/* Fills `r` (from scratch) as a record of `type` (MU_REC_EVENT or MU_REC_SNAP_EVENT) for `e`:
+ * its action, index, key, JSON and refresh/created/dir flags. */
+static void event_rec(struct mu_wal_rec *r, int type, const struct mu_event *e)
+{
+  memset(r, 0, sizeof(*r));
+  r->type = (uint8_t)type;
+  r->action = (uint8_t)e->action;
+  r->index = e->index;
+  r->key = e->key;
+  r->key_len = (uint32_t)e->key_len;
+  r->json = e->json;
+  r->json_len = (uint32_t)e->json_len;
+  r->aux = e->json_head;
+  r->flags = (uint8_t)((e->refresh ? MU_REC_REFRESH : 0) | (e->created ? MU_REC_CREATED : 0) |
+                       (e->node_dir ? MU_REC_DIR : 0));
+}
+
 static int encode_event(struct mu_buf *out, struct mu_store *s, const struct mu_event *e)
 {
   struct mu_wal_rec r;
-  memset(&r, 0, sizeof(r));
-  r.type = MU_REC_EVENT;
-  r.action = (uint8_t)e->action;
-  r.index = e->index;
-  r.key = e->key;
-  r.key_len = (uint32_t)e->key_len;
-  r.json = e->json;
-  r.json_len = (uint32_t)e->json_len;
-  r.aux = e->json_head;
-  if (e->refresh)
-    r.flags |= MU_REC_REFRESH;
-  if (e->created)
-    r.flags |= MU_REC_CREATED;
-  if (e->node_dir)
-    r.flags |= MU_REC_DIR;
+  event_rec(&r, MU_REC_EVENT, e);
   if (e->action != MU_EV_DELETE && e->action != MU_EV_CAD && e->action != MU_EV_EXPIRE) {
     const struct mu_node *n = mu_store_lookup(s, e->key);
     if (n != NULL) {
@@ -647,17 +650,7 @@ int mu_persist_snapshot(struct mu_persist *p)
   const struct mu_event_history *h = &s->history;
   for (unsigned i = 0; i < h->count && w.rc == 0; i++) {
     const struct mu_event *e = h->ring[(h->front + i) % h->cap];
-    memset(&r, 0, sizeof(r));
-    r.type = MU_REC_SNAP_EVENT;
-    r.action = (uint8_t)e->action;
-    r.index = e->index;
-    r.key = e->key;
-    r.key_len = (uint32_t)e->key_len;
-    r.json = e->json;
-    r.json_len = (uint32_t)e->json_len;
-    r.aux = e->json_head;
-    r.flags = (uint8_t)((e->refresh ? MU_REC_REFRESH : 0) | (e->created ? MU_REC_CREATED : 0) |
-                        (e->node_dir ? MU_REC_DIR : 0));
+    event_rec(&r, MU_REC_SNAP_EVENT, e);
     mu_wal_rec_put(&w.b, &r);
     sw_flush(&w, 0);
   }
@@ -739,19 +732,31 @@ static void keep_rdzv(struct mu_persist *p, const struct mu_wal_rec *r)
   p->rdzv_len = r->value_len;
 }
 
+/* Reads the WAL-format file `path` (`what`: "snapshot" or "log", for the error) whole and points
+ * `rd` at its records. Returns: 0 with *data (caller frees with mu_free()) and *size, or MU_EIO
+ * with `err` set. */
+static int open_records(const char *path, const char *what, unsigned char **data, size_t *size,
+                        struct mu_wal_reader *rd, char *err, size_t errlen)
+{
+  int rc = read_file(path, data, size);
+  if (rc != 0) {
+    snprintf(err, errlen, "cannot read %s '%s': %s", what, path, strerror(-rc));
+    return MU_EIO;
+  }
+  mu_wal_reader_init(rd, *data, *size);
+  return 0;
+}
+
 static int load_snapshot(struct mu_persist *p, const char *path, struct mu_persist_report *rep,
                          char *err, size_t errlen)
 {
   struct mu_store *s = p->s;
   unsigned char *data = NULL;
   size_t size = 0;
-  int rc = read_file(path, &data, &size);
-  if (rc != 0) {
-    snprintf(err, errlen, "cannot read snapshot '%s': %s", path, strerror(-rc));
-    return MU_EIO;
-  }
   struct mu_wal_reader rd;
-  mu_wal_reader_init(&rd, data, size);
+  int rc = open_records(path, "snapshot", &data, &size, &rd, err, errlen);
+  if (rc != 0)
+    return rc;
   const unsigned char *pl = NULL;
   size_t len = 0;
   uint64_t nodes = 0, events = 0, index = 0;
@@ -909,13 +914,10 @@ static int replay_segment(struct mu_persist *p, const char *path, int last,
   struct mu_store *s = p->s;
   unsigned char *data = NULL;
   size_t size = 0;
-  int rc = read_file(path, &data, &size);
-  if (rc != 0) {
-    snprintf(err, errlen, "cannot read log '%s': %s", path, strerror(-rc));
-    return MU_EIO;
-  }
   struct mu_wal_reader rd;
-  mu_wal_reader_init(&rd, data, size);
+  int rc = open_records(path, "log", &data, &size, &rd, err, errlen);
+  if (rc != 0)
+    return rc;
   const unsigned char *pl = NULL;
   size_t len = 0;
   rc = 0;

@@ -409,6 +409,28 @@ static void fire_error(struct mu_rdzv_wait *w, const char *run_id, int err, cons
   fire(w, &a);
 }
 
+/* Detaches barrier or KV wait `w` of `run` and drops it from the pending counts. */
+static void other_detach(struct mu_rdzv_run *run, struct mu_rdzv_wait *w)
+{
+  wait_detach(run->rv, w);
+  run->pending_other--;
+  run->rv->st.pending_other--;
+}
+
+/* Answers `a` to every barrier or KV wait on `list` (taken off it first: a callback may queue
+ * new waits there) after detaching it and dropping it from the run's pending count. */
+static void answer_others(struct mu_rdzv_run *run, struct wlist *list,
+                          const struct mu_rdzv_answer *a)
+{
+  struct wlist todo;
+  wl_take(&todo, list);
+  struct mu_rdzv_wait *x;
+  while ((x = todo.head) != NULL) {
+    other_detach(run, x);
+    fire(x, a);
+  }
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Nodes, leases, rounds.                                                                     */
 /* ---------------------------------------------------------------------------------------- */
@@ -808,9 +830,7 @@ static void answer_all(struct mu_rdzv_run *run, int err, const char *msg)
     for (struct hent *e = run->barriers.b[i]; e; e = e->hnext) {
       struct barrier *b = CONTAINER(e, struct barrier, h);
       while ((w = b->arrivals.head) != NULL) {
-        wait_detach(rv, w);
-        run->pending_other--;
-        rv->st.pending_other--;
+        other_detach(run, w);
         fire_error(w, run->h.key, err, msg);
       }
     }
@@ -818,9 +838,7 @@ static void answer_all(struct mu_rdzv_run *run, int err, const char *msg)
     for (struct hent *e = run->kv.b[i]; e; e = e->hnext) {
       struct kv *x = CONTAINER(e, struct kv, h);
       while ((w = x->waiters.head) != NULL) {
-        wait_detach(rv, w);
-        run->pending_other--;
-        rv->st.pending_other--;
+        other_detach(run, w);
         fire_error(w, run->h.key, err, msg);
       }
     }
@@ -1086,18 +1104,14 @@ static void on_timer(uv_timer_t *t)
                  "barrier '%s' of run '%s' timed out with %" PRIu32 " of %" PRIu32
                  " arrivals; check that every participant reaches it, or raise timeout_ms",
                  b->h.key, run->h.key, b->arrivals.n, b->count);
-        wait_detach(rv, w);
-        run->pending_other--;
-        rv->st.pending_other--;
+        other_detach(run, w);
         gc_check(run);
         fire_error(w, run->h.key, MU_RDZV_EBARRIER_TIMEOUT, msg);
       } else if (w->kind == MU_RDZV_W_KV) {
         struct kv *e = w->obj;
         snprintf(msg, sizeof(msg), "key '%s' of run '%s' was not set within wait_ms", e->h.key,
                  run->h.key);
-        wait_detach(rv, w);
-        run->pending_other--;
-        rv->st.pending_other--;
+        other_detach(run, w);
         if (e->val == NULL && e->waiters.n == 0) {
           htab_del(&run->kv, &e->h);
           kv_free(e);
@@ -1484,9 +1498,7 @@ int mu_rdzv_barrier(struct mu_rdzv *rv, const char *run_id, const char *name, ui
   b->count = count;
   for (struct mu_rdzv_wait *x = b->arrivals.head; x; x = x->next)
     if (strcmp(x->barrier_id, id) == 0) {
-      wait_detach(rv, x);
-      run->pending_other--;
-      rv->st.pending_other--;
+      other_detach(run, x);
       fire_error(x, run_id, MU_RDZV_EREPLACED,
                  "a newer arrival with the same id replaced this one");
       break;
@@ -1508,20 +1520,12 @@ int mu_rdzv_barrier(struct mu_rdzv *rv, const char *run_id, const char *name, ui
   }
   /* Open: answer everyone, then the barrier is ready for the next generation. */
   b->generation++;
-  struct wlist todo;
-  wl_take(&todo, &b->arrivals);
   struct mu_rdzv_answer a;
   memset(&a, 0, sizeof(a));
   a.run_id = run->h.key;
   a.generation = b->generation;
   a.count = count;
-  struct mu_rdzv_wait *x;
-  while ((x = todo.head) != NULL) {
-    wait_detach(rv, x);
-    run->pending_other--;
-    rv->st.pending_other--;
-    fire(x, &a);
-  }
+  answer_others(run, &b->arrivals, &a);
   gc_check(run);
   return 0;
 }
@@ -1570,8 +1574,6 @@ static int kv_put(struct mu_rdzv_run *run, const char *key, const void *value, s
     *version = e->version;
   changed(rv);
   if (e->waiters.n > 0) {
-    struct wlist todo;
-    wl_take(&todo, &e->waiters);
     /* Answer from a private copy: a callback may overwrite or delete the key. */
     char *copy = mu_malloc(len + 1);
     memcpy(copy, v, len + 1);
@@ -1581,13 +1583,7 @@ static int kv_put(struct mu_rdzv_run *run, const char *key, const void *value, s
     a.value = copy;
     a.value_len = len;
     a.version = e->version;
-    struct mu_rdzv_wait *x;
-    while ((x = todo.head) != NULL) {
-      wait_detach(rv, x);
-      run->pending_other--;
-      rv->st.pending_other--;
-      fire(x, &a);
-    }
+    answer_others(run, &e->waiters, &a);
     mu_free(copy);
     gc_check(run);
   }
@@ -1722,15 +1718,11 @@ void mu_rdzv_wait_cancel(struct mu_rdzv_wait *w)
     rv->st.pending_watches--;
     break;
   case MU_RDZV_W_BARRIER:
-    wait_detach(rv, w);
-    run->pending_other--;
-    rv->st.pending_other--;
+    other_detach(run, w);
     break;
   case MU_RDZV_W_KV: {
     struct kv *e = w->obj;
-    wait_detach(rv, w);
-    run->pending_other--;
-    rv->st.pending_other--;
+    other_detach(run, w);
     if (e->val == NULL && e->waiters.n == 0) {
       htab_del(&run->kv, &e->h);
       kv_free(e);

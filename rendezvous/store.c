@@ -12,6 +12,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "dec.h"
 #include "store.h"
 
 #define JSON_MAX ((size_t)1 << 40)
@@ -140,6 +141,18 @@ static void table_del(struct mu_store *s, struct mu_node *n)
   }
 }
 
+/* Replaces `n`'s value with a NUL-terminated copy of `value` (`vlen` bytes; the copy is made
+ * before the old value is freed). */
+static void node_set_value(struct mu_node *n, const char *value, size_t vlen)
+{
+  char *nv = mu_malloc(vlen + 1);
+  memcpy(nv, value, vlen);
+  nv[vlen] = '\0';
+  mu_free(n->value);
+  n->value = nv;
+  n->value_len = (uint32_t)vlen;
+}
+
 static struct mu_node *node_new(struct mu_store *s, const char *key, size_t klen,
                                 struct mu_node *parent, int dir, const char *value, size_t vlen,
                                 uint64_t index, int64_t expire_ns)
@@ -148,12 +161,8 @@ static struct mu_node *node_new(struct mu_store *s, const char *key, size_t klen
   n->key = mu_strndup(key, klen);
   n->key_len = (uint32_t)klen;
   n->is_dir = dir != 0;
-  if (!dir) {
-    n->value = mu_malloc(vlen + 1);
-    memcpy(n->value, value, vlen);
-    n->value[vlen] = '\0';
-    n->value_len = (uint32_t)vlen;
-  }
+  if (!dir)
+    node_set_value(n, value, vlen);
   n->created_index = n->modified_index = index;
   n->expire_ns = expire_ns;
   n->heap_idx = MU_TTL_NONE;
@@ -248,13 +257,8 @@ static void put_expiry(struct jw *w, int64_t expire_ns, int64_t now)
 
 static void put_u64(struct mu_buf *b, uint64_t v)
 {
-  char d[24];
-  size_t i = sizeof(d);
-  do {
-    d[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  mu_buf_append(b, d + i, sizeof(d) - i);
+  char d[RV_DEC_MAX];
+  mu_buf_append(b, d, rv_dec(d, v));
 }
 
 static void put_indexes(struct jw *w, uint64_t mi, uint64_t ci)
@@ -621,11 +625,7 @@ static const struct mu_event *internal_create(struct mu_store *s, const char *ke
       n->value_len = 0;
       n->is_dir = 1;
     } else {
-      mu_free(n->value);
-      n->value = mu_malloc(vlen + 1);
-      memcpy(n->value, value, vlen);
-      n->value[vlen] = '\0';
-      n->value_len = (uint32_t)vlen;
+      node_set_value(n, value, vlen);
     }
     n->created_index = n->modified_index = next;
     set_ttl(s, n, expire_ns);
@@ -729,12 +729,7 @@ const struct mu_event *mu_store_update(struct mu_store *s, const struct mu_write
   ev_prev(&b, n, now);
   if (!n->is_dir) {
     /* node.Write: a dir's modifiedIndex is not touched (etcd ignores Write's error there) */
-    char *nv = mu_malloc(vlen + 1);
-    memcpy(nv, value, vlen);
-    nv[vlen] = '\0';
-    mu_free(n->value);
-    n->value = nv;
-    n->value_len = (uint32_t)vlen;
+    node_set_value(n, value, vlen);
     n->modified_index = next;
   }
   set_ttl(s, n, expire_ns);
@@ -805,12 +800,7 @@ const struct mu_event *mu_store_cas(struct mu_store *s, const struct mu_write *w
   struct mu_event *e = ev_new(MU_EV_CAS, w->key, klen, next, &b);
   put_enode(&b, w->key, klen, value, vlen, 0, expire_ns, now, next, n->created_index);
   ev_prev(&b, n, now);
-  char *nv = mu_malloc(vlen + 1);
-  memcpy(nv, value, vlen);
-  nv[vlen] = '\0';
-  mu_free(n->value);
-  n->value = nv;
-  n->value_len = (uint32_t)vlen;
+  node_set_value(n, value, vlen);
   n->modified_index = next;
   set_ttl(s, n, expire_ns);
   ev_finish(e, &b);
@@ -833,6 +823,16 @@ static struct mu_event *removal_event(struct mu_store *s, enum mu_event_action a
     e->prev_key = mu_strndup(n->key, n->key_len);
   ev_finish(e, &b);
   (void)s;
+  return e;
+}
+
+/* Removes `n` and its subtree as the delete-like event `a` at the next index and commits it.
+ * Returns: the event. */
+static struct mu_event *remove_node(struct mu_store *s, enum mu_event_action a, struct mu_node *n)
+{
+  struct mu_event *e = removal_event(s, a, n, s->index + 1);
+  free_subtree(s, n, e);
+  commit(s, e, 0);
   return e;
 }
 
@@ -861,9 +861,7 @@ const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int 
     s->stats.delete_fail++;
     return NULL;
   }
-  struct mu_event *e = removal_event(s, MU_EV_DELETE, n, s->index + 1);
-  free_subtree(s, n, e);
-  commit(s, e, 0);
+  struct mu_event *e = remove_node(s, MU_EV_DELETE, n);
   s->stats.delete_success++;
   return e;
 }
@@ -886,9 +884,7 @@ const struct mu_event *mu_store_cad(struct mu_store *s, const char *key, const c
     s->stats.cad_fail++;
     return NULL;
   }
-  struct mu_event *e = removal_event(s, MU_EV_CAD, n, s->index + 1);
-  free_subtree(s, n, e);
-  commit(s, e, 0);
+  struct mu_event *e = remove_node(s, MU_EV_CAD, n);
   s->stats.cad_success++;
   return e;
 }
@@ -900,9 +896,7 @@ size_t mu_store_expire(struct mu_store *s, int64_t now_ns)
     struct mu_node *n = mu_ttl_top(&s->ttl);
     if (n == NULL || n->expire_ns > now_ns)
       break;
-    struct mu_event *e = removal_event(s, MU_EV_EXPIRE, n, s->index + 1);
-    free_subtree(s, n, e);
-    commit(s, e, 0);
+    remove_node(s, MU_EV_EXPIRE, n);
     s->stats.expire_count++;
     count++;
   }
@@ -932,9 +926,7 @@ const struct mu_event *mu_store_expire_key(struct mu_store *s, const char *key)
   struct mu_node *n = lookup_n(s, key, strlen(key));
   if (n == NULL || n == s->root)
     return NULL;
-  struct mu_event *e = removal_event(s, MU_EV_EXPIRE, n, s->index + 1);
-  free_subtree(s, n, e);
-  commit(s, e, 0);
+  struct mu_event *e = remove_node(s, MU_EV_EXPIRE, n);
   s->stats.expire_count++;
   return e;
 }

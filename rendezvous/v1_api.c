@@ -15,6 +15,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "dec.h"
 #include "buf.h"
 #include "http.h"
 #include "opts.h"
@@ -208,19 +209,31 @@ static cJSON *body_json_or_reply(struct rv_req *req, int empty_ok)
   return j;
 }
 
+/* Looks up field `name`, which must be `what` ("a string", "an integer"); null counts as
+ * absent. Returns: 1 with *f, 0 when absent and optional, or -1 after answering 400 when absent
+ * and required. */
+static int field_get_or_reply(struct rv_req *req, const cJSON *j, const char *name, int required,
+                              const char *what, const cJSON **f)
+{
+  *f = cJSON_GetObjectItemCaseSensitive(j, name);
+  if (*f != NULL && !cJSON_IsNull(*f))
+    return 1;
+  if (!required)
+    return 0;
+  bad_request(req, "field '%s' is missing; it must be %s", name, what);
+  return -1;
+}
+
 /* Reads string field `name`. Returns: 0 (with *out, or NULL when absent and optional), or -1
  * after answering 400. */
 static int field_str_or_reply(struct rv_req *req, const cJSON *j, const char *name, int required,
                               const char **out)
 {
-  const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, name);
+  const cJSON *f = NULL;
   *out = NULL;
-  if (f == NULL || cJSON_IsNull(f)) {
-    if (!required)
-      return 0;
-    bad_request(req, "field '%s' is missing; it must be a string", name);
-    return -1;
-  }
+  int rc = field_get_or_reply(req, j, name, required, "a string", &f);
+  if (rc <= 0)
+    return rc;
   if (!cJSON_IsString(f)) {
     bad_request(req, "field '%s' must be a string", name);
     return -1;
@@ -233,14 +246,11 @@ static int field_str_or_reply(struct rv_req *req, const cJSON *j, const char *na
 static int field_int_or_reply(struct rv_req *req, const cJSON *j, const char *name, int required,
                               int64_t min, int64_t max, int64_t def, int64_t *out)
 {
-  const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, name);
+  const cJSON *f = NULL;
   *out = def;
-  if (f == NULL || cJSON_IsNull(f)) {
-    if (!required)
-      return 0;
-    bad_request(req, "field '%s' is missing; it must be an integer", name);
-    return -1;
-  }
+  int rc = field_get_or_reply(req, j, name, required, "an integer", &f);
+  if (rc <= 0)
+    return rc;
   if (!cJSON_IsNumber(f)) {
     bad_request(req, "field '%s' must be an integer", name);
     return -1;
@@ -496,14 +506,7 @@ static int heartbeat_fast_id(const struct rv_req *req, char *id, size_t cap)
 /* Appends the decimal `v` at `p`. Returns: the end. */
 static char *put_dec(char *p, uint64_t v)
 {
-  char d[24];
-  size_t i = sizeof(d);
-  do {
-    d[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  memcpy(p, d + i, sizeof(d) - i);
-  return p + (sizeof(d) - i);
+  return p + rv_dec(p, v);
 }
 
 static void h_heartbeat(struct v1 *v, struct rv_req *req, const char *run_id)

@@ -8,6 +8,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "dec.h"
 #include "log.h"
 #include "persist.h"
 #include "server.h"
@@ -185,14 +186,7 @@ static int parse_or_reply(struct rv_req *req, struct keys_req *k)
 /* Appends the decimal `v` at `p`. Returns: the end. */
 static char *put_u64(char *p, uint64_t v)
 {
-  char d[24];
-  size_t i = sizeof(d);
-  do {
-    d[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  memcpy(p, d + i, sizeof(d) - i);
-  return p + (sizeof(d) - i);
+  return p + rv_dec(p, v);
 }
 
 /* Fills `hdr` (at least 160 bytes) without printf: every v2 reply carries these. */
