@@ -15,7 +15,7 @@
 #                                 KEYS (1000000)
 # Goals: PUT >= 2x etcd; recovery of 1,000,000 keys < 2 s.
 # Not a test: it never fails on a missed goal, only on a broken setup.
-. "$(dirname "$0")/../tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-64}
@@ -24,16 +24,9 @@ KEYS=${KEYS:-1000000}
 LUA="$MU_SOURCE_DIR/bench/wrk.lua"
 LOAD=${LOAD:-$MU_BUILD_DIR/bench/durable_load}
 
-die() {
-  echo "bench_durable: error: $*" >&2
-  exit 1
-}
-for tool in wrk etcd curl; do
-  command -v "$tool" >/dev/null || die "'$tool' is not installed (apt-get install $tool)"
-done
-[ -x "$MUSTERD" ] || die "no musterd at '$MUSTERD' (build it, or set MU_BUILD_DIR/MUSTERD)"
-[ -x "$LOAD" ] || die "no durable_load at '$LOAD' (cmake --build <dir> --target durable_load)"
-ulimit -n "$(ulimit -Hn)" 2>/dev/null
+bench_need_tools wrk etcd curl
+bench_need_exe "$MUSTERD" musterd
+bench_need_exe "$LOAD" durable_load
 
 t_start_musterd --data-dir "$T_DIR/musterd-data" --fsync batch ||
   die "musterd did not start: $(tail -3 "$T_DIR/musterd.log")"

@@ -9,7 +9,7 @@
 #                                       THREADS (wrk threads, 1), ROUNDS (2)
 # Goals (issue #2): PUT >= 5x etcd, GET >= 3x etcd and >= 80% of the ceiling, lower p99.
 # Not a test: it never fails on a missed goal, only on a broken setup.
-. "$(dirname "$0")/../tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-64}
@@ -19,16 +19,9 @@ CEILING=${CEILING:-$MU_BUILD_DIR/bench/ceiling}
 LUA="$MU_SOURCE_DIR/bench/wrk.lua"
 VALUE=$(printf 'v%.0s' $(seq 64))
 
-die() {
-  echo "bench_http: error: $*" >&2
-  exit 1
-}
-for tool in wrk etcd curl; do
-  command -v "$tool" >/dev/null || die "'$tool' is not installed (apt-get install $tool)"
-done
-[ -x "$MUSTERD" ] || die "no musterd at '$MUSTERD' (build it, or set MU_BUILD_DIR/MUSTERD)"
-[ -x "$CEILING" ] || die "no ceiling at '$CEILING' (cmake --build <dir> --target ceiling)"
-ulimit -n "$(ulimit -Hn)" 2>/dev/null
+bench_need_tools wrk etcd curl
+bench_need_exe "$MUSTERD" musterd
+bench_need_exe "$CEILING" ceiling
 
 t_start_musterd || die "musterd did not start: $(tail -3 "$T_DIR/musterd.log")"
 t_start_etcd || die "etcd did not start: $(tail -3 "$T_DIR/etcd.log")"

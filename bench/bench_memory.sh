@@ -11,7 +11,7 @@
 #   bench/bench_memory.sh     env: MU_BUILD_DIR (./build), KEYS (100000), WATCHERS (10000),
 #                                  VALUE_SIZE (64), ROUNDS (1)
 # Not a test: it reports missed goals but fails only on a broken setup or lost requests.
-. "$(dirname "$0")/../tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 KEYS=${KEYS:-100000}
 WATCHERS=${WATCHERS:-10000}
@@ -19,14 +19,9 @@ VALUE_SIZE=${VALUE_SIZE:-64}
 ROUNDS=${ROUNDS:-1}
 FANOUT=${FANOUT:-$MU_BUILD_DIR/bench/watch_fanout}
 
-die() {
-  echo "bench_memory: error: $*" >&2
-  exit 1
-}
-command -v etcd >/dev/null || die "'etcd' is not installed (apt-get install etcd-server)"
-[ -x "$MUSTERD" ] || die "no musterd at '$MUSTERD' (build it, or set MU_BUILD_DIR/MUSTERD)"
-[ -x "$FANOUT" ] || die "no watch_fanout at '$FANOUT' (cmake --build <dir> --target watch_fanout)"
-ulimit -n "$(ulimit -Hn)" 2>/dev/null
+bench_need_tools etcd
+bench_need_exe "$MUSTERD" musterd
+bench_need_exe "$FANOUT" watch_fanout
 need=$((WATCHERS + 64))
 [ "$(ulimit -n)" -ge "$need" ] ||
   die "ulimit -n is $(ulimit -n); $WATCHERS watchers need $need (raise the hard limit)"
