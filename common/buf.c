@@ -46,6 +46,11 @@ static int reserve(struct mu_buf *b, size_t extra)
   return 0;
 }
 
+int mu_buf_reserve(struct mu_buf *b, size_t extra)
+{
+  return reserve(b, extra);
+}
+
 int mu_buf_append(struct mu_buf *b, const void *p, size_t n)
 {
   int rc = reserve(b, n);

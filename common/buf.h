@@ -24,6 +24,9 @@ void mu_buf_init(struct mu_buf *b, size_t max);
 void mu_buf_release(struct mu_buf *b);
 /* Empties without freeing. */
 void mu_buf_clear(struct mu_buf *b);
+/* Makes room for `extra` more bytes (one allocation ahead of a known-size append).
+ * Returns: 0, or MU_E2BIG when len + extra would pass the cap. */
+int mu_buf_reserve(struct mu_buf *b, size_t extra);
 /* Returns: 0, or MU_E2BIG over the cap (nothing appended). */
 int mu_buf_append(struct mu_buf *b, const void *p, size_t n);
 int mu_buf_puts(struct mu_buf *b, const char *s);

@@ -7,6 +7,7 @@
 
 #include "muster/client.h"
 
+#include "json.h"
 #include "alloc.h"
 #include "buf.h"
 #include "http_client.h"
@@ -264,16 +265,11 @@ static int call_json(struct mu_client *c, const char *method, const char *path, 
   return rc;
 }
 
-static long jnum(const cJSON *o, const char *k, long dflt)
+/* Returns: a copy of the string member k, "" when absent. Caller frees with mu_free(). */
+static char *jdup(const cJSON *o, const char *k)
 {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsNumber(v) ? (long)v->valuedouble : dflt;
-}
-
-static char *jstr(const cJSON *o, const char *k)
-{
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return mu_strdup(cJSON_IsString(v) ? v->valuestring : "");
+  const char *v = mu_json_get_str(o, k);
+  return mu_strdup(v != NULL ? v : "");
 }
 
 /* --- rendezvous -------------------------------------------------------------------------- */
@@ -320,16 +316,16 @@ int mu_client_join(struct mu_client *c, const char *run_id, const struct mu_join
                  &ans);
   if (rc != 0)
     goto out;
-  out->run_id = jstr(ans, "run_id");
-  out->round = jnum(ans, "round", -1);
-  out->node_rank = (int)jnum(ans, "node_rank", -1);
-  out->nnodes = (int)jnum(ans, "nnodes", -1);
-  out->rank_offset = (int)jnum(ans, "rank_offset", -1);
-  out->world_size = (int)jnum(ans, "world_size", -1);
-  out->local_world_size = (int)jnum(ans, "local_world_size", o->local_world_size);
-  out->master_addr = jstr(ans, "master_addr");
-  out->master_port = (int)jnum(ans, "master_port", 0);
-  out->lease_ttl_ms = jnum(ans, "lease_ttl_ms", 10000);
+  out->run_id = jdup(ans, "run_id");
+  out->round = mu_json_get_long(ans, "round", -1);
+  out->node_rank = (int)mu_json_get_long(ans, "node_rank", -1);
+  out->nnodes = (int)mu_json_get_long(ans, "nnodes", -1);
+  out->rank_offset = (int)mu_json_get_long(ans, "rank_offset", -1);
+  out->world_size = (int)mu_json_get_long(ans, "world_size", -1);
+  out->local_world_size = (int)mu_json_get_long(ans, "local_world_size", o->local_world_size);
+  out->master_addr = jdup(ans, "master_addr");
+  out->master_port = (int)mu_json_get_long(ans, "master_port", 0);
+  out->lease_ttl_ms = mu_json_get_long(ans, "lease_ttl_ms", 10000);
   const cJSON *mem = cJSON_GetObjectItemCaseSensitive(ans, "members");
   int n = cJSON_IsArray(mem) ? cJSON_GetArraySize(mem) : 0;
   if (n > 0) {
@@ -338,11 +334,11 @@ int mu_client_join(struct mu_client *c, const char *run_id, const struct mu_join
     cJSON_ArrayForEach(m, mem)
     {
       struct mu_member *d = &out->members[out->nmembers++];
-      d->node_id = jstr(m, "node_id");
-      d->addr = jstr(m, "addr");
-      d->local_world_size = (int)jnum(m, "local_world_size", 0);
-      d->node_rank = (int)jnum(m, "node_rank", -1);
-      d->rank_offset = (int)jnum(m, "rank_offset", -1);
+      d->node_id = jdup(m, "node_id");
+      d->addr = jdup(m, "addr");
+      d->local_world_size = (int)mu_json_get_long(m, "local_world_size", 0);
+      d->node_rank = (int)mu_json_get_long(m, "node_rank", -1);
+      d->rank_offset = (int)mu_json_get_long(m, "rank_offset", -1);
     }
   }
   if (out->round < 0 || out->node_rank < 0 || out->nnodes <= 0 || out->rank_offset < 0 ||
@@ -375,9 +371,9 @@ int mu_client_heartbeat(struct mu_client *c, const char *run_id, const char *nod
   if (rc != 0)
     goto out;
   if (round != NULL)
-    *round = jnum(ans, "round", -1);
+    *round = mu_json_get_long(ans, "round", -1);
   if (waiting != NULL)
-    *waiting = (int)jnum(ans, "waiting", 0);
+    *waiting = (int)mu_json_get_long(ans, "waiting", 0);
 out:
   cJSON_Delete(req);
   cJSON_Delete(ans);
@@ -427,7 +423,7 @@ int mu_client_watch(struct mu_client *c, const char *run_id, const char *node_id
   if (rc != 0)
     snprintf(c->errmsg, sizeof(c->errmsg), "watch answered an unknown event '%s'", s);
   if (waiting != NULL)
-    *waiting = (int)jnum(ans, "waiting", 0);
+    *waiting = (int)mu_json_get_long(ans, "waiting", 0);
 out:
   cJSON_Delete(ans);
   mu_buf_release(&path);
@@ -495,7 +491,7 @@ int mu_client_barrier(struct mu_client *c, const char *run_id, const char *name,
   cJSON_AddStringToObject(req, "id", id);
   rc = call_json(c, "POST", path.data, req, timeout_ms, &ans);
   if (rc == 0 && generation != NULL)
-    *generation = jnum(ans, "generation", 0);
+    *generation = mu_json_get_long(ans, "generation", 0);
 out:
   cJSON_Delete(req);
   cJSON_Delete(ans);
@@ -524,7 +520,7 @@ int mu_client_kv_put(struct mu_client *c, const char *run_id, const char *key, c
   }
   rc = call(c, "PUT", path.data, "application/octet-stream", val, len, 0, &ans, NULL);
   if (rc == 0 && version != NULL)
-    *version = jnum(ans, "version", 0);
+    *version = mu_json_get_long(ans, "version", 0);
 out:
   cJSON_Delete(ans);
   mu_buf_release(&path);
@@ -569,7 +565,7 @@ int mu_client_kv_add(struct mu_client *c, const char *run_id, const char *key, l
     goto out;
   rc = call(c, "POST", path.data, NULL, NULL, 0, 0, &ans, NULL);
   if (rc == 0 && value != NULL)
-    *value = jnum(ans, "value", 0);
+    *value = mu_json_get_long(ans, "value", 0);
 out:
   cJSON_Delete(ans);
   mu_buf_release(&path);

@@ -2,8 +2,10 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,4 +44,103 @@ int mu_mkdir_p(const char *path)
   if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
     return -errno;
   return 0;
+}
+
+int mu_read_file(const char *path, size_t max, struct mu_buf *out)
+{
+  char chunk[16384];
+  int rc = 0;
+  size_t total = 0;
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+    mu_buf_reserve(out, (size_t)st.st_size < max ? (size_t)st.st_size : max);
+  for (;;) {
+    ssize_t n = read(fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      rc = -errno;
+      break;
+    }
+    if (n == 0)
+      break;
+    if ((size_t)n > max - total) {
+      mu_buf_append(out, chunk, max - total);
+      rc = MU_E2BIG;
+      break;
+    }
+    if (mu_buf_append(out, chunk, (size_t)n) != 0) {
+      rc = MU_E2BIG;
+      break;
+    }
+    total += (size_t)n;
+  }
+  close(fd);
+  return rc;
+}
+
+static int fsync_dir_of(const char *path)
+{
+  char dir[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL)
+    snprintf(dir, sizeof(dir), ".");
+  else if (slash == path)
+    snprintf(dir, sizeof(dir), "/");
+  else if (snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path) >= (int)sizeof(dir))
+    return MU_E2BIG;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  int rc = fsync(fd) == 0 ? 0 : -errno;
+  close(fd);
+  return rc;
+}
+
+int mu_write_file_atomic(const char *path, const void *data, size_t len, int mode, unsigned flags)
+{
+  char tmp[PATH_MAX];
+  int rc = 0, fd = -1;
+  if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+    return MU_E2BIG;
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0)
+    return -errno;
+  const char *p = data;
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0) {
+      rc = -errno;
+      goto out;
+    }
+    p += w;
+    len -= (size_t)w;
+  }
+  if ((flags & MU_WRITE_FSYNC) && fsync(fd) != 0) {
+    rc = -errno;
+    goto out;
+  }
+  if (close(fd) != 0) {
+    fd = -1;
+    rc = -errno;
+    goto out;
+  }
+  fd = -1;
+  if (rename(tmp, path) != 0) {
+    rc = -errno;
+    goto out;
+  }
+  if (flags & MU_WRITE_FSYNC)
+    rc = fsync_dir_of(path);
+  return rc;
+out:
+  if (fd >= 0)
+    close(fd);
+  unlink(tmp);
+  return rc;
 }

@@ -1,9 +1,11 @@
-/* Small POSIX file helpers shared by the launcher's local scheduler, its log readers and the
- * agent. Library code: never prints. */
+/* Small POSIX file helpers shared by musterd (persistence, key files) and the launcher (job
+ * state, components, generated scripts). Library code: never prints. */
 #ifndef MU_FSUTIL_H
 #define MU_FSUTIL_H
 
 #include <stddef.h>
+
+#include "buf.h"
 
 /* Writes all n bytes of p to fd, retrying short writes and EINTR.
  * Returns: 0; MU_EIO when a write fails (the rest is dropped); -EBADF, writing nothing, when fd
@@ -15,5 +17,20 @@ int mu_write_all(int fd, const void *p, size_t n);
  * Returns: 0; MU_E2BIG when path is longer than PATH_MAX; -errno from mkdir otherwise.
  * Ownership: borrows path. */
 int mu_mkdir_p(const char *path);
+
+/* Appends the whole file at `path` to `out`, reading at most `max` bytes (then MU_E2BIG; what
+ * was read stays in `out`). The data stays NUL-terminated (a mu_buf always is).
+ * Returns: 0; MU_E2BIG over `max`; -errno when the file cannot be opened or read (-ENOENT when
+ * it does not exist). Ownership: `out` is the caller's. */
+int mu_read_file(const char *path, size_t max, struct mu_buf *out);
+
+enum mu_write_file_flags {
+  MU_WRITE_FSYNC = 1 << 0, /* fsync the file before the rename and the directory after it */
+};
+
+/* Replaces `path` with `len` bytes of `data` atomically: writes "<path>.tmp.<pid>" with `mode`,
+ * then renames it over `path`, so a reader sees the old file or the new one, never a part.
+ * Returns: 0, or -errno (the temporary file is removed). Ownership: borrows everything. */
+int mu_write_file_atomic(const char *path, const void *data, size_t len, int mode, unsigned flags);
 
 #endif

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "opts.h"
 #include "strvec.h"
+#include "suggest.h"
 
 int mu_parse_long(const char *s, long min, long max, long *out)
 {
@@ -35,32 +36,6 @@ int mu_parse_double(const char *s, double *out)
     return MU_EINVAL;
   *out = v;
   return 0;
-}
-
-int mu_edit_distance(const char *a, const char *b)
-{
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 64 || lb > 64)
-    return 99;
-  int row[65];
-  for (size_t j = 0; j <= lb; j++)
-    row[j] = (int)j;
-  for (size_t i = 1; i <= la; i++) {
-    int prev = row[0];
-    row[0] = (int)i;
-    for (size_t j = 1; j <= lb; j++) {
-      int cur = row[j];
-      int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      int best = prev + cost;
-      if (row[j] + 1 < best)
-        best = row[j] + 1;
-      if (row[j - 1] + 1 < best)
-        best = row[j - 1] + 1;
-      row[j] = best;
-      prev = cur;
-    }
-  }
-  return row[lb];
 }
 
 /* Compares an option name with '-' and '_' alike. n is the length of `arg`'s name part. */
@@ -129,18 +104,17 @@ static const struct mu_opt *closest(const struct mu_opt *opts, const char *name,
     return NULL;
   memcpy(buf, name, n);
   buf[n] = '\0';
-  const struct mu_opt *best = NULL;
-  int best_d = 3;
-  for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
-    if (o->long_name == NULL || (o->flags & MU_OPT_HIDDEN))
-      continue;
-    int d = mu_edit_distance(o->long_name, buf);
-    if (d < best_d) {
-      best_d = d;
-      best = o;
-    }
-  }
-  return best;
+  struct mu_suggest s;
+  const struct mu_opt *o;
+  mu_suggest_init(&s, buf);
+  for (o = opts; o->type != MU_OPT_T_END; o++)
+    if (!(o->flags & MU_OPT_HIDDEN))
+      mu_suggest_add(&s, o->long_name);
+  const char *best = mu_suggest_best(&s);
+  for (o = opts; best != NULL && o->type != MU_OPT_T_END; o++)
+    if (o->long_name == best)
+      return o;
+  return NULL;
 }
 
 int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, const char *usage)

@@ -97,7 +97,4 @@ void mu_opts_usage(FILE *out, const struct mu_opt *opts, const char *usage);
 int mu_parse_long(const char *s, long min, long max, long *out);
 int mu_parse_double(const char *s, double *out);
 
-/* Edit distance between two words, for "did you mean" suggestions. */
-int mu_edit_distance(const char *a, const char *b);
-
 #endif

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "opts.h"
 #include "sched.h"
+#include "suggest.h"
 
 static const char usage_text[] =
     "muster run [-s SCHED] [-cfg k=v,...] [--dryrun] [--wait] [--log] [--json] COMPONENT "
@@ -309,13 +310,11 @@ int cmd_run(int argc, char **argv)
       known = 1;
     if (!known) {
       /* A misspelt run option (before any component) is still an error. */
-      int close = 0;
-      char nm[64];
-      snprintf(nm, sizeof(nm), "%.*s", (int)strcspn(a + 2, "="), a + 2);
+      struct mu_suggest sg;
+      mu_suggest_init(&sg, a + 2);
       for (const struct mu_opt *o = opts; a[1] == '-' && o->type != MU_OPT_T_END; o++)
-        if (o->long_name && mu_edit_distance(o->long_name, nm) * 3 <= (int)strlen(o->long_name))
-          close = 1;
-      if (!close)
+        mu_suggest_add(&sg, o->long_name);
+      if (mu_suggest_best(&sg) == NULL)
         break;
       end++;
       continue;

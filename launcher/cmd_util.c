@@ -10,21 +10,18 @@
 #include "cmd_util.h"
 #include "log.h"
 #include "opts.h"
+#include "suggest.h"
 
 const struct mu_sched_ops *mu_cli_sched(const char *name)
 {
   const struct mu_sched_ops *s = mu_sched_find(name);
   if (s != NULL)
     return s;
-  const char *best = NULL;
-  int best_d = 4;
-  for (size_t i = 0; mu_sched_at(i) != NULL; i++) {
-    int d = mu_edit_distance(mu_sched_at(i)->name, name);
-    if (d < best_d) {
-      best_d = d;
-      best = mu_sched_at(i)->name;
-    }
-  }
+  struct mu_suggest sg;
+  mu_suggest_init(&sg, name);
+  for (size_t i = 0; mu_sched_at(i) != NULL; i++)
+    mu_suggest_add(&sg, mu_sched_at(i)->name);
+  const char *best = mu_suggest_best(&sg);
   if (best != NULL)
     mu_error("unknown scheduler '%s'; did you mean '%s'?", name, best);
   else

@@ -21,8 +21,10 @@
 
 #include "muster/errno.h"
 
+#include "fsutil.h"
 #include "alloc.h"
 #include "component.h"
+#include "suggest.h"
 #include "opts.h"
 
 #define COMPONENT_MAX_BYTES (1 << 20)
@@ -188,16 +190,11 @@ static int truthy_text(const char *s)
 /* Suggests the closest of a NULL-terminated list of words. */
 static const char *closest_word(const char *const *words, const char *w)
 {
-  const char *best = NULL;
-  int best_d = 4;
-  for (size_t i = 0; words[i] != NULL; i++) {
-    int d = mu_edit_distance(words[i], w);
-    if (d < best_d) {
-      best_d = d;
-      best = words[i];
-    }
-  }
-  return best;
+  struct mu_suggest s;
+  mu_suggest_init(&s, w);
+  for (size_t i = 0; words[i] != NULL; i++)
+    mu_suggest_add(&s, words[i]);
+  return mu_suggest_best(&s);
 }
 
 static int check_keys(const cJSON *o, const char *const *allowed, const char *where,
@@ -378,30 +375,6 @@ out:
   return rc;
 }
 
-/* ================================================================================ lookup */
-
-static int read_file(const char *path, struct mu_buf *b, struct mu_buf *err)
-{
-  FILE *f = fopen(path, "r");
-  if (f == NULL) {
-    int e = errno;
-    mu_buf_printf(err, "cannot read component '%s': %s", path, strerror(e));
-    return e == ENOENT ? MU_ENOENT : -e;
-  }
-  char chunk[8192];
-  size_t n;
-  int rc = 0;
-  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-    if (mu_buf_append(b, chunk, n) != 0) {
-      mu_buf_printf(err, "component '%s' is larger than %d bytes", path, COMPONENT_MAX_BYTES);
-      rc = MU_E2BIG;
-      break;
-    }
-  }
-  fclose(f);
-  return rc;
-}
-
 /* The search path: $MUSTER_COMPONENTS_PATH entries, the directory next to the binary
  * (<exe>/../share/muster/components, <exe>/../components), then the compiled-in one. */
 static void component_dirs(struct mu_strvec *dirs)
@@ -461,15 +434,7 @@ int mu_component_load(const char *name, struct mu_component **out, struct mu_buf
     if (path == NULL) {
       struct mu_strvec names = MU_STRVEC_INIT;
       mu_component_builtins(&names, NULL);
-      const char *best = NULL;
-      int best_d = 4;
-      for (size_t i = 0; i < names.n; i++) {
-        int d = mu_edit_distance(names.v[i], name);
-        if (d < best_d) {
-          best_d = d;
-          best = names.v[i];
-        }
-      }
+      const char *best = names.n ? closest_word((const char *const *)names.v, name) : NULL;
       if (best != NULL)
         mu_buf_printf(err, "unknown component '%s'; did you mean '%s'? (see 'muster builtins')",
                       name, best);
@@ -483,9 +448,16 @@ int mu_component_load(const char *name, struct mu_component **out, struct mu_buf
       goto out;
     }
   }
-  rc = read_file(path, &text, err);
-  if (rc != 0)
+  rc = mu_read_file(path, COMPONENT_MAX_BYTES, &text);
+  if (rc == MU_E2BIG) {
+    mu_buf_printf(err, "component '%s' is larger than %d bytes", path, COMPONENT_MAX_BYTES);
     goto out;
+  }
+  if (rc != 0) {
+    mu_buf_printf(err, "cannot read component '%s': %s", path, mu_strerror(rc));
+    rc = rc == -ENOENT ? MU_ENOENT : rc;
+    goto out;
+  }
   rc = mu_component_parse(mu_buf_str(&text), text.len, path, out, err);
 out:
   mu_free(path);
@@ -752,22 +724,15 @@ static const struct param *find_param(const struct mu_component *c, const char *
 
 static void unknown_arg(const struct mu_component *c, const char *arg, struct mu_buf *err)
 {
-  const char *best = NULL;
-  int best_d = 4;
   const char *name = arg;
   while (*name == '-')
     name++;
-  char nm[128];
-  snprintf(nm, sizeof(nm), "%.*s", (int)strcspn(name, "="), name);
-  for (size_t i = 0; i < c->nparams; i++) {
-    if (c->params[i].remainder)
-      continue;
-    int d = mu_edit_distance(c->params[i].name, nm);
-    if (d < best_d) {
-      best_d = d;
-      best = c->params[i].name;
-    }
-  }
+  struct mu_suggest s;
+  mu_suggest_init(&s, name);
+  for (size_t i = 0; i < c->nparams; i++)
+    if (!c->params[i].remainder)
+      mu_suggest_add(&s, c->params[i].name);
+  const char *best = mu_suggest_best(&s);
   if (best != NULL)
     mu_buf_printf(err,
                   "%s: unknown argument '%s'; did you mean '--%s'? (see 'muster run %s --help')",

@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "config.h"
 #include "opts.h"
+#include "suggest.h"
 
 #define CONFIG_MAX_BYTES (1 << 20)
 
@@ -396,15 +397,11 @@ static const struct mu_runopt *runopt_find(const struct mu_sched_ops *s, const c
 static void unknown_key(const struct mu_sched_ops *s, const char *key, const char *where,
                         struct mu_buf *err)
 {
-  const char *best = NULL;
-  int best_d = 4;
-  for (const struct mu_runopt *o = s->runopts; o != NULL && o->name != NULL; o++) {
-    int d = mu_edit_distance(o->name, key);
-    if (d < best_d) {
-      best_d = d;
-      best = o->name;
-    }
-  }
+  struct mu_suggest sg;
+  mu_suggest_init(&sg, key);
+  for (const struct mu_runopt *o = s->runopts; o != NULL && o->name != NULL; o++)
+    mu_suggest_add(&sg, o->name);
+  const char *best = mu_suggest_best(&sg);
   if (best != NULL)
     mu_buf_printf(err,
                   "%sunknown -cfg key '%s' for the %s scheduler; did you mean '%s'? (see "

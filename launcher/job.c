@@ -14,9 +14,11 @@
 
 #include "muster/errno.h"
 
+#include "json.h"
 #include "alloc.h"
 #include "job.h"
 #include "opts.h"
+#include "suggest.h"
 
 /* ================================================================================ states */
 
@@ -404,18 +406,6 @@ int mu_app_to_json(const struct mu_app *app, struct mu_buf *out)
   return rc;
 }
 
-static const char *jstr(const cJSON *o, const char *key)
-{
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsString(it) ? it->valuestring : NULL;
-}
-
-static long jlong(const cJSON *o, const char *key, long def)
-{
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsNumber(it) ? (long)it->valuedouble : def;
-}
-
 static void kv_from_json(const cJSON *o, struct mu_kvlist *l)
 {
   const cJSON *it;
@@ -433,14 +423,14 @@ int mu_app_from_json(const char *json, struct mu_app **out)
     cJSON_Delete(root);
     return MU_EPARSE;
   }
-  struct mu_app *app = mu_app_new(jstr(root, "name"));
+  struct mu_app *app = mu_app_new(mu_json_get_str(root, "name"));
   const cJSON *jr;
   cJSON_ArrayForEach(jr, cJSON_GetObjectItemCaseSensitive(root, "roles"))
   {
-    struct mu_role *r = mu_app_add_role(app, jstr(jr, "name"));
-    const char *s = jstr(jr, "image");
+    struct mu_role *r = mu_app_add_role(app, mu_json_get_str(jr, "name"));
+    const char *s = mu_json_get_str(jr, "image");
     r->image = s && *s ? mu_strdup(s) : NULL;
-    s = jstr(jr, "entrypoint");
+    s = mu_json_get_str(jr, "entrypoint");
     r->entrypoint = s ? mu_strdup(s) : NULL;
     const cJSON *a;
     cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(jr, "args"))
@@ -449,17 +439,17 @@ int mu_app_from_json(const char *json, struct mu_app **out)
         mu_strvec_push(&r->args, a->valuestring);
     }
     kv_from_json(cJSON_GetObjectItemCaseSensitive(jr, "env"), &r->env);
-    r->num_replicas = jlong(jr, "num_replicas", 1);
-    r->min_replicas = jlong(jr, "min_replicas", -1);
-    r->max_retries = jlong(jr, "max_retries", 0);
-    s = jstr(jr, "retry_policy");
+    r->num_replicas = mu_json_get_long(jr, "num_replicas", 1);
+    r->min_replicas = mu_json_get_long(jr, "min_replicas", -1);
+    r->max_retries = mu_json_get_long(jr, "max_retries", 0);
+    s = mu_json_get_str(jr, "retry_policy");
     for (size_t k = 0; s && k < 3; k++)
       if (strcmp(s, retry_names[k]) == 0)
         r->retry_policy = (enum mu_retry_policy)k;
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(jr, "resource");
-    r->resource.cpu = jlong(res, "cpu", -1);
-    r->resource.gpu = jlong(res, "gpu", -1);
-    r->resource.memMB = jlong(res, "memMB", -1);
+    r->resource.cpu = mu_json_get_long(res, "cpu", -1);
+    r->resource.gpu = mu_json_get_long(res, "gpu", -1);
+    r->resource.memMB = mu_json_get_long(res, "memMB", -1);
     kv_from_json(cJSON_GetObjectItemCaseSensitive(res, "capabilities"), &r->resource.capabilities);
     const cJSON *d;
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(res, "devices"))
@@ -479,18 +469,18 @@ int mu_app_from_json(const char *json, struct mu_app **out)
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(jr, "mounts"))
     {
       struct mu_mount m = {0};
-      s = jstr(d, "type");
+      s = mu_json_get_str(d, "type");
       for (size_t k = 0; s && k < 4; k++)
         if (strcmp(s, mount_types[k]) == 0)
           m.type = (enum mu_mount_type)k;
-      s = jstr(d, m.type == MU_MOUNT_VOLUME ? "src" : "src_path");
+      s = mu_json_get_str(d, m.type == MU_MOUNT_VOLUME ? "src" : "src_path");
       m.src = s ? mu_strdup(s) : NULL;
-      s = jstr(d, "dst_path");
+      s = mu_json_get_str(d, "dst_path");
       m.dst = s ? mu_strdup(s) : NULL;
-      s = jstr(d, "permissions");
+      s = mu_json_get_str(d, "permissions");
       m.perm = s ? mu_strdup(s) : NULL;
       m.read_only = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "read_only"));
-      m.size_mb = jlong(d, "size_mb", 0);
+      m.size_mb = mu_json_get_long(d, "size_mb", 0);
       r->mounts = mu_realloc(r->mounts, (r->nmounts + 1) * sizeof(*r->mounts));
       r->mounts[r->nmounts++] = m;
     }
@@ -654,8 +644,8 @@ const char *mu_named_resource_at(size_t i)
 
 int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *err)
 {
-  const char *best = NULL;
-  int best_d = 4;
+  struct mu_suggest sg;
+  mu_suggest_init(&sg, name);
   for (size_t i = 0; i < sizeof(named_resources) / sizeof(named_resources[0]); i++) {
     const struct named *n = &named_resources[i];
     if (strcmp(n->name, name) == 0) {
@@ -670,12 +660,9 @@ int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *er
         mu_resource_add_device(r, "aws.amazon.com/neurondevice", n->neuron);
       return 0;
     }
-    int d = mu_edit_distance(n->name, name);
-    if (d < best_d) {
-      best_d = d;
-      best = n->name;
-    }
+    mu_suggest_add(&sg, n->name);
   }
+  const char *best = mu_suggest_best(&sg);
   if (best != NULL)
     mu_buf_printf(err, "unknown named resource '%s'; did you mean '%s'?", name, best);
   else

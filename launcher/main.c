@@ -11,7 +11,9 @@
 #include "alloc.h"
 #include "cmds.h"
 #include "log.h"
+#include "proc.h"
 #include "opts.h"
+#include "suggest.h"
 
 enum cmd_flags {
   CMD_NONE = 0,
@@ -46,23 +48,9 @@ static void usage(FILE *out)
   fprintf(out, "\n'muster COMMAND -h' shows the options of a command.\n");
 }
 
-/* fds 0, 1 and 2 must be open, or the first file we open becomes stdout (curl main_checkfds). */
-static void check_fds(void)
-{
-  for (int fd = 0; fd < 3; fd++) {
-    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
-      int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-      if (n >= 0 && n != fd)
-        close(n);
-    }
-  }
-}
-
 int main(int argc, char **argv)
 {
-  check_fds();
-  mu_alloc_install_hooks();
-  signal(SIGPIPE, SIG_IGN);
+  mu_proc_startup();
   enum mu_log_level level = MU_LOG_WARN;
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
@@ -93,15 +81,11 @@ int main(int argc, char **argv)
     if (strcmp(commands[k].name, argv[i]) == 0)
       hit = &commands[k];
   if (hit == NULL) {
-    const char *best = NULL;
-    int best_d = 3;
-    for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++) {
-      int d = mu_edit_distance(commands[k].name, argv[i]);
-      if (d < best_d) {
-        best_d = d;
-        best = commands[k].name;
-      }
-    }
+    struct mu_suggest sg;
+    mu_suggest_init(&sg, argv[i]);
+    for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+      mu_suggest_add(&sg, commands[k].name);
+    const char *best = mu_suggest_best(&sg);
     if (best != NULL)
       mu_error("unknown command '%s'; did you mean '%s'?", argv[i], best);
     else

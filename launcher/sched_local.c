@@ -33,6 +33,7 @@
 
 #include "muster/errno.h"
 
+#include "json.h"
 #include "alloc.h"
 #include "fsutil.h"
 #include "http.h"
@@ -107,48 +108,21 @@ static char *app_dir_find(const char *app_id, const struct mu_cfg *cfg)
   return NULL;
 }
 
-static int write_file_atomic(const char *path, const char *data)
+/* Reads a state file whole. Returns: its text (caller frees with mu_free()), or NULL. */
+static char *read_state(const char *path)
 {
-  char tmp[PATH_MAX];
-  snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return -errno;
-  size_t n = strlen(data), off = 0;
-  while (off < n) {
-    ssize_t w = write(fd, data + off, n - off);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      int e = errno;
-      close(fd);
-      unlink(tmp);
-      return -e;
-    }
-    off += (size_t)w;
+  struct mu_buf b = MU_BUF_INIT(STATE_MAX_BYTES);
+  if (mu_read_file(path, STATE_MAX_BYTES, &b) != 0) {
+    mu_buf_release(&b);
+    return NULL;
   }
-  close(fd);
-  if (rename(tmp, path) != 0) {
-    int e = errno;
-    unlink(tmp);
-    return -e;
-  }
-  return 0;
+  return mu_buf_detach(&b);
 }
 
-static char *read_file(const char *path)
+/* Replaces a state file; readers see the old or the new one. Returns: 0 or -errno. */
+static int write_text(const char *path, const char *text)
 {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return NULL;
-  struct mu_buf b = MU_BUF_INIT(STATE_MAX_BYTES);
-  char chunk[8192];
-  ssize_t n;
-  while ((n = read(fd, chunk, sizeof(chunk))) > 0)
-    if (mu_buf_append(&b, chunk, (size_t)n) != 0)
-      break;
-  close(fd);
-  return mu_buf_detach(&b);
+  return mu_write_file_atomic(path, text, strlen(text), 0644, 0);
 }
 
 /* ================================================================================ the plan */
@@ -420,7 +394,7 @@ static void write_state(struct sup *s)
   cJSON_Delete(o);
   char path[PATH_MAX];
   snprintf(path, sizeof(path), "%s/state.json", s->p->app_dir);
-  write_file_atomic(path, txt);
+  write_text(path, txt);
   cJSON_free(txt);
 }
 
@@ -778,7 +752,7 @@ static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
   mu_app_to_json(p->app, &js);
   char path[PATH_MAX];
   snprintf(path, sizeof(path), "%s/app.json", p->app_dir);
-  rc = write_file_atomic(path, mu_buf_str(&js));
+  rc = write_text(path, mu_buf_str(&js));
   mu_buf_release(&js);
   if (rc != 0) {
     mu_buf_printf(err, "cannot write '%s': %s", path, mu_strerror(rc));
@@ -789,7 +763,7 @@ static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
                          "\"supervisor_pid\":0,\"replicas\":[]}",
                          p->app_id);
   snprintf(path, sizeof(path), "%s/state.json", p->app_dir);
-  write_file_atomic(path, st);
+  write_text(path, st);
   mu_free(st);
   fflush(stdout);
   fflush(stderr);
@@ -836,7 +810,7 @@ static int load_state(const char *app_id, const struct mu_cfg *cfg, cJSON **out,
   }
   char path[PATH_MAX];
   snprintf(path, sizeof(path), "%s/state.json", d);
-  char *txt = read_file(path);
+  char *txt = read_state(path);
   cJSON *o = txt ? cJSON_Parse(txt) : NULL;
   mu_free(txt);
   if (o == NULL) {
@@ -852,16 +826,11 @@ static int load_state(const char *app_id, const struct mu_cfg *cfg, cJSON **out,
   return 0;
 }
 
+/* The string member k of the job's state, "" when absent. */
 static const char *js(const cJSON *o, const char *k)
 {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsString(it) ? it->valuestring : "";
-}
-
-static long jn(const cJSON *o, const char *k)
-{
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsNumber(it) ? (long)it->valuedouble : 0;
+  const char *v = mu_json_get_str(o, k);
+  return v != NULL ? v : "";
 }
 
 static int pid_alive(long pid)
@@ -883,7 +852,7 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   out->msg = mu_strdup(js(o, "msg"));
   if (js(o, "rdzv_endpoint")[0] != '\0')
     out->rdzv_endpoint = mu_strdup(js(o, "rdzv_endpoint"));
-  long sup = jn(o, "supervisor_pid");
+  long sup = mu_json_get_long(o, "supervisor_pid", 0);
   if (!mu_job_state_is_terminal(out->state) && sup > 0 && !pid_alive(sup)) {
     out->state = MU_STATE_UNKNOWN;
     mu_free(out->msg);
@@ -897,11 +866,11 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   {
     struct mu_replica_status *rs = &out->replicas[out->nreplicas++];
     rs->role = mu_strdup(js(r, "role"));
-    rs->replica_id = jn(r, "id");
+    rs->replica_id = mu_json_get_long(r, "id", 0);
     if (mu_job_state_parse(js(r, "state"), &rs->state) != 0)
       rs->state = MU_STATE_UNKNOWN;
     rs->hostname = mu_strdup("localhost");
-    rs->exit_code = (int)jn(r, "exit_code");
+    rs->exit_code = (int)mu_json_get_long(r, "exit_code", 0);
     rs->msg = mu_strdup("");
   }
   cJSON_Delete(o);
@@ -914,7 +883,7 @@ static int local_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_
   int rc = load_state(app_id, cfg, &o, NULL, err);
   if (rc != 0)
     return rc;
-  long sup = jn(o, "supervisor_pid");
+  long sup = mu_json_get_long(o, "supervisor_pid", 0);
   if (pid_alive(sup)) {
     kill((pid_t)sup, SIGTERM);
   } else {
@@ -922,7 +891,7 @@ static int local_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_
     const cJSON *r;
     cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(o, "replicas"))
     {
-      long pid = jn(r, "pid");
+      long pid = mu_json_get_long(r, "pid", 0);
       if (pid > 0 && strcmp(js(r, "state"), "RUNNING") == 0)
         kill(-(pid_t)pid, SIGKILL);
     }
@@ -1202,7 +1171,7 @@ static int local_app_spec(const char *app_id, const struct mu_cfg *cfg, struct m
     return MU_ENOENT;
   }
   char *path = mu_asprintf("%s/app.json", dir);
-  char *txt = read_file(path);
+  char *txt = read_state(path);
   int rc = txt ? mu_app_from_json(txt, out) : MU_EIO;
   if (rc != 0)
     mu_buf_printf(err, "cannot read the job spec '%s'", path);

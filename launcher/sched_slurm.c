@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "fsutil.h"
 #include "alloc.h"
 #include "muster/errno.h"
 #include "muster/mu.h"
@@ -660,16 +661,6 @@ static void slurm_dryrun_free(struct mu_dryrun *req)
   req->priv = NULL;
 }
 
-static int write_file(const char *path, const char *data, struct mu_buf *err)
-{
-  FILE *fp = fopen(path, "w");
-  if (fp == NULL || fputs(data, fp) < 0 || fclose(fp) != 0) {
-    mu_buf_printf(err, "cannot write '%s': %s", path, strerror(errno));
-    return MU_EIO;
-  }
-  return 0;
-}
-
 static int slurm_schedule(struct mu_dryrun *req, struct mu_buf *err)
 {
   struct slurm_priv *p = req->priv;
@@ -696,9 +687,11 @@ static int slurm_schedule(struct mu_dryrun *req, struct mu_buf *err)
     dir = mu_strdup(tmpl);
   }
   path = mu_asprintf("%s/%s", dir, SLURM_SCRIPT);
-  rc = write_file(path, p->script, err);
-  if (rc != 0)
+  rc = mu_write_file_atomic(path, p->script, strlen(p->script), 0644, 0);
+  if (rc != 0) {
+    mu_buf_printf(err, "cannot write '%s': %s", path, mu_strerror(rc));
     goto out;
+  }
   mu_strvec_push(&av, "sbatch");
   mu_strvec_push(&av, "--parsable");
   for (i = 0; i < p->opts.n; i++)

@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "auth.h"
+#include "fsutil.h"
 
 #define AUTH_MAX_SECRET 4096
 #define AUTH_MAX_USER 256
@@ -110,41 +111,24 @@ int rv_auth_add_user(struct rv_auth *a, const char *user, const char *password)
   return 0;
 }
 
-/* Reads a whole (small) file into *out (NUL-terminated). */
+/* Reads a whole (small) file into *out (NUL-terminated); wipes what it read on failure. */
 static int read_file(const char *path, char **out, const char *what, char *err, size_t errlen)
 {
-  FILE *f = NULL;
   struct mu_buf b = MU_BUF_INIT(AUTH_MAX_FILE);
-  char chunk[4096];
-  int rc = 0;
+  int rc = mu_read_file(path, AUTH_MAX_FILE, &b);
   *out = NULL;
-  f = fopen(path, "r");
-  if (f == NULL) {
-    snprintf(err, errlen, "cannot open the %s '%s': %s", what, path, strerror(errno));
-    rc = MU_EINVAL;
-    goto out;
-  }
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-    if (mu_buf_append(&b, chunk, n) != 0) {
-      snprintf(err, errlen, "the %s '%s' is over 16 MiB", what, path);
-      rc = MU_EINVAL;
-      goto out;
-    }
-  }
-  if (ferror(f)) {
-    snprintf(err, errlen, "cannot read the %s '%s': %s", what, path, strerror(errno));
-    rc = MU_EINVAL;
-    goto out;
+  if (rc == MU_E2BIG)
+    snprintf(err, errlen, "the %s '%s' is over 16 MiB", what, path);
+  else if (rc != 0)
+    snprintf(err, errlen, "cannot read the %s '%s': %s", what, path, mu_strerror(rc));
+  if (rc != 0) {
+    if (b.data != NULL)
+      OPENSSL_cleanse(b.data, b.len);
+    mu_buf_release(&b);
+    return MU_EINVAL;
   }
   *out = mu_buf_detach(&b);
-out:
-  if (f != NULL)
-    fclose(f);
-  if (b.data != NULL)
-    OPENSSL_cleanse(b.data, b.len);
-  mu_buf_release(&b);
-  return rc;
+  return 0;
 }
 
 /* Splits `text` into trimmed lines in place; calls fn for each non-blank, non-comment one. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "json.h"
 
 enum mu_event_action {
   MU_EV_GET = 0,
@@ -42,11 +43,5 @@ const char *mu_event_action_name(enum mu_event_action a);
 
 /* Frees the event. Accepts NULL. */
 void mu_event_free(struct mu_event *e);
-
-/* JSON helpers used to render nodes (Go encoding/json compatible escaping, including
- * \u003c \u003e \u0026 for < > &). */
-void mu_json_str(struct mu_buf *b, const char *s, size_t n);
-/* Formats an expiration as Go's RFC3339Nano (trailing zeros of the fraction trimmed). */
-void mu_json_time(struct mu_buf *b, int64_t unix_ns);
 
 #endif

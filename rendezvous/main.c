@@ -18,6 +18,7 @@
 #include "alloc.h"
 #include "http.h"
 #include "log.h"
+#include "proc.h"
 #include "opts.h"
 #include "persist.h"
 #include "security.h"
@@ -31,18 +32,6 @@ struct app {
   uv_signal_t sigterm, sigint;
   int signals_closed;
 };
-
-/* STYLE.md #23: make sure 0, 1 and 2 are open, so no socket lands on them. */
-static void check_fds(void)
-{
-  for (int fd = 0; fd < 3; fd++) {
-    if (fcntl(fd, F_GETFD) == -1) {
-      int n = open("/dev/null", O_RDWR);
-      if (n > 2)
-        close(n);
-    }
-  }
-}
 
 /* Splits "HOST:PORT", "[V6]:PORT" or "http://HOST:PORT" into host and port. */
 static int parse_listen(const char *s, char *host, size_t hsize, int *port)
@@ -200,8 +189,7 @@ int main(int argc, char **argv)
   int port = 0;
   int rc = 0;
 
-  check_fds();
-  signal(SIGPIPE, SIG_IGN);
+  mu_proc_startup();
   mu_log_setup("musterd", MU_LOG_INFO);
   int n = mu_opts_parse(opts, argc, argv, 0, "musterd [options]");
   if (n == MU_OPTS_HELP)
@@ -305,7 +293,6 @@ int main(int argc, char **argv)
     }
   }
 
-  mu_alloc_install_hooks();
   memset(&app, 0, sizeof(app));
   uv_loop_init(&app.loop);
   rv_server_config_init(&cfg);

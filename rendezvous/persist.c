@@ -11,6 +11,7 @@
 
 #include "muster/errno.h"
 
+#include "fsutil.h"
 #include "alloc.h"
 #include "http.h"
 #include "log.h"
@@ -103,42 +104,6 @@ static int sync_dir(const char *dir)
   if (fd < 0)
     return -errno;
   int rc = fsync(fd) == 0 ? 0 : -errno;
-  close(fd);
-  return rc;
-}
-
-/* Reads a whole file. Returns: 0 with *out (caller frees with mu_free()) and *n, or -errno. */
-static int read_file(const char *path, unsigned char **out, size_t *n)
-{
-  int fd = open(path, O_RDONLY);
-  if (fd < 0)
-    return -errno;
-  struct stat st;
-  int rc = 0;
-  unsigned char *buf = NULL;
-  if (fstat(fd, &st) != 0) {
-    rc = -errno;
-    goto out;
-  }
-  buf = mu_malloc((size_t)st.st_size + 1);
-  size_t got = 0;
-  while (got < (size_t)st.st_size) {
-    ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0) {
-      rc = -errno;
-      goto out;
-    }
-    if (r == 0)
-      break;
-    got += (size_t)r;
-  }
-  *out = buf;
-  *n = got;
-  buf = NULL;
-out:
-  mu_free(buf);
   close(fd);
   return rc;
 }
@@ -738,11 +703,15 @@ static void keep_rdzv(struct mu_persist *p, const struct mu_wal_rec *r)
 static int open_records(const char *path, const char *what, unsigned char **data, size_t *size,
                         struct mu_wal_reader *rd, char *err, size_t errlen)
 {
-  int rc = read_file(path, data, size);
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX - 1);
+  int rc = mu_read_file(path, SIZE_MAX - 1, &b);
   if (rc != 0) {
-    snprintf(err, errlen, "cannot read %s '%s': %s", what, path, strerror(-rc));
+    snprintf(err, errlen, "cannot read %s '%s': %s", what, path, mu_strerror(rc));
+    mu_buf_release(&b);
     return MU_EIO;
   }
+  *size = b.len;
+  *data = (unsigned char *)mu_buf_detach(&b);
   mu_wal_reader_init(rd, *data, *size);
   return 0;
 }

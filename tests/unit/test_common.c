@@ -1,10 +1,17 @@
-/* Tests for common/: buf, opts, strvec, err. */
+/* Tests for common/: buf, opts, strvec, err, suggest, json, fsutil. */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "muster/errno.h"
 
 #include "alloc.h"
 #include "buf.h"
+#include "fsutil.h"
+#include "json.h"
 #include "opts.h"
 #include "strvec.h"
+#include "suggest.h"
 #include "task.h"
 
 TEST(buf__append_and_cap)
@@ -67,4 +74,67 @@ TEST(edit_distance__basic)
 {
   ASSERT_EQ(mu_edit_distance("queue", "queu"), 1);
   ASSERT_EQ(mu_edit_distance("namespace", "namespace"), 0);
+}
+
+TEST(suggest__closest_and_too_far)
+{
+  static const char *const words[] = {"queue", "namespace", "image_repo", "priority_class"};
+  struct mu_suggest s;
+  mu_suggest_init(&s, "qeue");
+  for (size_t i = 0; i < 4; i++)
+    mu_suggest_add(&s, words[i]);
+  ASSERT_STR_EQ(mu_suggest_best(&s), "queue");
+  mu_suggest_init(&s, "namespce=ml"); /* compared up to '=' */
+  for (size_t i = 0; i < 4; i++)
+    mu_suggest_add(&s, words[i]);
+  ASSERT_STR_EQ(mu_suggest_best(&s), "namespace");
+  mu_suggest_init(&s, "x"); /* one letter suggests nothing */
+  for (size_t i = 0; i < 4; i++)
+    mu_suggest_add(&s, words[i]);
+  ASSERT_NULL(mu_suggest_best(&s));
+  mu_suggest_init(&s, "completelydifferent");
+  for (size_t i = 0; i < 4; i++)
+    mu_suggest_add(&s, words[i]);
+  ASSERT_NULL(mu_suggest_best(&s));
+}
+
+TEST(json__escape_and_getters)
+{
+  struct mu_buf b = MU_BUF_INIT(1024);
+  mu_json_str(&b, "a\"<&>\n\x01\xe2\x80\xa8", 10);
+  ASSERT_STR_EQ(mu_buf_str(&b), "\"a\\\"\\u003c\\u0026\\u003e\\n\\u0001\\u2028\"");
+  mu_buf_release(&b);
+  cJSON *o = cJSON_Parse("{\"s\":\"x\",\"n\":42,\"b\":true,\"d\":1.5}");
+  ASSERT_STR_EQ(mu_json_get_str(o, "s"), "x");
+  ASSERT_NULL(mu_json_get_str(o, "n"));
+  ASSERT_EQ(mu_json_get_long(o, "n", -1), 42);
+  ASSERT_EQ(mu_json_get_long(o, "missing", -1), -1);
+  ASSERT_EQ(mu_json_get_bool(o, "b", 0), 1);
+  ASSERT_EQ((long)(mu_json_get_double(o, "d", 0) * 2), 3);
+  cJSON_Delete(o);
+}
+
+TEST(fsutil__atomic_write_and_capped_read)
+{
+  char dir[] = "/tmp/mu-test-fsutil-XXXXXX";
+  ASSERT_NOT_NULL(mkdtemp(dir));
+  char *path = mu_asprintf("%s/f", dir);
+  ASSERT_EQ(mu_write_file_atomic(path, "hello", 5, 0600, MU_WRITE_FSYNC), 0);
+  struct mu_buf b = MU_BUF_INIT(1 << 20);
+  ASSERT_EQ(mu_read_file(path, 1 << 20, &b), 0);
+  ASSERT_STR_EQ(mu_buf_str(&b), "hello");
+  mu_buf_clear(&b);
+  ASSERT_EQ(mu_read_file(path, 3, &b), MU_E2BIG);
+  ASSERT_STR_EQ(mu_buf_str(&b), "hel");
+  mu_buf_clear(&b);
+  char *missing = mu_asprintf("%s/none", dir);
+  ASSERT_EQ(mu_read_file(missing, 100, &b), -ENOENT);
+  char *bad = mu_asprintf("%s/no/such/dir/f", dir);
+  ASSERT_EQ(mu_write_file_atomic(bad, "x", 1, 0600, 0), -ENOENT);
+  mu_buf_release(&b);
+  unlink(path);
+  rmdir(dir);
+  mu_free(path);
+  mu_free(missing);
+  mu_free(bad);
 }
