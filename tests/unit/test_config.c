@@ -54,7 +54,6 @@ static const struct mu_runopt test_opts[] = {
     {"K", MU_RUNOPT_LIST, NULL, 0, "a list"},    {"N", MU_RUNOPT_INT, "3", 0, "an int"},
     {"B", MU_RUNOPT_BOOL, "false", 0, "a bool"}, {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
-static const struct mu_sched_ops test_sched = {.name = "t", .runopts = test_opts};
 
 /* Resolves s against test_opts; returns "K|J|E|N|B" or "<error: ...>". */
 static const char *resolve(const char *s, const struct mu_config *file)
@@ -65,7 +64,7 @@ static const char *resolve(const char *s, const struct mu_config *file)
   struct mu_cfg cfg;
   int rc = mu_cfg_split(s, &kv, &err);
   if (rc == 0)
-    rc = mu_cfg_resolve(&test_sched, &kv, file, &cfg, &err);
+    rc = mu_cfg_resolve("t", test_opts, &kv, file, &cfg, &err);
   if (rc != 0) {
     snprintf(out, sizeof(out), "<error: %s>", mu_buf_str(&err));
   } else {

@@ -11,12 +11,12 @@
 #include "alloc.h"
 #include "golden.h"
 #include "job.h"
-#include "k8s.h"
+#include "kubernetes.h"
 #include "muster/errno.h"
 #include "muster/mu.h"
 #include "sched.h"
 #include "task.h"
-#include "yaml_emit.h"
+#include "yaml_tree.h"
 
 /* ---------------------------------------------------------------------------- helpers */
 

@@ -386,57 +386,57 @@ static char *cast_value(const struct mu_runopt *o, const char *v, const char *wh
   return NULL;
 }
 
-static const struct mu_runopt *runopt_find(const struct mu_sched_ops *s, const char *key)
+static const struct mu_runopt *runopt_find(const struct mu_runopt *runopts, const char *key)
 {
-  for (const struct mu_runopt *o = s->runopts; o != NULL && o->name != NULL; o++)
+  for (const struct mu_runopt *o = runopts; o != NULL && o->name != NULL; o++)
     if (strcmp(o->name, key) == 0)
       return o;
   return NULL;
 }
 
-static void unknown_key(const struct mu_sched_ops *s, const char *key, const char *where,
-                        struct mu_buf *err)
+static void unknown_key(const char *sched, const struct mu_runopt *runopts, const char *key,
+                        const char *where, struct mu_buf *err)
 {
   struct mu_suggest sg;
   mu_suggest_init(&sg, key);
-  for (const struct mu_runopt *o = s->runopts; o != NULL && o->name != NULL; o++)
+  for (const struct mu_runopt *o = runopts; o != NULL && o->name != NULL; o++)
     mu_suggest_add(&sg, o->name);
   const char *best = mu_suggest_best(&sg);
   if (best != NULL)
     mu_buf_printf(err,
                   "%sunknown -cfg key '%s' for the %s scheduler; did you mean '%s'? (see "
                   "'muster runopts %s')",
-                  where, key, s->name, best, s->name);
+                  where, key, sched, best, sched);
   else
     mu_buf_printf(err, "%sunknown -cfg key '%s' for the %s scheduler; see 'muster runopts %s'",
-                  where, key, s->name, s->name);
+                  where, key, sched, sched);
 }
 
-int mu_cfg_resolve(const struct mu_sched_ops *s, const struct mu_kvlist *cli,
+int mu_cfg_resolve(const char *sched, const struct mu_runopt *runopts, const struct mu_kvlist *cli,
                    const struct mu_config *file, struct mu_cfg *out, struct mu_buf *err)
 {
   int rc = 0;
   memset(out, 0, sizeof(*out));
   for (size_t i = 0; cli != NULL && i < cli->n; i++) {
-    if (runopt_find(s, cli->v[i].key) == NULL) {
-      unknown_key(s, cli->v[i].key, "", err);
+    if (runopt_find(runopts, cli->v[i].key) == NULL) {
+      unknown_key(sched, runopts, cli->v[i].key, "", err);
       return MU_EINVAL;
     }
   }
   for (size_t i = 0; file != NULL && i < file->n; i++) {
     const struct mu_config_entry *e = &file->v[i];
-    if (strcmp(e->section, s->name) == 0 && runopt_find(s, e->key) == NULL) {
+    if (strcmp(e->section, sched) == 0 && runopt_find(runopts, e->key) == NULL) {
       char where[600];
       snprintf(where, sizeof(where), "%s: ", e->where);
-      unknown_key(s, e->key, where, err);
+      unknown_key(sched, runopts, e->key, where, err);
       return MU_EINVAL;
     }
   }
-  for (const struct mu_runopt *o = s->runopts; o != NULL && o->name != NULL; o++) {
+  for (const struct mu_runopt *o = runopts; o != NULL && o->name != NULL; o++) {
     const char *v = cli ? mu_kvlist_get(cli, o->name) : NULL;
     char where[600] = "-cfg ";
     if (v == NULL) {
-      const struct mu_config_entry *e = mu_config_find(file, s->name, o->name);
+      const struct mu_config_entry *e = mu_config_find(file, sched, o->name);
       if (e != NULL) {
         snprintf(where, sizeof(where), "%s: ", e->where);
         v = e->value; /* NULL for None: falls back to the default */
@@ -448,8 +448,8 @@ int mu_cfg_resolve(const struct mu_sched_ops *s, const struct mu_kvlist *cli,
     }
     if (v == NULL) {
       if (o->required) {
-        mu_buf_printf(err, "the %s scheduler needs -cfg %s=%s (%s); see 'muster runopts %s'",
-                      s->name, o->name, type_names[o->type], o->help ? o->help : "", s->name);
+        mu_buf_printf(err, "the %s scheduler needs -cfg %s=%s (%s); see 'muster runopts %s'", sched,
+                      o->name, type_names[o->type], o->help ? o->help : "", sched);
         rc = MU_EINVAL;
         goto out;
       }
@@ -467,4 +467,22 @@ out:
   if (rc != 0)
     mu_cfg_release(out);
   return rc;
+}
+
+const char *mu_cfg_get(const struct mu_cfg *cfg, const char *key)
+{
+  return cfg == NULL ? NULL : mu_kvlist_get(&cfg->values, key);
+}
+
+int mu_cfg_get_bool(const struct mu_cfg *cfg, const char *key)
+{
+  const char *v = mu_cfg_get(cfg, key);
+  return v != NULL && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0 ||
+                       strcasecmp(v, "yes") == 0 || strcasecmp(v, "on") == 0);
+}
+
+void mu_cfg_release(struct mu_cfg *cfg)
+{
+  if (cfg != NULL)
+    mu_kvlist_release(&cfg->values);
 }

@@ -1,6 +1,6 @@
 /* YAML out (block style from a cJSON tree) and in (libyaml's document loader into cJSON).
  * See yaml_emit.h for the contract. */
-#include "yaml_emit.h"
+#include "yaml_tree.h"
 
 #include <ctype.h>
 #include <math.h>

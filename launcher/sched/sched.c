@@ -64,24 +64,6 @@ void mu_app_status_release(struct mu_app_status *st)
   memset(st, 0, sizeof(*st));
 }
 
-const char *mu_cfg_get(const struct mu_cfg *cfg, const char *key)
-{
-  return cfg == NULL ? NULL : mu_kvlist_get(&cfg->values, key);
-}
-
-int mu_cfg_get_bool(const struct mu_cfg *cfg, const char *key)
-{
-  const char *v = mu_cfg_get(cfg, key);
-  return v != NULL && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0 ||
-                       strcasecmp(v, "yes") == 0 || strcasecmp(v, "on") == 0);
-}
-
-void mu_cfg_release(struct mu_cfg *cfg)
-{
-  if (cfg != NULL)
-    mu_kvlist_release(&cfg->values);
-}
-
 void mu_dryrun_release(struct mu_dryrun *req)
 {
   if (req == NULL)

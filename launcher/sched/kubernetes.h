@@ -2,8 +2,8 @@
  * (job spec + cfg -> manifest tree) and the parsers for `kubectl get -o json` output.
  * sched_kubernetes.c defines `mu_sched_kubernetes` on top of these.
  */
-#ifndef MU_K8S_H
-#define MU_K8S_H
+#ifndef MU_KUBERNETES_H
+#define MU_KUBERNETES_H
 
 #include <cjson/cJSON.h>
 

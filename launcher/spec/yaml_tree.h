@@ -6,8 +6,8 @@
  * than the same string ("0", "true", "no", "", "1e3", "a: b", ...), so a reader gets back
  * exactly the tree that was written.
  */
-#ifndef MU_YAML_EMIT_H
-#define MU_YAML_EMIT_H
+#ifndef MU_YAML_TREE_H
+#define MU_YAML_TREE_H
 
 #include <cjson/cJSON.h>
 

@@ -12,7 +12,37 @@
 
 #include "buf.h"
 #include "job.h"
-#include "sched.h"
+#include "strvec.h"
+
+/* A runopt declaration: `muster runopts SCHED` prints these; -cfg keys are checked
+ * against them (unknown key -> error with the closest name). */
+enum mu_runopt_type {
+  MU_RUNOPT_STR = 0,
+  MU_RUNOPT_INT,
+  MU_RUNOPT_FLOAT,
+  MU_RUNOPT_BOOL,
+  MU_RUNOPT_LIST, /* comma/semicolon separated strings */
+  MU_RUNOPT_MAP,  /* k:v items */
+};
+
+struct mu_runopt {
+  const char *name;
+  enum mu_runopt_type type;
+  const char *def; /* default as text, NULL for none */
+  int required;
+  const char *help;
+};
+
+/* A resolved scheduler configuration: every declared runopt, in text form (NULL = unset). */
+struct mu_cfg {
+  struct mu_kvlist values;
+};
+
+/* Returns: the value of key in cfg (NULL when unset). Ownership: borrowed. */
+const char *mu_cfg_get(const struct mu_cfg *cfg, const char *key);
+/* Returns: 1 when the bool runopt key is "true"/"1"/"yes"/"on" (case-insensitive), else 0. */
+int mu_cfg_get_bool(const struct mu_cfg *cfg, const char *key);
+void mu_cfg_release(struct mu_cfg *cfg);
 
 /* One value read from a file, with where it came from ("path:line"). */
 struct mu_config_entry {
@@ -55,7 +85,7 @@ int mu_cfg_split(const char *s, struct mu_kvlist *out, struct mu_buf *err);
  * text (lists joined by ',', maps as "k:v,k2:v2", bools "true"/"false").
  * Returns: 0; MU_EINVAL for an unknown key (err names it and the closest runopt), a bad value
  * or a missing required runopt. Ownership: out is the caller's (mu_cfg_release). */
-int mu_cfg_resolve(const struct mu_sched_ops *s, const struct mu_kvlist *cli,
+int mu_cfg_resolve(const char *sched, const struct mu_runopt *runopts, const struct mu_kvlist *cli,
                    const struct mu_config *file, struct mu_cfg *out, struct mu_buf *err);
 
 /* Splits a list runopt value on ',' and ';' outside quotes into trimmed non-empty items; an item in

@@ -9,31 +9,8 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "config.h"
 #include "job.h"
-
-/* A runopt declaration: `muster runopts SCHED` prints these; -cfg keys are checked
- * against them (unknown key -> error with the closest name). */
-enum mu_runopt_type {
-  MU_RUNOPT_STR = 0,
-  MU_RUNOPT_INT,
-  MU_RUNOPT_FLOAT,
-  MU_RUNOPT_BOOL,
-  MU_RUNOPT_LIST, /* comma/semicolon separated strings */
-  MU_RUNOPT_MAP,  /* k:v items */
-};
-
-struct mu_runopt {
-  const char *name;
-  enum mu_runopt_type type;
-  const char *def; /* default as text, NULL for none */
-  int required;
-  const char *help;
-};
-
-/* A resolved scheduler configuration: every declared runopt, in text form (NULL = unset). */
-struct mu_cfg {
-  struct mu_kvlist values;
-};
 
 /* The printable plan that schedule() submits: for local a process list, for kubernetes the
  * Volcano Job YAML, for slurm the sbatch script. `text` is what --dryrun prints. */
@@ -116,12 +93,6 @@ extern const struct mu_sched_ops mu_sched_slurm;
 
 /* The session part of every handle muster makes. */
 #define MU_SESSION "muster"
-
-/* Returns: the value of key in cfg (NULL when unset). Ownership: borrowed. */
-const char *mu_cfg_get(const struct mu_cfg *cfg, const char *key);
-/* Returns: 1 when the bool runopt key is "true"/"1"/"yes"/"on" (case-insensitive), else 0. */
-int mu_cfg_get_bool(const struct mu_cfg *cfg, const char *key);
-void mu_cfg_release(struct mu_cfg *cfg);
 
 /* Frees what a dryrun produced (calls the backend's dryrun_free). Accepts NULL fields. */
 void mu_dryrun_release(struct mu_dryrun *req);

@@ -21,12 +21,12 @@
 
 #include "alloc.h"
 #include "config.h"
-#include "k8s.h"
+#include "kubernetes.h"
 #include "muster/errno.h"
 #include "muster/mu.h"
 #include "opts.h"
 #include "sched_exec.h"
-#include "yaml_emit.h"
+#include "yaml_tree.h"
 
 #define K8S_TASK_MAX 20
 #define K8S_NAME_MAX 63

@@ -87,7 +87,7 @@ int mu_cli_cfg(const struct mu_sched_ops *s, const char *cfgstr, const struct mu
     rc = MU_EXIT_USAGE;
     goto out;
   }
-  if (mu_cfg_resolve(s, &cli, file, out, &err) != 0) {
+  if (mu_cfg_resolve(s->name, s->runopts, &cli, file, out, &err) != 0) {
     mu_error("%s", mu_buf_str(&err));
     rc = MU_EXIT_USAGE;
   }

@@ -11,11 +11,11 @@
 
 #include "buf.h"
 #include "cmds.h"
-#include "k8s.h"
+#include "kubernetes.h"
 #include "log.h"
 #include "muster/mu.h"
 #include "opts.h"
-#include "yaml_emit.h"
+#include "yaml_tree.h"
 
 #define DEPLOY_USAGE                                                                               \
   "muster deploy rendezvous [--namespace NS] [--image IMG] [--name NAME] [--port N]\n\n"           \
