@@ -32,6 +32,7 @@
 #include "agent.h"
 #include "alloc.h"
 #include "buf.h"
+#include "child.h"
 #include "fsutil.h"
 #include "log.h"
 #include "strvec.h"
@@ -56,8 +57,7 @@ struct agent;
 struct worker {
   struct agent *ag;
   int local_rank, rank;
-  uv_process_t proc;
-  uv_pipe_t out, err;
+  struct mu_child child; /* the process and its stdout/stderr pipes */
   int spawned, exited, out_open, err_open;
   int64_t exit_status;
   int term_signal;
@@ -264,8 +264,8 @@ static void kill_groups(struct agent *ag, int sig)
       continue;
     /* Each worker leads its own group (UV_PROCESS_DETACHED = setsid). Signal the group even
      * after the leader exited: children it forked may linger. */
-    if (kill(-w->proc.pid, sig) != 0 && !w->exited)
-      kill(w->proc.pid, sig);
+    if (kill(-w->child.proc.pid, sig) != 0 && !w->exited)
+      kill(w->child.proc.pid, sig);
   }
 }
 
@@ -359,14 +359,14 @@ static void deliver(struct worker *w, int is_err, const char *data, size_t n, in
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
   struct worker *w = s->data;
-  int is_err = s == (uv_stream_t *)&w->err;
+  int is_err = s == (uv_stream_t *)&w->child.err;
   if (nread > 0) {
     deliver(w, is_err, buf->base, (size_t)nread, 0);
     return;
   }
   if (nread < 0) {
     deliver(w, is_err, NULL, 0, 1);
-    close_pipe(is_err ? &w->err : &w->out, is_err ? &w->err_open : &w->out_open);
+    close_pipe(is_err ? &w->child.err : &w->child.out, is_err ? &w->err_open : &w->out_open);
   }
 }
 
@@ -379,8 +379,8 @@ static void on_drain_timer(uv_timer_t *t)
       deliver(w, 0, NULL, 0, 1);
     if (w->err_open)
       deliver(w, 1, NULL, 0, 1);
-    close_pipe(&w->out, &w->out_open);
-    close_pipe(&w->err, &w->err_open);
+    close_pipe(&w->child.out, &w->out_open);
+    close_pipe(&w->child.err, &w->err_open);
   }
 }
 
@@ -481,18 +481,8 @@ static void spawn_worker(struct agent *ag, struct worker *w)
   mu_agent_worker_env(cfg, ag->endpoint, &ag->round, w->local_rank, ag->restart_count,
                       w->error_file, environ, &env);
 
-  uv_pipe_init(&ag->loop, &w->out, 0);
-  uv_pipe_init(&ag->loop, &w->err, 0);
-  w->out.data = w->err.data = w->proc.data = w;
-  uv_stdio_container_t stdio[3];
-  stdio[0].flags = UV_IGNORE;
-  stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-  stdio[1].data.stream = (uv_stream_t *)&w->out;
-  stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-  stdio[2].data.stream = (uv_stream_t *)&w->err;
-  uv_process_options_t o;
-  memset(&o, 0, sizeof(o));
-  o.exit_cb = on_exit_cb;
+  struct mu_child_opts o = {cfg->cmd[0], cfg->cmd,         env.v, on_exit_cb, on_alloc,
+                            on_read,     on_handle_closed, w};
   /* Through `muster agent --exec-worker PPID -- CMD...` when possible: the shim asks the
    * kernel to kill the worker if this agent dies (PR_SET_PDEATHSIG), then execs CMD. */
   if (ag->exe[0] != '\0') {
@@ -505,26 +495,15 @@ static void spawn_worker(struct agent *ag, struct worker *w)
       mu_strvec_push(&args, *c);
     o.file = ag->exe;
     o.args = args.v;
-  } else {
-    o.file = cfg->cmd[0];
-    o.args = cfg->cmd;
   }
-  o.env = env.v;
-  o.flags = UV_PROCESS_DETACHED;
-  o.stdio_count = 3;
-  o.stdio = stdio;
-  int rc = uv_spawn(&ag->loop, &w->proc, &o);
-  w->out_open = w->err_open = 1;
-  ag->open_handles += 2;
+  ag->open_handles += 3; /* the process and its two pipes, until their close callbacks */
+  int rc = mu_child_spawn(&ag->loop, &w->child, &o);
   if (rc != 0) {
     w->spawn_error = rc;
     w->exited = 1;
     w->exit_status = 127;
     w->exit_order = ++ag->exit_seq;
     ag->nexited++;
-    close_pipe(&w->out, &w->out_open);
-    close_pipe(&w->err, &w->err_open);
-    uv_close((uv_handle_t *)&w->proc, NULL);
     if (!ag->stopping) {
       ag->failed_idx = (int)(w - ag->w);
       set_outcome(ag, OUT_WORKER_FAILED);
@@ -532,9 +511,7 @@ static void spawn_worker(struct agent *ag, struct worker *w)
     }
   } else {
     w->spawned = 1;
-    ag->open_handles++;
-    uv_read_start((uv_stream_t *)&w->out, on_alloc, on_read);
-    uv_read_start((uv_stream_t *)&w->err, on_alloc, on_read);
+    w->out_open = w->err_open = 1;
   }
   mu_strvec_release(&env);
   mu_strvec_release(&args);
@@ -565,7 +542,7 @@ static void failure_summary(struct agent *ag, int restarts_left)
                       "(restarts left: %d):\n"
                       "  rank %d (local rank %d, node rank %d) on host %s (%s), pid %d: %s\n",
                       ag->cfg->run_id, ag->round.round, ag->attempt, restarts_left, w->rank,
-                      w->local_rank, ag->round.node_rank, host, ag->addr, w->proc.pid, how);
+                      w->local_rank, ag->round.node_rank, host, ag->addr, w->child.proc.pid, how);
   struct mu_buf ef = MU_BUF_INIT(1 << 15);
   if (mu_agent_error_file_summary(w->error_file, ERROR_LINES, "    | ", &ef) == 0)
     (void)mu_buf_printf(&s, "  error file %s:\n%s", w->error_file, ef.data);

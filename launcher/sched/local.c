@@ -35,6 +35,7 @@
 
 #include "json.h"
 #include "alloc.h"
+#include "child.h"
 #include "fsutil.h"
 #include "http.h"
 #include "job.h"
@@ -332,8 +333,7 @@ struct sup;
 struct replica {
   struct sup *sup;
   struct replica_plan *plan;
-  uv_process_t proc;
-  uv_pipe_t out, err;
+  struct mu_child child; /* the process and its stdout/stderr pipes */
   int fd_out, fd_err, fd_comb;
   int open_handles; /* proc + pipes not yet closed */
   int phase;
@@ -515,7 +515,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
   struct replica *r = st->data;
   if (n > 0) {
-    mu_write_all(st == (uv_stream_t *)&r->out ? r->fd_out : r->fd_err, buf->base, (size_t)n);
+    mu_write_all(st == (uv_stream_t *)&r->child.out ? r->fd_out : r->fd_err, buf->base, (size_t)n);
     mu_write_all(r->fd_comb, buf->base, (size_t)n);
   }
   mu_free(buf->base);
@@ -597,48 +597,23 @@ static int start_replica(struct sup *s, struct replica *r)
   r->fd_out = open_log(rp->dir, "stdout.log");
   r->fd_err = open_log(rp->dir, "stderr.log");
   r->fd_comb = open_log(rp->dir, "combined.log");
-  uv_pipe_init(&s->loop, &r->out, 0);
-  uv_pipe_init(&s->loop, &r->err, 0);
-  r->out.data = r->err.data = r->proc.data = r;
-  uv_stdio_container_t stdio[3];
-  stdio[0].flags = UV_IGNORE;
-  stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-  stdio[1].data.stream = (uv_stream_t *)&r->out;
-  stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-  stdio[2].data.stream = (uv_stream_t *)&r->err;
   char **env = build_env(s, rp);
-  uv_process_options_t opt;
-  memset(&opt, 0, sizeof(opt));
-  opt.exit_cb = on_exit_cb;
-  opt.file = rp->argv.v[0];
-  opt.args = rp->argv.v;
-  opt.env = env;
-  opt.stdio = stdio;
-  opt.stdio_count = 3;
-  opt.flags = UV_PROCESS_DETACHED; /* setsid: its own process group */
-  /* uv_spawn searches PATH from the child's env. */
-  rc = uv_spawn(&s->loop, &r->proc, &opt);
+  struct mu_child_opts opt = {rp->argv.v[0], rp->argv.v,       env, on_exit_cb, on_alloc,
+                              on_read,       on_handle_closed, r};
+  r->open_handles = 3; /* the process and its two pipes, until their close callbacks */
+  rc = mu_child_spawn(&s->loop, &r->child, &opt);
   free_env(env);
   if (rc != 0) {
-    char line[512];
-    int n = snprintf(line, sizeof(line), "muster: cannot start '%s': %s\n", rp->argv.v[0],
-                     uv_strerror(rc));
-    mu_write_all(r->fd_err, line, (size_t)n);
-    mu_write_all(r->fd_comb, line, (size_t)n);
+    char *line = mu_asprintf("muster: cannot start '%s': %s\n", rp->argv.v[0], uv_strerror(rc));
+    mu_write_all(r->fd_err, line, strlen(line));
+    mu_write_all(r->fd_comb, line, strlen(line));
+    mu_free(line);
     r->exit_code = 127;
     r->phase = R_DONE;
-    /* A failed uv_spawn still initialised proc: close it too, or uv_loop_close fails. */
-    r->open_handles = 3;
-    uv_close((uv_handle_t *)&r->proc, on_handle_closed);
-    uv_close((uv_handle_t *)&r->out, on_handle_closed);
-    uv_close((uv_handle_t *)&r->err, on_handle_closed);
     return 0;
   }
-  r->open_handles = 3;
-  r->pid = r->proc.pid;
+  r->pid = r->child.proc.pid;
   r->phase = R_RUNNING;
-  uv_read_start((uv_stream_t *)&r->out, on_alloc, on_read);
-  uv_read_start((uv_stream_t *)&r->err, on_alloc, on_read);
   return 0;
 }
 
