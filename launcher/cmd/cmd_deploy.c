@@ -53,7 +53,7 @@ static cJSON *service(const char *name, const char *ns, long port)
   cJSON_AddStringToObject(sel, "app.kubernetes.io/name", name);
   ports = cJSON_AddArrayToObject(spec, "ports");
   p = cJSON_CreateObject();
-  cJSON_AddStringToObject(p, "name", "client");
+  cJSON_AddStringToObject(p, "name", "rdzv");
   cJSON_AddNumberToObject(p, "port", (double)port);
   cJSON_AddStringToObject(p, "protocol", "TCP");
   cJSON_AddNumberToObject(p, "targetPort", (double)port);
@@ -61,21 +61,12 @@ static cJSON *service(const char *name, const char *ns, long port)
   return svc;
 }
 
-static cJSON *probe(long port, int period, int failures)
-{
-  cJSON *pr = cJSON_CreateObject(), *hg = cJSON_AddObjectToObject(pr, "httpGet");
-  cJSON_AddStringToObject(hg, "path", "/healthz");
-  cJSON_AddNumberToObject(hg, "port", (double)port);
-  cJSON_AddNumberToObject(pr, "periodSeconds", period);
-  cJSON_AddNumberToObject(pr, "failureThreshold", failures);
-  return pr;
-}
-
+/* The Deployment: one replica with the Recreate strategy (never two servers at once), running
+ * the musterd container that jobs run too, plus what a long-lived service needs: a liveness
+ * probe and a non-root, read-only container. */
 static cJSON *deployment(const char *name, const char *ns, const char *image, long port)
 {
-  cJSON *d = cJSON_CreateObject(), *spec, *sel, *tmpl, *tmeta, *pspec, *ctrs, *c, *cmd, *ports, *p,
-        *res, *lim, *req, *sec, *psec;
-  char listen[64];
+  cJSON *d = cJSON_CreateObject(), *spec, *sel, *tmpl, *tmeta, *pspec, *c, *sec, *psec;
 
   cJSON_AddStringToObject(d, "apiVersion", "apps/v1");
   cJSON_AddStringToObject(d, "kind", "Deployment");
@@ -92,31 +83,9 @@ static cJSON *deployment(const char *name, const char *ns, const char *image, lo
   psec = cJSON_AddObjectToObject(pspec, "securityContext");
   cJSON_AddTrueToObject(psec, "runAsNonRoot");
   cJSON_AddNumberToObject(psec, "runAsUser", 65532);
-  ctrs = cJSON_AddArrayToObject(pspec, "containers");
-  c = cJSON_CreateObject();
-  cJSON_AddItemToArray(ctrs, c);
-  cJSON_AddStringToObject(c, "name", "musterd");
-  cJSON_AddStringToObject(c, "image", image);
-  cmd = cJSON_AddArrayToObject(c, "command");
-  snprintf(listen, sizeof listen, "0.0.0.0:%ld", port);
-  cJSON_AddItemToArray(cmd, cJSON_CreateString("musterd"));
-  cJSON_AddItemToArray(cmd, cJSON_CreateString("--listen"));
-  cJSON_AddItemToArray(cmd, cJSON_CreateString(listen));
-  ports = cJSON_AddArrayToObject(c, "ports");
-  p = cJSON_CreateObject();
-  cJSON_AddStringToObject(p, "name", "client");
-  cJSON_AddNumberToObject(p, "containerPort", (double)port);
-  cJSON_AddStringToObject(p, "protocol", "TCP");
-  cJSON_AddItemToArray(ports, p);
-  cJSON_AddItemToObject(c, "readinessProbe", probe(port, 2, 3));
-  cJSON_AddItemToObject(c, "livenessProbe", probe(port, 10, 6));
-  res = cJSON_AddObjectToObject(c, "resources");
-  lim = cJSON_AddObjectToObject(res, "limits");
-  cJSON_AddStringToObject(lim, "cpu", "1");
-  cJSON_AddStringToObject(lim, "memory", "512Mi");
-  req = cJSON_AddObjectToObject(res, "requests");
-  cJSON_AddStringToObject(req, "cpu", "100m");
-  cJSON_AddStringToObject(req, "memory", "64Mi");
+  c = mu_k8s_musterd_container(image, port);
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(pspec, "containers"), c);
+  cJSON_AddItemToObject(c, "livenessProbe", mu_k8s_healthz_probe(port, 10, 6));
   sec = cJSON_AddObjectToObject(c, "securityContext");
   cJSON_AddFalseToObject(sec, "allowPrivilegeEscalation");
   cJSON_AddTrueToObject(sec, "readOnlyRootFilesystem");

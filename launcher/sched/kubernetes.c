@@ -628,12 +628,50 @@ static cJSON *render_task(const struct render_ctx *x, long ri, long k)
   return task;
 }
 
+cJSON *mu_k8s_healthz_probe(long port, int period_s, int failures)
+{
+  cJSON *pr = cJSON_CreateObject(), *hg = cJSON_AddObjectToObject(pr, "httpGet");
+  cJSON_AddStringToObject(hg, "path", "/healthz");
+  cJSON_AddNumberToObject(hg, "port", (double)port);
+  cJSON_AddNumberToObject(pr, "periodSeconds", period_s);
+  if (failures > 0)
+    cJSON_AddNumberToObject(pr, "failureThreshold", failures);
+  return pr;
+}
+
+cJSON *mu_k8s_musterd_container(const char *image, long port)
+{
+  cJSON *ctr = cJSON_CreateObject(), *arr, *o, *l;
+  char listen[64];
+
+  arr = cJSON_AddArrayToObject(ctr, "command");
+  snprintf(listen, sizeof listen, "0.0.0.0:%ld", port);
+  cJSON_AddItemToArray(arr, cJSON_CreateString("musterd"));
+  cJSON_AddItemToArray(arr, cJSON_CreateString("--listen"));
+  cJSON_AddItemToArray(arr, cJSON_CreateString(listen));
+  cJSON_AddStringToObject(ctr, "image", image);
+  cJSON_AddStringToObject(ctr, "name", "musterd");
+  arr = cJSON_AddArrayToObject(ctr, "ports");
+  o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "containerPort", (double)port);
+  cJSON_AddStringToObject(o, "name", "rdzv");
+  cJSON_AddItemToArray(arr, o);
+  cJSON_AddItemToObject(ctr, "readinessProbe", mu_k8s_healthz_probe(port, 2, 0));
+  o = cJSON_AddObjectToObject(ctr, "resources");
+  l = cJSON_AddObjectToObject(o, "limits");
+  cJSON_AddStringToObject(l, "cpu", "1000m");
+  cJSON_AddStringToObject(l, "memory", "512M");
+  l = cJSON_AddObjectToObject(o, "requests");
+  cJSON_AddStringToObject(l, "cpu", "100m");
+  cJSON_AddStringToObject(l, "memory", "64M");
+  return ctr;
+}
+
 /* The job's own musterd: one replica, a /healthz readiness probe, reachable through the svc
  * plugin as <job>-musterd-0.<job>. */
 static cJSON *render_rdzv_task(const struct render_ctx *x, long port)
 {
-  cJSON *task = cJSON_CreateObject(), *tmpl, *meta, *spec, *ctr, *arr, *o, *probe, *hg, *l;
-  char listen[64];
+  cJSON *task = cJSON_CreateObject(), *tmpl, *meta, *spec, *arr, *l;
 
   cJSON_AddStringToObject(task, "name", "musterd");
   cJSON_AddNumberToObject(task, "replicas", 1);
@@ -649,34 +687,10 @@ static cJSON *render_rdzv_task(const struct render_ctx *x, long port)
   merge_strings(l, x->labels);
   spec = cJSON_AddObjectToObject(tmpl, "spec");
   arr = cJSON_AddArrayToObject(spec, "containers");
-  ctr = cJSON_CreateObject();
-  cJSON_AddItemToArray(arr, ctr);
-  arr = cJSON_AddArrayToObject(ctr, "command");
-  snprintf(listen, sizeof listen, "0.0.0.0:%ld", port);
-  cJSON_AddItemToArray(arr, cJSON_CreateString("musterd"));
-  cJSON_AddItemToArray(arr, cJSON_CreateString("--listen"));
-  cJSON_AddItemToArray(arr, cJSON_CreateString(listen));
-  cJSON_AddStringToObject(ctr, "image",
-                          mu_cfg_get(x->cfg, "muster_image") ? mu_cfg_get(x->cfg, "muster_image")
-                                                             : "muster:" MU_VERSION);
-  cJSON_AddStringToObject(ctr, "name", "musterd");
-  arr = cJSON_AddArrayToObject(ctr, "ports");
-  o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "containerPort", (double)port);
-  cJSON_AddStringToObject(o, "name", "rdzv");
-  cJSON_AddItemToArray(arr, o);
-  probe = cJSON_AddObjectToObject(ctr, "readinessProbe");
-  hg = cJSON_AddObjectToObject(probe, "httpGet");
-  cJSON_AddStringToObject(hg, "path", "/healthz");
-  cJSON_AddNumberToObject(hg, "port", (double)port);
-  cJSON_AddNumberToObject(probe, "periodSeconds", 2);
-  o = cJSON_AddObjectToObject(ctr, "resources");
-  l = cJSON_AddObjectToObject(o, "limits");
-  cJSON_AddStringToObject(l, "cpu", "1000m");
-  cJSON_AddStringToObject(l, "memory", "512M");
-  l = cJSON_AddObjectToObject(o, "requests");
-  cJSON_AddStringToObject(l, "cpu", "100m");
-  cJSON_AddStringToObject(l, "memory", "64M");
+  cJSON_AddItemToArray(arr, mu_k8s_musterd_container(mu_cfg_get(x->cfg, "muster_image")
+                                                         ? mu_cfg_get(x->cfg, "muster_image")
+                                                         : "muster:" MU_VERSION,
+                                                     port));
   cJSON_AddItemToObject(spec, "nodeSelector", cJSON_Duplicate(x->node_sel, 1));
   cJSON_AddStringToObject(spec, "restartPolicy", "OnFailure");
   pod_common(x, spec);

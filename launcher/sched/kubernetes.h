@@ -15,6 +15,17 @@
  * runopt). */
 #define MU_K8S_RDZV_PORT 29400
 
+/* A readiness or liveness probe: GET /healthz on port every period_s seconds; failures > 0
+ * sets failureThreshold (else Kubernetes' default, 3). Returns: a new object (cJSON_Delete). */
+cJSON *mu_k8s_healthz_probe(long port, int period_s, int failures);
+
+/* The musterd container, the one spec for both places musterd runs on Kubernetes: the job's
+ * own rendezvous task and `muster deploy rendezvous`. `musterd --listen 0.0.0.0:PORT` from
+ * image, the port named "rdzv", a /healthz readiness probe every 2 s, and resources (limits
+ * 1000m CPU and 512M memory, requests 100m and 64M: musterd keeps rounds and KV in memory).
+ * Returns: a new object; the caller adds what its pod needs and frees it (cJSON_Delete). */
+cJSON *mu_k8s_musterd_container(const char *image, long port);
+
 /* Whether s is a valid Kubernetes object name (an RFC 1123 DNS label: 1-63 characters of
  * lowercase letters, digits and '-', starting and ending with a letter or digit).
  * Returns: 1 or 0. */
