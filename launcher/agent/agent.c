@@ -15,7 +15,9 @@
 
 #include "agent.h"
 #include "alloc.h"
+#include "fsutil.h"
 #include "opts.h"
+#include "rdzv_backend.h"
 
 #define MAX_LINE 65536 /* a longer line is written in pieces */
 #define MAX_ERROR_FILE (1u << 20)
@@ -33,9 +35,11 @@ void mu_agent_config_init(struct mu_agent_config *cfg)
   cfg->last_call_s = -1;
   cfg->lease_ttl_s = -1;
   cfg->stop_grace_s = 5;
+  cfg->rdzv = &mu_rdzv_musterd;
+  cfg->out_fd = cfg->err_fd = -1;
 }
 
-int mu_agent_parse_nnodes(const char *s, int *min, int *max, char *err, size_t errlen)
+int mu_agent_parse_nnodes(const char *s, int *min, int *max, struct mu_buf *err)
 {
   long a = 0, b = 0;
   const char *colon = strchr(s, ':');
@@ -53,8 +57,8 @@ int mu_agent_parse_nnodes(const char *s, int *min, int *max, char *err, size_t e
     if (mu_parse_long(left, 1, 1000000, &a) != 0 || mu_parse_long(colon + 1, 1, 1000000, &b) != 0)
       goto bad;
     if (b < a) {
-      snprintf(err, errlen,
-               "--nnodes '%s': MAX (%ld) is below MIN (%ld); use MIN:MAX with MIN <= MAX", s, b, a);
+      mu_buf_printf(err, "--nnodes '%s': MAX (%ld) is below MIN (%ld); use MIN:MAX with MIN <= MAX",
+                    s, b, a);
       return MU_EINVAL;
     }
   }
@@ -62,12 +66,11 @@ int mu_agent_parse_nnodes(const char *s, int *min, int *max, char *err, size_t e
   *max = (int)b;
   return 0;
 bad:
-  snprintf(err, errlen, "--nnodes '%s': expected N or MIN:MAX with positive integers (e.g. 2:4)",
-           s);
+  mu_buf_printf(err, "--nnodes '%s': expected N or MIN:MAX with positive integers (e.g. 2:4)", s);
   return MU_EINVAL;
 }
 
-int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *err, size_t errlen)
+int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, struct mu_buf *err)
 {
   /* torchrun keys that do not apply to musterd: accepted and ignored. */
   static const char *const ignored[] = {"is_host",
@@ -84,7 +87,7 @@ int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *e
   for (char *kv = strtok_r(copy, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
     char *eq = strchr(kv, '=');
     if (eq == NULL) {
-      snprintf(err, errlen, "--rdzv-conf: '%s' is not KEY=VALUE", kv);
+      mu_buf_printf(err, "--rdzv-conf: '%s' is not KEY=VALUE", kv);
       rc = MU_EINVAL;
       goto out;
     }
@@ -100,7 +103,7 @@ int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *e
     if (dst != NULL) {
       double d = 0;
       if (mu_parse_double(val, &d) != 0 || d < 0) {
-        snprintf(err, errlen, "--rdzv-conf: %s=%s: expected seconds (a number >= 0)", key, val);
+        mu_buf_printf(err, "--rdzv-conf: %s=%s: expected seconds (a number >= 0)", key, val);
         rc = MU_EINVAL;
         goto out;
       }
@@ -111,10 +114,10 @@ int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *e
     for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
       known |= strcmp(ignored[i], key) == 0;
     if (!known) {
-      snprintf(err, errlen,
-               "--rdzv-conf: unknown key '%s'; muster knows join_timeout, last_call_timeout and "
-               "lease_ttl",
-               key);
+      mu_buf_printf(err,
+                    "--rdzv-conf: unknown key '%s'; muster knows join_timeout, last_call_timeout "
+                    "and lease_ttl",
+                    key);
       rc = MU_EINVAL;
       goto out;
     }
@@ -267,20 +270,13 @@ int mu_agent_error_file_summary(const char *path, size_t max_lines, const char *
 {
   struct mu_buf text = MU_BUF_INIT(MAX_ERROR_FILE);
   cJSON *j = NULL;
-  int rc = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return MU_ENOENT;
-  char buf[8192];
-  ssize_t r;
-  while ((r = read(fd, buf, sizeof(buf))) > 0)
-    if (mu_buf_append(&text, buf, (size_t)r) != 0)
-      break;
-  close(fd);
-  if (text.len == 0) {
+  int rc = mu_read_file(path, MAX_ERROR_FILE, &text);
+  /* A file over the cap is summarised from its first MiB; an unreadable one is no file. */
+  if ((rc != 0 && rc != MU_E2BIG) || text.len == 0) {
     rc = MU_ENOENT;
     goto out;
   }
+  rc = 0;
   j = cJSON_ParseWithLength(text.data, text.len);
   const cJSON *msg = cJSON_GetObjectItemCaseSensitive(j, "message");
   if (cJSON_IsObject(msg)) {

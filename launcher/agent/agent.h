@@ -1,7 +1,16 @@
-/* muster agent: the per-node torchrun replacement (docs/agent.md).
+/* The agent layer: `muster agent`, the per-node torchrun replacement (docs/agent.md).
  *
- * cmd_agent.c parses the command line into a struct mu_agent_config and calls
- * mu_agent_run(). The pieces below the run are exported for the unit tests: nnodes and
+ * Owns: joining a rendezvous round, running the node's workers with the torchrun environment,
+ * stopping and restarting them when a worker fails or the round changes, and the embedded
+ * musterd of --standalone. It may call common/ (and the client of include/muster/client.h)
+ * and musterd's embedding header (standalone.c only); nothing of cmd/, sched/ or spec/: the
+ * same agent runs inside pods and Slurm tasks, where none of them exists.
+ *
+ * cmd/cmd_agent.c parses the command line into a struct mu_agent_config and calls
+ * mu_agent_run(), which returns the exit code and the final error; progress and worker failure
+ * reports come through the config's report callback while it runs, and worker output goes to
+ * the config's fds. Nothing here prints. The rendezvous calls go through the interface of
+ * rdzv_backend.h. The pieces below the run are exported for the unit tests: nnodes and
  * rdzv_conf parsing, the worker environment, output line prefixing and the error-file reader.
  */
 #ifndef MU_AGENT_H
@@ -13,6 +22,7 @@
 #include "strvec.h"
 
 struct mu_round;
+struct mu_rdzv_ops;
 
 /* The agent's exit codes (docs/agent.md). */
 enum mu_agent_exit {
@@ -23,36 +33,50 @@ enum mu_agent_exit {
   MU_AGENT_EXIT_SIGNAL_BASE = 128 /* + N: stopped by signal N (SIGINT 130, SIGTERM 143) */
 };
 
+/* What the agent reports while it runs (the text has no trailing newline unless said). */
+enum mu_agent_report {
+  MU_AGENT_PROGRESS, /* one line: joined a round, started the workers, restarting, ... */
+  MU_AGENT_FAILURE,  /* a worker failure: several lines, each ending in '\n' */
+  MU_AGENT_DEBUG,    /* a detail worth a debug log line (a heartbeat that failed) */
+};
+/* Called from the agent's main thread, and for MU_AGENT_DEBUG also from its watcher thread, so
+ * it must be safe to call from both. Ownership: text is borrowed for the call. */
+typedef void mu_agent_report_fn(void *data, enum mu_agent_report kind, const char *text);
+
 struct mu_agent_config {
   int min_nodes, max_nodes;
   int nproc_per_node;
   const char *endpoint; /* HOST:PORT; NULL only with standalone */
   const char *run_id;
   long max_restarts;
-  double monitor_interval_s; /* accepted for torchrun; monitoring is event-driven */
-  const char *role;          /* ROLE_NAME, default "default" */
-  const char *log_dir;       /* NULL: no per-worker files */
-  int tee;                   /* with log_dir: also print to the console */
-  int standalone;            /* run an embedded musterd on a free loopback port */
-  const char *node_id;       /* NULL: host-pid-random */
-  const char *local_addr;    /* NULL: the address used to reach the endpoint */
-  double join_timeout_s;     /* default 600 */
-  double last_call_s;        /* < 0: server default */
-  double lease_ttl_s;        /* < 0: server default */
-  double stop_grace_s;       /* SIGTERM -> SIGKILL delay, default 5 */
-  char **cmd;                /* the worker command, NULL-terminated (borrowed from argv) */
+  double monitor_interval_s;      /* accepted for torchrun; monitoring is event-driven */
+  const char *role;               /* ROLE_NAME, default "default" */
+  const char *log_dir;            /* NULL: no per-worker files */
+  int tee;                        /* with log_dir: also print to the console */
+  int standalone;                 /* run an embedded musterd on a free loopback port */
+  const char *node_id;            /* NULL: host-pid-random */
+  const char *local_addr;         /* NULL: the address used to reach the endpoint */
+  double join_timeout_s;          /* default 600 */
+  double last_call_s;             /* < 0: server default */
+  double lease_ttl_s;             /* < 0: server default */
+  double stop_grace_s;            /* SIGTERM -> SIGKILL delay, default 5 */
+  char **cmd;                     /* the worker command, NULL-terminated (borrowed from argv) */
+  const struct mu_rdzv_ops *rdzv; /* the rendezvous backend, default musterd's /v1 */
+  int out_fd, err_fd;             /* where the workers' prefixed output goes; -1: nowhere */
+  mu_agent_report_fn *report;     /* NULL: reports are dropped */
+  void *report_data;
 };
 
-/* Fills the defaults above. */
+/* Fills the defaults above (out_fd and err_fd -1, no report callback). */
 void mu_agent_config_init(struct mu_agent_config *cfg);
 
-/* Parses "N" or "MIN:MAX". Returns: 0, or MU_EINVAL (err describes the problem). */
-int mu_agent_parse_nnodes(const char *s, int *min, int *max, char *err, size_t errlen);
+/* Parses "N" or "MIN:MAX". Returns: 0, or MU_EINVAL with the problem in err. */
+int mu_agent_parse_nnodes(const char *s, int *min, int *max, struct mu_buf *err);
 
 /* Applies torchrun's --rdzv-conf "k=v,k=v": join_timeout, last_call_timeout, lease_ttl
  * (seconds). Keys torchrun knows but muster does not need are ignored; others are errors.
- * Returns: 0, or MU_EINVAL (err names the key). */
-int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, char *err, size_t errlen);
+ * Returns: 0, or MU_EINVAL with a message naming the key in err. */
+int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, struct mu_buf *err);
 
 /* Builds the environment of one worker: `base` (NULL-terminated "K=V", may be NULL) without
  * the variables the agent sets, then the torchrun contract (DESIGN.md "Worker environment"),
@@ -82,11 +106,12 @@ void mu_line_prefixer_release(struct mu_line_prefixer *lp);
 int mu_agent_error_file_summary(const char *path, size_t max_lines, const char *indent,
                                 struct mu_buf *out);
 
-/* Runs the agent to its end. Returns: an enum mu_agent_exit value (or 128 + signal). Prints
- * its progress and errors to stderr; worker output goes to stdout/stderr prefixed. */
-int mu_agent_run(const struct mu_agent_config *cfg);
+/* Runs the agent to its end: join, run the workers, restart or re-join as the rounds go.
+ * Returns: an enum mu_agent_exit value (or 128 + signal); for any code but MU_AGENT_EXIT_OK
+ * (and a signal) what went wrong, with what to do about it, is in err. */
+int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err);
 
-/* --standalone: an embedded musterd on its own thread (agent_standalone.c).
+/* --standalone: an embedded musterd on its own thread (standalone.c).
  * Returns: 0 with the endpoint ("127.0.0.1:PORT") in ep, or a negative code. */
 struct mu_agent_standalone;
 int mu_agent_standalone_start(struct mu_agent_standalone **out, char *ep, size_t eplen);

@@ -1,7 +1,8 @@
 /* muster agent: the per-node torchrun replacement. Parses the command line (torchrun's
- * spellings included) and hands over to mu_agent_run() (launcher/agent_run.c). */
+ * spellings included), hands over to mu_agent_run() (agent/) and prints what it reports. */
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,24 @@ static const char usage_text[] =
     "muster agent --nnodes MIN[:MAX] --nproc-per-node N --rdzv-endpoint HOST:PORT --rdzv-id ID\n"
     "       [--max-restarts K] [--role NAME] [--log-dir DIR] [--tee] [--standalone] [OPTIONS]\n"
     "       -- CMD [ARGS...]";
+
+/* The agent's reports, on stderr: "[muster agent] ..." lines, as torchrun's agent logs. */
+static void print_report(void *data, enum mu_agent_report kind, const char *text)
+{
+  (void)data;
+  switch (kind) {
+  case MU_AGENT_PROGRESS:
+    fprintf(stderr, "[muster agent] %s\n", text);
+    break;
+  case MU_AGENT_FAILURE:
+    fprintf(stderr, "[muster agent] %s", text);
+    break;
+  case MU_AGENT_DEBUG:
+    mu_debug("%s", text);
+    return;
+  }
+  fflush(stderr);
+}
 
 static int valid_run_id(const char *s)
 {
@@ -71,7 +90,7 @@ int cmd_agent(int argc, char **argv)
   struct mu_agent_standalone *sa = NULL;
   char **args = NULL;
   int code = MU_AGENT_EXIT_USAGE;
-  char err[512];
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
 
   struct mu_opt opts[] = {
       MU_OPT_STRING(0, "nnodes", &nnodes, "MIN[:MAX]", "number of nodes, or an elastic range"),
@@ -137,8 +156,8 @@ int cmd_agent(int argc, char **argv)
   }
   cfg.cmd = args + first;
   cfg.tee = tee;
-  if (mu_agent_parse_nnodes(nnodes, &cfg.min_nodes, &cfg.max_nodes, err, sizeof(err)) != 0) {
-    mu_error("%s", err);
+  if (mu_agent_parse_nnodes(nnodes, &cfg.min_nodes, &cfg.max_nodes, &err) != 0) {
+    mu_error("%s", mu_buf_str(&err));
     goto out;
   }
   long n = 0;
@@ -156,8 +175,8 @@ int cmd_agent(int argc, char **argv)
     goto out;
   }
   cfg.max_restarts = max_restarts;
-  if (rdzv_conf != NULL && mu_agent_parse_rdzv_conf(rdzv_conf, &cfg, err, sizeof(err)) != 0) {
-    mu_error("%s", err);
+  if (rdzv_conf != NULL && mu_agent_parse_rdzv_conf(rdzv_conf, &cfg, &err) != 0) {
+    mu_error("%s", mu_buf_str(&err));
     goto out;
   }
   if (join_timeout >= 0)
@@ -198,16 +217,24 @@ int cmd_agent(int argc, char **argv)
       goto out;
     }
     endpoint = ep;
-    fprintf(stderr, "[muster agent] standalone: embedded musterd on %s\n", ep);
+    char *say = mu_asprintf("standalone: embedded musterd on %s", ep);
+    print_report(NULL, MU_AGENT_PROGRESS, say);
+    mu_free(say);
   }
   if (endpoint == NULL) {
     mu_error("--rdzv-endpoint HOST:PORT is required (a running musterd), or use --standalone");
     goto out;
   }
   cfg.endpoint = endpoint;
-  code = mu_agent_run(&cfg);
+  cfg.out_fd = STDOUT_FILENO;
+  cfg.err_fd = STDERR_FILENO;
+  cfg.report = print_report;
+  code = mu_agent_run(&cfg, &err);
+  if (err.len > 0)
+    mu_error("%s", mu_buf_str(&err));
 out:
   mu_agent_standalone_stop(sa);
+  mu_buf_release(&err);
   mu_free(args);
   return code;
 }

@@ -1,5 +1,6 @@
-/* Tests for launcher/agent.c: nnodes / rdzv_conf parsing, the worker environment, output
- * line prefixing and the TORCHELASTIC_ERROR_FILE reader. */
+/* Tests for launcher/agent/: nnodes / rdzv_conf parsing, the rendezvous backend on musterd, the
+ * worker environment, output line prefixing and the TORCHELASTIC_ERROR_FILE reader. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include "agent.h"
 #include "alloc.h"
 #include "buf.h"
+#include "rdzv_backend.h"
 #include "strvec.h"
 #include "task.h"
 
@@ -28,37 +30,101 @@ static const char *env_get(const struct mu_strvec *sv, const char *name)
 TEST(agent__nnodes)
 {
   int a = 0, b = 0;
-  char err[256];
-  ASSERT_EQ(mu_agent_parse_nnodes("4", &a, &b, err, sizeof(err)), 0);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  ASSERT_EQ(mu_agent_parse_nnodes("4", &a, &b, &err), 0);
   ASSERT_EQ(a, 4);
   ASSERT_EQ(b, 4);
-  ASSERT_EQ(mu_agent_parse_nnodes("2:4", &a, &b, err, sizeof(err)), 0);
+  ASSERT_EQ(mu_agent_parse_nnodes("2:4", &a, &b, &err), 0);
   ASSERT_EQ(a, 2);
   ASSERT_EQ(b, 4);
-  ASSERT_EQ(mu_agent_parse_nnodes("4:2", &a, &b, err, sizeof(err)), MU_EINVAL);
-  ASSERT(strstr(err, "below MIN") != NULL);
-  ASSERT_EQ(mu_agent_parse_nnodes("0", &a, &b, err, sizeof(err)), MU_EINVAL);
-  ASSERT_EQ(mu_agent_parse_nnodes("two", &a, &b, err, sizeof(err)), MU_EINVAL);
-  ASSERT_EQ(mu_agent_parse_nnodes(":3", &a, &b, err, sizeof(err)), MU_EINVAL);
-  ASSERT(strstr(err, "MIN:MAX") != NULL);
+  ASSERT_EQ(err.len, 0);
+  ASSERT_EQ(mu_agent_parse_nnodes("4:2", &a, &b, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "below MIN") != NULL);
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_agent_parse_nnodes("0", &a, &b, &err), MU_EINVAL);
+  ASSERT_EQ(mu_agent_parse_nnodes("two", &a, &b, &err), MU_EINVAL);
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_agent_parse_nnodes(":3", &a, &b, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "MIN:MAX") != NULL);
+  mu_buf_release(&err);
 }
 
 TEST(agent__rdzv_conf)
 {
   struct mu_agent_config cfg;
-  char err[256];
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
   mu_agent_config_init(&cfg);
   ASSERT_EQ(mu_agent_parse_rdzv_conf("join_timeout=30,last_call_timeout=0.5,lease_ttl=2,"
                                      "read_timeout=60,is_host=1",
-                                     &cfg, err, sizeof(err)),
+                                     &cfg, &err),
             0);
   ASSERT(cfg.join_timeout_s == 30);
   ASSERT(cfg.last_call_s == 0.5);
   ASSERT(cfg.lease_ttl_s == 2);
-  ASSERT_EQ(mu_agent_parse_rdzv_conf("bogus=1", &cfg, err, sizeof(err)), MU_EINVAL);
-  ASSERT(strstr(err, "'bogus'") != NULL);
-  ASSERT_EQ(mu_agent_parse_rdzv_conf("join_timeout=soon", &cfg, err, sizeof(err)), MU_EINVAL);
-  ASSERT_EQ(mu_agent_parse_rdzv_conf("novalue", &cfg, err, sizeof(err)), MU_EINVAL);
+  ASSERT_EQ(mu_agent_parse_rdzv_conf("bogus=1", &cfg, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "'bogus'") != NULL);
+  ASSERT_EQ(mu_agent_parse_rdzv_conf("join_timeout=soon", &cfg, &err), MU_EINVAL);
+  ASSERT_EQ(mu_agent_parse_rdzv_conf("novalue", &cfg, &err), MU_EINVAL);
+  mu_buf_release(&err);
+}
+
+/* The rendezvous backend interface (rdzv_backend.h) on its musterd implementation, against a
+ * real embedded musterd: what the agent calls (join, heartbeat, watch, leave, shutdown) and
+ * what a backend offers the workers (barrier, KV), with the errors of each in err. */
+TEST(agent__rdzv_backend_musterd)
+{
+  const struct mu_rdzv_ops *ops = &mu_rdzv_musterd;
+  struct mu_agent_standalone *srv = NULL;
+  struct mu_rdzv *r = NULL;
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  char ep[64], addr[64];
+  ASSERT_EQ(ops->open("no-port", &r, &err), MU_EINVAL);
+  ASSERT_NULL(r);
+  ASSERT(strstr(mu_buf_str(&err), "'no-port'") != NULL);
+  ASSERT_EQ(mu_agent_standalone_start(&srv, ep, sizeof(ep)), 0);
+  ASSERT_EQ(ops->open(ep, &r, &err), 0);
+  ASSERT(r->ops == ops);
+  ASSERT_EQ(ops->local_addr(r, addr, sizeof(addr)), MU_ENOENT); /* nothing connected yet */
+
+  struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000};
+  struct mu_round round;
+  ASSERT_EQ(ops->join(r, "be", &o, &round, &err), 0);
+  ASSERT_EQ(round.round, 1);
+  ASSERT_EQ(round.world_size, 2);
+  mu_round_release(&round);
+  ASSERT_EQ(ops->local_addr(r, addr, sizeof(addr)), 0);
+  ASSERT_STR_EQ(addr, "127.0.0.1");
+  ASSERT_EQ(ops->heartbeat(r, "be", "n1", &err), 0);
+  mu_buf_clear(&err);
+  ASSERT_EQ(ops->heartbeat(r, "be", "stranger", &err), MU_ENOENT);
+  ASSERT(err.len > 0);
+  enum mu_watch_event ev = MU_WATCH_BROKEN;
+  ASSERT_EQ(ops->watch(r, "be", "n1", 1, 100, &ev, &err), 0);
+  ASSERT_EQ(ev, MU_WATCH_NONE);
+
+  char *val = NULL;
+  size_t len = 0;
+  long gen = 0;
+  ASSERT_EQ(ops->kv_get(r, "be", "k", 0, &val, &len, &err), MU_ENOENT);
+  ASSERT_EQ(ops->kv_put(r, "be", "k", "v1", 2, &err), 0);
+  ASSERT_EQ(ops->kv_get(r, "be", "k", 0, &val, &len, &err), 0);
+  ASSERT_EQ(len, 2);
+  ASSERT_STR_EQ(val, "v1");
+  mu_free(val);
+  ASSERT_EQ(ops->barrier(r, "be", "b", 1, "me", 1000, &gen, &err), 0);
+  ASSERT_EQ(gen, 1);
+  ASSERT_EQ(ops->barrier(r, "be", "b2", 2, "me", 100, NULL, &err), MU_ETIMEDOUT);
+
+  /* Leaving as failed breaks the round; shutting the run down is final for everyone. */
+  ASSERT_EQ(ops->leave(r, "be", "n1", 0, "unit test", &err), 0);
+  ASSERT_EQ(ops->shutdown(r, "be", "unit test", &err), 0);
+  mu_buf_clear(&err);
+  ASSERT_EQ(ops->join(r, "be", &o, &round, &err), MU_ESHUT);
+  ASSERT(err.len > 0);
+  ops->close(r);
+  ops->close(NULL);
+  mu_agent_standalone_stop(srv);
+  mu_buf_release(&err);
 }
 
 TEST(agent__worker_env)

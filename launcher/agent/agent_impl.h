@@ -1,0 +1,106 @@
+/* Inside the agent: the state that agent_run.c (join, the rounds, the exit code) and
+ * agent_attempt.c (one attempt: the workers on a libuv loop and the watcher thread) share.
+ * Not for other layers: cmd/ sees agent.h only.
+ */
+#ifndef MU_AGENT_IMPL_H
+#define MU_AGENT_IMPL_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "muster/client.h"
+
+#include "agent.h"
+#include "child.h"
+#include "rdzv_backend.h"
+
+/* How an attempt ended. */
+enum mu_agent_outcome {
+  MU_AGENT_RUNNING = 0,
+  MU_AGENT_SUCCEEDED,
+  MU_AGENT_WORKER_FAILED,
+  MU_AGENT_REJOIN, /* the round broke or nodes wait: re-join without counting a restart */
+  MU_AGENT_RUN_CLOSED,
+  MU_AGENT_RUN_SHUT,
+  MU_AGENT_SIGNALED,
+};
+
+struct mu_agent;
+
+struct mu_agent_worker {
+  struct mu_agent *ag;
+  int local_rank, rank;
+  struct mu_child child; /* the process and its stdout/stderr pipes */
+  int spawned, exited, out_open, err_open;
+  int64_t exit_status;
+  int term_signal;
+  int spawn_error;      /* a uv error from uv_spawn */
+  int stopped;          /* exited after the agent began stopping the workers */
+  int log_out, log_err; /* per-worker files, -1 without --log-dir */
+  struct mu_line_prefixer pout, perr;
+  char *error_file;
+  long long exit_order;
+};
+
+struct mu_agent {
+  const struct mu_agent_config *cfg;
+  const char *endpoint;
+  char node_id[256];
+  char addr[128];
+  char base_dir[PATH_MAX]; /* attempt dirs live here */
+  char exe[PATH_MAX];      /* this muster binary, for the --exec-worker shim ("" = none) */
+  int own_base_dir;        /* a temp dir we remove at the end */
+  struct mu_rdzv *rdzv;    /* the main thread's connection */
+  struct mu_round round;
+  int restart_count;
+  int attempt;
+
+  /* Per attempt. */
+  uv_loop_t loop;
+  struct mu_agent_worker *w;
+  int nworkers;
+  int nexited;
+  int open_handles; /* worker processes and pipes not yet closed */
+  enum mu_agent_outcome outcome;
+  int stopping;
+  int failed_idx; /* the first worker that failed on its own, -1 */
+  long long exit_seq;
+  int signal_seen;
+  uv_timer_t kill_timer;
+  uv_timer_t drain_timer;
+  uv_signal_t sig_int, sig_term;
+  uv_async_t async;
+  int loop_handles_closed;
+
+  /* Watcher thread. */
+  uv_thread_t watcher;
+  int watcher_started;
+  int cancel_pipe[2];
+  uv_mutex_t mu;
+  int posted; /* enum mu_watch_event + 1, or 0; read under mu */
+  char posted_msg[256];
+};
+
+/* Formats one report and hands it to the config's report callback (agent_run.c). */
+void mu_agent_say(const struct mu_agent *ag, enum mu_agent_report kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Runs the workers of the joined round to their end (agent_attempt.c). The workers stay in
+ * ag->w for the caller to inspect until mu_agent_workers_free().
+ * Returns: how the attempt ended. */
+enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag);
+
+/* Reports the failure of ag->w[ag->failed_idx] (and of any other worker that failed on its
+ * own) as one MU_AGENT_FAILURE report, with the worker's error file. */
+void mu_agent_failure_report(const struct mu_agent *ag, int restarts_left);
+
+/* Describes how a worker ended ("exit code 3", "killed by signal 9 (Killed)").
+ * Ownership: writes at most n bytes to out. */
+void mu_agent_describe_exit(const struct mu_agent_worker *w, char *out, size_t n);
+
+/* Closes the workers' log files and frees them. */
+void mu_agent_workers_free(struct mu_agent *ag);
+
+#endif
