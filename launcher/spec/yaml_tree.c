@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,7 +222,7 @@ static cJSON *resolve_plain(const char *s)
   return cJSON_CreateString(s);
 }
 
-static cJSON *convert(yaml_document_t *doc, yaml_node_t *node, int depth)
+static cJSON *convert(yaml_document_t *doc, yaml_node_t *node, unsigned flags, int depth)
 {
   cJSON *out = NULL, *child;
   yaml_node_item_t *item;
@@ -231,13 +232,13 @@ static cJSON *convert(yaml_document_t *doc, yaml_node_t *node, int depth)
     return NULL;
   switch (node->type) {
   case YAML_SCALAR_NODE:
-    if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+    if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && !(flags & MU_YAML_STRINGS))
       return resolve_plain((const char *)node->data.scalar.value);
     return cJSON_CreateString((const char *)node->data.scalar.value);
   case YAML_SEQUENCE_NODE:
     out = cJSON_CreateArray();
     for (item = node->data.sequence.items.start; item < node->data.sequence.items.top; item++) {
-      child = convert(doc, yaml_document_get_node(doc, *item), depth + 1);
+      child = convert(doc, yaml_document_get_node(doc, *item), flags, depth + 1);
       if (child == NULL) {
         cJSON_Delete(out);
         return NULL;
@@ -253,7 +254,7 @@ static cJSON *convert(yaml_document_t *doc, yaml_node_t *node, int depth)
         cJSON_Delete(out);
         return NULL;
       }
-      child = convert(doc, yaml_document_get_node(doc, pair->value), depth + 1);
+      child = convert(doc, yaml_document_get_node(doc, pair->value), flags, depth + 1);
       if (child == NULL) {
         cJSON_Delete(out);
         return NULL;
@@ -266,38 +267,52 @@ static cJSON *convert(yaml_document_t *doc, yaml_node_t *node, int depth)
   }
 }
 
-int mu_yaml_parse(const char *text, size_t len, cJSON **out, struct mu_buf *err)
+int mu_yaml_read(const char *text, size_t len, unsigned flags, cJSON **out, size_t *line,
+                 struct mu_buf *err)
 {
   yaml_parser_t parser;
   yaml_document_t doc;
-  yaml_node_t *root;
-  int rc = 0, have_doc = 0;
+  int rc = 0;
 
   *out = NULL;
+  *line = 0;
   if (!yaml_parser_initialize(&parser))
     return MU_ENOMEM;
   yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
   if (!yaml_parser_load(&parser, &doc)) {
-    mu_buf_printf(err, "YAML line %lu: %s", (unsigned long)parser.problem_mark.line + 1,
-                  parser.problem ? parser.problem : "parse error");
-    rc = MU_EPARSE;
-    goto out;
+    *line = parser.problem_mark.line + 1;
+    mu_buf_puts(err, parser.problem ? parser.problem : "YAML syntax error");
+    yaml_parser_delete(&parser);
+    return MU_EPARSE;
   }
-  have_doc = 1;
-  root = yaml_document_get_root_node(&doc);
+  yaml_node_t *root = yaml_document_get_root_node(&doc);
   if (root == NULL) {
-    mu_buf_puts(err, "YAML: empty document");
-    rc = MU_EPARSE;
-    goto out;
+    rc = MU_ENOENT;
+  } else if ((flags & MU_YAML_MAPPING) && root->type != YAML_MAPPING_NODE) {
+    rc = MU_ENOENT;
+  } else {
+    *out = convert(&doc, root, flags, 0);
+    if (*out == NULL)
+      rc = MU_EINVAL;
   }
-  *out = convert(&doc, root, 0);
-  if (*out == NULL) {
-    mu_buf_puts(err, "YAML: unsupported structure (non-scalar key or nesting over 64)");
-    rc = MU_EPARSE;
-  }
-out:
-  if (have_doc)
-    yaml_document_delete(&doc);
+  yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
+  return rc;
+}
+
+int mu_yaml_parse(const char *text, size_t len, cJSON **out, struct mu_buf *err)
+{
+  struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
+  size_t line = 0;
+  int rc = mu_yaml_read(text, len, 0, out, &line, &why);
+  if (rc == MU_EPARSE)
+    mu_buf_printf(err, "YAML line %zu: %s", line, mu_buf_str(&why));
+  else if (rc == MU_ENOENT)
+    mu_buf_puts(err, "YAML: empty document");
+  else if (rc == MU_EINVAL)
+    mu_buf_puts(err, "YAML: unsupported structure (non-scalar key or nesting over 64)");
+  if (rc == MU_ENOENT || rc == MU_EINVAL)
+    rc = MU_EPARSE;
+  mu_buf_release(&why);
   return rc;
 }

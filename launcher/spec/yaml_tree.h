@@ -1,6 +1,6 @@
-/* YAML in and out for manifests: a cJSON tree is written as block-style YAML (what `muster run
- * -s kubernetes --dryrun` prints and `kubectl create -f -` reads), and YAML text is read back into
- * a cJSON tree (for golden comparisons and recorded fixtures).
+/* YAML in and out: a cJSON tree is written as block-style YAML (what `muster run -s kubernetes
+ * --dryrun` prints and `kubectl create -f -` reads), and YAML text is read into a cJSON tree
+ * (components, golden comparisons and recorded fixtures).
  *
  * The emitter quotes every scalar that a YAML 1.1 or 1.2 reader could take for anything other
  * than the same string ("0", "true", "no", "", "1e3", "a: b", ...), so a reader gets back
@@ -17,9 +17,23 @@
  * Returns: 0, or MU_E2BIG when out's cap is reached. Ownership: appends to out. */
 int mu_yaml_emit(const cJSON *node, struct mu_buf *out);
 
+enum mu_yaml_flags {
+  MU_YAML_STRINGS = 1 << 0, /* every scalar stays a string (the reader knows the types) */
+  MU_YAML_MAPPING = 1 << 1, /* the document must be a mapping */
+};
+
+/* Reads the first document of text into a tree. Plain scalars become numbers, booleans and null
+ * where YAML 1.1 says so, unless MU_YAML_STRINGS; quoted scalars stay strings.
+ * Returns: 0; MU_EPARSE for a syntax error, with its line in *line and libyaml's words in err;
+ * MU_ENOENT for no document (or, with MU_YAML_MAPPING, one that is not a mapping); MU_EINVAL
+ * for what a JSON tree cannot hold (a key that is not a scalar, nesting over 64).
+ * Ownership: *out is the caller's (cJSON_Delete). */
+int mu_yaml_read(const char *text, size_t len, unsigned flags, cJSON **out, size_t *line,
+                 struct mu_buf *err);
+
 /* Parses the first document of text. Plain scalars become numbers, booleans and null where
  * YAML 1.1 says so; quoted scalars stay strings.
- * Returns: 0, or MU_EPARSE with the line and libyaml's message in err.
+ * Returns: 0, or MU_EPARSE with the line and libyaml's message (or what is wrong) in err.
  * Ownership: *out is the caller's (cJSON_Delete). */
 int mu_yaml_parse(const char *text, size_t len, cJSON **out, struct mu_buf *err);
 

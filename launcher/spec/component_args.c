@@ -1,0 +1,454 @@
+/* Component arguments: the command line, the [component:NAME] defaults of the config files and
+ * the file's own defaults become one typed value per parameter (see component_impl.h), then the
+ * file's checks run on them. TorchX's spellings hold: `--name value`, `--name=value`, `-j 2x8`,
+ * a bool alone or followed by True/False, '-' and '_' alike in names, script arguments after
+ * `--` for the remainder parameter.
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cjson/cJSON.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "component_impl.h"
+#include "json.h"
+#include "opts.h"
+#include "suggest.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Values: one argument's text into its typed value
+ */
+
+int mu_parse_jobsize(const char *s, long *min_nodes, long *max_nodes, long *nproc)
+{
+  const char *x = strchr(s, 'x');
+  if (x == NULL) {
+    *min_nodes = *max_nodes = 1;
+    return mu_parse_long(s, 1, 1 << 20, nproc);
+  }
+  if (strchr(x + 1, ':') != NULL || x == s)
+    return MU_EINVAL;
+  char nodes[64];
+  size_t nl = (size_t)(x - s);
+  if (nl >= sizeof(nodes))
+    return MU_EINVAL;
+  memcpy(nodes, s, nl);
+  nodes[nl] = '\0';
+  if (mu_parse_long(x + 1, 1, 1 << 20, nproc) != 0)
+    return MU_EINVAL;
+  char *colon = strchr(nodes, ':');
+  if (colon == NULL) {
+    if (mu_parse_long(nodes, 1, 1 << 20, max_nodes) != 0)
+      return MU_EINVAL;
+    *min_nodes = *max_nodes;
+    return 0;
+  }
+  *colon = '\0';
+  if (mu_parse_long(nodes, 1, 1 << 20, min_nodes) != 0 ||
+      mu_parse_long(colon + 1, 1, 1 << 20, max_nodes) != 0 || *min_nodes > *max_nodes)
+    return MU_EINVAL;
+  return 0;
+}
+
+static cJSON *jobsize_json(long mn, long mx, long np)
+{
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "min", (double)mn);
+  cJSON_AddNumberToObject(o, "max", (double)mx);
+  cJSON_AddNumberToObject(o, "nproc", (double)np);
+  char rep[64];
+  if (mn == mx)
+    snprintf(rep, sizeof(rep), "%ld", mx);
+  else
+    snprintf(rep, sizeof(rep), "%ld:%ld", mn, mx);
+  cJSON_AddStringToObject(o, "nnodes", rep);
+  return o;
+}
+
+/* Converts one argument's text into its typed value. src names it in messages. */
+static cJSON *param_value(const struct mu_param *p, const char *text, const char *src,
+                          struct mu_buf *err)
+{
+  long l;
+  switch (p->type) {
+  case MU_P_STR:
+    if (p->choices.n > 0) {
+      int ok = 0;
+      for (size_t i = 0; i < p->choices.n; i++)
+        if (strcmp(p->choices.v[i], text) == 0)
+          ok = 1;
+      if (!ok) {
+        const char *best = mu_component_closest((const char *const *)p->choices.v, text);
+        mu_buf_printf(err, "%s: '%s' is not one of", src, text);
+        for (size_t i = 0; i < p->choices.n; i++)
+          mu_buf_printf(err, "%s %s", i ? "," : "", p->choices.v[i]);
+        if (best)
+          mu_buf_printf(err, "; did you mean '%s'?", best);
+        return NULL;
+      }
+    }
+    if (p->has_re && regexec(&p->re, text, 0, NULL, 0) != 0) {
+      mu_buf_printf(err, "%s: '%s' does not match the pattern %s; give a value that matches it",
+                    src, text, p->pattern);
+      return NULL;
+    }
+    return cJSON_CreateString(text);
+  case MU_P_INT:
+    if (mu_parse_long(text, LONG_MIN, LONG_MAX, &l) != 0) {
+      mu_buf_printf(err, "%s expects an int, got '%s'", src, text);
+      return NULL;
+    }
+    return cJSON_CreateNumber((double)l);
+  case MU_P_BOOL:
+    if (mu_component_truthy_text(text))
+      return cJSON_CreateTrue();
+    if (strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0 || strcasecmp(text, "no") == 0 ||
+        strcasecmp(text, "off") == 0)
+      return cJSON_CreateFalse();
+    mu_buf_printf(err, "%s expects a bool (True or False), got '%s'", src, text);
+    return NULL;
+  case MU_P_LIST: {
+    cJSON *a = cJSON_CreateArray();
+    const char *q = text;
+    while (*q) {
+      size_t n = strcspn(q, ",");
+      if (n > 0) {
+        char *item = mu_strndup(q, n);
+        cJSON_AddItemToArray(a, cJSON_CreateString(item));
+        mu_free(item);
+      }
+      q += n;
+      if (*q)
+        q++;
+    }
+    return a;
+  }
+  case MU_P_MAP: {
+    struct mu_kvlist kv = MU_KVLIST_INIT;
+    struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+    if (mu_cfg_split(text, &kv, &e) != 0) {
+      mu_buf_printf(err, "%s expects KEY=VALUE,KEY2=VALUE2: %s", src, mu_buf_str(&e));
+      mu_buf_release(&e);
+      mu_kvlist_release(&kv);
+      return NULL;
+    }
+    mu_buf_release(&e);
+    cJSON *o = cJSON_CreateObject();
+    for (size_t i = 0; i < kv.n; i++)
+      cJSON_AddStringToObject(o, kv.v[i].key, kv.v[i].value);
+    mu_kvlist_release(&kv);
+    return o;
+  }
+  case MU_P_JOBSIZE: {
+    long mn, mx, np;
+    if (mu_parse_jobsize(text, &mn, &mx, &np) != 0) {
+      mu_buf_printf(err,
+                    "%s expects NPROC, NNODESxNPROC or MIN:MAXxNPROC (e.g. 2x8, 1:4x8), "
+                    "got '%s'",
+                    src, text);
+      return NULL;
+    }
+    return jobsize_json(mn, mx, np);
+  }
+  }
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The command line
+ */
+
+static const struct mu_param *find_param(const struct mu_component *c, const char *name, size_t n)
+{
+  for (size_t i = 0; i < c->nparams; i++) {
+    const char *pn = c->params[i].name;
+    if (strlen(pn) != n || c->params[i].remainder)
+      continue;
+    size_t k = 0;
+    for (; k < n; k++) {
+      char a = pn[k] == '-' ? '_' : pn[k];
+      char b = name[k] == '-' ? '_' : name[k];
+      if (a != b)
+        break;
+    }
+    if (k == n)
+      return &c->params[i];
+  }
+  return NULL;
+}
+
+static void unknown_arg(const struct mu_component *c, const char *arg, struct mu_buf *err)
+{
+  const char *name = arg;
+  while (*name == '-')
+    name++;
+  struct mu_suggest s;
+  mu_suggest_init(&s, name);
+  for (size_t i = 0; i < c->nparams; i++)
+    if (!c->params[i].remainder)
+      mu_suggest_add(&s, c->params[i].name);
+  const char *best = mu_suggest_best(&s);
+  if (best != NULL)
+    mu_buf_printf(err,
+                  "%s: unknown argument '%s'; did you mean '--%s'? (see 'muster run %s --help')",
+                  c->name, arg, best, c->name);
+  else
+    mu_buf_printf(err,
+                  "%s: unknown argument '%s'; see 'muster run %s --help' (script arguments "
+                  "go after '--')",
+                  c->name, arg, c->name);
+}
+
+/* Parses argv into values[] (one slot per param, NULL = not given). */
+static int parse_args(const struct mu_component *c, int argc, char **argv, cJSON **values,
+                      struct mu_buf *err)
+{
+  const struct mu_param *rem = NULL;
+  for (size_t i = 0; i < c->nparams; i++)
+    if (c->params[i].remainder)
+      rem = &c->params[i];
+  int i = 0;
+  while (i < argc) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == '\0') {
+      if (rem == NULL) {
+        mu_buf_printf(err,
+                      "%s: unexpected argument '%s'; this component takes no script "
+                      "arguments (see 'muster run %s --help')",
+                      c->name, strcmp(a, "--") == 0 && i + 1 < argc ? argv[i + 1] : a, c->name);
+        return MU_EINVAL;
+      }
+      if (strcmp(a, "--") == 0)
+        i++;
+      cJSON *arr = cJSON_CreateArray();
+      for (; i < argc; i++)
+        cJSON_AddItemToArray(arr, cJSON_CreateString(argv[i]));
+      values[mu_param_index(c, rem)] = arr;
+      break;
+    }
+    const struct mu_param *p = NULL;
+    const char *val = NULL;
+    char shown[160];
+    if (a[1] == '-') {
+      const char *name = a + 2;
+      const char *eq = strchr(name, '=');
+      size_t n = eq ? (size_t)(eq - name) : strlen(name);
+      p = find_param(c, name, n);
+      if (eq != NULL)
+        val = eq + 1;
+      snprintf(shown, sizeof(shown), "--%.*s", (int)n, name);
+    } else {
+      for (size_t k = 0; k < c->nparams; k++)
+        if (c->params[k].short_name == a[1])
+          p = &c->params[k];
+      if (p != NULL && a[2] != '\0')
+        val = a + 2;
+      snprintf(shown, sizeof(shown), "-%c", a[1]);
+    }
+    if (p == NULL) {
+      unknown_arg(c, a, err);
+      return MU_EINVAL;
+    }
+    if (val == NULL) {
+      if (p->type == MU_P_BOOL) {
+        /* `--debug` alone means true; `--debug True|False` as TorchX. */
+        if (i + 1 < argc && argv[i + 1][0] != '-' &&
+            (mu_component_truthy_text(argv[i + 1]) || strcasecmp(argv[i + 1], "false") == 0 ||
+             strcmp(argv[i + 1], "0") == 0 || strcasecmp(argv[i + 1], "no") == 0 ||
+             strcasecmp(argv[i + 1], "off") == 0))
+          val = argv[++i];
+        else
+          val = "true";
+      } else {
+        if (i + 1 >= argc) {
+          mu_buf_printf(err, "%s: argument '%s' needs a value (%s)", c->name, shown,
+                        mu_ptype_names[p->type]);
+          return MU_EINVAL;
+        }
+        val = argv[++i];
+      }
+    }
+    size_t idx = mu_param_index(c, p);
+    if (values[idx] != NULL) {
+      mu_buf_printf(err, "%s: argument '--%s' given twice; give it once", c->name, p->name);
+      return MU_EINVAL;
+    }
+    char src[200];
+    snprintf(src, sizeof(src), "%s: argument '%s'", c->name, shown);
+    values[idx] = param_value(p, val, src, err);
+    if (values[idx] == NULL)
+      return MU_EINVAL;
+    i++;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Defaults, jobsize overrides and checks
+ */
+
+/* [component:NAME] in the config files: a value for each parameter the command line left out. */
+static int config_defaults(const struct mu_component *c, const struct mu_config *cfg,
+                           cJSON **values, struct mu_buf *err)
+{
+  char *section = mu_asprintf("component:%s", c->name);
+  int rc = 0;
+  for (size_t i = 0; cfg != NULL && i < cfg->n && rc == 0; i++) {
+    const struct mu_config_entry *e = &cfg->v[i];
+    if (strcmp(e->section, section) != 0)
+      continue;
+    const struct mu_param *p = find_param(c, e->key, strlen(e->key));
+    if (p == NULL) {
+      mu_buf_printf(err, "%s: ", e->where);
+      unknown_arg(c, e->key, err);
+      rc = MU_EINVAL;
+      break;
+    }
+    size_t idx = mu_param_index(c, p);
+    if (values[idx] != NULL || e->value == NULL)
+      continue;
+    char *src = mu_asprintf("%s: %s", e->where, e->key);
+    values[idx] = param_value(p, e->value, src, err);
+    mu_free(src);
+    if (values[idx] == NULL)
+      rc = MU_EINVAL;
+  }
+  mu_free(section);
+  return rc;
+}
+
+/* The file's default of each parameter still without a value, else an empty value (a required
+ * parameter without one is an error). */
+static int file_defaults(const struct mu_component *c, cJSON **values, struct mu_buf *err)
+{
+  for (size_t i = 0; i < c->nparams; i++) {
+    const struct mu_param *p = &c->params[i];
+    if (values[i] != NULL)
+      continue;
+    if (p->required) {
+      mu_buf_printf(err, "%s: missing required argument --%s (%s); see 'muster run %s --help'",
+                    c->name, p->name, p->help, c->name);
+      return MU_EINVAL;
+    }
+    if (p->def != NULL) {
+      char *src = mu_asprintf("%s: default of --%s", c->where, p->name);
+      values[i] = param_value(p, p->def, src, err);
+      mu_free(src);
+      if (values[i] == NULL)
+        return MU_EINVAL;
+    } else if (p->remainder || p->type == MU_P_LIST) {
+      values[i] = cJSON_CreateArray();
+    } else if (p->type == MU_P_MAP) {
+      values[i] = cJSON_CreateObject();
+    } else {
+      values[i] = cJSON_CreateNull();
+    }
+  }
+  return 0;
+}
+
+/* A jobsize's nnodes_param (N or MIN:MAX) and nproc_param (P) win over its own parts. */
+static int jobsize_overrides(const struct mu_component *c, cJSON **values, struct mu_buf *err)
+{
+  for (size_t i = 0; i < c->nparams; i++) {
+    const struct mu_param *p = &c->params[i];
+    if (p->type != MU_P_JOBSIZE || !cJSON_IsObject(values[i]))
+      continue;
+    long mn = mu_json_get_long(values[i], "min", 1);
+    long mx = mu_json_get_long(values[i], "max", 1);
+    long np = mu_json_get_long(values[i], "nproc", 1);
+    const struct mu_param *pn =
+        p->nnodes_param ? find_param(c, p->nnodes_param, strlen(p->nnodes_param)) : NULL;
+    const struct mu_param *pp =
+        p->nproc_param ? find_param(c, p->nproc_param, strlen(p->nproc_param)) : NULL;
+    const cJSON *vn = pn ? values[mu_param_index(c, pn)] : NULL;
+    const cJSON *vp = pp ? values[mu_param_index(c, pp)] : NULL;
+    if (mu_component_is_truthy(vn)) {
+      char *nodes = mu_asprintf("%sx1", cJSON_GetStringValue(vn));
+      long a, b, ignore;
+      int bad = mu_parse_jobsize(nodes, &a, &b, &ignore) != 0;
+      mu_free(nodes);
+      if (bad) {
+        mu_buf_printf(err, "%s: argument '--%s' expects N or MIN:MAX, got '%s'", c->name, pn->name,
+                      cJSON_GetStringValue(vn));
+        return MU_EINVAL;
+      }
+      mn = a;
+      mx = b;
+    }
+    if (mu_component_is_truthy(vp)) {
+      np = (long)vp->valuedouble;
+      if (np < 1) {
+        mu_buf_printf(err, "%s: argument '--%s' must be 1 or more", c->name, pp->name);
+        return MU_EINVAL;
+      }
+    }
+    cJSON_Delete(values[i]);
+    values[i] = jobsize_json(mn, mx, np);
+  }
+  return 0;
+}
+
+static int run_checks(const struct mu_component *c, cJSON **values, struct mu_buf *err)
+{
+  static const char *const keys[] = {"exactly_one", "at_most_one", "message", NULL};
+  const cJSON *chk;
+  size_t idx = 0;
+  cJSON_ArrayForEach(chk, c->checks)
+  {
+    char ctx[32];
+    snprintf(ctx, sizeof(ctx), "checks[%zu]", idx++);
+    if (mu_component_check_keys(chk, keys, c->where, ctx, err) != 0)
+      return MU_EINVAL;
+    const cJSON *set = cJSON_GetObjectItemCaseSensitive(chk, "exactly_one");
+    int exactly = set != NULL;
+    if (set == NULL)
+      set = cJSON_GetObjectItemCaseSensitive(chk, "at_most_one");
+    int count = 0;
+    const cJSON *n;
+    struct mu_buf names = MU_BUF_INIT(SIZE_MAX);
+    cJSON_ArrayForEach(n, set)
+    {
+      if (!cJSON_IsString(n))
+        continue;
+      mu_buf_printf(&names, "%s--%s", names.len ? ", " : "", n->valuestring);
+      for (size_t i = 0; i < c->nparams; i++)
+        if (strcmp(c->params[i].name, n->valuestring) == 0 && mu_component_is_truthy(values[i]))
+          count++;
+    }
+    int bad = exactly ? count != 1 : count > 1;
+    if (bad) {
+      const char *msg = mu_component_str(chk, "message");
+      if (msg != NULL)
+        mu_buf_printf(err, "%s: %s", c->name, msg);
+      else
+        mu_buf_printf(err, "%s: give %s one of %s", c->name, exactly ? "exactly" : "at most",
+                      mu_buf_str(&names));
+      mu_buf_release(&names);
+      return MU_EINVAL;
+    }
+    mu_buf_release(&names);
+  }
+  return 0;
+}
+
+int mu_component_values(const struct mu_component *c, int argc, char **argv,
+                        const struct mu_config *cfg, cJSON **values, struct mu_buf *err)
+{
+  int rc = parse_args(c, argc, argv, values, err);
+  if (rc != 0)
+    return rc;
+  rc = config_defaults(c, cfg, values, err);
+  if (rc == 0)
+    rc = file_defaults(c, values, err);
+  if (rc == 0)
+    rc = jobsize_overrides(c, values, err);
+  if (rc == 0)
+    rc = run_checks(c, values, err);
+  return rc;
+}

@@ -1,0 +1,104 @@
+/* Inside components: the model that component.c parses from the YAML file, and the three steps
+ * of mu_component_build(), one file each:
+ *
+ *   component_args.c   the arguments (command line, [component:NAME] defaults, the file's
+ *                      defaults) into one typed value per parameter, then the checks
+ *   component_eval.c   the template evaluated with those values into a plain tree
+ *   component_app.c    the tree copied into the job model through a key table
+ *
+ * Values are cJSON: str -> string, int -> number, bool -> bool, list -> array, map -> object,
+ * jobsize -> object {min, max, nproc, nnodes}. Not for other layers: they see component.h.
+ */
+#ifndef MU_COMPONENT_IMPL_H
+#define MU_COMPONENT_IMPL_H
+
+#include <regex.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "component.h"
+#include "config.h"
+#include "job.h"
+#include "strvec.h"
+
+enum mu_ptype { MU_P_STR = 0, MU_P_INT, MU_P_BOOL, MU_P_LIST, MU_P_MAP, MU_P_JOBSIZE };
+/* "str", "int", ... by enum mu_ptype. */
+extern const char *const mu_ptype_names[];
+
+struct mu_param {
+  char *name;
+  char short_name;
+  enum mu_ptype type;
+  char *def; /* default as text; NULL = none */
+  int required;
+  char *help;
+  struct mu_strvec choices;
+  int remainder; /* takes the positional/after-`--` arguments */
+  char *pattern; /* str: a POSIX ERE the whole value must match; NULL = any */
+  regex_t re;    /* compiled ^(pattern)$, valid when has_re */
+  int has_re;
+  char *nnodes_param; /* jobsize: a str param that overrides the node part */
+  char *nproc_param;  /* jobsize: an int param that overrides nproc */
+};
+
+struct mu_component {
+  char *name;
+  char *description;
+  char *where; /* the file, for messages */
+  struct mu_param *params;
+  size_t nparams;
+  cJSON *checks; /* array or NULL; owned by root */
+  cJSON *app;    /* the template; owned by root */
+  cJSON *root;
+};
+
+/* The slot of p in c->params (and in the values array of the steps). */
+static inline size_t mu_param_index(const struct mu_component *c, const struct mu_param *p)
+{
+  return (size_t)(p - c->params);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Shared helpers (component.c)
+ */
+
+/* Returns: the string member key of o, or NULL. Ownership: borrowed from o. */
+const char *mu_component_str(const cJSON *o, const char *key);
+/* Returns: 1 for "true", "yes", "on", "1" (any case), else 0. */
+int mu_component_truthy_text(const char *s);
+/* Returns: the closest of a NULL-terminated word list to w, or NULL. Ownership: a list entry. */
+const char *mu_component_closest(const char *const *words, const char *w);
+/* Checks that o has only keys from the NULL-terminated allowed list.
+ * Returns: 0, or MU_EINVAL with "WHERE: CTX: unknown key 'k'; did you mean ...?" in err. */
+int mu_component_check_keys(const cJSON *o, const char *const *allowed, const char *where,
+                            const char *ctx, struct mu_buf *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * The steps of mu_component_build()
+ */
+
+/* Fills values[i] for every parameter: argv, then cfg's [component:NAME] section (cfg may be
+ * NULL), then the file's defaults (or an empty value); applies the jobsize overrides and runs
+ * the file's checks (component_args.c).
+ * Returns: 0, or MU_EINVAL with the message in err. Ownership: values[] (c->nparams slots, all
+ * NULL on entry) gets trees the caller deletes, also on error. */
+int mu_component_values(const struct mu_component *c, int argc, char **argv,
+                        const struct mu_config *cfg, cJSON **values, struct mu_buf *err);
+
+/* Evaluates the template c->app with values (component_eval.c).
+ * Returns: the tree, or NULL with the message in err. Ownership: the caller's (cJSON_Delete). */
+cJSON *mu_component_eval(const struct mu_component *c, cJSON **values, struct mu_buf *err);
+
+/* Copies an evaluated tree into a new app (component_app.c). where names the file.
+ * Returns: 0, or MU_EINVAL with the message naming the key in err.
+ * Ownership: *out is the caller's (mu_app_free); NULL on error. */
+int mu_component_app(const char *where, const cJSON *tree, struct mu_app **out, struct mu_buf *err);
+
+/* Text of a value: "" for null, lists joined by ',' (component_eval.c). */
+void mu_component_value_text(const cJSON *v, struct mu_buf *out);
+/* Truthiness of a value: null, false, "", 0, [] and {} are false (component_eval.c). */
+int mu_component_is_truthy(const cJSON *v);
+
+#endif
