@@ -50,4 +50,9 @@ int mu_slurm_parse_squeue(const char *text, const char *app_id, struct mu_app_st
 int mu_slurm_parse_squeue_json(const char *json, const char *app_id, struct mu_app_status *out,
                                struct mu_buf *err);
 
+/* `squeue --noheader --format=%i|%j|%T` output into list entries: one per job (het components
+ * after the first, ID+N with N > 0, are left out). Ownership: *out is the caller's
+ * (mu_app_list_free). */
+void mu_slurm_parse_list(const char *text, struct mu_app_list_entry **out, size_t *n);
+
 #endif
