@@ -19,7 +19,6 @@
 #include "opts.h"
 #include "rdzv_backend.h"
 
-#define MAX_LINE 65536 /* a longer line is written in pieces */
 #define MAX_ERROR_FILE (1u << 20)
 
 void mu_agent_config_init(struct mu_agent_config *cfg)
@@ -193,59 +192,6 @@ void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint
   mu_strvec_pushf(out, "MUSTER_RDZV_ENDPOINT=%s", endpoint);
   mu_strvec_pushf(out, "MUSTER_RUN_ID=%s", cfg->run_id);
   mu_strvec_pushf(out, "MUSTER_ROUND=%ld", r->round);
-}
-
-void mu_line_prefixer_init(struct mu_line_prefixer *lp, const char *prefix)
-{
-  snprintf(lp->prefix, sizeof(lp->prefix), "%s", prefix);
-  mu_buf_init(&lp->partial, MAX_LINE);
-}
-
-void mu_line_prefixer_release(struct mu_line_prefixer *lp)
-{
-  mu_buf_release(&lp->partial);
-}
-
-static void emit(struct mu_line_prefixer *lp, const char *a, size_t an, const char *b, size_t bn,
-                 struct mu_buf *out)
-{
-  /* out is the caller's; a refused append (its cap) drops the line rather than blocking. */
-  (void)mu_buf_puts(out, lp->prefix);
-  (void)mu_buf_append(out, a, an);
-  (void)mu_buf_append(out, b, bn);
-  (void)mu_buf_putc(out, '\n');
-}
-
-void mu_line_prefixer_feed(struct mu_line_prefixer *lp, const char *data, size_t n,
-                           struct mu_buf *out)
-{
-  while (n > 0) {
-    const char *nl = memchr(data, '\n', n);
-    if (nl == NULL) {
-      size_t room = lp->partial.max - lp->partial.len;
-      size_t take = n < room ? n : room;
-      (void)mu_buf_append(&lp->partial, data, take);
-      data += take;
-      n -= take;
-      if (lp->partial.len == lp->partial.max) {
-        emit(lp, lp->partial.data, lp->partial.len, "", 0, out);
-        mu_buf_clear(&lp->partial);
-      }
-      continue;
-    }
-    size_t len = (size_t)(nl - data);
-    emit(lp, lp->partial.len ? lp->partial.data : "", lp->partial.len, data, len, out);
-    mu_buf_clear(&lp->partial);
-    data = nl + 1;
-    n -= len + 1;
-  }
-}
-
-void mu_line_prefixer_flush(struct mu_line_prefixer *lp, struct mu_buf *out)
-{
-  if (lp->partial.len > 0)
-    emit(lp, lp->partial.data, lp->partial.len, "", 0, out);
-  mu_buf_clear(&lp->partial);
 }
 
 static void append_lines(const char *text, size_t max_lines, const char *indent, struct mu_buf *out)

@@ -11,7 +11,7 @@
  * reports come through the config's report callback while it runs, and worker output goes to
  * the config's fds. Nothing here prints. The rendezvous calls go through the interface of
  * rdzv_backend.h. The pieces below the run are exported for the unit tests: nnodes and
- * rdzv_conf parsing, the worker environment, output line prefixing and the error-file reader.
+ * rdzv_conf parsing, the worker environment, and the error-file reader.
  */
 #ifndef MU_AGENT_H
 #define MU_AGENT_H
@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "lines.h"
 #include "strvec.h"
 
 struct mu_round;
@@ -85,19 +86,6 @@ int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, struct 
 void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint,
                          const struct mu_round *r, int local_rank, int restart_count,
                          const char *error_file, char *const *base, struct mu_strvec *out);
-
-/* Splits a byte stream into lines and writes each complete line with a prefix ("[3]:"). */
-struct mu_line_prefixer {
-  char prefix[32];
-  struct mu_buf partial; /* an unfinished line, capped: a longer one is cut into pieces */
-};
-void mu_line_prefixer_init(struct mu_line_prefixer *lp, const char *prefix);
-/* Appends the prefixed complete lines of data[0..n) to out (partial lines are kept). */
-void mu_line_prefixer_feed(struct mu_line_prefixer *lp, const char *data, size_t n,
-                           struct mu_buf *out);
-/* Appends the kept partial line, if any, with a newline. */
-void mu_line_prefixer_flush(struct mu_line_prefixer *lp, struct mu_buf *out);
-void mu_line_prefixer_release(struct mu_line_prefixer *lp);
 
 /* Reads a TORCHELASTIC_ERROR_FILE and appends its message's first max_lines lines to out,
  * each prefixed by `indent`. Understands torch's {"message": {"message": ..., "extraInfo":

@@ -32,6 +32,7 @@
 extern char **environ;
 
 #define ERROR_LINES 12 /* lines of a worker's error file in a failure report */
+#define MAX_LINE 65536 /* a longer line of a worker's output is written in pieces */
 
 /* ---------------------------------------------------------------------------------------------
  * The watcher thread: heartbeat once, then long-poll the round's watch
@@ -367,8 +368,8 @@ static void spawn_worker(struct mu_agent *ag, struct mu_agent_worker *w)
   }
   char prefix[32];
   snprintf(prefix, sizeof(prefix), "[%d]:", w->rank);
-  mu_line_prefixer_init(&w->pout, prefix);
-  mu_line_prefixer_init(&w->perr, prefix);
+  mu_line_prefixer_init(&w->pout, prefix, MAX_LINE);
+  mu_line_prefixer_init(&w->perr, prefix, MAX_LINE);
   mu_agent_worker_env(cfg, ag->endpoint, &ag->round, w->local_rank, ag->restart_count,
                       w->error_file, environ, &env);
 

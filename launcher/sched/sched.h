@@ -102,7 +102,7 @@ void mu_app_list_free(struct mu_app_list_entry *l, size_t n);
  * through the backend's one-replica log_open, for backends that read one replica at a time:
  * several replicas are read at once by child processes and each line is prefixed with
  * "role/replica ". Returns: 0; MU_ENOENT for an unknown role or replica; the backend's error,
- * or MU_EIO with each failed replica's reason in err. (sched_logs.c) */
+ * or MU_EIO with each failed replica's reason in err. (log_fanout.c) */
 int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const char *role,
                         long replica, enum mu_log_stream stream, int follow, long tail, int out_fd,
                         const struct mu_cfg *cfg, struct mu_buf *err);

@@ -1,5 +1,5 @@
 /* Tests for launcher/agent/: nnodes / rdzv_conf parsing, the rendezvous backend on musterd, the
- * worker environment, output line prefixing and the TORCHELASTIC_ERROR_FILE reader. */
+ * worker environment and the TORCHELASTIC_ERROR_FILE reader. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -176,32 +176,6 @@ TEST(agent__worker_env)
   ASSERT_STR_EQ(env_get(&env, "OMP_NUM_THREADS"), "8");
   ASSERT_NULL(env_get(&env, "TORCHELASTIC_ERROR_FILE"));
   mu_strvec_release(&env);
-}
-
-TEST(agent__line_prefixer)
-{
-  struct mu_line_prefixer lp;
-  struct mu_buf out = MU_BUF_INIT(1 << 20);
-  mu_line_prefixer_init(&lp, "[3]:");
-  mu_line_prefixer_feed(&lp, "hel", 3, &out);
-  ASSERT_EQ(out.len, 0);
-  mu_line_prefixer_feed(&lp, "lo\nwor", 6, &out);
-  ASSERT_STR_EQ(mu_buf_str(&out), "[3]:hello\n");
-  mu_line_prefixer_feed(&lp, "ld\n\nx", 5, &out);
-  ASSERT_STR_EQ(mu_buf_str(&out), "[3]:hello\n[3]:world\n[3]:\n");
-  mu_line_prefixer_flush(&lp, &out);
-  ASSERT_STR_EQ(mu_buf_str(&out), "[3]:hello\n[3]:world\n[3]:\n[3]:x\n");
-  mu_line_prefixer_flush(&lp, &out); /* nothing left */
-  ASSERT_STR_EQ(mu_buf_str(&out), "[3]:hello\n[3]:world\n[3]:\n[3]:x\n");
-  /* A line over the cap comes out in pieces instead of growing without bound. */
-  mu_buf_clear(&out);
-  char *big = mu_malloc(100000);
-  memset(big, 'a', 100000);
-  mu_line_prefixer_feed(&lp, big, 100000, &out);
-  ASSERT_EQ(out.len, 65536 + 5);
-  mu_free(big);
-  mu_line_prefixer_release(&lp);
-  mu_buf_release(&out);
 }
 
 static void write_file(const char *path, const char *text)

@@ -1,0 +1,416 @@
+/* The local scheduler's supervisor: the process that runs one job (forked by local.c, in its
+ * own session, so a terminal's Ctrl-C reaches only `muster run`). One libuv loop: an embedded
+ * musterd on a free loopback port when the job uses ${rdzv_endpoint}, every replica in its own
+ * process group with its stdout/stderr teed into stdout.log, stderr.log and combined.log, and
+ * <app dir>/state.json rewritten (atomically) on every change, so that status, log -f, cancel
+ * and list work from any terminal. SIGTERM/SIGINT/SIGHUP cancel the job: SIGTERM to every
+ * replica's process group, SIGKILL after the grace period.
+ *
+ * This is the one file of the scheduler layer that embeds musterd.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "child.h"
+#include "fsutil.h"
+#include "http.h"
+#include "local.h"
+#include "sched.h"
+
+extern char **environ;
+
+#define LOG_CHUNK 65536 /* one read of a replica's output */
+
+/* Replaces a state file; readers see the old or the new one. Returns: 0 or -errno. */
+static int write_file(const char *path, const char *text)
+{
+  return mu_write_file_atomic(path, text, strlen(text), 0644, 0);
+}
+
+enum { R_PENDING = 0, R_RUNNING, R_DONE };
+
+struct sup;
+
+struct replica {
+  struct sup *sup;
+  struct mu_local_replica *plan;
+  struct mu_child child; /* the process and its stdout/stderr pipes */
+  int fd_out, fd_err, fd_comb;
+  int open_handles; /* proc + pipes not yet closed */
+  int phase;
+  long pid;
+  int exit_code; /* -1 until exited; 128+sig for signals */
+  int started;
+};
+
+struct sup {
+  uv_loop_t loop;
+  struct mu_local_plan *p;
+  struct replica *reps;
+  struct rv_server *srv;
+  char endpoint[128];
+  uv_signal_t sig_term, sig_int, sig_hup;
+  uv_timer_t kill_timer;
+  int cancelled;
+  int stopping; /* SIGTERM sent to the replicas */
+  int failed_fast;
+  char msg[512];
+  double started_at; /* seconds since the epoch, with fractions (orders `list`) */
+  enum mu_job_state state;
+};
+
+static void write_state(struct sup *s)
+{
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "app_id", s->p->app_id);
+  cJSON_AddStringToObject(o, "name", s->p->app->name);
+  cJSON_AddStringToObject(o, "state", mu_job_state_name(s->state));
+  cJSON_AddNumberToObject(o, "supervisor_pid", (double)getpid());
+  cJSON_AddNumberToObject(o, "started_at", s->started_at);
+  cJSON_AddNumberToObject(o, "updated_at", (double)time(NULL));
+  cJSON_AddStringToObject(o, "rdzv_endpoint", s->endpoint);
+  cJSON_AddStringToObject(o, "log_dir", s->p->app_dir);
+  cJSON_AddStringToObject(o, "msg", s->msg);
+  cJSON *reps = cJSON_AddArrayToObject(o, "replicas");
+  for (size_t i = 0; i < s->p->nreplicas; i++) {
+    struct replica *r = &s->reps[i];
+    cJSON *jr = cJSON_CreateObject();
+    cJSON_AddItemToArray(reps, jr);
+    cJSON_AddStringToObject(jr, "role", r->plan->role);
+    cJSON_AddNumberToObject(jr, "id", (double)r->plan->id);
+    cJSON_AddNumberToObject(jr, "pid", (double)r->pid);
+    enum mu_job_state st = MU_STATE_PENDING;
+    if (r->phase == R_RUNNING)
+      st = MU_STATE_RUNNING;
+    else if (r->phase == R_DONE)
+      st = r->exit_code == 0
+               ? MU_STATE_SUCCEEDED
+               : (s->cancelled || (s->failed_fast && r->exit_code >= 128) ? MU_STATE_CANCELLED
+                                                                          : MU_STATE_FAILED);
+    cJSON_AddStringToObject(jr, "state", mu_job_state_name(st));
+    cJSON_AddNumberToObject(jr, "exit_code", (double)r->exit_code);
+    cJSON_AddStringToObject(jr, "log_dir", r->plan->dir);
+  }
+  char *txt = cJSON_Print(o);
+  cJSON_Delete(o);
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/state.json", s->p->app_dir);
+  write_file(path, txt);
+  cJSON_free(txt);
+}
+
+static void kill_all(struct sup *s, int sig)
+{
+  for (size_t i = 0; i < s->p->nreplicas; i++)
+    if (s->reps[i].phase == R_RUNNING && s->reps[i].pid > 0)
+      kill(-(pid_t)s->reps[i].pid, sig);
+}
+
+static void on_kill_timer(uv_timer_t *t)
+{
+  struct sup *s = t->data;
+  kill_all(s, SIGKILL);
+}
+
+static void stop_all(struct sup *s)
+{
+  if (s->stopping)
+    return;
+  s->stopping = 1;
+  kill_all(s, SIGTERM);
+  uv_timer_start(&s->kill_timer, on_kill_timer, (uint64_t)s->p->grace * 1000, 0);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+  struct sup *s = h->data;
+  (void)signum;
+  if (!s->cancelled) {
+    s->cancelled = 1;
+    snprintf(s->msg, sizeof(s->msg), "cancelled");
+    write_state(s);
+  }
+  stop_all(s);
+}
+
+static void close_loop_handles(struct sup *s);
+
+static void on_srv_closed(void *data)
+{
+  struct sup *s = data;
+  s->srv = NULL;
+}
+
+/* Called when a replica has exited and its pipes are drained. */
+static void check_done(struct sup *s)
+{
+  size_t done = 0, failed = 0;
+  for (size_t i = 0; i < s->p->nreplicas; i++) {
+    if (s->reps[i].phase == R_DONE && s->reps[i].open_handles == 0) {
+      done++;
+      if (s->reps[i].exit_code != 0)
+        failed++;
+    }
+  }
+  if (failed > 0 && s->p->fail_fast && !s->stopping && done < s->p->nreplicas) {
+    s->failed_fast = 1;
+    for (size_t i = 0; i < s->p->nreplicas; i++) {
+      struct replica *r = &s->reps[i];
+      if (r->phase == R_DONE && r->exit_code != 0) {
+        snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d; stopping the others",
+                 r->plan->role, r->plan->id, r->exit_code);
+        break;
+      }
+    }
+    stop_all(s);
+  }
+  if (done < s->p->nreplicas) {
+    write_state(s);
+    return;
+  }
+  if (s->cancelled)
+    s->state = MU_STATE_CANCELLED;
+  else if (failed > 0)
+    s->state = MU_STATE_FAILED;
+  else
+    s->state = MU_STATE_SUCCEEDED;
+  if (s->state == MU_STATE_FAILED && !s->failed_fast) {
+    for (size_t i = 0; i < s->p->nreplicas; i++) {
+      struct replica *r = &s->reps[i];
+      if (r->exit_code != 0) {
+        snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d", r->plan->role, r->plan->id,
+                 r->exit_code);
+        break;
+      }
+    }
+  }
+  write_state(s);
+  close_loop_handles(s);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+  struct replica *r = h->data;
+  r->open_handles--;
+  if (r->open_handles == 0) {
+    if (r->fd_out >= 0)
+      close(r->fd_out);
+    if (r->fd_err >= 0)
+      close(r->fd_err);
+    if (r->fd_comb >= 0)
+      close(r->fd_comb);
+    r->fd_out = r->fd_err = r->fd_comb = -1;
+    check_done(r->sup);
+  }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  (void)h;
+  (void)suggested;
+  buf->base = mu_malloc(LOG_CHUNK);
+  buf->len = LOG_CHUNK;
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+  struct replica *r = st->data;
+  if (n > 0) {
+    mu_write_all(st == (uv_stream_t *)&r->child.out ? r->fd_out : r->fd_err, buf->base, (size_t)n);
+    mu_write_all(r->fd_comb, buf->base, (size_t)n);
+  }
+  mu_free(buf->base);
+  if (n < 0)
+    uv_close((uv_handle_t *)st, on_handle_closed);
+}
+
+static void on_exit_cb(uv_process_t *proc, int64_t status, int term_signal)
+{
+  struct replica *r = proc->data;
+  r->exit_code = term_signal ? 128 + term_signal : (int)status;
+  r->phase = R_DONE;
+  uv_close((uv_handle_t *)proc, on_handle_closed);
+}
+
+static int open_log(const char *dir, const char *name)
+{
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+}
+
+/* Builds "K=V" strings: the inherited environment, PATH adjusted, then the replica's. */
+static char **build_env(struct sup *s, struct mu_local_replica *rp)
+{
+  struct mu_kvlist env = MU_KVLIST_INIT;
+  for (char **e = environ; e && *e; e++) {
+    const char *eq = strchr(*e, '=');
+    if (eq == NULL)
+      continue;
+    char *k = mu_strndup(*e, (size_t)(eq - *e));
+    mu_kvlist_set(&env, k, eq + 1);
+    mu_free(k);
+  }
+  for (size_t i = 0; i < rp->env.n; i++)
+    mu_kvlist_set(&env, rp->env.v[i].key, rp->env.v[i].value);
+  if (mu_kvlist_get(&env, "PYTHONUNBUFFERED") == NULL)
+    mu_kvlist_set(&env, "PYTHONUNBUFFERED", "x");
+  /* PATH: the directory of this muster binary first (so a role's `muster agent` is this
+   * build), then the role's PATH, with the working directory last (first with prepend_cwd). */
+  char exe[PATH_MAX] = "";
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+      *slash = '\0';
+  }
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) == NULL)
+    snprintf(cwd, sizeof(cwd), ".");
+  const char *path = mu_kvlist_get(&env, "PATH");
+  char *np = s->p->prepend_cwd ? mu_asprintf("%s:%s:%s", cwd, exe, path ? path : "/usr/bin:/bin")
+                               : mu_asprintf("%s:%s:%s", exe, path ? path : "/usr/bin:/bin", cwd);
+  mu_kvlist_set(&env, "PATH", np);
+  mu_free(np);
+  char **out = mu_calloc(env.n + 1, sizeof(char *));
+  for (size_t i = 0; i < env.n; i++)
+    out[i] = mu_asprintf("%s=%s", env.v[i].key, env.v[i].value);
+  mu_kvlist_release(&env);
+  return out;
+}
+
+static void free_env(char **env)
+{
+  for (char **e = env; e && *e; e++)
+    mu_free(*e);
+  mu_free(env);
+}
+
+static int start_replica(struct sup *s, struct replica *r)
+{
+  struct mu_local_replica *rp = r->plan;
+  int rc = mu_mkdir_p(rp->dir);
+  if (rc != 0) {
+    snprintf(s->msg, sizeof(s->msg), "cannot create %s: %s", rp->dir, mu_strerror(rc));
+    return rc;
+  }
+  r->fd_out = open_log(rp->dir, "stdout.log");
+  r->fd_err = open_log(rp->dir, "stderr.log");
+  r->fd_comb = open_log(rp->dir, "combined.log");
+  char **env = build_env(s, rp);
+  struct mu_child_opts opt = {rp->argv.v[0], rp->argv.v,       env, on_exit_cb, on_alloc,
+                              on_read,       on_handle_closed, r};
+  r->open_handles = 3; /* the process and its two pipes, until their close callbacks */
+  rc = mu_child_spawn(&s->loop, &r->child, &opt);
+  free_env(env);
+  if (rc != 0) {
+    char *line = mu_asprintf("muster: cannot start '%s': %s\n", rp->argv.v[0], uv_strerror(rc));
+    mu_write_all(r->fd_err, line, strlen(line));
+    mu_write_all(r->fd_comb, line, strlen(line));
+    mu_free(line);
+    r->exit_code = 127;
+    r->phase = R_DONE;
+    return 0;
+  }
+  r->pid = r->child.proc.pid;
+  r->phase = R_RUNNING;
+  return 0;
+}
+
+static void on_closed_noop(uv_handle_t *h)
+{
+  (void)h;
+}
+
+static void close_loop_handles(struct sup *s)
+{
+  uv_close((uv_handle_t *)&s->sig_term, on_closed_noop);
+  uv_close((uv_handle_t *)&s->sig_int, on_closed_noop);
+  uv_close((uv_handle_t *)&s->sig_hup, on_closed_noop);
+  uv_close((uv_handle_t *)&s->kill_timer, on_closed_noop);
+  if (s->srv != NULL)
+    rv_server_close(s->srv, on_srv_closed, s);
+}
+
+int mu_local_supervise(struct mu_local_plan *p)
+{
+  struct sup s;
+  memset(&s, 0, sizeof(s));
+  s.p = p;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  s.started_at = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+  s.state = MU_STATE_RUNNING;
+  uv_loop_init(&s.loop);
+  uv_signal_init(&s.loop, &s.sig_term);
+  uv_signal_init(&s.loop, &s.sig_int);
+  uv_signal_init(&s.loop, &s.sig_hup);
+  s.sig_term.data = s.sig_int.data = s.sig_hup.data = &s;
+  uv_signal_start(&s.sig_term, on_signal, SIGTERM);
+  uv_signal_start(&s.sig_int, on_signal, SIGINT);
+  uv_signal_start(&s.sig_hup, on_signal, SIGHUP);
+  uv_timer_init(&s.loop, &s.kill_timer);
+  s.kill_timer.data = &s;
+  if (p->rdzv) {
+    struct rv_server_config cfg;
+    rv_server_config_init(&cfg);
+    cfg.listen_host = "127.0.0.1";
+    cfg.listen_port = 0;
+    cfg.name = "muster-local";
+    s.srv = rv_server_new(&s.loop, &cfg);
+    int rc = s.srv ? rv_server_listen(s.srv) : UV_ENOMEM;
+    if (rc != 0) {
+      snprintf(s.msg, sizeof(s.msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
+      s.state = MU_STATE_FAILED;
+      write_state(&s);
+      close_loop_handles(&s);
+      uv_run(&s.loop, UV_RUN_DEFAULT);
+      return 1;
+    }
+    snprintf(s.endpoint, sizeof(s.endpoint), "127.0.0.1:%d", rv_server_port(s.srv));
+  } else if (p->rdzv_external) {
+    snprintf(s.endpoint, sizeof(s.endpoint), "%s", p->rdzv_external);
+  }
+  mu_local_plan_replicas(p, s.endpoint[0] ? s.endpoint : "");
+  s.reps = mu_calloc(p->nreplicas ? p->nreplicas : 1, sizeof(*s.reps));
+  for (size_t i = 0; i < p->nreplicas; i++) {
+    s.reps[i].sup = &s;
+    s.reps[i].plan = &p->replicas[i];
+    s.reps[i].exit_code = -1;
+    s.reps[i].fd_out = s.reps[i].fd_err = s.reps[i].fd_comb = -1;
+  }
+  write_state(&s);
+  for (size_t i = 0; i < p->nreplicas; i++) {
+    if (start_replica(&s, &s.reps[i]) != 0) {
+      s.reps[i].exit_code = 127;
+      s.reps[i].phase = R_DONE;
+    }
+  }
+  write_state(&s);
+  /* A replica that could not be started at all is already done. */
+  int any_open = 0;
+  for (size_t i = 0; i < p->nreplicas; i++)
+    if (s.reps[i].open_handles > 0)
+      any_open = 1;
+  if (!any_open)
+    check_done(&s);
+  uv_run(&s.loop, UV_RUN_DEFAULT);
+  uv_loop_close(&s.loop);
+  int ok = s.state == MU_STATE_SUCCEEDED;
+  mu_free(s.reps);
+  return ok ? 0 : 1;
+}
