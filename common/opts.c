@@ -117,6 +117,22 @@ static const struct mu_opt *closest(const struct mu_opt *opts, const char *name,
   return NULL;
 }
 
+/* The MU_OPT_SINGLE_DASH row whose long name is `name` (up to a '='); *val gets what follows
+ * the '=', if any. Returns: the row, or NULL. */
+static const struct mu_opt *single_dash(const struct mu_opt *opts, const char *name,
+                                        const char **val)
+{
+  const char *eq = strchr(name, '=');
+  size_t n = eq ? (size_t)(eq - name) : strlen(name);
+  for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
+    if ((o->flags & MU_OPT_SINGLE_DASH) && o->long_name != NULL && name_eq(o->long_name, name, n)) {
+      *val = eq ? eq + 1 : NULL;
+      return takes_value(o) || eq == NULL ? o : NULL;
+    }
+  }
+  return NULL;
+}
+
 int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, const char *usage)
 {
   int i = 1;
@@ -139,6 +155,8 @@ int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, c
     }
     const struct mu_opt *hit = NULL;
     const char *val = NULL;
+    const char *shown = arg; /* the option as messages name it */
+    char canon[96];
     if (arg[1] == '-') {
       const char *name = arg + 2;
       const char *eq = strchr(name, '=');
@@ -151,6 +169,8 @@ int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, c
       }
       if (hit == NULL) {
         const struct mu_opt *c = closest(opts, name, n);
+        if (c == NULL && (flags & MU_OPTS_STOP_AT_UNKNOWN))
+          break;
         if (c != NULL)
           mu_error("unknown option '--%.*s'; did you mean '--%s'?", (int)n, name, c->long_name);
         else
@@ -164,6 +184,10 @@ int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, c
         }
         val = eq + 1;
       }
+    } else if ((hit = single_dash(opts, arg + 1, &val)) != NULL) {
+      /* -cfg K=V is --cfg K=V: messages name it so */
+      snprintf(canon, sizeof(canon), "--%s", hit->long_name);
+      shown = canon;
     } else {
       for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
         if (o->short_name != 0 && o->short_name == arg[1]) {
@@ -171,6 +195,8 @@ int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, c
           break;
         }
       }
+      if (hit == NULL && (flags & MU_OPTS_STOP_AT_UNKNOWN))
+        break;
       if (hit == NULL) {
         mu_error("unknown option '%s'; see '%s -h'", arg, argv[0]);
         return MU_EUSAGE;
@@ -185,12 +211,12 @@ int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, c
     }
     if (takes_value(hit) && val == NULL) {
       if (i + 1 >= argc) {
-        mu_error("option '%s' needs a value (%s)", arg, hit->argh ? hit->argh : "VALUE");
+        mu_error("option '%s' needs a value (%s)", shown, hit->argh ? hit->argh : "VALUE");
         return MU_EUSAGE;
       }
       val = argv[++i];
     }
-    int rc = set_value(hit, arg, val);
+    int rc = set_value(hit, shown, val);
     if (rc != 0)
       return rc;
     i++;

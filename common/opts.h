@@ -32,8 +32,9 @@ struct mu_opt;
 typedef int mu_opt_cb(const struct mu_opt *opt, const char *value);
 
 enum mu_opt_flags {
-  MU_OPT_NOARG = 1 << 0,  /* a callback row that takes no value */
-  MU_OPT_HIDDEN = 1 << 1, /* left out of -h */
+  MU_OPT_NOARG = 1 << 0,       /* a callback row that takes no value */
+  MU_OPT_HIDDEN = 1 << 1,      /* left out of -h */
+  MU_OPT_SINGLE_DASH = 1 << 2, /* the long name also matches with one dash (TorchX's -cfg) */
 };
 
 struct mu_opt {
@@ -64,6 +65,11 @@ struct mu_opt {
   {                                                                                                \
     MU_OPT_T_STRING, (s), (l), (v), (a), (h), 0, NULL, NULL                                        \
   }
+/* A string row with flags (MU_OPT_SINGLE_DASH, MU_OPT_HIDDEN). */
+#define MU_OPT_STRING_F(s, l, v, a, h, f)                                                          \
+  {                                                                                                \
+    MU_OPT_T_STRING, (s), (l), (v), (a), (h), (f), NULL, NULL                                      \
+  }
 #define MU_OPT_LIST(s, l, v, a, h)                                                                 \
   {                                                                                                \
     MU_OPT_T_LIST, (s), (l), (v), (a), (h), 0, NULL, NULL                                          \
@@ -78,8 +84,11 @@ struct mu_opt {
   }
 
 enum mu_opts_parse_flags {
-  MU_OPTS_STOP_AT_NONOPT = 1 << 0, /* stop at the first non-option (else: error) */
-  MU_OPTS_KEEP_DASHDASH = 1 << 1,  /* leave a `--` in place instead of skipping it */
+  MU_OPTS_STOP_AT_NONOPT = 1 << 0,  /* stop at the first non-option (else: error) */
+  MU_OPTS_KEEP_DASHDASH = 1 << 1,   /* leave a `--` in place instead of skipping it */
+  MU_OPTS_STOP_AT_UNKNOWN = 1 << 2, /* stop at an option not in the table, unless its name is
+                                       close to a row's (a misspelling: still an error); the
+                                       options of what follows (`muster run`'s component) */
 };
 
 /* Parses argv[1..] against the table. `-h`/`--help` prints usage to stdout and returns

@@ -15,29 +15,23 @@
 #include "opts.h"
 #include "suggest.h"
 
-enum cmd_flags {
-  CMD_NONE = 0,
-  CMD_TX_CFG = 1, /* accept TorchX's single-dash -cfg (and -cfg=...) anywhere in the arguments */
-};
-
 struct cmd {
   const char *name;
   mu_cmd_fn *fn;
-  int flags;
-  const char *help;
+  const char *help; /* the line of `muster -h` */
 };
 
 static const struct cmd commands[] = {
-    {"run", cmd_run, CMD_NONE, "resolve a component into a job and submit it"},
-    {"status", cmd_status, CMD_TX_CFG, "show the state of a job"},
-    {"log", cmd_log, CMD_TX_CFG, "print or follow the logs of a job's replicas"},
-    {"cancel", cmd_cancel, CMD_TX_CFG, "stop a job"},
-    {"list", cmd_list, CMD_TX_CFG, "list the jobs of a scheduler"},
-    {"describe", cmd_describe, CMD_TX_CFG, "print the job spec of a submitted job"},
-    {"builtins", cmd_builtins, CMD_NONE, "list the builtin components"},
-    {"runopts", cmd_runopts, CMD_NONE, "list the -cfg options of the schedulers"},
-    {"agent", cmd_agent, CMD_NONE, "per-node agent: join the rendezvous and run the workers"},
-    {"deploy", cmd_deploy, CMD_NONE, "print manifests for a cluster-wide musterd"},
+    {"run", cmd_run, "resolve a component into a job and submit it"},
+    {"status", cmd_status, "show the state of a job"},
+    {"log", cmd_log, "print or follow the logs of a job's replicas"},
+    {"cancel", cmd_cancel, "stop a job"},
+    {"list", cmd_list, "list the jobs of a scheduler"},
+    {"describe", cmd_describe, "print the job spec of a submitted job"},
+    {"builtins", cmd_builtins, "list the builtin components"},
+    {"runopts", cmd_runopts, "list the -cfg options of the schedulers"},
+    {"agent", cmd_agent, "per-node agent: join the rendezvous and run the workers"},
+    {"deploy", cmd_deploy, "print manifests for a cluster-wide musterd"},
 };
 
 static void usage(FILE *out)
@@ -92,23 +86,7 @@ int main(int argc, char **argv)
       mu_error("unknown command '%s'; see 'muster -h'", argv[i]);
     return MU_EXIT_USAGE;
   }
-  char **av = argv + i;
-  if (hit->flags & CMD_TX_CFG) {
-    av = mu_calloc((size_t)(argc - i) + 1, sizeof(char *));
-    for (int k = 0; k < argc - i; k++) {
-      const char *a = argv[i + k];
-      if (strcmp(a, "-cfg") == 0 || strncmp(a, "-cfg=", 5) == 0)
-        av[k] = mu_asprintf("-%s", a);
-      else
-        av[k] = mu_strdup(a);
-    }
-  }
-  int rc = hit->fn(argc - i, av);
-  if (av != argv + i) {
-    for (int k = 0; k < argc - i; k++)
-      mu_free(av[k]);
-    mu_free(av);
-  }
+  int rc = hit->fn(argc - i, argv + i);
   if (fflush(stdout) != 0 || ferror(stdout)) {
     mu_error("cannot write to standard output");
     return MU_EXIT_FAILED;

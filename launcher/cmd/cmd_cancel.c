@@ -1,4 +1,5 @@
 /* muster cancel HANDLE: stop a job (idempotent: a finished job is left as it is). */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "muster/mu.h"
@@ -16,19 +17,15 @@ int cmd_cancel(int argc, char **argv)
       MU_CLI_OPT_CFG(&cfgstr),
       MU_OPT_END(),
   };
-  int n = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT, "muster cancel HANDLE");
-  if (n == MU_OPTS_HELP)
-    return 0;
-  if (n < 0)
-    return MU_EXIT_USAGE;
   struct mu_cli_job j = MU_CLI_JOB_INIT;
-  struct mu_buf err = MU_BUF_INIT(8192);
-  int rc = mu_cli_job_open(&j, argc, argv, n, "cancel", "local://muster/echo-x1", cfgstr);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  int rc = mu_cli_job_parse(&j, opts, argc, argv, "muster cancel HANDLE", "local://muster/echo-x1",
+                            &cfgstr);
   if (rc == 0 && mu_sched_cancel(j.s, j.app_id, &j.cfg, &err) != 0) {
     mu_error("%s", mu_buf_str(&err));
     rc = MU_EXIT_FAILED;
   }
   mu_cli_job_release(&j);
   mu_buf_release(&err);
-  return rc;
+  return rc == MU_CLI_HELP ? MU_EXIT_OK : rc;
 }

@@ -1,4 +1,5 @@
 /* muster describe HANDLE: the job spec of a submitted job (JSON, the --dryrun form). */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "muster/mu.h"
@@ -16,15 +17,11 @@ int cmd_describe(int argc, char **argv)
       MU_CLI_OPT_CFG(&cfgstr),
       MU_OPT_END(),
   };
-  int n = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT, "muster describe HANDLE");
-  if (n == MU_OPTS_HELP)
-    return 0;
-  if (n < 0)
-    return MU_EXIT_USAGE;
   struct mu_cli_job j = MU_CLI_JOB_INIT;
-  struct mu_buf err = MU_BUF_INIT(8192);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
   struct mu_app *app = NULL;
-  int rc = mu_cli_job_open(&j, argc, argv, n, "describe", "local://muster/echo-x1", cfgstr);
+  int rc = mu_cli_job_parse(&j, opts, argc, argv, "muster describe HANDLE",
+                            "local://muster/echo-x1", &cfgstr);
   if (rc != 0)
     goto out;
   if (j.s->app_spec == NULL) {
@@ -37,7 +34,7 @@ int cmd_describe(int argc, char **argv)
     rc = MU_EXIT_FAILED;
     goto out;
   }
-  struct mu_buf js = MU_BUF_INIT(1 << 24);
+  struct mu_buf js = MU_BUF_INIT(SIZE_MAX);
   mu_app_to_json(app, &js);
   printf("%s\n", mu_buf_str(&js));
   mu_buf_release(&js);
@@ -45,5 +42,5 @@ out:
   mu_app_free(app);
   mu_cli_job_release(&j);
   mu_buf_release(&err);
-  return rc;
+  return rc == MU_CLI_HELP ? MU_EXIT_OK : rc;
 }

@@ -18,9 +18,10 @@ int cmd_list(int argc, char **argv)
   int json = 0;
   struct mu_opt opts[] = {
       MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED", "the scheduler (default: local)"),
-      MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...",
-                    "scheduler options, also as -cfg: kubernetes namespace=, context=; slurm "
-                    "partition=, user= (ALL: everyone's); local log_dir="),
+      MU_OPT_STRING_F(0, "cfg", &cfgstr, "K=V,...",
+                      "scheduler options, also as -cfg: kubernetes namespace=, context=; slurm "
+                      "partition=, user= (ALL: everyone's); local log_dir=",
+                      MU_OPT_SINGLE_DASH),
       MU_OPT_BOOL(0, "json", &json, "print JSON"),
       MU_OPT_END(),
   };

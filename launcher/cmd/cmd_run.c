@@ -256,8 +256,9 @@ int cmd_run(int argc, char **argv)
   struct mu_opt opts[] = {
       MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED",
                     "the scheduler: local (default), kubernetes, slurm"),
-      MU_OPT_STRING(0, "cfg", &cfgstr, "K=V,...",
-                    "scheduler options, also as -cfg (see 'muster runopts SCHED')"),
+      MU_OPT_STRING_F(0, "cfg", &cfgstr, "K=V,...",
+                      "scheduler options, also as -cfg (see 'muster runopts SCHED')",
+                      MU_OPT_SINGLE_DASH),
       MU_OPT_BOOL(0, "dryrun", &dryrun,
                   "print the job spec and the scheduler request; submit nothing"),
       MU_OPT_BOOL(0, "wait", &wait, "wait for the job to finish (always on for local)"),
@@ -265,19 +266,6 @@ int cmd_run(int argc, char **argv)
       MU_OPT_BOOL(0, "json", &json, "--dryrun: print JSON; otherwise the handle as JSON"),
       MU_OPT_END(),
   };
-  /* TorchX spells it -cfg: accept it (and -cfg=...). Only the run options (before the
-   * component) are parsed from av; the component's arguments come from argv untouched. */
-  char **av = mu_calloc((size_t)argc + 1, sizeof(char *));
-  struct mu_strvec owned = MU_STRVEC_INIT; /* the rewritten -cfg=... words */
-  for (int i = 0; i < argc; i++) {
-    av[i] = argv[i];
-    if (strcmp(argv[i], "-cfg") == 0) {
-      av[i] = (char *)"--cfg";
-    } else if (strncmp(argv[i], "-cfg=", 5) == 0) {
-      mu_strvec_pushf(&owned, "-%s", argv[i]);
-      av[i] = owned.v[owned.n - 1];
-    }
-  }
   struct mu_config file = MU_CONFIG_INIT;
   struct mu_cfg cfg = {MU_KVLIST_INIT};
   struct mu_component *comp = NULL;
@@ -286,45 +274,10 @@ int cmd_run(int argc, char **argv)
   struct mu_buf err = MU_BUF_INIT(16384);
   int rc = 0;
   /* The run options end at the first word that is not one of them: the component, or (with
-   * [cli:run] component=) the component's first argument, as TorchX. */
-  int end = 1;
-  while (end < argc) {
-    const char *a = av[end];
-    if (strcmp(a, "--") == 0) {
-      end++;
-      break;
-    }
-    if (a[0] != '-')
-      break;
-    int known = 0, takes = 0;
-    for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
-      size_t ln = o->long_name ? strlen(o->long_name) : 0;
-      if ((a[1] == o->short_name && a[2] == '\0' && o->short_name) ||
-          (a[1] == '-' && ln && strncmp(a + 2, o->long_name, ln) == 0 &&
-           (a[2 + ln] == '\0' || a[2 + ln] == '='))) {
-        known = 1;
-        takes = o->type == MU_OPT_T_STRING && strchr(a, '=') == NULL;
-      }
-    }
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-      known = 1;
-    if (!known) {
-      /* A misspelt run option (before any component) is still an error. */
-      struct mu_suggest sg;
-      mu_suggest_init(&sg, a + 2);
-      for (const struct mu_opt *o = opts; a[1] == '-' && o->type != MU_OPT_T_END; o++)
-        mu_suggest_add(&sg, o->long_name);
-      if (mu_suggest_best(&sg) == NULL)
-        break;
-      end++;
-      continue;
-    }
-    end += takes ? 2 : 1;
-  }
-  if (end > argc)
-    end = argc;
-  int n = mu_opts_parse(opts, end, av, MU_OPTS_STOP_AT_NONOPT, usage_text);
-
+   * [cli:run] component=) the component's first argument, as TorchX; a misspelt run option is
+   * still an error. */
+  int n =
+      mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT | MU_OPTS_STOP_AT_UNKNOWN, usage_text);
   if (n == MU_OPTS_HELP)
     goto out;
   if (n < 0) {
@@ -446,7 +399,5 @@ out:
   mu_cfg_release(&cfg);
   mu_config_release(&file);
   mu_buf_release(&err);
-  mu_free(av);
-  mu_strvec_release(&owned);
   return rc;
 }

@@ -1,6 +1,7 @@
 /* muster status HANDLE [--json]: the job's state and its replicas (TorchX's text form). The
  * exit code tells the state (docs/exit-codes.md): 0 PENDING/SUBMITTED/RUNNING/SUCCEEDED,
  * 1 FAILED/CANCELLED/UNKNOWN, 2 bad command line, 3 the job could not be looked up. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,19 +42,15 @@ int cmd_status(int argc, char **argv)
       MU_CLI_OPT_CFG(&cfgstr),
       MU_OPT_END(),
   };
-  int n = mu_opts_parse(opts, argc, argv, 0 | MU_OPTS_STOP_AT_NONOPT,
-                        "muster status [--json] [--roles A,B] [-cfg K=V,...] HANDLE\n"
-                        "exit code: 0 PENDING, RUNNING or SUCCEEDED; 1 FAILED, CANCELLED or "
-                        "UNKNOWN;\n2 bad command line; 3 the job could not be looked up");
-  if (n == MU_OPTS_HELP)
-    return 0;
-  if (n < 0)
-    return MU_EXIT_USAGE;
   struct mu_cli_job j = MU_CLI_JOB_INIT;
   struct mu_app_status st;
   memset(&st, 0, sizeof(st));
-  struct mu_buf err = MU_BUF_INIT(8192);
-  int rc = mu_cli_job_open(&j, argc, argv, n, "status", "local://muster/echo-x1", cfgstr);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  int rc = mu_cli_job_parse(&j, opts, argc, argv,
+                            "muster status [--json] [--roles A,B] [-cfg K=V,...] HANDLE\n"
+                            "exit code: 0 PENDING, RUNNING or SUCCEEDED; 1 FAILED, CANCELLED or "
+                            "UNKNOWN;\n2 bad command line; 3 the job could not be looked up",
+                            "local://muster/echo-x1", &cfgstr);
   if (rc != 0)
     goto out;
   if (mu_sched_describe(j.s, j.app_id, &j.cfg, &st, &err) != 0) {
@@ -89,5 +86,5 @@ out:
   mu_app_status_release(&st);
   mu_cli_job_release(&j);
   mu_buf_release(&err);
-  return rc;
+  return rc == MU_CLI_HELP ? MU_EXIT_OK : rc;
 }

@@ -111,6 +111,17 @@ int mu_cli_job_open(struct mu_cli_job *j, int argc, char **argv, int n, const ch
   return mu_cli_cfg(j->s, cfgstr, NULL, &j->cfg);
 }
 
+int mu_cli_job_parse(struct mu_cli_job *j, const struct mu_opt *opts, int argc, char **argv,
+                     const char *usage, const char *example, const char *const *cfgstr)
+{
+  int n = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT, usage);
+  if (n == MU_OPTS_HELP)
+    return MU_CLI_HELP;
+  if (n < 0)
+    return MU_EXIT_USAGE;
+  return mu_cli_job_open(j, argc, argv, n, argv[0], example, *cfgstr);
+}
+
 void mu_cli_job_release(struct mu_cli_job *j)
 {
   if (j == NULL)

@@ -3,6 +3,7 @@
 #define MU_CMD_UTIL_H
 
 #include "config.h"
+#include "opts.h"
 #include "sched.h"
 
 /* Resolves "SCHED://SESSION/APP_ID[/ROLE[/REPLICA]]" (or a bare APP_ID on the default
@@ -21,9 +22,11 @@ int mu_cli_cfg(const struct mu_sched_ops *s, const char *cfgstr, const struct mu
                struct mu_cfg *out);
 
 /* The -cfg option row of the subcommands that look a job up (an mu_opts table entry; needs
- * opts.h). p is a const char ** that receives the K=V,... string. */
+ * opts.h), also spelt -cfg as TorchX does. p is a const char ** that receives the K=V,...
+ * string. */
 #define MU_CLI_OPT_CFG(p)                                                                          \
-  MU_OPT_STRING(0, "cfg", (p), "K=V,...", "scheduler options (e.g. log_dir=...)")
+  MU_OPT_STRING_F(0, "cfg", (p), "K=V,...", "scheduler options (e.g. log_dir=...)",                \
+                  MU_OPT_SINGLE_DASH)
 
 /* The job that a one-handle subcommand (cancel, describe, log, status) acts on. */
 struct mu_cli_job {
@@ -43,6 +46,15 @@ struct mu_cli_job {
  * Ownership: j is the caller's; release it with mu_cli_job_release() whatever this returns. */
 int mu_cli_job_open(struct mu_cli_job *j, int argc, char **argv, int n, const char *cmd,
                     const char *example, const char *cfgstr);
+
+/* The whole prologue of a one-handle subcommand: parses argv with opts (a table that holds
+ * MU_CLI_OPT_CFG(cfgstr); usage is its -h synopsis), then opens the job named by the one
+ * argument left, as mu_cli_job_open() does with argv[0] as the command's name.
+ * Returns: 0 with j open; MU_CLI_HELP after -h printed the usage (exit 0); or an exit code (2)
+ * after printing the error. Ownership: as mu_cli_job_open(). */
+#define MU_CLI_HELP (-1)
+int mu_cli_job_parse(struct mu_cli_job *j, const struct mu_opt *opts, int argc, char **argv,
+                     const char *usage, const char *example, const char *const *cfgstr);
 
 /* Frees what mu_cli_job_open() filled in and resets j to MU_CLI_JOB_INIT. Accepts NULL. */
 void mu_cli_job_release(struct mu_cli_job *j);

@@ -1,0 +1,65 @@
+/* Tests for the two parsing modes of common/opts.c that `muster run` and the one-handle
+ * subcommands need: TorchX's single-dash long option (-cfg) and stopping at an option that
+ * belongs to what follows (a component's arguments) while a misspelt one stays an error. */
+#include <string.h>
+
+#include "muster/errno.h"
+
+#include "opts.h"
+#include "task.h"
+
+TEST(opts__single_dash_long_name)
+{
+  const char *cfg = NULL;
+  int dry = 0;
+  struct mu_opt opts[] = {
+      MU_OPT_STRING_F(0, "cfg", &cfg, "K=V", "options", MU_OPT_SINGLE_DASH),
+      MU_OPT_BOOL(0, "dryrun", &dry, "print only"),
+      MU_OPT_END(),
+  };
+  char a0[] = "run", a1[] = "-cfg", a2[] = "a=1", a3[] = "rest";
+  char *argv[] = {a0, a1, a2, a3, NULL};
+  ASSERT_EQ(mu_opts_parse(opts, 4, argv, MU_OPTS_STOP_AT_NONOPT, "u"), 3);
+  ASSERT_STR_EQ(cfg, "a=1");
+  char b1[] = "-cfg=b=2", b2[] = "--cfg=c=3";
+  char *argv2[] = {a0, b1, NULL};
+  ASSERT_EQ(mu_opts_parse(opts, 2, argv2, 0, "u"), 2);
+  ASSERT_STR_EQ(cfg, "b=2");
+  char *argv3[] = {a0, b2, NULL};
+  ASSERT_EQ(mu_opts_parse(opts, 2, argv3, 0, "u"), 2);
+  ASSERT_STR_EQ(cfg, "c=3");
+  /* Only rows that ask for it: -dryrun is no option. */
+  char c1[] = "-dryrun";
+  char *argv4[] = {a0, c1, NULL};
+  ASSERT_EQ(mu_opts_parse(opts, 2, argv4, 0, "u"), MU_EUSAGE);
+  ASSERT_EQ(dry, 0);
+  /* Without a value it says what is missing. */
+  char *argv5[] = {a0, a1, NULL};
+  ASSERT_EQ(mu_opts_parse(opts, 2, argv5, 0, "u"), MU_EUSAGE);
+}
+
+TEST(opts__stop_at_unknown)
+{
+  const char *s = NULL;
+  int dry = 0;
+  struct mu_opt opts[] = {
+      MU_OPT_STRING('s', "scheduler", &s, "S", "scheduler"),
+      MU_OPT_BOOL(0, "dryrun", &dry, "print only"),
+      MU_OPT_END(),
+  };
+  char a0[] = "run", a1[] = "--dryrun", a2[] = "--msg", a3[] = "hi", a4[] = "-j", a5[] = "2x8";
+  char *argv[] = {a0, a1, a2, a3, NULL};
+  /* --msg is not ours and not close to one of ours: it starts what follows. */
+  ASSERT_EQ(mu_opts_parse(opts, 4, argv, MU_OPTS_STOP_AT_NONOPT | MU_OPTS_STOP_AT_UNKNOWN, "u"), 2);
+  ASSERT_EQ(dry, 1);
+  char *argv2[] = {a0, a4, a5, NULL};
+  ASSERT_EQ(mu_opts_parse(opts, 3, argv2, MU_OPTS_STOP_AT_NONOPT | MU_OPTS_STOP_AT_UNKNOWN, "u"),
+            1);
+  /* Without the flag the same words are errors. */
+  ASSERT_EQ(mu_opts_parse(opts, 4, argv, MU_OPTS_STOP_AT_NONOPT, "u"), MU_EUSAGE);
+  /* A misspelling of ours is still an error, not the start of what follows. */
+  char b1[] = "--dryrn";
+  char *argv3[] = {a0, b1, a2, NULL};
+  ASSERT_EQ(mu_opts_parse(opts, 3, argv3, MU_OPTS_STOP_AT_NONOPT | MU_OPTS_STOP_AT_UNKNOWN, "u"),
+            MU_EUSAGE);
+}
