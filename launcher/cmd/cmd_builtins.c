@@ -1,4 +1,5 @@
 /* muster builtins [--print NAME]: the builtin components (TorchX's format). */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "muster/mu.h"
@@ -22,7 +23,7 @@ int cmd_builtins(int argc, char **argv)
   if (n < 0)
     return MU_EXIT_USAGE;
   struct mu_component *c = NULL;
-  struct mu_buf err = MU_BUF_INIT(8192), h = MU_BUF_INIT(1 << 20);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX), h = MU_BUF_INIT(SIZE_MAX);
   struct mu_strvec names = MU_STRVEC_INIT, descs = MU_STRVEC_INIT;
   int rc = 0;
   if (print != NULL) {

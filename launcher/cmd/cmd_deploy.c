@@ -4,6 +4,7 @@
  * musterd keeps its state in memory, so the Deployment runs exactly one replica with the
  * Recreate strategy (never two servers at once); jobs re-join a restarted server.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -103,7 +104,7 @@ int cmd_deploy(int argc, char **argv)
       MU_OPT_INT(0, "port", &port, "N", "the port musterd serves on (2379, as etcd)"),
       MU_OPT_END(),
   };
-  struct mu_buf out = MU_BUF_INIT(1 << 20);
+  struct mu_buf out = MU_BUF_INIT(SIZE_MAX);
   cJSON *svc = NULL, *dep = NULL;
   int first, rc = MU_EXIT_OK;
 

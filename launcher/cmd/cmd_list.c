@@ -1,5 +1,6 @@
 /* muster list [-s SCHED] [-cfg K=V,...]: the jobs a scheduler knows, as TorchX's table; -cfg
  * picks where to look (kubernetes: namespace=, context=; slurm: partition=, user=). */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,7 +39,7 @@ int cmd_list(int argc, char **argv)
     return MU_EXIT_FAILED;
   }
   struct mu_cfg cfg = {MU_KVLIST_INIT};
-  struct mu_buf err = MU_BUF_INIT(8192);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
   struct mu_app_list_entry *l = NULL;
   size_t nl = 0;
   int rc = mu_cli_cfg(s, cfgstr, NULL, &cfg);

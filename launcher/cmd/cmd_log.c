@@ -1,5 +1,6 @@
 /* muster log HANDLE[/ROLE[/REPLICA]] [-f] [--tail N] [--streams S]: print or follow logs.
  * Several replicas are printed with a "role/replica " prefix on each line (as TorchX). */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,7 +48,7 @@ int cmd_log(int argc, char **argv)
     return MU_EXIT_USAGE;
   }
   struct mu_cli_job j = MU_CLI_JOB_INIT;
-  struct mu_buf err = MU_BUF_INIT(8192);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
   char *role = NULL;
   long replica = -1;
   int rc = mu_cli_job_open(&j, argc, argv, n, "log", "local://muster/echo-x1/echo/0", cfgstr);

@@ -2,6 +2,7 @@
  * job to its end. Exit: 0 only when the job succeeded (or was submitted without waiting);
  * 1 when it failed or was cancelled; 2 for a usage error.
  */
+#include <stdint.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -131,7 +132,7 @@ static pid_t start_log_stream(const struct mu_sched_ops *s, const char *app_id,
   setpgid(0, 0);
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_DFL);
-  struct mu_buf err = MU_BUF_INIT(4096);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
   int rc = s->log_open(app_id, NULL, -1, MU_STREAM_COMBINED, 1, 0, 2, cfg, &err);
   _exit(rc == 0 ? 0 : 1);
 }
@@ -157,13 +158,13 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
         fprintf(stderr, "\r\033[K");
       fprintf(stderr, "muster: %s: cancelling %s\n",
               got_signal == SIGINT ? "interrupted" : "signalled", handle);
-      struct mu_buf err = MU_BUF_INIT(4096);
+      struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
       if (mu_sched_cancel(s, app_id, cfg, &err) != 0)
         mu_error("cannot cancel %s: %s", handle, mu_buf_str(&err));
       mu_buf_release(&err);
     }
     struct mu_app_status st;
-    struct mu_buf err = MU_BUF_INIT(4096);
+    struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
     int r = mu_sched_describe(s, app_id, cfg, &st, &err);
     if (r != 0) {
       mu_error("cannot follow %s: %s", handle, mu_buf_str(&err));
@@ -271,7 +272,7 @@ int cmd_run(int argc, char **argv)
   struct mu_component *comp = NULL;
   struct mu_app *app = NULL;
   struct mu_dryrun req = {0};
-  struct mu_buf err = MU_BUF_INIT(16384);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
   int rc = 0;
   /* The run options end at the first word that is not one of them: the component, or (with
    * [cli:run] component=) the component's first argument, as TorchX; a misspelt run option is
@@ -323,7 +324,7 @@ int cmd_run(int argc, char **argv)
     goto out;
   }
   if (wants_help(cargc, cargv)) {
-    struct mu_buf h = MU_BUF_INIT(1 << 20);
+    struct mu_buf h = MU_BUF_INIT(SIZE_MAX);
     mu_component_help(comp, &h);
     fputs(mu_buf_str(&h), stdout);
     mu_buf_release(&h);
@@ -349,7 +350,7 @@ int cmd_run(int argc, char **argv)
     goto out;
   }
   if (dryrun) {
-    struct mu_buf js = MU_BUF_INIT(1 << 24);
+    struct mu_buf js = MU_BUF_INIT(SIZE_MAX);
     mu_app_to_json(app, &js);
     if (json) {
       cJSON *o = cJSON_CreateObject();

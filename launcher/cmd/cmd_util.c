@@ -1,4 +1,5 @@
 /* CLI helpers shared by the subcommands. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,7 +73,7 @@ int mu_cli_cfg(const struct mu_sched_ops *s, const char *cfgstr, const struct mu
 {
   struct mu_config own = MU_CONFIG_INIT;
   struct mu_kvlist cli = MU_KVLIST_INIT;
-  struct mu_buf err = MU_BUF_INIT(8192);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
   int rc = 0;
   if (file == NULL) {
     if (mu_config_load(&own, &err) != 0) {

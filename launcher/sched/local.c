@@ -386,7 +386,7 @@ static int local_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_
   for (int i = 0; i < 3000; i++) {
     struct mu_app_status st;
     memset(&st, 0, sizeof(st));
-    struct mu_buf e = MU_BUF_INIT(1024);
+    struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
     rc = local_describe(app_id, cfg, &st, &e);
     mu_buf_release(&e);
     int done = rc != 0 || mu_job_state_is_terminal(st.state) || st.state == MU_STATE_UNKNOWN;
@@ -433,7 +433,7 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
   while ((e = readdir(d)) != NULL) {
     if (e->d_name[0] == '.')
       continue;
-    struct mu_buf ignore = MU_BUF_INIT(1024);
+    struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
     struct mu_app_status st;
     int rc = local_describe(e->d_name, NULL, &st, &ignore);
     cJSON *o = NULL;

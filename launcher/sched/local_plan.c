@@ -85,7 +85,7 @@ void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint)
         mu_free(ef);
       }
       if (p->devices_per_replica > 0) {
-        struct mu_buf b = MU_BUF_INIT(4096);
+        struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
         for (long d = 0; d < p->devices_per_replica; d++)
           mu_buf_printf(&b, "%s%ld", d ? "," : "", (long)k * p->devices_per_replica + d);
         mu_kvlist_set(&rp->env, p->device_env, mu_buf_str(&b));

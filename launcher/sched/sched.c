@@ -1,4 +1,5 @@
 /* The scheduler registry and the generic operations on the vtable (STYLE.md #4, #5). */
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -124,7 +125,7 @@ int mu_sched_cancel(const struct mu_sched_ops *s, const char *app_id, const stru
   if (s->describe != NULL) {
     struct mu_app_status st;
     memset(&st, 0, sizeof(st));
-    struct mu_buf ignore = MU_BUF_INIT(4096);
+    struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
     int rc = s->describe(app_id, cfg, &st, &ignore);
     mu_buf_release(&ignore);
     if (rc == MU_ENOENT) {

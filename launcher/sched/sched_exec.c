@@ -13,8 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "alloc.h"
 #include "muster/errno.h"
+
+#include "alloc.h"
 
 static void close_fd(int *fd)
 {
@@ -32,12 +33,22 @@ static int cloexec_pipe(int p[2])
   return 0;
 }
 
+/* Appends what fits of p[0..n) to b (a tool's output, which is not ours to bound: b's cap is
+ * the most we read). Returns: 1 when some of it did not fit, else 0. */
+static int append_capped(struct mu_buf *b, const char *p, size_t n)
+{
+  if (mu_buf_append(b, p, n) == 0)
+    return 0;
+  mu_buf_append(b, p, b->max - b->len);
+  return 1;
+}
+
 /* The common body: stdin from `input`, stdout to out (buffer) or out_fd, stderr to errout. */
 static int run(char *const argv[], const char *input, struct mu_buf *out, int out_fd,
                struct mu_buf *errout, int *status)
 {
   int in_p[2] = {-1, -1}, out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, exec_p[2] = {-1, -1};
-  int rc = 0, child_errno = 0, wst = 0;
+  int rc = 0, child_errno = 0, wst = 0, out_over = 0;
   size_t in_off = 0, in_len = input ? strlen(input) : 0;
   pid_t pid = -1;
   char chunk[4096];
@@ -118,9 +129,9 @@ static int run(char *const argv[], const char *input, struct mu_buf *out, int ou
         continue;
       }
       if (pf[i].fd == out_p[0] && out)
-        mu_buf_append(out, chunk, (size_t)n);
+        out_over |= append_capped(out, chunk, (size_t)n);
       else if (pf[i].fd == err_p[0] && errout)
-        mu_buf_append(errout, chunk, (size_t)n);
+        append_capped(errout, chunk, (size_t)n);
     }
   }
   while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
@@ -132,6 +143,12 @@ static int run(char *const argv[], const char *input, struct mu_buf *out, int ou
     goto out;
   }
   *status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + (WIFSIGNALED(wst) ? WTERMSIG(wst) : 0);
+  if (out_over) {
+    rc = MU_E2BIG;
+    if (errout)
+      mu_buf_printf(errout, "'%s' printed more than %zu bytes; its output was not read", argv[0],
+                    out->max);
+  }
 out:
   close_fd(&in_p[0]);
   close_fd(&in_p[1]);
@@ -176,7 +193,7 @@ static const struct mu_exec_hint *find_hint(const struct mu_exec_hint *hints, co
 int mu_exec_tool(char *const argv[], const char *input, const char *what, const char *missing,
                  const struct mu_exec_hint *hints, struct mu_buf *out, struct mu_buf *err)
 {
-  struct mu_buf eb = MU_BUF_INIT(64 * 1024);
+  struct mu_buf eb = MU_BUF_INIT(MU_EXEC_STDERR_MAX);
   int status = -1;
   int rc = mu_exec_capture(argv, input, out, &eb, &status);
   if (rc == MU_ENOENT) {

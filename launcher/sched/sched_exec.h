@@ -9,11 +9,16 @@
 
 #include "buf.h"
 
+/* What is kept of a failed tool's stderr for its error message. */
+#define MU_EXEC_STDERR_MAX (64 * 1024)
+
 /* Runs argv (argv[0] looked up on PATH) with `input` (may be NULL) on its stdin and captures
- * its stdout and stderr into out and errout (either may be NULL to discard; output over a
- * buffer's cap is dropped). *status is the exit code, or 128+signal.
+ * its stdout and stderr into out and errout (either may be NULL to discard). A buffer's cap is
+ * the most that is kept of that stream: stderr beyond it is dropped, stdout beyond it makes the
+ * call fail. *status is the exit code, or 128+signal.
  * Returns: 0 when the program ran (whatever its status); MU_ENOENT when it could not be
- * started (not found or not executable), with the reason in errout.
+ * started (not found or not executable), with the reason in errout; MU_E2BIG when its stdout
+ * passed out's cap, with a message in errout.
  * Ownership: appends to out and errout. */
 int mu_exec_capture(char *const argv[], const char *input, struct mu_buf *out,
                     struct mu_buf *errout, int *status);

@@ -3,6 +3,7 @@
  * from the job directory; every tool runs through sched_exec.c, its errors turned into advice.
  * `log` without a stream prints stdout then stderr (a divergence from TorchX, docs/slurm.md).
  */
+#include <stdint.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -130,7 +131,7 @@ static void cluster_env(const struct mu_app *app, const struct mu_cfg *cfg,
 static int slurm_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
                         struct mu_buf *err)
 {
-  struct mu_buf script = MU_BUF_INIT(SLURM_OUT_MAX);
+  struct mu_buf script = MU_BUF_INIT(SIZE_MAX);
   struct mu_slurm_env env;
   struct slurm_priv *p = mu_calloc(1, sizeof *p);
   const char *jd = mu_cfg_get(cfg, "job_dir");
@@ -405,7 +406,7 @@ static int slurm_log(const char *app_id, const char *role, long replica, enum mu
   }
   for (;;) {
     struct mu_app_status st;
-    struct mu_buf ignore = MU_BUF_INIT(4096);
+    struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
     int terminal = 1;
     for (i = 0; i < nf; i++) {
       if (fds[i] < 0)

@@ -357,7 +357,7 @@ static char *cast_value(const struct mu_runopt *o, const char *v, const char *wh
     break;
   case MU_RUNOPT_LIST: {
     struct mu_strvec sv = MU_STRVEC_INIT;
-    struct mu_buf b = MU_BUF_INIT(1 << 20);
+    struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
     mu_cfg_split_list(v, &sv);
     for (size_t i = 0; i < sv.n; i++)
       mu_buf_printf(&b, "%s%s", i ? "," : "", sv.v[i]);
@@ -366,7 +366,7 @@ static char *cast_value(const struct mu_runopt *o, const char *v, const char *wh
   }
   case MU_RUNOPT_MAP: {
     struct mu_strvec sv = MU_STRVEC_INIT;
-    struct mu_buf b = MU_BUF_INIT(1 << 20);
+    struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
     mu_cfg_split_list(v, &sv);
     for (size_t i = 0; i < sv.n; i++) {
       if (strchr(sv.v[i], ':') == NULL) {

@@ -1,6 +1,7 @@
 /* The job spec: states, the app model, validation, macros, JSON, mounts, named resources and
  * app ids. Nothing here prints; errors go into the caller's buffer.
  */
+#include <stdint.h>
 #include <ctype.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -293,7 +294,7 @@ int mu_app_validate(const struct mu_app *app, struct mu_buf *err)
 
 char *mu_macros_apply(const struct mu_macros *m, const char *s)
 {
-  struct mu_buf b = MU_BUF_INIT(1 << 20);
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
   const struct {
     const char *name;
     const char *value;
