@@ -140,7 +140,9 @@ const char *mu_watch_event_name(enum mu_watch_event ev)
   return "unknown";
 }
 
-/* --- plumbing -------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Plumbing
+ */
 
 /* Appends s percent-encoded; '/' is kept when keep_slash. */
 static int put_escaped(struct mu_buf *b, const char *s, int keep_slash)
@@ -272,7 +274,9 @@ static char *jdup(const cJSON *o, const char *k)
   return mu_strdup(v != NULL ? v : "");
 }
 
-/* --- rendezvous -------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Rendezvous
+ */
 
 void mu_round_release(struct mu_round *r)
 {
@@ -499,7 +503,9 @@ out:
   return rc;
 }
 
-/* --- KV ---------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * KV
+ */
 
 static int kv_path(struct mu_buf *path, const char *run_id, const char *key, const char *query)
 {

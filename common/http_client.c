@@ -406,7 +406,9 @@ static int send_all(struct mu_http_client *c, const char *p, size_t n, long long
   return 0;
 }
 
-/* --- llhttp callbacks --------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Llhttp callbacks
+ */
 
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
 {

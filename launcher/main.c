@@ -1,4 +1,6 @@
-/* muster: global options, the command table, dispatch (STYLE.md #1, #2, #23). */
+/* muster: process start-up, the global options, the command table and dispatch (as git's
+ * run_builtin): find the row, call its cmd_*(), then check that stdout was written. The usage
+ * text comes from the same table. main.c sees the cmd layer only (cmds.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

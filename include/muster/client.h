@@ -47,7 +47,9 @@ int mu_client_last_status(const struct mu_client *c);
  * Returns: 0, or MU_ENOENT before the first successful connection. */
 int mu_client_local_addr(const struct mu_client *c, char *out, size_t n);
 
-/* --- Rendezvous ---------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Rendezvous
+ */
 
 struct mu_join_opts {
   const char *node_id;  /* unique per agent (required) */
@@ -127,7 +129,9 @@ int mu_client_shutdown(struct mu_client *c, const char *run_id, const char *reas
 int mu_client_barrier(struct mu_client *c, const char *run_id, const char *name, int count,
                       const char *id, long timeout_ms, long *generation);
 
-/* --- KV scoped to the run -------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * KV scoped to the run
+ */
 
 /* Stores len bytes under key (at most 1 MiB). version may be NULL. */
 int mu_client_kv_put(struct mu_client *c, const char *run_id, const char *key, const void *val,

@@ -80,7 +80,7 @@ int mu_agent_parse_nnodes(const char *s, int *min, int *max, struct mu_buf *err)
 int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, struct mu_buf *err);
 
 /* Builds the environment of one worker: `base` (NULL-terminated "K=V", may be NULL) without
- * the variables the agent sets, then the torchrun contract (DESIGN.md "Worker environment"),
+ * the variables the agent sets, then the torchrun contract (docs/agent.md, "Worker environment"),
  * MUSTER_RDZV_ENDPOINT, MUSTER_RUN_ID and MUSTER_ROUND.
  * Ownership: appends owned strings to *out (release with mu_strvec_release()). */
 void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint,

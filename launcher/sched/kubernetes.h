@@ -1,6 +1,7 @@
-/* The kubernetes scheduler's pure parts, exposed for the unit tests: Volcano Job rendering
- * (job spec + cfg -> manifest tree) and the parsers for `kubectl get -o json` output.
- * sched_kubernetes.c defines `mu_sched_kubernetes` on top of these.
+/* The kubernetes scheduler's pure parts, exposed for the unit tests and `muster deploy`: the
+ * renderer (kubernetes_render.c: job spec + cfg -> Volcano Job tree, the musterd container) and
+ * the parsers (kubernetes_parse.c: `kubectl get -o json` output -> statuses and lists).
+ * kubernetes.c defines `mu_sched_kubernetes` on top of these, running kubectl.
  */
 #ifndef MU_KUBERNETES_H
 #define MU_KUBERNETES_H

@@ -1,4 +1,4 @@
-/* The scheduler registry and the generic operations on the vtable (STYLE.md #4, #5). */
+/* The scheduler registry and the generic operations on the vtable (see sched.h). */
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>

@@ -1,7 +1,17 @@
-/* The scheduler interface (STYLE.md #4, #5): one vtable per backend, a static registry whose
- * first entry is the default, and the generic operations built on the slots.
+/* The scheduler layer: the interface every backend implements (as TorchX's Scheduler: dryrun,
+ * schedule, describe, list, cancel, log), a static registry whose first entry is the default,
+ * and the generic operations built on the slots.
  *
- * A scheduler library layer never prints: errors come back as codes plus a message in `err`.
+ * Owns: turning a validated job spec into a request for a place to run it (the local machine,
+ * Kubernetes, Slurm), submitting it and reading it back. Files: sched.c (registry, generic
+ * operations), local*.c (processes on this machine under a supervisor), kubernetes*.c and
+ * slurm*.c (each a pure renderer, pure parsers and the scheduler that runs the cluster's tools),
+ * sched_exec.c (the tool runner), log_fanout.c (several replicas' logs at once).
+ * May call: spec/ (job.h, config.h, yaml_tree.h), common/, and musterd's embedding header
+ * (local_supervisor.c only). Never cmd/ or agent/: a scheduler starts `muster agent` as a
+ * program, by name, on the nodes it reaches.
+ *
+ * Nothing here prints: errors come back as a negative MU_E* code plus a message in `err`.
  */
 #ifndef MU_SCHED_H
 #define MU_SCHED_H
@@ -66,7 +76,7 @@ struct mu_sched_ops {
                   int follow, long tail, int out, const struct mu_cfg *cfg, struct mu_buf *err);
   void (*dryrun_free)(struct mu_dryrun *req);
   /* The job spec of a submitted job (`muster describe`); NULL = not supported. Ownership:
-   * *out is the caller's (mu_app_free). Added by the local-scheduler issue. */
+   * *out is the caller's (mu_app_free). */
   int (*app_spec)(const char *app_id, const struct mu_cfg *cfg, struct mu_app **out,
                   struct mu_buf *err);
 };
@@ -84,9 +94,7 @@ int mu_handle_parse(const char *handle, char **sched, char **session, char **app
 
 void mu_app_status_release(struct mu_app_status *st);
 
-/* ---- added by the local-scheduler issue --------------------------------------------------- */
-
-/* The three backends (sched_local.c, sched_kubernetes.c, sched_slurm.c). */
+/* The three backends (local.c, kubernetes.c, slurm.c). */
 extern const struct mu_sched_ops mu_sched_local;
 extern const struct mu_sched_ops mu_sched_kubernetes;
 extern const struct mu_sched_ops mu_sched_slurm;

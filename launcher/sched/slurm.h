@@ -1,6 +1,7 @@
-/* The slurm scheduler's pure parts, exposed for the unit tests: sbatch script rendering (job
- * spec + cfg + what the cluster told us -> script text) and the parsers for sinfo, squeue and
- * sacct output. sched_slurm.c defines `mu_sched_slurm` on top of these.
+/* The slurm scheduler's pure parts, exposed for the unit tests: the renderer (slurm_render.c:
+ * job spec + cfg + what the cluster told us -> sbatch script) and the parsers (slurm_parse.c:
+ * sinfo, squeue and sacct output). slurm.c defines `mu_sched_slurm` on top of these, running
+ * the Slurm tools.
  */
 #ifndef MU_SLURM_H
 #define MU_SLURM_H

@@ -18,7 +18,9 @@
 
 #define CONFIG_MAX_BYTES (1 << 20)
 
-/* ================================================================================ INI files */
+/* ---------------------------------------------------------------------------------------------
+ * INI files
+ */
 
 static char *trim(char *s)
 {
@@ -176,7 +178,9 @@ void mu_config_release(struct mu_config *c)
   c->n = c->cap = 0;
 }
 
-/* ================================================================================ -cfg */
+/* ---------------------------------------------------------------------------------------------
+ * -cfg strings and the resolved configuration
+ */
 
 /* Strips one pair of matching outer quotes. Returns a new string. */
 static char *unquote(const char *s, size_t n)

@@ -21,7 +21,9 @@
 #include "opts.h"
 #include "suggest.h"
 
-/* ================================================================================ states */
+/* ---------------------------------------------------------------------------------------------
+ * Job states
+ */
 
 static const char *const state_names[] = {
     "UNSUBMITTED", "SUBMITTED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN",
@@ -50,7 +52,9 @@ int mu_job_state_parse(const char *name, enum mu_job_state *out)
   return MU_EINVAL;
 }
 
-/* ================================================================================ kvlist */
+/* ---------------------------------------------------------------------------------------------
+ * Ordered string maps
+ */
 
 void mu_kvlist_set(struct mu_kvlist *l, const char *key, const char *value)
 {
@@ -92,7 +96,9 @@ void mu_kvlist_release(struct mu_kvlist *l)
   l->n = l->cap = 0;
 }
 
-/* ================================================================================ app */
+/* ---------------------------------------------------------------------------------------------
+ * Apps and roles
+ */
 
 struct mu_app *mu_app_new(const char *name)
 {
@@ -172,7 +178,9 @@ void mu_app_free(struct mu_app *app)
   mu_free(app);
 }
 
-/* ================================================================================ validate */
+/* ---------------------------------------------------------------------------------------------
+ * Validation
+ */
 
 static int env_name_ok(const char *k)
 {
@@ -290,7 +298,9 @@ int mu_app_validate(const struct mu_app *app, struct mu_buf *err)
   return 0;
 }
 
-/* ================================================================================ macros */
+/* ---------------------------------------------------------------------------------------------
+ * Macros
+ */
 
 char *mu_macros_apply(const struct mu_macros *m, const char *s)
 {
@@ -333,7 +343,9 @@ char *mu_macros_apply(const struct mu_macros *m, const char *s)
   return mu_buf_detach(&b);
 }
 
-/* ================================================================================ JSON */
+/* ---------------------------------------------------------------------------------------------
+ * JSON
+ */
 
 static const char *const mount_types[] = {"bind", "volume", "device", "shm"};
 static const char *const retry_names[] = {"APPLICATION", "REPLICA", "ROLE"};
@@ -493,7 +505,9 @@ int mu_app_from_json(const char *json, struct mu_app **out)
   return 0;
 }
 
-/* ================================================================================ mounts */
+/* ---------------------------------------------------------------------------------------------
+ * Mounts
+ */
 
 static struct mu_mount *mount_add(struct mu_role *role, enum mu_mount_type t)
 {
@@ -607,7 +621,8 @@ int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct m
   return mount_finish(role, first, err);
 }
 
-/* ================================================================================ named resources
+/* ---------------------------------------------------------------------------------------------
+ * Named resources
  */
 
 #define GIB 1024L
@@ -673,7 +688,9 @@ int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *er
   return MU_ENOENT;
 }
 
-/* ================================================================================ ids */
+/* ---------------------------------------------------------------------------------------------
+ * Ids and shell quoting
+ */
 
 char *mu_normalize_name(const char *s, size_t max)
 {

@@ -1,9 +1,15 @@
-/* The job spec (DESIGN.md "Job spec"): an app of roles, what every scheduler consumes.
+/* The spec layer, and its center: the job spec, an app of roles, what every scheduler consumes.
+ *
+ * The layer owns what a job is before anything runs it: the job spec (job.c: roles, resources,
+ * mounts, macros, validation, JSON, ids), components (component*.c: YAML files whose typed
+ * parameters and template turn command-line arguments into a job spec), the scheduler
+ * configuration (config.c: -cfg strings, .musterconfig files, runopt declarations) and YAML
+ * trees (yaml_tree.c). It may call common/ only: no scheduler, command or agent header.
  *
  * Components produce a struct mu_app; validation (mu_app_validate) runs before any scheduler
  * sees it and names the field in its error; macros (${app_id}, ${replica_id}, ...) are
- * substituted per replica by mu_app_substitute(). Every string is owned by the struct that
- * holds it; mu_app_free() frees the whole tree.
+ * substituted per replica by mu_macros_apply(). Every string is owned by the struct that
+ * holds it; mu_app_free() frees the whole tree. Nothing here prints.
  */
 #ifndef MU_JOB_H
 #define MU_JOB_H
@@ -13,7 +19,7 @@
 #include "buf.h"
 #include "strvec.h"
 
-/* One job-state enum (STYLE.md #6), in TorchX's order. */
+/* The one job-state enum, in TorchX's order. */
 enum mu_job_state {
   MU_STATE_UNSUBMITTED = 0,
   MU_STATE_SUBMITTED,
@@ -156,7 +162,9 @@ int mu_app_to_json(const struct mu_app *app, struct mu_buf *out);
 /* Reads that JSON back. Returns: 0, or MU_EPARSE. Ownership: *out is the caller's. */
 int mu_app_from_json(const char *json, struct mu_app **out);
 
-/* ---- helpers added by the job-spec issue ------------------------------------------------ */
+/* ---------------------------------------------------------------------------------------------
+ * Roles, resources, mounts, names
+ */
 
 /* Releases the strings and arrays of one role (the role struct itself stays). */
 void mu_role_release(struct mu_role *role);

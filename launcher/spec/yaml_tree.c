@@ -1,5 +1,5 @@
 /* YAML out (block style from a cJSON tree) and in (libyaml's document loader into cJSON).
- * See yaml_emit.h for the contract. */
+ * See yaml_tree.h for the contract. */
 #include "yaml_tree.h"
 
 #include <ctype.h>
@@ -14,9 +14,9 @@
 #include "alloc.h"
 #include "muster/errno.h"
 
-/* ---------------------------------------------------------------------------------------- */
-/* Emitter                                                                                    */
-/* ---------------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Emitter
+ */
 
 /* Words a YAML 1.1 reader resolves to something other than a string. */
 static const char *const reserved[] = {"y",    "n",     "yes",   "no",   "true", "false",
@@ -191,9 +191,9 @@ int mu_yaml_emit(const cJSON *node, struct mu_buf *out)
   return rc ? rc : mu_buf_putc(out, '\n');
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* Reader                                                                                     */
-/* ---------------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Reader
+ */
 
 static cJSON *resolve_plain(const char *s)
 {
