@@ -12,15 +12,9 @@
 
 int cmd_cancel(int argc, char **argv)
 {
-  const char *cfgstr = NULL;
-  struct mu_opt opts[] = {
-      MU_CLI_OPT_CFG(&cfgstr),
-      MU_OPT_END(),
-  };
   struct mu_cli_job j = MU_CLI_JOB_INIT;
   struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-  int rc = mu_cli_job_parse(&j, opts, argc, argv, "muster cancel HANDLE", "local://muster/echo-x1",
-                            &cfgstr);
+  int rc = mu_cli_job_args(&j, argc, argv, "muster cancel HANDLE", "local://muster/echo-x1");
   if (rc == 0 && mu_sched_cancel(j.s, j.app_id, &j.cfg, &err) != 0) {
     mu_error("%s", mu_buf_str(&err));
     rc = MU_EXIT_FAILED;

@@ -12,16 +12,10 @@
 
 int cmd_describe(int argc, char **argv)
 {
-  const char *cfgstr = NULL;
-  struct mu_opt opts[] = {
-      MU_CLI_OPT_CFG(&cfgstr),
-      MU_OPT_END(),
-  };
   struct mu_cli_job j = MU_CLI_JOB_INIT;
   struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
   struct mu_app *app = NULL;
-  int rc = mu_cli_job_parse(&j, opts, argc, argv, "muster describe HANDLE",
-                            "local://muster/echo-x1", &cfgstr);
+  int rc = mu_cli_job_args(&j, argc, argv, "muster describe HANDLE", "local://muster/echo-x1");
   if (rc != 0)
     goto out;
   if (j.s->app_spec == NULL) {

@@ -123,6 +123,17 @@ int mu_cli_job_parse(struct mu_cli_job *j, const struct mu_opt *opts, int argc, 
   return mu_cli_job_open(j, argc, argv, n, argv[0], example, *cfgstr);
 }
 
+int mu_cli_job_args(struct mu_cli_job *j, int argc, char **argv, const char *usage,
+                    const char *example)
+{
+  const char *cfgstr = NULL;
+  struct mu_opt opts[] = {
+      MU_CLI_OPT_CFG(&cfgstr),
+      MU_OPT_END(),
+  };
+  return mu_cli_job_parse(j, opts, argc, argv, usage, example, &cfgstr);
+}
+
 void mu_cli_job_release(struct mu_cli_job *j)
 {
   if (j == NULL)

@@ -56,6 +56,10 @@ int mu_cli_job_open(struct mu_cli_job *j, int argc, char **argv, int n, const ch
 int mu_cli_job_parse(struct mu_cli_job *j, const struct mu_opt *opts, int argc, char **argv,
                      const char *usage, const char *example, const char *const *cfgstr);
 
+/* mu_cli_job_parse() for a subcommand whose only option is -cfg. */
+int mu_cli_job_args(struct mu_cli_job *j, int argc, char **argv, const char *usage,
+                    const char *example);
+
 /* Frees what mu_cli_job_open() filled in and resets j to MU_CLI_JOB_INIT. Accepts NULL. */
 void mu_cli_job_release(struct mu_cli_job *j);
 

@@ -12,7 +12,8 @@
 #include "kubernetes.h"
 #include "opts.h"
 
-static const struct {
+/* Volcano's job and task phases as job states (TorchX's mapping). */
+static const struct phase_row {
   const char *phase;
   enum mu_job_state state;
 } job_states[] =
@@ -31,22 +32,23 @@ static const struct {
       {"Failed", MU_STATE_FAILED},     {"Unknown", MU_STATE_UNKNOWN},
 };
 
+/* The state of phase in a table of n rows; UNKNOWN for NULL or a phase not listed. */
+static enum mu_job_state phase_state(const struct phase_row *rows, size_t n, const char *phase)
+{
+  for (size_t i = 0; phase && i < n; i++)
+    if (strcmp(rows[i].phase, phase) == 0)
+      return rows[i].state;
+  return MU_STATE_UNKNOWN;
+}
+
 enum mu_job_state mu_k8s_job_state(const char *phase)
 {
-  size_t i;
-  for (i = 0; phase && i < sizeof job_states / sizeof job_states[0]; i++)
-    if (strcmp(job_states[i].phase, phase) == 0)
-      return job_states[i].state;
-  return MU_STATE_UNKNOWN;
+  return phase_state(job_states, sizeof job_states / sizeof job_states[0], phase);
 }
 
 enum mu_job_state mu_k8s_task_state(const char *phase)
 {
-  size_t i;
-  for (i = 0; phase && i < sizeof task_states / sizeof task_states[0]; i++)
-    if (strcmp(task_states[i].phase, phase) == 0)
-      return task_states[i].state;
-  return MU_STATE_UNKNOWN;
+  return phase_state(task_states, sizeof task_states / sizeof task_states[0], phase);
 }
 
 static const char *jpath_str(const cJSON *o, const char *a, const char *b, const char *c)
