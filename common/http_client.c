@@ -240,6 +240,17 @@ static int wait_fd(struct mu_http_client *c, int fd, short events, long long dea
   }
 }
 
+/* Waits for the answer to become readable (or, under TLS, for what OpenSSL asked for).
+ * Returns: 0, or MU_ETIMEDOUT / MU_ECANCELED / -errno with errmsg set. */
+static int wait_answer(struct mu_http_client *c, short events, long long deadline)
+{
+  int rc = wait_fd(c, c->fd, events, deadline);
+  if (rc != 0)
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s from %s:%d",
+             rc == MU_ETIMEDOUT ? "timed out waiting for an answer" : "canceled", c->host, c->port);
+  return rc;
+}
+
 /* Waits for what OpenSSL asked for after a call that returned `r`. Returns: 0 to retry, or
  * an error (MU_ECONN with errmsg, MU_ETIMEDOUT, MU_ECANCELED). */
 static int ssl_wait(struct mu_http_client *c, int r, const char *what, long long deadline)
@@ -515,13 +526,9 @@ static int attempt(struct mu_http_client *c, const char *req, size_t req_len, lo
         if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
           r = 0; /* close_notify, or the peer just closed */
         } else if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-          rc = wait_fd(c, c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
-          if (rc != 0) {
-            snprintf(c->errmsg, sizeof(c->errmsg), "%s from %s:%d",
-                     rc == MU_ETIMEDOUT ? "timed out waiting for an answer" : "canceled", c->host,
-                     c->port);
+          rc = wait_answer(c, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+          if (rc != 0)
             return rc;
-          }
           continue;
         } else {
           *no_reply = got == 0;
@@ -536,13 +543,9 @@ static int attempt(struct mu_http_client *c, const char *req, size_t req_len, lo
       if (errno == EINTR)
         continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        rc = wait_fd(c, c->fd, POLLIN, deadline);
-        if (rc != 0) {
-          snprintf(c->errmsg, sizeof(c->errmsg), "%s from %s:%d",
-                   rc == MU_ETIMEDOUT ? "timed out waiting for an answer" : "canceled", c->host,
-                   c->port);
+        rc = wait_answer(c, POLLIN, deadline);
+        if (rc != 0)
           return rc;
-        }
         continue;
       }
       *no_reply = got == 0;
