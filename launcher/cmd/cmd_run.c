@@ -25,7 +25,6 @@
 #include "log.h"
 #include "opts.h"
 #include "sched.h"
-#include "suggest.h"
 
 static const char usage_text[] =
     "muster run [-s SCHED] [-cfg k=v,...] [--dryrun] [--wait] [--log] [--json] COMPONENT "
@@ -249,6 +248,43 @@ static void add_runner_env(struct mu_app *app, const char *sched)
   mu_free(job);
 }
 
+/* --dryrun: the job spec and the scheduler's request, as text or as one JSON object. */
+static void print_dryrun(const char *sched, const struct mu_app *app, const struct mu_dryrun *req,
+                         int json)
+{
+  struct mu_buf js = MU_BUF_INIT(SIZE_MAX);
+  mu_app_to_json(app, &js);
+  if (json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "scheduler", sched);
+    cJSON_AddStringToObject(o, "app_id", req->app_id ? req->app_id : "");
+    cJSON_AddItemToObject(o, "app", cJSON_Parse(mu_buf_str(&js)));
+    cJSON_AddStringToObject(o, "request", req->text ? req->text : "");
+    char *t = cJSON_Print(o);
+    printf("%s\n", t);
+    cJSON_free(t);
+    cJSON_Delete(o);
+  } else {
+    printf("=== APPLICATION ===\n%s\n\n=== SCHEDULER REQUEST ===\n%s", mu_buf_str(&js),
+           req->text ? req->text : "");
+    if (req->text && req->text[0] && req->text[strlen(req->text) - 1] != '\n')
+      printf("\n");
+  }
+  mu_buf_release(&js);
+}
+
+/* SIGINT, SIGTERM and SIGHUP set got_signal: wait_job() then cancels the job. */
+static void catch_signals(void)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+}
+
 int cmd_run(int argc, char **argv)
 {
   const char *sched_name = NULL;
@@ -350,35 +386,10 @@ int cmd_run(int argc, char **argv)
     goto out;
   }
   if (dryrun) {
-    struct mu_buf js = MU_BUF_INIT(SIZE_MAX);
-    mu_app_to_json(app, &js);
-    if (json) {
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "scheduler", s->name);
-      cJSON_AddStringToObject(o, "app_id", req.app_id ? req.app_id : "");
-      cJSON_AddItemToObject(o, "app", cJSON_Parse(mu_buf_str(&js)));
-      cJSON_AddStringToObject(o, "request", req.text ? req.text : "");
-      char *t = cJSON_Print(o);
-      printf("%s\n", t);
-      cJSON_free(t);
-      cJSON_Delete(o);
-    } else {
-      printf("=== APPLICATION ===\n%s\n\n=== SCHEDULER REQUEST ===\n%s", mu_buf_str(&js),
-             req.text ? req.text : "");
-      if (req.text && req.text[0] && req.text[strlen(req.text) - 1] != '\n')
-        printf("\n");
-    }
-    mu_buf_release(&js);
+    print_dryrun(s->name, app, &req, json);
     goto out;
   }
-  /* From here a signal cancels the job instead of killing us. */
-  struct sigaction sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  catch_signals(); /* from here a signal cancels the job instead of killing us */
   if (mu_sched_schedule(&req, &err) != 0) {
     mu_error("cannot submit to %s: %s", s->name, mu_buf_str(&err));
     rc = MU_EXIT_FAILED;
