@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct mu_buf {
   char *data; /* NUL-terminated; NULL until the first append */
@@ -13,6 +14,11 @@ struct mu_buf {
   size_t cap; /* allocated bytes */
   size_t max; /* the cap on len */
 };
+
+/* The `max` of a buffer that holds what the program writes itself (a reply, a record, a
+ * report): no cap of its own, memory is the limit. Buffers fed by untrusted input take a real
+ * cap instead. Half of SIZE_MAX, so that len + extra + 1 never wraps. */
+#define MU_BUF_UNBOUNDED (SIZE_MAX / 2)
 
 #define MU_BUF_INIT(max)                                                                           \
   {                                                                                                \
