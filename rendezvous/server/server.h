@@ -170,7 +170,7 @@ void rv_router_dispatch(struct rv_conn *c);
 void rv_router_count(struct rv_server *srv, struct rv_route_slot *slot, int status);
 const char *rv_status_reason(int status);
 
-/* builtin.c */
-void rv_builtin_register(struct rv_server *srv);
+/* status.c */
+void rv_status_register(struct rv_server *srv);
 
 #endif

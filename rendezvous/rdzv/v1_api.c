@@ -15,7 +15,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
-#include "dec.h"
+#include "decimal.h"
 #include "buf.h"
 #include "http.h"
 #include "opts.h"

@@ -21,7 +21,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
-#include "dec.h"
+#include "decimal.h"
 #include "log.h"
 #include "security.h"
 #include "server.h"

@@ -12,7 +12,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
-#include "dec.h"
+#include "decimal.h"
 #include "store.h"
 
 #define JSON_MAX ((size_t)1 << 40)

@@ -8,7 +8,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
-#include "dec.h"
+#include "decimal.h"
 #include "log.h"
 #include "persist.h"
 #include "server.h"

@@ -174,7 +174,7 @@ static const struct rv_route builtin_routes[] = {
     {0, NULL, 0, NULL, NULL},
 };
 
-void rv_builtin_register(struct rv_server *srv)
+void rv_status_register(struct rv_server *srv)
 {
   rv_server_add_routes(srv, builtin_routes);
 }

@@ -86,7 +86,7 @@ struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *
   uv_timer_init(loop, &srv->resume);
   srv->resume.data = srv;
   srv->refs++;
-  rv_builtin_register(srv);
+  rv_status_register(srv);
   if (!cfg->no_v2)
     v2_keys_register(srv);
 #ifdef RV_HAVE_V1
