@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,32 @@ static int takes_value(const struct mu_opt *o)
   return 1;
 }
 
+/* MU_OPT_T_UINT: the value in range, stored at the width of its field. */
+static int set_uint(const struct mu_opt *o, const char *shown, const char *val)
+{
+  long l;
+  if (mu_parse_long(val, LONG_MIN, LONG_MAX, &l) != 0) {
+    mu_error("option '%s' expects an integer, got '%s'", shown, val);
+    return MU_EUSAGE;
+  }
+  if (l < o->min) {
+    mu_error("invalid --%s %ld: must be at least %ld", o->long_name, l, o->min);
+    return MU_EUSAGE;
+  }
+  if (l > o->max) {
+    mu_error("invalid --%s %ld: must be at most %ld", o->long_name, l, o->max);
+    return MU_EUSAGE;
+  }
+  if (o->size == sizeof(uint32_t)) {
+    uint32_t v = (uint32_t)l;
+    memcpy(o->value, &v, sizeof(v));
+  } else {
+    uint64_t v = (uint64_t)l;
+    memcpy(o->value, &v, sizeof(v));
+  }
+  return 0;
+}
+
 static int set_value(const struct mu_opt *o, const char *shown, const char *val)
 {
   long l;
@@ -91,6 +118,8 @@ static int set_value(const struct mu_opt *o, const char *shown, const char *val)
     return 0;
   case MU_OPT_T_CALLBACK:
     return o->cb(o, val) != 0 ? MU_EUSAGE : 0;
+  case MU_OPT_T_UINT:
+    return set_uint(o, shown, val);
   case MU_OPT_T_END:
     break;
   }

@@ -25,6 +25,8 @@ enum mu_opt_type {
   MU_OPT_T_STRING,   /* const char **: points into argv */
   MU_OPT_T_LIST,     /* struct mu_strvec *: repeatable, each value appended */
   MU_OPT_T_CALLBACK, /* mu_opt_cb: called with the value (NULL when the row takes none) */
+  MU_OPT_T_UINT,     /* an unsigned integer of any width (unsigned, size_t, uint64_t): decimal,
+                      * within [min, max], stored in the `size` bytes `value` points at */
 };
 
 struct mu_opt;
@@ -47,40 +49,48 @@ struct mu_opt {
   int flags;
   mu_opt_cb *cb;
   void *cb_data;
+  long min, max; /* MU_OPT_T_UINT: the accepted range (an error names it) */
+  size_t size;   /* MU_OPT_T_UINT: sizeof the integer at `value` (4 or 8) */
 };
 
 #define MU_OPT_BOOL(s, l, v, h)                                                                    \
   {                                                                                                \
-    MU_OPT_T_BOOL, (s), (l), (v), NULL, (h), 0, NULL, NULL                                         \
+    MU_OPT_T_BOOL, (s), (l), (v), NULL, (h), 0, NULL, NULL, 0, 0, 0                                \
   }
 #define MU_OPT_INT(s, l, v, a, h)                                                                  \
   {                                                                                                \
-    MU_OPT_T_INT, (s), (l), (v), (a), (h), 0, NULL, NULL                                           \
+    MU_OPT_T_INT, (s), (l), (v), (a), (h), 0, NULL, NULL, 0, 0, 0                                  \
   }
 #define MU_OPT_DOUBLE(s, l, v, a, h)                                                               \
   {                                                                                                \
-    MU_OPT_T_DOUBLE, (s), (l), (v), (a), (h), 0, NULL, NULL                                        \
+    MU_OPT_T_DOUBLE, (s), (l), (v), (a), (h), 0, NULL, NULL, 0, 0, 0                               \
   }
 #define MU_OPT_STRING(s, l, v, a, h)                                                               \
   {                                                                                                \
-    MU_OPT_T_STRING, (s), (l), (v), (a), (h), 0, NULL, NULL                                        \
+    MU_OPT_T_STRING, (s), (l), (v), (a), (h), 0, NULL, NULL, 0, 0, 0                               \
   }
 /* A string row with flags (MU_OPT_SINGLE_DASH, MU_OPT_HIDDEN). */
 #define MU_OPT_STRING_F(s, l, v, a, h, f)                                                          \
   {                                                                                                \
-    MU_OPT_T_STRING, (s), (l), (v), (a), (h), (f), NULL, NULL                                      \
+    MU_OPT_T_STRING, (s), (l), (v), (a), (h), (f), NULL, NULL, 0, 0, 0                             \
   }
 #define MU_OPT_LIST(s, l, v, a, h)                                                                 \
   {                                                                                                \
-    MU_OPT_T_LIST, (s), (l), (v), (a), (h), 0, NULL, NULL                                          \
+    MU_OPT_T_LIST, (s), (l), (v), (a), (h), 0, NULL, NULL, 0, 0, 0                                 \
   }
 #define MU_OPT_CALLBACK(s, l, a, h, cb, data, flags)                                               \
   {                                                                                                \
-    MU_OPT_T_CALLBACK, (s), (l), NULL, (a), (h), (flags), (cb), (data)                             \
+    MU_OPT_T_CALLBACK, (s), (l), NULL, (a), (h), (flags), (cb), (data), 0, 0, 0                    \
+  }
+/* Binds an option straight to an unsigned config field, with a range check at parse time:
+ * MU_OPT_UINT(0, "max-connections", &cfg.max_connections, "N", "...", 1, LONG_MAX). */
+#define MU_OPT_UINT(s, l, v, a, h, lo, hi)                                                         \
+  {                                                                                                \
+    MU_OPT_T_UINT, (s), (l), (v), (a), (h), 0, NULL, NULL, (lo), (hi), sizeof(*(v))                \
   }
 #define MU_OPT_END()                                                                               \
   {                                                                                                \
-    MU_OPT_T_END, 0, NULL, NULL, NULL, NULL, 0, NULL, NULL                                         \
+    MU_OPT_T_END, 0, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, 0                                \
   }
 
 enum mu_opts_parse_flags {

@@ -10,7 +10,7 @@
 
 #include "agent.h"
 #include "alloc.h"
-#include "http.h"
+#include "musterd/embed.h"
 
 struct mu_agent_standalone {
   uv_thread_t thread;

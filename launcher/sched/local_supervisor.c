@@ -26,7 +26,7 @@
 #include "alloc.h"
 #include "child.h"
 #include "fsutil.h"
-#include "http.h"
+#include "musterd/embed.h"
 #include "local.h"
 #include "sched.h"
 

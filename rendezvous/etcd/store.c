@@ -13,9 +13,9 @@
 
 #include "alloc.h"
 #include "decimal.h"
+#include "path.h"
 #include "store.h"
 
-#define JSON_MAX ((size_t)1 << 40)
 /* etcd: expire times before 2000-01-01 are treated as permanent (minExpireTime). */
 #define MIN_EXPIRE_NS ((int64_t)946684800 * 1000000000)
 
@@ -54,91 +54,19 @@ static void set_errn(struct mu_v2_err *e, int code, const char *cause, size_t n,
 char *mu_store_clean_key(const char *p, size_t n)
 {
   char *out = mu_malloc(n + 2);
-  size_t w = 0, r = 0;
-  out[w++] = '/';
-  while (r < n) {
-    if (p[r] == '/') {
-      r++;
-    } else if (p[r] == '.' && (r + 1 == n || p[r + 1] == '/')) {
-      r++;
-    } else if (p[r] == '.' && r + 1 < n && p[r + 1] == '.' && (r + 2 == n || p[r + 2] == '/')) {
-      r += 2;
-      if (w > 1) {
-        w--;
-        while (w > 1 && out[w - 1] != '/')
-          w--;
-        if (w > 1)
-          w--;
-      }
-    } else {
-      if (w > 1)
-        out[w++] = '/';
-      while (r < n && p[r] != '/')
-        out[w++] = p[r++];
-    }
-  }
-  out[w] = '\0';
+  mu_path_clean(out, p, n, 0);
   return out;
-}
-
-static uint32_t hash_key(const char *s, size_t n)
-{
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ (unsigned char)s[i]) * 16777619u;
-  return h;
 }
 
 static struct mu_node *lookup_n(const struct mu_store *s, const char *key, size_t n)
 {
-  uint32_t h = hash_key(key, n);
-  for (struct mu_node *x = s->buckets[h & (s->nbuckets - 1)]; x != NULL; x = x->hnext)
-    if (x->hash == h && x->key_len == n && memcmp(x->key, key, n) == 0)
-      return x;
-  return NULL;
+  struct mu_hnode *h = mu_htab_find(&s->nodes, key, n);
+  return h != NULL ? MU_CONTAINER_OF(h, struct mu_node, hn) : NULL;
 }
 
 struct mu_node *mu_store_lookup(const struct mu_store *s, const char *key)
 {
   return lookup_n(s, key, strlen(key));
-}
-
-static void table_grow(struct mu_store *s)
-{
-  size_t nb = s->nbuckets * 2;
-  struct mu_node **b = mu_calloc(nb, sizeof(*b));
-  for (size_t i = 0; i < s->nbuckets; i++) {
-    struct mu_node *x = s->buckets[i], *nx = NULL;
-    for (; x != NULL; x = nx) {
-      nx = x->hnext;
-      x->hnext = b[x->hash & (nb - 1)];
-      b[x->hash & (nb - 1)] = x;
-    }
-  }
-  mu_free(s->buckets);
-  s->buckets = b;
-  s->nbuckets = nb;
-}
-
-static void table_add(struct mu_store *s, struct mu_node *n)
-{
-  if (s->nnodes >= s->nbuckets)
-    table_grow(s);
-  n->hash = hash_key(n->key, n->key_len);
-  n->hnext = s->buckets[n->hash & (s->nbuckets - 1)];
-  s->buckets[n->hash & (s->nbuckets - 1)] = n;
-  s->nnodes++;
-}
-
-static void table_del(struct mu_store *s, struct mu_node *n)
-{
-  struct mu_node **pp = &s->buckets[n->hash & (s->nbuckets - 1)];
-  while (*pp != NULL && *pp != n)
-    pp = &(*pp)->hnext;
-  if (*pp == n) {
-    *pp = n->hnext;
-    s->nnodes--;
-  }
 }
 
 /* Replaces `n`'s value with a NUL-terminated copy of `value` (`vlen` bytes; the copy is made
@@ -158,14 +86,12 @@ static struct mu_node *node_new(struct mu_store *s, const char *key, size_t klen
                                 uint64_t index, int64_t expire_ns)
 {
   struct mu_node *n = mu_calloc(1, sizeof(*n));
-  n->key = mu_strndup(key, klen);
-  n->key_len = (uint32_t)klen;
+  char *nkey = mu_strndup(key, klen);
   n->is_dir = dir != 0;
   if (!dir)
     node_set_value(n, value, vlen);
   n->created_index = n->modified_index = index;
   n->expire_ns = expire_ns;
-  n->heap_idx = MU_TTL_NONE;
   n->parent = parent;
   if (parent != NULL) {
     if (parent->nchildren == parent->children_cap) {
@@ -176,7 +102,8 @@ static struct mu_node *node_new(struct mu_store *s, const char *key, size_t klen
     n->idx_in_parent = parent->nchildren;
     parent->children[parent->nchildren++] = n;
   }
-  table_add(s, n);
+  mu_htab_add(&s->nodes, &n->hn, nkey, klen);
+  s->nnodes = s->nodes.n;
   if (expire_ns != 0)
     mu_ttl_push(&s->ttl, n);
   return n;
@@ -203,19 +130,20 @@ static void free_subtree(struct mu_store *s, struct mu_node *n, const struct mu_
   while (n->nchildren > 0)
     free_subtree(s, n->children[n->nchildren - 1], e);
   detach_from_parent(n);
-  table_del(s, n);
+  mu_htab_del(&s->nodes, &n->hn);
+  s->nnodes = s->nodes.n;
   mu_ttl_remove(&s->ttl, n);
   if (e != NULL)
-    mu_watch_hub_notify_deleted(&s->hub, e, n->key);
+    mu_watch_hub_notify_deleted(&s->hub, e, n->hn.key);
   mu_free(n->children);
-  mu_free(n->key);
+  mu_free(n->hn.key);
   mu_free(n->value);
   mu_free(n);
 }
 
 static int is_hidden_node(const struct mu_node *n)
 {
-  const char *slash = strrchr(n->key, '/');
+  const char *slash = strrchr(n->hn.key, '/');
   return slash != NULL && slash[1] == '_';
 }
 
@@ -306,11 +234,11 @@ static int cmp_node_key(const void *a, const void *b)
 {
   const struct mu_node *x = *(const struct mu_node *const *)a;
   const struct mu_node *y = *(const struct mu_node *const *)b;
-  size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
-  int c = memcmp(x->key, y->key, n);
+  size_t n = x->hn.len < y->hn.len ? x->hn.len : y->hn.len;
+  int c = memcmp(x->hn.key, y->hn.key, n);
   if (c != 0)
     return c;
-  return x->key_len < y->key_len ? -1 : x->key_len > y->key_len;
+  return x->hn.len < y->hn.len ? -1 : x->hn.len > y->hn.len;
 }
 
 static void put_repr(struct mu_buf *b, const struct mu_node *n, int recursive, int sorted,
@@ -353,7 +281,7 @@ static void put_repr(struct mu_buf *b, const struct mu_node *n, int recursive, i
 {
   struct jw w = {b, 1};
   mu_buf_putc(b, '{');
-  put_key(&w, n->key, n->key_len);
+  put_key(&w, n->hn.key, n->hn.len);
   if (!n->is_dir) {
     field(&w, "value");
     mu_json_str(b, n->value, n->value_len);
@@ -377,7 +305,7 @@ static struct mu_event *ev_new(enum mu_event_action a, const char *key, size_t k
   e->index = index;
   e->key = mu_strndup(key, klen);
   e->key_len = klen;
-  mu_buf_init(b, JSON_MAX);
+  mu_buf_init(b, MU_BUF_UNBOUNDED);
   /* one allocation for the usual event (a short value, the key twice with a prevNode) instead
    * of growing from 64 bytes */
   b->cap = 256 + 2 * klen;
@@ -420,8 +348,7 @@ static void on_ttl_due(void *data)
 struct mu_store *mu_store_new(uv_loop_t *loop)
 {
   struct mu_store *s = mu_calloc(1, sizeof(*s));
-  s->nbuckets = 1024;
-  s->buckets = mu_calloc(s->nbuckets, sizeof(*s->buckets));
+  mu_htab_init(&s->nodes, 1024);
   mu_event_history_init(&s->history, MU_EVENT_HISTORY_SIZE);
   mu_watch_hub_init(&s->hub);
   mu_ttl_init(&s->ttl, loop, on_ttl_due, s);
@@ -461,14 +388,14 @@ void mu_store_close(struct mu_store *s, void (*done)(void *), void *data)
   /* no watcher or heap work while tearing down */
   mu_watch_hub_release(&s->hub);
   s->hub.count = 0;
-  s->ttl.n = 0;
+  mu_heap_release(&s->ttl.heap); /* the nodes go below: removing them from it is a no-op */
   if (s->root != NULL) {
     struct mu_node *root = s->root;
     s->root = NULL;
-    free_subtree(s, root, NULL); /* the heap is emptied above: removals are no-ops */
+    free_subtree(s, root, NULL);
   }
   mu_event_history_release(&s->history);
-  mu_free(s->buckets);
+  mu_htab_release(&s->nodes);
   struct store_closing *c = mu_malloc(sizeof(*c));
   c->s = s;
   c->done = done;
@@ -494,7 +421,7 @@ static struct mu_node *internal_get(struct mu_store *s, const char *key, struct 
     if (i != n && key[i] != '/')
       continue;
     if (!parent->is_dir) {
-      set_err(err, 104, parent->key, s->index);
+      set_err(err, 104, parent->hn.key, s->index);
       return NULL;
     }
     x = lookup_n(s, key, i);
@@ -529,7 +456,7 @@ static struct mu_node *walk_create(struct mu_store *s, const char *key, size_t d
     if (x == NULL) {
       x = node_new(s, key, i, parent, 1, NULL, 0, index, 0);
     } else if (!x->is_dir) {
-      set_err(err, 104, x->key, s->index);
+      set_err(err, 104, x->hn.key, s->index);
       return NULL;
     }
     parent = x;
@@ -565,10 +492,8 @@ static void set_ttl(struct mu_store *s, struct mu_node *n, int64_t expire_ns)
   n->expire_ns = expire_ns;
   if (expire_ns == 0)
     mu_ttl_remove(&s->ttl, n);
-  else if (n->heap_idx == MU_TTL_NONE)
-    mu_ttl_push(&s->ttl, n);
   else
-    mu_ttl_update(&s->ttl, n);
+    mu_ttl_push(&s->ttl, n);
 }
 
 /* internalCreate */
@@ -815,12 +740,12 @@ static struct mu_event *removal_event(struct mu_store *s, enum mu_event_action a
 {
   struct mu_buf b;
   int64_t now = mu_now_ns();
-  struct mu_event *e = ev_new(a, n->key, n->key_len, index, &b);
-  put_enode(&b, n->key, n->key_len, NULL, 0, n->is_dir, 0, now, index, n->created_index);
+  struct mu_event *e = ev_new(a, n->hn.key, n->hn.len, index, &b);
+  put_enode(&b, n->hn.key, n->hn.len, NULL, 0, n->is_dir, 0, now, index, n->created_index);
   ev_prev(&b, n, now);
   e->node_dir = n->is_dir;
   if (n->is_dir)
-    e->prev_key = mu_strndup(n->key, n->key_len);
+    e->prev_key = mu_strndup(n->hn.key, n->hn.len);
   ev_finish(e, &b);
   (void)s;
   return e;
@@ -852,12 +777,12 @@ const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int 
     return NULL;
   }
   if (n->is_dir && !dir) {
-    set_err(err, 102, n->key, s->index);
+    set_err(err, 102, n->hn.key, s->index);
     s->stats.delete_fail++;
     return NULL;
   }
   if (n->is_dir && n->nchildren > 0 && !recursive) {
-    set_err(err, 108, n->key, s->index);
+    set_err(err, 108, n->hn.key, s->index);
     s->stats.delete_fail++;
     return NULL;
   }

@@ -18,24 +18,23 @@
 #include "buf.h"
 #include "event.h"
 #include "event_history.h"
+#include "htab.h"
 #include "ttl.h"
 #include "watch_hub.h"
 
 struct mu_node {
-  char *key; /* full path; "/" for the root */
-  uint32_t key_len;
+  struct mu_hnode hn; /* in the store's table: hn.key is the full path ("/" for the root, owned),
+                       * hn.len its length */
   uint32_t value_len;
+  uint32_t nchildren, children_cap;
+  uint32_t idx_in_parent;
   char *value; /* NULL for a dir */
   uint64_t created_index;
   uint64_t modified_index;
   int64_t expire_ns; /* 0 = permanent */
   struct mu_node *parent;
   struct mu_node **children; /* dirs only, in insertion order (swap-removed) */
-  uint32_t nchildren, children_cap;
-  uint32_t idx_in_parent;
-  uint32_t heap_idx; /* MU_TTL_NONE when permanent */
-  uint32_t hash;
-  struct mu_node *hnext;
+  struct mu_heap_node ttl;   /* in the TTL heap while expire_ns != 0 */
   unsigned char is_dir;
 };
 
@@ -62,9 +61,8 @@ struct mu_store_stats {
 
 struct mu_store {
   struct mu_node *root;
-  struct mu_node **buckets; /* every node by full key */
-  size_t nbuckets;
-  size_t nnodes;
+  struct mu_htab nodes; /* every node by full key */
+  size_t nnodes;        /* nodes.n, for readers (metrics, quotas, snapshots) */
   uint64_t index;
   struct mu_event_history history;
   struct mu_watch_hub hub;

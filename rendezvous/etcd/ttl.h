@@ -1,5 +1,5 @@
-/* TTL bookkeeping (v2store/ttl_key_heap.go): a min-heap of expiring nodes by expiration
- * time, paired with one uv_timer_t armed for the earliest. The store owns one.
+/* TTL bookkeeping (v2store/ttl_key_heap.go): the expiring nodes in a min-heap (common/heap.h)
+ * by expiration time, paired with one uv_timer_t armed for the earliest. The store owns one.
  */
 #ifndef RV_TTL_H
 #define RV_TTL_H
@@ -9,14 +9,13 @@
 
 #include <uv.h>
 
+#include "heap.h"
+
 struct mu_node;
 
-#define MU_TTL_NONE UINT32_MAX
-
 struct mu_ttl {
-  struct mu_node **heap;
-  size_t n, cap;
-  uv_timer_t *timer; /* NULL without a loop (tests drive mu_store_expire() by hand) */
+  struct mu_heap heap; /* of mu_node.ttl, keyed by expire_ns */
+  uv_timer_t *timer;   /* NULL without a loop (tests drive mu_store_expire() by hand) */
   void (*on_due)(void *data);
   void *data;
 };
@@ -27,10 +26,11 @@ void mu_ttl_init(struct mu_ttl *t, uv_loop_t *loop, void (*on_due)(void *), void
  * loop). The heap is freed here; nodes are not touched. */
 void mu_ttl_release(struct mu_ttl *t, void (*on_closed)(void *), void *data);
 
+/* Queues `n` by n->expire_ns, or moves it there when it is queued already (its expire_ns
+ * changed). */
 void mu_ttl_push(struct mu_ttl *t, struct mu_node *n);
+/* Unqueues `n` (a node not queued is fine). */
 void mu_ttl_remove(struct mu_ttl *t, struct mu_node *n);
-/* After n->expire_ns changed. */
-void mu_ttl_update(struct mu_ttl *t, struct mu_node *n);
 /* Returns: the node expiring first, or NULL. */
 struct mu_node *mu_ttl_top(const struct mu_ttl *t);
 /* Re-arms the timer for the current top. */

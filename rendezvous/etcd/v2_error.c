@@ -46,7 +46,7 @@ static const struct v2_error_row rows[] = {
     {403, "Invalid active size", 400},
     {404, "Standby remove delay", 400},
     {500, "Client Internal Error", 400},
-    /* musterd's quotas (quota.h): no etcd v2 equivalent */
+    /* musterd's quotas (security/quota.h): no etcd v2 equivalent */
     {600, "Value over quota", 413},
     {601, "Quota exceeded", 429},
 };
@@ -80,7 +80,7 @@ int v2_error_status(int code)
 
 void v2_error_reply(struct rv_req *req, int code, const char *cause, uint64_t index)
 {
-  struct mu_buf b = MU_BUF_INIT((size_t)1 << 32);
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   char hdr[160];
   mu_buf_printf(&b, "{\"errorCode\":%d,\"message\":", code);
   const char *msg = v2_error_message(code);

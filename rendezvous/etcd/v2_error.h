@@ -1,5 +1,5 @@
 /* etcd v2 errors (etcd's v2error package): ONE table of {code, message, HTTP status} and ONE
- * writer. Handlers never write error JSON by hand (STYLE.md #9).
+ * writer. Handlers never write error JSON by hand.
  */
 #ifndef RV_V2_ERROR_H
 #define RV_V2_ERROR_H
@@ -26,6 +26,8 @@ enum v2_ecode {
   V2_REFRESH_TTL_REQUIRED = 212,
   V2_RAFT_INTERNAL = 300,
   V2_EVENT_INDEX_CLEARED = 401,
+  V2_VALUE_OVER_QUOTA = 600, /* musterd's quotas: no etcd equivalent (413) */
+  V2_QUOTA_EXCEEDED = 601,   /* (429) */
 };
 
 /* Returns: etcd's message for `code` ("Key not found"), or "" for an unknown code.

@@ -1,6 +1,6 @@
 /* The etcd v2 keys API on top of store.c: parameter parsing exactly as etcd's
  * parseKeyRequest (v2http/client.go), the PUT/DELETE dispatch of applierV2store, watches,
- * and /v2/stats/store.
+ * /v2/stats/store, and the v2 API's hooks for the gate (refusals in etcd's shape, usage).
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,18 +10,17 @@
 #include "alloc.h"
 #include "decimal.h"
 #include "log.h"
-#include "persist.h"
-#include "server.h"
+#include "path.h"
 #include "store.h"
+#include "v2.h"
 #include "v2_error.h"
-
-void v2_keys_register(struct rv_server *srv);
-struct mu_store *v2_keys_store(struct rv_server *srv);
 
 struct v2 {
   struct rv_server *srv;
   struct mu_store *store;
   uint64_t watches_open;
+  v2_reply_fn *write_reply; /* NULL: rv_reply() */
+  void *write_reply_data;
 };
 
 struct v2_watch {
@@ -36,12 +35,30 @@ static struct v2 *v2_of(const struct rv_req *req)
   return rv_server_module_data(req->srv, "v2");
 }
 
-/* The etcd v2 store of `srv`, for other modules (quotas, durability). Returns: the store, or
- * NULL before registration or after close. Ownership: borrowed from the v2 module. */
-struct mu_store *v2_keys_store(struct rv_server *srv)
+struct mu_store *v2_store_of(struct rv_server *srv)
 {
   struct v2 *v2 = rv_server_module_data(srv, "v2");
   return v2 != NULL ? v2->store : NULL;
+}
+
+void v2_set_write_reply(struct rv_server *srv, v2_reply_fn *fn, void *data)
+{
+  struct v2 *v2 = rv_server_module_data(srv, "v2");
+  if (v2 == NULL)
+    return;
+  v2->write_reply = fn;
+  v2->write_reply_data = data;
+}
+
+static void write_reply(struct rv_req *req, int status, const char *extra_headers, const char *body,
+                        size_t len)
+{
+  struct v2 *v2 = v2_of(req);
+  if (v2->write_reply != NULL)
+    v2->write_reply(v2->write_reply_data, req, status, "application/json", extra_headers, body,
+                    len);
+  else
+    rv_reply(req, status, "application/json", extra_headers, body, len);
 }
 
 /* Go's strconv.ParseBool. Returns: 0/1, or -1 when not a boolean. */
@@ -222,14 +239,14 @@ static void reply_event(struct rv_req *req, const struct mu_event *e, uint64_t i
   int status = e->created ? 201 : 200;
   if (no_value && (e->action == MU_EV_SET || e->action == MU_EV_CAS || e->action == MU_EV_CREATE ||
                    e->action == MU_EV_UPDATE)) {
-    struct mu_buf b = MU_BUF_INIT(256);
+    struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
     mu_buf_append(&b, e->json, e->json_head);
     mu_buf_puts(&b, "}\n");
-    mu_persist_reply(req, status, "application/json", hdr, b.data, b.len);
+    write_reply(req, status, hdr, b.data, b.len);
     mu_buf_release(&b);
     return;
   }
-  mu_persist_reply(req, status, "application/json", hdr, e->json, e->json_len);
+  write_reply(req, status, hdr, e->json, e->json_len);
 }
 
 static int64_t expire_of(const struct keys_req *k)
@@ -284,7 +301,7 @@ static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
   uint64_t start_index = s->index;
   char hdr[256];
   if (rv_server_closing(req->srv)) {
-    rv_reply_error(req, 503, "shutting_down", "musterd is shutting down");
+    rv_reply_error(req, 503, NULL, "shutting_down", "musterd is shutting down", NULL);
     return;
   }
   struct v2_watch *wc = mu_calloc(1, sizeof(*wc));
@@ -313,82 +330,123 @@ static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The handler
+ * The handlers: one per method, around the same parse and the same hub hold
  */
 
-static void keys_handler(struct rv_req *req)
-{
-  struct v2 *v2 = v2_of(req);
-  struct mu_store *s = v2->store;
+/* A keys request in progress: what parse_or_reply() read, and the write's outcome. */
+struct keys_call {
+  struct v2 *v2;
   struct keys_req k;
-  struct mu_v2_err err = {0, NULL, 0};
-  const struct mu_event *e = NULL;
-  int held = 0;
-  if (parse_or_reply(req, &k) != 0)
-    goto out;
-  /* the watchers a write wakes are answered after the writer (see mu_watch_hub_hold) */
-  mu_watch_hub_hold(&s->hub);
-  held = 1;
-  struct mu_write w = {k.key,         k.value,   k.value_len,  k.dir,
-                       expire_of(&k), k.refresh, k.prev_value, k.prev_index};
-  switch (req->method) {
-  case RV_GET:
-    if (k.wait) {
-      handle_watch(req, v2, &k);
-      goto out;
-    } else {
-      struct mu_buf b = MU_BUF_INIT((size_t)1 << 34);
-      if (mu_store_get(s, k.key, k.recursive, k.sorted, &b, &err) != 0) {
-        mu_buf_release(&b);
-        reply_error(req, &err);
-        goto out;
-      }
-      char hdr[256];
-      event_headers(hdr, sizeof(hdr), s->index);
-      rv_reply(req, 200, "application/json", hdr, b.data, b.len);
-      mu_buf_release(&b);
-      goto out;
-    }
-  case RV_POST:
-    e = mu_store_create(s, &w, 1, &err);
-    break;
-  case RV_PUT:
-    /* applierV2store.Put */
-    if (k.prev_exist == 1) {
-      if (k.prev_index == 0 && (k.prev_value == NULL || k.prev_value[0] == '\0'))
-        e = mu_store_update(s, &w, &err);
-      else
-        e = mu_store_cas(s, &w, &err);
-    } else if (k.prev_exist == 0) {
-      e = mu_store_create(s, &w, 0, &err);
-    } else if (k.prev_index > 0 || (k.prev_value != NULL && k.prev_value[0] != '\0')) {
-      e = mu_store_cas(s, &w, &err);
-    } else {
-      e = mu_store_set(s, &w, &err);
-    }
-    break;
-  case RV_DELETE:
-    if (k.prev_index > 0 || (k.prev_value != NULL && k.prev_value[0] != '\0'))
-      e = mu_store_cad(s, k.key, k.prev_value, k.prev_index, &err);
-    else
-      e = mu_store_delete(s, k.key, k.dir, k.recursive, &err);
-    break;
-  default:
-    rv_reply(req, 405, "text/plain; charset=utf-8", "Allow: GET, HEAD, POST, PUT, DELETE\r\n",
-             "Method Not Allowed\n", 19);
-    goto out;
+  struct mu_write w;
+  struct mu_v2_err err;
+  const struct mu_event *e;
+};
+
+/* Parses the request and holds the watcher hub: the watchers a write wakes are answered after
+ * the writer (see mu_watch_hub_hold). Returns: 0, or -1 after answering the parse error. */
+static int keys_begin_or_reply(struct rv_req *req, struct keys_call *c)
+{
+  memset(c, 0, sizeof(*c));
+  c->v2 = v2_of(req);
+  if (parse_or_reply(req, &c->k) != 0) {
+    mu_free(c->k.key);
+    return -1;
   }
-  if (e == NULL)
-    reply_error(req, &err);
+  const struct keys_req *k = &c->k;
+  struct mu_write w = {k->key,       k->value,   k->value_len,  k->dir,
+                       expire_of(k), k->refresh, k->prev_value, k->prev_index};
+  c->w = w;
+  mu_watch_hub_hold(&c->v2->store->hub);
+  return 0;
+}
+
+/* Answers the write (its event or its error), then lets the held watchers go. */
+static void keys_end(struct rv_req *req, struct keys_call *c, int answer)
+{
+  struct mu_store *s = c->v2->store;
+  if (answer) {
+    if (c->e == NULL)
+      reply_error(req, &c->err);
+    else
+      reply_event(req, c->e, s->index, c->k.no_value);
+    if (mu_watch_hub_queued(&s->hub) > 0)
+      rv_req_flush(req);
+  }
+  mu_watch_hub_unhold(&s->hub);
+  mu_v2_err_release(&c->err);
+  mu_free(c->k.key);
+}
+
+static void keys_get(struct rv_req *req)
+{
+  struct keys_call c;
+  if (keys_begin_or_reply(req, &c) != 0)
+    return;
+  struct mu_store *s = c.v2->store;
+  if (c.k.wait) {
+    handle_watch(req, c.v2, &c.k);
+    keys_end(req, &c, 0);
+    return;
+  }
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  if (mu_store_get(s, c.k.key, c.k.recursive, c.k.sorted, &b, &c.err) != 0) {
+    reply_error(req, &c.err);
+  } else {
+    char hdr[256];
+    event_headers(hdr, sizeof(hdr), s->index);
+    rv_reply(req, 200, "application/json", hdr, b.data, b.len);
+  }
+  mu_buf_release(&b);
+  keys_end(req, &c, 0);
+}
+
+/* POST: an in-order key under the dir (etcd's CreateInOrder). */
+static void keys_post(struct rv_req *req)
+{
+  struct keys_call c;
+  if (keys_begin_or_reply(req, &c) != 0)
+    return;
+  c.e = mu_store_create(c.v2->store, &c.w, 1, &c.err);
+  keys_end(req, &c, 1);
+}
+
+/* PUT: set, create, update or compare-and-swap, as applierV2store.Put chooses. */
+static void keys_put(struct rv_req *req)
+{
+  struct keys_call c;
+  if (keys_begin_or_reply(req, &c) != 0)
+    return;
+  struct mu_store *s = c.v2->store;
+  const struct keys_req *k = &c.k;
+  int has_prev_value = k->prev_value != NULL && k->prev_value[0] != '\0';
+  if (k->prev_exist == 1) {
+    if (k->prev_index == 0 && !has_prev_value)
+      c.e = mu_store_update(s, &c.w, &c.err);
+    else
+      c.e = mu_store_cas(s, &c.w, &c.err);
+  } else if (k->prev_exist == 0) {
+    c.e = mu_store_create(s, &c.w, 0, &c.err);
+  } else if (k->prev_index > 0 || has_prev_value) {
+    c.e = mu_store_cas(s, &c.w, &c.err);
+  } else {
+    c.e = mu_store_set(s, &c.w, &c.err);
+  }
+  keys_end(req, &c, 1);
+}
+
+/* DELETE: compare-and-delete with a condition, else delete. */
+static void keys_delete(struct rv_req *req)
+{
+  struct keys_call c;
+  if (keys_begin_or_reply(req, &c) != 0)
+    return;
+  struct mu_store *s = c.v2->store;
+  const struct keys_req *k = &c.k;
+  if (k->prev_index > 0 || (k->prev_value != NULL && k->prev_value[0] != '\0'))
+    c.e = mu_store_cad(s, k->key, k->prev_value, k->prev_index, &c.err);
   else
-    reply_event(req, e, s->index, k.no_value);
-  if (mu_watch_hub_queued(&s->hub) > 0)
-    rv_req_flush(req);
-out:
-  if (held)
-    mu_watch_hub_unhold(&s->hub);
-  mu_v2_err_release(&err);
-  mu_free(k.key);
+    c.e = mu_store_delete(s, k->key, k->dir, k->recursive, &c.err);
+  keys_end(req, &c, 1);
 }
 
 static void stats_store_handler(struct rv_req *req)
@@ -454,21 +512,93 @@ static void v2_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
                 (unsigned long long)v2->store->stats.expire_count);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The API's hooks for the gate
+ */
+
+static int v2_refuse(struct rv_req *req, const struct rv_refusal *r)
+{
+  switch (r->kind) {
+  case RV_REFUSE_NO_CREDENTIALS:
+  case RV_REFUSE_BAD_CREDENTIALS: {
+    /* etcd's v2 answer (httptypes.HTTPError), byte for byte */
+    static const char body[] = "{\"message\":\"Insufficient credentials\"}";
+    rv_reply(req, 401, "application/json", NULL, body, sizeof(body) - 1);
+    return 1;
+  }
+  case RV_REFUSE_TOO_LARGE:
+  case RV_REFUSE_TOO_MANY: {
+    struct mu_store *s = v2_store_of(req->srv);
+    v2_error_reply(req, r->kind == RV_REFUSE_TOO_LARGE ? V2_VALUE_OVER_QUOTA : V2_QUOTA_EXCEEDED,
+                   r->message, s != NULL ? s->index : 0);
+    return 1;
+  }
+  case RV_REFUSE_METHOD:
+    break;
+  }
+  return 0; /* etcd's mux answers 405 in plain text, as the server does */
+}
+
+/* Would this write add a node to the store? POST always does (an in-order key). */
+static int adds_node(const struct mu_store *s, const struct rv_req *req)
+{
+  if (req->method == RV_POST)
+    return 1;
+  size_t off = strlen("/v2/keys");
+  size_t n = req->path_len - off;
+  char *key = mu_malloc(n + 2);
+  mu_path_clean(key, req->path + off, n, 0);
+  int missing = mu_store_lookup(s, key) == NULL;
+  mu_free(key);
+  return missing;
+}
+
+static void v2_usage(struct rv_req *req, struct rv_usage *u)
+{
+  struct mu_store *s = v2_store_of(req->srv);
+  unsigned flags = req->route->flags;
+  if (flags & RV_ROUTE_MAY_POLL) {
+    const char *w = rv_req_param(req, "wait");
+    u->poll = w != NULL && strcmp(w, "true") == 0;
+  }
+  if (!(flags & RV_ROUTE_WRITE) || s == NULL)
+    return;
+  const char *v = rv_req_param(req, "value");
+  u->has_value = v != NULL;
+  u->value_len = v != NULL ? strlen(v) : 0;
+  u->counts_keys = 1;
+  u->keys = s->nnodes;
+  u->adds_key = adds_node(s, req);
+}
+
+const struct rv_api v2_api = {"v2", v2_refuse, v2_usage};
+
+/* /v2/keys and everything below it: two resources ("/v2/keys" and the "/v2/keys/" subtree),
+ * one row per method, so that each row says what its requests do. */
+#define KEYS_FLAGS (RV_ROUTE_FORM | RV_ROUTE_CORS)
 static const struct rv_route v2_routes[] = {
-    {RV_GET | RV_PUT | RV_POST | RV_DELETE, "/v2/keys", RV_ROUTE_FORM | RV_ROUTE_CORS, keys_handler,
-     "v2_keys"},
-    {RV_GET | RV_PUT | RV_POST | RV_DELETE, "/v2/keys/",
-     RV_ROUTE_PREFIX | RV_ROUTE_FORM | RV_ROUTE_CORS, keys_handler, "v2_keys"},
-    {RV_GET, "/v2/stats/store", RV_ROUTE_CORS, stats_store_handler, "v2_stats_store"},
-    {0, NULL, 0, NULL, NULL},
+    {RV_GET, "/v2/keys", KEYS_FLAGS | RV_ROUTE_MAY_POLL, keys_get, "v2_keys", &v2_api},
+    {RV_PUT, "/v2/keys", KEYS_FLAGS | RV_ROUTE_WRITE, keys_put, "v2_keys", &v2_api},
+    {RV_POST, "/v2/keys", KEYS_FLAGS | RV_ROUTE_WRITE, keys_post, "v2_keys", &v2_api},
+    {RV_DELETE, "/v2/keys", KEYS_FLAGS, keys_delete, "v2_keys", &v2_api},
+    {RV_GET, "/v2/keys/", KEYS_FLAGS | RV_ROUTE_PREFIX | RV_ROUTE_MAY_POLL, keys_get, "v2_keys",
+     &v2_api},
+    {RV_PUT, "/v2/keys/", KEYS_FLAGS | RV_ROUTE_PREFIX | RV_ROUTE_WRITE, keys_put, "v2_keys",
+     &v2_api},
+    {RV_POST, "/v2/keys/", KEYS_FLAGS | RV_ROUTE_PREFIX | RV_ROUTE_WRITE, keys_post, "v2_keys",
+     &v2_api},
+    {RV_DELETE, "/v2/keys/", KEYS_FLAGS | RV_ROUTE_PREFIX, keys_delete, "v2_keys", &v2_api},
+    {RV_GET, "/v2/stats/store", RV_ROUTE_CORS, stats_store_handler, "v2_stats_store", &v2_api},
+    {0, NULL, 0, NULL, NULL, NULL},
 };
 
-void v2_keys_register(struct rv_server *srv)
+void v2_register(struct rv_server *srv)
 {
   struct v2 *v2 = mu_calloc(1, sizeof(*v2));
   v2->srv = srv;
   v2->store = mu_store_new(rv_server_loop(srv));
   struct rv_module m = {"v2", v2, v2_close, v2_metrics};
   rv_server_add_module(srv, &m);
+  v2_cluster_register(srv);
   rv_server_add_routes(srv, v2_routes);
 }

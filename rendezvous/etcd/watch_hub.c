@@ -1,13 +1,14 @@
-/* The watcher hub: a hash of path -> list of watchers. */
+/* The watcher hub: a hash table of path -> list of watchers (see watch_hub.h). */
 #include <string.h>
 
 #include "alloc.h"
+#include "list.h"
 #include "watch_hub.h"
 
 struct mu_watcher {
   struct mu_watch_hub *hub;
   struct mu_watch_list *list;
-  struct mu_watcher *prev, *next;
+  struct mu_list_node link; /* on list->watchers */
   struct mu_watcher *pending_next;
   uint64_t since;
   unsigned recursive : 1;
@@ -17,47 +18,42 @@ struct mu_watcher {
   void *data;
 };
 
+/* The watchers of one path. */
 struct mu_watch_list {
-  struct mu_watch_list *hnext;
-  uint32_t hash;
-  size_t len;
-  struct mu_watcher *head, *tail;
+  struct mu_hnode hn; /* key: path */
+  struct mu_list watchers;
   char path[]; /* NUL-terminated */
 };
 
-static uint32_t hash_path(const char *s, size_t n)
+static struct mu_watcher *watcher_at(struct mu_list_node *x)
 {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ (unsigned char)s[i]) * 16777619u;
-  return h;
+  return MU_CONTAINER_OF(x, struct mu_watcher, link);
 }
 
 void mu_watch_hub_init(struct mu_watch_hub *h)
 {
   memset(h, 0, sizeof(*h));
-  h->nbuckets = 64;
-  h->buckets = mu_calloc(h->nbuckets, sizeof(*h->buckets));
+  mu_htab_init(&h->lists, 64);
+}
+
+static void list_free(struct mu_hnode *e, void *data)
+{
+  (void)data;
+  struct mu_watch_list *l = MU_CONTAINER_OF(e, struct mu_watch_list, hn);
+  while (l->watchers.head != NULL) {
+    struct mu_watcher *w = watcher_at(l->watchers.head);
+    mu_list_remove(&l->watchers, &w->link);
+    mu_free(w);
+  }
+  mu_free(l);
 }
 
 void mu_watch_hub_release(struct mu_watch_hub *h)
 {
-  if (h == NULL || h->buckets == NULL)
+  if (h == NULL || h->lists.b == NULL)
     return;
-  for (size_t i = 0; i < h->nbuckets; i++) {
-    struct mu_watch_list *l = h->buckets[i], *ln = NULL;
-    for (; l != NULL; l = ln) {
-      ln = l->hnext;
-      struct mu_watcher *w = l->head, *wn = NULL;
-      for (; w != NULL; w = wn) {
-        wn = w->next;
-        mu_free(w);
-      }
-      mu_free(l);
-    }
-  }
-  mu_free(h->buckets);
-  h->buckets = NULL;
+  mu_htab_clear(&h->lists, list_free, NULL);
+  mu_htab_release(&h->lists);
   for (size_t i = 0; i < h->nqueued; i++)
     mu_free(h->queue[i].path);
   mu_free(h->queue);
@@ -65,48 +61,21 @@ void mu_watch_hub_release(struct mu_watch_hub *h)
   h->nqueued = h->queue_cap = 0;
 }
 
-static struct mu_watch_list *find_list(struct mu_watch_hub *h, const char *path, size_t n,
-                                       uint32_t hash)
+static struct mu_watch_list *find_list(struct mu_watch_hub *h, const char *path, size_t n)
 {
-  for (struct mu_watch_list *l = h->buckets[hash & (h->nbuckets - 1)]; l != NULL; l = l->hnext)
-    if (l->hash == hash && l->len == n && memcmp(l->path, path, n) == 0)
-      return l;
-  return NULL;
-}
-
-static void grow(struct mu_watch_hub *h)
-{
-  size_t nb = h->nbuckets * 2;
-  struct mu_watch_list **b = mu_calloc(nb, sizeof(*b));
-  for (size_t i = 0; i < h->nbuckets; i++) {
-    struct mu_watch_list *l = h->buckets[i], *ln = NULL;
-    for (; l != NULL; l = ln) {
-      ln = l->hnext;
-      l->hnext = b[l->hash & (nb - 1)];
-      b[l->hash & (nb - 1)] = l;
-    }
-  }
-  mu_free(h->buckets);
-  h->buckets = b;
-  h->nbuckets = nb;
+  struct mu_hnode *e = mu_htab_find(&h->lists, path, n);
+  return e != NULL ? MU_CONTAINER_OF(e, struct mu_watch_list, hn) : NULL;
 }
 
 struct mu_watcher *mu_watch_hub_add(struct mu_watch_hub *h, const char *path, int recursive,
                                     int stream, uint64_t since, mu_watch_cb *cb, void *data)
 {
   size_t n = strlen(path);
-  uint32_t hash = hash_path(path, n);
-  struct mu_watch_list *l = find_list(h, path, n, hash);
+  struct mu_watch_list *l = find_list(h, path, n);
   if (l == NULL) {
-    if (h->nlists >= h->nbuckets)
-      grow(h);
     l = mu_calloc(1, sizeof(*l) + n + 1);
     memcpy(l->path, path, n);
-    l->len = n;
-    l->hash = hash;
-    l->hnext = h->buckets[hash & (h->nbuckets - 1)];
-    h->buckets[hash & (h->nbuckets - 1)] = l;
-    h->nlists++;
+    mu_htab_add(&h->lists, &l->hn, l->path, n);
   }
   struct mu_watcher *w = mu_calloc(1, sizeof(*w));
   w->hub = h;
@@ -116,43 +85,21 @@ struct mu_watcher *mu_watch_hub_add(struct mu_watch_hub *h, const char *path, in
   w->stream = stream != 0;
   w->cb = cb;
   w->data = data;
-  w->prev = l->tail;
-  if (l->tail != NULL)
-    l->tail->next = w;
-  else
-    l->head = w;
-  l->tail = w;
+  mu_list_push_back(&l->watchers, &w->link);
   h->count++;
   return w;
-}
-
-static void drop_list_if_empty(struct mu_watch_hub *h, struct mu_watch_list *l)
-{
-  if (l->head != NULL)
-    return;
-  struct mu_watch_list **pp = &h->buckets[l->hash & (h->nbuckets - 1)];
-  while (*pp != NULL && *pp != l)
-    pp = &(*pp)->hnext;
-  if (*pp == l)
-    *pp = l->hnext;
-  h->nlists--;
-  mu_free(l);
 }
 
 static void unlink_free(struct mu_watcher *w)
 {
   struct mu_watch_hub *h = w->hub;
   struct mu_watch_list *l = w->list;
-  if (w->prev != NULL)
-    w->prev->next = w->next;
-  else
-    l->head = w->next;
-  if (w->next != NULL)
-    w->next->prev = w->prev;
-  else
-    l->tail = w->prev;
+  mu_list_remove(&l->watchers, &w->link);
   mu_free(w);
-  drop_list_if_empty(h, l);
+  if (l->watchers.head == NULL) {
+    mu_htab_del(&h->lists, &l->hn);
+    mu_free(l);
+  }
 }
 
 void mu_watcher_remove(struct mu_watcher *w)
@@ -206,16 +153,17 @@ static int is_hidden(const char *watch, size_t wlen, const char *key, size_t kle
 static void notify_path(struct mu_watch_hub *h, const struct mu_event *e, const char *path,
                         size_t n, int deleted)
 {
-  struct mu_watch_list *l = find_list(h, path, n, hash_path(path, n));
+  struct mu_watch_list *l = find_list(h, path, n);
   if (l == NULL)
     return;
   int original = e->key_len == n && memcmp(e->key, path, n) == 0;
   if (!original && is_hidden(path, n, e->key, e->key_len))
     return;
   enter(h);
-  struct mu_watcher *w = l->head, *next = NULL;
-  for (; w != NULL; w = next) {
-    next = w->next;
+  struct mu_list_node *x = l->watchers.head, *next = NULL;
+  for (; x != NULL; x = next) {
+    next = x->next;
+    struct mu_watcher *w = watcher_at(x);
     if (w->removed)
       continue;
     if (!(w->recursive || original || deleted) || e->index < w->since)

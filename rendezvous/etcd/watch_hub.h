@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "event.h"
+#include "htab.h"
 
 struct mu_watcher;
 struct mu_watch_list;
@@ -28,9 +29,7 @@ struct mu_watch_queued {
 };
 
 struct mu_watch_hub {
-  struct mu_watch_list **buckets;
-  size_t nbuckets;
-  size_t nlists;
+  struct mu_htab lists;       /* path -> struct mu_watch_list */
   size_t count;               /* live watchers */
   int depth;                  /* > 0 while notifying: removals are deferred */
   struct mu_watcher *pending; /* removed during a notification, freed after it */

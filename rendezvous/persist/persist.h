@@ -1,5 +1,12 @@
-/* musterd durability (--data-dir): a write-ahead log of every etcd v2 store change, periodic
- * snapshots with compaction, and recovery at start-up. docs/durability.md is the contract.
+/* The persist layer (rendezvous/persist/): musterd's durability (--data-dir), a write-ahead log
+ * of every etcd v2 store change and of the rendezvous state, periodic snapshots with
+ * compaction, and recovery at start-up. docs/durability.md is the contract.
+ *
+ * Owns: the record format (wal.h, wal.c), records and snapshots (records.c), the log writer and
+ * its group-commit thread (sync.c), recovery (recovery.c); persist_int.h is what they share.
+ * May call: the etcd layer (the store, its commit hook, v2_set_write_reply()), the rdzv layer
+ * (the state machine's change hook and codec), the server layer (modules, replies) and common/.
+ * The layers it logs know nothing of it: it hooks into them.
  *
  * Files in the data dir:
  *   LOCK                          flock()ed while a musterd uses the dir
@@ -11,7 +18,7 @@
  *   always  write() + fdatasync() in the hook, before the reply is built;
  *   batch   group commit: records gather in memory; after each loop iteration a dedicated
  *           thread write()s and fdatasync()s them as one batch while the loop keeps serving;
- *           the replies of those writes are held (mu_persist_reply()) until their batch's
+ *           the replies of those writes are held (through v2_set_write_reply()) until their batch's
  *           fdatasync() returned;
  *   off     write() in the hook (survives a crash of musterd, not of the machine).
  * Every `snapshot_every` records, a snapshot is written (temp file, fsync, rename), a new log
@@ -25,10 +32,11 @@
 
 #include <uv.h>
 
+#include "buf.h"
+
 struct mu_rdzv;
 struct mu_store;
 struct rv_server;
-struct rv_req;
 
 enum mu_fsync_mode {
   MU_FSYNC_BATCH = 0,
@@ -42,9 +50,9 @@ enum mu_fsync_mode {
 int mu_fsync_mode_parse(const char *name, enum mu_fsync_mode *out);
 const char *mu_fsync_mode_name(enum mu_fsync_mode m);
 
-/* What recovery found, for the start-up report. */
+/* What recovery found, for the start-up report. Release with mu_persist_report_release(). */
 struct mu_persist_report {
-  char snapshot[512]; /* the snapshot file loaded, "" if none */
+  struct mu_buf snapshot; /* the snapshot file loaded, "" if none */
   uint64_t snapshot_index;
   uint64_t snapshot_nodes;
   uint64_t segments; /* log files read */
@@ -57,8 +65,11 @@ struct mu_persist_report {
   uint64_t expired;  /* keys whose deadline passed while down, expired at start-up */
   uint64_t runs;     /* native rendezvous runs restored */
   double elapsed_ms;
-  char warning[1024]; /* a truncated torn tail: file, offset, bytes dropped, why; "" if none */
+  struct mu_buf warning; /* truncated torn tails: file, offset, bytes dropped, why; "" if none */
 };
+
+/* Frees the report's strings. Accepts NULL. */
+void mu_persist_report_release(struct mu_persist_report *rep);
 
 struct mu_persist;
 
@@ -67,15 +78,16 @@ struct mu_persist;
  * have no run yet), replays the log after it (truncating a torn tail), expires
  * keys whose deadline has passed, and starts logging every write of `s`.
  * Returns: the handle, or NULL with a message naming the problem (file, byte offset) and the
- * fix in `err`.
+ * fix appended to `err`. `rep` is filled either way (release it).
  * Ownership: `s` and `loop` are borrowed and must outlive the handle; `dir` is copied. Free
  * with mu_persist_free() after the loop has finished. */
 struct mu_persist *mu_persist_open(const char *dir, enum mu_fsync_mode mode,
                                    uint64_t snapshot_every, struct mu_store *s,
                                    struct mu_rdzv *rdzv, uv_loop_t *loop,
-                                   struct mu_persist_report *rep, char *err, size_t errlen);
+                                   struct mu_persist_report *rep, struct mu_buf *err);
 
-/* Registers the module "persist" on `srv` (held replies, /metrics, shutdown hook). */
+/* Registers the module "persist" on `srv` (/metrics, shutdown hook) and holds the answer of
+ * every etcd v2 write until its record is durable (v2_set_write_reply()). */
 void mu_persist_attach(struct mu_persist *p, struct rv_server *srv);
 
 /* Graceful stop, before rv_server_close(): waits for the batch being synced, syncs the rest,
@@ -93,15 +105,5 @@ void mu_persist_close(struct mu_persist *p);
 
 /* Frees the handle (after mu_persist_close() and the loop has run). Accepts NULL. */
 void mu_persist_free(struct mu_persist *p);
-
-/* Returns: the etcd v2 store of `srv` (defined in v2_keys.c), or NULL when /v2 is not
- * registered. Ownership: borrowed, lives until rv_server_close(). */
-struct mu_store *v2_keys_store(struct rv_server *srv);
-
-/* Answers a write request: at once when its record is already durable (or there is no data
- * dir), else defers `req` and answers it when the batch holding every record appended so far
- * has been synced. Same arguments as rv_reply(). Ownership: all arguments are copied. */
-void mu_persist_reply(struct rv_req *req, int status, const char *content_type,
-                      const char *extra_headers, const void *body, size_t len);
 
 #endif

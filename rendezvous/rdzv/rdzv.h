@@ -1,6 +1,10 @@
 /* The native rendezvous as a pure state machine: runs, rounds, members, leases, waiting nodes,
- * barriers and a small KV per run. No HTTP here: rendezvous/v1_*.c drives it with function
+ * barriers and a small KV per run. No HTTP here: the /v1 API (v1.h) drives it with function
  * calls and answers requests from the callbacks it fires. docs/rendezvous.md is the contract.
+ *
+ * Files: rdzv.c (lifetime, the deadline heap and its timer, waits), runs.c (runs, rounds,
+ * members and leases), barrier_kv.c (barriers and the per-run KV), codec.c (the durable state
+ * as one blob); rdzv_int.h holds what they share.
  *
  * Time. Every deadline (join timeouts, watch timeouts, barrier and KV waits, last call, lease
  * expiry, GC) lives in one min-heap served by one uv_timer_t, so a pending wait costs no
@@ -21,9 +25,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
 #include <uv.h>
 
-/* Limits: every input is capped (STYLE #15). */
+#include "buf.h"
+#include "heap.h"
+#include "list.h"
+
+/* Limits: every input is capped. */
 #define MU_RDZV_ID_MAX 128               /* run ids: [A-Za-z0-9._-]{1,128} */
 #define MU_RDZV_NODE_ID_MAX 256          /* node ids, barrier ids, barrier names */
 #define MU_RDZV_ADDR_MAX 255             /* a node's address */
@@ -36,36 +45,46 @@
 #define MU_RDZV_NODES_MAX 1000000        /* max_nodes of one run */
 #define MU_RDZV_MEMBERS_IN_REPLY 256     /* join answers list members up to this many nodes */
 
-/* Errors the state machine answers with. Each row: the enum suffix, and the code string the
- * API puts in `"error"`. The HTTP status lives in v1_*.c. Rows are never renumbered. */
+/* The /v1 error map: every error the API answers with. Each row: the enum suffix, the code
+ * string the API puts in `"error"`, and the HTTP status it answers with. The state machine
+ * returns the rows above the line; the rows below it are the API's own (v1_error.c). Rows are
+ * never renumbered: a new one goes at the end. */
 #define MU_RDZV_ERR_MAP(XX)                                                                        \
-  XX(BAD_REQUEST, "bad_request")                                                                   \
-  XX(NO_SUCH_RUN, "no_such_run")                                                                   \
-  XX(CONFIG_MISMATCH, "config_mismatch")                                                           \
-  XX(RUN_CLOSED, "run_closed")                                                                     \
-  XX(RUN_SHUT, "run_shut")                                                                         \
-  XX(JOIN_TIMEOUT, "join_timeout")                                                                 \
-  XX(NOT_MEMBER, "not_member")                                                                     \
-  XX(BARRIER_TIMEOUT, "barrier_timeout")                                                           \
-  XX(COUNT_MISMATCH, "count_mismatch")                                                             \
-  XX(NO_SUCH_KEY, "no_such_key")                                                                   \
-  XX(KV_TIMEOUT, "kv_timeout")                                                                     \
-  XX(NOT_A_COUNTER, "not_a_counter")                                                               \
-  XX(TOO_LARGE, "too_large")                                                                       \
-  XX(TOO_MANY, "too_many")                                                                         \
-  XX(REPLACED, "replaced")                                                                         \
-  XX(SHUTTING_DOWN, "shutting_down")
+  XX(BAD_REQUEST, "bad_request", 400)                                                              \
+  XX(NO_SUCH_RUN, "no_such_run", 404)                                                              \
+  XX(CONFIG_MISMATCH, "config_mismatch", 409)                                                      \
+  XX(RUN_CLOSED, "run_closed", 410)                                                                \
+  XX(RUN_SHUT, "run_shut", 410)                                                                    \
+  XX(JOIN_TIMEOUT, "join_timeout", 408)                                                            \
+  XX(NOT_MEMBER, "not_member", 404)                                                                \
+  XX(BARRIER_TIMEOUT, "barrier_timeout", 408)                                                      \
+  XX(COUNT_MISMATCH, "count_mismatch", 409)                                                        \
+  XX(NO_SUCH_KEY, "no_such_key", 404)                                                              \
+  XX(KV_TIMEOUT, "kv_timeout", 408)                                                                \
+  XX(NOT_A_COUNTER, "not_a_counter", 409)                                                          \
+  XX(TOO_LARGE, "too_large", 413)                                                                  \
+  XX(TOO_MANY, "too_many", 429)                                                                    \
+  XX(REPLACED, "replaced", 409)                                                                    \
+  XX(SHUTTING_DOWN, "shutting_down", 503)                                                          \
+  /* ---- answered by the /v1 API itself, never by the state machine ---- */                       \
+  XX(NOT_FOUND, "not_found", 404)                                                                  \
+  XX(METHOD_NOT_ALLOWED, "method_not_allowed", 405)                                                \
+  XX(UNAUTHORIZED, "unauthorized", 401)
 
 enum mu_rdzv_err {
   MU_RDZV_OK = 0,
-#define MU__RDZV_XX(name, _) MU_RDZV_E##name,
+#define MU__RDZV_XX(name, code, status) MU_RDZV_E##name,
   MU_RDZV_ERR_MAP(MU__RDZV_XX)
 #undef MU__RDZV_XX
       MU_RDZV_E__COUNT
 };
 
-/* Returns: the API code string of `err` ("join_timeout"), "ok" for 0. Ownership: static. */
+/* Returns: the API code string of `err` ("join_timeout"), "ok" for 0, "internal" for a value
+ * off the map. Ownership: static. */
 const char *mu_rdzv_err_code(int err);
+
+/* Returns: the HTTP status the /v1 API answers `err` with (500 for a value off the map). */
+int mu_rdzv_err_status(int err);
 
 /* Run and round states, with names as the API shows them. */
 enum mu_rdzv_run_state { MU_RDZV_RUN_OPEN = 0, MU_RDZV_RUN_CLOSED, MU_RDZV_RUN_SHUT };
@@ -140,10 +159,9 @@ enum mu_rdzv_wait_kind {
   MU_RDZV_W_KV
 };
 
-/* A deadline in the heap (private). */
+/* A deadline in the heap (private): hn.key is the time it fires, in ms of the uv_now() clock. */
 struct mu_rdzv_deadline {
-  uint64_t at; /* ms, uv_now() clock */
-  size_t idx;  /* slot in the heap + 1; 0 when not queued */
+  struct mu_heap_node hn;
   int kind;
 };
 
@@ -154,10 +172,10 @@ struct mu_rdzv_wait {
   /* private */
   enum mu_rdzv_wait_kind kind;
   struct mu_rdzv_run *run;
-  void *obj;  /* the node, barrier or kv entry it waits on */
-  void *node; /* watch: the member whose lease it holds (a reference), or NULL */
-  void *list; /* the list it is queued on */
-  struct mu_rdzv_wait *prev, *next;
+  void *obj;            /* the node, barrier or kv entry it waits on */
+  void *node;           /* watch: the member whose lease it holds (a reference), or NULL */
+  struct mu_list *list; /* the list it is queued on, or NULL */
+  struct mu_list_node link;
   struct mu_rdzv_deadline dl;
   uint64_t round;   /* watch: the round watched */
   char *barrier_id; /* barrier: the arrival's id */
@@ -224,10 +242,11 @@ void mu_rdzv_free(struct mu_rdzv *rv, void (*done)(void *), void *done_data);
  * (config_mismatch, run_closed, run_shut, join_timeout, replaced, bad_request). A node that
  * already has a pending join replaces it (the old wait gets `replaced`).
  * Returns: 0 (the answer comes through `w`, maybe already), or MU_RDZV_EBAD_REQUEST /
- * MU_RDZV_ETOO_MANY when the request itself is unusable (then `w` never fires; `msg` says why).
+ * MU_RDZV_ETOO_MANY when the request itself is unusable (then `w` never fires; a sentence
+ * saying why is appended to `err`).
  * Ownership: `w` is borrowed until it fires or is cancelled. */
 int mu_rdzv_join(struct mu_rdzv *rv, const char *run_id, const struct mu_rdzv_join_req *req,
-                 struct mu_rdzv_wait *w, char *msg, size_t msg_size);
+                 struct mu_rdzv_wait *w, struct mu_buf *err);
 
 /* Renews `node_id`'s lease. Fills `out` (round, state, waiting) on success.
  * Returns: 0, MU_RDZV_ENO_SUCH_RUN, MU_RDZV_ENOT_MEMBER, MU_RDZV_ERUN_CLOSED/ERUN_SHUT. */
@@ -255,8 +274,8 @@ int mu_rdzv_end(struct mu_rdzv *rv, const char *run_id, int shut, const char *re
 struct mu_rdzv_run *mu_rdzv_find(struct mu_rdzv *rv, const char *run_id);
 /* Fills `out` about `run`. */
 void mu_rdzv_run_info(const struct mu_rdzv_run *run, struct mu_rdzv_run_info *out);
-/* KV usage of `run` for quotas (quota.c): keys and value bytes held, and whether `key` (may
- * be NULL) exists with how many bytes. Ownership: borrows everything. */
+/* KV usage of `run` for quotas (the /v1 API's usage hook): keys and value bytes held, and
+ * whether `key` (may be NULL) exists with how many bytes. Ownership: borrows everything. */
 void mu_rdzv_run_kv_usage(const struct mu_rdzv_run *run, const char *key, size_t *nkeys,
                           size_t *nbytes, size_t *old_len, int *exists);
 /* Iterates the runs: pass NULL first. Returns: the next run, or NULL at the end. */
@@ -274,10 +293,10 @@ const char *mu_rdzv_round_members_json(const struct mu_rdzv_round *round, size_t
  * generation once `count` distinct ids arrived, or barrier_timeout after `timeout_ms`, or
  * run_closed/run_shut, or `replaced` when the same id arrives again.
  * Returns: 0, or NO_SUCH_RUN / RUN_CLOSED / RUN_SHUT / COUNT_MISMATCH / TOO_MANY /
- * BAD_REQUEST (then `w` never fires; `msg` says why). */
+ * BAD_REQUEST (then `w` never fires; a sentence saying why is appended to `err`). */
 int mu_rdzv_barrier(struct mu_rdzv *rv, const char *run_id, const char *name, uint32_t count,
-                    uint64_t timeout_ms, const char *id, struct mu_rdzv_wait *w, char *msg,
-                    size_t msg_size);
+                    uint64_t timeout_ms, const char *id, struct mu_rdzv_wait *w,
+                    struct mu_buf *err);
 
 /* -- KV ------------------------------------------------------------------------------------- */
 
@@ -309,9 +328,7 @@ int mu_rdzv_kv_add(struct mu_rdzv *rv, const char *run_id, const char *key, int6
  * withdrawn leaves the node out of the next round. Accepts a wait that is not pending. */
 void mu_rdzv_wait_cancel(struct mu_rdzv_wait *w);
 
-/* -- durability (persist.c) ---------------------------------------------------------------- */
-
-struct mu_buf;
+/* -- durability (codec.c; the persist layer calls these) ---------------------------------- */
 
 /* Calls `fn(data)` (NULL: nothing) whenever the state mu_rdzv_encode() writes changes: a round
  * closes or breaks, a member leaves or is lost, a run ends, a KV key is set or deleted. The

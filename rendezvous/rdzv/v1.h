@@ -1,5 +1,13 @@
-/* musterd's native rendezvous API (/v1): HTTP handlers over the state machine in rdzv.h.
- * docs/rendezvous.md is the contract.
+/* The rdzv layer (rendezvous/rdzv/): musterd's native rendezvous, the /v1 API that `muster
+ * agent` speaks (docs/rendezvous.md is the contract).
+ *
+ * Owns: the state machine of runs, rounds, members, leases, barriers and the per-run KV
+ * (rdzv.h: rdzv.c, runs.c, barrier_kv.c, codec.c) and its HTTP surface: one route row per
+ * /v1 endpoint (v1_api.c), request parsing (v1_request.c) and the /v1 error map and writer
+ * (v1_error.c).
+ * May call: the server layer (http.h) and common/. It knows nothing of etcd, quotas or disks:
+ * the security layer learns what a request would use through the API's usage hook, and
+ * persistence uses the state machine's change hook and codec (rdzv.h).
  */
 #ifndef RV_V1_H
 #define RV_V1_H
@@ -10,7 +18,7 @@ struct rv_server;
 struct mu_rdzv;
 
 /* Creates the rendezvous state on the server's loop, registers the /v1 routes and a module
- * "rdzv" (shutdown hook, /metrics lines). Called once by rv_server_new().
+ * "rdzv" (shutdown hook, /metrics lines). Called once, by rv_server_new().
  * Returns: 0. Ownership: the state belongs to the server; rv_server_close() frees it. */
 int rv_v1_register(struct rv_server *srv);
 

@@ -1,37 +1,29 @@
-/* The /v1 HTTP surface of the native rendezvous: parses requests, calls the state machine
- * (rdzv.c), and turns its answers into JSON replies. Long polls (join, watch, barrier, KV wait)
- * are deferred requests whose rdzv wait is withdrawn when the client goes away.
- *
- * One prefix route ("/v1/") dispatches on the path itself: the endpoints nest a run id, and a
- * barrier name or KV key after it, which a flat route table cannot express.
+/* The /v1 HTTP surface of the native rendezvous: one route row per endpoint, the handlers that
+ * call the state machine (rdzv.h) and turn its answers into JSON, and the API's hooks for the
+ * gate. Long polls (join, watch, barrier, KV wait) are deferred requests whose rdzv wait is
+ * withdrawn when the client goes away.
  */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "muster/errno.h"
 
 #include "alloc.h"
-#include "decimal.h"
 #include "buf.h"
-#include "http.h"
+#include "decimal.h"
+#include "json.h"
 #include "opts.h"
-#include "rdzv.h"
 #include "v1.h"
+#include "v1_int.h"
 
-#define MSG_MAX 768
 #define DEFAULT_WATCH_MS 30000
 #define DEFAULT_BARRIER_MS 30000
-#define MAX_REQ_TIMEOUT_MS 86400000L /* one day */
 
-struct v1 {
-  struct rv_server *srv;
-  struct mu_rdzv *rv;
-  uint64_t anon; /* ids for barrier arrivals that name none */
-};
+/* The rows' paths, named where a check needs to know which row matched. */
+#define V1_RUN "/v1/runs/{run_id}"
+#define V1_KV V1_RUN "/kv/{key}"
 
 /* A deferred long poll. */
 struct pend {
@@ -43,57 +35,45 @@ struct pend {
   char *name;   /* barrier name (for the reply) */
 };
 
-/* ---------------------------------------------------------------------------------------- */
-/* Replies.                                                                                   */
-/* ---------------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Checks every /v1 request passes first
+ */
 
-static int err_status(int err)
+/* The module, unless the server is shutting down; the run id ({run_id}) and a KV key checked.
+ * Returns: the module, or NULL after answering (503, 400). */
+static struct v1 *v1_begin_or_reply(struct rv_req *req)
 {
-  switch (err) {
-  case MU_RDZV_EBAD_REQUEST:
-    return 400;
-  case MU_RDZV_ENO_SUCH_RUN:
-  case MU_RDZV_ENOT_MEMBER:
-  case MU_RDZV_ENO_SUCH_KEY:
-    return 404;
-  case MU_RDZV_EJOIN_TIMEOUT:
-  case MU_RDZV_EBARRIER_TIMEOUT:
-  case MU_RDZV_EKV_TIMEOUT:
-    return 408;
-  case MU_RDZV_ECONFIG_MISMATCH:
-  case MU_RDZV_ECOUNT_MISMATCH:
-  case MU_RDZV_ENOT_A_COUNTER:
-  case MU_RDZV_EREPLACED:
-    return 409;
-  case MU_RDZV_ERUN_CLOSED:
-  case MU_RDZV_ERUN_SHUT:
-    return 410;
-  case MU_RDZV_ETOO_LARGE:
-    return 413;
-  case MU_RDZV_ETOO_MANY:
-    return 429;
-  case MU_RDZV_ESHUTTING_DOWN:
-    return 503;
+  struct v1 *v = rv_server_module_data(req->srv, "rdzv");
+  if (v == NULL || v->rv == NULL || rv_server_closing(req->srv)) {
+    v1_error_reply(req, MU_RDZV_ESHUTTING_DOWN, "musterd is shutting down", NULL, NULL);
+    return NULL;
   }
-  return 500;
-}
-
-/* Appends `s` as a JSON string (with quotes). */
-static void json_str(struct mu_buf *b, const char *s)
-{
-  mu_buf_putc(b, '"');
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\') {
-      mu_buf_putc(b, '\\');
-      mu_buf_putc(b, (char)*p);
-    } else if (*p < 0x20) {
-      mu_buf_printf(b, "\\u%04x", *p);
-    } else {
-      mu_buf_putc(b, (char)*p);
+  if (req->nvars == 0)
+    return v;
+  const char *run_id = req->vars[0];
+  size_t idlen = strlen(run_id);
+  if (idlen > MU_RDZV_ID_MAX) {
+    v1_bad_request(req, "run id must be 1-%d characters of A-Z a-z 0-9 . _ -", MU_RDZV_ID_MAX);
+    return NULL;
+  }
+  for (size_t i = 0; i < idlen; i++) {
+    char c = run_id[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-')) {
+      v1_bad_request(req, "run id '%.128s' has a character outside A-Z a-z 0-9 . _ -", run_id);
+      return NULL;
     }
   }
-  mu_buf_putc(b, '"');
+  if (strcmp(req->route->path, V1_KV) == 0 && strlen(req->vars[1]) > MU_RDZV_KEY_MAX) {
+    v1_bad_request(req, "KV keys are at most %d bytes", MU_RDZV_KEY_MAX);
+    return NULL;
+  }
+  return v;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * Replies and long polls
+ */
 
 static void reply_buf(struct rv_req *req, int status, struct mu_buf *b)
 {
@@ -102,197 +82,25 @@ static void reply_buf(struct rv_req *req, int status, struct mu_buf *b)
   mu_buf_release(b);
 }
 
-/* {"error": code, "message": msg[, "reason": why the run ended]}. */
-static void reply_err_code(struct v1 *v, struct rv_req *req, int status, const char *code,
-                           const char *msg, const char *run_id, const char *extra_headers)
-{
-  struct mu_buf b = MU_BUF_INIT(1 << 16);
-  mu_buf_puts(&b, "{\"error\":");
-  json_str(&b, code);
-  mu_buf_puts(&b, ",\"message\":");
-  json_str(&b, msg && *msg ? msg : code);
-  if (status == 410 && run_id && v && v->rv) {
-    struct mu_rdzv_run *run = mu_rdzv_find(v->rv, run_id);
-    if (run) {
-      struct mu_rdzv_run_info info;
-      mu_rdzv_run_info(run, &info);
-      mu_buf_puts(&b, ",\"reason\":");
-      json_str(&b, info.reason);
-    }
-  }
-  mu_buf_puts(&b, "}\n");
-  rv_reply_take(req, status, "application/json", extra_headers, &b);
-  mu_buf_release(&b);
-}
-
-static void reply_err(struct v1 *v, struct rv_req *req, int err, const char *msg,
-                      const char *run_id)
-{
-  reply_err_code(v, req, err_status(err), mu_rdzv_err_code(err), msg, run_id, NULL);
-}
-
-static void bad_request(struct rv_req *req, const char *fmt, ...)
+/* A 200 with the JSON object `fmt` formats. */
+static void reply_json(struct rv_req *req, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-static void bad_request(struct rv_req *req, const char *fmt, ...)
+static void reply_json(struct rv_req *req, const char *fmt, ...)
 {
-  char msg[MSG_MAX];
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  mu_buf_vprintf(&b, fmt, ap);
   va_end(ap);
-  reply_err_code(NULL, req, 400, "bad_request", msg, NULL, NULL);
+  reply_buf(req, 200, &b);
 }
 
-/* A generic message for a state-machine error without one. */
-static const char *err_text(int err, const char *run_id, const char *what, char *msg, size_t size)
+static void reply_value(struct rv_req *req, const char *value, size_t len, uint64_t version)
 {
-  switch (err) {
-  case MU_RDZV_ENO_SUCH_RUN:
-    snprintf(msg, size, "no run '%s' (never joined, or finished and forgotten)", run_id);
-    break;
-  case MU_RDZV_ENOT_MEMBER:
-    snprintf(msg, size,
-             "node '%s' is not a member of run '%s' (its lease expired or it left); join again",
-             what, run_id);
-    break;
-  case MU_RDZV_ENO_SUCH_KEY:
-    snprintf(msg, size, "no key '%s' in run '%s'", what, run_id);
-    break;
-  case MU_RDZV_ERUN_CLOSED:
-    snprintf(msg, size, "run '%s' is closed; start a new run id to run again", run_id);
-    break;
-  case MU_RDZV_ERUN_SHUT:
-    snprintf(msg, size, "run '%s' was shut down; start a new run id to run again", run_id);
-    break;
-  case MU_RDZV_ENOT_A_COUNTER:
-    snprintf(msg, size, "key '%s' holds a value that is not a decimal integer; ?add=N needs one",
-             what);
-    break;
-  case MU_RDZV_ETOO_LARGE:
-    snprintf(msg, size, "value too large: one value may hold %d bytes and a run %u bytes in all",
-             MU_RDZV_VALUE_MAX, MU_RDZV_KV_BYTES_MAX);
-    break;
-  case MU_RDZV_ETOO_MANY:
-    snprintf(msg, size, "run '%s' holds %d keys, its limit; delete keys it no longer needs", run_id,
-             MU_RDZV_KV_KEYS_MAX);
-    break;
-  case MU_RDZV_EBAD_REQUEST:
-    snprintf(msg, size, "bad request for '%s' (key of 1-%d bytes; counter overflow?)", what,
-             MU_RDZV_KEY_MAX);
-    break;
-  default:
-    snprintf(msg, size, "%s", mu_rdzv_err_code(err));
-  }
-  return msg;
+  char hdr[64];
+  snprintf(hdr, sizeof(hdr), "X-Muster-Kv-Version: %" PRIu64 "\r\n", version);
+  rv_reply(req, 200, "application/octet-stream", hdr, value, len);
 }
-
-/* ---------------------------------------------------------------------------------------- */
-/* Request parsing.                                                                           */
-/* ---------------------------------------------------------------------------------------- */
-
-/* Parses the body as a JSON object; an empty body is `{}` when `empty_ok`.
- * Returns: the object, or NULL after answering 400. */
-static cJSON *body_json_or_reply(struct rv_req *req, int empty_ok)
-{
-  if (req->body_len == 0 && empty_ok)
-    return cJSON_CreateObject();
-  if (req->body_len == 0) {
-    bad_request(req, "the request needs a JSON object body (see docs/rendezvous.md)");
-    return NULL;
-  }
-  cJSON *j = cJSON_ParseWithLength(req->body, req->body_len);
-  if (j == NULL || !cJSON_IsObject(j)) {
-    cJSON_Delete(j);
-    bad_request(req, "the body is not a JSON object; send e.g. {\"node_id\": \"n1\", ...}");
-    return NULL;
-  }
-  return j;
-}
-
-/* Looks up field `name`, which must be `what` ("a string", "an integer"); null counts as
- * absent. Returns: 1 with *f, 0 when absent and optional, or -1 after answering 400 when absent
- * and required. */
-static int field_get_or_reply(struct rv_req *req, const cJSON *j, const char *name, int required,
-                              const char *what, const cJSON **f)
-{
-  *f = cJSON_GetObjectItemCaseSensitive(j, name);
-  if (*f != NULL && !cJSON_IsNull(*f))
-    return 1;
-  if (!required)
-    return 0;
-  bad_request(req, "field '%s' is missing; it must be %s", name, what);
-  return -1;
-}
-
-/* Reads string field `name`. Returns: 0 (with *out, or NULL when absent and optional), or -1
- * after answering 400. */
-static int field_str_or_reply(struct rv_req *req, const cJSON *j, const char *name, int required,
-                              const char **out)
-{
-  const cJSON *f = NULL;
-  *out = NULL;
-  int rc = field_get_or_reply(req, j, name, required, "a string", &f);
-  if (rc <= 0)
-    return rc;
-  if (!cJSON_IsString(f)) {
-    bad_request(req, "field '%s' must be a string", name);
-    return -1;
-  }
-  *out = f->valuestring;
-  return 0;
-}
-
-/* Reads integer field `name` within [min, max]; absent -> `def` unless required. */
-static int field_int_or_reply(struct rv_req *req, const cJSON *j, const char *name, int required,
-                              int64_t min, int64_t max, int64_t def, int64_t *out)
-{
-  const cJSON *f = NULL;
-  *out = def;
-  int rc = field_get_or_reply(req, j, name, required, "an integer", &f);
-  if (rc <= 0)
-    return rc;
-  if (!cJSON_IsNumber(f)) {
-    bad_request(req, "field '%s' must be an integer", name);
-    return -1;
-  }
-  /* Range first: casting an out-of-range double to an integer is undefined. */
-  double d = f->valuedouble;
-  if (!(d >= (double)min && d <= (double)max)) {
-    bad_request(req, "field '%s' must be an integer between %" PRId64 " and %" PRId64 ", got %g",
-                name, min, max, d);
-    return -1;
-  }
-  if (d != (double)(int64_t)d) {
-    bad_request(req, "field '%s' must be an integer, got %g", name, d);
-    return -1;
-  }
-  *out = (int64_t)d;
-  return 0;
-}
-
-/* Reads query parameter `name` as an integer in [min, max]; absent -> def. */
-static int param_int_or_reply(struct rv_req *req, const char *name, int required, long min,
-                              long max, long def, long *out)
-{
-  const char *s = rv_req_param(req, name);
-  *out = def;
-  if (s == NULL) {
-    if (!required)
-      return 0;
-    bad_request(req, "query parameter '%s' is missing; it must be an integer", name);
-    return -1;
-  }
-  if (mu_parse_long(s, min, max, out) != 0) {
-    bad_request(req, "query parameter '%s' must be an integer between %ld and %ld, got '%s'", name,
-                min, max, s);
-    return -1;
-  }
-  return 0;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Long polls.                                                                                */
-/* ---------------------------------------------------------------------------------------- */
 
 static struct pend *pend_new(struct v1 *v, struct rv_req *req, mu_rdzv_wait_cb *cb)
 {
@@ -339,15 +147,22 @@ static void pend_settle(struct pend *p, struct rv_req *req)
   rv_req_defer(req, on_gone, p);
 }
 
+/* Answers a wait that ended in error. Returns: 1 when it did (a->err set), else 0. */
+static int pend_failed(struct pend *p, const struct mu_rdzv_answer *a)
+{
+  if (a->err == 0)
+    return 0;
+  v1_error_reply(p->req, a->err, a->message, a->run_id, NULL);
+  pend_answered(p);
+  return 1;
+}
+
 static void on_join(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
 {
   struct pend *p = w->data;
-  if (a->err != 0) {
-    reply_err(p->v, p->req, a->err, a->message, a->run_id);
-    pend_answered(p);
+  if (pend_failed(p, a))
     return;
-  }
-  struct mu_buf b = MU_BUF_INIT((size_t)1 << 30);
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_printf(&b,
                 "{\"run_id\":\"%s\",\"round\":%" PRIu64 ",\"node_rank\":%" PRIu32
                 ",\"nnodes\":%" PRIu32 ",\"rank_offset\":%" PRIu64 ",\"world_size\":%" PRIu64
@@ -370,78 +185,66 @@ static void on_join(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
 static void on_watch(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
 {
   struct pend *p = w->data;
-  if (a->err != 0) {
-    reply_err(p->v, p->req, a->err, a->message, a->run_id);
-  } else {
-    struct mu_buf b = MU_BUF_INIT(4096);
-    mu_buf_printf(&b, "{\"round\":%" PRIu64 ",\"event\":\"%s\",\"waiting\":%" PRIu32 "}",
-                  a->round_number, a->event, a->waiting);
-    reply_buf(p->req, 200, &b);
-  }
+  if (pend_failed(p, a))
+    return;
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  mu_buf_printf(&b, "{\"round\":%" PRIu64 ",\"event\":\"%s\",\"waiting\":%" PRIu32 "}",
+                a->round_number, a->event, a->waiting);
+  reply_buf(p->req, 200, &b);
   pend_answered(p);
 }
 
 static void on_barrier(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
 {
   struct pend *p = w->data;
-  if (a->err != 0) {
-    reply_err(p->v, p->req, a->err, a->message, a->run_id);
-  } else {
-    struct mu_buf b = MU_BUF_INIT(4096);
-    mu_buf_puts(&b, "{\"name\":");
-    json_str(&b, p->name);
-    mu_buf_printf(&b, ",\"count\":%" PRIu32 ",\"generation\":%" PRIu64 "}", a->count,
-                  a->generation);
-    reply_buf(p->req, 200, &b);
-  }
+  if (pend_failed(p, a))
+    return;
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  mu_buf_puts(&b, "{\"name\":");
+  mu_json_str(&b, p->name, strlen(p->name));
+  mu_buf_printf(&b, ",\"count\":%" PRIu32 ",\"generation\":%" PRIu64 "}", a->count, a->generation);
+  reply_buf(p->req, 200, &b);
   pend_answered(p);
-}
-
-static void reply_value(struct rv_req *req, const char *value, size_t len, uint64_t version)
-{
-  char hdr[64];
-  snprintf(hdr, sizeof(hdr), "X-Muster-Kv-Version: %" PRIu64 "\r\n", version);
-  rv_reply(req, 200, "application/octet-stream", hdr, value, len);
 }
 
 static void on_kv(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
 {
   struct pend *p = w->data;
-  if (a->err != 0)
-    reply_err(p->v, p->req, a->err, a->message, a->run_id);
-  else
-    reply_value(p->req, a->value, a->value_len, a->version);
+  if (pend_failed(p, a))
+    return;
+  reply_value(p->req, a->value, a->value_len, a->version);
   pend_answered(p);
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* Handlers.                                                                                  */
-/* ---------------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Runs and rounds
+ */
 
-static void h_join(struct v1 *v, struct rv_req *req, const char *run_id)
+static void h_join(struct rv_req *req)
 {
-  cJSON *j = body_json_or_reply(req, 0);
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0];
+  cJSON *j = v1_body_or_reply(req, 0);
   if (j == NULL)
     return;
   struct mu_rdzv_join_req q;
   int64_t lws = 0, port = 0, min = 0, max = 0, lc = -1, jt = -1, ttl = -1;
+  int with_members = 1;
   memset(&q, 0, sizeof(q));
-  if (field_str_or_reply(req, j, "node_id", 1, &q.node_id) != 0 ||
-      field_str_or_reply(req, j, "addr", 1, &q.addr) != 0 ||
-      field_int_or_reply(req, j, "local_world_size", 0, 1, 65536, 1, &lws) != 0 ||
-      field_int_or_reply(req, j, "master_port", 0, 0, 65535, 0, &port) != 0 ||
-      field_int_or_reply(req, j, "min_nodes", 1, 1, MU_RDZV_NODES_MAX, 0, &min) != 0 ||
-      field_int_or_reply(req, j, "max_nodes", 0, 0, MU_RDZV_NODES_MAX, 0, &max) != 0 ||
-      field_int_or_reply(req, j, "last_call_ms", 0, 0, MAX_REQ_TIMEOUT_MS, -1, &lc) != 0 ||
-      field_int_or_reply(req, j, "join_timeout_ms", 0, 1, MAX_REQ_TIMEOUT_MS, -1, &jt) != 0 ||
-      field_int_or_reply(req, j, "lease_ttl_ms", 0, 1, MAX_REQ_TIMEOUT_MS, -1, &ttl) != 0)
+  if (v1_field_str_or_reply(req, j, "node_id", 1, &q.node_id) != 0 ||
+      v1_field_str_or_reply(req, j, "addr", 1, &q.addr) != 0 ||
+      v1_field_int_or_reply(req, j, "local_world_size", 0, 1, 65536, 1, &lws) != 0 ||
+      v1_field_int_or_reply(req, j, "master_port", 0, 0, 65535, 0, &port) != 0 ||
+      v1_field_int_or_reply(req, j, "min_nodes", 1, 1, MU_RDZV_NODES_MAX, 0, &min) != 0 ||
+      v1_field_int_or_reply(req, j, "max_nodes", 0, 0, MU_RDZV_NODES_MAX, 0, &max) != 0 ||
+      v1_field_int_or_reply(req, j, "last_call_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, -1, &lc) != 0 ||
+      v1_field_int_or_reply(req, j, "join_timeout_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, -1, &jt) != 0 ||
+      v1_field_int_or_reply(req, j, "lease_ttl_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, -1, &ttl) != 0 ||
+      v1_field_bool_or_reply(req, j, "members", 1, &with_members) != 0)
     goto out;
-  const cJSON *mem = cJSON_GetObjectItemCaseSensitive(j, "members");
-  if (mem != NULL && !cJSON_IsBool(mem)) {
-    bad_request(req, "field 'members' must be true or false");
-    goto out;
-  }
-  q.with_members = mem == NULL || cJSON_IsTrue(mem);
+  q.with_members = with_members;
   q.local_world_size = (uint32_t)lws;
   q.master_port = (uint32_t)port;
   q.config.min_nodes = (uint32_t)min;
@@ -449,132 +252,98 @@ static void h_join(struct v1 *v, struct rv_req *req, const char *run_id)
   q.config.last_call_ms = lc;
   q.config.join_timeout_ms = jt;
   q.config.lease_ttl_ms = ttl;
-  char msg[MSG_MAX];
+  struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   struct pend *p = pend_new(v, req, on_join);
-  int rc = mu_rdzv_join(v->rv, run_id, &q, &p->w, msg, sizeof(msg));
+  int rc = mu_rdzv_join(v->rv, run_id, &q, &p->w, &msg);
   if (rc != 0) {
     pend_free(p);
-    reply_err(v, req, rc, msg, run_id);
-    goto out;
+    v1_error_reply(req, rc, mu_buf_str(&msg), run_id, NULL);
+  } else {
+    pend_settle(p, req);
   }
-  pend_settle(p, req);
+  mu_buf_release(&msg);
 out:
   cJSON_Delete(j);
 }
 
-/* The common heartbeat body, {"node_id":"ID"} (blanks allowed around the tokens) with a plain ID
- * (no escapes, no control bytes), read without building a cJSON tree. Copies the ID into `id`.
- * Returns: 1 when the body has exactly that shape, else 0 (the caller parses it as JSON). */
-static int heartbeat_fast_id(const struct rv_req *req, char *id, size_t cap)
+/* {"round":N,"state":"S","waiting":W}\n without printf (the hot path: one heartbeat per node
+ * per lease_ttl_ms / 3): the state names are short and static, so 128 bytes always fit. */
+static void reply_heartbeat(struct rv_req *req, const struct mu_rdzv_answer *a)
 {
-  const char *p = req->body, *end = req->body + req->body_len;
-#define SKIP_WS()                                                                                  \
-  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))                         \
-  p++
-  SKIP_WS();
-  if (p == end || *p++ != '{')
-    return 0;
-  SKIP_WS();
-  if ((size_t)(end - p) < 9 || memcmp(p, "\"node_id\"", 9) != 0)
-    return 0;
+  char body[128], *p = body;
+  size_t sl = strlen(a->state);
+  if (sl > 40)
+    sl = 40;
+  memcpy(p, "{\"round\":", 9);
   p += 9;
-  SKIP_WS();
-  if (p == end || *p++ != ':')
-    return 0;
-  SKIP_WS();
-  if (p == end || *p++ != '"')
-    return 0;
-  const char *start = p;
-  while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
-    p++;
-  if (p == end || *p != '"' || (size_t)(p - start) >= cap)
-    return 0;
-  size_t n = (size_t)(p - start);
-  p++;
-  SKIP_WS();
-  if (p == end || *p++ != '}')
-    return 0;
-  SKIP_WS();
-#undef SKIP_WS
-  if (p != end)
-    return 0;
-  memcpy(id, start, n);
-  id[n] = '\0';
-  return 1;
+  p += rv_dec(p, a->round_number);
+  memcpy(p, ",\"state\":\"", 10);
+  p += 10;
+  memcpy(p, a->state, sl);
+  p += sl;
+  memcpy(p, "\",\"waiting\":", 12);
+  p += 12;
+  p += rv_dec(p, a->waiting);
+  memcpy(p, "}\n", 2);
+  p += 2;
+  rv_reply(req, 200, "application/json", NULL, body, (size_t)(p - body));
 }
 
-/* Appends the decimal `v` at `p`. Returns: the end. */
-static char *put_dec(char *p, uint64_t v)
+static void h_heartbeat(struct rv_req *req)
 {
-  return p + rv_dec(p, v);
-}
-
-static void h_heartbeat(struct v1 *v, struct rv_req *req, const char *run_id)
-{
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0];
   const char *node_id = NULL;
   cJSON *j = NULL;
   char fast[256];
-  if (heartbeat_fast_id(req, fast, sizeof(fast))) {
-    node_id = fast; /* the hot path: one heartbeat per node per lease_ttl_ms / 3 */
+  if (v1_heartbeat_fast_id(req, fast, sizeof(fast))) {
+    node_id = fast;
   } else {
-    j = body_json_or_reply(req, 1);
+    j = v1_body_or_reply(req, 1);
     if (j == NULL)
       return;
-    if (field_str_or_reply(req, j, "node_id", 0, &node_id) != 0)
+    if (v1_field_str_or_reply(req, j, "node_id", 0, &node_id) != 0)
       goto out;
   }
   if (node_id == NULL)
     node_id = rv_req_param(req, "node_id");
   if (node_id == NULL) {
-    bad_request(req, "field 'node_id' is missing; send {\"node_id\": \"...\"}");
+    v1_bad_request(req, "field 'node_id' is missing; send {\"node_id\": \"...\"}");
     goto out;
   }
   struct mu_rdzv_answer a;
   int rc = mu_rdzv_heartbeat(v->rv, run_id, node_id, &a);
-  if (rc != 0) {
-    char msg[MSG_MAX];
-    reply_err(v, req, rc, err_text(rc, run_id, node_id, msg, sizeof(msg)), run_id);
-    goto out;
-  }
-  /* {"round":N,"state":"S","waiting":W}\n, without printf: the state names are short and
-   * static, so 128 bytes always fit */
-  char body[128], *p = body;
-  size_t sl = strlen(a.state);
-  if (sl > 40)
-    sl = 40;
-  memcpy(p, "{\"round\":", 9);
-  p = put_dec(p + 9, a.round_number);
-  memcpy(p, ",\"state\":\"", 10);
-  p += 10;
-  memcpy(p, a.state, sl);
-  p += sl;
-  memcpy(p, "\",\"waiting\":", 12);
-  p = put_dec(p + 12, a.waiting);
-  memcpy(p, "}\n", 2);
-  p += 2;
-  rv_reply(req, 200, "application/json", NULL, body, (size_t)(p - body));
+  if (rc != 0)
+    v1_fail(req, rc, run_id, node_id);
+  else
+    reply_heartbeat(req, &a);
 out:
   cJSON_Delete(j);
 }
 
-static void h_watch(struct v1 *v, struct rv_req *req, const char *run_id)
+static void h_watch(struct rv_req *req)
 {
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0];
   const char *node_id = rv_req_param(req, "node_id");
   long round = 0, timeout = 0;
   if (node_id == NULL || *node_id == '\0') {
-    bad_request(req, "query parameter 'node_id' is missing: GET .../watch?node_id=ID&round=N");
+    v1_bad_request(req, "query parameter 'node_id' is missing: GET .../watch?node_id=ID&round=N");
     return;
   }
-  if (param_int_or_reply(req, "round", 1, 0, (long)INT64_MAX, 0, &round) != 0 ||
-      param_int_or_reply(req, "timeout_ms", 0, 0, MAX_REQ_TIMEOUT_MS, DEFAULT_WATCH_MS, &timeout) !=
-          0)
+  if (v1_param_int_or_reply(req, "round", 1, 0, (long)INT64_MAX, 0, &round) != 0 ||
+      v1_param_int_or_reply(req, "timeout_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, DEFAULT_WATCH_MS,
+                            &timeout) != 0)
     return;
   struct pend *p = pend_new(v, req, on_watch);
   int rc = mu_rdzv_watch(v->rv, run_id, node_id, (uint64_t)round, (uint64_t)timeout, &p->w);
   if (rc != 0) {
-    char msg[MSG_MAX];
     pend_free(p);
-    reply_err(v, req, rc, err_text(rc, run_id, node_id, msg, sizeof(msg)), run_id);
+    v1_fail(req, rc, run_id, node_id);
     return;
   }
   pend_settle(p, req);
@@ -589,20 +358,24 @@ static void reply_state(struct v1 *v, struct rv_req *req, const char *run_id)
     mu_rdzv_run_info(run, &i);
     state = mu_rdzv_run_state_name(i.state);
   }
-  struct mu_buf b = MU_BUF_INIT(4096);
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_printf(&b, "{\"run_id\":\"%s\",\"state\":\"%s\"}", run_id, state);
   reply_buf(req, 200, &b);
 }
 
-static void h_leave(struct v1 *v, struct rv_req *req, const char *run_id)
+static void h_leave(struct rv_req *req)
 {
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0];
   const char *node_id = NULL, *status = NULL, *reason = NULL;
-  cJSON *j = body_json_or_reply(req, 0);
+  cJSON *j = v1_body_or_reply(req, 0);
   if (j == NULL)
     return;
-  if (field_str_or_reply(req, j, "node_id", 1, &node_id) != 0 ||
-      field_str_or_reply(req, j, "status", 1, &status) != 0 ||
-      field_str_or_reply(req, j, "reason", 0, &reason) != 0)
+  if (v1_field_str_or_reply(req, j, "node_id", 1, &node_id) != 0 ||
+      v1_field_str_or_reply(req, j, "status", 1, &status) != 0 ||
+      v1_field_str_or_reply(req, j, "reason", 0, &reason) != 0)
     goto out;
   int failed;
   if (strcmp(status, "succeeded") == 0) {
@@ -610,42 +383,55 @@ static void h_leave(struct v1 *v, struct rv_req *req, const char *run_id)
   } else if (strcmp(status, "failed") == 0) {
     failed = 1;
   } else {
-    bad_request(req, "field 'status' must be \"succeeded\" or \"failed\", got \"%.64s\"", status);
+    v1_bad_request(req, "field 'status' must be \"succeeded\" or \"failed\", got \"%.64s\"",
+                   status);
     goto out;
   }
   int rc = mu_rdzv_leave(v->rv, run_id, node_id, failed, reason);
-  if (rc != 0) {
-    char msg[MSG_MAX];
-    reply_err(v, req, rc, err_text(rc, run_id, node_id, msg, sizeof(msg)), run_id);
-    goto out;
-  }
-  reply_state(v, req, run_id);
+  if (rc != 0)
+    v1_fail(req, rc, run_id, node_id);
+  else
+    reply_state(v, req, run_id);
 out:
   cJSON_Delete(j);
 }
 
-static void h_end(struct v1 *v, struct rv_req *req, const char *run_id, int shut)
+/* POST .../close (shut = 0) and .../shutdown (shut = 1). */
+static void end_run(struct rv_req *req, int shut)
 {
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0];
   const char *reason = NULL;
-  cJSON *j = body_json_or_reply(req, 1);
+  cJSON *j = v1_body_or_reply(req, 1);
   if (j == NULL)
     return;
-  if (field_str_or_reply(req, j, "reason", 0, &reason) != 0)
+  if (v1_field_str_or_reply(req, j, "reason", 0, &reason) != 0)
     goto out;
   int rc = mu_rdzv_end(v->rv, run_id, shut, reason);
-  if (rc != 0) {
-    char msg[MSG_MAX];
-    if (rc == MU_RDZV_ERUN_CLOSED || rc == MU_RDZV_ERUN_SHUT)
-      snprintf(msg, sizeof(msg), "run '%s' already ended as %s; it cannot be %s", run_id,
-               rc == MU_RDZV_ERUN_CLOSED ? "closed" : "shut", shut ? "shut down" : "closed");
-    else
-      err_text(rc, run_id, "", msg, sizeof(msg));
-    reply_err(v, req, rc, msg, run_id);
-    goto out;
+  if (rc == MU_RDZV_ERUN_CLOSED || rc == MU_RDZV_ERUN_SHUT) {
+    char msg[512];
+    snprintf(msg, sizeof(msg), "run '%s' already ended as %s; it cannot be %s", run_id,
+             rc == MU_RDZV_ERUN_CLOSED ? "closed" : "shut", shut ? "shut down" : "closed");
+    v1_error_reply(req, rc, msg, run_id, NULL);
+  } else if (rc != 0) {
+    v1_fail(req, rc, run_id, "");
+  } else {
+    reply_state(v, req, run_id);
   }
-  reply_state(v, req, run_id);
 out:
   cJSON_Delete(j);
+}
+
+static void h_close(struct rv_req *req)
+{
+  end_run(req, 0);
+}
+
+static void h_shutdown(struct rv_req *req)
+{
+  end_run(req, 1);
 }
 
 static void member_json(struct mu_buf *b, const struct mu_rdzv_member *m)
@@ -656,42 +442,50 @@ static void member_json(struct mu_buf *b, const struct mu_rdzv_member *m)
                 m->node_id, m->addr, m->local_world_size, m->node_rank, m->rank_offset);
 }
 
-static void h_run(struct v1 *v, struct rv_req *req, const char *run_id)
+/* The members of the run's last round: all of them up to 10,000, else only the master (a
+ * 100k-member list would not fit one reply). */
+static void put_members(struct mu_buf *b, const struct mu_rdzv_run_info *i)
 {
+  if (i->last_round && i->nnodes <= 10000) {
+    size_t len = 0;
+    const char *m = mu_rdzv_round_members_json(i->last_round, &len);
+    mu_buf_puts(b, ",\"members\":");
+    mu_buf_append(b, m, len);
+  } else if (i->last_round) {
+    struct mu_rdzv_member m;
+    mu_rdzv_round_member(i->last_round, 0, &m);
+    mu_buf_puts(b, ",\"members_omitted\":true,\"members\":[");
+    member_json(b, &m);
+    mu_buf_putc(b, ']');
+  } else {
+    mu_buf_puts(b, ",\"members\":[]");
+  }
+}
+
+static void h_run(struct rv_req *req)
+{
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0];
   struct mu_rdzv_run *run = mu_rdzv_find(v->rv, run_id);
   if (run == NULL) {
-    char msg[MSG_MAX];
-    reply_err(v, req, MU_RDZV_ENO_SUCH_RUN,
-              err_text(MU_RDZV_ENO_SUCH_RUN, run_id, "", msg, sizeof(msg)), run_id);
+    v1_fail(req, MU_RDZV_ENO_SUCH_RUN, run_id, "");
     return;
   }
   struct mu_rdzv_run_info i;
   mu_rdzv_run_info(run, &i);
-  struct mu_buf b = MU_BUF_INIT((size_t)1 << 30);
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_printf(&b, "{\"run_id\":\"%s\",\"state\":\"%s\",\"reason\":", i.run_id,
                 mu_rdzv_run_state_name(i.state));
-  json_str(&b, i.reason);
+  mu_json_str(&b, i.reason, strlen(i.reason));
   mu_buf_printf(&b,
                 ",\"round\":%" PRIu64 ",\"round_state\":\"%s\",\"min_nodes\":%" PRIu32
                 ",\"max_nodes\":%" PRIu32 ",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32
                 ",\"nodes\":%" PRIu32,
                 i.round, mu_rdzv_round_state_name(i.round_state), i.min_nodes, i.max_nodes,
                 i.nnodes, i.waiting, i.nodes);
-  if (i.last_round && i.nnodes <= 10000) {
-    size_t len = 0;
-    const char *m = mu_rdzv_round_members_json(i.last_round, &len);
-    mu_buf_puts(&b, ",\"members\":");
-    mu_buf_append(&b, m, len);
-  } else if (i.last_round) {
-    /* Only the master: a 100k-member list would not fit one reply. */
-    struct mu_rdzv_member m;
-    mu_rdzv_round_member(i.last_round, 0, &m);
-    mu_buf_puts(&b, ",\"members_omitted\":true,\"members\":[");
-    member_json(&b, &m);
-    mu_buf_putc(&b, ']');
-  } else {
-    mu_buf_puts(&b, ",\"members\":[]");
-  }
+  put_members(&b, &i);
   mu_buf_printf(&b,
                 ",\"config\":{\"min_nodes\":%" PRIu32 ",\"max_nodes\":%" PRIu32
                 ",\"last_call_ms\":%" PRIu32 ",\"join_timeout_ms\":%" PRIu32
@@ -700,9 +494,12 @@ static void h_run(struct v1 *v, struct rv_req *req, const char *run_id)
   reply_buf(req, 200, &b);
 }
 
-static void h_runs(struct v1 *v, struct rv_req *req)
+static void h_runs(struct rv_req *req)
 {
-  struct mu_buf b = MU_BUF_INIT((size_t)64 << 20);
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_puts(&b, "{\"runs\":[");
   int first = 1;
   for (struct mu_rdzv_run *r = mu_rdzv_next_run(v->rv, NULL); r; r = mu_rdzv_next_run(v->rv, r)) {
@@ -719,197 +516,260 @@ static void h_runs(struct v1 *v, struct rv_req *req)
   reply_buf(req, 200, &b);
 }
 
-static void h_barrier(struct v1 *v, struct rv_req *req, const char *run_id, const char *name)
+/* ---------------------------------------------------------------------------------------------
+ * Barriers and KV
+ */
+
+static void h_barrier(struct rv_req *req)
 {
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0], *name = req->vars[1];
   const char *id = NULL;
   int64_t count = 0, timeout = 0;
   char anon[64];
-  cJSON *j = body_json_or_reply(req, 0);
+  cJSON *j = v1_body_or_reply(req, 0);
   if (j == NULL)
     return;
-  if (field_int_or_reply(req, j, "count", 1, 1, (int64_t)MU_RDZV_NODES_MAX * 64, 0, &count) != 0 ||
-      field_int_or_reply(req, j, "timeout_ms", 0, 0, MAX_REQ_TIMEOUT_MS, DEFAULT_BARRIER_MS,
-                         &timeout) != 0 ||
-      field_str_or_reply(req, j, "id", 0, &id) != 0)
+  if (v1_field_int_or_reply(req, j, "count", 1, 1, (int64_t)MU_RDZV_NODES_MAX * 64, 0, &count) !=
+          0 ||
+      v1_field_int_or_reply(req, j, "timeout_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, DEFAULT_BARRIER_MS,
+                            &timeout) != 0 ||
+      v1_field_str_or_reply(req, j, "id", 0, &id) != 0)
     goto out;
   if (id == NULL) {
     snprintf(anon, sizeof(anon), "anonymous-%" PRIu64, ++v->anon);
     id = anon;
   }
-  char msg[MSG_MAX];
+  struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   struct pend *p = pend_new(v, req, on_barrier);
   p->name = mu_strdup(name);
-  int rc = mu_rdzv_barrier(v->rv, run_id, name, (uint32_t)count, (uint64_t)timeout, id, &p->w, msg,
-                           sizeof(msg));
+  int rc =
+      mu_rdzv_barrier(v->rv, run_id, name, (uint32_t)count, (uint64_t)timeout, id, &p->w, &msg);
   if (rc != 0) {
     pend_free(p);
-    reply_err(v, req, rc, msg, run_id);
-    goto out;
+    v1_error_reply(req, rc, mu_buf_str(&msg), run_id, NULL);
+  } else {
+    pend_settle(p, req);
   }
-  pend_settle(p, req);
+  mu_buf_release(&msg);
 out:
   cJSON_Delete(j);
 }
 
-static void h_kv(struct v1 *v, struct rv_req *req, const char *run_id, const char *key)
+static void h_kv_put(struct rv_req *req)
 {
-  char msg[MSG_MAX];
-  int rc;
-  if (req->method == RV_PUT) {
-    uint64_t version = 0;
-    rc = mu_rdzv_kv_set(v->rv, run_id, key, req->body, req->body_len, &version);
-    if (rc != 0) {
-      reply_err(v, req, rc, err_text(rc, run_id, key, msg, sizeof(msg)), run_id);
-      return;
-    }
-    struct mu_buf b = MU_BUF_INIT(256);
-    mu_buf_printf(&b, "{\"version\":%" PRIu64 "}", version);
-    reply_buf(req, 200, &b);
-  } else if (req->method == RV_GET || req->method == RV_HEAD) {
-    long wait = -1;
-    if (param_int_or_reply(req, "wait_ms", 0, 0, MAX_REQ_TIMEOUT_MS, -1, &wait) != 0)
-      return;
-    struct mu_rdzv_answer a;
-    struct pend *p = wait >= 0 ? pend_new(v, req, on_kv) : NULL;
-    rc = mu_rdzv_kv_get(v->rv, run_id, key, &a, wait >= 0 ? (uint64_t)wait : 0, p ? &p->w : NULL);
-    if (rc == 1) {
-      pend_settle(p, req);
-      return;
-    }
-    if (p)
-      pend_free(p);
-    if (rc != 0) {
-      reply_err(v, req, rc, err_text(rc, run_id, key, msg, sizeof(msg)), run_id);
-      return;
-    }
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0], *key = req->vars[1];
+  uint64_t version = 0;
+  int rc = mu_rdzv_kv_set(v->rv, run_id, key, req->body, req->body_len, &version);
+  if (rc != 0)
+    v1_fail(req, rc, run_id, key);
+  else
+    reply_json(req, "{\"version\":%" PRIu64 "}", version);
+}
+
+static void h_kv_get(struct rv_req *req)
+{
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0], *key = req->vars[1];
+  long wait = -1;
+  if (v1_param_int_or_reply(req, "wait_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, -1, &wait) != 0)
+    return;
+  struct mu_rdzv_answer a;
+  struct pend *p = wait >= 0 ? pend_new(v, req, on_kv) : NULL;
+  int rc = mu_rdzv_kv_get(v->rv, run_id, key, &a, wait >= 0 ? (uint64_t)wait : 0, p ? &p->w : NULL);
+  if (rc == 1) {
+    pend_settle(p, req);
+    return;
+  }
+  if (p)
+    pend_free(p);
+  if (rc != 0)
+    v1_fail(req, rc, run_id, key);
+  else
     reply_value(req, a.value, a.value_len, a.version);
-  } else if (req->method == RV_DELETE) {
-    rc = mu_rdzv_kv_del(v->rv, run_id, key);
-    if (rc != 0) {
-      reply_err(v, req, rc, err_text(rc, run_id, key, msg, sizeof(msg)), run_id);
-      return;
-    }
-    struct mu_buf b = MU_BUF_INIT(256);
-    mu_buf_puts(&b, "{\"deleted\":true}");
-    reply_buf(req, 200, &b);
-  } else {
-    const char *add = rv_req_param(req, "add");
-    long delta = 0;
-    if (add == NULL) {
-      bad_request(req, "POST on a key needs ?add=N (an integer counter); use PUT to set a value");
-      return;
-    }
-    if (mu_parse_long(add, -(long)INT64_MAX, (long)INT64_MAX, &delta) != 0) {
-      bad_request(req, "query parameter 'add' must be an integer, got '%.64s'", add);
-      return;
-    }
-    int64_t result = 0;
-    rc = mu_rdzv_kv_add(v->rv, run_id, key, delta, &result);
-    if (rc != 0) {
-      reply_err(v, req, rc, err_text(rc, run_id, key, msg, sizeof(msg)), run_id);
-      return;
-    }
-    struct mu_buf b = MU_BUF_INIT(256);
-    mu_buf_printf(&b, "{\"value\":%" PRId64 "}", result);
-    reply_buf(req, 200, &b);
+}
+
+static void h_kv_delete(struct rv_req *req)
+{
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0], *key = req->vars[1];
+  int rc = mu_rdzv_kv_del(v->rv, run_id, key);
+  if (rc != 0)
+    v1_fail(req, rc, run_id, key);
+  else
+    reply_json(req, "{\"deleted\":true}");
+}
+
+/* POST .../kv/{key}?add=N: an atomic counter. */
+static void h_kv_add(struct rv_req *req)
+{
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0], *key = req->vars[1];
+  const char *add = rv_req_param(req, "add");
+  long delta = 0;
+  if (add == NULL) {
+    v1_bad_request(req, "POST on a key needs ?add=N (an integer counter); use PUT to set a value");
+    return;
   }
+  if (mu_parse_long(add, -(long)INT64_MAX, (long)INT64_MAX, &delta) != 0) {
+    v1_bad_request(req, "query parameter 'add' must be an integer, got '%.64s'", add);
+    return;
+  }
+  int64_t result = 0;
+  int rc = mu_rdzv_kv_add(v->rv, run_id, key, delta, &result);
+  if (rc != 0)
+    v1_fail(req, rc, run_id, key);
+  else
+    reply_json(req, "{\"value\":%" PRId64 "}", result);
 }
 
-/* Answers 405 unless the request's method is in `allowed`. Returns: 0 if allowed, else -1. */
-static int method_or_reply(struct rv_req *req, unsigned allowed, const char *allow_text,
-                           const char *what)
+/* ---------------------------------------------------------------------------------------------
+ * Paths with no endpoint
+ */
+
+/* /v1/runs/{run_id}/<anything else>. */
+static void h_no_endpoint(struct rv_req *req)
 {
-  if (req->method & allowed)
-    return 0;
-  char msg[MSG_MAX], hdr[128];
-  snprintf(msg, sizeof(msg), "%s %s is not supported; use %s", req->method_name, what, allow_text);
-  snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow_text);
-  reply_err_code(NULL, req, 405, "method_not_allowed", msg, NULL, hdr);
-  return -1;
+  if (v1_begin_or_reply(req) == NULL)
+    return;
+  char msg[512];
+  snprintf(msg, sizeof(msg),
+           "no endpoint '%.200s' under /v1/runs/%s/; use join, heartbeat, watch, leave, close, "
+           "shutdown, barrier/{name} or kv/{key}",
+           req->vars[1], req->vars[0]);
+  v1_error_reply(req, MU_RDZV_ENOT_FOUND, msg, NULL, NULL);
 }
 
-static void v1_dispatch(struct rv_req *req)
+/* /v1/<anything but runs>. */
+static void h_no_api(struct rv_req *req)
 {
+  if (v1_begin_or_reply(req) == NULL)
+    return;
+  v1_error_reply(req, MU_RDZV_ENOT_FOUND,
+                 "no such /v1 endpoint; the API lives under /v1/runs (see docs/rendezvous.md)",
+                 NULL, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The API's hooks for the gate
+ */
+
+/* "GET, PUT, DELETE, POST": the /v1 way of naming the methods a path takes. */
+static void allow_text(char *out, size_t size, unsigned methods)
+{
+  static const unsigned order[] = {RV_GET, RV_PUT, RV_DELETE, RV_POST, RV_PATCH, RV_OPTIONS};
+  static const char *names[] = {"GET", "PUT", "DELETE", "POST", "PATCH", "OPTIONS"};
+  size_t o = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+    if ((methods & order[i]) && o < size)
+      o += (size_t)snprintf(out + o, size - o, "%s%s", o > 0 ? ", " : "", names[i]);
+}
+
+static int v1_refuse(struct rv_req *req, const struct rv_refusal *r)
+{
+  switch (r->kind) {
+  case RV_REFUSE_METHOD: {
+    /* the checks every /v1 request passes come first, as in the handlers */
+    if (v1_begin_or_reply(req) == NULL)
+      return 1;
+    char allow[64], msg[512], hdr[128];
+    allow_text(allow, sizeof(allow), r->allow);
+    snprintf(msg, sizeof(msg), "%s %s is not supported; use %s", req->method_name, req->route->path,
+             allow);
+    snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
+    v1_error_reply(req, MU_RDZV_EMETHOD_NOT_ALLOWED, msg, NULL, hdr);
+    return 1;
+  }
+  case RV_REFUSE_NO_CREDENTIALS:
+  case RV_REFUSE_BAD_CREDENTIALS:
+    v1_error_reply(req, MU_RDZV_EUNAUTHORIZED, r->message, NULL,
+                   "WWW-Authenticate: Bearer realm=\"musterd\"\r\n");
+    return 1;
+  case RV_REFUSE_TOO_LARGE:
+    v1_error_reply(req, MU_RDZV_ETOO_LARGE, r->message, NULL, NULL);
+    return 1;
+  case RV_REFUSE_TOO_MANY:
+    v1_error_reply(req, MU_RDZV_ETOO_MANY, r->message, NULL, NULL);
+    return 1;
+  }
+  return 0;
+}
+
+/* The run a request is about is the scope of the per-run quotas; a KV write says what it would
+ * add to it. */
+static void v1_usage(struct rv_req *req, struct rv_usage *u)
+{
+  unsigned flags = req->route->flags;
+  if (req->nvars > 0) {
+    u->scope = req->vars[0];
+    u->scope_len = strlen(req->vars[0]);
+  }
+  if (flags & RV_ROUTE_MAY_POLL)
+    u->poll = rv_req_param(req, "wait_ms") != NULL;
+  if (!(flags & RV_ROUTE_WRITE))
+    return;
+  if (req->method == RV_PUT) {
+    u->has_value = 1;
+    u->value_len = req->body_len;
+  }
   struct v1 *v = rv_server_module_data(req->srv, "rdzv");
-  if (v == NULL || v->rv == NULL || rv_server_closing(req->srv)) {
-    reply_err_code(NULL, req, 503, "shutting_down", "musterd is shutting down", NULL, NULL);
+  struct mu_rdzv_run *run = v != NULL && v->rv != NULL ? mu_rdzv_find(v->rv, req->vars[0]) : NULL;
+  if (run == NULL)
     return;
-  }
-  const char *path = req->path;
-  if (strcmp(path, "/v1/runs") == 0 || strcmp(path, "/v1/runs/") == 0) {
-    if (method_or_reply(req, RV_GET | RV_HEAD, "GET", "/v1/runs") == 0)
-      h_runs(v, req);
-    return;
-  }
-  if (strncmp(path, "/v1/runs/", 9) != 0) {
-    reply_err_code(NULL, req, 404, "not_found",
-                   "no such /v1 endpoint; the API lives under /v1/runs (see docs/rendezvous.md)",
-                   NULL, NULL);
-    return;
-  }
-  const char *id = path + 9;
-  const char *slash = strchr(id, '/');
-  size_t idlen = slash ? (size_t)(slash - id) : strlen(id);
-  char run_id[MU_RDZV_ID_MAX + 1];
-  if (idlen == 0 || idlen > MU_RDZV_ID_MAX) {
-    bad_request(req, "run id must be 1-%d characters of A-Z a-z 0-9 . _ -", MU_RDZV_ID_MAX);
-    return;
-  }
-  memcpy(run_id, id, idlen);
-  run_id[idlen] = '\0';
-  for (size_t i = 0; i < idlen; i++) {
-    char c = run_id[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-          c == '_' || c == '-')) {
-      bad_request(req, "run id '%.128s' has a character outside A-Z a-z 0-9 . _ -", run_id);
-      return;
-    }
-  }
-  const char *rest = slash ? slash + 1 : "";
-  if (*rest == '\0') {
-    if (method_or_reply(req, RV_GET | RV_HEAD, "GET", "/v1/runs/{run_id}") == 0)
-      h_run(v, req, run_id);
-    return;
-  }
-  if (strcmp(rest, "join") == 0) {
-    if (method_or_reply(req, RV_POST, "POST", "/v1/runs/{run_id}/join") == 0)
-      h_join(v, req, run_id);
-  } else if (strcmp(rest, "heartbeat") == 0) {
-    if (method_or_reply(req, RV_POST, "POST", "/v1/runs/{run_id}/heartbeat") == 0)
-      h_heartbeat(v, req, run_id);
-  } else if (strcmp(rest, "watch") == 0) {
-    if (method_or_reply(req, RV_GET, "GET", "/v1/runs/{run_id}/watch") == 0)
-      h_watch(v, req, run_id);
-  } else if (strcmp(rest, "leave") == 0) {
-    if (method_or_reply(req, RV_POST, "POST", "/v1/runs/{run_id}/leave") == 0)
-      h_leave(v, req, run_id);
-  } else if (strcmp(rest, "close") == 0 || strcmp(rest, "shutdown") == 0) {
-    if (method_or_reply(req, RV_POST, "POST", "/v1/runs/{run_id}/close and /shutdown") == 0)
-      h_end(v, req, run_id, rest[0] == 's');
-  } else if (strncmp(rest, "barrier/", 8) == 0 && rest[8] != '\0') {
-    if (method_or_reply(req, RV_POST, "POST", "/v1/runs/{run_id}/barrier/{name}") == 0)
-      h_barrier(v, req, run_id, rest + 8);
-  } else if (strncmp(rest, "kv/", 3) == 0 && rest[3] != '\0') {
-    if (strlen(rest + 3) > MU_RDZV_KEY_MAX) {
-      bad_request(req, "KV keys are at most %d bytes", MU_RDZV_KEY_MAX);
-      return;
-    }
-    if (method_or_reply(req, RV_GET | RV_HEAD | RV_PUT | RV_DELETE | RV_POST,
-                        "GET, PUT, DELETE, POST", "/v1/runs/{run_id}/kv/{key}") == 0)
-      h_kv(v, req, run_id, rest + 3);
-  } else {
-    char msg[MSG_MAX];
-    snprintf(msg, sizeof(msg),
-             "no endpoint '%.200s' under /v1/runs/%s/; use join, heartbeat, watch, leave, close, "
-             "shutdown, barrier/{name} or kv/{key}",
-             rest, run_id);
-    reply_err_code(NULL, req, 404, "not_found", msg, NULL, NULL);
-  }
+  size_t nkeys, nbytes, old;
+  int exists;
+  mu_rdzv_run_kv_usage(run, req->vars[1], &nkeys, &nbytes, &old, &exists);
+  u->scope_known = 1;
+  u->scope_keys = nkeys;
+  u->scope_bytes = nbytes;
+  u->scope_adds_key = !exists;
+  u->scope_old_bytes = old;
+  /* an ?add=N counter stores at most 20 digits and a sign: count it as 24 bytes */
+  u->scope_new_bytes = req->method == RV_PUT ? req->body_len : 24;
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* Registration.                                                                              */
-/* ---------------------------------------------------------------------------------------- */
+static const struct rv_api v1_api = {"v1", v1_refuse, v1_usage};
+
+#define ALL_METHODS                                                                                \
+  (RV_GET | RV_HEAD | RV_PUT | RV_POST | RV_DELETE | RV_PATCH | RV_OPTIONS | RV_OTHER)
+
+/* Every /v1 endpoint, one row per method (docs/rendezvous.md). All rows count as "v1" in
+ * /metrics. */
+static const struct rv_route v1_routes[] = {
+    {RV_GET, "/v1/runs", RV_ROUTE_SLASH, h_runs, "v1", &v1_api},
+    {RV_GET, V1_RUN, RV_ROUTE_SLASH, h_run, "v1", &v1_api},
+    {RV_POST, V1_RUN "/join", RV_ROUTE_LONG_POLL, h_join, "v1", &v1_api},
+    {RV_POST, V1_RUN "/heartbeat", 0, h_heartbeat, "v1", &v1_api},
+    {RV_GET, V1_RUN "/watch", RV_ROUTE_LONG_POLL, h_watch, "v1", &v1_api},
+    {RV_POST, V1_RUN "/leave", 0, h_leave, "v1", &v1_api},
+    {RV_POST, V1_RUN "/close", 0, h_close, "v1", &v1_api},
+    {RV_POST, V1_RUN "/shutdown", 0, h_shutdown, "v1", &v1_api},
+    {RV_POST, V1_RUN "/barrier/{name}", RV_ROUTE_REST | RV_ROUTE_LONG_POLL, h_barrier, "v1",
+     &v1_api},
+    {RV_GET, V1_KV, RV_ROUTE_REST | RV_ROUTE_MAY_POLL, h_kv_get, "v1", &v1_api},
+    {RV_PUT, V1_KV, RV_ROUTE_REST | RV_ROUTE_WRITE, h_kv_put, "v1", &v1_api},
+    {RV_DELETE, V1_KV, RV_ROUTE_REST, h_kv_delete, "v1", &v1_api},
+    {RV_POST, V1_KV, RV_ROUTE_REST | RV_ROUTE_WRITE, h_kv_add, "v1", &v1_api},
+    {ALL_METHODS, V1_RUN "/{endpoint}", RV_ROUTE_REST, h_no_endpoint, "v1", &v1_api},
+    {ALL_METHODS, "/v1/", RV_ROUTE_PREFIX, h_no_api, "v1", &v1_api},
+    {0, NULL, 0, NULL, NULL, NULL},
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * The module
+ */
 
 static void v1_freed(void *data)
 {
@@ -951,12 +811,6 @@ static void v1_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
                 s.runs, s.nodes, s.pending_joins, s.pending_watches, s.rounds_closed,
                 s.leases_expired, s.heartbeats);
 }
-
-static const struct rv_route v1_routes[] = {
-    {RV_GET | RV_HEAD | RV_PUT | RV_POST | RV_DELETE | RV_PATCH | RV_OPTIONS | RV_OTHER, "/v1/",
-     RV_ROUTE_PREFIX, v1_dispatch, "v1"},
-    {0, NULL, 0, NULL, NULL},
-};
 
 int rv_v1_register(struct rv_server *srv)
 {

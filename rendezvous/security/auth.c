@@ -112,15 +112,15 @@ int rv_auth_add_user(struct rv_auth *a, const char *user, const char *password)
 }
 
 /* Reads a whole (small) file into *out (NUL-terminated); wipes what it read on failure. */
-static int read_file(const char *path, char **out, const char *what, char *err, size_t errlen)
+static int read_file(const char *path, char **out, const char *what, struct mu_buf *err)
 {
   struct mu_buf b = MU_BUF_INIT(AUTH_MAX_FILE);
   int rc = mu_read_file(path, AUTH_MAX_FILE, &b);
   *out = NULL;
   if (rc == MU_E2BIG)
-    snprintf(err, errlen, "the %s '%s' is over 16 MiB", what, path);
+    mu_buf_printf(err, "the %s '%s' is over 16 MiB", what, path);
   else if (rc != 0)
-    snprintf(err, errlen, "cannot read the %s '%s': %s", what, path, mu_strerror(rc));
+    mu_buf_printf(err, "cannot read the %s '%s': %s", what, path, mu_strerror(rc));
   if (rc != 0) {
     if (b.data != NULL)
       OPENSSL_cleanse(b.data, b.len);
@@ -160,8 +160,7 @@ static int each_line(char *text, int (*fn)(struct rv_auth *, const char *, size_
 
 struct load_ctx {
   const char *path;
-  char *err;
-  size_t errlen;
+  struct mu_buf *err;
   size_t added;
 };
 
@@ -169,29 +168,29 @@ static int token_line(struct rv_auth *a, const char *line, size_t lineno, void *
 {
   struct load_ctx *lc = data;
   if (rv_auth_add_token(a, line) != 0) {
-    snprintf(lc->err, lc->errlen,
-             "invalid token on line %zu of the token file '%s': a token is 8-4096 printable "
-             "characters without spaces, one per line",
-             lineno, lc->path);
+    mu_buf_printf(lc->err,
+                  "invalid token on line %zu of the token file '%s': a token is 8-4096 printable "
+                  "characters without spaces, one per line",
+                  lineno, lc->path);
     return MU_EINVAL;
   }
   lc->added++;
   return 0;
 }
 
-int rv_auth_load_tokens(struct rv_auth *a, const char *path, char *err, size_t errlen)
+int rv_auth_load_tokens(struct rv_auth *a, const char *path, struct mu_buf *err)
 {
   char *text = NULL;
-  struct load_ctx lc = {path, err, errlen, 0};
-  int rc = read_file(path, &text, "token file", err, errlen);
+  struct load_ctx lc = {path, err, 0};
+  int rc = read_file(path, &text, "token file", err);
   if (rc != 0)
     goto out;
   rc = each_line(text, token_line, a, &lc);
   if (rc == 0 && lc.added == 0) {
-    snprintf(err, errlen,
-             "the token file '%s' holds no token (write one token per line, e.g. from "
-             "`openssl rand -hex 32`)",
-             path);
+    mu_buf_printf(err,
+                  "the token file '%s' holds no token (write one token per line, e.g. from "
+                  "`openssl rand -hex 32`)",
+                  path);
     rc = MU_EINVAL;
   }
 out:
@@ -204,8 +203,8 @@ static int user_line(struct rv_auth *a, const char *line, size_t lineno, void *d
   struct load_ctx *lc = data;
   const char *colon = strchr(line, ':');
   if (colon == NULL || colon == line) {
-    snprintf(lc->err, lc->errlen, "invalid line %zu of the users file '%s': expected USER:PASSWORD",
-             lineno, lc->path);
+    mu_buf_printf(lc->err, "invalid line %zu of the users file '%s': expected USER:PASSWORD",
+                  lineno, lc->path);
     return MU_EINVAL;
   }
   char user[AUTH_MAX_USER + 1];
@@ -217,26 +216,27 @@ static int user_line(struct rv_auth *a, const char *line, size_t lineno, void *d
     bad = rv_auth_add_user(a, user, colon + 1) != 0;
   }
   if (bad) {
-    snprintf(lc->err, lc->errlen,
-             "invalid user on line %zu of the users file '%s': USER is 1-256 characters without "
-             "':' or spaces, PASSWORD 1-4096 printable characters",
-             lineno, lc->path);
+    mu_buf_printf(
+        lc->err,
+        "invalid user on line %zu of the users file '%s': USER is 1-256 characters without "
+        "':' or spaces, PASSWORD 1-4096 printable characters",
+        lineno, lc->path);
     return MU_EINVAL;
   }
   lc->added++;
   return 0;
 }
 
-int rv_auth_load_users(struct rv_auth *a, const char *path, char *err, size_t errlen)
+int rv_auth_load_users(struct rv_auth *a, const char *path, struct mu_buf *err)
 {
   char *text = NULL;
-  struct load_ctx lc = {path, err, errlen, 0};
-  int rc = read_file(path, &text, "users file", err, errlen);
+  struct load_ctx lc = {path, err, 0};
+  int rc = read_file(path, &text, "users file", err);
   if (rc != 0)
     goto out;
   rc = each_line(text, user_line, a, &lc);
   if (rc == 0 && lc.added == 0) {
-    snprintf(err, errlen, "the users file '%s' holds no user (write USER:PASSWORD lines)", path);
+    mu_buf_printf(err, "the users file '%s' holds no user (write USER:PASSWORD lines)", path);
     rc = MU_EINVAL;
   }
 out:
@@ -244,7 +244,7 @@ out:
   return rc;
 }
 
-int rv_auth_add_user_spec(struct rv_auth *a, const char *spec, char *err, size_t errlen)
+int rv_auth_add_user_spec(struct rv_auth *a, const char *spec, struct mu_buf *err)
 {
   char *text = NULL;
   char user[AUTH_MAX_USER + 1];
@@ -252,15 +252,15 @@ int rv_auth_add_user_spec(struct rv_auth *a, const char *spec, char *err, size_t
   const char *colon = strchr(spec, ':');
   if (colon == NULL || colon == spec || colon[1] == '\0' ||
       (size_t)(colon - spec) > AUTH_MAX_USER) {
-    snprintf(err, errlen,
-             "invalid --auth-user '%s': expected USER:PASSFILE (the password is read from "
-             "PASSFILE so that it does not show in ps)",
-             spec);
+    mu_buf_printf(err,
+                  "invalid --auth-user '%s': expected USER:PASSFILE (the password is read from "
+                  "PASSFILE so that it does not show in ps)",
+                  spec);
     return MU_EINVAL;
   }
   memcpy(user, spec, (size_t)(colon - spec));
   user[colon - spec] = '\0';
-  rc = read_file(colon + 1, &text, "password file", err, errlen);
+  rc = read_file(colon + 1, &text, "password file", err);
   if (rc != 0)
     goto out;
   char *nl = strchr(text, '\n');
@@ -270,10 +270,11 @@ int rv_auth_add_user_spec(struct rv_auth *a, const char *spec, char *err, size_t
   if (n > 0 && text[n - 1] == '\r')
     text[n - 1] = '\0';
   if (rv_auth_add_user(a, user, text) != 0) {
-    snprintf(err, errlen,
-             "invalid --auth-user '%s': USER is 1-256 characters without ':' or spaces and the "
-             "first line of the password file must be a 1-4096 character password",
-             spec);
+    mu_buf_printf(
+        err,
+        "invalid --auth-user '%s': USER is 1-256 characters without ':' or spaces and the "
+        "first line of the password file must be a 1-4096 character password",
+        spec);
     rc = MU_EINVAL;
   }
 out:
@@ -331,12 +332,6 @@ static long b64_decode(const char *src, char *dst, size_t cap)
   return (long)o;
 }
 
-static int path_needs_auth(const char *path)
-{
-  return strncmp(path, "/v1/", 4) == 0 || strcmp(path, "/v1") == 0 ||
-         strncmp(path, "/v2/", 4) == 0 || strcmp(path, "/v2") == 0;
-}
-
 static int check_bearer(const struct rv_auth *a, const char *tok)
 {
   size_t n = strlen(tok);
@@ -370,10 +365,8 @@ out:
   return ok;
 }
 
-int rv_auth_check(struct rv_auth *a, const char *path, const char *authorization)
+int rv_auth_check(struct rv_auth *a, const char *authorization)
 {
-  if (!rv_auth_enabled(a) || !path_needs_auth(path))
-    return RV_AUTH_OPEN;
   const char *h = authorization;
   if (h != NULL)
     while (*h == ' ')
@@ -399,33 +392,13 @@ int rv_auth_check(struct rv_auth *a, const char *path, const char *authorization
   return verdict;
 }
 
-void rv_auth_reply_401(struct rv_req *req, int verdict)
+const char *rv_auth_refusal(int verdict)
 {
-  if (strncmp(req->path, "/v2", 3) == 0) {
-    /* etcd's v2 answer (httptypes.HTTPError), byte for byte */
-    static const char body[] = "{\"message\":\"Insufficient credentials\"}";
-    rv_reply(req, 401, "application/json", NULL, body, sizeof(body) - 1);
-    return;
-  }
-  static const char missing[] =
-      "{\"error\":\"unauthorized\",\"message\":\"this musterd requires a token: send "
-      "'Authorization: Bearer TOKEN' (muster agent: set MUSTER_RDZV_TOKEN)\"}\n";
-  static const char denied[] =
-      "{\"error\":\"unauthorized\",\"message\":\"the token or user/password is not valid for "
-      "this musterd (check MUSTER_RDZV_TOKEN against the server's --token-file)\"}\n";
-  const char *body = verdict == RV_AUTH_DENIED ? denied : missing;
-  size_t len = verdict == RV_AUTH_DENIED ? sizeof(denied) - 1 : sizeof(missing) - 1;
-  rv_reply(req, 401, "application/json", "WWW-Authenticate: Bearer realm=\"musterd\"\r\n", body,
-           len);
-}
-
-int rv_auth_gate(struct rv_auth *a, struct rv_req *req)
-{
-  int v = rv_auth_check(a, req->path, rv_req_header(req, "Authorization"));
-  if (v == RV_AUTH_OPEN || v == RV_AUTH_GRANTED)
-    return 0;
-  rv_auth_reply_401(req, v);
-  return 1;
+  if (verdict == RV_AUTH_DENIED)
+    return "the token or user/password is not valid for this musterd (check MUSTER_RDZV_TOKEN "
+           "against the server's --token-file)";
+  return "this musterd requires a token: send 'Authorization: Bearer TOKEN' (muster agent: set "
+         "MUSTER_RDZV_TOKEN)";
 }
 
 void rv_auth_metrics(const struct rv_auth *a, struct mu_buf *out)

@@ -2,12 +2,13 @@
  * with MUSTER_RDZV_TOKEN) and etcd v2 basic auth (--auth-user USER:PASSFILE, --auth-users FILE,
  * python-etcd's username/password).
  *
- * Once any credential is configured, every request under /v1/ and /v2/ must carry one of
- * them: `Authorization: Bearer TOKEN` or `Authorization: Basic base64(USER:PASSWORD)` (either
- * API accepts either kind). /version, /health, /healthz and /metrics stay open (they reveal no
- * key, value or credential), as etcd leaves /version and /health open. A refused request gets
- * 401 and nothing else: etcd's {"message":"Insufficient credentials"} under /v2 (python-etcd
- * raises EtcdInsufficientPermissions), {"error":"unauthorized",...} under /v1.
+ * Once any credential is configured, every routed request must carry one of them
+ * (`Authorization: Bearer TOKEN` or `Authorization: Basic base64(USER:PASSWORD)`; either API
+ * accepts either kind), except on the rows marked RV_ROUTE_PUBLIC: /version, /health, /healthz
+ * and /metrics stay open (they reveal no key, value or credential), as etcd leaves /version and
+ * /health open. A refused request gets 401 and nothing else, worded by the route's API (see
+ * rv_refuse()): etcd's {"message":"Insufficient credentials"} under /v2 (python-etcd raises
+ * EtcdInsufficientPermissions), {"error":"unauthorized",...} under /v1.
  *
  * Secrets are compared in constant time and never logged: the log and /metrics only say how
  * many requests were refused.
@@ -32,17 +33,18 @@ void rv_auth_free(struct rv_auth *a);
 
 /* Adds the tokens of `path`: one per line, blank lines and lines starting with '#' skipped,
  * surrounding spaces trimmed; a token is 8-4096 printable characters without spaces.
- * Returns: 0, or MU_EINVAL with a message naming the file, the line and the fix in `err`. */
-int rv_auth_load_tokens(struct rv_auth *a, const char *path, char *err, size_t errlen);
+ * Returns: 0, or MU_EINVAL with a message naming the file, the line and the fix appended to
+ * `err`. */
+int rv_auth_load_tokens(struct rv_auth *a, const char *path, struct mu_buf *err);
 
 /* Adds one basic-auth user from "USER:PASSFILE" (the password is the first line of PASSFILE,
  * so it never shows in `ps`). USER is 1-256 characters without ':'.
- * Returns: 0, or MU_EINVAL with a message in `err`. */
-int rv_auth_add_user_spec(struct rv_auth *a, const char *spec, char *err, size_t errlen);
+ * Returns: 0, or MU_EINVAL with a message appended to `err`. */
+int rv_auth_add_user_spec(struct rv_auth *a, const char *spec, struct mu_buf *err);
 
 /* Adds the users of `path`: lines "USER:PASSWORD" (blank and '#' lines skipped).
- * Returns: 0, or MU_EINVAL with a message naming the file and line in `err`. */
-int rv_auth_load_users(struct rv_auth *a, const char *path, char *err, size_t errlen);
+ * Returns: 0, or MU_EINVAL with a message naming the file and line appended to `err`. */
+int rv_auth_load_users(struct rv_auth *a, const char *path, struct mu_buf *err);
 
 /* Adds one user or token directly (tests, embedding). Returns: 0 or MU_EINVAL.
  * Ownership: copied. */
@@ -56,22 +58,19 @@ void rv_auth_counts(const struct rv_auth *a, size_t *ntokens, size_t *nusers);
 int rv_auth_enabled(const struct rv_auth *a);
 
 enum rv_auth_verdict {
-  RV_AUTH_OPEN = 0,    /* auth off, or a path that needs none */
   RV_AUTH_GRANTED = 1, /* valid credentials */
   RV_AUTH_MISSING = 2, /* no (usable) Authorization header */
   RV_AUTH_DENIED = 3,  /* wrong token, user or password */
 };
 
-/* Decides on a request for the decoded `path` with the value of its Authorization header
- * (NULL when absent). Counts the verdict. Returns: an enum rv_auth_verdict. */
-int rv_auth_check(struct rv_auth *a, const char *path, const char *authorization);
+/* Decides on the value of a request's Authorization header (NULL when absent) and counts the
+ * verdict. Call only when credentials are required (rv_auth_enabled()).
+ * Returns: an enum rv_auth_verdict. */
+int rv_auth_check(struct rv_auth *a, const char *authorization);
 
-/* Answers a refused request with 401 in the shape of its API (see above). */
-void rv_auth_reply_401(struct rv_req *req, int verdict);
-
-/* The router's hook: checks `req` (path + Authorization) and answers 401 when refused.
- * Returns: 0 when the handler may run, 1 when the request has been answered. */
-int rv_auth_gate(struct rv_auth *a, struct rv_req *req);
+/* Returns: the sentence a refused client reads for `verdict` (what is missing or wrong and
+ * what to send); never a secret. Ownership: static. */
+const char *rv_auth_refusal(int verdict);
 
 /* Appends Prometheus lines (counters only) to `out`. */
 void rv_auth_metrics(const struct rv_auth *a, struct mu_buf *out);

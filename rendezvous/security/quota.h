@@ -18,8 +18,11 @@
  * option), {"error":"too_large"|"too_many","message":...} under /v1 (docs/rendezvous.md), and
  * counted in /metrics as musterd_quota_refused_total{quota="..."}.
  *
- * The router calls rv_quota_gate() before the handler; a long poll it admits holds a ticket
- * that the connection returns with rv_quota_release() when the request ends however it ends.
+ * The gate calls rv_quota_gate() right before the handler. It reads what the matched route row
+ * says its requests do (RV_ROUTE_LONG_POLL, RV_ROUTE_MAY_POLL, RV_ROUTE_WRITE) and asks the
+ * row's API for the numbers (struct rv_usage): it never parses a URL or looks into a store. A
+ * long poll it admits holds a ticket that the connection hands back to rv_quota_release() when
+ * the request ends, however it ends.
  */
 #ifndef RV_QUOTA_H
 #define RV_QUOTA_H
@@ -30,8 +33,6 @@
 #include "buf.h"
 #include "http.h"
 
-struct mu_rdzv;
-struct mu_store;
 struct rv_quota;
 
 struct rv_quota_config {
@@ -55,19 +56,6 @@ enum rv_quota_kind {
   RV_QUOTA_NKINDS
 };
 
-/* etcd v2 error codes of the quota refusals (rows in v2_error.c). */
-enum {
-  RV_QUOTA_V2_VALUE = 600, /* "Value over quota", 413 */
-  RV_QUOTA_V2_FULL = 601,  /* "Quota exceeded", 429 */
-};
-
-/* What an admitted long poll holds until it ends. Zeroed = holds nothing. */
-struct rv_quota_ticket {
-  struct quota_entry *client; /* per-address count taken, or NULL */
-  struct quota_entry *run;    /* per-run count taken, or NULL */
-  int counted;                /* the server-wide count taken */
-};
-
 /* Returns: the quotas (copied from cfg). Ownership: free with rv_quota_free(). */
 struct rv_quota *rv_quota_new(const struct rv_quota_config *cfg);
 
@@ -80,25 +68,15 @@ int rv_quota_enabled(const struct rv_quota *q);
 /* Returns: 1 when the per-client quota is set (the connection must record its peer address). */
 int rv_quota_wants_peer(const struct rv_quota *q);
 
-/* Lets the key quota see the etcd v2 store (its size and which keys exist). Borrowed. */
-void rv_quota_set_store(struct rv_quota *q, struct mu_store *store);
-
-/* Lets the per-run KV quotas see the /v1 runs. Borrowed; NULL = no /v1. */
-void rv_quota_set_rdzv(struct rv_quota *q, struct mu_rdzv *rdzv);
-
-/* Is `req` a long poll? Returns: 1 and, for /v1 runs, the run id span in *run and *runlen (else
- * *runlen = 0); 0 otherwise. */
-int rv_quota_is_long_poll(const struct rv_req *req, const char **run, size_t *runlen);
-
-/* The router's hook, before the handler: checks value size, key count and long-poll counts
- * for `req` from client address `peer` ("" when unknown). When refused, answers the request.
- * When admitted as a long poll, fills `t` (release it with rv_quota_release()).
+/* The gate's last check, right before the handler: value size, key counts and long-poll counts
+ * for the routed `req` from client address `peer` ("" when unknown). When refused, answers the
+ * request in its API's shape (rv_refuse()). When admitted as a long poll, fills `t` (give it
+ * back with rv_quota_release()).
  * Returns: 0 when the handler may run, 1 when the request has been answered. */
-int rv_quota_gate(struct rv_quota *q, struct rv_req *req, const char *peer,
-                  struct rv_quota_ticket *t);
+int rv_quota_gate(struct rv_quota *q, struct rv_req *req, const char *peer, struct rv_ticket *t);
 
-/* Returns what `t` holds and zeroes it. Safe on a zeroed ticket and with q == NULL. */
-void rv_quota_release(struct rv_quota *q, struct rv_quota_ticket *t);
+/* Gives back what `t` holds and zeroes it. Safe on a zeroed ticket and with q == NULL. */
+void rv_quota_release(struct rv_quota *q, struct rv_ticket *t);
 
 /* Appends Prometheus lines (refusals by quota, long polls open) to `out`. */
 void rv_quota_metrics(const struct rv_quota *q, struct mu_buf *out);

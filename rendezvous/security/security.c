@@ -1,5 +1,5 @@
-/* The security object (see security.h): construction from the options, the server module
- * (metrics, freeing at close), and the per-request gate. */
+/* The security object (see security.h): construction from the options, the server's gate
+ * (credentials, quotas), and the module that adds its counters to /metrics. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,45 +7,38 @@
 
 #include "alloc.h"
 #include "security.h"
-#include "server.h"
-#include "v1.h"
 
-/* v2_keys.c: the etcd v2 store of the server (NULL before registration or after close). */
-struct mu_store *v2_keys_store(struct rv_server *srv);
-
-int rv_security_new(const struct rv_security_config *cfg, struct rv_security **out, char *err,
-                    size_t errlen)
+int rv_security_new(const struct rv_security_config *cfg, struct rv_security **out,
+                    struct mu_buf *err)
 {
   struct rv_security *sec = mu_calloc(1, sizeof(*sec));
   int rc = 0;
   *out = NULL;
-  err[0] = '\0';
   sec->auth = rv_auth_new();
   sec->quota = rv_quota_new(&cfg->quota);
   if (cfg->tls.cert_file != NULL || cfg->tls.key_file != NULL || cfg->tls.client_ca_file != NULL) {
     if (cfg->tls.cert_file == NULL || cfg->tls.key_file == NULL) {
-      snprintf(err, errlen,
-               "TLS needs both --tls-cert FILE and --tls-key FILE (--tls-client-ca only adds "
-               "client-certificate checks)");
+      mu_buf_puts(err, "TLS needs both --tls-cert FILE and --tls-key FILE (--tls-client-ca only "
+                       "adds client-certificate checks)");
       rc = MU_EINVAL;
       goto out;
     }
-    rc = rv_tls_new(&cfg->tls, &sec->tls, err, errlen);
+    rc = rv_tls_new(&cfg->tls, &sec->tls, err);
     if (rc != 0)
       goto out;
   }
   if (cfg->token_file != NULL) {
-    rc = rv_auth_load_tokens(sec->auth, cfg->token_file, err, errlen);
+    rc = rv_auth_load_tokens(sec->auth, cfg->token_file, err);
     if (rc != 0)
       goto out;
   }
   if (cfg->users_file != NULL) {
-    rc = rv_auth_load_users(sec->auth, cfg->users_file, err, errlen);
+    rc = rv_auth_load_users(sec->auth, cfg->users_file, err);
     if (rc != 0)
       goto out;
   }
   for (size_t i = 0; i < cfg->nauth_users; i++) {
-    rc = rv_auth_add_user_spec(sec->auth, cfg->auth_users[i], err, errlen);
+    rc = rv_auth_add_user_spec(sec->auth, cfg->auth_users[i], err);
     if (rc != 0)
       goto out;
   }
@@ -60,10 +53,47 @@ void rv_security_free(struct rv_security *sec)
 {
   if (sec == NULL)
     return;
-  rv_tls_free(sec->tls);
+  if (!sec->attached)
+    rv_tls_free(sec->tls);
   rv_auth_free(sec->auth);
   rv_quota_free(sec->quota);
   mu_free(sec);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The gate
+ */
+
+/* Credentials, as soon as the route is known: required on every row but the public ones. */
+static int gate_auth(void *data, struct rv_req *req)
+{
+  struct rv_security *sec = data;
+  if (!rv_auth_enabled(sec->auth) || (req->route->flags & RV_ROUTE_PUBLIC))
+    return 0;
+  int v = rv_auth_check(sec->auth, rv_req_header(req, "Authorization"));
+  if (v == RV_AUTH_GRANTED)
+    return 0;
+  struct rv_refusal r = {v == RV_AUTH_DENIED ? RV_REFUSE_BAD_CREDENTIALS : RV_REFUSE_NO_CREDENTIALS,
+                         rv_auth_refusal(v), 0};
+  rv_refuse(req, &r);
+  return 1;
+}
+
+static int gate_admit(void *data, struct rv_req *req, const char *peer, struct rv_ticket *t)
+{
+  struct rv_security *sec = data;
+  return rv_quota_gate(sec->quota, req, peer, t);
+}
+
+static void gate_release(void *data, struct rv_ticket *t)
+{
+  struct rv_security *sec = data;
+  rv_quota_release(sec->quota, t);
+}
+
+static void gate_free(void *data)
+{
+  rv_security_free(data);
 }
 
 static void sec_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
@@ -87,66 +117,37 @@ static void sec_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
 
 int rv_security_attach(struct rv_server *srv, struct rv_security *sec)
 {
-  if (srv->sec != NULL)
+  struct rv_gate g = {
+      sec, rv_quota_wants_peer(sec->quota), gate_auth, gate_admit, gate_release, gate_free};
+  if (rv_server_set_gate(srv, &g) != 0) {
+    rv_security_free(sec);
     return MU_EEXIST;
+  }
+  /* from here the server frees sec (after its last connection: their TLS sessions and tickets
+   * use it), and the TLS context with it */
+  sec->attached = 1;
+  if (sec->tls != NULL)
+    rv_server_set_tls(srv, sec->tls);
   struct rv_module m = {"security", sec, NULL, sec_metrics};
-  /* freed by the server itself, after its last connection (their TLS sessions use it);
-   * without a module slot only the metrics are missing */
-  srv->sec = sec;
-  rv_server_add_module(srv, &m);
+  rv_server_add_module(srv, &m); /* without a module slot only the metrics are missing */
   return 0;
 }
 
-struct rv_security *rv_security_of(const struct rv_server *srv)
+void rv_security_describe(const struct rv_security *sec, struct mu_buf *out)
 {
-  return srv->sec;
-}
-
-const char *rv_security_scheme(const struct rv_security *sec)
-{
-  return sec != NULL && sec->tls != NULL ? "https" : "http";
-}
-
-int rv_security_auth_gate(struct rv_security *sec, struct rv_req *req)
-{
-  if (sec == NULL)
-    return 0;
-  return rv_auth_gate(sec->auth, req);
-}
-
-int rv_security_quota_gate(struct rv_security *sec, struct rv_req *req, const char *peer,
-                           struct rv_quota_ticket *t)
-{
-  memset(t, 0, sizeof(*t));
-  if (sec == NULL || !rv_quota_enabled(sec->quota))
-    return 0;
-  rv_quota_set_store(sec->quota, v2_keys_store(req->srv));
-  rv_quota_set_rdzv(sec->quota, rv_v1_rdzv(req->srv));
-  return rv_quota_gate(sec->quota, req, peer, t);
-}
-
-void rv_security_describe(const struct rv_security *sec, char *out, size_t n)
-{
-  size_t ntok = 0, nusers = 0, o = 0;
-  if (n == 0)
-    return;
-  out[0] = '\0';
+  size_t ntok = 0, nusers = 0;
   if (sec == NULL) {
-    snprintf(out, n, "plain HTTP, no credentials, no quotas");
+    mu_buf_puts(out, "plain HTTP, no credentials, no quotas");
     return;
   }
   rv_auth_counts(sec->auth, &ntok, &nusers);
-  o += (size_t)snprintf(out + o, n - o, "%s; ",
-                        sec->tls == NULL                    ? "plain HTTP"
-                        : rv_tls_verifies_clients(sec->tls) ? "TLS with client certificates"
-                                                            : "TLS");
-  if (o < n) {
-    if (ntok + nusers == 0)
-      o += (size_t)snprintf(out + o, n - o, "no credentials required");
-    else
-      o += (size_t)snprintf(out + o, n - o, "credentials required (%zu token%s, %zu user%s)", ntok,
-                            ntok == 1 ? "" : "s", nusers, nusers == 1 ? "" : "s");
-  }
-  if (o < n)
-    snprintf(out + o, n - o, "; %s", rv_quota_enabled(sec->quota) ? "quotas set" : "no quotas");
+  mu_buf_puts(out, sec->tls == NULL                    ? "plain HTTP; "
+                   : rv_tls_verifies_clients(sec->tls) ? "TLS with client certificates; "
+                                                       : "TLS; ");
+  if (ntok + nusers == 0)
+    mu_buf_puts(out, "no credentials required");
+  else
+    mu_buf_printf(out, "credentials required (%zu token%s, %zu user%s)", ntok, ntok == 1 ? "" : "s",
+                  nusers, nusers == 1 ? "" : "s");
+  mu_buf_printf(out, "; %s", rv_quota_enabled(sec->quota) ? "quotas set" : "no quotas");
 }

@@ -11,7 +11,8 @@
  * first, uv_write for the rest; `out` + `wbuf` together never pass max_output_bytes, else
  * the connection is closed (a client that never reads must not grow our memory).
  *
- * Lifecycle as in STYLE.md #16: rv_conn_close() calls uv_close(), and only on_close frees.
+ * Lifecycle (libuv's rule): rv_conn_close() calls uv_close(), and only on_close frees; inside
+ * its own callbacks a connection only sets CONN_CLOSE_AFTER_REPLY or CONN_CLOSING.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -22,9 +23,10 @@
 
 #include "alloc.h"
 #include "decimal.h"
+#include "json.h"
 #include "log.h"
-#include "security.h"
 #include "server.h"
+#include "tls.h"
 
 static void conn_flush(struct rv_conn *c);
 static void conn_feed(struct rv_conn *c, const char *data, size_t len);
@@ -219,11 +221,12 @@ static void conn_init(struct rv_conn *c, struct rv_server *srv)
   c->last_active = uv_now(srv->loop);
 }
 
-/* A request ended (answered or abandoned): give back its long-poll counts. */
+/* A request ended (answered or abandoned): give back what the gate took for it. */
 static void conn_release_ticket(struct rv_conn *c)
 {
-  if (c->qt.counted && c->srv->sec != NULL)
-    rv_quota_release(c->srv->sec->quota, &c->qt);
+  if (c->ticket.counted && c->srv->gate.release != NULL)
+    c->srv->gate.release(c->srv->gate.data, &c->ticket);
+  memset(&c->ticket, 0, sizeof(c->ticket));
 }
 
 static void conn_release(struct rv_conn *c)
@@ -508,26 +511,20 @@ void rv_reply_take(struct rv_req *req, int status, const char *content_type,
   mu_buf_clear(body);
 }
 
-void rv_reply_error(struct rv_req *req, int status, const char *code, const char *message)
+void rv_reply_error(struct rv_req *req, int status, const char *extra_headers, const char *code,
+                    const char *message, const char *reason)
 {
-  struct mu_buf b = MU_BUF_INIT(16384);
-  mu_buf_puts(&b, "{\"error\":\"");
-  for (const char *s = code; *s; s++)
-    if (*s != '"' && *s != '\\')
-      mu_buf_putc(&b, *s);
-  mu_buf_puts(&b, "\",\"message\":\"");
-  for (const unsigned char *s = (const unsigned char *)message; *s; s++) {
-    if (*s == '"' || *s == '\\') {
-      mu_buf_putc(&b, '\\');
-      mu_buf_putc(&b, (char)*s);
-    } else if (*s < 0x20) {
-      mu_buf_printf(&b, "\\u%04x", *s);
-    } else {
-      mu_buf_putc(&b, (char)*s);
-    }
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  mu_buf_puts(&b, "{\"error\":");
+  mu_json_str(&b, code, strlen(code));
+  mu_buf_puts(&b, ",\"message\":");
+  mu_json_str(&b, message, strlen(message));
+  if (reason != NULL) {
+    mu_buf_puts(&b, ",\"reason\":");
+    mu_json_str(&b, reason, strlen(reason));
   }
-  mu_buf_puts(&b, "\"}\n");
-  rv_reply(req, status, "application/json", NULL, b.data, b.len);
+  mu_buf_puts(&b, "}\n");
+  rv_reply(req, status, "application/json", extra_headers, b.data, b.len);
   mu_buf_release(&b);
 }
 
@@ -862,6 +859,12 @@ void rv_conn_start_reading(struct rv_conn *c)
     rv_conn_close(c);
 }
 
+/* A connection that was never linked (uv_accept failed): only its memory is left. */
+static void on_close_unlinked(uv_handle_t *h)
+{
+  mu_free(h->data);
+}
+
 void rv_conn_accept(struct rv_server *srv)
 {
   struct rv_conn *c = mu_malloc(sizeof(*c));
@@ -869,20 +872,16 @@ void rv_conn_accept(struct rv_server *srv)
   uv_tcp_init(srv->loop, &c->tcp);
   c->tcp.data = c;
   if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->tcp) != 0) {
-    uv_close((uv_handle_t *)&c->tcp, (uv_close_cb)mu_free);
     conn_release(c);
+    uv_close((uv_handle_t *)&c->tcp, on_close_unlinked);
     return;
   }
   /* link before anything can close it */
-  c->next = srv->conns;
-  if (srv->conns != NULL)
-    srv->conns->prev = c;
-  srv->conns = c;
-  srv->nconns++;
+  mu_list_push_front(&srv->conns, &c->link);
   srv->refs++;
   srv->conns_accepted++;
   uv_tcp_nodelay(&c->tcp, 1);
-  if (srv->nconns > srv->cfg.max_connections) {
+  if (srv->conns.n > srv->cfg.max_connections) {
     static const char msg[] = "503 too many connections\n";
     srv->conns_rejected++;
     if (srv->conns_rejected == 1 || srv->conns_rejected % 1000 == 0)
@@ -893,18 +892,16 @@ void rv_conn_accept(struct rv_server *srv)
     rv_reply(&c->req, 503, "text/plain; charset=utf-8", NULL, msg, sizeof(msg) - 1);
     return;
   }
-  if (srv->sec != NULL) {
-    if (srv->sec->tls != NULL)
-      c->tls = rv_tls_conn_new(srv->sec->tls);
-    if (rv_quota_wants_peer(srv->sec->quota)) {
-      struct sockaddr_storage sa;
-      int salen = sizeof(sa);
-      if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0) {
-        if (sa.ss_family == AF_INET6)
-          uv_ip6_name((struct sockaddr_in6 *)&sa, c->peer, sizeof(c->peer));
-        else
-          uv_ip4_name((struct sockaddr_in *)&sa, c->peer, sizeof(c->peer));
-      }
+  if (srv->tls != NULL)
+    c->tls = rv_tls_conn_new(srv->tls);
+  if (srv->gate.wants_peer) {
+    struct sockaddr_storage sa;
+    int salen = sizeof(sa);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0) {
+      if (sa.ss_family == AF_INET6)
+        uv_ip6_name((struct sockaddr_in6 *)&sa, c->peer, sizeof(c->peer));
+      else
+        uv_ip4_name((struct sockaddr_in *)&sa, c->peer, sizeof(c->peer));
     }
   }
   rv_conn_start_reading(c);

@@ -1,8 +1,13 @@
-/* musterd's HTTP contract: what a request handler sees and how it answers.
+/* The server layer (rendezvous/server/): musterd's HTTP core, and the contract every API above
+ * it is written against.
  *
- * The server core (server.c, conn.c, router.c) owns sockets, parsing (llhttp), limits and
- * keep-alive. Modules (the etcd v2 keys API in v2_*.c, the native rendezvous in v1_*.c)
- * register routes and answer requests through the functions below; they never touch a socket.
+ * Owns: the listener and connections (server.c, conn.c), parsing with llhttp, limits,
+ * keep-alive and pipelining, TLS on the wire (tls.h), the route table and the checks made
+ * before any handler (router.c), the reply writer, and the routes every server answers:
+ * /version, /health, /healthz, /metrics (status.c).
+ * May call: common/ only. The APIs above (etcd/, rdzv/), the security layer and persistence
+ * plug in through this header: routes with flags, modules, the gate, the refusal and usage
+ * hooks of an API. Nothing here knows what a key, a run or a quota is.
  *
  * A handler is called once per request, on the loop thread, with a `struct rv_req`. Before it
  * returns it must do exactly one of:
@@ -17,19 +22,6 @@
  * goes away (or the server shuts down) before the answer is complete, `on_gone(req, data)` is
  * called once; from then on `req` is dead: never touch it again. on_gone is never called for a
  * request that has been fully answered (rv_reply() or rv_reply_end() returned).
- *
- * Embedding (muster run's local scheduler, muster agent --standalone):
- *
- *   struct rv_server_config cfg;
- *   rv_server_config_init(&cfg);
- *   cfg.listen_host = "127.0.0.1"; cfg.listen_port = 0;
- *   struct rv_server *srv = rv_server_new(loop, &cfg);   (registers /v2 and /v1 routes)
- *   rc = rv_server_listen(srv);                          (binds; then rv_server_port(srv))
- *   ... uv_run(loop) ...
- *   rv_server_close(srv, on_closed, data);               (on_closed fires once srv is freed)
- *
- * One struct rv_server per loop; it uses no globals, so several can run in one process on
- * different loops (threads).
  */
 #ifndef RV_HTTP_H
 #define RV_HTTP_H
@@ -40,63 +32,25 @@
 #include <uv.h>
 
 #include "buf.h"
+#include "musterd/embed.h"
 
-struct rv_server;
 struct rv_req;
+struct rv_tls;
 
 /* ---------------------------------------------------------------------------------------------
- * Server configuration and lifecycle
+ * The server core
  */
 
-struct rv_server_config {
-  const char *listen_host;   /* default "127.0.0.1"; borrowed until rv_server_listen() returns */
-  int listen_port;           /* default 2379; 0 = any free port (see rv_server_port()) */
-  const char *advertise_url; /* /v2/machines answer; NULL = http://<bound host>:<bound port> */
-  const char *name;          /* member name in /v2/members and /v2/stats/self; default "musterd" */
-  unsigned max_connections;  /* default 10000; the excess connection gets 503 and is closed */
-  size_t max_body_bytes;     /* default 1 MiB -> 413 */
-  size_t max_header_bytes;   /* request line + headers, default 16 KiB, at most 60000 -> 431 */
-  size_t max_url_bytes;      /* default 8 KiB -> 414 */
-  size_t max_output_bytes;   /* unsent output per connection, default 8 MiB -> close */
-  uint64_t idle_timeout_ms;  /* default 300000; 0 = never. Deferred requests are exempt */
-  int log_requests;          /* one log line per request (mu_log at INFO) */
-  int no_v2;                 /* do not register the etcd v2 API (tests) */
-};
+/* Creates the server core alone on `loop`: the status routes (/version, /health, /healthz,
+ * /metrics) and no API; the APIs register their routes and modules on it (rv_server_new() in
+ * embed.h does it for every API musterd has). Same contract as rv_server_new(). */
+struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_config *cfg);
 
-/* Fills `cfg` with the defaults above. */
-void rv_server_config_init(struct rv_server_config *cfg);
-
-/* Creates a server on `loop` and registers the built-in routes (/v2/..., /version, /healthz,
- * /metrics) and, when built with rendezvous/v1.h, the /v1 routes. Does not listen yet.
- * Returns: the server (never NULL; aborts on OOM).
- * Ownership: the config is copied (strings duplicated); the loop is borrowed and must outlive
- * the server. Free with rv_server_close(). */
-struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *cfg);
-
-/* Binds and listens on cfg.listen_host:cfg.listen_port.
- * Returns: 0, or a negative libuv code (UV_EADDRINUSE, UV_EADDRNOTAVAIL, UV_EINVAL for an
- * unparsable host). */
-int rv_server_listen(struct rv_server *srv);
-
-/* Returns: the bound port (useful after listening on port 0), or 0 before rv_server_listen(). */
-int rv_server_port(const struct rv_server *srv);
-
-/* Returns: the advertised client URL ("http://127.0.0.1:2379"). Ownership: borrowed, lives as
- * long as the server. */
-const char *rv_server_url(const struct rv_server *srv);
+/* Returns: the configuration in use (limits clamped, strings owned by the server). */
+const struct rv_server_config *rv_server_config(const struct rv_server *srv);
 
 /* Returns: the loop the server runs on (for module timers). */
 uv_loop_t *rv_server_loop(const struct rv_server *srv);
-
-typedef void rv_server_closed_cb(void *data);
-
-/* Graceful shutdown: stops accepting, tells every deferred request's owner (on_gone), lets
- * already-queued replies drain (bounded), closes every connection, calls each module's
- * `close`, and once every handle the server (and its modules, see rv_server_ref()) owns is
- * closed, frees the server and calls `cb(data)` (cb may be NULL). After the callback, the loop
- * holds no handle of the server, so uv_loop_close() can succeed. Calling it twice is a no-op.
- * Ownership: the server is freed before cb runs; do not touch it afterwards. */
-void rv_server_close(struct rv_server *srv, rv_server_closed_cb *cb, void *data);
 
 /* Keeps the server from finishing rv_server_close() until a matching rv_server_unref(): a
  * module that closes its own uv handles in its `close` hook refs once per handle and unrefs
@@ -107,6 +61,11 @@ void rv_server_unref(struct rv_server *srv);
 /* Returns: 1 once rv_server_close() has started, else 0. Modules use it to refuse new long
  * polls during shutdown. */
 int rv_server_closing(const struct rv_server *srv);
+
+/* Serves HTTPS with `tls` (see tls.h) on the connections accepted from now on; call before
+ * rv_server_listen(). Returns: 0, or MU_EEXIST when TLS is set already.
+ * Ownership: takes `tls`; the server frees it after its last connection. */
+int rv_server_set_tls(struct rv_server *srv, struct rv_tls *tls);
 
 /* ---------------------------------------------------------------------------------------------
  * Modules: state hung on the server, shutdown hook, extra metrics
@@ -123,7 +82,8 @@ struct rv_module {
   void (*metrics)(struct rv_server *srv, void *data, struct mu_buf *out);
 };
 
-/* Registers a module (copied). Returns: 0, or MU_EEXIST if the name is taken. */
+/* Registers a module (copied). Modules close and report metrics in registration order.
+ * Returns: 0, or MU_EEXIST if the name is taken (or every slot is). */
 int rv_server_add_module(struct rv_server *srv, const struct rv_module *mod);
 
 /* Returns: the `data` of the module called `name`, or NULL. */
@@ -146,25 +106,126 @@ enum rv_method {
 
 typedef void rv_handler_fn(struct rv_req *req);
 
+/* What a row is and what its requests do, as redis's command flags: the router reads the
+ * matching flags, and the gate (quotas, credentials) reads the intent flags of the matched row
+ * instead of looking at URLs. */
 enum rv_route_flags {
-  RV_ROUTE_PREFIX = 1 << 0, /* `path` is a prefix ("/v1/"); else it must match exactly */
-  RV_ROUTE_FORM = 1 << 1,   /* parse an application/x-www-form-urlencoded body into params */
-  RV_ROUTE_CORS = 1 << 2,   /* etcd's CORS headers on every answer; OPTIONS answered 200 */
+  /* matching */
+  RV_ROUTE_PREFIX = 1 << 0, /* `path` is a prefix ("/v2/keys/"): every path below it matches */
+  RV_ROUTE_SLASH = 1 << 1,  /* the path with one trailing '/' matches too */
+  RV_ROUTE_REST = 1 << 2,   /* the last {var} takes the rest of the path, '/' included */
+  /* what the router does */
+  RV_ROUTE_FORM = 1 << 3, /* parse an application/x-www-form-urlencoded body into params */
+  RV_ROUTE_CORS = 1 << 4, /* etcd's CORS headers on every answer; OPTIONS answered 200 */
+  /* intent, for the gate */
+  RV_ROUTE_PUBLIC = 1 << 5,    /* no credentials needed, even when the server requires them */
+  RV_ROUTE_LONG_POLL = 1 << 6, /* parks until an event or a timeout (join, watch, barrier) */
+  RV_ROUTE_MAY_POLL = 1 << 7,  /* a long poll when the API's usage hook says so (?wait=true) */
+  RV_ROUTE_WRITE = 1 << 8,     /* stores a value: sized and counted by the API's usage hook */
+};
+
+/* Why the server (or its gate) refuses a request before its handler runs. */
+enum rv_refusal_kind {
+  RV_REFUSE_METHOD = 1,      /* 405: the path does not take this method */
+  RV_REFUSE_NO_CREDENTIALS,  /* 401: credentials are required and none came */
+  RV_REFUSE_BAD_CREDENTIALS, /* 401: the token or user/password is not valid */
+  RV_REFUSE_TOO_LARGE,       /* 413: a value over a quota */
+  RV_REFUSE_TOO_MANY,        /* 429: a count (keys, long polls) at its quota */
+};
+
+struct rv_refusal {
+  enum rv_refusal_kind kind;
+  const char *message; /* what was refused and the fix (NULL for RV_REFUSE_METHOD) */
+  unsigned allow;      /* RV_REFUSE_METHOD: the methods the path takes (enum rv_method) */
+};
+
+/* What a request would use, as the API that owns its route sees it: the numbers the quotas
+ * compare with their limits. Zeroed before the hook runs; it sets what applies. */
+struct rv_usage {
+  int poll;           /* RV_ROUTE_MAY_POLL rows: this request is a long poll */
+  int has_value;      /* RV_ROUTE_WRITE rows: the request carries a value ... */
+  uint64_t value_len; /* ... of this many bytes */
+  int counts_keys;    /* the API keeps a server-wide key count (the etcd v2 store) ... */
+  uint64_t keys;      /* ... holding this many keys and dirs ... */
+  int adds_key;       /* ... and this write would add one */
+  const char *scope;  /* what per-scope quotas count in (a /v1 run id), NULL when none */
+  size_t scope_len;
+  int scope_known;          /* the scope exists: the numbers below are set (writes only) */
+  uint64_t scope_keys;      /* keys the scope holds */
+  uint64_t scope_bytes;     /* value bytes the scope holds */
+  int scope_adds_key;       /* the write would add a key to the scope */
+  uint64_t scope_old_bytes; /* bytes of the value the write replaces */
+  uint64_t scope_new_bytes; /* bytes the write stores */
+};
+
+/* An API (a family of rows): how it words what the server refuses on its routes, and what its
+ * requests would use. Static; shared by the API's rows. */
+struct rv_api {
+  const char *name;
+  /* Answers `req` refused for `r` in the API's own error shape. Returns: 1 when it answered,
+   * 0 to let the server answer in plain text. May be NULL (the server answers). */
+  int (*refuse)(struct rv_req *req, const struct rv_refusal *r);
+  /* Fills `u` for a request on a row with RV_ROUTE_MAY_POLL, RV_ROUTE_WRITE or
+   * RV_ROUTE_LONG_POLL (called only while quotas are set). May be NULL. */
+  void (*usage)(struct rv_req *req, struct rv_usage *u);
 };
 
 struct rv_route {
-  unsigned methods; /* OR of enum rv_method; another method gets 405 with Allow */
-  const char *path; /* decoded path, e.g. "/v2/keys/" with RV_ROUTE_PREFIX */
-  unsigned flags;   /* enum rv_route_flags */
+  unsigned methods; /* OR of enum rv_method; another method is refused (405) */
+  /* Decoded path: "/v2/keys" exact, "/v2/keys/" with RV_ROUTE_PREFIX, or a pattern whose
+   * "{name}" segments match one non-empty segment each ("/v1/runs/{run_id}/join"; the last one
+   * takes the rest with RV_ROUTE_REST). Matched values go to req->vars, in order. */
+  const char *path;
+  unsigned flags; /* enum rv_route_flags */
   rv_handler_fn *fn;
-  const char *name; /* label for /metrics and logs, e.g. "v2_keys" */
+  const char *name;         /* label for /metrics and logs, e.g. "v2_keys" */
+  const struct rv_api *api; /* NULL: the server words its refusals */
 };
 
-/* Adds routes, from `routes` up to a row with fn == NULL. The longest matching path wins;
- * exact rows beat prefix rows of the same length. Checks done before any handler runs: the
- * 301 for `//` and `..` paths, limits (413/414/431), method (405), unknown path (404).
+#define RV_ROUTE_MAX_VARS 4
+
+/* Adds routes, from `routes` up to a row with fn == NULL. The most specific match wins: a row
+ * matching the whole path beats a prefix row, the longest prefix wins, an exact row beats a
+ * pattern. Rows with the same path and different methods form one resource: a method none of
+ * them takes is refused with 405 naming all of theirs.
  * Returns: 0. Ownership: the rows (and their strings) are borrowed: keep them static. */
 int rv_server_add_routes(struct rv_server *srv, const struct rv_route *routes);
+
+/* ---------------------------------------------------------------------------------------------
+ * The gate: checks around every routed request (the security layer installs it)
+ */
+
+/* What the gate's `admit` took for one request (a long poll counted against quotas), kept by
+ * the connection and handed back to `release` when the request ends, however it ends. Zeroed
+ * = holds nothing. Opaque to the server. */
+struct rv_ticket {
+  void *held[2];
+  int counted;
+};
+
+struct rv_gate {
+  void *data;
+  int wants_peer; /* record each connection's client address (per-client limits) */
+  /* Right after the route is known, before the method check. Returns: 0 to go on, 1 when it
+   * answered the request (use rv_refuse()). */
+  int (*auth)(void *data, struct rv_req *req);
+  /* Right before the handler; `peer` is the client address ("" when not recorded).
+   * Returns: 0 to go on (with `t` filled when something was taken), 1 when it answered. */
+  int (*admit)(void *data, struct rv_req *req, const char *peer, struct rv_ticket *t);
+  /* Gives back what `t` holds (only called for a ticket with `counted` set). */
+  void (*release)(void *data, struct rv_ticket *t);
+  /* Frees `data` after the server's last connection is gone. May be NULL. */
+  void (*destroy)(void *data);
+};
+
+/* Installs the gate (copied). Call before rv_server_listen().
+ * Returns: 0, or MU_EEXIST when a gate is installed already.
+ * Ownership: takes `gate->data`, freed with gate->destroy when the server is freed. */
+int rv_server_set_gate(struct rv_server *srv, const struct rv_gate *gate);
+
+/* Answers `req` refused for `r`: in the shape of the matched route's API when it has one,
+ * else in plain text (405 with Allow, 401, 413, 429). Finishes the request. */
+void rv_refuse(struct rv_req *req, const struct rv_refusal *r);
 
 /* ---------------------------------------------------------------------------------------------
  * Requests
@@ -188,6 +249,8 @@ struct rv_req {
   size_t body_len;
   const struct rv_param *params; /* form body params first, then query params */
   size_t nparams;
+  const char *vars[RV_ROUTE_MAX_VARS]; /* the route's {name} values, NUL-terminated, in order */
+  size_t nvars;
   const struct rv_route *route; /* the route that matched */
   void *user;                   /* free for the handler (e.g. its watcher) */
 };
@@ -219,8 +282,11 @@ void rv_reply_text(struct rv_req *req, int status, const char *content_type, con
 void rv_reply_take(struct rv_req *req, int status, const char *content_type,
                    const char *extra_headers, struct mu_buf *body);
 
-/* A JSON error for /v1-style APIs: {"error":"<code>","message":"<message>"} with `status`. */
-void rv_reply_error(struct rv_req *req, int status, const char *code, const char *message);
+/* musterd's own JSON error shape (the /v1 API's, and the server's where no API words it):
+ * {"error":"<code>","message":"<message>"[,"reason":"<reason>"]}\n with `status` and
+ * `extra_headers` (or NULL). `reason` NULL leaves the member out. */
+void rv_reply_error(struct rv_req *req, int status, const char *extra_headers, const char *code,
+                    const char *message, const char *reason);
 
 /* Called when the client of a deferred request disconnects or the server shuts down. After
  * it returns, `req` is freed. Never called after the request was fully answered. */

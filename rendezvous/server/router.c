@@ -1,6 +1,14 @@
-/* The route table and the checks that run before any handler (STYLE.md #17): URL decoding,
- * the Go ServeMux 301 for unclean paths, the method check (405), unknown paths (404), and
- * query + form parameters. Handlers see a clean, decoded request.
+/* The route table and the checks that run before any handler (redis's processCommand), in
+ * this order (rv_router_dispatch()):
+ *   1. the request line: path and query split, absolute form, "OPTIONS *";        400
+ *   2. one scratch block for everything decoded below;
+ *   3. the %-decoded path, and Go ServeMux's redirect of an unclean one;          400, 301
+ *   4. the resource: the most specific row, its {vars}; a CORS preflight;         404, 200
+ *   5. the gate's credentials check (the row says whether it is public);          401
+ *   6. the row of the resource that takes the method (HEAD as GET);               405
+ *   7. query and form parameters;
+ *   8. the gate's quota check (reading the row's intent flags);                   413, 429
+ * then the handler. Refusals go through rv_refuse(), in the shape of the row's API.
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +18,7 @@
 
 #include "alloc.h"
 #include "log.h"
-#include "security.h"
+#include "path.h"
 #include "server.h"
 
 const char *rv_status_reason(int status)
@@ -65,16 +73,53 @@ const char *rv_status_reason(int status)
   }
 }
 
+/* Is `b` the same resource as `a` (same path, same way of matching it)? */
+static int same_resource(const struct rv_route *a, const struct rv_route *b)
+{
+  unsigned how = RV_ROUTE_PREFIX | RV_ROUTE_SLASH | RV_ROUTE_REST;
+  return strcmp(a->path, b->path) == 0 && (a->flags & how) == (b->flags & how);
+}
+
 int rv_server_add_routes(struct rv_server *srv, const struct rv_route *routes)
 {
   size_t n = 0;
   while (routes[n].fn != NULL)
     n++;
   srv->routes = mu_realloc(srv->routes, (srv->nroutes + n) * sizeof(*srv->routes));
-  for (size_t i = 0; i < n; i++) {
-    memset(&srv->routes[srv->nroutes], 0, sizeof(srv->routes[0]));
-    srv->routes[srv->nroutes++].route = &routes[i];
+  /* the array moved: relink every resource's rows */
+  for (size_t i = 0; i < srv->nroutes + n; i++) {
+    struct rv_route_slot *s = &srv->routes[i];
+    if (i >= srv->nroutes) {
+      memset(s, 0, sizeof(*s));
+      s->route = &routes[i - srv->nroutes];
+    }
+    const char *brace = strchr(s->route->path, '{');
+    s->literal = brace != NULL ? (size_t)(brace - s->route->path) : strlen(s->route->path);
+    s->nvars = 0;
+    s->fixed = 0;
+    int in_var = 0;
+    for (const char *p = s->route->path; *p != '\0'; p++) {
+      s->nvars += *p == '{';
+      in_var = *p == '{' ? 1 : *p == '}' ? 0 : in_var;
+      s->fixed += !in_var && *p != '}';
+    }
+    s->alt = NULL;
+    s->first = 1;
+    s->methods = s->route->methods;
+    for (size_t j = 0; j < i; j++) {
+      struct rv_route_slot *f = &srv->routes[j];
+      if (!f->first || !same_resource(f->route, s->route))
+        continue;
+      struct rv_route_slot **tail = &f->alt;
+      while (*tail != NULL)
+        tail = &(*tail)->alt;
+      *tail = s;
+      f->methods |= s->route->methods;
+      s->first = 0;
+      break;
+    }
   }
+  srv->nroutes += n;
   return 0;
 }
 
@@ -122,38 +167,6 @@ static long url_decode(char *dst, const char *src, size_t n, int plus)
   return (long)o;
 }
 
-/* Go's path.Clean for rooted paths, keeping a trailing slash as ServeMux does. Writes into
- * dst (needs strlen(p) + 2 bytes). */
-static void clean_path(char *dst, const char *p)
-{
-  size_t n = strlen(p), w = 0, r = 0;
-  dst[w++] = '/';
-  while (r < n) {
-    if (p[r] == '/') {
-      r++;
-    } else if (p[r] == '.' && (r + 1 == n || p[r + 1] == '/')) {
-      r++;
-    } else if (p[r] == '.' && p[r + 1] == '.' && (r + 2 == n || p[r + 2] == '/')) {
-      r += 2;
-      if (w > 1) {
-        w--;
-        while (w > 1 && dst[w - 1] != '/')
-          w--;
-        if (w > 1)
-          w--;
-      }
-    } else {
-      if (w > 1)
-        dst[w++] = '/';
-      while (r < n && p[r] != '/')
-        dst[w++] = p[r++];
-    }
-  }
-  if (n > 1 && p[n - 1] == '/' && w > 1)
-    dst[w++] = '/';
-  dst[w] = '\0';
-}
-
 static unsigned method_bit(int m)
 {
   switch (m) {
@@ -174,26 +187,6 @@ static unsigned method_bit(int m)
   default:
     return RV_OTHER;
   }
-}
-
-static struct rv_route_slot *find_route(struct rv_server *srv, const char *path)
-{
-  struct rv_route_slot *best = NULL;
-  size_t best_len = 0;
-  int best_exact = 0;
-  for (size_t i = 0; i < srv->nroutes; i++) {
-    const struct rv_route *r = srv->routes[i].route;
-    size_t len = strlen(r->path);
-    int exact = !(r->flags & RV_ROUTE_PREFIX);
-    if (exact ? strcmp(path, r->path) != 0 : strncmp(path, r->path, len) != 0)
-      continue;
-    if (best == NULL || len > best_len || (len == best_len && exact && !best_exact)) {
-      best = &srv->routes[i];
-      best_len = len;
-      best_exact = exact;
-    }
-  }
-  return best;
 }
 
 /* Splits "a=1&b=2" into params, decoding into *store. */
@@ -238,22 +231,181 @@ static size_t count_amp(const char *s, size_t n)
   return k;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Matching
+ */
+
+/* Where a row matched: how much of the path it covers and how specifically, and the byte
+ * ranges of its {vars} in the path. */
+struct match {
+  size_t len;  /* path bytes covered (the whole path for exact rows and patterns) */
+  int rank;    /* 2 exact, 1 pattern, 0 prefix: breaks ties of len */
+  size_t nvar; /* vars found */
+  size_t var_at[RV_ROUTE_MAX_VARS], var_len[RV_ROUTE_MAX_VARS];
+};
+
+/* Does the pattern of `s` match the whole of path[0..n)? Fills m's vars. */
+static int match_pattern(const struct rv_route_slot *s, const char *path, size_t n, struct match *m)
+{
+  const struct rv_route *r = s->route;
+  const char *p = r->path;
+  size_t i = 0;
+  m->nvar = 0;
+  while (*p != '\0') {
+    if (*p != '{') {
+      if (i >= n || path[i] != *p)
+        return 0;
+      i++;
+      p++;
+      continue;
+    }
+    const char *close = strchr(p, '}');
+    if (close == NULL || m->nvar == RV_ROUTE_MAX_VARS)
+      return 0;
+    size_t start = i;
+    if (close[1] == '\0' && (r->flags & RV_ROUTE_REST))
+      i = n;
+    else
+      while (i < n && path[i] != '/')
+        i++;
+    if (i == start)
+      return 0; /* a var matches a non-empty segment */
+    m->var_at[m->nvar] = start;
+    m->var_len[m->nvar++] = i - start;
+    p = close + 1;
+  }
+  return i == n || ((r->flags & RV_ROUTE_SLASH) && i + 1 == n && path[i] == '/');
+}
+
+/* Does row `s` match path[0..n)? Fills `m`. */
+static int match_row(const struct rv_route_slot *s, const char *path, size_t n, struct match *m)
+{
+  const struct rv_route *r = s->route;
+  if (n < s->literal || memcmp(path, r->path, s->literal) != 0)
+    return 0;
+  if (s->nvars > 0) {
+    m->len = n;
+    m->rank = 1;
+    return match_pattern(s, path, n, m);
+  }
+  m->nvar = 0;
+  if (r->flags & RV_ROUTE_PREFIX) {
+    m->len = s->literal;
+    m->rank = 0;
+    return 1;
+  }
+  m->len = n;
+  m->rank = 2;
+  return n == s->literal ||
+         ((r->flags & RV_ROUTE_SLASH) && n == s->literal + 1 && path[n - 1] == '/');
+}
+
+/* The most specific resource matching `path` (its first row), with its vars in `best`. */
+static struct rv_route_slot *find_resource(struct rv_server *srv, const char *path, size_t n,
+                                           struct match *best)
+{
+  struct rv_route_slot *found = NULL;
+  best->len = 0;
+  best->rank = 0;
+  best->nvar = 0;
+  for (size_t i = 0; i < srv->nroutes; i++) {
+    struct rv_route_slot *s = &srv->routes[i];
+    struct match m;
+    if (!s->first || !match_row(s, path, n, &m))
+      continue;
+    if (found != NULL && (m.len < best->len || (m.len == best->len && m.rank < best->rank) ||
+                          (m.len == best->len && m.rank == best->rank && s->fixed <= found->fixed)))
+      continue;
+    found = s;
+    *best = m;
+  }
+  return found;
+}
+
+/* The row of resource `first` that takes `method` (GET rows take HEAD), or NULL. */
+static struct rv_route_slot *row_for_method(struct rv_route_slot *first, unsigned method)
+{
+  for (struct rv_route_slot *s = first; s != NULL; s = s->alt) {
+    unsigned allowed = s->route->methods | ((s->route->methods & RV_GET) ? RV_HEAD : 0);
+    if (allowed & method)
+      return s;
+  }
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Refusals and plain answers
+ */
+
 /* As Go's http.Error: text/plain with X-Content-Type-Options: nosniff. */
-static void reply_plain(struct rv_conn *c, int status, const char *extra, const char *body)
+static void reply_plain(struct rv_req *req, int status, const char *extra, const char *body)
 {
   char hdr[256];
   snprintf(hdr, sizeof(hdr), "%sX-Content-Type-Options: nosniff\r\n", extra ? extra : "");
-  rv_reply(&c->req, status, "text/plain; charset=utf-8", hdr, body, strlen(body));
+  rv_reply(req, status, "text/plain; charset=utf-8", hdr, body, strlen(body));
 }
 
-void rv_router_dispatch(struct rv_conn *c)
+/* etcd's allowMethod(): "Allow: HEAD,GET,PUT,POST,DELETE" for `methods` (GET implies HEAD). */
+static void allow_header(char *out, size_t size, unsigned methods)
 {
-  struct rv_server *srv = c->srv;
+  static const unsigned order[] = {RV_HEAD,   RV_GET,   RV_PUT,    RV_POST,
+                                   RV_DELETE, RV_PATCH, RV_OPTIONS};
+  static const char *names[] = {"HEAD", "GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"};
+  unsigned allowed = methods | ((methods & RV_GET) ? RV_HEAD : 0);
+  size_t o = (size_t)snprintf(out, size, "Allow: ");
+  for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+    if (allowed & order[i])
+      o += (size_t)snprintf(out + o, size - o, "%s%s", o > 7 ? "," : "", names[i]);
+  snprintf(out + o, size - o, "\r\n");
+}
+
+void rv_refuse(struct rv_req *req, const struct rv_refusal *r)
+{
+  const struct rv_api *api = req->route != NULL ? req->route->api : NULL;
+  if (api != NULL && api->refuse != NULL && api->refuse(req, r))
+    return;
+  switch (r->kind) {
+  case RV_REFUSE_METHOD: {
+    char allow[128];
+    allow_header(allow, sizeof(allow), r->allow);
+    reply_plain(req, 405, allow, "Method Not Allowed\n");
+    return;
+  }
+  case RV_REFUSE_NO_CREDENTIALS:
+  case RV_REFUSE_BAD_CREDENTIALS:
+    reply_plain(req, 401, NULL, r->message != NULL ? r->message : "Unauthorized\n");
+    return;
+  case RV_REFUSE_TOO_LARGE:
+    reply_plain(req, 413, NULL, r->message != NULL ? r->message : "Request Entity Too Large\n");
+    return;
+  case RV_REFUSE_TOO_MANY:
+    reply_plain(req, 429, NULL, r->message != NULL ? r->message : "Too Many Requests\n");
+    return;
+  }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The request, step by step
+ */
+
+/* The request target split up: the raw path (absolute form stripped) and the raw query. */
+struct target {
+  const char *path;
+  size_t path_len;
+  size_t query_len;
+  int form; /* the body is a form to parse */
+  size_t body_len;
+};
+
+/* Step 1: the request line. Fills `t` and the raw fields of c->req.
+ * Returns: 0, or -1 after answering (400, or 200 for "OPTIONS *"). */
+static int start_or_reply(struct rv_conn *c, struct target *t)
+{
   struct rv_req *req = &c->req;
   const char *target = c->head.data ? c->head.data : "";
   size_t tlen = c->url_len;
   memset(req, 0, sizeof(*req));
-  req->srv = srv;
+  req->srv = c->srv;
   req->method = method_bit(c->parser.method);
   req->method_name = llhttp_method_name((llhttp_method_t)c->parser.method);
   req->target = target;
@@ -266,7 +418,7 @@ void rv_router_dispatch(struct rv_conn *c)
   const char *q = memchr(target, '?', tlen);
   size_t plen = q ? (size_t)(q - target) : tlen;
   req->query = q ? q + 1 : "";
-  size_t qlen = q ? tlen - plen - 1 : 0;
+  t->query_len = q ? tlen - plen - 1 : 0;
   /* Absolute-form targets ("http://host/path") are allowed by HTTP/1.1. */
   const char *praw = target;
   if (plen > 7 && strncasecmp(target, "http://", 7) == 0) {
@@ -274,24 +426,31 @@ void rv_router_dispatch(struct rv_conn *c)
     praw = slash ? slash : target + plen;
     plen -= (size_t)(praw - target);
   }
+  t->path = praw;
+  t->path_len = plen;
   if (plen == 0 || praw[0] != '/') {
-    if (plen == 1 && praw[0] == '*' && req->method == RV_OPTIONS) {
-      reply_plain(c, 200, NULL, "");
-      return;
-    }
-    reply_plain(c, 400, NULL, "400 Bad Request: the request target must start with '/'\n");
-    return;
+    if (plen == 1 && praw[0] == '*' && req->method == RV_OPTIONS)
+      reply_plain(req, 200, NULL, "");
+    else
+      reply_plain(req, 400, NULL, "400 Bad Request: the request target must start with '/'\n");
+    return -1;
   }
-
-  /* One scratch block holds the decoded path and all decoded params. */
-  int form = 0;
   const char *ct = rv_req_header(req, "Content-Type");
-  if (ct != NULL && (req->method & (RV_PUT | RV_POST | RV_PATCH)) &&
-      strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0)
-    form = 1;
-  size_t blen = form ? c->body.len : 0;
-  size_t maxp = count_amp(req->query, qlen) + (form ? count_amp(req->body, blen) : 0);
-  size_t need = plen * 2 + 4 + qlen * 3 + 4 + blen * 3 + 4;
+  t->form = ct != NULL && (req->method & (RV_PUT | RV_POST | RV_PATCH)) &&
+            strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0;
+  t->body_len = t->form ? c->body.len : 0;
+  return 0;
+}
+
+/* Step 2: one scratch block for the decoded path, its clean form, the vars and the params.
+ * Returns: where the decoded strings go. */
+static char *scratch_for(struct rv_conn *c, const struct target *t)
+{
+  const struct rv_req *req = &c->req;
+  size_t maxp =
+      count_amp(req->query, t->query_len) + (t->form ? count_amp(req->body, t->body_len) : 0);
+  size_t need =
+      t->path_len * 3 + 4 + RV_ROUTE_MAX_VARS + t->query_len * 3 + 4 + t->body_len * 3 + 4;
   if (need > c->scratch_cap || c->scratch_cap > 65536) {
     mu_free(c->scratch);
     c->scratch_cap = need;
@@ -302,27 +461,31 @@ void rv_router_dispatch(struct rv_conn *c)
     c->params_cap = maxp;
     c->params = mu_malloc(c->params_cap * sizeof(*c->params));
   }
-  char *store = c->scratch;
-  char *path = store;
-  long dl = url_decode(path, praw, plen, 0);
+  return c->scratch;
+}
+
+/* Step 3: the decoded path, and Go's ServeMux redirect of an unclean one (//, /./, /../).
+ * Returns: 0 with req->path set and *store past what was used, or -1 after answering. */
+static int path_or_reply(struct rv_conn *c, const struct target *t, char **store)
+{
+  struct rv_req *req = &c->req;
+  char *path = *store;
+  long dl = url_decode(path, t->path, t->path_len, 0);
   if (dl < 0) {
-    reply_plain(c, 400, NULL, "400 Bad Request: invalid %-escape in the path\n");
-    return;
+    reply_plain(req, 400, NULL, "400 Bad Request: invalid %-escape in the path\n");
+    return -1;
   }
-  store += dl + 1;
   req->path = path;
   req->path_len = (size_t)dl;
-
-  /* Go's ServeMux: paths with //, /./ or /../ are redirected to the clean path. */
-  char *clean = store;
-  clean_path(clean, path);
+  char *clean = path + dl + 1;
+  size_t clen = mu_path_clean(clean, path, strlen(path), MU_PATH_KEEP_SLASH);
   if (strcmp(clean, path) != 0 && req->method != RV_OTHER) {
-    char *loc = mu_malloc(strlen(clean) + qlen + 32);
+    size_t qlen = t->query_len;
+    char *loc = mu_malloc(clen + qlen + 32);
     if (qlen > 0)
-      snprintf(loc, strlen(clean) + qlen + 32, "Location: %s?%.*s\r\n", clean, (int)qlen,
-               req->query);
+      snprintf(loc, clen + qlen + 32, "Location: %s?%.*s\r\n", clean, (int)qlen, req->query);
     else
-      snprintf(loc, strlen(clean) + qlen + 32, "Location: %s\r\n", clean);
+      snprintf(loc, clen + qlen + 32, "Location: %s\r\n", clean);
     /* Go's http.Redirect: an HTML body for GET, a Content-Type for GET and HEAD only */
     char *body = mu_asprintf("<a href=\"%s\">Moved Permanently</a>.\n\n", clean);
     int html = req->method == RV_GET || req->method == RV_HEAD;
@@ -330,50 +493,88 @@ void rv_router_dispatch(struct rv_conn *c)
              req->method == RV_GET ? strlen(body) : 0);
     mu_free(loc);
     mu_free(body);
-    return;
+    return -1;
   }
-  store += strlen(clean) + 1;
+  *store = clean + clen + 1;
+  return 0;
+}
 
-  struct rv_route_slot *slot = find_route(srv, path);
-  if (slot == NULL) {
-    reply_plain(c, 404, NULL, "404 page not found\n");
-    return;
+/* Step 4: the resource, its vars, and the CORS preflight.
+ * Returns: the resource's first row, or NULL after answering (404, or 200 to a preflight). */
+static struct rv_route_slot *resource_or_reply(struct rv_conn *c, char **store)
+{
+  struct rv_req *req = &c->req;
+  struct match m;
+  struct rv_route_slot *first = find_resource(c->srv, req->path, req->path_len, &m);
+  if (first == NULL) {
+    reply_plain(req, 404, NULL, "404 page not found\n");
+    return NULL;
   }
-  c->slot = slot;
+  for (size_t i = 0; i < m.nvar; i++) {
+    char *v = *store;
+    memcpy(v, req->path + m.var_at[i], m.var_len[i]);
+    v[m.var_len[i]] = '\0';
+    req->vars[i] = v;
+    *store += m.var_len[i] + 1;
+  }
+  req->nvars = m.nvar;
+  req->route = first->route;
+  c->slot = first;
   c->cors = 0;
-  const struct rv_route *r = slot->route;
-  if ((r->flags & RV_ROUTE_CORS) && req->method == RV_OPTIONS) {
+  if ((first->route->flags & RV_ROUTE_CORS) && req->method == RV_OPTIONS) {
     rv_reply(req, 200, NULL, NULL, "", 0); /* a CORS preflight, as etcd answers it */
-    return;
+    return NULL;
   }
-  if (srv->sec != NULL && rv_security_auth_gate(srv->sec, req) != 0)
-    return; /* 401 and nothing else */
-  unsigned allowed = r->methods | ((r->methods & RV_GET) ? RV_HEAD : 0);
-  if (!(allowed & req->method)) {
-    /* etcd's allowMethod(): "HEAD,GET,PUT,POST,DELETE" */
-    char allow[128];
-    static const unsigned order[] = {RV_HEAD,   RV_GET,   RV_PUT,    RV_POST,
-                                     RV_DELETE, RV_PATCH, RV_OPTIONS};
-    static const char *names[] = {"HEAD", "GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"};
-    size_t o = (size_t)snprintf(allow, sizeof(allow), "Allow: ");
-    for (int i = 0; i < 7; i++)
-      if (allowed & order[i])
-        o += (size_t)snprintf(allow + o, sizeof(allow) - o, "%s%s", o > 7 ? "," : "", names[i]);
-    snprintf(allow + o, sizeof(allow) - o, "\r\n");
-    reply_plain(c, 405, allow, "Method Not Allowed\n");
-    return;
+  return first;
+}
+
+/* Step 6: the row of the resource that takes the method.
+ * Returns: the row, or NULL after answering 405. */
+static struct rv_route_slot *row_or_reply(struct rv_conn *c, struct rv_route_slot *first)
+{
+  struct rv_req *req = &c->req;
+  struct rv_route_slot *row = row_for_method(first, req->method);
+  if (row == NULL) {
+    struct rv_refusal r = {RV_REFUSE_METHOD, NULL, first->methods};
+    rv_refuse(req, &r);
+    return NULL;
   }
+  c->slot = row;
+  req->route = row->route;
   if (req->method == RV_HEAD)
     req->method = RV_GET;
+  return row;
+}
 
+void rv_router_dispatch(struct rv_conn *c)
+{
+  struct rv_server *srv = c->srv;
+  struct rv_req *req = &c->req;
+  const struct rv_gate *g = &srv->gate;
+  struct target t;
+  if (start_or_reply(c, &t) != 0)
+    return;
+  char *store = scratch_for(c, &t);
+  if (path_or_reply(c, &t, &store) != 0)
+    return;
+  struct rv_route_slot *row = resource_or_reply(c, &store);
+  if (row == NULL)
+    return;
+  /* Step 5: credentials, as soon as the route is known (before 405 and parameters) */
+  if (g->auth != NULL && g->auth(g->data, req) != 0)
+    return;
+  row = row_or_reply(c, row);
+  if (row == NULL)
+    return;
+  /* Step 7: parameters: the form body first, then the query (Go's FormValue order) */
   size_t np = 0;
-  if (form && (r->flags & RV_ROUTE_FORM))
-    parse_params(req->body, blen, c->params, &np, &store);
-  parse_params(req->query, qlen, c->params, &np, &store);
+  if (t.form && (row->route->flags & RV_ROUTE_FORM))
+    parse_params(req->body, t.body_len, c->params, &np, &store);
+  parse_params(req->query, t.query_len, c->params, &np, &store);
   req->params = c->params;
   req->nparams = np;
-  req->route = r;
-  if (srv->sec != NULL && rv_security_quota_gate(srv->sec, req, c->peer, &c->qt) != 0)
-    return; /* 413 / 429 */
-  r->fn(req);
+  /* Step 8: quotas, right before the handler */
+  if (g->admit != NULL && g->admit(g->data, req, c->peer, &c->ticket) != 0)
+    return;
+  row->route->fn(req);
 }

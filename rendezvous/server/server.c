@@ -9,15 +9,8 @@
 
 #include "alloc.h"
 #include "log.h"
-#include "security.h"
 #include "server.h"
-
-#if __has_include("v1.h")
-#include "v1.h"
-#define RV_HAVE_V1 1
-#endif
-
-void v2_keys_register(struct rv_server *srv);
+#include "tls.h"
 
 void rv_server_config_init(struct rv_server_config *cfg)
 {
@@ -38,16 +31,7 @@ static char *dup_or_null(const char *s)
   return s ? mu_strdup(s) : NULL;
 }
 
-static void make_member_id(struct rv_server *srv)
-{
-  /* etcd's member ids are 64-bit hex; derive ours from the name so it is stable */
-  uint64_t h = 1469598103934665603ULL;
-  for (const char *p = srv->name; *p; p++)
-    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-  snprintf(srv->member_id, sizeof(srv->member_id), "%016llx", (unsigned long long)h);
-}
-
-struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *cfg)
+struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_config *cfg)
 {
   struct rv_server *srv = mu_calloc(1, sizeof(*srv));
   srv->loop = loop;
@@ -68,18 +52,7 @@ struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *
     srv->cfg.max_header_bytes = 60000;
   if (srv->cfg.max_url_bytes > srv->cfg.max_header_bytes)
     srv->cfg.max_url_bytes = srv->cfg.max_header_bytes;
-  srv->start_time_ms = uv_now(loop);
-  {
-    struct timespec ts;
-    struct tm tm;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    char base[32];
-    strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(srv->start_time_str, sizeof(srv->start_time_str), "%.20s.%09dZ", base,
-             (int)(ts.tv_nsec % 1000000000));
-  }
-  make_member_id(srv);
+  mu_list_init(&srv->conns);
   uv_timer_init(loop, &srv->sweep);
   srv->sweep.data = srv;
   srv->refs++;
@@ -87,12 +60,12 @@ struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *
   srv->resume.data = srv;
   srv->refs++;
   rv_status_register(srv);
-  if (!cfg->no_v2)
-    v2_keys_register(srv);
-#ifdef RV_HAVE_V1
-  rv_v1_register(srv);
-#endif
   return srv;
+}
+
+const struct rv_server_config *rv_server_config(const struct rv_server *srv)
+{
+  return &srv->cfg;
 }
 
 const char *rv_server_date(struct rv_server *srv)
@@ -119,20 +92,26 @@ static void on_connection(uv_stream_t *s, int status)
   rv_conn_accept(srv);
 }
 
+static struct rv_conn *conn_at(struct mu_list_node *x)
+{
+  return MU_CONTAINER_OF(x, struct rv_conn, link);
+}
+
 static void on_sweep(uv_timer_t *t)
 {
   struct rv_server *srv = t->data;
   uint64_t now = uv_now(srv->loop);
   if (srv->closing) {
     if (now >= srv->drain_deadline) {
-      for (struct rv_conn *c = srv->conns; c != NULL; c = c->next)
-        rv_conn_close(c);
+      for (struct mu_list_node *x = srv->conns.head; x != NULL; x = x->next)
+        rv_conn_close(conn_at(x));
     }
     return;
   }
   if (srv->cfg.idle_timeout_ms == 0)
     return;
-  for (struct rv_conn *c = srv->conns; c != NULL; c = c->next) {
+  for (struct mu_list_node *x = srv->conns.head; x != NULL; x = x->next) {
+    struct rv_conn *c = conn_at(x);
     if (c->state != REQ_IDLE || c->writing || (c->flags & CONN_CLOSING))
       continue;
     if (now - c->last_active >= srv->cfg.idle_timeout_ms) {
@@ -173,13 +152,14 @@ int rv_server_listen(struct rv_server *srv)
     srv->port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
   else
     srv->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+  const char *scheme = srv->tls != NULL ? "https" : "http";
   mu_free(srv->url);
   if (srv->advertise_url != NULL)
     srv->url = mu_strdup(srv->advertise_url);
   else if (strchr(srv->host, ':') != NULL)
-    srv->url = mu_asprintf("%s://[%s]:%d", rv_security_scheme(srv->sec), srv->host, srv->port);
+    srv->url = mu_asprintf("%s://[%s]:%d", scheme, srv->host, srv->port);
   else
-    srv->url = mu_asprintf("%s://%s:%d", rv_security_scheme(srv->sec), srv->host, srv->port);
+    srv->url = mu_asprintf("%s://%s:%d", scheme, srv->host, srv->port);
   if (srv->cfg.idle_timeout_ms > 0) {
     uint64_t every = srv->cfg.idle_timeout_ms / 2;
     if (every > 1000)
@@ -213,6 +193,23 @@ int rv_server_closing(const struct rv_server *srv)
   return srv->closing;
 }
 
+int rv_server_set_tls(struct rv_server *srv, struct rv_tls *tls)
+{
+  if (srv->tls != NULL)
+    return MU_EEXIST;
+  srv->tls = tls;
+  return 0;
+}
+
+int rv_server_set_gate(struct rv_server *srv, const struct rv_gate *gate)
+{
+  if (srv->has_gate)
+    return MU_EEXIST;
+  srv->gate = *gate;
+  srv->has_gate = 1;
+  return 0;
+}
+
 int rv_server_add_module(struct rv_server *srv, const struct rv_module *mod)
 {
   if (rv_server_module_data(srv, mod->name) != NULL || srv->nmodules >= RV_MAX_MODULES)
@@ -242,7 +239,10 @@ static void server_free(struct rv_server *srv)
   mu_free(srv->advertise_url);
   mu_free(srv->name);
   mu_free(srv->url);
-  rv_security_free(srv->sec); /* after the last connection: their TLS sessions use it */
+  /* after the last connection: their TLS sessions and gate tickets use these */
+  if (srv->gate.destroy != NULL)
+    srv->gate.destroy(srv->gate.data);
+  rv_tls_free(srv->tls);
   mu_free(srv);
   if (cb != NULL)
     cb(data);
@@ -314,14 +314,8 @@ void rv_server_unqueue_resume(struct rv_server *srv, struct rv_conn *c)
 
 void rv_server_conn_closed(struct rv_server *srv, struct rv_conn *c)
 {
-  if (c->prev != NULL)
-    c->prev->next = c->next;
-  else
-    srv->conns = c->next;
-  if (c->next != NULL)
-    c->next->prev = c->prev;
-  srv->nconns--;
-  if (srv->closing && srv->conns == NULL)
+  mu_list_remove(&srv->conns, &c->link);
+  if (srv->closing && srv->conns.head == NULL)
     close_sweep(srv);
   rv_server_unref(srv);
 }
@@ -338,15 +332,15 @@ void rv_server_close(struct rv_server *srv, rv_server_closed_cb *cb, void *data)
     uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
   /* give queued replies a short while to drain, then force (on_sweep) */
   srv->drain_deadline = uv_now(srv->loop) + 1000;
-  struct rv_conn *next = NULL;
-  for (struct rv_conn *c = srv->conns; c != NULL; c = next) {
-    next = c->next;
-    rv_conn_shutdown(c);
+  struct mu_list_node *next = NULL;
+  for (struct mu_list_node *x = srv->conns.head; x != NULL; x = next) {
+    next = x->next;
+    rv_conn_shutdown(conn_at(x));
   }
   for (size_t i = 0; i < srv->nmodules; i++)
     if (srv->modules[i].close != NULL)
       srv->modules[i].close(srv, srv->modules[i].data);
-  if (srv->conns != NULL)
+  if (srv->conns.head != NULL)
     uv_timer_start(&srv->sweep, on_sweep, 100, 100);
   else
     close_sweep(srv);

@@ -1,6 +1,6 @@
-/* musterd internals shared by server.c, conn.c, router.c and builtin.c: the one server
- * context (`struct rv_server`, as redis keeps one `server`) and the connection object.
- * Modules outside the core use http.h only.
+/* The server layer's internals, shared by server.c, conn.c, router.c and status.c: the one
+ * server context (`struct rv_server`, as redis keeps one `server`), the connection, and the
+ * route slots. Everything above the server layer uses http.h only.
  */
 #ifndef RV_SERVER_H
 #define RV_SERVER_H
@@ -12,7 +12,7 @@
 
 #include "buf.h"
 #include "http.h"
-#include "quota.h"
+#include "list.h"
 
 #define RV_MAX_MODULES 8
 #define RV_MAX_HEADERS 64
@@ -23,14 +23,19 @@ struct rv_route_stats {
   uint64_t by_status[6]; /* index status/100: 1xx..5xx */
 };
 
+/* One registered row, with what the router precomputes to match it. */
 struct rv_route_slot {
   const struct rv_route *route;
   struct rv_route_stats stats;
+  size_t literal;            /* bytes of `path` before the first '{' (all of it for plain rows) */
+  size_t fixed;              /* bytes of `path` outside {vars}: the more, the more specific */
+  unsigned nvars;            /* {name} segments */
+  struct rv_route_slot *alt; /* the next row with the same path (other methods), or NULL */
+  unsigned methods;          /* union of the methods of every row with this path (first row) */
+  int first;                 /* the first row with its path: the one the matcher looks at */
 };
 
 struct rv_conn;
-struct rv_security;
-struct rv_tls_conn;
 
 struct rv_server {
   uv_loop_t *loop;
@@ -56,8 +61,7 @@ struct rv_server {
   void *closed_data;
   uint64_t drain_deadline; /* uv_now() after which remaining conns are force-closed */
 
-  struct rv_conn *conns; /* doubly linked list of live connections */
-  unsigned nconns;
+  struct mu_list conns;            /* live connections (struct rv_conn.link) */
   char read_buf[RV_READ_BUF_SIZE]; /* shared: reads are processed synchronously */
 
   struct rv_route_slot *routes;
@@ -67,22 +71,22 @@ struct rv_server {
   struct rv_module modules[RV_MAX_MODULES];
   size_t nmodules;
 
-  struct rv_security *sec; /* security.c: TLS, auth, quotas; NULL = none. Freed in server_free(),
-                            * after the last connection (their TLS sessions and tickets use it) */
+  /* TLS and the gate: freed in server_free(), after the last connection (their TLS sessions
+   * and tickets use them). */
+  struct rv_tls *tls;  /* NULL = plain HTTP */
+  struct rv_gate gate; /* all NULL = no checks */
+  int has_gate;
 
   /* Cached Date header value, refreshed once per second. */
   char date[40];
   uint64_t date_sec;
 
-  /* Counters for /metrics and /v2/stats/self. */
+  /* Counters for /metrics. */
   uint64_t conns_accepted;
   uint64_t conns_rejected;
   uint64_t conns_idle_closed;
   uint64_t conns_output_overflow;
   uint64_t limit_hits;
-  uint64_t start_time_ms;
-  char start_time_str[40];
-  char member_id[17];
 };
 
 enum conn_flags {
@@ -105,7 +109,7 @@ enum conn_req_state {
 struct rv_conn {
   uv_tcp_t tcp;
   struct rv_server *srv;
-  struct rv_conn *prev, *next;
+  struct mu_list_node link; /* on srv->conns */
   struct rv_conn *resume_next;
   llhttp_t parser;
   unsigned flags;
@@ -133,7 +137,7 @@ struct rv_conn {
 
   struct rv_req req;
   struct rv_route_slot *slot;
-  char *scratch; /* decoded path + params storage for req, reused across requests */
+  char *scratch; /* decoded path, vars and params of req, reused across requests */
   size_t scratch_cap;
   struct rv_param *params;
   size_t params_cap;
@@ -141,9 +145,9 @@ struct rv_conn {
   void *gone_data;
   struct mu_buf *fake_out;
 
-  struct rv_tls_conn *tls;   /* TLS session (security.h), NULL for plain HTTP */
-  struct rv_quota_ticket qt; /* the long-poll counts the request in progress holds */
-  char peer[48];             /* client address, recorded when a per-client quota is set */
+  struct rv_tls_conn *tls; /* TLS session (tls.h), NULL for plain HTTP */
+  struct rv_ticket ticket; /* what the gate took for the request in progress */
+  char peer[48];           /* client address, recorded when the gate wants it */
 };
 
 /* conn.c */
@@ -155,8 +159,7 @@ void rv_conn_shutdown(struct rv_conn *c);
 struct rv_conn *rv_conn_new_fake(struct rv_server *srv, struct mu_buf *out);
 void rv_conn_feed_fake(struct rv_conn *c, const char *data, size_t len);
 void rv_conn_free_fake(struct rv_conn *c);
-
-/* conn.c: parse what a connection stashed while its request was deferred */
+/* Parses what a connection stashed while its request was deferred. */
 void rv_conn_resume(struct rv_conn *c);
 
 /* server.c */

@@ -1,5 +1,6 @@
-/* Routes every musterd answers whatever the modules: /version, /healthz (and etcd's
- * /health), /v2/machines, /v2/members, /v2/stats/self, /metrics.
+/* The routes every musterd answers whatever APIs it serves: /version, /healthz (and etcd's
+ * /health) and /metrics (the server's own counters, then each module's lines). All public:
+ * they reveal no key, value or credential.
  */
 #include <stdio.h>
 #include <string.h>
@@ -7,9 +8,7 @@
 #include "muster/mu.h"
 
 #include "alloc.h"
-#include "event.h"
 #include "server.h"
-#include "v2_error.h"
 
 static void version_handler(struct rv_req *req)
 {
@@ -25,75 +24,6 @@ static void health_handler(struct rv_req *req)
   rv_reply(req, 200, "text/plain; charset=utf-8", NULL, body, sizeof(body) - 1);
 }
 
-static void machines_handler(struct rv_req *req)
-{
-  const char *url = rv_server_url(req->srv);
-  rv_reply(req, 200, "text/plain; charset=utf-8", NULL, url, strlen(url));
-}
-
-/* The one member: {"id","name","peerURLs","clientURLs"}. */
-static void put_member(struct mu_buf *b, struct rv_server *srv)
-{
-  const char *url = rv_server_url(srv);
-  mu_buf_printf(b, "{\"id\":\"%s\",\"name\":", srv->member_id);
-  mu_json_str(b, srv->name, strlen(srv->name));
-  mu_buf_puts(b, ",\"peerURLs\":[");
-  mu_json_str(b, url, strlen(url));
-  mu_buf_puts(b, "],\"clientURLs\":[");
-  mu_json_str(b, url, strlen(url));
-  mu_buf_puts(b, "]}");
-}
-
-static void members_handler(struct rv_req *req)
-{
-  struct mu_buf b = MU_BUF_INIT(4096);
-  mu_buf_puts(&b, "{\"members\":[");
-  put_member(&b, req->srv);
-  mu_buf_puts(&b, "]}\n");
-  rv_reply(req, 200, "application/json", "X-Etcd-Cluster-Id: " V2_CLUSTER_ID "\r\n", b.data, b.len);
-  mu_buf_release(&b);
-}
-
-static void leader_handler(struct rv_req *req)
-{
-  struct mu_buf b = MU_BUF_INIT(4096);
-  put_member(&b, req->srv);
-  mu_buf_puts(&b, "\n");
-  rv_reply(req, 200, "application/json", NULL, b.data, b.len);
-  mu_buf_release(&b);
-}
-
-static void stats_self_handler(struct rv_req *req)
-{
-  struct rv_server *srv = req->srv;
-  struct mu_buf b = MU_BUF_INIT(4096);
-  double up = (double)(uv_now(srv->loop) - srv->start_time_ms) / 1000.0;
-  mu_buf_puts(&b, "{\"name\":");
-  mu_json_str(&b, srv->name, strlen(srv->name));
-  mu_buf_printf(&b,
-                ",\"id\":\"%s\",\"state\":\"StateLeader\",\"startTime\":\"%s\","
-                "\"leaderInfo\":{\"leader\":\"%s\",\"uptime\":\"%.3fs\",\"startTime\":\"%s\"},"
-                "\"recvAppendRequestCnt\":0,\"sendAppendRequestCnt\":0}\n",
-                srv->member_id, srv->start_time_str, srv->member_id, up, srv->start_time_str);
-  rv_reply(req, 200, "application/json", NULL, b.data, b.len);
-  mu_buf_release(&b);
-}
-
-static void stats_leader_handler(struct rv_req *req)
-{
-  struct mu_buf b = MU_BUF_INIT(256);
-  mu_buf_printf(&b, "{\"leader\":\"%s\",\"followers\":{}}\n", req->srv->member_id);
-  rv_reply(req, 200, "application/json", NULL, b.data, b.len);
-  mu_buf_release(&b);
-}
-
-/* Anything else under /v2/members/ (etcd's members handler). */
-static void members_other_handler(struct rv_req *req)
-{
-  static const char body[] = "{\"message\":\"Not found\"}\n";
-  rv_reply(req, 404, "application/json", NULL, body, sizeof(body) - 1);
-}
-
 static void put_route_stats(struct mu_buf *b, const char *name, const struct rv_route_stats *st)
 {
   static const char *cls[] = {"", "1xx", "2xx", "3xx", "4xx", "5xx"};
@@ -106,7 +36,7 @@ static void put_route_stats(struct mu_buf *b, const char *name, const struct rv_
 static void metrics_handler(struct rv_req *req)
 {
   struct rv_server *srv = req->srv;
-  struct mu_buf b = MU_BUF_INIT((size_t)1 << 24);
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_puts(&b, "# HELP musterd_http_requests_total HTTP requests answered, by route and "
                   "status class.\n# TYPE musterd_http_requests_total counter\n");
   put_route_stats(&b, "none", &srv->unrouted);
@@ -149,7 +79,7 @@ static void metrics_handler(struct rv_req *req)
                 "# HELP musterd_limit_hits_total Requests refused by a size limit (413, 414, "
                 "431).\n"
                 "# TYPE musterd_limit_hits_total counter\nmusterd_limit_hits_total %llu\n",
-                srv->nconns, (unsigned long long)srv->conns_accepted,
+                (unsigned)srv->conns.n, (unsigned long long)srv->conns_accepted,
                 (unsigned long long)srv->conns_rejected, (unsigned long long)srv->conns_idle_closed,
                 (unsigned long long)srv->conns_output_overflow,
                 (unsigned long long)srv->limit_hits);
@@ -160,21 +90,15 @@ static void metrics_handler(struct rv_req *req)
   mu_buf_release(&b);
 }
 
-static const struct rv_route builtin_routes[] = {
-    {RV_GET, "/version", RV_ROUTE_CORS, version_handler, "version"},
-    {RV_GET, "/healthz", RV_ROUTE_CORS, health_handler, "health"},
-    {RV_GET, "/health", RV_ROUTE_CORS, health_handler, "health"},
-    {RV_GET, "/v2/machines", RV_ROUTE_CORS, machines_handler, "v2_machines"},
-    {RV_GET, "/v2/members", RV_ROUTE_CORS, members_handler, "v2_members"},
-    {RV_GET, "/v2/members/leader", RV_ROUTE_CORS, leader_handler, "v2_members"},
-    {RV_GET, "/v2/stats/self", RV_ROUTE_CORS, stats_self_handler, "v2_stats_self"},
-    {RV_GET, "/v2/stats/leader", RV_ROUTE_CORS, stats_leader_handler, "v2_stats_leader"},
-    {RV_GET, "/v2/members/", RV_ROUTE_PREFIX | RV_ROUTE_CORS, members_other_handler, "v2_members"},
-    {RV_GET, "/metrics", 0, metrics_handler, "metrics"},
-    {0, NULL, 0, NULL, NULL},
+static const struct rv_route status_routes[] = {
+    {RV_GET, "/version", RV_ROUTE_CORS | RV_ROUTE_PUBLIC, version_handler, "version", NULL},
+    {RV_GET, "/healthz", RV_ROUTE_CORS | RV_ROUTE_PUBLIC, health_handler, "health", NULL},
+    {RV_GET, "/health", RV_ROUTE_CORS | RV_ROUTE_PUBLIC, health_handler, "health", NULL},
+    {RV_GET, "/metrics", RV_ROUTE_PUBLIC, metrics_handler, "metrics", NULL},
+    {0, NULL, 0, NULL, NULL, NULL},
 };
 
 void rv_status_register(struct rv_server *srv)
 {
-  rv_server_add_routes(srv, builtin_routes);
+  rv_server_add_routes(srv, status_routes);
 }

@@ -46,7 +46,7 @@ static const char *ssl_reason(char *buf, size_t n, const char *fallback)
   return buf;
 }
 
-int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, char *err, size_t errlen)
+int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, struct mu_buf *err)
 {
   struct rv_tls *t = NULL;
   SSL_CTX *ctx = NULL;
@@ -55,17 +55,16 @@ int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, char *err, 
   int rc = 0;
 
   *out = NULL;
-  err[0] = '\0';
   if (cfg->cert_file == NULL || cfg->key_file == NULL) {
-    snprintf(err, errlen, "TLS needs both --tls-cert FILE and --tls-key FILE");
+    mu_buf_printf(err, "TLS needs both --tls-cert FILE and --tls-key FILE");
     rc = MU_EINVAL;
     goto out;
   }
   ERR_clear_error();
   ctx = SSL_CTX_new(TLS_server_method());
   if (ctx == NULL) {
-    snprintf(err, errlen, "cannot create a TLS context: %s",
-             ssl_reason(why, sizeof(why), "OpenSSL failed"));
+    mu_buf_printf(err, "cannot create a TLS context: %s",
+                  ssl_reason(why, sizeof(why), "OpenSSL failed"));
     rc = MU_EINVAL;
     goto out;
   }
@@ -76,50 +75,50 @@ int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, char *err, 
   /* resumed sessions must carry the same verification context (else OpenSSL refuses them) */
   SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"musterd", 7);
   if (SSL_CTX_use_certificate_chain_file(ctx, cfg->cert_file) != 1) {
-    snprintf(err, errlen,
-             "cannot load the TLS certificate '%s': %s (give a PEM certificate chain with "
-             "--tls-cert)",
-             cfg->cert_file, ssl_reason(why, sizeof(why), "unreadable"));
+    mu_buf_printf(err,
+                  "cannot load the TLS certificate '%s': %s (give a PEM certificate chain with "
+                  "--tls-cert)",
+                  cfg->cert_file, ssl_reason(why, sizeof(why), "unreadable"));
     rc = MU_EINVAL;
     goto out;
   }
   if (SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) != 1) {
     if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
-      snprintf(err, errlen,
-               "the TLS key '%s' does not belong to the certificate '%s' (pass the matching "
-               "pair)",
-               cfg->key_file, cfg->cert_file);
+      mu_buf_printf(err,
+                    "the TLS key '%s' does not belong to the certificate '%s' (pass the matching "
+                    "pair)",
+                    cfg->key_file, cfg->cert_file);
       ERR_clear_error();
       rc = MU_EINVAL;
       goto out;
     }
-    snprintf(err, errlen,
-             "cannot load the TLS key '%s': %s (give the PEM private key of the certificate "
-             "with --tls-key)",
-             cfg->key_file, ssl_reason(why, sizeof(why), "unreadable"));
+    mu_buf_printf(err,
+                  "cannot load the TLS key '%s': %s (give the PEM private key of the certificate "
+                  "with --tls-key)",
+                  cfg->key_file, ssl_reason(why, sizeof(why), "unreadable"));
     rc = MU_EINVAL;
     goto out;
   }
   if (SSL_CTX_check_private_key(ctx) != 1) {
-    snprintf(err, errlen,
-             "the TLS key '%s' does not belong to the certificate '%s' (pass the matching pair)",
-             cfg->key_file, cfg->cert_file);
+    mu_buf_printf(
+        err, "the TLS key '%s' does not belong to the certificate '%s' (pass the matching pair)",
+        cfg->key_file, cfg->cert_file);
     ERR_clear_error();
     rc = MU_EINVAL;
     goto out;
   }
   if (cfg->client_ca_file != NULL) {
     if (SSL_CTX_load_verify_locations(ctx, cfg->client_ca_file, NULL) != 1) {
-      snprintf(err, errlen,
-               "cannot load the client CA '%s': %s (give a PEM CA bundle with --tls-client-ca)",
-               cfg->client_ca_file, ssl_reason(why, sizeof(why), "unreadable"));
+      mu_buf_printf(
+          err, "cannot load the client CA '%s': %s (give a PEM CA bundle with --tls-client-ca)",
+          cfg->client_ca_file, ssl_reason(why, sizeof(why), "unreadable"));
       rc = MU_EINVAL;
       goto out;
     }
     names = SSL_load_client_CA_file(cfg->client_ca_file);
     if (names == NULL) {
-      snprintf(err, errlen, "the client CA file '%s' holds no certificate (give a PEM CA bundle)",
-               cfg->client_ca_file);
+      mu_buf_printf(err, "the client CA file '%s' holds no certificate (give a PEM CA bundle)",
+                    cfg->client_ca_file);
       ERR_clear_error();
       rc = MU_EINVAL;
       goto out;
@@ -173,7 +172,7 @@ struct rv_tls_conn *rv_tls_conn_new(struct rv_tls *t)
   BIO_set_mem_eof_return(tc->wbio, -1);
   SSL_set_bio(tc->ssl, tc->rbio, tc->wbio); /* the SSL owns both BIOs now */
   SSL_set_accept_state(tc->ssl);
-  mu_buf_init(&tc->held, 16 * 1024 * 1024);
+  mu_buf_init(&tc->held, 0); /* capped as the connection's output (io->max) when used */
   return tc;
 }
 
@@ -286,6 +285,7 @@ int rv_tls_conn_encrypt(struct rv_tls_conn *tc, struct mu_buf *io)
     return drain(tc, io) == 0 ? 0 : MU_E2BIG;
   }
   if (!tc->ready) {
+    tc->held.max = io->max;
     if (io->len > 0 && mu_buf_append(&tc->held, io->data, io->len) != 0)
       return MU_E2BIG;
     mu_buf_clear(io);

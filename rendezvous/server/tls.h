@@ -7,7 +7,8 @@
  * into ciphertext with rv_tls_conn_encrypt().
  *
  *   struct rv_tls *t;                     one per server: the SSL_CTX (certificate, key, CA)
- *   rv_tls_new(&cfg, &t, err, sizeof(err));
+ *   rv_tls_new(&cfg, &t, &err);                         (the security layer, from the options)
+ *   rv_server_set_tls(srv, t);                          (the server owns it from then on)
  *   struct rv_tls_conn *tc = rv_tls_conn_new(t);       one per accepted connection
  *   rc = rv_tls_conn_read(tc, cipher, n, on_plain, c); from the read callback
  *   rc = rv_tls_conn_encrypt(tc, &c->out);             before writing c->out
@@ -37,11 +38,11 @@ struct rv_tls_stats {
   uint64_t handshake_failures; /* bad certificate, no certificate, not TLS at all, ... */
 };
 
-/* Loads the certificate, key and optional client CA. On failure writes a message naming the
- * file and the fix into `err` (errlen bytes, NUL-terminated).
+/* Loads the certificate, key and optional client CA. On failure appends a message naming the
+ * file and the fix to `err`.
  * Returns: 0 with *out set, or MU_EINVAL (bad/missing file, key not matching the certificate).
  * Ownership: the strings are read at once, not kept; free *out with rv_tls_free(). */
-int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, char *err, size_t errlen);
+int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, struct mu_buf *err);
 
 /* Returns: 1 when clients must present a certificate (--tls-client-ca), else 0. */
 int rv_tls_verifies_clients(const struct rv_tls *t);

@@ -22,15 +22,24 @@ struct world {
   struct mu_store *s;
   struct mu_persist *p;
   struct mu_persist_report rep;
-  char err[1024];
+  struct mu_buf errbuf;
+  const char *err; /* what mu_persist_open() said, "" when it opened */
 };
 
+/* The error text of the next call: the buffer emptied first. */
+static struct mu_buf *msgbuf(struct mu_buf *b)
+{
+  mu_buf_clear(b);
+  return b;
+}
 static int world_open(struct world *w, const char *dir, enum mu_fsync_mode mode, uint64_t every)
 {
   memset(w, 0, sizeof(*w));
   uv_loop_init(&w->loop);
   w->s = mu_store_new(&w->loop);
-  w->p = mu_persist_open(dir, mode, every, w->s, NULL, &w->loop, &w->rep, w->err, sizeof(w->err));
+  mu_buf_init(&w->errbuf, 4096);
+  w->p = mu_persist_open(dir, mode, every, w->s, NULL, &w->loop, &w->rep, &w->errbuf);
+  w->err = mu_buf_str(&w->errbuf);
   return w->p != NULL ? 0 : -1;
 }
 
@@ -42,6 +51,8 @@ static void world_close(struct world *w, int graceful)
   mu_store_free(w->s);
   uv_run(&w->loop, UV_RUN_DEFAULT);
   mu_persist_free(w->p);
+  mu_persist_report_release(&w->rep);
+  mu_buf_release(&w->errbuf);
   ASSERT_EQ(uv_loop_close(&w->loop), 0);
 }
 
@@ -131,7 +142,7 @@ static void roundtrip(enum mu_fsync_mode mode, uint64_t every, int graceful)
   ASSERT_STR_EQ(after, before);
   ASSERT_EQ(w2.rep.keys, 5); /* /a/b/c /a/b/d /q/... /_hidden /bin */
   ASSERT_EQ(w2.rep.expired, 0);
-  ASSERT(w2.rep.warning[0] == '\0');
+  ASSERT_EQ(w2.rep.warning.len, 0);
   /* keep going on the recovered store, and once more */
   w_set(w2.s, "/after", "restart", 0);
   char *before2 = state_of(w2.s);
@@ -234,7 +245,7 @@ TEST(persist__torn_tail_every_offset)
   for (size_t cut = last + 1; cut < n; cut++) {
     spit(log, orig, cut);
     ASSERT_EQ(world_open(&w, dir, MU_FSYNC_ALWAYS, 0), 0);
-    ASSERT(strstr(w.rep.warning, "torn tail") != NULL);
+    ASSERT(strstr(mu_buf_str(&w.rep.warning), "torn tail") != NULL);
     ASSERT_EQ(w.s->index, 3);
     ASSERT(mu_store_lookup(w.s, "/last") == NULL);
     world_close(&w, 0);
@@ -358,22 +369,23 @@ static struct mu_buf rz_state(uv_loop_t *loop)
   struct mu_rdzv_wait wa = MU_RDZV_WAIT_INIT(rz_answer, &fa);
   struct mu_rdzv_wait wb = MU_RDZV_WAIT_INIT(rz_answer, &fb);
   struct mu_rdzv_wait wc = MU_RDZV_WAIT_INIT(rz_answer, &fc);
-  char msg[256];
-  ASSERT_EQ(mu_rdzv_join(rv, "job", &req, &wa, msg, sizeof(msg)), 0);
+  struct mu_buf msg = MU_BUF_INIT(4096);
+  ASSERT_EQ(mu_rdzv_join(rv, "job", &req, &wa, msgbuf(&msg)), 0);
   req.node_id = "node-b";
   req.addr = "10.0.0.2";
-  ASSERT_EQ(mu_rdzv_join(rv, "job", &req, &wb, msg, sizeof(msg)), 0);
+  ASSERT_EQ(mu_rdzv_join(rv, "job", &req, &wb, msgbuf(&msg)), 0);
   ASSERT(fa == 1 && fb == 1);
   uint64_t version = 0;
   ASSERT_EQ(mu_rdzv_kv_set(rv, "job", "bin", "a\0b", 3, &version), 0);
   ASSERT_EQ(mu_rdzv_kv_set(rv, "job", "gone", "x", 1, &version), 0);
   ASSERT_EQ(mu_rdzv_kv_del(rv, "job", "gone"), 0);
   struct mu_rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, -1}};
-  ASSERT_EQ(mu_rdzv_join(rv, "ended", &one, &wc, msg, sizeof(msg)), 0);
+  ASSERT_EQ(mu_rdzv_join(rv, "ended", &one, &wc, msgbuf(&msg)), 0);
   ASSERT_EQ(mu_rdzv_end(rv, "ended", 1, "stopped by the test"), 0);
   struct mu_buf b = MU_BUF_INIT(1 << 20);
   ASSERT_EQ(mu_rdzv_encode(rv, &b), 0);
   rz_free(loop, rv);
+  mu_buf_release(&msg);
   return b;
 }
 

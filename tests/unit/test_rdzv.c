@@ -23,6 +23,12 @@ struct rec {
   char members[4096];
 };
 
+/* The error text of the next call: the buffer emptied first. */
+static struct mu_buf *msgbuf(struct mu_buf *b)
+{
+  mu_buf_clear(b);
+  return b;
+}
 static void on_answer(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
 {
   struct rec *r = w->data;
@@ -109,10 +115,12 @@ static void cfg(struct mu_rdzv_join_req *q, uint32_t min, uint32_t max, int64_t 
 static int join(struct env *e, const char *run, struct mu_rdzv_join_req *q, const char *node,
                 struct rec *r)
 {
-  char msg[256];
+  struct mu_buf msg = MU_BUF_INIT(4096);
   rec_init(r);
   q->node_id = node;
-  return mu_rdzv_join(e->rv, run, q, &r->w, msg, sizeof(msg));
+  int rc = mu_rdzv_join(e->rv, run, q, &r->w, &msg);
+  mu_buf_release(&msg);
+  return rc;
 }
 
 TEST(rdzv__round_closes_at_max)
@@ -339,7 +347,7 @@ TEST(rdzv__config_mismatch_and_bad_request)
   env_init(&e, 0);
   struct mu_rdzv_join_req q;
   struct rec r[2];
-  char msg[256];
+  struct mu_buf msg = MU_BUF_INIT(4096);
   cfg(&q, 2, 4, -1);
   join(&e, "job", &q, "a", &r[0]);
   cfg(&q, 3, 4, -1);
@@ -350,16 +358,17 @@ TEST(rdzv__config_mismatch_and_bad_request)
   cfg(&q, 3, 2, -1);
   rec_init(&r[1]);
   q.node_id = "b";
-  ASSERT_EQ(mu_rdzv_join(e.rv, "job2", &q, &r[1].w, msg, sizeof(msg)), MU_RDZV_EBAD_REQUEST);
-  ASSERT(strstr(msg, "max_nodes") != NULL);
+  ASSERT_EQ(mu_rdzv_join(e.rv, "job2", &q, &r[1].w, msgbuf(&msg)), MU_RDZV_EBAD_REQUEST);
+  ASSERT(strstr(mu_buf_str(&msg), "max_nodes") != NULL);
   cfg(&q, 1, 1, -1);
   q.node_id = "b\"";
-  ASSERT_EQ(mu_rdzv_join(e.rv, "job2", &q, &r[1].w, msg, sizeof(msg)), MU_RDZV_EBAD_REQUEST);
+  ASSERT_EQ(mu_rdzv_join(e.rv, "job2", &q, &r[1].w, msgbuf(&msg)), MU_RDZV_EBAD_REQUEST);
   q.node_id = "b";
-  ASSERT_EQ(mu_rdzv_join(e.rv, "bad/id", &q, &r[1].w, msg, sizeof(msg)), MU_RDZV_EBAD_REQUEST);
-  ASSERT(strstr(msg, "run_id") != NULL);
+  ASSERT_EQ(mu_rdzv_join(e.rv, "bad/id", &q, &r[1].w, msgbuf(&msg)), MU_RDZV_EBAD_REQUEST);
+  ASSERT(strstr(mu_buf_str(&msg), "run_id") != NULL);
   ASSERT_EQ(r[1].fired, 0);
   env_done(&e);
+  mu_buf_release(&msg);
 }
 
 TEST(rdzv__cancelled_join_is_withdrawn)
@@ -394,17 +403,16 @@ TEST(rdzv__barrier_timeout_and_reuse)
   env_init(&e, 0);
   struct mu_rdzv_join_req q;
   struct rec r, b[3];
-  char msg[256];
+  struct mu_buf msg = MU_BUF_INIT(4096);
   cfg(&q, 1, 1, -1);
   join(&e, "job", &q, "a", &r);
-  ASSERT_EQ(mu_rdzv_barrier(e.rv, "nope", "x", 1, 100, "0", &b[0].w, msg, sizeof(msg)),
+  ASSERT_EQ(mu_rdzv_barrier(e.rv, "nope", "x", 1, 100, "0", &b[0].w, msgbuf(&msg)),
             MU_RDZV_ENO_SUCH_RUN);
   for (int gen = 1; gen <= 2; gen++) {
     const char *ids[3] = {"r0", "r1", "r2"};
     for (int i = 0; i < 3; i++) {
       rec_init(&b[i]);
-      ASSERT_EQ(mu_rdzv_barrier(e.rv, "job", "start", 3, 10000, ids[i], &b[i].w, msg, sizeof(msg)),
-                0);
+      ASSERT_EQ(mu_rdzv_barrier(e.rv, "job", "start", 3, 10000, ids[i], &b[i].w, msgbuf(&msg)), 0);
       if (i < 2)
         ASSERT_EQ(b[0].fired, 0);
     }
@@ -417,18 +425,18 @@ TEST(rdzv__barrier_timeout_and_reuse)
   /* The same id twice counts once (the first arrival is replaced). */
   rec_init(&b[0]);
   rec_init(&b[1]);
-  mu_rdzv_barrier(e.rv, "job", "dup", 2, 10000, "r0", &b[0].w, msg, sizeof(msg));
-  mu_rdzv_barrier(e.rv, "job", "dup", 2, 10000, "r0", &b[1].w, msg, sizeof(msg));
+  mu_rdzv_barrier(e.rv, "job", "dup", 2, 10000, "r0", &b[0].w, msgbuf(&msg));
+  mu_rdzv_barrier(e.rv, "job", "dup", 2, 10000, "r0", &b[1].w, msgbuf(&msg));
   ASSERT_EQ(b[0].err, MU_RDZV_EREPLACED);
   ASSERT_EQ(b[1].fired, 0);
   /* A different count is refused; a timeout withdraws the arrival. */
   rec_init(&b[2]);
-  ASSERT_EQ(mu_rdzv_barrier(e.rv, "job", "dup", 3, 10000, "r1", &b[2].w, msg, sizeof(msg)),
+  ASSERT_EQ(mu_rdzv_barrier(e.rv, "job", "dup", 3, 10000, "r1", &b[2].w, msgbuf(&msg)),
             MU_RDZV_ECOUNT_MISMATCH);
-  ASSERT(strstr(msg, "waiting for 2") != NULL);
+  ASSERT(strstr(mu_buf_str(&msg), "waiting for 2") != NULL);
   mu_rdzv_wait_cancel(&b[1].w);
   rec_init(&b[0]);
-  mu_rdzv_barrier(e.rv, "job", "slow", 2, 40, "r0", &b[0].w, msg, sizeof(msg));
+  mu_rdzv_barrier(e.rv, "job", "slow", 2, 40, "r0", &b[0].w, msgbuf(&msg));
   spin(&e.loop, 80);
   ASSERT_EQ(b[0].fired, 1);
   ASSERT_EQ(b[0].err, MU_RDZV_EBARRIER_TIMEOUT);
@@ -436,10 +444,11 @@ TEST(rdzv__barrier_timeout_and_reuse)
   /* After the timeout the barrier starts empty again. */
   rec_init(&b[0]);
   rec_init(&b[1]);
-  mu_rdzv_barrier(e.rv, "job", "slow", 2, 1000, "r0", &b[0].w, msg, sizeof(msg));
-  mu_rdzv_barrier(e.rv, "job", "slow", 2, 1000, "r1", &b[1].w, msg, sizeof(msg));
+  mu_rdzv_barrier(e.rv, "job", "slow", 2, 1000, "r0", &b[0].w, msgbuf(&msg));
+  mu_rdzv_barrier(e.rv, "job", "slow", 2, 1000, "r1", &b[1].w, msgbuf(&msg));
   ASSERT_EQ(b[0].generation, 1);
   env_done(&e);
+  mu_buf_release(&msg);
 }
 
 TEST(rdzv__kv_set_get_wait_add)
@@ -503,7 +512,7 @@ TEST(rdzv__close_and_shutdown_answer_everyone)
   struct mu_rdzv_join_req q;
   struct rec r[2], pend, w, bar, kvw, late;
   struct mu_rdzv_answer a;
-  char msg[256];
+  struct mu_buf msg = MU_BUF_INIT(4096);
   cfg(&q, 2, 3, 60000);
   join(&e, "job", &q, "a", &r[0]);
   join(&e, "job", &q, "b", &r[1]);
@@ -530,7 +539,7 @@ TEST(rdzv__close_and_shutdown_answer_everyone)
   rec_init(&bar);
   rec_init(&kvw);
   ASSERT_EQ(mu_rdzv_watch(e.rv, "job2", "a", 1, 10000, &w.w), 0);
-  ASSERT_EQ(mu_rdzv_barrier(e.rv, "job2", "b", 2, 10000, "x", &bar.w, msg, sizeof(msg)), 0);
+  ASSERT_EQ(mu_rdzv_barrier(e.rv, "job2", "b", 2, 10000, "x", &bar.w, msgbuf(&msg)), 0);
   ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job2", "k", &a, 10000, &kvw.w), 1);
   ASSERT_EQ(w.fired + bar.fired + kvw.fired + pend.fired, 0);
   ASSERT_EQ(mu_rdzv_end(e.rv, "job2", 1, "worker 3 failed"), 0);
@@ -546,6 +555,7 @@ TEST(rdzv__close_and_shutdown_answer_everyone)
   mu_rdzv_stats(e.rv, &st);
   ASSERT_EQ(st.pending_joins + st.pending_watches + st.pending_other, 0);
   env_done(&e);
+  mu_buf_release(&msg);
 }
 
 TEST(rdzv__leave_success_closes_run)

@@ -35,6 +35,12 @@ struct pki {
   char other_key[128];
 };
 
+/* The error text of the next call: the buffer emptied first. */
+static struct mu_buf *msgbuf(struct mu_buf *b)
+{
+  mu_buf_clear(b);
+  return b;
+}
 static EVP_PKEY *new_key(void)
 {
   return EVP_EC_gen("P-256");
@@ -195,10 +201,10 @@ TEST(tls__handshake_and_data_both_ways)
 {
   struct pki p;
   struct rv_tls *t = NULL;
-  char err[512];
+  struct mu_buf err = MU_BUF_INIT(4096);
   pki_make(&p);
   struct rv_tls_config cfg = {p.srv_cert, p.srv_key, NULL};
-  ASSERT_EQ(rv_tls_new(&cfg, &t, err, sizeof(err)), 0);
+  ASSERT_EQ(rv_tls_new(&cfg, &t, msgbuf(&err)), 0);
   struct rv_tls_conn *tc = rv_tls_conn_new(t);
   struct client c;
   client_new(&c, &p, 0);
@@ -249,16 +255,17 @@ TEST(tls__handshake_and_data_both_ways)
   rv_tls_conn_free(tc);
   rv_tls_free(t);
   pki_remove(&p);
+  mu_buf_release(&err);
 }
 
 TEST(tls__client_certificate_required)
 {
   struct pki p;
   struct rv_tls *t = NULL;
-  char err[512];
+  struct mu_buf err = MU_BUF_INIT(4096);
   pki_make(&p);
   struct rv_tls_config cfg = {p.srv_cert, p.srv_key, p.ca_cert};
-  ASSERT_EQ(rv_tls_new(&cfg, &t, err, sizeof(err)), 0);
+  ASSERT_EQ(rv_tls_new(&cfg, &t, msgbuf(&err)), 0);
 
   /* with a certificate from the CA: accepted */
   struct rv_tls_conn *tc = rv_tls_conn_new(t);
@@ -289,32 +296,34 @@ TEST(tls__client_certificate_required)
   mu_buf_release(&plain);
   rv_tls_free(t);
   pki_remove(&p);
+  mu_buf_release(&err);
 }
 
 TEST(tls__bad_files_are_named)
 {
   struct pki p;
   struct rv_tls *t = NULL;
-  char err[512];
+  struct mu_buf err = MU_BUF_INIT(4096);
   pki_make(&p);
   struct rv_tls_config missing = {"/nonexistent/cert.pem", p.srv_key, NULL};
-  ASSERT_EQ(rv_tls_new(&missing, &t, err, sizeof(err)), MU_EINVAL);
+  ASSERT_EQ(rv_tls_new(&missing, &t, msgbuf(&err)), MU_EINVAL);
   ASSERT_NULL(t);
-  ASSERT_NOT_NULL(strstr(err, "/nonexistent/cert.pem"));
-  ASSERT_NOT_NULL(strstr(err, "--tls-cert"));
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "/nonexistent/cert.pem"));
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "--tls-cert"));
 
   struct rv_tls_config mismatch = {p.srv_cert, p.other_key, NULL};
-  ASSERT_EQ(rv_tls_new(&mismatch, &t, err, sizeof(err)), MU_EINVAL);
-  ASSERT_NOT_NULL(strstr(err, "does not belong"));
+  ASSERT_EQ(rv_tls_new(&mismatch, &t, msgbuf(&err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "does not belong"));
 
   struct rv_tls_config badca = {p.srv_cert, p.srv_key, p.srv_key};
-  ASSERT_EQ(rv_tls_new(&badca, &t, err, sizeof(err)), MU_EINVAL);
-  ASSERT_NOT_NULL(strstr(err, "--tls-client-ca"));
+  ASSERT_EQ(rv_tls_new(&badca, &t, msgbuf(&err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "--tls-client-ca"));
 
   struct rv_tls_config nokey = {p.srv_cert, NULL, NULL};
-  ASSERT_EQ(rv_tls_new(&nokey, &t, err, sizeof(err)), MU_EINVAL);
-  ASSERT_NOT_NULL(strstr(err, "--tls-key"));
+  ASSERT_EQ(rv_tls_new(&nokey, &t, msgbuf(&err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "--tls-key"));
   pki_remove(&p);
+  mu_buf_release(&err);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -331,7 +340,8 @@ static void write_file(const char *path, const char *text)
 TEST(auth__tokens_and_basic)
 {
   char dir[] = "/tmp/mu-unit-auth.XXXXXX";
-  char tokens[64], users[64], pass[64], err[512];
+  char tokens[64], users[64], pass[64];
+  struct mu_buf err = MU_BUF_INIT(4096);
   ASSERT_NOT_NULL(mkdtemp(dir));
   snprintf(tokens, sizeof(tokens), "%s/tokens", dir);
   snprintf(users, sizeof(users), "%s/users", dir);
@@ -342,34 +352,27 @@ TEST(auth__tokens_and_basic)
 
   struct rv_auth *a = rv_auth_new();
   ASSERT(!rv_auth_enabled(a));
-  ASSERT_EQ(rv_auth_check(a, "/v2/keys/x", NULL), RV_AUTH_OPEN);
-  ASSERT_EQ(rv_auth_load_tokens(a, tokens, err, sizeof(err)), 0);
-  ASSERT_EQ(rv_auth_load_users(a, users, err, sizeof(err)), 0);
-  ASSERT_EQ(rv_auth_add_user_spec(a, "bob:" /* + path */ "", err, sizeof(err)), MU_EINVAL);
+  ASSERT_EQ(rv_auth_load_tokens(a, tokens, msgbuf(&err)), 0);
+  ASSERT_EQ(rv_auth_load_users(a, users, msgbuf(&err)), 0);
+  ASSERT_EQ(rv_auth_add_user_spec(a, "bob:" /* + path */ "", msgbuf(&err)), MU_EINVAL);
   char spec[96];
   snprintf(spec, sizeof(spec), "bob:%s", pass);
-  ASSERT_EQ(rv_auth_add_user_spec(a, spec, err, sizeof(err)), 0);
+  ASSERT_EQ(rv_auth_add_user_spec(a, spec, msgbuf(&err)), 0);
   ASSERT(rv_auth_enabled(a));
 
-  ASSERT_EQ(rv_auth_check(a, "/v1/runs", "Bearer s3cret-token-one"), RV_AUTH_GRANTED);
-  ASSERT_EQ(rv_auth_check(a, "/v1/runs", "bearer second-token-2222"), RV_AUTH_GRANTED);
-  ASSERT_EQ(rv_auth_check(a, "/v1/runs", "Bearer s3cret-token-on"), RV_AUTH_DENIED);
-  ASSERT_EQ(rv_auth_check(a, "/v1/runs", "Bearer s3cret-token-one2"), RV_AUTH_DENIED);
-  ASSERT_EQ(rv_auth_check(a, "/v1/runs", NULL), RV_AUTH_MISSING);
-  ASSERT_EQ(rv_auth_check(a, "/v1/runs", "Digest x"), RV_AUTH_MISSING);
+  ASSERT_EQ(rv_auth_check(a, "Bearer s3cret-token-one"), RV_AUTH_GRANTED);
+  ASSERT_EQ(rv_auth_check(a, "bearer second-token-2222"), RV_AUTH_GRANTED);
+  ASSERT_EQ(rv_auth_check(a, "Bearer s3cret-token-on"), RV_AUTH_DENIED);
+  ASSERT_EQ(rv_auth_check(a, "Bearer s3cret-token-one2"), RV_AUTH_DENIED);
+  ASSERT_EQ(rv_auth_check(a, NULL), RV_AUTH_MISSING);
+  ASSERT_EQ(rv_auth_check(a, "Digest x"), RV_AUTH_MISSING);
   /* root:rootpw, alice:pa ss:word, bob:bobpass */
-  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Basic cm9vdDpyb290cHc="), RV_AUTH_GRANTED);
-  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Basic YWxpY2U6cGEgc3M6d29yZA=="), RV_AUTH_GRANTED);
-  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Basic Ym9iOmJvYnBhc3M="), RV_AUTH_GRANTED);
-  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Basic cm9vdDpyb290cHg="), RV_AUTH_DENIED);
-  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Basic !!!"), RV_AUTH_DENIED);
-  ASSERT_EQ(rv_auth_check(a, "/v2/keys/a", "Bearer second-token-2222"), RV_AUTH_GRANTED);
-  /* open paths */
-  ASSERT_EQ(rv_auth_check(a, "/version", NULL), RV_AUTH_OPEN);
-  ASSERT_EQ(rv_auth_check(a, "/healthz", NULL), RV_AUTH_OPEN);
-  ASSERT_EQ(rv_auth_check(a, "/metrics", NULL), RV_AUTH_OPEN);
-  ASSERT_EQ(rv_auth_check(a, "/v2", NULL), RV_AUTH_MISSING);
-  ASSERT_EQ(rv_auth_check(a, "/v2x", NULL), RV_AUTH_OPEN); /* 404 anyway */
+  ASSERT_EQ(rv_auth_check(a, "Basic cm9vdDpyb290cHc="), RV_AUTH_GRANTED);
+  ASSERT_EQ(rv_auth_check(a, "Basic YWxpY2U6cGEgc3M6d29yZA=="), RV_AUTH_GRANTED);
+  ASSERT_EQ(rv_auth_check(a, "Basic Ym9iOmJvYnBhc3M="), RV_AUTH_GRANTED);
+  ASSERT_EQ(rv_auth_check(a, "Basic cm9vdDpyb290cHg="), RV_AUTH_DENIED);
+  ASSERT_EQ(rv_auth_check(a, "Basic !!!"), RV_AUTH_DENIED);
+  ASSERT_EQ(rv_auth_check(a, "Bearer second-token-2222"), RV_AUTH_GRANTED);
 
   struct mu_buf m = MU_BUF_INIT(1 << 16);
   rv_auth_metrics(a, &m);
@@ -381,35 +384,57 @@ TEST(auth__tokens_and_basic)
   /* bad files name the file and line */
   a = rv_auth_new();
   write_file(tokens, "good-token-123\nbad token\n");
-  ASSERT_EQ(rv_auth_load_tokens(a, tokens, err, sizeof(err)), MU_EINVAL);
-  ASSERT_NOT_NULL(strstr(err, "line 2"));
-  ASSERT_NOT_NULL(strstr(err, tokens));
+  ASSERT_EQ(rv_auth_load_tokens(a, tokens, msgbuf(&err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "line 2"));
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), tokens));
   write_file(tokens, "# nothing\n\n");
-  ASSERT_EQ(rv_auth_load_tokens(a, tokens, err, sizeof(err)), MU_EINVAL);
-  ASSERT_NOT_NULL(strstr(err, "holds no token"));
+  ASSERT_EQ(rv_auth_load_tokens(a, tokens, msgbuf(&err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "holds no token"));
   write_file(users, "nocolon\n");
-  ASSERT_EQ(rv_auth_load_users(a, users, err, sizeof(err)), MU_EINVAL);
-  ASSERT_NOT_NULL(strstr(err, "USER:PASSWORD"));
-  ASSERT_EQ(rv_auth_load_tokens(a, "/nonexistent/t", err, sizeof(err)), MU_EINVAL);
-  ASSERT_NOT_NULL(strstr(err, "/nonexistent/t"));
+  ASSERT_EQ(rv_auth_load_users(a, users, msgbuf(&err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "USER:PASSWORD"));
+  ASSERT_EQ(rv_auth_load_tokens(a, "/nonexistent/t", msgbuf(&err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "/nonexistent/t"));
   rv_auth_free(a);
   unlink(tokens);
   unlink(users);
   unlink(pass);
   rmdir(dir);
+  mu_buf_release(&err);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Quota bookkeeping (refusals are answered through the server: see the integration tests)
  */
 
-static struct rv_req mkreq(unsigned method, const char *path, struct rv_param *params, size_t np)
+/* Rows as an API would declare them: the quota reads their flags and the usage hook. */
+static void test_usage(struct rv_req *req, struct rv_usage *u)
+{
+  if (req->nvars > 0) {
+    u->scope = req->vars[0];
+    u->scope_len = strlen(req->vars[0]);
+  }
+  u->poll = rv_req_param(req, "wait") != NULL;
+}
+
+static const struct rv_api test_api = {"test", NULL, test_usage};
+static const struct rv_route poll_row = {RV_POST, "/t/{run}/join", RV_ROUTE_LONG_POLL, NULL,
+                                         "t",     &test_api};
+static const struct rv_route maybe_row = {RV_GET, "/t/{run}/kv", RV_ROUTE_MAY_POLL,
+                                          NULL,   "t",           &test_api};
+static const struct rv_route plain_row = {RV_GET, "/t/{run}/info", 0, NULL, "t", &test_api};
+
+static struct rv_req mkreq(const struct rv_route *route, const char *run, struct rv_param *params,
+                           size_t np)
 {
   struct rv_req r;
   memset(&r, 0, sizeof(r));
-  r.method = method;
-  r.path = path;
-  r.path_len = strlen(path);
+  r.method = route->methods;
+  r.path = route->path;
+  r.path_len = strlen(route->path);
+  r.vars[0] = run;
+  r.nvars = 1;
+  r.route = route;
   r.params = params;
   r.nparams = np;
   r.query = "";
@@ -417,55 +442,39 @@ static struct rv_req mkreq(unsigned method, const char *path, struct rv_param *p
   return r;
 }
 
-TEST(quota__long_polls_classified_and_counted)
+TEST(quota__long_polls_classified_by_row_and_counted)
 {
-  const char *run;
-  size_t runlen;
-  struct rv_param wait = {"wait", "true"}, nowait = {"wait", "false"}, wms = {"wait_ms", "10"};
-  struct rv_req r = mkreq(RV_GET, "/v2/keys/a/b", &wait, 1);
-  ASSERT(rv_quota_is_long_poll(&r, &run, &runlen));
-  ASSERT_EQ(runlen, 0u);
-  r = mkreq(RV_GET, "/v2/keys/a/b", &nowait, 1);
-  ASSERT(!rv_quota_is_long_poll(&r, &run, &runlen));
-  r = mkreq(RV_PUT, "/v2/keys/a", &wait, 1);
-  ASSERT(!rv_quota_is_long_poll(&r, &run, &runlen));
-  r = mkreq(RV_POST, "/v1/runs/job-1/join", NULL, 0);
-  ASSERT(rv_quota_is_long_poll(&r, &run, &runlen));
-  ASSERT_EQ(runlen, 5u);
-  ASSERT(strncmp(run, "job-1", 5) == 0);
-  r = mkreq(RV_GET, "/v1/runs/job-1/watch", NULL, 0);
-  ASSERT(rv_quota_is_long_poll(&r, &run, &runlen));
-  r = mkreq(RV_POST, "/v1/runs/job-1/barrier/b0", NULL, 0);
-  ASSERT(rv_quota_is_long_poll(&r, &run, &runlen));
-  r = mkreq(RV_GET, "/v1/runs/job-1/kv/k", &wms, 1);
-  ASSERT(rv_quota_is_long_poll(&r, &run, &runlen));
-  r = mkreq(RV_GET, "/v1/runs/job-1/kv/k", NULL, 0);
-  ASSERT(!rv_quota_is_long_poll(&r, &run, &runlen));
-  r = mkreq(RV_POST, "/v1/runs/job-1/heartbeat", NULL, 0);
-  ASSERT(!rv_quota_is_long_poll(&r, &run, &runlen));
-
+  struct rv_param wait = {"wait", "1"};
   struct rv_quota_config cfg = {0, 0, 10, 2, 3, 0, 0};
   struct rv_quota *q = rv_quota_new(&cfg);
   ASSERT(rv_quota_enabled(q));
   ASSERT(rv_quota_wants_peer(q));
-  struct rv_quota_ticket t[4];
-  r = mkreq(RV_POST, "/v1/runs/job-1/join", NULL, 0);
+  struct rv_ticket t[6];
+  /* a long-poll row always counts, in its scope (the run) and for its client */
+  struct rv_req r = mkreq(&poll_row, "job-1", NULL, 0);
   ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.1", &t[0]), 0);
   ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.1", &t[1]), 0);
   ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.2", &t[2]), 0);
-  ASSERT(t[0].counted && t[0].client != NULL && t[0].run != NULL);
-  ASSERT(t[0].client == t[1].client);
-  ASSERT(t[0].client != t[2].client);
-  ASSERT(t[0].run == t[2].run);
-  /* a plain request takes nothing */
-  struct rv_req plain = mkreq(RV_GET, "/v2/keys/a", NULL, 0);
-  ASSERT_EQ(rv_quota_gate(q, &plain, "10.0.0.1", &t[3]), 0);
-  ASSERT(!t[3].counted && t[3].client == NULL);
+  ASSERT(t[0].counted && t[0].held[0] != NULL && t[0].held[1] != NULL);
+  ASSERT(t[0].held[0] == t[1].held[0]);
+  ASSERT(t[0].held[0] != t[2].held[0]);
+  ASSERT(t[0].held[1] == t[2].held[1]);
+  /* a may-poll row counts when its API says this request polls */
+  r = mkreq(&maybe_row, "job-2", NULL, 0);
+  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.3", &t[3]), 0);
+  ASSERT(!t[3].counted && t[3].held[0] == NULL);
+  r = mkreq(&maybe_row, "job-2", &wait, 1);
+  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.3", &t[4]), 0);
+  ASSERT(t[4].counted && t[4].held[1] != NULL && t[4].held[1] != t[0].held[1]);
+  /* a plain row takes nothing */
+  r = mkreq(&plain_row, "job-1", &wait, 1);
+  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.1", &t[5]), 0);
+  ASSERT(!t[5].counted && t[5].held[0] == NULL);
   struct mu_buf m = MU_BUF_INIT(1 << 16);
   rv_quota_metrics(q, &m);
-  ASSERT_NOT_NULL(strstr(mu_buf_str(&m), "musterd_quota_long_polls_open 3"));
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&m), "musterd_quota_long_polls_open 4"));
   mu_buf_clear(&m);
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 6; i++)
     rv_quota_release(q, &t[i]);
   rv_quota_release(q, &t[0]); /* twice: no-op */
   rv_quota_metrics(q, &m);
@@ -522,8 +531,22 @@ TEST(security__gates_in_the_router)
                 "Authorization: Bearer unit-token-1\r\n\r\n");
   ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 201 "));
   mu_free(o);
-  o = feed(srv, "GET /version HTTP/1.1\r\nHost: x\r\n\r\n");
-  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 200 "));
+  /* the public rows need no credentials; a path with no row is 404 before any check */
+  static const char *open_paths[] = {"/version", "/healthz", "/health"};
+  for (size_t i = 0; i < sizeof(open_paths) / sizeof(open_paths[0]); i++) {
+    char in[128];
+    snprintf(in, sizeof(in), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", open_paths[i]);
+    o = feed(srv, in);
+    ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 200 "));
+    mu_free(o);
+  }
+  o = feed(srv, "GET /v2x HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 404 "));
+  mu_free(o);
+  /* /v1 words its refusals itself: a wrong token is "not valid", 401 with the Bearer realm */
+  o = feed(srv, "GET /v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope-nope\r\n\r\n");
+  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 401 "));
+  ASSERT_NOT_NULL(strstr(o, "is not valid for this musterd"));
   mu_free(o);
   o = feed(srv, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   ASSERT_NOT_NULL(strstr(o, "musterd_auth_requests_total{verdict=\"missing\"} 2"));

@@ -1,0 +1,75 @@
+/* musterd inside another program: the one rendezvous header a program outside rendezvous/ may
+ * include (CMake exports only this folder). `muster run`'s local scheduler and
+ * `muster agent --standalone` serve the etcd v2 keys API and the native /v1 rendezvous from
+ * their own libuv loop this way:
+ *
+ *   struct rv_server_config cfg;
+ *   rv_server_config_init(&cfg);
+ *   cfg.listen_host = "127.0.0.1"; cfg.listen_port = 0;
+ *   struct rv_server *srv = rv_server_new(loop, &cfg);   (the /v2 and /v1 routes registered)
+ *   rc = rv_server_listen(srv);                          (binds; then rv_server_port(srv))
+ *   ... uv_run(loop) ...
+ *   rv_server_close(srv, on_closed, data);               (on_closed fires once srv is freed)
+ *
+ * One struct rv_server per loop; it uses no globals, so several can run in one process on
+ * different loops (threads). Everything runs on the loop's thread. The names keep the server
+ * core's `rv_` prefix: this is the core's own lifecycle, seen from outside.
+ */
+#ifndef MUSTERD_EMBED_H
+#define MUSTERD_EMBED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+struct rv_server;
+
+struct rv_server_config {
+  const char *listen_host;   /* default "127.0.0.1"; borrowed until rv_server_listen() returns */
+  int listen_port;           /* default 2379; 0 = any free port (see rv_server_port()) */
+  const char *advertise_url; /* /v2/machines answer; NULL = http://<bound host>:<bound port> */
+  const char *name;          /* member name in /v2/members and /v2/stats/self; default "musterd" */
+  unsigned max_connections;  /* default 10000; the excess connection gets 503 and is closed */
+  size_t max_body_bytes;     /* default 1 MiB -> 413 */
+  size_t max_header_bytes;   /* request line + headers, default 16 KiB, at most 60000 -> 431 */
+  size_t max_url_bytes;      /* default 8 KiB -> 414 */
+  size_t max_output_bytes;   /* unsent output per connection, default 8 MiB -> close */
+  uint64_t idle_timeout_ms;  /* default 300000; 0 = never. Deferred requests are exempt */
+  int log_requests;          /* one log line per request (mu_log at INFO) */
+  int no_v2;                 /* do not register the etcd v2 API (tests) */
+};
+
+/* Fills `cfg` with the defaults above. */
+void rv_server_config_init(struct rv_server_config *cfg);
+
+/* Creates a server on `loop` with every API musterd serves: /version, /health, /healthz,
+ * /metrics, the etcd v2 API (/v2/keys, /v2/members, ...; unless cfg->no_v2) and the native
+ * rendezvous (/v1/runs/...). Does not listen yet.
+ * Returns: the server (never NULL; aborts on OOM).
+ * Ownership: the config is copied (strings duplicated); the loop is borrowed and must outlive
+ * the server. Free with rv_server_close(). */
+struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *cfg);
+
+/* Binds and listens on cfg.listen_host:cfg.listen_port.
+ * Returns: 0, or a negative libuv code (UV_EADDRINUSE, UV_EADDRNOTAVAIL, UV_EINVAL for an
+ * unparsable host). */
+int rv_server_listen(struct rv_server *srv);
+
+/* Returns: the bound port (useful after listening on port 0), or 0 before rv_server_listen(). */
+int rv_server_port(const struct rv_server *srv);
+
+/* Returns: the advertised client URL ("http://127.0.0.1:2379"). Ownership: borrowed, lives as
+ * long as the server. */
+const char *rv_server_url(const struct rv_server *srv);
+
+typedef void rv_server_closed_cb(void *data);
+
+/* Graceful shutdown: stops accepting, tells every deferred request's owner, lets already-queued
+ * replies drain (bounded), closes every connection and every API's state, and once every
+ * handle the server owns is closed, frees the server and calls `cb(data)` (cb may be NULL).
+ * After the callback the loop holds no handle of the server, so uv_loop_close() can succeed.
+ * Calling it twice is a no-op. Ownership: the server is freed before cb runs. */
+void rv_server_close(struct rv_server *srv, rv_server_closed_cb *cb, void *data);
+
+#endif

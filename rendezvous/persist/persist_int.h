@@ -1,0 +1,106 @@
+/* What the persist layer's files share (records.c, sync.c, recovery.c): the handle and the
+ * helpers that cross them. Private to rendezvous/persist/: main.c uses persist.h. */
+#ifndef RV_PERSIST_INT_H
+#define RV_PERSIST_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "buf.h"
+#include "list.h"
+#include "persist.h"
+#include "wal.h"
+
+struct mu_event;
+struct mu_rdzv;
+struct mu_store;
+
+struct mu_persist {
+  char *dir;
+  enum mu_fsync_mode mode;
+  uint64_t snapshot_every;
+  struct mu_store *s;
+  struct mu_rdzv *rdzv; /* NULL: /v1 not served */
+  int rdzv_dirty;       /* its state changed since the last MU_REC_RDZV record */
+  char *rdzv_blob;      /* recovery: the newest state found */
+  size_t rdzv_len;
+  uv_loop_t *loop;
+  struct rv_server *srv;
+  int lock_fd;
+  int fd;             /* the current log segment, O_APPEND */
+  uint64_t seg_first; /* the first index of its name */
+  int stopped;
+  int failed; /* a write or sync failed: stop acknowledging */
+
+  uint64_t appended; /* records appended since start-up */
+  uint64_t synced;   /* of which durable */
+  uint64_t since_snap;
+  struct mu_buf pending; /* batch mode: records not yet handed to the thread */
+
+  /* the sync thread (batch mode); fields below the mutex are shared */
+  uv_thread_t thread;
+  int thread_started;
+  uv_async_t async;
+  uv_idle_t kick; /* active while records wait for a batch or a snapshot is due */
+  int handles_open;
+  int handles_closing;
+  uv_mutex_t mu;
+  uv_cond_t cond;
+  int busy; /* inflight holds a batch the thread is writing */
+  int quit;
+  int thread_err;
+  struct mu_buf inflight;
+  uint64_t inflight_last;
+  uint64_t thread_done; /* records durable according to the thread */
+
+  struct mu_list held; /* replies waiting for their records (struct held), oldest first */
+
+  /* /metrics */
+  uint64_t m_syncs, m_bytes, m_snapshots, m_max_batch, m_held;
+};
+
+/* records.c: files, records, snapshots */
+
+/* Writes all n bytes at p to fd. Returns: 0, or -errno. */
+int persist_write(int fd, const void *p, size_t n);
+/* fsync()s the directory `dir` (a rename or a new file in it is durable). Returns: 0, or -errno. */
+int persist_sync_dir(const char *dir);
+/* Returns: "<dir>/snap-<index, 20 digits>.snap" / "<dir>/wal-<first>.log". Caller frees. */
+char *persist_snap_path(const char *dir, uint64_t index);
+char *persist_wal_path(const char *dir, uint64_t first);
+
+/* The snapshots and log segments of a data dir, each list sorted by index. */
+struct persist_listing {
+  uint64_t *snaps, *wals;
+  size_t nsnaps, nwals;
+};
+/* Lists `dir`. Returns: 0, or -errno. Release with persist_listing_release(). */
+int persist_list_dir(const char *dir, struct persist_listing *l);
+void persist_listing_release(struct persist_listing *l);
+
+/* Fills `r` (from scratch) as a record of `type` (MU_REC_EVENT or MU_REC_SNAP_EVENT) for `e`. */
+void persist_event_rec(struct mu_wal_rec *r, int type, const struct mu_event *e);
+/* Appends the log record of store write `e` (with the node as it is now) to `out`.
+ * Returns: 0, or MU_E2BIG. */
+int persist_encode_event(struct mu_buf *out, struct mu_store *s, const struct mu_event *e);
+/* Appends the whole rendezvous state as one record to `out`. Returns: 0, or an error. */
+int persist_put_rdzv(struct mu_persist *p, struct mu_buf *out);
+
+/* sync.c: the log writer */
+
+/* Waits for the thread to finish its batch (shutdown, snapshots). Returns: its error. */
+int persist_wait_idle(struct mu_persist *p);
+/* Writes and syncs the pending records on the loop thread. Returns: 0, or -errno. */
+int persist_flush_sync(struct mu_persist *p);
+/* Answers every held reply whose records are durable. */
+void persist_release_held(struct mu_persist *p);
+/* The store's commit hook and the rendezvous' change hook (recovery.c installs them). */
+void persist_on_commit(void *data, const struct mu_event *e);
+void persist_on_rdzv_change(void *data);
+/* Starts the batch thread and the loop handles (the last step of opening). Returns: 0, or -1
+ * with `err` set. */
+int persist_start(struct mu_persist *p, struct mu_buf *err);
+
+#endif

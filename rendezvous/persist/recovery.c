@@ -1,0 +1,527 @@
+/* Recovery: opening the data dir (lock), loading the newest snapshot, replaying the log after
+ * it (a torn tail is truncated with a warning, damage anywhere else stops musterd), restoring
+ * the rendezvous, then logging every write from there on (see persist.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "fsutil.h"
+#include "persist_int.h"
+#include "rdzv.h"
+#include "store.h"
+
+/* Keeps a copy of the newest rendezvous state met during recovery (binary: not a string). */
+static void keep_rdzv(struct mu_persist *p, const struct mu_wal_rec *r)
+{
+  mu_free(p->rdzv_blob);
+  p->rdzv_blob = mu_malloc((size_t)r->value_len + 1);
+  if (r->value_len > 0)
+    memcpy(p->rdzv_blob, r->value, r->value_len);
+  p->rdzv_len = r->value_len;
+}
+
+/* Reads the WAL-format file `path` (`what`: "snapshot" or "log", for the error) whole and points
+ * `rd` at its records. Returns: 0 with *data (caller frees with mu_free()) and *size, or MU_EIO
+ * with `err` set. */
+static int open_records(const char *path, const char *what, unsigned char **data, size_t *size,
+                        struct mu_wal_reader *rd, struct mu_buf *err)
+{
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  int rc = mu_read_file(path, MU_BUF_UNBOUNDED, &b);
+  if (rc != 0) {
+    mu_buf_printf(err, "cannot read %s '%s': %s", what, path, mu_strerror(rc));
+    mu_buf_release(&b);
+    return MU_EIO;
+  }
+  *size = b.len;
+  *data = (unsigned char *)mu_buf_detach(&b);
+  mu_wal_reader_init(rd, *data, *size);
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The snapshot
+ */
+
+/* Where load_snapshot() is in the file's grammar: HEAD (NODE | EVENT | RDZV)* END. */
+enum snap_state { SNAP_WANT_HEAD = 0, SNAP_BODY, SNAP_AFTER_END };
+
+struct snap_load {
+  enum snap_state state;
+  uint64_t nodes, events, index;
+};
+
+/* A history event as the snapshot recorded it. */
+static void restore_event(struct mu_store *s, const struct mu_wal_rec *r)
+{
+  struct mu_event *e = mu_calloc(1, sizeof(*e));
+  e->action = (enum mu_event_action)r->action;
+  e->index = r->index;
+  e->key = mu_strndup(r->key, r->key_len);
+  e->key_len = r->key_len;
+  e->refresh = (r->flags & MU_REC_REFRESH) != 0;
+  e->created = (r->flags & MU_REC_CREATED) != 0;
+  e->node_dir = (r->flags & MU_REC_DIR) != 0;
+  if (e->node_dir &&
+      (e->action == MU_EV_DELETE || e->action == MU_EV_CAD || e->action == MU_EV_EXPIRE))
+    e->prev_key = mu_strndup(r->key, r->key_len);
+  e->json = mu_strndup(r->json, r->json_len);
+  e->json_len = r->json_len;
+  e->json_head = r->aux <= r->json_len ? (size_t)r->aux : 0;
+  mu_event_history_add(&s->history, e);
+}
+
+/* Applies one snapshot record. Returns: NULL, or why the snapshot is damaged (static). */
+static const char *snap_record(struct mu_persist *p, struct snap_load *sl,
+                               const struct mu_wal_rec *r)
+{
+  if (sl->state == SNAP_WANT_HEAD) {
+    if (r->type != MU_REC_SNAP_HEAD)
+      return "no snapshot header";
+    sl->index = r->index;
+    sl->state = SNAP_BODY;
+    return NULL;
+  }
+  if (sl->state == SNAP_AFTER_END)
+    return "data after the snapshot trailer";
+  switch (r->type) {
+  case MU_REC_SNAP_NODE: {
+    char *key = mu_strndup(r->key, r->key_len);
+    int rc = mu_store_restore_node(p->s, key, (r->flags & MU_REC_DIR) != 0, r->value, r->value_len,
+                                   r->created, r->index, r->expire_ns);
+    mu_free(key);
+    sl->nodes++;
+    return rc != 0 ? "a node whose parent is missing or that exists twice" : NULL;
+  }
+  case MU_REC_SNAP_EVENT:
+    restore_event(p->s, r);
+    sl->events++;
+    return NULL;
+  case MU_REC_RDZV:
+    keep_rdzv(p, r);
+    return NULL;
+  case MU_REC_SNAP_END:
+    sl->state = SNAP_AFTER_END;
+    if (r->created != sl->nodes || r->aux != sl->events || r->index != sl->index)
+      return "a trailer whose counts do not match the records";
+    return NULL;
+  default:
+    return "an unexpected record type";
+  }
+}
+
+static int load_snapshot(struct mu_persist *p, const char *path, struct mu_persist_report *rep,
+                         struct mu_buf *err)
+{
+  unsigned char *data = NULL;
+  size_t size = 0;
+  struct mu_wal_reader rd;
+  int rc = open_records(path, "snapshot", &data, &size, &rd, err);
+  if (rc != 0)
+    return rc;
+  struct snap_load sl = {SNAP_WANT_HEAD, 0, 0, 0};
+  const unsigned char *pl = NULL;
+  size_t len = 0;
+  for (;;) {
+    size_t at = rd.off;
+    int st = mu_wal_read(&rd, &pl, &len);
+    if (st == MU_WAL_END)
+      break;
+    struct mu_wal_rec r;
+    const char *why = NULL;
+    if (st != MU_WAL_RECORD)
+      why = rd.why;
+    else if (mu_wal_rec_decode(pl, len, &r) != 0)
+      why = "an undecodable record";
+    else
+      why = snap_record(p, &sl, &r);
+    if (why != NULL) {
+      mu_buf_printf(err,
+                    "snapshot '%s' is damaged at byte offset %zu: %s; musterd will not start from "
+                    "it (restore the data dir from a backup, or move it away to start empty)",
+                    path, at, why);
+      mu_free(data);
+      return MU_EPARSE;
+    }
+  }
+  mu_free(data);
+  if (sl.state != SNAP_AFTER_END) {
+    mu_buf_printf(err,
+                  "snapshot '%s' is incomplete (no trailer after %zu bytes); musterd will not "
+                  "start from it (restore the data dir from a backup, or move it away to start "
+                  "empty)",
+                  path, size);
+    return MU_EPARSE;
+  }
+  p->s->index = sl.index;
+  mu_buf_puts(&rep->snapshot, path);
+  rep->snapshot_index = sl.index;
+  rep->snapshot_nodes = sl.nodes;
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The log
+ */
+
+/* Replaces the JSON the replayed write rendered now with the one logged at write time. */
+static void keep_logged_json(struct mu_store *s, const struct mu_wal_rec *r)
+{
+  struct mu_event_history *h = &s->history;
+  if (h->count == 0 || r->json_len == 0)
+    return;
+  struct mu_event *e = h->ring[(h->front + h->count - 1) % h->cap];
+  if (e->index != r->index)
+    return;
+  h->bytes -= e->json_len;
+  mu_free(e->json);
+  e->json = mu_strndup(r->json, r->json_len);
+  e->json_len = r->json_len;
+  e->json_head = r->aux <= r->json_len ? (size_t)r->aux : 0;
+  h->bytes += e->json_len;
+}
+
+/* Applies one logged write. Returns: NULL, or why it does not apply (static). */
+static const char *apply(struct mu_store *s, const struct mu_wal_rec *r)
+{
+  if (r->type != MU_REC_EVENT)
+    return "a record that is not a store write";
+  char *key = mu_strndup(r->key, r->key_len);
+  struct mu_v2_err err = {0, NULL, 0};
+  struct mu_write w;
+  memset(&w, 0, sizeof(w));
+  w.key = key;
+  w.dir = (r->flags & MU_REC_DIR) != 0 && !(r->flags & MU_REC_HAS_VALUE);
+  w.value = (r->flags & MU_REC_HAS_VALUE) ? r->value : NULL;
+  w.value_len = (r->flags & MU_REC_HAS_VALUE) ? r->value_len : 0;
+  w.expire_ns = r->expire_ns;
+  w.refresh = (r->flags & MU_REC_REFRESH) != 0;
+  const struct mu_event *e = NULL;
+  switch (r->action) {
+  case MU_EV_SET:
+    e = mu_store_set(s, &w, &err);
+    break;
+  case MU_EV_CREATE:
+    e = mu_store_create(s, &w, 0, &err);
+    break;
+  case MU_EV_UPDATE:
+    w.dir = 0;
+    e = mu_store_update(s, &w, &err);
+    break;
+  case MU_EV_CAS:
+    e = mu_store_cas(s, &w, &err);
+    break;
+  case MU_EV_DELETE:
+    e = mu_store_delete(s, key, 1, 1, &err);
+    break;
+  case MU_EV_CAD:
+    e = mu_store_cad(s, key, NULL, 0, &err);
+    break;
+  case MU_EV_EXPIRE:
+    e = mu_store_expire_key(s, key);
+    break;
+  default:
+    break;
+  }
+  const char *why = NULL;
+  if (e == NULL)
+    why = "a write that fails against the recovered state";
+  else if (e->index != r->index)
+    why = "a write that lands on another index";
+  mu_v2_err_release(&err);
+  mu_free(key);
+  if (why == NULL)
+    keep_logged_json(s, r);
+  return why;
+}
+
+/* A torn tail at `at` of segment `path`: noted in the report, and cut off the last segment.
+ * Returns: 0, or MU_EIO with `err` set. */
+static int torn_tail(const char *path, int last, size_t at, size_t size, const char *why,
+                     struct mu_persist_report *rep, struct mu_buf *err)
+{
+  mu_buf_printf(&rep->warning,
+                "%slog '%s' has a torn tail at byte offset %zu (%s): dropped %zu bytes (a write "
+                "that never became durable)",
+                rep->warning.len > 0 ? "; " : "", path, at, why, size - at);
+  if (!last)
+    return 0;
+  int rc = 0;
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)at) != 0 || fsync(fd) != 0) {
+    mu_buf_printf(err, "cannot truncate the torn tail of '%s' at byte offset %zu: %s", path, at,
+                  strerror(errno));
+    rc = MU_EIO;
+  }
+  if (fd >= 0)
+    close(fd);
+  return rc;
+}
+
+static int replay_segment(struct mu_persist *p, const char *path, int last,
+                          struct mu_persist_report *rep, struct mu_buf *err)
+{
+  struct mu_store *s = p->s;
+  unsigned char *data = NULL;
+  size_t size = 0;
+  struct mu_wal_reader rd;
+  int rc = open_records(path, "log", &data, &size, &rd, err);
+  if (rc != 0)
+    return rc;
+  const unsigned char *pl = NULL;
+  size_t len = 0;
+  for (;;) {
+    size_t at = rd.off;
+    int st = mu_wal_read(&rd, &pl, &len);
+    if (st == MU_WAL_END)
+      break;
+    if (st == MU_WAL_TORN) {
+      rc = torn_tail(path, last, at, size, rd.why, rep, err);
+      break;
+    }
+    struct mu_wal_rec r;
+    const char *why = NULL;
+    if (st == MU_WAL_CORRUPT)
+      why = rd.why;
+    else if (mu_wal_rec_decode(pl, len, &r) != 0)
+      why = "an undecodable record";
+    else if (r.type == MU_REC_RDZV)
+      keep_rdzv(p, &r);
+    else if (r.index <= s->index)
+      rep->skipped++;
+    else if (r.index != s->index + 1)
+      why = "a gap in the log (records are missing before this one)";
+    else
+      why = apply(s, &r);
+    if (why != NULL) {
+      mu_buf_printf(err,
+                    "log '%s' is corrupt at byte offset %zu: %s; musterd will not start from a "
+                    "log with damage before its last record (restore the data dir from a backup; "
+                    "a torn tail alone would have been truncated with a warning)",
+                    path, at, why);
+      rc = MU_EPARSE;
+      break;
+    }
+  }
+  mu_free(data);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Opening, step by step
+ */
+
+static void count_nodes(const struct mu_node *n, uint64_t *keys, uint64_t *dirs)
+{
+  for (uint32_t i = 0; i < n->nchildren; i++) {
+    const struct mu_node *c = n->children[i];
+    if (c->is_dir) {
+      (*dirs)++;
+      count_nodes(c, keys, dirs);
+    } else {
+      (*keys)++;
+    }
+  }
+}
+
+/* Step 1: the dir exists, is ours alone (LOCK), and holds no half-written snapshot.
+ * Returns: 0, or -1 with `err` set. */
+static int lock_dir(struct mu_persist *p, struct mu_buf *err)
+{
+  const char *dir = p->dir;
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    mu_buf_printf(err,
+                  "cannot create data dir '%s': %s (create it, or pick another with "
+                  "--data-dir)",
+                  dir, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    mu_buf_printf(err, "data dir '%s' is not a directory (pick another with --data-dir)", dir);
+    return -1;
+  }
+  char *path = mu_asprintf("%s/LOCK", dir);
+  int rc = -1;
+  p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (p->lock_fd < 0) {
+    mu_buf_printf(err, "cannot open '%s': %s (is the data dir writable?)", path, strerror(errno));
+    goto out;
+  }
+  if (flock(p->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    mu_buf_printf(err,
+                  "data dir '%s' is in use by another musterd (it holds the lock on '%s'); stop "
+                  "it or pick another --data-dir",
+                  dir, path);
+    goto out;
+  }
+  mu_free(path);
+  path = mu_asprintf("%s/snap.tmp", dir);
+  unlink(path); /* a snapshot that never completed */
+  rc = 0;
+out:
+  mu_free(path);
+  return rc;
+}
+
+/* Step 2: the newest snapshot, then every log segment after it. Returns: 0, or -1. */
+static int load_state(struct mu_persist *p, struct persist_listing *l,
+                      struct mu_persist_report *rep, struct mu_buf *err)
+{
+  struct mu_store *s = p->s;
+  if (l->nsnaps > 0) {
+    char *path = persist_snap_path(p->dir, l->snaps[l->nsnaps - 1]);
+    int rc = load_snapshot(p, path, rep, err);
+    mu_free(path);
+    if (rc != 0)
+      return -1;
+  }
+  uint64_t before = s->index;
+  for (size_t i = 0; i < l->nwals; i++) {
+    /* a segment started before the snapshot holds nothing newer: compaction was interrupted
+     * before it could delete it */
+    if (l->wals[i] <= rep->snapshot_index)
+      continue;
+    char *path = persist_wal_path(p->dir, l->wals[i]);
+    int rc = 0;
+    if (l->wals[i] > s->index + 1) {
+      mu_buf_printf(err,
+                    "log '%s' starts at index %llu but the snapshot and the logs before it end at "
+                    "index %llu: records are missing (restore the data dir from a backup)",
+                    path, (unsigned long long)l->wals[i], (unsigned long long)s->index);
+      rc = -1;
+    } else {
+      rc = replay_segment(p, path, i + 1 == l->nwals, rep, err);
+    }
+    mu_free(path);
+    if (rc != 0)
+      return -1;
+    rep->segments++;
+  }
+  rep->records = s->index - before;
+  p->since_snap = s->index - rep->snapshot_index; /* the log to replay next time */
+  /* append to the newest segment, or start one */
+  p->seg_first = l->nwals > 0 && l->wals[l->nwals - 1] > rep->snapshot_index ? l->wals[l->nwals - 1]
+                                                                             : s->index + 1;
+  return 0;
+}
+
+/* Step 3: the newest rendezvous state found. Returns: 0, or -1. */
+static int restore_rdzv(struct mu_persist *p, struct mu_persist_report *rep, struct mu_buf *err)
+{
+  int rc = 0;
+  if (p->rdzv_blob != NULL && p->rdzv != NULL) {
+    if (mu_rdzv_restore(p->rdzv, p->rdzv_blob, p->rdzv_len) != 0) {
+      mu_buf_printf(err,
+                    "the rendezvous state in data dir '%s' does not decode (written by another "
+                    "version?); move the data dir away to start empty",
+                    p->dir);
+      rc = -1;
+    }
+    for (struct mu_rdzv_run *run = mu_rdzv_next_run(p->rdzv, NULL); rc == 0 && run != NULL;
+         run = mu_rdzv_next_run(p->rdzv, run))
+      rep->runs++;
+  }
+  mu_free(p->rdzv_blob);
+  p->rdzv_blob = NULL;
+  return rc;
+}
+
+/* Step 4: the segment to append to, the hooks that log every write from now on, and the keys
+ * whose deadline passed while musterd was down. Returns: 0, or -1. */
+static int start_logging(struct mu_persist *p, struct mu_persist_report *rep, struct mu_buf *err)
+{
+  struct mu_store *s = p->s;
+  char *path = persist_wal_path(p->dir, p->seg_first);
+  int rc = -1;
+  p->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (p->fd < 0 || persist_sync_dir(p->dir) != 0) {
+    mu_buf_printf(err, "cannot open log '%s' for writing: %s", path, strerror(errno));
+    goto out;
+  }
+  /* /v2/stats/store counts what this process served, as etcd's do: not the replay */
+  memset(&s->stats, 0, sizeof(s->stats));
+  s->on_commit = persist_on_commit;
+  s->on_commit_data = p;
+  if (p->rdzv != NULL)
+    mu_rdzv_set_change_hook(p->rdzv, persist_on_rdzv_change, p);
+  rep->expired = mu_store_expire(s, mu_now_ns());
+  if (p->appended > 0) {
+    int src = persist_flush_sync(p);
+    if (src != 0) {
+      mu_buf_printf(err, "cannot write log '%s': %s", path, strerror(-src));
+      goto out;
+    }
+  }
+  mu_ttl_arm(&s->ttl);
+  count_nodes(s->root, &rep->keys, &rep->dirs);
+  rep->index = s->index;
+  rep->events = s->history.count;
+  rc = 0;
+out:
+  mu_free(path);
+  return rc;
+}
+
+void mu_persist_report_release(struct mu_persist_report *rep)
+{
+  if (rep == NULL)
+    return;
+  mu_buf_release(&rep->snapshot);
+  mu_buf_release(&rep->warning);
+}
+
+struct mu_persist *mu_persist_open(const char *dir, enum mu_fsync_mode mode,
+                                   uint64_t snapshot_every, struct mu_store *s,
+                                   struct mu_rdzv *rdzv, uv_loop_t *loop,
+                                   struct mu_persist_report *rep, struct mu_buf *err)
+{
+  uint64_t t0 = uv_hrtime();
+  struct mu_persist *p = mu_calloc(1, sizeof(*p));
+  struct persist_listing l = {NULL, NULL, 0, 0};
+  int ok = 0;
+  memset(rep, 0, sizeof(*rep));
+  mu_buf_init(&rep->snapshot, MU_BUF_UNBOUNDED);
+  mu_buf_init(&rep->warning, MU_BUF_UNBOUNDED);
+  p->dir = mu_strdup(dir);
+  p->mode = mode;
+  p->snapshot_every = snapshot_every;
+  p->s = s;
+  p->rdzv = rdzv;
+  p->loop = loop;
+  p->lock_fd = -1;
+  p->fd = -1;
+  mu_list_init(&p->held);
+  mu_buf_init(&p->pending, MU_BUF_UNBOUNDED);
+  mu_buf_init(&p->inflight, MU_BUF_UNBOUNDED);
+  uv_mutex_init(&p->mu);
+  uv_cond_init(&p->cond);
+  if (lock_dir(p, err) != 0)
+    goto out;
+  if (persist_list_dir(dir, &l) != 0) {
+    mu_buf_printf(err, "cannot list data dir '%s': %s", dir, strerror(errno));
+    goto out;
+  }
+  if (load_state(p, &l, rep, err) != 0 || restore_rdzv(p, rep, err) != 0 ||
+      start_logging(p, rep, err) != 0 || persist_start(p, err) != 0)
+    goto out;
+  ok = 1;
+out:
+  persist_listing_release(&l);
+  rep->elapsed_ms = (double)(uv_hrtime() - t0) / 1e6;
+  if (!ok) {
+    s->on_commit = NULL;
+    s->on_commit_data = NULL;
+    if (rdzv != NULL)
+      mu_rdzv_set_change_hook(rdzv, NULL, NULL);
+    mu_persist_free(p);
+    return NULL;
+  }
+  return p;
+}

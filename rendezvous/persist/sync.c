@@ -1,0 +1,457 @@
+/* The log writer: appending records from the store's commit hook and the rendezvous' change
+ * hook, the group-commit thread of batch mode, the write replies held until their records are
+ * durable, and the module's stop, close and free (see persist.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "http.h"
+#include "log.h"
+#include "persist_int.h"
+#include "rdzv.h"
+#include "store.h"
+#include "v2.h"
+
+/* A reply waiting for the sync of the batch that holds its record. */
+struct held {
+  struct mu_list_node link; /* on p->held */
+  struct mu_persist *p;
+  struct rv_req *req;
+  uint64_t need; /* records that must be synced */
+  int status;
+  char *ctype, *hdrs, *body;
+  size_t len;
+};
+
+int mu_fsync_mode_parse(const char *name, enum mu_fsync_mode *out)
+{
+  if (strcmp(name, "batch") == 0)
+    *out = MU_FSYNC_BATCH;
+  else if (strcmp(name, "always") == 0)
+    *out = MU_FSYNC_ALWAYS;
+  else if (strcmp(name, "off") == 0)
+    *out = MU_FSYNC_OFF;
+  else
+    return MU_EINVAL;
+  return 0;
+}
+
+const char *mu_fsync_mode_name(enum mu_fsync_mode m)
+{
+  return m == MU_FSYNC_ALWAYS ? "always" : m == MU_FSYNC_OFF ? "off" : "batch";
+}
+
+/* A failed write or sync: the log can no longer promise anything. As etcd does, stop. */
+static void fatal_io(struct mu_persist *p, const char *what, int err)
+{
+  mu_log(MU_LOG_ERROR,
+         "data dir '%s': %s failed: %s; stopping so that no write is acknowledged without being "
+         "durable (fix the disk, then restart: the log is consistent up to the last sync)",
+         p->dir, what, strerror(-err));
+  exit(1);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Held replies
+ */
+
+static struct held *held_at(struct mu_list_node *x)
+{
+  return MU_CONTAINER_OF(x, struct held, link);
+}
+
+static void held_free(struct held *h)
+{
+  mu_free(h->ctype);
+  mu_free(h->hdrs);
+  mu_free(h->body);
+  mu_free(h);
+}
+
+static void held_gone(struct rv_req *req, void *data)
+{
+  struct held *h = data;
+  (void)req;
+  mu_list_remove(&h->p->held, &h->link);
+  held_free(h);
+}
+
+void persist_release_held(struct mu_persist *p)
+{
+  while (p->held.head != NULL && held_at(p->held.head)->need <= p->synced) {
+    struct held *h = held_at(p->held.head);
+    mu_list_remove(&p->held, &h->link);
+    rv_reply(h->req, h->status, h->ctype, h->hdrs, h->body, h->len);
+    held_free(h);
+  }
+}
+
+/* The etcd layer's write replies (v2_set_write_reply()): at once when every record appended so
+ * far is durable, else deferred until the batch holding them has been synced. */
+static void hold_reply(void *data, struct rv_req *req, int status, const char *content_type,
+                       const char *extra_headers, const void *body, size_t len)
+{
+  struct mu_persist *p = data;
+  if (p->stopped || p->synced >= p->appended) {
+    rv_reply(req, status, content_type, extra_headers, body, len);
+    return;
+  }
+  struct held *h = mu_calloc(1, sizeof(*h));
+  h->p = p;
+  h->req = req;
+  h->need = p->appended;
+  h->status = status;
+  h->ctype = content_type ? mu_strdup(content_type) : NULL;
+  h->hdrs = extra_headers ? mu_strdup(extra_headers) : NULL;
+  h->body = mu_malloc(len + 1);
+  if (len > 0)
+    memcpy(h->body, body, len);
+  h->len = len;
+  mu_list_push_back(&p->held, &h->link);
+  p->m_held++;
+  rv_req_defer(req, held_gone, h);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The sync thread (batch mode)
+ */
+
+static void sync_thread(void *arg)
+{
+  struct mu_persist *p = arg;
+  uv_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->busy && !p->quit)
+      uv_cond_wait(&p->cond, &p->mu);
+    if (!p->busy && p->quit)
+      break;
+    int fd = p->fd;
+    uv_mutex_unlock(&p->mu);
+    int rc = persist_write(fd, p->inflight.data, p->inflight.len);
+    if (rc == 0 && fdatasync(fd) != 0)
+      rc = -errno;
+    uv_mutex_lock(&p->mu);
+    p->thread_err = rc;
+    p->thread_done = p->inflight_last;
+    p->busy = 0;
+    uv_cond_broadcast(&p->cond);
+    uv_async_send(&p->async);
+  }
+  uv_mutex_unlock(&p->mu);
+}
+
+/* Hands the pending records to the thread. Loop thread, with the thread idle. */
+static void start_batch(struct mu_persist *p)
+{
+  uv_mutex_lock(&p->mu);
+  struct mu_buf t = p->inflight;
+  p->inflight = p->pending;
+  p->pending = t;
+  mu_buf_clear(&p->pending);
+  p->inflight_last = p->appended;
+  if (p->inflight.len > p->m_max_batch)
+    p->m_max_batch = p->inflight.len;
+  p->m_bytes += p->inflight.len;
+  p->m_syncs++;
+  p->busy = 1;
+  uv_cond_broadcast(&p->cond);
+  uv_mutex_unlock(&p->mu);
+}
+
+int persist_wait_idle(struct mu_persist *p)
+{
+  if (!p->thread_started)
+    return 0;
+  uv_mutex_lock(&p->mu);
+  while (p->busy)
+    uv_cond_wait(&p->cond, &p->mu);
+  int rc = p->thread_err;
+  p->thread_err = 0;
+  if (p->thread_done > p->synced)
+    p->synced = p->thread_done;
+  uv_mutex_unlock(&p->mu);
+  return rc;
+}
+
+static int thread_busy(struct mu_persist *p)
+{
+  uv_mutex_lock(&p->mu);
+  int b = p->busy;
+  uv_mutex_unlock(&p->mu);
+  return b;
+}
+
+int persist_flush_sync(struct mu_persist *p)
+{
+  int rc = persist_wait_idle(p);
+  if (rc == 0 && p->pending.len > 0) {
+    rc = persist_write(p->fd, p->pending.data, p->pending.len);
+    if (rc == 0)
+      p->m_bytes += p->pending.len;
+  }
+  if (rc == 0 && fdatasync(p->fd) != 0)
+    rc = -errno;
+  if (rc == 0) {
+    p->m_syncs++;
+    mu_buf_clear(&p->pending);
+    p->synced = p->appended;
+  }
+  return rc;
+}
+
+static void log_rdzv(struct mu_persist *p);
+
+static void maybe_work(struct mu_persist *p)
+{
+  if (p->stopped || p->failed)
+    return;
+  if (p->rdzv_dirty)
+    log_rdzv(p);
+  if (p->since_snap >= p->snapshot_every && p->snapshot_every > 0 && !thread_busy(p)) {
+    int rc = mu_persist_snapshot(p);
+    if (rc != 0)
+      fatal_io(p, "writing a snapshot", rc);
+    return;
+  }
+  if (p->mode == MU_FSYNC_BATCH && p->pending.len > 0 && !thread_busy(p))
+    start_batch(p);
+}
+
+static void on_async(uv_async_t *a)
+{
+  struct mu_persist *p = a->data;
+  uv_mutex_lock(&p->mu);
+  int err = p->thread_err;
+  p->thread_err = 0;
+  if (p->thread_done > p->synced)
+    p->synced = p->thread_done;
+  uv_mutex_unlock(&p->mu);
+  if (err != 0) {
+    p->failed = 1;
+    fatal_io(p, "writing the log", err);
+  }
+  persist_release_held(p);
+  maybe_work(p);
+}
+
+/* Runs once after the callbacks of this loop iteration appended their records (an active idle
+ * handle also keeps the next poll from blocking, so records appended from a timer are not left
+ * waiting for the next I/O event). */
+static void on_kick(uv_idle_t *h)
+{
+  uv_idle_stop(h);
+  maybe_work(h->data);
+}
+
+static void kick(struct mu_persist *p)
+{
+  if (p->handles_open == 2 && !p->handles_closing && !uv_is_active((uv_handle_t *)&p->kick))
+    uv_idle_start(&p->kick, on_kick);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Appending
+ */
+
+/* A record was just appended to `pending` from offset `before`: count it, and write (and sync)
+ * it now unless the batch thread will. */
+static void appended(struct mu_persist *p, size_t before)
+{
+  p->appended++;
+  p->since_snap++;
+  if (p->mode == MU_FSYNC_BATCH || (p->snapshot_every > 0 && p->since_snap >= p->snapshot_every))
+    kick(p);
+  if (p->mode == MU_FSYNC_BATCH)
+    return;
+  int rc = persist_write(p->fd, p->pending.data + before, p->pending.len - before);
+  if (rc == 0 && p->mode == MU_FSYNC_ALWAYS && fdatasync(p->fd) != 0)
+    rc = -errno;
+  if (rc != 0)
+    fatal_io(p, "writing the log", rc);
+  p->m_bytes += p->pending.len - before;
+  if (p->mode == MU_FSYNC_ALWAYS)
+    p->m_syncs++;
+  mu_buf_clear(&p->pending);
+  p->synced = p->appended;
+}
+
+void persist_on_commit(void *data, const struct mu_event *e)
+{
+  struct mu_persist *p = data;
+  if (p->stopped)
+    return;
+  size_t before = p->pending.len;
+  if (persist_encode_event(&p->pending, p->s, e) != 0)
+    fatal_io(p, "encoding a log record (over 256 MiB)", -E2BIG);
+  appended(p, before);
+}
+
+/* Appends the whole rendezvous state as one record (after the change that dirtied it). */
+static void log_rdzv(struct mu_persist *p)
+{
+  p->rdzv_dirty = 0;
+  size_t before = p->pending.len;
+  if (persist_put_rdzv(p, &p->pending) != 0)
+    fatal_io(p, "encoding the rendezvous state (over 256 MiB)", -E2BIG);
+  appended(p, before);
+}
+
+/* Logged once per loop iteration, from the kick. */
+void persist_on_rdzv_change(void *data)
+{
+  struct mu_persist *p = data;
+  if (p->stopped)
+    return;
+  p->rdzv_dirty = 1;
+  kick(p);
+}
+
+int persist_start(struct mu_persist *p, struct mu_buf *err)
+{
+  if (p->mode == MU_FSYNC_BATCH) {
+    if (uv_thread_create(&p->thread, sync_thread, p) != 0) {
+      mu_buf_puts(err, "cannot start the log sync thread");
+      return -1;
+    }
+    p->thread_started = 1;
+  }
+  uv_async_init(p->loop, &p->async, on_async);
+  p->async.data = p;
+  uv_idle_init(p->loop, &p->kick);
+  p->kick.data = p;
+  uv_unref((uv_handle_t *)&p->kick);
+  uv_unref((uv_handle_t *)&p->async);
+  p->handles_open = 2;
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Module, stop, free
+ */
+
+static void handle_closed(uv_handle_t *h)
+{
+  struct mu_persist *p = h->data;
+  p->handles_open--;
+  if (p->srv != NULL)
+    rv_server_unref(p->srv);
+}
+
+static void stop_thread(struct mu_persist *p)
+{
+  if (!p->thread_started)
+    return;
+  uv_mutex_lock(&p->mu);
+  p->quit = 1;
+  uv_cond_broadcast(&p->cond);
+  uv_mutex_unlock(&p->mu);
+  uv_thread_join(&p->thread);
+  p->thread_started = 0;
+}
+
+/* Stops logging without touching the store (it may be gone): syncs what is pending. */
+static void stop_logging(struct mu_persist *p)
+{
+  if (p->stopped)
+    return;
+  if (p->fd >= 0) {
+    int rc = persist_flush_sync(p);
+    if (rc != 0)
+      mu_log(MU_LOG_ERROR, "data dir '%s': final log sync failed: %s", p->dir, strerror(-rc));
+  }
+  stop_thread(p);
+  p->stopped = 1;
+}
+
+int mu_persist_stop(struct mu_persist *p)
+{
+  if (p == NULL || p->stopped)
+    return 0;
+  int rc = 0;
+  if (p->since_snap > 0 && !p->failed)
+    rc = mu_persist_snapshot(p);
+  if (rc == 0)
+    rc = persist_flush_sync(p);
+  persist_release_held(p);
+  stop_thread(p);
+  p->stopped = 1;
+  p->s->on_commit = NULL;
+  p->s->on_commit_data = NULL;
+  if (p->rdzv != NULL)
+    mu_rdzv_set_change_hook(p->rdzv, NULL, NULL);
+  return rc;
+}
+
+void mu_persist_close(struct mu_persist *p)
+{
+  if (p == NULL)
+    return;
+  stop_logging(p);
+  if (p->handles_open == 2 && !p->handles_closing) {
+    p->handles_closing = 1;
+    if (p->srv != NULL) {
+      rv_server_ref(p->srv);
+      rv_server_ref(p->srv);
+    }
+    uv_close((uv_handle_t *)&p->kick, handle_closed);
+    uv_close((uv_handle_t *)&p->async, handle_closed);
+  }
+}
+
+static void persist_close(struct rv_server *srv, void *data)
+{
+  (void)srv;
+  mu_persist_close(data); /* stopped: hold_reply() answers at once from now on */
+}
+
+static void persist_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
+{
+  struct mu_persist *p = data;
+  (void)srv;
+  mu_buf_printf(out,
+                "# TYPE musterd_wal_records_total counter\nmusterd_wal_records_total %llu\n"
+                "# TYPE musterd_wal_fsyncs_total counter\nmusterd_wal_fsyncs_total %llu\n"
+                "# TYPE musterd_wal_bytes_total counter\nmusterd_wal_bytes_total %llu\n"
+                "# TYPE musterd_wal_max_batch_bytes gauge\nmusterd_wal_max_batch_bytes %llu\n"
+                "# TYPE musterd_wal_held_replies_total counter\n"
+                "musterd_wal_held_replies_total %llu\n"
+                "# TYPE musterd_snapshots_total counter\nmusterd_snapshots_total %llu\n",
+                (unsigned long long)p->appended, (unsigned long long)p->m_syncs,
+                (unsigned long long)p->m_bytes, (unsigned long long)p->m_max_batch,
+                (unsigned long long)p->m_held, (unsigned long long)p->m_snapshots);
+}
+
+void mu_persist_attach(struct mu_persist *p, struct rv_server *srv)
+{
+  p->srv = srv;
+  struct rv_module m = {"persist", p, persist_close, persist_metrics};
+  rv_server_add_module(srv, &m);
+  v2_set_write_reply(srv, hold_reply, p);
+}
+
+void mu_persist_free(struct mu_persist *p)
+{
+  if (p == NULL)
+    return;
+  stop_thread(p);
+  while (p->held.head != NULL) {
+    struct held *h = held_at(p->held.head);
+    mu_list_remove(&p->held, &h->link);
+    held_free(h);
+  }
+  if (p->fd >= 0)
+    close(p->fd);
+  if (p->lock_fd >= 0)
+    close(p->lock_fd);
+  mu_buf_release(&p->pending);
+  mu_buf_release(&p->inflight);
+  mu_free(p->rdzv_blob);
+  uv_mutex_destroy(&p->mu);
+  uv_cond_destroy(&p->cond);
+  mu_free(p->dir);
+  mu_free(p);
+}

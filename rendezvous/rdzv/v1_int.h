@@ -1,0 +1,54 @@
+/* What the /v1 API's files share (v1_api.c, v1_request.c, v1_error.c). Private to
+ * rendezvous/rdzv/. */
+#ifndef RV_V1_INT_H
+#define RV_V1_INT_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "http.h"
+#include "rdzv.h"
+
+#define V1_MAX_REQ_TIMEOUT_MS 86400000L /* one day */
+
+/* The module "rdzv": the state machine on this server. */
+struct v1 {
+  struct rv_server *srv;
+  struct mu_rdzv *rv; /* NULL once the server closes */
+  uint64_t anon;      /* ids for barrier arrivals that name none */
+};
+
+/* v1_error.c */
+
+/* Answers `err` (a row of MU_RDZV_ERR_MAP) with `message` (NULL or "": the code) and the HTTP
+ * status of its row; a 410 about run `run_id` (may be NULL) also says why the run ended.
+ * `extra_headers` may be NULL. Finishes the request. */
+void v1_error_reply(struct rv_req *req, int err, const char *message, const char *run_id,
+                    const char *extra_headers);
+/* v1_error_reply() of MU_RDZV_EBAD_REQUEST with a printf-style message. */
+void v1_bad_request(struct rv_req *req, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Answers a state-machine error `err` about run `run_id` and `what` (a node id or a key) with
+ * the API's sentence for it. */
+void v1_fail(struct rv_req *req, int err, const char *run_id, const char *what);
+
+/* v1_request.c: request parsing; each *_or_reply answers 400 itself and returns -1 */
+
+/* The body as a JSON object; an empty body is `{}` when `empty_ok`. Returns: NULL after 400. */
+cJSON *v1_body_or_reply(struct rv_req *req, int empty_ok);
+/* String field `name` (NULL when absent and optional). Returns: 0, or -1. */
+int v1_field_str_or_reply(struct rv_req *req, const cJSON *j, const char *name, int required,
+                          const char **out);
+/* Integer field `name` within [min, max]; absent -> `def` unless required. Returns: 0, or -1. */
+int v1_field_int_or_reply(struct rv_req *req, const cJSON *j, const char *name, int required,
+                          int64_t min, int64_t max, int64_t def, int64_t *out);
+/* Boolean field `name`; absent -> `def` (null is not a boolean). Returns: 0, or -1. */
+int v1_field_bool_or_reply(struct rv_req *req, const cJSON *j, const char *name, int def, int *out);
+/* Query parameter `name` as an integer in [min, max]; absent -> def. Returns: 0, or -1. */
+int v1_param_int_or_reply(struct rv_req *req, const char *name, int required, long min, long max,
+                          long def, long *out);
+/* The common heartbeat body {"node_id":"ID"} read without a JSON tree (see v1_request.c).
+ * Returns: 1 with the id copied into `id`, or 0 when the body has another shape. */
+int v1_heartbeat_fast_id(const struct rv_req *req, char *id, size_t cap);
+
+#endif
