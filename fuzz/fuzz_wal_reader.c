@@ -20,31 +20,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  struct mu_wal_reader r;
-  mu_wal_reader_init(&r, data, size);
+  struct wal_reader r;
+  wal_reader_init(&r, data, size);
   struct mu_buf b = MU_BUF_INIT((size_t)1 << 30);
   for (;;) {
     size_t at = r.off;
     const unsigned char *p = NULL;
     size_t n = 0;
-    int st = mu_wal_read(&r, &p, &n);
-    if (st == MU_WAL_END) {
+    int st = wal_read(&r, &p, &n);
+    if (st == WAL_END) {
       if (at != size)
         __builtin_trap();
       break;
     }
-    if (st == MU_WAL_TORN || st == MU_WAL_CORRUPT) {
+    if (st == WAL_TORN || st == WAL_CORRUPT) {
       if (r.why == NULL || r.off != at)
         __builtin_trap();
       break;
     }
-    if (st != MU_WAL_RECORD || r.off <= at || r.off > size || p != data + at + MU_WAL_HDR ||
-        n != r.off - at - MU_WAL_HDR)
+    if (st != WAL_RECORD || r.off <= at || r.off > size || p != data + at + WAL_HDR ||
+        n != r.off - at - WAL_HDR)
       __builtin_trap();
-    struct mu_wal_rec rec;
-    if (mu_wal_rec_decode(p, n, &rec) == 0) {
+    struct wal_rec rec;
+    if (wal_rec_decode(p, n, &rec) == 0) {
       mu_buf_clear(&b);
-      if (mu_wal_rec_put(&b, &rec) != 0)
+      if (wal_rec_put(&b, &rec) != 0)
         __builtin_trap();
       if (b.len != r.off - at || memcmp(b.data, data + at, b.len) != 0)
         __builtin_trap();

@@ -32,7 +32,7 @@
 /* Everything the options set. Rows of the option table point straight at these fields. */
 struct musterd_config {
   struct rv_server_config server;
-  struct rv_security_config security;
+  struct sec_config security;
   struct mu_strvec auth_users; /* --auth-user, handed to security.auth_users */
   const char *listen;
   char host[256]; /* --listen's host, what server.listen_host points at */
@@ -40,7 +40,7 @@ struct musterd_config {
   int version;
   const char *data_dir;
   const char *fsync;
-  enum mu_fsync_mode fsync_mode;
+  enum persist_fsync fsync_mode;
   uint64_t snapshot_every;
   uint64_t run_gc_seconds;
 };
@@ -48,7 +48,7 @@ struct musterd_config {
 struct app {
   uv_loop_t loop;
   struct rv_server *srv;
-  struct mu_persist *persist; /* --data-dir */
+  struct persist *persist; /* --data-dir */
   uv_signal_t sigterm, sigint;
   int signals_closed;
 };
@@ -118,7 +118,7 @@ static void on_signal(uv_signal_t *h, int signum)
   mu_log(MU_LOG_INFO, "musterd shutting down (%s): answering in-flight requests, closing watchers",
          signum == SIGTERM ? "SIGTERM" : "SIGINT");
   if (app->persist != NULL) {
-    int prc = mu_persist_stop(app->persist);
+    int prc = persist_stop(app->persist);
     if (prc != 0)
       mu_log(MU_LOG_ERROR, "final snapshot/sync of the data dir failed: %s", strerror(-prc));
   }
@@ -130,7 +130,7 @@ static void on_signal(uv_signal_t *h, int signum)
 static int parse_options(struct musterd_config *c, int argc, char **argv)
 {
   struct rv_server_config *sv = &c->server;
-  struct rv_quota_config *q = &c->security.quota;
+  struct sec_quota_config *q = &c->security.quota;
   struct mu_opt opts[] = {
       MU_OPT_STRING('l', "listen", &c->listen, "HOST:PORT",
                     "address to serve on (default 127.0.0.1:2379; port 0 = any free port)"),
@@ -220,11 +220,11 @@ static int check_options(struct musterd_config *c)
     return MU_EXIT_USAGE;
   }
   c->server.listen_host = c->host;
-  if (c->fsync != NULL && mu_fsync_mode_parse(c->fsync, &c->fsync_mode) != 0) {
+  if (c->fsync != NULL && persist_fsync_parse(c->fsync, &c->fsync_mode) != 0) {
     mu_error("invalid --fsync '%s': use always, batch or off", c->fsync);
     return MU_EXIT_USAGE;
   }
-  if (c->data_dir == NULL && (c->fsync != NULL || c->snapshot_every != MU_PERSIST_SNAPSHOT_EVERY)) {
+  if (c->data_dir == NULL && (c->fsync != NULL || c->snapshot_every != PERSIST_SNAPSHOT_EVERY)) {
     mu_error("--fsync and --snapshot-every need --data-dir DIR (without it musterd keeps "
              "everything in memory)");
     return MU_EXIT_USAGE;
@@ -248,16 +248,16 @@ static int check_options(struct musterd_config *c)
 static int open_data_dir(struct app *app, const struct musterd_config *c)
 {
   struct mu_buf err = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  struct mu_persist_report rep;
-  struct mu_store *store = v2_store_of(app->srv);
+  struct persist_report rep;
+  struct v2_store *store = v2_store_of(app->srv);
   int rc = -1;
   memset(&rep, 0, sizeof(rep));
   if (store == NULL) {
     mu_error("--data-dir needs the v2 store");
     goto out;
   }
-  app->persist = mu_persist_open(c->data_dir, c->fsync_mode, c->snapshot_every, store,
-                                 rv_v1_rdzv(app->srv), &app->loop, &rep, &err);
+  app->persist = persist_open(c->data_dir, c->fsync_mode, c->snapshot_every, store,
+                              v1_rdzv(app->srv), &app->loop, &rep, &err);
   if (app->persist == NULL) {
     mu_error("%s", mu_buf_str(&err));
     goto out;
@@ -275,11 +275,11 @@ static int open_data_dir(struct app *app, const struct musterd_config *c)
          (unsigned long long)rep.snapshot_index, (unsigned long long)rep.snapshot_nodes,
          (unsigned long long)rep.records, (unsigned long long)rep.segments,
          (unsigned long long)rep.skipped, (unsigned long long)rep.expired,
-         (unsigned long long)rep.runs, mu_fsync_mode_name(c->fsync_mode));
-  mu_persist_attach(app->persist, app->srv);
+         (unsigned long long)rep.runs, persist_fsync_name(c->fsync_mode));
+  persist_attach(app->persist, app->srv);
   rc = 0;
 out:
-  mu_persist_report_release(&rep);
+  persist_report_release(&rep);
   mu_buf_release(&err);
   return rc;
 }
@@ -290,21 +290,21 @@ static int abandon(struct app *app)
   rv_server_close(app->srv, NULL, NULL);
   uv_run(&app->loop, UV_RUN_DEFAULT);
   uv_loop_close(&app->loop);
-  mu_persist_free(app->persist);
+  persist_free(app->persist);
   return MU_EXIT_FAILED;
 }
 
 int main(int argc, char **argv)
 {
   struct musterd_config c;
-  struct rv_security *sec = NULL;
+  struct sec *sec = NULL;
   struct app app;
   memset(&c, 0, sizeof(c));
   rv_server_config_init(&c.server);
   c.listen = "127.0.0.1:2379";
   c.log_level = "info";
-  c.fsync_mode = MU_FSYNC_BATCH;
-  c.snapshot_every = MU_PERSIST_SNAPSHOT_EVERY;
+  c.fsync_mode = PERSIST_FSYNC_BATCH;
+  c.snapshot_every = PERSIST_SNAPSHOT_EVERY;
   c.run_gc_seconds = 600;
 
   mu_proc_startup();
@@ -318,7 +318,7 @@ int main(int argc, char **argv)
     rc = check_options(&c);
   if (rc < 0) {
     struct mu_buf err = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-    if (rv_security_new(&c.security, &sec, &err) != 0) {
+    if (sec_new(&c.security, &sec, &err) != 0) {
       mu_error("%s", mu_buf_str(&err));
       rc = MU_EXIT_USAGE;
     }
@@ -331,12 +331,12 @@ int main(int argc, char **argv)
   memset(&app, 0, sizeof(app));
   uv_loop_init(&app.loop);
   app.srv = rv_server_new(&app.loop, &c.server);
-  rv_v1_set_run_gc_ms(app.srv, c.run_gc_seconds * 1000);
+  v1_set_run_gc_ms(app.srv, c.run_gc_seconds * 1000);
   struct mu_buf what = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  rv_security_describe(sec, &what);
+  sec_describe(sec, &what);
   mu_log(MU_LOG_INFO, "security: %s", mu_buf_str(&what));
   mu_buf_release(&what);
-  rv_security_attach(app.srv, sec); /* takes sec */
+  sec_attach(app.srv, sec); /* takes sec */
   if (c.data_dir != NULL && open_data_dir(&app, &c) != 0)
     return abandon(&app);
   rc = rv_server_listen(app.srv);
@@ -358,7 +358,7 @@ int main(int argc, char **argv)
 
   uv_run(&app.loop, UV_RUN_DEFAULT);
   rc = uv_loop_close(&app.loop);
-  mu_persist_free(app.persist);
+  persist_free(app.persist);
   if (rc != 0) {
     mu_log(MU_LOG_ERROR, "uv_loop_close: %s (a handle was left open)", uv_strerror(rc));
     return MU_EXIT_FAILED;

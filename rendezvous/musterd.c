@@ -12,6 +12,6 @@ struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *
   struct rv_server *srv = rv_server_create(loop, cfg);
   if (!cfg->no_v2)
     v2_register(srv);
-  rv_v1_register(srv);
+  v1_register(srv);
   return srv;
 }

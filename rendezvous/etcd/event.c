@@ -2,7 +2,7 @@
 #include "alloc.h"
 #include "event.h"
 
-const char *mu_event_action_name(enum mu_event_action a)
+const char *v2_event_action_name(enum v2_event_action a)
 {
   static const char *names[] = {
       "get", "create", "set", "update", "delete", "compareAndSwap", "compareAndDelete", "expire"};
@@ -11,7 +11,7 @@ const char *mu_event_action_name(enum mu_event_action a)
   return "unknown";
 }
 
-void mu_event_free(struct mu_event *e)
+void v2_event_free(struct v2_event *e)
 {
   if (e == NULL)
     return;

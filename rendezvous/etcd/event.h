@@ -4,8 +4,8 @@
  * plus the trailing newline etcd's encoder writes), and that text is shared by the write's own
  * reply, every watcher it wakes, and later waitIndex scans of the history.
  */
-#ifndef RV_EVENT_H
-#define RV_EVENT_H
+#ifndef MUSTERD_ETCD_EVENT_H
+#define MUSTERD_ETCD_EVENT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -13,19 +13,19 @@
 #include "buf.h"
 #include "json.h"
 
-enum mu_event_action {
-  MU_EV_GET = 0,
-  MU_EV_CREATE,
-  MU_EV_SET,
-  MU_EV_UPDATE,
-  MU_EV_DELETE,
-  MU_EV_CAS,
-  MU_EV_CAD,
-  MU_EV_EXPIRE,
+enum v2_event_action {
+  V2_EV_GET = 0,
+  V2_EV_CREATE,
+  V2_EV_SET,
+  V2_EV_UPDATE,
+  V2_EV_DELETE,
+  V2_EV_CAS,
+  V2_EV_CAD,
+  V2_EV_EXPIRE,
 };
 
-struct mu_event {
-  enum mu_event_action action;
+struct v2_event {
+  enum v2_event_action action;
   uint64_t index; /* node.modifiedIndex: the index the write took */
   char *key;      /* node.key, e.g. "/a/b" */
   size_t key_len;
@@ -39,9 +39,9 @@ struct mu_event {
 };
 
 /* Returns: the etcd name of the action ("compareAndSwap"). Ownership: static. */
-const char *mu_event_action_name(enum mu_event_action a);
+const char *v2_event_action_name(enum v2_event_action a);
 
 /* Frees the event. Accepts NULL. */
-void mu_event_free(struct mu_event *e);
+void v2_event_free(struct v2_event *e);
 
 #endif

@@ -8,36 +8,36 @@
 #include "alloc.h"
 #include "event_history.h"
 
-void mu_event_history_init(struct mu_event_history *h, unsigned cap)
+void v2_event_history_init(struct v2_event_history *h, unsigned cap)
 {
   memset(h, 0, sizeof(*h));
   h->cap = cap;
-  h->max_bytes = MU_EVENT_HISTORY_MAX_BYTES;
+  h->max_bytes = V2_EVENT_HISTORY_MAX_BYTES;
   h->ring = mu_calloc(cap, sizeof(*h->ring));
 }
 
-void mu_event_history_release(struct mu_event_history *h)
+void v2_event_history_release(struct v2_event_history *h)
 {
   if (h == NULL || h->ring == NULL)
     return;
   for (unsigned i = 0; i < h->count; i++)
-    mu_event_free(h->ring[(h->front + i) % h->cap]);
+    v2_event_free(h->ring[(h->front + i) % h->cap]);
   mu_free(h->ring);
   h->ring = NULL;
   h->count = 0;
 }
 
-static void drop_oldest(struct mu_event_history *h)
+static void drop_oldest(struct v2_event_history *h)
 {
-  struct mu_event *old = h->ring[h->front];
+  struct v2_event *old = h->ring[h->front];
   h->bytes -= old->json_len;
-  mu_event_free(old);
+  v2_event_free(old);
   h->ring[h->front] = NULL;
   h->front = (h->front + 1) % h->cap;
   h->count--;
 }
 
-void mu_event_history_add(struct mu_event_history *h, struct mu_event *e)
+void v2_event_history_add(struct v2_event_history *h, struct v2_event *e)
 {
   if (h->count == h->cap)
     drop_oldest(h);
@@ -50,8 +50,8 @@ void mu_event_history_add(struct mu_event_history *h, struct mu_event *e)
   h->start_index = h->ring[h->front]->index;
 }
 
-int mu_event_history_scan(const struct mu_event_history *h, const char *key, int recursive,
-                          uint64_t index, const struct mu_event **out, uint64_t *start)
+int v2_event_history_scan(const struct v2_event_history *h, const char *key, int recursive,
+                          uint64_t index, const struct v2_event **out, uint64_t *start)
 {
   *out = NULL;
   *start = h->start_index;
@@ -70,7 +70,7 @@ int mu_event_history_scan(const struct mu_event_history *h, const char *key, int
       hi = mid;
   }
   for (unsigned i = lo; i < h->count; i++) {
-    const struct mu_event *e = h->ring[(h->front + i) % h->cap];
+    const struct v2_event *e = h->ring[(h->front + i) % h->cap];
     if (e->refresh)
       continue;
     int ok = e->key_len == klen && memcmp(e->key, key, klen) == 0;
@@ -82,7 +82,7 @@ int mu_event_history_scan(const struct mu_event_history *h, const char *key, int
       else
         ok = e->key_len > plen && memcmp(e->key, key, plen) == 0 && e->key[plen] == '/';
     }
-    if (!ok && (e->action == MU_EV_DELETE || e->action == MU_EV_EXPIRE) && e->prev_key != NULL)
+    if (!ok && (e->action == V2_EV_DELETE || e->action == V2_EV_EXPIRE) && e->prev_key != NULL)
       ok = strncmp(key, e->prev_key, strlen(e->prev_key)) == 0;
     if (ok) {
       *out = e;

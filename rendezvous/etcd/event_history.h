@@ -1,20 +1,20 @@
 /* The v2 event history (v2store/event_history.go): a ring of the last N events, scanned by
  * watches with a waitIndex. An index older than the oldest kept event is error 401.
  */
-#ifndef RV_EVENT_HISTORY_H
-#define RV_EVENT_HISTORY_H
+#ifndef MUSTERD_ETCD_EVENT_HISTORY_H
+#define MUSTERD_ETCD_EVENT_HISTORY_H
 
 #include <stdint.h>
 
 #include "event.h"
 
-#define MU_EVENT_HISTORY_SIZE 1000
+#define V2_EVENT_HISTORY_SIZE 1000
 /* Also a cap on the bytes the kept events hold (1000 events of 1 MiB values would be 2 GiB):
  * past it the oldest events go early, which only makes old waitIndex values answer 401. */
-#define MU_EVENT_HISTORY_MAX_BYTES ((size_t)64 << 20)
+#define V2_EVENT_HISTORY_MAX_BYTES ((size_t)64 << 20)
 
-struct mu_event_history {
-  struct mu_event **ring;
+struct v2_event_history {
+  struct v2_event **ring;
   unsigned cap;
   unsigned front; /* oldest */
   unsigned count;
@@ -24,21 +24,21 @@ struct mu_event_history {
   size_t max_bytes; /* 0 = no byte cap */
 };
 
-/* Keeps at most `cap` events and MU_EVENT_HISTORY_MAX_BYTES bytes of them (see max_bytes). */
-void mu_event_history_init(struct mu_event_history *h, unsigned cap);
+/* Keeps at most `cap` events and V2_EVENT_HISTORY_MAX_BYTES bytes of them (see max_bytes). */
+void v2_event_history_init(struct v2_event_history *h, unsigned cap);
 /* Frees every event. */
-void mu_event_history_release(struct mu_event_history *h);
+void v2_event_history_release(struct v2_event_history *h);
 
 /* Appends `e`, evicting (and freeing) the oldest when full.
- * Ownership: takes `e`; it stays valid until MU_EVENT_HISTORY_SIZE more events were added. */
-void mu_event_history_add(struct mu_event_history *h, struct mu_event *e);
+ * Ownership: takes `e`; it stays valid until V2_EVENT_HISTORY_SIZE more events were added. */
+void v2_event_history_add(struct v2_event_history *h, struct v2_event *e);
 
 /* Finds the first non-refresh event with index >= `index` for `key` (or below it when
  * `recursive`, or a delete/expire of a dir whose key is a prefix of `key`).
  * Returns: 0 with *out set (NULL: none yet, the watch must wait), or MU_ENOENT when `index` is
  * older than the history (etcd's 401); then *start holds the oldest index kept.
  * Ownership: *out is borrowed from the history. */
-int mu_event_history_scan(const struct mu_event_history *h, const char *key, int recursive,
-                          uint64_t index, const struct mu_event **out, uint64_t *start);
+int v2_event_history_scan(const struct v2_event_history *h, const char *key, int recursive,
+                          uint64_t index, const struct v2_event **out, uint64_t *start);
 
 #endif

@@ -23,7 +23,7 @@
  * Errors
  */
 
-void mu_v2_err_release(struct mu_v2_err *e)
+void v2_err_release(struct v2_err *e)
 {
   if (e == NULL)
     return;
@@ -31,7 +31,7 @@ void mu_v2_err_release(struct mu_v2_err *e)
   e->cause = NULL;
 }
 
-static void set_err(struct mu_v2_err *e, int code, const char *cause, uint64_t index)
+static void set_err(struct v2_err *e, int code, const char *cause, uint64_t index)
 {
   mu_free(e->cause);
   e->code = code;
@@ -39,7 +39,7 @@ static void set_err(struct mu_v2_err *e, int code, const char *cause, uint64_t i
   e->index = index;
 }
 
-static void set_errn(struct mu_v2_err *e, int code, const char *cause, size_t n, uint64_t index)
+static void set_errn(struct v2_err *e, int code, const char *cause, size_t n, uint64_t index)
 {
   mu_free(e->cause);
   e->code = code;
@@ -51,27 +51,27 @@ static void set_errn(struct mu_v2_err *e, int code, const char *cause, size_t n,
  * Keys and the node table
  */
 
-char *mu_store_clean_key(const char *p, size_t n)
+char *v2_store_clean_key(const char *p, size_t n)
 {
   char *out = mu_malloc(n + 2);
   mu_path_clean(out, p, n, 0);
   return out;
 }
 
-static struct mu_node *lookup_n(const struct mu_store *s, const char *key, size_t n)
+static struct v2_node *lookup_n(const struct v2_store *s, const char *key, size_t n)
 {
   struct mu_hnode *h = mu_htab_find(&s->nodes, key, n);
-  return h != NULL ? MU_CONTAINER_OF(h, struct mu_node, hn) : NULL;
+  return h != NULL ? MU_CONTAINER_OF(h, struct v2_node, hn) : NULL;
 }
 
-struct mu_node *mu_store_lookup(const struct mu_store *s, const char *key)
+struct v2_node *v2_store_lookup(const struct v2_store *s, const char *key)
 {
   return lookup_n(s, key, strlen(key));
 }
 
 /* Replaces `n`'s value with a NUL-terminated copy of `value` (`vlen` bytes; the copy is made
  * before the old value is freed). */
-static void node_set_value(struct mu_node *n, const char *value, size_t vlen)
+static void node_set_value(struct v2_node *n, const char *value, size_t vlen)
 {
   char *nv = mu_malloc(vlen + 1);
   memcpy(nv, value, vlen);
@@ -81,11 +81,11 @@ static void node_set_value(struct mu_node *n, const char *value, size_t vlen)
   n->value_len = (uint32_t)vlen;
 }
 
-static struct mu_node *node_new(struct mu_store *s, const char *key, size_t klen,
-                                struct mu_node *parent, int dir, const char *value, size_t vlen,
+static struct v2_node *node_new(struct v2_store *s, const char *key, size_t klen,
+                                struct v2_node *parent, int dir, const char *value, size_t vlen,
                                 uint64_t index, int64_t expire_ns)
 {
-  struct mu_node *n = mu_calloc(1, sizeof(*n));
+  struct v2_node *n = mu_calloc(1, sizeof(*n));
   char *nkey = mu_strndup(key, klen);
   n->is_dir = dir != 0;
   if (!dir)
@@ -105,13 +105,13 @@ static struct mu_node *node_new(struct mu_store *s, const char *key, size_t klen
   mu_htab_add(&s->nodes, &n->hn, nkey, klen);
   s->nnodes = s->nodes.n;
   if (expire_ns != 0)
-    mu_ttl_push(&s->ttl, n);
+    v2_ttl_push(&s->ttl, n);
   return n;
 }
 
-static void detach_from_parent(struct mu_node *n)
+static void detach_from_parent(struct v2_node *n)
 {
-  struct mu_node *p = n->parent;
+  struct v2_node *p = n->parent;
   if (p == NULL)
     return;
   uint32_t i = n->idx_in_parent;
@@ -125,23 +125,23 @@ static void detach_from_parent(struct mu_node *n)
 
 /* Removes a subtree from the table, the heap and its parent, calling the deleted-watchers
  * callback for every node (children first, as etcd's node.Remove does), then frees it. */
-static void free_subtree(struct mu_store *s, struct mu_node *n, const struct mu_event *e)
+static void free_subtree(struct v2_store *s, struct v2_node *n, const struct v2_event *e)
 {
   while (n->nchildren > 0)
     free_subtree(s, n->children[n->nchildren - 1], e);
   detach_from_parent(n);
   mu_htab_del(&s->nodes, &n->hn);
   s->nnodes = s->nodes.n;
-  mu_ttl_remove(&s->ttl, n);
+  v2_ttl_remove(&s->ttl, n);
   if (e != NULL)
-    mu_watch_hub_notify_deleted(&s->hub, e, n->hn.key);
+    v2_watch_hub_notify_deleted(&s->hub, e, n->hn.key);
   mu_free(n->children);
   mu_free(n->hn.key);
   mu_free(n->value);
   mu_free(n);
 }
 
-static int is_hidden_node(const struct mu_node *n)
+static int is_hidden_node(const struct v2_node *n)
 {
   const char *slash = strrchr(n->hn.key, '/');
   return slash != NULL && slash[1] == '_';
@@ -232,8 +232,8 @@ static void put_enode(struct mu_buf *b, const char *key, size_t klen, const char
 
 static int cmp_node_key(const void *a, const void *b)
 {
-  const struct mu_node *x = *(const struct mu_node *const *)a;
-  const struct mu_node *y = *(const struct mu_node *const *)b;
+  const struct v2_node *x = *(const struct v2_node *const *)a;
+  const struct v2_node *y = *(const struct v2_node *const *)b;
   size_t n = x->hn.len < y->hn.len ? x->hn.len : y->hn.len;
   int c = memcmp(x->hn.key, y->hn.key, n);
   if (c != 0)
@@ -241,10 +241,10 @@ static int cmp_node_key(const void *a, const void *b)
   return x->hn.len < y->hn.len ? -1 : x->hn.len > y->hn.len;
 }
 
-static void put_repr(struct mu_buf *b, const struct mu_node *n, int recursive, int sorted,
+static void put_repr(struct mu_buf *b, const struct v2_node *n, int recursive, int sorted,
                      int64_t now, int list_children);
 
-static void put_children(struct jw *w, const struct mu_node *n, int recursive, int sorted,
+static void put_children(struct jw *w, const struct v2_node *n, int recursive, int sorted,
                          int64_t now)
 {
   size_t visible = 0;
@@ -254,8 +254,8 @@ static void put_children(struct jw *w, const struct mu_node *n, int recursive, i
     return;
   field(w, "nodes");
   mu_buf_putc(w->b, '[');
-  struct mu_node **order = n->children;
-  struct mu_node **tmp = NULL;
+  struct v2_node **order = n->children;
+  struct v2_node **tmp = NULL;
   if (sorted && n->nchildren > 1) {
     tmp = mu_malloc(n->nchildren * sizeof(*tmp));
     memcpy(tmp, n->children, n->nchildren * sizeof(*tmp));
@@ -276,7 +276,7 @@ static void put_children(struct jw *w, const struct mu_node *n, int recursive, i
 }
 
 /* node.Repr (list_children = recursive) or loadInternalNode (list_children = 1). */
-static void put_repr(struct mu_buf *b, const struct mu_node *n, int recursive, int sorted,
+static void put_repr(struct mu_buf *b, const struct v2_node *n, int recursive, int sorted,
                      int64_t now, int list_children)
 {
   struct jw w = {b, 1};
@@ -297,10 +297,10 @@ static void put_repr(struct mu_buf *b, const struct mu_node *n, int recursive, i
 }
 
 /* Starts an event's JSON: {"action":"x","node": */
-static struct mu_event *ev_new(enum mu_event_action a, const char *key, size_t klen, uint64_t index,
+static struct v2_event *ev_new(enum v2_event_action a, const char *key, size_t klen, uint64_t index,
                                struct mu_buf *b)
 {
-  struct mu_event *e = mu_calloc(1, sizeof(*e));
+  struct v2_event *e = mu_calloc(1, sizeof(*e));
   e->action = a;
   e->index = index;
   e->key = mu_strndup(key, klen);
@@ -312,14 +312,14 @@ static struct mu_event *ev_new(enum mu_event_action a, const char *key, size_t k
   b->data = mu_malloc(b->cap);
   b->data[0] = '\0';
   mu_buf_puts(b, "{\"action\":\"");
-  mu_buf_puts(b, mu_event_action_name(a));
+  mu_buf_puts(b, v2_event_action_name(a));
   mu_buf_putc(b, '"');
   e->json_head = b->len;
   mu_buf_puts(b, ",\"node\":");
   return e;
 }
 
-static void ev_prev(struct mu_buf *b, const struct mu_node *prev, int64_t now)
+static void ev_prev(struct mu_buf *b, const struct v2_node *prev, int64_t now)
 {
   if (prev == NULL)
     return;
@@ -327,7 +327,7 @@ static void ev_prev(struct mu_buf *b, const struct mu_node *prev, int64_t now)
   put_repr(b, prev, 0, 0, now, 0);
 }
 
-static void ev_finish(struct mu_event *e, struct mu_buf *b)
+static void ev_finish(struct v2_event *e, struct mu_buf *b)
 {
   mu_buf_puts(b, "}\n");
   e->json_len = b->len;
@@ -340,24 +340,24 @@ static void ev_finish(struct mu_event *e, struct mu_buf *b)
 
 static void on_ttl_due(void *data)
 {
-  struct mu_store *s = data;
-  mu_store_expire(s, mu_now_ns());
-  mu_ttl_arm(&s->ttl);
+  struct v2_store *s = data;
+  v2_store_expire(s, v2_now_ns());
+  v2_ttl_arm(&s->ttl);
 }
 
-struct mu_store *mu_store_new(uv_loop_t *loop)
+struct v2_store *v2_store_new(uv_loop_t *loop)
 {
-  struct mu_store *s = mu_calloc(1, sizeof(*s));
+  struct v2_store *s = mu_calloc(1, sizeof(*s));
   mu_htab_init(&s->nodes, 1024);
-  mu_event_history_init(&s->history, MU_EVENT_HISTORY_SIZE);
-  mu_watch_hub_init(&s->hub);
-  mu_ttl_init(&s->ttl, loop, on_ttl_due, s);
+  v2_event_history_init(&s->history, V2_EVENT_HISTORY_SIZE);
+  v2_watch_hub_init(&s->hub);
+  v2_ttl_init(&s->ttl, loop, on_ttl_due, s);
   s->root = node_new(s, "/", 1, NULL, 1, NULL, 0, 0, 0);
   return s;
 }
 
 struct store_closing {
-  struct mu_store *s;
+  struct v2_store *s;
   void (*done)(void *);
   void *data;
 };
@@ -373,12 +373,12 @@ static void store_free_mem(void *data)
     done(d);
 }
 
-void mu_store_free(struct mu_store *s)
+void v2_store_free(struct v2_store *s)
 {
-  mu_store_close(s, NULL, NULL);
+  v2_store_close(s, NULL, NULL);
 }
 
-void mu_store_close(struct mu_store *s, void (*done)(void *), void *data)
+void v2_store_close(struct v2_store *s, void (*done)(void *), void *data)
 {
   if (s == NULL) {
     if (done != NULL)
@@ -386,21 +386,21 @@ void mu_store_close(struct mu_store *s, void (*done)(void *), void *data)
     return;
   }
   /* no watcher or heap work while tearing down */
-  mu_watch_hub_release(&s->hub);
+  v2_watch_hub_release(&s->hub);
   s->hub.count = 0;
   mu_heap_release(&s->ttl.heap); /* the nodes go below: removing them from it is a no-op */
   if (s->root != NULL) {
-    struct mu_node *root = s->root;
+    struct v2_node *root = s->root;
     s->root = NULL;
     free_subtree(s, root, NULL);
   }
-  mu_event_history_release(&s->history);
+  v2_event_history_release(&s->history);
   mu_htab_release(&s->nodes);
   struct store_closing *c = mu_malloc(sizeof(*c));
   c->s = s;
   c->done = done;
   c->data = data;
-  mu_ttl_release(&s->ttl, store_free_mem, c);
+  v2_ttl_release(&s->ttl, store_free_mem, c);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -409,14 +409,14 @@ void mu_store_close(struct mu_store *s, void (*done)(void *), void *data)
 
 /* internalGet: the node at `key`, or 100 (cause: first missing component) / 104 (cause: the
  * file in the way). */
-static struct mu_node *internal_get(struct mu_store *s, const char *key, struct mu_v2_err *err)
+static struct v2_node *internal_get(struct v2_store *s, const char *key, struct v2_err *err)
 {
   size_t n = strlen(key);
-  struct mu_node *x = lookup_n(s, key, n);
+  struct v2_node *x = lookup_n(s, key, n);
   if (x != NULL)
     return x;
   /* find out why, component by component */
-  struct mu_node *parent = s->root;
+  struct v2_node *parent = s->root;
   for (size_t i = 1; i <= n; i++) {
     if (i != n && key[i] != '/')
       continue;
@@ -437,13 +437,13 @@ static struct mu_node *internal_get(struct mu_store *s, const char *key, struct 
 
 /* walk(dirName, checkDir): the parent dir of `key`, creating missing dirs with createdIndex
  * `index`. A file in the way is 104 (measured against etcd 3.4.23). */
-static struct mu_node *walk_create(struct mu_store *s, const char *key, size_t dlen, uint64_t index,
-                                   struct mu_v2_err *err)
+static struct v2_node *walk_create(struct v2_store *s, const char *key, size_t dlen, uint64_t index,
+                                   struct v2_err *err)
 {
-  struct mu_node *parent = s->root;
+  struct v2_node *parent = s->root;
   if (dlen > 1) {
     /* usually the dir exists: one lookup instead of one per path segment */
-    struct mu_node *d = lookup_n(s, key, dlen);
+    struct v2_node *d = lookup_n(s, key, dlen);
     if (d != NULL && d->is_dir)
       return d;
   }
@@ -452,7 +452,7 @@ static struct mu_node *walk_create(struct mu_store *s, const char *key, size_t d
       continue;
     if (i == 1 && dlen <= 1)
       break;
-    struct mu_node *x = lookup_n(s, key, i);
+    struct v2_node *x = lookup_n(s, key, i);
     if (x == NULL) {
       x = node_new(s, key, i, parent, 1, NULL, 0, index, 0);
     } else if (!x->is_dir) {
@@ -468,16 +468,16 @@ static struct mu_node *walk_create(struct mu_store *s, const char *key, size_t d
  * Writes
  */
 
-static void commit(struct mu_store *s, struct mu_event *e, int refresh)
+static void commit(struct v2_store *s, struct v2_event *e, int refresh)
 {
   s->index = e->index;
   if (refresh)
     e->refresh = 1;
-  mu_event_history_add(&s->history, e);
+  v2_event_history_add(&s->history, e);
   if (s->on_commit != NULL)
     s->on_commit(s->on_commit_data, e); /* logged before any watcher or reply sees it */
   if (!refresh)
-    mu_watch_hub_notify(&s->hub, e);
+    v2_watch_hub_notify(&s->hub, e);
 }
 
 static int64_t fix_expire(int64_t expire_ns)
@@ -487,32 +487,32 @@ static int64_t fix_expire(int64_t expire_ns)
   return expire_ns;
 }
 
-static void set_ttl(struct mu_store *s, struct mu_node *n, int64_t expire_ns)
+static void set_ttl(struct v2_store *s, struct v2_node *n, int64_t expire_ns)
 {
   n->expire_ns = expire_ns;
   if (expire_ns == 0)
-    mu_ttl_remove(&s->ttl, n);
+    v2_ttl_remove(&s->ttl, n);
   else
-    mu_ttl_push(&s->ttl, n);
+    v2_ttl_push(&s->ttl, n);
 }
 
 /* internalCreate */
-static const struct mu_event *internal_create(struct mu_store *s, const char *key_in, int dir,
+static const struct v2_event *internal_create(struct v2_store *s, const char *key_in, int dir,
                                               const char *value, size_t vlen, int unique,
                                               int replace, int64_t expire_ns,
-                                              enum mu_event_action action, int refresh,
-                                              struct mu_v2_err *err)
+                                              enum v2_event_action action, int refresh,
+                                              struct v2_err *err)
 {
   uint64_t cur = s->index, next = cur + 1;
   char *ukey = NULL;
   const char *key = key_in;
   if (unique) {
     char *tmp = mu_asprintf("%s/%020llu", key_in, (unsigned long long)next);
-    ukey = mu_store_clean_key(tmp, strlen(tmp));
+    ukey = v2_store_clean_key(tmp, strlen(tmp));
     mu_free(tmp);
     key = ukey;
   }
-  const struct mu_event *out = NULL;
+  const struct v2_event *out = NULL;
   size_t klen = strlen(key);
   if (klen == 1) {
     set_err(err, 107, "/", cur);
@@ -521,13 +521,13 @@ static const struct mu_event *internal_create(struct mu_store *s, const char *ke
   expire_ns = fix_expire(expire_ns);
   const char *slash = strrchr(key, '/');
   size_t dlen = (size_t)(slash - key);
-  struct mu_node *d = walk_create(s, key, dlen == 0 ? 1 : dlen, next, err);
+  struct v2_node *d = walk_create(s, key, dlen == 0 ? 1 : dlen, next, err);
   if (d == NULL) {
     s->stats.set_fail++;
     goto out;
   }
-  struct mu_node *n = lookup_n(s, key, klen);
-  int64_t now = mu_now_ns();
+  struct v2_node *n = lookup_n(s, key, klen);
+  int64_t now = v2_now_ns();
   struct mu_buf b;
   if (n != NULL) {
     if (!replace) {
@@ -539,7 +539,7 @@ static const struct mu_event *internal_create(struct mu_store *s, const char *ke
       goto out;
     }
   }
-  struct mu_event *e = ev_new(action, key, klen, next, &b);
+  struct v2_event *e = ev_new(action, key, klen, next, &b);
   if (n != NULL) {
     /* the replaced node becomes prevNode; then the node is rewritten in place */
     put_enode(&b, key, klen, dir ? NULL : value, vlen, dir, expire_ns, now, next, next);
@@ -561,7 +561,7 @@ static const struct mu_event *internal_create(struct mu_store *s, const char *ke
   }
   e->node_dir = dir != 0;
   ev_finish(e, &b);
-  if (action == MU_EV_CREATE)
+  if (action == V2_EV_CREATE)
     e->created = 1;
   commit(s, e, refresh);
   out = e;
@@ -570,14 +570,14 @@ out:
   return out;
 }
 
-const struct mu_event *mu_store_set(struct mu_store *s, const struct mu_write *w,
-                                    struct mu_v2_err *err)
+const struct v2_event *v2_store_set(struct v2_store *s, const struct v2_write *w,
+                                    struct v2_err *err)
 {
-  struct mu_v2_err gerr = {0, NULL, 0};
-  struct mu_node *n = internal_get(s, w->key, &gerr);
+  struct v2_err gerr = {0, NULL, 0};
+  struct v2_node *n = internal_get(s, w->key, &gerr);
   const char *value = w->value ? w->value : "";
   size_t vlen = w->value ? w->value_len : 0;
-  const struct mu_event *e = NULL;
+  const struct v2_event *e = NULL;
   if (n == NULL && gerr.code != 100) {
     set_err(err, gerr.code, gerr.cause, gerr.index);
     s->stats.set_fail++;
@@ -594,7 +594,7 @@ const struct mu_event *mu_store_set(struct mu_store *s, const struct mu_write *w
     vlen = n->value ? n->value_len : 0;
   }
   char *vcopy = mu_strndup(value, vlen); /* n->value may be rewritten in place */
-  e = internal_create(s, w->key, w->dir, vcopy, vlen, 0, 1, w->expire_ns, MU_EV_SET, w->refresh,
+  e = internal_create(s, w->key, w->dir, vcopy, vlen, 0, 1, w->expire_ns, V2_EV_SET, w->refresh,
                       err);
   mu_free(vcopy);
   if (e != NULL)
@@ -602,16 +602,16 @@ const struct mu_event *mu_store_set(struct mu_store *s, const struct mu_write *w
   else
     s->stats.set_fail++;
 out:
-  mu_v2_err_release(&gerr);
+  v2_err_release(&gerr);
   return e;
 }
 
-const struct mu_event *mu_store_create(struct mu_store *s, const struct mu_write *w, int unique,
-                                       struct mu_v2_err *err)
+const struct v2_event *v2_store_create(struct v2_store *s, const struct v2_write *w, int unique,
+                                       struct v2_err *err)
 {
-  const struct mu_event *e =
+  const struct v2_event *e =
       internal_create(s, w->key, w->dir, w->value ? w->value : "", w->value ? w->value_len : 0,
-                      unique, 0, w->expire_ns, MU_EV_CREATE, 0, err);
+                      unique, 0, w->expire_ns, V2_EV_CREATE, 0, err);
   if (e != NULL)
     s->stats.create_success++;
   else
@@ -619,8 +619,8 @@ const struct mu_event *mu_store_create(struct mu_store *s, const struct mu_write
   return e;
 }
 
-const struct mu_event *mu_store_update(struct mu_store *s, const struct mu_write *w,
-                                       struct mu_v2_err *err)
+const struct v2_event *v2_store_update(struct v2_store *s, const struct v2_write *w,
+                                       struct v2_err *err)
 {
   uint64_t cur = s->index, next = cur + 1;
   if (strcmp(w->key, "/") == 0) {
@@ -628,7 +628,7 @@ const struct mu_event *mu_store_update(struct mu_store *s, const struct mu_write
     s->stats.update_fail++;
     return NULL;
   }
-  struct mu_node *n = internal_get(s, w->key, err);
+  struct v2_node *n = internal_get(s, w->key, err);
   if (n == NULL) {
     s->stats.update_fail++;
     return NULL;
@@ -644,11 +644,11 @@ const struct mu_event *mu_store_update(struct mu_store *s, const struct mu_write
     value = n->value ? n->value : "";
     vlen = n->value ? n->value_len : 0;
   }
-  int64_t now = mu_now_ns();
+  int64_t now = v2_now_ns();
   int64_t expire_ns = fix_expire(w->expire_ns);
   struct mu_buf b;
   size_t klen = strlen(w->key);
-  struct mu_event *e = ev_new(MU_EV_UPDATE, w->key, klen, next, &b);
+  struct v2_event *e = ev_new(V2_EV_UPDATE, w->key, klen, next, &b);
   put_enode(&b, w->key, klen, n->is_dir ? NULL : value, vlen, n->is_dir, expire_ns, now, next,
             n->created_index);
   ev_prev(&b, n, now);
@@ -665,8 +665,8 @@ const struct mu_event *mu_store_update(struct mu_store *s, const struct mu_write
   return e;
 }
 
-static int compare(const struct mu_node *n, const char *prev_value, uint64_t prev_index,
-                   struct mu_v2_err *err, uint64_t index)
+static int compare(const struct v2_node *n, const char *prev_value, uint64_t prev_index,
+                   struct v2_err *err, uint64_t index)
 {
   int index_match = prev_index == 0 || n->modified_index == prev_index;
   int value_match = prev_value == NULL || prev_value[0] == '\0' ||
@@ -689,15 +689,15 @@ static int compare(const struct mu_node *n, const char *prev_value, uint64_t pre
   return 0;
 }
 
-const struct mu_event *mu_store_cas(struct mu_store *s, const struct mu_write *w,
-                                    struct mu_v2_err *err)
+const struct v2_event *v2_store_cas(struct v2_store *s, const struct v2_write *w,
+                                    struct v2_err *err)
 {
   if (strcmp(w->key, "/") == 0) {
     set_err(err, 107, "/", s->index);
     s->stats.cas_fail++;
     return NULL;
   }
-  struct mu_node *n = internal_get(s, w->key, err);
+  struct v2_node *n = internal_get(s, w->key, err);
   if (n == NULL) {
     s->stats.cas_fail++;
     return NULL;
@@ -718,11 +718,11 @@ const struct mu_event *mu_store_cas(struct mu_store *s, const struct mu_write *w
     vlen = n->value_len;
   }
   uint64_t next = s->index + 1;
-  int64_t now = mu_now_ns();
+  int64_t now = v2_now_ns();
   int64_t expire_ns = fix_expire(w->expire_ns);
   struct mu_buf b;
   size_t klen = strlen(w->key);
-  struct mu_event *e = ev_new(MU_EV_CAS, w->key, klen, next, &b);
+  struct v2_event *e = ev_new(V2_EV_CAS, w->key, klen, next, &b);
   put_enode(&b, w->key, klen, value, vlen, 0, expire_ns, now, next, n->created_index);
   ev_prev(&b, n, now);
   node_set_value(n, value, vlen);
@@ -735,12 +735,12 @@ const struct mu_event *mu_store_cas(struct mu_store *s, const struct mu_write *w
 }
 
 /* The delete-like events (delete, compareAndDelete, expire): node without value, prevNode. */
-static struct mu_event *removal_event(struct mu_store *s, enum mu_event_action a, struct mu_node *n,
+static struct v2_event *removal_event(struct v2_store *s, enum v2_event_action a, struct v2_node *n,
                                       uint64_t index)
 {
   struct mu_buf b;
-  int64_t now = mu_now_ns();
-  struct mu_event *e = ev_new(a, n->hn.key, n->hn.len, index, &b);
+  int64_t now = v2_now_ns();
+  struct v2_event *e = ev_new(a, n->hn.key, n->hn.len, index, &b);
   put_enode(&b, n->hn.key, n->hn.len, NULL, 0, n->is_dir, 0, now, index, n->created_index);
   ev_prev(&b, n, now);
   e->node_dir = n->is_dir;
@@ -753,16 +753,16 @@ static struct mu_event *removal_event(struct mu_store *s, enum mu_event_action a
 
 /* Removes `n` and its subtree as the delete-like event `a` at the next index and commits it.
  * Returns: the event. */
-static struct mu_event *remove_node(struct mu_store *s, enum mu_event_action a, struct mu_node *n)
+static struct v2_event *remove_node(struct v2_store *s, enum v2_event_action a, struct v2_node *n)
 {
-  struct mu_event *e = removal_event(s, a, n, s->index + 1);
+  struct v2_event *e = removal_event(s, a, n, s->index + 1);
   free_subtree(s, n, e);
   commit(s, e, 0);
   return e;
 }
 
-const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int dir, int recursive,
-                                       struct mu_v2_err *err)
+const struct v2_event *v2_store_delete(struct v2_store *s, const char *key, int dir, int recursive,
+                                       struct v2_err *err)
 {
   if (strcmp(key, "/") == 0) {
     set_err(err, 107, "/", s->index);
@@ -771,7 +771,7 @@ const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int 
   }
   if (recursive)
     dir = 1;
-  struct mu_node *n = internal_get(s, key, err);
+  struct v2_node *n = internal_get(s, key, err);
   if (n == NULL) {
     s->stats.delete_fail++;
     return NULL;
@@ -786,15 +786,15 @@ const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int 
     s->stats.delete_fail++;
     return NULL;
   }
-  struct mu_event *e = remove_node(s, MU_EV_DELETE, n);
+  struct v2_event *e = remove_node(s, V2_EV_DELETE, n);
   s->stats.delete_success++;
   return e;
 }
 
-const struct mu_event *mu_store_cad(struct mu_store *s, const char *key, const char *prev_value,
-                                    uint64_t prev_index, struct mu_v2_err *err)
+const struct v2_event *v2_store_cad(struct v2_store *s, const char *key, const char *prev_value,
+                                    uint64_t prev_index, struct v2_err *err)
 {
-  struct mu_node *n = internal_get(s, key, err);
+  struct v2_node *n = internal_get(s, key, err);
   if (n == NULL) {
     s->stats.cad_fail++;
     return NULL;
@@ -809,26 +809,26 @@ const struct mu_event *mu_store_cad(struct mu_store *s, const char *key, const c
     s->stats.cad_fail++;
     return NULL;
   }
-  struct mu_event *e = remove_node(s, MU_EV_CAD, n);
+  struct v2_event *e = remove_node(s, V2_EV_CAD, n);
   s->stats.cad_success++;
   return e;
 }
 
-size_t mu_store_expire(struct mu_store *s, int64_t now_ns)
+size_t v2_store_expire(struct v2_store *s, int64_t now_ns)
 {
   size_t count = 0;
   for (;;) {
-    struct mu_node *n = mu_ttl_top(&s->ttl);
+    struct v2_node *n = v2_ttl_top(&s->ttl);
     if (n == NULL || n->expire_ns > now_ns)
       break;
-    remove_node(s, MU_EV_EXPIRE, n);
+    remove_node(s, V2_EV_EXPIRE, n);
     s->stats.expire_count++;
     count++;
   }
   return count;
 }
 
-int mu_store_restore_node(struct mu_store *s, const char *key, int dir, const char *value,
+int v2_store_restore_node(struct v2_store *s, const char *key, int dir, const char *value,
                           size_t vlen, uint64_t created_index, uint64_t modified_index,
                           int64_t expire_ns)
 {
@@ -837,21 +837,21 @@ int mu_store_restore_node(struct mu_store *s, const char *key, int dir, const ch
     return MU_EEXIST;
   const char *slash = strrchr(key, '/');
   size_t dlen = (size_t)(slash - key);
-  struct mu_node *parent = dlen == 0 ? s->root : lookup_n(s, key, dlen);
+  struct v2_node *parent = dlen == 0 ? s->root : lookup_n(s, key, dlen);
   if (parent == NULL || !parent->is_dir)
     return MU_ENOENT;
-  struct mu_node *n = node_new(s, key, klen, parent, dir, value ? value : "", dir ? 0 : vlen,
+  struct v2_node *n = node_new(s, key, klen, parent, dir, value ? value : "", dir ? 0 : vlen,
                                created_index, fix_expire(expire_ns));
   n->modified_index = modified_index;
   return 0;
 }
 
-const struct mu_event *mu_store_expire_key(struct mu_store *s, const char *key)
+const struct v2_event *v2_store_expire_key(struct v2_store *s, const char *key)
 {
-  struct mu_node *n = lookup_n(s, key, strlen(key));
+  struct v2_node *n = lookup_n(s, key, strlen(key));
   if (n == NULL || n == s->root)
     return NULL;
-  struct mu_event *e = remove_node(s, MU_EV_EXPIRE, n);
+  struct v2_event *e = remove_node(s, V2_EV_EXPIRE, n);
   s->stats.expire_count++;
   return e;
 }
@@ -860,31 +860,31 @@ const struct mu_event *mu_store_expire_key(struct mu_store *s, const char *key)
  * Reads and watches
  */
 
-int mu_store_get(struct mu_store *s, const char *key, int recursive, int sorted, struct mu_buf *out,
-                 struct mu_v2_err *err)
+int v2_store_get(struct v2_store *s, const char *key, int recursive, int sorted, struct mu_buf *out,
+                 struct v2_err *err)
 {
-  struct mu_node *n = internal_get(s, key, err);
+  struct v2_node *n = internal_get(s, key, err);
   if (n == NULL) {
     s->stats.get_fail++;
     return MU_ENOENT;
   }
   s->stats.get_success++;
   mu_buf_puts(out, "{\"action\":\"get\",\"node\":");
-  put_repr(out, n, recursive, sorted, mu_now_ns(), 1);
+  put_repr(out, n, recursive, sorted, v2_now_ns(), 1);
   mu_buf_puts(out, "}\n");
   return 0;
 }
 
-int mu_store_watch(struct mu_store *s, const char *key, int recursive, int stream, uint64_t since,
-                   mu_watch_cb *cb, void *data, const struct mu_event **found,
-                   struct mu_watcher **w, struct mu_v2_err *err)
+int v2_store_watch(struct v2_store *s, const char *key, int recursive, int stream, uint64_t since,
+                   v2_watch_cb *cb, void *data, const struct v2_event **found,
+                   struct v2_watcher **w, struct v2_err *err)
 {
   *found = NULL;
   *w = NULL;
   if (since == 0)
     since = s->index + 1;
   uint64_t start = 0;
-  if (mu_event_history_scan(&s->history, key, recursive, since, found, &start) != 0) {
+  if (v2_event_history_scan(&s->history, key, recursive, since, found, &start) != 0) {
     char *cause = mu_asprintf("the requested history has been cleared [%llu/%llu]",
                               (unsigned long long)start, (unsigned long long)since);
     mu_free(err->cause);
@@ -894,7 +894,7 @@ int mu_store_watch(struct mu_store *s, const char *key, int recursive, int strea
     return MU_ENOENT;
   }
   if (*found == NULL || stream) {
-    *w = mu_watch_hub_add(&s->hub, key, recursive, stream, since, cb, data);
+    *w = v2_watch_hub_add(&s->hub, key, recursive, stream, since, cb, data);
     s->stats.watchers_total++;
   }
   return 0;

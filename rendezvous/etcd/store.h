@@ -1,14 +1,14 @@
 /* The etcd v2 key tree (v2store/store.go + node.go): nodes, the global index, and the
  * operations get/set/create/update/compareAndSwap/delete/compareAndDelete, with TTLs, the
  * event history and watchers. Everything is synchronous and in memory; the only loop use is
- * the TTL timer (optional: without a loop, call mu_store_expire()).
+ * the TTL timer (optional: without a loop, call v2_store_expire()).
  *
- * Keys are clean absolute paths ("/a/b"); callers pass them through mu_store_clean_key().
- * Errors come back as a struct mu_v2_err (etcd error code + cause + index), rendered by
+ * Keys are clean absolute paths ("/a/b"); callers pass them through v2_store_clean_key().
+ * Errors come back as a struct v2_err (etcd error code + cause + index), rendered by
  * v2_error.c.
  */
-#ifndef RV_STORE_H
-#define RV_STORE_H
+#ifndef MUSTERD_ETCD_STORE_H
+#define MUSTERD_ETCD_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,7 +22,7 @@
 #include "ttl.h"
 #include "watch_hub.h"
 
-struct mu_node {
+struct v2_node {
   struct mu_hnode hn; /* in the store's table: hn.key is the full path ("/" for the root, owned),
                        * hn.len its length */
   uint32_t value_len;
@@ -32,22 +32,22 @@ struct mu_node {
   uint64_t created_index;
   uint64_t modified_index;
   int64_t expire_ns; /* 0 = permanent */
-  struct mu_node *parent;
-  struct mu_node **children; /* dirs only, in insertion order (swap-removed) */
+  struct v2_node *parent;
+  struct v2_node **children; /* dirs only, in insertion order (swap-removed) */
   struct mu_heap_node ttl;   /* in the TTL heap while expire_ns != 0 */
   unsigned char is_dir;
 };
 
 /* An etcd v2 error: code (100 "Key not found", ...), cause, and the index to report. */
-struct mu_v2_err {
+struct v2_err {
   int code;
   char *cause; /* owned; NULL = no cause */
   uint64_t index;
 };
 
-void mu_v2_err_release(struct mu_v2_err *e);
+void v2_err_release(struct v2_err *e);
 
-struct mu_store_stats {
+struct v2_store_stats {
   uint64_t get_success, get_fail;
   uint64_t set_success, set_fail;
   uint64_t delete_success, delete_fail;
@@ -59,23 +59,23 @@ struct mu_store_stats {
   uint64_t watchers_total;
 };
 
-struct mu_store {
-  struct mu_node *root;
+struct v2_store {
+  struct v2_node *root;
   struct mu_htab nodes; /* every node by full key */
   size_t nnodes;        /* nodes.n, for readers (metrics, quotas, snapshots) */
   uint64_t index;
-  struct mu_event_history history;
-  struct mu_watch_hub hub;
-  struct mu_ttl ttl;
-  struct mu_store_stats stats;
+  struct v2_event_history history;
+  struct v2_watch_hub hub;
+  struct v2_ttl ttl;
+  struct v2_store_stats stats;
   /* Called after every successful write (refreshes and expirations included), once the tree,
    * the index and the history hold it: persist.c logs the write there. NULL = none. */
-  void (*on_commit)(void *data, const struct mu_event *e);
+  void (*on_commit)(void *data, const struct v2_event *e);
   void *on_commit_data;
 };
 
 /* Options of a write (TTLOptionSet + the request flags the store needs). */
-struct mu_write {
+struct v2_write {
   const char *key;
   const char *value;
   size_t value_len;
@@ -86,62 +86,62 @@ struct mu_write {
   uint64_t prev_index;    /* 0 = no index condition */
 };
 
-/* `loop` may be NULL (no TTL timer). Returns: the store. Free with mu_store_free(). */
-struct mu_store *mu_store_new(uv_loop_t *loop);
+/* `loop` may be NULL (no TTL timer). Returns: the store. Free with v2_store_free(). */
+struct v2_store *v2_store_new(uv_loop_t *loop);
 /* Frees the store; its TTL timer is closed and the memory freed from its close callback when
  * there is a loop, so run the loop once more. Accepts NULL. Watchers are dropped silently. */
-void mu_store_free(struct mu_store *s);
-/* As mu_store_free(), then `done(data)` once the memory is freed (from the timer's close
+void v2_store_free(struct v2_store *s);
+/* As v2_store_free(), then `done(data)` once the memory is freed (from the timer's close
  * callback, or at once without a loop). */
-void mu_store_close(struct mu_store *s, void (*done)(void *), void *data);
+void v2_store_close(struct v2_store *s, void (*done)(void *), void *data);
 
 /* Makes a clean absolute key (Go's path.Clean(path.Join("/", p))) from `p` of length n.
  * Returns: a new string; caller frees with mu_free(). */
-char *mu_store_clean_key(const char *p, size_t n);
+char *v2_store_clean_key(const char *p, size_t n);
 
 /* GET: renders the whole event JSON ({"action":"get","node":{...}}\n) into `out`.
  * Returns: 0, or MU_ENOENT with `err` filled. */
-int mu_store_get(struct mu_store *s, const char *key, int recursive, int sorted, struct mu_buf *out,
-                 struct mu_v2_err *err);
+int v2_store_get(struct v2_store *s, const char *key, int recursive, int sorted, struct mu_buf *out,
+                 struct v2_err *err);
 
 /* The writes. Each returns the event (borrowed from the history: valid until the next write)
  * or NULL with `err` filled. They wake watchers before returning. */
-const struct mu_event *mu_store_set(struct mu_store *s, const struct mu_write *w,
-                                    struct mu_v2_err *err);
-const struct mu_event *mu_store_create(struct mu_store *s, const struct mu_write *w, int unique,
-                                       struct mu_v2_err *err);
-const struct mu_event *mu_store_update(struct mu_store *s, const struct mu_write *w,
-                                       struct mu_v2_err *err);
-const struct mu_event *mu_store_cas(struct mu_store *s, const struct mu_write *w,
-                                    struct mu_v2_err *err);
-const struct mu_event *mu_store_delete(struct mu_store *s, const char *key, int dir, int recursive,
-                                       struct mu_v2_err *err);
-const struct mu_event *mu_store_cad(struct mu_store *s, const char *key, const char *prev_value,
-                                    uint64_t prev_index, struct mu_v2_err *err);
+const struct v2_event *v2_store_set(struct v2_store *s, const struct v2_write *w,
+                                    struct v2_err *err);
+const struct v2_event *v2_store_create(struct v2_store *s, const struct v2_write *w, int unique,
+                                       struct v2_err *err);
+const struct v2_event *v2_store_update(struct v2_store *s, const struct v2_write *w,
+                                       struct v2_err *err);
+const struct v2_event *v2_store_cas(struct v2_store *s, const struct v2_write *w,
+                                    struct v2_err *err);
+const struct v2_event *v2_store_delete(struct v2_store *s, const char *key, int dir, int recursive,
+                                       struct v2_err *err);
+const struct v2_event *v2_store_cad(struct v2_store *s, const char *key, const char *prev_value,
+                                    uint64_t prev_index, struct v2_err *err);
 
 /* A watch from `since` (0 = the next event). Returns: 0 with either *found (an event from the
  * history, borrowed) or *w (a new watcher: `cb` fires later) set; a stream watch may set
  * both; or MU_ENOENT with `err` filled (401: index cleared). */
-int mu_store_watch(struct mu_store *s, const char *key, int recursive, int stream, uint64_t since,
-                   mu_watch_cb *cb, void *data, const struct mu_event **found,
-                   struct mu_watcher **w, struct mu_v2_err *err);
+int v2_store_watch(struct v2_store *s, const char *key, int recursive, int stream, uint64_t since,
+                   v2_watch_cb *cb, void *data, const struct v2_event **found,
+                   struct v2_watcher **w, struct v2_err *err);
 
 /* Expires every node due at `now_ns`, emitting expire events. Returns: how many. */
-size_t mu_store_expire(struct mu_store *s, int64_t now_ns);
+size_t v2_store_expire(struct v2_store *s, int64_t now_ns);
 
 /* Snapshot loading (persist.c): adds the node at clean key `key` (not "/") without an event or
  * an index change; its parent dir must exist. `value` is ignored for a dir.
  * Returns: 0, MU_EEXIST (the key exists) or MU_ENOENT (no parent dir). */
-int mu_store_restore_node(struct mu_store *s, const char *key, int dir, const char *value,
+int v2_store_restore_node(struct v2_store *s, const char *key, int dir, const char *value,
                           size_t vlen, uint64_t created_index, uint64_t modified_index,
                           int64_t expire_ns);
 
-/* Log replay (persist.c): expires the node at `key` now, as mu_store_expire() does when its
+/* Log replay (persist.c): expires the node at `key` now, as v2_store_expire() does when its
  * deadline passes (expire event, index + 1), whatever its deadline.
  * Returns: the event (borrowed, as the writes'), or NULL when there is no such node. */
-const struct mu_event *mu_store_expire_key(struct mu_store *s, const char *key);
+const struct v2_event *v2_store_expire_key(struct v2_store *s, const char *key);
 
 /* Returns: the node at `key` or NULL. Ownership: borrowed until the next write. */
-struct mu_node *mu_store_lookup(const struct mu_store *s, const char *key);
+struct v2_node *v2_store_lookup(const struct v2_store *s, const char *key);
 
 #endif

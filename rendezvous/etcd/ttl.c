@@ -6,7 +6,7 @@
 #include "store.h"
 #include "ttl.h"
 
-int64_t mu_now_ns(void)
+int64_t v2_now_ns(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -15,12 +15,12 @@ int64_t mu_now_ns(void)
 
 static void on_timer(uv_timer_t *h)
 {
-  struct mu_ttl *t = h->data;
+  struct v2_ttl *t = h->data;
   if (t->on_due != NULL)
     t->on_due(t->data);
 }
 
-void mu_ttl_init(struct mu_ttl *t, uv_loop_t *loop, void (*on_due)(void *), void *data)
+void v2_ttl_init(struct v2_ttl *t, uv_loop_t *loop, void (*on_due)(void *), void *data)
 {
   memset(t, 0, sizeof(*t));
   t->on_due = on_due;
@@ -48,7 +48,7 @@ static void on_timer_closed(uv_handle_t *h)
     fn(data);
 }
 
-void mu_ttl_release(struct mu_ttl *t, void (*on_closed)(void *), void *data)
+void v2_ttl_release(struct v2_ttl *t, void (*on_closed)(void *), void *data)
 {
   mu_heap_release(&t->heap);
   if (t->timer == NULL) {
@@ -64,42 +64,42 @@ void mu_ttl_release(struct mu_ttl *t, void (*on_closed)(void *), void *data)
   t->timer = NULL;
 }
 
-static struct mu_node *node_at(struct mu_heap_node *h)
+static struct v2_node *node_at(struct mu_heap_node *h)
 {
-  return MU_CONTAINER_OF(h, struct mu_node, ttl);
+  return MU_CONTAINER_OF(h, struct v2_node, ttl);
 }
 
-void mu_ttl_push(struct mu_ttl *t, struct mu_node *n)
+void v2_ttl_push(struct v2_ttl *t, struct v2_node *n)
 {
   n->ttl.key = n->expire_ns;
   mu_heap_push(&t->heap, &n->ttl);
-  mu_ttl_arm(t);
+  v2_ttl_arm(t);
 }
 
-void mu_ttl_remove(struct mu_ttl *t, struct mu_node *n)
+void v2_ttl_remove(struct v2_ttl *t, struct v2_node *n)
 {
   int was_top = mu_heap_top(&t->heap) == &n->ttl;
   mu_heap_remove(&t->heap, &n->ttl);
   if (was_top)
-    mu_ttl_arm(t);
+    v2_ttl_arm(t);
 }
 
-struct mu_node *mu_ttl_top(const struct mu_ttl *t)
+struct v2_node *v2_ttl_top(const struct v2_ttl *t)
 {
   struct mu_heap_node *h = mu_heap_top(&t->heap);
   return h != NULL ? node_at(h) : NULL;
 }
 
-void mu_ttl_arm(struct mu_ttl *t)
+void v2_ttl_arm(struct v2_ttl *t)
 {
   if (t->timer == NULL)
     return;
-  struct mu_node *top = mu_ttl_top(t);
+  struct v2_node *top = v2_ttl_top(t);
   if (top == NULL) {
     uv_timer_stop(t->timer);
     return;
   }
-  int64_t d = top->expire_ns - mu_now_ns();
+  int64_t d = top->expire_ns - v2_now_ns();
   uint64_t ms = d <= 0 ? 0 : (uint64_t)((d + 999999) / 1000000);
   uv_timer_start(t->timer, on_timer, ms, 0);
 }

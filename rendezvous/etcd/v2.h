@@ -9,14 +9,14 @@
  * the security layer learns what a request would use through the API's usage hook, and
  * persistence hooks into the store's commit and the write replies (below).
  */
-#ifndef RV_V2_H
-#define RV_V2_H
+#ifndef MUSTERD_ETCD_V2_H
+#define MUSTERD_ETCD_V2_H
 
 #include <stddef.h>
 
 #include "http.h"
 
-struct mu_store;
+struct v2_store;
 
 /* Registers the etcd v2 API on `srv`: the module "v2" (the store, its metrics, closing it) and
  * its routes. Called once, by rv_server_new() unless cfg.no_v2. */
@@ -24,7 +24,7 @@ void v2_register(struct rv_server *srv);
 
 /* Returns: the etcd v2 store of `srv`, or NULL when /v2 is not registered (or after close).
  * Ownership: borrowed, lives until rv_server_close(). */
-struct mu_store *v2_store_of(struct rv_server *srv);
+struct v2_store *v2_store_of(struct rv_server *srv);
 
 /* Answers a write: as rv_reply(), or later (a durability layer holds the answer until the
  * write is on disk). Ownership: every argument is copied before it returns. */

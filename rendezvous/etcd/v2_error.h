@@ -1,8 +1,8 @@
 /* etcd v2 errors (etcd's v2error package): ONE table of {code, message, HTTP status} and ONE
  * writer. Handlers never write error JSON by hand.
  */
-#ifndef RV_V2_ERROR_H
-#define RV_V2_ERROR_H
+#ifndef MUSTERD_ETCD_V2_ERROR_H
+#define MUSTERD_ETCD_V2_ERROR_H
 
 #include <stdint.h>
 

@@ -17,7 +17,7 @@
 
 struct v2 {
   struct rv_server *srv;
-  struct mu_store *store;
+  struct v2_store *store;
   uint64_t watches_open;
   v2_reply_fn *write_reply; /* NULL: rv_reply() */
   void *write_reply_data;
@@ -26,7 +26,7 @@ struct v2 {
 struct v2_watch {
   struct v2 *v2;
   struct rv_req *req;
-  struct mu_watcher *w;
+  struct v2_watcher *w;
   int stream;
 };
 
@@ -35,7 +35,7 @@ static struct v2 *v2_of(const struct rv_req *req)
   return rv_server_module_data(req->srv, "v2");
 }
 
-struct mu_store *v2_store_of(struct rv_server *srv)
+struct v2_store *v2_store_of(struct rv_server *srv)
 {
   struct v2 *v2 = rv_server_module_data(srv, "v2");
   return v2 != NULL ? v2->store : NULL;
@@ -133,7 +133,7 @@ static int parse_or_reply(struct rv_req *req, struct keys_req *k)
     return -1;
   }
   size_t off = strlen("/v2/keys");
-  k->key = mu_store_clean_key(req->path + off, req->path_len - off);
+  k->key = v2_store_clean_key(req->path + off, req->path_len - off);
   if ((v = rv_req_param(req, "prevIndex")) != NULL && parse_u64(v, &k->prev_index) != 0) {
     v2_error_reply(req, V2_INDEX_NAN, "invalid value for \"prevIndex\"", 0);
     return -1;
@@ -224,21 +224,21 @@ static void event_headers(char *hdr, size_t n, uint64_t index)
   memcpy(p, c, sizeof(c)); /* with the NUL */
 }
 
-static void reply_error(struct rv_req *req, struct mu_v2_err *err)
+static void reply_error(struct rv_req *req, struct v2_err *err)
 {
   /* causes are store paths: etcd trims its "/1" prefix, ours has none */
   v2_error_reply(req, err->code, err->cause, err->index);
-  mu_v2_err_release(err);
+  v2_err_release(err);
 }
 
 /* writeKeyEvent */
-static void reply_event(struct rv_req *req, const struct mu_event *e, uint64_t index, int no_value)
+static void reply_event(struct rv_req *req, const struct v2_event *e, uint64_t index, int no_value)
 {
   char hdr[256];
   event_headers(hdr, sizeof(hdr), index);
   int status = e->created ? 201 : 200;
-  if (no_value && (e->action == MU_EV_SET || e->action == MU_EV_CAS || e->action == MU_EV_CREATE ||
-                   e->action == MU_EV_UPDATE)) {
+  if (no_value && (e->action == V2_EV_SET || e->action == V2_EV_CAS || e->action == V2_EV_CREATE ||
+                   e->action == V2_EV_UPDATE)) {
     struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
     mu_buf_append(&b, e->json, e->json_head);
     mu_buf_puts(&b, "}\n");
@@ -257,7 +257,7 @@ static int64_t expire_of(const struct keys_req *k)
   /* Go's Duration would overflow; keep the expiry representable */
   if (ttl > (uint64_t)INT64_MAX / 1000000000 - 4000000000ULL)
     ttl = (uint64_t)INT64_MAX / 1000000000 - 4000000000ULL;
-  return mu_now_ns() + (int64_t)ttl * 1000000000;
+  return v2_now_ns() + (int64_t)ttl * 1000000000;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -269,12 +269,12 @@ static void watch_gone(struct rv_req *req, void *data)
   struct v2_watch *wc = data;
   (void)req;
   if (wc->w != NULL)
-    mu_watcher_remove(wc->w);
+    v2_watcher_remove(wc->w);
   wc->v2->watches_open--;
   mu_free(wc);
 }
 
-static void watch_fire(void *data, const struct mu_event *e, struct mu_watcher *w)
+static void watch_fire(void *data, const struct v2_event *e, struct v2_watcher *w)
 {
   struct v2_watch *wc = data;
   struct rv_req *req = wc->req;
@@ -294,10 +294,10 @@ static void watch_fire(void *data, const struct mu_event *e, struct mu_watcher *
 
 static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
 {
-  struct mu_store *s = v2->store;
-  struct mu_v2_err err = {0, NULL, 0};
-  const struct mu_event *found = NULL;
-  struct mu_watcher *w = NULL;
+  struct v2_store *s = v2->store;
+  struct v2_err err = {0, NULL, 0};
+  const struct v2_event *found = NULL;
+  struct v2_watcher *w = NULL;
   uint64_t start_index = s->index;
   char hdr[256];
   if (rv_server_closing(req->srv)) {
@@ -308,7 +308,7 @@ static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
   wc->v2 = v2;
   wc->req = req;
   wc->stream = k->stream;
-  if (mu_store_watch(s, k->key, k->recursive, k->stream, k->wait_index, watch_fire, wc, &found, &w,
+  if (v2_store_watch(s, k->key, k->recursive, k->stream, k->wait_index, watch_fire, wc, &found, &w,
                      &err) != 0) {
     mu_free(wc);
     reply_error(req, &err);
@@ -337,13 +337,13 @@ static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
 struct keys_call {
   struct v2 *v2;
   struct keys_req k;
-  struct mu_write w;
-  struct mu_v2_err err;
-  const struct mu_event *e;
+  struct v2_write w;
+  struct v2_err err;
+  const struct v2_event *e;
 };
 
 /* Parses the request and holds the watcher hub: the watchers a write wakes are answered after
- * the writer (see mu_watch_hub_hold). Returns: 0, or -1 after answering the parse error. */
+ * the writer (see v2_watch_hub_hold). Returns: 0, or -1 after answering the parse error. */
 static int keys_begin_or_reply(struct rv_req *req, struct keys_call *c)
 {
   memset(c, 0, sizeof(*c));
@@ -353,27 +353,27 @@ static int keys_begin_or_reply(struct rv_req *req, struct keys_call *c)
     return -1;
   }
   const struct keys_req *k = &c->k;
-  struct mu_write w = {k->key,       k->value,   k->value_len,  k->dir,
+  struct v2_write w = {k->key,       k->value,   k->value_len,  k->dir,
                        expire_of(k), k->refresh, k->prev_value, k->prev_index};
   c->w = w;
-  mu_watch_hub_hold(&c->v2->store->hub);
+  v2_watch_hub_hold(&c->v2->store->hub);
   return 0;
 }
 
 /* Answers the write (its event or its error), then lets the held watchers go. */
 static void keys_end(struct rv_req *req, struct keys_call *c, int answer)
 {
-  struct mu_store *s = c->v2->store;
+  struct v2_store *s = c->v2->store;
   if (answer) {
     if (c->e == NULL)
       reply_error(req, &c->err);
     else
       reply_event(req, c->e, s->index, c->k.no_value);
-    if (mu_watch_hub_queued(&s->hub) > 0)
+    if (v2_watch_hub_queued(&s->hub) > 0)
       rv_req_flush(req);
   }
-  mu_watch_hub_unhold(&s->hub);
-  mu_v2_err_release(&c->err);
+  v2_watch_hub_unhold(&s->hub);
+  v2_err_release(&c->err);
   mu_free(c->k.key);
 }
 
@@ -382,14 +382,14 @@ static void keys_get(struct rv_req *req)
   struct keys_call c;
   if (keys_begin_or_reply(req, &c) != 0)
     return;
-  struct mu_store *s = c.v2->store;
+  struct v2_store *s = c.v2->store;
   if (c.k.wait) {
     handle_watch(req, c.v2, &c.k);
     keys_end(req, &c, 0);
     return;
   }
   struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  if (mu_store_get(s, c.k.key, c.k.recursive, c.k.sorted, &b, &c.err) != 0) {
+  if (v2_store_get(s, c.k.key, c.k.recursive, c.k.sorted, &b, &c.err) != 0) {
     reply_error(req, &c.err);
   } else {
     char hdr[256];
@@ -406,7 +406,7 @@ static void keys_post(struct rv_req *req)
   struct keys_call c;
   if (keys_begin_or_reply(req, &c) != 0)
     return;
-  c.e = mu_store_create(c.v2->store, &c.w, 1, &c.err);
+  c.e = v2_store_create(c.v2->store, &c.w, 1, &c.err);
   keys_end(req, &c, 1);
 }
 
@@ -416,20 +416,20 @@ static void keys_put(struct rv_req *req)
   struct keys_call c;
   if (keys_begin_or_reply(req, &c) != 0)
     return;
-  struct mu_store *s = c.v2->store;
+  struct v2_store *s = c.v2->store;
   const struct keys_req *k = &c.k;
   int has_prev_value = k->prev_value != NULL && k->prev_value[0] != '\0';
   if (k->prev_exist == 1) {
     if (k->prev_index == 0 && !has_prev_value)
-      c.e = mu_store_update(s, &c.w, &c.err);
+      c.e = v2_store_update(s, &c.w, &c.err);
     else
-      c.e = mu_store_cas(s, &c.w, &c.err);
+      c.e = v2_store_cas(s, &c.w, &c.err);
   } else if (k->prev_exist == 0) {
-    c.e = mu_store_create(s, &c.w, 0, &c.err);
+    c.e = v2_store_create(s, &c.w, 0, &c.err);
   } else if (k->prev_index > 0 || has_prev_value) {
-    c.e = mu_store_cas(s, &c.w, &c.err);
+    c.e = v2_store_cas(s, &c.w, &c.err);
   } else {
-    c.e = mu_store_set(s, &c.w, &c.err);
+    c.e = v2_store_set(s, &c.w, &c.err);
   }
   keys_end(req, &c, 1);
 }
@@ -440,19 +440,19 @@ static void keys_delete(struct rv_req *req)
   struct keys_call c;
   if (keys_begin_or_reply(req, &c) != 0)
     return;
-  struct mu_store *s = c.v2->store;
+  struct v2_store *s = c.v2->store;
   const struct keys_req *k = &c.k;
   if (k->prev_index > 0 || (k->prev_value != NULL && k->prev_value[0] != '\0'))
-    c.e = mu_store_cad(s, k->key, k->prev_value, k->prev_index, &c.err);
+    c.e = v2_store_cad(s, k->key, k->prev_value, k->prev_index, &c.err);
   else
-    c.e = mu_store_delete(s, k->key, k->dir, k->recursive, &c.err);
+    c.e = v2_store_delete(s, k->key, k->dir, k->recursive, &c.err);
   keys_end(req, &c, 1);
 }
 
 static void stats_store_handler(struct rv_req *req)
 {
   struct v2 *v2 = v2_of(req);
-  const struct mu_store_stats *st = &v2->store->stats;
+  const struct v2_store_stats *st = &v2->store->stats;
   char body[1024];
   int n = snprintf(body, sizeof(body),
                    "{\"getsSuccess\":%llu,\"getsFail\":%llu,\"setsSuccess\":%llu,\"setsFail\":%llu,"
@@ -488,9 +488,9 @@ static void v2_close(struct rv_server *srv, void *data)
 {
   struct v2 *v2 = data;
   rv_server_ref(srv);
-  struct mu_store *s = v2->store;
+  struct v2_store *s = v2->store;
   v2->store = NULL;
-  mu_store_close(s, v2_closed, v2);
+  v2_store_close(s, v2_closed, v2);
 }
 
 static void v2_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
@@ -528,7 +528,7 @@ static int v2_refuse(struct rv_req *req, const struct rv_refusal *r)
   }
   case RV_REFUSE_TOO_LARGE:
   case RV_REFUSE_TOO_MANY: {
-    struct mu_store *s = v2_store_of(req->srv);
+    struct v2_store *s = v2_store_of(req->srv);
     v2_error_reply(req, r->kind == RV_REFUSE_TOO_LARGE ? V2_VALUE_OVER_QUOTA : V2_QUOTA_EXCEEDED,
                    r->message, s != NULL ? s->index : 0);
     return 1;
@@ -540,7 +540,7 @@ static int v2_refuse(struct rv_req *req, const struct rv_refusal *r)
 }
 
 /* Would this write add a node to the store? POST always does (an in-order key). */
-static int adds_node(const struct mu_store *s, const struct rv_req *req)
+static int adds_node(const struct v2_store *s, const struct rv_req *req)
 {
   if (req->method == RV_POST)
     return 1;
@@ -548,14 +548,14 @@ static int adds_node(const struct mu_store *s, const struct rv_req *req)
   size_t n = req->path_len - off;
   char *key = mu_malloc(n + 2);
   mu_path_clean(key, req->path + off, n, 0);
-  int missing = mu_store_lookup(s, key) == NULL;
+  int missing = v2_store_lookup(s, key) == NULL;
   mu_free(key);
   return missing;
 }
 
 static void v2_usage(struct rv_req *req, struct rv_usage *u)
 {
-  struct mu_store *s = v2_store_of(req->srv);
+  struct v2_store *s = v2_store_of(req->srv);
   unsigned flags = req->route->flags;
   if (flags & RV_ROUTE_MAY_POLL) {
     const char *w = rv_req_param(req, "wait");
@@ -596,7 +596,7 @@ void v2_register(struct rv_server *srv)
 {
   struct v2 *v2 = mu_calloc(1, sizeof(*v2));
   v2->srv = srv;
-  v2->store = mu_store_new(rv_server_loop(srv));
+  v2->store = v2_store_new(rv_server_loop(srv));
   struct rv_module m = {"v2", v2, v2_close, v2_metrics};
   rv_server_add_module(srv, &m);
   v2_cluster_register(srv);

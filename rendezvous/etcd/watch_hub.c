@@ -5,32 +5,32 @@
 #include "list.h"
 #include "watch_hub.h"
 
-struct mu_watcher {
-  struct mu_watch_hub *hub;
-  struct mu_watch_list *list;
+struct v2_watcher {
+  struct v2_watch_hub *hub;
+  struct v2_watch_list *list;
   struct mu_list_node link; /* on list->watchers */
-  struct mu_watcher *pending_next;
+  struct v2_watcher *pending_next;
   uint64_t since;
   unsigned recursive : 1;
   unsigned stream : 1;
   unsigned removed : 1;
-  mu_watch_cb *cb;
+  v2_watch_cb *cb;
   void *data;
 };
 
 /* The watchers of one path. */
-struct mu_watch_list {
+struct v2_watch_list {
   struct mu_hnode hn; /* key: path */
   struct mu_list watchers;
   char path[]; /* NUL-terminated */
 };
 
-static struct mu_watcher *watcher_at(struct mu_list_node *x)
+static struct v2_watcher *watcher_at(struct mu_list_node *x)
 {
-  return MU_CONTAINER_OF(x, struct mu_watcher, link);
+  return MU_CONTAINER_OF(x, struct v2_watcher, link);
 }
 
-void mu_watch_hub_init(struct mu_watch_hub *h)
+void v2_watch_hub_init(struct v2_watch_hub *h)
 {
   memset(h, 0, sizeof(*h));
   mu_htab_init(&h->lists, 64);
@@ -39,16 +39,16 @@ void mu_watch_hub_init(struct mu_watch_hub *h)
 static void list_free(struct mu_hnode *e, void *data)
 {
   (void)data;
-  struct mu_watch_list *l = MU_CONTAINER_OF(e, struct mu_watch_list, hn);
+  struct v2_watch_list *l = MU_CONTAINER_OF(e, struct v2_watch_list, hn);
   while (l->watchers.head != NULL) {
-    struct mu_watcher *w = watcher_at(l->watchers.head);
+    struct v2_watcher *w = watcher_at(l->watchers.head);
     mu_list_remove(&l->watchers, &w->link);
     mu_free(w);
   }
   mu_free(l);
 }
 
-void mu_watch_hub_release(struct mu_watch_hub *h)
+void v2_watch_hub_release(struct v2_watch_hub *h)
 {
   if (h == NULL || h->lists.b == NULL)
     return;
@@ -61,23 +61,23 @@ void mu_watch_hub_release(struct mu_watch_hub *h)
   h->nqueued = h->queue_cap = 0;
 }
 
-static struct mu_watch_list *find_list(struct mu_watch_hub *h, const char *path, size_t n)
+static struct v2_watch_list *find_list(struct v2_watch_hub *h, const char *path, size_t n)
 {
   struct mu_hnode *e = mu_htab_find(&h->lists, path, n);
-  return e != NULL ? MU_CONTAINER_OF(e, struct mu_watch_list, hn) : NULL;
+  return e != NULL ? MU_CONTAINER_OF(e, struct v2_watch_list, hn) : NULL;
 }
 
-struct mu_watcher *mu_watch_hub_add(struct mu_watch_hub *h, const char *path, int recursive,
-                                    int stream, uint64_t since, mu_watch_cb *cb, void *data)
+struct v2_watcher *v2_watch_hub_add(struct v2_watch_hub *h, const char *path, int recursive,
+                                    int stream, uint64_t since, v2_watch_cb *cb, void *data)
 {
   size_t n = strlen(path);
-  struct mu_watch_list *l = find_list(h, path, n);
+  struct v2_watch_list *l = find_list(h, path, n);
   if (l == NULL) {
     l = mu_calloc(1, sizeof(*l) + n + 1);
     memcpy(l->path, path, n);
     mu_htab_add(&h->lists, &l->hn, l->path, n);
   }
-  struct mu_watcher *w = mu_calloc(1, sizeof(*w));
+  struct v2_watcher *w = mu_calloc(1, sizeof(*w));
   w->hub = h;
   w->list = l;
   w->since = since;
@@ -90,10 +90,10 @@ struct mu_watcher *mu_watch_hub_add(struct mu_watch_hub *h, const char *path, in
   return w;
 }
 
-static void unlink_free(struct mu_watcher *w)
+static void unlink_free(struct v2_watcher *w)
 {
-  struct mu_watch_hub *h = w->hub;
-  struct mu_watch_list *l = w->list;
+  struct v2_watch_hub *h = w->hub;
+  struct v2_watch_list *l = w->list;
   mu_list_remove(&l->watchers, &w->link);
   mu_free(w);
   if (l->watchers.head == NULL) {
@@ -102,11 +102,11 @@ static void unlink_free(struct mu_watcher *w)
   }
 }
 
-void mu_watcher_remove(struct mu_watcher *w)
+void v2_watcher_remove(struct v2_watcher *w)
 {
   if (w == NULL || w->removed)
     return;
-  struct mu_watch_hub *h = w->hub;
+  struct v2_watch_hub *h = w->hub;
   w->removed = 1;
   h->count--;
   if (h->depth > 0) {
@@ -117,17 +117,17 @@ void mu_watcher_remove(struct mu_watcher *w)
   unlink_free(w);
 }
 
-static void enter(struct mu_watch_hub *h)
+static void enter(struct v2_watch_hub *h)
 {
   h->depth++;
 }
 
-static void leave(struct mu_watch_hub *h)
+static void leave(struct v2_watch_hub *h)
 {
   if (--h->depth > 0)
     return;
   while (h->pending != NULL) {
-    struct mu_watcher *w = h->pending;
+    struct v2_watcher *w = h->pending;
     h->pending = w->pending_next;
     unlink_free(w);
   }
@@ -150,10 +150,10 @@ static int is_hidden(const char *watch, size_t wlen, const char *key, size_t kle
   return 0;
 }
 
-static void notify_path(struct mu_watch_hub *h, const struct mu_event *e, const char *path,
+static void notify_path(struct v2_watch_hub *h, const struct v2_event *e, const char *path,
                         size_t n, int deleted)
 {
-  struct mu_watch_list *l = find_list(h, path, n);
+  struct v2_watch_list *l = find_list(h, path, n);
   if (l == NULL)
     return;
   int original = e->key_len == n && memcmp(e->key, path, n) == 0;
@@ -163,19 +163,19 @@ static void notify_path(struct mu_watch_hub *h, const struct mu_event *e, const 
   struct mu_list_node *x = l->watchers.head, *next = NULL;
   for (; x != NULL; x = next) {
     next = x->next;
-    struct mu_watcher *w = watcher_at(x);
+    struct v2_watcher *w = watcher_at(x);
     if (w->removed)
       continue;
     if (!(w->recursive || original || deleted) || e->index < w->since)
       continue;
     if (!w->stream)
-      mu_watcher_remove(w); /* deferred free: still valid during the callback */
+      v2_watcher_remove(w); /* deferred free: still valid during the callback */
     w->cb(w->data, e, w);
   }
   leave(h);
 }
 
-static void enqueue(struct mu_watch_hub *h, const struct mu_event *e, const char *path)
+static void enqueue(struct v2_watch_hub *h, const struct v2_event *e, const char *path)
 {
   if (h->nqueued == h->queue_cap) {
     h->queue_cap = h->queue_cap ? h->queue_cap * 2 : 8;
@@ -186,7 +186,7 @@ static void enqueue(struct mu_watch_hub *h, const struct mu_event *e, const char
   h->nqueued++;
 }
 
-static void deliver(struct mu_watch_hub *h, const struct mu_event *e)
+static void deliver(struct v2_watch_hub *h, const struct v2_event *e)
 {
   /* "/", then "/a", "/a/b", ... */
   notify_path(h, e, "/", 1, 0);
@@ -195,24 +195,24 @@ static void deliver(struct mu_watch_hub *h, const struct mu_event *e)
       notify_path(h, e, e->key, i, 0);
 }
 
-void mu_watch_hub_hold(struct mu_watch_hub *h)
+void v2_watch_hub_hold(struct v2_watch_hub *h)
 {
   h->hold++;
 }
 
-size_t mu_watch_hub_queued(const struct mu_watch_hub *h)
+size_t v2_watch_hub_queued(const struct v2_watch_hub *h)
 {
   return h->nqueued;
 }
 
-void mu_watch_hub_unhold(struct mu_watch_hub *h)
+void v2_watch_hub_unhold(struct v2_watch_hub *h)
 {
   if (h->hold <= 0 || --h->hold > 0)
     return;
   /* a callback may write again (and queue more): take entries one at a time, in order */
   h->hold++;
   for (size_t i = 0; i < h->nqueued; i++) {
-    struct mu_watch_queued q = h->queue[i];
+    struct v2_watch_queued q = h->queue[i];
     if (h->count > 0) {
       if (q.path != NULL)
         notify_path(h, q.e, q.path, strlen(q.path), 1);
@@ -225,7 +225,7 @@ void mu_watch_hub_unhold(struct mu_watch_hub *h)
   h->hold--;
 }
 
-void mu_watch_hub_notify(struct mu_watch_hub *h, const struct mu_event *e)
+void v2_watch_hub_notify(struct v2_watch_hub *h, const struct v2_event *e)
 {
   if (h->count == 0)
     return;
@@ -236,7 +236,7 @@ void mu_watch_hub_notify(struct mu_watch_hub *h, const struct mu_event *e)
   deliver(h, e);
 }
 
-void mu_watch_hub_notify_deleted(struct mu_watch_hub *h, const struct mu_event *e, const char *path)
+void v2_watch_hub_notify_deleted(struct v2_watch_hub *h, const struct v2_event *e, const char *path)
 {
   if (h->count == 0)
     return;

@@ -6,8 +6,8 @@
  * Watchers are one-shot unless `stream`: the hub removes and frees a watcher right after
  * calling its callback.
  */
-#ifndef RV_WATCH_HUB_H
-#define RV_WATCH_HUB_H
+#ifndef MUSTERD_ETCD_WATCH_HUB_H
+#define MUSTERD_ETCD_WATCH_HUB_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -15,61 +15,61 @@
 #include "event.h"
 #include "htab.h"
 
-struct mu_watcher;
-struct mu_watch_list;
+struct v2_watcher;
+struct v2_watch_list;
 
 /* Called with the event that wakes `w`. For a one-shot watcher, `w` is freed when this
  * returns: do not keep it. The event is borrowed for the duration of the call. */
-typedef void mu_watch_cb(void *data, const struct mu_event *e, struct mu_watcher *w);
+typedef void v2_watch_cb(void *data, const struct v2_event *e, struct v2_watcher *w);
 
-/* A notification made while the hub is held (see mu_watch_hub_hold()). */
-struct mu_watch_queued {
-  const struct mu_event *e;
-  char *path; /* notify_deleted's path (owned), or NULL for mu_watch_hub_notify() */
+/* A notification made while the hub is held (see v2_watch_hub_hold()). */
+struct v2_watch_queued {
+  const struct v2_event *e;
+  char *path; /* notify_deleted's path (owned), or NULL for v2_watch_hub_notify() */
 };
 
-struct mu_watch_hub {
-  struct mu_htab lists;       /* path -> struct mu_watch_list */
+struct v2_watch_hub {
+  struct mu_htab lists;       /* path -> struct v2_watch_list */
   size_t count;               /* live watchers */
   int depth;                  /* > 0 while notifying: removals are deferred */
-  struct mu_watcher *pending; /* removed during a notification, freed after it */
+  struct v2_watcher *pending; /* removed during a notification, freed after it */
   int hold;                   /* > 0: notifications are queued, delivered by the last unhold */
-  struct mu_watch_queued *queue;
+  struct v2_watch_queued *queue;
   size_t nqueued, queue_cap;
 };
 
-void mu_watch_hub_init(struct mu_watch_hub *h);
+void v2_watch_hub_init(struct v2_watch_hub *h);
 /* Frees every watcher without calling them. */
-void mu_watch_hub_release(struct mu_watch_hub *h);
+void v2_watch_hub_release(struct v2_watch_hub *h);
 
 /* Adds a watcher for `path` waking on events with index >= since.
- * Returns: the watcher. Ownership: the hub owns it; remove it with mu_watcher_remove() if
+ * Returns: the watcher. Ownership: the hub owns it; remove it with v2_watcher_remove() if
  * the client goes away first. */
-struct mu_watcher *mu_watch_hub_add(struct mu_watch_hub *h, const char *path, int recursive,
-                                    int stream, uint64_t since, mu_watch_cb *cb, void *data);
+struct v2_watcher *v2_watch_hub_add(struct v2_watch_hub *h, const char *path, int recursive,
+                                    int stream, uint64_t since, v2_watch_cb *cb, void *data);
 
 /* Removes and frees a watcher that has not fired (or a stream watcher). Safe inside a
  * callback. */
-void mu_watcher_remove(struct mu_watcher *w);
+void v2_watcher_remove(struct v2_watcher *w);
 
 /* Offers `e` to watchers of every path from "/" to e->key. */
-void mu_watch_hub_notify(struct mu_watch_hub *h, const struct mu_event *e);
+void v2_watch_hub_notify(struct v2_watch_hub *h, const struct v2_event *e);
 
 /* Offers `e` to the watchers of exactly `path` as a deletion of a node inside the event's
  * subtree (etcd's notifyWatchers(e, path, true)). */
-void mu_watch_hub_notify_deleted(struct mu_watch_hub *h, const struct mu_event *e,
+void v2_watch_hub_notify_deleted(struct v2_watch_hub *h, const struct v2_event *e,
                                  const char *path);
 
-/* Holds notifications back: until the matching mu_watch_hub_unhold(), notify calls are
+/* Holds notifications back: until the matching v2_watch_hub_unhold(), notify calls are
  * queued in order instead of waking watchers. A write handler holds the hub around the write
  * and its reply, so the writer is answered (and its bytes handed to the kernel) before the
  * fan-out to thousands of watchers starts. Holds nest.
  * Ownership: the queued events are borrowed: they must outlive the hold (an event stays in the
- * store's history for at least MU_EVENT_HISTORY_SIZE more writes, so one write's events do). */
-void mu_watch_hub_hold(struct mu_watch_hub *h);
+ * store's history for at least V2_EVENT_HISTORY_SIZE more writes, so one write's events do). */
+void v2_watch_hub_hold(struct v2_watch_hub *h);
 /* Returns: the number of notifications queued by the current hold (0: nobody to wake). */
-size_t mu_watch_hub_queued(const struct mu_watch_hub *h);
+size_t v2_watch_hub_queued(const struct v2_watch_hub *h);
 /* Ends one hold; the last one delivers the queued notifications in order. */
-void mu_watch_hub_unhold(struct mu_watch_hub *h);
+void v2_watch_hub_unhold(struct v2_watch_hub *h);
 
 #endif

@@ -24,8 +24,8 @@
  * Every `snapshot_every` records, a snapshot is written (temp file, fsync, rename), a new log
  * segment started, and older snapshots and segments deleted.
  */
-#ifndef RV_PERSIST_H
-#define RV_PERSIST_H
+#ifndef MUSTERD_PERSIST_PERSIST_H
+#define MUSTERD_PERSIST_PERSIST_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -34,24 +34,24 @@
 
 #include "buf.h"
 
-struct mu_rdzv;
-struct mu_store;
+struct rdzv;
+struct v2_store;
 struct rv_server;
 
-enum mu_fsync_mode {
-  MU_FSYNC_BATCH = 0,
-  MU_FSYNC_ALWAYS,
-  MU_FSYNC_OFF,
+enum persist_fsync {
+  PERSIST_FSYNC_BATCH = 0,
+  PERSIST_FSYNC_ALWAYS,
+  PERSIST_FSYNC_OFF,
 };
 
-#define MU_PERSIST_SNAPSHOT_EVERY 100000
+#define PERSIST_SNAPSHOT_EVERY 100000
 
 /* Returns: 0 with *out set, or MU_EINVAL for a name other than always, batch, off. */
-int mu_fsync_mode_parse(const char *name, enum mu_fsync_mode *out);
-const char *mu_fsync_mode_name(enum mu_fsync_mode m);
+int persist_fsync_parse(const char *name, enum persist_fsync *out);
+const char *persist_fsync_name(enum persist_fsync m);
 
-/* What recovery found, for the start-up report. Release with mu_persist_report_release(). */
-struct mu_persist_report {
+/* What recovery found, for the start-up report. Release with persist_report_release(). */
+struct persist_report {
   struct mu_buf snapshot; /* the snapshot file loaded, "" if none */
   uint64_t snapshot_index;
   uint64_t snapshot_nodes;
@@ -69,9 +69,9 @@ struct mu_persist_report {
 };
 
 /* Frees the report's strings. Accepts NULL. */
-void mu_persist_report_release(struct mu_persist_report *rep);
+void persist_report_release(struct persist_report *rep);
 
-struct mu_persist;
+struct persist;
 
 /* Opens (creating it if missing) and locks the data dir `dir`, loads the newest snapshot into
  * `s` (which must be new and empty) and the native rendezvous `rdzv` (NULL: none; it must
@@ -80,30 +80,29 @@ struct mu_persist;
  * Returns: the handle, or NULL with a message naming the problem (file, byte offset) and the
  * fix appended to `err`. `rep` is filled either way (release it).
  * Ownership: `s` and `loop` are borrowed and must outlive the handle; `dir` is copied. Free
- * with mu_persist_free() after the loop has finished. */
-struct mu_persist *mu_persist_open(const char *dir, enum mu_fsync_mode mode,
-                                   uint64_t snapshot_every, struct mu_store *s,
-                                   struct mu_rdzv *rdzv, uv_loop_t *loop,
-                                   struct mu_persist_report *rep, struct mu_buf *err);
+ * with persist_free() after the loop has finished. */
+struct persist *persist_open(const char *dir, enum persist_fsync mode, uint64_t snapshot_every,
+                             struct v2_store *s, struct rdzv *rdzv, uv_loop_t *loop,
+                             struct persist_report *rep, struct mu_buf *err);
 
 /* Registers the module "persist" on `srv` (/metrics, shutdown hook) and holds the answer of
  * every etcd v2 write until its record is durable (v2_set_write_reply()). */
-void mu_persist_attach(struct mu_persist *p, struct rv_server *srv);
+void persist_attach(struct persist *p, struct rv_server *srv);
 
 /* Graceful stop, before rv_server_close(): waits for the batch being synced, syncs the rest,
  * answers every held reply, writes a final snapshot and stops logging. Returns: 0, or a
  * negative errno from the disk (the log is still consistent up to the last sync). */
-int mu_persist_stop(struct mu_persist *p);
+int persist_stop(struct persist *p);
 
-/* Writes a snapshot now and compacts (tests, mu_persist_stop()). Returns: 0 or -errno. */
-int mu_persist_snapshot(struct mu_persist *p);
+/* Writes a snapshot now and compacts (tests, persist_stop()). Returns: 0 or -errno. */
+int persist_snapshot(struct persist *p);
 
 /* Syncs what is pending, stops logging (without touching the store) and closes the handle's
- * loop handles; run the loop once more before mu_persist_free(). The "persist" module calls it
+ * loop handles; run the loop once more before persist_free(). The "persist" module calls it
  * from rv_server_close(); call it yourself when the handle was never attached. Accepts NULL. */
-void mu_persist_close(struct mu_persist *p);
+void persist_close(struct persist *p);
 
-/* Frees the handle (after mu_persist_close() and the loop has run). Accepts NULL. */
-void mu_persist_free(struct mu_persist *p);
+/* Frees the handle (after persist_close() and the loop has run). Accepts NULL. */
+void persist_free(struct persist *p);
 
 #endif

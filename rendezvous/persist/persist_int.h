@@ -1,7 +1,7 @@
 /* What the persist layer's files share (records.c, sync.c, recovery.c): the handle and the
  * helpers that cross them. Private to rendezvous/persist/: main.c uses persist.h. */
-#ifndef RV_PERSIST_INT_H
-#define RV_PERSIST_INT_H
+#ifndef MUSTERD_PERSIST_PERSIST_INT_H
+#define MUSTERD_PERSIST_PERSIST_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -13,18 +13,18 @@
 #include "persist.h"
 #include "wal.h"
 
-struct mu_event;
-struct mu_rdzv;
-struct mu_store;
+struct v2_event;
+struct rdzv;
+struct v2_store;
 
-struct mu_persist {
+struct persist {
   char *dir;
-  enum mu_fsync_mode mode;
+  enum persist_fsync mode;
   uint64_t snapshot_every;
-  struct mu_store *s;
-  struct mu_rdzv *rdzv; /* NULL: /v1 not served */
-  int rdzv_dirty;       /* its state changed since the last MU_REC_RDZV record */
-  char *rdzv_blob;      /* recovery: the newest state found */
+  struct v2_store *s;
+  struct rdzv *rdzv; /* NULL: /v1 not served */
+  int rdzv_dirty;    /* its state changed since the last WAL_REC_RDZV record */
+  char *rdzv_blob;   /* recovery: the newest state found */
   size_t rdzv_len;
   uv_loop_t *loop;
   struct rv_server *srv;
@@ -80,27 +80,27 @@ struct persist_listing {
 int persist_list_dir(const char *dir, struct persist_listing *l);
 void persist_listing_release(struct persist_listing *l);
 
-/* Fills `r` (from scratch) as a record of `type` (MU_REC_EVENT or MU_REC_SNAP_EVENT) for `e`. */
-void persist_event_rec(struct mu_wal_rec *r, int type, const struct mu_event *e);
+/* Fills `r` (from scratch) as a record of `type` (WAL_REC_EVENT or WAL_REC_SNAP_EVENT) for `e`. */
+void persist_event_rec(struct wal_rec *r, int type, const struct v2_event *e);
 /* Appends the log record of store write `e` (with the node as it is now) to `out`.
  * Returns: 0, or MU_E2BIG. */
-int persist_encode_event(struct mu_buf *out, struct mu_store *s, const struct mu_event *e);
+int persist_encode_event(struct mu_buf *out, struct v2_store *s, const struct v2_event *e);
 /* Appends the whole rendezvous state as one record to `out`. Returns: 0, or an error. */
-int persist_put_rdzv(struct mu_persist *p, struct mu_buf *out);
+int persist_put_rdzv(struct persist *p, struct mu_buf *out);
 
 /* sync.c: the log writer */
 
 /* Waits for the thread to finish its batch (shutdown, snapshots). Returns: its error. */
-int persist_wait_idle(struct mu_persist *p);
+int persist_wait_idle(struct persist *p);
 /* Writes and syncs the pending records on the loop thread. Returns: 0, or -errno. */
-int persist_flush_sync(struct mu_persist *p);
+int persist_flush_sync(struct persist *p);
 /* Answers every held reply whose records are durable. */
-void persist_release_held(struct mu_persist *p);
+void persist_release_held(struct persist *p);
 /* The store's commit hook and the rendezvous' change hook (recovery.c installs them). */
-void persist_on_commit(void *data, const struct mu_event *e);
+void persist_on_commit(void *data, const struct v2_event *e);
 void persist_on_rdzv_change(void *data);
 /* Starts the batch thread and the loop handles (the last step of opening). Returns: 0, or -1
  * with `err` set. */
-int persist_start(struct mu_persist *p, struct mu_buf *err);
+int persist_start(struct persist *p, struct mu_buf *err);
 
 #endif

@@ -114,7 +114,7 @@ int persist_list_dir(const char *dir, struct persist_listing *l)
  * Records
  */
 
-void persist_event_rec(struct mu_wal_rec *r, int type, const struct mu_event *e)
+void persist_event_rec(struct wal_rec *r, int type, const struct v2_event *e)
 {
   memset(r, 0, sizeof(*r));
   r->type = (uint8_t)type;
@@ -125,43 +125,43 @@ void persist_event_rec(struct mu_wal_rec *r, int type, const struct mu_event *e)
   r->json = e->json;
   r->json_len = (uint32_t)e->json_len;
   r->aux = e->json_head;
-  r->flags = (uint8_t)((e->refresh ? MU_REC_REFRESH : 0) | (e->created ? MU_REC_CREATED : 0) |
-                       (e->node_dir ? MU_REC_DIR : 0));
+  r->flags = (uint8_t)((e->refresh ? WAL_REC_REFRESH : 0) | (e->created ? WAL_REC_CREATED : 0) |
+                       (e->node_dir ? WAL_REC_DIR : 0));
 }
 
-int persist_encode_event(struct mu_buf *out, struct mu_store *s, const struct mu_event *e)
+int persist_encode_event(struct mu_buf *out, struct v2_store *s, const struct v2_event *e)
 {
-  struct mu_wal_rec r;
-  persist_event_rec(&r, MU_REC_EVENT, e);
-  if (e->action != MU_EV_DELETE && e->action != MU_EV_CAD && e->action != MU_EV_EXPIRE) {
-    const struct mu_node *n = mu_store_lookup(s, e->key);
+  struct wal_rec r;
+  persist_event_rec(&r, WAL_REC_EVENT, e);
+  if (e->action != V2_EV_DELETE && e->action != V2_EV_CAD && e->action != V2_EV_EXPIRE) {
+    const struct v2_node *n = v2_store_lookup(s, e->key);
     if (n != NULL) {
       r.expire_ns = n->expire_ns;
       if (n->is_dir) {
-        r.flags |= MU_REC_DIR;
+        r.flags |= WAL_REC_DIR;
       } else {
-        r.flags |= MU_REC_HAS_VALUE;
+        r.flags |= WAL_REC_HAS_VALUE;
         r.value = n->value;
         r.value_len = n->value_len;
       }
     }
   }
-  return mu_wal_rec_put(out, &r);
+  return wal_rec_put(out, &r);
 }
 
-int persist_put_rdzv(struct mu_persist *p, struct mu_buf *out)
+int persist_put_rdzv(struct persist *p, struct mu_buf *out)
 {
-  struct mu_buf blob = MU_BUF_INIT(MU_WAL_MAX_RECORD - 4096); /* what one record can carry */
-  int rc = mu_rdzv_encode(p->rdzv, &blob);
-  struct mu_wal_rec r;
+  struct mu_buf blob = MU_BUF_INIT(WAL_MAX_RECORD - 4096); /* what one record can carry */
+  int rc = rdzv_encode(p->rdzv, &blob);
+  struct wal_rec r;
   memset(&r, 0, sizeof(r));
-  r.type = MU_REC_RDZV;
+  r.type = WAL_REC_RDZV;
   r.index = p->s->index;
-  r.flags = MU_REC_HAS_VALUE;
+  r.flags = WAL_REC_HAS_VALUE;
   r.value = blob.data;
   r.value_len = (uint32_t)blob.len;
   if (rc == 0)
-    rc = mu_wal_rec_put(out, &r);
+    rc = wal_rec_put(out, &r);
   mu_buf_release(&blob);
   return rc;
 }
@@ -185,26 +185,26 @@ static void sw_flush(struct snap_writer *w, int force)
   mu_buf_clear(&w->b);
 }
 
-static void snap_nodes(struct snap_writer *w, const struct mu_node *n)
+static void snap_nodes(struct snap_writer *w, const struct v2_node *n)
 {
   for (uint32_t i = 0; i < n->nchildren && w->rc == 0; i++) {
-    const struct mu_node *c = n->children[i];
-    struct mu_wal_rec r;
+    const struct v2_node *c = n->children[i];
+    struct wal_rec r;
     memset(&r, 0, sizeof(r));
-    r.type = MU_REC_SNAP_NODE;
+    r.type = WAL_REC_SNAP_NODE;
     r.index = c->modified_index;
     r.created = c->created_index;
     r.expire_ns = c->expire_ns;
     r.key = c->hn.key;
     r.key_len = c->hn.len;
     if (c->is_dir) {
-      r.flags = MU_REC_DIR;
+      r.flags = WAL_REC_DIR;
     } else {
-      r.flags = MU_REC_HAS_VALUE;
+      r.flags = WAL_REC_HAS_VALUE;
       r.value = c->value;
       r.value_len = c->value_len;
     }
-    mu_wal_rec_put(&w->b, &r);
+    wal_rec_put(&w->b, &r);
     w->nodes++;
     sw_flush(w, 0);
     if (c->is_dir)
@@ -214,22 +214,22 @@ static void snap_nodes(struct snap_writer *w, const struct mu_node *n)
 
 /* Writes the whole state into the open file of `w`: header, nodes, history, rendezvous,
  * trailer. Returns: 0, or -errno / an encoding error. */
-static int snap_write(struct mu_persist *p, struct snap_writer *w)
+static int snap_write(struct persist *p, struct snap_writer *w)
 {
-  struct mu_store *s = p->s;
-  const struct mu_event_history *h = &s->history;
-  struct mu_wal_rec r;
+  struct v2_store *s = p->s;
+  const struct v2_event_history *h = &s->history;
+  struct wal_rec r;
   memset(&r, 0, sizeof(r));
-  r.type = MU_REC_SNAP_HEAD;
+  r.type = WAL_REC_SNAP_HEAD;
   r.index = s->index;
   r.created = s->nnodes - 1;
   r.aux = h->count;
-  mu_wal_rec_put(&w->b, &r);
+  wal_rec_put(&w->b, &r);
   snap_nodes(w, s->root);
   for (unsigned i = 0; i < h->count && w->rc == 0; i++) {
-    const struct mu_event *e = h->ring[(h->front + i) % h->cap];
-    persist_event_rec(&r, MU_REC_SNAP_EVENT, e);
-    mu_wal_rec_put(&w->b, &r);
+    const struct v2_event *e = h->ring[(h->front + i) % h->cap];
+    persist_event_rec(&r, WAL_REC_SNAP_EVENT, e);
+    wal_rec_put(&w->b, &r);
     sw_flush(w, 0);
   }
   if (p->rdzv != NULL) {
@@ -238,18 +238,18 @@ static int snap_write(struct mu_persist *p, struct snap_writer *w)
       w->rc = -E2BIG;
   }
   memset(&r, 0, sizeof(r));
-  r.type = MU_REC_SNAP_END;
+  r.type = WAL_REC_SNAP_END;
   r.index = s->index;
   r.created = w->nodes;
   r.aux = h->count;
-  mu_wal_rec_put(&w->b, &r);
+  wal_rec_put(&w->b, &r);
   sw_flush(w, 1);
   if (w->rc == 0 && fsync(w->fd) != 0)
     w->rc = -errno;
   return w->rc;
 }
 
-static void remove_older(struct mu_persist *p, uint64_t snap_index, uint64_t wal_first)
+static void remove_older(struct persist *p, uint64_t snap_index, uint64_t wal_first)
 {
   struct persist_listing l;
   if (persist_list_dir(p->dir, &l) != 0)
@@ -271,9 +271,9 @@ static void remove_older(struct mu_persist *p, uint64_t snap_index, uint64_t wal
   persist_listing_release(&l);
 }
 
-int mu_persist_snapshot(struct mu_persist *p)
+int persist_snapshot(struct persist *p)
 {
-  struct mu_store *s = p->s;
+  struct v2_store *s = p->s;
   struct snap_writer w = {-1, MU_BUF_INIT(MU_BUF_UNBOUNDED), 0, 0};
   char *tmp = mu_asprintf("%s/snap.tmp", p->dir);
   char *final = persist_snap_path(p->dir, s->index);

@@ -17,7 +17,7 @@
 #include "store.h"
 
 /* Keeps a copy of the newest rendezvous state met during recovery (binary: not a string). */
-static void keep_rdzv(struct mu_persist *p, const struct mu_wal_rec *r)
+static void keep_rdzv(struct persist *p, const struct wal_rec *r)
 {
   mu_free(p->rdzv_blob);
   p->rdzv_blob = mu_malloc((size_t)r->value_len + 1);
@@ -30,7 +30,7 @@ static void keep_rdzv(struct mu_persist *p, const struct mu_wal_rec *r)
  * `rd` at its records. Returns: 0 with *data (caller frees with mu_free()) and *size, or MU_EIO
  * with `err` set. */
 static int open_records(const char *path, const char *what, unsigned char **data, size_t *size,
-                        struct mu_wal_reader *rd, struct mu_buf *err)
+                        struct wal_reader *rd, struct mu_buf *err)
 {
   struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   int rc = mu_read_file(path, MU_BUF_UNBOUNDED, &b);
@@ -41,7 +41,7 @@ static int open_records(const char *path, const char *what, unsigned char **data
   }
   *size = b.len;
   *data = (unsigned char *)mu_buf_detach(&b);
-  mu_wal_reader_init(rd, *data, *size);
+  wal_reader_init(rd, *data, *size);
   return 0;
 }
 
@@ -58,31 +58,30 @@ struct snap_load {
 };
 
 /* A history event as the snapshot recorded it. */
-static void restore_event(struct mu_store *s, const struct mu_wal_rec *r)
+static void restore_event(struct v2_store *s, const struct wal_rec *r)
 {
-  struct mu_event *e = mu_calloc(1, sizeof(*e));
-  e->action = (enum mu_event_action)r->action;
+  struct v2_event *e = mu_calloc(1, sizeof(*e));
+  e->action = (enum v2_event_action)r->action;
   e->index = r->index;
   e->key = mu_strndup(r->key, r->key_len);
   e->key_len = r->key_len;
-  e->refresh = (r->flags & MU_REC_REFRESH) != 0;
-  e->created = (r->flags & MU_REC_CREATED) != 0;
-  e->node_dir = (r->flags & MU_REC_DIR) != 0;
+  e->refresh = (r->flags & WAL_REC_REFRESH) != 0;
+  e->created = (r->flags & WAL_REC_CREATED) != 0;
+  e->node_dir = (r->flags & WAL_REC_DIR) != 0;
   if (e->node_dir &&
-      (e->action == MU_EV_DELETE || e->action == MU_EV_CAD || e->action == MU_EV_EXPIRE))
+      (e->action == V2_EV_DELETE || e->action == V2_EV_CAD || e->action == V2_EV_EXPIRE))
     e->prev_key = mu_strndup(r->key, r->key_len);
   e->json = mu_strndup(r->json, r->json_len);
   e->json_len = r->json_len;
   e->json_head = r->aux <= r->json_len ? (size_t)r->aux : 0;
-  mu_event_history_add(&s->history, e);
+  v2_event_history_add(&s->history, e);
 }
 
 /* Applies one snapshot record. Returns: NULL, or why the snapshot is damaged (static). */
-static const char *snap_record(struct mu_persist *p, struct snap_load *sl,
-                               const struct mu_wal_rec *r)
+static const char *snap_record(struct persist *p, struct snap_load *sl, const struct wal_rec *r)
 {
   if (sl->state == SNAP_WANT_HEAD) {
-    if (r->type != MU_REC_SNAP_HEAD)
+    if (r->type != WAL_REC_SNAP_HEAD)
       return "no snapshot header";
     sl->index = r->index;
     sl->state = SNAP_BODY;
@@ -91,22 +90,22 @@ static const char *snap_record(struct mu_persist *p, struct snap_load *sl,
   if (sl->state == SNAP_AFTER_END)
     return "data after the snapshot trailer";
   switch (r->type) {
-  case MU_REC_SNAP_NODE: {
+  case WAL_REC_SNAP_NODE: {
     char *key = mu_strndup(r->key, r->key_len);
-    int rc = mu_store_restore_node(p->s, key, (r->flags & MU_REC_DIR) != 0, r->value, r->value_len,
+    int rc = v2_store_restore_node(p->s, key, (r->flags & WAL_REC_DIR) != 0, r->value, r->value_len,
                                    r->created, r->index, r->expire_ns);
     mu_free(key);
     sl->nodes++;
     return rc != 0 ? "a node whose parent is missing or that exists twice" : NULL;
   }
-  case MU_REC_SNAP_EVENT:
+  case WAL_REC_SNAP_EVENT:
     restore_event(p->s, r);
     sl->events++;
     return NULL;
-  case MU_REC_RDZV:
+  case WAL_REC_RDZV:
     keep_rdzv(p, r);
     return NULL;
-  case MU_REC_SNAP_END:
+  case WAL_REC_SNAP_END:
     sl->state = SNAP_AFTER_END;
     if (r->created != sl->nodes || r->aux != sl->events || r->index != sl->index)
       return "a trailer whose counts do not match the records";
@@ -116,12 +115,12 @@ static const char *snap_record(struct mu_persist *p, struct snap_load *sl,
   }
 }
 
-static int load_snapshot(struct mu_persist *p, const char *path, struct mu_persist_report *rep,
+static int load_snapshot(struct persist *p, const char *path, struct persist_report *rep,
                          struct mu_buf *err)
 {
   unsigned char *data = NULL;
   size_t size = 0;
-  struct mu_wal_reader rd;
+  struct wal_reader rd;
   int rc = open_records(path, "snapshot", &data, &size, &rd, err);
   if (rc != 0)
     return rc;
@@ -130,14 +129,14 @@ static int load_snapshot(struct mu_persist *p, const char *path, struct mu_persi
   size_t len = 0;
   for (;;) {
     size_t at = rd.off;
-    int st = mu_wal_read(&rd, &pl, &len);
-    if (st == MU_WAL_END)
+    int st = wal_read(&rd, &pl, &len);
+    if (st == WAL_END)
       break;
-    struct mu_wal_rec r;
+    struct wal_rec r;
     const char *why = NULL;
-    if (st != MU_WAL_RECORD)
+    if (st != WAL_RECORD)
       why = rd.why;
-    else if (mu_wal_rec_decode(pl, len, &r) != 0)
+    else if (wal_rec_decode(pl, len, &r) != 0)
       why = "an undecodable record";
     else
       why = snap_record(p, &sl, &r);
@@ -171,12 +170,12 @@ static int load_snapshot(struct mu_persist *p, const char *path, struct mu_persi
  */
 
 /* Replaces the JSON the replayed write rendered now with the one logged at write time. */
-static void keep_logged_json(struct mu_store *s, const struct mu_wal_rec *r)
+static void keep_logged_json(struct v2_store *s, const struct wal_rec *r)
 {
-  struct mu_event_history *h = &s->history;
+  struct v2_event_history *h = &s->history;
   if (h->count == 0 || r->json_len == 0)
     return;
-  struct mu_event *e = h->ring[(h->front + h->count - 1) % h->cap];
+  struct v2_event *e = h->ring[(h->front + h->count - 1) % h->cap];
   if (e->index != r->index)
     return;
   h->bytes -= e->json_len;
@@ -188,43 +187,43 @@ static void keep_logged_json(struct mu_store *s, const struct mu_wal_rec *r)
 }
 
 /* Applies one logged write. Returns: NULL, or why it does not apply (static). */
-static const char *apply(struct mu_store *s, const struct mu_wal_rec *r)
+static const char *apply(struct v2_store *s, const struct wal_rec *r)
 {
-  if (r->type != MU_REC_EVENT)
+  if (r->type != WAL_REC_EVENT)
     return "a record that is not a store write";
   char *key = mu_strndup(r->key, r->key_len);
-  struct mu_v2_err err = {0, NULL, 0};
-  struct mu_write w;
+  struct v2_err err = {0, NULL, 0};
+  struct v2_write w;
   memset(&w, 0, sizeof(w));
   w.key = key;
-  w.dir = (r->flags & MU_REC_DIR) != 0 && !(r->flags & MU_REC_HAS_VALUE);
-  w.value = (r->flags & MU_REC_HAS_VALUE) ? r->value : NULL;
-  w.value_len = (r->flags & MU_REC_HAS_VALUE) ? r->value_len : 0;
+  w.dir = (r->flags & WAL_REC_DIR) != 0 && !(r->flags & WAL_REC_HAS_VALUE);
+  w.value = (r->flags & WAL_REC_HAS_VALUE) ? r->value : NULL;
+  w.value_len = (r->flags & WAL_REC_HAS_VALUE) ? r->value_len : 0;
   w.expire_ns = r->expire_ns;
-  w.refresh = (r->flags & MU_REC_REFRESH) != 0;
-  const struct mu_event *e = NULL;
+  w.refresh = (r->flags & WAL_REC_REFRESH) != 0;
+  const struct v2_event *e = NULL;
   switch (r->action) {
-  case MU_EV_SET:
-    e = mu_store_set(s, &w, &err);
+  case V2_EV_SET:
+    e = v2_store_set(s, &w, &err);
     break;
-  case MU_EV_CREATE:
-    e = mu_store_create(s, &w, 0, &err);
+  case V2_EV_CREATE:
+    e = v2_store_create(s, &w, 0, &err);
     break;
-  case MU_EV_UPDATE:
+  case V2_EV_UPDATE:
     w.dir = 0;
-    e = mu_store_update(s, &w, &err);
+    e = v2_store_update(s, &w, &err);
     break;
-  case MU_EV_CAS:
-    e = mu_store_cas(s, &w, &err);
+  case V2_EV_CAS:
+    e = v2_store_cas(s, &w, &err);
     break;
-  case MU_EV_DELETE:
-    e = mu_store_delete(s, key, 1, 1, &err);
+  case V2_EV_DELETE:
+    e = v2_store_delete(s, key, 1, 1, &err);
     break;
-  case MU_EV_CAD:
-    e = mu_store_cad(s, key, NULL, 0, &err);
+  case V2_EV_CAD:
+    e = v2_store_cad(s, key, NULL, 0, &err);
     break;
-  case MU_EV_EXPIRE:
-    e = mu_store_expire_key(s, key);
+  case V2_EV_EXPIRE:
+    e = v2_store_expire_key(s, key);
     break;
   default:
     break;
@@ -234,7 +233,7 @@ static const char *apply(struct mu_store *s, const struct mu_wal_rec *r)
     why = "a write that fails against the recovered state";
   else if (e->index != r->index)
     why = "a write that lands on another index";
-  mu_v2_err_release(&err);
+  v2_err_release(&err);
   mu_free(key);
   if (why == NULL)
     keep_logged_json(s, r);
@@ -244,7 +243,7 @@ static const char *apply(struct mu_store *s, const struct mu_wal_rec *r)
 /* A torn tail at `at` of segment `path`: noted in the report, and cut off the last segment.
  * Returns: 0, or MU_EIO with `err` set. */
 static int torn_tail(const char *path, int last, size_t at, size_t size, const char *why,
-                     struct mu_persist_report *rep, struct mu_buf *err)
+                     struct persist_report *rep, struct mu_buf *err)
 {
   mu_buf_printf(&rep->warning,
                 "%slog '%s' has a torn tail at byte offset %zu (%s): dropped %zu bytes (a write "
@@ -264,13 +263,13 @@ static int torn_tail(const char *path, int last, size_t at, size_t size, const c
   return rc;
 }
 
-static int replay_segment(struct mu_persist *p, const char *path, int last,
-                          struct mu_persist_report *rep, struct mu_buf *err)
+static int replay_segment(struct persist *p, const char *path, int last, struct persist_report *rep,
+                          struct mu_buf *err)
 {
-  struct mu_store *s = p->s;
+  struct v2_store *s = p->s;
   unsigned char *data = NULL;
   size_t size = 0;
-  struct mu_wal_reader rd;
+  struct wal_reader rd;
   int rc = open_records(path, "log", &data, &size, &rd, err);
   if (rc != 0)
     return rc;
@@ -278,20 +277,20 @@ static int replay_segment(struct mu_persist *p, const char *path, int last,
   size_t len = 0;
   for (;;) {
     size_t at = rd.off;
-    int st = mu_wal_read(&rd, &pl, &len);
-    if (st == MU_WAL_END)
+    int st = wal_read(&rd, &pl, &len);
+    if (st == WAL_END)
       break;
-    if (st == MU_WAL_TORN) {
+    if (st == WAL_TORN) {
       rc = torn_tail(path, last, at, size, rd.why, rep, err);
       break;
     }
-    struct mu_wal_rec r;
+    struct wal_rec r;
     const char *why = NULL;
-    if (st == MU_WAL_CORRUPT)
+    if (st == WAL_CORRUPT)
       why = rd.why;
-    else if (mu_wal_rec_decode(pl, len, &r) != 0)
+    else if (wal_rec_decode(pl, len, &r) != 0)
       why = "an undecodable record";
-    else if (r.type == MU_REC_RDZV)
+    else if (r.type == WAL_REC_RDZV)
       keep_rdzv(p, &r);
     else if (r.index <= s->index)
       rep->skipped++;
@@ -317,10 +316,10 @@ static int replay_segment(struct mu_persist *p, const char *path, int last,
  * Opening, step by step
  */
 
-static void count_nodes(const struct mu_node *n, uint64_t *keys, uint64_t *dirs)
+static void count_nodes(const struct v2_node *n, uint64_t *keys, uint64_t *dirs)
 {
   for (uint32_t i = 0; i < n->nchildren; i++) {
-    const struct mu_node *c = n->children[i];
+    const struct v2_node *c = n->children[i];
     if (c->is_dir) {
       (*dirs)++;
       count_nodes(c, keys, dirs);
@@ -332,7 +331,7 @@ static void count_nodes(const struct mu_node *n, uint64_t *keys, uint64_t *dirs)
 
 /* Step 1: the dir exists, is ours alone (LOCK), and holds no half-written snapshot.
  * Returns: 0, or -1 with `err` set. */
-static int lock_dir(struct mu_persist *p, struct mu_buf *err)
+static int lock_dir(struct persist *p, struct mu_buf *err)
 {
   const char *dir = p->dir;
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
@@ -371,10 +370,10 @@ out:
 }
 
 /* Step 2: the newest snapshot, then every log segment after it. Returns: 0, or -1. */
-static int load_state(struct mu_persist *p, struct persist_listing *l,
-                      struct mu_persist_report *rep, struct mu_buf *err)
+static int load_state(struct persist *p, struct persist_listing *l, struct persist_report *rep,
+                      struct mu_buf *err)
 {
-  struct mu_store *s = p->s;
+  struct v2_store *s = p->s;
   if (l->nsnaps > 0) {
     char *path = persist_snap_path(p->dir, l->snaps[l->nsnaps - 1]);
     int rc = load_snapshot(p, path, rep, err);
@@ -413,19 +412,19 @@ static int load_state(struct mu_persist *p, struct persist_listing *l,
 }
 
 /* Step 3: the newest rendezvous state found. Returns: 0, or -1. */
-static int restore_rdzv(struct mu_persist *p, struct mu_persist_report *rep, struct mu_buf *err)
+static int restore_rdzv(struct persist *p, struct persist_report *rep, struct mu_buf *err)
 {
   int rc = 0;
   if (p->rdzv_blob != NULL && p->rdzv != NULL) {
-    if (mu_rdzv_restore(p->rdzv, p->rdzv_blob, p->rdzv_len) != 0) {
+    if (rdzv_restore(p->rdzv, p->rdzv_blob, p->rdzv_len) != 0) {
       mu_buf_printf(err,
                     "the rendezvous state in data dir '%s' does not decode (written by another "
                     "version?); move the data dir away to start empty",
                     p->dir);
       rc = -1;
     }
-    for (struct mu_rdzv_run *run = mu_rdzv_next_run(p->rdzv, NULL); rc == 0 && run != NULL;
-         run = mu_rdzv_next_run(p->rdzv, run))
+    for (struct rdzv_run *run = rdzv_next_run(p->rdzv, NULL); rc == 0 && run != NULL;
+         run = rdzv_next_run(p->rdzv, run))
       rep->runs++;
   }
   mu_free(p->rdzv_blob);
@@ -435,9 +434,9 @@ static int restore_rdzv(struct mu_persist *p, struct mu_persist_report *rep, str
 
 /* Step 4: the segment to append to, the hooks that log every write from now on, and the keys
  * whose deadline passed while musterd was down. Returns: 0, or -1. */
-static int start_logging(struct mu_persist *p, struct mu_persist_report *rep, struct mu_buf *err)
+static int start_logging(struct persist *p, struct persist_report *rep, struct mu_buf *err)
 {
-  struct mu_store *s = p->s;
+  struct v2_store *s = p->s;
   char *path = persist_wal_path(p->dir, p->seg_first);
   int rc = -1;
   p->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -450,8 +449,8 @@ static int start_logging(struct mu_persist *p, struct mu_persist_report *rep, st
   s->on_commit = persist_on_commit;
   s->on_commit_data = p;
   if (p->rdzv != NULL)
-    mu_rdzv_set_change_hook(p->rdzv, persist_on_rdzv_change, p);
-  rep->expired = mu_store_expire(s, mu_now_ns());
+    rdzv_set_change_hook(p->rdzv, persist_on_rdzv_change, p);
+  rep->expired = v2_store_expire(s, v2_now_ns());
   if (p->appended > 0) {
     int src = persist_flush_sync(p);
     if (src != 0) {
@@ -459,7 +458,7 @@ static int start_logging(struct mu_persist *p, struct mu_persist_report *rep, st
       goto out;
     }
   }
-  mu_ttl_arm(&s->ttl);
+  v2_ttl_arm(&s->ttl);
   count_nodes(s->root, &rep->keys, &rep->dirs);
   rep->index = s->index;
   rep->events = s->history.count;
@@ -469,7 +468,7 @@ out:
   return rc;
 }
 
-void mu_persist_report_release(struct mu_persist_report *rep)
+void persist_report_release(struct persist_report *rep)
 {
   if (rep == NULL)
     return;
@@ -477,13 +476,12 @@ void mu_persist_report_release(struct mu_persist_report *rep)
   mu_buf_release(&rep->warning);
 }
 
-struct mu_persist *mu_persist_open(const char *dir, enum mu_fsync_mode mode,
-                                   uint64_t snapshot_every, struct mu_store *s,
-                                   struct mu_rdzv *rdzv, uv_loop_t *loop,
-                                   struct mu_persist_report *rep, struct mu_buf *err)
+struct persist *persist_open(const char *dir, enum persist_fsync mode, uint64_t snapshot_every,
+                             struct v2_store *s, struct rdzv *rdzv, uv_loop_t *loop,
+                             struct persist_report *rep, struct mu_buf *err)
 {
   uint64_t t0 = uv_hrtime();
-  struct mu_persist *p = mu_calloc(1, sizeof(*p));
+  struct persist *p = mu_calloc(1, sizeof(*p));
   struct persist_listing l = {NULL, NULL, 0, 0};
   int ok = 0;
   memset(rep, 0, sizeof(*rep));
@@ -519,8 +517,8 @@ out:
     s->on_commit = NULL;
     s->on_commit_data = NULL;
     if (rdzv != NULL)
-      mu_rdzv_set_change_hook(rdzv, NULL, NULL);
-    mu_persist_free(p);
+      rdzv_set_change_hook(rdzv, NULL, NULL);
+    persist_free(p);
     return NULL;
   }
   return p;

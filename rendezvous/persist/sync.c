@@ -19,7 +19,7 @@
 /* A reply waiting for the sync of the batch that holds its record. */
 struct held {
   struct mu_list_node link; /* on p->held */
-  struct mu_persist *p;
+  struct persist *p;
   struct rv_req *req;
   uint64_t need; /* records that must be synced */
   int status;
@@ -27,26 +27,26 @@ struct held {
   size_t len;
 };
 
-int mu_fsync_mode_parse(const char *name, enum mu_fsync_mode *out)
+int persist_fsync_parse(const char *name, enum persist_fsync *out)
 {
   if (strcmp(name, "batch") == 0)
-    *out = MU_FSYNC_BATCH;
+    *out = PERSIST_FSYNC_BATCH;
   else if (strcmp(name, "always") == 0)
-    *out = MU_FSYNC_ALWAYS;
+    *out = PERSIST_FSYNC_ALWAYS;
   else if (strcmp(name, "off") == 0)
-    *out = MU_FSYNC_OFF;
+    *out = PERSIST_FSYNC_OFF;
   else
     return MU_EINVAL;
   return 0;
 }
 
-const char *mu_fsync_mode_name(enum mu_fsync_mode m)
+const char *persist_fsync_name(enum persist_fsync m)
 {
-  return m == MU_FSYNC_ALWAYS ? "always" : m == MU_FSYNC_OFF ? "off" : "batch";
+  return m == PERSIST_FSYNC_ALWAYS ? "always" : m == PERSIST_FSYNC_OFF ? "off" : "batch";
 }
 
 /* A failed write or sync: the log can no longer promise anything. As etcd does, stop. */
-static void fatal_io(struct mu_persist *p, const char *what, int err)
+static void fatal_io(struct persist *p, const char *what, int err)
 {
   mu_log(MU_LOG_ERROR,
          "data dir '%s': %s failed: %s; stopping so that no write is acknowledged without being "
@@ -80,7 +80,7 @@ static void held_gone(struct rv_req *req, void *data)
   held_free(h);
 }
 
-void persist_release_held(struct mu_persist *p)
+void persist_release_held(struct persist *p)
 {
   while (p->held.head != NULL && held_at(p->held.head)->need <= p->synced) {
     struct held *h = held_at(p->held.head);
@@ -95,7 +95,7 @@ void persist_release_held(struct mu_persist *p)
 static void hold_reply(void *data, struct rv_req *req, int status, const char *content_type,
                        const char *extra_headers, const void *body, size_t len)
 {
-  struct mu_persist *p = data;
+  struct persist *p = data;
   if (p->stopped || p->synced >= p->appended) {
     rv_reply(req, status, content_type, extra_headers, body, len);
     return;
@@ -122,7 +122,7 @@ static void hold_reply(void *data, struct rv_req *req, int status, const char *c
 
 static void sync_thread(void *arg)
 {
-  struct mu_persist *p = arg;
+  struct persist *p = arg;
   uv_mutex_lock(&p->mu);
   for (;;) {
     while (!p->busy && !p->quit)
@@ -145,7 +145,7 @@ static void sync_thread(void *arg)
 }
 
 /* Hands the pending records to the thread. Loop thread, with the thread idle. */
-static void start_batch(struct mu_persist *p)
+static void start_batch(struct persist *p)
 {
   uv_mutex_lock(&p->mu);
   struct mu_buf t = p->inflight;
@@ -162,7 +162,7 @@ static void start_batch(struct mu_persist *p)
   uv_mutex_unlock(&p->mu);
 }
 
-int persist_wait_idle(struct mu_persist *p)
+int persist_wait_idle(struct persist *p)
 {
   if (!p->thread_started)
     return 0;
@@ -177,7 +177,7 @@ int persist_wait_idle(struct mu_persist *p)
   return rc;
 }
 
-static int thread_busy(struct mu_persist *p)
+static int thread_busy(struct persist *p)
 {
   uv_mutex_lock(&p->mu);
   int b = p->busy;
@@ -185,7 +185,7 @@ static int thread_busy(struct mu_persist *p)
   return b;
 }
 
-int persist_flush_sync(struct mu_persist *p)
+int persist_flush_sync(struct persist *p)
 {
   int rc = persist_wait_idle(p);
   if (rc == 0 && p->pending.len > 0) {
@@ -203,27 +203,27 @@ int persist_flush_sync(struct mu_persist *p)
   return rc;
 }
 
-static void log_rdzv(struct mu_persist *p);
+static void log_rdzv(struct persist *p);
 
-static void maybe_work(struct mu_persist *p)
+static void maybe_work(struct persist *p)
 {
   if (p->stopped || p->failed)
     return;
   if (p->rdzv_dirty)
     log_rdzv(p);
   if (p->since_snap >= p->snapshot_every && p->snapshot_every > 0 && !thread_busy(p)) {
-    int rc = mu_persist_snapshot(p);
+    int rc = persist_snapshot(p);
     if (rc != 0)
       fatal_io(p, "writing a snapshot", rc);
     return;
   }
-  if (p->mode == MU_FSYNC_BATCH && p->pending.len > 0 && !thread_busy(p))
+  if (p->mode == PERSIST_FSYNC_BATCH && p->pending.len > 0 && !thread_busy(p))
     start_batch(p);
 }
 
 static void on_async(uv_async_t *a)
 {
-  struct mu_persist *p = a->data;
+  struct persist *p = a->data;
   uv_mutex_lock(&p->mu);
   int err = p->thread_err;
   p->thread_err = 0;
@@ -247,7 +247,7 @@ static void on_kick(uv_idle_t *h)
   maybe_work(h->data);
 }
 
-static void kick(struct mu_persist *p)
+static void kick(struct persist *p)
 {
   if (p->handles_open == 2 && !p->handles_closing && !uv_is_active((uv_handle_t *)&p->kick))
     uv_idle_start(&p->kick, on_kick);
@@ -259,29 +259,30 @@ static void kick(struct mu_persist *p)
 
 /* A record was just appended to `pending` from offset `before`: count it, and write (and sync)
  * it now unless the batch thread will. */
-static void appended(struct mu_persist *p, size_t before)
+static void appended(struct persist *p, size_t before)
 {
   p->appended++;
   p->since_snap++;
-  if (p->mode == MU_FSYNC_BATCH || (p->snapshot_every > 0 && p->since_snap >= p->snapshot_every))
+  if (p->mode == PERSIST_FSYNC_BATCH ||
+      (p->snapshot_every > 0 && p->since_snap >= p->snapshot_every))
     kick(p);
-  if (p->mode == MU_FSYNC_BATCH)
+  if (p->mode == PERSIST_FSYNC_BATCH)
     return;
   int rc = persist_write(p->fd, p->pending.data + before, p->pending.len - before);
-  if (rc == 0 && p->mode == MU_FSYNC_ALWAYS && fdatasync(p->fd) != 0)
+  if (rc == 0 && p->mode == PERSIST_FSYNC_ALWAYS && fdatasync(p->fd) != 0)
     rc = -errno;
   if (rc != 0)
     fatal_io(p, "writing the log", rc);
   p->m_bytes += p->pending.len - before;
-  if (p->mode == MU_FSYNC_ALWAYS)
+  if (p->mode == PERSIST_FSYNC_ALWAYS)
     p->m_syncs++;
   mu_buf_clear(&p->pending);
   p->synced = p->appended;
 }
 
-void persist_on_commit(void *data, const struct mu_event *e)
+void persist_on_commit(void *data, const struct v2_event *e)
 {
-  struct mu_persist *p = data;
+  struct persist *p = data;
   if (p->stopped)
     return;
   size_t before = p->pending.len;
@@ -291,7 +292,7 @@ void persist_on_commit(void *data, const struct mu_event *e)
 }
 
 /* Appends the whole rendezvous state as one record (after the change that dirtied it). */
-static void log_rdzv(struct mu_persist *p)
+static void log_rdzv(struct persist *p)
 {
   p->rdzv_dirty = 0;
   size_t before = p->pending.len;
@@ -303,16 +304,16 @@ static void log_rdzv(struct mu_persist *p)
 /* Logged once per loop iteration, from the kick. */
 void persist_on_rdzv_change(void *data)
 {
-  struct mu_persist *p = data;
+  struct persist *p = data;
   if (p->stopped)
     return;
   p->rdzv_dirty = 1;
   kick(p);
 }
 
-int persist_start(struct mu_persist *p, struct mu_buf *err)
+int persist_start(struct persist *p, struct mu_buf *err)
 {
-  if (p->mode == MU_FSYNC_BATCH) {
+  if (p->mode == PERSIST_FSYNC_BATCH) {
     if (uv_thread_create(&p->thread, sync_thread, p) != 0) {
       mu_buf_puts(err, "cannot start the log sync thread");
       return -1;
@@ -335,13 +336,13 @@ int persist_start(struct mu_persist *p, struct mu_buf *err)
 
 static void handle_closed(uv_handle_t *h)
 {
-  struct mu_persist *p = h->data;
+  struct persist *p = h->data;
   p->handles_open--;
   if (p->srv != NULL)
     rv_server_unref(p->srv);
 }
 
-static void stop_thread(struct mu_persist *p)
+static void stop_thread(struct persist *p)
 {
   if (!p->thread_started)
     return;
@@ -354,7 +355,7 @@ static void stop_thread(struct mu_persist *p)
 }
 
 /* Stops logging without touching the store (it may be gone): syncs what is pending. */
-static void stop_logging(struct mu_persist *p)
+static void stop_logging(struct persist *p)
 {
   if (p->stopped)
     return;
@@ -367,13 +368,13 @@ static void stop_logging(struct mu_persist *p)
   p->stopped = 1;
 }
 
-int mu_persist_stop(struct mu_persist *p)
+int persist_stop(struct persist *p)
 {
   if (p == NULL || p->stopped)
     return 0;
   int rc = 0;
   if (p->since_snap > 0 && !p->failed)
-    rc = mu_persist_snapshot(p);
+    rc = persist_snapshot(p);
   if (rc == 0)
     rc = persist_flush_sync(p);
   persist_release_held(p);
@@ -382,11 +383,11 @@ int mu_persist_stop(struct mu_persist *p)
   p->s->on_commit = NULL;
   p->s->on_commit_data = NULL;
   if (p->rdzv != NULL)
-    mu_rdzv_set_change_hook(p->rdzv, NULL, NULL);
+    rdzv_set_change_hook(p->rdzv, NULL, NULL);
   return rc;
 }
 
-void mu_persist_close(struct mu_persist *p)
+void persist_close(struct persist *p)
 {
   if (p == NULL)
     return;
@@ -402,15 +403,15 @@ void mu_persist_close(struct mu_persist *p)
   }
 }
 
-static void persist_close(struct rv_server *srv, void *data)
+static void module_close(struct rv_server *srv, void *data)
 {
   (void)srv;
-  mu_persist_close(data); /* stopped: hold_reply() answers at once from now on */
+  persist_close(data); /* stopped: hold_reply() answers at once from now on */
 }
 
-static void persist_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
+static void module_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
 {
-  struct mu_persist *p = data;
+  struct persist *p = data;
   (void)srv;
   mu_buf_printf(out,
                 "# TYPE musterd_wal_records_total counter\nmusterd_wal_records_total %llu\n"
@@ -425,15 +426,15 @@ static void persist_metrics(struct rv_server *srv, void *data, struct mu_buf *ou
                 (unsigned long long)p->m_held, (unsigned long long)p->m_snapshots);
 }
 
-void mu_persist_attach(struct mu_persist *p, struct rv_server *srv)
+void persist_attach(struct persist *p, struct rv_server *srv)
 {
   p->srv = srv;
-  struct rv_module m = {"persist", p, persist_close, persist_metrics};
+  struct rv_module m = {"persist", p, module_close, module_metrics};
   rv_server_add_module(srv, &m);
   v2_set_write_reply(srv, hold_reply, p);
 }
 
-void mu_persist_free(struct mu_persist *p)
+void persist_free(struct persist *p)
 {
   if (p == NULL)
     return;

@@ -27,7 +27,7 @@ static void crc_init(void)
   crc_ready = 1;
 }
 
-uint32_t mu_crc32c(uint32_t crc, const void *p, size_t n)
+uint32_t wal_crc32c(uint32_t crc, const void *p, size_t n)
 {
   if (!crc_ready)
     crc_init();
@@ -77,14 +77,14 @@ static uint64_t rd64(const unsigned char *p)
   return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
 }
 
-int mu_wal_frame(struct mu_buf *out, const void *payload, size_t n)
+int wal_frame(struct mu_buf *out, const void *payload, size_t n)
 {
-  if (n > MU_WAL_MAX_RECORD)
+  if (n > WAL_MAX_RECORD)
     return MU_E2BIG;
-  unsigned char h[MU_WAL_HDR];
+  unsigned char h[WAL_HDR];
   le32(h, (uint32_t)n);
-  le32(h + 4, mask(mu_crc32c(0, h, 4)));
-  le32(h + 8, mask(mu_crc32c(0, payload, n)));
+  le32(h + 4, mask(wal_crc32c(0, h, 4)));
+  le32(h + 8, mask(wal_crc32c(0, payload, n)));
   size_t before = out->len;
   if (mu_buf_append(out, h, sizeof(h)) != 0)
     return MU_E2BIG;
@@ -95,7 +95,7 @@ int mu_wal_frame(struct mu_buf *out, const void *payload, size_t n)
   return 0;
 }
 
-void mu_wal_reader_init(struct mu_wal_reader *r, const void *data, size_t size)
+void wal_reader_init(struct wal_reader *r, const void *data, size_t size)
 {
   r->data = data;
   r->size = size;
@@ -103,7 +103,7 @@ void mu_wal_reader_init(struct mu_wal_reader *r, const void *data, size_t size)
   r->why = NULL;
 }
 
-static int zeros_to_end(const struct mu_wal_reader *r)
+static int zeros_to_end(const struct wal_reader *r)
 {
   for (size_t i = r->off; i < r->size; i++)
     if (r->data[i] != 0)
@@ -111,41 +111,41 @@ static int zeros_to_end(const struct mu_wal_reader *r)
   return 1;
 }
 
-int mu_wal_read(struct mu_wal_reader *r, const unsigned char **payload, size_t *len)
+int wal_read(struct wal_reader *r, const unsigned char **payload, size_t *len)
 {
   size_t rem = r->size - r->off;
   const unsigned char *h = r->data + r->off;
   if (rem == 0)
-    return MU_WAL_END;
-  if (rem < MU_WAL_HDR) {
+    return WAL_END;
+  if (rem < WAL_HDR) {
     r->why = "a record header cut short at the end of the file";
-    return MU_WAL_TORN;
+    return WAL_TORN;
   }
   uint32_t n = rd32(h);
-  if (rd32(h + 4) != mask(mu_crc32c(0, h, 4)) || n > MU_WAL_MAX_RECORD) {
+  if (rd32(h + 4) != mask(wal_crc32c(0, h, 4)) || n > WAL_MAX_RECORD) {
     if (zeros_to_end(r)) {
       r->why = "zeros to the end of the file";
-      return MU_WAL_TORN;
+      return WAL_TORN;
     }
     r->why = "a damaged record header (length checksum mismatch)";
-    return MU_WAL_CORRUPT;
+    return WAL_CORRUPT;
   }
-  if ((size_t)n > rem - MU_WAL_HDR) {
+  if ((size_t)n > rem - WAL_HDR) {
     r->why = "a record cut short at the end of the file";
-    return MU_WAL_TORN;
+    return WAL_TORN;
   }
-  if (rd32(h + 8) != mask(mu_crc32c(0, h + MU_WAL_HDR, n))) {
-    if ((size_t)n == rem - MU_WAL_HDR) {
+  if (rd32(h + 8) != mask(wal_crc32c(0, h + WAL_HDR, n))) {
+    if ((size_t)n == rem - WAL_HDR) {
       r->why = "a checksum mismatch in the last record";
-      return MU_WAL_TORN;
+      return WAL_TORN;
     }
     r->why = "a checksum mismatch followed by more records";
-    return MU_WAL_CORRUPT;
+    return WAL_CORRUPT;
   }
-  *payload = h + MU_WAL_HDR;
+  *payload = h + WAL_HDR;
   *len = n;
-  r->off += MU_WAL_HDR + (size_t)n;
-  return MU_WAL_RECORD;
+  r->off += WAL_HDR + (size_t)n;
+  return WAL_RECORD;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -161,10 +161,10 @@ static void put64(unsigned char *p, uint64_t v)
   le32(p + 4, (uint32_t)(v >> 32));
 }
 
-int mu_wal_rec_put(struct mu_buf *out, const struct mu_wal_rec *r)
+int wal_rec_put(struct mu_buf *out, const struct wal_rec *r)
 {
   size_t n = REC_FIXED + (size_t)r->key_len + r->value_len + r->json_len;
-  if (n > MU_WAL_MAX_RECORD)
+  if (n > WAL_MAX_RECORD)
     return MU_E2BIG;
   unsigned char fixed[REC_FIXED - 12];
   fixed[0] = r->type;
@@ -174,17 +174,17 @@ int mu_wal_rec_put(struct mu_buf *out, const struct mu_wal_rec *r)
   put64(fixed + 11, r->created);
   put64(fixed + 19, r->aux);
   put64(fixed + 27, (uint64_t)r->expire_ns);
-  unsigned char h[MU_WAL_HDR], l[4];
+  unsigned char h[WAL_HDR], l[4];
   le32(h, (uint32_t)n);
-  le32(h + 4, mask(mu_crc32c(0, h, 4)));
-  uint32_t crc = mu_crc32c(0, fixed, sizeof(fixed));
+  le32(h + 4, mask(wal_crc32c(0, h, 4)));
+  uint32_t crc = wal_crc32c(0, fixed, sizeof(fixed));
   const char *parts[3] = {r->key, r->value, r->json};
   uint32_t lens[3] = {r->key_len, r->value_len, r->json_len};
   for (int i = 0; i < 3; i++) {
     le32(l, lens[i]);
-    crc = mu_crc32c(crc, l, 4);
+    crc = wal_crc32c(crc, l, 4);
     if (lens[i] > 0)
-      crc = mu_crc32c(crc, parts[i], lens[i]);
+      crc = wal_crc32c(crc, parts[i], lens[i]);
   }
   le32(h + 8, mask(crc));
   size_t before = out->len;
@@ -204,7 +204,7 @@ int mu_wal_rec_put(struct mu_buf *out, const struct mu_wal_rec *r)
   return 0;
 }
 
-int mu_wal_rec_decode(const unsigned char *p, size_t n, struct mu_wal_rec *r)
+int wal_rec_decode(const unsigned char *p, size_t n, struct wal_rec *r)
 {
   memset(r, 0, sizeof(*r));
   if (n < REC_FIXED)
@@ -216,7 +216,7 @@ int mu_wal_rec_decode(const unsigned char *p, size_t n, struct mu_wal_rec *r)
   r->created = rd64(p + 11);
   r->aux = rd64(p + 19);
   r->expire_ns = (int64_t)rd64(p + 27);
-  if (r->type < MU_REC_EVENT || r->type > MU_REC_RDZV)
+  if (r->type < WAL_REC_EVENT || r->type > WAL_REC_RDZV)
     return MU_EPARSE;
   size_t off = REC_FIXED - 12;
   const char **parts[3] = {&r->key, &r->value, &r->json};

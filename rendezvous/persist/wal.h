@@ -6,73 +6,73 @@
  *
  * `hcrc` is the masked CRC32C of the 4 length bytes, so a damaged length is told apart from a
  * record cut short; `crc` is the masked CRC32C of the payload. The reader classifies what it
- * finds at each offset (mu_wal_read()): a whole record, the clean end, a torn tail (a power
+ * finds at each offset (wal_read()): a whole record, the clean end, a torn tail (a power
  * cut mid-write: a partial last record, a bad checksum on the LAST record, or zeros to the end
  * of the file), or corruption (anything else, e.g. a bad checksum followed by more data).
  *
- * Payloads (struct mu_wal_rec) carry one state change of the etcd v2 store, or a snapshot's
+ * Payloads (struct wal_rec) carry one state change of the etcd v2 store, or a snapshot's
  * header, node, history event or trailer. Nothing here touches the store, a loop or a file.
  */
-#ifndef RV_WAL_H
-#define RV_WAL_H
+#ifndef MUSTERD_PERSIST_WAL_H
+#define MUSTERD_PERSIST_WAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "buf.h"
 
-#define MU_WAL_HDR 12
-#define MU_WAL_MAX_RECORD ((uint32_t)256 << 20) /* a bigger length is corruption */
+#define WAL_HDR 12
+#define WAL_MAX_RECORD ((uint32_t)256 << 20) /* a bigger length is corruption */
 
 /* CRC32C (Castagnoli), continuing from `crc` (start with 0). */
-uint32_t mu_crc32c(uint32_t crc, const void *p, size_t n);
+uint32_t wal_crc32c(uint32_t crc, const void *p, size_t n);
 
 /* Appends one framed record holding `payload` to `out`.
- * Returns: 0, or MU_E2BIG (out is full, or n > MU_WAL_MAX_RECORD). */
-int mu_wal_frame(struct mu_buf *out, const void *payload, size_t n);
+ * Returns: 0, or MU_E2BIG (out is full, or n > WAL_MAX_RECORD). */
+int wal_frame(struct mu_buf *out, const void *payload, size_t n);
 
-enum mu_wal_status {
-  MU_WAL_RECORD = 0,  /* a whole record: *payload, *len set; r->off moved past it */
-  MU_WAL_END = 1,     /* clean end of the data */
-  MU_WAL_TORN = 2,    /* torn tail starting at r->off: truncate there */
-  MU_WAL_CORRUPT = 3, /* corruption at r->off: r->why says what */
+enum wal_status {
+  WAL_RECORD = 0,  /* a whole record: *payload, *len set; r->off moved past it */
+  WAL_END = 1,     /* clean end of the data */
+  WAL_TORN = 2,    /* torn tail starting at r->off: truncate there */
+  WAL_CORRUPT = 3, /* corruption at r->off: r->why says what */
 };
 
-struct mu_wal_reader {
+struct wal_reader {
   const unsigned char *data;
   size_t size;
   size_t off;      /* start of the next record */
   const char *why; /* after TORN/CORRUPT: a static description */
 };
 
-void mu_wal_reader_init(struct mu_wal_reader *r, const void *data, size_t size);
+void wal_reader_init(struct wal_reader *r, const void *data, size_t size);
 
-/* Reads the record at r->off. Returns: an enum mu_wal_status.
+/* Reads the record at r->off. Returns: an enum wal_status.
  * Ownership: *payload points into r->data. */
-int mu_wal_read(struct mu_wal_reader *r, const unsigned char **payload, size_t *len);
+int wal_read(struct wal_reader *r, const unsigned char **payload, size_t *len);
 
-enum mu_wal_type {
-  MU_REC_EVENT = 1,      /* a store write: action, index, key, value, expiry, event JSON */
-  MU_REC_SNAP_HEAD = 2,  /* snapshot header: index (the store's), count (nodes), aux (events) */
-  MU_REC_SNAP_NODE = 3,  /* a node: key, value (files), flags dir, index (modified), created */
-  MU_REC_SNAP_EVENT = 4, /* a history event: as MU_REC_EVENT (json, json_head, flags) */
-  MU_REC_SNAP_END = 5,   /* snapshot trailer: count, aux repeated */
-  MU_REC_RDZV = 6,       /* the native rendezvous state (mu_rdzv_encode()) in `value`; the
-                          * last one in the snapshot + log wins */
+enum wal_type {
+  WAL_REC_EVENT = 1,      /* a store write: action, index, key, value, expiry, event JSON */
+  WAL_REC_SNAP_HEAD = 2,  /* snapshot header: index (the store's), count (nodes), aux (events) */
+  WAL_REC_SNAP_NODE = 3,  /* a node: key, value (files), flags dir, index (modified), created */
+  WAL_REC_SNAP_EVENT = 4, /* a history event: as WAL_REC_EVENT (json, json_head, flags) */
+  WAL_REC_SNAP_END = 5,   /* snapshot trailer: count, aux repeated */
+  WAL_REC_RDZV = 6,       /* the native rendezvous state (rdzv_encode()) in `value`; the
+                           * last one in the snapshot + log wins */
 };
 
-enum mu_wal_flags {
-  MU_REC_DIR = 1 << 0,       /* the node is a dir */
-  MU_REC_REFRESH = 1 << 1,   /* a TTL refresh */
-  MU_REC_CREATED = 1 << 2,   /* the event was answered 201 */
-  MU_REC_HAS_VALUE = 1 << 3, /* `value` is present (a file) */
+enum wal_flags {
+  WAL_REC_DIR = 1 << 0,       /* the node is a dir */
+  WAL_REC_REFRESH = 1 << 1,   /* a TTL refresh */
+  WAL_REC_CREATED = 1 << 2,   /* the event was answered 201 */
+  WAL_REC_HAS_VALUE = 1 << 3, /* `value` is present (a file) */
 };
 
 /* One decoded payload. Strings are not NUL-terminated and point into the payload. */
-struct mu_wal_rec {
-  uint8_t type;   /* enum mu_wal_type */
-  uint8_t action; /* enum mu_event_action */
-  uint8_t flags;  /* enum mu_wal_flags */
+struct wal_rec {
+  uint8_t type;   /* enum wal_type */
+  uint8_t action; /* enum v2_event_action */
+  uint8_t flags;  /* enum wal_flags */
   uint64_t index;
   uint64_t created; /* createdIndex (nodes), or a count (snapshot head/end) */
   uint64_t aux;     /* json_head (events), or a count (snapshot head/end) */
@@ -86,10 +86,10 @@ struct mu_wal_rec {
 };
 
 /* Encodes `r` and appends it, framed, to `out`. Returns: 0, or MU_E2BIG. */
-int mu_wal_rec_put(struct mu_buf *out, const struct mu_wal_rec *r);
+int wal_rec_put(struct mu_buf *out, const struct wal_rec *r);
 
 /* Decodes a payload. Returns: 0, or MU_EPARSE (short, trailing bytes, unknown type).
  * Ownership: the strings in *r point into `p`. */
-int mu_wal_rec_decode(const unsigned char *p, size_t n, struct mu_wal_rec *r);
+int wal_rec_decode(const unsigned char *p, size_t n, struct wal_rec *r);
 
 #endif

@@ -35,7 +35,7 @@ static void kv_free(struct mu_hnode *h, void *data)
   mu_free(e);
 }
 
-void rdzv_barriers_kv_free(struct mu_rdzv_run *run)
+void rdzv_barriers_kv_free(struct rdzv_run *run)
 {
   mu_htab_clear(&run->barriers, barrier_free, NULL);
   mu_htab_release(&run->barriers);
@@ -44,16 +44,16 @@ void rdzv_barriers_kv_free(struct mu_rdzv_run *run)
 }
 
 /* Answers every wait of `list` with `err`, one at a time (a callback may start new ones). */
-static void answer_list(struct mu_rdzv_run *run, struct mu_list *list, int err, const char *msg)
+static void answer_list(struct rdzv_run *run, struct mu_list *list, int err, const char *msg)
 {
   while (list->head != NULL) {
-    struct mu_rdzv_wait *w = wait_of(list->head);
+    struct rdzv_wait *w = wait_of(list->head);
     rdzv_other_detach(run, w);
     rdzv_fire_error(w, run->h.key, err, msg);
   }
 }
 
-void rdzv_barriers_kv_answer(struct mu_rdzv_run *run, int err, const char *msg)
+void rdzv_barriers_kv_answer(struct rdzv_run *run, int err, const char *msg)
 {
   for (struct mu_hnode *h = mu_htab_next(&run->barriers, NULL); h != NULL;
        h = mu_htab_next(&run->barriers, h))
@@ -67,35 +67,35 @@ void rdzv_barriers_kv_answer(struct mu_rdzv_run *run, int err, const char *msg)
  */
 
 /* Checks a barrier arrival. Returns: 0, or the error with `err` saying why. */
-static int barrier_check(struct mu_rdzv *rv, const char *run_id, const char *name, uint32_t count,
-                         const char *id, struct mu_buf *err, struct mu_rdzv_run **out)
+static int barrier_check(struct rdzv *rv, const char *run_id, const char *name, uint32_t count,
+                         const char *id, struct mu_buf *err, struct rdzv_run **out)
 {
-  struct mu_rdzv_run *run = rdzv_find_run(rv, run_id);
+  struct rdzv_run *run = rdzv_find(rv, run_id);
   if (run == NULL) {
     mu_buf_printf(err, "no run '%s'; a node must join it first", run_id);
-    return MU_RDZV_ENO_SUCH_RUN;
+    return RDZV_ENO_SUCH_RUN;
   }
-  if (run->state != MU_RDZV_RUN_OPEN)
+  if (run->state != RDZV_RUN_OPEN)
     return rdzv_ended_err(run, err);
-  if (!rdzv_valid_text(name, MU_RDZV_NODE_ID_MAX) || !rdzv_valid_text(id, MU_RDZV_NODE_ID_MAX)) {
+  if (!rdzv_valid_text(name, RDZV_NODE_ID_MAX) || !rdzv_valid_text(id, RDZV_NODE_ID_MAX)) {
     mu_buf_printf(err,
                   "barrier name and id must be 1-%d printable characters without spaces, quotes "
                   "or backslashes",
-                  MU_RDZV_NODE_ID_MAX);
-    return MU_RDZV_EBAD_REQUEST;
+                  RDZV_NODE_ID_MAX);
+    return RDZV_EBAD_REQUEST;
   }
-  if (count < 1 || count > MU_RDZV_NODES_MAX * 64u) {
-    mu_buf_printf(err, "count must be between 1 and %u", MU_RDZV_NODES_MAX * 64u);
-    return MU_RDZV_EBAD_REQUEST;
+  if (count < 1 || count > RDZV_NODES_MAX * 64u) {
+    mu_buf_printf(err, "count must be between 1 and %u", RDZV_NODES_MAX * 64u);
+    return RDZV_EBAD_REQUEST;
   }
   *out = run;
   return 0;
 }
 
-int mu_rdzv_barrier(struct mu_rdzv *rv, const char *run_id, const char *name, uint32_t count,
-                    uint64_t timeout_ms, const char *id, struct mu_rdzv_wait *w, struct mu_buf *err)
+int rdzv_barrier(struct rdzv *rv, const char *run_id, const char *name, uint32_t count,
+                 uint64_t timeout_ms, const char *id, struct rdzv_wait *w, struct mu_buf *err)
 {
-  struct mu_rdzv_run *run = NULL;
+  struct rdzv_run *run = NULL;
   int rc = barrier_check(rv, run_id, name, count, id, err, &run);
   if (rc != 0)
     return rc;
@@ -106,10 +106,10 @@ int mu_rdzv_barrier(struct mu_rdzv *rv, const char *run_id, const char *name, ui
   if (h != NULL) {
     b = barrier_of(h);
   } else {
-    if (run->barriers.n >= MU_RDZV_BARRIERS_MAX) {
+    if (run->barriers.n >= RDZV_BARRIERS_MAX) {
       mu_buf_printf(err, "run '%s' has %d barriers, its limit; reuse barrier names", run_id,
-                    MU_RDZV_BARRIERS_MAX);
-      return MU_RDZV_ETOO_MANY;
+                    RDZV_BARRIERS_MAX);
+      return RDZV_ETOO_MANY;
     }
     b = mu_calloc(1, sizeof(*b));
     char *key = mu_strdup(name);
@@ -121,19 +121,19 @@ int mu_rdzv_barrier(struct mu_rdzv *rv, const char *run_id, const char *name, ui
                   " arrivals but this one says count %" PRIu32
                   "; every participant must pass the same count",
                   name, b->count, count);
-    return MU_RDZV_ECOUNT_MISMATCH;
+    return RDZV_ECOUNT_MISMATCH;
   }
   b->count = count;
   for (struct mu_list_node *x = b->arrivals.head; x != NULL; x = x->next) {
-    struct mu_rdzv_wait *other = wait_of(x);
+    struct rdzv_wait *other = wait_of(x);
     if (strcmp(other->barrier_id, id) == 0) {
       rdzv_other_detach(run, other);
-      rdzv_fire_error(other, run_id, MU_RDZV_EREPLACED,
+      rdzv_fire_error(other, run_id, RDZV_EREPLACED,
                       "a newer arrival with the same id replaced this one");
       break;
     }
   }
-  w->kind = MU_RDZV_W_BARRIER;
+  w->kind = RDZV_W_BARRIER;
   w->run = run;
   w->obj = b;
   w->list = NULL;
@@ -150,7 +150,7 @@ int mu_rdzv_barrier(struct mu_rdzv *rv, const char *run_id, const char *name, ui
   }
   /* Open: answer everyone, then the barrier is ready for the next generation. */
   b->generation++;
-  struct mu_rdzv_answer a;
+  struct rdzv_answer a;
   memset(&a, 0, sizeof(a));
   a.run_id = run->h.key;
   a.generation = b->generation;
@@ -160,9 +160,9 @@ int mu_rdzv_barrier(struct mu_rdzv *rv, const char *run_id, const char *name, ui
   return 0;
 }
 
-void rdzv_barrier_timed_out(struct mu_rdzv_wait *w)
+void rdzv_barrier_timed_out(struct rdzv_wait *w)
 {
-  struct mu_rdzv_run *run = w->run;
+  struct rdzv_run *run = w->run;
   struct barrier *b = w->obj;
   struct mu_buf m = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_printf(&m,
@@ -171,7 +171,7 @@ void rdzv_barrier_timed_out(struct mu_rdzv_wait *w)
                 b->h.key, run->h.key, b->arrivals.n, b->count);
   rdzv_other_detach(run, w);
   rdzv_gc_check(run);
-  rdzv_fire_error(w, run->h.key, MU_RDZV_EBARRIER_TIMEOUT, mu_buf_str(&m));
+  rdzv_fire_error(w, run->h.key, RDZV_EBARRIER_TIMEOUT, mu_buf_str(&m));
   mu_buf_release(&m);
 }
 
@@ -182,16 +182,16 @@ void rdzv_barrier_timed_out(struct mu_rdzv_wait *w)
 static int valid_key(const char *key)
 {
   size_t n = strlen(key);
-  return n > 0 && n <= MU_RDZV_KEY_MAX;
+  return n > 0 && n <= RDZV_KEY_MAX;
 }
 
-static struct kv *kv_find(struct mu_rdzv_run *run, const char *key)
+static struct kv *kv_find(struct rdzv_run *run, const char *key)
 {
   struct mu_hnode *h = mu_htab_find(&run->kv, key, strlen(key));
   return h != NULL ? kv_of(h) : NULL;
 }
 
-static struct kv *kv_add(struct mu_rdzv_run *run, char *key)
+static struct kv *kv_add(struct rdzv_run *run, char *key)
 {
   struct kv *e = mu_calloc(1, sizeof(*e));
   mu_htab_add(&run->kv, &e->h, key, strlen(key));
@@ -199,7 +199,7 @@ static struct kv *kv_add(struct mu_rdzv_run *run, char *key)
 }
 
 /* Drops a KV entry that holds no value and has no waiter. */
-static void kv_drop_if_empty(struct mu_rdzv_run *run, struct kv *e)
+static void kv_drop_if_empty(struct rdzv_run *run, struct kv *e)
 {
   if (e->val != NULL || e->waiters.n > 0)
     return;
@@ -207,8 +207,8 @@ static void kv_drop_if_empty(struct mu_rdzv_run *run, struct kv *e)
   kv_free(&e->h, NULL);
 }
 
-void mu_rdzv_run_kv_usage(const struct mu_rdzv_run *run, const char *key, size_t *nkeys,
-                          size_t *nbytes, size_t *old_len, int *exists)
+void rdzv_run_kv_usage(const struct rdzv_run *run, const char *key, size_t *nkeys, size_t *nbytes,
+                       size_t *old_len, int *exists)
 {
   const struct mu_hnode *h = key != NULL ? mu_htab_find(&run->kv, key, strlen(key)) : NULL;
   const struct kv *e = h ? MU_CONTAINER_OF(h, const struct kv, h) : NULL;
@@ -218,23 +218,23 @@ void mu_rdzv_run_kv_usage(const struct mu_rdzv_run *run, const char *key, size_t
   *old_len = e && e->val ? e->len : 0;
 }
 
-static int kv_put(struct mu_rdzv_run *run, const char *key, const void *value, size_t len,
+static int kv_put(struct rdzv_run *run, const char *key, const void *value, size_t len,
                   uint64_t *version)
 {
-  struct mu_rdzv *rv = run->rv;
-  if (run->state != MU_RDZV_RUN_OPEN)
-    return run->state == MU_RDZV_RUN_CLOSED ? MU_RDZV_ERUN_CLOSED : MU_RDZV_ERUN_SHUT;
+  struct rdzv *rv = run->rv;
+  if (run->state != RDZV_RUN_OPEN)
+    return run->state == RDZV_RUN_CLOSED ? RDZV_ERUN_CLOSED : RDZV_ERUN_SHUT;
   if (!valid_key(key))
-    return MU_RDZV_EBAD_REQUEST;
-  if (len > MU_RDZV_VALUE_MAX)
-    return MU_RDZV_ETOO_LARGE;
+    return RDZV_EBAD_REQUEST;
+  if (len > RDZV_VALUE_MAX)
+    return RDZV_ETOO_LARGE;
   struct kv *e = kv_find(run, key);
   size_t old = e && e->val ? e->len : 0;
-  if (run->kv_bytes - old + len > MU_RDZV_KV_BYTES_MAX)
-    return MU_RDZV_ETOO_LARGE;
+  if (run->kv_bytes - old + len > RDZV_KV_BYTES_MAX)
+    return RDZV_ETOO_LARGE;
   if (e == NULL) {
-    if (run->kv.n >= MU_RDZV_KV_KEYS_MAX)
-      return MU_RDZV_ETOO_MANY;
+    if (run->kv.n >= RDZV_KV_KEYS_MAX)
+      return RDZV_ETOO_MANY;
     e = kv_add(run, mu_strdup(key));
   }
   char *v = mu_malloc(len + 1);
@@ -252,7 +252,7 @@ static int kv_put(struct mu_rdzv_run *run, const char *key, const void *value, s
     /* Answer from a private copy: a callback may overwrite or delete the key. */
     char *copy = mu_malloc(len + 1);
     memcpy(copy, v, len + 1);
-    struct mu_rdzv_answer a;
+    struct rdzv_answer a;
     memset(&a, 0, sizeof(a));
     a.run_id = run->h.key;
     a.value = copy;
@@ -265,24 +265,24 @@ static int kv_put(struct mu_rdzv_run *run, const char *key, const void *value, s
   return 0;
 }
 
-int mu_rdzv_kv_set(struct mu_rdzv *rv, const char *run_id, const char *key, const void *value,
-                   size_t len, uint64_t *version)
+int rdzv_kv_set(struct rdzv *rv, const char *run_id, const char *key, const void *value, size_t len,
+                uint64_t *version)
 {
-  struct mu_rdzv_run *run = rdzv_find_run(rv, run_id);
+  struct rdzv_run *run = rdzv_find(rv, run_id);
   if (run == NULL)
-    return MU_RDZV_ENO_SUCH_RUN;
+    return RDZV_ENO_SUCH_RUN;
   return kv_put(run, key, value, len, version);
 }
 
-int mu_rdzv_kv_get(struct mu_rdzv *rv, const char *run_id, const char *key,
-                   struct mu_rdzv_answer *out, uint64_t timeout_ms, struct mu_rdzv_wait *w)
+int rdzv_kv_get(struct rdzv *rv, const char *run_id, const char *key, struct rdzv_answer *out,
+                uint64_t timeout_ms, struct rdzv_wait *w)
 {
-  struct mu_rdzv_run *run = rdzv_find_run(rv, run_id);
+  struct rdzv_run *run = rdzv_find(rv, run_id);
   memset(out, 0, sizeof(*out));
   if (run == NULL)
-    return MU_RDZV_ENO_SUCH_RUN;
+    return RDZV_ENO_SUCH_RUN;
   if (!valid_key(key))
-    return MU_RDZV_EBAD_REQUEST;
+    return RDZV_EBAD_REQUEST;
   out->run_id = run->h.key;
   struct kv *e = kv_find(run, key);
   if (e && e->val) {
@@ -292,17 +292,17 @@ int mu_rdzv_kv_get(struct mu_rdzv *rv, const char *run_id, const char *key,
     return 0;
   }
   if (w == NULL)
-    return MU_RDZV_ENO_SUCH_KEY;
-  if (run->state != MU_RDZV_RUN_OPEN)
-    return run->state == MU_RDZV_RUN_CLOSED ? MU_RDZV_ERUN_CLOSED : MU_RDZV_ERUN_SHUT;
+    return RDZV_ENO_SUCH_KEY;
+  if (run->state != RDZV_RUN_OPEN)
+    return run->state == RDZV_RUN_CLOSED ? RDZV_ERUN_CLOSED : RDZV_ERUN_SHUT;
   if (timeout_ms > (uint64_t)MAX_TIMEOUT_MS)
     timeout_ms = (uint64_t)MAX_TIMEOUT_MS;
   if (e == NULL) {
-    if (run->kv.n >= MU_RDZV_KV_KEYS_MAX)
-      return MU_RDZV_ETOO_MANY;
+    if (run->kv.n >= RDZV_KV_KEYS_MAX)
+      return RDZV_ETOO_MANY;
     e = kv_add(run, mu_strdup(key));
   }
-  w->kind = MU_RDZV_W_KV;
+  w->kind = RDZV_W_KV;
   w->run = run;
   w->obj = e;
   w->list = NULL;
@@ -317,35 +317,35 @@ int mu_rdzv_kv_get(struct mu_rdzv *rv, const char *run_id, const char *key,
   return 1;
 }
 
-void rdzv_kv_timed_out(struct mu_rdzv_wait *w)
+void rdzv_kv_timed_out(struct rdzv_wait *w)
 {
-  struct mu_rdzv_run *run = w->run;
+  struct rdzv_run *run = w->run;
   struct kv *e = w->obj;
   struct mu_buf m = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_printf(&m, "key '%s' of run '%s' was not set within wait_ms", e->h.key, run->h.key);
   rdzv_other_detach(run, w);
   kv_drop_if_empty(run, e);
   rdzv_gc_check(run);
-  rdzv_fire_error(w, run->h.key, MU_RDZV_EKV_TIMEOUT, mu_buf_str(&m));
+  rdzv_fire_error(w, run->h.key, RDZV_EKV_TIMEOUT, mu_buf_str(&m));
   mu_buf_release(&m);
 }
 
-void rdzv_kv_cancel(struct mu_rdzv_wait *w)
+void rdzv_kv_cancel(struct rdzv_wait *w)
 {
-  struct mu_rdzv_run *run = w->run;
+  struct rdzv_run *run = w->run;
   struct kv *e = w->obj;
   rdzv_other_detach(run, w);
   kv_drop_if_empty(run, e);
 }
 
-int mu_rdzv_kv_del(struct mu_rdzv *rv, const char *run_id, const char *key)
+int rdzv_kv_del(struct rdzv *rv, const char *run_id, const char *key)
 {
-  struct mu_rdzv_run *run = rdzv_find_run(rv, run_id);
+  struct rdzv_run *run = rdzv_find(rv, run_id);
   if (run == NULL)
-    return MU_RDZV_ENO_SUCH_RUN;
+    return RDZV_ENO_SUCH_RUN;
   struct kv *e = kv_find(run, key);
   if (e == NULL || e->val == NULL)
-    return MU_RDZV_ENO_SUCH_KEY;
+    return RDZV_ENO_SUCH_KEY;
   run->kv_bytes -= e->len;
   mu_free(e->val);
   e->val = NULL;
@@ -355,16 +355,16 @@ int mu_rdzv_kv_del(struct mu_rdzv *rv, const char *run_id, const char *key)
   return 0;
 }
 
-int mu_rdzv_kv_add(struct mu_rdzv *rv, const char *run_id, const char *key, int64_t delta,
-                   int64_t *result)
+int rdzv_kv_add(struct rdzv *rv, const char *run_id, const char *key, int64_t delta,
+                int64_t *result)
 {
-  struct mu_rdzv_run *run = rdzv_find_run(rv, run_id);
+  struct rdzv_run *run = rdzv_find(rv, run_id);
   if (run == NULL)
-    return MU_RDZV_ENO_SUCH_RUN;
-  if (run->state != MU_RDZV_RUN_OPEN)
-    return run->state == MU_RDZV_RUN_CLOSED ? MU_RDZV_ERUN_CLOSED : MU_RDZV_ERUN_SHUT;
+    return RDZV_ENO_SUCH_RUN;
+  if (run->state != RDZV_RUN_OPEN)
+    return run->state == RDZV_RUN_CLOSED ? RDZV_ERUN_CLOSED : RDZV_ERUN_SHUT;
   if (!valid_key(key))
-    return MU_RDZV_EBAD_REQUEST;
+    return RDZV_EBAD_REQUEST;
   struct kv *e = kv_find(run, key);
   long long cur = 0;
   if (e && e->val) {
@@ -372,10 +372,10 @@ int mu_rdzv_kv_add(struct mu_rdzv *rv, const char *run_id, const char *key, int6
     errno = 0;
     cur = strtoll(e->val, &end, 10);
     if (e->len == 0 || errno != 0 || end != e->val + e->len)
-      return MU_RDZV_ENOT_A_COUNTER;
+      return RDZV_ENOT_A_COUNTER;
   }
   if ((delta > 0 && cur > INT64_MAX - delta) || (delta < 0 && cur < INT64_MIN - delta))
-    return MU_RDZV_EBAD_REQUEST;
+    return RDZV_EBAD_REQUEST;
   int64_t next = (int64_t)cur + delta;
   char text[32];
   int len = snprintf(text, sizeof(text), "%" PRId64, next);
@@ -385,7 +385,7 @@ int mu_rdzv_kv_add(struct mu_rdzv *rv, const char *run_id, const char *key, int6
   return rc;
 }
 
-int rdzv_kv_restore(struct mu_rdzv_run *run, char *key, char *val, size_t len, uint64_t version)
+int rdzv_kv_restore(struct rdzv_run *run, char *key, char *val, size_t len, uint64_t version)
 {
   if (kv_find(run, key) != NULL)
     return -1;

@@ -8,7 +8,7 @@
  * to heartbeat again before the round breaks.
  *
  * Layout (little-endian): u32 version, u32 runs, then per run the fields in the order
- * mu_rdzv_encode() writes them; strings are u32 length + bytes.
+ * rdzv_encode() writes them; strings are u32 length + bytes.
  */
 #include <string.h>
 
@@ -41,12 +41,12 @@ static void put_str(struct mu_buf *b, const char *s, size_t n)
     mu_buf_append(b, s, n);
 }
 
-static void put_round(struct mu_buf *out, const struct mu_rdzv_round *r)
+static void put_round(struct mu_buf *out, const struct rdzv_round *r)
 {
   put_u64(out, r ? r->number : 0);
   put_u32(out, r ? r->nnodes : 0);
   for (uint32_t i = 0; r != NULL && i < r->nnodes; i++) {
-    const struct mu_rdzv_node *n = r->members[i];
+    const struct rdzv_node *n = r->members[i];
     put_str(out, n->h.key, strlen(n->h.key));
     put_str(out, n->addr ? n->addr : "", n->addr ? strlen(n->addr) : 0);
     put_u32(out, n->lws);
@@ -56,7 +56,7 @@ static void put_round(struct mu_buf *out, const struct mu_rdzv_round *r)
   }
 }
 
-static void put_kv(struct mu_buf *out, const struct mu_rdzv_run *run)
+static void put_kv(struct mu_buf *out, const struct rdzv_run *run)
 {
   uint32_t nkv = 0;
   for (const struct mu_hnode *h = mu_htab_next(&run->kv, NULL); h != NULL;
@@ -74,13 +74,13 @@ static void put_kv(struct mu_buf *out, const struct mu_rdzv_run *run)
   }
 }
 
-int mu_rdzv_encode(const struct mu_rdzv *rv, struct mu_buf *out)
+int rdzv_encode(const struct rdzv *rv, struct mu_buf *out)
 {
   size_t before = out->len;
   put_u32(out, RDZV_BLOB_VERSION);
   put_u32(out, (uint32_t)rv->runs.n);
   for (const struct mu_list_node *x = rv->runs_list.head; x != NULL; x = x->next) {
-    const struct mu_rdzv_run *run = MU_CONTAINER_OF(x, const struct mu_rdzv_run, link);
+    const struct rdzv_run *run = MU_CONTAINER_OF(x, const struct rdzv_run, link);
     put_str(out, run->h.key, strlen(run->h.key));
     put_u32(out, run->min_nodes);
     put_u32(out, run->max_nodes);
@@ -144,15 +144,15 @@ static char *get_str(struct rd *r, size_t max, size_t *len)
 
 /* Reads the `nmembers` members of round `rd` of `run`. Members still in the run get a table
  * entry and a fresh lease. */
-static void get_members(struct rd *r, struct mu_rdzv_run *run, struct mu_rdzv_round *rd,
+static void get_members(struct rd *r, struct rdzv_run *run, struct rdzv_round *rd,
                         uint32_t nmembers, uint64_t now)
 {
-  struct mu_rdzv *rv = run->rv;
+  struct rdzv *rv = run->rv;
   uint64_t off = 0;
   for (uint32_t i = 0; i < nmembers && !r->bad; i++) {
     size_t idlen = 0;
-    char *nid = get_str(r, MU_RDZV_NODE_ID_MAX, &idlen);
-    char *addr = get_str(r, MU_RDZV_ADDR_MAX, NULL);
+    char *nid = get_str(r, RDZV_NODE_ID_MAX, &idlen);
+    char *addr = get_str(r, RDZV_ADDR_MAX, NULL);
     uint32_t lws = get_u32(r), port = get_u32(r);
     uint64_t rank_offset = get_u64(r);
     uint32_t flags = get_u32(r);
@@ -162,7 +162,7 @@ static void get_members(struct rd *r, struct mu_rdzv_run *run, struct mu_rdzv_ro
       r->bad = 1;
       break;
     }
-    struct mu_rdzv_node *n = rdzv_node_new(nid, idlen);
+    struct rdzv_node *n = rdzv_node_new(nid, idlen);
     mu_free(nid);
     n->addr = addr;
     n->lws = lws;
@@ -184,7 +184,7 @@ static void get_members(struct rd *r, struct mu_rdzv_run *run, struct mu_rdzv_ro
     n->refs++; /* the run's table */
     mu_htab_add(&run->nodes, &n->h, n->h.key, idlen);
     rv->st.nodes++;
-    if (run->state == MU_RDZV_RUN_OPEN) {
+    if (run->state == RDZV_RUN_OPEN) {
       n->expires = now + run->lease_ttl_ms;
       rdzv_lease_renew(run, n);
     }
@@ -192,14 +192,14 @@ static void get_members(struct rd *r, struct mu_rdzv_run *run, struct mu_rdzv_ro
   rd->world_size = off;
 }
 
-static void get_kv(struct rd *r, struct mu_rdzv_run *run)
+static void get_kv(struct rd *r, struct rdzv_run *run)
 {
   run->kv_version = get_u64(r);
   uint32_t nkv = get_u32(r);
   for (uint32_t i = 0; i < nkv && !r->bad; i++) {
     size_t vlen = 0;
-    char *key = get_str(r, MU_RDZV_KEY_MAX, NULL);
-    char *val = get_str(r, MU_RDZV_VALUE_MAX, &vlen);
+    char *key = get_str(r, RDZV_KEY_MAX, NULL);
+    char *val = get_str(r, RDZV_VALUE_MAX, &vlen);
     uint64_t version = get_u64(r);
     if (r->bad || key == NULL || val == NULL ||
         rdzv_kv_restore(run, key, val, vlen, version) != 0) {
@@ -211,7 +211,7 @@ static void get_kv(struct rd *r, struct mu_rdzv_run *run)
   }
 }
 
-int mu_rdzv_restore(struct mu_rdzv *rv, const void *data, size_t len)
+int rdzv_restore(struct rdzv *rv, const void *data, size_t len)
 {
   struct rd r = {data, len, 0, 0};
   if (rv->runs.n != 0 || get_u32(&r) != RDZV_BLOB_VERSION)
@@ -219,8 +219,8 @@ int mu_rdzv_restore(struct mu_rdzv *rv, const void *data, size_t len)
   uint32_t nruns = get_u32(&r);
   uint64_t now = rdzv_now(rv);
   for (uint32_t ri = 0; ri < nruns && !r.bad; ri++) {
-    char *id = get_str(&r, MU_RDZV_ID_MAX, NULL);
-    struct mu_rdzv_config c;
+    char *id = get_str(&r, RDZV_ID_MAX, NULL);
+    struct rdzv_config c;
     c.min_nodes = get_u32(&r);
     c.max_nodes = get_u32(&r);
     c.last_call_ms = get_u32(&r);
@@ -231,20 +231,19 @@ int mu_rdzv_restore(struct mu_rdzv *rv, const void *data, size_t len)
     uint32_t rstate = get_u32(&r);
     uint64_t number = get_u64(&r);
     uint32_t nmembers = get_u32(&r);
-    if (r.bad || id == NULL || rdzv_find_run(rv, id) != NULL || state > MU_RDZV_RUN_SHUT ||
-        rstate > MU_RDZV_ROUND_BROKEN || nmembers > MU_RDZV_NODES_MAX ||
-        (number == 0 && nmembers > 0)) {
+    if (r.bad || id == NULL || rdzv_find(rv, id) != NULL || state > RDZV_RUN_SHUT ||
+        rstate > RDZV_ROUND_BROKEN || nmembers > RDZV_NODES_MAX || (number == 0 && nmembers > 0)) {
       mu_free(id);
       mu_free(reason);
       return -1;
     }
-    struct mu_rdzv_run *run = rdzv_run_new(rv, id, &c);
+    struct rdzv_run *run = rdzv_run_new(rv, id, &c);
     mu_free(id);
-    run->state = (enum mu_rdzv_run_state)state;
+    run->state = (enum rdzv_run_state)state;
     run->reason = reason;
-    run->rstate = (enum mu_rdzv_round_state)rstate;
+    run->rstate = (enum rdzv_round_state)rstate;
     if (number > 0) {
-      struct mu_rdzv_round *rd = mu_calloc(1, sizeof(*rd));
+      struct rdzv_round *rd = mu_calloc(1, sizeof(*rd));
       rd->number = number;
       rd->members = mu_calloc(nmembers ? nmembers : 1, sizeof(*rd->members));
       rd->refs = 1;

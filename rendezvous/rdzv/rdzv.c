@@ -22,51 +22,51 @@
  * Names
  */
 
-const char *mu_rdzv_err_code(int err)
+const char *rdzv_err_code(int err)
 {
   static const char *const codes[] = {"ok",
 #define XX(name, code, status) code,
-                                      MU_RDZV_ERR_MAP(XX)
+                                      RDZV_ERR_MAP(XX)
 #undef XX
   };
-  if (err < 0 || err >= MU_RDZV_E__COUNT)
+  if (err < 0 || err >= RDZV_E__COUNT)
     return "internal";
   return codes[err];
 }
 
-int mu_rdzv_err_status(int err)
+int rdzv_err_status(int err)
 {
   static const int statuses[] = {200,
 #define XX(name, code, status) status,
-                                 MU_RDZV_ERR_MAP(XX)
+                                 RDZV_ERR_MAP(XX)
 #undef XX
   };
-  if (err < 0 || err >= MU_RDZV_E__COUNT)
+  if (err < 0 || err >= RDZV_E__COUNT)
     return 500;
   return statuses[err];
 }
 
-const char *mu_rdzv_run_state_name(enum mu_rdzv_run_state s)
+const char *rdzv_run_state_name(enum rdzv_run_state s)
 {
   switch (s) {
-  case MU_RDZV_RUN_OPEN:
+  case RDZV_RUN_OPEN:
     return "open";
-  case MU_RDZV_RUN_CLOSED:
+  case RDZV_RUN_CLOSED:
     return "closed";
-  case MU_RDZV_RUN_SHUT:
+  case RDZV_RUN_SHUT:
     return "shut";
   }
   return "unknown";
 }
 
-const char *mu_rdzv_round_state_name(enum mu_rdzv_round_state s)
+const char *rdzv_round_state_name(enum rdzv_round_state s)
 {
   switch (s) {
-  case MU_RDZV_ROUND_JOINING:
+  case RDZV_ROUND_JOINING:
     return "joining";
-  case MU_RDZV_ROUND_ACTIVE:
+  case RDZV_ROUND_ACTIVE:
     return "active";
-  case MU_RDZV_ROUND_BROKEN:
+  case RDZV_ROUND_BROKEN:
     return "broken";
   }
   return "unknown";
@@ -89,13 +89,13 @@ int rdzv_valid_text(const char *s, size_t max)
 
 static void on_timer(uv_timer_t *t);
 
-uint64_t rdzv_now(const struct mu_rdzv *rv)
+uint64_t rdzv_now(const struct rdzv *rv)
 {
   return uv_now(rv->loop);
 }
 
 /* Starts the timer for the earliest deadline, unless it is armed for that one or earlier. */
-static void arm(struct mu_rdzv *rv)
+static void arm(struct rdzv *rv)
 {
   struct mu_heap_node *top = mu_heap_top(&rv->deadlines);
   if (top == NULL)
@@ -108,67 +108,67 @@ static void arm(struct mu_rdzv *rv)
   uv_timer_start(&rv->timer, on_timer, at > now ? at - now : 0, 0);
 }
 
-void rdzv_deadline_set(struct mu_rdzv *rv, struct mu_rdzv_deadline *d, uint64_t at)
+void rdzv_deadline_set(struct rdzv *rv, struct rdzv_deadline *d, uint64_t at)
 {
   d->hn.key = (int64_t)at;
   mu_heap_push(&rv->deadlines, &d->hn);
   arm(rv);
 }
 
-void rdzv_deadline_clear(struct mu_rdzv *rv, struct mu_rdzv_deadline *d)
+void rdzv_deadline_clear(struct rdzv *rv, struct rdzv_deadline *d)
 {
   mu_heap_remove(&rv->deadlines, &d->hn);
 }
 
-void rdzv_changed(struct mu_rdzv *rv)
+void rdzv_changed(struct rdzv *rv)
 {
   if (rv->on_change != NULL)
     rv->on_change(rv->on_change_data);
 }
 
 /* A deadline fired: the wait it belongs to times out. */
-static void wait_timed_out(struct mu_rdzv_wait *w)
+static void wait_timed_out(struct rdzv_wait *w)
 {
   switch (w->kind) {
-  case MU_RDZV_W_JOIN:
+  case RDZV_W_JOIN:
     rdzv_join_timed_out(w);
     break;
-  case MU_RDZV_W_WATCH:
+  case RDZV_W_WATCH:
     rdzv_watch_timed_out(w);
     break;
-  case MU_RDZV_W_BARRIER:
+  case RDZV_W_BARRIER:
     rdzv_barrier_timed_out(w);
     break;
-  case MU_RDZV_W_KV:
+  case RDZV_W_KV:
     rdzv_kv_timed_out(w);
     break;
-  case MU_RDZV_W_NONE:
+  case RDZV_W_NONE:
     break;
   }
 }
 
 static void on_timer(uv_timer_t *t)
 {
-  struct mu_rdzv *rv = t->data;
+  struct rdzv *rv = t->data;
   rv->armed_at = 0;
   uint64_t now = rdzv_now(rv);
   struct mu_heap_node *top;
   while ((top = mu_heap_top(&rv->deadlines)) != NULL && (uint64_t)top->key <= now) {
-    struct mu_rdzv_deadline *d = MU_CONTAINER_OF(top, struct mu_rdzv_deadline, hn);
+    struct rdzv_deadline *d = MU_CONTAINER_OF(top, struct rdzv_deadline, hn);
     rdzv_deadline_clear(rv, d);
     switch (d->kind) {
     case DL_WAIT:
-      wait_timed_out(MU_CONTAINER_OF(d, struct mu_rdzv_wait, dl));
+      wait_timed_out(MU_CONTAINER_OF(d, struct rdzv_wait, dl));
       break;
     case DL_LEASE:
-      rdzv_leases_expire(MU_CONTAINER_OF(d, struct mu_rdzv_run, lease_dl), now);
+      rdzv_leases_expire(MU_CONTAINER_OF(d, struct rdzv_run, lease_dl), now);
       break;
     case DL_LAST_CALL:
-      rdzv_maybe_close(MU_CONTAINER_OF(d, struct mu_rdzv_run, last_call_dl), 1);
+      rdzv_maybe_close(MU_CONTAINER_OF(d, struct rdzv_run, last_call_dl), 1);
       break;
     case DL_GC: {
-      struct mu_rdzv_run *run = MU_CONTAINER_OF(d, struct mu_rdzv_run, gc_dl);
-      if (run->state != MU_RDZV_RUN_OPEN || rdzv_run_idle(run))
+      struct rdzv_run *run = MU_CONTAINER_OF(d, struct rdzv_run, gc_dl);
+      if (run->state != RDZV_RUN_OPEN || rdzv_run_idle(run))
         rdzv_run_free(run);
       break;
     }
@@ -182,13 +182,13 @@ static void on_timer(uv_timer_t *t)
  * Waits
  */
 
-void rdzv_wait_queue(struct mu_list *l, struct mu_rdzv_wait *w)
+void rdzv_wait_queue(struct mu_list *l, struct rdzv_wait *w)
 {
   w->list = l;
   mu_list_push_back(l, &w->link);
 }
 
-void rdzv_wait_unqueue(struct mu_rdzv_wait *w)
+void rdzv_wait_unqueue(struct rdzv_wait *w)
 {
   if (w->list == NULL)
     return;
@@ -196,25 +196,25 @@ void rdzv_wait_unqueue(struct mu_rdzv_wait *w)
   w->list = NULL;
 }
 
-void rdzv_wait_detach(struct mu_rdzv *rv, struct mu_rdzv_wait *w)
+void rdzv_wait_detach(struct rdzv *rv, struct rdzv_wait *w)
 {
   rdzv_wait_unqueue(w);
   rdzv_deadline_clear(rv, &w->dl);
   mu_free(w->barrier_id);
   w->barrier_id = NULL;
-  w->kind = MU_RDZV_W_NONE;
+  w->kind = RDZV_W_NONE;
   w->obj = NULL;
 }
 
-void rdzv_fire(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
+void rdzv_fire(struct rdzv_wait *w, const struct rdzv_answer *a)
 {
   w->run = NULL;
   w->cb(w, a);
 }
 
-void rdzv_fire_error(struct mu_rdzv_wait *w, const char *run_id, int err, const char *msg)
+void rdzv_fire_error(struct rdzv_wait *w, const char *run_id, int err, const char *msg)
 {
-  struct mu_rdzv_answer a;
+  struct rdzv_answer a;
   memset(&a, 0, sizeof(a));
   a.err = err;
   a.message = msg;
@@ -222,7 +222,7 @@ void rdzv_fire_error(struct mu_rdzv_wait *w, const char *run_id, int err, const 
   rdzv_fire(w, &a);
 }
 
-void rdzv_other_detach(struct mu_rdzv_run *run, struct mu_rdzv_wait *w)
+void rdzv_other_detach(struct rdzv_run *run, struct rdzv_wait *w)
 {
   rdzv_wait_detach(run->rv, w);
   run->pending_other--;
@@ -236,37 +236,36 @@ void rdzv_wait_take(struct mu_list *to, struct mu_list *from)
     wait_of(x)->list = to;
 }
 
-void rdzv_answer_others(struct mu_rdzv_run *run, struct mu_list *list,
-                        const struct mu_rdzv_answer *a)
+void rdzv_answer_others(struct rdzv_run *run, struct mu_list *list, const struct rdzv_answer *a)
 {
   struct mu_list todo;
   rdzv_wait_take(&todo, list);
   while (todo.head != NULL) {
-    struct mu_rdzv_wait *w = wait_of(todo.head);
+    struct rdzv_wait *w = wait_of(todo.head);
     rdzv_other_detach(run, w);
     rdzv_fire(w, a);
   }
 }
 
-void mu_rdzv_wait_cancel(struct mu_rdzv_wait *w)
+void rdzv_wait_cancel(struct rdzv_wait *w)
 {
-  if (w == NULL || w->kind == MU_RDZV_W_NONE || w->run == NULL)
+  if (w == NULL || w->kind == RDZV_W_NONE || w->run == NULL)
     return;
-  struct mu_rdzv_run *run = w->run;
+  struct rdzv_run *run = w->run;
   switch (w->kind) {
-  case MU_RDZV_W_JOIN:
+  case RDZV_W_JOIN:
     rdzv_join_cancel(w);
     break;
-  case MU_RDZV_W_WATCH:
+  case RDZV_W_WATCH:
     rdzv_watch_cancel(w);
     break;
-  case MU_RDZV_W_BARRIER:
+  case RDZV_W_BARRIER:
     rdzv_other_detach(run, w);
     break;
-  case MU_RDZV_W_KV:
+  case RDZV_W_KV:
     rdzv_kv_cancel(w);
     break;
-  case MU_RDZV_W_NONE:
+  case RDZV_W_NONE:
     break;
   }
   w->run = NULL;
@@ -277,9 +276,9 @@ void mu_rdzv_wait_cancel(struct mu_rdzv_wait *w)
  * Lifetime
  */
 
-struct mu_rdzv *mu_rdzv_new(uv_loop_t *loop, uint64_t gc_ms)
+struct rdzv *rdzv_new(uv_loop_t *loop, uint64_t gc_ms)
 {
-  struct mu_rdzv *rv = mu_calloc(1, sizeof(*rv));
+  struct rdzv *rv = mu_calloc(1, sizeof(*rv));
   rv->loop = loop;
   rv->gc_ms = gc_ms ? gc_ms : DEFAULT_GC_MS;
   mu_htab_init(&rv->runs, 0);
@@ -289,14 +288,14 @@ struct mu_rdzv *mu_rdzv_new(uv_loop_t *loop, uint64_t gc_ms)
   return rv;
 }
 
-void mu_rdzv_set_gc_ms(struct mu_rdzv *rv, uint64_t gc_ms)
+void rdzv_set_gc_ms(struct rdzv *rv, uint64_t gc_ms)
 {
   rv->gc_ms = gc_ms ? gc_ms : DEFAULT_GC_MS;
 }
 
 static void on_timer_closed(uv_handle_t *h)
 {
-  struct mu_rdzv *rv = h->data;
+  struct rdzv *rv = h->data;
   void (*done)(void *) = rv->done;
   void *data = rv->done_data;
   mu_heap_release(&rv->deadlines);
@@ -305,12 +304,12 @@ static void on_timer_closed(uv_handle_t *h)
     done(data);
 }
 
-void mu_rdzv_free(struct mu_rdzv *rv, void (*done)(void *), void *done_data)
+void rdzv_free(struct rdzv *rv, void (*done)(void *), void *done_data)
 {
   if (rv == NULL)
     return;
   while (rv->runs_list.head != NULL)
-    rdzv_run_free(MU_CONTAINER_OF(rv->runs_list.head, struct mu_rdzv_run, link));
+    rdzv_run_free(MU_CONTAINER_OF(rv->runs_list.head, struct rdzv_run, link));
   mu_htab_release(&rv->runs);
   rv->done = done;
   rv->done_data = done_data;
@@ -318,22 +317,22 @@ void mu_rdzv_free(struct mu_rdzv *rv, void (*done)(void *), void *done_data)
   uv_close((uv_handle_t *)&rv->timer, on_timer_closed);
 }
 
-void mu_rdzv_gc(struct mu_rdzv *rv)
+void rdzv_gc(struct rdzv *rv)
 {
   for (struct mu_list_node *x = rv->runs_list.head; x != NULL; x = x->next) {
-    struct mu_rdzv_run *run = MU_CONTAINER_OF(x, struct mu_rdzv_run, link);
+    struct rdzv_run *run = MU_CONTAINER_OF(x, struct rdzv_run, link);
     if (mu_heap_queued(&run->gc_dl.hn))
       rdzv_deadline_set(rv, &run->gc_dl, 0);
   }
   on_timer(&rv->timer);
 }
 
-void mu_rdzv_stats(const struct mu_rdzv *rv, struct mu_rdzv_stats *out)
+void rdzv_stats(const struct rdzv *rv, struct rdzv_stats *out)
 {
   *out = rv->st;
 }
 
-void mu_rdzv_set_change_hook(struct mu_rdzv *rv, void (*fn)(void *), void *data)
+void rdzv_set_change_hook(struct rdzv *rv, void (*fn)(void *), void *data)
 {
   rv->on_change = fn;
   rv->on_change_data = data;

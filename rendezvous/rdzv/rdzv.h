@@ -11,17 +11,17 @@
  * libuv handle and can be dropped without uv_close().
  *
  * Waits. A long poll (join, watch, barrier, KV get with wait) is a caller-owned
- * `struct mu_rdzv_wait`: the caller sets `cb` and `data`, passes it in, and gets exactly one
- * call of `cb`, unless it withdraws the wait first with mu_rdzv_wait_cancel(). The callback
+ * `struct rdzv_wait`: the caller sets `cb` and `data`, passes it in, and gets exactly one
+ * call of `cb`, unless it withdraws the wait first with rdzv_wait_cancel(). The callback
  * may fire before the call that started the wait returns (a join that closes the round answers
  * itself at once). After `cb` returns the wait is detached and the caller may free it.
  *
  * Cost. Heartbeats are O(1) (each run keeps its members in lease order, and the TTL is one per
- * run); a round that closes builds its member list once (mu_rdzv_round_members_json()), not
+ * run); a round that closes builds its member list once (rdzv_round_members_json()), not
  * once per node.
  */
-#ifndef MU_RDZV_H
-#define MU_RDZV_H
+#ifndef MUSTERD_RDZV_RDZV_H
+#define MUSTERD_RDZV_RDZV_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,23 +33,23 @@
 #include "list.h"
 
 /* Limits: every input is capped. */
-#define MU_RDZV_ID_MAX 128               /* run ids: [A-Za-z0-9._-]{1,128} */
-#define MU_RDZV_NODE_ID_MAX 256          /* node ids, barrier ids, barrier names */
-#define MU_RDZV_ADDR_MAX 255             /* a node's address */
-#define MU_RDZV_KEY_MAX 512              /* a KV key */
-#define MU_RDZV_VALUE_MAX (1 << 20)      /* one KV value */
-#define MU_RDZV_KV_BYTES_MAX (64u << 20) /* all KV values of one run */
-#define MU_RDZV_KV_KEYS_MAX 100000       /* keys of one run */
-#define MU_RDZV_BARRIERS_MAX 10000       /* barrier names of one run */
-#define MU_RDZV_RUNS_MAX 10000           /* runs held at once */
-#define MU_RDZV_NODES_MAX 1000000        /* max_nodes of one run */
-#define MU_RDZV_MEMBERS_IN_REPLY 256     /* join answers list members up to this many nodes */
+#define RDZV_ID_MAX 128               /* run ids: [A-Za-z0-9._-]{1,128} */
+#define RDZV_NODE_ID_MAX 256          /* node ids, barrier ids, barrier names */
+#define RDZV_ADDR_MAX 255             /* a node's address */
+#define RDZV_KEY_MAX 512              /* a KV key */
+#define RDZV_VALUE_MAX (1 << 20)      /* one KV value */
+#define RDZV_KV_BYTES_MAX (64u << 20) /* all KV values of one run */
+#define RDZV_KV_KEYS_MAX 100000       /* keys of one run */
+#define RDZV_BARRIERS_MAX 10000       /* barrier names of one run */
+#define RDZV_RUNS_MAX 10000           /* runs held at once */
+#define RDZV_NODES_MAX 1000000        /* max_nodes of one run */
+#define RDZV_MEMBERS_IN_REPLY 256     /* join answers list members up to this many nodes */
 
 /* The /v1 error map: every error the API answers with. Each row: the enum suffix, the code
  * string the API puts in `"error"`, and the HTTP status it answers with. The state machine
  * returns the rows above the line; the rows below it are the API's own (v1_error.c). Rows are
  * never renumbered: a new one goes at the end. */
-#define MU_RDZV_ERR_MAP(XX)                                                                        \
+#define RDZV_ERR_MAP(XX)                                                                           \
   XX(BAD_REQUEST, "bad_request", 400)                                                              \
   XX(NO_SUCH_RUN, "no_such_run", 404)                                                              \
   XX(CONFIG_MISMATCH, "config_mismatch", 409)                                                      \
@@ -71,49 +71,49 @@
   XX(METHOD_NOT_ALLOWED, "method_not_allowed", 405)                                                \
   XX(UNAUTHORIZED, "unauthorized", 401)
 
-enum mu_rdzv_err {
-  MU_RDZV_OK = 0,
-#define MU__RDZV_XX(name, code, status) MU_RDZV_E##name,
-  MU_RDZV_ERR_MAP(MU__RDZV_XX)
-#undef MU__RDZV_XX
-      MU_RDZV_E__COUNT
+enum rdzv_err {
+  RDZV_OK = 0,
+#define RDZV__XX(name, code, status) RDZV_E##name,
+  RDZV_ERR_MAP(RDZV__XX)
+#undef RDZV__XX
+      RDZV_E__COUNT
 };
 
 /* Returns: the API code string of `err` ("join_timeout"), "ok" for 0, "internal" for a value
  * off the map. Ownership: static. */
-const char *mu_rdzv_err_code(int err);
+const char *rdzv_err_code(int err);
 
 /* Returns: the HTTP status the /v1 API answers `err` with (500 for a value off the map). */
-int mu_rdzv_err_status(int err);
+int rdzv_err_status(int err);
 
 /* Run and round states, with names as the API shows them. */
-enum mu_rdzv_run_state { MU_RDZV_RUN_OPEN = 0, MU_RDZV_RUN_CLOSED, MU_RDZV_RUN_SHUT };
-enum mu_rdzv_round_state {
-  MU_RDZV_ROUND_JOINING = 0, /* collecting nodes (no round closed yet, or the last one ended) */
-  MU_RDZV_ROUND_ACTIVE,      /* closed with its members; work runs */
-  MU_RDZV_ROUND_BROKEN,      /* a member was lost, failed or re-joined */
+enum rdzv_run_state { RDZV_RUN_OPEN = 0, RDZV_RUN_CLOSED, RDZV_RUN_SHUT };
+enum rdzv_round_state {
+  RDZV_ROUND_JOINING = 0, /* collecting nodes (no round closed yet, or the last one ended) */
+  RDZV_ROUND_ACTIVE,      /* closed with its members; work runs */
+  RDZV_ROUND_BROKEN,      /* a member was lost, failed or re-joined */
 };
-const char *mu_rdzv_run_state_name(enum mu_rdzv_run_state s);
-const char *mu_rdzv_round_state_name(enum mu_rdzv_round_state s);
+const char *rdzv_run_state_name(enum rdzv_run_state s);
+const char *rdzv_round_state_name(enum rdzv_round_state s);
 
-struct mu_rdzv;
-struct mu_rdzv_run;
-struct mu_rdzv_node;
+struct rdzv;
+struct rdzv_run;
+struct rdzv_node;
 
 /* A closed round: read-only for callers, valid during the callback that hands it out. */
-struct mu_rdzv_round {
+struct rdzv_round {
   uint64_t number;
   uint32_t nnodes;
   uint64_t world_size;
-  struct mu_rdzv_node **members; /* rank order */
+  struct rdzv_node **members; /* rank order */
   /* private */
-  char *members_json; /* built on first use by mu_rdzv_round_members_json() */
+  char *members_json; /* built on first use by rdzv_round_members_json() */
   size_t members_json_len;
   uint32_t refs; /* the run's current round, plus callbacks in flight */
 };
 
 /* What a member sees of itself and of the others (a view into the node). */
-struct mu_rdzv_member {
+struct rdzv_member {
   const char *node_id;
   const char *addr;
   uint32_t local_world_size;
@@ -123,14 +123,14 @@ struct mu_rdzv_member {
 };
 
 /* The answer handed to a wait's callback. Pointers are borrowed for the call only. */
-struct mu_rdzv_answer {
-  int err;             /* MU_RDZV_OK or MU_RDZV_E* */
+struct rdzv_answer {
+  int err;             /* RDZV_OK or RDZV_E* */
   const char *message; /* a sentence for a human when err != 0 (what went wrong, what to do) */
   const char *run_id;
   /* join */
-  const struct mu_rdzv_round *round;
-  struct mu_rdzv_member self;
-  struct mu_rdzv_member master;
+  const struct rdzv_round *round;
+  struct rdzv_member self;
+  struct rdzv_member master;
   uint32_t lease_ttl_ms;
   int with_members; /* the join asked for the member list and the round is small enough */
   /* heartbeat: the round state for this node ("active", "broken", "joining") */
@@ -148,47 +148,41 @@ struct mu_rdzv_answer {
   uint64_t version;
 };
 
-struct mu_rdzv_wait;
-typedef void mu_rdzv_wait_cb(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a);
+struct rdzv_wait;
+typedef void rdzv_wait_cb(struct rdzv_wait *w, const struct rdzv_answer *a);
 
-enum mu_rdzv_wait_kind {
-  MU_RDZV_W_NONE = 0,
-  MU_RDZV_W_JOIN,
-  MU_RDZV_W_WATCH,
-  MU_RDZV_W_BARRIER,
-  MU_RDZV_W_KV
-};
+enum rdzv_wait_kind { RDZV_W_NONE = 0, RDZV_W_JOIN, RDZV_W_WATCH, RDZV_W_BARRIER, RDZV_W_KV };
 
 /* A deadline in the heap (private): hn.key is the time it fires, in ms of the uv_now() clock. */
-struct mu_rdzv_deadline {
+struct rdzv_deadline {
   struct mu_heap_node hn;
   int kind;
 };
 
-/* A pending long poll. Caller-owned: set cb and data, zero the rest (MU_RDZV_WAIT_INIT). */
-struct mu_rdzv_wait {
-  mu_rdzv_wait_cb *cb;
+/* A pending long poll. Caller-owned: set cb and data, zero the rest (RDZV_WAIT_INIT). */
+struct rdzv_wait {
+  rdzv_wait_cb *cb;
   void *data;
   /* private */
-  enum mu_rdzv_wait_kind kind;
-  struct mu_rdzv_run *run;
+  enum rdzv_wait_kind kind;
+  struct rdzv_run *run;
   void *obj;            /* the node, barrier or kv entry it waits on */
   void *node;           /* watch: the member whose lease it holds (a reference), or NULL */
   struct mu_list *list; /* the list it is queued on, or NULL */
   struct mu_list_node link;
-  struct mu_rdzv_deadline dl;
+  struct rdzv_deadline dl;
   uint64_t round;   /* watch: the round watched */
   char *barrier_id; /* barrier: the arrival's id */
   int with_members; /* join: include the member list */
 };
 
-#define MU_RDZV_WAIT_INIT(cb_, data_)                                                              \
+#define RDZV_WAIT_INIT(cb_, data_)                                                                 \
   {                                                                                                \
     .cb = (cb_), .data = (data_)                                                                   \
   }
 
 /* A run's configuration as carried by a join. */
-struct mu_rdzv_config {
+struct rdzv_config {
   uint32_t min_nodes;
   uint32_t max_nodes;      /* 0: same as min_nodes */
   int64_t last_call_ms;    /* -1: default (1000, or 0 when min == max) */
@@ -197,43 +191,43 @@ struct mu_rdzv_config {
 };
 
 /* A join's request. Strings are borrowed for the call; the state machine copies them. */
-struct mu_rdzv_join_req {
+struct rdzv_join_req {
   const char *node_id;
   const char *addr;
   uint32_t local_world_size;
   uint32_t master_port;
-  int with_members; /* 1: the answer lists the members (when nnodes <= MU_RDZV_MEMBERS_IN_REPLY) */
-  struct mu_rdzv_config config;
+  int with_members; /* 1: the answer lists the members (when nnodes <= RDZV_MEMBERS_IN_REPLY) */
+  struct rdzv_config config;
 };
 
 /* A run's summary for listings and GET /v1/runs/{id}. Strings borrowed until the next call. */
-struct mu_rdzv_run_info {
+struct rdzv_run_info {
   const char *run_id;
-  enum mu_rdzv_run_state state;
+  enum rdzv_run_state state;
   const char *reason; /* closed/shut reason, "" when none */
   uint64_t round;
-  enum mu_rdzv_round_state round_state;
+  enum rdzv_round_state round_state;
   uint32_t nnodes;  /* members of the last closed round */
   uint32_t waiting; /* pending joins */
   uint32_t min_nodes, max_nodes;
   uint32_t last_call_ms, join_timeout_ms, lease_ttl_ms;
-  uint32_t nodes;                         /* nodes known (members with a lease + pending joins) */
-  const struct mu_rdzv_round *last_round; /* NULL before the first round closes */
+  uint32_t nodes;                      /* nodes known (members with a lease + pending joins) */
+  const struct rdzv_round *last_round; /* NULL before the first round closes */
 };
 
 /* -- lifetime ------------------------------------------------------------------------------- */
 
 /* Creates the rendezvous on `loop`. `gc_ms` is how long a closed/shut run, or one with no node,
- * is kept (0: default 600000). Returns: the object. Ownership: free with mu_rdzv_free(). */
-struct mu_rdzv *mu_rdzv_new(uv_loop_t *loop, uint64_t gc_ms);
+ * is kept (0: default 600000). Returns: the object. Ownership: free with rdzv_free(). */
+struct rdzv *rdzv_new(uv_loop_t *loop, uint64_t gc_ms);
 
 /* Sets the GC delay for runs that end or go idle from now on (0: the default). */
-void mu_rdzv_set_gc_ms(struct mu_rdzv *rv, uint64_t gc_ms);
+void rdzv_set_gc_ms(struct rdzv *rv, uint64_t gc_ms);
 
-/* Answers every pending wait with MU_RDZV_ESHUTTING_DOWN, frees all runs and starts closing
+/* Answers every pending wait with RDZV_ESHUTTING_DOWN, frees all runs and starts closing
  * the timer handle; `done` (may be NULL) runs once the handle is closed and the memory is
  * freed, so the loop can then be closed. Accepts NULL. */
-void mu_rdzv_free(struct mu_rdzv *rv, void (*done)(void *), void *done_data);
+void rdzv_free(struct rdzv *rv, void (*done)(void *), void *done_data);
 
 /* -- runs and rounds ------------------------------------------------------------------------ */
 
@@ -241,51 +235,50 @@ void mu_rdzv_free(struct mu_rdzv *rv, void (*done)(void *), void *done_data);
  * `w` fires once: with the node's place in the round that closes, or an error
  * (config_mismatch, run_closed, run_shut, join_timeout, replaced, bad_request). A node that
  * already has a pending join replaces it (the old wait gets `replaced`).
- * Returns: 0 (the answer comes through `w`, maybe already), or MU_RDZV_EBAD_REQUEST /
- * MU_RDZV_ETOO_MANY when the request itself is unusable (then `w` never fires; a sentence
+ * Returns: 0 (the answer comes through `w`, maybe already), or RDZV_EBAD_REQUEST /
+ * RDZV_ETOO_MANY when the request itself is unusable (then `w` never fires; a sentence
  * saying why is appended to `err`).
  * Ownership: `w` is borrowed until it fires or is cancelled. */
-int mu_rdzv_join(struct mu_rdzv *rv, const char *run_id, const struct mu_rdzv_join_req *req,
-                 struct mu_rdzv_wait *w, struct mu_buf *err);
+int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *req,
+              struct rdzv_wait *w, struct mu_buf *err);
 
 /* Renews `node_id`'s lease. Fills `out` (round, state, waiting) on success.
- * Returns: 0, MU_RDZV_ENO_SUCH_RUN, MU_RDZV_ENOT_MEMBER, MU_RDZV_ERUN_CLOSED/ERUN_SHUT. */
-int mu_rdzv_heartbeat(struct mu_rdzv *rv, const char *run_id, const char *node_id,
-                      struct mu_rdzv_answer *out);
+ * Returns: 0, RDZV_ENO_SUCH_RUN, RDZV_ENOT_MEMBER, RDZV_ERUN_CLOSED/ERUN_SHUT. */
+int rdzv_heartbeat(struct rdzv *rv, const char *run_id, const char *node_id,
+                   struct rdzv_answer *out);
 
 /* Watches round `round` of `run_id` for `node_id`: fires with an event as soon as that round is
  * not a healthy active round for this node, or with "none" after `timeout_ms`.
- * Returns: 0, or MU_RDZV_ENO_SUCH_RUN (then `w` never fires). */
-int mu_rdzv_watch(struct mu_rdzv *rv, const char *run_id, const char *node_id, uint64_t round,
-                  uint64_t timeout_ms, struct mu_rdzv_wait *w);
+ * Returns: 0, or RDZV_ENO_SUCH_RUN (then `w` never fires). */
+int rdzv_watch(struct rdzv *rv, const char *run_id, const char *node_id, uint64_t round,
+               uint64_t timeout_ms, struct rdzv_wait *w);
 
 /* A node leaves: `failed` != 0 breaks the active round; when every member of the active round
  * has left with success, the run becomes closed.
- * Returns: 0, MU_RDZV_ENO_SUCH_RUN, MU_RDZV_ENOT_MEMBER. */
-int mu_rdzv_leave(struct mu_rdzv *rv, const char *run_id, const char *node_id, int failed,
-                  const char *reason);
+ * Returns: 0, RDZV_ENO_SUCH_RUN, RDZV_ENOT_MEMBER. */
+int rdzv_leave(struct rdzv *rv, const char *run_id, const char *node_id, int failed,
+               const char *reason);
 
 /* Ends a run: successfully (`shut` == 0, "closed") or as failed ("shut"). Answers every
  * pending join, watch, barrier and KV wait. Idempotent on a run already ended the same way.
- * Returns: 0, MU_RDZV_ENO_SUCH_RUN, or RUN_CLOSED/RUN_SHUT when it already ended the other way. */
-int mu_rdzv_end(struct mu_rdzv *rv, const char *run_id, int shut, const char *reason);
+ * Returns: 0, RDZV_ENO_SUCH_RUN, or RUN_CLOSED/RUN_SHUT when it already ended the other way. */
+int rdzv_end(struct rdzv *rv, const char *run_id, int shut, const char *reason);
 
 /* Returns: the run, or NULL. Ownership: borrowed until the next call that may change state. */
-struct mu_rdzv_run *mu_rdzv_find(struct mu_rdzv *rv, const char *run_id);
+struct rdzv_run *rdzv_find(struct rdzv *rv, const char *run_id);
 /* Fills `out` about `run`. */
-void mu_rdzv_run_info(const struct mu_rdzv_run *run, struct mu_rdzv_run_info *out);
+void rdzv_run_info(const struct rdzv_run *run, struct rdzv_run_info *out);
 /* KV usage of `run` for quotas (the /v1 API's usage hook): keys and value bytes held, and
  * whether `key` (may be NULL) exists with how many bytes. Ownership: borrows everything. */
-void mu_rdzv_run_kv_usage(const struct mu_rdzv_run *run, const char *key, size_t *nkeys,
-                          size_t *nbytes, size_t *old_len, int *exists);
+void rdzv_run_kv_usage(const struct rdzv_run *run, const char *key, size_t *nkeys, size_t *nbytes,
+                       size_t *old_len, int *exists);
 /* Iterates the runs: pass NULL first. Returns: the next run, or NULL at the end. */
-struct mu_rdzv_run *mu_rdzv_next_run(struct mu_rdzv *rv, struct mu_rdzv_run *prev);
+struct rdzv_run *rdzv_next_run(struct rdzv *rv, struct rdzv_run *prev);
 /* Fills `out` with the view of member `i` (rank order) of `round`. */
-void mu_rdzv_round_member(const struct mu_rdzv_round *round, uint32_t i,
-                          struct mu_rdzv_member *out);
+void rdzv_round_member(const struct rdzv_round *round, uint32_t i, struct rdzv_member *out);
 /* Returns: the JSON array of the round's members (built once per round), its length in
  * `*len`. Ownership: borrowed; lives as long as the round. */
-const char *mu_rdzv_round_members_json(const struct mu_rdzv_round *round, size_t *len);
+const char *rdzv_round_members_json(const struct rdzv_round *round, size_t *len);
 
 /* -- barriers ------------------------------------------------------------------------------- */
 
@@ -294,65 +287,64 @@ const char *mu_rdzv_round_members_json(const struct mu_rdzv_round *round, size_t
  * run_closed/run_shut, or `replaced` when the same id arrives again.
  * Returns: 0, or NO_SUCH_RUN / RUN_CLOSED / RUN_SHUT / COUNT_MISMATCH / TOO_MANY /
  * BAD_REQUEST (then `w` never fires; a sentence saying why is appended to `err`). */
-int mu_rdzv_barrier(struct mu_rdzv *rv, const char *run_id, const char *name, uint32_t count,
-                    uint64_t timeout_ms, const char *id, struct mu_rdzv_wait *w,
-                    struct mu_buf *err);
+int rdzv_barrier(struct rdzv *rv, const char *run_id, const char *name, uint32_t count,
+                 uint64_t timeout_ms, const char *id, struct rdzv_wait *w, struct mu_buf *err);
 
 /* -- KV ------------------------------------------------------------------------------------- */
 
 /* Sets `key` to `len` bytes at `value`. Wakes every waiter on the key.
  * Returns: 0 with `*version` set, or NO_SUCH_RUN / RUN_CLOSED / RUN_SHUT / TOO_LARGE /
  * TOO_MANY. Ownership: the value is copied. */
-int mu_rdzv_kv_set(struct mu_rdzv *rv, const char *run_id, const char *key, const void *value,
-                   size_t len, uint64_t *version);
+int rdzv_kv_set(struct rdzv *rv, const char *run_id, const char *key, const void *value, size_t len,
+                uint64_t *version);
 
 /* Reads `key`. With `w` == NULL answers at once; otherwise, when the key is absent, waits up to
  * `timeout_ms` for it (then `w` fires with the value or kv_timeout / run_closed / run_shut).
  * Returns: 0 with `*out` filled (value borrowed until the next KV call), 1 when `w` is now
  * pending, or NO_SUCH_RUN / NO_SUCH_KEY (without `w`). */
-int mu_rdzv_kv_get(struct mu_rdzv *rv, const char *run_id, const char *key,
-                   struct mu_rdzv_answer *out, uint64_t timeout_ms, struct mu_rdzv_wait *w);
+int rdzv_kv_get(struct rdzv *rv, const char *run_id, const char *key, struct rdzv_answer *out,
+                uint64_t timeout_ms, struct rdzv_wait *w);
 
 /* Deletes `key`. Returns: 0, NO_SUCH_RUN, NO_SUCH_KEY. */
-int mu_rdzv_kv_del(struct mu_rdzv *rv, const char *run_id, const char *key);
+int rdzv_kv_del(struct rdzv *rv, const char *run_id, const char *key);
 
 /* Adds `delta` to the integer at `key` (absent counts as 0) and stores the result as decimal
  * text. Returns: 0 with `*result`, or NO_SUCH_RUN / RUN_CLOSED / RUN_SHUT / NOT_A_COUNTER /
  * TOO_MANY / BAD_REQUEST (overflow). */
-int mu_rdzv_kv_add(struct mu_rdzv *rv, const char *run_id, const char *key, int64_t delta,
-                   int64_t *result);
+int rdzv_kv_add(struct rdzv *rv, const char *run_id, const char *key, int64_t delta,
+                int64_t *result);
 
 /* -- waits ---------------------------------------------------------------------------------- */
 
 /* Withdraws a pending wait (the client went away): its callback never fires. A pending join
  * withdrawn leaves the node out of the next round. Accepts a wait that is not pending. */
-void mu_rdzv_wait_cancel(struct mu_rdzv_wait *w);
+void rdzv_wait_cancel(struct rdzv_wait *w);
 
 /* -- durability (codec.c; the persist layer calls these) ---------------------------------- */
 
-/* Calls `fn(data)` (NULL: nothing) whenever the state mu_rdzv_encode() writes changes: a round
+/* Calls `fn(data)` (NULL: nothing) whenever the state rdzv_encode() writes changes: a round
  * closes or breaks, a member leaves or is lost, a run ends, a KV key is set or deleted. The
  * hook must not call back into the rendezvous. */
-void mu_rdzv_set_change_hook(struct mu_rdzv *rv, void (*fn)(void *), void *data);
+void rdzv_set_change_hook(struct rdzv *rv, void (*fn)(void *), void *data);
 
 /* Appends the durable state (runs, their latest rounds with members, KV) to `out`.
  * Returns: 0, or -1 when `out` hit its cap. */
-int mu_rdzv_encode(const struct mu_rdzv *rv, struct mu_buf *out);
+int rdzv_encode(const struct rdzv *rv, struct mu_buf *out);
 
-/* Rebuilds the state of mu_rdzv_encode() in an `rv` that has no run yet. Every restored member
+/* Rebuilds the state of rdzv_encode() in an `rv` that has no run yet. Every restored member
  * gets a fresh lease (one TTL from now) to heartbeat again; a run ended or idle starts its GC
  * clock. Returns: 0, or -1 for a malformed blob (`rv` then holds whatever was read). */
-int mu_rdzv_restore(struct mu_rdzv *rv, const void *data, size_t len);
+int rdzv_restore(struct rdzv *rv, const void *data, size_t len);
 
 /* -- tests and metrics ---------------------------------------------------------------------- */
 
-struct mu_rdzv_stats {
+struct rdzv_stats {
   uint64_t runs, nodes, pending_joins, pending_watches, pending_other, rounds_closed,
       leases_expired, heartbeats;
 };
-void mu_rdzv_stats(const struct mu_rdzv *rv, struct mu_rdzv_stats *out);
+void rdzv_stats(const struct rdzv *rv, struct rdzv_stats *out);
 
 /* Runs the GC pass now (tests). */
-void mu_rdzv_gc(struct mu_rdzv *rv);
+void rdzv_gc(struct rdzv *rv);
 
 #endif

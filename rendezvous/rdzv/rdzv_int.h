@@ -7,8 +7,8 @@
  * and key). A closed round holds a reference on each member node, so a node removed from its
  * run stays readable while a round lists it.
  */
-#ifndef RV_RDZV_INT_H
-#define RV_RDZV_INT_H
+#ifndef MUSTERD_RDZV_RDZV_INT_H
+#define MUSTERD_RDZV_RDZV_INT_H
 
 #include <stdint.h>
 
@@ -23,7 +23,7 @@
 #define DEFAULT_LEASE_TTL_MS 10000
 #define MAX_TIMEOUT_MS (7LL * 24 * 3600 * 1000) /* one week */
 
-struct mu_rdzv_node {
+struct rdzv_node {
   struct mu_hnode h; /* key: node id (part of the node's allocation) */
   char *addr;
   uint32_t lws, master_port;
@@ -35,9 +35,9 @@ struct mu_rdzv_node {
   int in_lease;
   uint32_t nwatch; /* open watches: while > 0 they hold the lease (no expiry, no heartbeat) */
   uint64_t expires;
-  struct mu_rdzv_wait *join; /* its pending join, or NULL */
+  struct rdzv_wait *join; /* its pending join, or NULL */
   /* its place in the latest round that lists it (NULL when none) */
-  struct mu_rdzv_round *round;
+  struct rdzv_round *round;
   uint32_t rank;
   uint64_t rank_offset;
 };
@@ -59,23 +59,23 @@ struct kv {
 
 enum dl_kind { DL_WAIT = 1, DL_LEASE, DL_LAST_CALL, DL_GC };
 
-struct mu_rdzv_run {
+struct rdzv_run {
   struct mu_hnode h; /* key: run id (owned) */
-  struct mu_rdzv *rv;
+  struct rdzv *rv;
   struct mu_list_node link; /* on rv->runs_list */
   uint32_t min_nodes, max_nodes, last_call_ms, join_timeout_ms, lease_ttl_ms;
-  enum mu_rdzv_run_state state;
+  enum rdzv_run_state state;
   char *reason;
-  enum mu_rdzv_round_state rstate;
-  struct mu_rdzv_round *round; /* the latest closed round, NULL before the first */
-  uint32_t round_gone;         /* members of `round` removed since it closed */
-  uint32_t left_ok;            /* members of `round` that left with success */
+  enum rdzv_round_state rstate;
+  struct rdzv_round *round; /* the latest closed round, NULL before the first */
+  uint32_t round_gone;      /* members of `round` removed since it closed */
+  uint32_t left_ok;         /* members of `round` that left with success */
   struct mu_htab nodes;
   struct mu_list joins;   /* pending joins, in join order */
   uint32_t joins_prev;    /* pending joins from members of `round` */
   struct mu_list watches; /* pending watches */
   struct mu_list leases;  /* members in lease order: the head expires first */
-  struct mu_rdzv_deadline lease_dl, last_call_dl, gc_dl;
+  struct rdzv_deadline lease_dl, last_call_dl, gc_dl;
   struct mu_htab barriers;
   struct mu_htab kv;
   size_t kv_bytes;
@@ -83,7 +83,7 @@ struct mu_rdzv_run {
   uint64_t kv_version;
 };
 
-struct mu_rdzv {
+struct rdzv {
   uv_loop_t *loop;
   uv_timer_t timer;
   uint64_t armed_at; /* 0: not armed */
@@ -91,81 +91,78 @@ struct mu_rdzv {
   uint64_t gc_ms;
   struct mu_htab runs;
   struct mu_list runs_list; /* in creation order */
-  struct mu_rdzv_stats st;
+  struct rdzv_stats st;
   void (*done)(void *);
   void *done_data;
-  void (*on_change)(void *); /* the durable state changed (mu_rdzv_set_change_hook) */
+  void (*on_change)(void *); /* the durable state changed (rdzv_set_change_hook) */
   void *on_change_data;
 };
 
-static inline struct mu_rdzv_node *node_of(struct mu_hnode *h)
+static inline struct rdzv_node *node_of(struct mu_hnode *h)
 {
-  return MU_CONTAINER_OF(h, struct mu_rdzv_node, h);
+  return MU_CONTAINER_OF(h, struct rdzv_node, h);
 }
 
-static inline struct mu_rdzv_wait *wait_of(struct mu_list_node *x)
+static inline struct rdzv_wait *wait_of(struct mu_list_node *x)
 {
-  return MU_CONTAINER_OF(x, struct mu_rdzv_wait, link);
+  return MU_CONTAINER_OF(x, struct rdzv_wait, link);
 }
 
 /* rdzv.c: time, deadlines, waits */
-uint64_t rdzv_now(const struct mu_rdzv *rv);
+uint64_t rdzv_now(const struct rdzv *rv);
 /* Queues (or moves) `d` to fire at `at` and re-arms the timer. */
-void rdzv_deadline_set(struct mu_rdzv *rv, struct mu_rdzv_deadline *d, uint64_t at);
-void rdzv_deadline_clear(struct mu_rdzv *rv, struct mu_rdzv_deadline *d);
-/* Tells the change hook (durability) that what mu_rdzv_encode() writes has changed. */
-void rdzv_changed(struct mu_rdzv *rv);
-void rdzv_wait_queue(struct mu_list *l, struct mu_rdzv_wait *w);
-void rdzv_wait_unqueue(struct mu_rdzv_wait *w);
+void rdzv_deadline_set(struct rdzv *rv, struct rdzv_deadline *d, uint64_t at);
+void rdzv_deadline_clear(struct rdzv *rv, struct rdzv_deadline *d);
+/* Tells the change hook (durability) that what rdzv_encode() writes has changed. */
+void rdzv_changed(struct rdzv *rv);
+void rdzv_wait_queue(struct mu_list *l, struct rdzv_wait *w);
+void rdzv_wait_unqueue(struct rdzv_wait *w);
 /* Moves every wait of `from` onto `to` (emptying `from`), so that a callback fired while `to`
  * drains can still unqueue any of them. */
 void rdzv_wait_take(struct mu_list *to, struct mu_list *from);
 /* Detaches `w` from its list and deadline; it is no longer pending. */
-void rdzv_wait_detach(struct mu_rdzv *rv, struct mu_rdzv_wait *w);
-void rdzv_fire(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a);
-void rdzv_fire_error(struct mu_rdzv_wait *w, const char *run_id, int err, const char *msg);
+void rdzv_wait_detach(struct rdzv *rv, struct rdzv_wait *w);
+void rdzv_fire(struct rdzv_wait *w, const struct rdzv_answer *a);
+void rdzv_fire_error(struct rdzv_wait *w, const char *run_id, int err, const char *msg);
 /* Detaches barrier or KV wait `w` of `run` and drops it from the pending counts. */
-void rdzv_other_detach(struct mu_rdzv_run *run, struct mu_rdzv_wait *w);
+void rdzv_other_detach(struct rdzv_run *run, struct rdzv_wait *w);
 /* Answers `a` to every barrier or KV wait on `list` (taken off it first: a callback may queue
  * new waits there). */
-void rdzv_answer_others(struct mu_rdzv_run *run, struct mu_list *list,
-                        const struct mu_rdzv_answer *a);
+void rdzv_answer_others(struct rdzv_run *run, struct mu_list *list, const struct rdzv_answer *a);
 /* Printable ASCII without '"' and '\\': safe to print in JSON as is. */
 int rdzv_valid_text(const char *s, size_t max);
 
 /* runs.c: runs, rounds, members, leases */
 /* A node whose id lives in the same allocation (one cache line less per lookup); refs 0. */
-struct mu_rdzv_node *rdzv_node_new(const char *node_id, size_t idlen);
-void rdzv_node_unref(struct mu_rdzv_node *n);
-struct mu_rdzv_run *rdzv_run_new(struct mu_rdzv *rv, const char *run_id,
-                                 const struct mu_rdzv_config *c);
-struct mu_rdzv_run *rdzv_find_run(struct mu_rdzv *rv, const char *run_id);
-struct mu_rdzv_node *rdzv_find_node(struct mu_rdzv_run *run, const char *node_id);
+struct rdzv_node *rdzv_node_new(const char *node_id, size_t idlen);
+void rdzv_node_unref(struct rdzv_node *n);
+struct rdzv_run *rdzv_run_new(struct rdzv *rv, const char *run_id, const struct rdzv_config *c);
+struct rdzv_node *rdzv_find_node(struct rdzv_run *run, const char *node_id);
 /* Answers every wait of `run` with `err` and frees it. */
-void rdzv_run_free(struct mu_rdzv_run *run);
+void rdzv_run_free(struct rdzv_run *run);
 /* Starts (or stops) the GC clock of a run that ended or has nothing left in it. */
-void rdzv_gc_check(struct mu_rdzv_run *run);
-int rdzv_run_idle(const struct mu_rdzv_run *run);
+void rdzv_gc_check(struct rdzv_run *run);
+int rdzv_run_idle(const struct rdzv_run *run);
 /* Appends why `run` (ended) takes no more work to `err`. Returns: RUN_CLOSED or RUN_SHUT. */
-int rdzv_ended_err(const struct mu_rdzv_run *run, struct mu_buf *err);
-void rdzv_lease_renew(struct mu_rdzv_run *run, struct mu_rdzv_node *n);
+int rdzv_ended_err(const struct rdzv_run *run, struct mu_buf *err);
+void rdzv_lease_renew(struct rdzv_run *run, struct rdzv_node *n);
 /* Expires every lease of `run` due at `now` (its lease deadline fired). */
-void rdzv_leases_expire(struct mu_rdzv_run *run, uint64_t now);
-void rdzv_maybe_close(struct mu_rdzv_run *run, int last_call_over);
-void rdzv_join_timed_out(struct mu_rdzv_wait *w);
-void rdzv_join_cancel(struct mu_rdzv_wait *w);
-void rdzv_watch_timed_out(struct mu_rdzv_wait *w);
-void rdzv_watch_cancel(struct mu_rdzv_wait *w);
+void rdzv_leases_expire(struct rdzv_run *run, uint64_t now);
+void rdzv_maybe_close(struct rdzv_run *run, int last_call_over);
+void rdzv_join_timed_out(struct rdzv_wait *w);
+void rdzv_join_cancel(struct rdzv_wait *w);
+void rdzv_watch_timed_out(struct rdzv_wait *w);
+void rdzv_watch_cancel(struct rdzv_wait *w);
 
 /* barrier_kv.c: barriers and KV */
-void rdzv_barrier_timed_out(struct mu_rdzv_wait *w);
-void rdzv_kv_timed_out(struct mu_rdzv_wait *w);
-void rdzv_kv_cancel(struct mu_rdzv_wait *w);
+void rdzv_barrier_timed_out(struct rdzv_wait *w);
+void rdzv_kv_timed_out(struct rdzv_wait *w);
+void rdzv_kv_cancel(struct rdzv_wait *w);
 /* Frees every barrier and KV entry of `run` (their waits answered already). */
-void rdzv_barriers_kv_free(struct mu_rdzv_run *run);
+void rdzv_barriers_kv_free(struct rdzv_run *run);
 /* Answers every barrier arrival and KV waiter of `run` with `err`. */
-void rdzv_barriers_kv_answer(struct mu_rdzv_run *run, int err, const char *msg);
+void rdzv_barriers_kv_answer(struct rdzv_run *run, int err, const char *msg);
 /* Adds a restored KV entry (codec.c). Returns: 0, or -1 when the key is there already. */
-int rdzv_kv_restore(struct mu_rdzv_run *run, char *key, char *val, size_t len, uint64_t version);
+int rdzv_kv_restore(struct rdzv_run *run, char *key, char *val, size_t len, uint64_t version);
 
 #endif

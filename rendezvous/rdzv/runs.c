@@ -10,12 +10,12 @@
  * Nodes and leases
  */
 
-static struct mu_rdzv_node *lease_node(struct mu_list_node *x)
+static struct rdzv_node *lease_node(struct mu_list_node *x)
 {
-  return MU_CONTAINER_OF(x, struct mu_rdzv_node, lease);
+  return MU_CONTAINER_OF(x, struct rdzv_node, lease);
 }
 
-void rdzv_node_unref(struct mu_rdzv_node *n)
+void rdzv_node_unref(struct rdzv_node *n)
 {
   if (--n->refs > 0)
     return;
@@ -23,16 +23,16 @@ void rdzv_node_unref(struct mu_rdzv_node *n)
   mu_free(n);
 }
 
-struct mu_rdzv_node *rdzv_node_new(const char *node_id, size_t idlen)
+struct rdzv_node *rdzv_node_new(const char *node_id, size_t idlen)
 {
-  struct mu_rdzv_node *n = mu_calloc(1, sizeof(*n) + idlen + 1);
+  struct rdzv_node *n = mu_calloc(1, sizeof(*n) + idlen + 1);
   n->h.key = (char *)(n + 1);
   n->h.len = (uint32_t)idlen;
   memcpy(n->h.key, node_id, idlen);
   return n;
 }
 
-static void lease_unlink(struct mu_rdzv_run *run, struct mu_rdzv_node *n)
+static void lease_unlink(struct rdzv_run *run, struct rdzv_node *n)
 {
   if (!n->in_lease)
     return;
@@ -42,7 +42,7 @@ static void lease_unlink(struct mu_rdzv_run *run, struct mu_rdzv_node *n)
 
 /* (Re)starts `n`'s lease: it now expires last. A node with an open watch has no running
  * lease: the watch holds it, and its end starts the lease afresh (watch_release). */
-void rdzv_lease_renew(struct mu_rdzv_run *run, struct mu_rdzv_node *n)
+void rdzv_lease_renew(struct rdzv_run *run, struct rdzv_node *n)
 {
   lease_unlink(run, n);
   if (n->nwatch > 0)
@@ -50,12 +50,12 @@ void rdzv_lease_renew(struct mu_rdzv_run *run, struct mu_rdzv_node *n)
   n->expires = rdzv_now(run->rv) + run->lease_ttl_ms;
   mu_list_push_back(&run->leases, &n->lease);
   n->in_lease = 1;
-  if (!mu_heap_queued(&run->lease_dl.hn) && run->state == MU_RDZV_RUN_OPEN)
+  if (!mu_heap_queued(&run->lease_dl.hn) && run->state == RDZV_RUN_OPEN)
     rdzv_deadline_set(run->rv, &run->lease_dl, lease_node(run->leases.head)->expires);
 }
 
 /* A watch parked by member `n` holds its lease: the lease stops until the watch ends. */
-static void watch_hold(struct mu_rdzv_run *run, struct mu_rdzv_wait *w, struct mu_rdzv_node *n)
+static void watch_hold(struct rdzv_run *run, struct rdzv_wait *w, struct rdzv_node *n)
 {
   n->refs++;
   n->nwatch++;
@@ -65,15 +65,15 @@ static void watch_hold(struct mu_rdzv_run *run, struct mu_rdzv_wait *w, struct m
 
 /* Ends a watch: frees its node id and, if it held a lease, restarts that lease from now (a
  * node whose watch ended has one lease TTL to heartbeat or watch again). */
-static void watch_release(struct mu_rdzv_run *run, struct mu_rdzv_wait *w)
+static void watch_release(struct rdzv_run *run, struct rdzv_wait *w)
 {
-  struct mu_rdzv_node *n = w->node;
+  struct rdzv_node *n = w->node;
   mu_free(w->obj);
   w->obj = NULL;
   w->node = NULL;
   if (n == NULL)
     return;
-  if (--n->nwatch == 0 && !n->gone && n->join == NULL && run->state == MU_RDZV_RUN_OPEN)
+  if (--n->nwatch == 0 && !n->gone && n->join == NULL && run->state == RDZV_RUN_OPEN)
     rdzv_lease_renew(run, n);
   rdzv_node_unref(n);
 }
@@ -82,12 +82,12 @@ static void watch_release(struct mu_rdzv_run *run, struct mu_rdzv_wait *w)
  * Rounds
  */
 
-static void round_unref(struct mu_rdzv_round *r)
+static void round_unref(struct rdzv_round *r)
 {
   if (--r->refs > 0)
     return;
   for (uint32_t i = 0; i < r->nnodes; i++) {
-    struct mu_rdzv_node *n = r->members[i];
+    struct rdzv_node *n = r->members[i];
     if (n->round == r)
       n->round = NULL;
     rdzv_node_unref(n);
@@ -98,31 +98,31 @@ static void round_unref(struct mu_rdzv_round *r)
 }
 
 /* Is `n` a member of the run's latest round? */
-static int in_round(const struct mu_rdzv_run *run, const struct mu_rdzv_node *n)
+static int in_round(const struct rdzv_run *run, const struct rdzv_node *n)
 {
   return run->round != NULL && n->round == run->round && !n->gone;
 }
 
-static uint32_t waiting_count(const struct mu_rdzv_run *run)
+static uint32_t waiting_count(const struct rdzv_run *run)
 {
   return (uint32_t)run->joins.n;
 }
 
 /* The event a watch of round `round` by `node_id` should get now, or NULL (healthy). */
-static const char *watch_event(struct mu_rdzv_run *run, const char *node_id, uint64_t round)
+static const char *watch_event(struct rdzv_run *run, const char *node_id, uint64_t round)
 {
-  if (run->state == MU_RDZV_RUN_CLOSED)
+  if (run->state == RDZV_RUN_CLOSED)
     return "closed";
-  if (run->state == MU_RDZV_RUN_SHUT)
+  if (run->state == RDZV_RUN_SHUT)
     return "shut";
   uint64_t cur = run->round ? run->round->number : 0;
   if (round < cur)
     return "superseded";
   if (round > cur)
     return "broken"; /* a round that never closed: the node must join */
-  if (run->rstate != MU_RDZV_ROUND_ACTIVE)
+  if (run->rstate != RDZV_ROUND_ACTIVE)
     return "broken";
-  struct mu_rdzv_node *n = rdzv_find_node(run, node_id);
+  struct rdzv_node *n = rdzv_find_node(run, node_id);
   if (n == NULL || !in_round(run, n))
     return "broken";
   if (run->joins.n > 0 && run->round->nnodes < run->max_nodes)
@@ -131,7 +131,7 @@ static const char *watch_event(struct mu_rdzv_run *run, const char *node_id, uin
 }
 
 /* Answers watch `w` with `a` (its event set), releasing what it holds. */
-static void watch_answer(struct mu_rdzv_run *run, struct mu_rdzv_wait *w, struct mu_rdzv_answer *a)
+static void watch_answer(struct rdzv_run *run, struct rdzv_wait *w, struct rdzv_answer *a)
 {
   a->run_id = run->h.key;
   a->round_number = w->round;
@@ -142,19 +142,19 @@ static void watch_answer(struct mu_rdzv_run *run, struct mu_rdzv_wait *w, struct
 }
 
 /* Fires every watch that now has an event. */
-static void kick_watches(struct mu_rdzv_run *run)
+static void kick_watches(struct rdzv_run *run)
 {
   struct mu_list todo;
   rdzv_wait_take(&todo, &run->watches);
   while (todo.head != NULL) {
-    struct mu_rdzv_wait *w = wait_of(todo.head);
+    struct rdzv_wait *w = wait_of(todo.head);
     const char *ev = watch_event(run, w->obj, w->round);
     rdzv_wait_unqueue(w);
     if (ev == NULL) {
       rdzv_wait_queue(&run->watches, w);
       continue;
     }
-    struct mu_rdzv_answer a;
+    struct rdzv_answer a;
     memset(&a, 0, sizeof(a));
     a.event = ev;
     a.waiting = waiting_count(run);
@@ -162,19 +162,19 @@ static void kick_watches(struct mu_rdzv_run *run)
   }
 }
 
-static void break_round(struct mu_rdzv_run *run)
+static void break_round(struct rdzv_run *run)
 {
-  if (run->rstate != MU_RDZV_ROUND_ACTIVE)
+  if (run->rstate != RDZV_ROUND_ACTIVE)
     return;
-  run->rstate = MU_RDZV_ROUND_BROKEN;
+  run->rstate = RDZV_ROUND_BROKEN;
   rdzv_changed(run->rv);
   kick_watches(run);
 }
 
 /* Withdraws node `n`'s pending join (no callback); the node keeps a lease. */
-static void join_withdraw(struct mu_rdzv_run *run, struct mu_rdzv_node *n)
+static void join_withdraw(struct rdzv_run *run, struct rdzv_node *n)
 {
-  struct mu_rdzv_wait *w = n->join;
+  struct rdzv_wait *w = n->join;
   if (w == NULL)
     return;
   n->join = NULL;
@@ -182,17 +182,17 @@ static void join_withdraw(struct mu_rdzv_run *run, struct mu_rdzv_node *n)
     run->joins_prev--;
   rdzv_wait_detach(run->rv, w);
   run->rv->st.pending_joins--;
-  if (run->state == MU_RDZV_RUN_OPEN)
+  if (run->state == RDZV_RUN_OPEN)
     rdzv_lease_renew(run, n);
 }
 
 /* Removes node `n` from the run (lease expired, left, failed). */
-static void node_remove(struct mu_rdzv_run *run, struct mu_rdzv_node *n, int breaks)
+static void node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks)
 {
   if (n->join) {
-    struct mu_rdzv_wait *w = n->join;
+    struct rdzv_wait *w = n->join;
     join_withdraw(run, n);
-    rdzv_fire_error(w, run->h.key, MU_RDZV_ENOT_MEMBER,
+    rdzv_fire_error(w, run->h.key, RDZV_ENOT_MEMBER,
                     "the node was removed from the run while its join was pending; join again");
   }
   lease_unlink(run, n);
@@ -211,19 +211,18 @@ static void node_remove(struct mu_rdzv_run *run, struct mu_rdzv_node *n, int bre
   rdzv_gc_check(run);
 }
 
-void rdzv_leases_expire(struct mu_rdzv_run *run, uint64_t now)
+void rdzv_leases_expire(struct rdzv_run *run, uint64_t now)
 {
-  struct mu_rdzv *rv = run->rv;
+  struct rdzv *rv = run->rv;
   while (run->leases.head != NULL && lease_node(run->leases.head)->expires <= now) {
     rv->st.leases_expired++;
     node_remove(run, lease_node(run->leases.head), 1);
   }
-  if (run->leases.head != NULL && !mu_heap_queued(&run->lease_dl.hn) &&
-      run->state == MU_RDZV_RUN_OPEN)
+  if (run->leases.head != NULL && !mu_heap_queued(&run->lease_dl.hn) && run->state == RDZV_RUN_OPEN)
     rdzv_deadline_set(rv, &run->lease_dl, lease_node(run->leases.head)->expires);
 }
 
-static void fill_member(const struct mu_rdzv_node *n, struct mu_rdzv_member *m)
+static void fill_member(const struct rdzv_node *n, struct rdzv_member *m)
 {
   m->node_id = n->h.key;
   m->addr = n->addr;
@@ -233,23 +232,23 @@ static void fill_member(const struct mu_rdzv_node *n, struct mu_rdzv_member *m)
   m->rank_offset = n->rank_offset;
 }
 
-void mu_rdzv_round_member(const struct mu_rdzv_round *round, uint32_t i, struct mu_rdzv_member *out)
+void rdzv_round_member(const struct rdzv_round *round, uint32_t i, struct rdzv_member *out)
 {
-  const struct mu_rdzv_node *n = round->members[i];
+  const struct rdzv_node *n = round->members[i];
   fill_member(n, out);
   /* n->rank may belong to a later round: the round's own order is authoritative. */
   out->node_rank = i;
 }
 
-const char *mu_rdzv_round_members_json(const struct mu_rdzv_round *round, size_t *len)
+const char *rdzv_round_members_json(const struct rdzv_round *round, size_t *len)
 {
-  struct mu_rdzv_round *r = (struct mu_rdzv_round *)round; /* a cache: logically const */
+  struct rdzv_round *r = (struct rdzv_round *)round; /* a cache: logically const */
   if (r->members_json == NULL) {
     struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
     uint64_t off = 0;
     mu_buf_putc(&b, '[');
     for (uint32_t i = 0; i < r->nnodes; i++) {
-      const struct mu_rdzv_node *n = r->members[i];
+      const struct rdzv_node *n = r->members[i];
       /* Ids and addresses are checked at join to need no JSON escaping. */
       mu_buf_printf(&b,
                     "%s{\"node_id\":\"%s\",\"addr\":\"%s\",\"local_world_size\":%" PRIu32
@@ -269,15 +268,15 @@ const char *mu_rdzv_round_members_json(const struct mu_rdzv_round *round, size_t
 /* The pending joins that make the next round, in rank order: members of the previous round
  * first, in their old order (bucketed by old rank, O(n)), then newcomers in join order, up to
  * `k`. Returns: how many were written to `chosen`. */
-static uint32_t choose_members(struct mu_rdzv_run *run, struct mu_rdzv_wait **chosen, uint32_t k)
+static uint32_t choose_members(struct rdzv_run *run, struct rdzv_wait **chosen, uint32_t k)
 {
-  struct mu_rdzv_round *old = run->round;
+  struct rdzv_round *old = run->round;
   int reorder = old != NULL && run->joins_prev > 0;
   uint32_t nchosen = 0;
   if (reorder) {
-    struct mu_rdzv_wait **bucket = mu_calloc(old->nnodes, sizeof(*bucket));
+    struct rdzv_wait **bucket = mu_calloc(old->nnodes, sizeof(*bucket));
     for (struct mu_list_node *x = run->joins.head; x != NULL; x = x->next) {
-      struct mu_rdzv_node *n = wait_of(x)->obj;
+      struct rdzv_node *n = wait_of(x)->obj;
       if (in_round(run, n))
         bucket[n->rank] = wait_of(x);
     }
@@ -287,7 +286,7 @@ static uint32_t choose_members(struct mu_rdzv_run *run, struct mu_rdzv_wait **ch
     mu_free(bucket);
   }
   for (struct mu_list_node *x = run->joins.head; x != NULL && nchosen < k; x = x->next) {
-    struct mu_rdzv_node *n = wait_of(x)->obj;
+    struct rdzv_node *n = wait_of(x)->obj;
     if (!(reorder && in_round(run, n)))
       chosen[nchosen++] = wait_of(x);
   }
@@ -295,16 +294,16 @@ static uint32_t choose_members(struct mu_rdzv_run *run, struct mu_rdzv_wait **ch
 }
 
 /* Closes a round with the pending joins (see choose_members()), up to max_nodes. */
-static void close_round(struct mu_rdzv_run *run)
+static void close_round(struct rdzv_run *run)
 {
-  struct mu_rdzv *rv = run->rv;
-  struct mu_rdzv_round *old = run->round;
+  struct rdzv *rv = run->rv;
+  struct rdzv_round *old = run->round;
   uint32_t k = run->joins.n < run->max_nodes ? (uint32_t)run->joins.n : run->max_nodes;
-  struct mu_rdzv_round *r = mu_calloc(1, sizeof(*r));
+  struct rdzv_round *r = mu_calloc(1, sizeof(*r));
   r->number = (old ? old->number : 0) + 1;
   r->members = mu_calloc(k ? k : 1, sizeof(*r->members));
   r->refs = 1;
-  struct mu_rdzv_wait **chosen = mu_calloc(k ? k : 1, sizeof(*chosen));
+  struct rdzv_wait **chosen = mu_calloc(k ? k : 1, sizeof(*chosen));
   uint32_t nchosen = choose_members(run, chosen, k);
 
   /* Leave the old round: its members' places are cleared. */
@@ -313,7 +312,7 @@ static void close_round(struct mu_rdzv_run *run)
     round_unref(old);
   uint64_t off = 0;
   for (uint32_t i = 0; i < nchosen; i++) {
-    struct mu_rdzv_node *n = chosen[i]->obj;
+    struct rdzv_node *n = chosen[i]->obj;
     r->members[i] = n;
     n->refs++;
     n->round = r;
@@ -324,7 +323,7 @@ static void close_round(struct mu_rdzv_run *run)
   }
   r->nnodes = nchosen;
   r->world_size = off;
-  run->rstate = MU_RDZV_ROUND_ACTIVE;
+  run->rstate = RDZV_ROUND_ACTIVE;
   run->round_gone = 0;
   run->left_ok = 0;
   run->joins_prev = 0;
@@ -333,24 +332,24 @@ static void close_round(struct mu_rdzv_run *run)
 
   /* Detach the chosen waits and start their leases, then answer. */
   for (uint32_t i = 0; i < nchosen; i++) {
-    struct mu_rdzv_node *n = chosen[i]->obj;
+    struct rdzv_node *n = chosen[i]->obj;
     n->join = NULL;
     rdzv_wait_detach(rv, chosen[i]);
     rv->st.pending_joins--;
     rdzv_lease_renew(run, n);
   }
   r->refs++; /* held while the callbacks run */
-  struct mu_rdzv_answer a;
+  struct rdzv_answer a;
   memset(&a, 0, sizeof(a));
   a.run_id = run->h.key;
   a.round = r;
   a.round_number = r->number;
   a.lease_ttl_ms = run->lease_ttl_ms;
   if (nchosen > 0)
-    mu_rdzv_round_member(r, 0, &a.master);
+    rdzv_round_member(r, 0, &a.master);
   for (uint32_t i = 0; i < nchosen; i++) {
-    mu_rdzv_round_member(r, i, &a.self);
-    a.with_members = chosen[i]->with_members && nchosen <= MU_RDZV_MEMBERS_IN_REPLY;
+    rdzv_round_member(r, i, &a.self);
+    a.with_members = chosen[i]->with_members && nchosen <= RDZV_MEMBERS_IN_REPLY;
     rdzv_fire(chosen[i], &a);
   }
   mu_free(chosen);
@@ -362,9 +361,9 @@ static void close_round(struct mu_rdzv_run *run)
 }
 
 /* Closes the round if the pending joins allow it, or starts the last call. */
-void rdzv_maybe_close(struct mu_rdzv_run *run, int last_call_over)
+void rdzv_maybe_close(struct rdzv_run *run, int last_call_over)
 {
-  if (run->state != MU_RDZV_RUN_OPEN || run->rstate == MU_RDZV_ROUND_ACTIVE)
+  if (run->state != RDZV_RUN_OPEN || run->rstate == RDZV_ROUND_ACTIVE)
     return;
   uint32_t n = (uint32_t)run->joins.n;
   if (n < run->min_nodes || n == 0) {
@@ -388,14 +387,14 @@ void rdzv_maybe_close(struct mu_rdzv_run *run, int last_call_over)
  * Runs
  */
 
-int rdzv_run_idle(const struct mu_rdzv_run *run)
+int rdzv_run_idle(const struct rdzv_run *run)
 {
   return run->nodes.n == 0 && run->pending_other == 0 && run->watches.n == 0;
 }
 
-void rdzv_gc_check(struct mu_rdzv_run *run)
+void rdzv_gc_check(struct rdzv_run *run)
 {
-  if (run->state != MU_RDZV_RUN_OPEN || rdzv_run_idle(run)) {
+  if (run->state != RDZV_RUN_OPEN || rdzv_run_idle(run)) {
     if (!mu_heap_queued(&run->gc_dl.hn))
       rdzv_deadline_set(run->rv, &run->gc_dl, rdzv_now(run->rv) + run->rv->gc_ms);
   } else {
@@ -404,12 +403,12 @@ void rdzv_gc_check(struct mu_rdzv_run *run)
 }
 
 /* Answers every wait of an ended run (or of a server shutting down with `err`). */
-static void answer_all(struct mu_rdzv_run *run, int err, const char *msg)
+static void answer_all(struct rdzv_run *run, int err, const char *msg)
 {
-  struct mu_rdzv *rv = run->rv;
+  struct rdzv *rv = run->rv;
   while (run->joins.head != NULL) {
-    struct mu_rdzv_wait *w = wait_of(run->joins.head);
-    struct mu_rdzv_node *n = w->obj;
+    struct rdzv_wait *w = wait_of(run->joins.head);
+    struct rdzv_node *n = w->obj;
     n->join = NULL;
     rdzv_wait_detach(rv, w);
     rv->st.pending_joins--;
@@ -417,14 +416,14 @@ static void answer_all(struct mu_rdzv_run *run, int err, const char *msg)
   }
   run->joins_prev = 0;
   while (run->watches.head != NULL) {
-    struct mu_rdzv_wait *w = wait_of(run->watches.head);
-    struct mu_rdzv_answer a;
+    struct rdzv_wait *w = wait_of(run->watches.head);
+    struct rdzv_answer a;
     memset(&a, 0, sizeof(a));
-    if (err == MU_RDZV_ESHUTTING_DOWN) {
+    if (err == RDZV_ESHUTTING_DOWN) {
       a.err = err;
       a.message = msg;
     }
-    a.event = run->state == MU_RDZV_RUN_SHUT ? "shut" : "closed";
+    a.event = run->state == RDZV_RUN_SHUT ? "shut" : "closed";
     watch_answer(run, w, &a);
   }
   rdzv_barriers_kv_answer(run, err, msg);
@@ -432,18 +431,17 @@ static void answer_all(struct mu_rdzv_run *run, int err, const char *msg)
 
 static void node_drop(struct mu_hnode *h, void *data)
 {
-  struct mu_rdzv_node *n = node_of(h);
-  struct mu_rdzv *rv = data;
+  struct rdzv_node *n = node_of(h);
+  struct rdzv *rv = data;
   n->gone = 1;
   rv->st.nodes--;
   rdzv_node_unref(n);
 }
 
-void rdzv_run_free(struct mu_rdzv_run *run)
+void rdzv_run_free(struct rdzv_run *run)
 {
-  struct mu_rdzv *rv = run->rv;
-  answer_all(run, MU_RDZV_ESHUTTING_DOWN,
-             "musterd is shutting down; retry against a running server");
+  struct rdzv *rv = run->rv;
+  answer_all(run, RDZV_ESHUTTING_DOWN, "musterd is shutting down; retry against a running server");
   rdzv_deadline_clear(rv, &run->lease_dl);
   rdzv_deadline_clear(rv, &run->last_call_dl);
   rdzv_deadline_clear(rv, &run->gc_dl);
@@ -474,30 +472,25 @@ static int valid_id(const char *s, size_t max)
   return 1;
 }
 
-struct mu_rdzv_run *rdzv_find_run(struct mu_rdzv *rv, const char *run_id)
+struct rdzv_run *rdzv_find(struct rdzv *rv, const char *run_id)
 {
   struct mu_hnode *e = mu_htab_find(&rv->runs, run_id, strlen(run_id));
-  return e ? MU_CONTAINER_OF(e, struct mu_rdzv_run, h) : NULL;
+  return e ? MU_CONTAINER_OF(e, struct rdzv_run, h) : NULL;
 }
 
-struct mu_rdzv_node *rdzv_find_node(struct mu_rdzv_run *run, const char *node_id)
+struct rdzv_node *rdzv_find_node(struct rdzv_run *run, const char *node_id)
 {
   struct mu_hnode *e = mu_htab_find(&run->nodes, node_id, strlen(node_id));
   return e ? node_of(e) : NULL;
 }
 
-struct mu_rdzv_run *mu_rdzv_find(struct mu_rdzv *rv, const char *run_id)
-{
-  return rdzv_find_run(rv, run_id);
-}
-
-struct mu_rdzv_run *mu_rdzv_next_run(struct mu_rdzv *rv, struct mu_rdzv_run *prev)
+struct rdzv_run *rdzv_next_run(struct rdzv *rv, struct rdzv_run *prev)
 {
   struct mu_list_node *x = prev ? prev->link.next : rv->runs_list.head;
-  return x != NULL ? MU_CONTAINER_OF(x, struct mu_rdzv_run, link) : NULL;
+  return x != NULL ? MU_CONTAINER_OF(x, struct rdzv_run, link) : NULL;
 }
 
-void mu_rdzv_run_info(const struct mu_rdzv_run *run, struct mu_rdzv_run_info *out)
+void rdzv_run_info(const struct rdzv_run *run, struct rdzv_run_info *out)
 {
   memset(out, 0, sizeof(*out));
   out->run_id = run->h.key;
@@ -517,21 +510,20 @@ void mu_rdzv_run_info(const struct mu_rdzv_run *run, struct mu_rdzv_run_info *ou
 }
 
 /* Checks a join's configuration and fills in the defaults. */
-static int config_check(const struct mu_rdzv_config *in, struct mu_rdzv_config *out,
-                        struct mu_buf *err)
+static int config_check(const struct rdzv_config *in, struct rdzv_config *out, struct mu_buf *err)
 {
   *out = *in;
-  if (out->min_nodes < 1 || out->min_nodes > MU_RDZV_NODES_MAX) {
-    mu_buf_printf(err, "min_nodes must be between 1 and %d, got %" PRIu32, MU_RDZV_NODES_MAX,
+  if (out->min_nodes < 1 || out->min_nodes > RDZV_NODES_MAX) {
+    mu_buf_printf(err, "min_nodes must be between 1 and %d, got %" PRIu32, RDZV_NODES_MAX,
                   out->min_nodes);
-    return MU_RDZV_EBAD_REQUEST;
+    return RDZV_EBAD_REQUEST;
   }
   if (out->max_nodes == 0)
     out->max_nodes = out->min_nodes;
-  if (out->max_nodes < out->min_nodes || out->max_nodes > MU_RDZV_NODES_MAX) {
+  if (out->max_nodes < out->min_nodes || out->max_nodes > RDZV_NODES_MAX) {
     mu_buf_printf(err, "max_nodes must be between min_nodes (%" PRIu32 ") and %d, got %" PRIu32,
-                  out->min_nodes, MU_RDZV_NODES_MAX, out->max_nodes);
-    return MU_RDZV_EBAD_REQUEST;
+                  out->min_nodes, RDZV_NODES_MAX, out->max_nodes);
+    return RDZV_EBAD_REQUEST;
   }
   if (out->last_call_ms < 0)
     out->last_call_ms = out->min_nodes == out->max_nodes ? 0 : DEFAULT_LAST_CALL_MS;
@@ -544,19 +536,18 @@ static int config_check(const struct mu_rdzv_config *in, struct mu_rdzv_config *
     mu_buf_printf(err,
                   "last_call_ms, join_timeout_ms and lease_ttl_ms must be at most %lld (one week)",
                   MAX_TIMEOUT_MS);
-    return MU_RDZV_EBAD_REQUEST;
+    return RDZV_EBAD_REQUEST;
   }
   if (out->join_timeout_ms == 0 || out->lease_ttl_ms == 0) {
     mu_buf_puts(err, "join_timeout_ms and lease_ttl_ms must be positive");
-    return MU_RDZV_EBAD_REQUEST;
+    return RDZV_EBAD_REQUEST;
   }
   return 0;
 }
 
-struct mu_rdzv_run *rdzv_run_new(struct mu_rdzv *rv, const char *run_id,
-                                 const struct mu_rdzv_config *c)
+struct rdzv_run *rdzv_run_new(struct rdzv *rv, const char *run_id, const struct rdzv_config *c)
 {
-  struct mu_rdzv_run *run = mu_calloc(1, sizeof(*run));
+  struct rdzv_run *run = mu_calloc(1, sizeof(*run));
   char *id = mu_strdup(run_id);
   run->rv = rv;
   run->min_nodes = c->min_nodes;
@@ -576,99 +567,99 @@ struct mu_rdzv_run *rdzv_run_new(struct mu_rdzv *rv, const char *run_id,
   return run;
 }
 
-int rdzv_ended_err(const struct mu_rdzv_run *run, struct mu_buf *err)
+int rdzv_ended_err(const struct rdzv_run *run, struct mu_buf *err)
 {
   const char *sep = run->reason && *run->reason ? ": " : "";
   const char *reason = run->reason ? run->reason : "";
-  if (run->state == MU_RDZV_RUN_CLOSED) {
+  if (run->state == RDZV_RUN_CLOSED) {
     mu_buf_printf(err, "run '%s' is closed%s%s; start a new run id to run again", run->h.key, sep,
                   reason);
-    return MU_RDZV_ERUN_CLOSED;
+    return RDZV_ERUN_CLOSED;
   }
   mu_buf_printf(err, "run '%s' was shut down%s%s; start a new run id to run again", run->h.key, sep,
                 reason);
-  return MU_RDZV_ERUN_SHUT;
+  return RDZV_ERUN_SHUT;
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Joins
  */
 
-/* Checks a join's own fields. Returns: 0, or MU_RDZV_EBAD_REQUEST with `err` saying why. */
-static int join_check(const char *run_id, const struct mu_rdzv_join_req *req, struct mu_buf *err)
+/* Checks a join's own fields. Returns: 0, or RDZV_EBAD_REQUEST with `err` saying why. */
+static int join_check(const char *run_id, const struct rdzv_join_req *req, struct mu_buf *err)
 {
-  if (!valid_id(run_id, MU_RDZV_ID_MAX)) {
-    mu_buf_printf(err, "run_id must be 1-%d characters of A-Z a-z 0-9 . _ -", MU_RDZV_ID_MAX);
-    return MU_RDZV_EBAD_REQUEST;
+  if (!valid_id(run_id, RDZV_ID_MAX)) {
+    mu_buf_printf(err, "run_id must be 1-%d characters of A-Z a-z 0-9 . _ -", RDZV_ID_MAX);
+    return RDZV_EBAD_REQUEST;
   }
-  if (req->node_id == NULL || !rdzv_valid_text(req->node_id, MU_RDZV_NODE_ID_MAX)) {
+  if (req->node_id == NULL || !rdzv_valid_text(req->node_id, RDZV_NODE_ID_MAX)) {
     mu_buf_printf(err,
                   "node_id must be 1-%d printable characters without spaces, quotes or "
                   "backslashes",
-                  MU_RDZV_NODE_ID_MAX);
-    return MU_RDZV_EBAD_REQUEST;
+                  RDZV_NODE_ID_MAX);
+    return RDZV_EBAD_REQUEST;
   }
-  if (req->addr == NULL || !rdzv_valid_text(req->addr, MU_RDZV_ADDR_MAX)) {
+  if (req->addr == NULL || !rdzv_valid_text(req->addr, RDZV_ADDR_MAX)) {
     mu_buf_printf(err,
                   "addr must be 1-%d printable characters without spaces, quotes or backslashes "
                   "(a host name or IP address)",
-                  MU_RDZV_ADDR_MAX);
-    return MU_RDZV_EBAD_REQUEST;
+                  RDZV_ADDR_MAX);
+    return RDZV_EBAD_REQUEST;
   }
   if (req->local_world_size < 1 || req->local_world_size > 65536) {
     mu_buf_printf(err, "local_world_size must be between 1 and 65536, got %" PRIu32,
                   req->local_world_size);
-    return MU_RDZV_EBAD_REQUEST;
+    return RDZV_EBAD_REQUEST;
   }
   if (req->master_port > 65535) {
     mu_buf_printf(err, "master_port must be between 0 and 65535, got %" PRIu32, req->master_port);
-    return MU_RDZV_EBAD_REQUEST;
+    return RDZV_EBAD_REQUEST;
   }
   return 0;
 }
 
 /* A join the run cannot take (ended, other nnodes): answered at once through `w`. */
-static int join_refuse(struct mu_rdzv_run *run, const char *run_id,
-                       const struct mu_rdzv_config *cfg, struct mu_rdzv_wait *w)
+static int join_refuse(struct rdzv_run *run, const char *run_id, const struct rdzv_config *cfg,
+                       struct rdzv_wait *w)
 {
   struct mu_buf m = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   int err;
-  if (run->state != MU_RDZV_RUN_OPEN) {
+  if (run->state != RDZV_RUN_OPEN) {
     err = rdzv_ended_err(run, &m);
   } else if (cfg->min_nodes != run->min_nodes || cfg->max_nodes != run->max_nodes) {
     mu_buf_printf(&m,
                   "run '%s' has nnodes %" PRIu32 ":%" PRIu32 " but this join asks for %" PRIu32
                   ":%" PRIu32 "; use the same --nnodes on every node, or a new run id",
                   run_id, run->min_nodes, run->max_nodes, cfg->min_nodes, cfg->max_nodes);
-    err = MU_RDZV_ECONFIG_MISMATCH;
+    err = RDZV_ECONFIG_MISMATCH;
   } else {
     return 0;
   }
-  w->kind = MU_RDZV_W_NONE;
+  w->kind = RDZV_W_NONE;
   rdzv_fire_error(w, run_id, err, mu_buf_str(&m));
   mu_buf_release(&m);
   return 1;
 }
 
-int mu_rdzv_join(struct mu_rdzv *rv, const char *run_id, const struct mu_rdzv_join_req *req,
-                 struct mu_rdzv_wait *w, struct mu_buf *err)
+int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *req,
+              struct rdzv_wait *w, struct mu_buf *err)
 {
-  struct mu_rdzv_config cfg;
+  struct rdzv_config cfg;
   int rc = join_check(run_id, req, err);
   if (rc == 0)
     rc = config_check(&req->config, &cfg, err);
   if (rc != 0)
     return rc;
-  struct mu_rdzv_run *run = rdzv_find_run(rv, run_id);
+  struct rdzv_run *run = rdzv_find(rv, run_id);
   if (run == NULL) {
-    if (rv->runs.n >= MU_RDZV_RUNS_MAX) {
+    if (rv->runs.n >= RDZV_RUNS_MAX) {
       mu_buf_printf(err, "musterd holds %d runs, its limit; close finished runs first",
-                    MU_RDZV_RUNS_MAX);
-      return MU_RDZV_ETOO_MANY;
+                    RDZV_RUNS_MAX);
+      return RDZV_ETOO_MANY;
     }
     run = rdzv_run_new(rv, run_id, &cfg);
   }
-  w->kind = MU_RDZV_W_JOIN;
+  w->kind = RDZV_W_JOIN;
   w->run = run;
   w->with_members = req->with_members;
   w->list = NULL;
@@ -678,12 +669,12 @@ int mu_rdzv_join(struct mu_rdzv *rv, const char *run_id, const struct mu_rdzv_jo
   if (join_refuse(run, run_id, &cfg, w))
     return 0;
 
-  struct mu_rdzv_node *n = rdzv_find_node(run, req->node_id);
+  struct rdzv_node *n = rdzv_find_node(run, req->node_id);
   if (n != NULL) {
     if (n->join) {
-      struct mu_rdzv_wait *old = n->join;
+      struct rdzv_wait *old = n->join;
       join_withdraw(run, n);
-      rdzv_fire_error(old, run_id, MU_RDZV_EREPLACED,
+      rdzv_fire_error(old, run_id, RDZV_EREPLACED,
                       "a newer join from the same node_id replaced this one");
     }
   } else {
@@ -710,7 +701,7 @@ int mu_rdzv_join(struct mu_rdzv *rv, const char *run_id, const struct mu_rdzv_jo
     run->joins_prev++;
     /* A member that joins again has restarted: its round is over. */
     break_round(run);
-  } else if (run->rstate == MU_RDZV_ROUND_ACTIVE) {
+  } else if (run->rstate == RDZV_ROUND_ACTIVE) {
     /* A newcomer: members learn of it if their round has room. */
     kick_watches(run);
   }
@@ -718,9 +709,9 @@ int mu_rdzv_join(struct mu_rdzv *rv, const char *run_id, const struct mu_rdzv_jo
   return 0;
 }
 
-void rdzv_join_timed_out(struct mu_rdzv_wait *w)
+void rdzv_join_timed_out(struct rdzv_wait *w)
 {
-  struct mu_rdzv_run *run = w->run;
+  struct rdzv_run *run = w->run;
   struct mu_buf m = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_printf(&m,
                 "no round of run '%s' closed within join_timeout_ms (%" PRIu32
@@ -729,13 +720,13 @@ void rdzv_join_timed_out(struct mu_rdzv_wait *w)
                 run->h.key, run->join_timeout_ms, run->min_nodes);
   join_withdraw(run, w->obj);
   rdzv_maybe_close(run, 0);
-  rdzv_fire_error(w, run->h.key, MU_RDZV_EJOIN_TIMEOUT, mu_buf_str(&m));
+  rdzv_fire_error(w, run->h.key, RDZV_EJOIN_TIMEOUT, mu_buf_str(&m));
   mu_buf_release(&m);
 }
 
-void rdzv_join_cancel(struct mu_rdzv_wait *w)
+void rdzv_join_cancel(struct rdzv_wait *w)
 {
-  struct mu_rdzv_run *run = w->run;
+  struct rdzv_run *run = w->run;
   join_withdraw(run, w->obj);
   rdzv_maybe_close(run, 0);
 }
@@ -744,39 +735,39 @@ void rdzv_join_cancel(struct mu_rdzv_wait *w)
  * Heartbeats, watches, leaving, ending
  */
 
-int mu_rdzv_heartbeat(struct mu_rdzv *rv, const char *run_id, const char *node_id,
-                      struct mu_rdzv_answer *out)
+int rdzv_heartbeat(struct rdzv *rv, const char *run_id, const char *node_id,
+                   struct rdzv_answer *out)
 {
-  struct mu_rdzv_run *run = rdzv_find_run(rv, run_id);
+  struct rdzv_run *run = rdzv_find(rv, run_id);
   memset(out, 0, sizeof(*out));
   if (run == NULL)
-    return MU_RDZV_ENO_SUCH_RUN;
+    return RDZV_ENO_SUCH_RUN;
   out->run_id = run->h.key;
-  if (run->state == MU_RDZV_RUN_CLOSED)
-    return MU_RDZV_ERUN_CLOSED;
-  if (run->state == MU_RDZV_RUN_SHUT)
-    return MU_RDZV_ERUN_SHUT;
-  struct mu_rdzv_node *n = rdzv_find_node(run, node_id);
+  if (run->state == RDZV_RUN_CLOSED)
+    return RDZV_ERUN_CLOSED;
+  if (run->state == RDZV_RUN_SHUT)
+    return RDZV_ERUN_SHUT;
+  struct rdzv_node *n = rdzv_find_node(run, node_id);
   if (n == NULL)
-    return MU_RDZV_ENOT_MEMBER;
+    return RDZV_ENOT_MEMBER;
   rv->st.heartbeats++;
   if (n->in_lease)
     rdzv_lease_renew(run, n);
   out->round_number = run->round ? run->round->number : 0;
   if (in_round(run, n) && n->join == NULL)
-    out->state = mu_rdzv_round_state_name(run->rstate);
+    out->state = rdzv_round_state_name(run->rstate);
   else
-    out->state = mu_rdzv_round_state_name(MU_RDZV_ROUND_JOINING);
+    out->state = rdzv_round_state_name(RDZV_ROUND_JOINING);
   out->waiting = waiting_count(run);
   return 0;
 }
 
-int mu_rdzv_watch(struct mu_rdzv *rv, const char *run_id, const char *node_id, uint64_t round,
-                  uint64_t timeout_ms, struct mu_rdzv_wait *w)
+int rdzv_watch(struct rdzv *rv, const char *run_id, const char *node_id, uint64_t round,
+               uint64_t timeout_ms, struct rdzv_wait *w)
 {
-  struct mu_rdzv_run *run = rdzv_find_run(rv, run_id);
+  struct rdzv_run *run = rdzv_find(rv, run_id);
   if (run == NULL)
-    return MU_RDZV_ENO_SUCH_RUN;
+    return RDZV_ENO_SUCH_RUN;
   if (timeout_ms > (uint64_t)MAX_TIMEOUT_MS)
     timeout_ms = (uint64_t)MAX_TIMEOUT_MS;
   const char *ev = watch_event(run, node_id, round);
@@ -784,22 +775,22 @@ int mu_rdzv_watch(struct mu_rdzv *rv, const char *run_id, const char *node_id, u
   w->list = NULL;
   w->barrier_id = NULL;
   if (ev != NULL || timeout_ms == 0) {
-    struct mu_rdzv_answer a;
+    struct rdzv_answer a;
     memset(&a, 0, sizeof(a));
     a.run_id = run->h.key;
     a.event = ev ? ev : "none";
     a.round_number = round;
     a.waiting = waiting_count(run);
-    w->kind = MU_RDZV_W_NONE;
+    w->kind = RDZV_W_NONE;
     rdzv_fire(w, &a);
     return 0;
   }
-  w->kind = MU_RDZV_W_WATCH;
+  w->kind = RDZV_W_WATCH;
   w->run = run;
   w->obj = mu_strdup(node_id);
   w->node = NULL;
   w->round = round;
-  struct mu_rdzv_node *n = rdzv_find_node(run, node_id);
+  struct rdzv_node *n = rdzv_find_node(run, node_id);
   if (n != NULL && !n->gone)
     watch_hold(run, w, n);
   w->dl.kind = DL_WAIT;
@@ -810,10 +801,10 @@ int mu_rdzv_watch(struct mu_rdzv *rv, const char *run_id, const char *node_id, u
   return 0;
 }
 
-void rdzv_watch_timed_out(struct mu_rdzv_wait *w)
+void rdzv_watch_timed_out(struct rdzv_wait *w)
 {
-  struct mu_rdzv_run *run = w->run;
-  struct mu_rdzv_answer a;
+  struct rdzv_run *run = w->run;
+  struct rdzv_answer a;
   memset(&a, 0, sizeof(a));
   a.event = "none";
   a.waiting = waiting_count(run);
@@ -826,52 +817,52 @@ void rdzv_watch_timed_out(struct mu_rdzv_wait *w)
   rdzv_fire(w, &a);
 }
 
-void rdzv_watch_cancel(struct mu_rdzv_wait *w)
+void rdzv_watch_cancel(struct rdzv_wait *w)
 {
-  struct mu_rdzv_run *run = w->run;
+  struct rdzv_run *run = w->run;
   watch_release(run, w);
   rdzv_wait_detach(run->rv, w);
   run->rv->st.pending_watches--;
 }
 
-int mu_rdzv_leave(struct mu_rdzv *rv, const char *run_id, const char *node_id, int failed,
-                  const char *reason)
+int rdzv_leave(struct rdzv *rv, const char *run_id, const char *node_id, int failed,
+               const char *reason)
 {
   (void)reason;
-  struct mu_rdzv_run *run = rdzv_find_run(rv, run_id);
+  struct rdzv_run *run = rdzv_find(rv, run_id);
   if (run == NULL)
-    return MU_RDZV_ENO_SUCH_RUN;
-  struct mu_rdzv_node *n = rdzv_find_node(run, node_id);
+    return RDZV_ENO_SUCH_RUN;
+  struct rdzv_node *n = rdzv_find_node(run, node_id);
   if (n == NULL)
-    return run->state == MU_RDZV_RUN_OPEN ? MU_RDZV_ENOT_MEMBER : 0;
-  if (run->state != MU_RDZV_RUN_OPEN) {
+    return run->state == RDZV_RUN_OPEN ? RDZV_ENOT_MEMBER : 0;
+  if (run->state != RDZV_RUN_OPEN) {
     node_remove(run, n, 0);
     return 0;
   }
-  int member_active = in_round(run, n) && run->rstate == MU_RDZV_ROUND_ACTIVE && !n->join;
+  int member_active = in_round(run, n) && run->rstate == RDZV_ROUND_ACTIVE && !n->join;
   if (failed || !member_active) {
     node_remove(run, n, 1);
     return 0;
   }
-  struct mu_rdzv_round *r = run->round;
+  struct rdzv_round *r = run->round;
   n->left_ok = 1;
   run->left_ok++;
   node_remove(run, n, 0);
   if (run->round == r && run->left_ok >= r->nnodes)
-    mu_rdzv_end(rv, run_id, 0, "every member left with success");
+    rdzv_end(rv, run_id, 0, "every member left with success");
   return 0;
 }
 
-int mu_rdzv_end(struct mu_rdzv *rv, const char *run_id, int shut, const char *reason)
+int rdzv_end(struct rdzv *rv, const char *run_id, int shut, const char *reason)
 {
-  struct mu_rdzv_run *run = rdzv_find_run(rv, run_id);
+  struct rdzv_run *run = rdzv_find(rv, run_id);
   if (run == NULL)
-    return MU_RDZV_ENO_SUCH_RUN;
-  enum mu_rdzv_run_state want = shut ? MU_RDZV_RUN_SHUT : MU_RDZV_RUN_CLOSED;
+    return RDZV_ENO_SUCH_RUN;
+  enum rdzv_run_state want = shut ? RDZV_RUN_SHUT : RDZV_RUN_CLOSED;
   if (run->state == want)
     return 0;
-  if (run->state != MU_RDZV_RUN_OPEN)
-    return run->state == MU_RDZV_RUN_CLOSED ? MU_RDZV_ERUN_CLOSED : MU_RDZV_ERUN_SHUT;
+  if (run->state != RDZV_RUN_OPEN)
+    return run->state == RDZV_RUN_CLOSED ? RDZV_ERUN_CLOSED : RDZV_ERUN_SHUT;
   run->state = want;
   mu_free(run->reason);
   reason = reason ? reason : "";

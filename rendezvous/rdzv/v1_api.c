@@ -27,7 +27,7 @@
 
 /* A deferred long poll. */
 struct pend {
-  struct mu_rdzv_wait w;
+  struct rdzv_wait w;
   struct rv_req *req;
   struct v1 *v;
   int deferred; /* rv_req_defer() was called */
@@ -45,15 +45,15 @@ static struct v1 *v1_begin_or_reply(struct rv_req *req)
 {
   struct v1 *v = rv_server_module_data(req->srv, "rdzv");
   if (v == NULL || v->rv == NULL || rv_server_closing(req->srv)) {
-    v1_error_reply(req, MU_RDZV_ESHUTTING_DOWN, "musterd is shutting down", NULL, NULL);
+    v1_error_reply(req, RDZV_ESHUTTING_DOWN, "musterd is shutting down", NULL, NULL);
     return NULL;
   }
   if (req->nvars == 0)
     return v;
   const char *run_id = req->vars[0];
   size_t idlen = strlen(run_id);
-  if (idlen > MU_RDZV_ID_MAX) {
-    v1_bad_request(req, "run id must be 1-%d characters of A-Z a-z 0-9 . _ -", MU_RDZV_ID_MAX);
+  if (idlen > RDZV_ID_MAX) {
+    v1_bad_request(req, "run id must be 1-%d characters of A-Z a-z 0-9 . _ -", RDZV_ID_MAX);
     return NULL;
   }
   for (size_t i = 0; i < idlen; i++) {
@@ -64,8 +64,8 @@ static struct v1 *v1_begin_or_reply(struct rv_req *req)
       return NULL;
     }
   }
-  if (strcmp(req->route->path, V1_KV) == 0 && strlen(req->vars[1]) > MU_RDZV_KEY_MAX) {
-    v1_bad_request(req, "KV keys are at most %d bytes", MU_RDZV_KEY_MAX);
+  if (strcmp(req->route->path, V1_KV) == 0 && strlen(req->vars[1]) > RDZV_KEY_MAX) {
+    v1_bad_request(req, "KV keys are at most %d bytes", RDZV_KEY_MAX);
     return NULL;
   }
   return v;
@@ -102,7 +102,7 @@ static void reply_value(struct rv_req *req, const char *value, size_t len, uint6
   rv_reply(req, 200, "application/octet-stream", hdr, value, len);
 }
 
-static struct pend *pend_new(struct v1 *v, struct rv_req *req, mu_rdzv_wait_cb *cb)
+static struct pend *pend_new(struct v1 *v, struct rv_req *req, rdzv_wait_cb *cb)
 {
   struct pend *p = mu_calloc(1, sizeof(*p));
   p->w.cb = cb;
@@ -132,7 +132,7 @@ static void on_gone(struct rv_req *req, void *data)
 {
   (void)req;
   struct pend *p = data;
-  mu_rdzv_wait_cancel(&p->w);
+  rdzv_wait_cancel(&p->w);
   pend_free(p);
 }
 
@@ -148,7 +148,7 @@ static void pend_settle(struct pend *p, struct rv_req *req)
 }
 
 /* Answers a wait that ended in error. Returns: 1 when it did (a->err set), else 0. */
-static int pend_failed(struct pend *p, const struct mu_rdzv_answer *a)
+static int pend_failed(struct pend *p, const struct rdzv_answer *a)
 {
   if (a->err == 0)
     return 0;
@@ -157,7 +157,7 @@ static int pend_failed(struct pend *p, const struct mu_rdzv_answer *a)
   return 1;
 }
 
-static void on_join(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
+static void on_join(struct rdzv_wait *w, const struct rdzv_answer *a)
 {
   struct pend *p = w->data;
   if (pend_failed(p, a))
@@ -173,7 +173,7 @@ static void on_join(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
                 a->master.master_port, a->lease_ttl_ms);
   if (a->with_members) {
     size_t len = 0;
-    const char *m = mu_rdzv_round_members_json(a->round, &len);
+    const char *m = rdzv_round_members_json(a->round, &len);
     mu_buf_puts(&b, ",\"members\":");
     mu_buf_append(&b, m, len);
   }
@@ -182,7 +182,7 @@ static void on_join(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
   pend_answered(p);
 }
 
-static void on_watch(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
+static void on_watch(struct rdzv_wait *w, const struct rdzv_answer *a)
 {
   struct pend *p = w->data;
   if (pend_failed(p, a))
@@ -194,7 +194,7 @@ static void on_watch(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
   pend_answered(p);
 }
 
-static void on_barrier(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
+static void on_barrier(struct rdzv_wait *w, const struct rdzv_answer *a)
 {
   struct pend *p = w->data;
   if (pend_failed(p, a))
@@ -207,7 +207,7 @@ static void on_barrier(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
   pend_answered(p);
 }
 
-static void on_kv(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
+static void on_kv(struct rdzv_wait *w, const struct rdzv_answer *a)
 {
   struct pend *p = w->data;
   if (pend_failed(p, a))
@@ -229,7 +229,7 @@ static void h_join(struct rv_req *req)
   cJSON *j = v1_body_or_reply(req, 0);
   if (j == NULL)
     return;
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   int64_t lws = 0, port = 0, min = 0, max = 0, lc = -1, jt = -1, ttl = -1;
   int with_members = 1;
   memset(&q, 0, sizeof(q));
@@ -237,8 +237,8 @@ static void h_join(struct rv_req *req)
       v1_field_str_or_reply(req, j, "addr", 1, &q.addr) != 0 ||
       v1_field_int_or_reply(req, j, "local_world_size", 0, 1, 65536, 1, &lws) != 0 ||
       v1_field_int_or_reply(req, j, "master_port", 0, 0, 65535, 0, &port) != 0 ||
-      v1_field_int_or_reply(req, j, "min_nodes", 1, 1, MU_RDZV_NODES_MAX, 0, &min) != 0 ||
-      v1_field_int_or_reply(req, j, "max_nodes", 0, 0, MU_RDZV_NODES_MAX, 0, &max) != 0 ||
+      v1_field_int_or_reply(req, j, "min_nodes", 1, 1, RDZV_NODES_MAX, 0, &min) != 0 ||
+      v1_field_int_or_reply(req, j, "max_nodes", 0, 0, RDZV_NODES_MAX, 0, &max) != 0 ||
       v1_field_int_or_reply(req, j, "last_call_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, -1, &lc) != 0 ||
       v1_field_int_or_reply(req, j, "join_timeout_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, -1, &jt) != 0 ||
       v1_field_int_or_reply(req, j, "lease_ttl_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, -1, &ttl) != 0 ||
@@ -254,7 +254,7 @@ static void h_join(struct rv_req *req)
   q.config.lease_ttl_ms = ttl;
   struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   struct pend *p = pend_new(v, req, on_join);
-  int rc = mu_rdzv_join(v->rv, run_id, &q, &p->w, &msg);
+  int rc = rdzv_join(v->rv, run_id, &q, &p->w, &msg);
   if (rc != 0) {
     pend_free(p);
     v1_error_reply(req, rc, mu_buf_str(&msg), run_id, NULL);
@@ -268,7 +268,7 @@ out:
 
 /* {"round":N,"state":"S","waiting":W}\n without printf (the hot path: one heartbeat per node
  * per lease_ttl_ms / 3): the state names are short and static, so 128 bytes always fit. */
-static void reply_heartbeat(struct rv_req *req, const struct mu_rdzv_answer *a)
+static void reply_heartbeat(struct rv_req *req, const struct rdzv_answer *a)
 {
   char body[128], *p = body;
   size_t sl = strlen(a->state);
@@ -313,8 +313,8 @@ static void h_heartbeat(struct rv_req *req)
     v1_bad_request(req, "field 'node_id' is missing; send {\"node_id\": \"...\"}");
     goto out;
   }
-  struct mu_rdzv_answer a;
-  int rc = mu_rdzv_heartbeat(v->rv, run_id, node_id, &a);
+  struct rdzv_answer a;
+  int rc = rdzv_heartbeat(v->rv, run_id, node_id, &a);
   if (rc != 0)
     v1_fail(req, rc, run_id, node_id);
   else
@@ -340,7 +340,7 @@ static void h_watch(struct rv_req *req)
                             &timeout) != 0)
     return;
   struct pend *p = pend_new(v, req, on_watch);
-  int rc = mu_rdzv_watch(v->rv, run_id, node_id, (uint64_t)round, (uint64_t)timeout, &p->w);
+  int rc = rdzv_watch(v->rv, run_id, node_id, (uint64_t)round, (uint64_t)timeout, &p->w);
   if (rc != 0) {
     pend_free(p);
     v1_fail(req, rc, run_id, node_id);
@@ -351,12 +351,12 @@ static void h_watch(struct rv_req *req)
 
 static void reply_state(struct v1 *v, struct rv_req *req, const char *run_id)
 {
-  struct mu_rdzv_run *run = mu_rdzv_find(v->rv, run_id);
+  struct rdzv_run *run = rdzv_find(v->rv, run_id);
   const char *state = "gone";
   if (run) {
-    struct mu_rdzv_run_info i;
-    mu_rdzv_run_info(run, &i);
-    state = mu_rdzv_run_state_name(i.state);
+    struct rdzv_run_info i;
+    rdzv_run_info(run, &i);
+    state = rdzv_run_state_name(i.state);
   }
   struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_printf(&b, "{\"run_id\":\"%s\",\"state\":\"%s\"}", run_id, state);
@@ -387,7 +387,7 @@ static void h_leave(struct rv_req *req)
                    status);
     goto out;
   }
-  int rc = mu_rdzv_leave(v->rv, run_id, node_id, failed, reason);
+  int rc = rdzv_leave(v->rv, run_id, node_id, failed, reason);
   if (rc != 0)
     v1_fail(req, rc, run_id, node_id);
   else
@@ -409,11 +409,11 @@ static void end_run(struct rv_req *req, int shut)
     return;
   if (v1_field_str_or_reply(req, j, "reason", 0, &reason) != 0)
     goto out;
-  int rc = mu_rdzv_end(v->rv, run_id, shut, reason);
-  if (rc == MU_RDZV_ERUN_CLOSED || rc == MU_RDZV_ERUN_SHUT) {
+  int rc = rdzv_end(v->rv, run_id, shut, reason);
+  if (rc == RDZV_ERUN_CLOSED || rc == RDZV_ERUN_SHUT) {
     char msg[512];
     snprintf(msg, sizeof(msg), "run '%s' already ended as %s; it cannot be %s", run_id,
-             rc == MU_RDZV_ERUN_CLOSED ? "closed" : "shut", shut ? "shut down" : "closed");
+             rc == RDZV_ERUN_CLOSED ? "closed" : "shut", shut ? "shut down" : "closed");
     v1_error_reply(req, rc, msg, run_id, NULL);
   } else if (rc != 0) {
     v1_fail(req, rc, run_id, "");
@@ -434,7 +434,7 @@ static void h_shutdown(struct rv_req *req)
   end_run(req, 1);
 }
 
-static void member_json(struct mu_buf *b, const struct mu_rdzv_member *m)
+static void member_json(struct mu_buf *b, const struct rdzv_member *m)
 {
   mu_buf_printf(b,
                 "{\"node_id\":\"%s\",\"addr\":\"%s\",\"local_world_size\":%" PRIu32
@@ -444,16 +444,16 @@ static void member_json(struct mu_buf *b, const struct mu_rdzv_member *m)
 
 /* The members of the run's last round: all of them up to 10,000, else only the master (a
  * 100k-member list would not fit one reply). */
-static void put_members(struct mu_buf *b, const struct mu_rdzv_run_info *i)
+static void put_members(struct mu_buf *b, const struct rdzv_run_info *i)
 {
   if (i->last_round && i->nnodes <= 10000) {
     size_t len = 0;
-    const char *m = mu_rdzv_round_members_json(i->last_round, &len);
+    const char *m = rdzv_round_members_json(i->last_round, &len);
     mu_buf_puts(b, ",\"members\":");
     mu_buf_append(b, m, len);
   } else if (i->last_round) {
-    struct mu_rdzv_member m;
-    mu_rdzv_round_member(i->last_round, 0, &m);
+    struct rdzv_member m;
+    rdzv_round_member(i->last_round, 0, &m);
     mu_buf_puts(b, ",\"members_omitted\":true,\"members\":[");
     member_json(b, &m);
     mu_buf_putc(b, ']');
@@ -468,23 +468,23 @@ static void h_run(struct rv_req *req)
   if (v == NULL)
     return;
   const char *run_id = req->vars[0];
-  struct mu_rdzv_run *run = mu_rdzv_find(v->rv, run_id);
+  struct rdzv_run *run = rdzv_find(v->rv, run_id);
   if (run == NULL) {
-    v1_fail(req, MU_RDZV_ENO_SUCH_RUN, run_id, "");
+    v1_fail(req, RDZV_ENO_SUCH_RUN, run_id, "");
     return;
   }
-  struct mu_rdzv_run_info i;
-  mu_rdzv_run_info(run, &i);
+  struct rdzv_run_info i;
+  rdzv_run_info(run, &i);
   struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_printf(&b, "{\"run_id\":\"%s\",\"state\":\"%s\",\"reason\":", i.run_id,
-                mu_rdzv_run_state_name(i.state));
+                rdzv_run_state_name(i.state));
   mu_json_str(&b, i.reason, strlen(i.reason));
   mu_buf_printf(&b,
                 ",\"round\":%" PRIu64 ",\"round_state\":\"%s\",\"min_nodes\":%" PRIu32
                 ",\"max_nodes\":%" PRIu32 ",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32
                 ",\"nodes\":%" PRIu32,
-                i.round, mu_rdzv_round_state_name(i.round_state), i.min_nodes, i.max_nodes,
-                i.nnodes, i.waiting, i.nodes);
+                i.round, rdzv_round_state_name(i.round_state), i.min_nodes, i.max_nodes, i.nnodes,
+                i.waiting, i.nodes);
   put_members(&b, &i);
   mu_buf_printf(&b,
                 ",\"config\":{\"min_nodes\":%" PRIu32 ",\"max_nodes\":%" PRIu32
@@ -502,14 +502,14 @@ static void h_runs(struct rv_req *req)
   struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   mu_buf_puts(&b, "{\"runs\":[");
   int first = 1;
-  for (struct mu_rdzv_run *r = mu_rdzv_next_run(v->rv, NULL); r; r = mu_rdzv_next_run(v->rv, r)) {
-    struct mu_rdzv_run_info i;
-    mu_rdzv_run_info(r, &i);
+  for (struct rdzv_run *r = rdzv_next_run(v->rv, NULL); r; r = rdzv_next_run(v->rv, r)) {
+    struct rdzv_run_info i;
+    rdzv_run_info(r, &i);
     mu_buf_printf(&b,
                   "%s{\"run_id\":\"%s\",\"state\":\"%s\",\"round\":%" PRIu64
                   ",\"round_state\":\"%s\",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32 "}",
-                  first ? "" : ",", i.run_id, mu_rdzv_run_state_name(i.state), i.round,
-                  mu_rdzv_round_state_name(i.round_state), i.nnodes, i.waiting);
+                  first ? "" : ",", i.run_id, rdzv_run_state_name(i.state), i.round,
+                  rdzv_round_state_name(i.round_state), i.nnodes, i.waiting);
     first = 0;
   }
   mu_buf_puts(&b, "]}");
@@ -532,8 +532,7 @@ static void h_barrier(struct rv_req *req)
   cJSON *j = v1_body_or_reply(req, 0);
   if (j == NULL)
     return;
-  if (v1_field_int_or_reply(req, j, "count", 1, 1, (int64_t)MU_RDZV_NODES_MAX * 64, 0, &count) !=
-          0 ||
+  if (v1_field_int_or_reply(req, j, "count", 1, 1, (int64_t)RDZV_NODES_MAX * 64, 0, &count) != 0 ||
       v1_field_int_or_reply(req, j, "timeout_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, DEFAULT_BARRIER_MS,
                             &timeout) != 0 ||
       v1_field_str_or_reply(req, j, "id", 0, &id) != 0)
@@ -545,8 +544,7 @@ static void h_barrier(struct rv_req *req)
   struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   struct pend *p = pend_new(v, req, on_barrier);
   p->name = mu_strdup(name);
-  int rc =
-      mu_rdzv_barrier(v->rv, run_id, name, (uint32_t)count, (uint64_t)timeout, id, &p->w, &msg);
+  int rc = rdzv_barrier(v->rv, run_id, name, (uint32_t)count, (uint64_t)timeout, id, &p->w, &msg);
   if (rc != 0) {
     pend_free(p);
     v1_error_reply(req, rc, mu_buf_str(&msg), run_id, NULL);
@@ -565,7 +563,7 @@ static void h_kv_put(struct rv_req *req)
     return;
   const char *run_id = req->vars[0], *key = req->vars[1];
   uint64_t version = 0;
-  int rc = mu_rdzv_kv_set(v->rv, run_id, key, req->body, req->body_len, &version);
+  int rc = rdzv_kv_set(v->rv, run_id, key, req->body, req->body_len, &version);
   if (rc != 0)
     v1_fail(req, rc, run_id, key);
   else
@@ -581,9 +579,9 @@ static void h_kv_get(struct rv_req *req)
   long wait = -1;
   if (v1_param_int_or_reply(req, "wait_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, -1, &wait) != 0)
     return;
-  struct mu_rdzv_answer a;
+  struct rdzv_answer a;
   struct pend *p = wait >= 0 ? pend_new(v, req, on_kv) : NULL;
-  int rc = mu_rdzv_kv_get(v->rv, run_id, key, &a, wait >= 0 ? (uint64_t)wait : 0, p ? &p->w : NULL);
+  int rc = rdzv_kv_get(v->rv, run_id, key, &a, wait >= 0 ? (uint64_t)wait : 0, p ? &p->w : NULL);
   if (rc == 1) {
     pend_settle(p, req);
     return;
@@ -602,7 +600,7 @@ static void h_kv_delete(struct rv_req *req)
   if (v == NULL)
     return;
   const char *run_id = req->vars[0], *key = req->vars[1];
-  int rc = mu_rdzv_kv_del(v->rv, run_id, key);
+  int rc = rdzv_kv_del(v->rv, run_id, key);
   if (rc != 0)
     v1_fail(req, rc, run_id, key);
   else
@@ -627,7 +625,7 @@ static void h_kv_add(struct rv_req *req)
     return;
   }
   int64_t result = 0;
-  int rc = mu_rdzv_kv_add(v->rv, run_id, key, delta, &result);
+  int rc = rdzv_kv_add(v->rv, run_id, key, delta, &result);
   if (rc != 0)
     v1_fail(req, rc, run_id, key);
   else
@@ -648,7 +646,7 @@ static void h_no_endpoint(struct rv_req *req)
            "no endpoint '%.200s' under /v1/runs/%s/; use join, heartbeat, watch, leave, close, "
            "shutdown, barrier/{name} or kv/{key}",
            req->vars[1], req->vars[0]);
-  v1_error_reply(req, MU_RDZV_ENOT_FOUND, msg, NULL, NULL);
+  v1_error_reply(req, RDZV_ENOT_FOUND, msg, NULL, NULL);
 }
 
 /* /v1/<anything but runs>. */
@@ -656,7 +654,7 @@ static void h_no_api(struct rv_req *req)
 {
   if (v1_begin_or_reply(req) == NULL)
     return;
-  v1_error_reply(req, MU_RDZV_ENOT_FOUND,
+  v1_error_reply(req, RDZV_ENOT_FOUND,
                  "no such /v1 endpoint; the API lives under /v1/runs (see docs/rendezvous.md)",
                  NULL, NULL);
 }
@@ -689,19 +687,19 @@ static int v1_refuse(struct rv_req *req, const struct rv_refusal *r)
     snprintf(msg, sizeof(msg), "%s %s is not supported; use %s", req->method_name, req->route->path,
              allow);
     snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
-    v1_error_reply(req, MU_RDZV_EMETHOD_NOT_ALLOWED, msg, NULL, hdr);
+    v1_error_reply(req, RDZV_EMETHOD_NOT_ALLOWED, msg, NULL, hdr);
     return 1;
   }
   case RV_REFUSE_NO_CREDENTIALS:
   case RV_REFUSE_BAD_CREDENTIALS:
-    v1_error_reply(req, MU_RDZV_EUNAUTHORIZED, r->message, NULL,
+    v1_error_reply(req, RDZV_EUNAUTHORIZED, r->message, NULL,
                    "WWW-Authenticate: Bearer realm=\"musterd\"\r\n");
     return 1;
   case RV_REFUSE_TOO_LARGE:
-    v1_error_reply(req, MU_RDZV_ETOO_LARGE, r->message, NULL, NULL);
+    v1_error_reply(req, RDZV_ETOO_LARGE, r->message, NULL, NULL);
     return 1;
   case RV_REFUSE_TOO_MANY:
-    v1_error_reply(req, MU_RDZV_ETOO_MANY, r->message, NULL, NULL);
+    v1_error_reply(req, RDZV_ETOO_MANY, r->message, NULL, NULL);
     return 1;
   }
   return 0;
@@ -725,12 +723,12 @@ static void v1_usage(struct rv_req *req, struct rv_usage *u)
     u->value_len = req->body_len;
   }
   struct v1 *v = rv_server_module_data(req->srv, "rdzv");
-  struct mu_rdzv_run *run = v != NULL && v->rv != NULL ? mu_rdzv_find(v->rv, req->vars[0]) : NULL;
+  struct rdzv_run *run = v != NULL && v->rv != NULL ? rdzv_find(v->rv, req->vars[0]) : NULL;
   if (run == NULL)
     return;
   size_t nkeys, nbytes, old;
   int exists;
-  mu_rdzv_run_kv_usage(run, req->vars[1], &nkeys, &nbytes, &old, &exists);
+  rdzv_run_kv_usage(run, req->vars[1], &nkeys, &nbytes, &old, &exists);
   u->scope_known = 1;
   u->scope_keys = nkeys;
   u->scope_bytes = nbytes;
@@ -782,10 +780,10 @@ static void v1_freed(void *data)
 static void v1_close(struct rv_server *srv, void *data)
 {
   struct v1 *v = data;
-  struct mu_rdzv *rv = v->rv;
+  struct rdzv *rv = v->rv;
   v->rv = NULL;
   rv_server_ref(srv);
-  mu_rdzv_free(rv, v1_freed, v);
+  rdzv_free(rv, v1_freed, v);
 }
 
 static void v1_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
@@ -794,8 +792,8 @@ static void v1_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
   struct v1 *v = data;
   if (v->rv == NULL)
     return;
-  struct mu_rdzv_stats s;
-  mu_rdzv_stats(v->rv, &s);
+  struct rdzv_stats s;
+  rdzv_stats(v->rv, &s);
   mu_buf_printf(out,
                 "# TYPE muster_rdzv_runs gauge\nmuster_rdzv_runs %" PRIu64 "\n"
                 "# TYPE muster_rdzv_nodes gauge\nmuster_rdzv_nodes %" PRIu64 "\n"
@@ -812,25 +810,25 @@ static void v1_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
                 s.leases_expired, s.heartbeats);
 }
 
-int rv_v1_register(struct rv_server *srv)
+int v1_register(struct rv_server *srv)
 {
   struct v1 *v = mu_calloc(1, sizeof(*v));
   v->srv = srv;
-  v->rv = mu_rdzv_new(rv_server_loop(srv), 0);
+  v->rv = rdzv_new(rv_server_loop(srv), 0);
   struct rv_module mod = {"rdzv", v, v1_close, v1_metrics};
   rv_server_add_module(srv, &mod);
   rv_server_add_routes(srv, v1_routes);
   return 0;
 }
 
-void rv_v1_set_run_gc_ms(struct rv_server *srv, uint64_t gc_ms)
+void v1_set_run_gc_ms(struct rv_server *srv, uint64_t gc_ms)
 {
   struct v1 *v = rv_server_module_data(srv, "rdzv");
   if (v && v->rv)
-    mu_rdzv_set_gc_ms(v->rv, gc_ms);
+    rdzv_set_gc_ms(v->rv, gc_ms);
 }
 
-struct mu_rdzv *rv_v1_rdzv(struct rv_server *srv)
+struct rdzv *v1_rdzv(struct rv_server *srv)
 {
   struct v1 *v = rv_server_module_data(srv, "rdzv");
   return v ? v->rv : NULL;

@@ -1,5 +1,5 @@
 /* The /v1 error writer: one reply shape, {"error":code,"message":...[,"reason":...]}, with the
- * code and HTTP status from the one error map (MU_RDZV_ERR_MAP in rdzv.h), and the API's
+ * code and HTTP status from the one error map (RDZV_ERR_MAP in rdzv.h), and the API's
  * sentences for the state machine's errors. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,15 +14,15 @@
 void v1_error_reply(struct rv_req *req, int err, const char *message, const char *run_id,
                     const char *extra_headers)
 {
-  const char *code = mu_rdzv_err_code(err);
-  int status = mu_rdzv_err_status(err);
+  const char *code = rdzv_err_code(err);
+  int status = rdzv_err_status(err);
   const char *reason = NULL;
   if (status == 410 && run_id != NULL) {
     struct v1 *v = rv_server_module_data(req->srv, "rdzv");
-    struct mu_rdzv_run *run = v != NULL && v->rv != NULL ? mu_rdzv_find(v->rv, run_id) : NULL;
+    struct rdzv_run *run = v != NULL && v->rv != NULL ? rdzv_find(v->rv, run_id) : NULL;
     if (run != NULL) {
-      struct mu_rdzv_run_info info;
-      mu_rdzv_run_info(run, &info);
+      struct rdzv_run_info info;
+      rdzv_run_info(run, &info);
       reason = info.reason;
     }
   }
@@ -36,7 +36,7 @@ void v1_bad_request(struct rv_req *req, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  v1_error_reply(req, MU_RDZV_EBAD_REQUEST, msg, NULL, NULL);
+  v1_error_reply(req, RDZV_EBAD_REQUEST, msg, NULL, NULL);
 }
 
 void v1_fail(struct rv_req *req, int err, const char *run_id, const char *what)
@@ -44,41 +44,41 @@ void v1_fail(struct rv_req *req, int err, const char *run_id, const char *what)
   char msg[V1_MESSAGE_MAX];
   size_t size = sizeof(msg);
   switch (err) {
-  case MU_RDZV_ENO_SUCH_RUN:
+  case RDZV_ENO_SUCH_RUN:
     snprintf(msg, size, "no run '%s' (never joined, or finished and forgotten)", run_id);
     break;
-  case MU_RDZV_ENOT_MEMBER:
+  case RDZV_ENOT_MEMBER:
     snprintf(msg, size,
              "node '%s' is not a member of run '%s' (its lease expired or it left); join again",
              what, run_id);
     break;
-  case MU_RDZV_ENO_SUCH_KEY:
+  case RDZV_ENO_SUCH_KEY:
     snprintf(msg, size, "no key '%s' in run '%s'", what, run_id);
     break;
-  case MU_RDZV_ERUN_CLOSED:
+  case RDZV_ERUN_CLOSED:
     snprintf(msg, size, "run '%s' is closed; start a new run id to run again", run_id);
     break;
-  case MU_RDZV_ERUN_SHUT:
+  case RDZV_ERUN_SHUT:
     snprintf(msg, size, "run '%s' was shut down; start a new run id to run again", run_id);
     break;
-  case MU_RDZV_ENOT_A_COUNTER:
+  case RDZV_ENOT_A_COUNTER:
     snprintf(msg, size, "key '%s' holds a value that is not a decimal integer; ?add=N needs one",
              what);
     break;
-  case MU_RDZV_ETOO_LARGE:
+  case RDZV_ETOO_LARGE:
     snprintf(msg, size, "value too large: one value may hold %d bytes and a run %u bytes in all",
-             MU_RDZV_VALUE_MAX, MU_RDZV_KV_BYTES_MAX);
+             RDZV_VALUE_MAX, RDZV_KV_BYTES_MAX);
     break;
-  case MU_RDZV_ETOO_MANY:
+  case RDZV_ETOO_MANY:
     snprintf(msg, size, "run '%s' holds %d keys, its limit; delete keys it no longer needs", run_id,
-             MU_RDZV_KV_KEYS_MAX);
+             RDZV_KV_KEYS_MAX);
     break;
-  case MU_RDZV_EBAD_REQUEST:
+  case RDZV_EBAD_REQUEST:
     snprintf(msg, size, "bad request for '%s' (key of 1-%d bytes; counter overflow?)", what,
-             MU_RDZV_KEY_MAX);
+             RDZV_KEY_MAX);
     break;
   default:
-    snprintf(msg, size, "%s", mu_rdzv_err_code(err));
+    snprintf(msg, size, "%s", rdzv_err_code(err));
   }
   v1_error_reply(req, err, msg, run_id, NULL);
 }

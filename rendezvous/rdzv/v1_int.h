@@ -1,7 +1,7 @@
 /* What the /v1 API's files share (v1_api.c, v1_request.c, v1_error.c). Private to
  * rendezvous/rdzv/. */
-#ifndef RV_V1_INT_H
-#define RV_V1_INT_H
+#ifndef MUSTERD_RDZV_V1_INT_H
+#define MUSTERD_RDZV_V1_INT_H
 
 #include <stdint.h>
 
@@ -15,18 +15,18 @@
 /* The module "rdzv": the state machine on this server. */
 struct v1 {
   struct rv_server *srv;
-  struct mu_rdzv *rv; /* NULL once the server closes */
-  uint64_t anon;      /* ids for barrier arrivals that name none */
+  struct rdzv *rv; /* NULL once the server closes */
+  uint64_t anon;   /* ids for barrier arrivals that name none */
 };
 
 /* v1_error.c */
 
-/* Answers `err` (a row of MU_RDZV_ERR_MAP) with `message` (NULL or "": the code) and the HTTP
+/* Answers `err` (a row of RDZV_ERR_MAP) with `message` (NULL or "": the code) and the HTTP
  * status of its row; a 410 about run `run_id` (may be NULL) also says why the run ended.
  * `extra_headers` may be NULL. Finishes the request. */
 void v1_error_reply(struct rv_req *req, int err, const char *message, const char *run_id,
                     const char *extra_headers);
-/* v1_error_reply() of MU_RDZV_EBAD_REQUEST with a printf-style message. */
+/* v1_error_reply() of RDZV_EBAD_REQUEST with a printf-style message. */
 void v1_bad_request(struct rv_req *req, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Answers a state-machine error `err` about run `run_id` and `what` (a node id or a key) with
  * the API's sentence for it. */

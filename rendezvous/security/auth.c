@@ -22,7 +22,7 @@ struct auth_user {
   char *password;
 };
 
-struct rv_auth {
+struct sec_auth {
   char **tokens;
   size_t ntokens, tokens_cap;
   struct auth_user *users;
@@ -30,9 +30,9 @@ struct rv_auth {
   uint64_t granted, missing, denied;
 };
 
-struct rv_auth *rv_auth_new(void)
+struct sec_auth *sec_auth_new(void)
 {
-  return mu_calloc(1, sizeof(struct rv_auth));
+  return mu_calloc(1, sizeof(struct sec_auth));
 }
 
 static void wipe_free(char *s)
@@ -43,7 +43,7 @@ static void wipe_free(char *s)
   mu_free(s);
 }
 
-void rv_auth_free(struct rv_auth *a)
+void sec_auth_free(struct sec_auth *a)
 {
   if (a == NULL)
     return;
@@ -58,13 +58,13 @@ void rv_auth_free(struct rv_auth *a)
   mu_free(a);
 }
 
-void rv_auth_counts(const struct rv_auth *a, size_t *ntokens, size_t *nusers)
+void sec_auth_counts(const struct sec_auth *a, size_t *ntokens, size_t *nusers)
 {
   *ntokens = a != NULL ? a->ntokens : 0;
   *nusers = a != NULL ? a->nusers : 0;
 }
 
-int rv_auth_enabled(const struct rv_auth *a)
+int sec_auth_enabled(const struct sec_auth *a)
 {
   return a != NULL && (a->ntokens > 0 || a->nusers > 0);
 }
@@ -83,7 +83,7 @@ static int valid_secret(const char *s, int allow_space)
   return 1;
 }
 
-int rv_auth_add_token(struct rv_auth *a, const char *token)
+int sec_auth_add_token(struct sec_auth *a, const char *token)
 {
   if (!valid_secret(token, 0) || strlen(token) < 8 || a->ntokens >= AUTH_MAX_ENTRIES)
     return MU_EINVAL;
@@ -95,7 +95,7 @@ int rv_auth_add_token(struct rv_auth *a, const char *token)
   return 0;
 }
 
-int rv_auth_add_user(struct rv_auth *a, const char *user, const char *password)
+int sec_auth_add_user(struct sec_auth *a, const char *user, const char *password)
 {
   size_t ul = strlen(user);
   if (ul == 0 || ul > AUTH_MAX_USER || strchr(user, ':') != NULL || !valid_secret(user, 0) ||
@@ -132,8 +132,8 @@ static int read_file(const char *path, char **out, const char *what, struct mu_b
 }
 
 /* Splits `text` into trimmed lines in place; calls fn for each non-blank, non-comment one. */
-static int each_line(char *text, int (*fn)(struct rv_auth *, const char *, size_t, void *),
-                     struct rv_auth *a, void *data)
+static int each_line(char *text, int (*fn)(struct sec_auth *, const char *, size_t, void *),
+                     struct sec_auth *a, void *data)
 {
   size_t lineno = 0;
   char *p = text;
@@ -164,10 +164,10 @@ struct load_ctx {
   size_t added;
 };
 
-static int token_line(struct rv_auth *a, const char *line, size_t lineno, void *data)
+static int token_line(struct sec_auth *a, const char *line, size_t lineno, void *data)
 {
   struct load_ctx *lc = data;
-  if (rv_auth_add_token(a, line) != 0) {
+  if (sec_auth_add_token(a, line) != 0) {
     mu_buf_printf(lc->err,
                   "invalid token on line %zu of the token file '%s': a token is 8-4096 printable "
                   "characters without spaces, one per line",
@@ -178,7 +178,7 @@ static int token_line(struct rv_auth *a, const char *line, size_t lineno, void *
   return 0;
 }
 
-int rv_auth_load_tokens(struct rv_auth *a, const char *path, struct mu_buf *err)
+int sec_auth_load_tokens(struct sec_auth *a, const char *path, struct mu_buf *err)
 {
   char *text = NULL;
   struct load_ctx lc = {path, err, 0};
@@ -198,7 +198,7 @@ out:
   return rc;
 }
 
-static int user_line(struct rv_auth *a, const char *line, size_t lineno, void *data)
+static int user_line(struct sec_auth *a, const char *line, size_t lineno, void *data)
 {
   struct load_ctx *lc = data;
   const char *colon = strchr(line, ':');
@@ -213,7 +213,7 @@ static int user_line(struct rv_auth *a, const char *line, size_t lineno, void *d
   if (!bad) {
     memcpy(user, line, ul);
     user[ul] = '\0';
-    bad = rv_auth_add_user(a, user, colon + 1) != 0;
+    bad = sec_auth_add_user(a, user, colon + 1) != 0;
   }
   if (bad) {
     mu_buf_printf(
@@ -227,7 +227,7 @@ static int user_line(struct rv_auth *a, const char *line, size_t lineno, void *d
   return 0;
 }
 
-int rv_auth_load_users(struct rv_auth *a, const char *path, struct mu_buf *err)
+int sec_auth_load_users(struct sec_auth *a, const char *path, struct mu_buf *err)
 {
   char *text = NULL;
   struct load_ctx lc = {path, err, 0};
@@ -244,7 +244,7 @@ out:
   return rc;
 }
 
-int rv_auth_add_user_spec(struct rv_auth *a, const char *spec, struct mu_buf *err)
+int sec_auth_add_user_spec(struct sec_auth *a, const char *spec, struct mu_buf *err)
 {
   char *text = NULL;
   char user[AUTH_MAX_USER + 1];
@@ -269,7 +269,7 @@ int rv_auth_add_user_spec(struct rv_auth *a, const char *spec, struct mu_buf *er
   size_t n = strlen(text);
   if (n > 0 && text[n - 1] == '\r')
     text[n - 1] = '\0';
-  if (rv_auth_add_user(a, user, text) != 0) {
+  if (sec_auth_add_user(a, user, text) != 0) {
     mu_buf_printf(
         err,
         "invalid --auth-user '%s': USER is 1-256 characters without ':' or spaces and the "
@@ -332,7 +332,7 @@ static long b64_decode(const char *src, char *dst, size_t cap)
   return (long)o;
 }
 
-static int check_bearer(const struct rv_auth *a, const char *tok)
+static int check_bearer(const struct sec_auth *a, const char *tok)
 {
   size_t n = strlen(tok);
   int ok = 0;
@@ -342,7 +342,7 @@ static int check_bearer(const struct rv_auth *a, const char *tok)
   return ok;
 }
 
-static int check_basic(const struct rv_auth *a, const char *enc)
+static int check_basic(const struct sec_auth *a, const char *enc)
 {
   char dec[AUTH_MAX_USER + AUTH_MAX_SECRET + 8];
   int ok = 0;
@@ -365,43 +365,43 @@ out:
   return ok;
 }
 
-int rv_auth_check(struct rv_auth *a, const char *authorization)
+int sec_auth_check(struct sec_auth *a, const char *authorization)
 {
   const char *h = authorization;
   if (h != NULL)
     while (*h == ' ')
       h++;
-  int verdict = RV_AUTH_MISSING;
+  int verdict = SEC_AUTH_MISSING;
   if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
     h += 7;
     while (*h == ' ')
       h++;
-    verdict = check_bearer(a, h) ? RV_AUTH_GRANTED : RV_AUTH_DENIED;
+    verdict = check_bearer(a, h) ? SEC_AUTH_GRANTED : SEC_AUTH_DENIED;
   } else if (h != NULL && strncasecmp(h, "Basic ", 6) == 0) {
     h += 6;
     while (*h == ' ')
       h++;
-    verdict = check_basic(a, h) ? RV_AUTH_GRANTED : RV_AUTH_DENIED;
+    verdict = check_basic(a, h) ? SEC_AUTH_GRANTED : SEC_AUTH_DENIED;
   }
-  if (verdict == RV_AUTH_GRANTED)
+  if (verdict == SEC_AUTH_GRANTED)
     a->granted++;
-  else if (verdict == RV_AUTH_MISSING)
+  else if (verdict == SEC_AUTH_MISSING)
     a->missing++;
   else
     a->denied++;
   return verdict;
 }
 
-const char *rv_auth_refusal(int verdict)
+const char *sec_auth_refusal(int verdict)
 {
-  if (verdict == RV_AUTH_DENIED)
+  if (verdict == SEC_AUTH_DENIED)
     return "the token or user/password is not valid for this musterd (check MUSTER_RDZV_TOKEN "
            "against the server's --token-file)";
   return "this musterd requires a token: send 'Authorization: Bearer TOKEN' (muster agent: set "
          "MUSTER_RDZV_TOKEN)";
 }
 
-void rv_auth_metrics(const struct rv_auth *a, struct mu_buf *out)
+void sec_auth_metrics(const struct sec_auth *a, struct mu_buf *out)
 {
   if (a == NULL)
     return;

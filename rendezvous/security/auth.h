@@ -13,8 +13,8 @@
  * Secrets are compared in constant time and never logged: the log and /metrics only say how
  * many requests were refused.
  */
-#ifndef RV_AUTH_H
-#define RV_AUTH_H
+#ifndef MUSTERD_SECURITY_AUTH_H
+#define MUSTERD_SECURITY_AUTH_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,57 +22,57 @@
 #include "buf.h"
 #include "http.h"
 
-struct rv_auth;
+struct sec_auth;
 
 /* Returns: an empty credential set (nothing required until something is added).
- * Ownership: free with rv_auth_free(). */
-struct rv_auth *rv_auth_new(void);
+ * Ownership: free with sec_auth_free(). */
+struct sec_auth *sec_auth_new(void);
 
 /* Frees the set, wiping the secrets. Accepts NULL. */
-void rv_auth_free(struct rv_auth *a);
+void sec_auth_free(struct sec_auth *a);
 
 /* Adds the tokens of `path`: one per line, blank lines and lines starting with '#' skipped,
  * surrounding spaces trimmed; a token is 8-4096 printable characters without spaces.
  * Returns: 0, or MU_EINVAL with a message naming the file, the line and the fix appended to
  * `err`. */
-int rv_auth_load_tokens(struct rv_auth *a, const char *path, struct mu_buf *err);
+int sec_auth_load_tokens(struct sec_auth *a, const char *path, struct mu_buf *err);
 
 /* Adds one basic-auth user from "USER:PASSFILE" (the password is the first line of PASSFILE,
  * so it never shows in `ps`). USER is 1-256 characters without ':'.
  * Returns: 0, or MU_EINVAL with a message appended to `err`. */
-int rv_auth_add_user_spec(struct rv_auth *a, const char *spec, struct mu_buf *err);
+int sec_auth_add_user_spec(struct sec_auth *a, const char *spec, struct mu_buf *err);
 
 /* Adds the users of `path`: lines "USER:PASSWORD" (blank and '#' lines skipped).
  * Returns: 0, or MU_EINVAL with a message naming the file and line appended to `err`. */
-int rv_auth_load_users(struct rv_auth *a, const char *path, struct mu_buf *err);
+int sec_auth_load_users(struct sec_auth *a, const char *path, struct mu_buf *err);
 
 /* Adds one user or token directly (tests, embedding). Returns: 0 or MU_EINVAL.
  * Ownership: copied. */
-int rv_auth_add_user(struct rv_auth *a, const char *user, const char *password);
-int rv_auth_add_token(struct rv_auth *a, const char *token);
+int sec_auth_add_user(struct sec_auth *a, const char *user, const char *password);
+int sec_auth_add_token(struct sec_auth *a, const char *token);
 
 /* How many tokens and users are configured (for the start-up report; never the secrets). */
-void rv_auth_counts(const struct rv_auth *a, size_t *ntokens, size_t *nusers);
+void sec_auth_counts(const struct sec_auth *a, size_t *ntokens, size_t *nusers);
 
 /* Returns: 1 when at least one token or user is configured (requests need credentials). */
-int rv_auth_enabled(const struct rv_auth *a);
+int sec_auth_enabled(const struct sec_auth *a);
 
-enum rv_auth_verdict {
-  RV_AUTH_GRANTED = 1, /* valid credentials */
-  RV_AUTH_MISSING = 2, /* no (usable) Authorization header */
-  RV_AUTH_DENIED = 3,  /* wrong token, user or password */
+enum sec_auth_verdict {
+  SEC_AUTH_GRANTED = 1, /* valid credentials */
+  SEC_AUTH_MISSING = 2, /* no (usable) Authorization header */
+  SEC_AUTH_DENIED = 3,  /* wrong token, user or password */
 };
 
 /* Decides on the value of a request's Authorization header (NULL when absent) and counts the
- * verdict. Call only when credentials are required (rv_auth_enabled()).
- * Returns: an enum rv_auth_verdict. */
-int rv_auth_check(struct rv_auth *a, const char *authorization);
+ * verdict. Call only when credentials are required (sec_auth_enabled()).
+ * Returns: an enum sec_auth_verdict. */
+int sec_auth_check(struct sec_auth *a, const char *authorization);
 
 /* Returns: the sentence a refused client reads for `verdict` (what is missing or wrong and
  * what to send); never a secret. Ownership: static. */
-const char *rv_auth_refusal(int verdict);
+const char *sec_auth_refusal(int verdict);
 
 /* Appends Prometheus lines (counters only) to `out`. */
-void rv_auth_metrics(const struct rv_auth *a, struct mu_buf *out);
+void sec_auth_metrics(const struct sec_auth *a, struct mu_buf *out);
 
 #endif

@@ -20,20 +20,20 @@ struct quota_entry {
   char name[];
 };
 
-struct rv_quota {
-  struct rv_quota_config cfg;
+struct sec_quota {
+  struct sec_quota_config cfg;
   uint64_t open; /* long polls admitted and not yet released */
-  uint64_t refused[RV_QUOTA_NKINDS];
+  uint64_t refused[SEC_QUOTA_NKINDS];
   struct mu_htab clients, scopes;
 };
 
-static const char *kind_names[RV_QUOTA_NKINDS] = {
+static const char *kind_names[SEC_QUOTA_NKINDS] = {
     "keys",         "value_bytes", "watchers", "watchers_per_client",
     "run_watchers", "run_keys",    "run_bytes"};
 
-struct rv_quota *rv_quota_new(const struct rv_quota_config *cfg)
+struct sec_quota *sec_quota_new(const struct sec_quota_config *cfg)
 {
-  struct rv_quota *q = mu_calloc(1, sizeof(*q));
+  struct sec_quota *q = mu_calloc(1, sizeof(*q));
   q->cfg = *cfg;
   mu_htab_init(&q->clients, QUOTA_BUCKETS);
   mu_htab_init(&q->scopes, QUOTA_BUCKETS);
@@ -46,7 +46,7 @@ static void entry_free(struct mu_hnode *h, void *data)
   mu_free(MU_CONTAINER_OF(h, struct quota_entry, hn));
 }
 
-void rv_quota_free(struct rv_quota *q)
+void sec_quota_free(struct sec_quota *q)
 {
   if (q == NULL)
     return;
@@ -57,19 +57,19 @@ void rv_quota_free(struct rv_quota *q)
   mu_free(q);
 }
 
-int rv_quota_enabled(const struct rv_quota *q)
+int sec_quota_enabled(const struct sec_quota *q)
 {
   return q != NULL && (q->cfg.max_keys || q->cfg.max_value_bytes || q->cfg.max_watchers ||
                        q->cfg.max_watchers_per_client || q->cfg.max_run_watchers ||
                        q->cfg.max_run_keys || q->cfg.max_run_bytes);
 }
 
-int rv_quota_wants_peer(const struct rv_quota *q)
+int sec_quota_wants_peer(const struct sec_quota *q)
 {
   return q != NULL && q->cfg.max_watchers_per_client > 0;
 }
 
-uint64_t rv_quota_refused(const struct rv_quota *q, enum rv_quota_kind kind)
+uint64_t sec_quota_refused(const struct sec_quota *q, enum sec_quota_kind kind)
 {
   return q->refused[kind];
 }
@@ -103,10 +103,10 @@ static void entry_put(struct mu_htab *t, struct quota_entry *e)
   mu_free(e);
 }
 
-static int refuse(struct rv_quota *q, struct rv_req *req, enum rv_quota_kind kind,
+static int refuse(struct sec_quota *q, struct rv_req *req, enum sec_quota_kind kind,
                   const char *message)
 {
-  int large = kind == RV_QUOTA_VALUE || kind == RV_QUOTA_RUN_BYTES;
+  int large = kind == SEC_QUOTA_VALUE || kind == SEC_QUOTA_RUN_BYTES;
   struct rv_refusal r = {large ? RV_REFUSE_TOO_LARGE : RV_REFUSE_TOO_MANY, message, 0};
   q->refused[kind]++;
   rv_refuse(req, &r);
@@ -114,22 +114,22 @@ static int refuse(struct rv_quota *q, struct rv_req *req, enum rv_quota_kind kin
 }
 
 /* The value, key and per-scope KV quotas of a write. Returns: 0, or 1 after refusing. */
-static int check_write(struct rv_quota *q, struct rv_req *req, const struct rv_usage *u)
+static int check_write(struct sec_quota *q, struct rv_req *req, const struct rv_usage *u)
 {
   char msg[QUOTA_MESSAGE_MAX];
-  const struct rv_quota_config *c = &q->cfg;
+  const struct sec_quota_config *c = &q->cfg;
   if (c->max_value_bytes > 0 && u->has_value && u->value_len > c->max_value_bytes) {
     snprintf(msg, sizeof(msg),
              "the value is %llu bytes, over this server's %llu-byte quota (--quota-value-bytes)",
              (unsigned long long)u->value_len, (unsigned long long)c->max_value_bytes);
-    return refuse(q, req, RV_QUOTA_VALUE, msg);
+    return refuse(q, req, SEC_QUOTA_VALUE, msg);
   }
   if (c->max_keys > 0 && u->counts_keys && u->keys >= c->max_keys && u->adds_key) {
     snprintf(msg, sizeof(msg),
              "the store holds %llu keys, this server's quota (--quota-keys): delete keys or "
              "raise the quota",
              (unsigned long long)u->keys);
-    return refuse(q, req, RV_QUOTA_KEYS, msg);
+    return refuse(q, req, SEC_QUOTA_KEYS, msg);
   }
   if (!u->scope_known)
     return 0;
@@ -139,7 +139,7 @@ static int check_write(struct rv_quota *q, struct rv_req *req, const struct rv_u
              "run '%.*s' holds %llu keys, the per-run quota (--quota-run-keys): delete keys it "
              "no longer needs",
              idlen, u->scope, (unsigned long long)u->scope_keys);
-    return refuse(q, req, RV_QUOTA_RUN_KEYS, msg);
+    return refuse(q, req, SEC_QUOTA_RUN_KEYS, msg);
   }
   uint64_t after = u->scope_bytes - u->scope_old_bytes + u->scope_new_bytes;
   if (c->max_run_bytes > 0 && after > c->max_run_bytes) {
@@ -147,24 +147,24 @@ static int check_write(struct rv_quota *q, struct rv_req *req, const struct rv_u
              "run '%.*s' would hold %llu bytes of values, over the per-run quota of %llu "
              "(--quota-run-bytes)",
              idlen, u->scope, (unsigned long long)after, (unsigned long long)c->max_run_bytes);
-    return refuse(q, req, RV_QUOTA_RUN_BYTES, msg);
+    return refuse(q, req, SEC_QUOTA_RUN_BYTES, msg);
   }
   return 0;
 }
 
 /* The long-poll quotas. Returns: 0 with `t` holding the counts taken, or 1 after refusing. */
-static int admit_poll(struct rv_quota *q, struct rv_req *req, const char *peer,
+static int admit_poll(struct sec_quota *q, struct rv_req *req, const char *peer,
                       const struct rv_usage *u, struct rv_ticket *t)
 {
   char msg[QUOTA_MESSAGE_MAX];
-  const struct rv_quota_config *c = &q->cfg;
+  const struct sec_quota_config *c = &q->cfg;
   int per_client = c->max_watchers_per_client > 0 && peer != NULL && peer[0] != '\0';
   int per_scope = c->max_run_watchers > 0 && u->scope_len > 0;
   if (c->max_watchers > 0 && q->open >= c->max_watchers) {
     snprintf(msg, sizeof(msg),
              "%llu watches and long polls are open, this server's quota (--quota-watchers)",
              (unsigned long long)q->open);
-    return refuse(q, req, RV_QUOTA_WATCHERS, msg);
+    return refuse(q, req, SEC_QUOTA_WATCHERS, msg);
   }
   struct quota_entry *ce = per_client ? entry_find(&q->clients, peer, strlen(peer)) : NULL;
   if (ce != NULL && ce->open >= c->max_watchers_per_client) {
@@ -172,7 +172,7 @@ static int admit_poll(struct rv_quota *q, struct rv_req *req, const char *peer,
              "client %s has %llu watches and long polls open, the per-client quota "
              "(--quota-watchers-per-client)",
              peer, (unsigned long long)ce->open);
-    return refuse(q, req, RV_QUOTA_CLIENT_WATCHERS, msg);
+    return refuse(q, req, SEC_QUOTA_CLIENT_WATCHERS, msg);
   }
   struct quota_entry *se = per_scope ? entry_find(&q->scopes, u->scope, u->scope_len) : NULL;
   if (se != NULL && se->open >= c->max_run_watchers) {
@@ -180,7 +180,7 @@ static int admit_poll(struct rv_quota *q, struct rv_req *req, const char *peer,
              "run '%.*s' has %llu long polls open, the per-run quota (--quota-run-watchers)",
              (int)(u->scope_len > 128 ? 128 : u->scope_len), u->scope,
              (unsigned long long)se->open);
-    return refuse(q, req, RV_QUOTA_RUN_WATCHERS, msg);
+    return refuse(q, req, SEC_QUOTA_RUN_WATCHERS, msg);
   }
   /* admitted: take the counts */
   t->counted = 1;
@@ -192,10 +192,10 @@ static int admit_poll(struct rv_quota *q, struct rv_req *req, const char *peer,
   return 0;
 }
 
-int rv_quota_gate(struct rv_quota *q, struct rv_req *req, const char *peer, struct rv_ticket *t)
+int sec_quota_gate(struct sec_quota *q, struct rv_req *req, const char *peer, struct rv_ticket *t)
 {
   memset(t, 0, sizeof(*t));
-  if (!rv_quota_enabled(q))
+  if (!sec_quota_enabled(q))
     return 0;
   const struct rv_route *r = req->route;
   struct rv_usage u;
@@ -206,13 +206,13 @@ int rv_quota_gate(struct rv_quota *q, struct rv_req *req, const char *peer, stru
   if ((r->flags & RV_ROUTE_WRITE) && check_write(q, req, &u) != 0)
     return 1;
   int poll = (r->flags & RV_ROUTE_LONG_POLL) || ((r->flags & RV_ROUTE_MAY_POLL) && u.poll);
-  const struct rv_quota_config *c = &q->cfg;
+  const struct sec_quota_config *c = &q->cfg;
   if (!poll || !(c->max_watchers || c->max_watchers_per_client || c->max_run_watchers))
     return 0;
   return admit_poll(q, req, peer, &u, t);
 }
 
-void rv_quota_release(struct rv_quota *q, struct rv_ticket *t)
+void sec_quota_release(struct sec_quota *q, struct rv_ticket *t)
 {
   if (q == NULL || t == NULL)
     return;
@@ -225,13 +225,13 @@ void rv_quota_release(struct rv_quota *q, struct rv_ticket *t)
   memset(t, 0, sizeof(*t));
 }
 
-void rv_quota_metrics(const struct rv_quota *q, struct mu_buf *out)
+void sec_quota_metrics(const struct sec_quota *q, struct mu_buf *out)
 {
   if (q == NULL)
     return;
   mu_buf_puts(out, "# HELP musterd_quota_refused_total Requests refused by a quota.\n"
                    "# TYPE musterd_quota_refused_total counter\n");
-  for (int i = 0; i < RV_QUOTA_NKINDS; i++)
+  for (int i = 0; i < SEC_QUOTA_NKINDS; i++)
     mu_buf_printf(out, "musterd_quota_refused_total{quota=\"%s\"} %llu\n", kind_names[i],
                   (unsigned long long)q->refused[i]);
   mu_buf_printf(out,

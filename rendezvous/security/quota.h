@@ -18,14 +18,14 @@
  * option), {"error":"too_large"|"too_many","message":...} under /v1 (docs/rendezvous.md), and
  * counted in /metrics as musterd_quota_refused_total{quota="..."}.
  *
- * The gate calls rv_quota_gate() right before the handler. It reads what the matched route row
+ * The gate calls sec_quota_gate() right before the handler. It reads what the matched route row
  * says its requests do (RV_ROUTE_LONG_POLL, RV_ROUTE_MAY_POLL, RV_ROUTE_WRITE) and asks the
  * row's API for the numbers (struct rv_usage): it never parses a URL or looks into a store. A
- * long poll it admits holds a ticket that the connection hands back to rv_quota_release() when
+ * long poll it admits holds a ticket that the connection hands back to sec_quota_release() when
  * the request ends, however it ends.
  */
-#ifndef RV_QUOTA_H
-#define RV_QUOTA_H
+#ifndef MUSTERD_SECURITY_QUOTA_H
+#define MUSTERD_SECURITY_QUOTA_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,9 +33,9 @@
 #include "buf.h"
 #include "http.h"
 
-struct rv_quota;
+struct sec_quota;
 
-struct rv_quota_config {
+struct sec_quota_config {
   uint64_t max_keys;
   uint64_t max_value_bytes;
   uint64_t max_watchers;
@@ -45,43 +45,43 @@ struct rv_quota_config {
   uint64_t max_run_bytes; /* /v1 KV value bytes of one run (below the built-in 64 MiB) */
 };
 
-enum rv_quota_kind {
-  RV_QUOTA_KEYS = 0,
-  RV_QUOTA_VALUE,
-  RV_QUOTA_WATCHERS,
-  RV_QUOTA_CLIENT_WATCHERS,
-  RV_QUOTA_RUN_WATCHERS,
-  RV_QUOTA_RUN_KEYS,
-  RV_QUOTA_RUN_BYTES,
-  RV_QUOTA_NKINDS
+enum sec_quota_kind {
+  SEC_QUOTA_KEYS = 0,
+  SEC_QUOTA_VALUE,
+  SEC_QUOTA_WATCHERS,
+  SEC_QUOTA_CLIENT_WATCHERS,
+  SEC_QUOTA_RUN_WATCHERS,
+  SEC_QUOTA_RUN_KEYS,
+  SEC_QUOTA_RUN_BYTES,
+  SEC_QUOTA_NKINDS
 };
 
-/* Returns: the quotas (copied from cfg). Ownership: free with rv_quota_free(). */
-struct rv_quota *rv_quota_new(const struct rv_quota_config *cfg);
+/* Returns: the quotas (copied from cfg). Ownership: free with sec_quota_free(). */
+struct sec_quota *sec_quota_new(const struct sec_quota_config *cfg);
 
 /* Frees. Accepts NULL. Every ticket must have been released. */
-void rv_quota_free(struct rv_quota *q);
+void sec_quota_free(struct sec_quota *q);
 
 /* Returns: 1 when any quota is set. */
-int rv_quota_enabled(const struct rv_quota *q);
+int sec_quota_enabled(const struct sec_quota *q);
 
 /* Returns: 1 when the per-client quota is set (the connection must record its peer address). */
-int rv_quota_wants_peer(const struct rv_quota *q);
+int sec_quota_wants_peer(const struct sec_quota *q);
 
 /* The gate's last check, right before the handler: value size, key counts and long-poll counts
  * for the routed `req` from client address `peer` ("" when unknown). When refused, answers the
  * request in its API's shape (rv_refuse()). When admitted as a long poll, fills `t` (give it
- * back with rv_quota_release()).
+ * back with sec_quota_release()).
  * Returns: 0 when the handler may run, 1 when the request has been answered. */
-int rv_quota_gate(struct rv_quota *q, struct rv_req *req, const char *peer, struct rv_ticket *t);
+int sec_quota_gate(struct sec_quota *q, struct rv_req *req, const char *peer, struct rv_ticket *t);
 
 /* Gives back what `t` holds and zeroes it. Safe on a zeroed ticket and with q == NULL. */
-void rv_quota_release(struct rv_quota *q, struct rv_ticket *t);
+void sec_quota_release(struct sec_quota *q, struct rv_ticket *t);
 
 /* Appends Prometheus lines (refusals by quota, long polls open) to `out`. */
-void rv_quota_metrics(const struct rv_quota *q, struct mu_buf *out);
+void sec_quota_metrics(const struct sec_quota *q, struct mu_buf *out);
 
 /* Returns: refusals so far of one kind (tests). */
-uint64_t rv_quota_refused(const struct rv_quota *q, enum rv_quota_kind kind);
+uint64_t sec_quota_refused(const struct sec_quota *q, enum sec_quota_kind kind);
 
 #endif

@@ -8,14 +8,13 @@
 #include "alloc.h"
 #include "security.h"
 
-int rv_security_new(const struct rv_security_config *cfg, struct rv_security **out,
-                    struct mu_buf *err)
+int sec_new(const struct sec_config *cfg, struct sec **out, struct mu_buf *err)
 {
-  struct rv_security *sec = mu_calloc(1, sizeof(*sec));
+  struct sec *sec = mu_calloc(1, sizeof(*sec));
   int rc = 0;
   *out = NULL;
-  sec->auth = rv_auth_new();
-  sec->quota = rv_quota_new(&cfg->quota);
+  sec->auth = sec_auth_new();
+  sec->quota = sec_quota_new(&cfg->quota);
   if (cfg->tls.cert_file != NULL || cfg->tls.key_file != NULL || cfg->tls.client_ca_file != NULL) {
     if (cfg->tls.cert_file == NULL || cfg->tls.key_file == NULL) {
       mu_buf_puts(err, "TLS needs both --tls-cert FILE and --tls-key FILE (--tls-client-ca only "
@@ -28,35 +27,35 @@ int rv_security_new(const struct rv_security_config *cfg, struct rv_security **o
       goto out;
   }
   if (cfg->token_file != NULL) {
-    rc = rv_auth_load_tokens(sec->auth, cfg->token_file, err);
+    rc = sec_auth_load_tokens(sec->auth, cfg->token_file, err);
     if (rc != 0)
       goto out;
   }
   if (cfg->users_file != NULL) {
-    rc = rv_auth_load_users(sec->auth, cfg->users_file, err);
+    rc = sec_auth_load_users(sec->auth, cfg->users_file, err);
     if (rc != 0)
       goto out;
   }
   for (size_t i = 0; i < cfg->nauth_users; i++) {
-    rc = rv_auth_add_user_spec(sec->auth, cfg->auth_users[i], err);
+    rc = sec_auth_add_user_spec(sec->auth, cfg->auth_users[i], err);
     if (rc != 0)
       goto out;
   }
   *out = sec;
   sec = NULL;
 out:
-  rv_security_free(sec);
+  sec_free(sec);
   return rc;
 }
 
-void rv_security_free(struct rv_security *sec)
+void sec_free(struct sec *sec)
 {
   if (sec == NULL)
     return;
   if (!sec->attached)
     rv_tls_free(sec->tls);
-  rv_auth_free(sec->auth);
-  rv_quota_free(sec->quota);
+  sec_auth_free(sec->auth);
+  sec_quota_free(sec->quota);
   mu_free(sec);
 }
 
@@ -67,38 +66,39 @@ void rv_security_free(struct rv_security *sec)
 /* Credentials, as soon as the route is known: required on every row but the public ones. */
 static int gate_auth(void *data, struct rv_req *req)
 {
-  struct rv_security *sec = data;
-  if (!rv_auth_enabled(sec->auth) || (req->route->flags & RV_ROUTE_PUBLIC))
+  struct sec *sec = data;
+  if (!sec_auth_enabled(sec->auth) || (req->route->flags & RV_ROUTE_PUBLIC))
     return 0;
-  int v = rv_auth_check(sec->auth, rv_req_header(req, "Authorization"));
-  if (v == RV_AUTH_GRANTED)
+  int v = sec_auth_check(sec->auth, rv_req_header(req, "Authorization"));
+  if (v == SEC_AUTH_GRANTED)
     return 0;
-  struct rv_refusal r = {v == RV_AUTH_DENIED ? RV_REFUSE_BAD_CREDENTIALS : RV_REFUSE_NO_CREDENTIALS,
-                         rv_auth_refusal(v), 0};
+  struct rv_refusal r = {v == SEC_AUTH_DENIED ? RV_REFUSE_BAD_CREDENTIALS
+                                              : RV_REFUSE_NO_CREDENTIALS,
+                         sec_auth_refusal(v), 0};
   rv_refuse(req, &r);
   return 1;
 }
 
 static int gate_admit(void *data, struct rv_req *req, const char *peer, struct rv_ticket *t)
 {
-  struct rv_security *sec = data;
-  return rv_quota_gate(sec->quota, req, peer, t);
+  struct sec *sec = data;
+  return sec_quota_gate(sec->quota, req, peer, t);
 }
 
 static void gate_release(void *data, struct rv_ticket *t)
 {
-  struct rv_security *sec = data;
-  rv_quota_release(sec->quota, t);
+  struct sec *sec = data;
+  sec_quota_release(sec->quota, t);
 }
 
 static void gate_free(void *data)
 {
-  rv_security_free(data);
+  sec_free(data);
 }
 
 static void sec_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
 {
-  struct rv_security *sec = data;
+  struct sec *sec = data;
   (void)srv;
   if (sec->tls != NULL) {
     const struct rv_tls_stats *st = rv_tls_stats(sec->tls);
@@ -109,18 +109,18 @@ static void sec_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
                   "musterd_tls_handshakes_total{result=\"failed\"} %llu\n",
                   (unsigned long long)st->handshakes, (unsigned long long)st->handshake_failures);
   }
-  if (rv_auth_enabled(sec->auth))
-    rv_auth_metrics(sec->auth, out);
-  if (rv_quota_enabled(sec->quota))
-    rv_quota_metrics(sec->quota, out);
+  if (sec_auth_enabled(sec->auth))
+    sec_auth_metrics(sec->auth, out);
+  if (sec_quota_enabled(sec->quota))
+    sec_quota_metrics(sec->quota, out);
 }
 
-int rv_security_attach(struct rv_server *srv, struct rv_security *sec)
+int sec_attach(struct rv_server *srv, struct sec *sec)
 {
   struct rv_gate g = {
-      sec, rv_quota_wants_peer(sec->quota), gate_auth, gate_admit, gate_release, gate_free};
+      sec, sec_quota_wants_peer(sec->quota), gate_auth, gate_admit, gate_release, gate_free};
   if (rv_server_set_gate(srv, &g) != 0) {
-    rv_security_free(sec);
+    sec_free(sec);
     return MU_EEXIST;
   }
   /* from here the server frees sec (after its last connection: their TLS sessions and tickets
@@ -133,14 +133,14 @@ int rv_security_attach(struct rv_server *srv, struct rv_security *sec)
   return 0;
 }
 
-void rv_security_describe(const struct rv_security *sec, struct mu_buf *out)
+void sec_describe(const struct sec *sec, struct mu_buf *out)
 {
   size_t ntok = 0, nusers = 0;
   if (sec == NULL) {
     mu_buf_puts(out, "plain HTTP, no credentials, no quotas");
     return;
   }
-  rv_auth_counts(sec->auth, &ntok, &nusers);
+  sec_auth_counts(sec->auth, &ntok, &nusers);
   mu_buf_puts(out, sec->tls == NULL                    ? "plain HTTP; "
                    : rv_tls_verifies_clients(sec->tls) ? "TLS with client certificates; "
                                                        : "TLS; ");
@@ -149,5 +149,5 @@ void rv_security_describe(const struct rv_security *sec, struct mu_buf *out)
   else
     mu_buf_printf(out, "credentials required (%zu token%s, %zu user%s)", ntok, ntok == 1 ? "" : "s",
                   nusers, nusers == 1 ? "" : "s");
-  mu_buf_printf(out, "; %s", rv_quota_enabled(sec->quota) ? "quotas set" : "no quotas");
+  mu_buf_printf(out, "; %s", sec_quota_enabled(sec->quota) ? "quotas set" : "no quotas");
 }

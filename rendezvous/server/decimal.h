@@ -1,6 +1,6 @@
 /* Decimal formatting without printf, shared by the reply writers on musterd's hot paths. */
-#ifndef MU_RV_DEC_H
-#define MU_RV_DEC_H
+#ifndef MUSTERD_SERVER_DECIMAL_H
+#define MUSTERD_SERVER_DECIMAL_H
 
 #include <stdint.h>
 #include <string.h>

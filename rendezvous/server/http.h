@@ -23,8 +23,8 @@
  * called once; from then on `req` is dead: never touch it again. on_gone is never called for a
  * request that has been fully answered (rv_reply() or rv_reply_end() returned).
  */
-#ifndef RV_HTTP_H
-#define RV_HTTP_H
+#ifndef MUSTERD_SERVER_HTTP_H
+#define MUSTERD_SERVER_HTTP_H
 
 #include <stddef.h>
 #include <stdint.h>

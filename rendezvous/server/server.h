@@ -2,8 +2,8 @@
  * server context (`struct rv_server`, as redis keeps one `server`), the connection, and the
  * route slots. Everything above the server layer uses http.h only.
  */
-#ifndef RV_SERVER_H
-#define RV_SERVER_H
+#ifndef MUSTERD_SERVER_SERVER_H
+#define MUSTERD_SERVER_SERVER_H
 
 #include <stdint.h>
 

@@ -14,8 +14,8 @@
  *   rc = rv_tls_conn_encrypt(tc, &c->out);             before writing c->out
  *   rv_tls_conn_free(tc); rv_tls_free(t);
  */
-#ifndef RV_TLS_H
-#define RV_TLS_H
+#ifndef MUSTERD_SERVER_TLS_H
+#define MUSTERD_SERVER_TLS_H
 
 #include <stddef.h>
 #include <stdint.h>

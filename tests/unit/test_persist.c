@@ -19,11 +19,11 @@
 
 struct world {
   uv_loop_t loop;
-  struct mu_store *s;
-  struct mu_persist *p;
-  struct mu_persist_report rep;
+  struct v2_store *s;
+  struct persist *p;
+  struct persist_report rep;
   struct mu_buf errbuf;
-  const char *err; /* what mu_persist_open() said, "" when it opened */
+  const char *err; /* what persist_open() said, "" when it opened */
 };
 
 /* The error text of the next call: the buffer emptied first. */
@@ -32,13 +32,13 @@ static struct mu_buf *msgbuf(struct mu_buf *b)
   mu_buf_clear(b);
   return b;
 }
-static int world_open(struct world *w, const char *dir, enum mu_fsync_mode mode, uint64_t every)
+static int world_open(struct world *w, const char *dir, enum persist_fsync mode, uint64_t every)
 {
   memset(w, 0, sizeof(*w));
   uv_loop_init(&w->loop);
-  w->s = mu_store_new(&w->loop);
+  w->s = v2_store_new(&w->loop);
   mu_buf_init(&w->errbuf, 4096);
-  w->p = mu_persist_open(dir, mode, every, w->s, NULL, &w->loop, &w->rep, &w->errbuf);
+  w->p = persist_open(dir, mode, every, w->s, NULL, &w->loop, &w->rep, &w->errbuf);
   w->err = mu_buf_str(&w->errbuf);
   return w->p != NULL ? 0 : -1;
 }
@@ -46,12 +46,12 @@ static int world_open(struct world *w, const char *dir, enum mu_fsync_mode mode,
 static void world_close(struct world *w, int graceful)
 {
   if (w->p != NULL && graceful)
-    ASSERT_EQ(mu_persist_stop(w->p), 0);
-  mu_persist_close(w->p);
-  mu_store_free(w->s);
+    ASSERT_EQ(persist_stop(w->p), 0);
+  persist_close(w->p);
+  v2_store_free(w->s);
   uv_run(&w->loop, UV_RUN_DEFAULT);
-  mu_persist_free(w->p);
-  mu_persist_report_release(&w->rep);
+  persist_free(w->p);
+  persist_report_release(&w->rep);
   mu_buf_release(&w->errbuf);
   ASSERT_EQ(uv_loop_close(&w->loop), 0);
 }
@@ -72,58 +72,58 @@ static void rmdir_all(const char *dir)
 }
 
 /* The whole visible state: the recursive GET of "/" with the index, and every event's JSON. */
-static char *state_of(struct mu_store *s)
+static char *state_of(struct v2_store *s)
 {
   struct mu_buf b = MU_BUF_INIT((size_t)1 << 30);
-  struct mu_v2_err err = {0, NULL, 0};
+  struct v2_err err = {0, NULL, 0};
   mu_buf_printf(&b, "index=%llu\n", (unsigned long long)s->index);
-  ASSERT_EQ(mu_store_get(s, "/", 1, 1, &b, &err), 0);
-  const struct mu_event_history *h = &s->history;
+  ASSERT_EQ(v2_store_get(s, "/", 1, 1, &b, &err), 0);
+  const struct v2_event_history *h = &s->history;
   for (unsigned i = 0; i < h->count; i++) {
-    const struct mu_event *e = h->ring[(h->front + i) % h->cap];
+    const struct v2_event *e = h->ring[(h->front + i) % h->cap];
     mu_buf_printf(&b, "%llu %d %d %s", (unsigned long long)e->index, e->action, e->refresh,
                   e->json);
   }
   return mu_buf_detach(&b);
 }
 
-static void w_set(struct mu_store *s, const char *key, const char *value, int64_t expire)
+static void w_set(struct v2_store *s, const char *key, const char *value, int64_t expire)
 {
-  struct mu_write w = {key, value, value ? strlen(value) : 0, value == NULL, expire, 0, NULL, 0};
-  struct mu_v2_err err = {0, NULL, 0};
-  ASSERT(mu_store_set(s, &w, &err) != NULL);
+  struct v2_write w = {key, value, value ? strlen(value) : 0, value == NULL, expire, 0, NULL, 0};
+  struct v2_err err = {0, NULL, 0};
+  ASSERT(v2_store_set(s, &w, &err) != NULL);
 }
 
 /* A mix of every kind of write. */
-static void workload(struct mu_store *s)
+static void workload(struct v2_store *s)
 {
-  struct mu_v2_err err = {0, NULL, 0};
-  int64_t later = mu_now_ns() + (int64_t)3600 * 1000000000;
+  struct v2_err err = {0, NULL, 0};
+  int64_t later = v2_now_ns() + (int64_t)3600 * 1000000000;
   w_set(s, "/a/b/c", "1", 0);
   w_set(s, "/a/b/d", "two", later);
   w_set(s, "/dir", NULL, 0);
   w_set(s, "/a/b/c", "1bis", 0);
-  struct mu_write w = {"/q", "queued", 6, 0, 0, 0, NULL, 0};
-  ASSERT(mu_store_create(s, &w, 1, &err) != NULL); /* POST: in-order key */
-  struct mu_write u = {"/a/b/c", "updated", 7, 0, later, 0, NULL, 0};
-  ASSERT(mu_store_update(s, &u, &err) != NULL);
-  struct mu_write c = {"/a/b/c", "swapped", 7, 0, 0, 0, "updated", 0};
-  ASSERT(mu_store_cas(s, &c, &err) != NULL);
-  struct mu_write r = {"/a/b/d", NULL, 0, 0, later + 5, 1, NULL, 0};
-  ASSERT(mu_store_set(s, &r, &err) != NULL); /* refresh */
+  struct v2_write w = {"/q", "queued", 6, 0, 0, 0, NULL, 0};
+  ASSERT(v2_store_create(s, &w, 1, &err) != NULL); /* POST: in-order key */
+  struct v2_write u = {"/a/b/c", "updated", 7, 0, later, 0, NULL, 0};
+  ASSERT(v2_store_update(s, &u, &err) != NULL);
+  struct v2_write c = {"/a/b/c", "swapped", 7, 0, 0, 0, "updated", 0};
+  ASSERT(v2_store_cas(s, &c, &err) != NULL);
+  struct v2_write r = {"/a/b/d", NULL, 0, 0, later + 5, 1, NULL, 0};
+  ASSERT(v2_store_set(s, &r, &err) != NULL); /* refresh */
   w_set(s, "/gone/x", "x", 0);
-  ASSERT(mu_store_delete(s, "/gone", 1, 1, &err) != NULL);
+  ASSERT(v2_store_delete(s, "/gone", 1, 1, &err) != NULL);
   w_set(s, "/cad", "v", 0);
-  ASSERT(mu_store_cad(s, "/cad", "v", 0, &err) != NULL);
+  ASSERT(v2_store_cad(s, "/cad", "v", 0, &err) != NULL);
   w_set(s, "/_hidden", "h", 0);
   w_set(s, "/bin", "a\0b\n\"\xff", 0);
   /* failures are not logged */
-  struct mu_write bad = {"/a/b/c", "no", 2, 0, 0, 0, "wrong", 0};
-  ASSERT(mu_store_cas(s, &bad, &err) == NULL);
-  mu_v2_err_release(&err);
+  struct v2_write bad = {"/a/b/c", "no", 2, 0, 0, 0, "wrong", 0};
+  ASSERT(v2_store_cas(s, &bad, &err) == NULL);
+  v2_err_release(&err);
 }
 
-static void roundtrip(enum mu_fsync_mode mode, uint64_t every, int graceful)
+static void roundtrip(enum persist_fsync mode, uint64_t every, int graceful)
 {
   char *dir = tmpdir();
   struct world w;
@@ -162,38 +162,38 @@ static void roundtrip(enum mu_fsync_mode mode, uint64_t every, int graceful)
 
 TEST(persist__roundtrip_log_only)
 {
-  roundtrip(MU_FSYNC_ALWAYS, 0, 0);
+  roundtrip(PERSIST_FSYNC_ALWAYS, 0, 0);
 }
 
 TEST(persist__roundtrip_snapshots)
 {
-  roundtrip(MU_FSYNC_OFF, 3, 0);
+  roundtrip(PERSIST_FSYNC_OFF, 3, 0);
 }
 
 TEST(persist__roundtrip_batch_graceful)
 {
-  roundtrip(MU_FSYNC_BATCH, 4, 1);
+  roundtrip(PERSIST_FSYNC_BATCH, 4, 1);
 }
 
 TEST(persist__expired_while_down)
 {
   char *dir = tmpdir();
   struct world w;
-  ASSERT_EQ(world_open(&w, dir, MU_FSYNC_ALWAYS, 0), 0);
-  w_set(w.s, "/soon", "x", mu_now_ns() + 50 * 1000000);
-  w_set(w.s, "/stays", "y", mu_now_ns() + (int64_t)3600 * 1000000000);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  w_set(w.s, "/soon", "x", v2_now_ns() + 50 * 1000000);
+  w_set(w.s, "/stays", "y", v2_now_ns() + (int64_t)3600 * 1000000000);
   world_close(&w, 0);
   usleep(100 * 1000);
-  ASSERT_EQ(world_open(&w, dir, MU_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
   ASSERT_EQ(w.rep.expired, 1);
-  ASSERT(mu_store_lookup(w.s, "/soon") == NULL);
-  ASSERT(mu_store_lookup(w.s, "/stays") != NULL);
+  ASSERT(v2_store_lookup(w.s, "/soon") == NULL);
+  ASSERT(v2_store_lookup(w.s, "/stays") != NULL);
   ASSERT_EQ(w.s->index, 3);
-  const struct mu_event *last = w.s->history.ring[(w.s->history.front + 2) % w.s->history.cap];
-  ASSERT_EQ(last->action, MU_EV_EXPIRE);
+  const struct v2_event *last = w.s->history.ring[(w.s->history.front + 2) % w.s->history.cap];
+  ASSERT_EQ(last->action, V2_EV_EXPIRE);
   world_close(&w, 0);
   /* the expiry was logged: a second restart sees the same index and nothing to expire */
-  ASSERT_EQ(world_open(&w, dir, MU_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
   ASSERT_EQ(w.rep.expired, 0);
   ASSERT_EQ(w.s->index, 3);
   world_close(&w, 0);
@@ -227,7 +227,7 @@ TEST(persist__torn_tail_every_offset)
 {
   char *dir = tmpdir();
   struct world w;
-  ASSERT_EQ(world_open(&w, dir, MU_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
   for (int i = 0; i < 4; i++)
     w_set(w.s, i == 3 ? "/last" : "/k", "value", 0);
   world_close(&w, 0);
@@ -235,19 +235,19 @@ TEST(persist__torn_tail_every_offset)
   size_t n = 0;
   unsigned char *orig = slurp(log, &n);
   /* find the last record */
-  struct mu_wal_reader r;
-  mu_wal_reader_init(&r, orig, n);
+  struct wal_reader r;
+  wal_reader_init(&r, orig, n);
   const unsigned char *p;
   size_t len, last = 0;
   for (int i = 0; i < 3; i++)
-    ASSERT_EQ(mu_wal_read(&r, &p, &len), MU_WAL_RECORD);
+    ASSERT_EQ(wal_read(&r, &p, &len), WAL_RECORD);
   last = r.off;
   for (size_t cut = last + 1; cut < n; cut++) {
     spit(log, orig, cut);
-    ASSERT_EQ(world_open(&w, dir, MU_FSYNC_ALWAYS, 0), 0);
+    ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
     ASSERT(strstr(mu_buf_str(&w.rep.warning), "torn tail") != NULL);
     ASSERT_EQ(w.s->index, 3);
-    ASSERT(mu_store_lookup(w.s, "/last") == NULL);
+    ASSERT(v2_store_lookup(w.s, "/last") == NULL);
     world_close(&w, 0);
     struct stat st;
     ASSERT_EQ(stat(log, &st), 0);
@@ -263,23 +263,23 @@ TEST(persist__corruption_refuses)
 {
   char *dir = tmpdir();
   struct world w;
-  ASSERT_EQ(world_open(&w, dir, MU_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
   for (int i = 0; i < 5; i++)
     w_set(w.s, "/k", "value", 0);
   world_close(&w, 0);
   char *log = mu_asprintf("%s/wal-00000000000000000001.log", dir);
   size_t n = 0;
   unsigned char *orig = slurp(log, &n);
-  struct mu_wal_reader r;
-  mu_wal_reader_init(&r, orig, n);
+  struct wal_reader r;
+  wal_reader_init(&r, orig, n);
   const unsigned char *p;
   size_t len;
-  ASSERT_EQ(mu_wal_read(&r, &p, &len), MU_WAL_RECORD);
-  ASSERT_EQ(mu_wal_read(&r, &p, &len), MU_WAL_RECORD);
+  ASSERT_EQ(wal_read(&r, &p, &len), WAL_RECORD);
+  ASSERT_EQ(wal_read(&r, &p, &len), WAL_RECORD);
   size_t third = r.off;
   orig[third + 30] ^= 0x10; /* inside the third of five records */
   spit(log, orig, n);
-  ASSERT(world_open(&w, dir, MU_FSYNC_ALWAYS, 0) != 0);
+  ASSERT(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0) != 0);
   ASSERT(strstr(w.err, log) != NULL);
   char want[64];
   snprintf(want, sizeof(want), "byte offset %zu", third);
@@ -295,8 +295,8 @@ TEST(persist__dir_locked)
 {
   char *dir = tmpdir();
   struct world a, b;
-  ASSERT_EQ(world_open(&a, dir, MU_FSYNC_OFF, 0), 0);
-  ASSERT(world_open(&b, dir, MU_FSYNC_OFF, 0) != 0);
+  ASSERT_EQ(world_open(&a, dir, PERSIST_FSYNC_OFF, 0), 0);
+  ASSERT(world_open(&b, dir, PERSIST_FSYNC_OFF, 0) != 0);
   ASSERT(strstr(b.err, "in use by another musterd") != NULL);
   world_close(&b, 0);
   world_close(&a, 0);
@@ -308,13 +308,13 @@ TEST(persist__interrupted_compaction)
 {
   char *dir = tmpdir();
   struct world w;
-  ASSERT_EQ(world_open(&w, dir, MU_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
   for (int i = 0; i < 5; i++)
     w_set(w.s, "/k", "value", 0);
   char *old = mu_asprintf("%s/wal-00000000000000000001.log", dir);
   size_t n = 0;
   unsigned char *copy = slurp(old, &n);
-  ASSERT_EQ(mu_persist_snapshot(w.p), 0);
+  ASSERT_EQ(persist_snapshot(w.p), 0);
   struct stat st;
   ASSERT(stat(old, &st) != 0); /* compacted away */
   w_set(w.s, "/k", "after", 0);
@@ -325,7 +325,7 @@ TEST(persist__interrupted_compaction)
    * it is not needed, so it is not read */
   copy[n / 2] ^= 0x55;
   spit(old, copy, n);
-  ASSERT_EQ(world_open(&w, dir, MU_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
   char *after = state_of(w.s);
   ASSERT_STR_EQ(after, before);
   ASSERT_EQ(w.rep.snapshot_index, 5);
@@ -339,9 +339,9 @@ TEST(persist__interrupted_compaction)
   mu_free(dir);
 }
 
-/* ---- the native rendezvous state (rdzv.h mu_rdzv_encode/mu_rdzv_restore) ---- */
+/* ---- the native rendezvous state (rdzv.h rdzv_encode/rdzv_restore) ---- */
 
-static void rz_answer(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
+static void rz_answer(struct rdzv_wait *w, const struct rdzv_answer *a)
 {
   *(int *)w->data = a->err == 0 ? 1 : -1;
 }
@@ -351,10 +351,10 @@ static void rz_free_done(void *data)
   *(int *)data = 1;
 }
 
-static void rz_free(uv_loop_t *loop, struct mu_rdzv *rv)
+static void rz_free(uv_loop_t *loop, struct rdzv *rv)
 {
   int done = 0;
-  mu_rdzv_free(rv, rz_free_done, &done);
+  rdzv_free(rv, rz_free_done, &done);
   while (!done && uv_run(loop, UV_RUN_ONCE) != 0) {
   }
   ASSERT_EQ(done, 1);
@@ -363,27 +363,27 @@ static void rz_free(uv_loop_t *loop, struct mu_rdzv *rv)
 /* A run with a closed round of 2 and some KV, an ended run; returns the encoded state. */
 static struct mu_buf rz_state(uv_loop_t *loop)
 {
-  struct mu_rdzv *rv = mu_rdzv_new(loop, 0);
-  struct mu_rdzv_join_req req = {"node-a", "10.0.0.1", 2, 29500, 0, {2, 2, -1, -1, 5000}};
+  struct rdzv *rv = rdzv_new(loop, 0);
+  struct rdzv_join_req req = {"node-a", "10.0.0.1", 2, 29500, 0, {2, 2, -1, -1, 5000}};
   int fa = 0, fb = 0, fc = 0;
-  struct mu_rdzv_wait wa = MU_RDZV_WAIT_INIT(rz_answer, &fa);
-  struct mu_rdzv_wait wb = MU_RDZV_WAIT_INIT(rz_answer, &fb);
-  struct mu_rdzv_wait wc = MU_RDZV_WAIT_INIT(rz_answer, &fc);
+  struct rdzv_wait wa = RDZV_WAIT_INIT(rz_answer, &fa);
+  struct rdzv_wait wb = RDZV_WAIT_INIT(rz_answer, &fb);
+  struct rdzv_wait wc = RDZV_WAIT_INIT(rz_answer, &fc);
   struct mu_buf msg = MU_BUF_INIT(4096);
-  ASSERT_EQ(mu_rdzv_join(rv, "job", &req, &wa, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_join(rv, "job", &req, &wa, msgbuf(&msg)), 0);
   req.node_id = "node-b";
   req.addr = "10.0.0.2";
-  ASSERT_EQ(mu_rdzv_join(rv, "job", &req, &wb, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_join(rv, "job", &req, &wb, msgbuf(&msg)), 0);
   ASSERT(fa == 1 && fb == 1);
   uint64_t version = 0;
-  ASSERT_EQ(mu_rdzv_kv_set(rv, "job", "bin", "a\0b", 3, &version), 0);
-  ASSERT_EQ(mu_rdzv_kv_set(rv, "job", "gone", "x", 1, &version), 0);
-  ASSERT_EQ(mu_rdzv_kv_del(rv, "job", "gone"), 0);
-  struct mu_rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, -1}};
-  ASSERT_EQ(mu_rdzv_join(rv, "ended", &one, &wc, msgbuf(&msg)), 0);
-  ASSERT_EQ(mu_rdzv_end(rv, "ended", 1, "stopped by the test"), 0);
+  ASSERT_EQ(rdzv_kv_set(rv, "job", "bin", "a\0b", 3, &version), 0);
+  ASSERT_EQ(rdzv_kv_set(rv, "job", "gone", "x", 1, &version), 0);
+  ASSERT_EQ(rdzv_kv_del(rv, "job", "gone"), 0);
+  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, -1}};
+  ASSERT_EQ(rdzv_join(rv, "ended", &one, &wc, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_end(rv, "ended", 1, "stopped by the test"), 0);
   struct mu_buf b = MU_BUF_INIT(1 << 20);
-  ASSERT_EQ(mu_rdzv_encode(rv, &b), 0);
+  ASSERT_EQ(rdzv_encode(rv, &b), 0);
   rz_free(loop, rv);
   mu_buf_release(&msg);
   return b;
@@ -394,45 +394,45 @@ TEST(persist__rdzv_roundtrip)
   uv_loop_t loop;
   uv_loop_init(&loop);
   struct mu_buf b = rz_state(&loop);
-  struct mu_rdzv *rv = mu_rdzv_new(&loop, 0);
-  ASSERT_EQ(mu_rdzv_restore(rv, b.data, b.len), 0);
-  struct mu_rdzv_run *run = mu_rdzv_find(rv, "job");
+  struct rdzv *rv = rdzv_new(&loop, 0);
+  ASSERT_EQ(rdzv_restore(rv, b.data, b.len), 0);
+  struct rdzv_run *run = rdzv_find(rv, "job");
   ASSERT(run != NULL);
-  struct mu_rdzv_run_info info;
-  mu_rdzv_run_info(run, &info);
+  struct rdzv_run_info info;
+  rdzv_run_info(run, &info);
   ASSERT_EQ(info.round, 1);
-  ASSERT_EQ(info.round_state, MU_RDZV_ROUND_ACTIVE);
+  ASSERT_EQ(info.round_state, RDZV_ROUND_ACTIVE);
   ASSERT_EQ(info.nnodes, 2);
   ASSERT_EQ(info.lease_ttl_ms, 5000);
-  struct mu_rdzv_member m;
-  mu_rdzv_round_member(info.last_round, 1, &m);
+  struct rdzv_member m;
+  rdzv_round_member(info.last_round, 1, &m);
   ASSERT_STR_EQ(m.node_id, "node-b");
   ASSERT_STR_EQ(m.addr, "10.0.0.2");
   ASSERT_EQ(m.rank_offset, 2);
   ASSERT_EQ(info.last_round->world_size, 4);
-  struct mu_rdzv_answer a;
-  ASSERT_EQ(mu_rdzv_heartbeat(rv, "job", "node-b", &a), 0);
+  struct rdzv_answer a;
+  ASSERT_EQ(rdzv_heartbeat(rv, "job", "node-b", &a), 0);
   ASSERT_STR_EQ(a.state, "active");
-  ASSERT_EQ(mu_rdzv_kv_get(rv, "job", "bin", &a, 0, NULL), 0);
+  ASSERT_EQ(rdzv_kv_get(rv, "job", "bin", &a, 0, NULL), 0);
   ASSERT_EQ(a.value_len, 3);
   ASSERT(memcmp(a.value, "a\0b", 3) == 0);
-  ASSERT_EQ(mu_rdzv_kv_get(rv, "job", "gone", &a, 0, NULL), MU_RDZV_ENO_SUCH_KEY);
-  struct mu_rdzv_run *ended = mu_rdzv_find(rv, "ended");
+  ASSERT_EQ(rdzv_kv_get(rv, "job", "gone", &a, 0, NULL), RDZV_ENO_SUCH_KEY);
+  struct rdzv_run *ended = rdzv_find(rv, "ended");
   ASSERT(ended != NULL);
-  mu_rdzv_run_info(ended, &info);
-  ASSERT_EQ(info.state, MU_RDZV_RUN_SHUT);
+  rdzv_run_info(ended, &info);
+  ASSERT_EQ(info.state, RDZV_RUN_SHUT);
   ASSERT_STR_EQ(info.reason, "stopped by the test");
   /* the next KV version continues after the restored ones */
   uint64_t version = 0;
-  ASSERT_EQ(mu_rdzv_kv_set(rv, "job", "next", "1", 1, &version), 0);
+  ASSERT_EQ(rdzv_kv_set(rv, "job", "next", "1", 1, &version), 0);
   ASSERT_EQ(version, 3);
   /* encoding the restored state gives a blob that restores the same way */
   struct mu_buf b2 = MU_BUF_INIT(1 << 20);
-  ASSERT_EQ(mu_rdzv_encode(rv, &b2), 0);
+  ASSERT_EQ(rdzv_encode(rv, &b2), 0);
   rz_free(&loop, rv);
-  rv = mu_rdzv_new(&loop, 0);
-  ASSERT_EQ(mu_rdzv_restore(rv, b2.data, b2.len), 0);
-  ASSERT_EQ(mu_rdzv_restore(rv, b2.data, b2.len), -1); /* only into an empty rendezvous */
+  rv = rdzv_new(&loop, 0);
+  ASSERT_EQ(rdzv_restore(rv, b2.data, b2.len), 0);
+  ASSERT_EQ(rdzv_restore(rv, b2.data, b2.len), -1); /* only into an empty rendezvous */
   rz_free(&loop, rv);
   mu_buf_release(&b);
   mu_buf_release(&b2);
@@ -447,14 +447,14 @@ TEST(persist__rdzv_restore_rejects_damage)
   /* every truncation, and a flipped bit in every byte: -1 or a consistent state, never a
    * crash or a leak (ASan) */
   for (size_t n = 0; n < b.len; n++) {
-    struct mu_rdzv *rv = mu_rdzv_new(&loop, 0);
-    ASSERT_EQ(mu_rdzv_restore(rv, b.data, n), -1);
+    struct rdzv *rv = rdzv_new(&loop, 0);
+    ASSERT_EQ(rdzv_restore(rv, b.data, n), -1);
     rz_free(&loop, rv);
   }
   for (size_t i = 0; i < b.len; i++) {
     b.data[i] ^= 0x04;
-    struct mu_rdzv *rv = mu_rdzv_new(&loop, 0);
-    (void)mu_rdzv_restore(rv, b.data, b.len);
+    struct rdzv *rv = rdzv_new(&loop, 0);
+    (void)rdzv_restore(rv, b.data, b.len);
     rz_free(&loop, rv);
     b.data[i] ^= 0x04;
   }

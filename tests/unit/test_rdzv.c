@@ -9,7 +9,7 @@
 
 /* A recorded answer. */
 struct rec {
-  struct mu_rdzv_wait w;
+  struct rdzv_wait w;
   int fired;
   int err;
   char message[512];
@@ -29,7 +29,7 @@ static struct mu_buf *msgbuf(struct mu_buf *b)
   mu_buf_clear(b);
   return b;
 }
-static void on_answer(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
+static void on_answer(struct rdzv_wait *w, const struct rdzv_answer *a)
 {
   struct rec *r = w->data;
   r->fired++;
@@ -51,7 +51,7 @@ static void on_answer(struct mu_rdzv_wait *w, const struct mu_rdzv_answer *a)
     r->master_port = a->master.master_port;
     if (a->with_members) {
       size_t len = 0;
-      const char *j = mu_rdzv_round_members_json(a->round, &len);
+      const char *j = rdzv_round_members_json(a->round, &len);
       snprintf(r->members, sizeof(r->members), "%.*s", (int)len, j);
     }
   }
@@ -82,23 +82,23 @@ static void spin(uv_loop_t *loop, uint64_t ms)
 
 struct env {
   uv_loop_t loop;
-  struct mu_rdzv *rv;
+  struct rdzv *rv;
 };
 
 static void env_init(struct env *e, uint64_t gc_ms)
 {
   ASSERT_EQ(uv_loop_init(&e->loop), 0);
-  e->rv = mu_rdzv_new(&e->loop, gc_ms);
+  e->rv = rdzv_new(&e->loop, gc_ms);
 }
 
 static void env_done(struct env *e)
 {
-  mu_rdzv_free(e->rv, NULL, NULL);
+  rdzv_free(e->rv, NULL, NULL);
   uv_run(&e->loop, UV_RUN_DEFAULT);
   ASSERT_EQ(uv_loop_close(&e->loop), 0);
 }
 
-static void cfg(struct mu_rdzv_join_req *q, uint32_t min, uint32_t max, int64_t last_call)
+static void cfg(struct rdzv_join_req *q, uint32_t min, uint32_t max, int64_t last_call)
 {
   memset(q, 0, sizeof(*q));
   q->addr = "127.0.0.1";
@@ -112,13 +112,13 @@ static void cfg(struct mu_rdzv_join_req *q, uint32_t min, uint32_t max, int64_t 
   q->config.lease_ttl_ms = -1;
 }
 
-static int join(struct env *e, const char *run, struct mu_rdzv_join_req *q, const char *node,
+static int join(struct env *e, const char *run, struct rdzv_join_req *q, const char *node,
                 struct rec *r)
 {
   struct mu_buf msg = MU_BUF_INIT(4096);
   rec_init(r);
   q->node_id = node;
-  int rc = mu_rdzv_join(e->rv, run, q, &r->w, &msg);
+  int rc = rdzv_join(e->rv, run, q, &r->w, &msg);
   mu_buf_release(&msg);
   return rc;
 }
@@ -127,7 +127,7 @@ TEST(rdzv__round_closes_at_max)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[3];
   cfg(&q, 2, 3, 60000);
   ASSERT_EQ(join(&e, "job", &q, "a", &r[0]), 0);
@@ -160,7 +160,7 @@ TEST(rdzv__round_closes_at_min_after_last_call)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[2];
   cfg(&q, 2, 4, 80);
   join(&e, "job", &q, "a", &r[0]);
@@ -179,7 +179,7 @@ TEST(rdzv__below_min_never_closes_and_join_times_out)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r;
   cfg(&q, 2, 2, -1);
   q.config.join_timeout_ms = 50;
@@ -188,9 +188,9 @@ TEST(rdzv__below_min_never_closes_and_join_times_out)
   ASSERT_EQ(r.fired, 0);
   spin(&e.loop, 60);
   ASSERT_EQ(r.fired, 1);
-  ASSERT_EQ(r.err, MU_RDZV_EJOIN_TIMEOUT);
+  ASSERT_EQ(r.err, RDZV_EJOIN_TIMEOUT);
   ASSERT(strstr(r.message, "min_nodes (2)") != NULL);
-  ASSERT_STR_EQ(mu_rdzv_err_code(r.err), "join_timeout");
+  ASSERT_STR_EQ(rdzv_err_code(r.err), "join_timeout");
   env_done(&e);
 }
 
@@ -198,7 +198,7 @@ TEST(rdzv__ranks_stable_across_rounds)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[4], w;
   cfg(&q, 2, 4, 30);
   join(&e, "job", &q, "a", &r[0]);
@@ -209,7 +209,7 @@ TEST(rdzv__ranks_stable_across_rounds)
   ASSERT_EQ(r[2].rank, 2);
   /* a watches; a newcomer d arrives: a learns of it (room: 3 < 4). */
   rec_init(&w);
-  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "a", 1, 10000, &w.w), 0);
+  ASSERT_EQ(rdzv_watch(e.rv, "job", "a", 1, 10000, &w.w), 0);
   ASSERT_EQ(w.fired, 0);
   join(&e, "job", &q, "d", &r[3]);
   ASSERT_EQ(w.fired, 1);
@@ -228,8 +228,8 @@ TEST(rdzv__ranks_stable_across_rounds)
   }
   /* b leaves with failure; the rest re-join at once, keeping their relative order. */
   rec_init(&w);
-  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "d", 2, 10000, &w.w), 0);
-  ASSERT_EQ(mu_rdzv_leave(e.rv, "job", "b", 1, "worker failed"), 0);
+  ASSERT_EQ(rdzv_watch(e.rv, "job", "d", 2, 10000, &w.w), 0);
+  ASSERT_EQ(rdzv_leave(e.rv, "job", "b", 1, "worker failed"), 0);
   ASSERT_EQ(w.fired, 1);
   ASSERT_STR_EQ(w.event, "broken");
   join(&e, "job", &q, "d", &r[3]);
@@ -250,9 +250,9 @@ TEST(rdzv__lease_expiry_breaks_round)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[2], w, w2;
-  struct mu_rdzv_answer hb;
+  struct rdzv_answer hb;
   cfg(&q, 1, 2, 0);
   q.config.max_nodes = 2;
   q.config.min_nodes = 2;
@@ -261,26 +261,26 @@ TEST(rdzv__lease_expiry_breaks_round)
   join(&e, "job", &q, "b", &r[1]);
   ASSERT_EQ(r[1].fired, 1);
   rec_init(&w);
-  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "a", 1, 10000, &w.w), 0);
+  ASSERT_EQ(rdzv_watch(e.rv, "job", "a", 1, 10000, &w.w), 0);
   for (int i = 0; i < 4; i++) {
     spin(&e.loop, 30);
-    ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &hb), 0);
+    ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "a", &hb), 0);
     if (w.fired)
       break;
   }
   ASSERT_EQ(w.fired, 1);
   ASSERT_STR_EQ(w.event, "broken");
-  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "b", &hb), MU_RDZV_ENOT_MEMBER);
-  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &hb), 0);
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "b", &hb), RDZV_ENOT_MEMBER);
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "a", &hb), 0);
   ASSERT_STR_EQ(hb.state, "broken");
   ASSERT_EQ(hb.round_number, 1);
   /* A watch on the broken round answers at once. */
   rec_init(&w2);
-  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "a", 1, 10000, &w2.w), 0);
+  ASSERT_EQ(rdzv_watch(e.rv, "job", "a", 1, 10000, &w2.w), 0);
   ASSERT_EQ(w2.fired, 1);
   ASSERT_STR_EQ(w2.event, "broken");
-  struct mu_rdzv_stats st;
-  mu_rdzv_stats(e.rv, &st);
+  struct rdzv_stats st;
+  rdzv_stats(e.rv, &st);
   ASSERT_EQ(st.leases_expired, 1);
   env_done(&e);
 }
@@ -289,19 +289,19 @@ TEST(rdzv__waiting_signalled_only_with_room)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[3], w;
-  struct mu_rdzv_answer hb;
+  struct rdzv_answer hb;
   cfg(&q, 2, 2, -1);
   join(&e, "full", &q, "a", &r[0]);
   join(&e, "full", &q, "b", &r[1]);
   ASSERT_EQ(r[0].fired, 1);
   rec_init(&w);
-  ASSERT_EQ(mu_rdzv_watch(e.rv, "full", "a", 1, 60, &w.w), 0);
+  ASSERT_EQ(rdzv_watch(e.rv, "full", "a", 1, 60, &w.w), 0);
   join(&e, "full", &q, "c", &r[2]);
   spin(&e.loop, 20);
   ASSERT_EQ(w.fired, 0);
-  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "full", "a", &hb), 0);
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "full", "a", &hb), 0);
   ASSERT_EQ(hb.waiting, 1);
   ASSERT_STR_EQ(hb.state, "active");
   spin(&e.loop, 80);
@@ -310,7 +310,7 @@ TEST(rdzv__waiting_signalled_only_with_room)
   ASSERT_EQ(w.waiting, 1);
   ASSERT_EQ(r[2].fired, 0);
   /* When the round breaks, the survivor and the waiting node form the next round. */
-  ASSERT_EQ(mu_rdzv_leave(e.rv, "full", "b", 1, "lost"), 0);
+  ASSERT_EQ(rdzv_leave(e.rv, "full", "b", 1, "lost"), 0);
   join(&e, "full", &q, "a", &r[0]);
   ASSERT_EQ(r[0].fired, 1);
   ASSERT_EQ(r[2].fired, 1);
@@ -324,7 +324,7 @@ TEST(rdzv__more_joins_than_max_wait_for_room)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[3];
   cfg(&q, 1, 2, 1000);
   join(&e, "job", &q, "a", &r[0]);
@@ -333,11 +333,11 @@ TEST(rdzv__more_joins_than_max_wait_for_room)
   ASSERT_EQ(r[0].fired, 1);
   ASSERT_EQ(r[1].fired, 1);
   ASSERT_EQ(r[2].fired, 0);
-  struct mu_rdzv_run_info info;
-  mu_rdzv_run_info(mu_rdzv_find(e.rv, "job"), &info);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
   ASSERT_EQ(info.waiting, 1);
   ASSERT_EQ(info.nnodes, 2);
-  ASSERT_EQ(info.round_state, MU_RDZV_ROUND_ACTIVE);
+  ASSERT_EQ(info.round_state, RDZV_ROUND_ACTIVE);
   env_done(&e);
 }
 
@@ -345,7 +345,7 @@ TEST(rdzv__config_mismatch_and_bad_request)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[2];
   struct mu_buf msg = MU_BUF_INIT(4096);
   cfg(&q, 2, 4, -1);
@@ -353,18 +353,18 @@ TEST(rdzv__config_mismatch_and_bad_request)
   cfg(&q, 3, 4, -1);
   ASSERT_EQ(join(&e, "job", &q, "b", &r[1]), 0);
   ASSERT_EQ(r[1].fired, 1);
-  ASSERT_EQ(r[1].err, MU_RDZV_ECONFIG_MISMATCH);
+  ASSERT_EQ(r[1].err, RDZV_ECONFIG_MISMATCH);
   ASSERT(strstr(r[1].message, "2:4") != NULL);
   cfg(&q, 3, 2, -1);
   rec_init(&r[1]);
   q.node_id = "b";
-  ASSERT_EQ(mu_rdzv_join(e.rv, "job2", &q, &r[1].w, msgbuf(&msg)), MU_RDZV_EBAD_REQUEST);
+  ASSERT_EQ(rdzv_join(e.rv, "job2", &q, &r[1].w, msgbuf(&msg)), RDZV_EBAD_REQUEST);
   ASSERT(strstr(mu_buf_str(&msg), "max_nodes") != NULL);
   cfg(&q, 1, 1, -1);
   q.node_id = "b\"";
-  ASSERT_EQ(mu_rdzv_join(e.rv, "job2", &q, &r[1].w, msgbuf(&msg)), MU_RDZV_EBAD_REQUEST);
+  ASSERT_EQ(rdzv_join(e.rv, "job2", &q, &r[1].w, msgbuf(&msg)), RDZV_EBAD_REQUEST);
   q.node_id = "b";
-  ASSERT_EQ(mu_rdzv_join(e.rv, "bad/id", &q, &r[1].w, msgbuf(&msg)), MU_RDZV_EBAD_REQUEST);
+  ASSERT_EQ(rdzv_join(e.rv, "bad/id", &q, &r[1].w, msgbuf(&msg)), RDZV_EBAD_REQUEST);
   ASSERT(strstr(mu_buf_str(&msg), "run_id") != NULL);
   ASSERT_EQ(r[1].fired, 0);
   env_done(&e);
@@ -375,11 +375,11 @@ TEST(rdzv__cancelled_join_is_withdrawn)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[3];
   cfg(&q, 2, 2, -1);
   join(&e, "job", &q, "a", &r[0]);
-  mu_rdzv_wait_cancel(&r[0].w);
+  rdzv_wait_cancel(&r[0].w);
   join(&e, "job", &q, "b", &r[1]);
   ASSERT_EQ(r[1].fired, 0);
   join(&e, "job", &q, "c", &r[2]);
@@ -392,7 +392,7 @@ TEST(rdzv__cancelled_join_is_withdrawn)
   join(&e, "job3", &q, "n", &x);
   join(&e, "job3", &q, "n", &y);
   ASSERT_EQ(x.fired, 1);
-  ASSERT_EQ(x.err, MU_RDZV_EREPLACED);
+  ASSERT_EQ(x.err, RDZV_EREPLACED);
   ASSERT_EQ(y.fired, 0);
   env_done(&e);
 }
@@ -401,18 +401,17 @@ TEST(rdzv__barrier_timeout_and_reuse)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r, b[3];
   struct mu_buf msg = MU_BUF_INIT(4096);
   cfg(&q, 1, 1, -1);
   join(&e, "job", &q, "a", &r);
-  ASSERT_EQ(mu_rdzv_barrier(e.rv, "nope", "x", 1, 100, "0", &b[0].w, msgbuf(&msg)),
-            MU_RDZV_ENO_SUCH_RUN);
+  ASSERT_EQ(rdzv_barrier(e.rv, "nope", "x", 1, 100, "0", &b[0].w, msgbuf(&msg)), RDZV_ENO_SUCH_RUN);
   for (int gen = 1; gen <= 2; gen++) {
     const char *ids[3] = {"r0", "r1", "r2"};
     for (int i = 0; i < 3; i++) {
       rec_init(&b[i]);
-      ASSERT_EQ(mu_rdzv_barrier(e.rv, "job", "start", 3, 10000, ids[i], &b[i].w, msgbuf(&msg)), 0);
+      ASSERT_EQ(rdzv_barrier(e.rv, "job", "start", 3, 10000, ids[i], &b[i].w, msgbuf(&msg)), 0);
       if (i < 2)
         ASSERT_EQ(b[0].fired, 0);
     }
@@ -425,27 +424,27 @@ TEST(rdzv__barrier_timeout_and_reuse)
   /* The same id twice counts once (the first arrival is replaced). */
   rec_init(&b[0]);
   rec_init(&b[1]);
-  mu_rdzv_barrier(e.rv, "job", "dup", 2, 10000, "r0", &b[0].w, msgbuf(&msg));
-  mu_rdzv_barrier(e.rv, "job", "dup", 2, 10000, "r0", &b[1].w, msgbuf(&msg));
-  ASSERT_EQ(b[0].err, MU_RDZV_EREPLACED);
+  rdzv_barrier(e.rv, "job", "dup", 2, 10000, "r0", &b[0].w, msgbuf(&msg));
+  rdzv_barrier(e.rv, "job", "dup", 2, 10000, "r0", &b[1].w, msgbuf(&msg));
+  ASSERT_EQ(b[0].err, RDZV_EREPLACED);
   ASSERT_EQ(b[1].fired, 0);
   /* A different count is refused; a timeout withdraws the arrival. */
   rec_init(&b[2]);
-  ASSERT_EQ(mu_rdzv_barrier(e.rv, "job", "dup", 3, 10000, "r1", &b[2].w, msgbuf(&msg)),
-            MU_RDZV_ECOUNT_MISMATCH);
+  ASSERT_EQ(rdzv_barrier(e.rv, "job", "dup", 3, 10000, "r1", &b[2].w, msgbuf(&msg)),
+            RDZV_ECOUNT_MISMATCH);
   ASSERT(strstr(mu_buf_str(&msg), "waiting for 2") != NULL);
-  mu_rdzv_wait_cancel(&b[1].w);
+  rdzv_wait_cancel(&b[1].w);
   rec_init(&b[0]);
-  mu_rdzv_barrier(e.rv, "job", "slow", 2, 40, "r0", &b[0].w, msgbuf(&msg));
+  rdzv_barrier(e.rv, "job", "slow", 2, 40, "r0", &b[0].w, msgbuf(&msg));
   spin(&e.loop, 80);
   ASSERT_EQ(b[0].fired, 1);
-  ASSERT_EQ(b[0].err, MU_RDZV_EBARRIER_TIMEOUT);
+  ASSERT_EQ(b[0].err, RDZV_EBARRIER_TIMEOUT);
   ASSERT(strstr(b[0].message, "1 of 2") != NULL);
   /* After the timeout the barrier starts empty again. */
   rec_init(&b[0]);
   rec_init(&b[1]);
-  mu_rdzv_barrier(e.rv, "job", "slow", 2, 1000, "r0", &b[0].w, msgbuf(&msg));
-  mu_rdzv_barrier(e.rv, "job", "slow", 2, 1000, "r1", &b[1].w, msgbuf(&msg));
+  rdzv_barrier(e.rv, "job", "slow", 2, 1000, "r0", &b[0].w, msgbuf(&msg));
+  rdzv_barrier(e.rv, "job", "slow", 2, 1000, "r1", &b[1].w, msgbuf(&msg));
   ASSERT_EQ(b[0].generation, 1);
   env_done(&e);
   mu_buf_release(&msg);
@@ -455,52 +454,51 @@ TEST(rdzv__kv_set_get_wait_add)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r, w, w2;
-  struct mu_rdzv_answer a;
+  struct rdzv_answer a;
   uint64_t ver = 0;
   int64_t n = 0;
   cfg(&q, 1, 1, -1);
   join(&e, "job", &q, "a", &r);
-  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "k", &a, 0, NULL), MU_RDZV_ENO_SUCH_KEY);
-  ASSERT_EQ(mu_rdzv_kv_set(e.rv, "job", "k", "hello", 5, &ver), 0);
+  ASSERT_EQ(rdzv_kv_get(e.rv, "job", "k", &a, 0, NULL), RDZV_ENO_SUCH_KEY);
+  ASSERT_EQ(rdzv_kv_set(e.rv, "job", "k", "hello", 5, &ver), 0);
   ASSERT_EQ(ver, 1);
-  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "k", &a, 0, NULL), 0);
+  ASSERT_EQ(rdzv_kv_get(e.rv, "job", "k", &a, 0, NULL), 0);
   ASSERT_EQ(a.value_len, 5);
   ASSERT_EQ(memcmp(a.value, "hello", 5), 0);
   /* A wait on an absent key answers when it is set. */
   rec_init(&w);
-  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "addr0", &a, 5000, &w.w), 1);
+  ASSERT_EQ(rdzv_kv_get(e.rv, "job", "addr0", &a, 5000, &w.w), 1);
   ASSERT_EQ(w.fired, 0);
-  ASSERT_EQ(mu_rdzv_kv_set(e.rv, "job", "addr0", "10.0.0.1:5000", 13, &ver), 0);
+  ASSERT_EQ(rdzv_kv_set(e.rv, "job", "addr0", "10.0.0.1:5000", 13, &ver), 0);
   ASSERT_EQ(w.fired, 1);
   ASSERT_STR_EQ(w.value, "10.0.0.1:5000");
   ASSERT_EQ(w.version, 2);
   /* ... or times out. */
   rec_init(&w2);
-  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "never", &a, 30, &w2.w), 1);
+  ASSERT_EQ(rdzv_kv_get(e.rv, "job", "never", &a, 30, &w2.w), 1);
   spin(&e.loop, 60);
   ASSERT_EQ(w2.fired, 1);
-  ASSERT_EQ(w2.err, MU_RDZV_EKV_TIMEOUT);
+  ASSERT_EQ(w2.err, RDZV_EKV_TIMEOUT);
   /* Counters. */
-  ASSERT_EQ(mu_rdzv_kv_add(e.rv, "job", "cnt", 5, &n), 0);
+  ASSERT_EQ(rdzv_kv_add(e.rv, "job", "cnt", 5, &n), 0);
   ASSERT_EQ(n, 5);
-  ASSERT_EQ(mu_rdzv_kv_add(e.rv, "job", "cnt", -2, &n), 0);
+  ASSERT_EQ(rdzv_kv_add(e.rv, "job", "cnt", -2, &n), 0);
   ASSERT_EQ(n, 3);
-  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "cnt", &a, 0, NULL), 0);
+  ASSERT_EQ(rdzv_kv_get(e.rv, "job", "cnt", &a, 0, NULL), 0);
   ASSERT_EQ(memcmp(a.value, "3", 1), 0);
-  ASSERT_EQ(mu_rdzv_kv_add(e.rv, "job", "k", 1, &n), MU_RDZV_ENOT_A_COUNTER);
-  ASSERT_EQ(mu_rdzv_kv_add(e.rv, "job", "cnt", INT64_MAX, &n), MU_RDZV_EBAD_REQUEST);
+  ASSERT_EQ(rdzv_kv_add(e.rv, "job", "k", 1, &n), RDZV_ENOT_A_COUNTER);
+  ASSERT_EQ(rdzv_kv_add(e.rv, "job", "cnt", INT64_MAX, &n), RDZV_EBAD_REQUEST);
   /* Delete. */
-  ASSERT_EQ(mu_rdzv_kv_del(e.rv, "job", "k"), 0);
-  ASSERT_EQ(mu_rdzv_kv_del(e.rv, "job", "k"), MU_RDZV_ENO_SUCH_KEY);
-  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job", "k", &a, 0, NULL), MU_RDZV_ENO_SUCH_KEY);
-  ASSERT_EQ(mu_rdzv_kv_set(e.rv, "nope", "k", "v", 1, &ver), MU_RDZV_ENO_SUCH_RUN);
+  ASSERT_EQ(rdzv_kv_del(e.rv, "job", "k"), 0);
+  ASSERT_EQ(rdzv_kv_del(e.rv, "job", "k"), RDZV_ENO_SUCH_KEY);
+  ASSERT_EQ(rdzv_kv_get(e.rv, "job", "k", &a, 0, NULL), RDZV_ENO_SUCH_KEY);
+  ASSERT_EQ(rdzv_kv_set(e.rv, "nope", "k", "v", 1, &ver), RDZV_ENO_SUCH_RUN);
   /* Size caps. */
-  char *big = mu_calloc(1, MU_RDZV_VALUE_MAX + 1);
-  ASSERT_EQ(mu_rdzv_kv_set(e.rv, "job", "big", big, MU_RDZV_VALUE_MAX + 1, &ver),
-            MU_RDZV_ETOO_LARGE);
-  ASSERT_EQ(mu_rdzv_kv_set(e.rv, "job", "big", big, MU_RDZV_VALUE_MAX, &ver), 0);
+  char *big = mu_calloc(1, RDZV_VALUE_MAX + 1);
+  ASSERT_EQ(rdzv_kv_set(e.rv, "job", "big", big, RDZV_VALUE_MAX + 1, &ver), RDZV_ETOO_LARGE);
+  ASSERT_EQ(rdzv_kv_set(e.rv, "job", "big", big, RDZV_VALUE_MAX, &ver), 0);
   mu_free(big);
   env_done(&e);
 }
@@ -509,9 +507,9 @@ TEST(rdzv__close_and_shutdown_answer_everyone)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[2], pend, w, bar, kvw, late;
-  struct mu_rdzv_answer a;
+  struct rdzv_answer a;
   struct mu_buf msg = MU_BUF_INIT(4096);
   cfg(&q, 2, 3, 60000);
   join(&e, "job", &q, "a", &r[0]);
@@ -519,16 +517,16 @@ TEST(rdzv__close_and_shutdown_answer_everyone)
   spin(&e.loop, 1);
   ASSERT_EQ(r[0].fired, 0);
   /* Close with two pending joins. */
-  ASSERT_EQ(mu_rdzv_end(e.rv, "job", 0, "done"), 0);
+  ASSERT_EQ(rdzv_end(e.rv, "job", 0, "done"), 0);
   ASSERT_EQ(r[0].fired, 1);
-  ASSERT_EQ(r[0].err, MU_RDZV_ERUN_CLOSED);
-  ASSERT_EQ(r[1].err, MU_RDZV_ERUN_CLOSED);
+  ASSERT_EQ(r[0].err, RDZV_ERUN_CLOSED);
+  ASSERT_EQ(r[1].err, RDZV_ERUN_CLOSED);
   join(&e, "job", &q, "c", &late);
-  ASSERT_EQ(late.err, MU_RDZV_ERUN_CLOSED);
+  ASSERT_EQ(late.err, RDZV_ERUN_CLOSED);
   ASSERT(strstr(late.message, "closed: done") != NULL);
-  ASSERT_EQ(mu_rdzv_end(e.rv, "job", 0, "again"), 0);
-  ASSERT_EQ(mu_rdzv_end(e.rv, "job", 1, "boom"), MU_RDZV_ERUN_CLOSED);
-  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &a), MU_RDZV_ERUN_CLOSED);
+  ASSERT_EQ(rdzv_end(e.rv, "job", 0, "again"), 0);
+  ASSERT_EQ(rdzv_end(e.rv, "job", 1, "boom"), RDZV_ERUN_CLOSED);
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "a", &a), RDZV_ERUN_CLOSED);
 
   /* Shut with an active round: watch, barrier, KV wait and a waiting join all answered. */
   cfg(&q, 1, 1, -1);
@@ -538,21 +536,21 @@ TEST(rdzv__close_and_shutdown_answer_everyone)
   rec_init(&w);
   rec_init(&bar);
   rec_init(&kvw);
-  ASSERT_EQ(mu_rdzv_watch(e.rv, "job2", "a", 1, 10000, &w.w), 0);
-  ASSERT_EQ(mu_rdzv_barrier(e.rv, "job2", "b", 2, 10000, "x", &bar.w, msgbuf(&msg)), 0);
-  ASSERT_EQ(mu_rdzv_kv_get(e.rv, "job2", "k", &a, 10000, &kvw.w), 1);
+  ASSERT_EQ(rdzv_watch(e.rv, "job2", "a", 1, 10000, &w.w), 0);
+  ASSERT_EQ(rdzv_barrier(e.rv, "job2", "b", 2, 10000, "x", &bar.w, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_kv_get(e.rv, "job2", "k", &a, 10000, &kvw.w), 1);
   ASSERT_EQ(w.fired + bar.fired + kvw.fired + pend.fired, 0);
-  ASSERT_EQ(mu_rdzv_end(e.rv, "job2", 1, "worker 3 failed"), 0);
+  ASSERT_EQ(rdzv_end(e.rv, "job2", 1, "worker 3 failed"), 0);
   ASSERT_STR_EQ(w.event, "shut");
-  ASSERT_EQ(bar.err, MU_RDZV_ERUN_SHUT);
-  ASSERT_EQ(kvw.err, MU_RDZV_ERUN_SHUT);
-  ASSERT_EQ(pend.err, MU_RDZV_ERUN_SHUT);
+  ASSERT_EQ(bar.err, RDZV_ERUN_SHUT);
+  ASSERT_EQ(kvw.err, RDZV_ERUN_SHUT);
+  ASSERT_EQ(pend.err, RDZV_ERUN_SHUT);
   ASSERT(strstr(pend.message, "worker 3 failed") != NULL);
   rec_init(&w);
-  ASSERT_EQ(mu_rdzv_watch(e.rv, "job2", "a", 1, 10000, &w.w), 0);
+  ASSERT_EQ(rdzv_watch(e.rv, "job2", "a", 1, 10000, &w.w), 0);
   ASSERT_STR_EQ(w.event, "shut");
-  struct mu_rdzv_stats st;
-  mu_rdzv_stats(e.rv, &st);
+  struct rdzv_stats st;
+  rdzv_stats(e.rv, &st);
   ASSERT_EQ(st.pending_joins + st.pending_watches + st.pending_other, 0);
   env_done(&e);
   mu_buf_release(&msg);
@@ -562,24 +560,24 @@ TEST(rdzv__leave_success_closes_run)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[2], w;
   cfg(&q, 2, 2, -1);
   join(&e, "job", &q, "a", &r[0]);
   join(&e, "job", &q, "b", &r[1]);
   rec_init(&w);
-  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "b", 1, 10000, &w.w), 0);
-  ASSERT_EQ(mu_rdzv_leave(e.rv, "job", "a", 0, NULL), 0);
+  ASSERT_EQ(rdzv_watch(e.rv, "job", "b", 1, 10000, &w.w), 0);
+  ASSERT_EQ(rdzv_leave(e.rv, "job", "a", 0, NULL), 0);
   ASSERT_EQ(w.fired, 0);
-  struct mu_rdzv_run_info info;
-  mu_rdzv_run_info(mu_rdzv_find(e.rv, "job"), &info);
-  ASSERT_EQ(info.state, MU_RDZV_RUN_OPEN);
-  ASSERT_EQ(mu_rdzv_leave(e.rv, "job", "b", 0, NULL), 0);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.state, RDZV_RUN_OPEN);
+  ASSERT_EQ(rdzv_leave(e.rv, "job", "b", 0, NULL), 0);
   ASSERT_EQ(w.fired, 1);
   ASSERT_STR_EQ(w.event, "closed");
-  mu_rdzv_run_info(mu_rdzv_find(e.rv, "job"), &info);
-  ASSERT_EQ(info.state, MU_RDZV_RUN_CLOSED);
-  ASSERT_EQ(mu_rdzv_leave(e.rv, "nope", "b", 0, NULL), MU_RDZV_ENO_SUCH_RUN);
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.state, RDZV_RUN_CLOSED);
+  ASSERT_EQ(rdzv_leave(e.rv, "nope", "b", 0, NULL), RDZV_ENO_SUCH_RUN);
   env_done(&e);
 }
 
@@ -587,25 +585,25 @@ TEST(rdzv__gc_removes_finished_and_idle_runs)
 {
   struct env e;
   env_init(&e, 60);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r, r2;
   cfg(&q, 1, 1, -1);
   q.config.lease_ttl_ms = 30;
   join(&e, "done", &q, "a", &r);
   join(&e, "idle", &q, "a", &r2);
-  ASSERT_EQ(mu_rdzv_end(e.rv, "done", 0, NULL), 0);
+  ASSERT_EQ(rdzv_end(e.rv, "done", 0, NULL), 0);
   spin(&e.loop, 20);
-  ASSERT_NOT_NULL(mu_rdzv_find(e.rv, "done"));
+  ASSERT_NOT_NULL(rdzv_find(e.rv, "done"));
   spin(&e.loop, 150);
-  ASSERT_NULL(mu_rdzv_find(e.rv, "done"));
+  ASSERT_NULL(rdzv_find(e.rv, "done"));
   /* "idle": its only node's lease expired at 30 ms, then 60 ms of nothing. */
-  ASSERT_NULL(mu_rdzv_find(e.rv, "idle"));
+  ASSERT_NULL(rdzv_find(e.rv, "idle"));
   /* The id can be reused. */
   join(&e, "done", &q, "a", &r);
   ASSERT_EQ(r.err, 0);
   ASSERT_EQ(r.round, 1);
-  struct mu_rdzv_stats st;
-  mu_rdzv_stats(e.rv, &st);
+  struct rdzv_stats st;
+  rdzv_stats(e.rv, &st);
   ASSERT_EQ(st.runs, 1);
   env_done(&e);
 }
@@ -614,13 +612,13 @@ TEST(rdzv__free_answers_pending_waits)
 {
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r;
   cfg(&q, 2, 2, -1);
   join(&e, "job", &q, "a", &r);
   env_done(&e);
   ASSERT_EQ(r.fired, 1);
-  ASSERT_EQ(r.err, MU_RDZV_ESHUTTING_DOWN);
+  ASSERT_EQ(r.err, RDZV_ESHUTTING_DOWN);
 }
 
 TEST(rdzv__ten_thousand_joins)
@@ -628,7 +626,7 @@ TEST(rdzv__ten_thousand_joins)
   struct env e;
   env_init(&e, 0);
   enum { N = 10000 };
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec *r = mu_calloc(N, sizeof(*r));
   char id[32];
   cfg(&q, N, N, -1);
@@ -644,11 +642,11 @@ TEST(rdzv__ten_thousand_joins)
     ASSERT_EQ(r[i].rank, i);
     ASSERT_EQ(r[i].offset, 2 * (uint64_t)i);
   }
-  struct mu_rdzv_run *run = mu_rdzv_find(e.rv, "big");
-  struct mu_rdzv_run_info info;
-  mu_rdzv_run_info(run, &info);
+  struct rdzv_run *run = rdzv_find(e.rv, "big");
+  struct rdzv_run_info info;
+  rdzv_run_info(run, &info);
   size_t len = 0;
-  const char *j = mu_rdzv_round_members_json(info.last_round, &len);
+  const char *j = rdzv_round_members_json(info.last_round, &len);
   ASSERT(len > 10000 * 60);
   ASSERT(strstr(j, "\"node_id\":\"node-9999\"") != NULL);
   mu_free(r);
@@ -738,8 +736,8 @@ TEST(v1__handlers_and_errors)
   /* A join that cannot close is deferred; the feed ends, the client is gone, the join withdrawn. */
   expect(srv, "POST", "/v1/runs/wait/join", "{\"node_id\":\"n1\",\"addr\":\"h\",\"min_nodes\":2}",
          "", NULL);
-  struct mu_rdzv_stats st;
-  mu_rdzv_stats(rv_v1_rdzv(srv), &st);
+  struct rdzv_stats st;
+  rdzv_stats(v1_rdzv(srv), &st);
   ASSERT_EQ(st.pending_joins, 0);
   expect(srv, "POST", "/v1/runs/job/leave", "{\"node_id\":\"n1\",\"status\":\"maybe\"}",
          "HTTP/1.1 400", "field 'status' must be");
@@ -759,9 +757,9 @@ TEST(rdzv__heartbeats_reorder_leases)
   /* Five members; all but n2 heart-beat: only n2 expires, whatever its place in the order. */
   struct env e;
   env_init(&e, 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[5];
-  struct mu_rdzv_answer hb;
+  struct rdzv_answer hb;
   char id[8];
   cfg(&q, 5, 5, -1);
   q.config.lease_ttl_ms = 90;
@@ -776,14 +774,14 @@ TEST(rdzv__heartbeats_reorder_leases)
       if (i == 2)
         continue;
       snprintf(id, sizeof(id), "n%d", i);
-      ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", id, &hb), 0);
+      ASSERT_EQ(rdzv_heartbeat(e.rv, "job", id, &hb), 0);
     }
   }
-  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "n2", &hb), MU_RDZV_ENOT_MEMBER);
-  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "n0", &hb), 0);
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "n2", &hb), RDZV_ENOT_MEMBER);
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "n0", &hb), 0);
   ASSERT_STR_EQ(hb.state, "broken");
-  struct mu_rdzv_stats st;
-  mu_rdzv_stats(e.rv, &st);
+  struct rdzv_stats st;
+  rdzv_stats(e.rv, &st);
   ASSERT_EQ(st.leases_expired, 1);
   ASSERT_EQ(st.nodes, 4);
   env_done(&e);
@@ -802,8 +800,8 @@ static int spin_until(uv_loop_t *loop, const int *flag, uint64_t max_ms)
 
 static int leases_expired(struct env *e)
 {
-  struct mu_rdzv_stats st;
-  mu_rdzv_stats(e->rv, &st);
+  struct rdzv_stats st;
+  rdzv_stats(e->rv, &st);
   return (int)st.leases_expired;
 }
 
@@ -812,7 +810,7 @@ static int leases_expired(struct env *e)
 static void two_watching(struct env *e, uint32_t max, int64_t ttl, uint64_t watch_ms,
                          struct rec w[2])
 {
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec r[2];
   cfg(&q, 2, max, max > 2 ? 0 : -1);
   q.config.lease_ttl_ms = ttl;
@@ -823,8 +821,8 @@ static void two_watching(struct env *e, uint32_t max, int64_t ttl, uint64_t watc
   ASSERT_EQ(r[1].round, 1);
   rec_init(&w[0]);
   rec_init(&w[1]);
-  ASSERT_EQ(mu_rdzv_watch(e->rv, "job", "a", 1, watch_ms, &w[0].w), 0);
-  ASSERT_EQ(mu_rdzv_watch(e->rv, "job", "b", 1, watch_ms, &w[1].w), 0);
+  ASSERT_EQ(rdzv_watch(e->rv, "job", "a", 1, watch_ms, &w[0].w), 0);
+  ASSERT_EQ(rdzv_watch(e->rv, "job", "b", 1, watch_ms, &w[1].w), 0);
   ASSERT_EQ(w[0].fired + w[1].fired, 0);
 }
 
@@ -847,8 +845,8 @@ TEST(rdzv__watch_holds_lease_then_timeout_restarts_it)
   /* a full TTL from the watch's end, not what was left of the lease when it started */
   spin(&e.loop, 50);
   ASSERT_EQ(leases_expired(&e), 0);
-  struct mu_rdzv_answer hb;
-  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "b", &hb), 0);
+  struct rdzv_answer hb;
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "b", &hb), 0);
   ASSERT_STR_EQ(hb.state, "active");
   /* a's lease runs again: with no heartbeat and no watch it expires and breaks the round */
   int one = 0;
@@ -857,10 +855,10 @@ TEST(rdzv__watch_holds_lease_then_timeout_restarts_it)
     one = leases_expired(&e) == 1;
   }
   ASSERT(one);
-  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &hb), MU_RDZV_ENOT_MEMBER);
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "a", &hb), RDZV_ENOT_MEMBER);
   struct rec w2;
   rec_init(&w2);
-  ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "a", 1, 10000, &w2.w), 0);
+  ASSERT_EQ(rdzv_watch(e.rv, "job", "a", 1, 10000, &w2.w), 0);
   ASSERT_EQ(w2.fired, 1);
   ASSERT_STR_EQ(w2.event, "broken");
   env_done(&e);
@@ -876,10 +874,10 @@ TEST(rdzv__watch_cancelled_restarts_lease)
   two_watching(&e, 2, 200, 60000, w);
   spin(&e.loop, 300);
   ASSERT_EQ(leases_expired(&e), 0);
-  mu_rdzv_wait_cancel(&w[0].w);
+  rdzv_wait_cancel(&w[0].w);
   ASSERT_EQ(w[0].fired, 0);
-  struct mu_rdzv_stats st;
-  mu_rdzv_stats(e.rv, &st);
+  struct rdzv_stats st;
+  rdzv_stats(e.rv, &st);
   ASSERT_EQ(st.pending_watches, 1);
   spin(&e.loop, 50);
   ASSERT_EQ(leases_expired(&e), 0);
@@ -887,9 +885,9 @@ TEST(rdzv__watch_cancelled_restarts_lease)
   ASSERT(spin_until(&e.loop, &w[1].fired, 1000));
   ASSERT_STR_EQ(w[1].event, "broken");
   ASSERT_EQ(leases_expired(&e), 1);
-  struct mu_rdzv_answer hb;
-  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &hb), MU_RDZV_ENOT_MEMBER);
-  ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "b", &hb), 0);
+  struct rdzv_answer hb;
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "a", &hb), RDZV_ENOT_MEMBER);
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "b", &hb), 0);
   ASSERT_STR_EQ(hb.state, "broken");
   env_done(&e);
 }
@@ -904,7 +902,7 @@ TEST(rdzv__watch_answered_restarts_lease_and_run_end_frees_it)
   two_watching(&e, 3, 200, 60000, w);
   spin(&e.loop, 300);
   ASSERT_EQ(leases_expired(&e), 0);
-  struct mu_rdzv_join_req q;
+  struct rdzv_join_req q;
   struct rec rc;
   cfg(&q, 2, 3, 0);
   q.config.lease_ttl_ms = 200;
@@ -921,21 +919,21 @@ TEST(rdzv__watch_answered_restarts_lease_and_run_end_frees_it)
     two = leases_expired(&e) == 2;
   }
   ASSERT(two);
-  mu_rdzv_wait_cancel(&rc.w);
+  rdzv_wait_cancel(&rc.w);
   env_done(&e);
 
   /* The run ends under open watches: they answer "closed"; no lease restarts or expires. */
   env_init(&e, 0);
   two_watching(&e, 2, 200, 60000, w);
   spin(&e.loop, 300);
-  ASSERT_EQ(mu_rdzv_end(e.rv, "job", 0, "done"), 0);
+  ASSERT_EQ(rdzv_end(e.rv, "job", 0, "done"), 0);
   ASSERT_EQ(w[0].fired, 1);
   ASSERT_EQ(w[1].fired, 1);
   ASSERT_STR_EQ(w[0].event, "closed");
   spin(&e.loop, 300);
   ASSERT_EQ(leases_expired(&e), 0);
-  struct mu_rdzv_stats st;
-  mu_rdzv_stats(e.rv, &st);
+  struct rdzv_stats st;
+  rdzv_stats(e.rv, &st);
   ASSERT_EQ(st.pending_watches, 0);
   env_done(&e);
 }
@@ -954,13 +952,13 @@ TEST(v1__watch_client_gone_restarts_lease)
                    "\"min_nodes\":1,\"max_nodes\":1,\"lease_ttl_ms\":200}";
   expect(srv, "POST", "/v1/runs/job/join", j1, "HTTP/1.1 200", "\"round\":1");
   expect(srv, "GET", "/v1/runs/job/watch?node_id=n1&round=1&timeout_ms=60000", NULL, "", NULL);
-  struct mu_rdzv_stats st;
-  mu_rdzv_stats(rv_v1_rdzv(srv), &st);
+  struct rdzv_stats st;
+  rdzv_stats(v1_rdzv(srv), &st);
   ASSERT_EQ(st.pending_watches, 0);
   ASSERT_EQ(st.leases_expired, 0);
   for (int i = 0; i < 200 && st.leases_expired == 0; i++) {
     spin(&loop, 5);
-    mu_rdzv_stats(rv_v1_rdzv(srv), &st);
+    rdzv_stats(v1_rdzv(srv), &st);
   }
   ASSERT_EQ(st.leases_expired, 1);
   expect(srv, "POST", "/v1/runs/job/heartbeat", "{\"node_id\":\"n1\"}", "HTTP/1.1 404",

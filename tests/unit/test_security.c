@@ -350,52 +350,52 @@ TEST(auth__tokens_and_basic)
   write_file(users, "root:rootpw\n# comment\nalice:pa ss:word\n");
   write_file(pass, "bobpass\nignored\n");
 
-  struct rv_auth *a = rv_auth_new();
-  ASSERT(!rv_auth_enabled(a));
-  ASSERT_EQ(rv_auth_load_tokens(a, tokens, msgbuf(&err)), 0);
-  ASSERT_EQ(rv_auth_load_users(a, users, msgbuf(&err)), 0);
-  ASSERT_EQ(rv_auth_add_user_spec(a, "bob:" /* + path */ "", msgbuf(&err)), MU_EINVAL);
+  struct sec_auth *a = sec_auth_new();
+  ASSERT(!sec_auth_enabled(a));
+  ASSERT_EQ(sec_auth_load_tokens(a, tokens, msgbuf(&err)), 0);
+  ASSERT_EQ(sec_auth_load_users(a, users, msgbuf(&err)), 0);
+  ASSERT_EQ(sec_auth_add_user_spec(a, "bob:" /* + path */ "", msgbuf(&err)), MU_EINVAL);
   char spec[96];
   snprintf(spec, sizeof(spec), "bob:%s", pass);
-  ASSERT_EQ(rv_auth_add_user_spec(a, spec, msgbuf(&err)), 0);
-  ASSERT(rv_auth_enabled(a));
+  ASSERT_EQ(sec_auth_add_user_spec(a, spec, msgbuf(&err)), 0);
+  ASSERT(sec_auth_enabled(a));
 
-  ASSERT_EQ(rv_auth_check(a, "Bearer s3cret-token-one"), RV_AUTH_GRANTED);
-  ASSERT_EQ(rv_auth_check(a, "bearer second-token-2222"), RV_AUTH_GRANTED);
-  ASSERT_EQ(rv_auth_check(a, "Bearer s3cret-token-on"), RV_AUTH_DENIED);
-  ASSERT_EQ(rv_auth_check(a, "Bearer s3cret-token-one2"), RV_AUTH_DENIED);
-  ASSERT_EQ(rv_auth_check(a, NULL), RV_AUTH_MISSING);
-  ASSERT_EQ(rv_auth_check(a, "Digest x"), RV_AUTH_MISSING);
+  ASSERT_EQ(sec_auth_check(a, "Bearer s3cret-token-one"), SEC_AUTH_GRANTED);
+  ASSERT_EQ(sec_auth_check(a, "bearer second-token-2222"), SEC_AUTH_GRANTED);
+  ASSERT_EQ(sec_auth_check(a, "Bearer s3cret-token-on"), SEC_AUTH_DENIED);
+  ASSERT_EQ(sec_auth_check(a, "Bearer s3cret-token-one2"), SEC_AUTH_DENIED);
+  ASSERT_EQ(sec_auth_check(a, NULL), SEC_AUTH_MISSING);
+  ASSERT_EQ(sec_auth_check(a, "Digest x"), SEC_AUTH_MISSING);
   /* root:rootpw, alice:pa ss:word, bob:bobpass */
-  ASSERT_EQ(rv_auth_check(a, "Basic cm9vdDpyb290cHc="), RV_AUTH_GRANTED);
-  ASSERT_EQ(rv_auth_check(a, "Basic YWxpY2U6cGEgc3M6d29yZA=="), RV_AUTH_GRANTED);
-  ASSERT_EQ(rv_auth_check(a, "Basic Ym9iOmJvYnBhc3M="), RV_AUTH_GRANTED);
-  ASSERT_EQ(rv_auth_check(a, "Basic cm9vdDpyb290cHg="), RV_AUTH_DENIED);
-  ASSERT_EQ(rv_auth_check(a, "Basic !!!"), RV_AUTH_DENIED);
-  ASSERT_EQ(rv_auth_check(a, "Bearer second-token-2222"), RV_AUTH_GRANTED);
+  ASSERT_EQ(sec_auth_check(a, "Basic cm9vdDpyb290cHc="), SEC_AUTH_GRANTED);
+  ASSERT_EQ(sec_auth_check(a, "Basic YWxpY2U6cGEgc3M6d29yZA=="), SEC_AUTH_GRANTED);
+  ASSERT_EQ(sec_auth_check(a, "Basic Ym9iOmJvYnBhc3M="), SEC_AUTH_GRANTED);
+  ASSERT_EQ(sec_auth_check(a, "Basic cm9vdDpyb290cHg="), SEC_AUTH_DENIED);
+  ASSERT_EQ(sec_auth_check(a, "Basic !!!"), SEC_AUTH_DENIED);
+  ASSERT_EQ(sec_auth_check(a, "Bearer second-token-2222"), SEC_AUTH_GRANTED);
 
   struct mu_buf m = MU_BUF_INIT(1 << 16);
-  rv_auth_metrics(a, &m);
+  sec_auth_metrics(a, &m);
   ASSERT_NOT_NULL(strstr(mu_buf_str(&m), "verdict=\"granted\"} 6"));
   ASSERT_NULL(strstr(mu_buf_str(&m), "s3cret"));
   mu_buf_release(&m);
-  rv_auth_free(a);
+  sec_auth_free(a);
 
   /* bad files name the file and line */
-  a = rv_auth_new();
+  a = sec_auth_new();
   write_file(tokens, "good-token-123\nbad token\n");
-  ASSERT_EQ(rv_auth_load_tokens(a, tokens, msgbuf(&err)), MU_EINVAL);
+  ASSERT_EQ(sec_auth_load_tokens(a, tokens, msgbuf(&err)), MU_EINVAL);
   ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "line 2"));
   ASSERT_NOT_NULL(strstr(mu_buf_str(&err), tokens));
   write_file(tokens, "# nothing\n\n");
-  ASSERT_EQ(rv_auth_load_tokens(a, tokens, msgbuf(&err)), MU_EINVAL);
+  ASSERT_EQ(sec_auth_load_tokens(a, tokens, msgbuf(&err)), MU_EINVAL);
   ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "holds no token"));
   write_file(users, "nocolon\n");
-  ASSERT_EQ(rv_auth_load_users(a, users, msgbuf(&err)), MU_EINVAL);
+  ASSERT_EQ(sec_auth_load_users(a, users, msgbuf(&err)), MU_EINVAL);
   ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "USER:PASSWORD"));
-  ASSERT_EQ(rv_auth_load_tokens(a, "/nonexistent/t", msgbuf(&err)), MU_EINVAL);
+  ASSERT_EQ(sec_auth_load_tokens(a, "/nonexistent/t", msgbuf(&err)), MU_EINVAL);
   ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "/nonexistent/t"));
-  rv_auth_free(a);
+  sec_auth_free(a);
   unlink(tokens);
   unlink(users);
   unlink(pass);
@@ -445,42 +445,42 @@ static struct rv_req mkreq(const struct rv_route *route, const char *run, struct
 TEST(quota__long_polls_classified_by_row_and_counted)
 {
   struct rv_param wait = {"wait", "1"};
-  struct rv_quota_config cfg = {0, 0, 10, 2, 3, 0, 0};
-  struct rv_quota *q = rv_quota_new(&cfg);
-  ASSERT(rv_quota_enabled(q));
-  ASSERT(rv_quota_wants_peer(q));
+  struct sec_quota_config cfg = {0, 0, 10, 2, 3, 0, 0};
+  struct sec_quota *q = sec_quota_new(&cfg);
+  ASSERT(sec_quota_enabled(q));
+  ASSERT(sec_quota_wants_peer(q));
   struct rv_ticket t[6];
   /* a long-poll row always counts, in its scope (the run) and for its client */
   struct rv_req r = mkreq(&poll_row, "job-1", NULL, 0);
-  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.1", &t[0]), 0);
-  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.1", &t[1]), 0);
-  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.2", &t[2]), 0);
+  ASSERT_EQ(sec_quota_gate(q, &r, "10.0.0.1", &t[0]), 0);
+  ASSERT_EQ(sec_quota_gate(q, &r, "10.0.0.1", &t[1]), 0);
+  ASSERT_EQ(sec_quota_gate(q, &r, "10.0.0.2", &t[2]), 0);
   ASSERT(t[0].counted && t[0].held[0] != NULL && t[0].held[1] != NULL);
   ASSERT(t[0].held[0] == t[1].held[0]);
   ASSERT(t[0].held[0] != t[2].held[0]);
   ASSERT(t[0].held[1] == t[2].held[1]);
   /* a may-poll row counts when its API says this request polls */
   r = mkreq(&maybe_row, "job-2", NULL, 0);
-  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.3", &t[3]), 0);
+  ASSERT_EQ(sec_quota_gate(q, &r, "10.0.0.3", &t[3]), 0);
   ASSERT(!t[3].counted && t[3].held[0] == NULL);
   r = mkreq(&maybe_row, "job-2", &wait, 1);
-  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.3", &t[4]), 0);
+  ASSERT_EQ(sec_quota_gate(q, &r, "10.0.0.3", &t[4]), 0);
   ASSERT(t[4].counted && t[4].held[1] != NULL && t[4].held[1] != t[0].held[1]);
   /* a plain row takes nothing */
   r = mkreq(&plain_row, "job-1", &wait, 1);
-  ASSERT_EQ(rv_quota_gate(q, &r, "10.0.0.1", &t[5]), 0);
+  ASSERT_EQ(sec_quota_gate(q, &r, "10.0.0.1", &t[5]), 0);
   ASSERT(!t[5].counted && t[5].held[0] == NULL);
   struct mu_buf m = MU_BUF_INIT(1 << 16);
-  rv_quota_metrics(q, &m);
+  sec_quota_metrics(q, &m);
   ASSERT_NOT_NULL(strstr(mu_buf_str(&m), "musterd_quota_long_polls_open 4"));
   mu_buf_clear(&m);
   for (int i = 0; i < 6; i++)
-    rv_quota_release(q, &t[i]);
-  rv_quota_release(q, &t[0]); /* twice: no-op */
-  rv_quota_metrics(q, &m);
+    sec_quota_release(q, &t[i]);
+  sec_quota_release(q, &t[0]); /* twice: no-op */
+  sec_quota_metrics(q, &m);
   ASSERT_NOT_NULL(strstr(mu_buf_str(&m), "musterd_quota_long_polls_open 0"));
   mu_buf_release(&m);
-  rv_quota_free(q);
+  sec_quota_free(q);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -501,12 +501,12 @@ TEST(security__gates_in_the_router)
   uv_loop_init(&loop);
   rv_server_config_init(&cfg);
   struct rv_server *srv = rv_server_new(&loop, &cfg);
-  struct rv_security *sec = mu_calloc(1, sizeof(*sec));
-  struct rv_quota_config qc = {0, 10, 0, 0, 0, 0, 0};
-  sec->auth = rv_auth_new();
-  ASSERT_EQ(rv_auth_add_token(sec->auth, "unit-token-1"), 0);
-  sec->quota = rv_quota_new(&qc);
-  ASSERT_EQ(rv_security_attach(srv, sec), 0);
+  struct sec *sec = mu_calloc(1, sizeof(*sec));
+  struct sec_quota_config qc = {0, 10, 0, 0, 0, 0, 0};
+  sec->auth = sec_auth_new();
+  ASSERT_EQ(sec_auth_add_token(sec->auth, "unit-token-1"), 0);
+  sec->quota = sec_quota_new(&qc);
+  ASSERT_EQ(sec_attach(srv, sec), 0);
 
   char *o = feed(srv, "GET /v2/keys/a HTTP/1.1\r\nHost: x\r\n\r\n");
   ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 401 Unauthorized\r\n"));

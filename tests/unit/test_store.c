@@ -7,9 +7,9 @@
 #include "store.h"
 #include "task.h"
 
-static struct mu_write wr(const char *key, const char *value)
+static struct v2_write wr(const char *key, const char *value)
 {
-  struct mu_write w;
+  struct v2_write w;
   memset(&w, 0, sizeof(w));
   w.key = key;
   w.value = value;
@@ -24,16 +24,16 @@ static int has(const char *json, const char *needle)
 
 TEST(store__set_get_and_index)
 {
-  struct mu_store *s = mu_store_new(NULL);
-  struct mu_v2_err err = {0, NULL, 0};
-  struct mu_write w = wr("/a", "1");
-  const struct mu_event *e = mu_store_set(s, &w, &err);
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
+  struct v2_write w = wr("/a", "1");
+  const struct v2_event *e = v2_store_set(s, &w, &err);
   ASSERT_NOT_NULL(e);
   ASSERT_EQ(e->index, 1);
   ASSERT(e->created);
   ASSERT(has(e->json, "\"action\":\"set\""));
   w = wr("/a", "2");
-  e = mu_store_set(s, &w, &err);
+  e = v2_store_set(s, &w, &err);
   ASSERT_NOT_NULL(e);
   ASSERT(!e->created);
   /* a plain set replaces the node: createdIndex == modifiedIndex */
@@ -42,146 +42,146 @@ TEST(store__set_get_and_index)
   ASSERT(has(e->json, "\"prevNode\":{\"key\":\"/a\",\"value\":\"1\""));
   ASSERT_EQ(s->index, 2);
   struct mu_buf b = MU_BUF_INIT(4096);
-  ASSERT_EQ(mu_store_get(s, "/a", 0, 0, &b, &err), 0);
+  ASSERT_EQ(v2_store_get(s, "/a", 0, 0, &b, &err), 0);
   ASSERT_STR_EQ(b.data, "{\"action\":\"get\",\"node\":{\"key\":\"/a\",\"value\":\"2\","
                         "\"modifiedIndex\":2,\"createdIndex\":2}}\n");
   mu_buf_release(&b);
-  mu_store_free(s);
+  v2_store_free(s);
 }
 
 TEST(store__missing_key_cause_is_first_missing_component)
 {
-  struct mu_store *s = mu_store_new(NULL);
-  struct mu_v2_err err = {0, NULL, 0};
-  struct mu_write w = wr("/P/x", "1");
-  ASSERT_NOT_NULL(mu_store_set(s, &w, &err));
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
+  struct v2_write w = wr("/P/x", "1");
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
   struct mu_buf b = MU_BUF_INIT(4096);
-  ASSERT_EQ(mu_store_get(s, "/P/ed/child", 0, 0, &b, &err), MU_ENOENT);
+  ASSERT_EQ(v2_store_get(s, "/P/ed/child", 0, 0, &b, &err), MU_ENOENT);
   ASSERT_EQ(err.code, 100);
   ASSERT_STR_EQ(err.cause, "/P/ed");
   ASSERT_EQ(err.index, 1);
   /* through a file: 104 with the file as cause */
-  ASSERT_EQ(mu_store_get(s, "/P/x/y", 0, 0, &b, &err), MU_ENOENT);
+  ASSERT_EQ(v2_store_get(s, "/P/x/y", 0, 0, &b, &err), MU_ENOENT);
   ASSERT_EQ(err.code, 104);
   ASSERT_STR_EQ(err.cause, "/P/x");
   w = wr("/P/x/y", "1");
-  ASSERT_NULL(mu_store_set(s, &w, &err));
+  ASSERT_NULL(v2_store_set(s, &w, &err));
   ASSERT_EQ(err.code, 104);
-  mu_v2_err_release(&err);
+  v2_err_release(&err);
   mu_buf_release(&b);
-  mu_store_free(s);
+  v2_store_free(s);
 }
 
 TEST(store__create_update_cas_errors)
 {
-  struct mu_store *s = mu_store_new(NULL);
-  struct mu_v2_err err = {0, NULL, 0};
-  struct mu_write w = wr("/k", "a");
-  ASSERT_NOT_NULL(mu_store_create(s, &w, 0, &err));
-  ASSERT_NULL(mu_store_create(s, &w, 0, &err));
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
+  struct v2_write w = wr("/k", "a");
+  ASSERT_NOT_NULL(v2_store_create(s, &w, 0, &err));
+  ASSERT_NULL(v2_store_create(s, &w, 0, &err));
   ASSERT_EQ(err.code, 105);
   ASSERT_STR_EQ(err.cause, "/k");
   w = wr("/nokey", "a");
-  ASSERT_NULL(mu_store_update(s, &w, &err));
+  ASSERT_NULL(v2_store_update(s, &w, &err));
   ASSERT_EQ(err.code, 100);
   w = wr("/k", "b");
   w.prev_value = "zzz";
-  ASSERT_NULL(mu_store_cas(s, &w, &err));
+  ASSERT_NULL(v2_store_cas(s, &w, &err));
   ASSERT_EQ(err.code, 101);
   ASSERT_STR_EQ(err.cause, "[zzz != a]");
   w.prev_value = NULL;
   w.prev_index = 7;
-  ASSERT_NULL(mu_store_cas(s, &w, &err));
+  ASSERT_NULL(v2_store_cas(s, &w, &err));
   ASSERT_STR_EQ(err.cause, "[7 != 1]");
   w.prev_index = 1;
-  const struct mu_event *e = mu_store_cas(s, &w, &err);
+  const struct v2_event *e = v2_store_cas(s, &w, &err);
   ASSERT_NOT_NULL(e);
-  ASSERT_EQ(e->action, MU_EV_CAS);
+  ASSERT_EQ(e->action, V2_EV_CAS);
   /* CAS keeps createdIndex */
   ASSERT(has(e->json, "\"modifiedIndex\":2,\"createdIndex\":1"));
   w = wr("/", "x");
-  ASSERT_NULL(mu_store_set(s, &w, &err));
+  ASSERT_NULL(v2_store_set(s, &w, &err));
   ASSERT_EQ(err.code, 107);
-  mu_v2_err_release(&err);
-  mu_store_free(s);
+  v2_err_release(&err);
+  v2_store_free(s);
 }
 
 TEST(store__dirs_and_listing)
 {
-  struct mu_store *s = mu_store_new(NULL);
-  struct mu_v2_err err = {0, NULL, 0};
-  struct mu_write w = wr("/d/b", "2");
-  ASSERT_NOT_NULL(mu_store_set(s, &w, &err));
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
+  struct v2_write w = wr("/d/b", "2");
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
   w = wr("/d/a", "1");
-  ASSERT_NOT_NULL(mu_store_set(s, &w, &err));
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
   w = wr("/d/_h", "hidden");
-  ASSERT_NOT_NULL(mu_store_set(s, &w, &err));
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
   w = wr("/d/sub/x", "3");
-  ASSERT_NOT_NULL(mu_store_set(s, &w, &err));
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
   struct mu_buf b = MU_BUF_INIT(1 << 16);
-  ASSERT_EQ(mu_store_get(s, "/d", 0, 1, &b, &err), 0);
+  ASSERT_EQ(v2_store_get(s, "/d", 0, 1, &b, &err), 0);
   ASSERT(!has(b.data, "_h"));
   ASSERT(has(b.data, "{\"key\":\"/d/a\",\"value\":\"1\""));
   ASSERT(strstr(b.data, "/d/a") < strstr(b.data, "/d/b"));
   ASSERT(has(b.data, "{\"key\":\"/d/sub\",\"dir\":true,\"modifiedIndex\""));
   ASSERT(!has(b.data, "/d/sub/x"));
   mu_buf_clear(&b);
-  ASSERT_EQ(mu_store_get(s, "/d", 1, 1, &b, &err), 0);
+  ASSERT_EQ(v2_store_get(s, "/d", 1, 1, &b, &err), 0);
   ASSERT(has(b.data, "/d/sub/x"));
   mu_buf_clear(&b);
-  ASSERT_EQ(mu_store_get(s, "/d/_h", 0, 0, &b, &err), 0);
+  ASSERT_EQ(v2_store_get(s, "/d/_h", 0, 0, &b, &err), 0);
   /* set a value on a dir, delete a dir without flags, non-empty dir */
   w = wr("/d", "v");
-  ASSERT_NULL(mu_store_set(s, &w, &err));
+  ASSERT_NULL(v2_store_set(s, &w, &err));
   ASSERT_EQ(err.code, 102);
-  ASSERT_NULL(mu_store_delete(s, "/d", 0, 0, &err));
+  ASSERT_NULL(v2_store_delete(s, "/d", 0, 0, &err));
   ASSERT_EQ(err.code, 102);
-  ASSERT_NULL(mu_store_delete(s, "/d", 1, 0, &err));
+  ASSERT_NULL(v2_store_delete(s, "/d", 1, 0, &err));
   ASSERT_EQ(err.code, 108);
-  const struct mu_event *e = mu_store_delete(s, "/d", 0, 1, &err);
+  const struct v2_event *e = v2_store_delete(s, "/d", 0, 1, &err);
   ASSERT_NOT_NULL(e);
   ASSERT(has(e->json, "\"node\":{\"key\":\"/d\",\"dir\":true,"));
-  ASSERT_NULL(mu_store_lookup(s, "/d/sub/x"));
+  ASSERT_NULL(v2_store_lookup(s, "/d/sub/x"));
   ASSERT_EQ(s->nnodes, 1);
   /* empty dir: no nodes field */
   w = wr("/e", NULL);
   w.dir = 1;
-  ASSERT_NOT_NULL(mu_store_set(s, &w, &err));
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
   mu_buf_clear(&b);
-  ASSERT_EQ(mu_store_get(s, "/e", 0, 0, &b, &err), 0);
+  ASSERT_EQ(v2_store_get(s, "/e", 0, 0, &b, &err), 0);
   ASSERT(!has(b.data, "nodes"));
-  mu_v2_err_release(&err);
+  v2_err_release(&err);
   mu_buf_release(&b);
-  mu_store_free(s);
+  v2_store_free(s);
 }
 
 TEST(store__in_order_keys)
 {
-  struct mu_store *s = mu_store_new(NULL);
-  struct mu_v2_err err = {0, NULL, 0};
-  struct mu_write w = wr("/q", "job");
-  const struct mu_event *e = mu_store_create(s, &w, 1, &err);
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
+  struct v2_write w = wr("/q", "job");
+  const struct v2_event *e = v2_store_create(s, &w, 1, &err);
   ASSERT_NOT_NULL(e);
   ASSERT_STR_EQ(e->key, "/q/00000000000000000001");
   ASSERT(e->created);
-  mu_store_free(s);
+  v2_store_free(s);
 }
 
 TEST(store__ttl_refresh_and_expire)
 {
-  struct mu_store *s = mu_store_new(NULL);
-  struct mu_v2_err err = {0, NULL, 0};
-  int64_t now = mu_now_ns();
-  struct mu_write w = wr("/t", "v");
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
+  int64_t now = v2_now_ns();
+  struct v2_write w = wr("/t", "v");
   w.expire_ns = now + 5000000000LL;
-  const struct mu_event *e = mu_store_set(s, &w, &err);
+  const struct v2_event *e = v2_store_set(s, &w, &err);
   ASSERT(has(e->json, "\"ttl\":5"));
   ASSERT(has(e->json, "\"expiration\":\""));
   /* refresh: update, value kept, index bumped, marked refresh */
   w = wr("/t", NULL);
   w.refresh = 1;
   w.expire_ns = now + 10000000000LL;
-  e = mu_store_update(s, &w, &err);
+  e = v2_store_update(s, &w, &err);
   ASSERT_NOT_NULL(e);
   ASSERT(e->refresh);
   ASSERT(has(e->json, "\"value\":\"v\""));
@@ -189,37 +189,37 @@ TEST(store__ttl_refresh_and_expire)
   /* a write without ttl makes it permanent */
   w = wr("/t", "p");
   w.prev_value = "v";
-  e = mu_store_cas(s, &w, &err);
+  e = v2_store_cas(s, &w, &err);
   ASSERT_NOT_NULL(e);
   ASSERT(!has(e->json + e->json_head, "\"node\":{\"key\":\"/t\",\"value\":\"p\",\"expiration"));
-  ASSERT_EQ(mu_ttl_top(&s->ttl), NULL);
+  ASSERT_EQ(v2_ttl_top(&s->ttl), NULL);
   /* dir expiry: one expire event for the dir, children vanish */
   w = wr("/ed", NULL);
   w.dir = 1;
   w.expire_ns = now + 1000;
-  ASSERT_NOT_NULL(mu_store_set(s, &w, &err));
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
   w = wr("/ed/child", "c");
-  ASSERT_NOT_NULL(mu_store_set(s, &w, &err));
-  ASSERT_EQ(mu_store_expire(s, now + 2000), 1);
-  ASSERT_NULL(mu_store_lookup(s, "/ed/child"));
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  ASSERT_EQ(v2_store_expire(s, now + 2000), 1);
+  ASSERT_NULL(v2_store_lookup(s, "/ed/child"));
   ASSERT_EQ(s->stats.expire_count, 1);
-  const struct mu_event *found = NULL;
-  struct mu_watcher *wt = NULL;
+  const struct v2_event *found = NULL;
+  struct v2_watcher *wt = NULL;
   /* the expire is in history; a watch on the child from there finds it */
-  ASSERT_EQ(mu_store_watch(s, "/ed/child", 0, 0, s->index, NULL, NULL, &found, &wt, &err), 0);
+  ASSERT_EQ(v2_store_watch(s, "/ed/child", 0, 0, s->index, NULL, NULL, &found, &wt, &err), 0);
   ASSERT_NOT_NULL(found);
-  ASSERT_EQ(found->action, MU_EV_EXPIRE);
+  ASSERT_EQ(found->action, V2_EV_EXPIRE);
   ASSERT(has(found->json, "\"node\":{\"key\":\"/ed\",\"dir\":true,\"modifiedIndex\""));
-  mu_store_free(s);
+  v2_store_free(s);
 }
 
 struct fired {
   int n;
-  enum mu_event_action last;
+  enum v2_event_action last;
   uint64_t index;
 };
 
-static void on_fire(void *data, const struct mu_event *e, struct mu_watcher *w)
+static void on_fire(void *data, const struct v2_event *e, struct v2_watcher *w)
 {
   struct fired *f = data;
   (void)w;
@@ -230,111 +230,111 @@ static void on_fire(void *data, const struct mu_event *e, struct mu_watcher *w)
 
 TEST(store__watchers)
 {
-  struct mu_store *s = mu_store_new(NULL);
-  struct mu_v2_err err = {0, NULL, 0};
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
   struct fired key = {0, 0, 0}, rec = {0, 0, 0}, dir = {0, 0, 0}, inner = {0, 0, 0};
-  const struct mu_event *found = NULL;
-  struct mu_watcher *w = NULL;
-  ASSERT_EQ(mu_store_watch(s, "/r/k", 0, 0, 0, on_fire, &key, &found, &w, &err), 0);
+  const struct v2_event *found = NULL;
+  struct v2_watcher *w = NULL;
+  ASSERT_EQ(v2_store_watch(s, "/r/k", 0, 0, 0, on_fire, &key, &found, &w, &err), 0);
   ASSERT_NULL(found);
   ASSERT_NOT_NULL(w);
-  ASSERT_EQ(mu_store_watch(s, "/r", 1, 0, 0, on_fire, &rec, &found, &w, &err), 0);
-  ASSERT_EQ(mu_store_watch(s, "/r", 0, 0, 0, on_fire, &dir, &found, &w, &err), 0);
-  struct mu_write wv = wr("/r/k", "1");
-  ASSERT_NOT_NULL(mu_store_set(s, &wv, &err));
+  ASSERT_EQ(v2_store_watch(s, "/r", 1, 0, 0, on_fire, &rec, &found, &w, &err), 0);
+  ASSERT_EQ(v2_store_watch(s, "/r", 0, 0, 0, on_fire, &dir, &found, &w, &err), 0);
+  struct v2_write wv = wr("/r/k", "1");
+  ASSERT_NOT_NULL(v2_store_set(s, &wv, &err));
   ASSERT_EQ(key.n, 1);
   ASSERT_EQ(rec.n, 1);
   ASSERT_EQ(dir.n, 0); /* a non-recursive dir watch ignores children */
   ASSERT_EQ(s->hub.count, 1);
   /* a hidden key does not wake a recursive watcher above it */
-  ASSERT_EQ(mu_store_watch(s, "/r", 1, 0, 0, on_fire, &rec, &found, &w, &err), 0);
+  ASSERT_EQ(v2_store_watch(s, "/r", 1, 0, 0, on_fire, &rec, &found, &w, &err), 0);
   wv = wr("/r/_h", "1");
-  ASSERT_NOT_NULL(mu_store_set(s, &wv, &err));
+  ASSERT_NOT_NULL(v2_store_set(s, &wv, &err));
   ASSERT_EQ(rec.n, 1);
   /* refresh wakes nobody and a scan skips it */
-  ASSERT_EQ(mu_store_watch(s, "/r/k", 0, 0, 0, on_fire, &key, &found, &w, &err), 0);
+  ASSERT_EQ(v2_store_watch(s, "/r/k", 0, 0, 0, on_fire, &key, &found, &w, &err), 0);
   wv = wr("/r/k", NULL);
   wv.refresh = 1;
-  wv.expire_ns = mu_now_ns() + 100000000000LL;
-  ASSERT_NOT_NULL(mu_store_update(s, &wv, &err));
+  wv.expire_ns = v2_now_ns() + 100000000000LL;
+  ASSERT_NOT_NULL(v2_store_update(s, &wv, &err));
   ASSERT_EQ(key.n, 1);
   uint64_t ri = s->index;
   struct fired late = {0, 0, 0};
-  ASSERT_EQ(mu_store_watch(s, "/r/k", 0, 0, ri, on_fire, &late, &found, &w, &err), 0);
+  ASSERT_EQ(v2_store_watch(s, "/r/k", 0, 0, ri, on_fire, &late, &found, &w, &err), 0);
   ASSERT_NULL(found);
-  mu_watcher_remove(w);
+  v2_watcher_remove(w);
   /* deleting the dir reaches the watcher of the key inside */
-  ASSERT_EQ(mu_store_watch(s, "/r/k", 0, 0, 0, on_fire, &inner, &found, &w, &err), 0);
-  mu_watcher_remove(w); /* drop the duplicate from above: one is enough */
-  ASSERT_NOT_NULL(mu_store_delete(s, "/r", 0, 1, &err));
+  ASSERT_EQ(v2_store_watch(s, "/r/k", 0, 0, 0, on_fire, &inner, &found, &w, &err), 0);
+  v2_watcher_remove(w); /* drop the duplicate from above: one is enough */
+  ASSERT_NOT_NULL(v2_store_delete(s, "/r", 0, 1, &err));
   ASSERT_EQ(key.n, 2);
-  ASSERT_EQ(key.last, MU_EV_DELETE);
+  ASSERT_EQ(key.last, V2_EV_DELETE);
   ASSERT_EQ(rec.n, 2);
   ASSERT_EQ(dir.n, 1);
   ASSERT_EQ(s->hub.count, 0);
-  mu_store_free(s);
+  v2_store_free(s);
 }
 
 TEST(store__history_cleared_after_1000)
 {
-  struct mu_store *s = mu_store_new(NULL);
-  struct mu_v2_err err = {0, NULL, 0};
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
   for (int i = 0; i < 1100; i++) {
-    struct mu_write w = wr("/c", "x");
-    ASSERT_NOT_NULL(mu_store_set(s, &w, &err));
+    struct v2_write w = wr("/c", "x");
+    ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
   }
-  const struct mu_event *found = NULL;
-  struct mu_watcher *w = NULL;
-  ASSERT_EQ(mu_store_watch(s, "/c", 0, 0, 50, NULL, NULL, &found, &w, &err), MU_ENOENT);
+  const struct v2_event *found = NULL;
+  struct v2_watcher *w = NULL;
+  ASSERT_EQ(v2_store_watch(s, "/c", 0, 0, 50, NULL, NULL, &found, &w, &err), MU_ENOENT);
   ASSERT_EQ(err.code, 401);
   ASSERT_STR_EQ(err.cause, "the requested history has been cleared [101/50]");
   ASSERT_EQ(err.index, 1100);
-  ASSERT_EQ(mu_store_watch(s, "/c", 0, 0, 200, NULL, NULL, &found, &w, &err), 0);
+  ASSERT_EQ(v2_store_watch(s, "/c", 0, 0, 200, NULL, NULL, &found, &w, &err), 0);
   ASSERT_EQ(found->index, 200);
-  mu_v2_err_release(&err);
-  mu_store_free(s);
+  v2_err_release(&err);
+  v2_store_free(s);
 }
 
 TEST(store__clean_key)
 {
-  char *k = mu_store_clean_key("/a//b/../c/", 11);
+  char *k = v2_store_clean_key("/a//b/../c/", 11);
   ASSERT_STR_EQ(k, "/a/c");
   mu_free(k);
-  k = mu_store_clean_key("", 0);
+  k = v2_store_clean_key("", 0);
   ASSERT_STR_EQ(k, "/");
   mu_free(k);
 }
 
 TEST(event_history__byte_cap_evicts_early)
 {
-  struct mu_event_history h;
-  mu_event_history_init(&h, 10);
+  struct v2_event_history h;
+  v2_event_history_init(&h, 10);
   h.max_bytes = 100;
   for (int i = 1; i <= 5; i++) {
-    struct mu_event *e = mu_calloc(1, sizeof(*e));
+    struct v2_event *e = mu_calloc(1, sizeof(*e));
     e->index = (uint64_t)i;
     e->key = mu_strdup("/k");
     e->key_len = 2;
     e->json = mu_strdup("x");
     e->json_len = 40;
-    mu_event_history_add(&h, e);
+    v2_event_history_add(&h, e);
   }
   /* 40-byte events under a 100-byte cap: two are kept */
   ASSERT_EQ(h.count, 2);
   ASSERT_EQ(h.start_index, 4);
-  const struct mu_event *found = NULL;
+  const struct v2_event *found = NULL;
   uint64_t start = 0;
-  ASSERT_EQ(mu_event_history_scan(&h, "/k", 0, 3, &found, &start), MU_ENOENT);
+  ASSERT_EQ(v2_event_history_scan(&h, "/k", 0, 3, &found, &start), MU_ENOENT);
   ASSERT_EQ(start, 4);
-  ASSERT_EQ(mu_event_history_scan(&h, "/k", 0, 4, &found, &start), 0);
+  ASSERT_EQ(v2_event_history_scan(&h, "/k", 0, 4, &found, &start), 0);
   ASSERT_EQ(found->index, 4);
-  mu_event_history_release(&h);
+  v2_event_history_release(&h);
 }
 
 /* -- notifications made while the hub is held (a write's reply goes out first) -------------- */
 
 struct order_log {
-  struct mu_store *s;
+  struct v2_store *s;
   char seq[256]; /* "<tag>:<index> ..." in the order things happened */
   int rewrite;   /* a callback writes once more (while delivering: queued, then delivered) */
 };
@@ -346,50 +346,50 @@ static void log_add(struct order_log *l, const char *tag, uint64_t index)
            (unsigned long long)index);
 }
 
-static void on_order(void *data, const struct mu_event *e, struct mu_watcher *w)
+static void on_order(void *data, const struct v2_event *e, struct v2_watcher *w)
 {
   struct order_log *l = data;
   (void)w;
-  log_add(l, e->action == MU_EV_DELETE ? "del" : e->key + 1, e->index);
+  log_add(l, e->action == V2_EV_DELETE ? "del" : e->key + 1, e->index);
   if (l->rewrite) {
     l->rewrite = 0;
-    struct mu_v2_err err = {0, NULL, 0};
-    struct mu_write wv = wr("/q/again", "3");
-    ASSERT_NOT_NULL(mu_store_set(l->s, &wv, &err));
+    struct v2_err err = {0, NULL, 0};
+    struct v2_write wv = wr("/q/again", "3");
+    ASSERT_NOT_NULL(v2_store_set(l->s, &wv, &err));
     log_add(l, "rewrote", l->s->index);
   }
 }
 
 TEST(store__held_hub_queues_notifications_in_order)
 {
-  struct mu_store *s = mu_store_new(NULL);
-  struct mu_v2_err err = {0, NULL, 0};
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
   struct order_log l;
   memset(&l, 0, sizeof(l));
   l.s = s;
-  const struct mu_event *found = NULL;
-  struct mu_watcher *w = NULL;
+  const struct v2_event *found = NULL;
+  struct v2_watcher *w = NULL;
   /* a stream watcher of everything below /q, and a one-shot one on /q/a/k (inside a dir) */
-  ASSERT_EQ(mu_store_watch(s, "/q", 1, 1, 0, on_order, &l, &found, &w, &err), 0);
-  struct mu_watcher *stream = w;
-  ASSERT_EQ(mu_store_watch(s, "/q/a/k", 0, 0, 0, on_order, &l, &found, &w, &err), 0);
+  ASSERT_EQ(v2_store_watch(s, "/q", 1, 1, 0, on_order, &l, &found, &w, &err), 0);
+  struct v2_watcher *stream = w;
+  ASSERT_EQ(v2_store_watch(s, "/q/a/k", 0, 0, 0, on_order, &l, &found, &w, &err), 0);
   uint64_t base = s->index;
 
   /* the write handler: hold, write, reply, unhold */
-  mu_watch_hub_hold(&s->hub);
-  struct mu_write wv = wr("/q/x", "1");
-  ASSERT_NOT_NULL(mu_store_set(s, &wv, &err));
+  v2_watch_hub_hold(&s->hub);
+  struct v2_write wv = wr("/q/x", "1");
+  ASSERT_NOT_NULL(v2_store_set(s, &wv, &err));
   wv = wr("/q/a/k", "2");
-  ASSERT_NOT_NULL(mu_store_set(s, &wv, &err));
-  ASSERT_NOT_NULL(mu_store_delete(s, "/q/a", 1, 1, &err)); /* reaches /q/a/k's watcher too */
-  mu_watch_hub_hold(&s->hub);                              /* holds nest */
-  mu_watch_hub_unhold(&s->hub);
+  ASSERT_NOT_NULL(v2_store_set(s, &wv, &err));
+  ASSERT_NOT_NULL(v2_store_delete(s, "/q/a", 1, 1, &err)); /* reaches /q/a/k's watcher too */
+  v2_watch_hub_hold(&s->hub);                              /* holds nest */
+  v2_watch_hub_unhold(&s->hub);
   ASSERT_STR_EQ(l.seq, ""); /* nobody woken while held */
-  ASSERT(mu_watch_hub_queued(&s->hub) >= 3);
+  ASSERT(v2_watch_hub_queued(&s->hub) >= 3);
   log_add(&l, "reply", s->index);
   l.rewrite = 1;
-  mu_watch_hub_unhold(&s->hub);
-  ASSERT_EQ(mu_watch_hub_queued(&s->hub), 0);
+  v2_watch_hub_unhold(&s->hub);
+  ASSERT_EQ(v2_watch_hub_queued(&s->hub), 0);
   char want[256];
   snprintf(want, sizeof(want),
            "reply:%llu q/x:%llu rewrote:%llu q/a/k:%llu q/a/k:%llu del:%llu "
@@ -404,15 +404,15 @@ TEST(store__held_hub_queues_notifications_in_order)
   /* not held: a write wakes its watchers at once */
   l.seq[0] = '\0';
   wv = wr("/q/now", "4");
-  ASSERT_NOT_NULL(mu_store_set(s, &wv, &err));
+  ASSERT_NOT_NULL(v2_store_set(s, &wv, &err));
   snprintf(want, sizeof(want), "q/now:%llu", (unsigned long long)s->index);
   ASSERT_STR_EQ(l.seq, want);
-  mu_watcher_remove(stream);
+  v2_watcher_remove(stream);
   ASSERT_EQ(s->hub.count, 0);
   /* with no watcher, a held write queues nothing */
-  mu_watch_hub_hold(&s->hub);
-  ASSERT_NOT_NULL(mu_store_set(s, &wv, &err));
-  ASSERT_EQ(mu_watch_hub_queued(&s->hub), 0);
-  mu_watch_hub_unhold(&s->hub);
-  mu_store_free(s);
+  v2_watch_hub_hold(&s->hub);
+  ASSERT_NOT_NULL(v2_store_set(s, &wv, &err));
+  ASSERT_EQ(v2_watch_hub_queued(&s->hub), 0);
+  v2_watch_hub_unhold(&s->hub);
+  v2_store_free(s);
 }
