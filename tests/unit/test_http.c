@@ -468,3 +468,83 @@ TEST(http__woken_watcher_partial_write_keeps_the_rest)
   mu_buf_release(&t.pgot);
   ASSERT_EQ(uv_loop_close(&t.loop), 0);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The route table: patterns, resources of several rows, refusals worded by an API
+ */
+
+/* Answers "<row name> <vars...>" so that a test sees which row matched and what it captured. */
+static void echo_handler(struct rv_req *req)
+{
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  mu_buf_puts(&b, req->route->name);
+  for (size_t i = 0; i < req->nvars; i++)
+    mu_buf_printf(&b, " [%s]", req->vars[i]);
+  rv_reply_take(req, 200, "text/plain", NULL, &b);
+  mu_buf_release(&b);
+}
+
+static int refuse_as_test(struct rv_req *req, const struct rv_refusal *r)
+{
+  if (r->kind != RV_REFUSE_METHOD)
+    return 0;
+  char body[64];
+  snprintf(body, sizeof(body), "test 405 allow=%u\n", r->allow);
+  rv_reply_text(req, 405, "text/plain", body);
+  return 1;
+}
+
+static const struct rv_api test_api = {"test", refuse_as_test, NULL};
+
+static const struct rv_route test_routes[] = {
+    {RV_GET, "/t/items", RV_ROUTE_SLASH, echo_handler, "list", NULL},
+    {RV_GET, "/t/items/{id}", RV_ROUTE_SLASH, echo_handler, "item", NULL},
+    {RV_POST, "/t/items/{id}/poke", 0, echo_handler, "poke", NULL},
+    {RV_GET, "/t/items/{id}/files/{path}", RV_ROUTE_REST, echo_handler, "file-get", &test_api},
+    {RV_PUT, "/t/items/{id}/files/{path}", RV_ROUTE_REST, echo_handler, "file-put", &test_api},
+    {RV_GET | RV_POST, "/t/items/{id}/{other}", RV_ROUTE_REST, echo_handler, "other", NULL},
+    {RV_GET, "/t/", RV_ROUTE_PREFIX, echo_handler, "prefix", NULL},
+    {0, NULL, 0, NULL, NULL, NULL},
+};
+
+static void route_is(struct rv_server *srv, const char *method, const char *path, const char *want)
+{
+  char in[512];
+  snprintf(in, sizeof(in), "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", method, path);
+  char *out = feed(srv, in);
+  if (strstr(out, want) == NULL)
+    MU__FAIL("%s %s: want '%s', got:\n%s", method, path, want, out);
+  mu_free(out);
+}
+
+TEST(http__routes_patterns_and_resources)
+{
+  uv_loop_t loop;
+  struct rv_server_config cfg;
+  rv_server_config_init(&cfg);
+  uv_loop_init(&loop);
+  struct rv_server *srv = rv_server_create(&loop, &cfg);
+  rv_server_add_routes(srv, test_routes);
+  /* exact rows, with and without the optional trailing slash */
+  route_is(srv, "GET", "/t/items", "\r\n\r\nlist");
+  route_is(srv, "GET", "/t/items/", "\r\n\r\nlist");
+  route_is(srv, "GET", "/t/items/7", "\r\n\r\nitem [7]");
+  route_is(srv, "GET", "/t/items/7/", "\r\n\r\nitem [7]");
+  /* the most specific pattern wins; a {var} takes one non-empty segment, a REST var the rest */
+  route_is(srv, "POST", "/t/items/7/poke", "\r\n\r\npoke [7]");
+  route_is(srv, "GET", "/t/items/7/files/a/b/c", "\r\n\r\nfile-get [7] [a/b/c]");
+  route_is(srv, "PUT", "/t/items/7/files/a", "\r\n\r\nfile-put [7] [a]");
+  route_is(srv, "GET", "/t/items/7/files/", "\r\n\r\nother [7] [files/]");
+  route_is(srv, "GET", "/t/items/7/poke/x", "\r\n\r\nother [7] [poke/x]");
+  /* a prefix row catches the rest; nothing matches outside it */
+  route_is(srv, "GET", "/t/else", "\r\n\r\nprefix");
+  route_is(srv, "GET", "/u", "HTTP/1.1 404 ");
+  /* a method no row of the resource takes: 405 naming all of theirs */
+  route_is(srv, "DELETE", "/t/items/7/poke", "Allow: POST\r\n");
+  route_is(srv, "DELETE", "/t/items/7", "Allow: HEAD,GET\r\n");
+  /* ... worded by the resource's API when it has one (GET|PUT = 1|4) */
+  route_is(srv, "DELETE", "/t/items/7/files/x", "test 405 allow=5");
+  /* HEAD is answered by the GET row */
+  route_is(srv, "HEAD", "/t/items/7", "HTTP/1.1 200 ");
+  srv_done(srv, &loop);
+}

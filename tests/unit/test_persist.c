@@ -1,4 +1,4 @@
-/* Durability (rendezvous/persist.h): what a store logged comes back after a restart, torn
+/* Durability (rendezvous/persist/persist.h): what a store logged comes back after a restart, torn
  * tails are truncated, damage in the middle refuses to start. */
 #include <fcntl.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* Tests for rendezvous/rdzv.c: the native rendezvous state machine, on a real uv loop. */
+/* Tests for rendezvous/rdzv/ (rdzv.h): the native rendezvous state machine, on a real uv loop. */
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
@@ -733,6 +733,15 @@ TEST(v1__handlers_and_errors)
   expect(srv, "GET", "/v1/runs", NULL, "HTTP/1.1 200", "{\"runs\":[{\"run_id\":\"job\"");
   expect(srv, "GET", "/v1/runs/job/bogus", NULL, "HTTP/1.1 404", "no endpoint 'bogus'");
   expect(srv, "GET", "/v1/runs/nope", NULL, "HTTP/1.1 404", "no_such_run");
+  /* the route table's refusals, in the /v1 shape, with the /v1 checks first */
+  expect(srv, "PATCH", "/v1/runs/job/kv/a", NULL, "HTTP/1.1 405",
+         "Allow: GET, PUT, DELETE, POST\r\n");
+  expect(srv, "PATCH", "/v1/runs/job/kv/a", NULL, "HTTP/1.1 405",
+         "PATCH /v1/runs/{run_id}/kv/{key} is not supported; use GET, PUT, DELETE, POST");
+  expect(srv, "PATCH", "/v1/runs/bad$id/join", NULL, "HTTP/1.1 400", "run id");
+  expect(srv, "GET", "/v1/runs/job/kv/", NULL, "HTTP/1.1 404", "no endpoint 'kv/'");
+  expect(srv, "DELETE", "/v1/other", NULL, "HTTP/1.1 404", "no such /v1 endpoint");
+  expect(srv, "GET", "/v1/runs/job/", NULL, "HTTP/1.1 200", "\"run_id\":\"job\"");
   /* A join that cannot close is deferred; the feed ends, the client is gone, the join withdrawn. */
   expect(srv, "POST", "/v1/runs/wait/join", "{\"node_id\":\"n1\",\"addr\":\"h\",\"min_nodes\":2}",
          "", NULL);

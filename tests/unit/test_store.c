@@ -1,4 +1,4 @@
-/* Unit tests of rendezvous/store.c: the etcd v2 semantics of etcd-v2.md §9, without sockets. */
+/* Unit tests of rendezvous/etcd/store.c: the etcd v2 semantics of etcd-v2.md §9, without sockets. */
 #include <string.h>
 
 #include "muster/errno.h"

@@ -1,4 +1,4 @@
-/* The log record format (rendezvous/wal.h): CRC32C, framing, the reader's tail rules. */
+/* The log record format (rendezvous/persist/wal.h): CRC32C, framing, the reader's tail rules. */
 #include "muster/errno.h"
 
 #include "buf.h"
