@@ -294,12 +294,69 @@ static int abandon(struct app *app)
   return MU_EXIT_FAILED;
 }
 
+/* Step 1: the options into `c`, checked, and the security settings they name loaded.
+ * Returns: -1 to serve (with *sec set), or the exit status (--help, --version, an error). */
+static int configure(struct musterd_config *c, int argc, char **argv, struct sec **sec)
+{
+  int rc = parse_options(c, argc, argv);
+  if (rc < 0 && c->version) {
+    printf("musterd %s (etcd v2 API compatible with etcd 3.4.23)\n", MU_VERSION);
+    rc = fflush(stdout) == 0 && !ferror(stdout) ? MU_EXIT_OK : MU_EXIT_FAILED;
+  }
+  if (rc < 0)
+    rc = check_options(c);
+  if (rc < 0) {
+    struct mu_buf err = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+    if (sec_new(&c->security, sec, &err) != 0) {
+      mu_error("%s", mu_buf_str(&err));
+      rc = MU_EXIT_USAGE;
+    }
+    mu_buf_release(&err);
+  }
+  mu_strvec_release(&c->auth_users); /* sec_new() kept nothing */
+  return rc;
+}
+
+/* Step 2: the server with every API, security and the data dir, listening; the signals that
+ * stop it. Returns: 0, or the exit status after printing the error. */
+static int start(struct app *app, const struct musterd_config *c, struct sec *sec)
+{
+  uv_loop_init(&app->loop);
+  app->srv = rv_server_new(&app->loop, &c->server);
+  v1_set_run_gc_ms(app->srv, c->run_gc_seconds * 1000);
+  struct mu_buf what = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  sec_describe(sec, &what);
+  mu_log(MU_LOG_INFO, "security: %s", mu_buf_str(&what));
+  mu_buf_release(&what);
+  sec_attach(app->srv, sec); /* takes sec */
+  if (c->data_dir != NULL && open_data_dir(app, c) != 0)
+    return abandon(app);
+  int rc = rv_server_listen(app->srv);
+  if (rc != 0) {
+    mu_error("cannot listen on %s:%d: %s%s", c->host, c->server.listen_port, uv_strerror(rc),
+             rc == UV_EADDRINUSE ? " (pick another port with --listen HOST:PORT, or 0 for any)"
+                                 : "");
+    return abandon(app);
+  }
+  uv_signal_init(&app->loop, &app->sigterm);
+  uv_signal_init(&app->loop, &app->sigint);
+  app->sigterm.data = app->sigint.data = app;
+  uv_signal_start(&app->sigterm, on_signal, SIGTERM);
+  uv_signal_start(&app->sigint, on_signal, SIGINT);
+  mu_log(MU_LOG_INFO, "musterd listening on %s:%d (version %s, client URL %s)", c->host,
+         rv_server_port(app->srv), MU_VERSION, rv_server_url(app->srv));
+  if (mu_log_get_level() > MU_LOG_INFO)
+    fprintf(stderr, "musterd listening on %s:%d\n", c->host, rv_server_port(app->srv));
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   struct musterd_config c;
   struct sec *sec = NULL;
   struct app app;
   memset(&c, 0, sizeof(c));
+  memset(&app, 0, sizeof(app));
   rv_server_config_init(&c.server);
   c.listen = "127.0.0.1:2379";
   c.log_level = "info";
@@ -309,53 +366,13 @@ int main(int argc, char **argv)
 
   mu_proc_startup();
   mu_log_setup("musterd", MU_LOG_INFO);
-  int rc = parse_options(&c, argc, argv);
-  if (rc < 0 && c.version) {
-    printf("musterd %s (etcd v2 API compatible with etcd 3.4.23)\n", MU_VERSION);
-    rc = fflush(stdout) == 0 && !ferror(stdout) ? MU_EXIT_OK : MU_EXIT_FAILED;
-  }
-  if (rc < 0)
-    rc = check_options(&c);
-  if (rc < 0) {
-    struct mu_buf err = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-    if (sec_new(&c.security, &sec, &err) != 0) {
-      mu_error("%s", mu_buf_str(&err));
-      rc = MU_EXIT_USAGE;
-    }
-    mu_buf_release(&err);
-  }
-  mu_strvec_release(&c.auth_users);
+  int rc = configure(&c, argc, argv, &sec);
   if (rc >= 0)
     return rc;
-
-  memset(&app, 0, sizeof(app));
-  uv_loop_init(&app.loop);
-  app.srv = rv_server_new(&app.loop, &c.server);
-  v1_set_run_gc_ms(app.srv, c.run_gc_seconds * 1000);
-  struct mu_buf what = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  sec_describe(sec, &what);
-  mu_log(MU_LOG_INFO, "security: %s", mu_buf_str(&what));
-  mu_buf_release(&what);
-  sec_attach(app.srv, sec); /* takes sec */
-  if (c.data_dir != NULL && open_data_dir(&app, &c) != 0)
-    return abandon(&app);
-  rc = rv_server_listen(app.srv);
-  if (rc != 0) {
-    mu_error("cannot listen on %s:%d: %s%s", c.host, c.server.listen_port, uv_strerror(rc),
-             rc == UV_EADDRINUSE ? " (pick another port with --listen HOST:PORT, or 0 for any)"
-                                 : "");
-    return abandon(&app);
-  }
-  uv_signal_init(&app.loop, &app.sigterm);
-  uv_signal_init(&app.loop, &app.sigint);
-  app.sigterm.data = app.sigint.data = &app;
-  uv_signal_start(&app.sigterm, on_signal, SIGTERM);
-  uv_signal_start(&app.sigint, on_signal, SIGINT);
-  mu_log(MU_LOG_INFO, "musterd listening on %s:%d (version %s, client URL %s)", c.host,
-         rv_server_port(app.srv), MU_VERSION, rv_server_url(app.srv));
-  if (mu_log_get_level() > MU_LOG_INFO)
-    fprintf(stderr, "musterd listening on %s:%d\n", c.host, rv_server_port(app.srv));
-
+  rc = start(&app, &c, sec);
+  if (rc != 0)
+    return rc;
+  /* Step 3: serve until a signal closes the server, then the loop */
   uv_run(&app.loop, UV_RUN_DEFAULT);
   rc = uv_loop_close(&app.loop);
   persist_free(app.persist);

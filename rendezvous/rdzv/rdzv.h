@@ -215,7 +215,9 @@ struct rdzv_run_info {
   const struct rdzv_round *last_round; /* NULL before the first round closes */
 };
 
-/* -- lifetime ------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Lifetime
+ */
 
 /* Creates the rendezvous on `loop`. `gc_ms` is how long a closed/shut run, or one with no node,
  * is kept (0: default 600000). Returns: the object. Ownership: free with rdzv_free(). */
@@ -229,7 +231,9 @@ void rdzv_set_gc_ms(struct rdzv *rv, uint64_t gc_ms);
  * freed, so the loop can then be closed. Accepts NULL. */
 void rdzv_free(struct rdzv *rv, void (*done)(void *), void *done_data);
 
-/* -- runs and rounds ------------------------------------------------------------------------ */
+/* ---------------------------------------------------------------------------------------------
+ * Runs and rounds
+ */
 
 /* Joins node `req->node_id` to run `run_id`, creating the run with `req->config` if needed.
  * `w` fires once: with the node's place in the round that closes, or an error
@@ -280,7 +284,9 @@ void rdzv_round_member(const struct rdzv_round *round, uint32_t i, struct rdzv_m
  * `*len`. Ownership: borrowed; lives as long as the round. */
 const char *rdzv_round_members_json(const struct rdzv_round *round, size_t *len);
 
-/* -- barriers ------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Barriers
+ */
 
 /* Arrives at barrier `name` of `run_id` as `id`, expecting `count` arrivals. `w` fires with the
  * generation once `count` distinct ids arrived, or barrier_timeout after `timeout_ms`, or
@@ -290,7 +296,9 @@ const char *rdzv_round_members_json(const struct rdzv_round *round, size_t *len)
 int rdzv_barrier(struct rdzv *rv, const char *run_id, const char *name, uint32_t count,
                  uint64_t timeout_ms, const char *id, struct rdzv_wait *w, struct mu_buf *err);
 
-/* -- KV ------------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * KV
+ */
 
 /* Sets `key` to `len` bytes at `value`. Wakes every waiter on the key.
  * Returns: 0 with `*version` set, or NO_SUCH_RUN / RUN_CLOSED / RUN_SHUT / TOO_LARGE /
@@ -314,13 +322,17 @@ int rdzv_kv_del(struct rdzv *rv, const char *run_id, const char *key);
 int rdzv_kv_add(struct rdzv *rv, const char *run_id, const char *key, int64_t delta,
                 int64_t *result);
 
-/* -- waits ---------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Waits
+ */
 
 /* Withdraws a pending wait (the client went away): its callback never fires. A pending join
  * withdrawn leaves the node out of the next round. Accepts a wait that is not pending. */
 void rdzv_wait_cancel(struct rdzv_wait *w);
 
-/* -- durability (codec.c; the persist layer calls these) ---------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Durability (codec.c; the persist layer calls these)
+ */
 
 /* Calls `fn(data)` (NULL: nothing) whenever the state rdzv_encode() writes changes: a round
  * closes or breaks, a member leaves or is lost, a run ends, a KV key is set or deleted. The
@@ -336,7 +348,9 @@ int rdzv_encode(const struct rdzv *rv, struct mu_buf *out);
  * clock. Returns: 0, or -1 for a malformed blob (`rv` then holds whatever was read). */
 int rdzv_restore(struct rdzv *rv, const void *data, size_t len);
 
-/* -- tests and metrics ---------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------
+ * Tests and metrics
+ */
 
 struct rdzv_stats {
   uint64_t runs, nodes, pending_joins, pending_watches, pending_other, rounds_closed,

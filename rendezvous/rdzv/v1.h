@@ -3,8 +3,9 @@
  *
  * Owns: the state machine of runs, rounds, members, leases, barriers and the per-run KV
  * (rdzv.h: rdzv.c, runs.c, barrier_kv.c, codec.c) and its HTTP surface: one route row per
- * /v1 endpoint (v1_api.c), request parsing (v1_request.c) and the /v1 error map and writer
- * (v1_error.c).
+ * /v1 endpoint with the checks and gate hooks (v1_api.c), the handlers (v1_runs.c, v1_kv.c),
+ * replies and long polls (v1_reply.c), request parsing (v1_request.c), and the /v1 error map's
+ * writer (v1_error.c).
  * May call: the server layer (http.h) and common/. It knows nothing of etcd, quotas or disks:
  * the security layer learns what a request would use through the API's usage hook, and
  * persistence uses the state machine's change hook and codec (rdzv.h).

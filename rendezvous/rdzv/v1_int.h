@@ -1,5 +1,5 @@
-/* What the /v1 API's files share (v1_api.c, v1_request.c, v1_error.c). Private to
- * rendezvous/rdzv/. */
+/* What the /v1 API's files share (v1_api.c, v1_runs.c, v1_kv.c, v1_reply.c, v1_request.c,
+ * v1_error.c). Private to rendezvous/rdzv/. */
 #ifndef MUSTERD_RDZV_V1_INT_H
 #define MUSTERD_RDZV_V1_INT_H
 
@@ -18,6 +18,57 @@ struct v1 {
   struct rdzv *rv; /* NULL once the server closes */
   uint64_t anon;   /* ids for barrier arrivals that name none */
 };
+
+/* A deferred long poll: the request and the rdzv wait that answers it. */
+struct v1_pend {
+  struct rdzv_wait w;
+  struct rv_req *req;
+  struct v1 *v;
+  int deferred; /* rv_req_defer() was called */
+  int answered; /* the answer came while the handler still ran */
+  char *name;   /* barrier name (for the reply) */
+};
+
+/* v1_api.c */
+
+/* The checks every /v1 request passes first: the server is not shutting down, the run id
+ * ({run_id}) and a KV key are well formed. Returns: the module, or NULL after answering (503,
+ * 400). */
+struct v1 *v1_begin_or_reply(struct rv_req *req);
+
+/* v1_runs.c and v1_kv.c: the handlers (the rows in v1_api.c) */
+void v1_join(struct rv_req *req);
+void v1_heartbeat(struct rv_req *req);
+void v1_watch(struct rv_req *req);
+void v1_leave(struct rv_req *req);
+void v1_close_run(struct rv_req *req);
+void v1_shutdown_run(struct rv_req *req);
+void v1_run(struct rv_req *req);
+void v1_runs(struct rv_req *req);
+void v1_barrier(struct rv_req *req);
+void v1_kv_get(struct rv_req *req);
+void v1_kv_put(struct rv_req *req);
+void v1_kv_delete(struct rv_req *req);
+void v1_kv_add(struct rv_req *req);
+
+/* v1_reply.c */
+
+/* Answers `status` with the JSON in `b` and a newline; releases `b`. */
+void v1_reply_buf(struct rv_req *req, int status, struct mu_buf *b);
+/* Answers 200 with the JSON object `fmt` formats. */
+void v1_reply_json(struct rv_req *req, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Answers 200 with a KV value (application/octet-stream, X-Muster-Kv-Version). */
+void v1_reply_value(struct rv_req *req, const char *value, size_t len, uint64_t version);
+/* A long poll of `req` whose wait calls `cb`. Ownership: free with v1_pend_free(), or let
+ * v1_pend_settle()/v1_pend_answered() do it. */
+struct v1_pend *v1_pend_new(struct v1 *v, struct rv_req *req, rdzv_wait_cb *cb);
+void v1_pend_free(struct v1_pend *p);
+/* After starting the wait in a handler: defers the request, or frees `p` if it was answered. */
+void v1_pend_settle(struct v1_pend *p, struct rv_req *req);
+/* The request of `p` was answered: frees `p` now if deferred, else lets the handler do it. */
+void v1_pend_answered(struct v1_pend *p);
+/* Answers a wait that ended in error. Returns: 1 when it did (a->err set), else 0. */
+int v1_pend_failed(struct v1_pend *p, const struct rdzv_answer *a);
 
 /* v1_error.c */
 

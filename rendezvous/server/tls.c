@@ -46,27 +46,75 @@ static const char *ssl_reason(char *buf, size_t n, const char *fallback)
   return buf;
 }
 
+/* The server's certificate chain and its key. Returns: 0, or MU_EINVAL with `err` set. */
+static int load_identity(SSL_CTX *ctx, const struct rv_tls_config *cfg, struct mu_buf *err)
+{
+  char why[256];
+  if (SSL_CTX_use_certificate_chain_file(ctx, cfg->cert_file) != 1) {
+    mu_buf_printf(err,
+                  "cannot load the TLS certificate '%s': %s (give a PEM certificate chain with "
+                  "--tls-cert)",
+                  cfg->cert_file, ssl_reason(why, sizeof(why), "unreadable"));
+    return MU_EINVAL;
+  }
+  int loaded = SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) == 1;
+  if (!loaded && ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
+    mu_buf_printf(err,
+                  "cannot load the TLS key '%s': %s (give the PEM private key of the certificate "
+                  "with --tls-key)",
+                  cfg->key_file, ssl_reason(why, sizeof(why), "unreadable"));
+    return MU_EINVAL;
+  }
+  if (!loaded || SSL_CTX_check_private_key(ctx) != 1) {
+    mu_buf_printf(
+        err, "the TLS key '%s' does not belong to the certificate '%s' (pass the matching pair)",
+        cfg->key_file, cfg->cert_file);
+    ERR_clear_error();
+    return MU_EINVAL;
+  }
+  return 0;
+}
+
+/* With --tls-client-ca: clients must present a certificate signed by that CA.
+ * Returns: 0, or MU_EINVAL with `err` set. */
+static int load_client_ca(SSL_CTX *ctx, const char *ca_file, struct mu_buf *err)
+{
+  char why[256];
+  if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
+    mu_buf_printf(err,
+                  "cannot load the client CA '%s': %s (give a PEM CA bundle with --tls-client-ca)",
+                  ca_file, ssl_reason(why, sizeof(why), "unreadable"));
+    return MU_EINVAL;
+  }
+  STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(ca_file);
+  if (names == NULL) {
+    mu_buf_printf(err, "the client CA file '%s' holds no certificate (give a PEM CA bundle)",
+                  ca_file);
+    ERR_clear_error();
+    return MU_EINVAL;
+  }
+  SSL_CTX_set_client_CA_list(ctx, names); /* takes `names` */
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+  SSL_CTX_set_verify_depth(ctx, 8);
+  return 0;
+}
+
 int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, struct mu_buf *err)
 {
-  struct rv_tls *t = NULL;
   SSL_CTX *ctx = NULL;
-  STACK_OF(X509_NAME) *names = NULL;
   char why[256];
   int rc = 0;
-
   *out = NULL;
   if (cfg->cert_file == NULL || cfg->key_file == NULL) {
-    mu_buf_printf(err, "TLS needs both --tls-cert FILE and --tls-key FILE");
-    rc = MU_EINVAL;
-    goto out;
+    mu_buf_puts(err, "TLS needs both --tls-cert FILE and --tls-key FILE");
+    return MU_EINVAL;
   }
   ERR_clear_error();
   ctx = SSL_CTX_new(TLS_server_method());
   if (ctx == NULL) {
     mu_buf_printf(err, "cannot create a TLS context: %s",
                   ssl_reason(why, sizeof(why), "OpenSSL failed"));
-    rc = MU_EINVAL;
-    goto out;
+    return MU_EINVAL;
   }
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
@@ -74,68 +122,18 @@ int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, struct mu_b
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
   /* resumed sessions must carry the same verification context (else OpenSSL refuses them) */
   SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"musterd", 7);
-  if (SSL_CTX_use_certificate_chain_file(ctx, cfg->cert_file) != 1) {
-    mu_buf_printf(err,
-                  "cannot load the TLS certificate '%s': %s (give a PEM certificate chain with "
-                  "--tls-cert)",
-                  cfg->cert_file, ssl_reason(why, sizeof(why), "unreadable"));
-    rc = MU_EINVAL;
-    goto out;
+  rc = load_identity(ctx, cfg, err);
+  if (rc == 0 && cfg->client_ca_file != NULL)
+    rc = load_client_ca(ctx, cfg->client_ca_file, err);
+  if (rc != 0) {
+    SSL_CTX_free(ctx);
+    return rc;
   }
-  if (SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) != 1) {
-    if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
-      mu_buf_printf(err,
-                    "the TLS key '%s' does not belong to the certificate '%s' (pass the matching "
-                    "pair)",
-                    cfg->key_file, cfg->cert_file);
-      ERR_clear_error();
-      rc = MU_EINVAL;
-      goto out;
-    }
-    mu_buf_printf(err,
-                  "cannot load the TLS key '%s': %s (give the PEM private key of the certificate "
-                  "with --tls-key)",
-                  cfg->key_file, ssl_reason(why, sizeof(why), "unreadable"));
-    rc = MU_EINVAL;
-    goto out;
-  }
-  if (SSL_CTX_check_private_key(ctx) != 1) {
-    mu_buf_printf(
-        err, "the TLS key '%s' does not belong to the certificate '%s' (pass the matching pair)",
-        cfg->key_file, cfg->cert_file);
-    ERR_clear_error();
-    rc = MU_EINVAL;
-    goto out;
-  }
-  if (cfg->client_ca_file != NULL) {
-    if (SSL_CTX_load_verify_locations(ctx, cfg->client_ca_file, NULL) != 1) {
-      mu_buf_printf(
-          err, "cannot load the client CA '%s': %s (give a PEM CA bundle with --tls-client-ca)",
-          cfg->client_ca_file, ssl_reason(why, sizeof(why), "unreadable"));
-      rc = MU_EINVAL;
-      goto out;
-    }
-    names = SSL_load_client_CA_file(cfg->client_ca_file);
-    if (names == NULL) {
-      mu_buf_printf(err, "the client CA file '%s' holds no certificate (give a PEM CA bundle)",
-                    cfg->client_ca_file);
-      ERR_clear_error();
-      rc = MU_EINVAL;
-      goto out;
-    }
-    SSL_CTX_set_client_CA_list(ctx, names); /* takes `names` */
-    names = NULL;
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-    SSL_CTX_set_verify_depth(ctx, 8);
-  }
-  t = mu_calloc(1, sizeof(*t));
+  struct rv_tls *t = mu_calloc(1, sizeof(*t));
   t->ctx = ctx;
   t->verify_clients = cfg->client_ca_file != NULL;
-  ctx = NULL;
   *out = t;
-out:
-  SSL_CTX_free(ctx);
-  return rc;
+  return 0;
 }
 
 void rv_tls_free(struct rv_tls *t)
