@@ -282,7 +282,8 @@ void rv_reply_text(struct rv_req *req, int status, const char *content_type, con
 void rv_reply_take(struct rv_req *req, int status, const char *content_type,
                    const char *extra_headers, struct mu_buf *body);
 
-/* musterd's own JSON error shape (the /v1 API's, and the server's where no API words it):
+/* musterd's own JSON error shape (the /v1 API's; the etcd API uses it only where etcd has no
+ * error of its own, a watch refused during shutdown):
  * {"error":"<code>","message":"<message>"[,"reason":"<reason>"]}\n with `status` and
  * `extra_headers` (or NULL). `reason` NULL leaves the member out. */
 void rv_reply_error(struct rv_req *req, int status, const char *extra_headers, const char *code,
