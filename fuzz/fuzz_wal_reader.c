@@ -1,4 +1,4 @@
-/* libFuzzer target: musterd's log/snapshot reader (rendezvous/wal.h).
+/* libFuzzer target: musterd's log/snapshot reader (rendezvous/persist/wal.h).
  *
  * Each input is the content of a log file. The reader walks it record by record until the end,
  * a torn tail or corruption, decoding every whole record. Checked beyond ASan/UBSan: the
