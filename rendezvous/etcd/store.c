@@ -103,7 +103,6 @@ static struct v2_node *node_new(struct v2_store *s, const char *key, size_t klen
     parent->children[parent->nchildren++] = n;
   }
   mu_htab_add(&s->nodes, &n->hn, nkey, klen);
-  s->nnodes = s->nodes.n;
   if (expire_ns != 0)
     v2_ttl_push(&s->ttl, n);
   return n;
@@ -131,7 +130,6 @@ static void free_subtree(struct v2_store *s, struct v2_node *n, const struct v2_
     free_subtree(s, n->children[n->nchildren - 1], e);
   detach_from_parent(n);
   mu_htab_del(&s->nodes, &n->hn);
-  s->nnodes = s->nodes.n;
   v2_ttl_remove(&s->ttl, n);
   if (e != NULL)
     v2_watch_hub_notify_deleted(&s->hub, e, n->hn.key);

@@ -61,8 +61,7 @@ struct v2_store_stats {
 
 struct v2_store {
   struct v2_node *root;
-  struct mu_htab nodes; /* every node by full key */
-  size_t nnodes;        /* nodes.n, for readers (metrics, quotas, snapshots) */
+  struct mu_htab nodes; /* every node by full key; nodes.n counts them, the root included */
   uint64_t index;
   struct v2_event_history history;
   struct v2_watch_hub hub;

@@ -508,7 +508,7 @@ static void v2_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
                 "# TYPE musterd_v2_watchers gauge\nmusterd_v2_watchers %zu\n"
                 "# HELP musterd_v2_expirations_total Keys and dirs expired by TTL.\n"
                 "# TYPE musterd_v2_expirations_total counter\nmusterd_v2_expirations_total %llu\n",
-                v2->store->nnodes - 1, (unsigned long long)v2->store->index, v2->store->hub.count,
+                v2->store->nodes.n - 1, (unsigned long long)v2->store->index, v2->store->hub.count,
                 (unsigned long long)v2->store->stats.expire_count);
 }
 
@@ -544,10 +544,10 @@ static int adds_node(const struct v2_store *s, const struct rv_req *req)
 {
   if (req->method == RV_POST)
     return 1;
-  size_t off = strlen("/v2/keys");
-  size_t n = req->path_len - off;
+  const char *k = req->path + strlen("/v2/keys");
+  size_t n = strlen(k); /* up to a %00: the handler refuses such a key (210) anyway */
   char *key = mu_malloc(n + 2);
-  mu_path_clean(key, req->path + off, n, 0);
+  mu_path_clean(key, k, n, 0);
   int missing = v2_store_lookup(s, key) == NULL;
   mu_free(key);
   return missing;
@@ -567,7 +567,7 @@ static void v2_usage(struct rv_req *req, struct rv_usage *u)
   u->has_value = v != NULL;
   u->value_len = v != NULL ? strlen(v) : 0;
   u->counts_keys = 1;
-  u->keys = s->nnodes;
+  u->keys = s->nodes.n;
   u->adds_key = adds_node(s, req);
 }
 

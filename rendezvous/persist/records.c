@@ -222,7 +222,7 @@ static int snap_write(struct persist *p, struct snap_writer *w)
   memset(&r, 0, sizeof(r));
   r.type = WAL_REC_SNAP_HEAD;
   r.index = s->index;
-  r.created = s->nnodes - 1;
+  r.created = s->nodes.n - 1;
   r.aux = h->count;
   wal_rec_put(&w->b, &r);
   snap_nodes(w, s->root);

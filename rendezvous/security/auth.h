@@ -20,7 +20,6 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "http.h"
 
 struct sec_auth;
 

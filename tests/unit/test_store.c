@@ -1,4 +1,5 @@
-/* Unit tests of rendezvous/etcd/store.c: the etcd v2 semantics of etcd-v2.md §9, without sockets. */
+/* Unit tests of rendezvous/etcd/store.c: the etcd v2 semantics of etcd-v2.md §9, without sockets.
+ */
 #include <string.h>
 
 #include "muster/errno.h"
@@ -142,7 +143,7 @@ TEST(store__dirs_and_listing)
   ASSERT_NOT_NULL(e);
   ASSERT(has(e->json, "\"node\":{\"key\":\"/d\",\"dir\":true,"));
   ASSERT_NULL(v2_store_lookup(s, "/d/sub/x"));
-  ASSERT_EQ(s->nnodes, 1);
+  ASSERT_EQ(s->nodes.n, 1);
   /* empty dir: no nodes field */
   w = wr("/e", NULL);
   w.dir = 1;
