@@ -1,6 +1,9 @@
-/* Tests for the two parsing modes of common/opts.c that `muster run` and the one-handle
- * subcommands need: TorchX's single-dash long option (-cfg) and stopping at an option that
- * belongs to what follows (a component's arguments) while a misspelt one stays an error. */
+/* Tests for the parsing modes of common/opts.c that `muster run` and the one-handle
+ * subcommands need (TorchX's single-dash long option -cfg; stopping at an option that belongs
+ * to what follows while a misspelt one stays an error), and for the range-checked unsigned rows
+ * (MU_OPT_UINT) that bind musterd's options straight to config fields of any width. */
+#include <limits.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "muster/errno.h"
@@ -62,4 +65,47 @@ TEST(opts__stop_at_unknown)
   char *argv3[] = {a0, b1, a2, NULL};
   ASSERT_EQ(mu_opts_parse(opts, 3, argv3, MU_OPTS_STOP_AT_NONOPT | MU_OPTS_STOP_AT_UNKNOWN, "u"),
             MU_EUSAGE);
+}
+
+struct fields {
+  unsigned u;
+  size_t z;
+  uint64_t q;
+};
+
+static int parse(struct fields *f, const char *a, const char *b)
+{
+  struct mu_opt opts[] = {
+      MU_OPT_UINT(0, "conns", &f->u, "N", "at least 1", 1, UINT_MAX),
+      MU_OPT_UINT(0, "bytes", &f->z, "N", "any", 0, LONG_MAX),
+      MU_OPT_UINT(0, "days", &f->q, "N", "at most a week", 0, 7),
+      MU_OPT_END(),
+  };
+  char *argv[] = {(char *)"prog", (char *)a, (char *)b, NULL};
+  return mu_opts_parse(opts, b != NULL ? 3 : 2, argv, 0, "prog [options]");
+}
+
+TEST(opts__uint_rows_bind_fields_of_any_width)
+{
+  struct fields f = {10, 20, 3};
+  ASSERT_EQ(parse(&f, "--conns", "4000000000"), 3);
+  ASSERT_EQ(f.u, 4000000000u);
+  ASSERT_EQ(f.z, 20); /* the neighbours are untouched */
+  ASSERT_EQ(parse(&f, "--bytes=9000000000", NULL), 2);
+  ASSERT(f.z == 9000000000u);
+  ASSERT_EQ(f.u, 4000000000u);
+  ASSERT_EQ(parse(&f, "--days", "7"), 3);
+  ASSERT(f.q == 7);
+}
+
+TEST(opts__uint_rows_refuse_out_of_range)
+{
+  struct fields f = {10, 20, 3};
+  ASSERT_EQ(parse(&f, "--conns", "0"), MU_EUSAGE);
+  ASSERT_EQ(parse(&f, "--conns", "-5"), MU_EUSAGE);
+  ASSERT_EQ(parse(&f, "--days", "8"), MU_EUSAGE);
+  ASSERT_EQ(parse(&f, "--bytes", "12x"), MU_EUSAGE);
+  ASSERT_EQ(f.u, 10); /* nothing stored on a refusal */
+  ASSERT_EQ(f.z, 20);
+  ASSERT(f.q == 3);
 }
