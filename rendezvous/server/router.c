@@ -80,6 +80,44 @@ static int same_resource(const struct rv_route *a, const struct rv_route *b)
   return strcmp(a->path, b->path) == 0 && (a->flags & how) == (b->flags & how);
 }
 
+/* How a row matches: 0 exact, 1 pattern, 2 prefix (the order rows are tried in). */
+static int row_class(const struct rv_route_slot *s)
+{
+  return s->nvars > 0 ? 1 : (s->route->flags & RV_ROUTE_PREFIX) ? 2 : 0;
+}
+
+/* Does `a` come before `b` when matching? Exact rows, then patterns with more fixed bytes, then
+ * longer prefixes; rows registered earlier first among equals. */
+static int tried_before(const struct rv_route_slot *a, const struct rv_route_slot *b)
+{
+  int ca = row_class(a), cb = row_class(b);
+  if (ca != cb)
+    return ca < cb;
+  size_t ka = ca == 2 ? a->literal : a->fixed, kb = cb == 2 ? b->literal : b->fixed;
+  if (ka != kb)
+    return ka > kb;
+  return a < b;
+}
+
+/* srv->order: every resource's first row, most specific first (an insertion sort: a few dozen
+ * rows, registered once). */
+static void build_order(struct rv_server *srv)
+{
+  srv->order = mu_realloc(srv->order, srv->nroutes * sizeof(*srv->order));
+  srv->norder = 0;
+  for (size_t i = 0; i < srv->nroutes; i++) {
+    struct rv_route_slot *s = &srv->routes[i];
+    if (!s->first)
+      continue;
+    size_t j = srv->norder++;
+    while (j > 0 && tried_before(s, srv->order[j - 1])) {
+      srv->order[j] = srv->order[j - 1];
+      j--;
+    }
+    srv->order[j] = s;
+  }
+}
+
 int rv_server_add_routes(struct rv_server *srv, const struct rv_route *routes)
 {
   size_t n = 0;
@@ -120,6 +158,7 @@ int rv_server_add_routes(struct rv_server *srv, const struct rv_route *routes)
     }
   }
   srv->nroutes += n;
+  build_order(srv);
   return 0;
 }
 
@@ -235,12 +274,9 @@ static size_t count_amp(const char *s, size_t n)
  * Matching
  */
 
-/* Where a row matched: how much of the path it covers and how specifically, and the byte
- * ranges of its {vars} in the path. */
+/* The byte ranges of a row's {vars} in the path. */
 struct match {
-  size_t len;  /* path bytes covered (the whole path for exact rows and patterns) */
-  int rank;    /* 2 exact, 1 pattern, 0 prefix: breaks ties of len */
-  size_t nvar; /* vars found */
+  size_t nvar;
   size_t var_at[RV_ROUTE_MAX_VARS], var_len[RV_ROUTE_MAX_VARS];
 };
 
@@ -277,49 +313,34 @@ static int match_pattern(const struct rv_route_slot *s, const char *path, size_t
   return i == n || ((r->flags & RV_ROUTE_SLASH) && i + 1 == n && path[i] == '/');
 }
 
-/* Does row `s` match path[0..n)? Fills `m`. */
+/* Does row `s` match path[0..n)? Fills m's vars. */
 static int match_row(const struct rv_route_slot *s, const char *path, size_t n, struct match *m)
 {
   const struct rv_route *r = s->route;
-  if (n < s->literal || memcmp(path, r->path, s->literal) != 0)
-    return 0;
-  if (s->nvars > 0) {
-    m->len = n;
-    m->rank = 1;
-    return match_pattern(s, path, n, m);
-  }
   m->nvar = 0;
-  if (r->flags & RV_ROUTE_PREFIX) {
-    m->len = s->literal;
-    m->rank = 0;
-    return 1;
+  switch (row_class(s)) {
+  case 0: /* exact: the length first, it rules out most rows */
+    if (n != s->literal &&
+        !((r->flags & RV_ROUTE_SLASH) && n == s->literal + 1 && path[n - 1] == '/'))
+      return 0;
+    return memcmp(path, r->path, s->literal) == 0;
+  case 1:
+    return n >= s->literal && memcmp(path, r->path, s->literal) == 0 &&
+           match_pattern(s, path, n, m);
+  default:
+    return n >= s->literal && memcmp(path, r->path, s->literal) == 0;
   }
-  m->len = n;
-  m->rank = 2;
-  return n == s->literal ||
-         ((r->flags & RV_ROUTE_SLASH) && n == s->literal + 1 && path[n - 1] == '/');
 }
 
-/* The most specific resource matching `path` (its first row), with its vars in `best`. */
+/* The most specific resource matching `path` (its first row), with its vars in `m`: the first
+ * of srv->order that matches. */
 static struct rv_route_slot *find_resource(struct rv_server *srv, const char *path, size_t n,
-                                           struct match *best)
+                                           struct match *m)
 {
-  struct rv_route_slot *found = NULL;
-  best->len = 0;
-  best->rank = 0;
-  best->nvar = 0;
-  for (size_t i = 0; i < srv->nroutes; i++) {
-    struct rv_route_slot *s = &srv->routes[i];
-    struct match m;
-    if (!s->first || !match_row(s, path, n, &m))
-      continue;
-    if (found != NULL && (m.len < best->len || (m.len == best->len && m.rank < best->rank) ||
-                          (m.len == best->len && m.rank == best->rank && s->fixed <= found->fixed)))
-      continue;
-    found = s;
-    *best = m;
-  }
-  return found;
+  for (size_t i = 0; i < srv->norder; i++)
+    if (match_row(srv->order[i], path, n, m))
+      return srv->order[i];
+  return NULL;
 }
 
 /* The row of resource `first` that takes `method` (GET rows take HEAD), or NULL. */

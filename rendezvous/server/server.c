@@ -235,6 +235,7 @@ static void server_free(struct rv_server *srv)
   rv_server_closed_cb *cb = srv->closed_cb;
   void *data = srv->closed_data;
   mu_free(srv->routes);
+  mu_free(srv->order);
   mu_free(srv->host);
   mu_free(srv->advertise_url);
   mu_free(srv->name);

@@ -66,6 +66,10 @@ struct rv_server {
 
   struct rv_route_slot *routes;
   size_t nroutes;
+  /* The first row of every resource, most specific first (exact rows, then patterns by fixed
+   * bytes, then prefixes by length): the first that matches a path wins. */
+  struct rv_route_slot **order;
+  size_t norder;
   struct rv_route_stats unrouted; /* 301/400/404/413/414/431/503 before any route */
 
   struct rv_module modules[RV_MAX_MODULES];
