@@ -133,13 +133,8 @@ int rdzv_barrier(struct rdzv *rv, const char *run_id, const char *name, uint32_t
       break;
     }
   }
-  w->kind = RDZV_W_BARRIER;
-  w->run = run;
-  w->obj = b;
-  w->list = NULL;
+  rdzv_wait_start(w, RDZV_W_BARRIER, run, b);
   w->barrier_id = mu_strdup(id);
-  memset(&w->dl, 0, sizeof(w->dl));
-  w->dl.kind = DL_WAIT;
   rdzv_wait_queue(&b->arrivals, w);
   run->pending_other++;
   rv->st.pending_other++;
@@ -302,13 +297,7 @@ int rdzv_kv_get(struct rdzv *rv, const char *run_id, const char *key, struct rdz
       return RDZV_ETOO_MANY;
     e = kv_add(run, mu_strdup(key));
   }
-  w->kind = RDZV_W_KV;
-  w->run = run;
-  w->obj = e;
-  w->list = NULL;
-  w->barrier_id = NULL;
-  memset(&w->dl, 0, sizeof(w->dl));
-  w->dl.kind = DL_WAIT;
+  rdzv_wait_start(w, RDZV_W_KV, run, e);
   rdzv_wait_queue(&e->waiters, w);
   run->pending_other++;
   rv->st.pending_other++;

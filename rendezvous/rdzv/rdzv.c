@@ -182,6 +182,18 @@ static void on_timer(uv_timer_t *t)
  * Waits
  */
 
+void rdzv_wait_start(struct rdzv_wait *w, enum rdzv_wait_kind kind, struct rdzv_run *run, void *obj)
+{
+  w->kind = kind;
+  w->run = run;
+  w->obj = obj;
+  w->node = NULL;
+  w->list = NULL;
+  w->barrier_id = NULL;
+  memset(&w->dl, 0, sizeof(w->dl));
+  w->dl.kind = DL_WAIT;
+}
+
 void rdzv_wait_queue(struct mu_list *l, struct rdzv_wait *w)
 {
   w->list = l;

@@ -120,6 +120,10 @@ void rdzv_wait_unqueue(struct rdzv_wait *w);
 /* Moves every wait of `from` onto `to` (emptying `from`), so that a callback fired while `to`
  * drains can still unqueue any of them. */
 void rdzv_wait_take(struct mu_list *to, struct mu_list *from);
+/* Makes `w` (caller-owned, its cb and data set) a wait of `kind` on `run` about `obj`, not
+ * queued yet, with no deadline yet. */
+void rdzv_wait_start(struct rdzv_wait *w, enum rdzv_wait_kind kind, struct rdzv_run *run,
+                     void *obj);
 /* Detaches `w` from its list and deadline; it is no longer pending. */
 void rdzv_wait_detach(struct rdzv *rv, struct rdzv_wait *w);
 void rdzv_fire(struct rdzv_wait *w, const struct rdzv_answer *a);

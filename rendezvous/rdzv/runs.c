@@ -659,13 +659,8 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     }
     run = rdzv_run_new(rv, run_id, &cfg);
   }
-  w->kind = RDZV_W_JOIN;
-  w->run = run;
+  rdzv_wait_start(w, RDZV_W_JOIN, run, NULL);
   w->with_members = req->with_members;
-  w->list = NULL;
-  w->dl.hn.slot = 0;
-  w->dl.kind = DL_WAIT;
-  w->barrier_id = NULL;
   if (join_refuse(run, run_id, &cfg, w))
     return 0;
 
@@ -771,9 +766,6 @@ int rdzv_watch(struct rdzv *rv, const char *run_id, const char *node_id, uint64_
   if (timeout_ms > (uint64_t)MAX_TIMEOUT_MS)
     timeout_ms = (uint64_t)MAX_TIMEOUT_MS;
   const char *ev = watch_event(run, node_id, round);
-  memset(&w->dl, 0, sizeof(w->dl));
-  w->list = NULL;
-  w->barrier_id = NULL;
   if (ev != NULL || timeout_ms == 0) {
     struct rdzv_answer a;
     memset(&a, 0, sizeof(a));
@@ -781,19 +773,15 @@ int rdzv_watch(struct rdzv *rv, const char *run_id, const char *node_id, uint64_
     a.event = ev ? ev : "none";
     a.round_number = round;
     a.waiting = waiting_count(run);
-    w->kind = RDZV_W_NONE;
+    rdzv_wait_start(w, RDZV_W_NONE, NULL, NULL);
     rdzv_fire(w, &a);
     return 0;
   }
-  w->kind = RDZV_W_WATCH;
-  w->run = run;
-  w->obj = mu_strdup(node_id);
-  w->node = NULL;
+  rdzv_wait_start(w, RDZV_W_WATCH, run, mu_strdup(node_id));
   w->round = round;
   struct rdzv_node *n = rdzv_find_node(run, node_id);
   if (n != NULL && !n->gone)
     watch_hold(run, w, n);
-  w->dl.kind = DL_WAIT;
   rdzv_wait_queue(&run->watches, w);
   rv->st.pending_watches++;
   rdzv_deadline_set(rv, &w->dl, rdzv_now(rv) + timeout_ms);
