@@ -45,7 +45,8 @@ t_expect_eq "join timeout: on time" "$(( $(date +%s) - start <= 5 ))" 1
 agent_start sig --rdzv-endpoint "$EP" --rdzv-id sig --nproc-per-node 2 -- \
   bash -c 'trap "echo got TERM; exit 7" TERM; echo ready; while :; do sleep 0.1; done'
 pid=$AGENT_PID
-wait_for_lines "$T_DIR/sig.log" ':ready' 2 20
+wait_for_lines "$T_DIR/sig.log" ':ready' 2 60 && t_ok "SIGTERM: both workers are up" ||
+  t_fail "SIGTERM: the workers did not come up in 60 s"
 kill -TERM "$pid"
 agent_wait "$pid" 20
 t_expect_eq "SIGTERM: exit 143" "$RC" 143
@@ -59,16 +60,19 @@ t_expect_match "missing worker binary: message" "$out" \
 t_expect_match "missing worker binary: summary" "$out" "rank 0 .*exit code 127 \(command not found"
 
 # An agent killed with SIGKILL takes its workers with it (PR_SET_PDEATHSIG via the shim).
+# The sleeps' argument is unique to this test process: other suites may run at the same time.
+marker="$((1000000 + $$)).25"
 agent_start orphan --rdzv-endpoint "$EP" --rdzv-id orphan --nproc-per-node 2 -- \
-  bash -c 'echo up; exec sleep 37.25'
+  bash -c "echo up; exec sleep $marker"
 pid=$AGENT_PID
-wait_for_lines "$T_DIR/orphan.log" ':up' 2 20
-sleep 0.3
-t_expect_eq "workers running" "$(pgrep -f '^sleep 37.25' | wc -l)" 2
+wait_for_lines "$T_DIR/orphan.log" ':up' 2 60
+# 'up' is printed just before the exec: wait for the two sleeps themselves.
+t_until 20 eval '[ "$(t_count_procs "^sleep $marker")" -eq 2 ]'
+t_expect_eq "workers running" "$(t_count_procs "^sleep $marker")" 2
 kill -KILL "$pid"
 { wait "$pid"; } 2>/dev/null
-sleep 0.5
-t_expect_eq "no orphaned worker after the agent's SIGKILL" "$(pgrep -f '^sleep 37.25' | wc -l)" 0
+t_until 20 eval '[ "$(t_count_procs "^sleep $marker")" -eq 0 ]'
+t_expect_eq "no orphaned worker after the agent's SIGKILL" "$(t_count_procs "^sleep $marker")" 0
 
 # --standalone: an embedded musterd, nothing else needed.
 out=$("$MUSTER" agent --standalone --nproc-per-node 3 -- "$RING" 2>&1); rc=$?

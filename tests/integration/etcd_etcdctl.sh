@@ -4,7 +4,8 @@
 # store (read back over raw HTTP).   TARGET=etcd runs the same checks against a real etcd.
 . "$(dirname "$0")/../lib.sh"
 
-command -v etcdctl >/dev/null || { echo "skip: etcdctl (etcd-client) not installed"; exit 77; }
+t_need_built "$MUSTERD"
+t_need_cmd etcdctl etcd-client
 export ETCDCTL_API=2
 
 t_start_target

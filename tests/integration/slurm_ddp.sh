@@ -5,7 +5,7 @@
 # a long job is cancelled and gone; an unknown partition fails with Slurm's own message.
 . "$(dirname "$0")/slurm_common.bash"
 RING=$MU_BUILD_DIR/examples/ring_allreduce
-[ -x "$RING" ] || { echo "# skip: $RING not built"; exit 77; }
+t_need_built "$MUSTER" "$MUSTERD" "$RING"
 
 slurm_start
 export PATH=$(dirname "$MUSTER"):$PATH # `muster agent` inside the job
