@@ -112,6 +112,19 @@ t_need_py() {
   exit 77
 }
 
+# t_torch_lock: one torchrun test at a time on this machine, across builds and worktrees (each
+# starts 2 agents and 4 workers importing torch: two at once on 2 cores take minutes). Waits
+# at most 20 min for the lock (CTest gives these tests 30); the lock goes with the process.
+t_torch_lock() {
+  local t0=$SECONDS
+  exec 9>"/tmp/muster-torchrun-tests.lock"
+  if ! flock -w 1200 9; then
+    echo "not ok - another torchrun test held /tmp/muster-torchrun-tests.lock for 20 min"
+    exit 1
+  fi
+  [ $((SECONDS - t0)) -lt 2 ] || echo "# waited $((SECONDS - t0)) s for the torchrun lock"
+}
+
 # t_skip_part REASON: a part of the test could not run. The rest still runs and t_done ends
 # with exit 77 (skipped) if nothing failed, so the missing part is counted, not hidden.
 t_skip_part() {

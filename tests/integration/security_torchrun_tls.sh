@@ -18,11 +18,7 @@ if [ ! -x "$TORCHRUN" ] || ! "$PY" -c 'import torch, etcd' 2>/dev/null; then
   echo "# skip: needs $TORCHRUN and python3-torch + python3-etcd under $PY"
   exit 77
 fi
-exec 9>"/tmp/muster-torchrun-tests.lock"
-if ! flock -w 400 9; then
-  echo "not ok - another torchrun test held /tmp/muster-torchrun-tests.lock for 400 s"
-  exit 1
-fi
+t_torch_lock
 
 P=$T_DIR/pki
 sec_make_pki "$P" || t_done

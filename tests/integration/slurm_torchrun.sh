@@ -7,8 +7,7 @@
 TORCHRUN=/usr/bin/torchrun
 t_need_cmd "$TORCHRUN" python3-torch
 t_need_py torch python3-torch
-exec 9>"/tmp/muster-torchrun-tests.lock"
-flock -w 400 9 || { echo "not ok - /tmp/muster-torchrun-tests.lock held for 400 s"; exit 1; }
+t_torch_lock
 
 slurm_start
 export PATH=$(dirname "$TORCHRUN"):$PATH

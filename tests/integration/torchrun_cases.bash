@@ -23,11 +23,7 @@ t_need_cmd "$TORCHRUN" python3-torch
 t_need_py torch python3-torch
 t_need_py etcd python3-etcd
 
-exec 9>"/tmp/muster-torchrun-tests.lock"
-if ! flock -w 400 9; then
-  echo "not ok - another torchrun test held /tmp/muster-torchrun-tests.lock for 400 s"
-  exit 1
-fi
+t_torch_lock
 
 case "$TARGET" in
 musterd)
