@@ -248,14 +248,17 @@ TEST(rdzv__lease_expiry_breaks_round)
   cfg(&q, 1, 2, 0);
   q.config.max_nodes = 2;
   q.config.min_nodes = 2;
-  q.config.lease_ttl_ms = 80;
+  /* a heart-beats every 100 ms, b never: b's lease runs out after 1 s. The lease is long
+   * next to the step so that a loaded machine, which may stall this process for a few hundred
+   * ms, does not let a's lease run out too (it did with 80 ms and 30 ms steps). */
+  q.config.lease_ttl_ms = 1000;
   join(&e, "job", &q, "a", &r[0]);
   join(&e, "job", &q, "b", &r[1]);
   ASSERT_EQ(r[1].fired, 1);
   rec_init(&w);
   ASSERT_EQ(mu_rdzv_watch(e.rv, "job", "a", 1, 10000, &w.w), 0);
-  for (int i = 0; i < 4; i++) {
-    spin(&e.loop, 30);
+  for (int i = 0; i < 40; i++) {
+    spin(&e.loop, 100);
     ASSERT_EQ(mu_rdzv_heartbeat(e.rv, "job", "a", &hb), 0);
     if (w.fired)
       break;
