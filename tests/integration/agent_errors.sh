@@ -22,7 +22,10 @@ out=$("$MUSTER" agent --rdzv-endpoint "127.0.0.1:$port" --rdzv-id x --join-timeo
 rc=$?
 t_expect_eq "dead endpoint: exit 3" "$rc" 3
 t_expect_match "dead endpoint: message" "$out" "cannot reach the rendezvous endpoint '127.0.0.1:$port'.*refused"
-t_expect_eq "dead endpoint: within the join timeout" "$(( $(date +%s) - start <= 4 ))" 1
+# Within the join timeout (2 s; the default is 600 s), with room for start-up and exit on a
+# loaded machine (the ASan build under load took over 4 s).
+el=$(( $(date +%s) - start ))
+t_expect_eq "dead endpoint: gives up within the join timeout (${el}s)" "$(( el <= 30 ))" 1
 
 hport=$(t_free_port)
 t_spawn http "$PY" -m http.server --bind 127.0.0.1 "$hport"
@@ -39,7 +42,8 @@ out=$("$MUSTER" agent --nnodes 2 --rdzv-endpoint "$EP" --rdzv-id lonely --join-t
 rc=$?
 t_expect_eq "join timeout: exit 3" "$rc" 3
 t_expect_match "join timeout: message" "$out" "join of run 'lonely' timed out"
-t_expect_eq "join timeout: on time" "$(( $(date +%s) - start <= 5 ))" 1
+el=$(( $(date +%s) - start ))
+t_expect_eq "join timeout: after 2 s, not 600 (${el}s)" "$(( el >= 2 && el <= 30 ))" 1
 
 # SIGTERM to the agent reaches the workers; the agent exits 128+15.
 agent_start sig --rdzv-endpoint "$EP" --rdzv-id sig --nproc-per-node 2 -- \
