@@ -17,7 +17,7 @@ import urllib.parse
 import etcd
 
 sys.path.insert(0, os.path.dirname(__file__))
-from etcd_compat import check, tap_done  # noqa: E402
+from etcd_compat import check, tap_done, until  # noqa: E402
 
 
 def eq(name, got, want):
@@ -43,16 +43,6 @@ class WarnCounter(logging.Handler):
 
     def emit(self, record):
         self.msgs.append(record.getMessage())
-
-
-def until(cond, limit=10):
-    """Polls cond every 50 ms until it holds or LIMIT seconds pass; returns whether it held."""
-    deadline = time.time() + limit
-    while not cond():
-        if time.time() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def watchers(url):

@@ -12,6 +12,9 @@ import time
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+from etcd_compat import until  # noqa: E402
+
 URL = sys.argv[1].rstrip("/")
 FAILS = 0
 
@@ -75,16 +78,6 @@ def metric(name):
     _, text = call("GET", "/metrics", raw=True)
     m = re.search(rb"^%s (\d+)$" % name.encode(), text, re.M)
     return int(m.group(1)) if m else 0
-
-
-def until(cond, limit=10):
-    """Polls cond every 50 ms until it holds or LIMIT seconds pass; returns whether it held."""
-    deadline = time.time() + limit
-    while not cond():
-        if time.time() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def started(fn):

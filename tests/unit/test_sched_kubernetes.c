@@ -502,55 +502,55 @@ TEST(k8s__torchx03_mounts_devices_nodeselector)
 
 /* ============================================ case 04: queue, priority, account, namespace */
 
-static void c04_service_account(const cJSON *c, const cJSON *item)
+/* The case-01 app with NREPLICAS replicas rendered with the subcase's -cfg (ALL) or with its
+ * queue alone (to see what the other key adds). Returns: the job (cJSON_Delete). */
+static cJSON *c04_job(const cJSON *in_cfg, int all, long nreplicas, const char *save_as)
 {
   struct mu_app *app = case01_app();
   struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job;
+  app->roles[0].num_replicas = nreplicas;
+  if (all)
+    cfg_set(&cfg, in_cfg);
+  else
+    mu_kvlist_set(&cfg.values, "queue", golden_str(in_cfg, "queue"));
+  job = render(app, &cfg, "app-name-42", save_as);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  return job;
+}
+
+static void c04_service_account(const cJSON *c, const cJSON *item)
+{
   const cJSON *in_cfg = golden_at(item, "input", "cfg", (const char *)NULL);
   const char *sa = golden_str(in_cfg, "service_account");
-  cJSON *job;
+  cJSON *job = c04_job(in_cfg, 1, 2, "torchx-04-sa");
   (void)c;
   /* "every pod template spec has serviceAccountName: X; absent when cfg has no ..." */
   ASSERT(strstr(golden_str(item, "expected"), "every pod template spec") != NULL);
-  app->roles[0].num_replicas = 2;
-  cfg_set(&cfg, in_cfg);
-  job = render(app, &cfg, "app-name-42", "torchx-04-sa");
   for (int i = 0; i < 2; i++)
-    ASSERT_STR_EQ(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, i)), "serviceAccountName")
-                      ->valuestring,
-                  sa);
+    ASSERT_STR_EQ(golden_str(pod_spec(task_at(job, i)), "serviceAccountName"), sa);
   cJSON_Delete(job);
-  cfg_set(&cfg, NULL);
-  mu_kvlist_set(&cfg.values, "queue", golden_str(in_cfg, "queue"));
-  job = render(app, &cfg, "app-name-42", NULL);
+  job = c04_job(in_cfg, 0, 2, NULL);
   for (int i = 0; i < 2; i++)
     ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, i)), "serviceAccountName"));
   cJSON_Delete(job);
-  mu_app_free(app);
-  mu_cfg_release(&cfg);
 }
 
 static void c04_priority_class(const cJSON *c, const cJSON *item)
 {
-  struct mu_app *app = case01_app();
-  struct mu_cfg cfg = {MU_KVLIST_INIT};
   const cJSON *in_cfg = golden_at(item, "input", "cfg", (const char *)NULL);
   const char *pc = golden_str(in_cfg, "priority_class");
-  cJSON *job;
+  cJSON *job = c04_job(in_cfg, 1, 1, "torchx-04-pc");
   (void)c;
+  /* "job spec (not pod) has priorityClassName: X; key absent when not set" */
   ASSERT(strstr(golden_str(item, "expected"), pc) != NULL);
-  cfg_set(&cfg, in_cfg);
-  job = render(app, &cfg, "app-name-42", "torchx-04-pc");
   ASSERT_STR_EQ(golden_at(job, "spec", "priorityClassName", (const char *)NULL)->valuestring, pc);
   ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, 0)), "priorityClassName"));
   cJSON_Delete(job);
-  cfg_set(&cfg, NULL);
-  mu_kvlist_set(&cfg.values, "queue", golden_str(in_cfg, "queue"));
-  job = render(app, &cfg, "app-name-42", NULL);
+  job = c04_job(in_cfg, 0, 1, NULL);
   ASSERT_NULL(golden_at(job, "spec", "priorityClassName", (const char *)NULL));
   cJSON_Delete(job);
-  mu_app_free(app);
-  mu_cfg_release(&cfg);
 }
 
 /* spec.queue from -cfg queue; without one the render fails naming the runopt (TorchX: an
