@@ -872,14 +872,20 @@ static cJSON *c06_job(long max_retries, enum mu_retry_policy policy, const char 
   return job;
 }
 
-static void c06_application(const cJSON *c, const cJSON *item)
+/* The task's maxRetry and policies, as the subcase expects them. */
+static void c06_task_retries(cJSON *job, const cJSON *item)
 {
-  cJSON *job = c06_job(3, MU_RETRY_APPLICATION, "torchx-06a");
-  (void)c;
   GOLDEN_JSON_EQ(golden_at(task_at(job, 0), "maxRetry", (const char *)NULL),
                  golden_expect(item, "task.maxRetry"), "task.maxRetry");
   GOLDEN_JSON_EQ(golden_at(task_at(job, 0), "policies", (const char *)NULL),
                  golden_expect(item, "task.policies"), "task.policies");
+}
+
+static void c06_application(const cJSON *c, const cJSON *item)
+{
+  cJSON *job = c06_job(3, MU_RETRY_APPLICATION, "torchx-06a");
+  (void)c;
+  c06_task_retries(job, item);
   GOLDEN_JSON_EQ(golden_at(job, "spec", "maxRetry", (const char *)NULL),
                  golden_expect(item, "spec.maxRetry"), "spec.maxRetry");
   cJSON_Delete(job);
@@ -902,10 +908,7 @@ static void c06_replica(const cJSON *c, const cJSON *item)
 {
   cJSON *job = c06_job(3, MU_RETRY_REPLICA, "torchx-06c");
   (void)c;
-  GOLDEN_JSON_EQ(golden_at(task_at(job, 0), "maxRetry", (const char *)NULL),
-                 golden_expect(item, "task.maxRetry"), "task.maxRetry");
-  GOLDEN_JSON_EQ(golden_at(task_at(job, 0), "policies", (const char *)NULL),
-                 golden_expect(item, "task.policies"), "task.policies");
+  c06_task_retries(job, item);
   cJSON_Delete(job);
 }
 
