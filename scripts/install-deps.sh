@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
 # Installs the Debian packages muster needs, only those that are missing.
-#   scripts/install-deps.sh          build dependencies
-#   scripts/install-deps.sh --test   plus what the test suite and benchmarks use
+#   scripts/install-deps.sh                  build dependencies
+#   scripts/install-deps.sh --test           plus what the test suite and benchmarks use
+#                                            (scripts/test-packages.txt) and the npm packages
+#                                            of the Volcano Job validator
+#   scripts/install-deps.sh [--test] --check install nothing: list what is missing, exit 1
+#                                            if anything is (scripts/test.sh runs this first)
+# apt-get runs through sudo when you are not root; run the script itself as the user who runs
+# the tests (the npm packages go to that user's cache).
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 
-build_pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libyaml-dev
-            libjemalloc-dev node-llhttp libssl-dev)
-# The peers and clients the tests talk to, the sanitizer/fuzzer toolchain, the Volcano schema
-# validator's runtime and a local Slurm.
-test_pkgs=(etcd-server etcd-client python3-etcd python3-torch python3-yaml curl jq wrk
-           clang libclang-rt-14-dev nodejs procps psmisc iproute2 openssl)
+test=0 check=0
+for a in "$@"; do
+  case $a in
+    --test) test=1 ;;
+    --check) check=1 ;;
+    *) echo "usage: scripts/install-deps.sh [--test] [--check]" >&2; exit 2 ;;
+  esac
+done
 
-pkgs=("${build_pkgs[@]}")
-if [ "${1:-}" = "--test" ]; then
-  pkgs+=("${test_pkgs[@]}")
-  if [ -f "$(dirname "$0")/test-packages.txt" ]; then
-    while read -r p; do [ -n "$p" ] && [ "${p#\#}" = "$p" ] && pkgs+=("$p"); done \
-      < "$(dirname "$0")/test-packages.txt"
-  fi
+pkgs=(build-essential cmake pkg-config libuv1-dev libcjson-dev libyaml-dev libjemalloc-dev
+      node-llhttp libssl-dev)
+if [ "$test" = 1 ]; then
+  while read -r p _; do
+    case $p in '' | '#'*) continue ;; esac
+    pkgs+=("$p")
+  done <"$here/test-packages.txt"
 fi
 
 missing=()
@@ -26,9 +35,40 @@ for p in "${pkgs[@]}"; do
 done
 # npm: some machines carry a nodejs build that bundles npm and conflicts with Debian's npm
 # package, so ask for the package only when there is no npm command at all.
-if [ "${1:-}" = "--test" ] && ! command -v npm >/dev/null 2>&1; then
+if [ "$test" = 1 ] && ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
 fi
+
+# The npm packages of the Volcano Job validator (tests/schemas/validate-volcano.mjs), in a
+# cache dir of their own: tests/cli/t2010 reads them from there and never reaches a registry.
+# The dir is $MU_NPM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/muster-vjv (the test reads the
+# same variables).
+vjv=${MU_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/muster-vjv}
+vjv_pkgs=(ajv@8 ajv-formats@3 yaml@2)
+vjv_ok() {
+  [ -d "$vjv/node_modules/ajv" ] && [ -d "$vjv/node_modules/ajv-formats" ] &&
+    [ -d "$vjv/node_modules/yaml" ]
+}
+
+if [ "$check" = 1 ]; then
+  bad=0
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: missing Debian packages: ${missing[*]}"
+    bad=1
+  fi
+  if [ "$test" = 1 ] && ! vjv_ok; then
+    echo "install-deps: missing npm packages ${vjv_pkgs[*]} in $vjv (the Volcano Job validator)"
+    bad=1
+  fi
+  if [ "$bad" = 1 ]; then
+    opt=""; [ "$test" = 1 ] && opt=" --test"
+    echo "install-deps: install them with: scripts/install-deps.sh$opt"
+    exit 1
+  fi
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#pkgs[@]} packages present"
 else
@@ -40,15 +80,8 @@ else
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The npm packages the Volcano Job validator (../shared/k8s-schemas/validate-volcano-job.mjs)
-# names, into a fixed cache dir, once: tests/cli/t2010 uses them and never reaches a registry
-# itself. The dir is $MU_NPM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/muster-vjv (the test reads
-# the same variables); run this as the user who runs the tests, not with sudo.
-if [ "${1:-}" = "--test" ]; then
-  vjv=${MU_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/muster-vjv}
-  vjv_pkgs=(ajv@8 ajv-formats@3 yaml@2)
-  if [ -d "$vjv/node_modules/ajv" ] && [ -d "$vjv/node_modules/ajv-formats" ] &&
-     [ -d "$vjv/node_modules/yaml" ]; then
+if [ "$test" = 1 ]; then
+  if vjv_ok; then
     echo "install-deps: validator npm packages present in $vjv"
   else
     echo "install-deps: npm install ${vjv_pkgs[*]} into $vjv"

@@ -1,67 +1,147 @@
 #!/usr/bin/env bash
-# The test command (README): builds muster twice, normally and under ASan+UBSan, and runs the
-# whole suite in both builds; then a short libFuzzer run of every fuzz target.
+# The test command (README): installs what the tests need (scripts/install-deps.sh --test),
+# builds muster twice, normally and under ASan+UBSan, runs the whole CTest suite in both builds,
+# then runs every libFuzzer target for a short while.
+#
 #   scripts/test.sh [--fast]     --fast: the normal build only, no fuzzing
+#
+# The closing lines count, per build, the CTest tests that passed, failed and were skipped, and
+# the TAP checks ("ok"/"not ok" lines) those tests printed. A skipped test (exit 77: a tool from
+# outside is missing) fails the run unless MU_ALLOW_SKIP=1; a test that did not run for any
+# other reason counts as failed. MU_INSTALL_DEPS=0: fail at once on a missing package instead of
+# installing it. MU_FUZZ_SECONDS: seconds per fuzz target (30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 fast=0
-[ "${1:-}" = "--fast" ] && fast=1
+case ${1:-} in
+  "") ;;
+  --fast) fast=1 ;;
+  *) echo "usage: scripts/test.sh [--fast]" >&2; exit 2 ;;
+esac
+
+# --- 1. what the tests need --------------------------------------------------------------------
+echo "== dependencies"
+if ! bash scripts/install-deps.sh --test --check; then
+  if [ "${MU_INSTALL_DEPS:-1}" = 0 ]; then
+    echo "test.sh: missing dependencies (above); install them with: scripts/install-deps.sh --test"
+    exit 1
+  fi
+  echo "test.sh: installing them (MU_INSTALL_DEPS=0 fails here instead)"
+  if ! bash scripts/install-deps.sh --test; then
+    echo "test.sh: scripts/install-deps.sh --test failed; the tests cannot all run without:"
+    bash scripts/install-deps.sh --test --check || true
+    exit 1
+  fi
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test.sh: note: not root, so the Slurm tests will skip (slurmd must run as root)"
+fi
 
 bash scripts/checksrc.sh
+
+summary=()  # one line per build or fuzz run
+bad=0       # set when anything failed, or was skipped without MU_ALLOW_SKIP=1
+
+# run_ctest BUILD_DIR LABEL: runs the suite, prints the failures' output, and adds a counted
+# line to the summary. Counts come from CTest's JUnit file, never from its "N tests failed out
+# of M" line (whose M includes the skipped tests).
+run_ctest() {
+  local dir=$1 label=$2 xml counts rc
+  xml=$PWD/$dir/ctest-results.xml
+  rm -f "$xml"
+  set +e
+  (cd "$dir" && ctest --output-on-failure -j"$jobs" --output-junit "$xml" \
+    --test-output-size-passed 4000000 --test-output-size-failed 4000000)
+  rc=$?
+  set -e
+  if [ ! -s "$xml" ]; then
+    summary+=("$label: ctest exited $rc and wrote no results")
+    bad=1
+    return
+  fi
+  counts=$(python3 - "$xml" <<'PY'
+import re, sys, xml.etree.ElementTree as ET
+passed, failed, skipped, ok, notok = [], [], [], 0, 0
+for tc in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    name, status = tc.get("name"), tc.get("status")
+    out = tc.findtext("system-out") or ""
+    ok += len(re.findall(r"^ok\b", out, re.M))
+    notok += len(re.findall(r"^not ok\b", out, re.M))
+    if status == "run":
+        passed.append(name)
+    elif tc.find("skipped") is not None:
+        why = re.search(r"^# skip[^:]*: (.*)$", out, re.M)
+        skipped.append(name + (" (" + why.group(1) + ")" if why else ""))
+    else:
+        failed.append(name + ("" if status == "fail" else " (did not run)"))
+print(len(passed), len(failed), len(skipped), ok, notok)
+for f in failed:
+    print("failed: " + f)
+for s in skipped:
+    print("skipped: " + s)
+PY
+)
+  local np nf ns nok nnot
+  read -r np nf ns nok nnot <<<"$(head -n1 <<<"$counts")"
+  tail -n +2 <<<"$counts" | sed "s|^|test.sh: $label: |"
+  summary+=("$label: $np passed, $nf failed, $ns skipped (CTest tests); TAP checks in them: $nok ok, $nnot not ok")
+  [ "$nf" -eq 0 ] || bad=1
+  if [ "$ns" -gt 0 ] && [ "${MU_ALLOW_SKIP:-0}" != 1 ]; then
+    echo "test.sh: $label: $ns test(s) skipped: install what they name (scripts/install-deps.sh --test) or set MU_ALLOW_SKIP=1"
+    bad=1
+  fi
+  total_pass=$((total_pass + np))
+  total_fail=$((total_fail + nf))
+  total_skip=$((total_skip + ns))
+}
+total_pass=0 total_fail=0 total_skip=0
 
 echo "== build: normal"
 cmake -S . -B build -DMU_DEVELOPER=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
-# Each ctest run's "N tests failed out of M" feeds the closing summary line.
-total=0
-run_ctest() { # build-dir
-  local out
-  out=$(mktemp)
-  set +e
-  (cd "$1" && ctest --output-on-failure -j"$jobs") 2>&1 | tee "$out"
-  local rc=${PIPESTATUS[0]}
-  set -e
-  local n
-  n=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$out" | tail -n 1)
-  rm -f "$out"
-  [ "$rc" -eq 0 ] || { echo "test.sh: failures in $1"; exit "$rc"; }
-  total=$((total + ${n:-0}))
-}
-
 echo "== tests: normal build"
-run_ctest build
+run_ctest build "normal build"
 
-if [ "$fast" = 1 ]; then
-  echo "test.sh: $total passed, 0 failed"
-  exit 0
-fi
+if [ "$fast" = 0 ]; then
+  echo "== build: ASan + UBSan"
+  cmake -S . -B build-asan -DMU_DEVELOPER=ON -DMU_ASAN=ON -DMU_UBSAN=ON \
+    -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  cmake --build build-asan -j"$jobs"
+  echo "== tests: ASan + UBSan build"
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  run_ctest build-asan "ASan+UBSan build"
 
-echo "== build: ASan + UBSan"
-cmake -S . -B build-asan -DMU_DEVELOPER=ON -DMU_ASAN=ON -DMU_UBSAN=ON \
-  -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build-asan -j"$jobs"
-echo "== tests: ASan + UBSan build"
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-run_ctest build-asan
-
-if [ -d fuzz ] && ls fuzz/*.c >/dev/null 2>&1; then
   echo "== fuzz: libFuzzer, short budget"
   CC=clang cmake -S . -B build-fuzz -DMU_FUZZ=ON -DMU_USE_JEMALLOC=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
-  fuzzers=$(for src in fuzz/*.c; do basename "$src" .c; done)
+  fuzzers=$(for src in fuzz/*.c; do [ -f "$src" ] && basename "$src" .c; done)
   # shellcheck disable=SC2086
-  cmake --build build-fuzz -j"$jobs" --target $fuzzers
-  for f in build-fuzz/fuzz/*; do
-    name=$(basename "$f")
+  [ -z "$fuzzers" ] || cmake --build build-fuzz -j"$jobs" --target $fuzzers
+  nfuzz=0 findings=0
+  for name in $fuzzers; do
+    f=build-fuzz/fuzz/$name
     corpus="fuzz/corpus/$name"
     mkdir -p "build-fuzz/corpus-$name"
     echo "-- $name: ${MU_FUZZ_SECONDS:-30}s"
+    set +e
+    # shellcheck disable=SC2046
     "$f" -max_total_time="${MU_FUZZ_SECONDS:-30}" -print_final_stats=0 \
-      "build-fuzz/corpus-$name" $( [ -d "$corpus" ] && echo "$corpus" ) 2>&1 | tail -n 3
+      "build-fuzz/corpus-$name" $([ -d "$corpus" ] && echo "$corpus") >"build-fuzz/$name.log" 2>&1
+    rc=$?
+    set -e
+    tail -n 3 "build-fuzz/$name.log"
+    nfuzz=$((nfuzz + 1))
+    if [ "$rc" -ne 0 ]; then
+      findings=$((findings + 1))
+      echo "test.sh: fuzz target $name exited $rc: a finding; see build-fuzz/$name.log"
+    fi
   done
+  summary+=("fuzz: $nfuzz target(s) ran ${MU_FUZZ_SECONDS:-30} s each, $findings with a finding")
+  [ "$findings" -eq 0 ] || bad=1
 fi
 
-echo "test.sh: CTest in the normal and the ASan+UBSan build; every fuzz target ran without a finding"
-echo "test.sh: $total passed, 0 failed"
+for line in "${summary[@]}"; do echo "test.sh: $line"; done
+echo "test.sh: $total_pass passed, $total_fail failed, $total_skip skipped (CTest tests, summed over the builds above)"
+exit "$bad"

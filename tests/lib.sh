@@ -2,6 +2,15 @@
 #   . "$(dirname "$0")/../lib.sh"
 # CTest sets MUSTER, MUSTERD, MU_BUILD_DIR, MU_SOURCE_DIR, MU_SANITIZED; run by hand, they
 # default to ./build.
+#
+# Rules the helpers keep (and every test with them):
+# - A program this repository builds (muster, musterd, examples/, bench/) that is missing is a
+#   failure (t_need_built), never a skip. A tool from outside that is missing (etcd, torch,
+#   Slurm...) skips the test with exit 77 and the package to install (t_need_cmd, t_need_py);
+#   scripts/test.sh counts skips and fails the run on any unless MU_ALLOW_SKIP=1.
+# - Every process a test starts is started by t_spawn (its own process group) and stopped by
+#   PID when the test ends; servers listen on a port the kernel picks or t_free_port finds.
+# - Waits poll a condition with a deadline (t_until); no test sleeps and hopes.
 set -u
 MU_SOURCE_DIR=${MU_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 MU_BUILD_DIR=${MU_BUILD_DIR:-$MU_SOURCE_DIR/build}
@@ -16,6 +25,39 @@ T_DIR=$(mktemp -d "/tmp/mu-$T_NAME.XXXXXX")
 T_PIDS=()
 T_FAILS=0
 T_PASSES=0
+T_SKIPS=()
+
+# One step of a polling loop: 50 ms.
+t_tick() { sleep 0.05; }
+
+# t_until SECONDS COMMAND...: runs COMMAND every 50 ms until it succeeds (returns 0) or
+# SECONDS have passed (returns 1).
+t_until() {
+  local limit=$1 deadline
+  shift
+  deadline=$((SECONDS + limit))
+  until "$@"; do
+    [ "$SECONDS" -le "$deadline" ] || return 1
+    t_tick
+  done
+}
+
+# t_has_lines FILE REGEX [N]: FILE has at least N (default 1) lines matching the extended REGEX.
+t_has_lines() {
+  [ "$(grep -cE -- "$2" "$1" 2>/dev/null)" -ge "${3:-1}" ]
+}
+
+# t_count_procs REGEX: how many processes have a command line matching REGEX (pgrep -f).
+t_count_procs() { pgrep -f -- "$1" | wc -l; }
+
+# True while any process of the group led by PID (or PID itself) exists.
+t_alive() { kill -0 -- "-$1" 2>/dev/null || kill -0 "$1" 2>/dev/null; }
+t__any_alive() {
+  local pid
+  for pid in "${T_PIDS[@]}"; do t_alive "$pid" && return 0; done
+  return 1
+}
+t__none_alive() { ! t__any_alive; }
 
 t_cleanup() {
   local pid
@@ -23,7 +65,8 @@ t_cleanup() {
     # Each started process is its own group leader (setsid): stop the whole group.
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
   done
-  sleep 0.2
+  # At most 5 s for the groups to go, then SIGKILL what is left.
+  t_until 5 t__none_alive
   for pid in "${T_PIDS[@]}"; do
     kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
   done
@@ -33,13 +76,66 @@ trap t_cleanup EXIT
 
 # Starts a command in its own process group, output to $T_DIR/<name>.log; sets T_LAST_PID.
 t_spawn() {
-  local name=$1; shift
+  local name=$1
+  shift
   setsid "$@" >"$T_DIR/$name.log" 2>&1 &
   T_LAST_PID=$!
   T_PIDS+=("$T_LAST_PID")
 }
 
-# A free TCP port on 127.0.0.1 below the ephemeral range (20000-32000).
+# --- what a test needs ------------------------------------------------------------------------
+
+# t_need_built PATH...: programs this repository builds. Missing is a failure (exit 1): the
+# build is broken or incomplete, and a skip would hide it.
+t_need_built() {
+  local p
+  for p in "$@"; do
+    if [ ! -x "$p" ]; then
+      echo "not ok - $p is not built (this repository builds it: cmake --build $MU_BUILD_DIR)"
+      exit 1
+    fi
+  done
+}
+
+# t_need_cmd COMMAND PACKAGE: a tool from outside; missing skips the test (exit 77).
+t_need_cmd() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  echo "# skip: needs '$1' (apt-get install $2, or: sudo scripts/install-deps.sh --test)"
+  exit 77
+}
+
+# t_need_py MODULE PACKAGE: a Python module under $PY; missing skips the test (exit 77).
+t_need_py() {
+  "$PY" -c "import $1" 2>/dev/null && return 0
+  echo "# skip: needs the Python module '$1' under $PY (apt-get install $2, or: sudo" \
+    "scripts/install-deps.sh --test)"
+  exit 77
+}
+
+# t_torch_lock: one torchrun test at a time on this machine, across builds and worktrees (each
+# starts 2 agents and 4 workers importing torch: two at once on 2 cores take minutes). Waits
+# at most 20 min for the lock (CTest gives these tests 30); the lock goes with the process.
+t_torch_lock() {
+  local t0=$SECONDS
+  exec 9>"/tmp/muster-torchrun-tests.lock"
+  if ! flock -w 1200 9; then
+    echo "not ok - another torchrun test held /tmp/muster-torchrun-tests.lock for 20 min"
+    exit 1
+  fi
+  [ $((SECONDS - t0)) -lt 2 ] || echo "# waited $((SECONDS - t0)) s for the torchrun lock"
+}
+
+# t_skip_part REASON: a part of the test could not run. The rest still runs and t_done ends
+# with exit 77 (skipped) if nothing failed, so the missing part is counted, not hidden.
+t_skip_part() {
+  T_SKIPS+=("$1")
+  echo "# skip (part): $1"
+}
+
+# --- servers ----------------------------------------------------------------------------------
+
+# A free TCP port on 127.0.0.1 below the ephemeral range (20000-32000), for programs that must
+# be told their port before they start (etcd, Slurm). Prefer port 0 where a program takes it.
 t_free_port() {
   "$PY" - <<'PY'
 import random, socket
@@ -53,39 +149,77 @@ for _ in range(200):
 PY
 }
 
-# Waits until URL answers (any HTTP status), at most $2 seconds (default 10).
+# Waits until URL answers (any HTTP status), at most $2 seconds (default 10); with a PID as $3,
+# gives up at once when that process is gone (the server died).
 t_wait_http() {
-  local url=$1 limit=${2:-10} i=0
-  while [ "$i" -lt $((limit * 20)) ]; do
-    curl -s -o /dev/null --max-time 1 "$url" && return 0
-    sleep 0.05; i=$((i + 1))
+  local url=$1 limit=${2:-10} pid=${3:-} deadline
+  deadline=$((SECONDS + ${2:-10}))
+  until curl -s -o /dev/null --max-time 1 "$url"; do
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "t_wait_http: the server (pid $pid) exited before $url answered" >&2
+      return 1
+    fi
+    if [ "$SECONDS" -gt "$deadline" ]; then
+      echo "t_wait_http: $url did not answer in ${limit}s" >&2
+      return 1
+    fi
+    t_tick
   done
-  echo "t_wait_http: $url did not answer in ${limit}s" >&2
-  return 1
 }
 
-# Starts musterd on a free port; sets MUSTERD_PORT, MUSTERD_URL, MUSTERD_PID.
+# Starts musterd with these extra arguments on a port the kernel picks (--listen 127.0.0.1:0:
+# no other test can take it first) and waits for its "listening on" line; sets MUSTERD_PORT,
+# MUSTERD_URL (https:// when --tls-cert is among the arguments) and MUSTERD_PID. Log:
+# $T_DIR/musterd.log. Returns 1 (after printing the log's tail) when it does not start in 20 s.
 t_start_musterd() {
-  MUSTERD_PORT=$(t_free_port)
-  t_spawn musterd "$MUSTERD" --listen "127.0.0.1:$MUSTERD_PORT" "$@"
+  local scheme=http a
+  for a in "$@"; do [ "$a" = --tls-cert ] && scheme=https; done
+  t_spawn musterd "$MUSTERD" --listen 127.0.0.1:0 "$@"
   MUSTERD_PID=$T_LAST_PID
-  MUSTERD_URL="http://127.0.0.1:$MUSTERD_PORT"
-  t_wait_http "$MUSTERD_URL/healthz" 10
+  MUSTERD_PORT=""
+  t_until 20 t__musterd_port "$T_DIR/musterd.log" "$MUSTERD_PID"
+  if [ -z "$MUSTERD_PORT" ]; then
+    echo "# musterd did not start:"
+    sed 's/^/#   /' "$T_DIR/musterd.log" | tail -10
+    return 1
+  fi
+  MUSTERD_URL="$scheme://127.0.0.1:$MUSTERD_PORT"
+}
+# Sets MUSTERD_PORT from LOG's "listening on" line. Succeeds once the line is there, and also
+# when PID died (MUSTERD_PORT stays empty), so that the wait ends at once.
+t__musterd_port() { # log pid
+  local line
+  line=$(grep -m1 -o 'musterd listening on 127\.0\.0\.1:[0-9]*' "$1" 2>/dev/null)
+  if [ -n "$line" ]; then
+    MUSTERD_PORT=${line##*:}
+    return 0
+  fi
+  ! kill -0 "$2" 2>/dev/null
 }
 
-# Starts a private etcd 3.4 with the v2 API; sets ETCD_PORT, ETCD_URL, ETCD_PID.
+# Starts a private etcd 3.4 with the v2 API; sets ETCD_PORT, ETCD_URL, ETCD_PID. etcd must be
+# told its ports, so a port another process takes meanwhile makes it exit: then it tries again
+# with new ports (3 times).
 t_start_etcd() {
-  ETCD_PORT=$(t_free_port)
-  local peer; peer=$(t_free_port)
-  t_spawn etcd etcd --name "mu-$T_NAME" --data-dir "$T_DIR/etcd-data" --enable-v2=true \
-    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$peer" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-    --initial-cluster "mu-$T_NAME=http://127.0.0.1:$peer" --initial-cluster-state new
-  ETCD_PID=$T_LAST_PID
-  ETCD_URL="http://127.0.0.1:$ETCD_PORT"
-  t_wait_http "$ETCD_URL/version" 20
+  local peer try
+  for try in 1 2 3; do
+    ETCD_PORT=$(t_free_port)
+    peer=$(t_free_port)
+    rm -rf "$T_DIR/etcd-data"
+    t_spawn etcd etcd --name "mu-$T_NAME" --data-dir "$T_DIR/etcd-data" --enable-v2=true \
+      --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+      --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+      --listen-peer-urls "http://127.0.0.1:$peer" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+      --initial-cluster "mu-$T_NAME=http://127.0.0.1:$peer" --initial-cluster-state new
+    ETCD_PID=$T_LAST_PID
+    ETCD_URL="http://127.0.0.1:$ETCD_PORT"
+    t_wait_http "$ETCD_URL/version" 20 "$ETCD_PID" && return 0
+    t_alive "$ETCD_PID" && return 1 # running but not answering: no point in another port
+    grep -q 'address already in use' "$T_DIR/etcd.log" || return 1
+    cp "$T_DIR/etcd.log" "$T_DIR/etcd-try$try.log"
+  done
+  return 1
 }
 
 # For tests that run jobs on the local scheduler: a private HOME, no config file, logs under
@@ -114,24 +248,33 @@ t_fake_kubectl() {
 # arguments; sets URL. When it does not start, the test fails and ends here.
 t_start_target() {
   if [ "${TARGET:-musterd}" = etcd ]; then
+    t_need_cmd etcd etcd-server
     t_start_etcd || { t_fail "etcd did not start"; tail -5 "$T_DIR/etcd.log"; t_done; }
     URL=$ETCD_URL
   else
-    t_start_musterd "$@" || { t_fail "musterd did not start"; tail -5 "$T_DIR/musterd.log"; t_done; }
+    t_start_musterd "$@" || { t_fail "musterd did not start"; t_done; }
     URL=$MUSTERD_URL
   fi
+}
+
+# t_wait_exit PID SECONDS: waits for a child of this shell to exit; sets T_RC to its exit
+# status, or to "timeout" when it still runs after SECONDS. Not in a $(...) subshell: only this
+# shell can reap its children.
+t_wait_exit() {
+  T_RC=timeout
+  t_until "$2" eval "! kill -0 $1 2>/dev/null" || return 1
+  wait "$1" 2>/dev/null
+  T_RC=$?
 }
 
 # Stops musterd with SIGTERM and checks a clean exit: status 0 within 10 s and no sanitizer
 # report in its log (ASan leak checks run at exit). Defaults: $MUSTERD_PID, $T_DIR/musterd.log.
 t_stop_musterd_checked() { # [pid] [log]
-  local pid=${1:-$MUSTERD_PID} log=${2:-$T_DIR/musterd.log} rc i
+  local pid=${1:-$MUSTERD_PID} log=${2:-$T_DIR/musterd.log}
   kill -0 "$pid" 2>/dev/null || { t_fail "musterd ($pid) died during the test"; tail -20 "$log"; return; }
   kill -TERM "$pid"
-  for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then t_fail "musterd did not exit within 10 s of SIGTERM"; return; fi
-  wait "$pid"; rc=$?
-  t_expect_eq "musterd exits 0 on SIGTERM" "$rc" 0
+  if ! t_wait_exit "$pid" 10; then t_fail "musterd did not exit within 10 s of SIGTERM"; return; fi
+  t_expect_eq "musterd exits 0 on SIGTERM" "$T_RC" 0
   if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$log"; then
     t_fail "sanitizer report in $log:"; grep -E -A15 'Sanitizer|runtime error:' "$log" | head -40
   fi
@@ -142,7 +285,10 @@ t_stop_target() {
   if [ "${TARGET:-musterd}" != etcd ]; then t_stop_musterd_checked; fi
 }
 
-# Assertions: each prints ok/not ok; t_done exits with the result.
+# --- results ----------------------------------------------------------------------------------
+
+# Assertions: each prints ok/not ok; t_done exits with the result: 1 when a check failed (or
+# none ran), 77 when part of the test was skipped (t_skip_part), else 0.
 t_ok() { T_PASSES=$((T_PASSES + 1)); echo "ok - $*"; }
 t_fail() { T_FAILS=$((T_FAILS + 1)); echo "not ok - $*"; }
 t_expect_eq() { # name got want
@@ -152,7 +298,8 @@ t_expect_match() { # name text regex
   if printf '%s' "$2" | grep -Eq -- "$3"; then t_ok "$1"; else t_fail "$1: '$2' !~ /$3/"; fi
 }
 t_done() {
-  echo "# $T_PASSES passed, $T_FAILS failed"
-  [ "$T_FAILS" -eq 0 ] && [ "$T_PASSES" -gt 0 ]
-  exit $?
+  echo "# $T_PASSES passed, $T_FAILS failed${T_SKIPS[0]:+, parts skipped: ${#T_SKIPS[@]}}"
+  [ "$T_FAILS" -eq 0 ] && [ "$T_PASSES" -gt 0 ] || exit 1
+  [ ${#T_SKIPS[@]} -eq 0 ] || exit 77
+  exit 0
 }

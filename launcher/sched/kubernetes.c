@@ -286,7 +286,7 @@ static int k8s_log(const char *app_id, const char *role, long replica, enum mu_l
   mu_strvec_push(&av, pod);
   if (follow)
     mu_strvec_push(&av, "-f");
-  if (tail >= 0)
+  if (tail > 0) /* 0 means the whole log, as for the other schedulers (kubectl: every line) */
     mu_strvec_pushf(&av, "--tail=%ld", tail);
   rc = mu_exec_to_fd(av.v, out_fd, &eb, &status);
   if (rc == MU_ENOENT) {

@@ -6,18 +6,18 @@ marker=$((RANDOM + 40000))
 t_spawn run "$MUSTER" run -cfg grace_period=2 utils.sh --num_replicas 2 -- "echo started \$MUSTER_REPLICA_ID; exec sleep $marker"
 run_pid=$T_LAST_PID
 h=
-for _ in $(seq 100); do
+started() {
   h=$(head -n1 "$T_DIR/run.log" 2>/dev/null | grep '^local://' || true)
-  [ -n "$h" ] && grep -q started "$T_DIR/logs/${h##*/}/sh/1/stdout.log" 2>/dev/null && break
-  sleep 0.05
-done
+  [ -n "$h" ] && grep -q started "$T_DIR/logs/${h##*/}/sh/1/stdout.log" 2>/dev/null
+}
+t_until 30 started
 t_expect_match "run printed the handle" "$h" '^local://muster/sh-'
 t_expect_match "status from a second process: RUNNING" "$("$MUSTER" status "$h")" 'State: RUNNING'
 t_expect_match "replicas RUNNING" "$("$MUSTER" status "$h")" 'sh\[1\]:RUNNING'
 t_expect_match "list shows it RUNNING" "$("$MUSTER" list)" "$h +sh +RUNNING"
 "$MUSTER" log -f "$h" >"$T_DIR/follow.out" 2>&1 &
 follow=$!
-sleep 0.3
+t_until 20 t_has_lines "$T_DIR/follow.out" started 2
 t_expect_eq "log -f is still following" "$(kill -0 $follow 2>/dev/null && echo yes)" yes
 t_expect_eq "sleepers are running" "$(pgrep -f "^sleep $marker" | wc -l)" 2
 "$MUSTER" cancel "$h"; t_expect_eq "cancel exits 0" "$?" 0

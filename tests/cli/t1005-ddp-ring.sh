@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 t_local_jobs
 ring="$MU_BUILD_DIR/examples/ring_allreduce"
-[ -x "$ring" ] || { echo "# skip: $ring not built"; exit 77; }
+t_need_built "$MUSTER" "$ring"
 h=$(timeout 120 "$MUSTER" run dist.ddp -j 2x2 --script "$ring" 2>"$T_DIR/err"); rc=$?
 t_expect_eq "dist.ddp 2x2 exits 0" "$rc" 0
 logs=$("$MUSTER" log "$h")

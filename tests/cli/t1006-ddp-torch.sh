@@ -5,8 +5,8 @@
 . "$(dirname "$0")/../lib.sh"
 t_local_jobs
 export GLOO_SOCKET_IFNAME=lo
-"$PY" -c 'import torch' 2>/dev/null || { echo "# skip: no torch under $PY"; exit 77; }
-[ -x /usr/bin/torchrun ] || { echo "# skip: no /usr/bin/torchrun"; exit 77; }
+t_need_py torch python3-torch
+t_need_cmd /usr/bin/torchrun python3-torch
 for launcher in muster torchrun; do
   h=$(timeout 120 "$MUSTER" run dist.ddp -j 2x1 --launcher $launcher --python "$PY" \
     --script "$MU_SOURCE_DIR/examples/train_ddp.py" -- --steps 3 2>"$T_DIR/err"); rc=$?

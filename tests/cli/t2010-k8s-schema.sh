@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
-# Every Volcano manifest the suite generates is valid against the Volcano v1.15.1 Job CRD and
-# its admission rules (../shared/k8s-schemas/validate-volcano-job.mjs, strict fields): the unit
-# tests' manifests (TorchX cases 01-06, runopts, long names, the job's own musterd), the trn1
-# goldens, and fresh `muster run -s kubernetes --dryrun` output of every builtin component.
+# Every Volcano manifest the suite generates is valid against the Volcano v1.15.1 CRDs and
+# admission rules (tests/schemas/validate-volcano.mjs with tests/schemas/volcano-v1.15.1/,
+# unknown fields rejected): the unit tests' manifests (TorchX cases 01-06, runopts, long names,
+# the job's own musterd), the trn1 goldens, and fresh `muster run -s kubernetes --dryrun` output
+# of every builtin component. Then the validator shows it can fail: manifests broken one fault
+# at a time are each rejected with the message for that fault.
 # Needs node and the npm packages the validator names, which `scripts/install-deps.sh --test`
 # installs into a fixed cache dir ($MU_NPM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/muster-vjv);
-# this test never reaches a registry, and fails (does not skip) when they are missing.
+# this test never reaches a registry.
 . "$(dirname "$0")/../lib.sh"
-SCHEMAS=${MU_K8S_SCHEMAS:-$MU_SOURCE_DIR/../shared/k8s-schemas}
-VALIDATOR=$SCHEMAS/validate-volcano-job.mjs
-[ -f "$VALIDATOR" ] || { echo "# skip: no validator at $VALIDATOR (set MU_K8S_SCHEMAS)"; exit 77; }
-command -v node >/dev/null ||
-  { echo "not ok - node is not installed: run scripts/install-deps.sh --test"; exit 1; }
+VALIDATOR=$MU_SOURCE_DIR/tests/schemas/validate-volcano.mjs
+t_need_built "$MUSTER" "$MU_BUILD_DIR/mu_unit_tests"
+t_need_cmd node nodejs
+t_need_py yaml python3-yaml
 MODS=${MU_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/muster-vjv}
 for mod in ajv ajv-formats yaml; do
   [ -d "$MODS/node_modules/$mod" ] || {
-    echo "not ok - the validator's npm package '$mod' is missing from $MODS/node_modules:"
-    echo "#   run scripts/install-deps.sh --test (it installs ajv@8 ajv-formats@3 yaml@2 there),"
+    echo "# skip: the validator's npm package '$mod' is not in $MODS/node_modules: run"
+    echo "#   scripts/install-deps.sh --test (it installs ajv@8 ajv-formats@3 yaml@2 there),"
     echo "#   or point MU_NPM_CACHE at a directory that has them"
-    exit 1
+    exit 77
   }
 done
+validate() { node "$VALIDATOR" --modules "$MODS/node_modules" "$@"; }
 M=$T_DIR/manifests
 mkdir -p "$M"
 
@@ -58,14 +60,56 @@ t_expect_eq "runopts through -cfg" "$got" "3 {'key': 'dedicated', 'operator': 'E
 dry default-sched -cfg scheduler_name=default-scheduler utils.echo --image alpine
 dry rdzv-ext -cfg queue=q,rdzv=musterd.infra:2379 dist.ddp --image img -j 2x1 --script t.py
 
-NODE_PATH=$MODS/node_modules node "$VALIDATOR" "$M"/*.yaml >"$T_DIR/validate.log" 2>&1
+validate "$M"/*.yaml >"$T_DIR/validate.log" 2>&1
 rc=$?
-cat "$T_DIR/validate.log" | sed 's/^/# /'
+sed 's/^/# /' "$T_DIR/validate.log"
 t_expect_eq "validator exit status" "$rc" 0
 t_expect_match "all documents valid" "$(tail -1 "$T_DIR/validate.log")" " 0 invalid"
 
-# The validator is able to fail: a broken manifest is rejected.
-sed 's/^kind: Job$/kind: Job\nbogusField: 1/' "$M/echo.yaml" >"$T_DIR/broken.yaml"
-NODE_PATH=$MODS/node_modules node "$VALIDATOR" -q "$T_DIR/broken.yaml" >/dev/null 2>&1
-t_expect_eq "a broken manifest is rejected" "$?" 1
+# The validator is able to fail: the echo Job broken one fault at a time, each rejected with
+# its own message (one fault per rule family: schema, Volcano's admission rules, pod rules).
+# One validator run checks them all (compiling the Job schema takes seconds).
+cat >"$T_DIR/faults" <<'CASES'
+unknown-field|job["bogusField"] = 1|^  - bogusField: unknown field
+misspelt-field|spec["minAvaliable"] = 1|spec.minAvaliable: unknown field
+not-a-quantity|ctr["resources"]["limits"]["cpu"] = "lots"|resources.limits.cpu: must match pattern
+replicas-type|task["replicas"] = "two"|spec.tasks\[0\].replicas: must be integer
+no-tasks|spec["tasks"] = []|spec.tasks: no task specified
+task-min-over-replicas|task["minAvailable"] = task["replicas"] + 1|'minAvailable' \([0-9]+\) is greater than 'replicas'
+job-min-over-replicas|spec["minAvailable"] = 99|job 'minAvailable' \(99\) is greater than the total replicas
+duplicate-task|spec["tasks"].append(dict(task))|duplicated task name
+bad-policy-action|spec["policies"] = [{"event": "PodFailed", "action": "Restart"}]|invalid policy action "Restart"
+event-and-exitcode|spec["policies"] = [{"event": "PodFailed", "exitCode": 3, "action": "RestartJob"}]|must not specify event and exitCode simultaneously
+unknown-plugin|spec.setdefault("plugins", {})["envs"] = []|spec.plugins\["envs"\]: no such job plugin
+job-name|job["metadata"]["name"] = "Echo_Job"|metadata.name: "Echo_Job" is not a DNS-1123 subdomain
+label-value|job["metadata"].setdefault("labels", {})["x"] = "-bad-"|labels\["x"\]: "-bad-" is not a valid label value
+long-hostname|job["metadata"]["name"] = "a" * 60|the pod hostname "a{60}-.*" \(job-task-index\)
+no-image|del ctr["image"]|containers\[0\].image: required
+container-name|ctr["name"] = "Echo"|containers\[0\].name: "Echo" is not a DNS-1123 label
+missing-volume|ctr["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]|volumeMounts\[0\].name: no volume "data"
+restart-policy|pod["restartPolicy"] = "Sometimes"|restartPolicy: "Sometimes" is not Always
+port-name|ctr["ports"] = [{"containerPort": 29500, "name": "rendezvous-port-c10d"}]|"rendezvous-port-c10d" is not an IANA service name
+request-over-limit|ctr["resources"] = {"limits": {"memory": "1Gi"}, "requests": {"memory": "2Gi"}}|requests.memory: 2Gi is more than the limit 1Gi
+extended-fraction|ctr["resources"] = {"limits": {"nvidia.com/gpu": "1.5"}}|an extended resource must be a whole number
+CASES
+mkdir -p "$T_DIR/bad"
+"$PY" - "$M/echo.yaml" "$T_DIR/bad" "$T_DIR/faults" <<'PY' || t_fail "could not write the broken manifests"
+import sys, yaml
+src, out, faults = sys.argv[1:4]
+for line in open(faults):
+    name, change, _ = line.rstrip("\n").split("|", 2)
+    job = yaml.safe_load(open(src))
+    spec, task = job["spec"], job["spec"]["tasks"][0]
+    pod = task["template"]["spec"]
+    ctr = pod["containers"][0]
+    exec(change)
+    yaml.safe_dump(job, open("%s/%s.yaml" % (out, name), "w"))
+PY
+validate -q "$T_DIR"/bad/*.yaml >"$T_DIR/bad.log" 2>&1
+t_expect_eq "broken manifests: the validator fails" "$?" 1
+while IFS='|' read -r name _ want; do
+  # This file's report: from its "INVALID" line to the next line that is not a problem.
+  out=$(sed -n "\|^$T_DIR/bad/$name.yaml#1 .*: INVALID\$|,/^[^ ]/p" "$T_DIR/bad.log" | sed '$d')
+  t_expect_match "broken ($name): rejected, saying why" "$out" "$want"
+done <"$T_DIR/faults"
 t_done

@@ -48,13 +48,9 @@ t_expect_match "cancel deletes the job" "$(tail -1 calls)" \
   "^-n ml delete jobs.batch.volcano.sh echo-42$"
 
 # log: the pod of role/replica, -f follows.
-if "$MUSTER" log -h >/dev/null 2>&1; then
-  out=$(KUBECTL_PHASE=Completed "$MUSTER" log "$h/echo/1" 2>&1)
-  t_expect_match "log reads the pod of echo/1" "$out" "log line 1 from echo-42-echo-1-0"
-  grep -q -- "-n ml logs echo-42-echo-1-0" calls && t_ok "logs call" || t_fail "logs call: $(cat calls)"
-else
-  echo "# muster log not built yet: log checks skipped"
-fi
+out=$(KUBECTL_PHASE=Completed "$MUSTER" log "$h/echo/1" 2>&1)
+t_expect_match "log reads the pod of echo/1" "$out" "log line 1 from echo-42-echo-1-0"
+grep -q -- "-n ml logs echo-42-echo-1-0" calls && t_ok "logs call" || t_fail "logs call: $(cat calls)"
 
 # run --wait follows the job to its end and exits with its outcome.
 KUBECTL_PHASE=Completed MUSTER_APP_ID=echo-46 timeout 60 "$MUSTER" run -s kubernetes --wait \

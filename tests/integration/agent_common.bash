@@ -1,10 +1,7 @@
 # Helpers for the muster agent integration tests (sourced; not a test itself).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 RING=$MU_BUILD_DIR/examples/ring_allreduce
-if [ ! -x "$RING" ]; then
-  echo "# $RING not built; skipping"
-  exit 77
-fi
+t_need_built "$MUSTER" "$MUSTERD" "$RING"
 
 # Starts one agent as a test process named $1; the rest are its arguments after 'agent'.
 # Sets AGENT_PID.
@@ -17,26 +14,16 @@ agent_start() {
 # Waits for a pid to exit (at most $2 seconds); sets RC to its exit status ("timeout" if it
 # did not exit). Not in a $(...) subshell: only this shell can reap its children.
 agent_wait() {
-  local pid=$1 limit=${2:-60} i=0
-  RC=timeout
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ "$i" -ge $((limit * 10)) ]; then return; fi
-    sleep 0.1; i=$((i + 1))
-  done
-  wait "$pid" 2>/dev/null
-  RC=$?
+  t_wait_exit "$1" "${2:-60}"
+  RC=$T_RC
 }
 
 # Waits until file $1 contains $3 lines matching regex $2 (at most $4 seconds).
 wait_for_lines() {
-  local file=$1 re=$2 want=${3:-1} limit=${4:-30} i=0
-  while [ "$(grep -cE -- "$re" "$file" 2>/dev/null)" -lt "$want" ]; do
-    if [ "$i" -ge $((limit * 10)) ]; then
-      echo "# timed out waiting for $want x /$re/ in $file" >&2
-      return 1
-    fi
-    sleep 0.1; i=$((i + 1))
-  done
+  local file=$1 re=$2 want=${3:-1} limit=${4:-30}
+  t_until "$limit" t_has_lines "$file" "$re" "$want" && return 0
+  echo "# timed out waiting for $want x /$re/ in $file" >&2
+  return 1
 }
 
 # Dumps the logs on failure, to make a red test readable.

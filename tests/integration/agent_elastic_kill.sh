@@ -33,7 +33,7 @@ hb=$(curl -s --max-time 5 "http://$EP/metrics" | sed -n 's/^muster_rdzv_heartbea
 t_expect_eq "heartbeats: at most 2 per join, plus 2 ($joins joins)" \
   "$([ -n "$hb" ] && [ "$hb" -le $((2 * joins + 2)) ] && echo ok || echo "$hb")" ok
 # The killed agent's workers notice their parent is gone and leave no orphans.
-sleep 0.5
+t_until 20 eval '[ "$(t_count_procs "$RING --iters 25 --sleep-ms 100")" -eq 0 ]'
 t_expect_eq "no ring_allreduce left running" \
   "$(pgrep -f "$RING --iters 25 --sleep-ms 100" | wc -l)" 0
 agent_dump_logs

@@ -2,10 +2,7 @@
 # muster agent runs examples/train_ddp.py (PyTorch DDP, gloo) unchanged on 2 agents x 2
 # workers with Debian's python3-torch; the loss decreases.
 . "$(dirname "$0")/agent_common.bash"
-if ! "$PY" -c 'import torch, torch.distributed' 2>/dev/null; then
-  echo "# $PY has no torch; skipping"
-  exit 77
-fi
+t_need_py torch.distributed python3-torch
 t_start_musterd
 EP=127.0.0.1:$MUSTERD_PORT
 export GLOO_SOCKET_IFNAME=lo

@@ -90,12 +90,11 @@ stop9
 # --fsync batch with pipelined requests: each waits for its own fsync, none is left waiting
 # for an unrelated wake-up of the loop (300 writes in well under 30 s)
 LOAD=$MU_BUILD_DIR/bench/durable_load
-if [ -x "$LOAD" ]; then
-  t_spawn batch "$MUSTERD" --listen "127.0.0.1:$PORT" --data-dir "$T_DIR/batch" --fsync batch
-  MPID=$T_LAST_PID
-  t_wait_http "$URL/healthz" 20
-  t_expect_match "pipelined writes with --fsync batch" "$(timeout 30 "$LOAD" 127.0.0.1 "$PORT" 300 p 2>&1)" \
-    "^loaded 300 keys"
-  stop9
-fi
+t_need_built "$LOAD"
+t_spawn batch "$MUSTERD" --listen "127.0.0.1:$PORT" --data-dir "$T_DIR/batch" --fsync batch
+MPID=$T_LAST_PID
+t_wait_http "$URL/healthz" 20
+t_expect_match "pipelined writes with --fsync batch" "$(timeout 30 "$LOAD" 127.0.0.1 "$PORT" 300 p 2>&1)" \
+  "^loaded 300 keys"
+stop9
 t_done

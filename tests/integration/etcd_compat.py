@@ -1,5 +1,5 @@
 """Shared helpers for the etcd compatibility tests (etcd_conformance.py, etcd_bad_input.py,
-etcd_python_etcd.py).
+etcd_python_etcd.py) and the /v1 test (rdzv_api.py).
 
 Raw HTTP over http.client/socket, stdlib only, so the bytes on the wire are exactly the ones
 the test means (no client-side path normalisation, no retries).
@@ -151,6 +151,16 @@ def parse_rfc3339(s):
     if m.group(2):
         t += float(m.group(2))
     return t
+
+
+def until(cond, limit=10):
+    """Polls cond every 50 ms until it holds or LIMIT seconds pass; returns whether it held."""
+    deadline = time.time() + limit
+    while not cond():
+        if time.time() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def wait_http(url, limit=10.0):

@@ -5,7 +5,8 @@
 #   CASES=name   run only the cases whose name contains this.
 . "$(dirname "$0")/../lib.sh"
 
-command -v etcd >/dev/null || { echo "skip: etcd (etcd-server) not installed"; exit 77; }
+t_need_built "$MUSTERD"
+t_need_cmd etcd etcd-server
 
 t_start_etcd || { t_fail "etcd did not start"; t_done; }
 REF_URL=$ETCD_URL

@@ -4,7 +4,8 @@
 # store (read back over raw HTTP).   TARGET=etcd runs the same checks against a real etcd.
 . "$(dirname "$0")/../lib.sh"
 
-command -v etcdctl >/dev/null || { echo "skip: etcdctl (etcd-client) not installed"; exit 77; }
+t_need_built "$MUSTERD"
+t_need_cmd etcdctl etcd-client
 export ETCDCTL_API=2
 
 t_start_target
@@ -106,14 +107,10 @@ t_expect_eq "rm -r: subtree gone" "$(field /ctl/d/e/y value)" "error 100"
 
 # Waits until the server counts N watchers (/v2/stats/store), so that a write is not sent
 # before etcdctl's watch is registered.
+watchers() { curl -s "$URL/v2/stats/store" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["watchers"])'; }
+watchers_are() { [ "$(watchers)" = "$1" ]; }
 wait_watchers() { # n
-  local i w
-  for i in $(seq 100); do
-    w=$(curl -s "$URL/v2/stats/store" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["watchers"])')
-    [ "$w" = "$1" ] && return 0
-    sleep 0.05
-  done
-  echo "# wait_watchers: still $w watchers, want $1"
+  t_until 20 watchers_are "$1" || echo "# wait_watchers: still $(watchers) watchers, want $1"
 }
 
 # watch: blocks until the next change and prints it
@@ -140,8 +137,12 @@ t_expect_eq "watch -r: child change" "$(cat "$w_out")" "[set] /ctl/sub/deep
 v"
 wait_watchers 0
 timeout 10 etcdctl --endpoints "$URL" watch --forever /ctl/f >"$w_out" 2>&1 & wpid=$!
-for v in 1 2 3; do wait_watchers 1; ctl set /ctl/f "$v" >/dev/null; sleep 0.1; done
-sleep 0.3; kill "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null
+for v in 1 2 3; do
+  wait_watchers 1
+  ctl set /ctl/f "$v" >/dev/null
+  t_until 20 t_has_lines "$w_out" "^$v\$" || echo "# watch --forever did not print $v"
+done
+kill "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null
 t_expect_eq "watch --forever: every change" "$(cat "$w_out" | tr '\n' ' ')" "1 2 3 "
 
 # exec-watch: runs the command for every change with ETCD_WATCH_* set
@@ -152,9 +153,10 @@ setsid etcdctl --endpoints "$URL" exec-watch --recursive /ctl/x -- \
   >"$T_DIR/exec.log" 2>&1 & xpid=$!
 T_PIDS+=("$xpid")
 wait_watchers 1
-ctl set /ctl/x/one 1 >/dev/null; sleep 0.2; wait_watchers 1
-ctl update /ctl/x/one 11 >/dev/null; sleep 0.2; wait_watchers 1
-ctl rm /ctl/x/one >/dev/null; sleep 0.2; wait_watchers 1
+# after each change, wait for its run of the command (a line in x_out) and the next watch
+ctl set /ctl/x/one 1 >/dev/null; t_until 20 t_has_lines "$x_out" . 1; wait_watchers 1
+ctl update /ctl/x/one 11 >/dev/null; t_until 20 t_has_lines "$x_out" . 2; wait_watchers 1
+ctl rm /ctl/x/one >/dev/null; t_until 20 t_has_lines "$x_out" . 3
 kill -TERM -- "-$xpid" 2>/dev/null; wait "$xpid" 2>/dev/null
 t_expect_eq "exec-watch: one run per change" "$(cat "$x_out" 2>/dev/null | tr '\n' '|')" \
   "set /ctl/x/one 1|update /ctl/x/one 11|delete /ctl/x/one |"

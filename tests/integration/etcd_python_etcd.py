@@ -17,7 +17,7 @@ import urllib.parse
 import etcd
 
 sys.path.insert(0, os.path.dirname(__file__))
-from etcd_compat import check, tap_done  # noqa: E402
+from etcd_compat import check, tap_done, until  # noqa: E402
 
 
 def eq(name, got, want):
@@ -43,6 +43,14 @@ class WarnCounter(logging.Handler):
 
     def emit(self, record):
         self.msgs.append(record.getMessage())
+
+
+def watchers(url):
+    """The number of blocked watchers the server counts (/v2/stats/store, etcd's and musterd's)."""
+    import json
+    import urllib.request
+    with urllib.request.urlopen(url + "/v2/stats/store", timeout=5) as r:
+        return json.load(r)["watchers"]
 
 
 def main():
@@ -154,8 +162,16 @@ def main():
     r = c.write(P + "/ttl", "t", ttl=1)
     eq("ttl on write", r.ttl, 1)
     check("expiration on write", r.expiration is not None)
-    time.sleep(2.2)
-    raises("ttl=1 key expired after ~2 s", etcd.EtcdKeyNotFound, c.read, P + "/ttl")
+    eq("ttl=1 key readable at once", c.read(P + "/ttl").value, "t")
+
+    def gone():
+        try:
+            c.read(P + "/ttl")
+            return False
+        except etcd.EtcdKeyNotFound:
+            return True
+    eq("ttl=1 key expires (within 5 s)", until(gone, 5), True)
+    raises("ttl=1 key expired", etcd.EtcdKeyNotFound, c.read, P + "/ttl")
     c.write(P + "/rk", "", ttl=10)
     r = c.write(P + "/rk", None, ttl=30, refresh=True, prevExist=True)
     eq("refresh: ttl", r.ttl in (29, 30), True)
@@ -180,13 +196,13 @@ def main():
     c2 = etcd.Client(host=u.hostname, port=u.port, protocol="http", read_timeout=10)
     t1 = threading.Thread(target=waiter, args=("key",))
     t1.start()
-    time.sleep(0.5)
+    eq("the blocking watch is registered", until(lambda: watchers(url) == 1), True)
     c.write(P + "/w", "w3")
     t1.join(10)
     eq("blocking watch wakes on write", getattr(got.get("key"), "value", got.get("key")), "w3")
     t2 = threading.Thread(target=waiter, args=("rec",), kwargs={"recursive": True})
     t2.start()
-    time.sleep(0.5)
+    eq("the recursive watch is registered", until(lambda: watchers(url) == 1), True)
     c.write(P + "/deep/er/key", "rec")
     t2.join(10)
     eq("recursive watch sees a deep child", getattr(got.get("rec"), "key", got.get("rec")),
@@ -204,8 +220,7 @@ def main():
     r = c.read(P + "/w")
     t3 = threading.Thread(target=lambda: got.__setitem__(
         "next", c2.watch(P + "/w", index=r.etcd_index + 1, timeout=10)))
-    t3.start()
-    time.sleep(0.3)
+    t3.start()  # it waits for index etcd_index + 1, so the write may come before it is open
     c.write(P + "/w", "w4")
     t3.join(10)
     eq("watch at etcd_index + 1", getattr(got.get("next"), "value", None), "w4")

@@ -4,7 +4,8 @@
 #   TARGET=etcd runs the same checks against a real etcd.
 . "$(dirname "$0")/../lib.sh"
 
-"$PY" -c 'import etcd' 2>/dev/null || { echo "skip: python3-etcd not installed"; exit 77; }
+t_need_built "$MUSTERD"
+t_need_py etcd python3-etcd
 
 t_start_target
 

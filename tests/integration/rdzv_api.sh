@@ -4,7 +4,7 @@
 # requests (each a clear 4xx, musterd still serving). The checks live in rdzv_api.py.
 . "$(dirname "$0")/../lib.sh"
 
-[ -x "$MUSTERD" ] || { echo "# skip: no musterd at $MUSTERD"; exit 77; }
+t_need_built "$MUSTERD"
 t_start_musterd || { t_fail "musterd did not start"; t_done; }
 
 out=$(timeout 120 "$PY" "$MU_SOURCE_DIR/tests/integration/rdzv_api.py" "$MUSTERD_URL" 2>&1)

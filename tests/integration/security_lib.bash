@@ -9,7 +9,8 @@
 #                         waits for the start line in the log
 #   sec_stop_musterd      SIGTERM, exit status 0 within 10 s, no sanitizer report
 
-command -v openssl >/dev/null || { echo "# skip: needs the openssl CLI (apt-get install openssl)"; exit 77; }
+t_need_built "$MUSTERD"
+t_need_cmd openssl openssl
 
 sec_make_pki() {
   local d=$1
@@ -40,31 +41,5 @@ sec_make_pki() {
   ) >"$d/openssl.log" 2>&1 || { echo "not ok - openssl could not make the test certificates:"; tail -5 "$d/openssl.log"; return 1; }
 }
 
-sec_start_musterd() {
-  local scheme=http a i
-  for a in "$@"; do [ "$a" = --tls-cert ] && scheme=https; done
-  MUSTERD_PORT=$(t_free_port)
-  t_spawn musterd "$MUSTERD" --listen "127.0.0.1:$MUSTERD_PORT" "$@"
-  MUSTERD_PID=$T_LAST_PID
-  MUSTERD_URL="$scheme://127.0.0.1:$MUSTERD_PORT"
-  for i in $(seq 200); do
-    grep -q "musterd listening on" "$T_DIR/musterd.log" 2>/dev/null && return 0
-    kill -0 "$MUSTERD_PID" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "# musterd did not start:"; sed 's/^/#   /' "$T_DIR/musterd.log" | tail -10
-  return 1
-}
-
-sec_stop_musterd() {
-  local log="$T_DIR/musterd.log" rc i
-  kill -0 "$MUSTERD_PID" 2>/dev/null || { t_fail "musterd died during the test"; tail -20 "$log"; return; }
-  kill -TERM "$MUSTERD_PID"
-  for i in $(seq 100); do kill -0 "$MUSTERD_PID" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$MUSTERD_PID" 2>/dev/null; then t_fail "musterd did not exit within 10 s of SIGTERM"; return; fi
-  wait "$MUSTERD_PID"; rc=$?
-  t_expect_eq "musterd exits 0 on SIGTERM" "$rc" 0
-  if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$log"; then
-    t_fail "sanitizer report in the musterd log:"; grep -E -A15 'Sanitizer|runtime error:' "$log" | head -40
-  fi
-}
+sec_start_musterd() { t_start_musterd "$@"; }
+sec_stop_musterd() { t_stop_musterd_checked; }

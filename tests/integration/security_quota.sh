@@ -41,18 +41,24 @@ req -X DELETE "$URL/v2/keys/k2" >/dev/null
 out=$(req -X PUT "$URL/v2/keys/k10" -d value=1)
 t_expect_match "after a delete there is room again" "$out" '^201 '
 
+# The long polls open (watches and /v1 joins), as /metrics counts them; the checks below wait
+# for the count instead of hoping a background request has arrived.
+polls() { curl -s --max-time 10 "$URL/metrics" | sed -n 's/^musterd_quota_long_polls_open //p'; }
+polls_are() { [ "$(polls)" = "$1" ]; }
+wait_polls() { t_until 20 polls_are "$1" || t_fail "long polls open: $(polls), want $1"; }
+
 # per-run long polls: a join waiting for a second node holds run r2's only slot
 curl -s --max-time 20 -X POST "$URL/v1/runs/r2/join" -H 'Content-Type: application/json' \
   -d '{"node_id":"a","addr":"127.0.0.1","local_world_size":1,"master_port":1,"min_nodes":2,"max_nodes":2,"join_timeout_ms":15000}' \
   >"$T_DIR/join.out" 2>&1 &
 jpid=$!
-sleep 0.5
+wait_polls 1
 out=$(req --interface 127.0.0.5 -X POST "$URL/v1/runs/r2/join" -H 'Content-Type: application/json' \
   -d '{"node_id":"b","addr":"127.0.0.1","local_world_size":1,"master_port":1,"min_nodes":2,"max_nodes":2}')
 t_expect_match "a second long poll on the run: 429 too_many naming --quota-run-watchers" "$out" \
   '^429 \{"error":"too_many","message":"run .r2. has 1 long polls open.*--quota-run-watchers'
 kill "$jpid" 2>/dev/null; wait "$jpid" 2>/dev/null
-sleep 0.3
+wait_polls 0
 
 # per-run KV keys and bytes, on a run a node joined
 out=$(req -X POST "$URL/v1/runs/r3/join" -H 'Content-Type: application/json' \
@@ -75,13 +81,13 @@ curl -s --max-time 20 "$URL/v2/keys/w1?wait=true" >"$T_DIR/w1.out" 2>&1 &
 w1=$!
 curl -s --max-time 20 "$URL/v2/keys/w2?wait=true" >"$T_DIR/w2.out" 2>&1 &
 w2=$!
-sleep 0.5
+wait_polls 2
 out=$(req "$URL/v2/keys/w3?wait=true")
 t_expect_match "a third watch from one address: 429, error 601 naming --quota-watchers-per-client" \
   "$out" '^429 \{"errorCode":601,.*client 127.0.0.1 has 2 watches.*--quota-watchers-per-client'
 curl -s --max-time 20 --interface 127.0.0.2 "$URL/v2/keys/w4?wait=true" >"$T_DIR/w4.out" 2>&1 &
 w4=$!
-sleep 0.5
+wait_polls 3
 out=$(req --interface 127.0.0.3 "$URL/v2/keys/w5?wait=true")
 t_expect_match "a fourth watch server-wide: 429 naming --quota-watchers" "$out" \
   '^429 \{"errorCode":601,.*3 watches and long polls are open.*--quota-watchers\)'
@@ -91,7 +97,7 @@ for k in w1 w2 w4; do req -X PUT "$URL/v2/keys/$k" -d value=done >/dev/null; don
 wait "$w1" "$w2" "$w4"
 t_expect_match "the admitted watches were answered" "$(cat "$T_DIR/w1.out" "$T_DIR/w2.out" "$T_DIR/w4.out" | tr '\n' ' ')" \
   '"value":"done".*"value":"done".*"value":"done"'
-sleep 0.2
+wait_polls 0
 out=$(req "$URL/v2/keys/w1?wait=true&waitIndex=1")
 t_expect_match "finished watches free their slots" "$out" '^200 '
 

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 SOAK=$MU_BUILD_DIR/bench/soak
-[ -x "$SOAK" ] || { echo "# skip: $SOAK not built"; exit 77; }
+t_need_built "$MUSTERD" "$SOAK"
 TOKEN=soak-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '%s\n' "$TOKEN" >"$T_DIR/tokens"
 secs=${SOAK_SECONDS:-20}

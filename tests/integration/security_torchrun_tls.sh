@@ -14,15 +14,10 @@ TORCHRUN=${TORCHRUN:-/usr/bin/torchrun}
 TR_TIMEOUT=${TR_TIMEOUT:-150}
 TR_WORKER="$MU_SOURCE_DIR/tests/integration/torchrun_worker.py"
 TR_TLS_CASES=${TR_TLS_CASES:-etcd-v2 etcd}
-if [ ! -x "$TORCHRUN" ] || ! "$PY" -c 'import torch, etcd' 2>/dev/null; then
-  echo "# skip: needs $TORCHRUN and python3-torch + python3-etcd under $PY"
-  exit 77
-fi
-exec 9>"/tmp/muster-torchrun-tests.lock"
-if ! flock -w 400 9; then
-  echo "not ok - another torchrun test held /tmp/muster-torchrun-tests.lock for 400 s"
-  exit 1
-fi
+t_need_cmd "$TORCHRUN" python3-torch
+t_need_py torch python3-torch
+t_need_py etcd python3-etcd
+t_torch_lock
 
 P=$T_DIR/pki
 sec_make_pki "$P" || t_done

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Slurm end to end on a real local cluster (../shared/slurm/start-local-slurm.sh: slurmctld and
+# Slurm end to end on a real local cluster (tests/slurm/local-slurm.sh: slurmctld and
 # 4 slurmd on loopback): `muster run -s slurm --wait dist.ddp -j 2x2` runs the C ring all-reduce
 # on 2 nodes x 2 workers through the job's own musterd; status while it runs and after; log;
 # a long job is cancelled and gone; an unknown partition fails with Slurm's own message.
 . "$(dirname "$0")/slurm_common.bash"
 RING=$MU_BUILD_DIR/examples/ring_allreduce
-[ -x "$RING" ] || { echo "# skip: $RING not built"; exit 77; }
+t_need_built "$MUSTER" "$MUSTERD" "$RING"
 
 slurm_start
 export PATH=$(dirname "$MUSTER"):$PATH # `muster agent` inside the job

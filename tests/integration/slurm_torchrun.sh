@@ -5,12 +5,9 @@
 # gloo all_reduce + barrier) writes "ok 4 ...".
 . "$(dirname "$0")/slurm_common.bash"
 TORCHRUN=/usr/bin/torchrun
-if [ ! -x "$TORCHRUN" ] || ! "$PY" -c 'import torch' 2>/dev/null; then
-  echo "# skip: needs $TORCHRUN and python3-torch under $PY"
-  exit 77
-fi
-exec 9>"/tmp/muster-torchrun-tests.lock"
-flock -w 400 9 || { echo "not ok - /tmp/muster-torchrun-tests.lock held for 400 s"; exit 1; }
+t_need_cmd "$TORCHRUN" python3-torch
+t_need_py torch python3-torch
+t_torch_lock
 
 slurm_start
 export PATH=$(dirname "$TORCHRUN"):$PATH

@@ -18,28 +18,20 @@ TR_CASES=${TR_CASES:-fixed elastic restart}
 TR_TIMEOUT=${TR_TIMEOUT:-150}
 TR_WORKER="$MU_SOURCE_DIR/tests/integration/torchrun_worker.py"
 
-if [ ! -x "$TORCHRUN" ] || ! "$PY" -c 'import torch, etcd' 2>/dev/null; then
-  echo "# skip: needs $TORCHRUN and python3-torch + python3-etcd under $PY" \
-    "(apt-get install python3-torch python3-etcd)"
-  exit 77
-fi
+t_need_built "$MUSTERD"
+t_need_cmd "$TORCHRUN" python3-torch
+t_need_py torch python3-torch
+t_need_py etcd python3-etcd
 
-exec 9>"/tmp/muster-torchrun-tests.lock"
-if ! flock -w 400 9; then
-  echo "not ok - another torchrun test held /tmp/muster-torchrun-tests.lock for 400 s"
-  exit 1
-fi
+t_torch_lock
 
 case "$TARGET" in
 musterd)
-  if [ ! -x "$MUSTERD" ]; then
-    echo "# skip: no musterd at '$MUSTERD' (build it, or set MUSTERD=path)"
-    exit 77
-  fi
   t_start_musterd || { t_fail "musterd did not start: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
   TR_PORT=$MUSTERD_PORT
   ;;
 etcd)
+  t_need_cmd etcd etcd-server
   t_start_etcd || { t_fail "etcd did not start: $(tail -5 "$T_DIR/etcd.log")"; t_done; }
   TR_PORT=$ETCD_PORT
   ;;

@@ -1,14 +1,18 @@
 /* Unit tests for launcher/sched_kubernetes.c (through k8s.h) and launcher/yaml_emit.c: the
- * TorchX cases 01-07 from tests/golden/torchx-0[1-7]*, compared as parsed YAML.
+ * TorchX cases 01-07 (tests/golden/torchx-0[1-7]*), each driven by its case.json through
+ * golden.h: every subcase's input comes from the file and its expectation is checked here, and
+ * a subcase without a check fails the test. Then muster's own kubernetes features.
  *
  * With $MU_MANIFEST_DIR set, every rendered manifest is also written there as NAME.yaml so
- * that tests/cli/t2100-k8s-schema.sh can validate them against the Volcano CRD.
+ * that tests/cli/t2010-k8s-schema.sh can validate them against the Volcano CRD.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
+#include "component.h"
 #include "golden.h"
 #include "job.h"
 #include "kubernetes.h"
@@ -101,17 +105,18 @@ static void expect_equal(cJSON *got, cJSON *want)
   }
 }
 
+/* A plain cfg of the given -cfg values. */
+static void cfg_set(struct mu_cfg *cfg, const cJSON *o)
+{
+  mu_cfg_release(cfg);
+  memset(cfg, 0, sizeof *cfg);
+  cfg_from(cfg, o);
+}
+
 static cJSON *task_at(cJSON *job, int i)
 {
   return cJSON_GetArrayItem(
       cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(job, "spec"), "tasks"), i);
-}
-
-static cJSON *container_of(cJSON *task)
-{
-  cJSON *spec =
-      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(task, "template"), "spec");
-  return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0);
 }
 
 static cJSON *pod_spec(cJSON *task)
@@ -120,24 +125,82 @@ static cJSON *pod_spec(cJSON *task)
                                           "spec");
 }
 
-/* A golden case whose whole manifest is given. */
-static void full_case(const char *dir, const char *expected_file, const char *save_as)
+static cJSON *container_of(cJSON *task)
 {
-  cJSON *c = golden_case_json(dir), *in = cJSON_GetObjectItemCaseSensitive(c, "input"), *got, *want;
-  struct mu_cfg cfg = {MU_KVLIST_INIT};
-  struct mu_app *app = golden_app_from(cJSON_GetObjectItemCaseSensitive(in, "app"));
-  char *rel = mu_asprintf("%s/%s", dir, expected_file), *txt = golden_slurp(rel);
-  struct mu_buf err = MU_BUF_INIT(4096);
+  return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pod_spec(task), "containers"), 0);
+}
 
-  cfg_from(&cfg, cJSON_GetObjectItemCaseSensitive(in, "cfg"));
-  got = render(app, &cfg, cJSON_GetObjectItemCaseSensitive(in, "unique_app_id")->valuestring,
-               save_as);
+/* A copy of array a without its first `from` items. Returns: a new array (cJSON_Delete). */
+static cJSON *array_from(const cJSON *a, int from)
+{
+  cJSON *out = cJSON_CreateArray();
+  for (int i = from; i < cJSON_GetArraySize(a); i++)
+    cJSON_AddItemToArray(out, cJSON_Duplicate(cJSON_GetArrayItem(a, i), 1));
+  return out;
+}
+
+/* The tasks of a job that run the app (not the job's own musterd task). */
+static int is_musterd_task(const cJSON *task)
+{
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(task, "name");
+  return cJSON_IsString(n) && strcmp(n->valuestring, "musterd") == 0;
+}
+
+/* The app of case 01 ("input"."app"). */
+static struct mu_app *case01_app(void)
+{
+  cJSON *c = golden_case_json("torchx-01_k8s_single_role_dryrun");
+  struct mu_app *app = golden_app_from(golden_at(c, "input", "app", (const char *)NULL));
+  cJSON_Delete(c);
+  return app;
+}
+
+/* A role of a subcase rendered alone in the job "app-name-42" with -cfg queue=q. TorchX renders
+ * `image: ""` for a role without one; muster refuses that on kubernetes (DIVERGENCES.md), so
+ * such a role gets the image "img". Returns: the job (cJSON_Delete). */
+static cJSON *render_role(const cJSON *role_json, const char *save_as)
+{
+  struct mu_app *app = golden_app_of_role("test", role_json);
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job;
+  if (app->roles[0].image == NULL)
+    app->roles[0].image = mu_strdup("img");
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  job = render(app, &cfg, "app-name-42", save_as);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  return job;
+}
+
+/* The kubectl stand-in (golden.h) answering OUT on stdout. Returns: its directory. */
+static char *fake_kubectl(const char *out, const char *err, int rc)
+{
+  char *dir = golden_tools_dir();
+  golden_tool(dir, "kubectl", out, err, rc);
+  return dir;
+}
+
+/* ======================================================================= case 01: one role */
+
+/* The whole manifest: parsed-YAML equality with expected.yaml after the divergences. */
+static void c01_main(const cJSON *c, const cJSON *item)
+{
+  const cJSON *in = golden_at(item, "input", (const char *)NULL);
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_app *app = golden_app_from(golden_at(in, "app", (const char *)NULL));
+  char *rel = mu_asprintf("torchx-01_k8s_single_role_dryrun/%s", golden_str(c, "expected_file"));
+  char *txt = golden_slurp(rel);
+  struct mu_buf err = MU_BUF_INIT(4096);
+  cJSON *got, *want = NULL;
+
+  ASSERT_STR_EQ(golden_str(in, "scheduler"), "kubernetes");
+  cfg_from(&cfg, golden_at(in, "cfg", (const char *)NULL));
+  got = render(app, &cfg, golden_str(in, "unique_app_id"), "torchx-01");
   ASSERT_EQ(mu_yaml_parse(txt, strlen(txt), &want, &err), 0);
   patch_divergences(want, app->name);
   expect_equal(got, want);
   cJSON_Delete(got);
   cJSON_Delete(want);
-  cJSON_Delete(c);
   mu_free(rel);
   mu_free(txt);
   mu_app_free(app);
@@ -145,14 +208,952 @@ static void full_case(const char *dir, const char *expected_file, const char *sa
   mu_buf_release(&err);
 }
 
-/* The case-01 app with changes, for the cases that assert parts. */
-static struct mu_app *case01_app(void)
+/* The command of role 0 replica 0, macros resolved. */
+static void c01_command(const cJSON *c, const cJSON *item)
 {
-  cJSON *c = golden_case_json("torchx-01_k8s_single_role_dryrun");
-  struct mu_app *app = golden_app_from(
-      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "input"), "app"));
-  cJSON_Delete(c);
-  return app;
+  const cJSON *in = golden_at(c, "input", (const char *)NULL);
+  struct mu_app *app = golden_app_from(golden_at(in, "app", (const char *)NULL));
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job;
+  cfg_from(&cfg, golden_at(in, "cfg", (const char *)NULL));
+  job = render(app, &cfg, golden_str(in, "unique_app_id"), NULL);
+  GOLDEN_JSON_EQ(cJSON_GetObjectItemCaseSensitive(container_of(task_at(job, 0)), "command"), item,
+                 "container command");
+  cJSON_Delete(job);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+}
+
+/* "role_to_pod(service_account='X')": serviceAccountName X on the pod; none without it. */
+static void c01_service_account(const cJSON *c, const cJSON *item)
+{
+  char *sa = golden_quoted(item->string, 0);
+  struct mu_app *app = case01_app();
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job;
+  (void)c;
+  ASSERT(strstr(item->valuestring, "serviceAccountName") != NULL);
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  job = render(app, &cfg, "app-name-42", NULL);
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, 0)), "serviceAccountName"));
+  cJSON_Delete(job);
+  mu_kvlist_set(&cfg.values, "service_account", sa);
+  job = render(app, &cfg, "app-name-42", NULL);
+  ASSERT_STR_EQ(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, 0)), "serviceAccountName")
+                    ->valuestring,
+                sa);
+  cJSON_Delete(job);
+  mu_free(sa);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+}
+
+/* Every torchx.pytorch.org/version label of the job: muster's own version (diverges from
+ * TorchX's, as the case asks). */
+static int count_version_labels(const cJSON *n)
+{
+  const cJSON *ch;
+  int count = 0;
+  if (cJSON_IsObject(n)) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(n, "torchx.pytorch.org/version");
+    if (v != NULL) {
+      ASSERT_STR_EQ(v->valuestring, MU_VERSION);
+      count++;
+    }
+  }
+  cJSON_ArrayForEach(ch, n) count += count_version_labels(ch);
+  return count;
+}
+static void c01_version_label(const cJSON *c, const cJSON *item)
+{
+  struct mu_app *app = case01_app();
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job;
+  (void)c;
+  ASSERT(strstr(item->valuestring, "__version__") != NULL);
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  job = render(app, &cfg, "app-name-42", NULL);
+  ASSERT(count_version_labels(job) >= 1);
+  cJSON_Delete(job);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+}
+
+static const struct golden_check case01[] = {
+    {"main", c01_main},
+    {"extra_assertions.container_command_role0_replica0", c01_command},
+    {"extra_assertions.role_to_pod(service_account='srvacc')", c01_service_account},
+    {"extra_assertions.label torchx.pytorch.org/version", c01_version_label},
+    {NULL, NULL},
+};
+
+TEST(k8s__torchx01_single_role)
+{
+  golden_case_run("torchx-01_k8s_single_role_dryrun", case01);
+}
+
+/* ============================================================ case 02: replicas and rank 0 */
+
+static cJSON *c02_job(const cJSON *c, const char *save_as)
+{
+  const cJSON *in = golden_at(c, "input", (const char *)NULL);
+  struct mu_app *app = golden_app_from(golden_at(in, "app", (const char *)NULL));
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job;
+  cfg_from(&cfg, golden_at(in, "cfg", (const char *)NULL));
+  job = render(app, &cfg, golden_str(in, "unique_app_id"), save_as);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  return job;
+}
+
+static void c02_main(const cJSON *c, const cJSON *item)
+{
+  char *rel = mu_asprintf("torchx-02_k8s_multi_replica_rank0/%s", golden_str(c, "expected_file"));
+  char *txt = golden_slurp(rel);
+  struct mu_buf err = MU_BUF_INIT(4096);
+  cJSON *got = c02_job(c, "torchx-02"), *want = NULL;
+  (void)item;
+  ASSERT_EQ(mu_yaml_parse(txt, strlen(txt), &want, &err), 0);
+  patch_divergences(want, golden_str(golden_at(c, "input", "app", (const char *)NULL), "name"));
+  expect_equal(got, want);
+  cJSON_Delete(got);
+  cJSON_Delete(want);
+  mu_free(rel);
+  mu_free(txt);
+  mu_buf_release(&err);
+}
+
+/* "tasks[N].template.spec.containers[0].command contains 'X'" */
+static void c02_command_contains(const cJSON *c, const cJSON *item)
+{
+  char *want = golden_quoted(item->valuestring, 0);
+  int task = -1, found = 0;
+  const cJSON *a;
+  cJSON *job = c02_job(c, NULL);
+  ASSERT_EQ(
+      sscanf(item->valuestring, "tasks[%d].template.spec.containers[0].command contains", &task),
+      1);
+  cJSON_ArrayForEach(a,
+                     cJSON_GetObjectItemCaseSensitive(container_of(task_at(job, task)), "command"))
+  {
+    found |= strcmp(a->valuestring, want) == 0;
+  }
+  if (!found)
+    MU__FAIL("task %d: no '%s' in the command", task, want);
+  cJSON_Delete(job);
+  mu_free(want);
+}
+
+/* "tasks[0].template.spec.containers[0].env contains {name: N, value: V}" */
+static void c02_env_contains(const cJSON *c, const cJSON *item)
+{
+  char name[64] = "", value[64] = "";
+  const cJSON *e;
+  int task = -1, found = 0;
+  cJSON *job = c02_job(c, NULL);
+  ASSERT_EQ(sscanf(item->valuestring,
+                   "tasks[%d].template.spec.containers[0].env contains {name: %63[^,], value: "
+                   "%63[^}]}",
+                   &task, name, value),
+            3);
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(container_of(task_at(job, task)), "env"))
+  {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name"),
+                *v = cJSON_GetObjectItemCaseSensitive(e, "value");
+    found |= n && v && cJSON_IsString(v) && strcmp(n->valuestring, name) == 0 &&
+             strcmp(v->valuestring, value) == 0;
+  }
+  if (!found)
+    MU__FAIL("task %d: no env %s=%s", task, name, value);
+  cJSON_Delete(job);
+}
+
+static const struct golden_check case02[] = {
+    {"main", c02_main},
+    {"tasks[0].template.spec.containers[0].command contains 'TORCHX_RANK0_HOST'",
+     c02_command_contains},
+    {"tasks[0].template.spec.containers[0].env contains {name: TORCHX_RANK0_HOST, value: "
+     "localhost}",
+     c02_env_contains},
+    {"tasks[1].template.spec.containers[0].command contains 'VC_TRAINERFOO_0_HOSTS'",
+     c02_command_contains},
+    {NULL, NULL},
+};
+
+TEST(k8s__torchx02_multi_replica_rank0)
+{
+  golden_case_run("torchx-02_k8s_multi_replica_rank0", case02);
+}
+
+/* ================================================ case 03: mounts, devices, node selector */
+
+static void c03_volume_mount(const cJSON *c, const cJSON *item)
+{
+  cJSON *job = render_role(golden_at(item, "input", "role", (const char *)NULL), "torchx-03a");
+  (void)c;
+  GOLDEN_JSON_EQ(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, 0)), "volumes"),
+                 golden_expect(item, "pod.spec.volumes"), "pod.spec.volumes");
+  GOLDEN_JSON_EQ(cJSON_GetObjectItemCaseSensitive(container_of(task_at(job, 0)), "volumeMounts"),
+                 golden_expect(item, "container.volumeMounts"), "container.volumeMounts");
+  cJSON_Delete(job);
+}
+
+static void c03_device_mounts(const cJSON *c, const cJSON *item)
+{
+  cJSON *job = render_role(golden_at(item, "input", "role", (const char *)NULL), "torchx-03b");
+  cJSON *vols =
+      array_from(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, 0)), "volumes"), 1);
+  cJSON *mnts = array_from(
+      cJSON_GetObjectItemCaseSensitive(container_of(task_at(job, 0)), "volumeMounts"), 1);
+  (void)c;
+  GOLDEN_JSON_EQ(vols, golden_expect(item, "pod.spec.volumes[1:]"), "pod.spec.volumes[1:]");
+  GOLDEN_JSON_EQ(mnts, golden_expect(item, "container.volumeMounts[1:]"),
+                 "container.volumeMounts[1:]");
+  GOLDEN_JSON_EQ(
+      golden_at(container_of(task_at(job, 0)), "securityContext", "privileged", (const char *)NULL),
+      golden_expect(item, "container.securityContext.privileged"), "securityContext.privileged");
+  cJSON_Delete(vols);
+  cJSON_Delete(mnts);
+  cJSON_Delete(job);
+}
+
+static void c03_devices(const cJSON *c, const cJSON *item)
+{
+  cJSON *job = render_role(golden_at(item, "input", "role", (const char *)NULL), "torchx-03c");
+  cJSON *ctr = container_of(task_at(job, 0));
+  const cJSON *want_req =
+      golden_expect(item, "container.resources.requests (derived, not asserted)");
+  (void)c;
+  GOLDEN_JSON_EQ(golden_at(ctr, "resources", "limits", (const char *)NULL),
+                 golden_expect(item, "container.resources.limits"), "resources.limits");
+  GOLDEN_JSON_EQ(golden_at(ctr, "resources", "requests", (const char *)NULL), want_req,
+                 "resources.requests");
+  /* "falsy (unset)" */
+  ASSERT(strstr(golden_expect(item, "container.securityContext.privileged")->valuestring,
+                "unset") != NULL);
+  ASSERT_NULL(golden_at(ctr, "securityContext", "privileged", (const char *)NULL));
+  cJSON_Delete(job);
+}
+
+static void c03_instance_type(const cJSON *c, const cJSON *item)
+{
+  cJSON *job = render_role(golden_at(item, "input", "role", (const char *)NULL), "torchx-03d");
+  (void)c;
+  GOLDEN_JSON_EQ(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, 0)), "nodeSelector"),
+                 golden_expect(item, "pod.spec.nodeSelector"), "pod.spec.nodeSelector");
+  cJSON_Delete(job);
+}
+
+/* The named resource resolves to the case's figures, and renders as expected. */
+static void c03_named_resource(const cJSON *c, const cJSON *item)
+{
+  const cJSON *in = golden_at(item, "input", (const char *)NULL),
+              *want = golden_at(in, "resolved_resource", (const char *)NULL);
+  struct mu_buf err = MU_BUF_INIT(1024);
+  struct mu_app *app = mu_app_new("test");
+  struct mu_role *r = mu_app_add_role(app, "foo");
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *got = cJSON_CreateObject(), *dev, *job, *ctr;
+  (void)c;
+  if (mu_named_resource(golden_str(in, "h"), &r->resource, &err) != 0)
+    MU__FAIL("named resource %s: %s", golden_str(in, "h"), mu_buf_str(&err));
+  cJSON_AddNumberToObject(got, "cpu", (double)r->resource.cpu);
+  cJSON_AddNumberToObject(got, "gpu", (double)r->resource.gpu);
+  cJSON_AddNumberToObject(got, "memMB", (double)r->resource.memMB);
+  dev = cJSON_AddObjectToObject(got, "capabilities");
+  for (size_t i = 0; i < r->resource.capabilities.n; i++)
+    cJSON_AddStringToObject(dev, r->resource.capabilities.v[i].key,
+                            r->resource.capabilities.v[i].value);
+  dev = cJSON_AddObjectToObject(got, "devices");
+  for (size_t i = 0; i < r->resource.ndevices; i++)
+    cJSON_AddNumberToObject(dev, r->resource.devices[i].name, (double)r->resource.devices[i].count);
+  GOLDEN_JSON_EQ(got, want, "resolved resource");
+  r->image = mu_strdup("img");
+  r->entrypoint = mu_strdup("main");
+  r->num_replicas = 1;
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  job = render(app, &cfg, "app-name-42", "torchx-03e");
+  ctr = container_of(task_at(job, 0));
+  GOLDEN_JSON_EQ(cJSON_GetObjectItemCaseSensitive(ctr, "resources"),
+                 golden_expect(item, "container.resources"), "container.resources");
+  GOLDEN_JSON_EQ(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, 0)), "nodeSelector"),
+                 golden_expect(item, "pod.spec.nodeSelector"), "pod.spec.nodeSelector");
+  cJSON_Delete(got);
+  cJSON_Delete(job);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
+
+static const struct golden_check case03[] = {
+    {"a_volume_mount_pvc", c03_volume_mount},
+    {"b_device_mounts_privileged", c03_device_mounts},
+    {"c_resource_devices_efa", c03_devices},
+    {"d_instance_type_node_selector", c03_instance_type},
+    {"e_named_resource_aws_p4d_24xlarge (DERIVED)", c03_named_resource},
+    {NULL, NULL},
+};
+
+TEST(k8s__torchx03_mounts_devices_nodeselector)
+{
+  golden_case_run("torchx-03_k8s_mounts_devices_nodeselector", case03);
+}
+
+/* ============================================ case 04: queue, priority, account, namespace */
+
+/* The case-01 app with NREPLICAS replicas rendered with the subcase's -cfg (ALL) or with its
+ * queue alone (to see what the other key adds). Returns: the job (cJSON_Delete). */
+static cJSON *c04_job(const cJSON *in_cfg, int all, long nreplicas, const char *save_as)
+{
+  struct mu_app *app = case01_app();
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job;
+  app->roles[0].num_replicas = nreplicas;
+  if (all)
+    cfg_set(&cfg, in_cfg);
+  else
+    mu_kvlist_set(&cfg.values, "queue", golden_str(in_cfg, "queue"));
+  job = render(app, &cfg, "app-name-42", save_as);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  return job;
+}
+
+static void c04_service_account(const cJSON *c, const cJSON *item)
+{
+  const cJSON *in_cfg = golden_at(item, "input", "cfg", (const char *)NULL);
+  const char *sa = golden_str(in_cfg, "service_account");
+  cJSON *job = c04_job(in_cfg, 1, 2, "torchx-04-sa");
+  (void)c;
+  /* "every pod template spec has serviceAccountName: X; absent when cfg has no ..." */
+  ASSERT(strstr(golden_str(item, "expected"), "every pod template spec") != NULL);
+  for (int i = 0; i < 2; i++)
+    ASSERT_STR_EQ(golden_str(pod_spec(task_at(job, i)), "serviceAccountName"), sa);
+  cJSON_Delete(job);
+  job = c04_job(in_cfg, 0, 2, NULL);
+  for (int i = 0; i < 2; i++)
+    ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, i)), "serviceAccountName"));
+  cJSON_Delete(job);
+}
+
+static void c04_priority_class(const cJSON *c, const cJSON *item)
+{
+  const cJSON *in_cfg = golden_at(item, "input", "cfg", (const char *)NULL);
+  const char *pc = golden_str(in_cfg, "priority_class");
+  cJSON *job = c04_job(in_cfg, 1, 1, "torchx-04-pc");
+  (void)c;
+  /* "job spec (not pod) has priorityClassName: X; key absent when not set" */
+  ASSERT(strstr(golden_str(item, "expected"), pc) != NULL);
+  ASSERT_STR_EQ(golden_at(job, "spec", "priorityClassName", (const char *)NULL)->valuestring, pc);
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, 0)), "priorityClassName"));
+  cJSON_Delete(job);
+  job = c04_job(in_cfg, 0, 1, NULL);
+  ASSERT_NULL(golden_at(job, "spec", "priorityClassName", (const char *)NULL));
+  cJSON_Delete(job);
+}
+
+/* spec.queue from -cfg queue; without one the render fails naming the runopt (TorchX: an
+ * InvalidRunConfigException; muster requires it with the volcano scheduler, DIVERGENCES.md). */
+static void c04_queue(const cJSON *c, const cJSON *item)
+{
+  struct mu_app *app = case01_app();
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_buf err = MU_BUF_INIT(1024);
+  const char *q = golden_str(golden_at(item, "input", "cfg", (const char *)NULL), "queue");
+  cJSON *job = NULL;
+  (void)c;
+  ASSERT(strstr(golden_str(item, "expected"), "REQUIRED") != NULL);
+  ASSERT_EQ(mu_k8s_render(app, &cfg, "x", &job, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "-cfg queue") != NULL);
+  ASSERT_NULL(job);
+  cfg_set(&cfg, golden_at(item, "input", "cfg", (const char *)NULL));
+  job = render(app, &cfg, "app-name-42", NULL);
+  ASSERT_STR_EQ(golden_at(job, "spec", "queue", (const char *)NULL)->valuestring, q);
+  cJSON_Delete(job);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
+
+/* Submission: `kubectl -n NS create -f -` with the Volcano Job on stdin; the app id NS:NAME.
+ * The job name is muster's (MUSTER_APP_ID pins it, as the case pins TorchX's metadata.name). */
+static void c04_submit_namespace(const cJSON *c, const cJSON *item)
+{
+  const cJSON *in = golden_at(item, "input", (const char *)NULL),
+              *kw = golden_expect(item, "create_namespaced_custom_object kwargs");
+  const char *ns = golden_str(golden_at(in, "cfg", (const char *)NULL), "namespace");
+  struct mu_app *app = case01_app();
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_dryrun req = {0};
+  struct mu_buf err = MU_BUF_INIT(4096);
+  char *dir = fake_kubectl("job.batch.volcano.sh/testid created\n", NULL, 0), *calls, *body, *want,
+       *handle;
+  cJSON *sent = NULL;
+  (void)c;
+  setenv("MUSTER_APP_ID", golden_str(in, "api_response_metadata_name"), 1);
+  cfg_set(&cfg, golden_at(in, "cfg", (const char *)NULL));
+  if (mu_sched_dryrun(&mu_sched_kubernetes, app, &cfg, &req, &err) != 0 ||
+      mu_sched_schedule(&req, &err) != 0)
+    MU__FAIL("submit: %s", mu_buf_str(&err));
+  ASSERT_STR_EQ(req.app_id, golden_expect(item, "app_id")->valuestring);
+  ASSERT_STR_EQ(golden_str(kw, "namespace"), ns);
+  calls = golden_tool_calls(dir);
+  want = mu_asprintf("kubectl -n %s create -f -\n", golden_str(kw, "namespace"));
+  ASSERT_STR_EQ(calls, want);
+  body = golden_tool_stdin(dir, "kubectl");
+  ASSERT_EQ(mu_yaml_parse(body, strlen(body), &sent, &err), 0);
+  mu_free(want);
+  want = mu_asprintf("%s/%s", golden_str(kw, "group"), golden_str(kw, "version"));
+  ASSERT_STR_EQ(golden_str(sent, "apiVersion"), want);
+  ASSERT_STR_EQ(golden_str(sent, "kind"), "Job"); /* plural "jobs" */
+  ASSERT_STR_EQ(golden_str(kw, "plural"), "jobs");
+  ASSERT_STR_EQ(golden_str(golden_at(sent, "metadata", (const char *)NULL), "name"),
+                golden_str(in, "api_response_metadata_name"));
+  ASSERT(strstr(golden_str(kw, "body"), "dryrun") != NULL);
+  /* Handles carry muster's session, not "torchx" (DIVERGENCES.md). */
+  handle = mu_asprintf("kubernetes://%s/%s", MU_SESSION, req.app_id);
+  {
+    char *theirs = mu_strdup(golden_expect(item, "app_handle")->valuestring);
+    char *p = strstr(theirs, "://torchx/");
+    ASSERT_NOT_NULL(p);
+    memmove(p + 3 + strlen(MU_SESSION), p + 3 + strlen("torchx"),
+            strlen(p + 3 + strlen("torchx")) + 1);
+    memcpy(p + 3, MU_SESSION, strlen(MU_SESSION));
+    ASSERT_STR_EQ(handle, theirs);
+    mu_free(theirs);
+  }
+  cJSON_Delete(sent);
+  mu_dryrun_release(&req);
+  mu_free(handle);
+  mu_free(calls);
+  mu_free(body);
+  mu_free(want);
+  mu_free(dir);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
+
+/* A name conflict (409): kubectl's AlreadyExists message and what to do, instead of TorchX's
+ * ValueError text (DIVERGENCES.md). */
+static void c04_name_conflict(const cJSON *c, const cJSON *item)
+{
+  const cJSON *e = golden_at(item, "input", "api_error", (const char *)NULL);
+  cJSON *details = cJSON_Parse(golden_str(e, "body"));
+  const char *name = golden_at(details, "details", "name", (const char *)NULL)->valuestring;
+  char *msg, *dir, *want;
+  struct mu_app *app = case01_app();
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_dryrun req = {0};
+  struct mu_buf err = MU_BUF_INIT(4096);
+  (void)c;
+  /* The API server's 409 Conflict, as kubectl create words it. */
+  ASSERT_EQ(golden_at(e, "status", (const char *)NULL)->valueint, 409);
+  ASSERT_STR_EQ(golden_str(e, "reason"), "Conflict");
+  msg = mu_asprintf("Error from server (AlreadyExists): error when creating \"STDIN\": "
+                    "jobs.batch.volcano.sh \"%s\" already exists\n",
+                    name);
+  dir = fake_kubectl(NULL, msg, 1);
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  /* TorchX's name may hold '_', which a Kubernetes name may not: muster submits a name of its
+   * own, and shows kubectl's message whatever it says. */
+  setenv("MUSTER_APP_ID", "test-job", 1);
+  ASSERT_EQ(mu_sched_dryrun(&mu_sched_kubernetes, app, &cfg, &req, &err), 0);
+  ASSERT_NE(mu_sched_schedule(&req, &err), 0);
+  want = mu_asprintf("jobs.batch.volcano.sh \"%s\" already exists", name);
+  ASSERT(strstr(mu_buf_str(&err), want) != NULL);
+  ASSERT(strstr(mu_buf_str(&err), "a job of that name exists") != NULL);
+  /* TorchX: "Job `NAME` already exists..." */
+  ASSERT(strstr(golden_str(item, "expected"), "already exists") != NULL);
+  mu_dryrun_release(&req);
+  cJSON_Delete(details);
+  mu_free(msg);
+  mu_free(want);
+  mu_free(dir);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
+
+static const struct mu_runopt *runopt(const char *name)
+{
+  for (const struct mu_runopt *o = mu_sched_kubernetes.runopts; o->name; o++)
+    if (strcmp(o->name, name) == 0)
+      return o;
+  return NULL;
+}
+
+/* TorchX's runopts are muster's, with their defaults, except `quiet` (a docker-build flag,
+ * gone) and `queue`, optional in the table: it is required with scheduler_name=volcano, the
+ * default, which c04_queue checks (DIVERGENCES.md). */
+static void c04_runopts(const cJSON *c, const cJSON *item)
+{
+  const cJSON *k;
+  (void)c;
+  cJSON_ArrayForEach(k, golden_expect(item, "keys"))
+  {
+    if (strcmp(k->valuestring, "quiet") == 0)
+      ASSERT_NULL(runopt("quiet"));
+    else if (runopt(k->valuestring) == NULL)
+      MU__FAIL("no runopt %s", k->valuestring);
+  }
+  cJSON_ArrayForEach(k, golden_expect(item, "defaults"))
+  {
+    if (strcmp(k->string, "quiet") == 0)
+      continue;
+    ASSERT_NOT_NULL(runopt(k->string));
+    ASSERT_STR_EQ(runopt(k->string)->def, k->valuestring);
+  }
+  cJSON_ArrayForEach(k, golden_expect(item, "required"))
+  {
+    ASSERT_STR_EQ(k->valuestring, "queue");
+    ASSERT_EQ(runopt("queue")->required, 0);
+    ASSERT_STR_EQ(runopt("scheduler_name")->def, "volcano");
+  }
+}
+
+static void c04_image_repo(const cJSON *c, const cJSON *item)
+{
+  const cJSON *in = golden_at(item, "input", (const char *)NULL);
+  struct mu_app *app = case01_app();
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job;
+  (void)c;
+  mu_free(app->roles[0].image);
+  app->roles[0].image = mu_strdup(golden_str(in, "role.image"));
+  cfg_set(&cfg, golden_at(in, "cfg", (const char *)NULL));
+  job = render(app, &cfg, "app-name-42", "torchx-04-repo");
+  ASSERT_STR_EQ(golden_str(container_of(task_at(job, 0)), "image"),
+                golden_expect(item, "container image")->valuestring);
+  golden_diverges(item, "images_to_push", "muster builds and pushes no images");
+  cJSON_Delete(job);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+}
+
+static const struct golden_check case04[] = {
+    {"service_account", c04_service_account},
+    {"priority_class", c04_priority_class},
+    {"queue", c04_queue},
+    {"submit_namespace", c04_submit_namespace},
+    {"name_conflict", c04_name_conflict},
+    {"runopts", c04_runopts},
+    {"image_repo_patch", c04_image_repo},
+    {NULL, NULL},
+};
+
+TEST(k8s__torchx04_queue_priority_service_account_namespace)
+{
+  golden_case_run("torchx-04_k8s_queue_priority_service_account_namespace", case04);
+}
+
+/* ===================================================================== case 05: elastic */
+
+/* "case01 app with num_replicas=N, min_replicas=M" */
+static void c05_min_replicas(const cJSON *c, const cJSON *item)
+{
+  const char *in = golden_str(golden_at(item, "input", (const char *)NULL), "app");
+  const cJSON *want = golden_expect(item, "[task.minAvailable for task in spec.tasks]");
+  const char *p = strstr(in, "num_replicas="), *q = strstr(in, "min_replicas=");
+  struct mu_app *app = case01_app();
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job, *got = cJSON_CreateArray(), *t;
+  (void)c;
+  ASSERT(strncmp(in, "case01 app", 10) == 0 && p != NULL && q != NULL);
+  app->roles[0].num_replicas = strtol(p + 13, NULL, 10);
+  app->roles[0].min_replicas = strtol(q + 13, NULL, 10);
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  job = render(app, &cfg, "app-name-42", "torchx-05");
+  cJSON_ArrayForEach(t, golden_at(job, "spec", "tasks", (const char *)NULL))
+  {
+    cJSON_AddItemToArray(got,
+                         cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(t, "minAvailable"), 1));
+  }
+  GOLDEN_JSON_EQ(got, want, "minAvailable of the tasks");
+  /* the rule: no job-level spec.minAvailable */
+  ASSERT(strstr(golden_str(item, "rule"), "no job-level spec.minAvailable") != NULL);
+  ASSERT_NULL(golden_at(job, "spec", "minAvailable", (const char *)NULL));
+  /* the rule: the key is omitted when min_replicas is unset */
+  cJSON_Delete(job);
+  app->roles[0].min_replicas = -1;
+  job = render(app, &cfg, "app-name-42", NULL);
+  cJSON_ArrayForEach(t, golden_at(job, "spec", "tasks", (const char *)NULL))
+  {
+    ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(t, "minAvailable"));
+  }
+  cJSON_Delete(got);
+  cJSON_Delete(job);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+}
+
+/* dist.ddp -j 1:3x4 through the builtin component. */
+static void c05_dist_ddp(const cJSON *c, const cJSON *item)
+{
+  const cJSON *in = golden_at(item, "input", (const char *)NULL), *a, *t;
+  struct mu_component *comp = NULL;
+  struct mu_strvec argv = MU_STRVEC_INIT;
+  struct mu_buf err = MU_BUF_INIT(4096);
+  struct mu_app *app = NULL;
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job, *names = cJSON_CreateArray(), *mins = cJSON_CreateArray();
+  (void)c;
+  unsetenv("LOGLEVEL");
+  ASSERT_STR_EQ(golden_str(in, "LOGLEVEL_env_on_host"), "unset");
+  if (mu_component_load(golden_str(in, "component"), &comp, &err) != 0)
+    MU__FAIL("%s", mu_buf_str(&err));
+  cJSON_ArrayForEach(a, golden_at(in, "args", (const char *)NULL))
+      mu_strvec_push(&argv, a->valuestring);
+  /* TorchX's default image is ghcr.io/pytorch/torchx; muster's is none, which kubernetes
+   * refuses (DIVERGENCES.md of case 11, D5) */
+  mu_strvec_push(&argv, "--image");
+  mu_strvec_push(&argv, "img");
+  if (mu_component_build(comp, (int)argv.n, argv.v, NULL, &app, &err) != 0)
+    MU__FAIL("%s", mu_buf_str(&err));
+  ASSERT_EQ(app->roles[0].min_replicas, golden_expect(item, "role.min_replicas")->valueint);
+  ASSERT_EQ(app->roles[0].num_replicas, golden_expect(item, "role.num_replicas")->valueint);
+  cfg_set(&cfg, golden_at(in, "cfg", (const char *)NULL));
+  job = render(app, &cfg, golden_str(in, "unique_app_id"), "torchx-05b");
+  cJSON_ArrayForEach(t, golden_at(job, "spec", "tasks", (const char *)NULL))
+  {
+    if (is_musterd_task(t)) {
+      /* the job's own musterd task (DIVERGENCES.md): always needed */
+      ASSERT_EQ(golden_at(t, "minAvailable", (const char *)NULL)->valueint, 1);
+      continue;
+    }
+    cJSON_AddItemToArray(names, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(t, "name"), 1));
+    cJSON_AddItemToArray(mins,
+                         cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(t, "minAvailable"), 1));
+  }
+  GOLDEN_JSON_EQ(mins, golden_expect(item, "[task.minAvailable]"), "minAvailable of the tasks");
+  GOLDEN_JSON_EQ(names, golden_expect(item, "task names"), "task names");
+  golden_diverges(item, "bash -c string (replica 0)",
+                  "dist.ddp runs `muster agent` against the job's musterd, not torchrun's c10d");
+  golden_diverges(item, "bash -c string (replica 1)",
+                  "dist.ddp runs `muster agent` against the job's musterd, not torchrun's c10d");
+  cJSON_Delete(names);
+  cJSON_Delete(mins);
+  cJSON_Delete(job);
+  mu_component_free(comp);
+  mu_strvec_release(&argv);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
+
+static const struct golden_check case05[] = {
+    {"a_min_replicas", c05_min_replicas},
+    {"b_dist_ddp_elastic_1:3x4 (DERIVED)", c05_dist_ddp},
+    {NULL, NULL},
+};
+
+TEST(k8s__torchx05_elastic_min_replicas)
+{
+  golden_case_run("torchx-05_k8s_elastic_min_replicas", case05);
+}
+
+/* ===================================================================== case 06: retries */
+
+static cJSON *c06_job(long max_retries, enum mu_retry_policy policy, const char *save_as)
+{
+  struct mu_app *app = case01_app();
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job;
+  /* case 01's app: max_retries 3, retry_policy APPLICATION */
+  ASSERT_EQ(app->roles[0].max_retries, 3);
+  ASSERT_EQ(app->roles[0].retry_policy, MU_RETRY_APPLICATION);
+  app->roles[0].max_retries = max_retries;
+  app->roles[0].retry_policy = policy;
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  job = render(app, &cfg, "app-name-42", save_as);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  return job;
+}
+
+/* The task's maxRetry and policies, as the subcase expects them. */
+static void c06_task_retries(cJSON *job, const cJSON *item)
+{
+  GOLDEN_JSON_EQ(golden_at(task_at(job, 0), "maxRetry", (const char *)NULL),
+                 golden_expect(item, "task.maxRetry"), "task.maxRetry");
+  GOLDEN_JSON_EQ(golden_at(task_at(job, 0), "policies", (const char *)NULL),
+                 golden_expect(item, "task.policies"), "task.policies");
+}
+
+static void c06_application(const cJSON *c, const cJSON *item)
+{
+  cJSON *job = c06_job(3, MU_RETRY_APPLICATION, "torchx-06a");
+  (void)c;
+  c06_task_retries(job, item);
+  GOLDEN_JSON_EQ(golden_at(job, "spec", "maxRetry", (const char *)NULL),
+                 golden_expect(item, "spec.maxRetry"), "spec.maxRetry");
+  cJSON_Delete(job);
+}
+
+static void c06_no_retries(const cJSON *c, const cJSON *item)
+{
+  cJSON *job = c06_job(0, MU_RETRY_APPLICATION, NULL);
+  (void)c;
+  ASSERT_EQ(golden_at(task_at(job, 0), "maxRetry", (const char *)NULL) != NULL,
+            cJSON_IsTrue(golden_expect(item, "task has maxRetry")));
+  ASSERT_EQ(golden_at(task_at(job, 0), "policies", (const char *)NULL) != NULL,
+            cJSON_IsTrue(golden_expect(item, "task has policies")));
+  GOLDEN_JSON_EQ(golden_at(job, "spec", "maxRetry", (const char *)NULL),
+                 golden_expect(item, "spec.maxRetry"), "spec.maxRetry");
+  cJSON_Delete(job);
+}
+
+static void c06_replica(const cJSON *c, const cJSON *item)
+{
+  cJSON *job = c06_job(3, MU_RETRY_REPLICA, "torchx-06c");
+  (void)c;
+  c06_task_retries(job, item);
+  cJSON_Delete(job);
+}
+
+/* "spec.maxRetry = min(role.max_retries over roles)" */
+static void c06_rule(const cJSON *c, const cJSON *item)
+{
+  struct mu_app *app = case01_app();
+  struct mu_role *r2;
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *job;
+  (void)c;
+  ASSERT(strstr(item->valuestring, "spec.maxRetry = min(role.max_retries over roles)") != NULL);
+  r2 = mu_app_add_role(app, "second");
+  r2->image = mu_strdup("img");
+  r2->entrypoint = mu_strdup("main");
+  r2->num_replicas = 1;
+  r2->max_retries = 1;
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  job = render(app, &cfg, "app-name-42", "torchx-06-two-roles");
+  ASSERT_EQ(golden_at(job, "spec", "maxRetry", (const char *)NULL)->valueint, 1);
+  cJSON_Delete(job);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+}
+
+static const struct golden_check case06[] = {
+    {"a_max_retries_3_APPLICATION", c06_application},
+    {"b_max_retries_0", c06_no_retries},
+    {"c_REPLICA_policy (DERIVED)", c06_replica},
+    {"rule", c06_rule},
+    {NULL, NULL},
+};
+
+TEST(k8s__torchx06_retries)
+{
+  golden_case_run("torchx-06_k8s_retries", case06);
+}
+
+/* ======================================================= case 07: status, logs, cancel, list */
+
+/* The kubectl call that makes the case's API call: `kubectl -n NAMESPACE VERB PLURAL.GROUP REST`.
+ * Returns: a new line (mu_free). */
+static char *kubectl_call(const cJSON *kw, const char *verb, const char *rest)
+{
+  return mu_asprintf("kubectl -n %s %s %s.%s %s\n", golden_str(kw, "namespace"), verb,
+                     golden_str(kw, "plural"), golden_str(kw, "group"), rest);
+}
+
+/* Describe through kubectl: `get jobs.batch.volcano.sh NAME -o json` answered with the case's
+ * API object (which has no metadata: so no pod names for the hostnames, as in TorchX). The
+ * subcase without an app id or API arguments asks for "ns:x". */
+static void c07_describe(const cJSON *c, const cJSON *item)
+{
+  const cJSON *in = golden_at(item, "input", (const char *)NULL);
+  const cJSON *obj =
+      golden_at(in, "get_namespaced_custom_object_status returns", (const char *)NULL);
+  const cJSON *id = golden_at(in, "app_id", (const char *)NULL);
+  char *answer = cJSON_PrintUnformatted(obj ? obj : golden_at(in, "returns", (const char *)NULL));
+  char *dir = fake_kubectl(answer, NULL, 0), *calls = golden_tool_calls(dir);
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_app_status st;
+  struct mu_buf err = MU_BUF_INIT(4096);
+  cJSON *roles, *statuses;
+  (void)c;
+  if (mu_sched_describe(&mu_sched_kubernetes, id ? id->valuestring : "ns:x", &cfg, &st, &err) != 0)
+    MU__FAIL("describe: %s", mu_buf_str(&err));
+  mu_free(calls);
+  calls = golden_tool_calls(dir);
+  if (golden_at(item, "expected", "api kwargs", (const char *)NULL)) {
+    const cJSON *kw = golden_expect(item, "api kwargs");
+    char *rest = mu_asprintf("%s -o json", golden_str(kw, "name")),
+         *want = kubectl_call(kw, "get", rest);
+    ASSERT_STR_EQ(calls, want);
+    mu_free(rest);
+    mu_free(want);
+  }
+  ASSERT_STR_EQ(mu_job_state_name(st.state), golden_expect(item, "state")->valuestring);
+  golden_status_roles(&st, &roles, &statuses);
+  GOLDEN_JSON_EQ(roles, golden_expect(item, "roles"), "roles");
+  GOLDEN_JSON_EQ(statuses, golden_expect(item, "roles_statuses"), "roles_statuses");
+  cJSON_Delete(roles);
+  cJSON_Delete(statuses);
+  mu_app_status_release(&st);
+  mu_free(answer);
+  mu_free(calls);
+  mu_free(dir);
+  mu_buf_release(&err);
+}
+
+/* List through `kubectl get jobs.batch.volcano.sh -l app.kubernetes.io/managed-by=muster`: the
+ * label selects muster's jobs (TorchX lists every Volcano job), DIVERGENCES.md. */
+static void c07_list(const cJSON *c, const cJSON *item)
+{
+  const cJSON *in = golden_at(item, "input", (const char *)NULL),
+              *kw = golden_expect(item, "api kwargs");
+  cJSON *answer = cJSON_CreateObject(), *got = cJSON_CreateArray();
+  char *text, *dir, *calls, *want;
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_app_list_entry *l = NULL;
+  size_t n = 0;
+  struct mu_buf err = MU_BUF_INIT(4096);
+  (void)c;
+  cJSON_AddItemToObject(answer, "items",
+                        cJSON_Duplicate(golden_at(in, "items", (const char *)NULL), 1));
+  text = cJSON_PrintUnformatted(answer);
+  dir = fake_kubectl(text, NULL, 0);
+  ASSERT_STR_EQ(golden_str(in, "active kube context namespace"), golden_str(kw, "namespace"));
+  if (mu_sched_kubernetes.list(&cfg, &l, &n, &err) != 0)
+    MU__FAIL("list: %s", mu_buf_str(&err));
+  calls = golden_tool_calls(dir);
+  want = kubectl_call(kw, "get", "-l app.kubernetes.io/managed-by=muster -o json");
+  ASSERT_STR_EQ(calls, want);
+  ASSERT_EQ(golden_at(kw, "timeout_seconds", (const char *)NULL)->valueint, 30); /* kubectl's own */
+  for (size_t i = 0; i < n; i++) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "app_id", l[i].app_id);
+    cJSON_AddStringToObject(e, "state", mu_job_state_name(l[i].state));
+    cJSON_AddItemToArray(got, e);
+  }
+  GOLDEN_JSON_EQ(got, golden_expect(item, "apps"), "apps");
+  mu_app_list_free(l, n);
+  cJSON_Delete(answer);
+  cJSON_Delete(got);
+  mu_free(text);
+  mu_free(dir);
+  mu_free(calls);
+  mu_free(want);
+  mu_buf_release(&err);
+}
+
+/* The log of replica K of a role: `kubectl logs JOB-ROLE-K-0`. muster prints the pod's log as
+ * it is: filtering by a regex is grep's job (DIVERGENCES.md). */
+static void c07_log(const cJSON *c, const cJSON *item)
+{
+  const cJSON *in = golden_at(item, "input", (const char *)NULL),
+              *kw = golden_expect(item, "read_namespaced_pod_log kwargs"), *line;
+  const char *text = golden_str(in, "pod log text"), *regex = golden_str(in, "regex");
+  char *dir = fake_kubectl(text, NULL, 0), *calls, *want, outp[] = "/tmp/mu-unit-log-XXXXXX";
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_buf err = MU_BUF_INIT(4096), got = MU_BUF_INIT(1 << 20), filtered = MU_BUF_INIT(4096);
+  int fd = mkstemp(outp);
+  (void)c;
+  ASSERT(fd >= 0);
+  if (mu_sched_kubernetes.log_open(golden_str(in, "app_id"), golden_str(in, "role_name"),
+                                   golden_at(in, "k", (const char *)NULL)->valueint,
+                                   MU_STREAM_COMBINED, 0, -1, fd, &cfg, &err) != 0)
+    MU__FAIL("log: %s", mu_buf_str(&err));
+  close(fd);
+  calls = golden_tool_calls(dir);
+  want =
+      mu_asprintf("kubectl -n %s logs %s\n", golden_str(kw, "namespace"), golden_str(kw, "name"));
+  ASSERT_STR_EQ(calls, want);
+  ASSERT_EQ(mu_read_file(outp, 1 << 20, &got), 0);
+  ASSERT_STR_EQ(mu_buf_str(&got), text);
+  /* the lines TorchX returns are the ones with the regex in them */
+  {
+    char *copy = mu_strdup(text), *save = NULL;
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+      if (strstr(l, regex))
+        mu_buf_printf(&filtered, "%s\n", l);
+    mu_free(copy);
+  }
+  {
+    struct mu_buf w = MU_BUF_INIT(4096);
+    cJSON_ArrayForEach(line, golden_expect(item, "lines")) mu_buf_puts(&w, line->valuestring);
+    ASSERT_STR_EQ(mu_buf_str(&filtered), mu_buf_str(&w));
+    mu_buf_release(&w);
+  }
+  ASSERT(cJSON_IsTrue(golden_at(kw, "timestamps", (const char *)NULL))); /* TorchX's; not ours */
+  unlink(outp);
+  mu_free(dir);
+  mu_free(calls);
+  mu_free(want);
+  mu_buf_release(&err);
+  mu_buf_release(&got);
+  mu_buf_release(&filtered);
+}
+
+static void c07_cancel(const cJSON *c, const cJSON *item)
+{
+  const cJSON *kw = golden_expect(item, "delete_namespaced_custom_object kwargs");
+  char *dir = fake_kubectl("job.batch.volcano.sh deleted\n", NULL, 0), *calls, *want;
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_buf err = MU_BUF_INIT(4096);
+  (void)c;
+  if (mu_sched_kubernetes.cancel_existing(
+          golden_str(golden_at(item, "input", (const char *)NULL), "app_id"), &cfg, &err) != 0)
+    MU__FAIL("cancel: %s", mu_buf_str(&err));
+  calls = golden_tool_calls(dir);
+  want = kubectl_call(kw, "delete", golden_str(kw, "name"));
+  ASSERT_STR_EQ(calls, want);
+  mu_free(dir);
+  mu_free(calls);
+  mu_free(want);
+  mu_buf_release(&err);
+}
+
+static void c07_job_states(const cJSON *c, const cJSON *table)
+{
+  const cJSON *row;
+  (void)c;
+  cJSON_ArrayForEach(row, table)
+  {
+    ASSERT_STR_EQ(mu_job_state_name(mu_k8s_job_state(row->string)), row->valuestring);
+  }
+  ASSERT_EQ(mu_k8s_job_state(NULL), MU_STATE_UNKNOWN);
+}
+
+static void c07_task_states(const cJSON *c, const cJSON *table)
+{
+  const cJSON *row;
+  (void)c;
+  cJSON_ArrayForEach(row, table)
+  {
+    ASSERT_STR_EQ(mu_job_state_name(mu_k8s_task_state(row->string)), row->valuestring);
+  }
+}
+
+static const struct golden_check case07[] = {
+    {"describe_completed", c07_describe},
+    {"describe_no_status", c07_describe},
+    {"list", c07_list},
+    {"log_iter", c07_log},
+    {"cancel", c07_cancel},
+    {"JOB_STATE", c07_job_states},
+    {"TASK_STATE", c07_task_states},
+    {NULL, NULL},
+};
+
+TEST(k8s__torchx07_status_logs_cancel_list)
+{
+  golden_case_run("torchx-07_k8s_status_logs_cancel_list", case07);
+}
+
+TEST(k8s__torchx_every_case_runs)
+{
+  static const char *const dirs[] = {"torchx-01_k8s_single_role_dryrun",
+                                     "torchx-02_k8s_multi_replica_rank0",
+                                     "torchx-03_k8s_mounts_devices_nodeselector",
+                                     "torchx-04_k8s_queue_priority_service_account_namespace",
+                                     "torchx-05_k8s_elastic_min_replicas",
+                                     "torchx-06_k8s_retries",
+                                     "torchx-07_k8s_status_logs_cancel_list",
+                                     NULL};
+  golden_all_cases_listed("_k8s_", dirs);
 }
 
 /* ------------------------------------------------------------------------------ YAML */
@@ -194,163 +1195,6 @@ TEST(k8s__yaml_parse_error_names_line)
   ASSERT(strstr(mu_buf_str(&err), "line") != NULL);
   ASSERT_NULL(out);
   mu_buf_release(&err);
-}
-
-/* ------------------------------------------------------------------------ TorchX 01-06 */
-
-TEST(k8s__torchx01_single_role)
-{
-  full_case("torchx-01_k8s_single_role_dryrun", "expected.yaml", "torchx-01");
-}
-
-TEST(k8s__torchx02_multi_replica_rank0)
-{
-  full_case("torchx-02_k8s_multi_replica_rank0", "expected.derived.yaml", "torchx-02");
-}
-
-TEST(k8s__torchx03_mounts_devices_nodeselector)
-{
-  struct mu_app *app = case01_app();
-  struct mu_role *r = &app->roles[0];
-  struct mu_cfg cfg = {MU_KVLIST_INIT};
-  struct mu_buf err = MU_BUF_INIT(1024);
-  cJSON *job, *ctr, *vols, *mnts, *lim;
-
-  mu_kvlist_set(&cfg.values, "queue", "q");
-  /* a: a PVC; b: device mounts rwm and r */
-  mu_role_release(r);
-  memset(r, 0, sizeof *r);
-  r->name = mu_strdup("foo");
-  r->image = mu_strdup("pytorch/torchx:latest");
-  r->entrypoint = mu_strdup("main");
-  r->num_replicas = 1;
-  r->min_replicas = -1;
-  r->resource.cpu = 96;
-  r->resource.gpu = 8;
-  r->resource.memMB = 1132416;
-  mu_resource_add_device(&r->resource, "vpc.amazonaws.com/efa", 4);
-  mu_kvlist_set(&r->resource.capabilities, "node.kubernetes.io/instance-type", "p4d.24xlarge");
-  {
-    static const char *const items[] = {"type=volume", "src=name", "dst=/dst", "readonly",
-                                        "type=device", "src=foo",  "dst=bar",  "perm=rwm",
-                                        "type=device", "src=foo2", "dst=bar2", "perm=r"};
-    struct mu_strvec sv = MU_STRVEC_INIT;
-    size_t j;
-    for (j = 0; j < 12; j++)
-      mu_strvec_push(&sv, items[j]);
-    if (mu_mounts_parse(r, sv.v, 12, &err) != 0)
-      MU__FAIL("mounts: %s", mu_buf_str(&err));
-    mu_strvec_release(&sv);
-  }
-  job = render(app, &cfg, "app-name-42", "torchx-03");
-  ctr = container_of(task_at(job, 0));
-  vols = cJSON_GetObjectItemCaseSensitive(pod_spec(task_at(job, 0)), "volumes");
-  mnts = cJSON_GetObjectItemCaseSensitive(ctr, "volumeMounts");
-  ASSERT_STR_EQ(
-      cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(vols, 1), "persistentVolumeClaim"),
-                          "claimName")
-          ->valuestring,
-      "name");
-  ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(mnts, 1), "readOnly")));
-  ASSERT_STR_EQ(
-      cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(vols, 2), "hostPath"), "path")
-          ->valuestring,
-      "foo");
-  ASSERT(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetArrayItem(mnts, 2), "readOnly")));
-  ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(mnts, 3), "readOnly")));
-  ASSERT(
-      cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(ctr, "securityContext"), "privileged")));
-  lim = cJSON_GetObjectItem(cJSON_GetObjectItem(ctr, "resources"), "limits");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(lim, "cpu")->valuestring, "96000m");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(lim, "memory")->valuestring, "1132416M");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(lim, "vpc.amazonaws.com/efa")->valuestring, "4");
-  lim = cJSON_GetObjectItem(cJSON_GetObjectItem(ctr, "resources"), "requests");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(lim, "cpu")->valuestring, "95900m");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(lim, "memory")->valuestring, "1131392M");
-  ASSERT_NULL(cJSON_GetObjectItem(lim, "vpc.amazonaws.com/efa"));
-  ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(pod_spec(task_at(job, 0)), "nodeSelector"),
-                                    "node.kubernetes.io/instance-type")
-                    ->valuestring,
-                "p4d.24xlarge");
-  cJSON_Delete(job);
-  mu_app_free(app);
-  mu_cfg_release(&cfg);
-  mu_buf_release(&err);
-}
-
-TEST(k8s__torchx04_queue_priority_service_account)
-{
-  struct mu_app *app = case01_app();
-  struct mu_cfg cfg = {MU_KVLIST_INIT};
-  struct mu_buf err = MU_BUF_INIT(1024);
-  cJSON *job = NULL, *spec;
-
-  /* queue is required with Volcano */
-  ASSERT_EQ(mu_k8s_render(app, &cfg, "x", &job, &err), MU_EINVAL);
-  ASSERT(strstr(mu_buf_str(&err), "-cfg queue") != NULL);
-  mu_kvlist_set(&cfg.values, "queue", "testqueue");
-  mu_kvlist_set(&cfg.values, "priority_class", "high");
-  mu_kvlist_set(&cfg.values, "service_account", "srvacc");
-  mu_kvlist_set(&cfg.values, "image_repo", "example.com/some/repo");
-  mu_free(app->roles[0].image);
-  app->roles[0].image = mu_strdup("sha256:testhash");
-  job = render(app, &cfg, "app-name-42", "torchx-04");
-  spec = cJSON_GetObjectItem(job, "spec");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(spec, "queue")->valuestring, "testqueue");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(spec, "priorityClassName")->valuestring, "high");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(pod_spec(task_at(job, 0)), "serviceAccountName")->valuestring,
-                "srvacc");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(container_of(task_at(job, 0)), "image")->valuestring,
-                "example.com/some/repo:testhash");
-  cJSON_Delete(job);
-  mu_app_free(app);
-  mu_cfg_release(&cfg);
-  mu_buf_release(&err);
-}
-
-TEST(k8s__torchx05_min_replicas)
-{
-  struct mu_app *app = case01_app();
-  struct mu_cfg cfg = {MU_KVLIST_INIT};
-  cJSON *job;
-  int i;
-  static const int want[] = {1, 1, 0};
-
-  mu_kvlist_set(&cfg.values, "queue", "q");
-  app->roles[0].num_replicas = 3;
-  app->roles[0].min_replicas = 2;
-  job = render(app, &cfg, "app-name-42", "torchx-05");
-  for (i = 0; i < 3; i++)
-    ASSERT_EQ(cJSON_GetObjectItem(task_at(job, i), "minAvailable")->valueint, want[i]);
-  ASSERT_NULL(cJSON_GetObjectItem(cJSON_GetObjectItem(job, "spec"), "minAvailable"));
-  cJSON_Delete(job);
-  mu_app_free(app);
-  mu_cfg_release(&cfg);
-}
-
-TEST(k8s__torchx06_retries)
-{
-  struct mu_app *app = case01_app();
-  struct mu_cfg cfg = {MU_KVLIST_INIT};
-  cJSON *job, *t;
-
-  mu_kvlist_set(&cfg.values, "queue", "q");
-  app->roles[0].max_retries = 0;
-  job = render(app, &cfg, "app-name-42", NULL);
-  t = task_at(job, 0);
-  ASSERT_NULL(cJSON_GetObjectItem(t, "maxRetry"));
-  ASSERT_NULL(cJSON_GetObjectItem(t, "policies"));
-  ASSERT_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(job, "spec"), "maxRetry")->valueint, 0);
-  cJSON_Delete(job);
-  app->roles[0].max_retries = 3;
-  app->roles[0].retry_policy = MU_RETRY_REPLICA;
-  job = render(app, &cfg, "app-name-42", "torchx-06");
-  t = task_at(job, 0);
-  ASSERT_EQ(cJSON_GetObjectItem(t, "maxRetry")->valueint, 3);
-  ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(t, "policies")), 0);
-  cJSON_Delete(job);
-  mu_app_free(app);
-  mu_cfg_release(&cfg);
 }
 
 /* ----------------------------------------------------------------------- muster's own */
@@ -489,71 +1333,4 @@ TEST(k8s__own_musterd_task_and_rdzv_override)
   mu_app_free(app);
   mu_cfg_release(&cfg);
   mu_buf_release(&err);
-}
-
-/* ----------------------------------------------------------------------------- TorchX 07 */
-
-TEST(k8s__torchx07_states_and_describe)
-{
-  struct mu_app_status st;
-  struct mu_buf err = MU_BUF_INIT(1024);
-  const char *completed = "{\"metadata\":{\"name\":\"testid\"},\"status\":{\"state\":{\"phase\":"
-                          "\"Completed\"},\"succeeded\":1,\"taskStatusCount\":{\"echo-0\":{"
-                          "\"phase\":{\"Succeeded\":1}},\"musterd\":{\"phase\":{\"Running\":1}}}}}";
-
-  ASSERT_EQ(mu_k8s_job_state("Pending"), MU_STATE_PENDING);
-  ASSERT_EQ(mu_k8s_job_state("Aborting"), MU_STATE_RUNNING);
-  ASSERT_EQ(mu_k8s_job_state("Aborted"), MU_STATE_CANCELLED);
-  ASSERT_EQ(mu_k8s_job_state("Restarting"), MU_STATE_RUNNING);
-  ASSERT_EQ(mu_k8s_job_state("Completed"), MU_STATE_SUCCEEDED);
-  ASSERT_EQ(mu_k8s_job_state("Terminating"), MU_STATE_RUNNING);
-  ASSERT_EQ(mu_k8s_job_state("Terminated"), MU_STATE_FAILED);
-  ASSERT_EQ(mu_k8s_job_state("Failed"), MU_STATE_FAILED);
-  ASSERT_EQ(mu_k8s_job_state(NULL), MU_STATE_UNKNOWN);
-  ASSERT_EQ(mu_k8s_task_state("Bound"), MU_STATE_PENDING);
-  ASSERT_EQ(mu_k8s_task_state("Releasing"), MU_STATE_RUNNING);
-  ASSERT_EQ(mu_k8s_task_state("Unknown"), MU_STATE_UNKNOWN);
-
-  ASSERT_EQ(mu_k8s_parse_status(completed, "testnamespace:testid", &st, &err), 0);
-  ASSERT_EQ(st.state, MU_STATE_SUCCEEDED);
-  ASSERT_EQ(st.nreplicas, 1);
-  ASSERT_STR_EQ(st.replicas[0].role, "echo");
-  ASSERT_EQ(st.replicas[0].replica_id, 0);
-  ASSERT_EQ(st.replicas[0].state, MU_STATE_SUCCEEDED);
-  ASSERT_STR_EQ(st.replicas[0].hostname, "testid-echo-0-0");
-  mu_app_status_release(&st);
-
-  ASSERT_EQ(mu_k8s_parse_status("{}", "ns:x", &st, &err), 0);
-  ASSERT_EQ(st.state, MU_STATE_UNKNOWN);
-  ASSERT_EQ(st.nreplicas, 0);
-  mu_app_status_release(&st);
-  ASSERT_EQ(mu_k8s_parse_status("not json", "ns:x", &st, &err), MU_EPARSE);
-  mu_app_status_release(&st);
-  mu_buf_release(&err);
-}
-
-TEST(k8s__torchx07_list)
-{
-  struct mu_app_list_entry *l = NULL;
-  size_t n = 0;
-  struct mu_buf err = MU_BUF_INIT(1024);
-  const char *js = "{\"items\":[{\"metadata\":{\"name\":\"cifar-trainer-something\"},"
-                   "\"status\":{\"state\":{\"phase\":\"Completed\"}}},{\"metadata\":{\"name\":"
-                   "\"test-trainer\"},\"status\":{\"state\":{\"phase\":\"Terminated\"}}}]}";
-  ASSERT_EQ(mu_k8s_parse_list(js, "default", &l, &n, &err), 0);
-  ASSERT_EQ(n, 2);
-  ASSERT_STR_EQ(l[0].app_id, "default:cifar-trainer-something");
-  ASSERT_EQ(l[0].state, MU_STATE_SUCCEEDED);
-  ASSERT_STR_EQ(l[1].app_id, "default:test-trainer");
-  ASSERT_EQ(l[1].state, MU_STATE_FAILED);
-  mu_app_list_free(l, n);
-  ASSERT_EQ(mu_k8s_parse_list("{}", "default", &l, &n, &err), MU_EPARSE);
-  mu_buf_release(&err);
-}
-
-TEST(k8s__torchx07_log_pod_name)
-{
-  char *t = mu_k8s_task_name("role_blah", 1);
-  ASSERT_STR_EQ(t, "roleblah-1");
-  mu_free(t);
 }
