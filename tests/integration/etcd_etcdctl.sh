@@ -10,8 +10,8 @@ export ETCDCTL_API=2
 
 t_start_target
 
-# (background watches call `timeout 10 etcdctl` directly so that $! is a PID that kill stops)
-ctl() { timeout 10 etcdctl --endpoints "$URL" "$@"; }
+# (background watches call `timeout 120 etcdctl`, a safety net only, directly so that $! is a PID that kill stops)
+ctl() { timeout 60 etcdctl --endpoints "$URL" "$@"; }
 # run NAME WANT_RC WANT_OUTPUT ARGS...: stdout+stderr, "[index]" numbers blanked.
 run() {
   local name=$1 want_rc=$2 want_out=$3 out rc; shift 3
@@ -115,7 +115,7 @@ wait_watchers() { # n
 
 # watch: blocks until the next change and prints it
 w_out=$T_DIR/watch.out
-timeout 10 etcdctl --endpoints "$URL" watch /ctl/w >"$w_out" 2>&1 & wpid=$!
+timeout 120 etcdctl --endpoints "$URL" watch /ctl/w >"$w_out" 2>&1 & wpid=$!
 wait_watchers 1
 ctl set /ctl/w first >/dev/null
 for _ in $(seq 50); do kill -0 "$wpid" 2>/dev/null || break; sleep 0.1; done
@@ -128,7 +128,7 @@ ctl set /ctl/w second >/dev/null
 ctl set /ctl/w third >/dev/null
 run "watch --after-index (history)" 0 "second" watch --after-index "$idx" /ctl/w
 wait_watchers 0
-timeout 10 etcdctl --endpoints "$URL" watch -r /ctl >"$w_out" 2>&1 & wpid=$!
+timeout 120 etcdctl --endpoints "$URL" watch -r /ctl >"$w_out" 2>&1 & wpid=$!
 wait_watchers 1
 ctl set /ctl/sub/deep v >/dev/null
 for _ in $(seq 50); do kill -0 "$wpid" 2>/dev/null || break; sleep 0.1; done
@@ -136,7 +136,8 @@ kill "$wpid" 2>/dev/null; wait "$wpid"
 t_expect_eq "watch -r: child change" "$(cat "$w_out")" "[set] /ctl/sub/deep
 v"
 wait_watchers 0
-timeout 10 etcdctl --endpoints "$URL" watch --forever /ctl/f >"$w_out" 2>&1 & wpid=$!
+# timeout: only a safety net past the waits below (3 × 20 s); the test stops it by its PID
+timeout 120 etcdctl --endpoints "$URL" watch --forever /ctl/f >"$w_out" 2>&1 & wpid=$!
 for v in 1 2 3; do
   wait_watchers 1
   ctl set /ctl/f "$v" >/dev/null
