@@ -138,9 +138,12 @@ def node_view(n):
 def interpret(f, status, hdrs, body):
     """Turns a reply into the history's result. Returns: (result or None for unknown, why)."""
     try:
-        d = json.loads(body)
-    except ValueError:
-        return None, "HTTP %d with a body that is not JSON" % status
+        return _interpret(f, status, json.loads(body))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        return None, "HTTP %d that does not parse (%s): %r" % (status, e, body[:120])
+
+
+def _interpret(f, status, d):
     if status in (200, 201) and "node" in d:
         n = d["node"]
         r = {"ok": 1, "mi": n["modifiedIndex"], "ci": n["createdIndex"]}
@@ -156,7 +159,7 @@ def interpret(f, status, hdrs, body):
     if code in (101, 105):
         return {"ok": 0, "code": code, "cause": d.get("cause", "")}, None
     # 300 raft internal error, 301 during leader election, 5xx...: may or may not have happened
-    return None, "HTTP %d %s" % (status, body[:120].decode("utf-8", "replace").strip())
+    return None, "HTTP %d %s" % (status, json.dumps(d)[:120])
 
 
 class Workload:
@@ -183,12 +186,21 @@ KINDS = [("get", 26), ("create", 10), ("create_ttl", 4), ("set", 9), ("set_ttl",
 
 
 def client(cid, wl, port, stop, out, seed):
+    hist = []
+    out[cid] = hist  # whatever happens to this thread, its history is kept
+    try:
+        _client(cid, wl, port, stop, hist, seed)
+    except Exception as e:  # a bug of the harness: stop the run, loudly
+        out["error"] = "client %d: %s: %s" % (cid, type(e).__name__, e)
+        stop.set()
+
+
+def _client(cid, wl, port, stop, hist, seed):
     rnd = random.Random(seed)
     c = Conn(port)
     names = [k for k, _ in KINDS]
     weights = [w for _, w in KINDS]
     seq = 0
-    hist = []
     while not stop.is_set():
         hot, cool = wl.keys()
         seq += 1
@@ -269,7 +281,6 @@ def client(cid, wl, port, stop, out, seed):
             wl.last[key] = (res["v"], res["mi"], has_ttl)
         hist.append(rec)
     c.close()
-    out[cid] = hist
 
 
 class Server:
@@ -434,6 +445,8 @@ def main(argv):
             srv.proc.kill()
             srv.proc.wait()
     t_run = time.monotonic() - t_run
+    if "error" in hist:
+        failure.append(hist.pop("error"))
     ops = []
     for cid in sorted(hist):
         ops.extend(hist[cid])
