@@ -6,7 +6,7 @@
 # tests/linearizability/lincheck.py (Wing & Gong search with memoization, per key). Runs: the
 # checker's self-tests, musterd --fsync batch, musterd --fsync always, and etcd 3.4 --enable-v2
 # as the control. Each must show zero anomalies.
-#   Kills per run: 20 (batch), 10 (always), 20 (etcd), about 80 s in all; MU_LONG_TESTS=1:
+#   Kills per run: 20 (batch), 10 (always), 20 (etcd), about 90 s in all; MU_LONG_TESTS=1:
 #   100, 50 and 100 (about 7 minutes: within CTest's 600 s).
 #   MU_LIN_KILLS=N overrides every run's kill count; MU_LIN_SEED=N fixes the workload seed.
 #   A failing run keeps its data dirs, logs and history.jsonl (the path is printed).
