@@ -36,8 +36,9 @@ run() { # name harness-args...
   mkdir -p "$T_DIR/$name"
   t_spawn "$name" "$PY" "$LIN/harness.py" --dir "$T_DIR/$name" "${SEED[@]}" "$@"
   wait "$T_LAST_PID"; rc=$?
-  grep -E '^[a-z].*: [0-9]+ (kills|operations|anomalies)|placed|run failed|did not exit|too few' \
+  grep -E '^[a-z].*: ([0-9]+ (kills|operations|anomalies)|linearizations placed|run failed)' \
     "$T_DIR/$name.log" | sed 's/^/# /'
+  grep -E '^[a-z].*: (musterd did not exit|too few|no TTL)' "$T_DIR/$name.log" | sed 's/^/#   /'
   if [ "$rc" = 0 ]; then
     t_ok "$name: linearizable, zero anomalies"
   else
