@@ -169,7 +169,7 @@ class Workload:
         self.a = args
         self.run = run
         self.t0 = time.monotonic()
-        self.last = {}  # key -> (value, modifiedIndex) last seen by any client
+        self.last = {}  # key -> (value, modifiedIndex, has a TTL) last seen by any client
 
     def keys(self):
         """Returns: (hot keys, cooling keys). Hot keys get the full mix; the previous
