@@ -26,16 +26,6 @@ void v2_register(struct rv_server *srv);
  * Ownership: borrowed, lives until rv_server_close(). */
 struct v2_store *v2_store_of(struct rv_server *srv);
 
-/* Answers a write: as rv_reply(), or later (a durability layer holds the answer until the
- * write is on disk). Ownership: every argument is copied before it returns. */
-typedef void v2_reply_fn(void *data, struct rv_req *req, int status, const char *content_type,
-                         const char *extra_headers, const void *body, size_t len);
-
-/* Routes the answers of every v2 write (set, create, update, compare-and-swap, deletes)
- * through `fn(data, ...)` from now on; NULL restores plain rv_reply(). Reads and watches are
- * answered at once. Ownership: `data` is borrowed until replaced. */
-void v2_set_write_reply(struct rv_server *srv, v2_reply_fn *fn, void *data);
-
 /* The v2 API's hooks for the server's gate (refusals in etcd's shape, usage for quotas);
  * v2_cluster.c's rows share them with v2_keys.c's. */
 extern const struct rv_api v2_api;

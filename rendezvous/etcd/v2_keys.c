@@ -19,8 +19,6 @@ struct v2 {
   struct rv_server *srv;
   struct v2_store *store;
   uint64_t watches_open;
-  v2_reply_fn *write_reply; /* NULL: rv_reply() */
-  void *write_reply_data;
 };
 
 struct v2_watch {
@@ -41,24 +39,11 @@ struct v2_store *v2_store_of(struct rv_server *srv)
   return v2 != NULL ? v2->store : NULL;
 }
 
-void v2_set_write_reply(struct rv_server *srv, v2_reply_fn *fn, void *data)
-{
-  struct v2 *v2 = rv_server_module_data(srv, "v2");
-  if (v2 == NULL)
-    return;
-  v2->write_reply = fn;
-  v2->write_reply_data = data;
-}
-
+/* A write's answer (a durability layer holds it through the server's barrier). */
 static void write_reply(struct rv_req *req, int status, const char *extra_headers, const char *body,
                         size_t len)
 {
-  struct v2 *v2 = v2_of(req);
-  if (v2->write_reply != NULL)
-    v2->write_reply(v2->write_reply_data, req, status, "application/json", extra_headers, body,
-                    len);
-  else
-    rv_reply(req, status, "application/json", extra_headers, body, len);
+  rv_reply(req, status, "application/json", extra_headers, body, len);
 }
 
 /* Go's strconv.ParseBool. Returns: 0/1, or -1 when not a boolean. */

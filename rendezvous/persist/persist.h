@@ -4,7 +4,7 @@
  *
  * Owns: the record format (wal.h, wal.c), records and snapshots (records.c), the log writer and
  * its group-commit thread (sync.c), recovery (recovery.c); persist_int.h is what they share.
- * May call: the etcd layer (the store, its commit hook, v2_set_write_reply()), the rdzv layer
+ * May call: the etcd layer (the store and its commit hook), the rdzv layer
  * (the state machine's change hook and codec), the server layer (modules, replies) and common/.
  * The layers it logs know nothing of it: it hooks into them.
  *
@@ -18,8 +18,9 @@
  *   always  write() + fdatasync() in the hook, before the reply is built;
  *   batch   group commit: records gather in memory; after each loop iteration a dedicated
  *           thread write()s and fdatasync()s them as one batch while the loop keeps serving;
- *           the replies of those writes are held (through v2_set_write_reply()) until their batch's
- *           fdatasync() returned;
+ *           every output a connection queues meanwhile (replies, errors, watch events) is held
+ *           by the server's barrier (rv_server_set_barrier()) until the records appended before
+ *           it are durable;
  *   off     write() in the hook (survives a crash of musterd, not of the machine).
  * Every `snapshot_every` records, a snapshot is written (temp file, fsync, rename), a new log
  * segment started, and older snapshots and segments deleted.
@@ -85,12 +86,12 @@ struct persist *persist_open(const char *dir, enum persist_fsync mode, uint64_t 
                              struct v2_store *s, struct rdzv *rdzv, uv_loop_t *loop,
                              struct persist_report *rep, struct mu_buf *err);
 
-/* Registers the module "persist" on `srv` (/metrics, shutdown hook) and holds the answer of
- * every etcd v2 write until its record is durable (v2_set_write_reply()). */
+/* Registers the module "persist" on `srv` (/metrics, shutdown hook) and installs the server's
+ * durability barrier: no output reveals a record before it is durable. */
 void persist_attach(struct persist *p, struct rv_server *srv);
 
 /* Graceful stop, before rv_server_close(): waits for the batch being synced, syncs the rest,
- * answers every held reply, writes a final snapshot and stops logging. Returns: 0, or a
+ * sends every held output, writes a final snapshot and stops logging. Returns: 0, or a
  * negative errno from the disk (the log is still consistent up to the last sync). */
 int persist_stop(struct persist *p);
 

@@ -55,10 +55,8 @@ struct persist {
   uint64_t inflight_last;
   uint64_t thread_done; /* records durable according to the thread */
 
-  struct mu_list held; /* replies waiting for their records (struct held), oldest first */
-
   /* /metrics */
-  uint64_t m_syncs, m_bytes, m_snapshots, m_max_batch, m_held;
+  uint64_t m_syncs, m_bytes, m_snapshots, m_max_batch;
 };
 
 /* records.c: files, records, snapshots */
@@ -94,8 +92,8 @@ int persist_put_rdzv(struct persist *p, struct mu_buf *out);
 int persist_wait_idle(struct persist *p);
 /* Writes and syncs the pending records on the loop thread. Returns: 0, or -errno. */
 int persist_flush_sync(struct persist *p);
-/* Answers every held reply whose records are durable. */
-void persist_release_held(struct persist *p);
+/* Tells the server which records are durable (it sends the output held for them). */
+void persist_notify_durable(struct persist *p);
 /* The store's commit hook and the rendezvous' change hook (recovery.c installs them). */
 void persist_on_commit(void *data, const struct v2_event *e);
 void persist_on_rdzv_change(void *data);

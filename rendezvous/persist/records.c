@@ -324,7 +324,7 @@ int persist_snapshot(struct persist *p)
   p->since_snap = 0;
   p->m_snapshots++;
   remove_older(p, s->index, s->index + 1);
-  persist_release_held(p);
+  persist_notify_durable(p);
 out:
   if (w.fd >= 0)
     close(w.fd);

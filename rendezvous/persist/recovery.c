@@ -495,7 +495,6 @@ struct persist *persist_open(const char *dir, enum persist_fsync mode, uint64_t 
   p->loop = loop;
   p->lock_fd = -1;
   p->fd = -1;
-  mu_list_init(&p->held);
   mu_buf_init(&p->pending, MU_BUF_UNBOUNDED);
   mu_buf_init(&p->inflight, MU_BUF_UNBOUNDED);
   uv_mutex_init(&p->mu);

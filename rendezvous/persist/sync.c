@@ -1,6 +1,6 @@
 /* The log writer: appending records from the store's commit hook and the rendezvous' change
- * hook, the group-commit thread of batch mode, the write replies held until their records are
- * durable, and the module's stop, close and free (see persist.h). */
+ * hook, the group-commit thread of batch mode, the server's durability barrier (no output
+ * reveals a record before it is durable), and the module's stop, close and free (see persist.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +15,6 @@
 #include "rdzv.h"
 #include "store.h"
 #include "v2.h"
-
-/* A reply waiting for the sync of the batch that holds its record. */
-struct held {
-  struct mu_list_node link; /* on p->held */
-  struct persist *p;
-  struct rv_req *req;
-  uint64_t need; /* records that must be synced */
-  int status;
-  char *ctype, *hdrs, *body;
-  size_t len;
-};
 
 int persist_fsync_parse(const char *name, enum persist_fsync *out)
 {
@@ -56,64 +45,23 @@ static void fatal_io(struct persist *p, const char *what, int err)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Held replies
+ * The barrier: no output reveals a record before it is durable
  */
 
-static struct held *held_at(struct mu_list_node *x)
-{
-  return MU_CONTAINER_OF(x, struct held, link);
-}
-
-static void held_free(struct held *h)
-{
-  mu_free(h->ctype);
-  mu_free(h->hdrs);
-  mu_free(h->body);
-  mu_free(h);
-}
-
-static void held_gone(struct rv_req *req, void *data)
-{
-  struct held *h = data;
-  (void)req;
-  mu_list_remove(&h->p->held, &h->link);
-  held_free(h);
-}
-
-void persist_release_held(struct persist *p)
-{
-  while (p->held.head != NULL && held_at(p->held.head)->need <= p->synced) {
-    struct held *h = held_at(p->held.head);
-    mu_list_remove(&p->held, &h->link);
-    rv_reply(h->req, h->status, h->ctype, h->hdrs, h->body, h->len);
-    held_free(h);
-  }
-}
-
-/* The etcd layer's write replies (v2_set_write_reply()): at once when every record appended so
- * far is durable, else deferred until the batch holding them has been synced. */
-static void hold_reply(void *data, struct rv_req *req, int status, const char *content_type,
-                       const char *extra_headers, const void *body, size_t len)
+/* The newest record a reply made now may reveal (every record appended so far, and the
+ * rendezvous record that the kick will append for a change already made), or 0 when all of
+ * them are durable. */
+static uint64_t barrier_need(void *data)
 {
   struct persist *p = data;
-  if (p->stopped || p->synced >= p->appended) {
-    rv_reply(req, status, content_type, extra_headers, body, len);
-    return;
-  }
-  struct held *h = mu_calloc(1, sizeof(*h));
-  h->p = p;
-  h->req = req;
-  h->need = p->appended;
-  h->status = status;
-  h->ctype = content_type ? mu_strdup(content_type) : NULL;
-  h->hdrs = extra_headers ? mu_strdup(extra_headers) : NULL;
-  h->body = mu_malloc(len + 1);
-  if (len > 0)
-    memcpy(h->body, body, len);
-  h->len = len;
-  mu_list_push_back(&p->held, &h->link);
-  p->m_held++;
-  rv_req_defer(req, held_gone, h);
+  uint64_t need = p->appended + (p->rdzv_dirty ? 1 : 0);
+  return p->stopped || need <= p->synced ? 0 : need;
+}
+
+void persist_notify_durable(struct persist *p)
+{
+  if (p->srv != NULL)
+    rv_server_durable(p->srv, p->stopped ? UINT64_MAX : p->synced);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -234,8 +182,8 @@ static void on_async(uv_async_t *a)
     p->failed = 1;
     fatal_io(p, "writing the log", err);
   }
-  persist_release_held(p);
   maybe_work(p);
+  persist_notify_durable(p);
 }
 
 /* Runs once after the callbacks of this loop iteration appended their records (an active idle
@@ -245,6 +193,7 @@ static void on_kick(uv_idle_t *h)
 {
   uv_idle_stop(h);
   maybe_work(h->data);
+  persist_notify_durable(h->data); /* always, off: the records just written */
 }
 
 static void kick(struct persist *p)
@@ -359,13 +308,18 @@ static void stop_logging(struct persist *p)
 {
   if (p->stopped)
     return;
+  int rc = 0;
   if (p->fd >= 0) {
-    int rc = persist_flush_sync(p);
+    rc = persist_flush_sync(p);
     if (rc != 0)
       mu_log(MU_LOG_ERROR, "data dir '%s': final log sync failed: %s", p->dir, strerror(-rc));
   }
   stop_thread(p);
   p->stopped = 1;
+  /* everything is durable: the held output goes out. After a failed sync it was not kept,
+   * so it is never sent (the server force-closes those connections) */
+  if (p->srv != NULL && rc == 0)
+    rv_server_set_barrier(p->srv, NULL);
 }
 
 int persist_stop(struct persist *p)
@@ -377,7 +331,8 @@ int persist_stop(struct persist *p)
     rc = persist_snapshot(p);
   if (rc == 0)
     rc = persist_flush_sync(p);
-  persist_release_held(p);
+  if (rc == 0)
+    persist_notify_durable(p);
   stop_thread(p);
   p->stopped = 1;
   p->s->on_commit = NULL;
@@ -406,7 +361,7 @@ void persist_close(struct persist *p)
 static void module_close(struct rv_server *srv, void *data)
 {
   (void)srv;
-  persist_close(data); /* stopped: hold_reply() answers at once from now on */
+  persist_close(data); /* synced and stopped: the held output goes out */
 }
 
 static void module_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
@@ -418,12 +373,10 @@ static void module_metrics(struct rv_server *srv, void *data, struct mu_buf *out
                 "# TYPE musterd_wal_fsyncs_total counter\nmusterd_wal_fsyncs_total %llu\n"
                 "# TYPE musterd_wal_bytes_total counter\nmusterd_wal_bytes_total %llu\n"
                 "# TYPE musterd_wal_max_batch_bytes gauge\nmusterd_wal_max_batch_bytes %llu\n"
-                "# TYPE musterd_wal_held_replies_total counter\n"
-                "musterd_wal_held_replies_total %llu\n"
                 "# TYPE musterd_snapshots_total counter\nmusterd_snapshots_total %llu\n",
                 (unsigned long long)p->appended, (unsigned long long)p->m_syncs,
                 (unsigned long long)p->m_bytes, (unsigned long long)p->m_max_batch,
-                (unsigned long long)p->m_held, (unsigned long long)p->m_snapshots);
+                (unsigned long long)p->m_snapshots);
 }
 
 void persist_attach(struct persist *p, struct rv_server *srv)
@@ -431,7 +384,8 @@ void persist_attach(struct persist *p, struct rv_server *srv)
   p->srv = srv;
   struct rv_module m = {"persist", p, module_close, module_metrics};
   rv_server_add_module(srv, &m);
-  v2_set_write_reply(srv, hold_reply, p);
+  struct rv_barrier b = {barrier_need, p};
+  rv_server_set_barrier(srv, &b);
 }
 
 void persist_free(struct persist *p)
@@ -439,11 +393,6 @@ void persist_free(struct persist *p)
   if (p == NULL)
     return;
   stop_thread(p);
-  while (p->held.head != NULL) {
-    struct held *h = held_at(p->held.head);
-    mu_list_remove(&p->held, &h->link);
-    held_free(h);
-  }
   if (p->fd >= 0)
     close(p->fd);
   if (p->lock_fd >= 0)

@@ -269,11 +269,20 @@ static void conn_abort_request(struct rv_conn *c)
     gone(&c->req, data);
 }
 
+static void conn_unhold(struct rv_conn *c)
+{
+  if (c->flags & CONN_HELD) {
+    c->flags &= ~CONN_HELD;
+    mu_list_remove(&c->srv->held, &c->held_link);
+  }
+}
+
 void rv_conn_close(struct rv_conn *c)
 {
   if (c->flags & CONN_CLOSING)
     return;
   c->flags |= CONN_CLOSING;
+  conn_unhold(c);
   if (!(c->flags & CONN_IN_DISPATCH))
     conn_abort_request(c);
   if (c->flags & CONN_FAKE)
@@ -328,6 +337,16 @@ static void conn_flush(struct rv_conn *c)
   }
   if (c->writing)
     return;
+  if (c->out_need > c->srv->durable && c->srv->barrier.need != NULL) {
+    /* group commit: what `out` says may not be durable yet; rv_server_durable() sends it */
+    if (!(c->flags & CONN_HELD)) {
+      c->flags |= CONN_HELD;
+      c->srv->output_held++;
+      mu_list_push_back(&c->srv->held, &c->held_link);
+    }
+    return;
+  }
+  c->out_need = 0;
   /* TLS: the plaintext in `out` becomes records (plus any handshake messages owed) */
   if (c->tls != NULL && rv_tls_conn_encrypt(c->tls, &c->out) != 0) {
     rv_conn_close(c);
@@ -369,11 +388,27 @@ static void conn_flush(struct rv_conn *c)
   c->writing = 1;
 }
 
+void rv_conn_release_held(struct rv_conn *c)
+{
+  conn_unhold(c);
+  conn_flush(c);
+}
+
+/* The barrier's sequence number for output queued now (0 without a barrier). */
+static uint64_t out_need_now(const struct rv_conn *c)
+{
+  const struct rv_barrier *b = &c->srv->barrier;
+  return b->need != NULL ? b->need(b->data) : 0;
+}
+
 /* Appends to the output, or closes the connection when the cap is passed. */
 static int out_append(struct rv_conn *c, const void *p, size_t n)
 {
   if (c->flags & CONN_CLOSING)
     return -1;
+  uint64_t need = out_need_now(c);
+  if (need > c->out_need)
+    c->out_need = need;
   if (c->wbuf.len + c->out.len + n > c->srv->cfg.max_output_bytes ||
       mu_buf_append(&c->out, p, n) != 0) {
     c->srv->conns_output_overflow++;
@@ -617,6 +652,7 @@ void rv_reply_finish(struct rv_req *req, const void *data, size_t len)
    * queued, plain TCP, HTTP/1.1, outside this connection's read loop. One writev of the chunk
    * size line, the caller's (shared) bytes and the terminator: no copy, no allocation. */
   if (len > 0 && len < INT_MAX / 2 && c->out.len == 0 && !c->writing && c->tls == NULL &&
+      out_need_now(c) <= c->srv->durable &&
       !(c->flags & (CONN_FAKE | CONN_CLOSING | CONN_IN_READ | CONN_IN_DISPATCH)) &&
       !(c->parser.http_major == 1 && c->parser.http_minor == 0)) {
     static char tail[] = "\r\n0\r\n\r\n";

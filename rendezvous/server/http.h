@@ -90,6 +90,30 @@ int rv_server_add_module(struct rv_server *srv, const struct rv_module *mod);
 void *rv_server_module_data(const struct rv_server *srv, const char *name);
 
 /* ---------------------------------------------------------------------------------------------
+ * The durability barrier (group commit)
+ */
+
+/* A module whose writes become durable after they are applied (persistence in --fsync batch)
+ * installs a barrier: every byte of output a connection queues while `need(data)` names a
+ * record not yet durable is held, with everything queued after it on that connection, until
+ * rv_server_durable() says that record is durable. So no reply, error, header or watch event
+ * can reveal a write a crash would lose (linearizable across kill -9), while the loop keeps
+ * serving and writes are synced in batches. */
+struct rv_barrier {
+  /* The sequence number of the newest record a reply made now may reveal, or 0 when every
+   * such record is durable already (as later reported by rv_server_durable()). */
+  uint64_t (*need)(void *data);
+  void *data;
+};
+
+/* Installs the barrier (copied; NULL removes it and releases every held output).
+ * Ownership: `b->data` is borrowed until the barrier is removed or the server freed. */
+void rv_server_set_barrier(struct rv_server *srv, const struct rv_barrier *b);
+
+/* Every record up to sequence number `done` is durable: sends the output held for them. */
+void rv_server_durable(struct rv_server *srv, uint64_t done);
+
+/* ---------------------------------------------------------------------------------------------
  * Routes
  */
 

@@ -53,6 +53,7 @@ struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_confi
   if (srv->cfg.max_url_bytes > srv->cfg.max_header_bytes)
     srv->cfg.max_url_bytes = srv->cfg.max_header_bytes;
   mu_list_init(&srv->conns);
+  mu_list_init(&srv->held);
   uv_timer_init(loop, &srv->sweep);
   srv->sweep.data = srv;
   srv->refs++;
@@ -208,6 +209,29 @@ int rv_server_set_gate(struct rv_server *srv, const struct rv_gate *gate)
   srv->gate = *gate;
   srv->has_gate = 1;
   return 0;
+}
+
+void rv_server_set_barrier(struct rv_server *srv, const struct rv_barrier *b)
+{
+  if (b != NULL) {
+    srv->barrier = *b;
+    return;
+  }
+  memset(&srv->barrier, 0, sizeof(srv->barrier));
+  rv_server_durable(srv, UINT64_MAX);
+}
+
+void rv_server_durable(struct rv_server *srv, uint64_t done)
+{
+  if (done > srv->durable)
+    srv->durable = done;
+  struct mu_list_node *next = NULL;
+  for (struct mu_list_node *x = srv->held.head; x != NULL; x = next) {
+    next = x->next;
+    struct rv_conn *c = MU_CONTAINER_OF(x, struct rv_conn, held_link);
+    if (c->out_need <= srv->durable || srv->barrier.need == NULL)
+      rv_conn_release_held(c);
+  }
 }
 
 int rv_server_add_module(struct rv_server *srv, const struct rv_module *mod)

@@ -81,6 +81,12 @@ struct rv_server {
   struct rv_gate gate; /* all NULL = no checks */
   int has_gate;
 
+  /* The durability barrier (rv_server_set_barrier()): connections whose output waits for
+   * records to be durable (struct rv_conn.held_link). */
+  struct rv_barrier barrier;
+  uint64_t durable;
+  struct mu_list held;
+
   /* Cached Date header value, refreshed once per second. */
   char date[40];
   uint64_t date_sec;
@@ -91,6 +97,7 @@ struct rv_server {
   uint64_t conns_idle_closed;
   uint64_t conns_output_overflow;
   uint64_t limit_hits;
+  uint64_t output_held; /* times a connection's output waited for durability */
 };
 
 enum conn_flags {
@@ -102,6 +109,7 @@ enum conn_flags {
   CONN_READ_STOPPED = 1 << 5,      /* stashed input over its cap: not reading */
   CONN_EOF = 1 << 6,               /* the client finished sending */
   CONN_RESUME_QUEUED = 1 << 7,     /* on srv->resume_head */
+  CONN_HELD = 1 << 8,              /* on srv->held: output waits for durability */
 };
 
 enum conn_req_state {
@@ -120,9 +128,11 @@ struct rv_conn {
   enum conn_req_state state;
   uint64_t last_active;
 
-  struct mu_buf in;   /* input received while a request is being handled */
-  struct mu_buf out;  /* output queued, not yet handed to the kernel */
-  struct mu_buf wbuf; /* output being written by uv_write */
+  struct mu_buf in;              /* input received while a request is being handled */
+  struct mu_buf out;             /* output queued, not yet handed to the kernel */
+  struct mu_buf wbuf;            /* output being written by uv_write */
+  uint64_t out_need;             /* the barrier's sequence number `out` waits for (0: none) */
+  struct mu_list_node held_link; /* on srv->held while CONN_HELD */
   uv_write_t wreq;
   int writing;
 
@@ -155,6 +165,8 @@ struct rv_conn {
 };
 
 /* conn.c */
+/* Sends what the connection holds (its records are durable now). */
+void rv_conn_release_held(struct rv_conn *c);
 void rv_conn_accept(struct rv_server *srv);
 void rv_conn_close(struct rv_conn *c);
 void rv_conn_start_reading(struct rv_conn *c);
