@@ -150,6 +150,18 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                   LONG_MAX),
       MU_OPT_UINT(0, "idle-timeout-ms", &sv->idle_timeout_ms, "MS",
                   "close connections idle this long; 0 = never (default 300000)", 0, LONG_MAX),
+      MU_OPT_UINT(0, "header-timeout-ms", &sv->header_timeout_ms, "MS",
+                  "a request line and headers (and a TLS handshake) must arrive within this, "
+                  "else close; 0 = never (default 10000)",
+                  0, LONG_MAX),
+      MU_OPT_UINT(0, "body-timeout-ms", &sv->body_timeout_ms, "MS",
+                  "a request body must arrive within this after its headers; 0 = never "
+                  "(default 60000)",
+                  0, LONG_MAX),
+      MU_OPT_UINT(0, "write-timeout-ms", &sv->write_timeout_ms, "MS",
+                  "close a connection whose reply makes no progress this long (client not "
+                  "reading); 0 = never (default 60000)",
+                  0, LONG_MAX),
       MU_OPT_STRING(0, "tls-cert", &c->security.tls.cert_file, "FILE",
                     "serve HTTPS with this PEM certificate chain (with --tls-key)"),
       MU_OPT_STRING(0, "tls-key", &c->security.tls.key_file, "FILE",

@@ -544,7 +544,7 @@ static void v2_usage(struct rv_req *req, struct rv_usage *u)
   unsigned flags = req->route->flags;
   if (flags & RV_ROUTE_MAY_POLL) {
     const char *w = rv_req_param(req, "wait");
-    u->poll = w != NULL && strcmp(w, "true") == 0;
+    u->poll = w != NULL && parse_bool(w) == 1; /* every spelling the handler accepts */
   }
   if (!(flags & RV_ROUTE_WRITE) || s == NULL)
     return;

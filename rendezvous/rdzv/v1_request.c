@@ -8,12 +8,37 @@
 #include "opts.h"
 #include "v1_int.h"
 
+/* Returns: 1 when the JSON text holds a raw NUL or the escape \u0000, else 0. */
+static int has_nul_escape(const char *s, size_t n)
+{
+  if (memchr(s, '\0', n) != NULL)
+    return 1;
+  for (size_t i = 0; i + 5 < n; i++) {
+    if (s[i] == '\\' && s[i + 1] == 'u' && s[i + 2] == '0' && s[i + 3] == '0' &&
+        s[i + 4] == '0' && s[i + 5] == '0') {
+      /* an escaped backslash before it ("\\\\u0000") is text, not an escape */
+      size_t k = 0;
+      while (k < i && s[i - 1 - k] == '\\')
+        k++;
+      if (k % 2 == 0)
+        return 1;
+    }
+  }
+  return 0;
+}
+
 cJSON *v1_body_or_reply(struct rv_req *req, int empty_ok)
 {
   if (req->body_len == 0 && empty_ok)
     return cJSON_CreateObject();
   if (req->body_len == 0) {
     v1_bad_request(req, "the request needs a JSON object body (see docs/rendezvous.md)");
+    return NULL;
+  }
+  if (has_nul_escape(req->body, req->body_len)) {
+    /* a C string ends at a NUL: refused where it enters, never stored cut short */
+    v1_bad_request(req, "the body holds a NUL character (\\u0000), which musterd refuses in ids "
+                        "and values");
     return NULL;
   }
   cJSON *j = cJSON_ParseWithLength(req->body, req->body_len);

@@ -65,6 +65,8 @@ static int on_message_begin(llhttp_t *p)
   c->last_was_value = 1;
   c->nhdr = 0;
   c->req_error = 0;
+  uint64_t t = c->srv->cfg.header_timeout_ms;
+  c->deadline = t > 0 ? uv_now(c->srv->loop) + t : 0;
   return 0;
 }
 
@@ -149,6 +151,9 @@ static int on_headers_complete(llhttp_t *p)
     c->req_error = 413;
     return -1;
   }
+  uint64_t t = c->srv->cfg.body_timeout_ms;
+  int body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
+  c->deadline = body && t > 0 ? uv_now(c->srv->loop) + t : 0;
   /* curl sends "Expect: 100-continue" before bodies over 1 KiB: say go (as Go's server does
    * when the handler reads the body), or it waits a second */
   if (p->http_major == 1 && p->http_minor >= 1 && (p->flags & (F_CONTENT_LENGTH | F_CHUNKED))) {
@@ -182,6 +187,7 @@ static int on_message_complete(llhttp_t *p)
 {
   struct rv_conn *c = conn_of(p);
   c->keep_alive = llhttp_should_keep_alive(p);
+  c->deadline = 0;
   return HPE_PAUSED;
 }
 
@@ -306,6 +312,16 @@ void rv_conn_shutdown(struct rv_conn *c)
  * Output
  */
 
+/* The output that paused reading went out: parse what was stashed, and read again. */
+static void maybe_unpause(struct rv_conn *c)
+{
+  if (!(c->flags & CONN_OUT_PAUSED) || c->out.len + c->wbuf.len > RV_OUT_PAUSE / 2)
+    return;
+  c->flags &= ~CONN_OUT_PAUSED;
+  if (c->state == REQ_IDLE && !(c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY)))
+    rv_server_queue_resume(c->srv, c);
+}
+
 static void on_write(uv_write_t *w, int status)
 {
   struct rv_conn *c = w->data;
@@ -319,6 +335,8 @@ static void on_write(uv_write_t *w, int status)
   }
   if (!(c->flags & CONN_CLOSING))
     conn_flush(c);
+  if (!(c->flags & CONN_CLOSING))
+    maybe_unpause(c);
 }
 
 static void conn_flush(struct rv_conn *c)
@@ -366,6 +384,8 @@ static void conn_flush(struct rv_conn *c)
       mu_buf_release(&c->out);
     if ((c->flags & CONN_CLOSE_AFTER_REPLY) && c->state == REQ_IDLE)
       rv_conn_close(c);
+    else
+      maybe_unpause(c);
     return;
   }
   if (n < 0 && n != UV_EAGAIN) {
@@ -386,6 +406,7 @@ static void conn_flush(struct rv_conn *c)
     return;
   }
   c->writing = 1;
+  c->write_since = uv_now(c->srv->loop);
 }
 
 void rv_conn_release_held(struct rv_conn *c)
@@ -610,7 +631,7 @@ static int append_last(struct rv_conn *c)
 void rv_reply_chunk(struct rv_req *req, const void *data, size_t len)
 {
   struct rv_conn *c = req_conn(req);
-  if (c->state != REQ_STREAMING || len == 0)
+  if (c->state != REQ_STREAMING || len == 0 || c->is_head)
     return;
   if (append_piece(c, data, len) != 0)
     return;
@@ -623,7 +644,7 @@ void rv_reply_end(struct rv_req *req)
   struct rv_conn *c = req_conn(req);
   if (c->state != REQ_STREAMING)
     return;
-  if (append_last(c) != 0)
+  if (!c->is_head && append_last(c) != 0)
     return;
   conn_request_finished(c);
 }
@@ -651,6 +672,11 @@ void rv_reply_finish(struct rv_req *req, const void *data, size_t len)
   /* The watch fan-out path (thousands of parked watches answered by one write): nothing
    * queued, plain TCP, HTTP/1.1, outside this connection's read loop. One writev of the chunk
    * size line, the caller's (shared) bytes and the terminator: no copy, no allocation. */
+  if (c->is_head) {
+    /* a HEAD answer has no body, not even a chunked one */
+    conn_request_finished(c);
+    return;
+  }
   if (len > 0 && len < INT_MAX / 2 && c->out.len == 0 && !c->writing && c->tls == NULL &&
       out_need_now(c) <= c->srv->durable &&
       !(c->flags & (CONN_FAKE | CONN_CLOSING | CONN_IN_READ | CONN_IN_DISPATCH)) &&
@@ -785,6 +811,23 @@ static void conn_feed(struct rv_conn *c, const char *data, size_t len)
   while (len > 0) {
     if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY))
       return;
+    if (c->state == REQ_IDLE && c->out.len + c->wbuf.len > RV_OUT_PAUSE &&
+        !(c->flags & CONN_FAKE)) {
+      /* the client is not reading its answers: stop reading its requests until it does */
+      if (mu_buf_append(&c->in, data, len) != 0) {
+        rv_conn_close(c);
+        return;
+      }
+      if (!(c->flags & CONN_OUT_PAUSED)) {
+        c->flags |= CONN_OUT_PAUSED;
+        c->srv->reads_paused++;
+      }
+      if (!(c->flags & CONN_READ_STOPPED)) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->flags |= CONN_READ_STOPPED;
+      }
+      return;
+    }
     if (c->state != REQ_IDLE) {
       if (mu_buf_append(&c->in, data, len) != 0) {
         /* too much pipelined input behind a long poll: drop it and this client */
@@ -928,8 +971,12 @@ void rv_conn_accept(struct rv_server *srv)
     rv_reply(&c->req, 503, "text/plain; charset=utf-8", NULL, msg, sizeof(msg) - 1);
     return;
   }
-  if (srv->tls != NULL)
+  if (srv->tls != NULL) {
     c->tls = rv_tls_conn_new(srv->tls);
+    /* the handshake and the first request's headers share the header deadline */
+    if (srv->cfg.header_timeout_ms > 0)
+      c->deadline = uv_now(srv->loop) + srv->cfg.header_timeout_ms;
+  }
   if (srv->gate.wants_peer) {
     struct sockaddr_storage sa;
     int salen = sizeof(sa);

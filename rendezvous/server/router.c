@@ -228,8 +228,10 @@ static unsigned method_bit(int m)
   }
 }
 
-/* Splits "a=1&b=2" into params, decoding into *store. */
-static void parse_params(const char *s, size_t n, struct rv_param *params, size_t *np, char **store)
+/* Splits "a=1&b=2" into params, decoding into *store. A param whose name or value decodes to
+ * a NUL byte sets *nul to its name (the first one): C strings cannot carry it. */
+static void parse_params(const char *s, size_t n, struct rv_param *params, size_t *np, char **store,
+                         const char **nul)
 {
   size_t i = 0;
   while (i < n) {
@@ -249,6 +251,8 @@ static void parse_params(const char *s, size_t n, struct rv_param *params, size_
         if (eq >= j)
           value[0] = '\0';
         if (vl >= 0) {
+          if (*nul == NULL && ((size_t)nl != strlen(name) || (size_t)vl != strlen(value)))
+            *nul = name;
           *store += vl + 1;
           params[*np].name = name;
           params[*np].value = value;
@@ -485,6 +489,50 @@ static char *scratch_for(struct rv_conn *c, const struct target *t)
   return c->scratch;
 }
 
+/* Appends s[0..n) %-escaping every byte outside the ones a path may carry as they are
+ * (unreserved, sub-delims, ':', '@', '/'; and '?', '%' when `query`: the client's raw query). */
+static void escape_path(struct mu_buf *b, const char *s, size_t n, int query)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+        (ch != '\0' && strchr("-._~!$&()*+,;=:@/", ch) != NULL) ||
+        (query && (ch == '?' || ch == '%'))) {
+      mu_buf_putc(b, (char)ch);
+      continue;
+    }
+    char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+    mu_buf_append(b, e, 3);
+  }
+}
+
+/* Appends s[0..n) with &, <, >, " and ' as HTML entities (Go's html.EscapeString). */
+static void escape_html(struct mu_buf *b, const char *s, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    switch (s[i]) {
+    case '&':
+      mu_buf_puts(b, "&amp;");
+      break;
+    case '<':
+      mu_buf_puts(b, "&lt;");
+      break;
+    case '>':
+      mu_buf_puts(b, "&gt;");
+      break;
+    case '"':
+      mu_buf_puts(b, "&#34;");
+      break;
+    case '\'':
+      mu_buf_puts(b, "&#39;");
+      break;
+    default:
+      mu_buf_putc(b, s[i]);
+    }
+  }
+}
+
 /* Step 3: the decoded path, and Go's ServeMux redirect of an unclean one (//, /./, /../).
  * Returns: 0 with req->path set and *store past what was used, or -1 after answering. */
 static int path_or_reply(struct rv_conn *c, const struct target *t, char **store)
@@ -501,19 +549,27 @@ static int path_or_reply(struct rv_conn *c, const struct target *t, char **store
   char *clean = path + dl + 1;
   size_t clen = mu_path_clean(clean, path, strlen(path), MU_PATH_KEEP_SLASH);
   if (strcmp(clean, path) != 0 && req->method != RV_OTHER) {
-    size_t qlen = t->query_len;
-    char *loc = mu_malloc(clen + qlen + 32);
-    if (qlen > 0)
-      snprintf(loc, clen + qlen + 32, "Location: %s?%.*s\r\n", clean, (int)qlen, req->query);
-    else
-      snprintf(loc, clen + qlen + 32, "Location: %s\r\n", clean);
+    /* The decoded path goes back on the wire: escaped as Go's URL.EscapedPath() does (no CR,
+     * LF, quote or '<' can reach the header or the HTML), the raw query as it came. */
+    struct mu_buf loc = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+    struct mu_buf body = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+    mu_buf_puts(&loc, "Location: ");
+    size_t at = loc.len;
+    escape_path(&loc, clean, clen, 0);
+    if (t->query_len > 0) {
+      mu_buf_putc(&loc, '?');
+      escape_path(&loc, req->query, t->query_len, 1);
+    }
     /* Go's http.Redirect: an HTML body for GET, a Content-Type for GET and HEAD only */
-    char *body = mu_asprintf("<a href=\"%s\">Moved Permanently</a>.\n\n", clean);
+    mu_buf_puts(&body, "<a href=\"");
+    escape_html(&body, loc.data + at, loc.len - at);
+    mu_buf_puts(&body, "\">Moved Permanently</a>.\n\n");
+    mu_buf_puts(&loc, "\r\n");
     int html = req->method == RV_GET || req->method == RV_HEAD;
-    rv_reply(req, 301, html ? "text/html; charset=utf-8" : NULL, loc, body,
-             req->method == RV_GET ? strlen(body) : 0);
-    mu_free(loc);
-    mu_free(body);
+    rv_reply(req, 301, html ? "text/html; charset=utf-8" : NULL, mu_buf_str(&loc), body.data,
+             req->method == RV_GET ? body.len : 0);
+    mu_buf_release(&loc);
+    mu_buf_release(&body);
     return -1;
   }
   *store = clean + clen + 1;
@@ -589,11 +645,22 @@ void rv_router_dispatch(struct rv_conn *c)
     return;
   /* Step 7: parameters: the form body first, then the query (Go's FormValue order) */
   size_t np = 0;
+  const char *nul = NULL;
   if (t.form && (row->route->flags & RV_ROUTE_FORM))
-    parse_params(req->body, t.body_len, c->params, &np, &store);
-  parse_params(req->query, t.query_len, c->params, &np, &store);
+    parse_params(req->body, t.body_len, c->params, &np, &store, &nul);
+  parse_params(req->query, t.query_len, c->params, &np, &store, &nul);
   req->params = c->params;
   req->nparams = np;
+  if (nul != NULL) {
+    /* refused where it enters, for every parameter: nothing is stored cut at the NUL */
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             "400 Bad Request: parameter '%.60s' holds a NUL byte (%%00), "
+             "which musterd refuses in names and values\n",
+             nul);
+    reply_plain(req, 400, NULL, msg);
+    return;
+  }
   /* Step 8: quotas, right before the handler */
   if (g->admit != NULL && g->admit(g->data, req, c->peer, &c->ticket) != 0)
     return;

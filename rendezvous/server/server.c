@@ -24,6 +24,9 @@ void rv_server_config_init(struct rv_server_config *cfg)
   cfg->max_url_bytes = 8 * 1024;
   cfg->max_output_bytes = 8 * 1024 * 1024;
   cfg->idle_timeout_ms = 300000;
+  cfg->header_timeout_ms = 10000;
+  cfg->body_timeout_ms = 60000;
+  cfg->write_timeout_ms = 60000;
 }
 
 static char *dup_or_null(const char *s)
@@ -109,11 +112,19 @@ static void on_sweep(uv_timer_t *t)
     }
     return;
   }
-  if (srv->cfg.idle_timeout_ms == 0)
-    return;
   for (struct mu_list_node *x = srv->conns.head; x != NULL; x = x->next) {
     struct rv_conn *c = conn_at(x);
-    if (c->state != REQ_IDLE || c->writing || (c->flags & CONN_CLOSING))
+    if (c->flags & CONN_CLOSING)
+      continue;
+    /* every phase has a deadline: headers, body (c->deadline), a write making no progress */
+    if ((c->deadline != 0 && now >= c->deadline) ||
+        (c->writing && srv->cfg.write_timeout_ms > 0 &&
+         now - c->write_since >= srv->cfg.write_timeout_ms)) {
+      srv->conns_timed_out++;
+      rv_conn_close(c);
+      continue;
+    }
+    if (c->state != REQ_IDLE || c->writing || srv->cfg.idle_timeout_ms == 0)
       continue;
     if (now - c->last_active >= srv->cfg.idle_timeout_ms) {
       srv->conns_idle_closed++;
@@ -161,14 +172,15 @@ int rv_server_listen(struct rv_server *srv)
     srv->url = mu_asprintf("%s://[%s]:%d", scheme, srv->host, srv->port);
   else
     srv->url = mu_asprintf("%s://%s:%d", scheme, srv->host, srv->port);
-  if (srv->cfg.idle_timeout_ms > 0) {
-    uint64_t every = srv->cfg.idle_timeout_ms / 2;
-    if (every > 1000)
-      every = 1000;
-    if (every < 10)
-      every = 10;
-    uv_timer_start(&srv->sweep, on_sweep, every, every);
-  }
+  uint64_t every = 1000; /* the sweep runs at least once a second: the phase deadlines */
+  uint64_t t[4] = {srv->cfg.idle_timeout_ms, srv->cfg.header_timeout_ms, srv->cfg.body_timeout_ms,
+                   srv->cfg.write_timeout_ms};
+  for (int i = 0; i < 4; i++)
+    if (t[i] > 0 && t[i] / 2 < every)
+      every = t[i] / 2;
+  if (every < 10)
+    every = 10;
+  uv_timer_start(&srv->sweep, on_sweep, every, every);
   return 0;
 }
 

@@ -17,6 +17,9 @@
 #define RV_MAX_MODULES 8
 #define RV_MAX_HEADERS 64
 #define RV_READ_BUF_SIZE (64 * 1024)
+/* A connection stops being read (and parsing what it sent) while its unsent output is over
+ * this: a client that pipelines without reading cannot make the server buffer its answers. */
+#define RV_OUT_PAUSE (64 * 1024)
 
 /* Per-route counters for /metrics: requests by status class. */
 struct rv_route_stats {
@@ -97,7 +100,9 @@ struct rv_server {
   uint64_t conns_idle_closed;
   uint64_t conns_output_overflow;
   uint64_t limit_hits;
-  uint64_t output_held; /* times a connection's output waited for durability */
+  uint64_t output_held;     /* times a connection's output waited for durability */
+  uint64_t conns_timed_out; /* closed at a phase deadline (headers, body, write) */
+  uint64_t reads_paused;    /* times a connection stopped being read: output pending */
 };
 
 enum conn_flags {
@@ -110,6 +115,7 @@ enum conn_flags {
   CONN_EOF = 1 << 6,               /* the client finished sending */
   CONN_RESUME_QUEUED = 1 << 7,     /* on srv->resume_head */
   CONN_HELD = 1 << 8,              /* on srv->held: output waits for durability */
+  CONN_OUT_PAUSED = 1 << 9,        /* not reading: its unsent output is over RV_OUT_PAUSE */
 };
 
 enum conn_req_state {
@@ -127,6 +133,8 @@ struct rv_conn {
   unsigned flags;
   enum conn_req_state state;
   uint64_t last_active;
+  uint64_t deadline;    /* uv_now() by which the headers or body in progress must be in; 0 none */
+  uint64_t write_since; /* uv_now() when the uv_write in progress started */
 
   struct mu_buf in;              /* input received while a request is being handled */
   struct mu_buf out;             /* output queued, not yet handed to the kernel */

@@ -78,11 +78,22 @@ static void metrics_handler(struct rv_req *req)
                 "musterd_connections_output_overflow_total %llu\n"
                 "# HELP musterd_limit_hits_total Requests refused by a size limit (413, 414, "
                 "431).\n"
-                "# TYPE musterd_limit_hits_total counter\nmusterd_limit_hits_total %llu\n",
+                "# TYPE musterd_limit_hits_total counter\nmusterd_limit_hits_total %llu\n"
+                "# HELP musterd_connections_timed_out_total Connections closed at a deadline "
+                "(headers, body, a write making no progress).\n"
+                "# TYPE musterd_connections_timed_out_total counter\n"
+                "musterd_connections_timed_out_total %llu\n"
+                "# HELP musterd_reads_paused_total Times a connection stopped being read "
+                "because its unsent output was over 64 KiB.\n"
+                "# TYPE musterd_reads_paused_total counter\nmusterd_reads_paused_total %llu\n"
+                "# HELP musterd_output_held_total Times a connection's output waited for the "
+                "log to be synced (--fsync batch).\n"
+                "# TYPE musterd_output_held_total counter\nmusterd_output_held_total %llu\n",
                 (unsigned)srv->conns.n, (unsigned long long)srv->conns_accepted,
                 (unsigned long long)srv->conns_rejected, (unsigned long long)srv->conns_idle_closed,
-                (unsigned long long)srv->conns_output_overflow,
-                (unsigned long long)srv->limit_hits);
+                (unsigned long long)srv->conns_output_overflow, (unsigned long long)srv->limit_hits,
+                (unsigned long long)srv->conns_timed_out, (unsigned long long)srv->reads_paused,
+                (unsigned long long)srv->output_held);
   for (size_t i = 0; i < srv->nmodules; i++)
     if (srv->modules[i].metrics != NULL)
       srv->modules[i].metrics(srv, srv->modules[i].data, &b);

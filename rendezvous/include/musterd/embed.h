@@ -26,18 +26,22 @@
 struct rv_server;
 
 struct rv_server_config {
-  const char *listen_host;   /* default "127.0.0.1"; borrowed until rv_server_listen() returns */
-  int listen_port;           /* default 2379; 0 = any free port (see rv_server_port()) */
-  const char *advertise_url; /* /v2/machines answer; NULL = http://<bound host>:<bound port> */
-  const char *name;          /* member name in /v2/members and /v2/stats/self; default "musterd" */
-  unsigned max_connections;  /* default 10000; the excess connection gets 503 and is closed */
-  size_t max_body_bytes;     /* default 1 MiB -> 413 */
-  size_t max_header_bytes;   /* request line + headers, default 16 KiB, at most 60000 -> 431 */
-  size_t max_url_bytes;      /* default 8 KiB -> 414 */
-  size_t max_output_bytes;   /* unsent output per connection, default 8 MiB -> close */
-  uint64_t idle_timeout_ms;  /* default 300000; 0 = never. Deferred requests are exempt */
-  int log_requests;          /* one log line per request (mu_log at INFO) */
-  int no_v2;                 /* do not register the etcd v2 API (tests) */
+  const char *listen_host;    /* default "127.0.0.1"; borrowed until rv_server_listen() returns */
+  int listen_port;            /* default 2379; 0 = any free port (see rv_server_port()) */
+  const char *advertise_url;  /* /v2/machines answer; NULL = http://<bound host>:<bound port> */
+  const char *name;           /* member name in /v2/members and /v2/stats/self; default "musterd" */
+  unsigned max_connections;   /* default 10000; the excess connection gets 503 and is closed */
+  size_t max_body_bytes;      /* default 1 MiB -> 413 */
+  size_t max_header_bytes;    /* request line + headers, default 16 KiB, at most 60000 -> 431 */
+  size_t max_url_bytes;       /* default 8 KiB -> 414 */
+  size_t max_output_bytes;    /* unsent output per connection, default 8 MiB -> close */
+  uint64_t idle_timeout_ms;   /* default 300000; 0 = never. Deferred requests are exempt */
+  uint64_t header_timeout_ms; /* default 10000: a request's line and headers (and a TLS
+                               * handshake) must arrive within it, else close; 0 = never */
+  uint64_t body_timeout_ms;   /* default 60000: its body, after the headers; 0 = never */
+  uint64_t write_timeout_ms;  /* default 60000: a write that makes no progress; 0 = never */
+  int log_requests;           /* one log line per request (mu_log at INFO) */
+  int no_v2;                  /* do not register the etcd v2 API (tests) */
 };
 
 /* Fills `cfg` with the defaults above. */

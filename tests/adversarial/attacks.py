@@ -1,0 +1,403 @@
+#!/usr/bin/python3
+"""The adversarial cases against a running musterd (tests/adversarial/adversarial.sh starts it).
+
+Usage: attacks.py CASE URL PID [DATA_URL]
+  URL       a musterd started with --header-timeout-ms 1000 --body-timeout-ms 1000
+            --write-timeout-ms 1000 --quota-watchers-per-client 2
+  PID       its process id (for its RSS)
+  DATA_URL  a musterd with --data-dir and --fsync batch (the half-close case)
+
+Each case prints "ok - what" or "not ok - what: why" lines and ends within seconds. Python 3
+standard library only; raw sockets where the attack is about bytes on the wire.
+"""
+import json
+import socket
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+
+def out(ok, what, why=""):
+    print(("ok - " if ok else "not ok - ") + what + ("" if ok else ": " + why), flush=True)
+    return ok
+
+
+def hostport(url):
+    u = urllib.parse.urlsplit(url)
+    return u.hostname, u.port
+
+
+def conn(url, timeout=5.0):
+    s = socket.create_connection(hostport(url), timeout=timeout)
+    return s
+
+
+def read_until_closed(s, limit=5.0, cap=1 << 24):
+    """Reads until EOF, a reset or `limit` seconds. Returns: (bytes, 'eof'|'reset'|'timeout')."""
+    data = b""
+    end = time.monotonic() + limit
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return data, "timeout"
+        s.settimeout(left)
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            return data, "timeout"
+        except ConnectionResetError:
+            return data, "reset"
+        if not b:
+            return data, "eof"
+        data += b
+        if len(data) > cap:
+            return data, "cap"
+
+
+def read_response(s, limit=5.0):
+    """Reads one response with a Content-Length (or none). Returns: (status, headers, body)."""
+    data = b""
+    end = time.monotonic() + limit
+    while b"\r\n\r\n" not in data:
+        s.settimeout(max(0.01, end - time.monotonic()))
+        b = s.recv(65536)
+        if not b:
+            raise ConnectionError("closed before the headers: %r" % data[:200])
+        data += b
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    hdrs = [tuple(x.split(":", 1)) for x in lines[1:]]
+    h = {k.strip().lower(): v.strip() for k, v in hdrs}
+    n = int(h.get("content-length", "0"))
+    while len(rest) < n:
+        s.settimeout(max(0.01, end - time.monotonic()))
+        b = s.recv(65536)
+        if not b:
+            break
+        rest += b
+    return status, hdrs, rest[:n]
+
+
+def http(url, method="GET", path="/", body=None, headers=None, timeout=5.0):
+    req = urllib.request.Request(url + path, data=body, method=method, headers=headers or {})
+    if body is not None and "Content-Type" not in (headers or {}):
+        req.add_header("Content-Type", "application/x-www-form-urlencoded")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def metric(url, name):
+    _, b = http(url, path="/metrics")
+    for line in b.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Row 3: the 301 for an unclean path escapes what it reflects
+
+
+def case_redirect(url, pid, data_url):
+    ok = True
+    for path, what in [
+        ("//a%0d%0aSet-Cookie:%20evil=1%0d%0a%0d%0aHTTP/1.1%20200%20OK", "CRLF in the path"),
+        ("//%3Cscript%3Ealert(1)%3C/script%3E", "HTML in the path"),
+        ("//a%22%3E%3Cimg%20src=x%3E", "a quote closing href"),
+    ]:
+        s = conn(url)
+        s.sendall(b"GET " + path.encode() + b"?q=%22%3C HTTP/1.1\r\nHost: x\r\n\r\n")
+        st, hdrs, body = read_response(s)
+        s.close()
+        names = [k.strip().lower() for k, _ in hdrs]
+        loc = dict((k.strip().lower(), v.strip()) for k, v in hdrs).get("location", "")
+        bad = []
+        if st != 301:
+            bad.append("status %d" % st)
+        if "set-cookie" in names:
+            bad.append("a Set-Cookie header was injected")
+        if any(c in loc for c in "\r\n<>\" "):
+            bad.append("Location carries raw bytes: %r" % loc)
+        if b"<script" in body or b"<img" in body or b'">' in body.replace(b'">Moved', b""):
+            bad.append("the body reflects HTML: %r" % body[:200])
+        ok &= out(not bad, "row 3: 301 redirect of %s: Location and body escaped" % what,
+                  "; ".join(bad))
+    # the redirect still works: the escaped Location leads to the clean path
+    s = conn(url)
+    s.sendall(b"GET //v2//keys HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, hdrs, _ = read_response(s)
+    s.close()
+    loc = dict((k.strip().lower(), v.strip()) for k, v in hdrs).get("location", "")
+    return out(st == 301 and loc == "/v2/keys", "row 3: //v2//keys still redirects to /v2/keys",
+               "status %d, Location %r" % (st, loc)) and ok
+
+
+# --------------------------------------------------------------------------------------------
+# Row 4: every spelling of wait=true counts against the watcher quota
+
+
+def case_wait_spellings(url, pid, data_url):
+    """The server runs with --quota-watchers-per-client 2: the third watch is refused, for every
+    spelling that opens a watch."""
+    ok = True
+    for spelling in ["true", "1", "t", "T", "True", "TRUE"]:
+        socks = []
+        try:
+            for i in range(2):
+                s = conn(url)
+                s.sendall(("GET /v2/keys/adv/w%d?wait=%s HTTP/1.1\r\nHost: x\r\n\r\n"
+                           % (i, spelling)).encode())
+                socks.append(s)
+            time.sleep(0.2)  # let both park (the refusal below is what is asserted)
+            st, body = http(url, path="/v2/keys/adv/w9?wait=" + spelling, timeout=3)
+            ok &= out(st == 429, "row 4: wait=%s counts as a watch (third refused 429)" % spelling,
+                      "status %d %r" % (st, body[:120]))
+        except socket.timeout:
+            ok &= out(False, "row 4: wait=%s" % spelling, "the third watch was not refused")
+        finally:
+            for s in socks:
+                s.close()
+        time.sleep(0.1)
+    return ok
+
+
+# --------------------------------------------------------------------------------------------
+# Row 11: HEAD on a watch has no body
+
+
+def case_head_watch(url, pid, data_url):
+    s = conn(url)
+    s.sendall(b"HEAD /v2/keys/adv/head?wait=true HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)
+    http(url, "PUT", "/v2/keys/adv/head", b"value=1")
+    # then a pipelined GET on the same connection: the next bytes must be its status line
+    time.sleep(0.2)
+    s.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+    data, _ = read_until_closed(s, 1.5)
+    s.close()
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return out(head.startswith(b"HTTP/1.1 200") and rest.startswith(b"HTTP/1.1 200"),
+               "row 11: HEAD ?wait=true answers headers only (the next response follows at once)",
+               "got %r" % data[:300])
+
+
+# --------------------------------------------------------------------------------------------
+# Row 13: NUL is refused, never truncated
+
+
+def case_nul(url, pid, data_url):
+    ok = True
+    for what, path, body in [
+        ("value", "/v2/keys/adv/nul", b"value=a%00b"),
+        ("query value", "/v2/keys/adv/nul?value=a%00b", None),
+        ("prevValue", "/v2/keys/adv/nul?prevValue=x%00", b"value=v"),
+        ("parameter name", "/v2/keys/adv/nul?val%00ue=1", b"value=v"),
+    ]:
+        st, b = http(url, "PUT", path, body if body is not None else b"")
+        ok &= out(st == 400 and b"NUL" in b, "row 13: NUL in a %s refused with 400" % what,
+                  "status %d %r" % (st, b[:160]))
+    st, b = http(url, path="/v2/keys/adv/nul")
+    ok &= out(st == 404, "row 13: nothing was stored", "status %d %r" % (st, b[:160]))
+    st, b = http(url, "PUT", "/v2/keys/adv/nul%00x", b"value=1")
+    ok &= out(st >= 400, "row 13: NUL in a key refused", "status %d %r" % (st, b[:160]))
+    body = json.dumps({"node_id": "a\u0000b", "min_nodes": 1, "max_nodes": 1}).encode()
+    st, b = http(url, "POST", "/v1/runs/advnul/join", body,
+                 {"Content-Type": "application/json"})
+    ok &= out(st == 400, "row 13: NUL in a /v1 node id refused with 400",
+              "status %d %r" % (st, b[:160]))
+    return ok
+
+
+# --------------------------------------------------------------------------------------------
+# Row 9: invalid UTF-8 becomes U+FFFD in JSON (as etcd's Go encoder writes it)
+
+
+def case_utf8(url, pid, data_url):
+    ok = True
+    raw = b"ok\xff\xfe\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80-\xe2\x82\xac-\xf0\x9f\x98\x80"
+    st, _ = http(url, "PUT", "/v2/keys/adv/utf8/k", b"value=" + urllib.parse.quote_from_bytes(
+        raw).encode())
+    ok &= out(st in (200, 201), "row 9: a value with invalid UTF-8 is stored", "status %d" % st)
+    st, b = http(url, path="/v2/keys/adv/utf8?recursive=true")
+    try:
+        doc = json.loads(b.decode("utf-8"))  # strict: raises on invalid UTF-8
+        v = doc["node"]["nodes"][0]["value"]
+    except (ValueError, KeyError, IndexError) as e:
+        return out(False, "row 9: recursive GET is valid UTF-8 JSON", "%s: %r" % (e, b[:200]))
+    # Go (etcd) writes one U+FFFD per byte that does not start a valid sequence: 11 here
+    # (ff, fe, the overlong c0 af, the surrogate ed a0 80, f4 90 80 80 past U+10FFFF)
+    want = "ok" + "\ufffd" * 11 + "-\u20ac-\U0001f600"
+    ok &= out(v == want, "row 9: recursive GET is valid JSON with U+FFFD for each invalid byte",
+              "value %r, want %r" % (v, want))
+    return ok
+
+
+# --------------------------------------------------------------------------------------------
+# Row 12: a client that half-closes after its PUT still gets the reply (--fsync batch)
+
+
+def case_half_close(url, pid, data_url):
+    ok = True
+    for i in range(5):
+        s = conn(data_url)
+        s.sendall(b"PUT /v2/keys/adv/half%d HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/x-www-form-urlencoded\r\nContent-Length: 7\r\n\r\nvalue=1" % i)
+        s.shutdown(socket.SHUT_WR)
+        data, how = read_until_closed(s, 3)
+        s.close()
+        ok &= out(data.startswith(b"HTTP/1.1 201") and b'"action":"set"' in data,
+                  "row 12: half-closed after PUT %d: got the reply, then %s" % (i, how),
+                  "got %r (%s)" % (data[:200], how))
+    return ok
+
+
+# --------------------------------------------------------------------------------------------
+# Row 6: every phase has a deadline (server: 1 s each)
+
+
+def case_slowloris(url, pid, data_url):
+    ok = True
+    t0 = time.monotonic()
+    s = conn(url)
+    closed_after = None
+    req = b"GET /version HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+    try:
+        for ch in req:
+            s.send(bytes([ch]))
+            time.sleep(0.1)
+            if time.monotonic() - t0 > 4:
+                break
+    except (BrokenPipeError, ConnectionResetError):
+        closed_after = time.monotonic() - t0
+    if closed_after is None:
+        data, how = read_until_closed(s, 1)
+        if how in ("eof", "reset"):
+            closed_after = time.monotonic() - t0
+    s.close()
+    ok &= out(closed_after is not None and closed_after < 3.5,
+              "row 6: headers sent a byte every 100 ms: closed at the 1 s header deadline",
+              "still open after %.1f s" % (time.monotonic() - t0))
+    # a body that stops coming
+    s = conn(url)
+    s.sendall(b"PUT /v2/keys/adv/slow HTTP/1.1\r\nHost: x\r\nContent-Type: "
+              b"application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nvalue=")
+    t0 = time.monotonic()
+    data, how = read_until_closed(s, 4)
+    s.close()
+    ok &= out(how in ("eof", "reset") and time.monotonic() - t0 < 3.5,
+              "row 6: a body that stops: closed at the 1 s body deadline",
+              "%s after %.1f s" % (how, time.monotonic() - t0))
+    # a connection that sends nothing after connecting is the idle timeout's; one that sent
+    # a whole request and waits is not closed by the deadlines
+    s = conn(url)
+    s.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+    read_response(s)
+    time.sleep(1.6)
+    s.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        st, _, _ = read_response(s)
+    except (ConnectionError, socket.timeout) as e:
+        st = str(e)
+    s.close()
+    ok &= out(st == 200, "row 6: a keep-alive connection between requests is not cut by the "
+              "header deadline", "got %r" % (st,))
+    return ok
+
+
+# --------------------------------------------------------------------------------------------
+# Row 2: a client that pipelines without reading stops being read; memory stays bounded
+
+
+def case_no_read(url, pid, data_url):
+    before = rss_kb(pid)
+    paused0 = metric(url, "musterd_reads_paused_total") or 0
+    socks = []
+    req = b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n" * 2000  # 70 KB of requests, ~500 KB reply
+    for _ in range(40):
+        s = conn(url)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.setblocking(False)
+        sent = 0
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end and sent < 40 * len(req):
+            try:
+                sent += s.send(req)
+            except BlockingIOError:
+                time.sleep(0.01)
+        socks.append((s, sent))
+    time.sleep(0.5)
+    after = rss_kb(pid)
+    paused = (metric(url, "musterd_reads_paused_total") or 0) - paused0
+    total_sent = sum(n for _, n in socks)
+    for s, _ in socks:
+        s.close()
+    grew = (after - before) / 1024.0
+    ok = out(paused >= 40, "row 2: 40 clients pipelining %.1f MB of GETs without reading: "
+             "each stopped being read" % (total_sent / 1e6), "paused %d times" % paused)
+    return out(grew < 40, "row 2: RSS grew %.1f MB (bound 40 MB; was unbounded)" % grew,
+               "RSS %d -> %d kB" % (before, after)) and ok
+
+
+def case_write_deadline(url, pid, data_url):
+    """A client that asks for a large reply and never reads it is closed at the write deadline
+    (1 s) instead of holding the output forever."""
+    http(url, "PUT", "/v2/keys/adv/big", b"value=" + b"x" * 900000)
+    t0 = metric(url, "musterd_connections_timed_out_total") or 0
+    s = conn(url)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(b"GET /v2/keys/adv/big HTTP/1.1\r\nHost: x\r\n\r\n" * 8)
+    deadline = time.monotonic() + 4
+    n = t0
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        n = metric(url, "musterd_connections_timed_out_total") or 0
+        if n > t0:
+            break
+    s.close()
+    return out(n > t0, "row 6: a reply that makes no progress: closed at the 1 s write deadline",
+               "musterd_connections_timed_out_total stayed %d" % n)
+
+
+CASES = {
+    "redirect": case_redirect,
+    "wait_spellings": case_wait_spellings,
+    "head_watch": case_head_watch,
+    "nul": case_nul,
+    "utf8": case_utf8,
+    "half_close": case_half_close,
+    "slowloris": case_slowloris,
+    "no_read": case_no_read,
+    "write_deadline": case_write_deadline,
+}
+
+
+def main():
+    if len(sys.argv) < 4 or sys.argv[1] not in CASES:
+        sys.stderr.write("usage: attacks.py CASE URL PID [DATA_URL]; cases: %s\n"
+                         % " ".join(CASES))
+        return 2
+    name, url, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    data_url = sys.argv[4] if len(sys.argv) > 4 else url
+    try:
+        ok = CASES[name](url, pid, data_url)
+    except Exception as e:  # a case that crashes is a failure, named
+        ok = out(False, "case %s" % name, "%s: %s" % (type(e).__name__, e))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
