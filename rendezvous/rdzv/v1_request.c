@@ -14,8 +14,8 @@ static int has_nul_escape(const char *s, size_t n)
   if (memchr(s, '\0', n) != NULL)
     return 1;
   for (size_t i = 0; i + 5 < n; i++) {
-    if (s[i] == '\\' && s[i + 1] == 'u' && s[i + 2] == '0' && s[i + 3] == '0' &&
-        s[i + 4] == '0' && s[i + 5] == '0') {
+    if (s[i] == '\\' && s[i + 1] == 'u' && s[i + 2] == '0' && s[i + 3] == '0' && s[i + 4] == '0' &&
+        s[i + 5] == '0') {
       /* an escaped backslash before it ("\\\\u0000") is text, not an escape */
       size_t k = 0;
       while (k < i && s[i - 1 - k] == '\\')
