@@ -185,6 +185,13 @@ static void sw_flush(struct snap_writer *w, int force)
   mu_buf_clear(&w->b);
 }
 
+/* Appends one record, checked: a record the encoder refuses fails the snapshot. */
+static void sw_put(struct snap_writer *w, const struct wal_rec *r)
+{
+  if (w->rc == 0 && wal_rec_put(&w->b, r) != 0)
+    w->rc = -E2BIG;
+}
+
 static void snap_nodes(struct snap_writer *w, const struct v2_node *n)
 {
   for (uint32_t i = 0; i < n->nchildren && w->rc == 0; i++) {
@@ -204,7 +211,7 @@ static void snap_nodes(struct snap_writer *w, const struct v2_node *n)
       r.value = c->value;
       r.value_len = c->value_len;
     }
-    wal_rec_put(&w->b, &r);
+    sw_put(w, &r);
     w->nodes++;
     sw_flush(w, 0);
     if (c->is_dir)
@@ -224,15 +231,15 @@ static int snap_write(struct persist *p, struct snap_writer *w)
   r.index = s->index;
   r.created = s->nodes.n - 1;
   r.aux = h->count;
-  wal_rec_put(&w->b, &r);
+  sw_put(w, &r);
   snap_nodes(w, s->root);
   for (unsigned i = 0; i < h->count && w->rc == 0; i++) {
     const struct v2_event *e = h->ring[(h->front + i) % h->cap];
     persist_event_rec(&r, WAL_REC_SNAP_EVENT, e);
-    wal_rec_put(&w->b, &r);
+    sw_put(w, &r);
     sw_flush(w, 0);
   }
-  if (p->rdzv != NULL) {
+  if (p->rdzv != NULL && w->rc == 0) {
     p->rdzv_dirty = 0;
     if (persist_put_rdzv(p, &w->b) != 0)
       w->rc = -E2BIG;
@@ -242,7 +249,7 @@ static int snap_write(struct persist *p, struct snap_writer *w)
   r.index = s->index;
   r.created = w->nodes;
   r.aux = h->count;
-  wal_rec_put(&w->b, &r);
+  sw_put(w, &r);
   sw_flush(w, 1);
   if (w->rc == 0 && fsync(w->fd) != 0)
     w->rc = -errno;

@@ -39,6 +39,8 @@ void rdzv_barriers_kv_free(struct rdzv_run *run)
 {
   mu_htab_clear(&run->barriers, barrier_free, NULL);
   mu_htab_release(&run->barriers);
+  run->rv->kv_bytes -= run->kv_bytes;
+  run->kv_bytes = 0;
   mu_htab_clear(&run->kv, kv_free, NULL);
   mu_htab_release(&run->kv);
 }
@@ -225,7 +227,8 @@ static int kv_put(struct rdzv_run *run, const char *key, const void *value, size
     return RDZV_ETOO_LARGE;
   struct kv *e = kv_find(run, key);
   size_t old = e && e->val ? e->len : 0;
-  if (run->kv_bytes - old + len > RDZV_KV_BYTES_MAX)
+  if (run->kv_bytes - old + len > RDZV_KV_BYTES_MAX ||
+      rv->kv_bytes - old + len > RDZV_TOTAL_KV_BYTES_MAX)
     return RDZV_ETOO_LARGE;
   if (e == NULL) {
     if (run->kv.n >= RDZV_KV_KEYS_MAX)
@@ -239,6 +242,7 @@ static int kv_put(struct rdzv_run *run, const char *key, const void *value, size
   e->val = v;
   e->len = len;
   run->kv_bytes = run->kv_bytes - old + len;
+  rv->kv_bytes = rv->kv_bytes - old + len;
   e->version = ++run->kv_version;
   if (version)
     *version = e->version;
@@ -336,6 +340,7 @@ int rdzv_kv_del(struct rdzv *rv, const char *run_id, const char *key)
   if (e == NULL || e->val == NULL)
     return RDZV_ENO_SUCH_KEY;
   run->kv_bytes -= e->len;
+  rv->kv_bytes -= e->len;
   mu_free(e->val);
   e->val = NULL;
   e->len = 0;
@@ -383,5 +388,6 @@ int rdzv_kv_restore(struct rdzv_run *run, char *key, char *val, size_t len, uint
   e->len = len;
   e->version = version;
   run->kv_bytes += len;
+  run->rv->kv_bytes += len;
   return 0;
 }

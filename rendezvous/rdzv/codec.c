@@ -12,6 +12,8 @@
  */
 #include <string.h>
 
+#include "muster/errno.h"
+
 #include "alloc.h"
 #include "rdzv_int.h"
 
@@ -21,27 +23,44 @@
  * Encoding
  */
 
-static void put_u32(struct mu_buf *b, uint32_t v)
+/* Every append is checked: the first one refused by the buffer's cap fails the whole blob
+ * (a blob missing a piece would decode as garbage, or not at all, after a restart). */
+struct enc {
+  struct mu_buf *b;
+  int rc; /* 0, or the first append's error */
+};
+
+static void put_bytes(struct enc *e, const void *p, size_t n)
+{
+  if (e->rc == 0 && n > UINT32_MAX)
+    e->rc = MU_E2BIG;
+  if (e->rc == 0)
+    e->rc = mu_buf_append(e->b, p, n);
+}
+
+static void put_u32(struct enc *e, uint32_t v)
 {
   unsigned char p[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
                         (unsigned char)(v >> 24)};
-  mu_buf_append(b, p, 4);
+  put_bytes(e, p, 4);
 }
 
-static void put_u64(struct mu_buf *b, uint64_t v)
+static void put_u64(struct enc *b, uint64_t v)
 {
   put_u32(b, (uint32_t)v);
   put_u32(b, (uint32_t)(v >> 32));
 }
 
-static void put_str(struct mu_buf *b, const char *s, size_t n)
+static void put_str(struct enc *b, const char *s, size_t n)
 {
+  if (n > UINT32_MAX && b->rc == 0)
+    b->rc = MU_E2BIG;
   put_u32(b, (uint32_t)n);
   if (n > 0)
-    mu_buf_append(b, s, n);
+    put_bytes(b, s, n);
 }
 
-static void put_round(struct mu_buf *out, const struct rdzv_round *r)
+static void put_round(struct enc *out, const struct rdzv_round *r)
 {
   put_u64(out, r ? r->number : 0);
   put_u32(out, r ? r->nnodes : 0);
@@ -56,7 +75,7 @@ static void put_round(struct mu_buf *out, const struct rdzv_round *r)
   }
 }
 
-static void put_kv(struct mu_buf *out, const struct rdzv_run *run)
+static void put_kv(struct enc *out, const struct rdzv_run *run)
 {
   uint32_t nkv = 0;
   for (const struct mu_hnode *h = mu_htab_next(&run->kv, NULL); h != NULL;
@@ -74,9 +93,11 @@ static void put_kv(struct mu_buf *out, const struct rdzv_run *run)
   }
 }
 
-int rdzv_encode(const struct rdzv *rv, struct mu_buf *out)
+int rdzv_encode(const struct rdzv *rv, struct mu_buf *buf)
 {
-  size_t before = out->len;
+  size_t before = buf->len;
+  struct enc e = {buf, 0};
+  struct enc *out = &e;
   put_u32(out, RDZV_BLOB_VERSION);
   put_u32(out, (uint32_t)rv->runs.n);
   for (const struct mu_list_node *x = rv->runs_list.head; x != NULL; x = x->next) {
@@ -94,8 +115,11 @@ int rdzv_encode(const struct rdzv *rv, struct mu_buf *out)
     put_u64(out, run->kv_version);
     put_kv(out, run);
   }
-  /* a buffer over its cap dropped some appends: the blob would be unreadable */
-  return out->len > before ? 0 : -1;
+  if (e.rc != 0 && buf->data != NULL) {
+    buf->len = before; /* nothing half-written is left behind */
+    buf->data[before] = '\0';
+  }
+  return e.rc;
 }
 
 /* ---------------------------------------------------------------------------------------------

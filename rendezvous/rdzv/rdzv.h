@@ -40,10 +40,13 @@
 #define RDZV_VALUE_MAX (1 << 20)      /* one KV value */
 #define RDZV_KV_BYTES_MAX (64u << 20) /* all KV values of one run */
 #define RDZV_KV_KEYS_MAX 100000       /* keys of one run */
-#define RDZV_BARRIERS_MAX 10000       /* barrier names of one run */
-#define RDZV_RUNS_MAX 10000           /* runs held at once */
-#define RDZV_NODES_MAX 1000000        /* max_nodes of one run */
-#define RDZV_MEMBERS_IN_REPLY 256     /* join answers list members up to this many nodes */
+/* All KV values of all runs: the server-wide bound that keeps the durable state (one log
+ * record, at most 256 MiB) encodable whatever the number of runs. */
+#define RDZV_TOTAL_KV_BYTES_MAX (128u << 20)
+#define RDZV_BARRIERS_MAX 10000   /* barrier names of one run */
+#define RDZV_RUNS_MAX 10000       /* runs held at once */
+#define RDZV_NODES_MAX 1000000    /* max_nodes of one run */
+#define RDZV_MEMBERS_IN_REPLY 256 /* join answers list members up to this many nodes */
 
 /* The /v1 error map: every error the API answers with. Each row: the enum suffix, the code
  * string the API puts in `"error"`, and the HTTP status it answers with. The state machine
@@ -339,8 +342,9 @@ void rdzv_wait_cancel(struct rdzv_wait *w);
  * hook must not call back into the rendezvous. */
 void rdzv_set_change_hook(struct rdzv *rv, void (*fn)(void *), void *data);
 
-/* Appends the durable state (runs, their latest rounds with members, KV) to `out`.
- * Returns: 0, or -1 when `out` hit its cap. */
+/* Appends the durable state (runs, their latest rounds with members, KV) to `out`, every
+ * append checked. Returns: 0, or MU_E2BIG when it would pass `out`'s cap (then `out` is left
+ * as it was). */
 int rdzv_encode(const struct rdzv *rv, struct mu_buf *out);
 
 /* Rebuilds the state of rdzv_encode() in an `rv` that has no run yet. Every restored member

@@ -91,6 +91,7 @@ struct rdzv {
   uint64_t gc_ms;
   struct mu_htab runs;
   struct mu_list runs_list; /* in creation order */
+  size_t kv_bytes;          /* KV value bytes of every run (RDZV_TOTAL_KV_BYTES_MAX) */
   struct rdzv_stats st;
   void (*done)(void *);
   void *done_data;

@@ -3,6 +3,8 @@
 #include <string.h>
 #include <uv.h>
 
+#include "muster/errno.h"
+
 #include "alloc.h"
 #include "rdzv.h"
 #include "task.h"
@@ -518,6 +520,48 @@ TEST(rdzv__kv_set_get_wait_add)
   char *big = mu_calloc(1, RDZV_VALUE_MAX + 1);
   ASSERT_EQ(rdzv_kv_set(e.rv, "job", "big", big, RDZV_VALUE_MAX + 1, &ver), RDZV_ETOO_LARGE);
   ASSERT_EQ(rdzv_kv_set(e.rv, "job", "big", big, RDZV_VALUE_MAX, &ver), 0);
+  mu_free(big);
+  env_done(&e);
+}
+
+/* Issue 15 row 1: every append of the durable state's encoder is checked (a capped buffer
+ * refuses the whole blob and is left as it was), and every run's KV together is bounded
+ * server-wide so that the state always fits one log record. */
+TEST(rdzv__encode_checked_and_total_kv_bounded)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r[3];
+  uint64_t ver = 0;
+  cfg(&q, 1, 1, -1);
+  join(&e, "job0", &q, "a", &r[0]);
+  join(&e, "job1", &q, "a", &r[1]);
+  join(&e, "job2", &q, "a", &r[2]);
+  char *big = mu_calloc(1, RDZV_VALUE_MAX);
+  ASSERT_EQ(rdzv_kv_set(e.rv, "job0", "k", big, 1000, &ver), 0);
+  struct mu_buf small = MU_BUF_INIT(600);
+  mu_buf_puts(&small, "xy");
+  ASSERT_EQ(rdzv_encode(e.rv, &small), MU_E2BIG);
+  ASSERT_EQ(small.len, 2);
+  ASSERT_STR_EQ(small.data, "xy");
+  mu_buf_release(&small);
+  struct mu_buf all = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  ASSERT_EQ(rdzv_encode(e.rv, &all), 0);
+  ASSERT(all.len > 1000);
+  mu_buf_release(&all);
+  /* two runs at their own cap fill the server-wide one: a third run's byte is refused */
+  char key[16];
+  uint32_t per_run = RDZV_KV_BYTES_MAX / RDZV_VALUE_MAX;
+  ASSERT_EQ(RDZV_TOTAL_KV_BYTES_MAX, 2 * RDZV_KV_BYTES_MAX);
+  ASSERT_EQ(rdzv_kv_del(e.rv, "job0", "k"), 0);
+  for (uint32_t i = 0; i < 2 * per_run; i++) {
+    snprintf(key, sizeof(key), "k%u", i % per_run);
+    ASSERT_EQ(rdzv_kv_set(e.rv, i < per_run ? "job0" : "job1", key, big, RDZV_VALUE_MAX, &ver), 0);
+  }
+  ASSERT_EQ(rdzv_kv_set(e.rv, "job2", "one", "1", 1, &ver), RDZV_ETOO_LARGE);
+  ASSERT_EQ(rdzv_kv_del(e.rv, "job1", "k0"), 0);
+  ASSERT_EQ(rdzv_kv_set(e.rv, "job2", "one", "1", 1, &ver), 0);
   mu_free(big);
   env_done(&e);
 }
