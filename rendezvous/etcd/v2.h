@@ -12,6 +12,10 @@
 #ifndef MUSTERD_ETCD_V2_H
 #define MUSTERD_ETCD_V2_H
 
+/* Levels a key may have ("/a/b" has 2): every level is a dir that holds its whole key, so
+ * depth costs memory quadratically (an 8 KiB path of 4,000 levels took 19 MB). */
+#define V2_MAX_DEPTH 64
+
 #include <stddef.h>
 
 #include "http.h"

@@ -46,6 +46,15 @@ static void write_reply(struct rv_req *req, int status, const char *extra_header
   rv_reply(req, status, "application/json", extra_headers, body, len);
 }
 
+/* Levels in `key` (a clean absolute key): "/a/b" is 2, "/" is 0. */
+static size_t key_depth(const char *key)
+{
+  size_t d = 0;
+  for (const char *p = key; *p != '\0'; p++)
+    d += *p == '/' && p[1] != '\0';
+  return d;
+}
+
 /* Go's strconv.ParseBool. Returns: 0/1, or -1 when not a boolean. */
 static int parse_bool(const char *s)
 {
@@ -119,6 +128,14 @@ static int parse_or_reply(struct rv_req *req, struct keys_req *k)
   }
   size_t off = strlen("/v2/keys");
   k->key = v2_store_clean_key(req->path + off, req->path_len - off);
+  if (key_depth(k->key) > V2_MAX_DEPTH) {
+    /* each level is a dir holding its whole key: depth costs memory quadratically */
+    char cause[128];
+    snprintf(cause, sizeof(cause), "invalid key: %zu levels deep, over musterd's limit of %d",
+             key_depth(k->key), V2_MAX_DEPTH);
+    v2_error_reply(req, V2_INVALID_FIELD, cause, 0);
+    return -1;
+  }
   if ((v = rv_req_param(req, "prevIndex")) != NULL && parse_u64(v, &k->prev_index) != 0) {
     v2_error_reply(req, V2_INDEX_NAN, "invalid value for \"prevIndex\"", 0);
     return -1;
@@ -345,6 +362,28 @@ static int keys_begin_or_reply(struct rv_req *req, struct keys_call *c)
   return 0;
 }
 
+/* A write whose answer (the node and its prevNode, each value JSON-escaped: at most 6 bytes a
+ * byte) might not fit the connection's output cap is refused before anything is committed:
+ * a write committed but never acknowledged is what the cap must not cause.
+ * Returns: 0, or -1 after answering 413 (and releasing the call). */
+static int reply_fits_or_reply(struct rv_req *req, struct keys_call *c)
+{
+  const struct v2_node *n = v2_store_lookup(c->v2->store, c->k.key);
+  size_t old = n != NULL && !n->is_dir ? n->value_len : 0;
+  size_t cap = rv_server_config(req->srv)->max_output_bytes;
+  size_t need = 6 * (c->k.value_len + old) + 12 * strlen(c->k.key) + 1024;
+  if (need <= cap)
+    return 0;
+  char msg[256];
+  snprintf(msg, sizeof(msg),
+           "the answer to this write could take %zu bytes, over --max-output-bytes (%zu): "
+           "nothing was written; write a smaller value or raise --max-output-bytes",
+           need, cap);
+  struct rv_refusal r = {RV_REFUSE_TOO_LARGE, msg, 0};
+  rv_refuse(req, &r);
+  return -1;
+}
+
 /* Answers the write (its event or its error), then lets the held watchers go. */
 static void keys_end(struct rv_req *req, struct keys_call *c, int answer)
 {
@@ -391,6 +430,10 @@ static void keys_post(struct rv_req *req)
   struct keys_call c;
   if (keys_begin_or_reply(req, &c) != 0)
     return;
+  if (reply_fits_or_reply(req, &c) != 0) {
+    keys_end(req, &c, 0);
+    return;
+  }
   c.e = v2_store_create(c.v2->store, &c.w, 1, &c.err);
   keys_end(req, &c, 1);
 }
@@ -401,6 +444,10 @@ static void keys_put(struct rv_req *req)
   struct keys_call c;
   if (keys_begin_or_reply(req, &c) != 0)
     return;
+  if (reply_fits_or_reply(req, &c) != 0) {
+    keys_end(req, &c, 0);
+    return;
+  }
   struct v2_store *s = c.v2->store;
   const struct keys_req *k = &c.k;
   int has_prev_value = k->prev_value != NULL && k->prev_value[0] != '\0';
@@ -425,6 +472,10 @@ static void keys_delete(struct rv_req *req)
   struct keys_call c;
   if (keys_begin_or_reply(req, &c) != 0)
     return;
+  if (reply_fits_or_reply(req, &c) != 0) {
+    keys_end(req, &c, 0);
+    return;
+  }
   struct v2_store *s = c.v2->store;
   const struct keys_req *k = &c.k;
   if (k->prev_index > 0 || (k->prev_value != NULL && k->prev_value[0] != '\0'))
@@ -524,18 +575,27 @@ static int v2_refuse(struct rv_req *req, const struct rv_refusal *r)
   return 0; /* etcd's mux answers 405 in plain text, as the server does */
 }
 
-/* Would this write add a node to the store? POST always does (an in-order key). */
-static int adds_node(const struct v2_store *s, const struct rv_req *req)
+/* How many nodes would this write add: the key and each missing dir above it (and an
+ * in-order key under a POST's dir)? The key is read as the handler reads it
+ * (v2_store_clean_key()); a key over the depth limit adds nothing: the handler refuses it. */
+static int adds_nodes(const struct v2_store *s, const struct rv_req *req)
 {
-  if (req->method == RV_POST)
-    return 1;
-  const char *k = req->path + strlen("/v2/keys");
-  size_t n = strlen(k); /* up to a %00: the handler refuses such a key (210) anyway */
-  char *key = mu_malloc(n + 2);
-  mu_path_clean(key, k, n, 0);
-  int missing = v2_store_lookup(s, key) == NULL;
+  size_t off = strlen("/v2/keys");
+  char *key = v2_store_clean_key(req->path + off, req->path_len - off);
+  int n = req->method == RV_POST;
+  if (key_depth(key) <= V2_MAX_DEPTH) {
+    for (;;) {
+      if (v2_store_lookup(s, key) != NULL)
+        break;
+      n++;
+      char *slash = strrchr(key, '/');
+      if (slash == NULL || slash == key)
+        break;
+      *slash = '\0';
+    }
+  }
   mu_free(key);
-  return missing;
+  return n;
 }
 
 static void v2_usage(struct rv_req *req, struct rv_usage *u)
@@ -553,7 +613,7 @@ static void v2_usage(struct rv_req *req, struct rv_usage *u)
   u->value_len = v != NULL ? strlen(v) : 0;
   u->counts_keys = 1;
   u->keys = s->nodes.n;
-  u->adds_key = adds_node(s, req);
+  u->adds_key = adds_nodes(s, req);
 }
 
 const struct rv_api v2_api = {"v2", v2_refuse, v2_usage};

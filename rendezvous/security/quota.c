@@ -124,7 +124,8 @@ static int check_write(struct sec_quota *q, struct rv_req *req, const struct rv_
              (unsigned long long)u->value_len, (unsigned long long)c->max_value_bytes);
     return refuse(q, req, SEC_QUOTA_VALUE, msg);
   }
-  if (c->max_keys > 0 && u->counts_keys && u->keys >= c->max_keys && u->adds_key) {
+  if (c->max_keys > 0 && u->counts_keys && u->adds_key > 0 &&
+      u->keys + (uint64_t)u->adds_key > c->max_keys) {
     snprintf(msg, sizeof(msg),
              "the store holds %llu keys, this server's quota (--quota-keys): delete keys or "
              "raise the quota",

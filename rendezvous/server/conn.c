@@ -548,6 +548,19 @@ void rv_reply(struct rv_req *req, int status, const char *content_type, const ch
   struct rv_conn *c = req_conn(req);
   if (c->state != REQ_HANDLING)
     return;
+  size_t cap = c->srv->cfg.max_output_bytes;
+  if (len > 4096 && !c->is_head && len + 4096 + c->out.len + c->wbuf.len > cap) {
+    /* too large to send: a status that says so (in the API's shape), not a dropped connection */
+    char msg[256];
+    snprintf(msg, sizeof(msg),
+             "the answer (%zu bytes) is over --max-output-bytes (%zu): ask for less (a smaller "
+             "directory, without recursive) or raise --max-output-bytes",
+             len, cap);
+    struct rv_refusal r = {RV_REFUSE_TOO_LARGE, msg, 0};
+    c->srv->limit_hits++;
+    rv_refuse(req, &r);
+    return;
+  }
   count_status(c, status);
   write_head(c, status, content_type, extra_headers, (long long)len);
   if (!c->is_head && len > 0)

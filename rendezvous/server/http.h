@@ -171,7 +171,7 @@ struct rv_usage {
   uint64_t value_len; /* ... of this many bytes */
   int counts_keys;    /* the API keeps a server-wide key count (the etcd v2 store) ... */
   uint64_t keys;      /* ... holding this many keys and dirs ... */
-  int adds_key;       /* ... and this write would add one */
+  int adds_key;       /* ... and this write would add this many (the key, missing dirs) */
   const char *scope;  /* what per-scope quotas count in (a /v1 run id), NULL when none */
   size_t scope_len;
   int scope_known;          /* the scope exists: the numbers below are set (writes only) */

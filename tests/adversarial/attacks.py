@@ -372,7 +372,77 @@ def case_write_deadline(url, pid, data_url):
                "musterd_connections_timed_out_total stayed %d" % n)
 
 
+# --------------------------------------------------------------------------------------------
+# Row 8: a reply too large to send gets a status; a write whose answer would not fit is refused
+# before it is committed. Server C: --max-output-bytes 65536 --quota-keys 300.
+
+
+def case_too_large(url, pid, data_url):
+    ok = True
+    s = conn(url)
+    val = b"v" * 400
+    for i in range(200):  # a listing of ~100 KB, over the 64 KiB output cap
+        s.sendall(b"PUT /v2/keys/adv/list/k%d HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\nvalue=%s"
+                  % (i, len(val) + 6, val))
+        st, _, _ = read_response(s)
+        if st not in (200, 201):
+            return out(False, "row 8: filling the dir", "PUT %d: status %d" % (i, st))
+    s.sendall(b"GET /v2/keys/adv/list?recursive=true HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, _, body = read_response(s)
+    ok &= out(st == 413 and b"max-output-bytes" in body and b'"errorCode":600' in body,
+              "row 8: a listing over --max-output-bytes gets 413 in etcd's error shape",
+              "status %d %r" % (st, body[:200]))
+    s.sendall(b"GET /v2/keys/adv/list/k1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, _, body = read_response(s)
+    ok &= out(st == 200, "row 8: the connection goes on after the refusal", "status %d" % st)
+    s.close()
+    # a write whose reply (value + prevNode, escaped) could pass the cap: refused, not applied
+    st, _ = http(url, "PUT", "/v2/keys/adv/w", b"value=" + b"a" * 5000)
+    ok &= out(st == 201, "row 8: a 5 KB write whose answer fits is applied", "status %d" % st)
+    st, body = http(url, "PUT", "/v2/keys/adv/w", b"value=" + b"b" * 6000)
+    ok &= out(st == 413 and b"nothing was written" in body,
+              "row 8: a write whose answer could pass the cap is refused (413) before commit",
+              "status %d %r" % (st, body[:200]))
+    st, body = http(url, path="/v2/keys/adv/w")
+    ok &= out(st == 200 and json.loads(body)["node"]["value"] == "a" * 5000,
+              "row 8: the refused write changed nothing", "status %d" % st)
+    return ok
+
+
+# --------------------------------------------------------------------------------------------
+# Row 7: deep paths are refused where the key enters; the key quota counts every dir a write
+# creates (server C: --quota-keys 300)
+
+
+def case_deep_path(url, pid, data_url):
+    ok = True
+    before = rss_kb(pid)
+    deep = "/v2/keys/adv/deep" + "/d" * 4000
+    st, body = http(url, "PUT", deep, b"value=1")
+    ok &= out(st == 400 and b"levels deep" in body and b'"errorCode":209' in body,
+              "row 7: a 4,000-level key is refused (209) before any dir is made",
+              "status %d %r" % (st, body[:160]))
+    st, body = http(url, path=deep + "?recursive=true")
+    ok &= out(st == 400, "row 7: a GET of it too (same walker)", "status %d" % st)
+    ok &= out(rss_kb(pid) - before < 5000, "row 7: RSS did not grow",
+              "%d -> %d kB" % (before, rss_kb(pid)))
+    st, body = http(url, "PUT", "/v2/keys/adv/ok" + "/d" * 60, b"value=1")
+    ok &= out(st == 201, "row 7: 62 levels are fine", "status %d %r" % (st, body[:160]))
+    # the store now holds ~265 nodes, under the quota of 300: a write of one key that would
+    # create 40 nodes is refused (it used to count as one), one replacing a value is not
+    st, body = http(url, "PUT", "/v2/keys/adv/q" + "/d" * 39, b"value=1")
+    ok &= out(st == 429, "row 7: --quota-keys counts the dirs a write would create",
+              "status %d %r" % (st, body[:160]))
+    st, body = http(url, "PUT", "/v2/keys/adv/w", b"value=x")
+    ok &= out(st == 200, "row 7: a write that adds no node passes the key quota",
+              "status %d %r" % (st, body[:160]))
+    return ok
+
+
 CASES = {
+    "too_large": case_too_large,
+    "deep_path": case_deep_path,
     "redirect": case_redirect,
     "wait_spellings": case_wait_spellings,
     "head_watch": case_head_watch,
