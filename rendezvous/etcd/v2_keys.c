@@ -362,16 +362,28 @@ static int keys_begin_or_reply(struct rv_req *req, struct keys_call *c)
   return 0;
 }
 
-/* A write whose answer (the node and its prevNode, each value JSON-escaped: at most 6 bytes a
- * byte) might not fit the connection's output cap is refused before anything is committed:
- * a write committed but never acknowledged is what the cap must not cause.
- * Returns: 0, or -1 after answering 413 (and releasing the call). */
+/* A write whose answer (the node and its prevNode, each value JSON-escaped) might not fit the
+ * connection's output cap is refused before anything is committed: a write committed but never
+ * acknowledged is what the cap must not cause. Returns: 0, or -1 after answering 413 (and releasing
+ * the call). */
+static size_t json_len_bound(const char *v, size_t n)
+{
+  size_t len = n;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)v[i];
+    if (ch < 0x20 || ch >= 0x80 || ch == '"' || ch == '\\' || ch == '<' || ch == '>' || ch == '&')
+      len += 5; /* at most "\u00XX" or "\ufffd" for one byte */
+  }
+  return len;
+}
+
 static int reply_fits_or_reply(struct rv_req *req, struct keys_call *c)
 {
   const struct v2_node *n = v2_store_lookup(c->v2->store, c->k.key);
-  size_t old = n != NULL && !n->is_dir ? n->value_len : 0;
+  size_t old = n != NULL && !n->is_dir ? json_len_bound(n->value, n->value_len) : 0;
   size_t cap = rv_server_config(req->srv)->max_output_bytes;
-  size_t need = 6 * (c->k.value_len + old) + 12 * strlen(c->k.key) + 1024;
+  size_t val = c->k.value != NULL ? json_len_bound(c->k.value, c->k.value_len) : 0;
+  size_t need = val + old + 12 * strlen(c->k.key) + 1024;
   if (need <= cap)
     return 0;
   char msg[256];

@@ -398,14 +398,14 @@ def case_too_large(url, pid, data_url):
     ok &= out(st == 200, "row 8: the connection goes on after the refusal", "status %d" % st)
     s.close()
     # a write whose reply (value + prevNode, escaped) could pass the cap: refused, not applied
-    st, _ = http(url, "PUT", "/v2/keys/adv/w", b"value=" + b"a" * 5000)
-    ok &= out(st == 201, "row 8: a 5 KB write whose answer fits is applied", "status %d" % st)
-    st, body = http(url, "PUT", "/v2/keys/adv/w", b"value=" + b"b" * 6000)
+    st, _ = http(url, "PUT", "/v2/keys/adv/w", b"value=" + b"a" * 30000)
+    ok &= out(st == 201, "row 8: a 30 KB write whose answer fits is applied", "status %d" % st)
+    st, body = http(url, "PUT", "/v2/keys/adv/w", b"value=" + b"b" * 40000)
     ok &= out(st == 413 and b"nothing was written" in body,
               "row 8: a write whose answer could pass the cap is refused (413) before commit",
               "status %d %r" % (st, body[:200]))
     st, body = http(url, path="/v2/keys/adv/w")
-    ok &= out(st == 200 and json.loads(body)["node"]["value"] == "a" * 5000,
+    ok &= out(st == 200 and json.loads(body)["node"]["value"] == "a" * 30000,
               "row 8: the refused write changed nothing", "status %d" % st)
     return ok
 
