@@ -55,9 +55,17 @@ static int head_over(struct rv_conn *c)
   return 0;
 }
 
+/* The request's body is no longer held against the server-wide bound. */
+static void body_uncount(struct rv_conn *c)
+{
+  c->srv->body_total -= c->body_counted;
+  c->body_counted = 0;
+}
+
 static int on_message_begin(llhttp_t *p)
 {
   struct rv_conn *c = conn_of(p);
+  body_uncount(c);
   mu_buf_clear(&c->head);
   mu_buf_clear(&c->body);
   c->url_len = 0;
@@ -176,10 +184,19 @@ big:
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
   struct rv_conn *c = conn_of(p);
-  if (c->body.len + len > c->srv->cfg.max_body_bytes || mu_buf_append(&c->body, at, len) != 0) {
+  struct rv_server *srv = c->srv;
+  if (c->body.len + len > srv->cfg.max_body_bytes || mu_buf_append(&c->body, at, len) != 0) {
     c->req_error = 413;
     return -1;
   }
+  if (srv->body_total + len > RV_BODY_TOTAL_FACTOR * srv->cfg.max_body_bytes) {
+    /* memory held for clients nobody has authenticated yet is bounded in total */
+    srv->body_refused++;
+    c->req_error = 503;
+    return -1;
+  }
+  srv->body_total += len;
+  c->body_counted += len;
   return 0;
 }
 
@@ -237,6 +254,7 @@ static void conn_release_ticket(struct rv_conn *c)
 
 static void conn_release(struct rv_conn *c)
 {
+  body_uncount(c);
   conn_release_ticket(c);
   rv_tls_conn_free(c->tls);
   c->tls = NULL;
@@ -752,6 +770,7 @@ const char *rv_req_param(const struct rv_req *req, const char *name)
  * watcher notification). */
 static void conn_request_finished(struct rv_conn *c)
 {
+  body_uncount(c);
   c->state = REQ_IDLE;
   conn_release_ticket(c);
   c->gone = NULL;

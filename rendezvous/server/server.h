@@ -20,6 +20,8 @@
 /* A connection stops being read (and parsing what it sent) while its unsent output is over
  * this: a client that pipelines without reading cannot make the server buffer its answers. */
 #define RV_OUT_PAUSE (64 * 1024)
+/* Bodies in progress on all connections together: at most this many times max_body_bytes. */
+#define RV_BODY_TOTAL_FACTOR 64
 
 /* Per-route counters for /metrics: requests by status class. */
 struct rv_route_stats {
@@ -103,6 +105,10 @@ struct rv_server {
   uint64_t output_held;     /* times a connection's output waited for durability */
   uint64_t conns_timed_out; /* closed at a phase deadline (headers, body, write) */
   uint64_t reads_paused;    /* times a connection stopped being read: output pending */
+  /* Request bodies held by every connection (before authentication: a handler has not seen
+   * them yet), bounded by RV_BODY_TOTAL_FACTOR x max_body_bytes; past it, 503 and close. */
+  size_t body_total;
+  uint64_t body_refused;
 };
 
 enum conn_flags {
@@ -152,7 +158,8 @@ struct rv_conn {
   uint16_t hdr_off[RV_MAX_HEADERS * 2]; /* max_header_bytes is capped below 64 KiB */
   unsigned nhdr;
   struct mu_buf body;
-  int req_error; /* HTTP status to answer instead of dispatching (413, 414, 431, 400) */
+  size_t body_counted; /* bytes of `body` counted in srv->body_total */
+  int req_error;       /* HTTP status to answer instead of dispatching (413, 414, 431, 400) */
   int keep_alive;
   int is_head;
   int cors; /* add etcd's CORS headers to an answer made before routing (301, 404) */

@@ -88,12 +88,18 @@ static void metrics_handler(struct rv_req *req)
                 "# TYPE musterd_reads_paused_total counter\nmusterd_reads_paused_total %llu\n"
                 "# HELP musterd_output_held_total Times a connection's output waited for the "
                 "log to be synced (--fsync batch).\n"
-                "# TYPE musterd_output_held_total counter\nmusterd_output_held_total %llu\n",
+                "# TYPE musterd_output_held_total counter\nmusterd_output_held_total %llu\n"
+                "# HELP musterd_body_bytes Request body bytes held by all connections.\n"
+                "# TYPE musterd_body_bytes gauge\nmusterd_body_bytes %llu\n"
+                "# HELP musterd_body_refused_total Requests refused (503) because the bodies "
+                "held by all connections reached their bound.\n"
+                "# TYPE musterd_body_refused_total counter\nmusterd_body_refused_total %llu\n",
                 (unsigned)srv->conns.n, (unsigned long long)srv->conns_accepted,
                 (unsigned long long)srv->conns_rejected, (unsigned long long)srv->conns_idle_closed,
                 (unsigned long long)srv->conns_output_overflow, (unsigned long long)srv->limit_hits,
                 (unsigned long long)srv->conns_timed_out, (unsigned long long)srv->reads_paused,
-                (unsigned long long)srv->output_held);
+                (unsigned long long)srv->output_held, (unsigned long long)srv->body_total,
+                (unsigned long long)srv->body_refused);
   for (size_t i = 0; i < srv->nmodules; i++)
     if (srv->modules[i].metrics != NULL)
       srv->modules[i].metrics(srv, srv->modules[i].data, &b);

@@ -352,6 +352,47 @@ def case_no_read(url, pid, data_url):
                "RSS %d -> %d kB" % (before, after)) and ok
 
 
+def case_body_hoard(url, pid, data_url):
+    """Unfinished bodies of 1 MiB - 1 on many connections (nobody authenticated): the server
+    holds at most 64 x --max-body-bytes of them in total; past it, 503."""
+    before = rss_kb(pid)
+    socks, refused = [], 0
+    chunk = b"x" * 65536
+    for i in range(90):
+        s = conn(url)
+        s.sendall(b"PUT /v2/keys/adv/hoard HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/x-www-form-urlencoded\r\nContent-Length: 1048575\r\n\r\nvalue=")
+        try:
+            for _ in range(15):
+                s.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        socks.append(s)
+    # the server reads what the kernel buffered at its pace: poll until it refused some
+    held, most, end = 0, 0, time.monotonic() + 8
+    while time.monotonic() < end:
+        held = metric(url, "musterd_body_bytes") or 0
+        most = max(most, held)
+        if (metric(url, "musterd_body_refused_total") or 0) > 0:
+            break
+        time.sleep(0.1)
+    after = rss_kb(pid)
+    for s in socks:
+        s.setblocking(False)
+        try:
+            if s.recv(64).startswith(b"HTTP/1.1 503"):
+                refused += 1
+        except (BlockingIOError, ConnectionResetError):
+            pass
+        s.close()
+    ok = out(refused > 0 and most <= 64 * 1048576,
+             "row 2: 90 unfinished 1 MiB bodies: %d refused with 503, at most %.1f MiB held "
+             "(bound 64)" % (refused, most / 1048576.0), "refused %d, held %d" % (refused, most))
+    return out((after - before) / 1024.0 < 150, "row 2: RSS grew %.0f MB (was ~90 MB and "
+               "unbounded with more connections)" % ((after - before) / 1024.0),
+               "%d -> %d kB" % (before, after)) and ok
+
+
 def case_write_deadline(url, pid, data_url):
     """A client that asks for a large reply and never reads it is closed at the write deadline
     (1 s) instead of holding the output forever."""
@@ -451,6 +492,7 @@ CASES = {
     "half_close": case_half_close,
     "slowloris": case_slowloris,
     "no_read": case_no_read,
+    "body_hoard": case_body_hoard,
     "write_deadline": case_write_deadline,
 }
 
