@@ -11,12 +11,19 @@ Each case prints "ok - what" or "not ok - what: why" lines and ends within secon
 standard library only; raw sockets where the attack is about bytes on the wire.
 """
 import json
+import os
 import socket
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+
+# Under ASan (MU_SANITIZED=1, set by CTest) the server is several times slower and its
+# allocator keeps freed memory in quarantine: the load cases use fewer connections, and RSS
+# bounds are not asserted there (the server's own counters still are).
+SANITIZED = os.environ.get("MU_SANITIZED", "0") == "1"
 
 
 def out(ok, what, why=""):
@@ -81,7 +88,7 @@ def read_response(s, limit=5.0):
     return status, hdrs, rest[:n]
 
 
-def http(url, method="GET", path="/", body=None, headers=None, timeout=5.0):
+def http(url, method="GET", path="/", body=None, headers=None, timeout=15.0):
     req = urllib.request.Request(url + path, data=body, method=method, headers=headers or {})
     if body is not None and "Content-Type" not in (headers or {}):
         req.add_header("Content-Type", "application/x-www-form-urlencoded")
@@ -327,7 +334,8 @@ def case_no_read(url, pid, data_url):
     paused0 = metric(url, "musterd_reads_paused_total") or 0
     socks = []
     req = b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n" * 2000  # 70 KB of requests, ~500 KB reply
-    for _ in range(40):
+    nconn = 10 if SANITIZED else 40
+    for _ in range(nconn):
         s = conn(url)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.setblocking(False)
@@ -346,8 +354,11 @@ def case_no_read(url, pid, data_url):
     for s, _ in socks:
         s.close()
     grew = (after - before) / 1024.0
-    ok = out(paused >= 40, "row 2: 40 clients pipelining %.1f MB of GETs without reading: "
-             "each stopped being read" % (total_sent / 1e6), "paused %d times" % paused)
+    ok = out(paused >= nconn, "row 2: %d clients pipelining %.1f MB of GETs without reading: "
+             "each stopped being read" % (nconn, total_sent / 1e6), "paused %d times" % paused)
+    if SANITIZED:
+        print("# RSS grew %.1f MB (not asserted under ASan)" % grew)
+        return ok
     return out(grew < 40, "row 2: RSS grew %.1f MB (bound 40 MB; was unbounded)" % grew,
                "RSS %d -> %d kB" % (before, after)) and ok
 
@@ -388,6 +399,9 @@ def case_body_hoard(url, pid, data_url):
     ok = out(refused > 0 and most <= 64 * 1048576,
              "row 2: 90 unfinished 1 MiB bodies: %d refused with 503, at most %.1f MiB held "
              "(bound 64)" % (refused, most / 1048576.0), "refused %d, held %d" % (refused, most))
+    if SANITIZED:
+        print("# RSS grew %.0f MB (not asserted under ASan)" % ((after - before) / 1024.0))
+        return ok
     return out((after - before) / 1024.0 < 150, "row 2: RSS grew %.0f MB (was ~90 MB and "
                "unbounded with more connections)" % ((after - before) / 1024.0),
                "%d -> %d kB" % (before, after)) and ok
