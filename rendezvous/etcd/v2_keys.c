@@ -386,13 +386,8 @@ static int reply_fits_or_reply(struct rv_req *req, struct keys_call *c)
   size_t need = val + old + 12 * strlen(c->k.key) + 1024;
   if (need <= cap)
     return 0;
-  char msg[256];
-  snprintf(msg, sizeof(msg),
-           "the answer to this write could take %zu bytes, over --max-output-bytes (%zu): "
-           "nothing was written; write a smaller value or raise --max-output-bytes",
-           need, cap);
-  struct rv_refusal r = {RV_REFUSE_TOO_LARGE, msg, 0};
-  rv_refuse(req, &r);
+  rv_refuse_output(req, "the answer to this write could take", need,
+                   "nothing was written; write a smaller value or raise --max-output-bytes");
   return -1;
 }
 

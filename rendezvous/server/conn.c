@@ -569,14 +569,9 @@ void rv_reply(struct rv_req *req, int status, const char *content_type, const ch
   size_t cap = c->srv->cfg.max_output_bytes;
   if (len > 4096 && !c->is_head && len + 4096 + c->out.len + c->wbuf.len > cap) {
     /* too large to send: a status that says so (in the API's shape), not a dropped connection */
-    char msg[256];
-    snprintf(msg, sizeof(msg),
-             "the answer (%zu bytes) is over --max-output-bytes (%zu): ask for less (a smaller "
-             "directory, without recursive) or raise --max-output-bytes",
-             len, cap);
-    struct rv_refusal r = {RV_REFUSE_TOO_LARGE, msg, 0};
-    c->srv->limit_hits++;
-    rv_refuse(req, &r);
+    rv_refuse_output(req, "the answer takes", len,
+                     "ask for less (a smaller directory, without recursive) or raise "
+                     "--max-output-bytes");
     return;
   }
   count_status(c, status);

@@ -251,6 +251,11 @@ int rv_server_set_gate(struct rv_server *srv, const struct rv_gate *gate);
  * else in plain text (405 with Allow, 401, 413, 429). Finishes the request. */
 void rv_refuse(struct rv_req *req, const struct rv_refusal *r);
 
+/* Refuses `req` (RV_REFUSE_TOO_LARGE) because its answer of `need` bytes (`what`: "the answer",
+ * "the answer to this write could take") would pass --max-output-bytes; `advice` ends the
+ * message (what the client should do). Finishes the request. */
+void rv_refuse_output(struct rv_req *req, const char *what, size_t need, const char *advice);
+
 /* ---------------------------------------------------------------------------------------------
  * Requests
  */

@@ -409,6 +409,17 @@ void rv_refuse(struct rv_req *req, const struct rv_refusal *r)
   }
 }
 
+void rv_refuse_output(struct rv_req *req, const char *what, size_t need, const char *advice)
+{
+  char msg[320];
+  size_t cap = req->srv->cfg.max_output_bytes;
+  snprintf(msg, sizeof(msg), "%s %zu bytes, over --max-output-bytes (%zu): %s", what, need, cap,
+           advice);
+  struct rv_refusal r = {RV_REFUSE_TOO_LARGE, msg, 0};
+  req->srv->limit_hits++;
+  rv_refuse(req, &r);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The request, step by step
  */
@@ -510,26 +521,17 @@ static void escape_path(struct mu_buf *b, const char *s, size_t n, int query)
 /* Appends s[0..n) with &, <, >, " and ' as HTML entities (Go's html.EscapeString). */
 static void escape_html(struct mu_buf *b, const char *s, size_t n)
 {
+  static const char *const ent[][2] = {
+      {"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&#34;"}, {"'", "&#39;"}};
   for (size_t i = 0; i < n; i++) {
-    switch (s[i]) {
-    case '&':
-      mu_buf_puts(b, "&amp;");
-      break;
-    case '<':
-      mu_buf_puts(b, "&lt;");
-      break;
-    case '>':
-      mu_buf_puts(b, "&gt;");
-      break;
-    case '"':
-      mu_buf_puts(b, "&#34;");
-      break;
-    case '\'':
-      mu_buf_puts(b, "&#39;");
-      break;
-    default:
+    const char *rep = NULL;
+    for (size_t k = 0; k < sizeof(ent) / sizeof(ent[0]) && rep == NULL; k++)
+      if (s[i] == ent[k][0][0])
+        rep = ent[k][1];
+    if (rep != NULL)
+      mu_buf_puts(b, rep);
+    else
       mu_buf_putc(b, s[i]);
-    }
   }
 }
 
