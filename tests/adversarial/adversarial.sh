@@ -7,7 +7,9 @@
 #   server B: --data-dir --fsync batch (the half-closed client)
 #   server C: --max-output-bytes 65536 --quota-keys 300 (replies too large, deep paths;
 #             unfinished bodies: no short deadlines there)
+#   server D: TLS (certificates made with the openssl CLI) --header-timeout-ms 1000
 . "$(dirname "$0")/../lib.sh"
+. "$MU_SOURCE_DIR/tests/integration/security_lib.bash" # sec_make_pki (needs openssl)
 
 ATT=$MU_SOURCE_DIR/tests/adversarial/attacks.py
 t_start_musterd --header-timeout-ms 1000 --body-timeout-ms 1000 --write-timeout-ms 1000 \
@@ -19,6 +21,11 @@ B_URL=$MUSTERD_URL
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-b.log"
 t_start_musterd --max-output-bytes 65536 --quota-keys 300 || { t_fail "musterd C did not start"; t_done; }
 C_URL=$MUSTERD_URL C_PID=$MUSTERD_PID
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-c.log"
+sec_make_pki "$T_DIR/pki" || t_done
+t_start_musterd --tls-cert "$T_DIR/pki/server.pem" --tls-key "$T_DIR/pki/server.key" \
+  --header-timeout-ms 1000 || { t_fail "musterd D (TLS) did not start"; t_done; }
+D_URL=$MUSTERD_URL D_PID=$MUSTERD_PID
 
 # run_case CASE URL PID [DATA_URL]: one case of attacks.py, its lines as this test's.
 run_case() {
@@ -42,7 +49,8 @@ done
 for c in too_large deep_path body_hoard; do
   run_case "$c" "$C_URL" "$C_PID"
 done
-for pid in "$A_PID" "$C_PID"; do
+run_case tls_half_open "$D_URL" "$D_PID"
+for pid in "$A_PID" "$C_PID" "$D_PID"; do
   kill -0 "$pid" 2>/dev/null || t_fail "musterd (pid $pid) died during the attacks"
 done
 if grep -lE 'AddressSanitizer|LeakSanitizer|runtime error:' "$T_DIR"/musterd*.log >/dev/null 2>&1; then

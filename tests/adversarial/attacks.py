@@ -325,6 +325,37 @@ def case_slowloris(url, pid, data_url):
     return ok
 
 
+def case_tls_half_open(url, pid, data_url):
+    """Server D serves TLS with --header-timeout-ms 1000: a handshake that stops half way (a
+    ClientHello cut short, or nothing after the TCP connect) is closed at the deadline, and
+    many of them cost little memory."""
+    ok = True
+    before = rss_kb(pid)
+    socks = []
+    n = 50 if SANITIZED else 200
+    hello = bytes.fromhex("160301012c0100012803")  # a TLS record header + start of a ClientHello
+    for i in range(n):
+        s = conn(url)
+        if i % 2 == 0:
+            s.sendall(hello)
+        socks.append(s)
+    time.sleep(0.3)
+    grew = (rss_kb(pid) - before) / 1024.0
+    t0 = time.monotonic()
+    closed = 0
+    for s in socks:
+        _, how = read_until_closed(s, max(0.1, 4 - (time.monotonic() - t0)))
+        closed += how in ("eof", "reset")
+        s.close()
+    ok &= out(closed == n and time.monotonic() - t0 < 4,
+              "row 6: %d half-open TLS handshakes closed at the 1 s header deadline" % n,
+              "%d of %d closed after %.1f s" % (closed, n, time.monotonic() - t0))
+    if not SANITIZED:
+        ok &= out(grew < 20, "row 6: %d half-open TLS handshakes held %.1f MB" % (n, grew),
+                  "RSS grew %.1f MB" % grew)
+    return ok
+
+
 # --------------------------------------------------------------------------------------------
 # Row 2: a client that pipelines without reading stops being read; memory stays bounded
 
@@ -507,6 +538,7 @@ CASES = {
     "slowloris": case_slowloris,
     "no_read": case_no_read,
     "body_hoard": case_body_hoard,
+    "tls_half_open": case_tls_half_open,
     "write_deadline": case_write_deadline,
 }
 
