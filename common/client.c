@@ -10,6 +10,7 @@
 #include "json.h"
 #include "alloc.h"
 #include "buf.h"
+#include "etcd3.h"
 #include "http_client.h"
 #include "opts.h"
 
@@ -18,6 +19,7 @@
 
 struct mu_client {
   struct mu_http_client *http;
+  struct mu_etcd3 *etcd; /* an etcd-v3:// endpoint: every call goes there (etcd3.h) */
   long timeout_ms;
   int last_status;
   char errmsg[512];
@@ -30,6 +32,16 @@ int mu_client_new(const char *endpoint, struct mu_client **out)
   *out = NULL;
   if (p == NULL || *p == '\0')
     return MU_EINVAL;
+  if (strncmp(p, MU_ETCD3_SCHEME, strlen(MU_ETCD3_SCHEME)) == 0) {
+    struct mu_etcd3 *e = NULL;
+    char err[256];
+    if (mu_etcd3_new(p, &e, err, sizeof(err)) != 0)
+      return MU_EINVAL;
+    struct mu_client *c = mu_calloc(1, sizeof(*c));
+    c->etcd = e;
+    *out = c;
+    return 0;
+  }
   int https = 0;
   if (strncmp(p, "http://", 7) == 0) {
     p += 7;
@@ -92,22 +104,31 @@ void mu_client_free(struct mu_client *c)
 {
   if (c == NULL)
     return;
+  mu_etcd3_free(c->etcd);
   mu_http_client_free(c->http);
   mu_free(c);
 }
 
 void mu_client_set_timeout(struct mu_client *c, long ms)
 {
+  if (c->etcd != NULL)
+    mu_etcd3_set_timeout(c->etcd, ms);
   c->timeout_ms = ms > 0 ? ms : 1;
 }
 
 void mu_client_set_cancel_fd(struct mu_client *c, int fd)
 {
+  if (c->etcd != NULL) {
+    mu_etcd3_set_cancel_fd(c->etcd, fd);
+    return;
+  }
   mu_http_client_set_cancel_fd(c->http, fd);
 }
 
 const char *mu_client_errmsg(const struct mu_client *c)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_errmsg(c->etcd);
   return c->errmsg;
 }
 
@@ -118,6 +139,8 @@ int mu_client_last_status(const struct mu_client *c)
 
 int mu_client_local_addr(const struct mu_client *c, char *out, size_t n)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_local_addr(c->etcd, out, n);
   return mu_http_client_local_addr(c->http, out, n);
 }
 
@@ -295,6 +318,8 @@ void mu_round_release(struct mu_round *r)
 int mu_client_join(struct mu_client *c, const char *run_id, const struct mu_join_opts *o,
                    struct mu_round *out)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_join(c->etcd, run_id, o, out);
   struct mu_buf path = MU_BUF_INIT(1024);
   cJSON *req = NULL, *ans = NULL;
   memset(out, 0, sizeof(*out));
@@ -362,6 +387,8 @@ out:
 int mu_client_heartbeat(struct mu_client *c, const char *run_id, const char *node_id, long *round,
                         int *waiting)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_heartbeat(c->etcd, run_id, node_id, round, waiting);
   struct mu_buf path = MU_BUF_INIT(1024);
   cJSON *req = NULL, *ans = NULL;
   int rc = run_path(&path, run_id, "heartbeat", NULL, NULL);
@@ -388,6 +415,8 @@ out:
 int mu_client_watch(struct mu_client *c, const char *run_id, const char *node_id, long round,
                     long timeout_ms, enum mu_watch_event *ev, int *waiting)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_watch(c->etcd, run_id, node_id, round, timeout_ms, ev, waiting);
   struct mu_buf path = MU_BUF_INIT(1024);
   struct mu_buf q = MU_BUF_INIT(512);
   cJSON *ans = NULL;
@@ -455,6 +484,8 @@ out:
 int mu_client_leave(struct mu_client *c, const char *run_id, const char *node_id, int succeeded,
                     const char *reason)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_leave(c->etcd, run_id, node_id, succeeded, reason);
   if (node_id == NULL)
     return MU_EINVAL;
   cJSON *req = cJSON_CreateObject();
@@ -467,11 +498,15 @@ int mu_client_leave(struct mu_client *c, const char *run_id, const char *node_id
 
 int mu_client_close(struct mu_client *c, const char *run_id)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_end(c->etcd, run_id, 1, NULL);
   return simple_post(c, run_id, "close", cJSON_CreateObject());
 }
 
 int mu_client_shutdown(struct mu_client *c, const char *run_id, const char *reason)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_end(c->etcd, run_id, 0, reason);
   cJSON *req = cJSON_CreateObject();
   cJSON_AddStringToObject(req, "reason", reason != NULL ? reason : "shut down");
   return simple_post(c, run_id, "shutdown", req);
@@ -480,6 +515,8 @@ int mu_client_shutdown(struct mu_client *c, const char *run_id, const char *reas
 int mu_client_barrier(struct mu_client *c, const char *run_id, const char *name, int count,
                       const char *id, long timeout_ms, long *generation)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_barrier(c->etcd, run_id, name, count, id, timeout_ms, generation);
   struct mu_buf path = MU_BUF_INIT(1024);
   cJSON *req = NULL, *ans = NULL;
   int rc = name == NULL || id == NULL || count < 1 ? MU_EINVAL : 0;
@@ -517,6 +554,8 @@ static int kv_path(struct mu_buf *path, const char *run_id, const char *key, con
 int mu_client_kv_put(struct mu_client *c, const char *run_id, const char *key, const void *val,
                      size_t len, long *version)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_kv_put(c->etcd, run_id, key, val, len, version);
   struct mu_buf path = MU_BUF_INIT(1024);
   cJSON *ans = NULL;
   int rc = kv_path(&path, run_id, key, NULL);
@@ -536,6 +575,8 @@ out:
 int mu_client_kv_get(struct mu_client *c, const char *run_id, const char *key, long wait_ms,
                      char **val, size_t *len)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_kv_get(c->etcd, run_id, key, wait_ms, val, len);
   struct mu_buf path = MU_BUF_INIT(1024);
   struct mu_buf raw = MU_BUF_INIT(0);
   char q[48] = "";
@@ -562,6 +603,8 @@ out:
 int mu_client_kv_add(struct mu_client *c, const char *run_id, const char *key, long delta,
                      long *value)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_kv_add(c->etcd, run_id, key, delta, value);
   struct mu_buf path = MU_BUF_INIT(1024);
   cJSON *ans = NULL;
   char q[48];
@@ -580,6 +623,8 @@ out:
 
 int mu_client_kv_delete(struct mu_client *c, const char *run_id, const char *key)
 {
+  if (c->etcd != NULL)
+    return mu_etcd3_kv_delete(c->etcd, run_id, key);
   struct mu_buf path = MU_BUF_INIT(1024);
   int rc = kv_path(&path, run_id, key, NULL);
   if (rc == 0)

@@ -39,6 +39,7 @@ struct mu_http_client {
   int tls_failed; /* set_tls failed: every request fails with tls_err */
   char tls_err[256];
   char *auth_header; /* "Authorization: Bearer ...\r\n" or NULL */
+  char *headers;     /* extra header lines or NULL */
 };
 
 /* The parser's view of one response. */
@@ -51,6 +52,7 @@ struct parse_state {
   size_t ctype_len;
   int done;
   int too_big;
+  int stopped; /* on_data asked to end the request */
 };
 
 static long long now_ms(void)
@@ -93,6 +95,7 @@ void mu_http_client_free(struct mu_http_client *c)
     OPENSSL_cleanse(c->auth_header, strlen(c->auth_header));
     mu_free(c->auth_header);
   }
+  mu_free(c->headers);
   mu_free(c->host);
   mu_free(c);
 }
@@ -178,6 +181,19 @@ void mu_http_client_set_bearer(struct mu_http_client *c, const char *token)
     c->auth_header = mu_asprintf("Authorization: Bearer %s\r\n", token);
 }
 
+void mu_http_client_set_authorization(struct mu_http_client *c, const char *value)
+{
+  mu_http_client_set_bearer(c, NULL);
+  if (value != NULL && value[0] != '\0')
+    c->auth_header = mu_asprintf("Authorization: %s\r\n", value);
+}
+
+void mu_http_client_set_headers(struct mu_http_client *c, const char *lines)
+{
+  mu_free(c->headers);
+  c->headers = lines != NULL ? mu_strdup(lines) : NULL;
+}
+
 void mu_http_client_set_connect_timeout(struct mu_http_client *c, int ms)
 {
   c->connect_timeout = ms > 0 ? ms : 1;
@@ -206,6 +222,8 @@ void mu_http_response_init(struct mu_http_response *r, size_t max_body)
   r->status = 0;
   mu_buf_init(&r->body, max_body);
   r->content_type[0] = '\0';
+  r->on_data = NULL;
+  r->on_data_arg = NULL;
 }
 
 void mu_http_response_release(struct mu_http_response *r)
@@ -467,6 +485,13 @@ static int on_headers_complete(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t n)
 {
   struct parse_state *st = p->data;
+  if (st->resp->on_data != NULL) {
+    if (st->resp->on_data(st->resp->on_data_arg, at, n) != 0) {
+      st->stopped = 1;
+      return -1;
+    }
+    return 0;
+  }
   if (mu_buf_append(&st->resp->body, at, n) != 0) {
     st->too_big = 1;
     return -1;
@@ -570,6 +595,10 @@ static int attempt(struct mu_http_client *c, const char *req, size_t req_len, lo
     llhttp_errno_t e = llhttp_execute(&parser, buf, (size_t)r);
     if (e == HPE_PAUSED && st.done)
       break;
+    if (st.stopped) {
+      c->reusable = 0;
+      return 0;
+    }
     if (e != HPE_OK) {
       if (st.too_big) {
         snprintf(c->errmsg, sizeof(c->errmsg), "answer from %s:%d is over %zu bytes", c->host,
@@ -603,6 +632,8 @@ int mu_http_request(struct mu_http_client *c, const char *method, const char *pa
     rc = mu_buf_printf(&req, "Content-Type: %s\r\n", content_type);
   if (rc == 0 && c->auth_header != NULL)
     rc = mu_buf_puts(&req, c->auth_header);
+  if (rc == 0 && c->headers != NULL)
+    rc = mu_buf_puts(&req, c->headers);
   if (rc == 0)
     rc = mu_buf_puts(&req, "\r\n");
   if (rc == 0 && len > 0)

@@ -21,6 +21,11 @@ struct mu_http_response {
   int status;             /* the HTTP status, 0 before a response arrived */
   struct mu_buf body;     /* the body, capped by the max given to mu_http_response_init() */
   char content_type[128]; /* the Content-Type header, "" when absent (truncated if longer) */
+  /* Optional (NULL after init): receives the body as it arrives instead of `body`, for a
+   * response that streams (etcd's watch). Returning nonzero ends the request at once:
+   * mu_http_request() returns 0 and closes the connection. */
+  int (*on_data)(void *arg, const char *p, size_t n);
+  void *on_data_arg;
 };
 
 /* Creates a client for host:port (a name or a numeric address). Nothing connects yet.
@@ -47,6 +52,12 @@ int mu_http_client_set_tls(struct mu_http_client *c, const char *ca_file, const 
 /* Sends `Authorization: Bearer <token>` with every request (NULL or "" = none). The token is
  * copied, never logged, and wiped on free. */
 void mu_http_client_set_bearer(struct mu_http_client *c, const char *token);
+
+/* Sends `Authorization: VALUE` as it is (etcd's v3 token, no "Bearer"); NULL or "" = none.
+ * Replaces a bearer token. Copied, never logged, wiped on free. */
+void mu_http_client_set_authorization(struct mu_http_client *c, const char *value);
+/* Extra header lines sent with every request ("Name: value\r\n" each; NULL = none). Copied. */
+void mu_http_client_set_headers(struct mu_http_client *c, const char *lines);
 
 /* The local address of the current (or last) connection as text ("127.0.0.1"), which is the
  * address through which the server is reached. Returns: 0, or MU_ENOENT when never connected. */

@@ -15,6 +15,7 @@
 
 #include "agent.h"
 #include "alloc.h"
+#include "etcd3.h"
 #include "fsutil.h"
 #include "opts.h"
 #include "rdzv_backend.h"
@@ -36,6 +37,19 @@ void mu_agent_config_init(struct mu_agent_config *cfg)
   cfg->stop_grace_s = 5;
   cfg->rdzv = &mu_rdzv_musterd;
   cfg->out_fd = cfg->err_fd = -1;
+}
+
+const struct mu_rdzv_ops *mu_agent_backend(const char *name, const char *endpoint)
+{
+  if (name == NULL || name[0] == '\0')
+    return endpoint != NULL && strncmp(endpoint, MU_ETCD3_SCHEME, strlen(MU_ETCD3_SCHEME)) == 0
+               ? &mu_rdzv_etcd3
+               : NULL;
+  if (strcmp(name, "etcd-v3") == 0 || strcmp(name, "etcd3") == 0)
+    return &mu_rdzv_etcd3;
+  if (strcmp(name, "muster") == 0 || strcmp(name, "musterd") == 0)
+    return &mu_rdzv_musterd;
+  return NULL;
 }
 
 int mu_agent_parse_nnodes(const char *s, int *min, int *max, struct mu_buf *err)

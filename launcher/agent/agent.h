@@ -70,6 +70,10 @@ struct mu_agent_config {
 
 /* Fills the defaults above (out_fd and err_fd -1, no report callback). */
 void mu_agent_config_init(struct mu_agent_config *cfg);
+/* The backend --rdzv-backend NAME picks: "muster"/"musterd" or "etcd-v3" (an etcd v3 cluster);
+ * with no name, "etcd-v3" when the endpoint starts with "etcd-v3://". Returns: NULL for any
+ * other name (torchrun's c10d, etcd: the default backend stays). Ownership: static. */
+const struct mu_rdzv_ops *mu_agent_backend(const char *name, const char *endpoint);
 
 /* Parses "N" or "MIN:MAX". Returns: 0, or MU_EINVAL with the problem in err. */
 int mu_agent_parse_nnodes(const char *s, int *min, int *max, struct mu_buf *err);

@@ -1,10 +1,10 @@
 /* The agent's rendezvous, behind one small interface, so that the agent's logic (join, run the
  * workers, re-join when the round changes) does not know which service runs the rounds.
  *
- * One implementation today: musterd's native /v1 API (rdzv_musterd.c, on the client of
- * include/muster/client.h). A second one (etcd v3 through its JSON gateway) is one more
- * `const struct mu_rdzv_ops` filling the same data: the round it joined (struct mu_round) and
- * the events that end it (enum mu_watch_event), both from include/muster/client.h.
+ * Two implementations: musterd's native /v1 API (rdzv_musterd.c, on the client of
+ * include/muster/client.h) and an etcd v3 cluster through its JSON gateway (rdzv_etcd3.c).
+ * Both fill the same data: the round joined (struct mu_round) and the events that end it
+ * (enum mu_watch_event), both from include/muster/client.h.
  *
  * A backend owns a connection per struct mu_rdzv; every call blocks until its answer, its
  * timeout or the connection's cancel fd, and a connection is used by one thread at a time (the
@@ -29,7 +29,7 @@
 struct mu_rdzv;
 
 struct mu_rdzv_ops {
-  const char *name; /* "musterd" */
+  const char *name; /* "musterd", "etcd-v3" */
   /* Opens a connection to endpoint (HOST:PORT, or what the backend documents). Nothing
    * connects before the first call. Ownership: *out is the caller's; free it with close. */
   int (*open)(const char *endpoint, struct mu_rdzv **out, struct mu_buf *err);
@@ -78,5 +78,7 @@ struct mu_rdzv {
 
 /* musterd's native /v1 API (rdzv_musterd.c). */
 extern const struct mu_rdzv_ops mu_rdzv_musterd;
+/* An etcd v3 cluster through its JSON gateway (rdzv_etcd3.c on common/etcd3.c). */
+extern const struct mu_rdzv_ops mu_rdzv_etcd3;
 
 #endif

@@ -83,6 +83,7 @@ int cmd_agent(int argc, char **argv)
   struct mu_agent_config cfg;
   mu_agent_config_init(&cfg);
   const char *nnodes = "1", *nproc = "1", *endpoint = NULL, *run_id = NULL, *backend = NULL;
+  char *etcd_ep = NULL;
   const char *rdzv_conf = NULL, *redirects = NULL;
   int tee = 0, no_python = 0;
   long max_restarts = 0;
@@ -114,10 +115,10 @@ int cmd_agent(int argc, char **argv)
       MU_OPT_DOUBLE(0, "lease-ttl", &lease_ttl, "S",
                     "a node silent for S s is dropped (server default 10)"),
       MU_OPT_DOUBLE(0, "stop-grace", &stop_grace, "S", "SIGTERM to SIGKILL delay (5)"),
-      MU_OPT_STRING(0, "rdzv-backend", &backend, "NAME", "accepted for torchrun; ignored"),
+      MU_OPT_STRING(0, "rdzv-backend", &backend, "NAME", "etcd-v3: an etcd v3 cluster (--rdzv-endpoint H1:P,H2:P...); muster: musterd (default); others ignored"),
       MU_OPT_STRING(0, "rdzv-conf", &rdzv_conf, "K=V,...",
                     "torchrun style: join_timeout, last_call_timeout, lease_ttl"),
-      MU_OPT_STRING(0, "redirects", &redirects, "N", "accepted for torchrun; ignored"),
+      MU_OPT_STRING(0, "redirects", &redirects, "N", "etcd-v3: an etcd v3 cluster (--rdzv-endpoint H1:P,H2:P...); muster: musterd (default); others ignored"),
       MU_OPT_BOOL(0, "no-python", &no_python, "accepted for torchrun (always true)"),
       MU_OPT_END(),
   };
@@ -225,6 +226,14 @@ int cmd_agent(int argc, char **argv)
     mu_error("--rdzv-endpoint HOST:PORT is required (a running musterd), or use --standalone");
     goto out;
   }
+  /* --rdzv-backend etcd-v3: the members of an etcd v3 cluster; workers get them as one
+   * etcd-v3:// endpoint (include/muster/client.h speaks both) */
+  const struct mu_rdzv_ops *ops = mu_agent_backend(backend, endpoint);
+  if (ops != NULL)
+    cfg.rdzv = ops;
+  if (ops != NULL && ops == mu_agent_backend("etcd-v3", NULL) &&
+      strncmp(endpoint, "etcd-v3://", 10) != 0)
+    endpoint = etcd_ep = mu_asprintf("etcd-v3://%s", endpoint);
   cfg.endpoint = endpoint;
   cfg.out_fd = STDOUT_FILENO;
   cfg.err_fd = STDERR_FILENO;
@@ -234,6 +243,7 @@ int cmd_agent(int argc, char **argv)
     mu_error("%s", mu_buf_str(&err));
 out:
   mu_agent_standalone_stop(sa);
+  mu_free(etcd_ep);
   mu_buf_release(&err);
   mu_free(args);
   return code;

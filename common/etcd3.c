@@ -1,0 +1,1877 @@
+/* The rendezvous on etcd v3 through its JSON gateway (etcd3.h; the protocol in
+ * docs/rendezvous.md, "The etcd v3 backend"). Every decision is a transaction that compares
+ * revisions, waiting is a watch from the revision last read, liveness is a lease kept alive by
+ * a thread. Keys under /muster/<run>/:
+ *   c/cfg    the run's configuration (created by the first join)
+ *   c/end    {"state": "closed"|"shut", "reason"} once the run ended
+ *   c/round  the latest round: {"round", "max", "ttl", "members": [{id, addr, lws, port}]}
+ *   d/<N>/<id>   node id left round N successfully
+ *   n/<L>/<id>   node id waits for (L = N - 1: is in) round L + 1; leased
+ *   b/<name>/g, b/<name>/a/<G>/<id>   barrier generation and arrivals
+ *   kv/<key>     the run's KV
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <uv.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "buf.h"
+#include "etcd3.h"
+#include "http_client.h"
+#include "json.h"
+#include "opts.h"
+
+#define MAX_ANSWER (8u << 20)
+#define ATTEMPT_MS 2000 /* one member's share of a call before the next one is tried */
+#define MAX_MEMBERS 16
+#define LEVEL_FMT "%010ld"
+#define LEADER_HEADER "Grpc-Metadata-hasleader: true\r\n" /* no answer from a member w/o leader */
+
+struct member {
+  char *host;
+  int port;
+  struct mu_http_client *http; /* created at first use */
+};
+
+struct keeper;
+
+struct mu_etcd3 {
+  struct member m[MAX_MEMBERS];
+  size_t nm, cur;
+  char *spec; /* the endpoints as given: the keeper opens its own client from it */
+  int https;
+  long timeout_ms;
+  int cancel_fd;
+  char errmsg[512];
+  char addr[64];
+  /* this node's membership (a join made it) */
+  char lease[32];
+  long ttl_ms;
+  char *my_key; /* n/<L>/<id> of this node, full key */
+  long level;
+  struct keeper *keeper;
+};
+
+static long long now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void say(struct mu_etcd3 *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct mu_etcd3 *e, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->errmsg, sizeof(e->errmsg), fmt, ap);
+  va_end(ap);
+}
+
+/* Sleeps ms or until the cancel fd is readable. Returns: 1 when canceled. */
+static int nap(const struct mu_etcd3 *e, long ms)
+{
+  if (e->cancel_fd < 0) {
+    poll(NULL, 0, (int)ms);
+    return 0;
+  }
+  struct pollfd p = {e->cancel_fd, POLLIN, 0};
+  return poll(&p, 1, (int)ms) > 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Base64 and JSON pieces of etcd's gateway
+ */
+
+static char *b64(const void *p, size_t n)
+{
+  char *out = mu_malloc(4 * ((n + 2) / 3) + 1);
+  EVP_EncodeBlock((unsigned char *)out, p, (int)n);
+  return out;
+}
+
+/* Ownership: the result is NUL-terminated, the caller's. */
+static char *unb64(const char *s, size_t *len)
+{
+  size_t n = s != NULL ? strlen(s) : 0;
+  char *out = mu_malloc(n / 4 * 3 + 4);
+  int got = n > 0 ? EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n) : 0;
+  if (got < 0)
+    got = 0;
+  while (n > 0 && s[n - 1] == '=' && got > 0) {
+    got--;
+    n--;
+  }
+  out[got] = '\0';
+  if (len != NULL)
+    *len = (size_t)got;
+  return out;
+}
+
+/* etcd's int64 fields are strings, absent when 0. */
+static long long jll(const cJSON *o, const char *name)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  if (cJSON_IsString(v))
+    return strtoll(v->valuestring, NULL, 10);
+  if (cJSON_IsNumber(v))
+    return (long long)v->valuedouble;
+  return 0;
+}
+
+static void add_b64(cJSON *o, const char *name, const void *p, size_t n)
+{
+  char *s = b64(p, n);
+  cJSON_AddStringToObject(o, name, s);
+  mu_free(s);
+}
+
+static void add_ll(cJSON *o, const char *name, long long v)
+{
+  char s[32];
+  snprintf(s, sizeof(s), "%lld", v);
+  cJSON_AddStringToObject(o, name, s);
+}
+
+/* The end of the range of every key that starts with prefix. Ownership: caller's. */
+static char *prefix_end(const char *prefix)
+{
+  char *end = mu_strdup(prefix);
+  size_t n = strlen(end);
+  end[n - 1]++;
+  return end;
+}
+
+enum { R_ALL = 0, R_COUNT = 1, R_KEYS = 2 };
+
+static cJSON *op_range(const char *key, const char *end, int how)
+{
+  cJSON *op = cJSON_CreateObject(), *r = cJSON_AddObjectToObject(op, "request_range");
+  add_b64(r, "key", key, strlen(key));
+  if (end != NULL)
+    add_b64(r, "range_end", end, strlen(end));
+  if (how == R_COUNT)
+    cJSON_AddTrueToObject(r, "count_only");
+  if (how == R_KEYS)
+    cJSON_AddTrueToObject(r, "keys_only");
+  return op;
+}
+
+static cJSON *op_prefix(const char *prefix, int how)
+{
+  char *end = prefix_end(prefix);
+  cJSON *op = op_range(prefix, end, how);
+  mu_free(end);
+  return op;
+}
+
+static cJSON *op_put(const char *key, const void *val, size_t n, const char *lease)
+{
+  cJSON *op = cJSON_CreateObject(), *r = cJSON_AddObjectToObject(op, "request_put");
+  add_b64(r, "key", key, strlen(key));
+  add_b64(r, "value", val, n);
+  if (lease != NULL && lease[0] != '\0')
+    cJSON_AddStringToObject(r, "lease", lease);
+  return op;
+}
+
+static cJSON *op_del(const char *key, const char *end)
+{
+  cJSON *op = cJSON_CreateObject(), *r = cJSON_AddObjectToObject(op, "request_delete_range");
+  add_b64(r, "key", key, strlen(key));
+  if (end != NULL)
+    add_b64(r, "range_end", end, strlen(end));
+  return op;
+}
+
+/* target "MOD" or "CREATE" compared with rev; end != NULL compares every key of the range. */
+static cJSON *cmp(const char *key, const char *end, const char *target, const char *result,
+                  long long rev)
+{
+  cJSON *c = cJSON_CreateObject();
+  add_b64(c, "key", key, strlen(key));
+  if (end != NULL)
+    add_b64(c, "range_end", end, strlen(end));
+  cJSON_AddStringToObject(c, "target", target);
+  cJSON_AddStringToObject(c, "result", result);
+  add_ll(c, strcmp(target, "MOD") == 0 ? "mod_revision" : "create_revision", rev);
+  return c;
+}
+
+struct txn {
+  cJSON *root, *compare, *success, *failure;
+};
+
+static void txn_init(struct txn *t)
+{
+  t->root = cJSON_CreateObject();
+  t->compare = cJSON_AddArrayToObject(t->root, "compare");
+  t->success = cJSON_AddArrayToObject(t->root, "success");
+  t->failure = cJSON_AddArrayToObject(t->root, "failure");
+}
+
+/* The range answer of responses[i] of a txn answer (NULL if not one). */
+static const cJSON *txn_range(const cJSON *ans, int i)
+{
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(ans, "responses");
+  return cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rs, i), "response_range");
+}
+
+static const cJSON *range_first(const cJSON *range)
+{
+  return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(range, "kvs"), 0);
+}
+
+static long long header_rev(const cJSON *ans)
+{
+  return jll(cJSON_GetObjectItemCaseSensitive(ans, "header"), "revision");
+}
+
+/* The value of kv as a parsed JSON object (NULL if none). Ownership: caller's. */
+static cJSON *kv_json(const cJSON *kv)
+{
+  if (kv == NULL)
+    return NULL;
+  size_t n = 0;
+  char *v = unb64(mu_json_get_str(kv, "value"), &n);
+  cJSON *j = cJSON_ParseWithLength(v, n);
+  mu_free(v);
+  return j;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Calls: one member at a time, the next one when it fails
+ */
+
+static int parse_member(const char *s, size_t n, struct member *m, int *https)
+{
+  char buf[300];
+  if (n == 0 || n >= sizeof(buf))
+    return MU_EINVAL;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  char *p = buf;
+  if (strncmp(p, "http://", 7) == 0) {
+    p += 7;
+  } else if (strncmp(p, "https://", 8) == 0) {
+    p += 8;
+    *https = 1;
+  }
+  size_t len = strlen(p);
+  if (len > 0 && p[len - 1] == '/')
+    p[--len] = '\0';
+  char *colon = NULL;
+  if (*p == '[') {
+    char *close = strchr(p, ']');
+    if (close == NULL || close[1] != ':')
+      return MU_EINVAL;
+    *close = '\0';
+    p++;
+    colon = close + 1;
+  } else {
+    colon = strrchr(p, ':');
+    if (colon == NULL)
+      return MU_EINVAL;
+    *colon = '\0';
+  }
+  long port = 0;
+  if (*p == '\0' || strchr(p, '/') != NULL || mu_parse_long(colon + 1, 1, 65535, &port) != 0)
+    return MU_EINVAL;
+  m->host = mu_strdup(p);
+  m->port = (int)port;
+  return 0;
+}
+
+int mu_etcd3_new(const char *endpoints, struct mu_etcd3 **out, char *err, size_t n)
+{
+  *out = NULL;
+  const char *p = endpoints != NULL ? endpoints : "";
+  if (strncmp(p, MU_ETCD3_SCHEME, strlen(MU_ETCD3_SCHEME)) == 0)
+    p += strlen(MU_ETCD3_SCHEME);
+  struct mu_etcd3 *e = mu_calloc(1, sizeof(*e));
+  e->cancel_fd = -1;
+  e->timeout_ms = 10000;
+  e->level = -1;
+  while (*p != '\0') {
+    const char *comma = strchr(p, ',');
+    size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+    if (e->nm == MAX_MEMBERS) {
+      snprintf(err, n, "more than %d etcd endpoints in '%s'", MAX_MEMBERS, endpoints);
+      goto fail;
+    }
+    if (parse_member(p, len, &e->m[e->nm], &e->https) != 0) {
+      snprintf(err, n, "'%.*s' in '%s' is not HOST:PORT or http(s)://HOST:PORT", (int)len, p,
+               endpoints);
+      goto fail;
+    }
+    e->nm++;
+    p += len;
+    if (*p == ',')
+      p++;
+  }
+  if (e->nm == 0) {
+    snprintf(err, n, "no etcd endpoint in '%s'; use etcd-v3://HOST:PORT[,HOST:PORT...]",
+             endpoints ? endpoints : "");
+    goto fail;
+  }
+  e->spec = mu_strdup(endpoints);
+  e->cur = (size_t)getpid() % e->nm; /* spread the nodes over the members */
+  *out = e;
+  return 0;
+fail:
+  mu_etcd3_free(e);
+  return MU_EINVAL;
+}
+
+static void keeper_stop(struct mu_etcd3 *e);
+
+void mu_etcd3_free(struct mu_etcd3 *e)
+{
+  if (e == NULL)
+    return;
+  keeper_stop(e);
+  for (size_t i = 0; i < e->nm; i++) {
+    mu_http_client_free(e->m[i].http);
+    mu_free(e->m[i].host);
+  }
+  mu_free(e->my_key);
+  mu_free(e->spec);
+  mu_free(e);
+}
+
+void mu_etcd3_set_timeout(struct mu_etcd3 *e, long ms)
+{
+  e->timeout_ms = ms > 0 ? ms : 1;
+}
+
+void mu_etcd3_set_cancel_fd(struct mu_etcd3 *e, int fd)
+{
+  e->cancel_fd = fd;
+  for (size_t i = 0; i < e->nm; i++)
+    if (e->m[i].http != NULL)
+      mu_http_client_set_cancel_fd(e->m[i].http, fd);
+}
+
+const char *mu_etcd3_errmsg(const struct mu_etcd3 *e)
+{
+  return e->errmsg;
+}
+
+int mu_etcd3_local_addr(const struct mu_etcd3 *e, char *out, size_t n)
+{
+  if (e->addr[0] == '\0')
+    return MU_ENOENT;
+  snprintf(out, n, "%s", e->addr);
+  return 0;
+}
+
+static int post_raw(struct mu_etcd3 *e, struct member *m, const char *path, const char *body,
+                    long timeout, struct mu_http_response *resp);
+
+/* The member's client, logged in when MUSTER_RDZV_USER is set. */
+static int member_client(struct mu_etcd3 *e, struct member *m)
+{
+  if (m->http != NULL)
+    return 0;
+  m->http = mu_http_client_new(m->host, m->port);
+  mu_http_client_set_cancel_fd(m->http, e->cancel_fd);
+  mu_http_client_set_connect_timeout(m->http, 1000);
+  mu_http_client_set_headers(m->http, LEADER_HEADER);
+  const char *ca = getenv("MUSTER_RDZV_CACERT"), *cert = getenv("MUSTER_RDZV_CERT");
+  const char *key = getenv("MUSTER_RDZV_KEY");
+  ca = ca != NULL && ca[0] != '\0' ? ca : NULL;
+  cert = cert != NULL && cert[0] != '\0' ? cert : NULL;
+  key = key != NULL && key[0] != '\0' ? key : NULL;
+  if ((e->https || ca != NULL || cert != NULL || key != NULL) &&
+      mu_http_client_set_tls(m->http, ca, cert, key) != 0) {
+    say(e, "%s", mu_http_client_errmsg(m->http));
+    mu_http_client_free(m->http);
+    m->http = NULL;
+    return MU_ECONN;
+  }
+  const char *user = getenv("MUSTER_RDZV_USER"), *pass = getenv("MUSTER_RDZV_PASSWORD");
+  if (user == NULL || user[0] == '\0')
+    return 0;
+  cJSON *req = cJSON_CreateObject();
+  cJSON_AddStringToObject(req, "name", user);
+  cJSON_AddStringToObject(req, "password", pass != NULL ? pass : "");
+  char *txt = cJSON_PrintUnformatted(req);
+  cJSON_Delete(req);
+  struct mu_http_response r;
+  mu_http_response_init(&r, 64 * 1024);
+  int rc = post_raw(e, m, "/v3/auth/authenticate", txt, ATTEMPT_MS, &r);
+  OPENSSL_cleanse(txt, strlen(txt));
+  cJSON_free(txt);
+  cJSON *j = rc == 0 ? cJSON_ParseWithLength(r.body.data ? r.body.data : "", r.body.len) : NULL;
+  const char *token = mu_json_get_str(j, "token");
+  if (rc == 0 && r.status == 200 && token != NULL) {
+    mu_http_client_set_authorization(m->http, token);
+  } else if (rc == 0) {
+    const char *msg = mu_json_get_str(j, "message");
+    say(e,
+        "etcd at %s:%d refused the login of user '%s': %s; check MUSTER_RDZV_USER and "
+        "MUSTER_RDZV_PASSWORD",
+        m->host, m->port, user, msg ? msg : "no reason given");
+    rc = MU_EHTTP;
+  }
+  cJSON_Delete(j);
+  mu_http_response_release(&r);
+  if (rc != 0) {
+    mu_http_client_free(m->http);
+    m->http = NULL;
+  }
+  return rc;
+}
+
+static int post_raw(struct mu_etcd3 *e, struct member *m, const char *path, const char *body,
+                    long timeout, struct mu_http_response *resp)
+{
+  int rc = mu_http_request(m->http, "POST", path, "application/json", body, strlen(body),
+                           (int)timeout, resp);
+  if (rc == 0)
+    mu_http_client_local_addr(m->http, e->addr, sizeof(e->addr));
+  else if (rc != MU_ECANCELED)
+    say(e, "etcd at %s:%d: %s", m->host, m->port, mu_http_client_errmsg(m->http));
+  return rc;
+}
+
+/* An answer other than 200: is it worth asking another member? Keeps the words in errmsg. */
+static int error_answer(struct mu_etcd3 *e, const struct member *m, const char *path,
+                        const struct mu_http_response *r, int *retry)
+{
+  cJSON *j = cJSON_ParseWithLength(r->body.data ? r->body.data : "", r->body.len);
+  const cJSON *inner = cJSON_GetObjectItemCaseSensitive(j, "error");
+  const cJSON *o = cJSON_IsObject(inner) ? inner : j;
+  const char *msg = mu_json_get_str(o, "message");
+  if (msg == NULL)
+    msg = mu_json_get_str(o, "error");
+  long code = mu_json_get_long(o, "code", -1);
+  *retry = r->status >= 500 || code == 14 || code == 4 ||
+           (msg != NULL && (strstr(msg, "leader") != NULL || strstr(msg, "timed out") != NULL));
+  int rc = MU_EHTTP;
+  if (msg == NULL)
+    say(e, "%s:%d answered HTTP %d for %s, not an etcd v3 answer (is the endpoint etcd >= 3.4?)",
+        m->host, m->port, r->status, path);
+  else
+    say(e, "etcd at %s:%d: %s", m->host, m->port, msg);
+  if (msg != NULL && (strstr(msg, "auth") != NULL || strstr(msg, "permission") != NULL))
+    rc = MU_EHTTP;
+  cJSON_Delete(j);
+  return rc;
+}
+
+/* Moves to the next member; after a full turn, naps a little. Returns: 1 when canceled. */
+static int next_member(struct mu_etcd3 *e, size_t *tried)
+{
+  e->cur = (e->cur + 1) % e->nm;
+  if (++*tried % e->nm == 0)
+    return nap(e, 100);
+  return 0;
+}
+
+/* POSTs body to path on the current member, then the others, until timeout_ms passed.
+ * Returns: 0 with *out the parsed answer (the caller's), or an MU_E* code. */
+static int call(struct mu_etcd3 *e, const char *path, const cJSON *body, long timeout_ms,
+                cJSON **out)
+{
+  *out = NULL;
+  char *txt = cJSON_PrintUnformatted(body);
+  long long deadline = now_ms() + timeout_ms;
+  size_t tried = 0;
+  int rc = MU_ETIMEDOUT;
+  struct mu_http_response r;
+  mu_http_response_init(&r, MAX_ANSWER);
+  for (;;) {
+    long left = (long)(deadline - now_ms());
+    if (left <= 0)
+      break;
+    struct member *m = &e->m[e->cur];
+    rc = member_client(e, m);
+    if (rc == 0)
+      rc = post_raw(e, m, path, txt, left < ATTEMPT_MS ? left : ATTEMPT_MS, &r);
+    if (rc == MU_ECANCELED)
+      break;
+    if (rc == 0 && r.status == 200) {
+      *out = cJSON_ParseWithLength(r.body.data ? r.body.data : "", r.body.len);
+      if (*out == NULL) {
+        say(e, "etcd at %s:%d sent an answer that is not JSON for %s", m->host, m->port, path);
+        rc = MU_EPROTO;
+      }
+      break;
+    }
+    if (rc == 0) {
+      int retry = 0;
+      rc = error_answer(e, m, path, &r, &retry);
+      if (!retry)
+        break;
+      rc = MU_ECONN;
+    }
+    if (rc == MU_EHTTP && m->http == NULL)
+      break; /* refused login */
+    if (next_member(e, &tried)) {
+      rc = MU_ECANCELED;
+      break;
+    }
+  }
+  mu_http_response_release(&r);
+  cJSON_free(txt);
+  if (rc == MU_ETIMEDOUT && e->errmsg[0] == '\0')
+    say(e, "no etcd member answered within %ld ms", timeout_ms);
+  return rc;
+}
+
+static int txn_run(struct mu_etcd3 *e, struct txn *t, cJSON **ans)
+{
+  int rc = call(e, "/v3/kv/txn", t->root, e->timeout_ms, ans);
+  cJSON_Delete(t->root);
+  t->root = NULL;
+  return rc;
+}
+
+static int txn_ok(const cJSON *ans)
+{
+  return mu_json_get_bool(ans, "succeeded", 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Watches: a stream of JSON lines, resumed on the next member from the last revision seen
+ */
+
+struct wrange {
+  const char *key, *end;
+  int noput; /* deletes only */
+};
+
+/* Gets the events of one answer; returns nonzero to end the watch. */
+typedef int (*mu_etcd3_events_fn)(void *arg, const cJSON *events);
+
+struct wstream {
+  struct mu_buf line;
+  mu_etcd3_events_fn fn;
+  void *arg;
+  long long next_rev; /* where a resumed watch starts */
+  int stop;           /* fn said so */
+  int broken;         /* the stream ended or said something else than events */
+};
+
+static int on_stream(void *arg, const char *p, size_t n)
+{
+  struct wstream *w = arg;
+  if (mu_buf_append(&w->line, p, n) != 0) {
+    w->broken = 1;
+    return 1;
+  }
+  for (;;) {
+    char *nl = memchr(w->line.data, '\n', w->line.len);
+    if (nl == NULL)
+      return 0;
+    cJSON *j = cJSON_ParseWithLength(w->line.data, (size_t)(nl - w->line.data));
+    size_t used = (size_t)(nl - w->line.data) + 1;
+    mu_buf_consume(&w->line, used);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
+    if (res == NULL || mu_json_get_bool(res, "canceled", 0)) {
+      cJSON_Delete(j);
+      w->broken = 1;
+      return 1;
+    }
+    const cJSON *evs = cJSON_GetObjectItemCaseSensitive(res, "events");
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, evs)
+    {
+      long long mod = jll(cJSON_GetObjectItemCaseSensitive(ev, "kv"), "mod_revision");
+      if (mod + 1 > w->next_rev)
+        w->next_rev = mod + 1;
+    }
+    if (cJSON_GetArraySize(evs) > 0 && w->fn(w->arg, evs) != 0)
+      w->stop = 1;
+    cJSON_Delete(j);
+    if (w->stop)
+      return 1;
+  }
+}
+
+/* Watches the ranges from revision `from` until fn says stop (0), until deadline
+ * (MU_ETIMEDOUT) or the cancel fd (MU_ECANCELED). A broken stream moves to the next member
+ * and resumes after the last event seen: none lost, none twice. */
+static int watch(struct mu_etcd3 *e, const struct wrange *rs, int nr, long long from,
+                 long long deadline, mu_etcd3_events_fn fn, void *arg)
+{
+  struct wstream w;
+  memset(&w, 0, sizeof(w));
+  mu_buf_init(&w.line, MAX_ANSWER);
+  w.fn = fn;
+  w.arg = arg;
+  w.next_rev = from;
+  size_t tried = 0;
+  int rc = MU_ETIMEDOUT;
+  struct mu_http_response r;
+  mu_http_response_init(&r, 64 * 1024);
+  for (;;) {
+    long left = (long)(deadline - now_ms());
+    if (left <= 0) {
+      rc = MU_ETIMEDOUT;
+      break;
+    }
+    struct mu_buf body = MU_BUF_INIT(SIZE_MAX);
+    for (int i = 0; i < nr; i++) {
+      cJSON *c = cJSON_CreateObject(), *cr = cJSON_AddObjectToObject(c, "create_request");
+      add_b64(cr, "key", rs[i].key, strlen(rs[i].key));
+      if (rs[i].end != NULL)
+        add_b64(cr, "range_end", rs[i].end, strlen(rs[i].end));
+      add_ll(cr, "start_revision", w.next_rev);
+      if (rs[i].noput)
+        cJSON_AddItemToObject(cr, "filters", cJSON_CreateStringArray((const char *[]){"NOPUT"}, 1));
+      char *t = cJSON_PrintUnformatted(c);
+      mu_buf_printf(&body, "%s\n", t);
+      cJSON_free(t);
+      cJSON_Delete(c);
+    }
+    struct member *m = &e->m[e->cur];
+    rc = member_client(e, m);
+    mu_buf_clear(&w.line);
+    w.broken = 0;
+    r.on_data = on_stream;
+    r.on_data_arg = &w;
+    if (rc == 0)
+      rc = mu_http_request(m->http, "POST", "/v3/watch", "application/json", body.data, body.len,
+                           (int)left, &r);
+    mu_buf_release(&body);
+    if (rc == MU_ECANCELED)
+      break;
+    if (w.stop) {
+      rc = 0;
+      break;
+    }
+    if (rc == MU_ETIMEDOUT && now_ms() >= deadline)
+      break;
+    if (rc == 0 && r.status != 200) {
+      int retry = 0;
+      rc = error_answer(e, m, "/v3/watch", &r, &retry);
+      if (!retry)
+        break;
+    } else if (rc != 0) {
+      say(e, "etcd at %s:%d: %s", m->host, m->port, mu_http_client_errmsg(m->http));
+    } else {
+      say(e, "etcd at %s:%d ended the watch", m->host, m->port);
+    }
+    if (next_member(e, &tried)) {
+      rc = MU_ECANCELED;
+      break;
+    }
+  }
+  mu_http_response_release(&r);
+  mu_buf_release(&w.line);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Leases: granted by join, kept alive by a thread with its own connections
+ */
+
+struct keeper {
+  uv_thread_t thread;
+  int pipe[2];
+  struct mu_etcd3 *client;
+  char lease[32];
+  long period_ms;
+};
+
+/* Renews lease once. Returns: 0 with *ttl the TTL left (0: the lease is gone), or an error. */
+static int keepalive(struct mu_etcd3 *e, const char *lease, long *ttl)
+{
+  cJSON *req = cJSON_CreateObject();
+  cJSON_AddStringToObject(req, "ID", lease);
+  cJSON *ans = NULL;
+  int rc = call(e, "/v3/lease/keepalive", req, e->timeout_ms, &ans);
+  cJSON_Delete(req);
+  if (rc == 0) {
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(ans, "result");
+    *ttl = (long)jll(res, "TTL");
+    if (res == NULL) {
+      rc = MU_EPROTO;
+      say(e, "etcd's keep-alive answer has no result");
+    }
+  }
+  cJSON_Delete(ans);
+  return rc;
+}
+
+static void keeper_main(void *arg)
+{
+  struct keeper *k = arg;
+  struct pollfd p = {k->pipe[0], POLLIN, 0};
+  long wait = k->period_ms;
+  while (poll(&p, 1, (int)wait) == 0) {
+    long ttl = 0;
+    int rc = keepalive(k->client, k->lease, &ttl);
+    if (rc == 0 && ttl <= 0)
+      break;                             /* gone: the next join grants another one */
+    wait = rc == 0 ? k->period_ms : 100; /* a failed renewal is tried again soon */
+  }
+}
+
+static void keeper_stop(struct mu_etcd3 *e)
+{
+  struct keeper *k = e->keeper;
+  if (k == NULL)
+    return;
+  ssize_t w = write(k->pipe[1], "x", 1);
+  (void)w;
+  uv_thread_join(&k->thread);
+  close(k->pipe[0]);
+  close(k->pipe[1]);
+  mu_etcd3_free(k->client);
+  mu_free(k);
+  e->keeper = NULL;
+}
+
+static int keeper_start(struct mu_etcd3 *e)
+{
+  struct keeper *k = mu_calloc(1, sizeof(*k));
+  char err[256];
+  if (pipe(k->pipe) != 0) {
+    mu_free(k);
+    say(e, "cannot create a pipe: %s", strerror(errno));
+    return MU_EINVAL;
+  }
+  fcntl(k->pipe[0], F_SETFD, FD_CLOEXEC);
+  fcntl(k->pipe[1], F_SETFD, FD_CLOEXEC);
+  mu_etcd3_new(e->spec, &k->client, err, sizeof(err));
+  k->client->cur = (e->cur + 1) % e->nm; /* renewals on another member than the calls */
+  snprintf(k->lease, sizeof(k->lease), "%s", e->lease);
+  k->period_ms = e->ttl_ms / 3 > 100 ? e->ttl_ms / 3 : 100;
+  mu_etcd3_set_timeout(k->client, k->period_ms);
+  mu_etcd3_set_cancel_fd(k->client, k->pipe[0]);
+  if (uv_thread_create(&k->thread, keeper_main, k) != 0) {
+    close(k->pipe[0]);
+    close(k->pipe[1]);
+    mu_etcd3_free(k->client);
+    mu_free(k);
+    say(e, "cannot start the lease keeper thread");
+    return MU_EINVAL;
+  }
+  e->keeper = k;
+  return 0;
+}
+
+/* Grants this node's lease (TTL of ttl_ms, at least 1 s) and starts keeping it alive; keeps
+ * the one it has while it lives. */
+static int ensure_lease(struct mu_etcd3 *e, long ttl_ms)
+{
+  if (e->lease[0] != '\0') {
+    long ttl = 0;
+    int rc = keepalive(e, e->lease, &ttl);
+    if (rc != 0)
+      return rc;
+    if (ttl > 0)
+      return 0;
+    keeper_stop(e);
+    e->lease[0] = '\0';
+    mu_free(e->my_key);
+    e->my_key = NULL;
+    e->level = -1;
+  }
+  cJSON *req = cJSON_CreateObject();
+  add_ll(req, "TTL", (ttl_ms + 999) / 1000);
+  cJSON *ans = NULL;
+  int rc = call(e, "/v3/lease/grant", req, e->timeout_ms, &ans);
+  cJSON_Delete(req);
+  const char *id = mu_json_get_str(ans, "ID");
+  if (rc == 0 && id == NULL) {
+    say(e, "etcd granted no lease: %s", mu_json_get_str(ans, "error"));
+    rc = MU_EPROTO;
+  }
+  if (rc == 0) {
+    snprintf(e->lease, sizeof(e->lease), "%s", id);
+    e->ttl_ms = (long)jll(ans, "TTL") * 1000;
+    if (e->ttl_ms <= 0)
+      e->ttl_ms = ttl_ms;
+    rc = keeper_start(e);
+  }
+  cJSON_Delete(ans);
+  return rc;
+}
+
+static void lease_revoke(struct mu_etcd3 *e)
+{
+  if (e->lease[0] == '\0')
+    return;
+  keeper_stop(e);
+  cJSON *req = cJSON_CreateObject(), *ans = NULL;
+  cJSON_AddStringToObject(req, "ID", e->lease);
+  call(e, "/v3/lease/revoke", req, e->timeout_ms, &ans);
+  cJSON_Delete(req);
+  cJSON_Delete(ans);
+  e->lease[0] = '\0';
+  mu_free(e->my_key);
+  e->my_key = NULL;
+  e->level = -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Keys of a run
+ */
+
+static int valid_id(const char *s)
+{
+  if (s == NULL || *s == '\0' || strlen(s) > 256)
+    return 0;
+  for (; *s; s++)
+    if (*s <= ' ' || *s > '~' || *s == '"' || *s == '\\' || *s == '/')
+      return 0;
+  return 1;
+}
+
+static char *key_of(const char *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *key_of(const char *run, const char *fmt, ...)
+{
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  mu_buf_printf(&b, "/muster/%s/", run);
+  va_list ap;
+  va_start(ap, fmt);
+  mu_buf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  return mu_buf_detach(&b);
+}
+
+/* The end of a run: MU_ECLOSED / MU_ESHUT with the reason in errmsg, 0 while open. */
+static int end_of(struct mu_etcd3 *e, const char *run, const cJSON *end_range)
+{
+  cJSON *j = kv_json(range_first(end_range));
+  if (j == NULL)
+    return 0;
+  const char *state = mu_json_get_str(j, "state"), *reason = mu_json_get_str(j, "reason");
+  int shut = state != NULL && strcmp(state, "shut") == 0;
+  say(e, "run '%s' was %s%s%s", run, shut ? "shut down" : "closed", reason ? ": " : "",
+      reason ? reason : "");
+  cJSON_Delete(j);
+  return shut ? MU_ESHUT : MU_ECLOSED;
+}
+
+/* The index of node id in a round's members, -1 when absent. */
+static int member_index(const cJSON *round, const char *id)
+{
+  const cJSON *ms = cJSON_GetObjectItemCaseSensitive(round, "members"), *m;
+  int i = 0;
+  cJSON_ArrayForEach(m, ms)
+  {
+    const char *mid = mu_json_get_str(m, "id");
+    if (mid != NULL && strcmp(mid, id) == 0)
+      return i;
+    i++;
+  }
+  return -1;
+}
+
+/* The node id at the end of a key n/<L>/<id>. */
+static const char *id_of_key(const char *key)
+{
+  const char *s = strrchr(key, '/');
+  return s != NULL ? s + 1 : key;
+}
+
+static void fill_round(const char *run, const cJSON *round, int me, struct mu_round *out)
+{
+  memset(out, 0, sizeof(*out));
+  const cJSON *ms = cJSON_GetObjectItemCaseSensitive(round, "members"), *m;
+  out->run_id = mu_strdup(run);
+  out->round = mu_json_get_long(round, "round", 0);
+  out->lease_ttl_ms = mu_json_get_long(round, "ttl", 10000);
+  out->nmembers = (size_t)cJSON_GetArraySize(ms);
+  out->nnodes = (int)out->nmembers;
+  out->members = mu_calloc(out->nmembers ? out->nmembers : 1, sizeof(*out->members));
+  int i = 0, offset = 0;
+  cJSON_ArrayForEach(m, ms)
+  {
+    struct mu_member *mm = &out->members[i];
+    mm->node_id = mu_strdup(mu_json_get_str(m, "id") ? mu_json_get_str(m, "id") : "");
+    mm->addr = mu_strdup(mu_json_get_str(m, "addr") ? mu_json_get_str(m, "addr") : "");
+    mm->local_world_size = (int)mu_json_get_long(m, "lws", 1);
+    mm->node_rank = i;
+    mm->rank_offset = offset;
+    if (i == me) {
+      out->node_rank = i;
+      out->rank_offset = offset;
+      out->local_world_size = mm->local_world_size;
+    }
+    if (i == 0) {
+      out->master_addr = mu_strdup(mm->addr);
+      out->master_port = (int)mu_json_get_long(m, "port", 0);
+    }
+    offset += mm->local_world_size;
+    i++;
+  }
+  out->world_size = offset;
+  if (out->master_addr == NULL)
+    out->master_addr = mu_strdup("");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Join
+ */
+
+struct joinst {
+  struct mu_etcd3 *e;
+  const char *run;
+  const char *id;
+  const struct mu_join_opts *o;
+  long min, max, last_call;
+  cJSON *round;          /* the latest round's value, NULL before round 1 */
+  long long round_mod;   /* its mod revision, 0 when absent */
+  long long rev;         /* the revision everything above was read at */
+  int ended;             /* MU_ECLOSED / MU_ESHUT */
+  long long count_level; /* nodes at this node's level */
+  long long count_old;   /* nodes one level below */
+};
+
+static long round_no(const cJSON *round)
+{
+  return round != NULL ? mu_json_get_long(round, "round", 0) : 0;
+}
+
+static void set_round(struct joinst *s, const cJSON *kv)
+{
+  cJSON_Delete(s->round);
+  s->round = kv_json(kv);
+  s->round_mod = kv != NULL ? jll(kv, "mod_revision") : 0;
+}
+
+/* Creates the run's configuration or checks ours against it; reads the end and the round. */
+static int join_begin(struct joinst *s)
+{
+  struct mu_etcd3 *e = s->e;
+  char *cfgk = key_of(s->run, "c/cfg"), *endk = key_of(s->run, "c/end");
+  char *roundk = key_of(s->run, "c/round");
+  char cfg[256];
+  snprintf(cfg, sizeof(cfg), "{\"min_nodes\":%ld,\"max_nodes\":%ld,\"last_call_ms\":%ld}", s->min,
+           s->max, s->last_call);
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.compare, cmp(cfgk, NULL, "CREATE", "EQUAL", 0));
+  cJSON_AddItemToArray(t.success, op_put(cfgk, cfg, strlen(cfg), NULL));
+  cJSON_AddItemToArray(t.success, op_range(endk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_range(roundk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.failure, op_range(cfgk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.failure, op_range(endk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.failure, op_range(roundk, NULL, R_ALL));
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc != 0)
+    goto out;
+  int created = txn_ok(ans);
+  if (!created) {
+    cJSON *have = kv_json(range_first(txn_range(ans, 0)));
+    long hmin = mu_json_get_long(have, "min_nodes", -1),
+         hmax = mu_json_get_long(have, "max_nodes", -1);
+    cJSON_Delete(have);
+    if (hmin != s->min || hmax != s->max) {
+      say(e, "run '%s' has --nnodes %ld:%ld, this node asks for %ld:%ld (config_mismatch)", s->run,
+          hmin, hmax, s->min, s->max);
+      rc = MU_ESTATE;
+      goto out;
+    }
+  }
+  rc = end_of(e, s->run, txn_range(ans, 1));
+  if (rc != 0)
+    goto out;
+  set_round(s, range_first(txn_range(ans, 2)));
+  s->rev = header_rev(ans);
+out:
+  cJSON_Delete(ans);
+  mu_free(cfgk);
+  mu_free(endk);
+  mu_free(roundk);
+  return rc;
+}
+
+/* Puts this node at level N (the latest round) unless it is there, in one transaction that
+ * holds only if the round did not move, and reads the counts that decide a close. */
+static int join_put(struct joinst *s, long n)
+{
+  struct mu_etcd3 *e = s->e;
+  char *endk = key_of(s->run, "c/end"), *roundk = key_of(s->run, "c/round");
+  char *mine = key_of(s->run, "n/" LEVEL_FMT "/%s", n, s->id);
+  char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
+  char *old = key_of(s->run, "n/" LEVEL_FMT "/", n - 1);
+  char val[700];
+  snprintf(val, sizeof(val), "{\"addr\":\"%s\",\"lws\":%d,\"port\":%d}", s->o->addr,
+           s->o->local_world_size, s->o->master_port);
+  struct txn t;
+  txn_init(&t);
+  if (s->round_mod > 0)
+    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "MOD", "EQUAL", s->round_mod));
+  else
+    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "CREATE", "EQUAL", 0));
+  cJSON_AddItemToArray(t.compare, cmp(endk, NULL, "CREATE", "EQUAL", 0));
+  if (e->my_key != NULL && strcmp(e->my_key, mine) != 0)
+    cJSON_AddItemToArray(t.success, op_del(e->my_key, NULL));
+  cJSON_AddItemToArray(t.success, op_put(mine, val, strlen(val), e->lease));
+  cJSON_AddItemToArray(t.success, op_prefix(lvl, R_COUNT));
+  cJSON_AddItemToArray(t.success, op_prefix(old, R_COUNT));
+  cJSON_AddItemToArray(t.failure, op_range(endk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.failure, op_range(roundk, NULL, R_ALL));
+  int base = e->my_key != NULL && strcmp(e->my_key, mine) != 0 ? 1 : 0;
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc != 0)
+    goto out;
+  s->rev = header_rev(ans);
+  if (txn_ok(ans)) {
+    mu_free(e->my_key);
+    e->my_key = mine;
+    mine = NULL;
+    e->level = n;
+    s->count_level = jll(txn_range(ans, base + 1), "count");
+    s->count_old = n > 0 ? jll(txn_range(ans, base + 2), "count") : 0;
+  } else {
+    s->ended = end_of(e, s->run, txn_range(ans, 0));
+    set_round(s, range_first(txn_range(ans, 1)));
+  }
+out:
+  cJSON_Delete(ans);
+  mu_free(endk);
+  mu_free(roundk);
+  mu_free(mine);
+  mu_free(lvl);
+  mu_free(old);
+  return rc;
+}
+
+/* Re-reads the round, the end and the counts of level n. */
+static int join_eval(struct joinst *s, long n)
+{
+  struct mu_etcd3 *e = s->e;
+  char *endk = key_of(s->run, "c/end"), *roundk = key_of(s->run, "c/round");
+  char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
+  char *old = key_of(s->run, "n/" LEVEL_FMT "/", n - 1);
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(endk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_range(roundk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_prefix(lvl, R_COUNT));
+  cJSON_AddItemToArray(t.success, op_prefix(old, R_COUNT));
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc == 0) {
+    s->rev = header_rev(ans);
+    s->ended = end_of(e, s->run, txn_range(ans, 0));
+    set_round(s, range_first(txn_range(ans, 1)));
+    s->count_level = jll(txn_range(ans, 2), "count");
+    s->count_old = n > 0 ? jll(txn_range(ans, 3), "count") : 0;
+  }
+  cJSON_Delete(ans);
+  mu_free(endk);
+  mu_free(roundk);
+  mu_free(lvl);
+  mu_free(old);
+  return rc;
+}
+
+struct cand {
+  const cJSON *kv;
+  const char *id; /* points into idbuf */
+  char idbuf[260];
+  long long created;
+  int prev; /* rank in the previous round, or INT_MAX-ish */
+};
+
+static int cand_cmp(const void *a, const void *b)
+{
+  const struct cand *x = a, *y = b;
+  if (x->prev != y->prev)
+    return x->prev < y->prev ? -1 : 1;
+  return x->created < y->created ? -1 : x->created > y->created;
+}
+
+/* Closes round n + 1 with the nodes of level n: the previous round's members first in their
+ * order, then newcomers in join order, at most max. Holds only if neither the round nor the
+ * level changed since they were read. */
+static int join_close(struct joinst *s, long n)
+{
+  struct mu_etcd3 *e = s->e;
+  char *roundk = key_of(s->run, "c/round"), *endk = key_of(s->run, "c/end");
+  char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
+  char *lvl_end = prefix_end(lvl);
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(lvl, lvl_end, R_ALL));
+  cJSON *ans = NULL, *ans2 = NULL;
+  struct cand *c = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc != 0)
+    goto out;
+  long long rev = header_rev(ans);
+  const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(txn_range(ans, 0), "kvs"), *kv;
+  size_t nc = (size_t)cJSON_GetArraySize(kvs), i = 0;
+  c = mu_calloc(nc ? nc : 1, sizeof(*c));
+  cJSON_ArrayForEach(kv, kvs)
+  {
+    char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+    snprintf(c[i].idbuf, sizeof(c[i].idbuf), "%s", id_of_key(k));
+    mu_free(k);
+    c[i].id = c[i].idbuf;
+    c[i].kv = kv;
+    c[i].created = jll(kv, "create_revision");
+    int p = s->round != NULL ? member_index(s->round, c[i].id) : -1;
+    c[i].prev = p >= 0 ? p : 1 << 30;
+    i++;
+  }
+  qsort(c, nc, sizeof(*c), cand_cmp);
+  size_t take = nc < (size_t)s->max ? nc : (size_t)s->max;
+  struct mu_buf v = MU_BUF_INIT(SIZE_MAX);
+  mu_buf_printf(&v, "{\"round\":%ld,\"max\":%ld,\"ttl\":%ld,\"members\":[", n + 1, s->max,
+                e->ttl_ms);
+  for (i = 0; i < take; i++) {
+    cJSON *nv = kv_json(c[i].kv);
+    mu_buf_printf(&v, "%s{\"id\":\"%s\",\"addr\":\"%s\",\"lws\":%ld,\"port\":%ld}", i ? "," : "",
+                  c[i].id, mu_json_get_str(nv, "addr") ? mu_json_get_str(nv, "addr") : "",
+                  mu_json_get_long(nv, "lws", 1), mu_json_get_long(nv, "port", 0));
+    cJSON_Delete(nv);
+  }
+  mu_buf_puts(&v, "]}");
+  txn_init(&t);
+  if (s->round_mod > 0)
+    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "MOD", "EQUAL", s->round_mod));
+  else
+    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "CREATE", "EQUAL", 0));
+  cJSON_AddItemToArray(t.compare, cmp(endk, NULL, "CREATE", "EQUAL", 0));
+  cJSON_AddItemToArray(t.compare, cmp(lvl, lvl_end, "MOD", "LESS", rev + 1));
+  cJSON_AddItemToArray(t.success, op_put(roundk, v.data, v.len, NULL));
+  mu_buf_release(&v);
+  rc = txn_run(e, &t, &ans2); /* lost the race or the level moved: the caller reads again */
+out:
+  mu_free(c);
+  cJSON_Delete(ans);
+  cJSON_Delete(ans2);
+  mu_free(roundk);
+  mu_free(endk);
+  mu_free(lvl);
+  mu_free(lvl_end);
+  return rc;
+}
+
+/* Watch events while waiting in a join: a new round or the end ends the wait. */
+static int join_events(void *arg, const cJSON *events)
+{
+  struct joinst *s = arg;
+  const cJSON *ev;
+  int stop = 0;
+  char *roundk = key_of(s->run, "c/round");
+  cJSON_ArrayForEach(ev, events)
+  {
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(ev, "kv");
+    char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+    const char *type = mu_json_get_str(ev, "type");
+    if (strcmp(k, roundk) == 0 && type == NULL) {
+      set_round(s, kv);
+      s->rev = jll(kv, "mod_revision");
+    }
+    stop = 1; /* any end, round, or a node leaving the level below: look again */
+    mu_free(k);
+  }
+  mu_free(roundk);
+  return stop;
+}
+
+int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_opts *o,
+                  struct mu_round *out)
+{
+  memset(out, 0, sizeof(*out));
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id) || o == NULL || !valid_id(o->node_id) || !valid_id(o->addr) ||
+      o->min_nodes < 1 || o->max_nodes < o->min_nodes || o->local_world_size < 1) {
+    say(e, "bad join: run id, node id and address are 1-256 printable characters without "
+           "'/', and 1 <= min_nodes <= max_nodes, local_world_size >= 1");
+    return MU_EINVAL;
+  }
+  struct joinst s;
+  memset(&s, 0, sizeof(s));
+  s.e = e;
+  s.run = run_id;
+  s.id = o->node_id;
+  s.o = o;
+  s.min = o->min_nodes;
+  s.max = o->max_nodes;
+  s.last_call = o->last_call_ms >= 0 ? o->last_call_ms : (s.min == s.max ? 0 : 1000);
+  long long deadline = now_ms() + (o->join_timeout_ms > 0 ? o->join_timeout_ms : 600000);
+  long long last_call_at = 0;
+  char *cprefix = key_of(run_id, "c/"), *cend = prefix_end(cprefix);
+  int rc = join_begin(&s);
+  if (rc == 0)
+    rc = ensure_lease(e, o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 10000);
+  long at = -1; /* the level whose counts s holds */
+  while (rc == 0) {
+    if (s.ended) {
+      rc = s.ended;
+      break;
+    }
+    long n = round_no(s.round);
+    int me = s.round != NULL ? member_index(s.round, s.id) : -1;
+    if (e->level >= 0 && n == e->level + 1 && me >= 0) {
+      fill_round(run_id, s.round, me, out);
+      break;
+    }
+    if (now_ms() >= deadline) {
+      say(e, "join of run '%s' timed out: %lld of %ld nodes joined", run_id, s.count_level, s.min);
+      rc = MU_ETIMEDOUT;
+      break;
+    }
+    if (e->level != n || at != n) {
+      if (e->level != n)
+        rc = join_put(&s, n);
+      else
+        rc = join_eval(&s, n);
+      if (rc == 0 && e->level == n)
+        at = n;
+      continue;
+    }
+    /* at level n with fresh counts: close now, later (last call), or wait */
+    int closable = s.count_level >= s.min && (n == 0 || s.count_old == 0);
+    if (!closable)
+      last_call_at = 0;
+    else if (last_call_at == 0)
+      last_call_at = now_ms() + s.last_call;
+    if (closable && (s.count_level >= s.max || n > 0 || now_ms() >= last_call_at)) {
+      rc = join_close(&s, n);
+      at = -1;
+      continue;
+    }
+    char *old = key_of(run_id, "n/" LEVEL_FMT "/", n - 1), *old_end = prefix_end(old);
+    struct wrange rs[2] = {{cprefix, cend, 0}, {old, old_end, 1}};
+    long long until = deadline;
+    if (closable && last_call_at < until)
+      until = last_call_at;
+    rc = watch(e, rs, n > 0 ? 2 : 1, s.rev + 1, until, join_events, &s);
+    mu_free(old);
+    mu_free(old_end);
+    if (rc == MU_ETIMEDOUT)
+      rc = 0;
+    if (round_no(s.round) == n)
+      at = -1; /* counts are stale: read them again */
+  }
+  cJSON_Delete(s.round);
+  mu_free(cprefix);
+  mu_free(cend);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Membership: heartbeat, watch, leave, end
+ */
+
+/* Finds node id's key among the keys of the run's levels (*key: the caller's; NULL if none)
+ * and reads the end and the latest round. */
+static int find_member(struct mu_etcd3 *e, const char *run, const char *id, char **key, char *lease,
+                       size_t lease_n, cJSON **round, long long *rev)
+{
+  *key = NULL;
+  char *endk = key_of(run, "c/end"), *roundk = key_of(run, "c/round"), *nk = key_of(run, "n/");
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(endk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_range(roundk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_prefix(nk, R_KEYS));
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc == 0)
+    rc = end_of(e, run, txn_range(ans, 0));
+  if (rc == 0) {
+    if (round != NULL)
+      *round = kv_json(range_first(txn_range(ans, 1)));
+    if (rev != NULL)
+      *rev = header_rev(ans);
+    const cJSON *kv;
+    long best = -1;
+    cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 2), "kvs"))
+    {
+      char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+      const char *lv = k + strlen(nk);
+      if (strcmp(id_of_key(k), id) == 0 && strtol(lv, NULL, 10) >= best) {
+        best = strtol(lv, NULL, 10);
+        mu_free(*key);
+        *key = k;
+        k = NULL;
+        snprintf(lease, lease_n, "%s",
+                 mu_json_get_str(kv, "lease") ? mu_json_get_str(kv, "lease") : "");
+      }
+      mu_free(k);
+    }
+  }
+  cJSON_Delete(ans);
+  mu_free(endk);
+  mu_free(roundk);
+  mu_free(nk);
+  return rc;
+}
+
+int mu_etcd3_heartbeat(struct mu_etcd3 *e, const char *run_id, const char *node_id, long *round,
+                       int *waiting)
+{
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id) || !valid_id(node_id)) {
+    say(e, "bad run or node id");
+    return MU_EINVAL;
+  }
+  char *key = NULL, lease[32] = "";
+  cJSON *r = NULL;
+  int rc = find_member(e, run_id, node_id, &key, lease, sizeof(lease), &r, NULL);
+  if (round != NULL)
+    *round = round_no(r);
+  if (waiting != NULL)
+    *waiting = 0;
+  if (rc == 0 && key == NULL) {
+    say(e, "node '%s' is not a member of run '%s' (not_member)", node_id, run_id);
+    rc = MU_ENOENT;
+  } else if (rc == 0 && lease[0] != '\0') {
+    long ttl = 0;
+    rc = keepalive(e, lease, &ttl);
+    if (rc == 0 && ttl <= 0) {
+      say(e, "the lease of node '%s' expired (not_member)", node_id);
+      rc = MU_ENOENT;
+    }
+  }
+  mu_free(key);
+  cJSON_Delete(r);
+  return rc;
+}
+
+struct watchst {
+  const char *run;
+  const char *id;
+  long n;
+  cJSON *round;
+  long nnodes, max;
+  char *endk, *roundk, *level, *old, *done;
+  char **gone; /* ids of members that left successfully */
+  size_t ngone;
+  enum mu_watch_event ev;
+  struct mu_etcd3 *e;
+};
+
+static int is_gone(const struct watchst *w, const char *id)
+{
+  for (size_t i = 0; i < w->ngone; i++)
+    if (strcmp(w->gone[i], id) == 0)
+      return 1;
+  return 0;
+}
+
+static void add_gone(struct watchst *w, const char *id)
+{
+  w->gone = mu_realloc(w->gone, (w->ngone + 1) * sizeof(*w->gone));
+  w->gone[w->ngone++] = mu_strdup(id);
+}
+
+static void watch_key(struct watchst *w, const char *k, int del, const cJSON *kv)
+{
+  if (strcmp(k, w->endk) == 0 && !del) {
+    cJSON *j = kv_json(kv);
+    const char *st = mu_json_get_str(j, "state");
+    w->ev = st != NULL && strcmp(st, "shut") == 0 ? MU_WATCH_SHUT : MU_WATCH_CLOSED;
+    cJSON_Delete(j);
+  } else if (strcmp(k, w->roundk) == 0 && !del) {
+    cJSON *j = kv_json(kv);
+    if (round_no(j) > w->n && w->ev != MU_WATCH_SHUT && w->ev != MU_WATCH_CLOSED)
+      w->ev = MU_WATCH_SUPERSEDED;
+    cJSON_Delete(j);
+  } else if (strncmp(k, w->done, strlen(w->done)) == 0 && !del) {
+    add_gone(w, id_of_key(k));
+  } else if (strncmp(k, w->old, strlen(w->old)) == 0 && del) {
+    const char *id = id_of_key(k);
+    if (member_index(w->round, id) >= 0 && !is_gone(w, id) && w->ev == MU_WATCH_NONE)
+      w->ev = MU_WATCH_BROKEN;
+  } else if (strncmp(k, w->level, strlen(w->level)) == 0 && !del) {
+    if (member_index(w->round, id_of_key(k)) >= 0 && w->ev == MU_WATCH_NONE)
+      w->ev = MU_WATCH_BROKEN; /* a member re-joined: it restarted */
+    else if (w->nnodes < w->max && w->ev == MU_WATCH_NONE)
+      w->ev = MU_WATCH_WAITING;
+  }
+}
+
+static int watch_events(void *arg, const cJSON *events)
+{
+  struct watchst *w = arg;
+  const cJSON *ev;
+  enum mu_watch_event before = w->ev;
+  cJSON_ArrayForEach(ev, events)
+  {
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(ev, "kv");
+    char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+    const char *type = mu_json_get_str(ev, "type");
+    watch_key(w, k, type != NULL && strcmp(type, "DELETE") == 0, kv);
+    mu_free(k);
+  }
+  /* a broken round wins over waiting nodes seen in the same answer */
+  return w->ev != before || w->ev != MU_WATCH_NONE;
+}
+
+int mu_etcd3_watch(struct mu_etcd3 *e, const char *run_id, const char *node_id, long round,
+                   long timeout_ms, enum mu_watch_event *ev, int *waiting)
+{
+  *ev = MU_WATCH_NONE;
+  if (waiting != NULL)
+    *waiting = 0;
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id) || !valid_id(node_id)) {
+    say(e, "bad run or node id");
+    return MU_EINVAL;
+  }
+  long long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 30000);
+  struct watchst w;
+  memset(&w, 0, sizeof(w));
+  w.run = run_id;
+  w.id = node_id;
+  w.n = round;
+  w.e = e;
+  w.endk = key_of(run_id, "c/end");
+  w.roundk = key_of(run_id, "c/round");
+  w.level = key_of(run_id, "n/" LEVEL_FMT "/", round);
+  w.old = key_of(run_id, "n/" LEVEL_FMT "/", round - 1);
+  w.done = key_of(run_id, "d/" LEVEL_FMT "/", round);
+  char *cprefix = key_of(run_id, "c/");
+  char *wend = prefix_end(w.level);
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(w.endk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_range(w.roundk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_prefix(w.old, R_KEYS));
+  cJSON_AddItemToArray(t.success, op_prefix(w.level, R_KEYS));
+  cJSON_AddItemToArray(t.success, op_prefix(w.done, R_KEYS));
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc != 0)
+    goto out;
+  long long rev = header_rev(ans);
+  int end = end_of(e, run_id, txn_range(ans, 0));
+  if (end != 0) {
+    *ev = end == MU_ESHUT ? MU_WATCH_SHUT : MU_WATCH_CLOSED;
+    goto out;
+  }
+  w.round = kv_json(range_first(txn_range(ans, 1)));
+  w.nnodes = (long)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(w.round, "members"));
+  w.max = mu_json_get_long(w.round, "max", w.nnodes);
+  if (round_no(w.round) > round) {
+    *ev = MU_WATCH_SUPERSEDED;
+    goto out;
+  }
+  if (round_no(w.round) < round || member_index(w.round, node_id) < 0) {
+    *ev = MU_WATCH_BROKEN;
+    goto out;
+  }
+  const cJSON *kv;
+  cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 4), "kvs"))
+  {
+    char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+    add_gone(&w, id_of_key(k));
+    mu_free(k);
+  }
+  /* every member that did not leave successfully still holds its key below this round */
+  size_t present = 0;
+  cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 2), "kvs"))
+  {
+    char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+    if (member_index(w.round, id_of_key(k)) >= 0 && !is_gone(&w, id_of_key(k)))
+      present++;
+    mu_free(k);
+  }
+  size_t gone_members = 0;
+  for (size_t i = 0; i < w.ngone; i++)
+    gone_members += member_index(w.round, w.gone[i]) >= 0;
+  if (present + gone_members < (size_t)w.nnodes) {
+    *ev = MU_WATCH_BROKEN;
+    goto out;
+  }
+  cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 3), "kvs"))
+  {
+    char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+    watch_key(&w, k, 0, kv);
+    mu_free(k);
+  }
+  if (w.ev != MU_WATCH_NONE) {
+    *ev = w.ev;
+    goto out;
+  }
+  struct wrange rs[1] = {{cprefix, wend, 0}};
+  rc = watch(e, rs, 1, rev + 1, deadline, watch_events, &w);
+  if (rc == MU_ETIMEDOUT)
+    rc = 0;
+  *ev = w.ev;
+  if (waiting != NULL)
+    *waiting = w.ev == MU_WATCH_WAITING;
+out:
+  cJSON_Delete(ans);
+  cJSON_Delete(w.round);
+  for (size_t i = 0; i < w.ngone; i++)
+    mu_free(w.gone[i]);
+  mu_free(w.gone);
+  mu_free(w.endk);
+  mu_free(w.roundk);
+  mu_free(w.level);
+  mu_free(w.old);
+  mu_free(w.done);
+  mu_free(cprefix);
+  mu_free(wend);
+  return rc;
+}
+
+int mu_etcd3_end(struct mu_etcd3 *e, const char *run_id, int succeeded, const char *reason)
+{
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id)) {
+    say(e, "bad run id");
+    return MU_EINVAL;
+  }
+  char *endk = key_of(run_id, "c/end");
+  cJSON *v = cJSON_CreateObject();
+  cJSON_AddStringToObject(v, "state", succeeded ? "closed" : "shut");
+  if (reason != NULL)
+    cJSON_AddStringToObject(v, "reason", reason);
+  char *txt = cJSON_PrintUnformatted(v);
+  cJSON_Delete(v);
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.compare, cmp(endk, NULL, "CREATE", "EQUAL", 0));
+  cJSON_AddItemToArray(t.success, op_put(endk, txt, strlen(txt), NULL));
+  cJSON_AddItemToArray(t.failure, op_range(endk, NULL, R_ALL));
+  cJSON_free(txt);
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc == 0 && !txn_ok(ans)) {
+    int was = end_of(e, run_id, txn_range(ans, 0));
+    rc = was == (succeeded ? MU_ECLOSED : MU_ESHUT) ? 0 : was;
+  }
+  cJSON_Delete(ans);
+  mu_free(endk);
+  return rc;
+}
+
+int mu_etcd3_leave(struct mu_etcd3 *e, const char *run_id, const char *node_id, int succeeded,
+                   const char *reason)
+{
+  (void)reason;
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id) || !valid_id(node_id)) {
+    say(e, "bad run or node id");
+    return MU_EINVAL;
+  }
+  char *key = NULL, lease[32] = "";
+  cJSON *round = NULL;
+  int rc = find_member(e, run_id, node_id, &key, lease, sizeof(lease), &round, NULL);
+  if (rc == 0 && key == NULL) {
+    say(e, "node '%s' is not a member of run '%s' (not_member)", node_id, run_id);
+    rc = MU_ENOENT;
+  }
+  if (rc != 0)
+    goto out;
+  long n = round_no(round);
+  int in_round = member_index(round, node_id) >= 0;
+  struct txn t;
+  txn_init(&t);
+  char *done = key_of(run_id, "d/" LEVEL_FMT "/", n);
+  char *mine = key_of(run_id, "d/" LEVEL_FMT "/%s", n, node_id);
+  if (succeeded && in_round)
+    cJSON_AddItemToArray(t.success, op_put(mine, "", 0, NULL));
+  cJSON_AddItemToArray(t.success, op_del(key, NULL));
+  cJSON_AddItemToArray(t.success, op_prefix(done, R_COUNT));
+  cJSON *ans = NULL;
+  rc = txn_run(e, &t, &ans);
+  long long left = rc == 0 ? jll(txn_range(ans, succeeded && in_round ? 2 : 1), "count") : 0;
+  cJSON_Delete(ans);
+  mu_free(done);
+  mu_free(mine);
+  if (rc == 0 && succeeded && in_round &&
+      left >= cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(round, "members")))
+    rc = mu_etcd3_end(e, run_id, 1, NULL); /* the last member done closes the run */
+  if (e->my_key != NULL && strcmp(e->my_key, key) == 0)
+    lease_revoke(e);
+out:
+  mu_free(key);
+  cJSON_Delete(round);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Barriers and the run's KV
+ */
+
+struct keywait {
+  const char *key;
+  cJSON *kv; /* the PUT seen */
+};
+
+static int key_events(void *arg, const cJSON *events)
+{
+  struct keywait *kw = arg;
+  const cJSON *ev;
+  cJSON_ArrayForEach(ev, events)
+  {
+    if (mu_json_get_str(ev, "type") != NULL)
+      continue; /* DELETE */
+    cJSON_Delete(kw->kv);
+    kw->kv = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(ev, "kv"), 1);
+    return 1;
+  }
+  return 0;
+}
+
+int mu_etcd3_barrier(struct mu_etcd3 *e, const char *run_id, const char *name, int count,
+                     const char *id, long timeout_ms, long *generation)
+{
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id) || !valid_id(name) || count < 1 || (id != NULL && !valid_id(id))) {
+    say(e, "bad barrier: run id and name are 1-256 printable characters, count >= 1");
+    return MU_EINVAL;
+  }
+  long long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 30000);
+  char anon[64];
+  if (id == NULL) {
+    snprintf(anon, sizeof(anon), "anon-%d-%lld", (int)getpid(), now_ms());
+    id = anon;
+  }
+  char *gk = key_of(run_id, "b/%s/g", name);
+  char *mine = NULL, *arr = NULL;
+  int rc = 0;
+  for (;;) {
+    struct txn t;
+    txn_init(&t);
+    cJSON_AddItemToArray(t.success, op_range(gk, NULL, R_ALL));
+    cJSON *ans = NULL;
+    rc = txn_run(e, &t, &ans);
+    if (rc != 0)
+      break;
+    const cJSON *gkv = range_first(txn_range(ans, 0));
+    long long gmod = gkv != NULL ? jll(gkv, "mod_revision") : 0;
+    long g = gkv != NULL ? (long)jll(gkv, "version") : 0;
+    cJSON_Delete(ans);
+    mu_free(mine);
+    mu_free(arr);
+    arr = key_of(run_id, "b/%s/a/%ld/", name, g);
+    mine = key_of(run_id, "b/%s/a/%ld/%s", name, g, id);
+    char *arr_end = prefix_end(arr);
+    char cnt[16];
+    snprintf(cnt, sizeof(cnt), "%d", count);
+    txn_init(&t);
+    cJSON_AddItemToArray(t.compare, gmod > 0 ? cmp(gk, NULL, "MOD", "EQUAL", gmod)
+                                             : cmp(gk, NULL, "CREATE", "EQUAL", 0));
+    cJSON_AddItemToArray(t.success, op_put(mine, cnt, strlen(cnt), NULL));
+    cJSON_AddItemToArray(t.success, op_range(arr, arr_end, R_ALL));
+    rc = txn_run(e, &t, &ans);
+    if (rc != 0) {
+      mu_free(arr_end);
+      break;
+    }
+    if (!txn_ok(ans)) { /* the barrier opened meanwhile: arrive at the next generation */
+      cJSON_Delete(ans);
+      mu_free(arr_end);
+      continue;
+    }
+    long long rev = header_rev(ans);
+    const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(txn_range(ans, 1), "kvs"), *kv;
+    int arrived = 0, mismatch = 0;
+    cJSON_ArrayForEach(kv, kvs)
+    {
+      char *v = unb64(mu_json_get_str(kv, "value"), NULL);
+      mismatch |= atoi(v) != count;
+      mu_free(v);
+      arrived++;
+    }
+    cJSON_Delete(ans);
+    if (mismatch) {
+      say(e, "barrier '%s' is waited for with another count than %d (count_mismatch)", name, count);
+      txn_init(&t);
+      cJSON_AddItemToArray(t.success, op_del(mine, NULL));
+      txn_run(e, &t, &ans);
+      cJSON_Delete(ans);
+      mu_free(arr_end);
+      rc = MU_ESTATE;
+      break;
+    }
+    if (arrived >= count) { /* the last one opens it for everybody */
+      txn_init(&t);
+      cJSON_AddItemToArray(t.compare, gmod > 0 ? cmp(gk, NULL, "MOD", "EQUAL", gmod)
+                                               : cmp(gk, NULL, "CREATE", "EQUAL", 0));
+      cJSON_AddItemToArray(t.success, op_put(gk, "", 0, NULL));
+      cJSON_AddItemToArray(t.success, op_del(arr, arr_end));
+      rc = txn_run(e, &t, &ans);
+      cJSON_Delete(ans);
+      mu_free(arr_end);
+      if (rc == 0 && generation != NULL)
+        *generation = g + 1;
+      break;
+    }
+    mu_free(arr_end);
+    struct keywait kw = {gk, NULL};
+    struct wrange rs[1] = {{gk, NULL, 0}};
+    rc = watch(e, rs, 1, rev + 1, deadline, key_events, &kw);
+    cJSON_Delete(kw.kv);
+    if (rc == MU_ETIMEDOUT) {
+      say(e, "barrier '%s' timed out with %d of %d arrived (barrier_timeout)", name, arrived,
+          count);
+      txn_init(&t);
+      cJSON_AddItemToArray(t.success, op_del(mine, NULL));
+      txn_run(e, &t, &ans);
+      cJSON_Delete(ans);
+      rc = MU_ETIMEDOUT;
+    }
+    if (rc == 0 && generation != NULL)
+      *generation = g + 1;
+    break;
+  }
+  mu_free(gk);
+  mu_free(mine);
+  mu_free(arr);
+  return rc;
+}
+
+int mu_etcd3_kv_put(struct mu_etcd3 *e, const char *run_id, const char *key, const void *val,
+                    size_t len, long *version)
+{
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id) || key == NULL || key[0] == '\0' || strlen(key) > 512 || len > (1u << 20)) {
+    say(e, "bad KV put: keys are 1-512 bytes, values at most 1 MiB");
+    return MU_EINVAL;
+  }
+  char *k = key_of(run_id, "kv/%s", key);
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_put(k, len ? val : "", len, NULL));
+  cJSON_AddItemToArray(t.success, op_range(k, NULL, R_KEYS));
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc == 0 && version != NULL)
+    *version = (long)jll(range_first(txn_range(ans, 1)), "version");
+  cJSON_Delete(ans);
+  mu_free(k);
+  return rc;
+}
+
+int mu_etcd3_kv_get(struct mu_etcd3 *e, const char *run_id, const char *key, long wait_ms,
+                    char **val, size_t *len)
+{
+  *val = NULL;
+  if (len != NULL)
+    *len = 0;
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id) || key == NULL || key[0] == '\0' || strlen(key) > 512) {
+    say(e, "bad KV get: keys are 1-512 bytes");
+    return MU_EINVAL;
+  }
+  long long deadline = now_ms() + wait_ms;
+  char *k = key_of(run_id, "kv/%s", key);
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(k, NULL, R_ALL));
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  struct keywait kw = {k, NULL};
+  if (rc == 0) {
+    const cJSON *kv = range_first(txn_range(ans, 0));
+    if (kv != NULL) {
+      kw.kv = cJSON_Duplicate(kv, 1);
+    } else if (wait_ms > 0) {
+      struct wrange rs[1] = {{k, NULL, 0}};
+      rc = watch(e, rs, 1, header_rev(ans) + 1, deadline, key_events, &kw);
+      if (rc == MU_ETIMEDOUT)
+        say(e, "key '%s' did not appear within %ld ms (kv_timeout)", key, wait_ms);
+    } else {
+      say(e, "no key '%s' in run '%s' (no_such_key)", key, run_id);
+      rc = MU_ENOENT;
+    }
+  }
+  if (rc == 0 && kw.kv != NULL)
+    *val = unb64(mu_json_get_str(kw.kv, "value"), len);
+  cJSON_Delete(kw.kv);
+  cJSON_Delete(ans);
+  mu_free(k);
+  return rc;
+}
+
+int mu_etcd3_kv_add(struct mu_etcd3 *e, const char *run_id, const char *key, long delta,
+                    long *value)
+{
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id) || key == NULL || key[0] == '\0' || strlen(key) > 512) {
+    say(e, "bad KV add: keys are 1-512 bytes");
+    return MU_EINVAL;
+  }
+  char *k = key_of(run_id, "kv/%s", key);
+  int rc = 0;
+  for (;;) { /* read, add, write if nobody wrote meanwhile */
+    struct txn t;
+    txn_init(&t);
+    cJSON_AddItemToArray(t.success, op_range(k, NULL, R_ALL));
+    cJSON *ans = NULL;
+    rc = txn_run(e, &t, &ans);
+    if (rc != 0)
+      break;
+    const cJSON *kv = range_first(txn_range(ans, 0));
+    long long mod = kv != NULL ? jll(kv, "mod_revision") : 0;
+    char *v = unb64(kv != NULL ? mu_json_get_str(kv, "value") : "", NULL);
+    cJSON_Delete(ans);
+    char *endp = NULL;
+    long long cur = strtoll(v, &endp, 10);
+    int bad = v[0] != '\0' && (endp == NULL || *endp != '\0');
+    mu_free(v);
+    if (bad) {
+      say(e, "key '%s' does not hold an integer (not_a_counter)", key);
+      rc = MU_EINVAL;
+      break;
+    }
+    char nv[32];
+    snprintf(nv, sizeof(nv), "%lld", cur + delta);
+    txn_init(&t);
+    cJSON_AddItemToArray(t.compare, mod > 0 ? cmp(k, NULL, "MOD", "EQUAL", mod)
+                                            : cmp(k, NULL, "CREATE", "EQUAL", 0));
+    cJSON_AddItemToArray(t.success, op_put(k, nv, strlen(nv), NULL));
+    rc = txn_run(e, &t, &ans);
+    int ok = rc == 0 && txn_ok(ans);
+    cJSON_Delete(ans);
+    if (rc != 0)
+      break;
+    if (ok) {
+      if (value != NULL)
+        *value = (long)(cur + delta);
+      break;
+    }
+  }
+  mu_free(k);
+  return rc;
+}
+
+int mu_etcd3_kv_delete(struct mu_etcd3 *e, const char *run_id, const char *key)
+{
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id) || key == NULL || key[0] == '\0' || strlen(key) > 512) {
+    say(e, "bad KV delete: keys are 1-512 bytes");
+    return MU_EINVAL;
+  }
+  char *k = key_of(run_id, "kv/%s", key);
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_del(k, NULL));
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ans, "responses"), 0),
+      "response_delete_range");
+  if (rc == 0 && jll(d, "deleted") == 0) {
+    say(e, "no key '%s' in run '%s' (no_such_key)", key, run_id);
+    rc = MU_ENOENT;
+  }
+  cJSON_Delete(ans);
+  mu_free(k);
+  return rc;
+}

@@ -1,0 +1,61 @@
+/* The muster rendezvous on an etcd v3 cluster, through etcd's JSON gateway (/v3/kv/range, txn, put,
+ * deleterange, /v3/lease/grant, keepalive, revoke, /v3/watch), with the blocking HTTP client: no
+ * gRPC. The same operations and results as the /v1 client of include/muster/client.h (which
+ * forwards an "etcd-v3://" endpoint here), so the agent and the workers see the same semantics on
+ * either service. The protocol (keys, transactions, round trips) is in docs/rendezvous.md.
+ *
+ * Endpoints: "etcd-v3://M[,M...]" or "M[,M...]" where each member M is HOST:PORT,
+ * http://HOST:PORT or https://HOST:PORT. Calls start on one member (spread by pid) and move
+ * to the next one when it does not answer, answers 5xx or has no leader; watches resume from
+ * the last revision they saw. TLS files and a token come from the environment as for the /v1
+ * client (MUSTER_RDZV_CACERT, _CERT, _KEY); MUSTER_RDZV_USER + MUSTER_RDZV_PASSWORD log in with
+ * etcd's /v3/auth/authenticate.
+ *
+ * A join grants this node a lease and keeps it alive from a thread of its own (every TTL/3,
+ * on any member) until leave or free. One struct per thread, as the /v1 client.
+ */
+#ifndef MU_ETCD3_H
+#define MU_ETCD3_H
+
+#include <stddef.h>
+
+#include "muster/client.h"
+
+#define MU_ETCD3_SCHEME "etcd-v3://"
+
+struct mu_etcd3;
+
+/* Returns: 0, or MU_EINVAL with the reason in err (n bytes). Nothing connects yet.
+ * Ownership: *out is the caller's; free it with mu_etcd3_free(). */
+int mu_etcd3_new(const char *endpoints, struct mu_etcd3 **out, char *err, size_t n);
+/* Stops the lease keeper (the lease then runs out one TTL later). Accepts NULL. */
+void mu_etcd3_free(struct mu_etcd3 *e);
+void mu_etcd3_set_timeout(struct mu_etcd3 *e, long ms);
+/* Borrowed fd; readable = every call returns MU_ECANCELED. */
+void mu_etcd3_set_cancel_fd(struct mu_etcd3 *e, int fd);
+/* Ownership: borrowed until the next call. */
+const char *mu_etcd3_errmsg(const struct mu_etcd3 *e);
+int mu_etcd3_local_addr(const struct mu_etcd3 *e, char *out, size_t n);
+
+/* The calls of include/muster/client.h, same arguments, results and ownership. */
+int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_opts *o,
+                  struct mu_round *out);
+int mu_etcd3_heartbeat(struct mu_etcd3 *e, const char *run_id, const char *node_id, long *round,
+                       int *waiting);
+int mu_etcd3_watch(struct mu_etcd3 *e, const char *run_id, const char *node_id, long round,
+                   long timeout_ms, enum mu_watch_event *ev, int *waiting);
+int mu_etcd3_leave(struct mu_etcd3 *e, const char *run_id, const char *node_id, int succeeded,
+                   const char *reason);
+int mu_etcd3_end(struct mu_etcd3 *e, const char *run_id, int succeeded, const char *reason);
+int mu_etcd3_barrier(struct mu_etcd3 *e, const char *run_id, const char *name, int count,
+                     const char *id, long timeout_ms, long *generation);
+int mu_etcd3_kv_put(struct mu_etcd3 *e, const char *run_id, const char *key, const void *val,
+                    size_t len, long *version);
+int mu_etcd3_kv_get(struct mu_etcd3 *e, const char *run_id, const char *key, long wait_ms,
+                    char **val, size_t *len);
+
+int mu_etcd3_kv_add(struct mu_etcd3 *e, const char *run_id, const char *key, long delta,
+                    long *value);
+int mu_etcd3_kv_delete(struct mu_etcd3 *e, const char *run_id, const char *key);
+
+#endif
