@@ -54,6 +54,7 @@ struct mu_etcd3 {
   char *spec; /* the endpoints as given: the keeper opens its own client from it */
   int https;
   long timeout_ms;
+  long attempt_ms; /* one member's share of a call */
   int cancel_fd;
   char errmsg[512];
   char addr[64];
@@ -304,6 +305,7 @@ int mu_etcd3_new(const char *endpoints, struct mu_etcd3 **out, char *err, size_t
   struct mu_etcd3 *e = mu_calloc(1, sizeof(*e));
   e->cancel_fd = -1;
   e->timeout_ms = 10000;
+  e->attempt_ms = ATTEMPT_MS;
   e->level = -1;
   while (*p != '\0') {
     const char *comma = strchr(p, ',');
@@ -501,7 +503,7 @@ static int call(struct mu_etcd3 *e, const char *path, const cJSON *body, long ti
     struct member *m = &e->m[e->cur];
     rc = member_client(e, m);
     if (rc == 0)
-      rc = post_raw(e, m, path, txt, left < ATTEMPT_MS ? left : ATTEMPT_MS, &r);
+      rc = post_raw(e, m, path, txt, left < e->attempt_ms ? left : e->attempt_ms, &r);
     if (rc == MU_ECANCELED)
       break;
     if (rc == 0 && r.status == 200) {
@@ -607,7 +609,7 @@ static int on_stream(void *arg, const char *p, size_t n)
  * (MU_ETIMEDOUT) or the cancel fd (MU_ECANCELED). A broken stream moves to the next member
  * and resumes after the last event seen: none lost, none twice. */
 static int watch(struct mu_etcd3 *e, const struct wrange *rs, int nr, long long from,
-                 long long deadline, mu_etcd3_events_fn fn, void *arg)
+                 long long deadline, mu_etcd3_events_fn fn, void *arg, long long *next)
 {
   struct wstream w;
   memset(&w, 0, sizeof(w));
@@ -674,6 +676,8 @@ static int watch(struct mu_etcd3 *e, const struct wrange *rs, int nr, long long 
   }
   mu_http_response_release(&r);
   mu_buf_release(&w.line);
+  if (next != NULL)
+    *next = w.next_rev;
   return rc;
 }
 
@@ -685,12 +689,16 @@ struct keeper {
   uv_thread_t thread;
   int pipe[2];
   struct mu_etcd3 *client;
+  long period_ms, ttl_ms;
+  uv_mutex_t mu; /* guards what follows: the main thread reads and sets it */
   char lease[32];
-  long period_ms;
+  char *key, *val; /* this node's key and value, put again under a new lease if revoked */
 };
 
+static int grant(struct mu_etcd3 *e, long ttl_ms, char *id_out, size_t n, long *granted_ms);
+
 /* Renews lease once. Returns: 0 with *ttl the TTL left (0: the lease is gone), or an error. */
-static int keepalive(struct mu_etcd3 *e, const char *lease, long *ttl)
+static int keepalive_once(struct mu_etcd3 *e, const char *lease, long *ttl)
 {
   cJSON *req = cJSON_CreateObject();
   cJSON_AddStringToObject(req, "ID", lease);
@@ -709,6 +717,53 @@ static int keepalive(struct mu_etcd3 *e, const char *lease, long *ttl)
   return rc;
 }
 
+/* Renews lease. A lease is gone only when a majority of the members says so: a leader that
+ * was stopped and resumes believes, until it hears of its successor, that every lease ran out
+ * while it slept. Returns: 0 with *ttl the TTL left (0: gone), or an error. */
+static int keepalive(struct mu_etcd3 *e, const char *lease, long *ttl)
+{
+  size_t gone = 0;
+  for (size_t i = 0; i < e->nm; i++) {
+    int rc = keepalive_once(e, lease, ttl);
+    if (rc != 0 || *ttl > 0)
+      return rc;
+    if (++gone > e->nm / 2)
+      return 0;
+    e->cur = (e->cur + 1) % e->nm;
+  }
+  return 0;
+}
+
+/* The lease was revoked although it was renewed in time (etcd 3.4: a leader that was stopped
+ * revokes, when it resumes, the leases it thinks expired while it slept, and its proposal is
+ * forwarded to the new leader). Grants a new one and puts this node's key again if it is gone,
+ * so that the others, which wait one TTL before they call a vanished member lost, see it back.
+ * Returns: 0 or an error (tried again at the next renewal). */
+static int keeper_revive(struct keeper *k)
+{
+  char id[32];
+  long ms = 0;
+  int rc = grant(k->client, k->ttl_ms, id, sizeof(id), &ms);
+  if (rc != 0)
+    return rc;
+  uv_mutex_lock(&k->mu);
+  snprintf(k->lease, sizeof(k->lease), "%s", id);
+  char *key = k->key ? mu_strdup(k->key) : NULL, *val = k->val ? mu_strdup(k->val) : NULL;
+  uv_mutex_unlock(&k->mu);
+  if (key != NULL) {
+    cJSON *t = cJSON_CreateObject(), *ans = NULL;
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(t, "compare"),
+                         cmp(key, NULL, "CREATE", "EQUAL", 0));
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(t, "success"), op_put(key, val, strlen(val), id));
+    rc = call(k->client, "/v3/kv/txn", t, k->client->timeout_ms, &ans);
+    cJSON_Delete(t);
+    cJSON_Delete(ans);
+  }
+  mu_free(key);
+  mu_free(val);
+  return rc;
+}
+
 static void keeper_main(void *arg)
 {
   struct keeper *k = arg;
@@ -716,11 +771,39 @@ static void keeper_main(void *arg)
   long wait = k->period_ms;
   while (poll(&p, 1, (int)wait) == 0) {
     long ttl = 0;
-    int rc = keepalive(k->client, k->lease, &ttl);
+    char lease[32];
+    uv_mutex_lock(&k->mu);
+    snprintf(lease, sizeof(lease), "%s", k->lease);
+    uv_mutex_unlock(&k->mu);
+    int rc = keepalive(k->client, lease, &ttl);
     if (rc == 0 && ttl <= 0)
-      break;                             /* gone: the next join grants another one */
-    wait = rc == 0 ? k->period_ms : 100; /* a failed renewal is tried again soon */
+      rc = keeper_revive(k);
+    wait = rc == 0 ? k->period_ms : 20; /* a failed renewal is tried again at once */
   }
+}
+
+/* This node's lease now (the keeper may have replaced it). */
+static void lease_now(struct mu_etcd3 *e, char *out, size_t n)
+{
+  out[0] = '\0';
+  if (e->keeper == NULL)
+    return;
+  uv_mutex_lock(&e->keeper->mu);
+  snprintf(out, n, "%s", e->keeper->lease);
+  uv_mutex_unlock(&e->keeper->mu);
+}
+
+/* Tells the keeper this node's key and value (to put again if its lease is revoked). */
+static void keeper_set_key(struct mu_etcd3 *e, const char *key, const char *val)
+{
+  if (e->keeper == NULL)
+    return;
+  uv_mutex_lock(&e->keeper->mu);
+  mu_free(e->keeper->key);
+  mu_free(e->keeper->val);
+  e->keeper->key = key ? mu_strdup(key) : NULL;
+  e->keeper->val = val ? mu_strdup(val) : NULL;
+  uv_mutex_unlock(&e->keeper->mu);
 }
 
 static void keeper_stop(struct mu_etcd3 *e)
@@ -734,6 +817,9 @@ static void keeper_stop(struct mu_etcd3 *e)
   close(k->pipe[0]);
   close(k->pipe[1]);
   mu_etcd3_free(k->client);
+  uv_mutex_destroy(&k->mu);
+  mu_free(k->key);
+  mu_free(k->val);
   mu_free(k);
   e->keeper = NULL;
 }
@@ -752,13 +838,19 @@ static int keeper_start(struct mu_etcd3 *e)
   mu_etcd3_new(e->spec, &k->client, err, sizeof(err));
   k->client->cur = (e->cur + 1) % e->nm; /* renewals on another member than the calls */
   snprintf(k->lease, sizeof(k->lease), "%s", e->lease);
+  uv_mutex_init(&k->mu);
+  k->ttl_ms = e->ttl_ms;
   k->period_ms = e->ttl_ms / 3 > 100 ? e->ttl_ms / 3 : 100;
+  /* a member that does not answer (stopped, or forwarding to a leader that is gone) gets a
+   * sixth of the TTL, so that all three of a cluster are tried before the lease runs out */
   mu_etcd3_set_timeout(k->client, k->period_ms);
+  k->client->attempt_ms = k->period_ms / 2 > 50 ? k->period_ms / 2 : 50;
   mu_etcd3_set_cancel_fd(k->client, k->pipe[0]);
   if (uv_thread_create(&k->thread, keeper_main, k) != 0) {
     close(k->pipe[0]);
     close(k->pipe[1]);
     mu_etcd3_free(k->client);
+    uv_mutex_destroy(&k->mu);
     mu_free(k);
     say(e, "cannot start the lease keeper thread");
     return MU_EINVAL;
@@ -767,25 +859,11 @@ static int keeper_start(struct mu_etcd3 *e)
   return 0;
 }
 
-/* Grants this node's lease (TTL of ttl_ms, at least 1 s) and starts keeping it alive; keeps
- * the one it has while it lives. */
-static int ensure_lease(struct mu_etcd3 *e, long ttl_ms)
+/* Grants a lease of ttl_ms (whole seconds, at least 1). */
+static int grant(struct mu_etcd3 *e, long ttl_ms, char *id_out, size_t n, long *granted_ms)
 {
-  if (e->lease[0] != '\0') {
-    long ttl = 0;
-    int rc = keepalive(e, e->lease, &ttl);
-    if (rc != 0)
-      return rc;
-    if (ttl > 0)
-      return 0;
-    keeper_stop(e);
-    e->lease[0] = '\0';
-    mu_free(e->my_key);
-    e->my_key = NULL;
-    e->level = -1;
-  }
   cJSON *req = cJSON_CreateObject();
-  add_ll(req, "TTL", (ttl_ms + 999) / 1000);
+  add_ll(req, "TTL", ttl_ms > 1000 ? (ttl_ms + 999) / 1000 : 1);
   cJSON *ans = NULL;
   int rc = call(e, "/v3/lease/grant", req, e->timeout_ms, &ans);
   cJSON_Delete(req);
@@ -795,21 +873,32 @@ static int ensure_lease(struct mu_etcd3 *e, long ttl_ms)
     rc = MU_EPROTO;
   }
   if (rc == 0) {
-    snprintf(e->lease, sizeof(e->lease), "%s", id);
-    e->ttl_ms = (long)jll(ans, "TTL") * 1000;
-    if (e->ttl_ms <= 0)
-      e->ttl_ms = ttl_ms;
-    rc = keeper_start(e);
+    snprintf(id_out, n, "%s", id);
+    *granted_ms = (long)jll(ans, "TTL") * 1000;
+    if (*granted_ms <= 0)
+      *granted_ms = ttl_ms;
   }
   cJSON_Delete(ans);
   return rc;
 }
 
+/* Grants this node's lease and starts keeping it alive; keeps the one it has. */
+static int ensure_lease(struct mu_etcd3 *e, long ttl_ms)
+{
+  if (e->keeper != NULL)
+    return 0;
+  int rc = grant(e, ttl_ms, e->lease, sizeof(e->lease), &e->ttl_ms);
+  if (rc == 0)
+    rc = keeper_start(e);
+  return rc;
+}
+
 static void lease_revoke(struct mu_etcd3 *e)
 {
+  lease_now(e, e->lease, sizeof(e->lease));
+  keeper_stop(e);
   if (e->lease[0] == '\0')
     return;
-  keeper_stop(e);
   cJSON *req = cJSON_CreateObject(), *ans = NULL;
   cJSON_AddStringToObject(req, "ID", e->lease);
   call(e, "/v3/lease/revoke", req, e->timeout_ms, &ans);
@@ -1018,7 +1107,9 @@ static int join_put(struct joinst *s, long n)
   cJSON_AddItemToArray(t.compare, cmp(endk, NULL, "CREATE", "EQUAL", 0));
   if (e->my_key != NULL && strcmp(e->my_key, mine) != 0)
     cJSON_AddItemToArray(t.success, op_del(e->my_key, NULL));
-  cJSON_AddItemToArray(t.success, op_put(mine, val, strlen(val), e->lease));
+  char lease[32];
+  lease_now(e, lease, sizeof(lease));
+  cJSON_AddItemToArray(t.success, op_put(mine, val, strlen(val), lease));
   cJSON_AddItemToArray(t.success, op_prefix(lvl, R_COUNT));
   cJSON_AddItemToArray(t.success, op_prefix(old, R_COUNT));
   cJSON_AddItemToArray(t.failure, op_range(endk, NULL, R_ALL));
@@ -1030,6 +1121,7 @@ static int join_put(struct joinst *s, long n)
     goto out;
   s->rev = header_rev(ans);
   if (txn_ok(ans)) {
+    keeper_set_key(e, mine, val);
     mu_free(e->my_key);
     e->my_key = mine;
     mine = NULL;
@@ -1212,7 +1304,8 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
   int rc = join_begin(&s);
   if (rc == 0)
     rc = ensure_lease(e, o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 10000);
-  long at = -1; /* the level whose counts s holds */
+  long at = -1;   /* the level whose counts s holds */
+  long mine = -1; /* the level this call put this node at: a join always re-joins */
   while (rc == 0) {
     if (s.ended) {
       rc = s.ended;
@@ -1220,7 +1313,7 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
     }
     long n = round_no(s.round);
     int me = s.round != NULL ? member_index(s.round, s.id) : -1;
-    if (e->level >= 0 && n == e->level + 1 && me >= 0) {
+    if (mine >= 0 && n == mine + 1 && me >= 0) {
       fill_round(run_id, s.round, me, out);
       break;
     }
@@ -1229,13 +1322,18 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
       rc = MU_ETIMEDOUT;
       break;
     }
-    if (e->level != n || at != n) {
-      if (e->level != n)
+    if (mine != n || at != n) {
+      if (mine != n)
         rc = join_put(&s, n);
       else
         rc = join_eval(&s, n);
+      if (rc == MU_EHTTP && strstr(e->errmsg, "lease not found") != NULL) {
+        keeper_stop(e); /* revoked under us: a new one, and try again */
+        rc = ensure_lease(e, o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 10000);
+        continue;
+      }
       if (rc == 0 && e->level == n)
-        at = n;
+        at = mine = n;
       continue;
     }
     /* at level n with fresh counts: close now, later (last call), or wait */
@@ -1254,7 +1352,7 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
     long long until = deadline;
     if (closable && last_call_at < until)
       until = last_call_at;
-    rc = watch(e, rs, n > 0 ? 2 : 1, s.rev + 1, until, join_events, &s);
+    rc = watch(e, rs, n > 0 ? 2 : 1, s.rev + 1, until, join_events, &s, NULL);
     mu_free(old);
     mu_free(old_end);
     if (rc == MU_ETIMEDOUT)
@@ -1357,6 +1455,10 @@ struct watchst {
   char *endk, *roundk, *level, *old, *done;
   char **gone; /* ids of members that left successfully */
   size_t ngone;
+  char **lost; /* members whose key vanished: lost unless it is back within one TTL */
+  size_t nlost;
+  long long lost_until;
+  int lost_new;
   enum mu_watch_event ev;
   struct mu_etcd3 *e;
 };
@@ -1375,6 +1477,29 @@ static void add_gone(struct watchst *w, const char *id)
   w->gone[w->ngone++] = mu_strdup(id);
 }
 
+static void add_lost(struct watchst *w, const char *id)
+{
+  for (size_t i = 0; i < w->nlost; i++)
+    if (strcmp(w->lost[i], id) == 0)
+      return;
+  if (w->nlost == 0) {
+    w->lost_until = now_ms() + mu_json_get_long(w->round, "ttl", 10000);
+    w->lost_new = 1;
+  }
+  w->lost = mu_realloc(w->lost, (w->nlost + 1) * sizeof(*w->lost));
+  w->lost[w->nlost++] = mu_strdup(id);
+}
+
+static void back_lost(struct watchst *w, const char *id)
+{
+  for (size_t i = 0; i < w->nlost; i++)
+    if (strcmp(w->lost[i], id) == 0) {
+      mu_free(w->lost[i]);
+      w->lost[i] = w->lost[--w->nlost];
+      return;
+    }
+}
+
 static void watch_key(struct watchst *w, const char *k, int del, const cJSON *kv)
 {
   if (strcmp(k, w->endk) == 0 && !del) {
@@ -1389,10 +1514,12 @@ static void watch_key(struct watchst *w, const char *k, int del, const cJSON *kv
     cJSON_Delete(j);
   } else if (strncmp(k, w->done, strlen(w->done)) == 0 && !del) {
     add_gone(w, id_of_key(k));
-  } else if (strncmp(k, w->old, strlen(w->old)) == 0 && del) {
+  } else if (strncmp(k, w->old, strlen(w->old)) == 0) {
     const char *id = id_of_key(k);
-    if (member_index(w->round, id) >= 0 && !is_gone(w, id) && w->ev == MU_WATCH_NONE)
-      w->ev = MU_WATCH_BROKEN;
+    if (!del)
+      back_lost(w, id); /* put again under a new lease (see keeper_revive) */
+    else if (member_index(w->round, id) >= 0 && !is_gone(w, id))
+      add_lost(w, id);
   } else if (strncmp(k, w->level, strlen(w->level)) == 0 && !del) {
     if (member_index(w->round, id_of_key(k)) >= 0 && w->ev == MU_WATCH_NONE)
       w->ev = MU_WATCH_BROKEN; /* a member re-joined: it restarted */
@@ -1415,7 +1542,9 @@ static int watch_events(void *arg, const cJSON *events)
     mu_free(k);
   }
   /* a broken round wins over waiting nodes seen in the same answer */
-  return w->ev != before || w->ev != MU_WATCH_NONE;
+  int again = w->lost_new;
+  w->lost_new = 0;
+  return w->ev != before || w->ev != MU_WATCH_NONE || again;
 }
 
 int mu_etcd3_watch(struct mu_etcd3 *e, const char *run_id, const char *node_id, long round,
@@ -1491,8 +1620,20 @@ int mu_etcd3_watch(struct mu_etcd3 *e, const char *run_id, const char *node_id, 
   for (size_t i = 0; i < w.ngone; i++)
     gone_members += member_index(w.round, w.gone[i]) >= 0;
   if (present + gone_members < (size_t)w.nnodes) {
-    *ev = MU_WATCH_BROKEN;
-    goto out;
+    /* a member's key is missing: lost, unless it is put back within one TTL */
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(w.round, "members"))
+    {
+      const char *id = mu_json_get_str(m, "id");
+      if (id != NULL && !is_gone(&w, id))
+        add_lost(&w, id);
+    }
+    cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 2), "kvs"))
+    {
+      char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+      back_lost(&w, id_of_key(k));
+      mu_free(k);
+    }
   }
   cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 3), "kvs"))
   {
@@ -1505,9 +1646,22 @@ int mu_etcd3_watch(struct mu_etcd3 *e, const char *run_id, const char *node_id, 
     goto out;
   }
   struct wrange rs[1] = {{cprefix, wend, 0}};
-  rc = watch(e, rs, 1, rev + 1, deadline, watch_events, &w);
-  if (rc == MU_ETIMEDOUT)
-    rc = 0;
+  long long from = rev + 1;
+  for (;;) {
+    long long until = w.nlost > 0 && w.lost_until < deadline ? w.lost_until : deadline;
+    w.lost_new = 0;
+    rc = watch(e, rs, 1, from, until, watch_events, &w, &from);
+    if (rc == MU_ETIMEDOUT)
+      rc = 0;
+    if (rc != 0 || w.ev != MU_WATCH_NONE)
+      break;
+    if (w.nlost > 0 && now_ms() >= w.lost_until) {
+      w.ev = MU_WATCH_BROKEN;
+      break;
+    }
+    if (now_ms() >= deadline)
+      break;
+  }
   *ev = w.ev;
   if (waiting != NULL)
     *waiting = w.ev == MU_WATCH_WAITING;
@@ -1517,6 +1671,9 @@ out:
   for (size_t i = 0; i < w.ngone; i++)
     mu_free(w.gone[i]);
   mu_free(w.gone);
+  for (size_t i = 0; i < w.nlost; i++)
+    mu_free(w.lost[i]);
+  mu_free(w.lost);
   mu_free(w.endk);
   mu_free(w.roundk);
   mu_free(w.level);
@@ -1684,7 +1841,7 @@ int mu_etcd3_barrier(struct mu_etcd3 *e, const char *run_id, const char *name, i
     cJSON_ArrayForEach(kv, kvs)
     {
       char *v = unb64(mu_json_get_str(kv, "value"), NULL);
-      mismatch |= atoi(v) != count;
+      mismatch |= strtol(v, NULL, 10) != count;
       mu_free(v);
       arrived++;
     }
@@ -1715,7 +1872,7 @@ int mu_etcd3_barrier(struct mu_etcd3 *e, const char *run_id, const char *name, i
     mu_free(arr_end);
     struct keywait kw = {gk, NULL};
     struct wrange rs[1] = {{gk, NULL, 0}};
-    rc = watch(e, rs, 1, rev + 1, deadline, key_events, &kw);
+    rc = watch(e, rs, 1, rev + 1, deadline, key_events, &kw, NULL);
     cJSON_Delete(kw.kv);
     if (rc == MU_ETIMEDOUT) {
       say(e, "barrier '%s' timed out with %d of %d arrived (barrier_timeout)", name, arrived,
@@ -1783,7 +1940,7 @@ int mu_etcd3_kv_get(struct mu_etcd3 *e, const char *run_id, const char *key, lon
       kw.kv = cJSON_Duplicate(kv, 1);
     } else if (wait_ms > 0) {
       struct wrange rs[1] = {{k, NULL, 0}};
-      rc = watch(e, rs, 1, header_rev(ans) + 1, deadline, key_events, &kw);
+      rc = watch(e, rs, 1, header_rev(ans) + 1, deadline, key_events, &kw, NULL);
       if (rc == MU_ETIMEDOUT)
         say(e, "key '%s' did not appear within %ld ms (kv_timeout)", key, wait_ms);
     } else {

@@ -115,10 +115,14 @@ int cmd_agent(int argc, char **argv)
       MU_OPT_DOUBLE(0, "lease-ttl", &lease_ttl, "S",
                     "a node silent for S s is dropped (server default 10)"),
       MU_OPT_DOUBLE(0, "stop-grace", &stop_grace, "S", "SIGTERM to SIGKILL delay (5)"),
-      MU_OPT_STRING(0, "rdzv-backend", &backend, "NAME", "etcd-v3: an etcd v3 cluster (--rdzv-endpoint H1:P,H2:P...); muster: musterd (default); others ignored"),
+      MU_OPT_STRING(0, "rdzv-backend", &backend, "NAME",
+                    "etcd-v3: an etcd v3 cluster (--rdzv-endpoint H1:P,H2:P...); muster: musterd "
+                    "(default); others ignored"),
       MU_OPT_STRING(0, "rdzv-conf", &rdzv_conf, "K=V,...",
                     "torchrun style: join_timeout, last_call_timeout, lease_ttl"),
-      MU_OPT_STRING(0, "redirects", &redirects, "N", "etcd-v3: an etcd v3 cluster (--rdzv-endpoint H1:P,H2:P...); muster: musterd (default); others ignored"),
+      MU_OPT_STRING(0, "redirects", &redirects, "N",
+                    "etcd-v3: an etcd v3 cluster (--rdzv-endpoint H1:P,H2:P...); muster: musterd "
+                    "(default); others ignored"),
       MU_OPT_BOOL(0, "no-python", &no_python, "accepted for torchrun (always true)"),
       MU_OPT_END(),
   };
