@@ -567,6 +567,7 @@ struct wstream {
   long long next_rev; /* where a resumed watch starts */
   int stop;           /* fn said so */
   int broken;         /* the stream ended or said something else than events */
+  int compacted;      /* the history from next_rev is gone: read afresh */
 };
 
 static int on_stream(void *arg, const char *p, size_t n)
@@ -585,6 +586,7 @@ static int on_stream(void *arg, const char *p, size_t n)
     mu_buf_consume(&w->line, used);
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
     if (res == NULL || mu_json_get_bool(res, "canceled", 0)) {
+      w->compacted = jll(res, "compact_revision") > 0;
       cJSON_Delete(j);
       w->broken = 1;
       return 1;
@@ -655,6 +657,11 @@ static int watch(struct mu_etcd3 *e, const struct wrange *rs, int nr, long long 
       break;
     if (w.stop) {
       rc = 0;
+      break;
+    }
+    if (w.compacted) {
+      say(e, "etcd compacted the history a watch needed");
+      rc = MU_ESTATE;
       break;
     }
     if (rc == MU_ETIMEDOUT && now_ms() >= deadline)
@@ -1355,8 +1362,8 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
     rc = watch(e, rs, n > 0 ? 2 : 1, s.rev + 1, until, join_events, &s, NULL);
     mu_free(old);
     mu_free(old_end);
-    if (rc == MU_ETIMEDOUT)
-      rc = 0;
+    if (rc == MU_ETIMEDOUT || rc == MU_ESTATE)
+      rc = 0; /* time to decide again, or read afresh */
     if (round_no(s.round) == n)
       at = -1; /* counts are stale: read them again */
   }
@@ -1651,6 +1658,10 @@ int mu_etcd3_watch(struct mu_etcd3 *e, const char *run_id, const char *node_id, 
     long long until = w.nlost > 0 && w.lost_until < deadline ? w.lost_until : deadline;
     w.lost_new = 0;
     rc = watch(e, rs, 1, from, until, watch_events, &w, &from);
+    if (rc == MU_ESTATE) {
+      rc = 0; /* compacted: the next watch call reads afresh */
+      break;
+    }
     if (rc == MU_ETIMEDOUT)
       rc = 0;
     if (rc != 0 || w.ev != MU_WATCH_NONE)

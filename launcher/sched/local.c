@@ -53,8 +53,8 @@ static const struct mu_runopt local_runopts[] = {
     {"fail_fast", MU_RUNOPT_BOOL, "true", 0,
      "stop the other replicas as soon as one fails (false: wait for all, as TorchX)"},
     {"rdzv", MU_RUNOPT_STR, "auto", 0,
-     "embedded musterd: auto (when the job uses ${rdzv_endpoint}), always, never, or the "
-     "HOST:PORT of a running musterd"},
+     "embedded musterd: auto (when the job uses ${rdzv_endpoint}), always, never, the "
+     "HOST:PORT of a running musterd, or etcd-v3://H1:P,H2:P (an etcd v3 cluster)"},
     {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
 
@@ -149,7 +149,8 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   else if (strchr(rdzv, ':') != NULL)
     p->rdzv_external = mu_strdup(rdzv);
   else {
-    mu_buf_printf(err, "-cfg rdzv='%s': use auto, always, never or HOST:PORT", rdzv);
+    mu_buf_printf(err, "-cfg rdzv='%s': use auto, always, never, HOST:PORT or etcd-v3://H1:P,H2:P",
+                  rdzv);
     rc = MU_EINVAL;
     goto out;
   }

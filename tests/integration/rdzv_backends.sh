@@ -7,7 +7,8 @@
 # node's client talks to during the job; SIGSTOP a member for longer than the lease TTL and
 # resume it. Each time the job completes, every rank verifies, and no worker restarts.
 #   BACKENDS="muster etcd-v3"  the backends to run (default both)
-#   CASES="allreduce restart elastic stop leader follower"  the cases to run (default all)
+#   CASES="allreduce restart elastic schedulers stop leader follower"  (default all)
+# On etcd also -cfg rdzv=etcd-v3://... : local end to end, Slurm and Kubernetes rendered.
 # Under MU_SANITIZED=1 the SIGSTOP case is left out (it is about the protocol, not memory).
 . "$(dirname "$0")/agent_common.bash"
 t_need_cmd etcd etcd-server
@@ -228,6 +229,35 @@ case_stop_member() {
   long_job_ok "SIGSTOP a member longer than the lease TTL"
 }
 
+# -cfg rdzv=etcd-v3://M1,M2,M3: the local scheduler starts no musterd and points every agent
+# at the cluster (end to end); Slurm and Kubernetes render the same endpoint and no musterd.
+case_schedulers() {
+  local cl="etcd-v3://127.0.0.1:${EC_PORT[0]},127.0.0.1:${EC_PORT[1]},127.0.0.1:${EC_PORT[2]}"
+  local h rc logs r out
+  h=$(cd "$T_DIR" && HOME=$T_DIR MUSTERCONFIG= MUSTER_LOG_DIR=$T_DIR/logs timeout 120 \
+    "$MUSTER" run -cfg "rdzv=$cl" dist.ddp -j 2x2 --script "$RING" 2>"$T_DIR/local.err")
+  rc=$?
+  t_expect_eq "local -cfg rdzv=etcd-v3://: dist.ddp 2x2 exits 0" "$rc" 0
+  logs=$(HOME=$T_DIR MUSTERCONFIG= MUSTER_LOG_DIR=$T_DIR/logs "$MUSTER" log "$h" 2>&1)
+  for r in 0 1 2 3; do
+    t_expect_match "local etcd-v3: rank $r verified" "$logs" "rank $r: allreduce ok, world 4"
+  done
+  t_expect_match "local etcd-v3: the round is in etcd" \
+    "$(ETCDCTL_API=3 etcdctl --endpoints "$EC_EP" get --prefix --keys-only /muster/ 2>&1)" \
+    "^/muster/${h##*/}[^/]*/c/round$"
+  t_expect_match "local etcd-v3: the job's endpoint is the cluster, no embedded musterd" \
+    "$(tr -d '\t ' <"$T_DIR/logs/${h##*/}/state.json")" "\"rdzv_endpoint\":\"etcd-v3://127\\.0\\.0\\.1:${EC_PORT[0]},"
+  out=$(cd "$T_DIR" && HOME=$T_DIR MUSTERCONFIG= "$MUSTER" run --dryrun -s slurm -cfg "rdzv=$cl" \
+    dist.ddp -j 2x2 --script train.py 2>&1)
+  t_expect_eq "slurm etcd-v3: both nodes' agents get the cluster" \
+    "$(grep -o -- "--rdzv-endpoint $cl " <<<"$out" | wc -l)" 2
+  t_expect_eq "slurm etcd-v3: the script starts no musterd" "$(grep -c 'musterd ' <<<"$out")" 0
+  out=$(cd "$T_DIR" && HOME=$T_DIR MUSTERCONFIG= "$MUSTER" run --dryrun -s kubernetes \
+    -cfg "queue=default,rdzv=$cl" dist.ddp -j 2x2 --image img --script train.py 2>&1)
+  t_expect_eq "kubernetes etcd-v3: the agents get the cluster" "$(grep -c -- "- $cl\$" <<<"$out")" 2
+  t_expect_eq "kubernetes etcd-v3: no musterd task" "$(grep -c 'name: musterd' <<<"$out")" 0
+}
+
 for B in ${BACKENDS:-muster etcd-v3}; do
   case $B in
   muster)
@@ -240,11 +270,12 @@ for B in ${BACKENDS:-muster etcd-v3}; do
     ;;
   esac
   echo "# backend $B at $EP"
-  want() { [[ " ${CASES:-allreduce restart elastic stop leader follower} " == *" $1 "* ]]; }
+  want() { [[ " ${CASES:-allreduce restart elastic schedulers stop leader follower} " == *" $1 "* ]]; }
   want allreduce && case_allreduce
   want restart && case_restart
   want elastic && case_elastic
   if [ "$B" = etcd-v3 ]; then
+    want schedulers && case_schedulers
     want stop && [ "$MU_SANITIZED" != 1 ] && case_stop_member
     want leader && case_kill_leader_in_round
     want follower && case_kill_follower_in_job
