@@ -67,6 +67,9 @@ run_case() {
       muster)
         "$MUSTER" agent --nnodes 2 --nproc-per-node 2 --rdzv-endpoint "127.0.0.1:$MUSTERD_PORT" \
           --rdzv-id "$id" --max-restarts 1 -- "$T_DIR/worker.sh" >"$out/agent$n.log" 2>&1 & ;;
+      etcd3) # muster agent on a 3-member etcd v3 cluster (KINDS=... etcd3)
+        "$MUSTER" agent --nnodes 2 --nproc-per-node 2 --rdzv-backend etcd-v3 --rdzv-endpoint "$EC_EP" \
+          --rdzv-id "$id" --max-restarts 1 -- "$T_DIR/worker.sh" >"$out/agent$n.log" 2>&1 & ;;
       c10d)
         "$TORCHRUN" --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d \
           --rdzv_endpoint "127.0.0.1:$C10D_PORT" --rdzv_id "$id" --max_restarts 1 \
@@ -102,13 +105,18 @@ run_case() {
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "nan")}'; }
 
+KINDS=${KINDS:-muster c10d etcd} # etcd3: muster agent on a 3-member etcd v3 cluster
 t_start_musterd
-t_start_etcd
+[[ " $KINDS " == *" etcd "* ]] && t_start_etcd
+if [[ " $KINDS " == *" etcd3 "* ]]; then
+  . "$(dirname "$0")/../tests/integration/etcd3_cluster.bash"
+  etcd3_start || { echo "bench_agent: the etcd cluster did not start"; exit 1; }
+fi
 C10D_PORT=$(t_free_port)
 declare -A up re
-for kind in muster c10d etcd; do up[$kind]=""; re[$kind]=""; done
+for kind in $KINDS; do up[$kind]=""; re[$kind]=""; done
 for r in $(seq 1 "$ROUNDS"); do
-  for kind in muster c10d etcd; do
+  for kind in $KINDS; do
     read -r u _ <<<"$(run_case "$kind" 0)"
     read -r _ x <<<"$(run_case "$kind" 1)"
     up[$kind]="${up[$kind]} $u"; re[$kind]="${re[$kind]} $x"
@@ -117,11 +125,18 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 echo
 printf '%-8s %14s %14s\n' agent "start-up ms" "restart ms"
-for kind in muster c10d etcd; do
+for kind in $KINDS; do
   printf '%-8s %14s %14s\n' "$kind" "$(echo "${up[$kind]}" | median)" "$(echo "${re[$kind]}" | median)"
 done
 mu=$(echo "${up[muster]}" | median); mr=$(echo "${re[muster]}" | median)
+if [[ " $KINDS " == *" etcd3 "* && " $KINDS " == *" c10d "* ]]; then
+  awk -v a="$(echo "${up[c10d]}" | median)" -v b="$(echo "${up[etcd3]}" | median)" \
+      -v c="$(echo "${re[c10d]}" | median)" -v d="$(echo "${re[etcd3]}" | median)" 'BEGIN {
+    printf "torchrun c10d / muster agent on etcd v3: start-up %.1fx, restart %.1fx\n",
+           (b > 0 ? a / b : 0), (d > 0 ? c / d : 0) }'
+fi
 for kind in c10d etcd; do
+  [[ " $KINDS " == *" $kind "* ]] || continue
   awk -v a="$(echo "${up[$kind]}" | median)" -v b="$mu" -v c="$(echo "${re[$kind]}" | median)" \
       -v d="$mr" -v k="$kind" 'BEGIN {
     printf "torchrun %-5s / muster agent: start-up %.1fx, restart %.1fx\n", k,

@@ -502,8 +502,12 @@ static int call(struct mu_etcd3 *e, const char *path, const cJSON *body, long ti
       break;
     struct member *m = &e->m[e->cur];
     rc = member_client(e, m);
-    if (rc == 0)
-      rc = post_raw(e, m, path, txt, left < e->attempt_ms ? left : e->attempt_ms, &r);
+    if (rc == 0) {
+      /* each full turn over the members doubles a member's share: an overloaded cluster is
+       * given time instead of the same request again elsewhere */
+      long per = e->attempt_ms << (tried / e->nm < 4 ? tried / e->nm : 4);
+      rc = post_raw(e, m, path, txt, left < per ? left : per, &r);
+    }
     if (rc == MU_ECANCELED)
       break;
     if (rc == 0 && r.status == 200) {
@@ -1054,31 +1058,43 @@ static int join_begin(struct joinst *s)
   char cfg[256];
   snprintf(cfg, sizeof(cfg), "{\"min_nodes\":%ld,\"max_nodes\":%ld,\"last_call_ms\":%ld}", s->min,
            s->max, s->last_call);
-  struct txn t;
-  txn_init(&t);
-  cJSON_AddItemToArray(t.compare, cmp(cfgk, NULL, "CREATE", "EQUAL", 0));
-  cJSON_AddItemToArray(t.success, op_put(cfgk, cfg, strlen(cfg), NULL));
-  cJSON_AddItemToArray(t.success, op_range(endk, NULL, R_ALL));
-  cJSON_AddItemToArray(t.success, op_range(roundk, NULL, R_ALL));
-  cJSON_AddItemToArray(t.failure, op_range(cfgk, NULL, R_ALL));
-  cJSON_AddItemToArray(t.failure, op_range(endk, NULL, R_ALL));
-  cJSON_AddItemToArray(t.failure, op_range(roundk, NULL, R_ALL));
+  /* A read first (no write when the run exists: a read-only txn costs no raft entry), then
+   * the create-if-absent txn when it does not. Either answer holds cfg, end, round at 0-2. */
   cJSON *ans = NULL;
-  int rc = txn_run(e, &t, &ans);
-  if (rc != 0)
-    goto out;
-  int created = txn_ok(ans);
-  if (!created) {
-    cJSON *have = kv_json(range_first(txn_range(ans, 0)));
-    long hmin = mu_json_get_long(have, "min_nodes", -1),
-         hmax = mu_json_get_long(have, "max_nodes", -1);
-    cJSON_Delete(have);
-    if (hmin != s->min || hmax != s->max) {
-      say(e, "run '%s' has --nnodes %ld:%ld, this node asks for %ld:%ld (config_mismatch)", s->run,
-          hmin, hmax, s->min, s->max);
-      rc = MU_ESTATE;
-      goto out;
+  int rc = 0, fresh = 0;
+  for (int create = 0; create < 2 && !fresh; create++) {
+    struct txn t;
+    txn_init(&t);
+    cJSON *have = create ? t.failure : t.success; /* the branch taken when cfg exists */
+    cJSON *none = create ? t.success : t.failure;
+    cJSON_AddItemToArray(t.compare, cmp(cfgk, NULL, "CREATE", create ? "EQUAL" : "GREATER", 0));
+    cJSON_AddItemToArray(have, op_range(cfgk, NULL, R_ALL));
+    cJSON_AddItemToArray(none, create ? op_put(cfgk, cfg, strlen(cfg), NULL)
+                                      : op_range(cfgk, NULL, R_ALL));
+    for (int i = 0; i < 2; i++) {
+      cJSON_AddItemToArray(have, op_range(i ? roundk : endk, NULL, R_ALL));
+      cJSON_AddItemToArray(none, op_range(i ? roundk : endk, NULL, R_ALL));
     }
+    cJSON_Delete(ans);
+    ans = NULL;
+    rc = txn_run(e, &t, &ans);
+    if (rc != 0)
+      goto out;
+    int exists = create ? !txn_ok(ans) : txn_ok(ans);
+    if (exists) {
+      cJSON *cur = kv_json(range_first(txn_range(ans, 0)));
+      long hmin = mu_json_get_long(cur, "min_nodes", -1);
+      long hmax = mu_json_get_long(cur, "max_nodes", -1);
+      cJSON_Delete(cur);
+      if (hmin != s->min || hmax != s->max) {
+        say(e, "run '%s' has --nnodes %ld:%ld, this node asks for %ld:%ld (config_mismatch)",
+            s->run, hmin, hmax, s->min, s->max);
+        rc = MU_ESTATE;
+        goto out;
+      }
+      break;
+    }
+    fresh = create; /* created it */
   }
   rc = end_of(e, s->run, txn_range(ans, 1));
   if (rc != 0)

@@ -11,81 +11,11 @@
 # On etcd also -cfg rdzv=etcd-v3://... : local end to end, Slurm and Kubernetes rendered.
 # Under MU_SANITIZED=1 the SIGSTOP case is left out (it is about the protocol, not memory).
 . "$(dirname "$0")/agent_common.bash"
+. "$(dirname "$0")/etcd3_cluster.bash"
 t_need_cmd etcd etcd-server
 t_need_cmd ss iproute2
 
 TTL=3 # seconds; the agents' lease (etcd's minimum is about 2)
-
-# --- a 3-member etcd cluster --------------------------------------------------------------------
-
-# Starts members 0-2 (ports from t_free_port, data under $T_DIR), waits until all are healthy.
-# Sets EC_PORT[i], EC_PID[i], EC_EP ("http://127.0.0.1:P0,...").
-etcd3_start() {
-  local i cluster="" ports=" "
-  for i in 0 1 2 3 4 5; do
-    local p
-    p=$(t_free_port)
-    while [[ $ports == *" $p "* ]]; do p=$(t_free_port); done
-    ports+="$p "
-  done
-  read -r -a all <<<"$ports"
-  for i in 0 1 2; do
-    EC_PORT[$i]=${all[$i]}
-    EC_PEER[$i]=${all[$((i + 3))]}
-    cluster+="${cluster:+,}m$i=http://127.0.0.1:${EC_PEER[$i]}"
-  done
-  EC_CLUSTER=$cluster
-  EC_EP=""
-  for i in 0 1 2; do
-    etcd3_spawn "$i"
-    EC_EP+="${EC_EP:+,}http://127.0.0.1:${EC_PORT[$i]}"
-  done
-  for i in 0 1 2; do
-    t_until 30 etcd3_healthy "$i" || return 1
-  done
-}
-# Starts member $1 (again: a restarted member keeps its data directory and rejoins).
-etcd3_spawn() {
-  local i=$1
-  EC_RUNS[$i]=$((${EC_RUNS[$i]:-0} + 1))
-  t_spawn "etcd$i-${EC_RUNS[$i]}" etcd --name "m$i" --data-dir "$T_DIR/etcd$i" \
-    --listen-client-urls "http://127.0.0.1:${EC_PORT[$i]}" \
-    --advertise-client-urls "http://127.0.0.1:${EC_PORT[$i]}" \
-    --listen-peer-urls "http://127.0.0.1:${EC_PEER[$i]}" \
-    --initial-advertise-peer-urls "http://127.0.0.1:${EC_PEER[$i]}" \
-    --initial-cluster "$EC_CLUSTER" --initial-cluster-state new \
-    --initial-cluster-token "mu-$$" --heartbeat-interval 50 --election-timeout 500
-  EC_PID[$i]=$T_LAST_PID
-}
-# Brings a killed member back and waits until it is healthy.
-etcd3_revive() {
-  etcd3_spawn "$1"
-  t_until 30 etcd3_healthy "$1" || t_fail "etcd member $1 did not come back"
-}
-etcd3_healthy() { curl -s --max-time 1 "http://127.0.0.1:${EC_PORT[$1]}/health" | grep -q '"true"'; }
-
-# The index of the member that leads now (after waiting for one), or nothing.
-etcd3_leader() {
-  local i st
-  for i in 0 1 2; do
-    kill -0 "${EC_PID[$i]}" 2>/dev/null || continue
-    st=$(curl -s --max-time 1 -X POST -d '{}' "http://127.0.0.1:${EC_PORT[$i]}/v3/maintenance/status")
-    if [ -n "$st" ] && [ "$("$PY" -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["header"]["member_id"] == d.get("leader"))' "$st")" = True ]; then
-      echo "$i"
-      return 0
-    fi
-  done
-  return 1
-}
-
-# The members (indexes) that process $1 has a TCP connection to.
-etcd3_members_of() {
-  local i conns
-  conns=$(ss -Htnp state established 2>/dev/null | grep "pid=$1," || true)
-  for i in 0 1 2; do
-    grep -q "127.0.0.1:${EC_PORT[$i]} " <<<"$conns" && echo "$i"
-  done
-}
 
 # etcd has a key under the run's prefix of levels: some node waits in the round.
 etcd3_has_node() {
