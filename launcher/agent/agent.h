@@ -64,11 +64,13 @@ struct mu_agent_config {
   char **cmd;                     /* the worker command, NULL-terminated (borrowed from argv) */
   const struct mu_rdzv_ops *rdzv; /* the rendezvous backend, default musterd's /v1 */
   int out_fd, err_fd;             /* where the workers' prefixed output goes; -1: nowhere */
+  const char *error_file;         /* where the failure record goes (docs/agent.md); NULL: none */
   mu_agent_report_fn *report;     /* NULL: reports are dropped */
   void *report_data;
 };
 
-/* Fills the defaults above (out_fd and err_fd -1, no report callback). */
+/* Fills the defaults above (out_fd and err_fd -1, no report callback; error_file from the
+ * agent's own TORCHELASTIC_ERROR_FILE, as torchrun writes its root cause there). */
 void mu_agent_config_init(struct mu_agent_config *cfg);
 
 /* Parses "N" or "MIN:MAX". Returns: 0, or MU_EINVAL with the problem in err. */
@@ -93,6 +95,11 @@ void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint
  * Returns: 0; MU_ENOENT when the file does not exist or is empty. */
 int mu_agent_error_file_summary(const char *path, size_t max_lines, const char *indent,
                                 struct mu_buf *out);
+
+/* Returns: the oom_kill count of this process's cgroup (cgroup v2 memory.events), or -1 when
+ * it cannot be read. A worker killed by SIGKILL while the count rose was likely killed for
+ * memory. */
+long mu_agent_oom_kills(void);
 
 /* Runs the agent to its end: join, run the workers, restart or re-join as the rounds go.
  * Returns: an enum mu_agent_exit value (or 128 + signal); for any code but MU_AGENT_EXIT_OK

@@ -269,8 +269,9 @@ static int give_up(struct mu_agent *ag, struct mu_buf *err)
   struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
   char how[160];
   mu_agent_describe_exit(w, how, sizeof(how));
-  char *reason =
-      mu_asprintf("rank %d on node %s failed (%s), no restart left", w->rank, ag->node_id, how);
+  const char *exc = ag->last_failure.exception;
+  char *reason = mu_asprintf("rank %d on node %s failed (%s)%s%s, no restart left", w->rank,
+                             ag->node_id, how, exc && exc[0] ? ": " : "", exc ? exc : "");
   ag->rdzv->ops->leave(ag->rdzv, cfg->run_id, ag->node_id, 0, reason, &ignore);
   ag->rdzv->ops->shutdown(ag->rdzv, cfg->run_id, reason, &ignore);
   mu_buf_printf(err, "run '%s' failed: %s", cfg->run_id, reason);
@@ -349,6 +350,7 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
   }
 out:
   mu_agent_workers_free(&ag);
+  mu_failrec_release(&ag.last_failure);
   mu_round_release(&ag.round);
   if (ag.rdzv != NULL)
     ag.rdzv->ops->close(ag.rdzv);

@@ -210,6 +210,8 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
           fprintf(stderr, "muster:   %s/%ld FAILED with exit code %d; see 'muster log %s/%s/%ld'\n",
                   rp->role, rp->replica_id, rp->exit_code, handle, rp->role, rp->replica_id);
       }
+      if (st.root_cause != NULL)
+        fprintf(stderr, "muster: root cause: %s\n", st.root_cause);
       rc = st.state == MU_STATE_SUCCEEDED ? 0 : 1;
       mu_app_status_release(&st);
       break;

@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -144,6 +145,18 @@ void mu_cli_job_release(struct mu_cli_job *j)
   *j = (struct mu_cli_job)MU_CLI_JOB_INIT;
 }
 
+/* Seconds the job ran (to its end, or to now while it runs). */
+static double status_duration(const struct mu_app_status *st)
+{
+  double end = st->ended_at;
+  if (end <= 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    end = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  }
+  return end > st->started_at ? end - st->started_at : 0;
+}
+
 void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json)
 {
   if (json) {
@@ -176,7 +189,14 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
       cJSON_AddItemToArray(cJSON_GetObjectItem(jr, "replicas"), rep);
     }
     cJSON_AddStringToObject(o, "msg", st->msg ? st->msg : "");
-    cJSON_AddStringToObject(o, "structured_error_msg", "<NONE>");
+    cJSON_AddStringToObject(o, "structured_error_msg",
+                            st->structured_error_msg ? st->structured_error_msg : "<NONE>");
+    if (st->root_cause != NULL)
+      cJSON_AddStringToObject(o, "root_cause", st->root_cause);
+    if (st->started_at > 0) {
+      cJSON_AddNumberToObject(o, "started_at", st->started_at);
+      cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
+    }
     cJSON_AddNullToObject(o, "url");
     char *s = cJSON_PrintUnformatted(o);
     printf("%s\n", s);
@@ -184,8 +204,17 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
     cJSON_Delete(o);
     return;
   }
-  printf("AppStatus:\n    State: %s\n    Num Restarts: %ld\n    Roles:\n",
-         mu_job_state_name(st->state), st->num_restarts);
+  printf("AppStatus:\n    State: %s\n    Num Restarts: %ld\n", mu_job_state_name(st->state),
+         st->num_restarts);
+  if (st->started_at > 0) {
+    char when[64];
+    time_t t = (time_t)st->started_at;
+    struct tm tm;
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z", localtime_r(&t, &tm));
+    printf("    Started: %s (%s %.1fs)\n", when, st->ended_at > 0 ? "ran" : "running for",
+           status_duration(st));
+  }
+  printf("    Roles:\n");
   for (size_t i = 0; i < st->nreplicas; i++) {
     const struct mu_replica_status *r = &st->replicas[i];
     printf(" %c%s[%ld]:%s", r->replica_id == 0 ? '*' : ' ', r->role, r->replica_id,
@@ -198,6 +227,9 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
     if (r->msg && r->msg[0])
       printf("        error_msg: %s\n", r->msg);
   }
-  printf("    Msg: %s\n    Structured Error Msg: <NONE>\n    UI URL: None\n",
-         st->msg ? st->msg : "");
+  printf("    Msg: %s\n", st->msg ? st->msg : "");
+  if (st->root_cause != NULL)
+    printf("    Root Cause: %s\n", st->root_cause);
+  printf("    Structured Error Msg: %s\n    UI URL: None\n",
+         st->structured_error_msg ? st->structured_error_msg : "<NONE>");
 }

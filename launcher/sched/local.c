@@ -357,7 +357,19 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
     rs->hostname = mu_strdup("localhost");
     rs->exit_code = (int)mu_json_get_long(r, "exit_code", 0);
     rs->msg = mu_strdup("");
+    /* The agent's failure record, or the worker's own torch error file (local_plan.c points
+     * TORCHELASTIC_ERROR_FILE there). */
+    char path[PATH_MAX];
+    struct mu_buf ef = MU_BUF_INIT(1u << 20);
+    if (js(r, "log_dir")[0] != '\0' &&
+        snprintf(path, sizeof(path), "%s/error.json", js(r, "log_dir")) < (int)sizeof(path) &&
+        mu_read_file(path, 1u << 20, &ef) == 0)
+      mu_app_status_add_failure(out, out->nreplicas - 1, ef.data, ef.len);
+    mu_buf_release(&ef);
   }
+  out->started_at = mu_json_get_double(o, "started_at", 0);
+  if (mu_job_state_is_terminal(out->state))
+    out->ended_at = mu_json_get_double(o, "updated_at", 0);
   cJSON_Delete(o);
   return 0;
 }
