@@ -8,6 +8,16 @@ t_expect_match "prints the handle" "$out" '^local://muster/echo-[a-z0-9]{12}$'
 h=$out
 id=${h##*/}
 t_expect_match "summary on stderr" "$(cat "$T_DIR/err")" "finished: SUCCEEDED"
+t_expect_eq "a local run shows the job's output (as TorchX)" \
+  "$(grep -c '^hello muster$' "$T_DIR/err")" 1
+"$MUSTER" run utils.echo --msg hi >/dev/null 2>"$T_DIR/err.hi"
+t_expect_eq "muster run utils.echo --msg hi prints hi" "$(grep -c '^hi$' "$T_DIR/err.hi")" 1
+"$MUSTER" run --no-log utils.echo --msg hi >/dev/null 2>"$T_DIR/err.nolog"
+t_expect_eq "--no-log: the output is not shown" "$(grep -c '^hi$' "$T_DIR/err.nolog")" 0
+"$MUSTER" run utils.sh --num_replicas 2 -- 'echo "line of $MUSTER_REPLICA_ID"' >/dev/null 2>"$T_DIR/err.two"
+t_expect_eq "several replicas: prefixed role/replica" \
+  "$(grep -E '^sh/[01] line of [01]$' "$T_DIR/err.two" | sort | tr '\n' '|')" \
+  "sh/0 line of 0|sh/1 line of 1|"
 t_expect_eq "stdout.log" "$(cat "$T_DIR/logs/$id/echo/0/stdout.log")" "hello muster"
 t_expect_eq "combined.log" "$(cat "$T_DIR/logs/$id/echo/0/combined.log")" "hello muster"
 t_expect_eq "muster log" "$("$MUSTER" log "$h")" "hello muster"
