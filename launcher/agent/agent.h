@@ -40,8 +40,9 @@ enum mu_agent_report {
   MU_AGENT_FAILURE,  /* a worker failure: several lines, each ending in '\n' */
   MU_AGENT_DEBUG,    /* a detail worth a debug log line (a heartbeat that failed) */
 };
-/* Called from the agent's main thread, and for MU_AGENT_DEBUG also from its watcher thread, so
- * it must be safe to call from both. Ownership: text is borrowed for the call. */
+/* Called from the agent's main thread, for MU_AGENT_DEBUG also from its watcher thread, and
+ * for the waiting line (MU_AGENT_PROGRESS) from the thread that watches a pending join, so it
+ * must be safe to call from several threads. Ownership: text is borrowed for the call. */
 typedef void mu_agent_report_fn(void *data, enum mu_agent_report kind, const char *text);
 
 struct mu_agent_config {
