@@ -30,6 +30,18 @@ agent_start a2 --nnodes 2 --nproc-per-node 1 --rdzv-endpoint "$EP" --rdzv-id job
 t_wait_exit "$poll" 20
 t_expect_eq "the long poll returned at the next event" "$T_RC" 0
 t_expect_match "it holds the second join" "$(cat "$T_DIR/poll.json")" '"kind":"join"'
+# muster rdzv: the runs, the round and its members from the command line.
+wait_for_lines "$T_DIR/musterd.log" "run 'job8': round 1 closed" 1 20
+out=$("$MUSTER" rdzv "$EP" job8 2>&1)
+t_expect_match "muster rdzv: the run and its round" "$out" \
+  "run job8: (open|closed), round 1 (active|broken), "
+n=$("$MUSTER" rdzv --json "$EP" | "$PY" -c 'import json, sys
+d = json.load(sys.stdin)
+print(len(d["runs"]), [e["kind"] for e in d["events"]][:3])')
+t_expect_eq "muster rdzv --json: the run and the events" "$n" "1 ['run', 'join', 'join']"
+"$MUSTER" rdzv "$EP" nosuchrun >/dev/null 2>"$T_DIR/rdzv.err"
+t_expect_eq "muster rdzv: an unknown run exits 1" "$?" 1
+t_expect_match "muster rdzv: says so" "$(cat "$T_DIR/rdzv.err")" "has no run 'nosuchrun'"
 agent_wait "$AGENT_PID" 60
 t_expect_eq "the run succeeded" "$RC" 0
 wait_for_lines "$T_DIR/musterd.log" "run 'job8': run closed: every member left with success" 1 10 &&
@@ -38,6 +50,7 @@ t_expect_match "musterd: the round" "$(cat "$T_DIR/musterd.log")" \
   "INFO run 'job8': round 1 closed with 2 nodes \(world size 2\)"
 
 # 3. A member lost: its lease expires, the round breaks and says why.
+t_spawn watch "$MUSTER" rdzv --watch --json "$EP"
 agent_start b1 --nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "$EP" --rdzv-id job9 \
   --lease-ttl 1 --last-call 0 -- sleep 60
 wait_for_lines "$T_DIR/musterd.log" "run 'job9': round 1 closed" 1 20
@@ -46,5 +59,7 @@ wait_for_lines "$T_DIR/musterd.log" "run 'job9': node '[^']*' lost: its lease ex
   t_ok "musterd: member lost" || t_fail "musterd: no 'lost' line"
 t_expect_match "musterd: round broken and why" "$(cat "$T_DIR/musterd.log")" \
   "run 'job9': round 1 broken: node '[^']*' was lost \(lease expired\)"
+wait_for_lines "$T_DIR/watch.log" '"kind":"lost"' 1 10 &&
+  t_ok "muster rdzv --watch: printed again at the loss" || t_fail "rdzv --watch: $(cat "$T_DIR/watch.log")"
 t_stop_musterd_checked
 t_done
