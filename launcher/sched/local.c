@@ -7,9 +7,11 @@
  * $MUSTER_LOG_DIR, else /tmp/muster/<user>; a job whose log dir is not the default one gets a
  * symlink <default>/<app_id> so handles still find it.
  */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
@@ -466,6 +468,7 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
     de->e.app_id = mu_strdup(e->d_name);
     de->e.name = mu_strdup(js(o, "name"));
     de->e.state = st.state;
+    de->e.started_at = de->started;
     cJSON_Delete(o);
     mu_app_status_release(&st);
   }
@@ -658,6 +661,50 @@ out:
   mu_free(srcs);
   mu_free(dir);
   mu_app_status_release(&st);
+  return rc;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int mu_local_prune(double before, struct mu_strvec *removed, struct mu_buf *err)
+{
+  char *root = state_root();
+  int rc = 0;
+  DIR *d = opendir(root);
+  if (d == NULL) {
+    mu_free(root);
+    return 0;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
+    cJSON *o = NULL;
+    char *dir = NULL;
+    enum mu_job_state state = MU_STATE_UNKNOWN;
+    if (load_state(e->d_name, NULL, &o, &dir, &ignore) == 0 &&
+        mu_job_state_parse(js(o, "state"), &state) == 0 && mu_job_state_is_terminal(state) &&
+        mu_json_get_double(o, "started_at", 0) < before) {
+      if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+        mu_buf_printf(err, "cannot remove '%s': %s", dir, strerror(errno));
+        rc = MU_EIO;
+      } else {
+        mu_strvec_push(removed, e->d_name);
+      }
+    }
+    cJSON_Delete(o);
+    mu_free(dir);
+    mu_buf_release(&ignore);
+  }
+  closedir(d);
+  mu_free(root);
   return rc;
 }
 

@@ -21,6 +21,7 @@
 #include "buf.h"
 #include "config.h"
 #include "job.h"
+#include "strvec.h"
 
 /* The printable plan that schedule() submits: for local a process list, for kubernetes the
  * Volcano Job YAML, for slurm the sbatch script. `text` is what --dryrun prints. */
@@ -61,6 +62,7 @@ struct mu_app_list_entry {
   char *app_id;
   char *name;
   enum mu_job_state state;
+  double started_at; /* Unix seconds; 0 when the backend does not know */
 };
 
 /* Log stream choice for log_open. */
@@ -111,6 +113,11 @@ void mu_app_status_add_failure(struct mu_app_status *st, size_t replica, const c
 /* The same for a log's tail: the last "failure record:" line in it, if any. */
 void mu_app_status_scan_failure(struct mu_app_status *st, size_t replica, const char *log,
                                 size_t len);
+
+/* Removes the files of every finished local job (SUCCEEDED, FAILED, CANCELLED) that started
+ * before `before` (Unix seconds); appends the app ids removed to *removed.
+ * Returns: 0, or a negative MU_E* code with the reason in err (local.c). */
+int mu_local_prune(double before, struct mu_strvec *removed, struct mu_buf *err);
 
 /* The three backends (local.c, kubernetes.c, slurm.c). */
 extern const struct mu_sched_ops mu_sched_local;
