@@ -84,6 +84,32 @@ static void print_run(const cJSON *r)
            mu_json_get_long(m, "node_rank", 0), str(m, "node_id"), str(m, "addr"), lws, off,
            off + lws - 1);
   }
+  const cJSON *l;
+  cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(r, "leases"))
+  {
+    if (strcmp(str(l, "state"), "lease") == 0)
+      printf("  node %s: lease, last seen %.1f s ago\n", str(l, "node_id"),
+             mu_json_get_double(l, "last_seen_ms_ago", 0) / 1000);
+    else
+      printf("  node %s: %s\n", str(l, "node_id"),
+             strcmp(str(l, "state"), "watching") == 0 ? "live (its watch holds the lease)"
+                                                      : "joining");
+  }
+  const cJSON *b;
+  cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(r, "barriers"))
+  {
+    printf("  barrier %s: %d of %ld arrived", str(b, "name"),
+           cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(b, "arrived")),
+           mu_json_get_long(b, "count", 0));
+    const cJSON *id;
+    int first = 1;
+    cJSON_ArrayForEach(id, cJSON_GetObjectItemCaseSensitive(b, "arrived"))
+    {
+      printf("%s%s", first ? " (" : ", ", cJSON_IsString(id) ? id->valuestring : "");
+      first = 0;
+    }
+    printf("%s\n", first ? "" : ")");
+  }
 }
 
 static void print_events(const cJSON *ev, const char *run, long limit)

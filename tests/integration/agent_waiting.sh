@@ -54,6 +54,13 @@ t_spawn watch "$MUSTER" rdzv --watch --json "$EP"
 agent_start b1 --nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "$EP" --rdzv-id job9 \
   --lease-ttl 1 --last-call 0 -- sleep 60
 wait_for_lines "$T_DIR/musterd.log" "run 'job9': round 1 closed" 1 20
+# A barrier with one of two arrivals, and the member's lease: muster rdzv shows both.
+t_spawn barrier curl -s -X POST -d '{"count": 2, "id": "rank-0", "timeout_ms": 60000}' \
+  "$MUSTERD_URL/v1/runs/job9/barrier/b1"
+t_until 10 eval "\"$MUSTER\" rdzv \"$EP\" job9 | grep -q 'barrier b1'"
+out=$("$MUSTER" rdzv "$EP" job9 2>&1)
+t_expect_match "muster rdzv: the barrier and who arrived" "$out" "barrier b1: 1 of 2 arrived \(rank-0\)"
+t_expect_match "muster rdzv: the member's lease" "$out" "node [^ ]+: (live \(its watch holds the lease\)|lease, last seen [0-9.]+ s ago)"
 kill -KILL -- "-$AGENT_PID" 2>/dev/null
 wait_for_lines "$T_DIR/musterd.log" "run 'job9': node '[^']*' lost: its lease expired" 1 20 &&
   t_ok "musterd: member lost" || t_fail "musterd: no 'lost' line"

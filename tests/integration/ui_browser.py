@@ -172,6 +172,9 @@ def main():
         check("the page shows the run, round 1 active, with both members", ok,
               str(page.eval("document.body.innerText")))
         check("the page is live (long poll)", page.eval("document.querySelector('#live').textContent") == "live")
+        check("each member's lease is shown",
+              page.eval(f"[...{run}.querySelectorAll('tr.member td:last-child')].every("
+                        "td => /live|seen|joining/.test(td.textContent))"))
         check("the round's events are listed",
               page.eval("!!document.querySelector('#events .ev[data-kind=\"round\"]')"))
         page.screenshot(os.path.join(out_dir, "ui-1280x800.png"), 1280, 800, False)
