@@ -83,40 +83,6 @@ static void summarize(const struct mu_app_status *st, char *out, size_t n)
            st->nreplicas, pend, run, ok, bad, other ? ", others cancelled/unknown" : "");
 }
 
-/* The rendezvous round of run `app_id` on the job's musterd, as " | rdzv round R: N of MIN:MAX
- * nodes (W waiting)", or "" when there is none (yet). Bounded to 200 ms. */
-static void rdzv_progress(const char *endpoint, const char *app_id, char *out, size_t n)
-{
-  out[0] = '\0';
-  const char *colon = endpoint ? strrchr(endpoint, ':') : NULL;
-  long port;
-  if (colon == NULL || mu_parse_long(colon + 1, 1, 65535, &port) != 0)
-    return;
-  char host[128];
-  snprintf(host, sizeof(host), "%.*s", (int)(colon - endpoint), endpoint);
-  struct mu_http_client *c = mu_http_client_new(host, (int)port);
-  struct mu_http_response resp;
-  mu_http_response_init(&resp, 1 << 16);
-  char path[512];
-  snprintf(path, sizeof(path), "/v1/runs/%s", app_id);
-  mu_http_client_set_connect_timeout(c, 100);
-  if (mu_http_request(c, "GET", path, NULL, NULL, 0, 200, &resp) == 0 && resp.status == 200) {
-    cJSON *o = cJSON_Parse(mu_buf_str(&resp.body));
-    const cJSON *round = cJSON_GetObjectItem(o, "round");
-    const cJSON *nn = cJSON_GetObjectItem(o, "nnodes");
-    const cJSON *mn = cJSON_GetObjectItem(o, "min_nodes");
-    const cJSON *mx = cJSON_GetObjectItem(o, "max_nodes");
-    const cJSON *w = cJSON_GetObjectItem(o, "waiting");
-    if (cJSON_IsNumber(round) && cJSON_IsNumber(nn))
-      snprintf(out, n, " | rdzv round %d: %d nodes (of %d:%d), %d waiting", round->valueint,
-               nn->valueint, cJSON_IsNumber(mn) ? mn->valueint : 0,
-               cJSON_IsNumber(mx) ? mx->valueint : 0, cJSON_IsNumber(w) ? w->valueint : 0);
-    cJSON_Delete(o);
-  }
-  mu_http_response_release(&resp);
-  mu_http_client_free(c);
-}
-
 /* Streams every replica's log in a child (through the backend's log_open) into a pipe whose
  * read end goes to *fd: wait_job() copies it to stderr between redraws of its progress line. */
 static pid_t start_log_stream(const struct mu_sched_ops *s, const char *app_id,
@@ -241,7 +207,7 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     double el = now_s() - t0;
     if (st.rdzv_endpoint != NULL && st.state == MU_STATE_RUNNING && el - last_rdzv >= 0.5) {
       last_rdzv = el;
-      rdzv_progress(st.rdzv_endpoint, app_id, rdzv, sizeof(rdzv));
+      mu_cli_rdzv_line(st.rdzv_endpoint, app_id, rdzv, sizeof(rdzv));
     }
     size_t sl = strlen(sum);
     snprintf(sum + sl, sizeof(sum) - sl, "%s", rdzv);

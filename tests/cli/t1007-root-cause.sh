@@ -71,6 +71,16 @@ t_expect_match "SIGKILL: run names the signal" "$(tail -n 2 err3)" \
   'root cause: rank 0 .* was killed by SIGKILL'
 t_expect_match "SIGKILL: status" "$("$MUSTER" status "$h")" 'Root Cause: rank 0 .*killed by SIGKILL'
 
+# 3b. A running job's status names its rendezvous round.
+printf '#!/bin/sh\nexec sleep 30\n' >sleepy.sh
+chmod +x sleepy.sh
+"$MUSTER" run --no-log dist.ddp -j 1x1 --script ./sleepy.sh >sleepy.out 2>/dev/null &
+rdzv_line() { "$MUSTER" status "$(cat sleepy.out)" 2>/dev/null | grep -q 'Rendezvous: round 1: 1 nodes (of 1:1), 0 waiting'; }
+t_until 30 rdzv_line && t_ok "status of a running job: its rendezvous round" ||
+  t_fail "status of a running job: $("$MUSTER" status "$(cat sleepy.out)" 2>&1)"
+"$MUSTER" cancel "$(cat sleepy.out)" >/dev/null 2>&1
+wait
+
 # 4. The documented example: examples/train_ddp.py --fail-rank 2 with torch's @record.
 if [ "$MU_SANITIZED" = 1 ]; then
   echo "# the torch example runs in the normal build only (4 workers importing torch)"
