@@ -106,10 +106,10 @@ void mu_app_status_scan_failure(struct mu_app_status *st, size_t replica, const 
                                 size_t len)
 {
   struct mu_failrec r;
-  if (mu_failrec_scan(log, len, &r) != 0)
-    return;
-  add_record(st, replica, &r, NULL);
-  mu_failrec_release(&r);
+  if (mu_failrec_scan(log, len, &r) == 0) {
+    add_record(st, replica, &r, NULL);
+    mu_failrec_release(&r);
+  }
 }
 
 void mu_dryrun_release(struct mu_dryrun *req)
