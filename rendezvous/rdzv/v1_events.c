@@ -1,8 +1,9 @@
 /* Run events over /v1: every event of the state machine (a run created, a join, a round closed,
  * a member lost, a round broken and why, a run ended) becomes one info log line and one entry
- * of a ring of the last RING events, which `GET /v1/events?after=SEQ&timeout_ms=T` returns:
- * at once when newer events exist, else as a long poll that the next event (or the timeout)
- * answers. musterd's status page follows the server with it, so it never polls on a clock.
+ * of a ring of the last RING events (joins log at debug level), which `GET
+ * /v1/events?after=SEQ&timeout_ms=T` returns: at once when newer events exist, else as a long poll
+ * that the next event (or the timeout) answers. musterd's status page follows the server with it,
+ * so it never polls on a clock.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -130,7 +131,8 @@ static void on_gone(struct rv_req *req, void *data)
 static void on_event(void *data, const char *run_id, const char *kind, const char *text)
 {
   struct events *ev = data;
-  mu_log(MU_LOG_INFO, "run '%s': %s", run_id, text);
+  /* Joins come by the thousand in a big run: debug; every other event is one info line. */
+  mu_log(strcmp(kind, "join") == 0 ? MU_LOG_DEBUG : MU_LOG_INFO, "run '%s': %s", run_id, text);
   struct event *e = &ev->ring[++ev->seq % RING];
   e->seq = ev->seq;
   e->time_ms = wall_ms();
