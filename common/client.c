@@ -464,6 +464,33 @@ out:
   return rc;
 }
 
+int mu_client_run_info(struct mu_client *c, const char *run_id, struct mu_run_info *out)
+{
+  struct mu_buf path = MU_BUF_INIT(1024);
+  cJSON *ans = NULL;
+  memset(out, 0, sizeof(*out));
+  int rc = run_path(&path, run_id, NULL, NULL, NULL);
+  if (rc != 0) {
+    rc = MU_EINVAL;
+    goto out;
+  }
+  rc = call_json(c, "GET", path.data, NULL, 0, &ans);
+  if (rc != 0)
+    goto out;
+  out->round = mu_json_get_long(ans, "round", 0);
+  out->nnodes = (int)mu_json_get_long(ans, "nnodes", 0);
+  out->waiting = (int)mu_json_get_long(ans, "waiting", 0);
+  out->min_nodes = (int)mu_json_get_long(ans, "min_nodes", 0);
+  out->max_nodes = (int)mu_json_get_long(ans, "max_nodes", 0);
+  const char *st = mu_json_get_str(ans, "state"), *rs = mu_json_get_str(ans, "round_state");
+  snprintf(out->state, sizeof(out->state), "%s", st ? st : "");
+  snprintf(out->round_state, sizeof(out->round_state), "%s", rs ? rs : "");
+out:
+  cJSON_Delete(ans);
+  mu_buf_release(&path);
+  return rc;
+}
+
 static int simple_post(struct mu_client *c, const char *run_id, const char *what, cJSON *req)
 {
   struct mu_buf path = MU_BUF_INIT(1024);

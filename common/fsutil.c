@@ -46,6 +46,35 @@ int mu_mkdir_p(const char *path)
   return 0;
 }
 
+int mu_read_file_tail(const char *path, size_t max, struct mu_buf *out)
+{
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  int rc = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > max &&
+      lseek(fd, st.st_size - (off_t)max, SEEK_SET) < 0)
+    rc = -errno;
+  char chunk[16384];
+  size_t total = 0;
+  while (rc == 0 && total < max) {
+    size_t want = max - total < sizeof(chunk) ? max - total : sizeof(chunk);
+    ssize_t n = read(fd, chunk, want);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      rc = -errno;
+    if (n <= 0)
+      break;
+    if (mu_buf_append(out, chunk, (size_t)n) != 0)
+      break;
+    total += (size_t)n;
+  }
+  close(fd);
+  return rc;
+}
+
 int mu_read_file(const char *path, size_t max, struct mu_buf *out)
 {
   char chunk[16384];

@@ -24,6 +24,10 @@ int mu_mkdir_p(const char *path);
  * it does not exist). Ownership: `out` is the caller's. */
 int mu_read_file(const char *path, size_t max, struct mu_buf *out);
 
+/* Appends the last `max` bytes of the file at `path` to `out` (the whole file when smaller):
+ * a log's tail. Returns: 0, or -errno. Ownership: `out` is the caller's. */
+int mu_read_file_tail(const char *path, size_t max, struct mu_buf *out);
+
 enum mu_write_file_flags {
   MU_WRITE_FSYNC = 1 << 0, /* fsync the file before the rename and the directory after it */
 };

@@ -34,6 +34,7 @@ static const struct cmd commands[] = {
     {"runopts", cmd_runopts, "list the -cfg options of the schedulers"},
     {"agent", cmd_agent, "per-node agent: join the rendezvous and run the workers"},
     {"deploy", cmd_deploy, "print manifests for a cluster-wide musterd"},
+    {"rdzv", cmd_rdzv, "show the runs, rounds and members of a musterd"},
 };
 
 static void usage(FILE *out)

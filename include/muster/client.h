@@ -117,6 +117,18 @@ const char *mu_watch_event_name(enum mu_watch_event ev);
 int mu_client_watch(struct mu_client *c, const char *run_id, const char *node_id, long round,
                     long timeout_ms, enum mu_watch_event *ev, int *waiting);
 
+/* What GET /v1/runs/{id} says of a run: enough for "waiting for 1 more node (1 of 2 joined)". */
+struct mu_run_info {
+  long round;     /* the latest round, 0 before the first closed */
+  int nnodes;     /* members of the latest round */
+  int waiting;    /* pending joins */
+  int min_nodes, max_nodes;
+  char state[16]; /* "open", "closed", "shut" */
+  char round_state[16];
+};
+/* Reads the run's state. Returns: 0; MU_ENOENT when the run does not exist (yet); MU_ECONN. */
+int mu_client_run_info(struct mu_client *c, const char *run_id, struct mu_run_info *out);
+
 /* Leaves the run; succeeded = 0 breaks the active round. reason may be NULL. */
 int mu_client_leave(struct mu_client *c, const char *run_id, const char *node_id, int succeeded,
                     const char *reason);

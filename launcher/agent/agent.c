@@ -37,6 +37,34 @@ void mu_agent_config_init(struct mu_agent_config *cfg)
   cfg->stop_grace_s = 5;
   cfg->rdzv = &mu_rdzv_musterd;
   cfg->out_fd = cfg->err_fd = -1;
+  const char *ef = getenv("TORCHELASTIC_ERROR_FILE");
+  cfg->error_file = ef != NULL && ef[0] != '\0' ? ef : NULL;
+}
+
+long mu_agent_oom_kills(void)
+{
+  struct mu_buf cg = MU_BUF_INIT(65536), ev = MU_BUF_INIT(65536);
+  long n = -1;
+  char path[PATH_MAX];
+  /* cgroup v2: the line "0::/path" of /proc/self/cgroup. */
+  if (mu_read_file("/proc/self/cgroup", 65536, &cg) != 0)
+    goto out;
+  const char *line = strstr(mu_buf_str(&cg), "0::");
+  if (line == NULL)
+    goto out;
+  line += 3;
+  size_t len = strcspn(line, "\n");
+  if (snprintf(path, sizeof(path), "/sys/fs/cgroup%.*s/memory.events", (int)len, line) >=
+          (int)sizeof(path) ||
+      mu_read_file(path, 65536, &ev) != 0)
+    goto out;
+  const char *k = strstr(mu_buf_str(&ev), "oom_kill ");
+  if (k != NULL)
+    n = strtol(k + 9, NULL, 10);
+out:
+  mu_buf_release(&cg);
+  mu_buf_release(&ev);
+  return n;
 }
 
 const struct mu_rdzv_ops *mu_agent_backend(const char *name, const char *endpoint)

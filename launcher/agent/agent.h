@@ -40,8 +40,9 @@ enum mu_agent_report {
   MU_AGENT_FAILURE,  /* a worker failure: several lines, each ending in '\n' */
   MU_AGENT_DEBUG,    /* a detail worth a debug log line (a heartbeat that failed) */
 };
-/* Called from the agent's main thread, and for MU_AGENT_DEBUG also from its watcher thread, so
- * it must be safe to call from both. Ownership: text is borrowed for the call. */
+/* Called from the agent's main thread, for MU_AGENT_DEBUG also from its watcher thread, and
+ * for the waiting line (MU_AGENT_PROGRESS) from the thread that watches a pending join, so it
+ * must be safe to call from several threads. Ownership: text is borrowed for the call. */
 typedef void mu_agent_report_fn(void *data, enum mu_agent_report kind, const char *text);
 
 struct mu_agent_config {
@@ -64,11 +65,13 @@ struct mu_agent_config {
   char **cmd;                     /* the worker command, NULL-terminated (borrowed from argv) */
   const struct mu_rdzv_ops *rdzv; /* the rendezvous backend, default musterd's /v1 */
   int out_fd, err_fd;             /* where the workers' prefixed output goes; -1: nowhere */
+  const char *error_file;         /* where the failure record goes (docs/agent.md); NULL: none */
   mu_agent_report_fn *report;     /* NULL: reports are dropped */
   void *report_data;
 };
 
-/* Fills the defaults above (out_fd and err_fd -1, no report callback). */
+/* Fills the defaults above (out_fd and err_fd -1, no report callback; error_file from the
+ * agent's own TORCHELASTIC_ERROR_FILE, as torchrun writes its root cause there). */
 void mu_agent_config_init(struct mu_agent_config *cfg);
 /* The backend --rdzv-backend NAME picks: "muster"/"musterd" or "etcd-v3" (an etcd v3 cluster);
  * with no name, "etcd-v3" when the endpoint starts with "etcd-v3://". Returns: NULL for any
@@ -97,6 +100,11 @@ void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint
  * Returns: 0; MU_ENOENT when the file does not exist or is empty. */
 int mu_agent_error_file_summary(const char *path, size_t max_lines, const char *indent,
                                 struct mu_buf *out);
+
+/* Returns: the oom_kill count of this process's cgroup (cgroup v2 memory.events), or -1 when
+ * it cannot be read. A worker killed by SIGKILL while the count rose was likely killed for
+ * memory. */
+long mu_agent_oom_kills(void);
 
 /* Runs the agent to its end: join, run the workers, restart or re-join as the rounds go.
  * Returns: an enum mu_agent_exit value (or 128 + signal); for any code but MU_AGENT_EXIT_OK

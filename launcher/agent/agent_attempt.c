@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -183,6 +184,13 @@ static void set_outcome(struct mu_agent *ag, enum mu_agent_outcome o)
 
 static void on_drain_timer(uv_timer_t *t);
 
+static long long wall_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
 {
   struct mu_agent_worker *w = p->data;
@@ -191,6 +199,7 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
   w->exit_status = status;
   w->term_signal = term_signal;
   w->exit_order = ++ag->exit_seq;
+  w->end_ms = wall_ms();
   w->stopped = ag->stopping;
   ag->nexited++;
   uv_close((uv_handle_t *)p, on_handle_closed);
@@ -230,6 +239,18 @@ static void deliver(struct mu_agent_worker *w, int is_err, const char *data, siz
   struct mu_agent *ag = w->ag;
   int console = ag->cfg->log_dir == NULL || ag->cfg->tee;
   int log_fd = is_err ? w->log_err : w->log_out;
+  if (is_err && n > 0) { /* keep the last bytes for a failure without error file */
+    size_t cap = sizeof(w->err_tail);
+    if (n >= cap) {
+      memcpy(w->err_tail, data + n - cap, cap);
+      w->err_tail_len = cap;
+    } else {
+      size_t keep = w->err_tail_len + n > cap ? cap - n : w->err_tail_len;
+      memmove(w->err_tail, w->err_tail + w->err_tail_len - keep, keep);
+      memcpy(w->err_tail + keep, data, n);
+      w->err_tail_len = keep + n;
+    }
+  }
   if (log_fd >= 0 && n > 0)
     mu_write_all(log_fd, data, n);
   if (!console)
@@ -425,26 +446,93 @@ void mu_agent_describe_exit(const struct mu_agent_worker *w, char *out, size_t n
     snprintf(out, n, "exit code %lld", (long long)w->exit_status);
 }
 
-void mu_agent_failure_report(const struct mu_agent *ag, int restarts_left)
+/* The last `max` lines of a worker's stderr tail (the first, cut line dropped when the tail
+ * is full). Ownership: caller frees with mu_free(). */
+static char *tail_lines(const struct mu_agent_worker *w, int max)
 {
-  const struct mu_agent_worker *w = &ag->w[ag->failed_idx];
+  const char *b = w->err_tail, *e = w->err_tail + w->err_tail_len;
+  if (w->err_tail_len == sizeof(w->err_tail)) {
+    const char *nl = memchr(b, '\n', (size_t)(e - b));
+    b = nl ? nl + 1 : b;
+  }
+  while (e > b && (e[-1] == '\n' || e[-1] == '\r'))
+    e--;
+  const char *p = e;
+  for (int n = 0; p > b; p--)
+    if (p[-1] == '\n' && ++n == max)
+      break;
+  size_t len = (size_t)(e - p);
+  char *out = mu_malloc(len + 1);
+  memcpy(out, p, len);
+  out[len] = '\0';
+  return out;
+}
+
+/* Fills the failure record of worker w: its error file when it wrote one, else the last lines
+ * of its stderr. */
+static void make_record(const struct mu_agent *ag, const struct mu_agent_worker *w, int restarts,
+                        struct mu_failrec *r)
+{
+  struct mu_buf text = MU_BUF_INIT(1u << 20);
   char host[256] = "?";
   gethostname(host, sizeof(host) - 1);
+  memset(r, 0, sizeof(*r));
+  if (w->error_file != NULL && mu_read_file(w->error_file, 1u << 20, &text) == 0 &&
+      mu_failrec_parse(text.data, text.len, r) == 0) {
+    mu_free(r->source);
+    r->source = mu_strdup("error_file");
+  } else {
+    mu_failrec_release(r);
+    r->details = tail_lines(w, 20);
+    r->exception = mu_failrec_exception_line(r->details);
+    r->source = mu_strdup(r->details[0] ? "stderr" : "exit");
+  }
+  r->muster = 1;
+  r->run_id = mu_strdup(ag->cfg->run_id);
+  r->round = ag->round.round;
+  r->attempt = ag->attempt;
+  r->restarts = restarts;
+  r->rank = w->rank;
+  r->local_rank = w->local_rank;
+  r->node_rank = ag->round.node_rank;
+  r->role = mu_strdup(ag->cfg->role);
+  r->node = mu_strdup(ag->node_id);
+  r->host = mu_strdup(host);
+  r->addr = mu_strdup(ag->addr);
+  r->pid = w->spawned ? (long)w->child.proc.pid : 0;
+  r->exit_code = w->term_signal != 0 ? -1 : (int)w->exit_status;
+  r->signal = w->term_signal;
+  long oom = w->term_signal == SIGKILL ? mu_agent_oom_kills() : -1;
+  r->oom = oom > 0 && oom > ag->oom_kills_start;
+  r->time_ms = w->end_ms;
+  mu_buf_release(&text);
+}
+
+void mu_agent_failure_report(struct mu_agent *ag, int restarts_left)
+{
+  const struct mu_agent_worker *w = &ag->w[ag->failed_idx];
   char how[160];
   mu_agent_describe_exit(w, how, sizeof(how));
+  mu_failrec_release(&ag->last_failure);
+  make_record(ag, w, restarts_left > 0 ? ag->restart_count + 1 : ag->restart_count,
+              &ag->last_failure);
+  const struct mu_failrec *r = &ag->last_failure;
   struct mu_buf s = MU_BUF_INIT(SIZE_MAX);
   (void)mu_buf_printf(&s,
                       "worker failure in run '%s', round %ld, attempt %d "
                       "(restarts left: %d):\n"
-                      "  rank %d (local rank %d, node rank %d) on host %s (%s), pid %d: %s\n",
+                      "  rank %d (local rank %d, node rank %d) on host %s (%s), pid %d: %s%s\n",
                       ag->cfg->run_id, ag->round.round, ag->attempt, restarts_left, w->rank,
-                      w->local_rank, ag->round.node_rank, host, ag->addr, w->child.proc.pid, how);
+                      w->local_rank, ag->round.node_rank, r->host, ag->addr, (int)r->pid, how,
+                      r->oom ? " (likely killed for memory: the cgroup counted an OOM kill)" : "");
   struct mu_buf ef = MU_BUF_INIT(SIZE_MAX);
   if (mu_agent_error_file_summary(w->error_file, ERROR_LINES, "    | ", &ef) == 0)
     (void)mu_buf_printf(&s, "  error file %s:\n%s", w->error_file, ef.data);
   else
-    (void)mu_buf_printf(&s, "  (no error file written: decorate the entry point with torch's "
-                            "@record to get one)\n");
+    (void)mu_buf_printf(&s,
+                        "  (no error file written: decorate the entry point with torch's "
+                        "@record to get one; its last stderr line: %s)\n",
+                        r->exception[0] ? r->exception : "none");
   for (int i = 0; i < ag->nworkers; i++) {
     const struct mu_agent_worker *o = &ag->w[i];
     if (o == w || !o->exited || o->stopped || (o->exit_status == 0 && o->term_signal == 0))
@@ -455,6 +543,17 @@ void mu_agent_failure_report(const struct mu_agent *ag, int restarts_left)
   }
   if (ag->cfg->report != NULL)
     ag->cfg->report(ag->cfg->report_data, MU_AGENT_FAILURE, mu_buf_str(&s));
+  /* The record: one line for the logs that Slurm and Kubernetes keep, and the agent's own
+   * error file for the local scheduler (written where torchrun writes its root cause). */
+  char *json = mu_failrec_to_json(r);
+  mu_agent_say(ag, MU_AGENT_PROGRESS, MU_FAILREC_TAG "%s", json);
+  int wr = ag->cfg->error_file != NULL
+               ? mu_write_file_atomic(ag->cfg->error_file, json, strlen(json), 0644, 0)
+               : 0;
+  if (wr != 0)
+    mu_agent_say(ag, MU_AGENT_PROGRESS, "cannot write the failure record to '%s': %s",
+                 ag->cfg->error_file, strerror(-wr));
+  mu_free(json);
   mu_buf_release(&ef);
   mu_buf_release(&s);
 }
@@ -470,6 +569,7 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
   ag->outcome = MU_AGENT_RUNNING;
   ag->stopping = 0;
   ag->failed_idx = -1;
+  ag->oom_kills_start = mu_agent_oom_kills();
   ag->loop_handles_closed = 0;
   ag->posted = 0;
   uv_loop_init(&ag->loop);

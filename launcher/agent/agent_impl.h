@@ -14,6 +14,7 @@
 
 #include "agent.h"
 #include "child.h"
+#include "failrec.h"
 #include "rdzv_backend.h"
 
 /* How an attempt ended. */
@@ -42,6 +43,9 @@ struct mu_agent_worker {
   struct mu_line_prefixer pout, perr;
   char *error_file;
   long long exit_order;
+  long long end_ms;    /* wall clock when it ended (Unix ms) */
+  char err_tail[4096]; /* the last bytes of its stderr, for a failure without error file */
+  size_t err_tail_len;
 };
 
 struct mu_agent {
@@ -56,6 +60,8 @@ struct mu_agent {
   struct mu_round round;
   int restart_count;
   int attempt;
+  long oom_kills_start;           /* the cgroup's oom_kill count when the attempt began; -1 */
+  struct mu_failrec last_failure; /* the last failure reported (give_up's reason) */
 
   /* Per attempt. */
   uv_loop_t loop;
@@ -93,8 +99,10 @@ void mu_agent_say(const struct mu_agent *ag, enum mu_agent_report kind, const ch
 enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag);
 
 /* Reports the failure of ag->w[ag->failed_idx] (and of any other worker that failed on its
- * own) as one MU_AGENT_FAILURE report, with the worker's error file. */
-void mu_agent_failure_report(const struct mu_agent *ag, int restarts_left);
+ * own) as one MU_AGENT_FAILURE report, with the worker's error file; then its failure record
+ * (failrec.h) as a progress line and into cfg->error_file. Keeps the record in
+ * ag->last_failure. */
+void mu_agent_failure_report(struct mu_agent *ag, int restarts_left);
 
 /* Describes how a worker ended ("exit code 3", "killed by signal 9 (Killed)").
  * Ownership: writes at most n bytes to out. */

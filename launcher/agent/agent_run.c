@@ -6,7 +6,9 @@
  */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -140,6 +142,93 @@ static int join_failed(const struct mu_agent *ag, int rc, const char *e, struct 
   return MU_AGENT_EXIT_RENDEZVOUS;
 }
 
+/* The waiting line: while a join waits, a thread says every few seconds what it waits for,
+ * from the run's state on its own connection (the join itself is one long poll). */
+struct waiter {
+  struct mu_agent *ag;
+  int cancel[2];
+  long long start_ms;
+  uv_thread_t thread;
+  int started;
+};
+
+static void say_waiting(struct mu_agent *ag, struct mu_rdzv *r, long long secs)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  struct mu_run_info in;
+  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+  int rc = r != NULL && r->ops->run_info != NULL ? r->ops->run_info(r, cfg->run_id, &in, &e)
+                                                 : MU_ENOTSUP;
+  int need = rc == 0 ? cfg->min_nodes - in.waiting : 0;
+  if (rc == 0 && strcmp(in.round_state, "active") == 0 && in.waiting > 0)
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "waiting to be admitted: round %ld of run '%s' at %s is active with %d of at most "
+                 "%d nodes (%d waiting), %lld s",
+                 in.round, cfg->run_id, ag->endpoint, in.nnodes, in.max_nodes, in.waiting, secs);
+  else if (rc == 0 && need > 0)
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "waiting for %d more node%s (%d of %d joined) in run '%s' at %s, %lld s", need,
+                 need == 1 ? "" : "s", in.waiting, cfg->min_nodes, cfg->run_id, ag->endpoint, secs);
+  else if (rc == 0)
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "waiting for the round to close (%d joined, %d to %d wanted; last call) in run "
+                 "'%s' at %s, %lld s",
+                 in.waiting, cfg->min_nodes, cfg->max_nodes, cfg->run_id, ag->endpoint, secs);
+  else
+    mu_agent_say(ag, MU_AGENT_PROGRESS, "waiting for %d node%s to join run '%s' at %s, %lld s",
+                 cfg->min_nodes, cfg->min_nodes == 1 ? "" : "s", cfg->run_id, ag->endpoint, secs);
+  mu_buf_release(&e);
+}
+
+static void waiter_main(void *arg)
+{
+  struct waiter *w = arg;
+  struct mu_rdzv *r = NULL;
+  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+  if (w->ag->cfg->rdzv->open(w->ag->endpoint, &r, &e) == 0) {
+    r->ops->set_cancel_fd(r, w->cancel[0]);
+    r->ops->set_timeout(r, 2000);
+  }
+  /* The first line after 3 s, then every 5 s for a minute, then every 30 s. */
+  for (long long next = 3000;; next += next < 60000 ? 5000 : 30000) {
+    long long left = w->start_ms + next - now_ms();
+    struct pollfd p = {w->cancel[0], POLLIN, 0};
+    if (left > 0 && poll(&p, 1, (int)left) != 0)
+      break;
+    say_waiting(w->ag, r, (now_ms() - w->start_ms) / 1000);
+  }
+  if (r != NULL)
+    r->ops->close(r);
+  mu_buf_release(&e);
+}
+
+static void waiter_start(struct waiter *w, struct mu_agent *ag)
+{
+  memset(w, 0, sizeof(*w));
+  w->ag = ag;
+  w->start_ms = now_ms();
+  if (pipe(w->cancel) != 0) {
+    w->cancel[0] = w->cancel[1] = -1;
+    return;
+  }
+  fcntl(w->cancel[0], F_SETFD, FD_CLOEXEC);
+  fcntl(w->cancel[1], F_SETFD, FD_CLOEXEC);
+  w->started = uv_thread_create(&w->thread, waiter_main, w) == 0;
+}
+
+static void waiter_stop(struct waiter *w)
+{
+  if (w->started) {
+    ssize_t wr = write(w->cancel[1], "x", 1);
+    (void)wr;
+    uv_thread_join(&w->thread);
+  }
+  if (w->cancel[0] >= 0) {
+    close(w->cancel[0]);
+    close(w->cancel[1]);
+  }
+}
+
 /* Joins, retrying an unreachable endpoint until the join deadline (at most 30 s of retries).
  * Returns: 0, or an exit code with the message in err. */
 static int join(struct mu_agent *ag, struct mu_buf *err)
@@ -150,6 +239,8 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
       now_ms() + (cfg->join_timeout_s < 30 ? (long long)(cfg->join_timeout_s * 1000) : 30000);
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
   int warned = 0, code = 0;
+  struct waiter waiter;
+  waiter_start(&waiter, ag);
   for (;;) {
     mu_round_release(&ag->round);
     mu_buf_clear(&e);
@@ -195,6 +286,7 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
     code = join_failed(ag, rc, mu_buf_str(&e), err);
     break;
   }
+  waiter_stop(&waiter);
   mu_buf_release(&e);
   if (code != 0)
     return code;
@@ -269,8 +361,9 @@ static int give_up(struct mu_agent *ag, struct mu_buf *err)
   struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
   char how[160];
   mu_agent_describe_exit(w, how, sizeof(how));
-  char *reason =
-      mu_asprintf("rank %d on node %s failed (%s), no restart left", w->rank, ag->node_id, how);
+  const char *exc = ag->last_failure.exception;
+  char *reason = mu_asprintf("rank %d on node %s failed (%s)%s%s, no restart left", w->rank,
+                             ag->node_id, how, exc && exc[0] ? ": " : "", exc ? exc : "");
   ag->rdzv->ops->leave(ag->rdzv, cfg->run_id, ag->node_id, 0, reason, &ignore);
   ag->rdzv->ops->shutdown(ag->rdzv, cfg->run_id, reason, &ignore);
   mu_buf_printf(err, "run '%s' failed: %s", cfg->run_id, reason);
@@ -349,6 +442,7 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
   }
 out:
   mu_agent_workers_free(&ag);
+  mu_failrec_release(&ag.last_failure);
   mu_round_release(&ag.round);
   if (ag.rdzv != NULL)
     ag.rdzv->ops->close(ag.rdzv);

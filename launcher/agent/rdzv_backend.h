@@ -59,6 +59,10 @@ struct mu_rdzv_ops {
   /* Ends the run as failed: pending and later joins and watches hear MU_ESHUT. */
   int (*shutdown)(struct mu_rdzv *r, const char *run_id, const char *reason, struct mu_buf *err);
 
+  /* What the run looks like now (for the agent's waiting line). Optional: NULL when the
+   * backend cannot tell. */
+  int (*run_info)(struct mu_rdzv *r, const char *run_id, struct mu_run_info *out,
+                  struct mu_buf *err);
   /* Waits until `count` distinct ids reached barrier `name` (generation may be NULL). */
   int (*barrier)(struct mu_rdzv *r, const char *run_id, const char *name, int count, const char *id,
                  long timeout_ms, long *generation, struct mu_buf *err);

@@ -94,6 +94,12 @@ static int musterd_shutdown(struct mu_rdzv *r, const char *run_id, const char *r
   return said(r, mu_client_shutdown(client_of(r), run_id, reason), err);
 }
 
+static int musterd_run_info(struct mu_rdzv *r, const char *run_id, struct mu_run_info *out,
+                            struct mu_buf *err)
+{
+  return said(r, mu_client_run_info(client_of(r), run_id, out), err);
+}
+
 static int musterd_barrier(struct mu_rdzv *r, const char *run_id, const char *name, int count,
                            const char *id, long timeout_ms, long *generation, struct mu_buf *err)
 {
@@ -125,6 +131,7 @@ const struct mu_rdzv_ops mu_rdzv_musterd = {
     .watch = musterd_watch,
     .leave = musterd_leave,
     .shutdown = musterd_shutdown,
+    .run_info = musterd_run_info,
     .barrier = musterd_barrier,
     .kv_put = musterd_kv_put,
     .kv_get = musterd_kv_get,

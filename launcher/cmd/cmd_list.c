@@ -2,7 +2,9 @@
  * picks where to look (kubernetes: namespace=, context=; slurm: partition=, user=). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "muster/mu.h"
 
@@ -11,12 +13,51 @@
 #include "cmds.h"
 #include "log.h"
 #include "opts.h"
+#include "strvec.h"
+
+/* Parses "90", "90s", "30m", "2h", "7d" into seconds. Returns: 0, or -1. */
+static int parse_age(const char *s, double *out)
+{
+  char *end = NULL;
+  double v = strtod(s, &end);
+  if (end == s || v < 0)
+    return -1;
+  double unit = 1;
+  if (*end == 'm')
+    unit = 60;
+  else if (*end == 'h')
+    unit = 3600;
+  else if (*end == 'd')
+    unit = 86400;
+  else if (*end != 's' && *end != '\0')
+    return -1;
+  if (*end != '\0' && end[1] != '\0')
+    return -1;
+  *out = v * unit;
+  return 0;
+}
+
+/* "45s", "12m", "3h", "2d": how long ago. */
+static void format_age(double secs, char *out, size_t n)
+{
+  if (secs < 0)
+    secs = 0;
+  if (secs < 120)
+    snprintf(out, n, "%.0fs", secs);
+  else if (secs < 7200)
+    snprintf(out, n, "%.0fm", secs / 60);
+  else if (secs < 172800)
+    snprintf(out, n, "%.0fh", secs / 3600);
+  else
+    snprintf(out, n, "%.0fd", secs / 86400);
+}
 
 int cmd_list(int argc, char **argv)
 {
   const char *sched_name = NULL;
-  const char *cfgstr = NULL;
-  int json = 0;
+  const char *cfgstr = NULL, *since_str = NULL;
+  int json = 0, prune = 0;
+  double since = -1;
   struct mu_opt opts[] = {
       MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED", "the scheduler (default: local)"),
       MU_OPT_STRING_F(0, "cfg", &cfgstr, "K=V,...",
@@ -24,13 +65,23 @@ int cmd_list(int argc, char **argv)
                       "partition=, user= (ALL: everyone's); local log_dir=",
                       MU_OPT_SINGLE_DASH),
       MU_OPT_BOOL(0, "json", &json, "print JSON"),
+      MU_OPT_STRING(0, "since", &since_str, "AGE",
+                    "only jobs started within AGE (90s, 30m, 2h, 7d)"),
+      MU_OPT_BOOL(0, "prune", &prune,
+                  "local: remove the files of finished jobs started before --since (default 7d)"),
       MU_OPT_END(),
   };
-  int n = mu_opts_parse(opts, argc, argv, 0, "muster list [-s SCHED] [-cfg K=V,...] [--json]");
+  int n = mu_opts_parse(opts, argc, argv, 0,
+                        "muster list [-s SCHED] [-cfg K=V,...] [--json] [--since AGE] [--prune]");
   if (n == MU_OPTS_HELP)
     return 0;
   if (n < 0)
     return MU_EXIT_USAGE;
+  if (since_str != NULL && parse_age(since_str, &since) != 0) {
+    mu_error("--since '%s': expected an age such as 90s, 30m, 2h or 7d", since_str);
+    return MU_EXIT_USAGE;
+  }
+  double now = (double)time(NULL);
   const struct mu_sched_ops *s = sched_name ? mu_cli_sched(sched_name) : mu_sched_at(0);
   if (s == NULL)
     return MU_EXIT_USAGE;
@@ -45,17 +96,53 @@ int cmd_list(int argc, char **argv)
   int rc = mu_cli_cfg(s, cfgstr, NULL, &cfg);
   if (rc != 0)
     goto out;
+  if (prune) {
+    if (s != &mu_sched_local) {
+      mu_error("--prune removes local jobs' files; the %s scheduler keeps its own", s->name);
+      rc = MU_EXIT_USAGE;
+      goto out;
+    }
+    struct mu_strvec gone = MU_STRVEC_INIT;
+    int pr = mu_local_prune(now - (since >= 0 ? since : 7 * 86400.0), &gone, &err);
+    for (size_t i = 0; i < gone.n; i++)
+      fprintf(stderr, "muster: removed local://%s/%s\n", MU_SESSION, gone.v[i]);
+    mu_strvec_release(&gone);
+    if (pr != 0) {
+      mu_error("%s", mu_buf_str(&err));
+      rc = MU_EXIT_FAILED;
+      goto out;
+    }
+  }
   if (s->list(&cfg, &l, &nl, &err) != 0) {
     mu_error("%s", mu_buf_str(&err));
     rc = MU_EXIT_FAILED;
     goto out;
   }
+  if (since >= 0) { /* jobs of unknown start time stay */
+    size_t k = 0;
+    for (size_t i = 0; i < nl; i++) {
+      if (l[i].started_at > 0 && l[i].started_at < now - since) {
+        mu_free(l[i].app_id);
+        mu_free(l[i].name);
+        continue;
+      }
+      l[k++] = l[i];
+    }
+    nl = k;
+  }
+  int dated = 0;
+  for (size_t i = 0; i < nl; i++)
+    dated |= l[i].started_at > 0;
   if (json) {
     printf("[");
-    for (size_t i = 0; i < nl; i++)
-      printf("%s{\"app_handle\":\"%s://%s/%s\",\"app_name\":\"%s\",\"state\":\"%s\"}", i ? "," : "",
+    for (size_t i = 0; i < nl; i++) {
+      printf("%s{\"app_handle\":\"%s://%s/%s\",\"app_name\":\"%s\",\"state\":\"%s\"", i ? "," : "",
              s->name, MU_SESSION, l[i].app_id, l[i].name ? l[i].name : "",
              mu_job_state_name(l[i].state));
+      if (l[i].started_at > 0)
+        printf(",\"started_at\":%.3f", l[i].started_at);
+      printf("}");
+    }
     printf("]\n");
   } else {
     size_t w = strlen("APP HANDLE");
@@ -64,12 +151,19 @@ int cmd_list(int argc, char **argv)
       if (k > w)
         w = k;
     }
-    printf("%-*s  %-20s  %s\n", (int)w, "APP HANDLE", "APP NAME", "APP STATUS");
+    printf("%-*s  %-20s  %-10s%s\n", (int)w, "APP HANDLE", "APP NAME", "APP STATUS",
+           dated ? "  AGE" : "");
     for (size_t i = 0; i < nl; i++) {
-      char h[512];
+      char h[512], age[32] = "-";
       snprintf(h, sizeof(h), "%s://%s/%s", s->name, MU_SESSION, l[i].app_id);
-      printf("%-*s  %-20s  %s\n", (int)w, h, l[i].name ? l[i].name : "",
-             mu_job_state_name(l[i].state));
+      if (l[i].started_at > 0)
+        format_age(now - l[i].started_at, age, sizeof(age));
+      if (dated)
+        printf("%-*s  %-20s  %-10s  %s\n", (int)w, h, l[i].name ? l[i].name : "",
+               mu_job_state_name(l[i].state), age);
+      else
+        printf("%-*s  %-20s  %s\n", (int)w, h, l[i].name ? l[i].name : "",
+               mu_job_state_name(l[i].state));
     }
   }
 out:

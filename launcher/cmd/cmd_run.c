@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,67 +83,93 @@ static void summarize(const struct mu_app_status *st, char *out, size_t n)
            st->nreplicas, pend, run, ok, bad, other ? ", others cancelled/unknown" : "");
 }
 
-/* The rendezvous round of run `app_id` on the job's musterd, as " | rdzv round R: N of MIN:MAX
- * nodes (W waiting)", or "" when there is none (yet). Bounded to 200 ms. */
-static void rdzv_progress(const char *endpoint, const char *app_id, char *out, size_t n)
-{
-  out[0] = '\0';
-  const char *colon = endpoint ? strrchr(endpoint, ':') : NULL;
-  long port;
-  if (colon == NULL || mu_parse_long(colon + 1, 1, 65535, &port) != 0)
-    return;
-  char host[128];
-  snprintf(host, sizeof(host), "%.*s", (int)(colon - endpoint), endpoint);
-  struct mu_http_client *c = mu_http_client_new(host, (int)port);
-  struct mu_http_response resp;
-  mu_http_response_init(&resp, 1 << 16);
-  char path[512];
-  snprintf(path, sizeof(path), "/v1/runs/%s", app_id);
-  mu_http_client_set_connect_timeout(c, 100);
-  if (mu_http_request(c, "GET", path, NULL, NULL, 0, 200, &resp) == 0 && resp.status == 200) {
-    cJSON *o = cJSON_Parse(mu_buf_str(&resp.body));
-    const cJSON *round = cJSON_GetObjectItem(o, "round");
-    const cJSON *nn = cJSON_GetObjectItem(o, "nnodes");
-    const cJSON *mn = cJSON_GetObjectItem(o, "min_nodes");
-    const cJSON *mx = cJSON_GetObjectItem(o, "max_nodes");
-    const cJSON *w = cJSON_GetObjectItem(o, "waiting");
-    if (cJSON_IsNumber(round) && cJSON_IsNumber(nn))
-      snprintf(out, n, " | rdzv round %d: %d nodes (of %d:%d), %d waiting", round->valueint,
-               nn->valueint, cJSON_IsNumber(mn) ? mn->valueint : 0,
-               cJSON_IsNumber(mx) ? mx->valueint : 0, cJSON_IsNumber(w) ? w->valueint : 0);
-    cJSON_Delete(o);
-  }
-  mu_http_response_release(&resp);
-  mu_http_client_free(c);
-}
-
-/* Streams every replica's log to stderr in a child (through the backend's log_open). */
+/* Streams every replica's log in a child (through the backend's log_open) into a pipe whose
+ * read end goes to *fd: wait_job() copies it to stderr between redraws of its progress line. */
 static pid_t start_log_stream(const struct mu_sched_ops *s, const char *app_id,
-                              const struct mu_cfg *cfg)
+                              const struct mu_cfg *cfg, int *fd)
 {
-  if (s->log_open == NULL)
+  int p[2];
+  *fd = -1;
+  if (s->log_open == NULL || pipe(p) != 0)
     return -1;
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
   if (pid > 0)
     setpgid(pid, pid); /* (both sides: no race) */
-  if (pid != 0)
+  if (pid < 0) {
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  if (pid > 0) {
+    close(p[1]);
+    fcntl(p[0], F_SETFD, FD_CLOEXEC);
+    *fd = p[0];
     return pid;
+  }
   /* Its own process group: the log readers it starts (kubectl logs -f per pod) stop with it. */
   setpgid(0, 0);
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_DFL);
+  close(p[0]);
   struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-  int rc = s->log_open(app_id, NULL, -1, MU_STREAM_COMBINED, 1, 0, 2, cfg, &err);
+  int rc = s->log_open(app_id, NULL, -1, MU_STREAM_COMBINED, 1, 0, p[1], cfg, &err);
   _exit(rc == 0 ? 0 : 1);
+}
+
+/* The terminal's width in columns (80 when unknown). */
+static int term_cols(void)
+{
+  struct winsize ws;
+  if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+    return ws.ws_col;
+  return 80;
+}
+
+/* Copies what the log stream has (waiting at most ms for it) to stderr, whole lines only
+ * while a progress line is on screen (*shown): that line is cleared first and redrawn by the
+ * caller. At EOF the stream is closed (*fd = -1). */
+static void pump_logs(int *fd, struct mu_buf *pending, int ms, int *shown)
+{
+  struct pollfd p = {*fd, POLLIN, 0};
+  if (*fd < 0 || poll(&p, 1, ms) <= 0)
+    return;
+  char b[16384];
+  ssize_t n = read(*fd, b, sizeof(b));
+  if (n < 0 && errno == EINTR)
+    return;
+  if (n <= 0) {
+    close(*fd);
+    *fd = -1;
+  } else {
+    mu_buf_append(pending, b, (size_t)n);
+  }
+  size_t upto = pending->len;
+  if (*fd >= 0) { /* keep an unfinished line for later */
+    while (upto > 0 && pending->data[upto - 1] != '\n')
+      upto--;
+  }
+  if (upto == 0)
+    return;
+  if (*shown) {
+    fputs("\r\033[K", stderr);
+    *shown = 0;
+  }
+  fwrite(pending->data, 1, upto, stderr);
+  fflush(stderr);
+  memmove(pending->data, pending->data + upto, pending->len - upto);
+  pending->len -= upto;
+  pending->data[pending->len] = '\0';
 }
 
 /* Follows the job until it is terminal; returns the exit status. */
 static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char *handle,
                     const struct mu_cfg *cfg, int stream_logs)
 {
-  int tty = isatty(2) && !stream_logs;
+  int tty = isatty(2);
+  int logfd = -1, shown = 0;
+  struct mu_buf pending = MU_BUF_INIT(SIZE_MAX);
   double t0 = now_s();
   char last[512] = "";
   char rdzv[256] = "";
@@ -149,12 +178,13 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
   long delay = 2;
   int cancelled = 0;
   int rc = 1;
-  pid_t logger = stream_logs ? start_log_stream(s, app_id, cfg) : -1;
+  pid_t logger = stream_logs ? start_log_stream(s, app_id, cfg, &logfd) : -1;
   for (;;) {
     if (got_signal && !cancelled) {
       cancelled = 1;
-      if (tty)
+      if (shown)
         fprintf(stderr, "\r\033[K");
+      shown = 0;
       fprintf(stderr, "muster: %s: cancelling %s\n",
               got_signal == SIGINT ? "interrupted" : "signalled", handle);
       struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
@@ -177,13 +207,20 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     double el = now_s() - t0;
     if (st.rdzv_endpoint != NULL && st.state == MU_STATE_RUNNING && el - last_rdzv >= 0.5) {
       last_rdzv = el;
-      rdzv_progress(st.rdzv_endpoint, app_id, rdzv, sizeof(rdzv));
+      mu_cli_rdzv_line(st.rdzv_endpoint, app_id, rdzv, sizeof(rdzv));
     }
     size_t sl = strlen(sum);
     snprintf(sum + sl, sizeof(sum) - sl, "%s", rdzv);
     if (tty) {
-      fprintf(stderr, "\r\033[K%s %s  [%.1fs] %s", app_id, mu_job_state_name(st.state), el, sum);
+      char line[1024];
+      int cols = term_cols();
+      snprintf(line, sizeof(line), "%s %s  [%.1fs] %s", app_id, mu_job_state_name(st.state), el,
+               sum);
+      if (cols - 1 < (int)sizeof(line))
+        line[cols - 1] = '\0'; /* one line, or the next \r redraw leaves a copy behind */
+      fprintf(stderr, "\r\033[K%s", line);
       fflush(stderr);
+      shown = 1;
     } else if (strcmp(sum, last) != 0 || st.state != last_state) {
       fprintf(stderr, "muster: %s %s [%.1fs] %s\n", app_id, mu_job_state_name(st.state), el, sum);
     }
@@ -191,9 +228,12 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     last_state = st.state;
     int done = mu_job_state_is_terminal(st.state) || st.state == MU_STATE_UNKNOWN;
     if (done) {
-      if (tty)
+      if (shown)
         fprintf(stderr, "\n");
-      if (logger > 0) {
+      shown = 0;
+      if (logger > 0) { /* the stream ends with the job: copy it to its end */
+        while (logfd >= 0)
+          pump_logs(&logfd, &pending, 1000, &shown);
         int ws;
         while (waitpid(logger, &ws, 0) < 0 && errno == EINTR)
           ;
@@ -210,12 +250,18 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
           fprintf(stderr, "muster:   %s/%ld FAILED with exit code %d; see 'muster log %s/%s/%ld'\n",
                   rp->role, rp->replica_id, rp->exit_code, handle, rp->role, rp->replica_id);
       }
+      if (st.root_cause != NULL)
+        fprintf(stderr, "muster: root cause: %s\n", st.root_cause);
       rc = st.state == MU_STATE_SUCCEEDED ? 0 : 1;
       mu_app_status_release(&st);
       break;
     }
     mu_app_status_release(&st);
-    sleep_ms(tty && el > 1.0 ? 100 : delay);
+    long nap = tty && el > 1.0 ? 100 : delay;
+    if (logfd >= 0)
+      pump_logs(&logfd, &pending, (int)nap, &shown);
+    else
+      sleep_ms(nap);
     if (delay < 100)
       delay *= 2;
   }
@@ -224,6 +270,9 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     int ws;
     waitpid(logger, &ws, 0);
   }
+  if (logfd >= 0)
+    close(logfd);
+  mu_buf_release(&pending);
   return rc;
 }
 
@@ -289,7 +338,7 @@ int cmd_run(int argc, char **argv)
 {
   const char *sched_name = NULL;
   const char *cfgstr = NULL;
-  int dryrun = 0, wait = 0, json = 0, log = 0;
+  int dryrun = 0, wait = 0, json = 0, log = 0, no_log = 0;
   struct mu_opt opts[] = {
       MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED",
                     "the scheduler: local (default), kubernetes, slurm"),
@@ -299,7 +348,9 @@ int cmd_run(int argc, char **argv)
       MU_OPT_BOOL(0, "dryrun", &dryrun,
                   "print the job spec and the scheduler request; submit nothing"),
       MU_OPT_BOOL(0, "wait", &wait, "wait for the job to finish (always on for local)"),
-      MU_OPT_BOOL(0, "log", &log, "stream the replicas' logs to stderr while waiting"),
+      MU_OPT_BOOL(0, "log", &log,
+                  "stream the replicas' logs to stderr while waiting (default for local)"),
+      MU_OPT_BOOL(0, "no-log", &no_log, "do not stream a local job's logs"),
       MU_OPT_BOOL(0, "json", &json, "--dryrun: print JSON; otherwise the handle as JSON"),
       MU_OPT_END(),
   };
@@ -402,7 +453,7 @@ int cmd_run(int argc, char **argv)
     printf("%s\n", handle);
   fflush(stdout);
   if (s == &mu_sched_local || wait)
-    rc = wait_job(s, req.app_id, handle, &cfg, log);
+    rc = wait_job(s, req.app_id, handle, &cfg, (log || s == &mu_sched_local) && !no_log);
   mu_free(handle);
 out:
   mu_dryrun_release(&req);

@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -9,6 +10,7 @@
 
 #include "alloc.h"
 #include "cmd_util.h"
+#include "http_client.h"
 #include "log.h"
 #include "opts.h"
 #include "suggest.h"
@@ -144,6 +146,52 @@ void mu_cli_job_release(struct mu_cli_job *j)
   *j = (struct mu_cli_job)MU_CLI_JOB_INIT;
 }
 
+/* The rendezvous round of run `app_id` on the job's musterd, as " | rdzv round R: N of MIN:MAX
+ * nodes (W waiting)", or "" when there is none (yet). Bounded to 200 ms. */
+void mu_cli_rdzv_line(const char *endpoint, const char *app_id, char *out, size_t n)
+{
+  out[0] = '\0';
+  const char *colon = endpoint ? strrchr(endpoint, ':') : NULL;
+  long port;
+  if (colon == NULL || mu_parse_long(colon + 1, 1, 65535, &port) != 0)
+    return;
+  char host[128];
+  snprintf(host, sizeof(host), "%.*s", (int)(colon - endpoint), endpoint);
+  struct mu_http_client *c = mu_http_client_new(host, (int)port);
+  struct mu_http_response resp;
+  mu_http_response_init(&resp, 1 << 16);
+  char path[512];
+  snprintf(path, sizeof(path), "/v1/runs/%s", app_id);
+  mu_http_client_set_connect_timeout(c, 100);
+  if (mu_http_request(c, "GET", path, NULL, NULL, 0, 200, &resp) == 0 && resp.status == 200) {
+    cJSON *o = cJSON_Parse(mu_buf_str(&resp.body));
+    const cJSON *round = cJSON_GetObjectItem(o, "round");
+    const cJSON *nn = cJSON_GetObjectItem(o, "nnodes");
+    const cJSON *mn = cJSON_GetObjectItem(o, "min_nodes");
+    const cJSON *mx = cJSON_GetObjectItem(o, "max_nodes");
+    const cJSON *w = cJSON_GetObjectItem(o, "waiting");
+    if (cJSON_IsNumber(round) && cJSON_IsNumber(nn))
+      snprintf(out, n, " | rdzv round %d: %d nodes (of %d:%d), %d waiting", round->valueint,
+               nn->valueint, cJSON_IsNumber(mn) ? mn->valueint : 0,
+               cJSON_IsNumber(mx) ? mx->valueint : 0, cJSON_IsNumber(w) ? w->valueint : 0);
+    cJSON_Delete(o);
+  }
+  mu_http_response_release(&resp);
+  mu_http_client_free(c);
+}
+
+/* Seconds the job ran (to its end, or to now while it runs). */
+static double status_duration(const struct mu_app_status *st)
+{
+  double end = st->ended_at;
+  if (end <= 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    end = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  }
+  return end > st->started_at ? end - st->started_at : 0;
+}
+
 void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json)
 {
   if (json) {
@@ -176,7 +224,14 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
       cJSON_AddItemToArray(cJSON_GetObjectItem(jr, "replicas"), rep);
     }
     cJSON_AddStringToObject(o, "msg", st->msg ? st->msg : "");
-    cJSON_AddStringToObject(o, "structured_error_msg", "<NONE>");
+    cJSON_AddStringToObject(o, "structured_error_msg",
+                            st->structured_error_msg ? st->structured_error_msg : "<NONE>");
+    if (st->root_cause != NULL)
+      cJSON_AddStringToObject(o, "root_cause", st->root_cause);
+    if (st->started_at > 0) {
+      cJSON_AddNumberToObject(o, "started_at", st->started_at);
+      cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
+    }
     cJSON_AddNullToObject(o, "url");
     char *s = cJSON_PrintUnformatted(o);
     printf("%s\n", s);
@@ -184,8 +239,22 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
     cJSON_Delete(o);
     return;
   }
-  printf("AppStatus:\n    State: %s\n    Num Restarts: %ld\n    Roles:\n",
-         mu_job_state_name(st->state), st->num_restarts);
+  printf("AppStatus:\n    State: %s\n    Num Restarts: %ld\n", mu_job_state_name(st->state),
+         st->num_restarts);
+  if (st->started_at > 0) {
+    char when[64];
+    time_t t = (time_t)st->started_at;
+    struct tm tm;
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z", localtime_r(&t, &tm));
+    printf("    Started: %s (%s %.1fs)\n", when, st->ended_at > 0 ? "ran" : "running for",
+           status_duration(st));
+  }
+  char rdzv[256] = "";
+  if (st->rdzv_endpoint != NULL && st->state == MU_STATE_RUNNING)
+    mu_cli_rdzv_line(st->rdzv_endpoint, st->app_id, rdzv, sizeof(rdzv));
+  if (rdzv[0] != '\0')
+    printf("    Rendezvous: %s\n", rdzv + 8); /* past " | rdzv " */
+  printf("    Roles:\n");
   for (size_t i = 0; i < st->nreplicas; i++) {
     const struct mu_replica_status *r = &st->replicas[i];
     printf(" %c%s[%ld]:%s", r->replica_id == 0 ? '*' : ' ', r->role, r->replica_id,
@@ -198,6 +267,9 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
     if (r->msg && r->msg[0])
       printf("        error_msg: %s\n", r->msg);
   }
-  printf("    Msg: %s\n    Structured Error Msg: <NONE>\n    UI URL: None\n",
-         st->msg ? st->msg : "");
+  printf("    Msg: %s\n", st->msg ? st->msg : "");
+  if (st->root_cause != NULL)
+    printf("    Root Cause: %s\n", st->root_cause);
+  printf("    Structured Error Msg: %s\n    UI URL: None\n",
+         st->structured_error_msg ? st->structured_error_msg : "<NONE>");
 }

@@ -30,5 +30,6 @@ int cmd_builtins(int argc, char **argv);
 int cmd_runopts(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_deploy(int argc, char **argv);
+int cmd_rdzv(int argc, char **argv);
 
 #endif

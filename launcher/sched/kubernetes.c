@@ -223,6 +223,34 @@ static int kubectl_on_job(const char *app_id, const struct mu_cfg *cfg, const ch
   return rc;
 }
 
+/* The root cause of a failed job: the failure record (failrec.h) that the agent of a failed
+ * replica printed in the last lines of its pod's log. A pod whose log cannot be read (deleted,
+ * evicted) adds nothing. */
+static void add_failures(const char *app_id, const struct mu_cfg *cfg, struct mu_app_status *st)
+{
+  for (size_t i = 0; i < st->nreplicas; i++) {
+    const struct mu_replica_status *r = &st->replicas[i];
+    if (r->state != MU_STATE_FAILED || r->role == NULL)
+      continue;
+    struct mu_strvec av = MU_STRVEC_INIT;
+    struct mu_buf log = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
+    char *name = NULL, *task = NULL;
+    if (kubectl_for_app(app_id, cfg, &av, &name, &ignore) == 0) {
+      task = mu_k8s_task_name(r->role, r->replica_id);
+      mu_strvec_push(&av, "logs");
+      mu_strvec_pushf(&av, "%s-%s-0", name, task);
+      mu_strvec_push(&av, "--tail=200");
+      if (kubectl_run(&av, NULL, &log, &ignore) == 0)
+        mu_app_status_scan_failure(st, i, log.data ? log.data : "", log.len);
+    }
+    mu_strvec_release(&av);
+    mu_buf_release(&log);
+    mu_buf_release(&ignore);
+    mu_free(name);
+    mu_free(task);
+  }
+}
+
 static int k8s_describe(const char *app_id, const struct mu_cfg *cfg, struct mu_app_status *out,
                         struct mu_buf *err)
 {
@@ -231,6 +259,8 @@ static int k8s_describe(const char *app_id, const struct mu_cfg *cfg, struct mu_
   int rc = kubectl_on_job(app_id, cfg, "get", as_json, &json, err);
   if (rc == 0)
     rc = mu_k8s_parse_status(mu_buf_str(&json), app_id, out, err);
+  if (rc == 0 && out->state == MU_STATE_FAILED)
+    add_failures(app_id, cfg, out);
   mu_buf_release(&json);
   return rc;
 }

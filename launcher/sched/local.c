@@ -7,9 +7,11 @@
  * $MUSTER_LOG_DIR, else /tmp/muster/<user>; a job whose log dir is not the default one gets a
  * symlink <default>/<app_id> so handles still find it.
  */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
@@ -358,7 +360,19 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
     rs->hostname = mu_strdup("localhost");
     rs->exit_code = (int)mu_json_get_long(r, "exit_code", 0);
     rs->msg = mu_strdup("");
+    /* The agent's failure record, or the worker's own torch error file (local_plan.c points
+     * TORCHELASTIC_ERROR_FILE there). */
+    char path[PATH_MAX];
+    struct mu_buf ef = MU_BUF_INIT(1u << 20);
+    if (js(r, "log_dir")[0] != '\0' &&
+        snprintf(path, sizeof(path), "%s/error.json", js(r, "log_dir")) < (int)sizeof(path) &&
+        mu_read_file(path, 1u << 20, &ef) == 0)
+      mu_app_status_add_failure(out, out->nreplicas - 1, ef.data, ef.len);
+    mu_buf_release(&ef);
   }
+  out->started_at = mu_json_get_double(o, "started_at", 0);
+  if (mu_job_state_is_terminal(out->state))
+    out->ended_at = mu_json_get_double(o, "updated_at", 0);
   cJSON_Delete(o);
   return 0;
 }
@@ -455,6 +469,7 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
     de->e.app_id = mu_strdup(e->d_name);
     de->e.name = mu_strdup(js(o, "name"));
     de->e.state = st.state;
+    de->e.started_at = de->started;
     cJSON_Delete(o);
     mu_app_status_release(&st);
   }
@@ -647,6 +662,50 @@ out:
   mu_free(srcs);
   mu_free(dir);
   mu_app_status_release(&st);
+  return rc;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int mu_local_prune(double before, struct mu_strvec *removed, struct mu_buf *err)
+{
+  char *root = state_root();
+  int rc = 0;
+  DIR *d = opendir(root);
+  if (d == NULL) {
+    mu_free(root);
+    return 0;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
+    cJSON *o = NULL;
+    char *dir = NULL;
+    enum mu_job_state state = MU_STATE_UNKNOWN;
+    if (load_state(e->d_name, NULL, &o, &dir, &ignore) == 0 &&
+        mu_job_state_parse(js(o, "state"), &state) == 0 && mu_job_state_is_terminal(state) &&
+        mu_json_get_double(o, "started_at", 0) < before) {
+      if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+        mu_buf_printf(err, "cannot remove '%s': %s", dir, strerror(errno));
+        rc = MU_EIO;
+      } else {
+        mu_strvec_push(removed, e->d_name);
+      }
+    }
+    cJSON_Delete(o);
+    mu_free(dir);
+    mu_buf_release(&ignore);
+  }
+  closedir(d);
+  mu_free(root);
   return rc;
 }
 

@@ -6,6 +6,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "failrec.h"
 #include "sched.h"
 
 /* The first entry is the default backend. */
@@ -62,7 +63,53 @@ void mu_app_status_release(struct mu_app_status *st)
   mu_free(st->rdzv_endpoint);
   mu_free(st->app_id);
   mu_free(st->msg);
+  mu_free(st->root_cause);
+  mu_free(st->structured_error_msg);
   memset(st, 0, sizeof(*st));
+}
+
+static void add_record(struct mu_app_status *st, size_t replica, const struct mu_failrec *r,
+                       const char *json)
+{
+  struct mu_buf line = MU_BUF_INIT(SIZE_MAX);
+  mu_failrec_summary(r, &line);
+  if (replica < st->nreplicas) {
+    mu_free(st->replicas[replica].msg);
+    st->replicas[replica].msg = mu_strdup(mu_buf_str(&line));
+  }
+  if (r->restarts > st->num_restarts)
+    st->num_restarts = r->restarts;
+  if (st->root_cause == NULL ||
+      (r->time_ms != 0 && (st->root_cause_ms == 0 || r->time_ms < st->root_cause_ms))) {
+    mu_free(st->root_cause);
+    mu_free(st->structured_error_msg);
+    st->root_cause = mu_strdup(mu_buf_str(&line));
+    st->structured_error_msg = json != NULL ? mu_strdup(json) : mu_failrec_to_json(r);
+    st->root_cause_ms = r->time_ms;
+  }
+  mu_buf_release(&line);
+}
+
+void mu_app_status_add_failure(struct mu_app_status *st, size_t replica, const char *text,
+                               size_t len)
+{
+  struct mu_failrec r;
+  if (mu_failrec_parse(text, len, &r) != 0)
+    return;
+  char *json = mu_strndup(text, len);
+  add_record(st, replica, &r, json);
+  mu_free(json);
+  mu_failrec_release(&r);
+}
+
+void mu_app_status_scan_failure(struct mu_app_status *st, size_t replica, const char *log,
+                                size_t len)
+{
+  struct mu_failrec r;
+  if (mu_failrec_scan(log, len, &r) == 0) {
+    add_record(st, replica, &r, NULL);
+    mu_failrec_release(&r);
+  }
 }
 
 void mu_dryrun_release(struct mu_dryrun *req)
@@ -114,7 +161,14 @@ int mu_sched_describe(const struct mu_sched_ops *s, const char *app_id, const st
   if (s->describe == NULL)
     return notsup(s, "describe/status", err);
   memset(out, 0, sizeof(*out));
-  return s->describe(app_id, cfg, out, err);
+  int rc = s->describe(app_id, cfg, out, err);
+  /* A failure the workers recovered from is no root cause of a job that runs or succeeded. */
+  if (rc == 0 && out->state != MU_STATE_FAILED) {
+    mu_free(out->root_cause);
+    mu_free(out->structured_error_msg);
+    out->root_cause = out->structured_error_msg = NULL;
+  }
+  return rc;
 }
 
 int mu_sched_cancel(const struct mu_sched_ops *s, const char *app_id, const struct mu_cfg *cfg,

@@ -21,6 +21,7 @@
 #include "buf.h"
 #include "config.h"
 #include "job.h"
+#include "strvec.h"
 
 /* The printable plan that schedule() submits: for local a process list, for kubernetes the
  * Volcano Job YAML, for slurm the sbatch script. `text` is what --dryrun prints. */
@@ -48,12 +49,20 @@ struct mu_app_status {
   struct mu_replica_status *replicas;
   size_t nreplicas;
   char *rdzv_endpoint; /* HOST:PORT of the job's musterd when known, else NULL (local) */
+  /* The job's root cause: its earliest worker failure (failrec.h), kept only when the job
+   * FAILED. root_cause is one line (rank, exit, exception), structured_error_msg the record's
+   * JSON; both NULL when no record was found. */
+  char *root_cause;
+  char *structured_error_msg;
+  long long root_cause_ms;
+  double started_at, ended_at; /* Unix seconds; 0 when the backend does not know */
 };
 
 struct mu_app_list_entry {
   char *app_id;
   char *name;
   enum mu_job_state state;
+  double started_at; /* Unix seconds; 0 when the backend does not know */
 };
 
 /* Log stream choice for log_open. */
@@ -93,6 +102,22 @@ const struct mu_sched_ops *mu_sched_at(size_t i);
 int mu_handle_parse(const char *handle, char **sched, char **session, char **app_id);
 
 void mu_app_status_release(struct mu_app_status *st);
+
+/* Adds one replica's failure record (the JSON of an agent's error file or log line, or a
+ * plain PyTorch error file) to st: the replica's msg becomes the record's summary, num_restarts
+ * the largest restart count seen, and the record becomes the root cause when it is the
+ * earliest. A text that is no record is ignored. Ownership: borrows text. */
+void mu_app_status_add_failure(struct mu_app_status *st, size_t replica, const char *text,
+                               size_t len);
+
+/* The same for a log's tail: the last "failure record:" line in it, if any. */
+void mu_app_status_scan_failure(struct mu_app_status *st, size_t replica, const char *log,
+                                size_t len);
+
+/* Removes the files of every finished local job (SUCCEEDED, FAILED, CANCELLED) that started
+ * before `before` (Unix seconds); appends the app ids removed to *removed.
+ * Returns: 0, or a negative MU_E* code with the reason in err (local.c). */
+int mu_local_prune(double before, struct mu_strvec *removed, struct mu_buf *err);
 
 /* The three backends (local.c, kubernetes.c, slurm.c). */
 extern const struct mu_sched_ops mu_sched_local;

@@ -235,6 +235,27 @@ out:
   return rc;
 }
 
+static char *job_dir_of(const char *app_id);
+
+/* The failure records the agents printed in the last lines of each replica's stderr file
+ * (failrec.h), for the root cause and the restart count. */
+static void add_failures(const char *app_id, struct mu_app_status *st)
+{
+  char *dir = job_dir_of(app_id);
+  for (size_t i = 0; i < st->nreplicas; i++) {
+    const struct mu_replica_status *r = &st->replicas[i];
+    if (r->role == NULL || r->state == MU_STATE_PENDING)
+      continue;
+    char *path = mu_asprintf("%s/slurm-%s-%s-%ld.err", dir, app_id, r->role, r->replica_id);
+    struct mu_buf tail = MU_BUF_INIT(SIZE_MAX);
+    if (mu_read_file_tail(path, 64 * 1024, &tail) == 0)
+      mu_app_status_scan_failure(st, i, tail.data ? tail.data : "", tail.len);
+    mu_buf_release(&tail);
+    mu_free(path);
+  }
+  mu_free(dir);
+}
+
 static int slurm_describe(const char *app_id, const struct mu_cfg *cfg, struct mu_app_status *out,
                           struct mu_buf *err)
 {
@@ -277,6 +298,8 @@ static int slurm_describe(const char *app_id, const struct mu_cfg *cfg, struct m
       rc = MU_ENOENT;
     }
   }
+  if (rc == 0)
+    add_failures(app_id, out);
 out:
   mu_strvec_release(&av);
   mu_buf_release(&o);

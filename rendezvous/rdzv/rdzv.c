@@ -13,6 +13,8 @@
  * - Callbacks fire after the state is consistent; lists are detached before firing so a
  *   callback that starts a new wait lands on the live list, not the one being drained.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -342,6 +344,25 @@ void rdzv_gc(struct rdzv *rv)
 void rdzv_stats(const struct rdzv *rv, struct rdzv_stats *out)
 {
   *out = rv->st;
+}
+
+void rdzv_set_event_hook(struct rdzv *rv, rdzv_event_fn *fn, void *data)
+{
+  rv->on_event = fn;
+  rv->on_event_data = data;
+}
+
+void rdzv_note(const struct rdzv_run *run, const char *kind, const char *fmt, ...)
+{
+  struct rdzv *rv = run->rv;
+  if (rv->on_event == NULL)
+    return;
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  rv->on_event(rv->on_event_data, run->h.key, kind, text);
 }
 
 void rdzv_set_change_hook(struct rdzv *rv, void (*fn)(void *), void *data)

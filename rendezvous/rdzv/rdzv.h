@@ -334,6 +334,22 @@ int rdzv_kv_add(struct rdzv *rv, const char *run_id, const char *key, int64_t de
 void rdzv_wait_cancel(struct rdzv_wait *w);
 
 /* ---------------------------------------------------------------------------------------------
+ * Run events (what musterd logs at info level and its status page lists)
+ */
+
+/* Calls `fn(data, run_id, kind, text)` on every run event: kind is "run" (created), "join",
+ * "round" (closed with N nodes), "lost" (a lease expired), "leave", "broken" (and why), "end"
+ * (closed or shut, with the reason). Strings are borrowed for the call. The hook must not call
+ * back into the rendezvous. */
+/* Appends `,"leases":[...],"barriers":[...]` for GET /v1/runs/{id} (detail.c): every node of
+ * the run with what holds it ("joining": a pending join, "watching": an open watch, "lease":
+ * its lease with lease_left_ms and last_seen_ms_ago), every barrier with the ids arrived. */
+void rdzv_run_detail_json(const struct rdzv_run *run, struct mu_buf *b);
+
+typedef void rdzv_event_fn(void *data, const char *run_id, const char *kind, const char *text);
+void rdzv_set_event_hook(struct rdzv *rv, rdzv_event_fn *fn, void *data);
+
+/* ---------------------------------------------------------------------------------------------
  * Durability (codec.c; the persist layer calls these)
  */
 

@@ -97,6 +97,8 @@ struct rdzv {
   void *done_data;
   void (*on_change)(void *); /* the durable state changed (rdzv_set_change_hook) */
   void *on_change_data;
+  rdzv_event_fn *on_event; /* rdzv_set_event_hook */
+  void *on_event_data;
 };
 
 static inline struct rdzv_node *node_of(struct mu_hnode *h)
@@ -112,6 +114,9 @@ static inline struct rdzv_wait *wait_of(struct mu_list_node *x)
 /* rdzv.c: time, deadlines, waits */
 uint64_t rdzv_now(const struct rdzv *rv);
 /* Queues (or moves) `d` to fire at `at` and re-arms the timer. */
+/* Reports a run event to the event hook (printf-style text). */
+void rdzv_note(const struct rdzv_run *run, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void rdzv_deadline_set(struct rdzv *rv, struct rdzv_deadline *d, uint64_t at);
 void rdzv_deadline_clear(struct rdzv *rv, struct rdzv_deadline *d);
 /* Tells the change hook (durability) that what rdzv_encode() writes has changed. */

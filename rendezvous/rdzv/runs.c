@@ -162,10 +162,12 @@ static void kick_watches(struct rdzv_run *run)
   }
 }
 
-static void break_round(struct rdzv_run *run)
+static void break_round(struct rdzv_run *run, const char *why)
 {
   if (run->rstate != RDZV_ROUND_ACTIVE)
     return;
+  rdzv_note(run, "broken", "round %" PRIu64 " broken: %s", run->round ? run->round->number : 0,
+            why);
   run->rstate = RDZV_ROUND_BROKEN;
   rdzv_changed(run->rv);
   kick_watches(run);
@@ -187,7 +189,7 @@ static void join_withdraw(struct rdzv_run *run, struct rdzv_node *n)
 }
 
 /* Removes node `n` from the run (lease expired, left, failed). */
-static void node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks)
+static void node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks, const char *why)
 {
   if (n->join) {
     struct rdzv_wait *w = n->join;
@@ -201,8 +203,11 @@ static void node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks)
   n->gone = 1;
   if (member) {
     run->round_gone++;
-    if (breaks)
-      break_round(run);
+    if (breaks) {
+      char b[300];
+      snprintf(b, sizeof(b), "node '%s' %s", n->h.key, why);
+      break_round(run, b);
+    }
   }
   rdzv_node_unref(n);
   run->rv->st.nodes--;
@@ -216,7 +221,9 @@ void rdzv_leases_expire(struct rdzv_run *run, uint64_t now)
   struct rdzv *rv = run->rv;
   while (run->leases.head != NULL && lease_node(run->leases.head)->expires <= now) {
     rv->st.leases_expired++;
-    node_remove(run, lease_node(run->leases.head), 1);
+    rdzv_note(run, "lost", "node '%s' lost: its lease expired (no heartbeat for %" PRIu32 " ms)",
+              lease_node(run->leases.head)->h.key, run->lease_ttl_ms);
+    node_remove(run, lease_node(run->leases.head), 1, "was lost (lease expired)");
   }
   if (run->leases.head != NULL && !mu_heap_queued(&run->lease_dl.hn) && run->state == RDZV_RUN_OPEN)
     rdzv_deadline_set(rv, &run->lease_dl, lease_node(run->leases.head)->expires);
@@ -329,6 +336,9 @@ static void close_round(struct rdzv_run *run)
   run->joins_prev = 0;
   rdzv_deadline_clear(rv, &run->last_call_dl);
   rv->st.rounds_closed++;
+  rdzv_note(run, "round",
+            "round %" PRIu64 " closed with %" PRIu32 " node%s (world size %" PRIu64 ")", r->number,
+            nchosen, nchosen == 1 ? "" : "s", off);
 
   /* Detach the chosen waits and start their leases, then answer. */
   for (uint32_t i = 0; i < nchosen; i++) {
@@ -564,6 +574,10 @@ struct rdzv_run *rdzv_run_new(struct rdzv *rv, const char *run_id, const struct 
   mu_htab_add(&rv->runs, &run->h, id, strlen(id));
   mu_list_push_back(&rv->runs_list, &run->link);
   rv->st.runs++;
+  rdzv_note(run, "run",
+            "run created (nodes %" PRIu32 ":%" PRIu32 ", last call %" PRIu32 " ms, lease %" PRIu32
+            " ms)",
+            run->min_nodes, run->max_nodes, run->last_call_ms, run->lease_ttl_ms);
   return run;
 }
 
@@ -692,10 +706,14 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
   rv->st.pending_joins++;
   rdzv_deadline_set(rv, &w->dl, rdzv_now(rv) + run->join_timeout_ms);
   rdzv_gc_check(run);
+  rdzv_note(run, "join", "node '%s' (%s, %" PRIu32 " workers) joined; %zu waiting", req->node_id,
+            req->addr, req->local_world_size, (size_t)run->joins.n);
   if (in_round(run, n)) {
     run->joins_prev++;
     /* A member that joins again has restarted: its round is over. */
-    break_round(run);
+    char b[300];
+    snprintf(b, sizeof(b), "member '%s' joined again (restarted)", req->node_id);
+    break_round(run, b);
   } else if (run->rstate == RDZV_ROUND_ACTIVE) {
     /* A newcomer: members learn of it if their round has room. */
     kick_watches(run);
@@ -816,26 +834,29 @@ void rdzv_watch_cancel(struct rdzv_wait *w)
 int rdzv_leave(struct rdzv *rv, const char *run_id, const char *node_id, int failed,
                const char *reason)
 {
-  (void)reason;
   struct rdzv_run *run = rdzv_find(rv, run_id);
   if (run == NULL)
     return RDZV_ENO_SUCH_RUN;
   struct rdzv_node *n = rdzv_find_node(run, node_id);
   if (n == NULL)
     return run->state == RDZV_RUN_OPEN ? RDZV_ENOT_MEMBER : 0;
+  char why[600];
+  snprintf(why, sizeof(why), "left %s%s%.512s", failed ? "failed" : "with success",
+           reason && reason[0] ? ": " : "", reason ? reason : "");
+  rdzv_note(run, "leave", "node '%s' %s", node_id, why);
   if (run->state != RDZV_RUN_OPEN) {
-    node_remove(run, n, 0);
+    node_remove(run, n, 0, why);
     return 0;
   }
   int member_active = in_round(run, n) && run->rstate == RDZV_ROUND_ACTIVE && !n->join;
   if (failed || !member_active) {
-    node_remove(run, n, 1);
+    node_remove(run, n, 1, why);
     return 0;
   }
   struct rdzv_round *r = run->round;
   n->left_ok = 1;
   run->left_ok++;
-  node_remove(run, n, 0);
+  node_remove(run, n, 0, why);
   if (run->round == r && run->left_ok >= r->nnodes)
     rdzv_end(rv, run_id, 0, "every member left with success");
   return 0;
@@ -855,6 +876,8 @@ int rdzv_end(struct rdzv *rv, const char *run_id, int shut, const char *reason)
   mu_free(run->reason);
   reason = reason ? reason : "";
   run->reason = mu_strndup(reason, strnlen(reason, 512));
+  rdzv_note(run, "end", "run %s%s%s", shut ? "shut down" : "closed", run->reason[0] ? ": " : "",
+            run->reason);
   rdzv_deadline_clear(rv, &run->last_call_dl);
   rdzv_deadline_clear(rv, &run->lease_dl);
   struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);

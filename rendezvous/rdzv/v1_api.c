@@ -237,6 +237,7 @@ int v1_register(struct rv_server *srv)
   struct rv_module mod = {"rdzv", v, v1_close, v1_metrics};
   rv_server_add_module(srv, &mod);
   rv_server_add_routes(srv, v1_routes);
+  v1_events_register(srv, v->rv);
   return 0;
 }
 

@@ -36,6 +36,9 @@ struct v1_pend {
  * 400). */
 struct v1 *v1_begin_or_reply(struct rv_req *req);
 
+/* v1_events.c: GET /v1/events and the info log line of every run event. */
+void v1_events_register(struct rv_server *srv, struct rdzv *rv);
+
 /* v1_runs.c and v1_kv.c: the handlers (the rows in v1_api.c) */
 void v1_join(struct rv_req *req);
 void v1_heartbeat(struct rv_req *req);

@@ -312,6 +312,7 @@ void v1_run(struct rv_req *req)
                 i.round, rdzv_round_state_name(i.round_state), i.min_nodes, i.max_nodes, i.nnodes,
                 i.waiting, i.nodes);
   put_members(&b, &i);
+  rdzv_run_detail_json(run, &b);
   mu_buf_printf(&b,
                 ",\"config\":{\"min_nodes\":%" PRIu32 ",\"max_nodes\":%" PRIu32
                 ",\"last_call_ms\":%" PRIu32 ",\"join_timeout_ms\":%" PRIu32

@@ -64,6 +64,7 @@ struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_confi
   srv->resume.data = srv;
   srv->refs++;
   rv_status_register(srv);
+  rv_ui_register(srv);
   return srv;
 }
 

@@ -207,4 +207,7 @@ const char *rv_status_reason(int status);
 /* status.c */
 void rv_status_register(struct rv_server *srv);
 
+/* ui.c: GET / and /ui, the status page. */
+void rv_ui_register(struct rv_server *srv);
+
 #endif

@@ -8,6 +8,16 @@ t_expect_match "prints the handle" "$out" '^local://muster/echo-[a-z0-9]{12}$'
 h=$out
 id=${h##*/}
 t_expect_match "summary on stderr" "$(cat "$T_DIR/err")" "finished: SUCCEEDED"
+t_expect_eq "a local run shows the job's output (as TorchX)" \
+  "$(grep -c '^hello muster$' "$T_DIR/err")" 1
+"$MUSTER" run utils.echo --msg hi >/dev/null 2>"$T_DIR/err.hi"
+t_expect_eq "muster run utils.echo --msg hi prints hi" "$(grep -c '^hi$' "$T_DIR/err.hi")" 1
+"$MUSTER" run --no-log utils.echo --msg hi >/dev/null 2>"$T_DIR/err.nolog"
+t_expect_eq "--no-log: the output is not shown" "$(grep -c '^hi$' "$T_DIR/err.nolog")" 0
+"$MUSTER" run utils.sh --num_replicas 2 -- 'echo "line of $MUSTER_REPLICA_ID"' >/dev/null 2>"$T_DIR/err.two"
+t_expect_eq "several replicas: prefixed role/replica" \
+  "$(grep -E '^sh/[01] line of [01]$' "$T_DIR/err.two" | sort | tr '\n' '|')" \
+  "sh/0 line of 0|sh/1 line of 1|"
 t_expect_eq "stdout.log" "$(cat "$T_DIR/logs/$id/echo/0/stdout.log")" "hello muster"
 t_expect_eq "combined.log" "$(cat "$T_DIR/logs/$id/echo/0/combined.log")" "hello muster"
 t_expect_eq "muster log" "$("$MUSTER" log "$h")" "hello muster"
@@ -16,6 +26,24 @@ t_expect_match "status" "$("$MUSTER" status "$h")" 'State: SUCCEEDED'
 t_expect_match "status --json" "$("$MUSTER" status --json "$h")" '"state":"SUCCEEDED".*"state":4'
 t_expect_match "describe" "$("$MUSTER" describe "$h")" '"entrypoint":	"echo"'
 t_expect_match "list" "$("$MUSTER" list)" "$h +echo +SUCCEEDED"
+t_expect_match "list: the age" "$("$MUSTER" list --since 1h)" "$h +echo +SUCCEEDED +[0-9]+s$"
+t_expect_match "status: start and duration" "$("$MUSTER" status "$h")" 'Started: .*\(ran [0-9.]+s\)'
+# --prune: a finished job that started long ago goes, the others stay.
+"$MUSTER" run utils.echo --msg old >"$T_DIR/old" 2>/dev/null
+old=$(cat "$T_DIR/old")
+"$PY" - "$T_DIR/logs/${old##*/}/state.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); d["started_at"] = 1000.0
+json.dump(d, open(sys.argv[1], "w"))
+PY
+t_expect_eq "list --since 1h: the old job is not listed" \
+  "$("$MUSTER" list --since 1h | grep -c "$old ")" 0
+out=$("$MUSTER" list --prune 2>&1)
+t_expect_match "list --prune: says what it removed" "$out" "removed $old"
+t_expect_eq "list --prune: its files are gone" "$(ls "$T_DIR/logs" | grep -c "${old##*/}")" 0
+t_expect_match "list --prune: the recent job stays" "$("$MUSTER" list)" "$h +echo +SUCCEEDED"
+"$MUSTER" list --since 3x 2>"$T_DIR/err"
+t_expect_eq "list --since with a bad age: usage error" "$?" 2
 "$MUSTER" log "$h/nosuchrole" 2>"$T_DIR/err"
 t_expect_eq "log of an unknown role exits 1" "$?" 1
 "$MUSTER" status local://muster/nosuchjob-1 2>"$T_DIR/err"

@@ -65,4 +65,29 @@ t_expect_eq "gone from the active queue" "$(squeue --noheader --jobs="${h##*/}" 
 out=$("$MUSTER" run -s slurm -cfg partition=nosuchpart utils.echo 2>&1)
 t_expect_eq "unknown partition: exit 1" "$?" 1
 t_expect_match "unknown partition: Slurm's message" "$out" "[Ii]nvalid partition"
+# 5. Root cause: the failing-rank example; `run --wait` ends with it, status shows it (read from
+# the agent's record line at the end of the replica's stderr file).
+want='ValueError: bad shard 7' code=3
+if [ "$MU_SANITIZED" != 1 ] && "$PY" -c 'import torch' 2>/dev/null; then
+  t_torch_lock
+  export GLOO_SOCKET_IFNAME=lo
+  out=$(timeout 240 "$MUSTER" run -s slurm --wait -cfg "$CFG" dist.ddp -j 2x2 --python "$PY" \
+    --script "$MU_SOURCE_DIR/examples/train_ddp.py" -- --fail-rank 2 2>&1)
+  rc=$? want='RuntimeError: train_ddp: injected failure on rank 2' code=1
+else # the sanitized build: a worker without torch that fails the same way, in a second
+  printf '#!/bin/sh\n[ "$RANK" = 2 ] || exec sleep 60\necho "ValueError: bad shard 7" >&2\nexit 3\n' >fail.sh
+  chmod +x fail.sh
+  out=$(timeout 120 "$MUSTER" run -s slurm --wait -cfg "$CFG" dist.ddp -j 2x2 --script ./fail.sh 2>&1)
+  rc=$?
+fi
+t_expect_eq "failing rank: run --wait exits 1" "$rc" 1
+t_expect_match "failing rank: run's last lines" "$(printf '%s\n' "$out" | tail -n 3)" \
+  "root cause: rank 2 .* exited with code $code: $want"
+h=$(printf '%s\n' "$out" | grep -o 'slurm://muster/[0-9]*' | head -1)
+t_expect_match "failing rank: status" "$("$MUSTER" status "$h" 2>&1)" \
+  "Root Cause: rank 2 .* exited with code $code: $want"
+js=$("$MUSTER" status --json "$h" | "$PY" -c 'import json, sys
+r = json.loads(json.load(sys.stdin)["structured_error_msg"])
+print(r["muster"]["rank"], r["muster"]["exit_code"], r["message"]["message"])')
+t_expect_eq "failing rank: status --json" "$js" "2 $code $want"
 t_done

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Drives Debian's headless Chromium through its DevTools protocol (a small WebSocket client on
+the standard library) against musterd's status page. Used by ui_browser.sh.
+
+  ui_browser.py URL RUN_ID KILL_MARKER OUT_DIR
+
+Opens URL, waits until the page shows run RUN_ID in round 1 (active) with both members, marks
+the page (window.__muster_mark), kills the oldest process whose command line is exactly
+`sleep KILL_MARKER` (one worker of one node), then waits until the page shows round 1 broken
+and a later round active, and checks that the mark survived (no reload). Screenshots of the
+page at 1280x800 and 390x844 go to OUT_DIR. Prints "ok - ..." / "not ok - ..." lines; exits 1
+when a check failed.
+"""
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+
+class WebSocket:
+    """Just enough of RFC 6455 for the DevTools protocol: text frames, client-side masking."""
+
+    def __init__(self, url):
+        assert url.startswith("ws://")
+        hostport, path = url[5:].split("/", 1)
+        host, port = hostport.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        key = base64.b64encode(os.urandom(16)).decode()
+        req = (f"GET /{path} HTTP/1.1\r\nHost: {hostport}\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+               "Sec-WebSocket-Version: 13\r\n\r\n")
+        self.sock.sendall(req.encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise ConnectionError("DevTools closed the connection during the handshake")
+            head += chunk
+        head, self.buf = head.split(b"\r\n\r\n", 1)
+        if b" 101 " not in head.split(b"\r\n", 1)[0]:
+            raise ConnectionError("DevTools refused the WebSocket: " + head.decode(errors="replace"))
+
+    def _read(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("DevTools closed the connection")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def send(self, text):
+        data = text.encode()
+        head = bytearray([0x81])
+        n = len(data)
+        if n < 126:
+            head.append(0x80 | n)
+        elif n < 1 << 16:
+            head.append(0x80 | 126)
+            head += struct.pack(">H", n)
+        else:
+            head.append(0x80 | 127)
+            head += struct.pack(">Q", n)
+        mask = os.urandom(4)
+        head += mask
+        self.sock.sendall(bytes(head) + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def recv(self):
+        message = b""
+        while True:
+            b0, b1 = self._read(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._read(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._read(8))[0]
+            payload = self._read(n)
+            opcode = b0 & 0x0F
+            if opcode == 0x8:
+                raise ConnectionError("DevTools closed the WebSocket")
+            if opcode in (0x9, 0xA):  # ping/pong: not used by DevTools
+                continue
+            message += payload
+            if b0 & 0x80:
+                return message.decode()
+
+
+class Page:
+    def __init__(self, ws_url):
+        self.ws = WebSocket(ws_url)
+        self.next_id = 0
+
+    def call(self, method, **params):
+        self.next_id += 1
+        my_id = self.next_id
+        self.ws.send(json.dumps({"id": my_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == my_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+
+    def eval(self, expr):
+        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True)
+        return r.get("result", {}).get("value")
+
+    def wait_for(self, expr, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.eval(expr):
+                return True
+            time.sleep(0.1)  # how often we look at the page, not how the page updates
+        return False
+
+    def screenshot(self, path, width, height, mobile):
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                  deviceScaleFactor=1, mobile=mobile)
+        time.sleep(0.3)
+        data = self.call("Page.captureScreenshot", format="png")["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+
+
+FAILS = 0
+
+
+def check(name, ok, detail=""):
+    global FAILS
+    if ok:
+        print(f"ok - {name}")
+    else:
+        FAILS += 1
+        print(f"not ok - {name}{': ' + detail if detail else ''}")
+    sys.stdout.flush()
+
+
+def main():
+    url, run_id, marker, out_dir = sys.argv[1:5]
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    profile = tempfile.mkdtemp(prefix="mu-chromium-")
+    proc = subprocess.Popen(
+        [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-extensions", "--disable-background-networking", "--remote-debugging-port=0",
+         "--remote-allow-origins=*", f"--user-data-dir={profile}", "--window-size=1280,800",
+         "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(out_dir, "chromium.log"), "w"),
+        start_new_session=True)
+    try:
+        port_file = os.path.join(profile, "DevToolsActivePort")
+        deadline = time.monotonic() + 60
+        while not os.path.exists(port_file) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with open(port_file) as f:
+            port = int(f.readline())
+        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
+        page = Page(next(t for t in targets if t["type"] == "page")["webSocketDebuggerUrl"])
+        page.call("Page.enable")
+        page.call("Page.navigate", url=url)
+        run = f'document.querySelector(\'.run[data-run="{run_id}"]\')'
+        ok = page.wait_for(f"{run} && {run}.dataset.round === '1' && "
+                           f"{run}.dataset.roundState === 'active' && "
+                           f"{run}.querySelectorAll('tr.member').length === 2", 60)
+        check("the page shows the run, round 1 active, with both members", ok,
+              str(page.eval("document.body.innerText")))
+        check("the page is live (long poll)", page.eval("document.querySelector('#live').textContent") == "live")
+        check("each member's lease is shown",
+              page.eval(f"[...{run}.querySelectorAll('tr.member td:last-child')].every("
+                        "td => /live|seen|joining/.test(td.textContent))"))
+        check("the round's events are listed",
+              page.eval("!!document.querySelector('#events .ev[data-kind=\"round\"]')"))
+        page.screenshot(os.path.join(out_dir, "ui-1280x800.png"), 1280, 800, False)
+        page.screenshot(os.path.join(out_dir, "ui-phone.png"), 390, 844, True)
+        page.call("Emulation.clearDeviceMetricsOverride")
+        page.eval("window.__muster_mark = 42")
+
+        pids = subprocess.run(["pgrep", "-o", "-x", "-f", f"sleep {marker}"],
+                              capture_output=True, text=True).stdout.split()
+        check("found a worker to kill", len(pids) == 1, str(pids))
+        if pids:
+            os.kill(int(pids[0]), signal.SIGKILL)
+        ok = page.wait_for("!!document.querySelector('#events .ev[data-kind=\"broken\"]')", 60)
+        check("the page shows the round breaking", ok, str(page.eval("document.body.innerText")))
+        ok = page.wait_for(f"{run} && Number({run}.dataset.round) >= 2 && "
+                           f"{run}.dataset.roundState === 'active' && "
+                           f"{run}.querySelectorAll('tr.member').length === 2", 90)
+        check("the page shows the next round, active with both members", ok,
+              str(page.eval("document.body.innerText")))
+        check("without a reload", page.eval("window.__muster_mark") == 42)
+        page.screenshot(os.path.join(out_dir, "ui-after-restart.png"), 1280, 800, False)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

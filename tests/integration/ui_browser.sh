@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# musterd's status page in a real browser (Debian's headless chromium, driven through its
+# DevTools protocol by ui_browser.py): musterd and a 2-node x 2-worker job; the page shows the
+# run, both members and the round; one node's worker is killed and the page shows the round
+# breaking and the next round without a reload. Then: the page is served from the binary with
+# no external script or font, and needs credentials when musterd requires them.
+. "$(dirname "$0")/agent_common.bash"
+t_need_cmd chromium chromium
+t_start_musterd || t_done
+EP=127.0.0.1:$MUSTERD_PORT
+marker=$((RANDOM + 300000))
+for n in a b; do
+  agent_start "agent_$n" --nnodes 2 --nproc-per-node 2 --rdzv-endpoint "$EP" --rdzv-id job-ui \
+    --max-restarts 3 --stop-grace 1 -- sleep "$marker"
+done
+mkdir -p "$T_DIR/shots"
+"$PY" "$MU_SOURCE_DIR/tests/integration/ui_browser.py" "$MUSTERD_URL/" job-ui "$marker" \
+  "$T_DIR/shots" >"$T_DIR/browser.out" 2>&1
+rc=$?
+cat "$T_DIR/browser.out"
+T_PASSES=$((T_PASSES + $(grep -c '^ok - ' "$T_DIR/browser.out")))
+T_FAILS=$((T_FAILS + $(grep -c '^not ok - ' "$T_DIR/browser.out")))
+[ "$rc" = 0 ] || [ "$(grep -c '^not ok - ' "$T_DIR/browser.out")" -gt 0 ] ||
+  t_fail "the browser driver failed (exit $rc)"
+for f in ui-1280x800.png ui-phone.png; do
+  [ -s "$T_DIR/shots/$f" ] && t_ok "screenshot $f" || t_fail "no screenshot $f"
+done
+[ -n "${MU_UI_SHOTS:-}" ] && cp "$T_DIR/shots/"*.png "$MU_UI_SHOTS/"
+
+page=$(curl -s "$MUSTERD_URL/ui")
+t_expect_match "/ui serves the page" "$page" '<title>musterd</title>'
+if printf '%s' "$page" | grep -Eqi '<script[^>]+src=|<link[^>]+href=|@import|url\(http|//fonts\.'; then
+  t_fail "the page loads nothing external"
+else
+  t_ok "the page loads nothing external"
+fi
+t_stop_musterd_checked
+
+# With tokens on, the page needs them too.
+echo "s3cret-token" >"$T_DIR/tokens"
+
+t_start_musterd --token-file "$T_DIR/tokens" || t_done
+t_expect_eq "with tokens: / without the token is 401" \
+  "$(curl -s -o /dev/null -w '%{http_code}' "$MUSTERD_URL/")" 401
+t_expect_eq "with tokens: / with the token is 200" \
+  "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cret-token' "$MUSTERD_URL/")" 200
+t_stop_musterd_checked
+t_done
