@@ -836,25 +836,30 @@ TEST(rdzv__heartbeats_reorder_leases)
   struct rdzv_answer hb;
   char id[8];
   cfg(&q, 5, 5, -1);
-  q.config.lease_ttl_ms = 90;
+  /* The lease is long against the 20 ms heartbeat steps, so that a loaded machine that stalls
+   * this loop for a while does not expire a live member; the loop waits for n2's expiry. */
+  q.config.lease_ttl_ms = 600;
   for (int i = 0; i < 5; i++) {
     snprintf(id, sizeof(id), "n%d", i);
     join(&e, "job", &q, id, &r[i]);
   }
   ASSERT_EQ(r[4].fired, 1);
-  for (int t = 0; t < 6; t++) {
-    spin(&e.loop, 30);
+  struct rdzv_stats st;
+  uv_update_time(&e.loop);
+  uint64_t end = uv_now(&e.loop) + 10000;
+  do {
+    spin(&e.loop, 20);
     for (int i = 4; i >= 0; i--) {
       if (i == 2)
         continue;
       snprintf(id, sizeof(id), "n%d", i);
       ASSERT_EQ(rdzv_heartbeat(e.rv, "job", id, &hb), 0);
     }
-  }
+    rdzv_stats(e.rv, &st);
+  } while (st.leases_expired == 0 && uv_now(&e.loop) < end);
   ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "n2", &hb), RDZV_ENOT_MEMBER);
   ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "n0", &hb), 0);
   ASSERT_STR_EQ(hb.state, "broken");
-  struct rdzv_stats st;
   rdzv_stats(e.rv, &st);
   ASSERT_EQ(st.leases_expired, 1);
   ASSERT_EQ(st.nodes, 4);
