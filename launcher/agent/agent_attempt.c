@@ -228,7 +228,7 @@ static void close_pipe(uv_pipe_t *pipe, int *open_flag)
 static void deliver(struct mu_agent_worker *w, int is_err, const char *data, size_t n, int eof)
 {
   struct mu_agent *ag = w->ag;
-  int console = ag->cfg->log_dir == NULL || ag->cfg->tee;
+  int console = mu_agent_console(ag->cfg, w->local_rank, is_err ? 2 : 1);
   int log_fd = is_err ? w->log_err : w->log_out;
   if (log_fd >= 0 && n > 0)
     mu_write_all(log_fd, data, n);
