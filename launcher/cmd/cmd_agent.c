@@ -377,7 +377,8 @@ int cmd_agent(int argc, char **argv)
       *pet_flags[i].value = 1;
   }
 
-  /* muster's `--tee` with no value (before a non-spec argument) is torchrun's `--tee 3`. */
+  /* muster's `--tee` with no value (before a word that is not a number) is torchrun's
+   * `--tee 3`. */
   args = mu_calloc((size_t)argc * 2 + 1, sizeof(*args));
   int nargs = 0;
   for (int i = 0; i < argc; i++) {
@@ -388,7 +389,8 @@ int cmd_agent(int argc, char **argv)
       break;
     }
     args[nargs++] = argv[i];
-    if (strcmp(a, "--tee") == 0 && (i + 1 >= argc || !is_std_spec(argv[i + 1])))
+    if (strcmp(a, "--tee") == 0 &&
+        (i + 1 >= argc || !(argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9')))
       args[nargs++] = (char *)"3";
     /* an option's value is not the script: keep it with its option */
     if (a[0] == '-' && strchr(a, '=') == NULL && i + 1 < argc && strcmp(a, "--tee") != 0) {
