@@ -490,3 +490,83 @@ void mu_cfg_release(struct mu_cfg *cfg)
   if (cfg != NULL)
     mu_kvlist_release(&cfg->values);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * -cfg rdzv: the words, then the endpoint forms (a scheme prefix each; "" is HOST:PORT).
+ */
+
+enum rdzv_word { RDZV_AUTO, RDZV_JOB, RDZV_NONE };
+static const struct {
+  const char *word;
+  enum rdzv_word what;
+} rdzv_words[] = {
+    {"auto", RDZV_AUTO}, {"job", RDZV_JOB},    {"always", RDZV_JOB},
+    {"none", RDZV_NONE}, {"never", RDZV_NONE},
+};
+static const struct {
+  const char *scheme; /* the prefix is scheme "://"; "" is a bare HOST:PORT */
+  const char *what;
+} rdzv_forms[] = {
+    {"", "HOST:PORT of a running musterd (or etcd with the v2 API)"},
+};
+
+static int host_port_ok(const char *s)
+{
+  const char *colon = strrchr(s, ':');
+  long port = 0;
+  return colon != NULL && colon != s && mu_parse_long(colon + 1, 1, 65535, &port) == 0;
+}
+
+int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rdzv_choice *out,
+                struct mu_buf *err)
+{
+  const char *v = mu_cfg_get(cfg, "rdzv");
+  memset(out, 0, sizeof(*out));
+  out->form = "";
+  if (v == NULL)
+    v = "auto";
+  int uses = app != NULL && mu_app_mentions(app, "${rdzv_endpoint}");
+  for (size_t i = 0; i < sizeof(rdzv_words) / sizeof(rdzv_words[0]); i++) {
+    if (strcmp(v, rdzv_words[i].word) != 0)
+      continue;
+    if (rdzv_words[i].what == RDZV_NONE && uses) {
+      mu_buf_printf(err,
+                    "-cfg rdzv=%s: the job uses ${rdzv_endpoint} and gets no musterd; use "
+                    "rdzv=auto, or rdzv=HOST:PORT of a running one",
+                    v);
+      return MU_EINVAL;
+    }
+    out->own = rdzv_words[i].what == RDZV_JOB || (rdzv_words[i].what == RDZV_AUTO && uses);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof(rdzv_forms) / sizeof(rdzv_forms[0]); i++) {
+    size_t n = strlen(rdzv_forms[i].scheme);
+    const char *rest = v;
+    if (n > 0) {
+      if (strncmp(v, rdzv_forms[i].scheme, n) != 0 || strncmp(v + n, "://", 3) != 0)
+        continue;
+      rest = v + n + 3;
+    } else if (strstr(v, "://") != NULL) {
+      continue;
+    }
+    if (host_port_ok(rest)) {
+      out->endpoint = mu_strdup(v);
+      out->form = rdzv_forms[i].scheme;
+      return 0;
+    }
+  }
+  struct mu_suggest sg;
+  mu_suggest_init(&sg, v);
+  for (size_t i = 0; i < sizeof(rdzv_words) / sizeof(rdzv_words[0]); i++)
+    mu_suggest_add(&sg, rdzv_words[i].word);
+  const char *best = mu_suggest_best(&sg);
+  mu_buf_printf(err, "-cfg rdzv='%s' is not known", v);
+  if (best != NULL)
+    mu_buf_printf(err, "; did you mean '%s'?", best);
+  mu_buf_puts(err, "; use auto (a musterd for the job when it uses ${rdzv_endpoint}), job "
+                   "(always one), none");
+  for (size_t i = 0; i < sizeof(rdzv_forms) / sizeof(rdzv_forms[0]); i++)
+    mu_buf_printf(err, ", %s%s%s", rdzv_forms[i].scheme, rdzv_forms[i].scheme[0] ? "://" : "",
+                  rdzv_forms[i].what);
+  return MU_EINVAL;
+}

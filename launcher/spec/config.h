@@ -93,4 +93,23 @@ int mu_cfg_resolve(const char *sched, const struct mu_runopt *runopts, const str
  * items). Appends to out. */
 void mu_cfg_split_list(const char *v, struct mu_strvec *out);
 
+/* The `rdzv` runopt, one vocabulary for every scheduler (docs/cli.md, "-cfg rdzv"):
+ *   auto      a musterd for the job when a role uses ${rdzv_endpoint} (the default)
+ *   job       always a musterd for the job (`always` is the old local spelling)
+ *   none      no musterd for the job (`never` is the old local spelling); a role that uses
+ *             ${rdzv_endpoint} is then an error
+ *   HOST:PORT an existing musterd (or etcd with the v2 API) that the job uses
+ * A new endpoint form (a scheme prefix such as etcd-v3://) is one more row of the table in
+ * config.c. */
+struct mu_rdzv_choice {
+  int own;          /* 1: the job runs its own musterd */
+  char *endpoint;   /* an existing service ("HOST:PORT", or a form's full text), else NULL */
+  const char *form; /* the endpoint's form: "" for HOST:PORT, else its scheme ("etcd-v3") */
+};
+
+/* Reads cfg's `rdzv` (unset = auto) for app. Returns: 0, or MU_EINVAL with the word, the closest
+ * one and the vocabulary in err. Ownership: out->endpoint is the caller's (mu_free). */
+int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rdzv_choice *out,
+                struct mu_buf *err);
+
 #endif

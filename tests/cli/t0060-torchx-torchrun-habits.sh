@@ -126,4 +126,24 @@ expect_err "log -t N: TorchX's -t takes no number" "for the last 5 lines use --l
   "$MUSTER" log -t 5 "$h"
 expect_err "log --since: not yet, said so" "--since: not yet" "$MUSTER" log --since 10m "$h"
 expect_err "log --regex bad" "--regex '\(':" "$MUSTER" log "$h" --regex '('
+
+# ---- -cfg rdzv: one vocabulary on every scheduler
+for sched in local slurm kubernetes; do
+  extra=""
+  [ "$sched" = kubernetes ] && extra=",queue=q"
+  out=$("$MUSTER" run --dryrun -s "$sched" -cfg "rdzv=jbo$extra" dist.ddp --script t.py -j 2x1 2>&1)
+  t_expect_eq "$sched: -cfg rdzv typo exits 2" "$?" 2
+  t_expect_match "$sched: the typo named, the word suggested, the vocabulary listed" "$out" \
+    "rdzv='jbo' is not known; did you mean 'job'\?.*auto.*none.*HOST:PORT"
+  out=$("$MUSTER" run --dryrun -s "$sched" -cfg "rdzv=none$extra" dist.ddp --script t.py -j 2x1 2>&1)
+  t_expect_match "$sched: rdzv=none with \${rdzv_endpoint} is refused" "$out" \
+    "the job uses \\\$\{rdzv_endpoint\} and gets no musterd"
+  for w in job always 10.0.0.9:2379; do
+    "$MUSTER" run --dryrun -s "$sched" -cfg "rdzv=$w$extra" dist.ddp --script t.py -j 2x1 --image i \
+      >"$T_DIR/dry.out" 2>&1
+    t_expect_eq "$sched: -cfg rdzv=$w accepted" "$?" 0
+  done
+  t_expect_match "$sched: rdzv=HOST:PORT is the workers' endpoint" "$(cat "$T_DIR/dry.out")" \
+    "10\.0\.0\.9:2379"
+done
 t_done
