@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "muster/errno.h"
 
@@ -138,20 +139,54 @@ out:
   return rc;
 }
 
-int mu_config_load(struct mu_config *c, struct mu_buf *err)
+/* Loads $VAR when it is set (and not empty), else $HOME/NAME then ./NAME. *found counts the
+ * files that exist; *first (may be NULL) gets the first one's path. */
+static int load_set(struct mu_config *c, const char *var, const char *name, int *found,
+                    char **first, struct mu_buf *err)
 {
-  const char *env = getenv("MUSTERCONFIG");
-  if (env != NULL && env[0] != '\0')
-    return load_file(c, env, err);
+  const char *env = getenv(var);
   const char *home = getenv("HOME");
-  if (home != NULL && home[0] != '\0') {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/.musterconfig", home);
-    int rc = load_file(c, path, err);
+  char path[4096];
+  const char *paths[2];
+  size_t np = 0;
+  if (env != NULL && env[0] != '\0') {
+    paths[np++] = env;
+  } else {
+    if (home != NULL && home[0] != '\0') {
+      snprintf(path, sizeof(path), "%s/%s", home, name);
+      paths[np++] = path;
+    }
+    paths[np++] = name;
+  }
+  for (size_t i = 0; i < np; i++) {
+    if (access(paths[i], F_OK) != 0)
+      continue;
+    (*found)++;
+    if (first != NULL && *first == NULL)
+      *first = mu_strdup(paths[i]);
+    int rc = load_file(c, paths[i], err);
     if (rc != 0)
       return rc;
   }
-  return load_file(c, ".musterconfig", err);
+  return 0;
+}
+
+int mu_config_load(struct mu_config *c, struct mu_buf *err)
+{
+  int found = 0;
+  int rc = load_set(c, "MUSTERCONFIG", ".musterconfig", &found, NULL, err);
+  const char *env = getenv("MUSTERCONFIG");
+  if (rc != 0 || found > 0 || (env != NULL && env[0] != '\0'))
+    return rc;
+  rc = load_set(c, "TORCHXCONFIG", ".torchxconfig", &found, &c->torchx, err);
+  /* TorchX's local scheduler is local_cwd. */
+  for (size_t i = 0; i < c->n; i++) {
+    if (strcmp(c->v[i].section, "local_cwd") == 0) {
+      mu_free(c->v[i].section);
+      c->v[i].section = mu_strdup("local");
+    }
+  }
+  return rc;
 }
 
 const struct mu_config_entry *mu_config_find(const struct mu_config *c, const char *section,
@@ -174,7 +209,9 @@ void mu_config_release(struct mu_config *c)
     mu_free(c->v[i].where);
   }
   mu_free(c->v);
+  mu_free(c->torchx);
   c->v = NULL;
+  c->torchx = NULL;
   c->n = c->cap = 0;
 }
 

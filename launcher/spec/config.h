@@ -6,6 +6,7 @@
  * $HOME/.musterconfig then ./.musterconfig; a key in an earlier file is never overridden by a
  * later one. Sections: `[cli:run]` (scheduler=, component=), `[<scheduler>]` (runopts),
  * `[component:<name>]` (component argument defaults, as strings). The literal `None` unsets.
+ * A .torchxconfig is read when there is no .musterconfig (mu_config_load()).
  */
 #ifndef MU_CONFIG_H
 #define MU_CONFIG_H
@@ -56,17 +57,21 @@ struct mu_config {
   struct mu_config_entry *v;
   size_t n;
   size_t cap;
+  char *torchx; /* the .torchxconfig read in place of a .musterconfig, or NULL */
 };
 #define MU_CONFIG_INIT                                                                             \
   {                                                                                                \
-    NULL, 0, 0                                                                                     \
+    NULL, 0, 0, NULL                                                                               \
   }
 
 /* Parses INI text into c; `where` names the source in messages. Keys already present in the
  * same section are kept (earlier files win). Returns: 0, or MU_EPARSE with "path:line: ..." in
  * err. */
 int mu_config_parse(struct mu_config *c, const char *text, const char *where, struct mu_buf *err);
-/* Loads the files in precedence order (see above). A missing file is not an error.
+/* Loads the files in precedence order (see above). A missing file is not an error. When none
+ * of them exists (and $MUSTERCONFIG is unset), TorchX's are read instead, by TorchX's rules:
+ * only $TORCHXCONFIG when set, else $HOME/.torchxconfig then ./.torchxconfig; c->torchx then
+ * names the first one read (the caller says so to the user).
  * Returns: 0, or MU_EPARSE / a negative errno with the message in err. */
 int mu_config_load(struct mu_config *c, struct mu_buf *err);
 /* Returns: the entry or NULL. Ownership: borrowed. */

@@ -127,6 +127,47 @@ expect_err "log -t N: TorchX's -t takes no number" "for the last 5 lines use --l
 expect_err "log --since: not yet, said so" "--since: not yet" "$MUSTER" log --since 10m "$h"
 expect_err "log --regex bad" "--regex '\(':" "$MUSTER" log "$h" --regex '('
 
+# ---- config files and components refuse typos: the word named, the closest suggested, exit 2
+printf '[cli:run]\nschedular = local\n' >.musterconfig
+expect_err ".musterconfig [cli:run] typo" \
+  "\.musterconfig:2: unknown \[cli:run\] key 'schedular'; did you mean 'scheduler'" \
+  "$MUSTER" run --dryrun utils.echo
+printf '[slurm]\npartitoin = gpu\n' >.musterconfig
+expect_err ".musterconfig runopt typo (another scheduler's section too)" \
+  "unknown -cfg key 'partitoin'; did you mean 'partition'\? \(see 'muster runopts slurm'\)" \
+  "$MUSTER" run --dryrun utils.echo
+printf '[kubernetse]\nqueue = q\n' >.musterconfig
+expect_err ".musterconfig section typo" "unknown section 'kubernetse'; did you mean 'kubernetes'" \
+  "$MUSTER" list
+rm .musterconfig
+printf '[local_cwd]\nlog_dir = %s/tx\n[cli:run]\ncomponent = utils.echo\n' "$T_DIR" >.torchxconfig
+out=$("$MUSTER" run --dryrun --msg hi 2>&1)
+t_expect_match ".torchxconfig is read, and said so" "$out" \
+  "note: read TorchX's config '[^']*/?\.torchxconfig' \(no \.musterconfig found\)"
+t_expect_match ".torchxconfig: [local_cwd] is the local scheduler's, [cli:run] component" "$out" \
+  "$T_DIR/tx/echo-"
+printf '[local_cwd]\nlog_dri = x\n' >.torchxconfig
+expect_err ".torchxconfig typo" "\.torchxconfig:2: unknown -cfg key 'log_dri'; did you mean 'log_dir'" \
+  "$MUSTER" run --dryrun utils.echo
+printf '[cli:run]\nscheduler = local\n' >.musterconfig
+out=$("$MUSTER" run --dryrun utils.echo 2>&1)
+if printf '%s' "$out" | grep -q torchxconfig; then t_fail ".musterconfig wins: $out"; else
+  t_ok ".musterconfig present: .torchxconfig is not read"; fi
+rm .musterconfig .torchxconfig
+cat >typo.yaml <<'YAML'
+name: typo
+description: a typo in a reference
+params:
+  - {name: msg, type: str, default: hi}
+app:
+  name: typo
+  roles:
+    - {name: echo, image: none, entrypoint: echo, args: ["${mgs}", "${app_id}"]}
+YAML
+expect_err "\${mgs} in a component" \
+  "'\\\$\{mgs\}' is neither a parameter of typo nor a scheduler macro; did you mean '\\\$\{msg\}'" \
+  "$MUSTER" run --dryrun ./typo.yaml
+
 # ---- -cfg rdzv: one vocabulary on every scheduler
 for sched in local slurm kubernetes; do
   extra=""
