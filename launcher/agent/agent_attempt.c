@@ -421,6 +421,8 @@ void mu_agent_describe_exit(const struct mu_agent_worker *w, char *out, size_t n
     snprintf(out, n, "killed by signal %d (%s)", w->term_signal, strsignal(w->term_signal));
   else if (w->exit_status == 127)
     snprintf(out, n, "exit code 127 (command not found or not executable?)");
+  else if (w->exit_status == 137)
+    snprintf(out, n, "exit code 137 (128 + 9: killed by SIGKILL, often the out-of-memory killer)");
   else
     snprintf(out, n, "exit code %lld", (long long)w->exit_status);
 }
@@ -498,9 +500,11 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
   }
   for (int i = 0; i < ag->nworkers; i++)
     spawn_worker(ag, &ag->w[i]);
-  mu_agent_say(ag, MU_AGENT_PROGRESS, "round %ld: started %d workers (ranks %d-%d of %d)",
-               ag->round.round, ag->nworkers, ag->round.rank_offset,
-               ag->round.rank_offset + ag->nworkers - 1, ag->round.world_size);
+  char ranks[48];
+  mu_agent_say(ag, MU_AGENT_PROGRESS, "round %ld: started %d worker%s (%s of %d)", ag->round.round,
+               ag->nworkers, ag->nworkers == 1 ? "" : "s",
+               mu_agent_ranks(ranks, sizeof(ranks), ag->round.rank_offset, ag->nworkers),
+               ag->round.world_size);
   ag->watcher_started = uv_thread_create(&ag->watcher, watcher_main, ag) == 0;
   maybe_finish(ag); /* every spawn may have failed */
   uv_run(&ag->loop, UV_RUN_DEFAULT);

@@ -6,6 +6,8 @@
  */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -71,6 +73,41 @@ static int pick_free_port(void)
     port = ntohs(a.sin_port);
   close(fd);
   return port;
+}
+
+const char *mu_agent_ranks(char *buf, size_t n, int first, int count)
+{
+  if (count == 1)
+    snprintf(buf, n, "rank %d", first);
+  else
+    snprintf(buf, n, "ranks %d-%d", first, first + count - 1);
+  return buf;
+}
+
+/* SIGINT/SIGTERM outside an attempt (joining, between attempts): the handler writes the signal
+ * to a pipe that is the main connection's cancel fd, so that a blocking join returns at once and
+ * the agent still cleans up (its temporary directory) and exits 128 + the signal. An attempt
+ * installs libuv's own handlers, which put the default back when it ends: arm() again. */
+static int sig_pipe[2] = {-1, -1};
+static volatile sig_atomic_t sig_seen;
+
+static void on_join_signal(int sig)
+{
+  unsigned char c = (unsigned char)sig;
+  sig_seen = sig;
+  if (write(sig_pipe[1], &c, 1) < 0) {
+    /* the pipe is full: a signal is already pending */
+  }
+}
+
+static void arm_join_signals(void)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_join_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -243,6 +280,7 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
       now_ms() + (cfg->join_timeout_s < 30 ? (long long)(cfg->join_timeout_s * 1000) : 30000);
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
   int warned = 0, code = 0, offered_port = 0;
+  char ranks[48];
   for (;;) {
     mu_round_release(&ag->round);
     mu_buf_clear(&e);
@@ -293,11 +331,11 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
     code = static_ranks(ag, offered_port, err);
   if (code != 0)
     return code;
-  mu_agent_say(ag, MU_AGENT_PROGRESS,
-               "run '%s' round %ld: node rank %d of %d, ranks %d-%d of world %d, master %s:%d",
-               cfg->run_id, ag->round.round, ag->round.node_rank, ag->round.nnodes,
-               ag->round.rank_offset, ag->round.rank_offset + ag->round.local_world_size - 1,
-               ag->round.world_size, ag->round.master_addr, ag->round.master_port);
+  mu_agent_say(
+      ag, MU_AGENT_PROGRESS, "run '%s' round %ld: node rank %d of %d, %s of world %d, master %s:%d",
+      cfg->run_id, ag->round.round, ag->round.node_rank, ag->round.nnodes,
+      mu_agent_ranks(ranks, sizeof(ranks), ag->round.rank_offset, ag->round.local_world_size),
+      ag->round.world_size, ag->round.master_addr, ag->round.master_port);
   return 0;
 }
 
@@ -396,20 +434,42 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
     goto out;
   }
   ag.rdzv->ops->set_timeout(ag.rdzv, 10000);
+  if (sig_pipe[0] < 0 && pipe(sig_pipe) == 0) {
+    for (int i = 0; i < 2; i++) {
+      fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+      fcntl(sig_pipe[i], F_SETFL, O_NONBLOCK);
+    }
+  }
+  if (sig_pipe[0] >= 0)
+    ag.rdzv->ops->set_cancel_fd(ag.rdzv, sig_pipe[0]);
   code = make_base_dir(&ag, err);
   if (code != 0)
     goto out;
   for (;;) {
+    if (sig_pipe[0] >= 0)
+      arm_join_signals();
     code = join(&ag, err);
+    if (sig_seen != 0) {
+      mu_buf_clear(err);
+      code = MU_AGENT_EXIT_SIGNAL_BASE + sig_seen;
+      goto out;
+    }
     if (code != 0)
       goto out;
+    if (sig_seen != 0) { /* between the join and the attempt's own handlers */
+      code = MU_AGENT_EXIT_SIGNAL_BASE + sig_seen;
+      goto out;
+    }
     enum mu_agent_outcome oc = mu_agent_attempt(&ag);
     if (ag.signal_seen != 0)
       oc = MU_AGENT_SIGNALED;
     mu_buf_clear(&e);
     switch (oc) {
     case MU_AGENT_SUCCEEDED:
-      mu_agent_say(&ag, MU_AGENT_PROGRESS, "all %d workers succeeded", ag.nworkers);
+      if (ag.nworkers == 1)
+        mu_agent_say(&ag, MU_AGENT_PROGRESS, "the worker succeeded");
+      else
+        mu_agent_say(&ag, MU_AGENT_PROGRESS, "all %d workers succeeded", ag.nworkers);
       if (ag.rdzv->ops->leave(ag.rdzv, cfg->run_id, ag.node_id, 1, NULL, &e) != 0)
         mu_agent_say(&ag, MU_AGENT_PROGRESS, "leave failed: %s", mu_buf_str(&e));
       code = MU_AGENT_EXIT_OK;

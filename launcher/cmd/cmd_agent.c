@@ -29,7 +29,7 @@ static const char usage_text[] =
     "muster agent [--standalone | --rdzv-endpoint HOST:PORT --rdzv-id ID | --node-rank R\n"
     "       --master-addr HOST --master-port PORT] [--nnodes MIN[:MAX]] [--nproc-per-node N]\n"
     "       [OPTIONS] (SCRIPT.py | -m MODULE | --no-python CMD | -- CMD) [ARGS...]\n"
-    "       (torchrun's command line: 'torchrun' is a link to muster; docs/agent.md)";
+    "       (torchrun's command line; compat/torchrun is a link to muster: docs/agent.md)";
 
 /* --rdzv-backend: what each name means here. A new backend is one more row (with its ops). */
 enum backend_kind {

@@ -5,7 +5,7 @@
 # options. Real local jobs and real agents; no torch (agent_torchrun_parity.sh compares with
 # torchrun itself).
 . "$(dirname "$0")/../lib.sh"
-TORCHRUN_LINK="$(dirname "$MUSTER")/torchrun"
+TORCHRUN_LINK="$(dirname "$MUSTER")/compat/torchrun"
 t_need_built "$MUSTER" "$TORCHRUN_LINK"
 t_local_jobs
 W=$T_DIR/w.py
@@ -93,6 +93,32 @@ t_expect_match "torchrun -h names itself" "$out" "^usage: torchrun "
 out=$("$MUSTER" agent --standalone --start_method fork --monitor_interval 0.5 --role r \
   --max_restarts 0 --redirects 0 --tee 0 --run_path "$W" ok 2>&1)
 t_expect_match "every other torchrun option is accepted" "$out" '\[0\]:worker 0 1 0 .* ok'
+
+# ---- small things users trip on
+out=$("$MUSTER" agent --standalone "$W" one 2>&1)
+t_expect_match "one worker: 'started 1 worker (rank 0 of 1)'" "$out" "started 1 worker \(rank 0 of 1\)"
+t_expect_match "one worker: 'the worker succeeded'" "$out" "the worker succeeded"
+t_expect_match "one worker: 'rank 0 of world 1' in the join line" "$out" "node rank 0 of 1, rank 0 of world 1"
+out=$("$MUSTER" agent --standalone -- sh -c 'exit 137' 2>&1)
+t_expect_match "exit code 137 explained" "$out" "exit code 137 \(128 \+ 9: killed by SIGKILL, often the out-of-memory killer\)"
+mkdir -p "$T_DIR/tmp"
+t_spawn waiting env TMPDIR="$T_DIR/tmp" "$MUSTER" agent --nnodes 2 --node_rank 0 \
+  --master_port "$(t_free_port)" "$W"
+wp=$T_LAST_PID
+t_until 20 t_has_lines "$T_DIR/waiting.log" "static rendezvous: node rank 0 serves it"
+t_until 10 eval '[ -n "$(ls "$T_DIR/tmp")" ]'
+t_expect_match "a waiting agent has its temporary directory" "$(ls "$T_DIR/tmp")" "^muster-agent-"
+kill -TERM "$wp"
+t_wait_exit "$wp" 20
+t_expect_eq "SIGTERM while joining: exit 143" "$T_RC" 143
+t_expect_eq "SIGTERM while joining: the temporary directory is removed" "$(ls "$T_DIR/tmp")" ""
+out=$("$MUSTER" builtins)
+t_expect_eq "builtins: every description is a whole sentence" \
+  "$(printf '%s\n' "$out" | tail -n +2 | grep -cvE '[.)]$')" 0
+t_expect_match "builtins: not cut mid-sentence" "$out" "utils.python +Runs Python: .*\(as TorchX's utils.python\)\."
+out=$("$MUSTER" run dist.ddp --help | grep -- '--name')
+t_expect_match "dist.ddp --name: the default said in words, not '/'" "$out" "default: the run is the script's stem"
+if printf '%s' "$out" | grep -q '(default: /)'; then t_fail "--name default '/' shown"; else t_ok "--name: no '(default: /)'"; fi
 
 # ---- muster run: TorchX's run options
 expect_err "run option after the component" \

@@ -20,7 +20,7 @@
 TR_PY=/usr/bin/python3
 PDIR="$MU_SOURCE_DIR/tests/integration/parity"
 W="$PDIR/mu_parity_worker.py"
-TORCHRUN_LINK="$(dirname "$MUSTER")/torchrun"
+TORCHRUN_LINK="$(dirname "$MUSTER")/compat/torchrun"
 t_need_built "$MUSTER" "$MUSTERD" "$TORCHRUN_LINK"
 t_need_py torch python3-torch
 t_need_py etcd python3-etcd
