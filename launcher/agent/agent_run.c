@@ -26,6 +26,7 @@
 #include "buf.h"
 #include "fsutil.h"
 #include "opts.h"
+#include "proc.h"
 
 void mu_agent_say(const struct mu_agent *ag, enum mu_agent_report kind, const char *fmt, ...)
 {
@@ -102,12 +103,8 @@ static void on_join_signal(int sig)
 
 static void arm_join_signals(void)
 {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = on_join_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  static const int sigs[] = {SIGINT, SIGTERM, 0};
+  mu_proc_catch(on_join_signal, sigs);
 }
 
 /* ---------------------------------------------------------------------------------------------
