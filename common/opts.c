@@ -53,6 +53,11 @@ static int name_eq(const char *want, const char *arg, size_t n)
   return 1;
 }
 
+int mu_opt_name_eq(const char *want, const char *arg)
+{
+  return name_eq(want, arg, strlen(arg));
+}
+
 static int takes_value(const struct mu_opt *o)
 {
   if (o->type == MU_OPT_T_BOOL)

@@ -108,6 +108,9 @@ enum mu_opts_parse_flags {
 #define MU_OPTS_HELP (-1)
 int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, const char *usage);
 
+/* Whether option name `arg` (no dashes, no "=VALUE") is `want`, '-' and '_' alike. */
+int mu_opt_name_eq(const char *want, const char *arg);
+
 /* Prints "usage: <usage>\n\n" and one line per row. */
 void mu_opts_usage(FILE *out, const struct mu_opt *opts, const char *usage);
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -19,4 +20,14 @@ void mu_proc_startup(void)
   }
   signal(SIGPIPE, SIG_IGN);
   mu_alloc_install_hooks();
+}
+
+void mu_proc_catch(void (*fn)(int), const int *signals)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = fn;
+  sigemptyset(&sa.sa_mask);
+  for (const int *s = signals; *s != 0; s++)
+    sigaction(*s, &sa, NULL);
 }

@@ -9,4 +9,8 @@
  * first thing in main(). */
 void mu_proc_startup(void);
 
+/* Installs fn as the handler of each signal of the 0-terminated list (sigaction, no flags, no
+ * mask): for handlers that only set a flag or write to a pipe. */
+void mu_proc_catch(void (*fn)(int), const int *signals);
+
 #endif

@@ -50,6 +50,17 @@ int main(int argc, char **argv)
   mu_proc_startup();
   enum mu_log_level level = MU_LOG_WARN;
   int i = 1;
+  /* Called as `torchrun` (a link to muster): `muster agent`, with torchrun's command line. */
+  const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+  if (strcmp(base, "torchrun") == 0) {
+    mu_log_setup("torchrun", level);
+    int rc = cmd_agent(argc, argv);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+      mu_error("cannot write to standard output");
+      return MU_EXIT_FAILED;
+    }
+    return rc;
+  }
   for (; i < argc && argv[i][0] == '-'; i++) {
     if (strcmp(argv[i], "--version") == 0) {
       printf("muster %s\n", MU_VERSION);

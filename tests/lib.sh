@@ -237,11 +237,18 @@ t_cancel_jobs() {
 }
 
 # For kubernetes-scheduler tests: puts the recording kubectl stand-in (tests/fixtures/bin/kubectl)
-# first on PATH, with each call's arguments recorded in $T_DIR/calls, and works in $T_DIR.
+# first on PATH, with each call's arguments recorded in $T_DIR/calls, the cluster's jobs in
+# $T_DIR/kubectl-jobs, and works in $T_DIR.
 t_fake_kubectl() {
   export PATH=$MU_SOURCE_DIR/tests/fixtures/bin:$PATH
-  export KUBECTL_RECORD=$T_DIR/calls
+  export KUBECTL_RECORD=$T_DIR/calls KUBECTL_STATE=$T_DIR/kubectl-jobs
   cd "$T_DIR" || exit 1
+}
+# t_kubectl_job NAMESPACE NAME: a job that exists in the stand-in's cluster without a `create`
+# (one submitted before the test, e.g. by another user).
+t_kubectl_job() {
+  mkdir -p "${KUBECTL_STATE:-$T_DIR/kubectl-jobs}/$1"
+  : >"${KUBECTL_STATE:-$T_DIR/kubectl-jobs}/$1/$2"
 }
 
 # Starts the server under test: a real etcd with TARGET=etcd, else musterd with these extra

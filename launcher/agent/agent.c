@@ -39,6 +39,7 @@ void mu_agent_config_init(struct mu_agent_config *cfg)
   cfg->out_fd = cfg->err_fd = -1;
   const char *ef = getenv("TORCHELASTIC_ERROR_FILE");
   cfg->error_file = ef != NULL && ef[0] != '\0' ? ef : NULL;
+  cfg->static_rank = -1;
 }
 
 long mu_agent_oom_kills(void)
@@ -78,6 +79,61 @@ const struct mu_rdzv_ops *mu_agent_backend(const char *name, const char *endpoin
   if (strcmp(name, "muster") == 0 || strcmp(name, "musterd") == 0)
     return &mu_rdzv_musterd;
   return NULL;
+}
+
+int mu_agent_parse_std(const char *spec, int local_rank, int *mask, struct mu_buf *err)
+{
+  long v = 0;
+  *mask = 0;
+  if (mu_parse_long(spec, 0, 3, &v) == 0) {
+    *mask = (int)v;
+    return 0;
+  }
+  /* "LOCAL_RANK:N,LOCAL_RANK:N" */
+  const char *p = spec;
+  while (*p != '\0') {
+    char item[32];
+    size_t n = strcspn(p, ",");
+    if (n == 0 || n >= sizeof(item))
+      goto bad;
+    memcpy(item, p, n);
+    item[n] = '\0';
+    char *colon = strchr(item, ':');
+    long r = 0;
+    if (colon == NULL)
+      goto bad;
+    *colon = '\0';
+    if (mu_parse_long(item, 0, 1 << 20, &r) != 0 || mu_parse_long(colon + 1, 0, 3, &v) != 0)
+      goto bad;
+    if (r == local_rank)
+      *mask = (int)v;
+    p += n;
+    if (*p == ',')
+      p++;
+  }
+  return 0;
+bad:
+  mu_buf_printf(err,
+                "'%s': expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or LOCAL_RANK:N,... "
+                "(e.g. 0:3,1:2)",
+                spec);
+  return MU_EINVAL;
+}
+
+int mu_agent_console(const struct mu_agent_config *cfg, int local_rank, int stream)
+{
+  struct mu_buf ignore = MU_BUF_INIT(256);
+  int redir = 0, tee = 0;
+  if (cfg->redirects_spec != NULL)
+    mu_agent_parse_std(cfg->redirects_spec, local_rank, &redir, &ignore);
+  if (cfg->tee_spec != NULL)
+    mu_agent_parse_std(cfg->tee_spec, local_rank, &tee, &ignore);
+  mu_buf_release(&ignore);
+  if (cfg->log_dir == NULL || (tee & stream) || (cfg->tee_spec == NULL && cfg->tee))
+    return 1;
+  if (cfg->redirects_spec != NULL)
+    return !(redir & stream);
+  return 0;
 }
 
 int mu_agent_parse_nnodes(const char *s, int *min, int *max, struct mu_buf *err)
@@ -203,12 +259,14 @@ void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint
                          const struct mu_round *r, int local_rank, int restart_count,
                          const char *error_file, char *const *base, struct mu_strvec *out)
 {
-  int has_omp = 0;
+  int has_omp = 0, has_nccl = 0;
   for (char *const *e = base; e != NULL && *e != NULL; e++) {
     if (is_owned(*e))
       continue;
     if (strncmp(*e, "OMP_NUM_THREADS=", 16) == 0)
       has_omp = 1;
+    if (strncmp(*e, "NCCL_ASYNC_ERROR_HANDLING=", 26) == 0)
+      has_nccl = 1;
     mu_strvec_push(out, *e);
   }
   int rank = r->rank_offset + local_rank;
@@ -229,7 +287,13 @@ void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint
   mu_strvec_pushf(out, "TORCHELASTIC_RUN_ID=%s", cfg->run_id);
   if (error_file != NULL)
     mu_strvec_pushf(out, "TORCHELASTIC_ERROR_FILE=%s", error_file);
-  if (!has_omp)
+  /* As torchrun: the agent store is torchrun's own (static rendezvous); muster has none, so
+   * rank 0 of the workers hosts the TCPStore of init_method="env://" (docs/agent.md). */
+  mu_strvec_push(out, "TORCHELASTIC_USE_AGENT_STORE=False");
+  if (!has_nccl)
+    mu_strvec_push(out, "NCCL_ASYNC_ERROR_HANDLING=1");
+  /* torchrun sets OMP_NUM_THREADS=1 only when a node runs more than one worker. */
+  if (!has_omp && r->local_world_size > 1)
     mu_strvec_push(out, "OMP_NUM_THREADS=1");
   mu_strvec_pushf(out, "MUSTER_RDZV_ENDPOINT=%s", endpoint);
   mu_strvec_pushf(out, "MUSTER_RUN_ID=%s", cfg->run_id);

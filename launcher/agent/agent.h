@@ -64,6 +64,12 @@ struct mu_agent_config {
   double stop_grace_s;            /* SIGTERM -> SIGKILL delay, default 5 */
   char **cmd;                     /* the worker command, NULL-terminated (borrowed from argv) */
   const struct mu_rdzv_ops *rdzv; /* the rendezvous backend, default musterd's /v1 */
+  int static_rank;                /* torchrun's static rendezvous: this node's --node_rank, the
+                                   * node rank it keeps in every round; -1: ranks by join order */
+  const char *master_addr;        /* static: MASTER_ADDR of every worker; NULL: rank 0's address */
+  const char *redirects_spec;     /* torchrun's --redirects/--tee specs ("3", "0:1,1:2"); NULL:
+                                   * not given (then --log-dir alone makes the console quiet) */
+  const char *tee_spec;           /* torchrun's --tee spec, the same form; NULL: see tee */
   int out_fd, err_fd;             /* where the workers' prefixed output goes; -1: nowhere */
   const char *error_file;         /* where the failure record goes (docs/agent.md); NULL: none */
   mu_agent_report_fn *report;     /* NULL: reports are dropped */
@@ -85,6 +91,16 @@ int mu_agent_parse_nnodes(const char *s, int *min, int *max, struct mu_buf *err)
  * (seconds). Keys torchrun knows but muster does not need are ignored; others are errors.
  * Returns: 0, or MU_EINVAL with a message naming the key in err. */
 int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, struct mu_buf *err);
+
+/* Parses torchrun's Std spec for --redirects/--tee: "0".."3" for every worker, or
+ * "LOCAL_RANK:N,..." per worker (1 stdout, 2 stderr, 3 both). *mask gets local_rank's value (0
+ * for a rank the map leaves out). Returns: 0, or MU_EINVAL with the problem in err. */
+int mu_agent_parse_std(const char *spec, int local_rank, int *mask, struct mu_buf *err);
+
+/* Whether stream 1 (stdout) or 2 (stderr) of local_rank shows on the agent's console: with no
+ * --log-dir always; else as torchrun when --redirects was given (a redirected stream shows only
+ * when --tee covers it), else only with --tee. */
+int mu_agent_console(const struct mu_agent_config *cfg, int local_rank, int stream);
 
 /* Builds the environment of one worker: `base` (NULL-terminated "K=V", may be NULL) without
  * the variables the agent sets, then the torchrun contract (docs/agent.md, "Worker environment"),
@@ -115,6 +131,11 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err);
  * Returns: 0 with the endpoint ("127.0.0.1:PORT") in ep, or a negative code. */
 struct mu_agent_standalone;
 int mu_agent_standalone_start(struct mu_agent_standalone **out, char *ep, size_t eplen);
+/* The same on host:port (an IPv4 literal; "0.0.0.0" is every interface, and ep then names
+ * 127.0.0.1): the embedded musterd of a static rendezvous's node rank 0 (--master_port).
+ * Returns: 0, or a negative code (MU_EADDRINUSE-like uv codes pass through). */
+int mu_agent_standalone_listen(struct mu_agent_standalone **out, const char *host, int port,
+                               char *ep, size_t eplen);
 /* Stops and frees. Accepts NULL. */
 void mu_agent_standalone_stop(struct mu_agent_standalone *s);
 

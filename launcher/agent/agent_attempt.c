@@ -237,7 +237,7 @@ static void close_pipe(uv_pipe_t *pipe, int *open_flag)
 static void deliver(struct mu_agent_worker *w, int is_err, const char *data, size_t n, int eof)
 {
   struct mu_agent *ag = w->ag;
-  int console = ag->cfg->log_dir == NULL || ag->cfg->tee;
+  int console = mu_agent_console(ag->cfg, w->local_rank, is_err ? 2 : 1);
   int log_fd = is_err ? w->log_err : w->log_out;
   if (is_err && n > 0) { /* keep the last bytes for a failure without error file */
     size_t cap = sizeof(w->err_tail);
@@ -442,6 +442,8 @@ void mu_agent_describe_exit(const struct mu_agent_worker *w, char *out, size_t n
     snprintf(out, n, "killed by signal %d (%s)", w->term_signal, strsignal(w->term_signal));
   else if (w->exit_status == 127)
     snprintf(out, n, "exit code 127 (command not found or not executable?)");
+  else if (w->exit_status == 137)
+    snprintf(out, n, "exit code 137 (128 + 9: killed by SIGKILL, often the out-of-memory killer)");
   else
     snprintf(out, n, "exit code %lld", (long long)w->exit_status);
 }
@@ -598,9 +600,11 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
   }
   for (int i = 0; i < ag->nworkers; i++)
     spawn_worker(ag, &ag->w[i]);
-  mu_agent_say(ag, MU_AGENT_PROGRESS, "round %ld: started %d workers (ranks %d-%d of %d)",
-               ag->round.round, ag->nworkers, ag->round.rank_offset,
-               ag->round.rank_offset + ag->nworkers - 1, ag->round.world_size);
+  char ranks[48];
+  mu_agent_say(ag, MU_AGENT_PROGRESS, "round %ld: started %d worker%s (%s of %d)", ag->round.round,
+               ag->nworkers, ag->nworkers == 1 ? "" : "s",
+               mu_agent_ranks(ranks, sizeof(ranks), ag->round.rank_offset, ag->nworkers),
+               ag->round.world_size);
   ag->watcher_started = uv_thread_create(&ag->watcher, watcher_main, ag) == 0;
   maybe_finish(ag); /* every spawn may have failed */
   uv_run(&ag->loop, UV_RUN_DEFAULT);

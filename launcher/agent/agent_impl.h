@@ -93,6 +93,9 @@ struct mu_agent {
 void mu_agent_say(const struct mu_agent *ag, enum mu_agent_report kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* "rank F" or "ranks F-L" for count ranks from first. Returns: buf. */
+const char *mu_agent_ranks(char *buf, size_t n, int first, int count);
+
 /* Runs the workers of the joined round to their end (agent_attempt.c). The workers stay in
  * ag->w for the caller to inspect until mu_agent_workers_free().
  * Returns: how the attempt ended. */

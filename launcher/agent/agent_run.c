@@ -7,6 +7,7 @@
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <poll.h>
 #include <netinet/in.h>
@@ -25,6 +26,8 @@
 #include "alloc.h"
 #include "buf.h"
 #include "fsutil.h"
+#include "opts.h"
+#include "proc.h"
 
 void mu_agent_say(const struct mu_agent *ag, enum mu_agent_report kind, const char *fmt, ...)
 {
@@ -72,6 +75,37 @@ static int pick_free_port(void)
     port = ntohs(a.sin_port);
   close(fd);
   return port;
+}
+
+const char *mu_agent_ranks(char *buf, size_t n, int first, int count)
+{
+  if (count == 1)
+    snprintf(buf, n, "rank %d", first);
+  else
+    snprintf(buf, n, "ranks %d-%d", first, first + count - 1);
+  return buf;
+}
+
+/* SIGINT/SIGTERM outside an attempt (joining, between attempts): the handler writes the signal
+ * to a pipe that is the main connection's cancel fd, so that a blocking join returns at once and
+ * the agent still cleans up (its temporary directory) and exits 128 + the signal. An attempt
+ * installs libuv's own handlers, which put the default back when it ends: arm() again. */
+static int sig_pipe[2] = {-1, -1};
+static volatile sig_atomic_t sig_seen;
+
+static void on_join_signal(int sig)
+{
+  unsigned char c = (unsigned char)sig;
+  sig_seen = sig;
+  if (write(sig_pipe[1], &c, 1) < 0) {
+    /* the pipe is full: a signal is already pending */
+  }
+}
+
+static void arm_join_signals(void)
+{
+  static const int sigs[] = {SIGINT, SIGTERM, 0};
+  mu_proc_catch(on_join_signal, sigs);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -229,6 +263,98 @@ static void waiter_stop(struct waiter *w)
   }
 }
 
+/* The node rank a static node id carries ("node<R>-..."), or -1. */
+static int static_rank_of(const char *node_id)
+{
+  long r = 0;
+  char digits[16];
+  size_t n = 0;
+  if (strncmp(node_id, "node", 4) != 0)
+    return -1;
+  node_id += 4;
+  while (n + 1 < sizeof(digits) && node_id[n] >= '0' && node_id[n] <= '9') {
+    digits[n] = node_id[n];
+    n++;
+  }
+  digits[n] = '\0';
+  if (n == 0 || node_id[n] != '-' || mu_parse_long(digits, 0, 1000000, &r) != 0)
+    return -1;
+  return (int)r;
+}
+
+/* torchrun's static rendezvous (--node_rank): the round joined by every node is renumbered so
+ * that each node has the node rank it was given, whatever the order they joined in; MASTER_ADDR
+ * is --master_addr, and node rank 0 publishes the MASTER_PORT it found free in the run's KV
+ * (the others read it), since it is node rank 0's workers that bind it.
+ * Returns: 0, or an exit code with the message in err. */
+static int static_ranks(struct mu_agent *ag, int offered_port, struct mu_buf *err)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  struct mu_round *r = &ag->round;
+  int n = (int)r->nmembers, code = 0;
+  int *seen = mu_calloc((size_t)(n ? n : 1), sizeof(*seen));
+  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+  char *val = NULL;
+  for (int i = 0; i < n; i++) {
+    int k = static_rank_of(r->members[i].node_id);
+    if (k < 0 || k >= n || seen[k]) {
+      mu_buf_printf(err,
+                    "static rendezvous of run '%s': node '%s' has no node rank of its own in "
+                    "0..%d; give each node a different --node_rank below --nnodes",
+                    cfg->run_id, r->members[i].node_id, n - 1);
+      code = MU_AGENT_EXIT_USAGE;
+      goto out;
+    }
+    seen[k] = 1;
+  }
+  for (int i = 0; i < n; i++) {
+    struct mu_member *m = &r->members[i];
+    int k = static_rank_of(m->node_id), off = 0;
+    for (int j = 0; j < n; j++)
+      if (static_rank_of(r->members[j].node_id) < k)
+        off += r->members[j].local_world_size;
+    m->node_rank = k;
+    m->rank_offset = off;
+    if (strcmp(m->node_id, ag->node_id) == 0) {
+      r->node_rank = k;
+      r->rank_offset = off;
+    }
+  }
+  char key[64];
+  snprintf(key, sizeof(key), "static.master_port.%ld", r->round);
+  if (cfg->static_rank == 0) {
+    char port[16];
+    int len = snprintf(port, sizeof(port), "%d", offered_port);
+    r->master_port = offered_port;
+    if (ag->rdzv->ops->kv_put(ag->rdzv, cfg->run_id, key, port, (size_t)len, &e) != 0) {
+      mu_buf_printf(err, "static rendezvous of run '%s': cannot publish MASTER_PORT: %s",
+                    cfg->run_id, mu_buf_str(&e));
+      code = MU_AGENT_EXIT_RENDEZVOUS;
+      goto out;
+    }
+  } else {
+    size_t len = 0;
+    long port = 0;
+    if (ag->rdzv->ops->kv_get(ag->rdzv, cfg->run_id, key, 60000, &val, &len, &e) != 0 ||
+        mu_parse_long(val, 1, 65535, &port) != 0) {
+      mu_buf_printf(err, "static rendezvous of run '%s': no MASTER_PORT from node rank 0: %s",
+                    cfg->run_id, mu_buf_str(&e));
+      code = MU_AGENT_EXIT_RENDEZVOUS;
+      goto out;
+    }
+    r->master_port = (int)port;
+  }
+  if (cfg->master_addr != NULL) {
+    mu_free(r->master_addr);
+    r->master_addr = mu_strdup(cfg->master_addr);
+  }
+out:
+  mu_free(val);
+  mu_free(seen);
+  mu_buf_release(&e);
+  return code;
+}
+
 /* Joins, retrying an unreachable endpoint until the join deadline (at most 30 s of retries).
  * Returns: 0, or an exit code with the message in err. */
 static int join(struct mu_agent *ag, struct mu_buf *err)
@@ -238,7 +364,8 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
   long long retry_until =
       now_ms() + (cfg->join_timeout_s < 30 ? (long long)(cfg->join_timeout_s * 1000) : 30000);
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  int warned = 0, code = 0;
+  int warned = 0, code = 0, offered_port = 0;
+  char ranks[48];
   struct waiter waiter;
   waiter_start(&waiter, ag);
   for (;;) {
@@ -268,7 +395,7 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
     o.node_id = ag->node_id;
     o.addr = ag->addr;
     o.local_world_size = cfg->nproc_per_node;
-    o.master_port = pick_free_port();
+    o.master_port = offered_port = pick_free_port();
     o.min_nodes = cfg->min_nodes;
     o.max_nodes = cfg->max_nodes;
     o.last_call_ms = cfg->last_call_s >= 0 ? (long)(cfg->last_call_s * 1000) : -1;
@@ -288,13 +415,15 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
   }
   waiter_stop(&waiter);
   mu_buf_release(&e);
+  if (code == 0 && cfg->static_rank >= 0)
+    code = static_ranks(ag, offered_port, err);
   if (code != 0)
     return code;
-  mu_agent_say(ag, MU_AGENT_PROGRESS,
-               "run '%s' round %ld: node rank %d of %d, ranks %d-%d of world %d, master %s:%d",
-               cfg->run_id, ag->round.round, ag->round.node_rank, ag->round.nnodes,
-               ag->round.rank_offset, ag->round.rank_offset + ag->round.local_world_size - 1,
-               ag->round.world_size, ag->round.master_addr, ag->round.master_port);
+  mu_agent_say(
+      ag, MU_AGENT_PROGRESS, "run '%s' round %ld: node rank %d of %d, %s of world %d, master %s:%d",
+      cfg->run_id, ag->round.round, ag->round.node_rank, ag->round.nnodes,
+      mu_agent_ranks(ranks, sizeof(ranks), ag->round.rank_offset, ag->round.local_world_size),
+      ag->round.world_size, ag->round.master_addr, ag->round.master_port);
   return 0;
 }
 
@@ -307,7 +436,13 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
 static void identify(struct mu_agent *ag)
 {
   const struct mu_agent_config *cfg = ag->cfg;
-  if (cfg->node_id != NULL) {
+  if (cfg->static_rank >= 0) {
+    /* static: the id carries the node rank (static_ranks() reads it back) */
+    char host[200] = "host";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(ag->node_id, sizeof(ag->node_id), "node%d-%s", cfg->static_rank,
+             cfg->node_id != NULL ? cfg->node_id : host);
+  } else if (cfg->node_id != NULL) {
     snprintf(ag->node_id, sizeof(ag->node_id), "%s", cfg->node_id);
   } else {
     char host[200] = "node";
@@ -388,20 +523,42 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
     goto out;
   }
   ag.rdzv->ops->set_timeout(ag.rdzv, 10000);
+  if (sig_pipe[0] < 0 && pipe(sig_pipe) == 0) {
+    for (int i = 0; i < 2; i++) {
+      fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+      fcntl(sig_pipe[i], F_SETFL, O_NONBLOCK);
+    }
+  }
+  if (sig_pipe[0] >= 0)
+    ag.rdzv->ops->set_cancel_fd(ag.rdzv, sig_pipe[0]);
   code = make_base_dir(&ag, err);
   if (code != 0)
     goto out;
   for (;;) {
+    if (sig_pipe[0] >= 0)
+      arm_join_signals();
     code = join(&ag, err);
+    if (sig_seen != 0) {
+      mu_buf_clear(err);
+      code = MU_AGENT_EXIT_SIGNAL_BASE + sig_seen;
+      goto out;
+    }
     if (code != 0)
       goto out;
+    if (sig_seen != 0) { /* between the join and the attempt's own handlers */
+      code = MU_AGENT_EXIT_SIGNAL_BASE + sig_seen;
+      goto out;
+    }
     enum mu_agent_outcome oc = mu_agent_attempt(&ag);
     if (ag.signal_seen != 0)
       oc = MU_AGENT_SIGNALED;
     mu_buf_clear(&e);
     switch (oc) {
     case MU_AGENT_SUCCEEDED:
-      mu_agent_say(&ag, MU_AGENT_PROGRESS, "all %d workers succeeded", ag.nworkers);
+      if (ag.nworkers == 1)
+        mu_agent_say(&ag, MU_AGENT_PROGRESS, "the worker succeeded");
+      else
+        mu_agent_say(&ag, MU_AGENT_PROGRESS, "all %d workers succeeded", ag.nworkers);
       if (ag.rdzv->ops->leave(ag.rdzv, cfg->run_id, ag.node_id, 1, NULL, &e) != 0)
         mu_agent_say(&ag, MU_AGENT_PROGRESS, "leave failed: %s", mu_buf_str(&e));
       code = MU_AGENT_EXIT_OK;

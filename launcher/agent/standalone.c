@@ -18,6 +18,7 @@ struct mu_agent_standalone {
   uv_async_t stop;
   uv_sem_t ready;
   struct rv_server *srv;
+  const char *host; /* borrowed until the server listens */
   int port;
   int rc;
 };
@@ -35,8 +36,8 @@ static void server_main(void *arg)
   struct rv_server_config cfg;
   uv_loop_init(&s->loop);
   rv_server_config_init(&cfg);
-  cfg.listen_host = "127.0.0.1";
-  cfg.listen_port = 0;
+  cfg.listen_host = s->host;
+  cfg.listen_port = s->port;
   s->srv = rv_server_new(&s->loop, &cfg);
   s->rc = rv_server_listen(s->srv);
   uv_async_init(&s->loop, &s->stop, on_stop);
@@ -54,8 +55,16 @@ static void server_main(void *arg)
 
 int mu_agent_standalone_start(struct mu_agent_standalone **out, char *ep, size_t eplen)
 {
+  return mu_agent_standalone_listen(out, "127.0.0.1", 0, ep, eplen);
+}
+
+int mu_agent_standalone_listen(struct mu_agent_standalone **out, const char *host, int port,
+                               char *ep, size_t eplen)
+{
   struct mu_agent_standalone *s = mu_calloc(1, sizeof(*s));
   *out = NULL;
+  s->host = host;
+  s->port = port;
   uv_sem_init(&s->ready, 0);
   if (uv_thread_create(&s->thread, server_main, s) != 0) {
     uv_sem_destroy(&s->ready);
@@ -70,7 +79,7 @@ int mu_agent_standalone_start(struct mu_agent_standalone **out, char *ep, size_t
     mu_free(s);
     return rc;
   }
-  snprintf(ep, eplen, "127.0.0.1:%d", s->port);
+  snprintf(ep, eplen, "%s:%d", strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host, s->port);
   *out = s;
   return 0;
 }

@@ -1,8 +1,12 @@
-/* muster log HANDLE[/ROLE[/REPLICA]] [-f] [--tail N] [--streams S]: print or follow logs.
- * Several replicas are printed with a "role/replica " prefix on each line (as TorchX). */
+/* muster log HANDLE[/ROLE[/REPLICA]] [-t] [--regex R] [--streams S] [--lines N]: print or
+ * follow logs, TorchX's options with TorchX's meanings (-t/--tail follows; every line by
+ * default). Several replicas are printed with a "role/replica " prefix on each line. */
+#include <errno.h>
+#include <regex.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "muster/mu.h"
@@ -13,30 +17,119 @@
 #include "log.h"
 #include "opts.h"
 
+/* Runs log_open in a child writing to a pipe and prints the lines that match re.
+ * Returns: 0, or 1 when the child's log_open failed (it printed why). */
+static int log_filtered(const struct mu_cli_job *j, const char *role, long replica,
+                        enum mu_log_stream stream, int follow, long lines, const regex_t *re)
+{
+  int fds[2];
+  if (pipe(fds) != 0) {
+    mu_error("cannot create a pipe: %s", strerror(errno));
+    return MU_EXIT_FAILED;
+  }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) {
+    mu_error("cannot fork: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return MU_EXIT_FAILED;
+  }
+  if (pid == 0) {
+    struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+    close(fds[0]);
+    int rc = j->s->log_open(j->app_id, role, replica, stream, follow, lines, fds[1], &j->cfg, &err);
+    if (rc != 0)
+      mu_error("%s", mu_buf_str(&err));
+    _exit(rc == 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  FILE *in = fdopen(fds[0], "r");
+  char line[65536];
+  int keep = 0, at_start = 1;
+  while (in != NULL && fgets(line, sizeof(line), in) != NULL) {
+    /* A line longer than the buffer goes by its first part's verdict. */
+    if (at_start)
+      keep = regexec(re, line, 0, NULL, 0) == 0;
+    if (keep)
+      fputs(line, stdout);
+    at_start = strchr(line, '\n') != NULL;
+  }
+  if (in != NULL)
+    fclose(in);
+  else
+    close(fds[0]);
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+    ;
+  return WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? 0 : MU_EXIT_FAILED;
+}
+
 int cmd_log(int argc, char **argv)
 {
   int follow = 0;
-  long tail = 0;
-  const char *streams = "combined";
+  long lines = 0;
+  const char *streams = "combined", *regex = NULL, *since = NULL, *until = NULL;
   const char *cfgstr = NULL;
+  regex_t re;
+  int have_re = 0;
   struct mu_opt opts[] = {
-      MU_OPT_BOOL('f', "follow", &follow, "keep printing until the job ends"),
-      MU_OPT_INT('t', "tail", &tail, "N", "only the last N lines of each replica"),
+      MU_OPT_BOOL('t', "tail", &follow, "follow: keep printing until the job ends (TorchX)"),
+      MU_OPT_BOOL('f', "follow", &follow, "the same as -t"),
+      MU_OPT_STRING(0, "regex", &regex, "RE", "only the lines that match RE (extended regex)"),
       MU_OPT_STRING(0, "streams", &streams, "S", "combined (default), stdout or stderr"),
+      MU_OPT_INT('n', "lines", &lines, "N", "only the last N lines of each replica (all: 0)"),
+      MU_OPT_STRING(0, "since", &since, "TIME", "not yet: muster's logs carry no timestamps"),
+      MU_OPT_STRING(0, "until", &until, "TIME", "not yet: muster's logs carry no timestamps"),
       MU_CLI_OPT_CFG(&cfgstr),
       MU_OPT_END(),
   };
-  int n = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT,
-                        "muster log [-f] [--tail N] [--streams S] HANDLE[/ROLE[/REPLICA]]");
-  if (n == MU_OPTS_HELP)
-    return 0;
-  if (n < 0)
+  /* Options go before or after the handle (TorchX's argparse takes both): each pass parses up
+   * to the next word, which becomes argv[0] of the next pass. */
+  char *pos[4] = {argv[0], NULL, NULL, NULL};
+  int npos = 1, curc = argc, n = 0;
+  char **curv = argv;
+  for (;;) {
+    n = mu_opts_parse(opts, curc, curv, MU_OPTS_STOP_AT_NONOPT,
+                      "muster log [-t] [--regex RE] [--streams S] [--lines N] "
+                      "HANDLE[/ROLE[/REPLICA]]");
+    if (n == MU_OPTS_HELP)
+      return 0;
+    if (n < 0)
+      return MU_EXIT_USAGE;
+    if (n >= curc)
+      break;
+    if (npos < 3)
+      pos[npos] = curv[n];
+    npos++;
+    curv += n;
+    curc -= n;
+  }
+  if (npos > 3)
+    npos = 3;
+  argc = npos;
+  argv = pos;
+  n = 1;
+  if (lines < 0) {
+    mu_error("--lines must be 0 or more, got %ld", lines);
     return MU_EXIT_USAGE;
-  if (tail < 0) {
-    mu_error("--tail must be 0 or more, got %ld", tail);
+  }
+  long num = 0;
+  if (follow && n + 1 < argc && mu_parse_long(argv[n], 0, 1L << 30, &num) == 0) {
+    mu_error("-t/--tail follows the log (as TorchX) and takes no number; for the last %ld lines "
+             "use --lines %ld",
+             num, num);
+    return MU_EXIT_USAGE;
+  }
+  if (since != NULL || until != NULL) {
+    mu_error("%s: not yet: the logs muster reads (local files, kubectl logs, Slurm output files) "
+             "carry no timestamps to filter on; use --regex or --lines",
+             since != NULL ? "--since" : "--until");
     return MU_EXIT_USAGE;
   }
   enum mu_log_stream stream;
+  if (streams == NULL)
+    streams = "combined";
   if (strcmp(streams, "combined") == 0)
     stream = MU_STREAM_COMBINED;
   else if (strcmp(streams, "stdout") == 0)
@@ -46,6 +139,16 @@ int cmd_log(int argc, char **argv)
   else {
     mu_error("--streams '%s': use combined, stdout or stderr", streams);
     return MU_EXIT_USAGE;
+  }
+  if (regex != NULL) {
+    int rrc = regcomp(&re, regex, REG_EXTENDED | REG_NOSUB);
+    if (rrc != 0) {
+      char why[256];
+      regerror(rrc, &re, why, sizeof(why));
+      mu_error("--regex '%s': %s", regex, why);
+      return MU_EXIT_USAGE;
+    }
+    have_re = 1;
   }
   struct mu_cli_job j = MU_CLI_JOB_INIT;
   struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
@@ -71,13 +174,19 @@ int cmd_log(int argc, char **argv)
     rc = MU_EXIT_FAILED;
     goto out;
   }
+  if (have_re) {
+    rc = log_filtered(&j, role, replica, stream, follow, lines, &re);
+    goto out;
+  }
   fflush(stdout);
-  if (j.s->log_open(j.app_id, role, replica, stream, follow, tail, STDOUT_FILENO, &j.cfg, &err) !=
+  if (j.s->log_open(j.app_id, role, replica, stream, follow, lines, STDOUT_FILENO, &j.cfg, &err) !=
       0) {
     mu_error("%s", mu_buf_str(&err));
     rc = MU_EXIT_FAILED;
   }
 out:
+  if (have_re)
+    regfree(&re);
   mu_free(role);
   mu_cli_job_release(&j);
   mu_buf_release(&err);

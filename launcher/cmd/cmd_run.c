@@ -334,11 +334,40 @@ static void catch_signals(void)
   sigaction(SIGHUP, &sa, NULL);
 }
 
+/* TorchX's `torchx run` options muster does not take, each refused by name with the reason. */
+static int refused_option(const struct mu_opt *opt, const char *value)
+{
+  (void)value;
+  mu_error("--%s: %s", opt->long_name, (const char *)opt->cb_data);
+  return MU_EUSAGE;
+}
+
+/* The run option among a component's arguments (before any `--`), as the user wrote it, or
+ * NULL: the words of opts, and -s/-cfg. */
+static const char *misplaced_run_option(const struct mu_opt *opts, int argc, char **argv)
+{
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0)
+      return NULL;
+    if (strcmp(a, "-s") == 0 || strcmp(a, "-cfg") == 0 || strncmp(a, "-cfg=", 5) == 0)
+      return a;
+    if (strncmp(a, "--", 2) != 0)
+      continue;
+    char name[64];
+    snprintf(name, sizeof(name), "%.*s", (int)strcspn(a + 2, "="), a + 2);
+    for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++)
+      if (o->long_name != NULL && mu_opt_name_eq(o->long_name, name))
+        return a;
+  }
+  return NULL;
+}
+
 int cmd_run(int argc, char **argv)
 {
   const char *sched_name = NULL;
   const char *cfgstr = NULL;
-  int dryrun = 0, wait = 0, json = 0, log = 0, no_log = 0;
+  int dryrun = 0, wait = 0, json = 0, log = 0, no_log = 0, tee_logs = 0;
   struct mu_opt opts[] = {
       MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED",
                     "the scheduler: local (default), kubernetes, slurm"),
@@ -352,6 +381,20 @@ int cmd_run(int argc, char **argv)
                   "stream the replicas' logs to stderr while waiting (default for local)"),
       MU_OPT_BOOL(0, "no-log", &no_log, "do not stream a local job's logs"),
       MU_OPT_BOOL(0, "json", &json, "--dryrun: print JSON; otherwise the handle as JSON"),
+      MU_OPT_STRING_F(0, "scheduler-args", &cfgstr, "K=V,...", "TorchX's name of -cfg",
+                      MU_OPT_HIDDEN),
+      MU_OPT_BOOL(0, "tee-logs", &tee_logs,
+                  "accepted (TorchX): --log lines always carry their role/replica prefix"),
+      MU_OPT_CALLBACK(
+          0, "parent-run-id", "ID", "refused: muster has no experiment tracker", refused_option,
+          (void *)"muster has no experiment tracker (TorchX's torchx.tracker); drop it", 0),
+      MU_OPT_CALLBACK(0, "stdin", NULL, "refused: give the options on the command line",
+                      refused_option,
+                      (void *)"muster reads no TorchXRunArgs JSON; give the options on the "
+                              "command line",
+                      MU_OPT_NOARG),
+      MU_OPT_CALLBACK(0, "buck-target", "T", "refused: muster does not build with buck",
+                      refused_option, (void *)"muster does not build with buck; drop it", 0),
       MU_OPT_END(),
   };
   struct mu_config file = MU_CONFIG_INIT;
@@ -421,7 +464,13 @@ int cmd_run(int argc, char **argv)
   if (rc != 0)
     goto out;
   if (mu_component_build(comp, cargc, cargv, &file, &app, &err) != 0) {
-    mu_error("%s", mu_buf_str(&err));
+    const char *misplaced = misplaced_run_option(opts, cargc, cargv);
+    if (misplaced != NULL)
+      mu_error("'%s' is an option of muster run, not of %s: put it before the component (muster "
+               "run %s %s ...)",
+               misplaced, comp_name, misplaced, comp_name);
+    else
+      mu_error("%s", mu_buf_str(&err));
     rc = MU_EXIT_USAGE;
     goto out;
   }

@@ -70,6 +70,86 @@ int mu_cli_handle(const char *arg, const struct mu_sched_ops **s, char **app_id,
   return 0;
 }
 
+/* The [cli:run] keys muster reads (the rest of TorchX's run flags go on the command line). */
+static const char *const cli_run_keys[] = {"scheduler", "component", "workspace", NULL};
+
+/* "[section] key" of the entry that is no word of `words` (NULL-terminated): named with the
+ * closest word. */
+static void config_unknown(const struct mu_config_entry *e, const char *what, const char *word,
+                           const char *const *words, const char *hint)
+{
+  struct mu_suggest sg;
+  mu_suggest_init(&sg, word);
+  for (size_t i = 0; words[i] != NULL; i++)
+    mu_suggest_add(&sg, words[i]);
+  const char *best = mu_suggest_best(&sg);
+  if (best != NULL)
+    mu_error("%s: unknown %s '%s'; did you mean '%s'? (%s)", e->where, what, word, best, hint);
+  else
+    mu_error("%s: unknown %s '%s' (%s)", e->where, what, word, hint);
+}
+
+int mu_cli_config_check(const struct mu_config *file)
+{
+  const char *sections[16];
+  size_t ns = 0;
+  int tracker_said = 0;
+  sections[ns++] = "cli:run";
+  for (size_t i = 0; mu_sched_at(i) != NULL && ns + 2 < sizeof(sections) / sizeof(sections[0]); i++)
+    sections[ns++] = mu_sched_at(i)->name;
+  sections[ns++] = "component:NAME";
+  sections[ns] = NULL;
+  if (file->torchx != NULL)
+    fprintf(stderr, "muster: note: read TorchX's config '%s' (no .musterconfig found)\n",
+            file->torchx);
+  for (size_t i = 0; i < file->n; i++) {
+    const struct mu_config_entry *e = &file->v[i];
+    const struct mu_sched_ops *s = NULL;
+    const char *sec = e->section;
+    if (strcmp(sec, "cli:run") == 0) {
+      size_t k = 0;
+      while (cli_run_keys[k] != NULL && strcmp(cli_run_keys[k], e->key) != 0)
+        k++;
+      if (cli_run_keys[k] == NULL) {
+        config_unknown(e, "[cli:run] key", e->key, cli_run_keys,
+                       "muster reads scheduler, component and workspace there; other run "
+                       "options go on the command line");
+        return MU_EXIT_USAGE;
+      }
+      continue;
+    }
+    if (strncmp(sec, "component:", 10) == 0)
+      continue; /* its keys are checked against the component when it is built */
+    if (strcmp(sec, "torchx:tracker") == 0 || strncmp(sec, "tracker:", 8) == 0) {
+      if (!tracker_said++)
+        fprintf(stderr, "muster: note: %s: [%s] ignored: muster has no experiment trackers\n",
+                e->where, sec);
+      continue;
+    }
+    s = mu_sched_find(sec);
+    if (s == NULL) {
+      config_unknown(e, "section", e->section, sections,
+                     "sections: [cli:run], [SCHEDULER], [component:NAME]");
+      return MU_EXIT_USAGE;
+    }
+    const struct mu_runopt *o = s->runopts;
+    while (o != NULL && o->name != NULL && strcmp(o->name, e->key) != 0)
+      o++;
+    if (o == NULL || o->name == NULL) {
+      const char *names[64];
+      size_t nn = 0;
+      for (o = s->runopts; o != NULL && o->name != NULL && nn + 1 < 64; o++)
+        names[nn++] = o->name;
+      names[nn] = NULL;
+      char hint[96];
+      snprintf(hint, sizeof(hint), "see 'muster runopts %s'", s->name);
+      config_unknown(e, "-cfg key", e->key, names, hint);
+      return MU_EXIT_USAGE;
+    }
+  }
+  return 0;
+}
+
 int mu_cli_cfg(const struct mu_sched_ops *s, const char *cfgstr, const struct mu_config *file,
                struct mu_cfg *out)
 {
@@ -85,6 +165,9 @@ int mu_cli_cfg(const struct mu_sched_ops *s, const char *cfgstr, const struct mu
     }
     file = &own;
   }
+  rc = mu_cli_config_check(file);
+  if (rc != 0)
+    goto out;
   if (mu_cfg_split(cfgstr, &cli, &err) != 0) {
     mu_error("-cfg: %s", mu_buf_str(&err));
     rc = MU_EXIT_USAGE;

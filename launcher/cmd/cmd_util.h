@@ -21,6 +21,11 @@ const struct mu_sched_ops *mu_cli_sched(const char *name);
 int mu_cli_cfg(const struct mu_sched_ops *s, const char *cfgstr, const struct mu_config *file,
                struct mu_cfg *out);
 
+/* Checks the config files' sections and keys ([cli:run], [SCHEDULER] runopts of every
+ * scheduler, [component:NAME] left to the component), and says which .torchxconfig was read.
+ * Returns: 0, or 2 after printing the unknown word with the closest one. */
+int mu_cli_config_check(const struct mu_config *file);
+
 /* The -cfg option row of the subcommands that look a job up (an mu_opts table entry; needs
  * opts.h), also spelt -cfg as TorchX does. p is a const char ** that receives the K=V,...
  * string. */

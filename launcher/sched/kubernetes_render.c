@@ -85,13 +85,15 @@ int mu_k8s_name_ok(const char *s)
   return 1;
 }
 
-/* Whether the job carries its own musterd task. */
+/* Whether the job carries its own musterd task (a bad -cfg rdzv is reported by the render). */
 static int rdzv_in_job(const struct mu_app *app, const struct mu_cfg *cfg)
 {
-  const char *r = mu_cfg_get(cfg, "rdzv");
-  if (r == NULL || strcmp(r, "auto") == 0)
-    return mu_app_mentions(app, "${rdzv_endpoint}");
-  return strcmp(r, "job") == 0;
+  struct mu_rdzv_choice rz;
+  struct mu_buf ignore = MU_BUF_INIT(1024);
+  int own = mu_cfg_rdzv(cfg, app, &rz, &ignore) == 0 && rz.own;
+  mu_free(rz.endpoint);
+  mu_buf_release(&ignore);
+  return own;
 }
 
 int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **out,
@@ -706,7 +708,7 @@ int mu_k8s_render(const struct mu_app *app, const struct mu_cfg *cfg, const char
   struct render_ctx x = {0};
   struct mu_strvec secrets = MU_STRVEC_INIT;
   const char *sched = mu_cfg_get(cfg, "scheduler_name"), *queue = mu_cfg_get(cfg, "queue");
-  const char *rdzv = mu_cfg_get(cfg, "rdzv"), *kq = mu_cfg_get(cfg, "kueue_queue");
+  const char *kq = mu_cfg_get(cfg, "kueue_queue");
   const char *pc = mu_cfg_get(cfg, "priority_class"), *ps = mu_cfg_get(cfg, "rdzv_port");
   cJSON *job = NULL, *meta, *spec, *plugins, *arr, *tasks, *l;
   long port = MU_K8S_RDZV_PORT, min_retry = -1, total = 0, ri, k;
@@ -730,16 +732,12 @@ int mu_k8s_render(const struct mu_app *app, const struct mu_cfg *cfg, const char
     mu_buf_printf(err, "-cfg rdzv_port: '%s' is not a port number (1-65535)", ps);
     return MU_EINVAL;
   }
-  own_rdzv = rdzv_in_job(app, cfg);
-  if (rdzv && strcmp(rdzv, "auto") != 0 && strcmp(rdzv, "job") != 0) {
-    const char *colon = strrchr(rdzv, ':');
-    long p;
-    if (colon == NULL || colon == rdzv || mu_parse_long(colon + 1, 1, 65535, &p) != 0) {
-      mu_buf_printf(err, "-cfg rdzv: '%s' is not auto, job or HOST:PORT (e.g. musterd:29400)",
-                    rdzv);
-      return MU_EINVAL;
-    }
-    x.rdzv = mu_strdup(rdzv);
+  struct mu_rdzv_choice rz;
+  if (mu_cfg_rdzv(cfg, app, &rz, err) != 0)
+    return MU_EINVAL;
+  own_rdzv = rz.own;
+  if (rz.endpoint != NULL) {
+    x.rdzv = rz.endpoint;
   } else if (own_rdzv) {
     x.rdzv = mu_asprintf("%s-musterd-0.%s:%ld", job_name, job_name, port);
   }

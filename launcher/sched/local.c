@@ -55,8 +55,9 @@ static const struct mu_runopt local_runopts[] = {
     {"fail_fast", MU_RUNOPT_BOOL, "true", 0,
      "stop the other replicas as soon as one fails (false: wait for all, as TorchX)"},
     {"rdzv", MU_RUNOPT_STR, "auto", 0,
-     "embedded musterd: auto (when the job uses ${rdzv_endpoint}), always, never, the "
-     "HOST:PORT of a running musterd, or etcd-v3://H1:P,H2:P (an etcd v3 cluster)"},
+     "rendezvous for ${rdzv_endpoint}: auto (an embedded musterd when a role uses it), job "
+     "(always), none, HOST:PORT of a running musterd or etcd, or etcd-v3://H1:P,H2:P (an etcd "
+     "v3 cluster)"},
     {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
 
@@ -141,21 +142,12 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   p->app_id = mu_app_id_make(app->name);
   p->root = log_root(cfg);
   p->app_dir = mu_asprintf("%s/%s", p->root, p->app_id);
-  const char *rdzv = mu_cfg_get(cfg, "rdzv");
-  if (rdzv == NULL || strcmp(rdzv, "auto") == 0)
-    p->rdzv = mu_app_mentions(app, "${rdzv_endpoint}");
-  else if (strcmp(rdzv, "always") == 0)
-    p->rdzv = 1;
-  else if (strcmp(rdzv, "never") == 0)
-    p->rdzv = 0;
-  else if (strchr(rdzv, ':') != NULL)
-    p->rdzv_external = mu_strdup(rdzv);
-  else {
-    mu_buf_printf(err, "-cfg rdzv='%s': use auto, always, never, HOST:PORT or etcd-v3://H1:P,H2:P",
-                  rdzv);
-    rc = MU_EINVAL;
+  struct mu_rdzv_choice rz;
+  rc = mu_cfg_rdzv(cfg, app, &rz, err);
+  if (rc != 0)
     goto out;
-  }
+  p->rdzv = rz.own;
+  p->rdzv_external = rz.endpoint;
   const char *g = mu_cfg_get(cfg, "grace_period");
   p->grace = 10;
   if (g != NULL && (mu_parse_long(g, 0, 3600, &p->grace) != 0)) {

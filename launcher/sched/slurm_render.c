@@ -59,13 +59,6 @@ static int quote_token(const char *s, struct mu_buf *out)
   }
 }
 
-static int valid_host_port(const char *s)
-{
-  const char *colon = strrchr(s, ':');
-  long p;
-  return colon && colon != s && mu_parse_long(colon + 1, 1, 65535, &p) == 0;
-}
-
 int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
                     const struct mu_slurm_env *env, struct mu_buf *script, struct mu_strvec *opts,
                     struct mu_buf *err)
@@ -84,14 +77,13 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
     mu_buf_puts(err, "app has no roles; a component must define at least one");
     return MU_EINVAL;
   }
-  if (rdzv == NULL || strcmp(rdzv, "auto") == 0)
-    own_rdzv = mu_app_mentions(app, "${rdzv_endpoint}");
-  else if (strcmp(rdzv, "job") == 0)
-    own_rdzv = 1;
-  else if (!valid_host_port(rdzv)) {
-    mu_buf_printf(err, "-cfg rdzv: '%s' is not auto, job or HOST:PORT (e.g. login1:29400)", rdzv);
+  struct mu_rdzv_choice rz;
+  if (mu_cfg_rdzv(cfg, app, &rz, err) != 0)
     return MU_EINVAL;
-  }
+  own_rdzv = rz.own;
+  if (rz.endpoint == NULL)
+    rdzv = NULL; /* the job's own musterd, or none: only an existing service is named */
+  mu_free(rz.endpoint);
   v = mu_cfg_get(cfg, "rdzv_port");
   if (v && mu_parse_long(v, 1, 65535, &port) != 0) {
     mu_buf_printf(err, "-cfg rdzv_port: '%s' is not a port number (1-65535)", v);
@@ -152,8 +144,7 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
       m.replica_id = rid;
       m.img_root = r->image ? r->image : "";
       m.rank0_env = SLURM_RANK0_ENV;
-      m.rdzv_endpoint =
-          rdzv && strcmp(rdzv, "auto") && strcmp(rdzv, "job") ? rdzv : "${rdzv_endpoint}";
+      m.rdzv_endpoint = rdzv ? rdzv : "${rdzv_endpoint}";
       m.num_replicas = nrep;
       if (!first)
         mu_buf_puts(&srun, " :\\\n     ");

@@ -393,6 +393,25 @@ static int cmp_str(const void *a, const void *b)
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The first sentence of a description (its lines joined): up to the first '.' that ends
+ * a word, or the end of the first paragraph. Ownership: a new string (mu_free). */
+static char *first_sentence(const char *desc)
+{
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  for (const char *p = desc; *p != '\0'; p++) {
+    if (p[0] == '\n' && p[1] == '\n')
+      break;
+    mu_buf_putc(&b, *p == '\n' ? ' ' : *p);
+    if (*p == '.' && (p[1] == ' ' || p[1] == '\n' || p[1] == '\0'))
+      break;
+  }
+  while (b.len > 0 && (b.data[b.len - 1] == ' ' || b.data[b.len - 1] == ':'))
+    b.len--;
+  char *s = mu_strndup(b.data ? b.data : "", b.len);
+  mu_buf_release(&b);
+  return s;
+}
+
 int mu_component_builtins(struct mu_strvec *names, struct mu_strvec *descs)
 {
   struct mu_strvec dirs = MU_STRVEC_INIT;
@@ -427,9 +446,7 @@ int mu_component_builtins(struct mu_strvec *names, struct mu_strvec *descs)
       struct mu_component *c = NULL;
       struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
       if (mu_component_load(found.v[i], &c, &e) == 0) {
-        const char *desc = mu_component_description(c);
-        size_t n = strcspn(desc, "\n");
-        mu_strvec_push_owned(descs, mu_strndup(desc, n));
+        mu_strvec_push_owned(descs, first_sentence(mu_component_description(c)));
       } else {
         mu_strvec_push(descs, "(cannot be loaded)");
       }

@@ -416,6 +416,38 @@ static int eval_expr(const struct eval *ev, const char *s, size_t n, struct mu_b
   return 0;
 }
 
+/* The scheduler macros (mu_macros_apply(), docs/components.md): the only ${...} that may name
+ * no parameter. */
+static const char *const scheduler_macros[] = {
+    "app_id", "replica_id", "img_root", "rank0_env", "num_replicas", "rdzv_endpoint", NULL};
+
+/* A ${ref} that is no parameter must be a scheduler macro: else an error naming it with the
+ * closest parameter or macro. Returns: 0, or MU_EINVAL with the message in ev->err. */
+static int unknown_macro(const struct eval *ev, const char *ref, size_t n)
+{
+  char name[128];
+  snprintf(name, sizeof(name), "%.*s", (int)n, ref);
+  for (size_t i = 0; scheduler_macros[i] != NULL; i++)
+    if (strcmp(scheduler_macros[i], name) == 0)
+      return 0;
+  const char *words[160];
+  size_t nw = 0;
+  for (size_t i = 0; i < ev->c->nparams && nw + 8 < sizeof(words) / sizeof(words[0]); i++)
+    words[nw++] = ev->c->params[i].name;
+  for (size_t i = 0; scheduler_macros[i] != NULL; i++)
+    words[nw++] = scheduler_macros[i];
+  words[nw] = NULL;
+  const char *best = mu_component_closest(words, name);
+  mu_buf_printf(ev->err, "%s: %s: '${%s}' is neither a parameter of %s nor a scheduler macro",
+                ev->c->where, ev->path, name, ev->c->name);
+  if (best != NULL)
+    mu_buf_printf(ev->err, "; did you mean '${%s}'?", best);
+  else
+    mu_buf_puts(ev->err, " (app_id, replica_id, img_root, rank0_env, num_replicas, "
+                         "rdzv_endpoint); write $${ for a literal ${");
+  return MU_EINVAL;
+}
+
 /* Interpolates a template string. If the whole string is one ${ref} to a list or map param,
  * *splice gets that value. Returns: 0, or MU_EINVAL. */
 static int interpolate(const struct eval *ev, const char *s, struct mu_buf *out,
@@ -440,6 +472,8 @@ static int interpolate(const struct eval *ev, const char *s, struct mu_buf *out,
       size_t before = out->len;
       eval_expr(ev, p + 2, (size_t)(close - p - 2), out, &known, &raw);
       if (known < 0)
+        return MU_EINVAL;
+      if (!known && unknown_macro(ev, p + 2, (size_t)(close - p - 2)) != 0)
         return MU_EINVAL;
       if (!known)
         mu_buf_append(out, p, (size_t)(close - p + 1)); /* a scheduler macro */

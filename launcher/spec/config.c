@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "muster/errno.h"
 
@@ -138,20 +139,54 @@ out:
   return rc;
 }
 
-int mu_config_load(struct mu_config *c, struct mu_buf *err)
+/* Loads $VAR when it is set (and not empty), else $HOME/NAME then ./NAME. *found counts the
+ * files that exist; *first (may be NULL) gets the first one's path. */
+static int load_set(struct mu_config *c, const char *var, const char *name, int *found,
+                    char **first, struct mu_buf *err)
 {
-  const char *env = getenv("MUSTERCONFIG");
-  if (env != NULL && env[0] != '\0')
-    return load_file(c, env, err);
+  const char *env = getenv(var);
   const char *home = getenv("HOME");
-  if (home != NULL && home[0] != '\0') {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/.musterconfig", home);
-    int rc = load_file(c, path, err);
+  char path[4096];
+  const char *paths[2];
+  size_t np = 0;
+  if (env != NULL && env[0] != '\0') {
+    paths[np++] = env;
+  } else {
+    if (home != NULL && home[0] != '\0') {
+      snprintf(path, sizeof(path), "%s/%s", home, name);
+      paths[np++] = path;
+    }
+    paths[np++] = name;
+  }
+  for (size_t i = 0; i < np; i++) {
+    if (access(paths[i], F_OK) != 0)
+      continue;
+    (*found)++;
+    if (first != NULL && *first == NULL)
+      *first = mu_strdup(paths[i]);
+    int rc = load_file(c, paths[i], err);
     if (rc != 0)
       return rc;
   }
-  return load_file(c, ".musterconfig", err);
+  return 0;
+}
+
+int mu_config_load(struct mu_config *c, struct mu_buf *err)
+{
+  int found = 0;
+  int rc = load_set(c, "MUSTERCONFIG", ".musterconfig", &found, NULL, err);
+  const char *env = getenv("MUSTERCONFIG");
+  if (rc != 0 || found > 0 || (env != NULL && env[0] != '\0'))
+    return rc;
+  rc = load_set(c, "TORCHXCONFIG", ".torchxconfig", &found, &c->torchx, err);
+  /* TorchX's local scheduler is local_cwd. */
+  for (size_t i = 0; i < c->n; i++) {
+    if (strcmp(c->v[i].section, "local_cwd") == 0) {
+      mu_free(c->v[i].section);
+      c->v[i].section = mu_strdup("local");
+    }
+  }
+  return rc;
 }
 
 const struct mu_config_entry *mu_config_find(const struct mu_config *c, const char *section,
@@ -174,7 +209,9 @@ void mu_config_release(struct mu_config *c)
     mu_free(c->v[i].where);
   }
   mu_free(c->v);
+  mu_free(c->torchx);
   c->v = NULL;
+  c->torchx = NULL;
   c->n = c->cap = 0;
 }
 
@@ -489,4 +526,98 @@ void mu_cfg_release(struct mu_cfg *cfg)
 {
   if (cfg != NULL)
     mu_kvlist_release(&cfg->values);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * -cfg rdzv: the words, then the endpoint forms (a scheme prefix each; "" is HOST:PORT).
+ */
+
+enum rdzv_word { RDZV_AUTO, RDZV_JOB, RDZV_NONE };
+static const struct {
+  const char *word;
+  enum rdzv_word what;
+} rdzv_words[] = {
+    {"auto", RDZV_AUTO}, {"job", RDZV_JOB},    {"always", RDZV_JOB},
+    {"none", RDZV_NONE}, {"never", RDZV_NONE},
+};
+static const struct {
+  const char *scheme; /* the prefix is scheme "://"; "" is a bare HOST:PORT */
+  const char *what;
+} rdzv_forms[] = {
+    {"", "HOST:PORT of a running musterd (or etcd with the v2 API)"},
+    {"etcd-v3", "etcd-v3://H1:P,H2:P,... (the members of an etcd v3 cluster)"},
+};
+
+/* HOST:PORT, or several separated by commas (a cluster's members). */
+static int host_port_ok(const char *s)
+{
+  char one[300];
+  for (;;) {
+    size_t n = strcspn(s, ",");
+    if (n == 0 || n >= sizeof(one))
+      return 0;
+    memcpy(one, s, n);
+    one[n] = '\0';
+    const char *colon = strrchr(one, ':');
+    long port = 0;
+    if (colon == NULL || colon == one || mu_parse_long(colon + 1, 1, 65535, &port) != 0)
+      return 0;
+    if (s[n] == '\0')
+      return 1;
+    s += n + 1;
+  }
+}
+
+int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rdzv_choice *out,
+                struct mu_buf *err)
+{
+  const char *v = mu_cfg_get(cfg, "rdzv");
+  memset(out, 0, sizeof(*out));
+  out->form = "";
+  if (v == NULL)
+    v = "auto";
+  int uses = app != NULL && mu_app_mentions(app, "${rdzv_endpoint}");
+  for (size_t i = 0; i < sizeof(rdzv_words) / sizeof(rdzv_words[0]); i++) {
+    if (strcmp(v, rdzv_words[i].word) != 0)
+      continue;
+    if (rdzv_words[i].what == RDZV_NONE && uses) {
+      mu_buf_printf(err,
+                    "-cfg rdzv=%s: the job uses ${rdzv_endpoint} and gets no musterd; use "
+                    "rdzv=auto, or rdzv=HOST:PORT of a running one",
+                    v);
+      return MU_EINVAL;
+    }
+    out->own = rdzv_words[i].what == RDZV_JOB || (rdzv_words[i].what == RDZV_AUTO && uses);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof(rdzv_forms) / sizeof(rdzv_forms[0]); i++) {
+    size_t n = strlen(rdzv_forms[i].scheme);
+    const char *rest = v;
+    if (n > 0) {
+      if (strncmp(v, rdzv_forms[i].scheme, n) != 0 || strncmp(v + n, "://", 3) != 0)
+        continue;
+      rest = v + n + 3;
+    } else if (strstr(v, "://") != NULL) {
+      continue;
+    }
+    if (host_port_ok(rest)) {
+      out->endpoint = mu_strdup(v);
+      out->form = rdzv_forms[i].scheme;
+      return 0;
+    }
+  }
+  struct mu_suggest sg;
+  mu_suggest_init(&sg, v);
+  for (size_t i = 0; i < sizeof(rdzv_words) / sizeof(rdzv_words[0]); i++)
+    mu_suggest_add(&sg, rdzv_words[i].word);
+  const char *best = mu_suggest_best(&sg);
+  mu_buf_printf(err, "-cfg rdzv='%s' is not known", v);
+  if (best != NULL)
+    mu_buf_printf(err, "; did you mean '%s'?", best);
+  mu_buf_puts(err, "; use auto (a musterd for the job when it uses ${rdzv_endpoint}), job "
+                   "(always one), none");
+  for (size_t i = 0; i < sizeof(rdzv_forms) / sizeof(rdzv_forms[0]); i++)
+    mu_buf_printf(err, ", %s%s%s", rdzv_forms[i].scheme, rdzv_forms[i].scheme[0] ? "://" : "",
+                  rdzv_forms[i].what);
+  return MU_EINVAL;
 }

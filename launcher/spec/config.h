@@ -6,6 +6,7 @@
  * $HOME/.musterconfig then ./.musterconfig; a key in an earlier file is never overridden by a
  * later one. Sections: `[cli:run]` (scheduler=, component=), `[<scheduler>]` (runopts),
  * `[component:<name>]` (component argument defaults, as strings). The literal `None` unsets.
+ * A .torchxconfig is read when there is no .musterconfig (mu_config_load()).
  */
 #ifndef MU_CONFIG_H
 #define MU_CONFIG_H
@@ -56,17 +57,21 @@ struct mu_config {
   struct mu_config_entry *v;
   size_t n;
   size_t cap;
+  char *torchx; /* the .torchxconfig read in place of a .musterconfig, or NULL */
 };
 #define MU_CONFIG_INIT                                                                             \
   {                                                                                                \
-    NULL, 0, 0                                                                                     \
+    NULL, 0, 0, NULL                                                                               \
   }
 
 /* Parses INI text into c; `where` names the source in messages. Keys already present in the
  * same section are kept (earlier files win). Returns: 0, or MU_EPARSE with "path:line: ..." in
  * err. */
 int mu_config_parse(struct mu_config *c, const char *text, const char *where, struct mu_buf *err);
-/* Loads the files in precedence order (see above). A missing file is not an error.
+/* Loads the files in precedence order (see above). A missing file is not an error. When none
+ * of them exists (and $MUSTERCONFIG is unset), TorchX's are read instead, by TorchX's rules:
+ * only $TORCHXCONFIG when set, else $HOME/.torchxconfig then ./.torchxconfig; c->torchx then
+ * names the first one read (the caller says so to the user).
  * Returns: 0, or MU_EPARSE / a negative errno with the message in err. */
 int mu_config_load(struct mu_config *c, struct mu_buf *err);
 /* Returns: the entry or NULL. Ownership: borrowed. */
@@ -92,5 +97,24 @@ int mu_cfg_resolve(const char *sched, const struct mu_runopt *runopts, const str
  * matching quotes loses them and is split again inside ("a=b:NoSchedule;c=d";spot gives three
  * items). Appends to out. */
 void mu_cfg_split_list(const char *v, struct mu_strvec *out);
+
+/* The `rdzv` runopt, one vocabulary for every scheduler (docs/cli.md, "-cfg rdzv"):
+ *   auto      a musterd for the job when a role uses ${rdzv_endpoint} (the default)
+ *   job       always a musterd for the job (`always` is the old local spelling)
+ *   none      no musterd for the job (`never` is the old local spelling); a role that uses
+ *             ${rdzv_endpoint} is then an error
+ *   HOST:PORT an existing musterd (or etcd with the v2 API) that the job uses
+ * A new endpoint form (a scheme prefix such as etcd-v3://) is one more row of the table in
+ * config.c. */
+struct mu_rdzv_choice {
+  int own;          /* 1: the job runs its own musterd */
+  char *endpoint;   /* an existing service ("HOST:PORT", or a form's full text), else NULL */
+  const char *form; /* the endpoint's form: "" for HOST:PORT, else its scheme ("etcd-v3") */
+};
+
+/* Reads cfg's `rdzv` (unset = auto) for app. Returns: 0, or MU_EINVAL with the word, the closest
+ * one and the vocabulary in err. Ownership: out->endpoint is the caller's (mu_free). */
+int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rdzv_choice *out,
+                struct mu_buf *err);
 
 #endif

@@ -6,6 +6,7 @@
 . "$(dirname "$0")/../lib.sh"
 t_fake_kubectl
 h=kubernetes://muster/ml:echo-42
+t_kubectl_job ml echo-42
 for trio in Pending:PENDING:0 Running:RUNNING:0 Restarting:RUNNING:0 Completed:SUCCEEDED:0 \
             Failed:FAILED:1 Terminated:FAILED:1 Aborted:CANCELLED:1 NoStatus:UNKNOWN:1; do
   IFS=: read -r phase state want <<<"$trio"

@@ -57,7 +57,7 @@ t_expect_eq "replica 2 stdout" "$(cat "$T_DIR/logs/$id/sh/2/stdout.log")" "out 2
 t_expect_eq "replica 2 stderr" "$(cat "$T_DIR/logs/$id/sh/2/stderr.log")" "err"
 t_expect_eq "all replicas prefixed" "$("$MUSTER" log --streams stdout "$h" | sort | tr '\n' '|')" \
   "sh/0 out 0|sh/1 out 1|sh/2 out 2|"
-t_expect_eq "--tail" "$("$MUSTER" log --tail 1 "$h/sh/1")" "err"
+t_expect_eq "--lines 1" "$("$MUSTER" log --lines 1 "$h/sh/1")" "err"
 # Device slices per replica.
 "$MUSTER" run -cfg devices_per_replica=2 utils.sh --num_replicas 2 -- 'echo $CUDA_VISIBLE_DEVICES' >"$T_DIR/h" 2>/dev/null
 h=$(cat "$T_DIR/h")

@@ -110,9 +110,10 @@ fi
 
 # 5. Kubernetes: the failed pod's log (here a real agent's output) holds the record line.
 t_fake_kubectl
+t_kubectl_job ml echo-42
 mkdir -p "$T_DIR/pods"
 cp "$T_DIR/pod.log" "$T_DIR/pods/echo-42-echo-0-0.log"
-out=$(KUBECTL_PHASE=Failed KUBECTL_LOGS_DIR=$T_DIR/pods "$MUSTER" status \
+out=$(KUBECTL_PHASE=Failed KUBECTL_TAIL=200 KUBECTL_LOGS_DIR=$T_DIR/pods "$MUSTER" status \
   kubernetes://muster/ml:echo-42 2>&1)
 t_expect_match "kubernetes: Root Cause from the pod's log" "$out" "Root Cause: rank 2 .*: $want"
 grep -q -- "-n ml logs echo-42-echo-0-0 --tail=200" calls && t_ok "kubernetes: read the failed pod's log" ||

@@ -42,15 +42,22 @@ t_expect_match "list: completed" "$out" "kubernetes://muster/default:echo-abc123
 t_expect_match "list: running" "$out" "kubernetes://muster/default:train-def456 +train +RUNNING"
 t_expect_match "list: terminated" "$out" "kubernetes://muster/default:bert-ghi789 +bert +FAILED"
 
-# cancel: delete the CR (after checking it is not terminal).
-KUBECTL_PHASE=Running "$MUSTER" cancel "$h" >/dev/null 2>&1
-t_expect_match "cancel deletes the job" "$(tail -1 calls)" \
-  "^-n ml delete jobs.batch.volcano.sh echo-42$"
 
 # log: the pod of role/replica, -f follows.
 out=$(KUBECTL_PHASE=Completed "$MUSTER" log "$h/echo/1" 2>&1)
 t_expect_match "log reads the pod of echo/1" "$out" "log line 1 from echo-42-echo-1-0"
 grep -q -- "-n ml logs echo-42-echo-1-0" calls && t_ok "logs call" || t_fail "logs call: $(cat calls)"
+
+# cancel: delete the CR (after checking it is not terminal).
+KUBECTL_PHASE=Running "$MUSTER" cancel "$h" >/dev/null 2>&1
+t_expect_match "cancel deletes the job" "$(tail -1 calls)" \
+  "^-n ml delete jobs.batch.volcano.sh echo-42$"
+out=$("$MUSTER" status "$h" 2>&1)
+t_expect_match "after cancel the cluster has no such job" "$out" 'NotFound.*"echo-42" not found'
+out=$("$MUSTER" log "$h/echo/1" 2>&1)
+t_expect_match "nor its pods" "$out" 'NotFound.*pods "echo-42-echo-1-0" not found'
+out=$("$MUSTER" status kubernetes://muster/ml:never-created 2>&1)
+t_expect_match "a job never created: NotFound" "$out" '"never-created" not found'
 
 # run --wait follows the job to its end and exits with its outcome.
 KUBECTL_PHASE=Completed MUSTER_APP_ID=echo-46 timeout 60 "$MUSTER" run -s kubernetes --wait \

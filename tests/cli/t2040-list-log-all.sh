@@ -16,8 +16,9 @@ esac
 EOF
 chmod +x "$T_DIR/bin/squeue"
 export PATH=$T_DIR/bin:$MU_SOURCE_DIR/tests/fixtures/bin:$PATH
-export KUBECTL_RECORD=$T_DIR/calls
+export KUBECTL_RECORD=$T_DIR/calls KUBECTL_STATE=$T_DIR/kubectl-jobs
 cd "$T_DIR" || exit 1
+t_kubectl_job ml echo-42 # submitted before the test
 
 # ---- list: -cfg reaches the scheduler
 out=$("$MUSTER" list -s kubernetes -cfg namespace=ml 2>&1)
@@ -71,10 +72,18 @@ t_expect_eq "k8s log of a role: both replicas" "$(printf '%s\n' "$out" | grep -c
 out=$(KUBECTL_PHASE=Running "$MUSTER" log kubernetes://muster/ml:echo-42/echo/1 2>&1)
 t_expect_eq "k8s log of one replica: no prefix" "$out" "log line 1 from echo-42-echo-1-0
 log line 2 from echo-42-echo-1-0"
-out=$(KUBECTL_PHASE=Running "$MUSTER" log -f --tail 5 kubernetes://muster/ml:echo-42 2>&1)
-t_expect_eq "k8s log -f all: exit 0" "$?" 0
-t_expect_match "k8s log -f all: -f and --tail reach kubectl" "$(grep ' logs ' calls | tail -1)" \
-  "logs echo-42-echo-[01]-0 -f --tail=5$"
+out=$(KUBECTL_TAIL=5 KUBECTL_PHASE=Running "$MUSTER" log -t --lines 5 \
+  kubernetes://muster/ml:echo-42 2>&1)
+t_expect_eq "k8s log -t --lines 5 all: exit 0" "$?" 0
+t_expect_match "k8s log -t --lines 5 all: -f and --tail=5 reach kubectl" \
+  "$(grep ' logs ' calls | tail -1)" "logs echo-42-echo-[01]-0 -f --tail=5$"
+: >calls
+out=$(KUBECTL_PHASE=Running "$MUSTER" log -t kubernetes://muster/ml:echo-42/echo/0 2>&1)
+t_expect_eq "k8s log -t (TorchX: follow): every line, no --tail" "$out" \
+  "log line 1 from echo-42-echo-0-0
+log line 2 from echo-42-echo-0-0"
+t_expect_eq "k8s log -t: kubectl logs -f, nothing else" "$(cat calls)" \
+  "-n ml logs echo-42-echo-0-0 -f"
 out=$(KUBECTL_PHASE=Running "$MUSTER" log kubernetes://muster/ml:echo-42/nope 2>&1)
 t_expect_eq "k8s log unknown role: exit 1" "$?" 1
 t_expect_match "k8s log unknown role: named" "$out" "has no role 'nope'"

@@ -44,7 +44,7 @@ if grep -q musterd <<<"$out"; then t_fail "rdzv=HOST:PORT starts no musterd"; el
   t_ok "rdzv=HOST:PORT starts no musterd"; fi
 t_expect_match "rdzv=HOST:PORT is the endpoint" "$out" "muster agent --rdzv-endpoint login1:2379 "
 out=$("$MUSTER" run -s slurm --dryrun -cfg rdzv=nowhere "$C" 2>&1)
-t_expect_match "bad rdzv" "$out" "-cfg rdzv: 'nowhere' is not auto, job or HOST:PORT"
+t_expect_match "bad rdzv" "$out" "-cfg rdzv='nowhere' is not known; use auto"
 out=$("$MUSTER" run -s slurm --dryrun -cfg rdzv_port=99999 "$C" 2>&1)
 t_expect_match "bad rdzv_port" "$out" "rdzv_port: '99999' is not a port number"
 out=$("$MUSTER" run -s slurm --dryrun -cfg partion=x "$C" 2>&1)

@@ -5,7 +5,7 @@
 
 out=$("$MUSTER" agent --nnodes 2 --rdzv-endpoint 127.0.0.1:1 --rdzv-id x 2>&1); rc=$?
 t_expect_eq "no command: usage" "$rc" 2
-t_expect_match "no command: message" "$out" "no worker command; put it after '--'"
+t_expect_match "no command: message" "$out" "no worker command; give a script"
 out=$("$MUSTER" agent --nnodes 4:2 --rdzv-endpoint 127.0.0.1:1 --rdzv-id x -- true 2>&1); rc=$?
 t_expect_eq "bad nnodes: usage" "$rc" 2
 t_expect_match "bad nnodes: message" "$out" "MAX \(2\) is below MIN \(4\)"

@@ -175,7 +175,46 @@ TEST(agent__worker_env)
   mu_agent_worker_env(&cfg, "h:1", &r, 0, 0, NULL, base2, &env);
   ASSERT_STR_EQ(env_get(&env, "OMP_NUM_THREADS"), "8");
   ASSERT_NULL(env_get(&env, "TORCHELASTIC_ERROR_FILE"));
+  ASSERT_STR_EQ(env_get(&env, "TORCHELASTIC_USE_AGENT_STORE"), "False");
+  ASSERT_STR_EQ(env_get(&env, "NCCL_ASYNC_ERROR_HANDLING"), "1");
   mu_strvec_release(&env);
+  /* As torchrun: one worker per node gets no OMP_NUM_THREADS; a user's NCCL setting stays. */
+  char e[] = "NCCL_ASYNC_ERROR_HANDLING=0";
+  char *base3[] = {e, NULL};
+  r.local_world_size = 1;
+  mu_agent_worker_env(&cfg, "h:1", &r, 0, 0, NULL, base3, &env);
+  ASSERT_NULL(env_get(&env, "OMP_NUM_THREADS"));
+  ASSERT_STR_EQ(env_get(&env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
+  mu_strvec_release(&env);
+}
+
+TEST(agent__parse_std)
+{
+  struct mu_buf err = MU_BUF_INIT(1024);
+  int m = -1;
+  ASSERT_EQ(mu_agent_parse_std("3", 5, &m, &err), 0);
+  ASSERT_EQ(m, 3);
+  ASSERT_EQ(mu_agent_parse_std("0:1,1:2", 1, &m, &err), 0);
+  ASSERT_EQ(m, 2);
+  ASSERT_EQ(mu_agent_parse_std("0:1,1:2", 2, &m, &err), 0);
+  ASSERT_EQ(m, 0);
+  ASSERT_EQ(mu_agent_parse_std("4", 0, &m, &err), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "expected 0 (none)"));
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_agent_parse_std("0:1,x", 0, &m, &err), MU_EINVAL);
+  mu_buf_release(&err);
+  /* The console: --log-dir alone is quiet; --redirects 1 hides stdout only; --tee shows it. */
+  struct mu_agent_config cfg;
+  mu_agent_config_init(&cfg);
+  ASSERT_EQ(mu_agent_console(&cfg, 0, 1), 1);
+  cfg.log_dir = "/tmp";
+  ASSERT_EQ(mu_agent_console(&cfg, 0, 1), 0);
+  cfg.redirects_spec = "1";
+  ASSERT_EQ(mu_agent_console(&cfg, 0, 1), 0);
+  ASSERT_EQ(mu_agent_console(&cfg, 0, 2), 1);
+  cfg.tee_spec = "0:1";
+  ASSERT_EQ(mu_agent_console(&cfg, 0, 1), 1);
+  ASSERT_EQ(mu_agent_console(&cfg, 1, 1), 0);
 }
 
 static void write_file(const char *path, const char *text)
