@@ -11,6 +11,8 @@
 
 #include "muster/errno.h"
 
+#include "alloc.h"
+
 int mu_write_all(int fd, const void *p, size_t n)
 {
   const char *c = p;
@@ -172,4 +174,32 @@ out:
     close(fd);
   unlink(tmp);
   return rc;
+}
+
+char *mu_self_exe(void)
+{
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0)
+    return NULL;
+  exe[n] = '\0';
+  return mu_strdup(exe);
+}
+
+char *mu_sibling_exe(const char *name)
+{
+  char *exe = mu_self_exe(), *slash, *path = NULL;
+  if (exe == NULL)
+    return NULL;
+  slash = strrchr(exe, '/');
+  if (slash != NULL) {
+    *slash = '\0';
+    path = mu_asprintf("%s/%s", exe, name);
+    if (access(path, X_OK) != 0) {
+      mu_free(path);
+      path = NULL;
+    }
+  }
+  mu_free(exe);
+  return path;
 }

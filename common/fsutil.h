@@ -37,4 +37,11 @@ enum mu_write_file_flags {
  * Returns: 0, or -errno (the temporary file is removed). Ownership: borrows everything. */
 int mu_write_file_atomic(const char *path, const void *data, size_t len, int mode, unsigned flags);
 
+/* The absolute path of the running program (/proc/self/exe), and the path of a program named
+ * `name` in the same directory when that one is executable (musterd beside muster).
+ * Returns: the path, or NULL when it cannot be read / there is none.
+ * Ownership: the caller frees it with mu_free(). */
+char *mu_self_exe(void);
+char *mu_sibling_exe(const char *name);
+
 #endif
