@@ -37,3 +37,8 @@ add_custom_command(
           ${CMAKE_CURRENT_SOURCE_DIR}/bundle.sh
   COMMENT "Bundling the portable muster into ${MU_PORTABLE_DIR}/muster")
 add_custom_target(portable ALL DEPENDS ${MU_PORTABLE_DIR}/bundle.stamp)
+
+# The stand-in user program of the two-image pod test: static, libc only (tests/fixtures).
+add_executable(sum_static ${CMAKE_SOURCE_DIR}/tests/fixtures/workers/sum_static.c)
+target_link_options(sum_static PRIVATE -static)
+set_target_properties(sum_static PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${MU_PORTABLE_DIR}/test)

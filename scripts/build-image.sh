@@ -35,7 +35,12 @@ opts=(--storage-driver vfs)
 buildah "${opts[@]}" bud --quiet --format docker --layers=false -f "$here/deploy/Containerfile" \
   -t "$tag" "$ctx"
 if [ -n "$push" ]; then
-  buildah "${opts[@]}" push --quiet --tls-verify="${MU_IMAGE_TLS_VERIFY:-true}" \
-    --digestfile "$ctx/digest" "$tag" "$push"
+  # One try: an unreachable or refusing registry is reported at once, in buildah's words.
+  if ! buildah "${opts[@]}" push --quiet --retry 0 --tls-verify="${MU_IMAGE_TLS_VERIFY:-true}" \
+    --digestfile "$ctx/digest" "$tag" "$push" 2>"$ctx/push.err"; then
+    echo "build-image: cannot push $tag to $push: $(tail -1 "$ctx/push.err")" >&2
+    echo "build-image: check that the registry runs and accepts pushes (a plain-HTTP one needs MU_IMAGE_TLS_VERIFY=false)" >&2
+    exit 1
+  fi
   echo "digest: $(cat "$ctx/digest")"
 fi
