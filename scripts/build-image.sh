@@ -36,7 +36,7 @@ buildah "${opts[@]}" bud --quiet --format docker --layers=false -f "$here/deploy
   -t "$tag" "$ctx"
 if [ -n "$push" ]; then
   # One try: an unreachable or refusing registry is reported at once, in buildah's words.
-  if ! buildah "${opts[@]}" push --quiet --retry 0 --tls-verify="${MU_IMAGE_TLS_VERIFY:-true}" \
+  if ! buildah "${opts[@]}" push --quiet --retry 0 --retry-delay 1ms --tls-verify="${MU_IMAGE_TLS_VERIFY:-true}" \
     --digestfile "$ctx/digest" "$tag" "$push" 2>"$ctx/push.err"; then
     echo "build-image: cannot push $tag to $push: $(tail -1 "$ctx/push.err")" >&2
     echo "build-image: check that the registry runs and accepts pushes (a plain-HTTP one needs MU_IMAGE_TLS_VERIFY=false)" >&2

@@ -13,8 +13,11 @@
 #     with the emptyDir bind-mounted at its mountPath, then the training container's command,
 #     argv and env exactly as in the YAML, in a chroot of the user image with the same emptyDir
 #     at /muster. All 4 ranks verify their sum.
+#  5. --workspace (run before 4): a directory layered on the user image, pushed, the manifest
+#     names it by digest; the pulled image holds the files, .dockerignore's excluded.
 #  4. Bad input: a root without /etc/hosts (a clear error naming it, then the name resolves
-#     once /etc/hosts has it), a missing muster_image, a registry that is not there.
+#     once /etc/hosts has it), a missing muster_image, a registry that is not there (for
+#     the image and for --workspace), --workspace without image_repo.
 # Under MU_SANITIZED=1 (the ASan build, which has no portable bundle: sanitizers need the
 # host's loader) the image is the normal build's: only what this build's muster does runs
 # (the manifest's init container, a missing muster_image, `muster deploy agent`).
@@ -185,6 +188,49 @@ t_expect_match "the init container copied the agent" "$(cat "$T_DIR/init-0.log")
 n=$(cat "$T_DIR"/pod-[01].log | grep -c 'sum ok, world 4')
 t_expect_eq "4 ranks of the user's static program verified their sum" "$n" 4
 [ "$n" = 4 ] || tail -5 "$T_DIR"/init-[01].log "$T_DIR"/pod-[01].log | sed 's/^/# /'
+
+# --- 5. --workspace: DIR on the role's image, pushed, the job names the digest -------------------
+cat >"$T_DIR/storage.conf" <<CONF
+[storage]
+driver = "vfs"
+graphroot = "$BS/root"
+runroot = "$BS/run"
+CONF
+printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$REG" >"$T_DIR/registries.conf"
+export CONTAINERS_STORAGE_CONF=$T_DIR/storage.conf CONTAINERS_REGISTRIES_CONF=$T_DIR/registries.conf
+WS=$T_DIR/ws
+mkdir -p "$WS/sub" "$WS/.git"
+echo "lr=0.1" >"$WS/params.txt"
+echo "print('model')" >"$WS/sub/model.py"
+echo "secret" >"$WS/sub/creds.key"
+echo "ref" >"$WS/.git/HEAD"
+printf '*.key\n**/*.key\n.git\n' >"$WS/.dockerignore"
+"$MUSTER" run -s kubernetes --dryrun --json --workspace "$WS" \
+  -cfg "queue=q,muster_image=$REG/muster:test,image_repo=$REG/ws" dist.ddp -j 2x2 \
+  --image "$REG/user:test" --script /app/sum_static >"$T_DIR/ws.json" 2>"$T_DIR/ws.err"
+t_expect_eq "run --workspace exits 0" "$?" 0
+img=$($PY -c 'import json,sys,yaml
+j = yaml.safe_load(json.load(open(sys.argv[1]))["request"])
+print(" ".join(sorted({t["template"]["spec"]["containers"][0]["image"] for t in j["spec"]["tasks"] if t["name"] != "musterd"})))' "$T_DIR/ws.json" 2>&1)
+t_expect_match "the manifest names the pushed image by digest" "$img" "^$REG/ws@sha256:[0-9a-f]{64}$"
+if skopeo copy --quiet --src-tls-verify=false "docker://$img" "oci:$T_DIR/oci-ws:ws" >"$T_DIR/pull-ws.log" 2>&1 &&
+  umoci unpack --image "$T_DIR/oci-ws:ws" "$T_DIR/wsimg" >>"$T_DIR/pull-ws.log" 2>&1; then
+  files=$(cd "$T_DIR/wsimg/rootfs" && find . -type f | sort | tr '\n' ' ')
+  t_expect_eq "the pushed image holds the workspace on the user's image, excludes left out" "$files" \
+    "./.dockerignore ./app/sum_static ./params.txt ./sub/model.py "
+else
+  t_fail "pull the workspace image by digest: $(tail -3 "$T_DIR/pull-ws.log") $(cat "$T_DIR/ws.err")"
+fi
+out=$("$MUSTER" run -s kubernetes --dryrun --workspace "$WS" \
+  -cfg "queue=q,muster_image=m:1,image_repo=127.0.0.1:$(t_free_port)/ws" dist.ddp -j 1x1 \
+  --image "$REG/user:test" --script /app/sum_static 2>&1)
+t_expect_eq "--workspace to a registry that is not there: exit 1" "$?" 1
+t_expect_match "... names the push" "$out" "buildah push \(to -cfg image_repo\) failed"
+t_expect_match "... and says the registry cannot be reached" "$out" "hint: the registry of -cfg image_repo cannot be reached"
+out=$("$MUSTER" run -s kubernetes --dryrun --workspace "$WS" -cfg queue=q,muster_image=m:1 dist.ddp \
+  --image "$REG/user:test" --script /x 2>&1)
+t_expect_match "--workspace without image_repo: named" "$out" "--workspace needs -cfg image_repo"
+unset CONTAINERS_STORAGE_CONF CONTAINERS_REGISTRIES_CONF
 
 # --- 4. bad input ----------------------------------------------------------------------------
 out=$(in_root "$R" /muster/bin/muster agent --nnodes 1 --nproc-per-node 1 --join-timeout 2 \
