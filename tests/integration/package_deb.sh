@@ -120,13 +120,17 @@ int main(int argc, char **argv)
     return 1;
   }
   printf("%.*s rank %d of %d\n", (int)n, v, r.node_rank, r.nnodes);
+  mu_free(v);
+  mu_round_release(&r);
   mu_client_free(c);
   return 0;
 }
 C
 flags=$(PKG_CONFIG_LIBDIR=$R/usr/lib/pkgconfig pkg-config --cflags --libs muster)
 t_expect_match "pkg-config --cflags --libs muster" "$flags" "-I$R/usr/lib/pkgconfig/../../include.*-lmuster"
-if cc -o "$T_DIR/kv" "$T_DIR/kv.c" $flags -Wl,-rpath,"$R/usr/lib" >"$T_DIR/cc.log" 2>&1; then
+san=""
+[ "$MU_SANITIZED" = 1 ] && san="-fsanitize=address,undefined" # the library carries ASan's runtime
+if cc $san -o "$T_DIR/kv" "$T_DIR/kv.c" $flags -Wl,-rpath,"$R/usr/lib" >"$T_DIR/cc.log" 2>&1; then
   t_start_musterd
   t_expect_eq "client program built from the package" "$("$T_DIR/kv" "$MUSTERD_URL" 2>&1)" "hello rank 0 of 1"
 else
