@@ -6,10 +6,14 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "muster/errno.h"
+
+#include "alloc.h"
+#include "buf.h"
 
 int mu_write_all(int fd, const void *p, size_t n)
 {
@@ -171,5 +175,123 @@ out:
   if (fd >= 0)
     close(fd);
   unlink(tmp);
+  return rc;
+}
+
+char *mu_self_exe(void)
+{
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0)
+    return NULL;
+  exe[n] = '\0';
+  return mu_strdup(exe);
+}
+
+char *mu_sibling_exe(const char *name)
+{
+  char *exe = mu_self_exe(), *slash, *path = NULL;
+  if (exe == NULL)
+    return NULL;
+  slash = strrchr(exe, '/');
+  if (slash != NULL) {
+    *slash = '\0';
+    path = mu_asprintf("%s/%s", exe, name);
+    if (access(path, X_OK) != 0) {
+      mu_free(path);
+      path = NULL;
+    }
+  }
+  mu_free(exe);
+  return path;
+}
+
+static int copy_file(const char *src, const char *dst, mode_t mode, struct mu_buf *err)
+{
+  char *tmp = mu_asprintf("%s.tmp.%ld", dst, (long)getpid()), buf[65536];
+  int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = 0;
+  ssize_t n;
+  if (in < 0) {
+    mu_buf_printf(err, "cannot read '%s': %s", src, strerror(errno));
+    rc = MU_EIO;
+    goto out;
+  }
+  out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode & 07777);
+  if (out < 0) {
+    mu_buf_printf(err, "cannot create '%s': %s", tmp, strerror(errno));
+    rc = MU_EIO;
+    goto out;
+  }
+  while ((n = read(in, buf, sizeof(buf))) > 0) {
+    if (mu_write_all(out, buf, (size_t)n) != 0) {
+      mu_buf_printf(err, "cannot write '%s': %s", tmp, strerror(errno));
+      rc = MU_EIO;
+      goto out;
+    }
+  }
+  if (n < 0 || fchmod(out, mode & 07777) != 0 || close(out) != 0) {
+    out = -1;
+    mu_buf_printf(err, "cannot copy '%s' to '%s': %s", src, tmp, strerror(errno));
+    rc = MU_EIO;
+    goto out;
+  }
+  out = -1;
+  if (rename(tmp, dst) != 0) {
+    mu_buf_printf(err, "cannot rename '%s' to '%s': %s", tmp, dst, strerror(errno));
+    rc = MU_EIO;
+  }
+out:
+  if (in >= 0)
+    close(in);
+  if (out >= 0)
+    close(out);
+  if (rc != 0)
+    unlink(tmp);
+  mu_free(tmp);
+  return rc;
+}
+
+int mu_copy_tree(const char *src, const char *dst, struct mu_buf *err)
+{
+  struct stat st;
+  DIR *d;
+  struct dirent *e;
+  int rc = 0;
+  if (mu_mkdir_p(dst) != 0) {
+    mu_buf_printf(err, "cannot create the directory '%s': %s", dst, strerror(errno));
+    return MU_EIO;
+  }
+  d = opendir(src);
+  if (d == NULL) {
+    mu_buf_printf(err, "cannot read the directory '%s': %s", src, strerror(errno));
+    return MU_EIO;
+  }
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    char *s = mu_asprintf("%s/%s", src, e->d_name), *t = mu_asprintf("%s/%s", dst, e->d_name);
+    if (lstat(s, &st) != 0) {
+      mu_buf_printf(err, "cannot stat '%s': %s", s, strerror(errno));
+      rc = MU_EIO;
+    } else if (S_ISDIR(st.st_mode)) {
+      rc = mu_copy_tree(s, t, err);
+    } else if (S_ISREG(st.st_mode)) {
+      rc = copy_file(s, t, st.st_mode, err);
+    } else if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = readlink(s, target, sizeof(target) - 1);
+      if (n >= 0) {
+        target[n] = '\0';
+        unlink(t);
+        if (symlink(target, t) != 0) {
+          mu_buf_printf(err, "cannot create the link '%s': %s", t, strerror(errno));
+          rc = MU_EIO;
+        }
+      }
+    }
+    mu_free(s);
+    mu_free(t);
+  }
+  closedir(d);
   return rc;
 }

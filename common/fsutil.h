@@ -37,4 +37,18 @@ enum mu_write_file_flags {
  * Returns: 0, or -errno (the temporary file is removed). Ownership: borrows everything. */
 int mu_write_file_atomic(const char *path, const void *data, size_t len, int mode, unsigned flags);
 
+/* The absolute path of the running program (/proc/self/exe), and the path of a program named
+ * `name` in the same directory when that one is executable (musterd beside muster).
+ * Returns: the path, or NULL when it cannot be read / there is none.
+ * Ownership: the caller frees it with mu_free(). */
+char *mu_self_exe(void);
+char *mu_sibling_exe(const char *name);
+
+/* Copies the directory tree `src` into `dst` (created as needed): directories, regular files
+ * with their permission bits, symbolic links as links; anything else is skipped. Existing
+ * files are replaced (written to a temporary name, then renamed). Returns: 0, or a negative
+ * MU_E* code with the path that failed and why in err. Ownership: borrows everything. */
+struct mu_buf;
+int mu_copy_tree(const char *src, const char *dst, struct mu_buf *err);
+
 #endif

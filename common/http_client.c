@@ -33,7 +33,7 @@ struct mu_http_client {
   int connect_timeout; /* ms */
   int cancel_fd;
   char local_addr[INET6_ADDRSTRLEN];
-  char errmsg[256];
+  char errmsg[512];
   SSL_CTX *tls;   /* https: set by mu_http_client_set_tls() */
   SSL *ssl;       /* the TLS session of the current connection */
   int tls_failed; /* set_tls failed: every request fails with tls_err */
@@ -333,7 +333,14 @@ static int connect_to(struct mu_http_client *c, long long deadline)
   snprintf(port, sizeof(port), "%d", c->port);
   int g = getaddrinfo(c->host, port, &hints, &res);
   if (g != 0) {
-    snprintf(c->errmsg, sizeof(c->errmsg), "cannot resolve '%s': %s", c->host, gai_strerror(g));
+    /* A bare root filesystem (a chroot, an image FROM scratch run by hand) has neither file
+     * that glibc resolves names from: say so, it is the whole story. */
+    int bare = access("/etc/hosts", F_OK) != 0 && access("/etc/resolv.conf", F_OK) != 0;
+    snprintf(c->errmsg, sizeof(c->errmsg), "cannot resolve '%s': %s%s", c->host, gai_strerror(g),
+             bare ? " (this root filesystem has no /etc/hosts and no /etc/resolv.conf: a "
+                    "container runtime provides both; in a bare chroot bind-mount them, or "
+                    "give an IP address)"
+                  : "");
     return MU_ECONN;
   }
   long long cdeadline = now_ms() + c->connect_timeout;

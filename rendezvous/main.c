@@ -20,6 +20,7 @@
 
 #include "alloc.h"
 #include "http.h"
+#include "http_client.h"
 #include "log.h"
 #include "opts.h"
 #include "persist.h"
@@ -38,6 +39,7 @@ struct musterd_config {
   char host[256]; /* --listen's host, what server.listen_host points at */
   const char *log_level;
   int version;
+  const char *probe; /* --probe URL: the health check of an image without a shell */
   const char *data_dir;
   const char *fsync;
   enum persist_fsync fsync_mode;
@@ -203,6 +205,9 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
       MU_OPT_STRING(0, "log-level", &c->log_level, "LEVEL", "debug, info, warn, error or off"),
       MU_OPT_BOOL(0, "log-requests", &sv->log_requests, "log one line per request"),
       MU_OPT_BOOL('V', "version", &c->version, "print the version and exit"),
+      MU_OPT_STRING(0, "probe", &c->probe, "URL",
+                    "health check: GET URL (http://HOST:PORT/healthz) and exit 0 on 200, 1 "
+                    "otherwise; serves nothing (an image's HEALTHCHECK, no shell needed)"),
       MU_OPT_END(),
   };
   int n = mu_opts_parse(opts, argc, argv, 0, "musterd [options]");
@@ -306,6 +311,36 @@ static int abandon(struct app *app)
   return MU_EXIT_FAILED;
 }
 
+/* --probe URL: one GET, 3 s at most. Returns: the exit status. */
+static int probe(const char *url)
+{
+  char host[256], path[512] = "/healthz";
+  int port = 0, rc = MU_EXIT_FAILED;
+  const char *rest = strncmp(url, "http://", 7) == 0 ? url + 7 : url, *slash = strchr(rest, '/');
+  char *hostport = mu_strndup(rest, slash ? (size_t)(slash - rest) : strlen(rest));
+  if (slash != NULL)
+    snprintf(path, sizeof(path), "%s", slash);
+  if (parse_listen(hostport, host, sizeof(host), &port) != 0 || port <= 0) {
+    mu_error("invalid --probe '%s': expected http://HOST:PORT[/PATH]", url);
+    mu_free(hostport);
+    return MU_EXIT_USAGE;
+  }
+  mu_free(hostport);
+  struct mu_http_client *cl = mu_http_client_new(host, port);
+  struct mu_http_response resp;
+  mu_http_response_init(&resp, 4096);
+  mu_http_client_set_connect_timeout(cl, 3000);
+  if (mu_http_request(cl, "GET", path, NULL, NULL, 0, 3000, &resp) != 0)
+    mu_error("probe %s: %s", url, mu_http_client_errmsg(cl));
+  else if (resp.status != 200)
+    mu_error("probe %s: HTTP %d %s", url, resp.status, mu_buf_str(&resp.body));
+  else
+    rc = MU_EXIT_OK;
+  mu_http_response_release(&resp);
+  mu_http_client_free(cl);
+  return rc;
+}
+
 /* Step 1: the options into `c`, checked, and the security settings they name loaded.
  * Returns: -1 to serve (with *sec set), or the exit status (--help, --version, an error). */
 static int configure(struct musterd_config *c, int argc, char **argv, struct sec **sec)
@@ -315,6 +350,8 @@ static int configure(struct musterd_config *c, int argc, char **argv, struct sec
     printf("musterd %s (etcd v2 API compatible with etcd 3.4.23)\n", MU_VERSION);
     rc = fflush(stdout) == 0 && !ferror(stdout) ? MU_EXIT_OK : MU_EXIT_FAILED;
   }
+  if (rc < 0 && c->probe != NULL)
+    rc = probe(c->probe);
   if (rc < 0)
     rc = check_options(c);
   if (rc < 0) {

@@ -21,6 +21,9 @@
 
 struct mu_client;
 
+/* Frees what the calls below hand over (kv_get's value). */
+void mu_free(void *p);
+
 /* Creates a client for ENDPOINT: "HOST:PORT", "http://HOST:PORT", "https://HOST:PORT" or
  * "[V6ADDR]:PORT" (a trailing '/' is fine). Nothing connects until the first call.
  * Security (docs/security.md), from the environment: MUSTER_RDZV_TOKEN is sent as

@@ -1,17 +1,27 @@
-/* muster deploy rendezvous: prints a Deployment + Service for one cluster-wide musterd, the
- * replacement for the trn1 tutorial's etcd.yaml step (kubectl apply -f - takes the output).
- *
- * musterd keeps its state in memory, so the Deployment runs exactly one replica with the
- * Recreate strategy (never two servers at once); jobs re-join a restarted server.
+/* muster deploy TARGET: preparing a cluster (docs/kubernetes.md, docs/install.md).
+ *   rendezvous  a Deployment + Service for one cluster-wide musterd, the replacement for the
+ *               trn1 tutorial's etcd.yaml step (kubectl apply -f - takes the output). musterd
+ *               keeps its state in memory, so the Deployment runs exactly one replica with the
+ *               Recreate strategy (never two servers at once); jobs re-join a restarted server.
+ *   queue       the Volcano Queue jobs are submitted to (-cfg queue=NAME).
+ *   storage     the FSx for Lustre StorageClass and its claim (the tutorial's storageclass.yaml
+ *               and claim.yaml), for --mounts type=volume,src=CLAIM,dst=/data.
+ *   agent DIR   copies this portable muster (its bin/, lib/ and share/) into DIR: the init
+ *               container of every pod runs it to fill the emptyDir the training container
+ *               runs /muster/bin/muster agent from (sched/kubernetes_render.c).
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
+#include "alloc.h"
 #include "buf.h"
 #include "cmds.h"
+#include "fsutil.h"
 #include "kubernetes.h"
 #include "log.h"
 #include "muster/mu.h"
@@ -93,7 +103,7 @@ static cJSON *deployment(const char *name, const char *ns, const char *image, lo
   return d;
 }
 
-int cmd_deploy(int argc, char **argv)
+static int deploy_rendezvous(int argc, char **argv)
 {
   const char *ns = "default", *image = "muster:" MU_VERSION, *name = "musterd", *target = NULL;
   long port = 2379;
@@ -130,11 +140,12 @@ int cmd_deploy(int argc, char **argv)
   if (first < 0)
     return MU_EXIT_USAGE;
   if (target == NULL) {
-    mu_error("what to deploy is missing; write 'muster deploy rendezvous'");
+    mu_error("what to deploy is missing; write 'muster deploy rendezvous' (or queue, storage, "
+             "agent DIR)");
     return MU_EXIT_USAGE;
   }
   if (strcmp(target, "rendezvous") != 0) {
-    mu_error("unknown deploy target '%s'; the only one is 'rendezvous'", target);
+    mu_error("unknown deploy target '%s'; use rendezvous, queue, storage or agent", target);
     return MU_EXIT_USAGE;
   }
   if (!mu_k8s_name_ok(ns) || !mu_k8s_name_ok(name)) {
@@ -162,4 +173,247 @@ int cmd_deploy(int argc, char **argv)
   cJSON_Delete(dep);
   mu_buf_release(&out);
   return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * queue, storage: the cluster preparation of the trn1 tutorial
+ */
+
+static cJSON *object(const char *api, const char *kind, const char *name, const char *ns)
+{
+  cJSON *o = cJSON_CreateObject(), *m;
+  cJSON_AddStringToObject(o, "apiVersion", api);
+  cJSON_AddStringToObject(o, "kind", kind);
+  m = cJSON_AddObjectToObject(o, "metadata");
+  cJSON_AddStringToObject(m, "name", name);
+  if (ns != NULL)
+    cJSON_AddStringToObject(m, "namespace", ns);
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "labels"), "app.kubernetes.io/managed-by",
+                          "muster");
+  return o;
+}
+
+/* Prints the objects as one YAML stream after a comment line, and frees them. */
+static int print_objects(const char *comment, cJSON **objs, size_t n)
+{
+  struct mu_buf out = MU_BUF_INIT(SIZE_MAX);
+  mu_buf_printf(&out, "# %s\n", comment);
+  for (size_t i = 0; i < n; i++) {
+    mu_buf_puts(&out, "---\n");
+    mu_yaml_emit(objs[i], &out);
+    cJSON_Delete(objs[i]);
+  }
+  fputs(mu_buf_str(&out), stdout);
+  mu_buf_release(&out);
+  return MU_EXIT_OK;
+}
+
+static int name_arg(const char *opt, const char *v)
+{
+  if (mu_k8s_name_ok(v))
+    return 0;
+  mu_error("--%s '%s' is not a Kubernetes name: lowercase letters, digits and '-', at most 63", opt,
+           v);
+  return -1;
+}
+
+#define QUEUE_USAGE                                                                                \
+  "muster deploy queue [--name NAME] [--weight N] [--reclaimable] [--cpu N] [--memory SIZE]\n\n"   \
+  "Prints the Volcano Queue that jobs are submitted to: kubectl apply -f -, then run with\n"       \
+  "-cfg queue=NAME. --cpu/--memory cap what the queue's jobs may use at once."
+
+static int deploy_queue(int argc, char **argv)
+{
+  const char *name = "muster", *cpu = NULL, *memory = NULL;
+  long weight = 1;
+  int reclaimable = 0;
+  struct mu_opt opts[] = {
+      MU_OPT_STRING(0, "name", &name, "NAME", "the queue's name (-cfg queue=NAME)"),
+      MU_OPT_INT(0, "weight", &weight, "N", "its share of the cluster against other queues (1)"),
+      MU_OPT_BOOL(0, "reclaimable", &reclaimable, "let other queues reclaim its idle share"),
+      MU_OPT_STRING(0, "cpu", &cpu, "N", "capability: CPUs its jobs may hold at once"),
+      MU_OPT_STRING(0, "memory", &memory, "SIZE", "capability: memory (e.g. 512Gi)"),
+      MU_OPT_END(),
+  };
+  int first = mu_opts_parse(opts, argc, argv, 0, QUEUE_USAGE);
+  cJSON *q, *spec;
+  if (first == MU_OPTS_HELP)
+    return MU_EXIT_OK;
+  if (first < 0)
+    return MU_EXIT_USAGE;
+  if (first < argc) {
+    mu_error("unexpected argument '%s'; see 'muster deploy queue -h'", argv[first]);
+    return MU_EXIT_USAGE;
+  }
+  if (name_arg("name", name) != 0)
+    return MU_EXIT_USAGE;
+  if (weight < 1 || weight > 65535) {
+    mu_error("--weight %ld: give a whole number from 1 to 65535", weight);
+    return MU_EXIT_USAGE;
+  }
+  q = object("scheduling.volcano.sh/v1beta1", "Queue", name, NULL);
+  spec = cJSON_AddObjectToObject(q, "spec");
+  cJSON_AddNumberToObject(spec, "weight", (double)weight);
+  cJSON_AddBoolToObject(spec, "reclaimable", reclaimable);
+  if (cpu != NULL || memory != NULL) {
+    cJSON *cap = cJSON_AddObjectToObject(spec, "capability");
+    if (cpu != NULL)
+      cJSON_AddStringToObject(cap, "cpu", cpu);
+    if (memory != NULL)
+      cJSON_AddStringToObject(cap, "memory", memory);
+  }
+  {
+    char *c = mu_asprintf("the Volcano Queue '%s': muster run -s kubernetes -cfg queue=%s ...",
+                          name, name);
+    print_objects(c, &q, 1);
+    mu_free(c);
+  }
+  return MU_EXIT_OK;
+}
+
+#define STORAGE_USAGE                                                                              \
+  "muster deploy storage --subnet-id SUBNET --security-group SG [--name CLAIM] [--size SIZE]\n"    \
+  "                      [--namespace NS] [--class NAME] [--throughput N]\n\n"                     \
+  "Prints the FSx for Lustre StorageClass (fsx.csi.aws.com) and a ReadWriteMany claim on it,\n"    \
+  "as the trn1 tutorial's storageclass.yaml and claim.yaml; jobs mount it with\n"                  \
+  "--mounts type=volume,src=CLAIM,dst=/data."
+
+static int deploy_storage(int argc, char **argv)
+{
+  const char *subnet = NULL, *sg = NULL, *claim = "fsx-claim", *cls = "fsx-sc", *size = "1200Gi";
+  const char *ns = "default";
+  long throughput = 200;
+  struct mu_opt opts[] = {
+      MU_OPT_STRING(0, "subnet-id", &subnet, "SUBNET", "the subnet of the file system (required)"),
+      MU_OPT_STRING(0, "security-group", &sg, "SG", "its security group ids (required)"),
+      MU_OPT_STRING(0, "name", &claim, "CLAIM", "the claim's name (fsx-claim)"),
+      MU_OPT_STRING(0, "class", &cls, "NAME", "the StorageClass's name (fsx-sc)"),
+      MU_OPT_STRING(0, "size", &size, "SIZE", "the claim's size, a multiple of 1200Gi (1200Gi)"),
+      MU_OPT_STRING('n', "namespace", &ns, "NS", "the claim's namespace (default)"),
+      MU_OPT_INT(0, "throughput", &throughput, "N",
+                 "MB/s per TiB: 50, 100 or 200 (PERSISTENT_1; default 200)"),
+      MU_OPT_END(),
+  };
+  int first = mu_opts_parse(opts, argc, argv, 0, STORAGE_USAGE);
+  cJSON *objs[2], *p, *spec, *req;
+  if (first == MU_OPTS_HELP)
+    return MU_EXIT_OK;
+  if (first < 0)
+    return MU_EXIT_USAGE;
+  if (first < argc) {
+    mu_error("unexpected argument '%s'; see 'muster deploy storage -h'", argv[first]);
+    return MU_EXIT_USAGE;
+  }
+  if (subnet == NULL || sg == NULL) {
+    mu_error("--%s is required: the FSx file system is created in your VPC (eksctl's subnet and "
+             "the security group that allows Lustre traffic, port 988)",
+             subnet == NULL ? "subnet-id" : "security-group");
+    return MU_EXIT_USAGE;
+  }
+  if (name_arg("name", claim) != 0 || name_arg("class", cls) != 0 || name_arg("namespace", ns) != 0)
+    return MU_EXIT_USAGE;
+  if (throughput != 50 && throughput != 100 && throughput != 200) {
+    mu_error("--throughput %ld: PERSISTENT_1 offers 50, 100 or 200 MB/s per TiB", throughput);
+    return MU_EXIT_USAGE;
+  }
+  objs[0] = object("storage.k8s.io/v1", "StorageClass", cls, NULL);
+  cJSON_AddStringToObject(objs[0], "provisioner", "fsx.csi.aws.com");
+  p = cJSON_AddObjectToObject(objs[0], "parameters");
+  cJSON_AddStringToObject(p, "subnetId", subnet);
+  cJSON_AddStringToObject(p, "securityGroupIds", sg);
+  cJSON_AddStringToObject(p, "deploymentType", "PERSISTENT_1");
+  cJSON_AddStringToObject(p, "automaticBackupRetentionDays", "1");
+  cJSON_AddStringToObject(p, "dailyAutomaticBackupStartTime", "00:00");
+  cJSON_AddStringToObject(p, "copyTagsToBackups", "true");
+  {
+    char t[24];
+    snprintf(t, sizeof t, "%ld", throughput);
+    cJSON_AddStringToObject(p, "perUnitStorageThroughput", t);
+  }
+  cJSON_AddStringToObject(p, "dataCompressionType", "NONE");
+  cJSON_AddStringToObject(p, "weeklyMaintenanceStartTime", "7:09:00");
+  cJSON_AddStringToObject(p, "fileSystemTypeVersion", "2.12");
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(objs[0], "mountOptions"),
+                       cJSON_CreateString("flock"));
+  objs[1] = object("v1", "PersistentVolumeClaim", claim, ns);
+  spec = cJSON_AddObjectToObject(objs[1], "spec");
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "accessModes"),
+                       cJSON_CreateString("ReadWriteMany"));
+  cJSON_AddStringToObject(spec, "storageClassName", cls);
+  req = cJSON_AddObjectToObject(cJSON_AddObjectToObject(spec, "resources"), "requests");
+  cJSON_AddStringToObject(req, "storage", size);
+  {
+    char *c = mu_asprintf("FSx for Lustre: StorageClass %s and claim %s/%s; mount it with "
+                          "--mounts type=volume,src=%s,dst=/data",
+                          cls, ns, claim, claim);
+    print_objects(c, objs, 2);
+    mu_free(c);
+  }
+  return MU_EXIT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * agent: the init container's copy
+ */
+
+#define AGENT_USAGE                                                                                \
+  "muster deploy agent DIR\n\n"                                                                    \
+  "Copies this portable muster (the bin/, lib/ and share/ beside its bin/) into DIR. The\n"        \
+  "init container of every Kubernetes pod runs it into the pod's emptyDir; the training\n"         \
+  "container then runs DIR/bin/muster agent in the user's image."
+
+static int deploy_agent(int argc, char **argv)
+{
+  struct mu_opt opts[] = {MU_OPT_END()};
+  int first = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT, AGENT_USAGE), rc = MU_EXIT_OK;
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  char *exe, *prefix, *p;
+  static const char *const parts[] = {"bin", "lib", "share"};
+  if (first == MU_OPTS_HELP)
+    return MU_EXIT_OK;
+  if (first < 0)
+    return MU_EXIT_USAGE;
+  if (first != argc - 1) {
+    mu_error("give one directory to copy the agent into: muster deploy agent DIR");
+    return MU_EXIT_USAGE;
+  }
+  exe = mu_self_exe();
+  if (exe == NULL) {
+    mu_error("cannot find this program's path (/proc/self/exe): is /proc mounted?");
+    return MU_EXIT_FAILED;
+  }
+  /* <prefix>/bin/muster -> <prefix> */
+  prefix = exe;
+  for (int up = 0; up < 2 && (p = strrchr(prefix, '/')) != NULL; up++)
+    *p = '\0';
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]) && rc == MU_EXIT_OK; i++) {
+    char *src = mu_asprintf("%s/%s", prefix[0] ? prefix : "", parts[i]);
+    char *dst = mu_asprintf("%s/%s", argv[first], parts[i]);
+    struct stat st;
+    if (stat(src, &st) == 0 && mu_copy_tree(src, dst, &err) != 0) {
+      mu_error("deploy agent: %s", mu_buf_str(&err));
+      rc = MU_EXIT_FAILED;
+    }
+    mu_free(src);
+    mu_free(dst);
+  }
+  if (rc == MU_EXIT_OK)
+    printf("muster agent copied from %s to %s (run %s/bin/muster agent)\n",
+           prefix[0] ? prefix : "/", argv[first], argv[first]);
+  mu_free(exe);
+  mu_buf_release(&err);
+  return rc;
+}
+
+int cmd_deploy(int argc, char **argv)
+{
+  static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+  } targets[] = {{"queue", deploy_queue}, {"storage", deploy_storage}, {"agent", deploy_agent}};
+  if (argc >= 2)
+    for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++)
+      if (strcmp(argv[1], targets[i].name) == 0)
+        return targets[i].fn(argc - 1, argv + 1);
+  return deploy_rendezvous(argc, argv);
 }

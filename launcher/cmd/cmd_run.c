@@ -28,6 +28,7 @@
 #include "log.h"
 #include "opts.h"
 #include "sched.h"
+#include "workspace.h"
 
 static const char usage_text[] =
     "muster run [-s SCHED] [-cfg k=v,...] [--dryrun] [--wait] [--log] [--json] COMPONENT "
@@ -368,6 +369,7 @@ int cmd_run(int argc, char **argv)
   const char *sched_name = NULL;
   const char *cfgstr = NULL;
   int dryrun = 0, wait = 0, json = 0, log = 0, no_log = 0, tee_logs = 0;
+  const char *workspace = NULL;
   struct mu_opt opts[] = {
       MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED",
                     "the scheduler: local (default), kubernetes, slurm"),
@@ -395,6 +397,9 @@ int cmd_run(int argc, char **argv)
                       MU_OPT_NOARG),
       MU_OPT_CALLBACK(0, "buck-target", "T", "refused: muster does not build with buck",
                       refused_option, (void *)"muster does not build with buck; drop it", 0),
+      MU_OPT_STRING(0, "workspace", &workspace, "DIR",
+                    "layer DIR's files on each role's image, push it to -cfg image_repo and run "
+                    "it by digest (buildah; DIR/.dockerignore excludes)"),
       MU_OPT_END(),
   };
   struct mu_config file = MU_CONFIG_INIT;
@@ -475,6 +480,12 @@ int cmd_run(int argc, char **argv)
     goto out;
   }
   add_runner_env(app, s->name);
+  if (workspace != NULL &&
+      mu_workspace_build(app, workspace, mu_cfg_get(&cfg, "image_repo"), &err) != 0) {
+    mu_error("%s", mu_buf_str(&err));
+    rc = MU_EXIT_FAILED;
+    goto out;
+  }
   if (mu_app_validate(app, &err) != 0) {
     mu_error("invalid job spec from %s: %s", comp_name, mu_buf_str(&err));
     rc = MU_EXIT_USAGE;

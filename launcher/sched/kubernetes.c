@@ -41,8 +41,9 @@ static const struct mu_runopt k8s_runopts[] = {
      "rendezvous for ${rdzv_endpoint}: auto (the job runs its own musterd task when a role "
      "uses it), job (always), or HOST:PORT of an existing musterd or etcd"},
     {"rdzv_port", MU_RUNOPT_INT, "29400", 0, "port of the job's own musterd"},
-    {"muster_image", MU_RUNOPT_STR, "muster:" MU_VERSION, 0,
-     "image with musterd for the job's rendezvous task (deploy/Containerfile builds it)"},
+    {"muster_image", MU_RUNOPT_STR, NULL, 0,
+     "the muster image (scripts/build-image.sh): the init container that puts the agent in "
+     "every pod, and the job's musterd; required when the job uses either"},
     {"kubectl", MU_RUNOPT_STR, "kubectl", 0, "kubectl program (name on PATH or a path)"},
     {"context", MU_RUNOPT_STR, NULL, 0, "kubeconfig context (kubectl --context)"},
     {NULL, 0, NULL, 0, NULL},

@@ -453,16 +453,72 @@ static void task_retries(cJSON *task, const struct mu_role *r)
   }
 }
 
+/* A role whose entrypoint is `muster` (dist.ddp's --launcher muster) runs the portable agent
+ * that the pod's init container copied into the emptyDir at MU_K8S_AGENT_DIR: the user's image
+ * needs nothing from muster. */
+#define MU_K8S_AGENT_DIR "/muster"
+#define MU_K8S_AGENT_VOLUME "muster-agent"
+#define MU_K8S_AGENT_COPY "/mnt/muster"
+
+/* Whether argument i of the role's command line (-1: the entrypoint) is the `muster` of
+ * `muster agent`: the entrypoint muster, or a wrapper's argument (aws.trn1_ddp --precompile
+ * runs `neuron_parallel_compile muster agent ...`). */
+static int is_agent_token(const struct mu_role *r, long i)
+{
+  if (i < 0)
+    return r->entrypoint != NULL && strcmp(r->entrypoint, "muster") == 0;
+  return strcmp(r->args.v[i], "muster") == 0 && (size_t)i + 1 < r->args.n &&
+         strcmp(r->args.v[i + 1], "agent") == 0;
+}
+
+static int runs_agent(const struct mu_role *r)
+{
+  for (long i = -1; i < (long)r->args.n; i++)
+    if (is_agent_token(r, i))
+      return 1;
+  return 0;
+}
+
+/* The init container (muster_image: `muster deploy agent` into the emptyDir), the emptyDir, and
+ * its read-only mount at MU_K8S_AGENT_DIR in the training container. */
+static void agent_init(const struct render_ctx *x, cJSON *spec, cJSON *mnts)
+{
+  cJSON *ic = cJSON_CreateObject(), *arr, *o;
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "initContainers"), ic);
+  arr = cJSON_AddArrayToObject(ic, "command");
+  cJSON_AddItemToArray(arr, cJSON_CreateString(MU_K8S_AGENT_DIR "/bin/muster"));
+  cJSON_AddItemToArray(arr, cJSON_CreateString("deploy"));
+  cJSON_AddItemToArray(arr, cJSON_CreateString("agent"));
+  cJSON_AddItemToArray(arr, cJSON_CreateString(MU_K8S_AGENT_COPY));
+  cJSON_AddStringToObject(ic, "image", mu_cfg_get(x->cfg, "muster_image"));
+  cJSON_AddStringToObject(ic, "name", MU_K8S_AGENT_VOLUME);
+  o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "mountPath", MU_K8S_AGENT_COPY);
+  cJSON_AddStringToObject(o, "name", MU_K8S_AGENT_VOLUME);
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(ic, "volumeMounts"), o);
+  o = cJSON_CreateObject();
+  cJSON_AddObjectToObject(o, "emptyDir");
+  cJSON_AddStringToObject(o, "name", MU_K8S_AGENT_VOLUME);
+  cJSON_AddItemToArray(cJSON_GetObjectItem(spec, "volumes"), o);
+  o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "mountPath", MU_K8S_AGENT_DIR);
+  cJSON_AddStringToObject(o, "name", MU_K8S_AGENT_VOLUME);
+  cJSON_AddTrueToObject(o, "readOnly");
+  cJSON_AddItemToArray(mnts, o);
+}
+
 /* command: the entrypoint and args, macros applied for replica k of role ri. */
 static void container_command(const struct render_ctx *x, cJSON *ctr, long ri, long k)
 {
   const struct mu_role *r = &x->app->roles[ri];
   cJSON *arr = cJSON_AddArrayToObject(ctr, "command");
-  char *s = subst(x, r->entrypoint ? r->entrypoint : "", ri, k);
+  char *s = is_agent_token(r, -1) ? mu_strdup(MU_K8S_AGENT_DIR "/bin/muster")
+                                  : subst(x, r->entrypoint ? r->entrypoint : "", ri, k);
   cJSON_AddItemToArray(arr, cJSON_CreateString(s));
   mu_free(s);
   for (size_t i = 0; i < r->args.n; i++) {
-    s = subst(x, r->args.v[i], ri, k);
+    s = is_agent_token(r, (long)i) ? mu_strdup(MU_K8S_AGENT_DIR "/bin/muster")
+                                   : subst(x, r->args.v[i], ri, k);
     cJSON_AddItemToArray(arr, cJSON_CreateString(s));
     mu_free(s);
   }
@@ -629,6 +685,8 @@ static cJSON *render_task(const struct render_ctx *x, long ri, long k)
   pod_common(x, spec);
   if (pod_volumes(r, spec, mnts))
     cJSON_AddTrueToObject(sec, "privileged");
+  if (runs_agent(r))
+    agent_init(x, spec, mnts);
   mu_free(tname);
   return task;
 }
@@ -692,10 +750,7 @@ static cJSON *render_rdzv_task(const struct render_ctx *x, long port)
   merge_strings(l, x->labels);
   spec = cJSON_AddObjectToObject(tmpl, "spec");
   arr = cJSON_AddArrayToObject(spec, "containers");
-  cJSON_AddItemToArray(arr, mu_k8s_musterd_container(mu_cfg_get(x->cfg, "muster_image")
-                                                         ? mu_cfg_get(x->cfg, "muster_image")
-                                                         : "muster:" MU_VERSION,
-                                                     port));
+  cJSON_AddItemToArray(arr, mu_k8s_musterd_container(mu_cfg_get(x->cfg, "muster_image"), port));
   cJSON_AddItemToObject(spec, "nodeSelector", cJSON_Duplicate(x->node_sel, 1));
   cJSON_AddStringToObject(spec, "restartPolicy", "OnFailure");
   pod_common(x, spec);
@@ -747,6 +802,24 @@ int mu_k8s_render(const struct mu_app *app, const struct mu_cfg *cfg, const char
                     "roles[%zu].image: required on kubernetes (the container image to run); "
                     "set it with the component's --image",
                     i);
+      rc = MU_EINVAL;
+      goto out;
+    }
+  }
+  {
+    const char *mi = mu_cfg_get(cfg, "muster_image");
+    int agent = 0;
+    for (i = 0; i < app->nroles; i++)
+      agent |= runs_agent(&app->roles[i]);
+    if ((agent || own_rdzv) && (mi == NULL || *mi == '\0')) {
+      mu_buf_printf(err,
+                    "-cfg muster_image: required: the job runs %s from the muster image. Build "
+                    "and push it once (scripts/build-image.sh --push docker://REGISTRY/muster:%s, "
+                    "docs/kubernetes.md), then -cfg muster_image=REGISTRY/muster:%s (or set it in "
+                    ".musterconfig [kubernetes])",
+                    agent ? "`muster agent` (copied into each pod by an init container)"
+                          : "the job's own musterd",
+                    MU_VERSION, MU_VERSION);
       rc = MU_EINVAL;
       goto out;
     }

@@ -46,7 +46,12 @@ static const struct mu_runopt slurm_runopts[] = {
      "address the nodes reach the job's musterd at (default: the batch host's hostname)"},
     {"rdzv_port", MU_RUNOPT_INT, NULL, 0,
      "port of the job's musterd (default: 29400 + job id modulo 2000)"},
-    {"musterd", MU_RUNOPT_STR, "musterd", 0, "musterd program on the batch host"},
+    {"musterd", MU_RUNOPT_STR, NULL, 0,
+     "musterd program on the batch host (default: the musterd beside this muster, by its "
+     "absolute path, else musterd from PATH)"},
+    {"muster", MU_RUNOPT_STR, NULL, 0,
+     "muster program the nodes run for `muster agent` (default: this muster's absolute path; "
+     "Slurm's nodes share the file system)"},
     {"user", MU_RUNOPT_STR, NULL, 0,
      "muster list: whose jobs (squeue --user; ALL for every user; default: yours); "
      "partition= narrows the list to a partition"},
@@ -59,7 +64,8 @@ static const struct mu_runopt slurm_runopts[] = {
 
 struct slurm_priv {
   char *script;
-  struct mu_strvec opts; /* --chdir, --comment, ... */
+  char *muster_bin, *musterd_bin; /* what the script calls (struct mu_slurm_env) */
+  struct mu_strvec opts;          /* --chdir, --comment, ... */
   char *job_dir;
 };
 
@@ -138,8 +144,16 @@ static int slurm_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   int rc;
 
   cluster_env(app, cfg, &env);
+  /* The programs by absolute path: the nodes need not have this build on their PATH. */
+  p->muster_bin = mu_cfg_get(cfg, "muster") ? mu_strdup(mu_cfg_get(cfg, "muster")) : mu_self_exe();
+  p->musterd_bin = mu_cfg_get(cfg, "musterd") ? mu_strdup(mu_cfg_get(cfg, "musterd"))
+                                              : mu_sibling_exe("musterd");
+  env.muster_bin = p->muster_bin;
+  env.musterd_bin = p->musterd_bin;
   rc = mu_slurm_render(app, cfg, &env, &script, &p->opts, err);
   if (rc != 0) {
+    mu_free(p->muster_bin);
+    mu_free(p->musterd_bin);
     mu_strvec_release(&p->opts);
     mu_free(p);
     mu_buf_release(&script);
@@ -160,6 +174,8 @@ static void slurm_dryrun_free(struct mu_dryrun *req)
   if (p == NULL)
     return;
   mu_free(p->script);
+  mu_free(p->muster_bin);
+  mu_free(p->musterd_bin);
   mu_strvec_release(&p->opts);
   mu_free(p->job_dir);
   mu_free(p);
@@ -256,6 +272,8 @@ static void add_failures(const char *app_id, struct mu_app_status *st)
   mu_free(dir);
 }
 
+static void failure_note(const char *app_id, struct mu_app_status *out);
+
 static int slurm_describe(const char *app_id, const struct mu_cfg *cfg, struct mu_app_status *out,
                           struct mu_buf *err)
 {
@@ -301,6 +319,8 @@ static int slurm_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   if (rc == 0)
     add_failures(app_id, out);
 out:
+  if (rc == 0)
+    failure_note(app_id, out);
   mu_strvec_release(&av);
   mu_buf_release(&o);
   mu_buf_release(&e1);
@@ -361,6 +381,22 @@ static char *job_dir_of(const char *app_id)
   if (fp)
     fclose(fp);
   return found ? found : mu_strdup(".");
+}
+
+/* The batch script's own account of why the job failed before srun (its musterd did not
+ * start: slurm_render.c writes slurm-ID-failure.txt in the job's directory), as the status
+ * message, in words instead of Slurm's bare state. */
+static void failure_note(const char *app_id, struct mu_app_status *out)
+{
+  char *dir = job_dir_of(app_id), *path = mu_asprintf("%s/slurm-%s-failure.txt", dir, app_id);
+  struct mu_buf text = MU_BUF_INIT(4096);
+  if (mu_read_file(path, 4096, &text) == 0 && text.len > 0) {
+    mu_free(out->msg);
+    out->msg = mu_exec_chomp(mu_buf_detach(&text));
+  }
+  mu_buf_release(&text);
+  mu_free(path);
+  mu_free(dir);
 }
 
 static int copy_new(int fd, int out_fd, off_t *off)

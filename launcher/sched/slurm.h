@@ -15,6 +15,11 @@
 struct mu_slurm_env {
   int major, minor; /* Slurm version: --gpus-per-node from 24.11, else --gpus-per-task */
   int nomem;        /* the partition reports <= 1000 MB: leave --mem out (TorchX) */
+  /* The programs the script calls unless -cfg muster= / musterd= say otherwise (slurm.c: the
+   * absolute path of the running muster and of the musterd beside it; Slurm assumes a shared
+   * file system). NULL: "muster" / "musterd" from PATH. A role whose entrypoint is "muster"
+   * runs the muster program. */
+  const char *muster_bin, *musterd_bin;
 };
 
 /* Renders the sbatch script into script and the sbatch options that go on its command line

@@ -67,6 +67,7 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
                                            "constraint", "qos",  NULL};
   static const char *const job_opts[] = {"comment", "mail-user", "mail-type", NULL};
   const char *rdzv = mu_cfg_get(cfg, "rdzv"), *v;
+  const char *muster_bin = mu_cfg_get(cfg, "muster") ? mu_cfg_get(cfg, "muster") : env->muster_bin;
   struct mu_buf srun = MU_BUF_INIT(SIZE_MAX);
   long min_retries = -1, port = 0;
   int own_rdzv = 0, rc = 0, first = 1;
@@ -169,7 +170,10 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
         quote_token(mu_buf_str(&envtok), &srun);
       }
       mu_buf_release(&envtok);
-      s = mu_macros_apply(&m, r->entrypoint ? r->entrypoint : "");
+      if (r->entrypoint && strcmp(r->entrypoint, "muster") == 0 && muster_bin)
+        s = mu_strdup(muster_bin);
+      else
+        s = mu_macros_apply(&m, r->entrypoint ? r->entrypoint : "");
       mu_buf_putc(&srun, ' ');
       quote_token(s, &srun);
       mu_free(s);
@@ -187,6 +191,8 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
   mu_buf_printf(script, "export TORCHX_MAX_RETRIES=%ld\n", min_retries < 0 ? 0 : min_retries);
   if (own_rdzv) {
     const char *host = mu_cfg_get(cfg, "rdzv_host"), *bin = mu_cfg_get(cfg, "musterd");
+    if (bin == NULL)
+      bin = env->musterd_bin;
     mu_buf_puts(script, "\n# The job's own rendezvous: musterd on the batch host, for every "
                         "node's muster agent.\n");
     if (host) {
@@ -205,17 +211,29 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
     /* With an explicit rdzv_host musterd listens on that address only; else on all. */
     mu_buf_printf(script, " --listen \"%s:$MUSTER_RDZV_PORT\"",
                   host ? "$MUSTER_RDZV_HOST" : "0.0.0.0");
-    mu_buf_puts(script,
-                " > "
-                "slurm-\"$SLURM_JOB_ID\"-musterd.log 2>&1 &\n"
-                "MUSTERD_PID=$!\n"
-                "trap 'kill \"$MUSTERD_PID\" 2>/dev/null || true' EXIT\n"
-                "for _ in $(seq 100); do\n"
-                "    if (exec 3<>\"/dev/tcp/$MUSTER_RDZV_HOST/$MUSTER_RDZV_PORT\") 2>/dev/null; "
-                "then break; fi\n"
-                "    kill -0 \"$MUSTERD_PID\" || { echo \"musterd did not start\" >&2; exit 1; }\n"
-                "    sleep 0.1\n"
-                "done\n");
+    mu_buf_puts(
+        script,
+        " > "
+        "slurm-\"$SLURM_JOB_ID\"-musterd.log 2>&1 &\n"
+        "MUSTERD_PID=$!\n"
+        "trap 'kill \"$MUSTERD_PID\" 2>/dev/null || true' EXIT\n"
+        "musterd_failed() {\n"
+        "    # One line for `muster status` and the failure summary (slurm.c reads it).\n"
+        "    echo \"the job's musterd did not start on $(hostname) (--listen port "
+        "$MUSTER_RDZV_PORT): $1; see slurm-$SLURM_JOB_ID-musterd.log, or pick another "
+        "-cfg rdzv_port / -cfg musterd\" | tee slurm-\"$SLURM_JOB_ID\"-failure.txt >&2\n"
+        "    exit 1\n"
+        "}\n"
+        /* Ready when its log says it listens (a port that only accepts could be
+         * someone else's server); gone first: it could not start. */
+        "for _ in $(seq 100); do\n"
+        "    if grep -q 'listening on' slurm-\"$SLURM_JOB_ID\"-musterd.log; then break; fi\n"
+        "    kill -0 \"$MUSTERD_PID\" 2>/dev/null ||\n"
+        "        musterd_failed \"$(tail -n 1 slurm-\"$SLURM_JOB_ID\"-musterd.log)\"\n"
+        "    sleep 0.1\n"
+        "done\n"
+        "grep -q 'listening on' slurm-\"$SLURM_JOB_ID\"-musterd.log ||\n"
+        "    musterd_failed \"not listening after 10 s\"\n");
   }
   mu_buf_puts(script, "\nset +e\n");
   mu_buf_puts(script, mu_buf_str(&srun));

@@ -11,7 +11,7 @@ SA=(--batch_size 16 --grad_accum_usteps 32
 
 render() { # out-file app-id component-args...
   local out=$1 id=$2; shift 2
-  MUSTER_APP_ID=$id "$MUSTER" run -s kubernetes --dryrun --json -cfg queue=test aws.trn1_ddp \
+  MUSTER_APP_ID=$id "$MUSTER" run -s kubernetes --dryrun --json -cfg queue=test,muster_image=muster:0.1.0 aws.trn1_ddp \
     "$@" >"$T_DIR/$out.json" 2>"$T_DIR/$out.err" || { cat "$T_DIR/$out.err"; return 1; }
   $PY -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)["request"])' \
     <"$T_DIR/$out.json" >"$T_DIR/$out.yaml"
@@ -68,7 +68,12 @@ for i, t in enumerate(spec["tasks"][1:]):
     expect("fsx-claim PVC", vols[mounts["/data"]["name"]]["persistentVolumeClaim"]["claimName"] == "fsx-claim")
     cmd = c["command"]
     head = ["neuron_parallel_compile"] if pre else []
-    expect("command starts %s muster agent" % head, cmd[:len(head) + 2] == head + ["muster", "agent"])
+    expect("command starts %s /muster/bin/muster agent" % head,
+           cmd[:len(head) + 2] == head + ["/muster/bin/muster", "agent"])
+    init = pod.get("initContainers", [{}])[0]
+    expect("init container copies the agent from the muster image",
+           init.get("image") == "muster:0.1.0" and init.get("command", [])[1:3] == ["deploy", "agent"])
+    expect("the agent's emptyDir at /muster", mounts.get("/muster", {}).get("readOnly") is True)
     expect("agent at the job's musterd",
            cmd[cmd.index("--rdzv-endpoint") + 1] == "%s-musterd-0.%s:29400" % (job, job))
     expect("--rdzv-id is the job name", cmd[cmd.index("--rdzv-id") + 1] == job)
@@ -107,7 +112,7 @@ render train-sa berttrain-42 --name berttrain "${common[@]}" \
 render q q-42 --nnodes 1 --image i --script t.py --script_args "--msg 'a b' \"c'd\" e\\ f"
 cmd=$($PY -c 'import sys,yaml; d=yaml.safe_load(open(sys.argv[1])); c=d["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["command"]; print(c[c.index("t.py")+1:])' "$T_DIR/q.yaml")
 t_expect_eq "--script_args: quotes and backslashes as a shell" "$cmd" "['--msg', 'a b', \"c'd\", 'e f']"
-out=$("$MUSTER" run -s kubernetes --dryrun -cfg queue=test aws.trn1_ddp --nnodes 1 --image i \
+out=$("$MUSTER" run -s kubernetes --dryrun -cfg queue=test,muster_image=muster:0.1.0 aws.trn1_ddp --nnodes 1 --image i \
   --script t.py --script_args "--msg 'oops" 2>&1)
 t_expect_eq "--script_args with an open quote: exit 2" "$?" 2
 t_expect_match "--script_args with an open quote: named" "$out" \
@@ -115,7 +120,7 @@ t_expect_match "--script_args with an open quote: named" "$out" \
 
 # --cacheset must match [A-Za-z0-9_-]+ (TorchX raises ValueError): it becomes a path on /data.
 for bad in "../x" "a b" "x/y" ""; do
-  out=$("$MUSTER" run -s kubernetes --dryrun -cfg queue=test aws.trn1_ddp --nnodes 1 --image i \
+  out=$("$MUSTER" run -s kubernetes --dryrun -cfg queue=test,muster_image=muster:0.1.0 aws.trn1_ddp --nnodes 1 --image i \
     --script t.py --cacheset "$bad" 2>&1)
   t_expect_eq "--cacheset '$bad': exit 2" "$?" 2
   t_expect_match "--cacheset '$bad': names the parameter, value and pattern" "$out" \
@@ -132,7 +137,7 @@ render big big-42 --nnodes 1 --image img --script t.py --instance_type trn1n.32x
 big=$($PY -c 'import sys,yaml; d=yaml.safe_load(open(sys.argv[1])); print(d["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["resources"]["limits"])' "$T_DIR/big.yaml")
 t_expect_eq "trn1n.32xlarge: 16 devices, 16 EFA" "$big" \
   "{'aws.amazon.com/neuron': '16', 'vpc.amazonaws.com/efa': '16'}"
-out=$("$MUSTER" run -s kubernetes --dryrun -cfg queue=test aws.trn1_ddp --nnodes 1 --image i \
+out=$("$MUSTER" run -s kubernetes --dryrun -cfg queue=test,muster_image=muster:0.1.0 aws.trn1_ddp --nnodes 1 --image i \
   --script t.py --instance_type p4d.24xlarge 2>&1)
 t_expect_match "unknown instance type is refused" "$out" "instance_type.*trn1.32xlarge"
 

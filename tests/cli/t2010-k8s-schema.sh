@@ -36,7 +36,10 @@ n=$(ls "$M" | wc -l)
 cp "$MU_SOURCE_DIR/tests/golden/trn1/precompile.yaml" "$M/golden-trn1-precompile.yaml"
 cp "$MU_SOURCE_DIR/tests/golden/trn1/train.yaml" "$M/golden-trn1-train.yaml"
 
-# 3. Dryruns of the builtins, with every runopt that changes the manifest.
+# 3. Dryruns of the builtins, with every runopt that changes the manifest. The muster image
+# (init container, musterd task) comes from a config file, as a platform team would set it.
+printf '[kubernetes]\nmuster_image = registry.example/muster:0.1.0\n' >"$T_DIR/musterconfig"
+export MUSTERCONFIG=$T_DIR/musterconfig
 dry() { # name component-and-args...
   local name=$1; shift
   "$MUSTER" run -s kubernetes --dryrun --json "$@" >"$T_DIR/$name.json" 2>"$T_DIR/$name.err" &&

@@ -814,6 +814,7 @@ static void c05_dist_ddp(const cJSON *c, const cJSON *item)
   ASSERT_EQ(app->roles[0].min_replicas, golden_expect(item, "role.min_replicas")->valueint);
   ASSERT_EQ(app->roles[0].num_replicas, golden_expect(item, "role.num_replicas")->valueint);
   cfg_set(&cfg, golden_at(in, "cfg", (const char *)NULL));
+  mu_kvlist_set(&cfg.values, "muster_image", "reg/muster:1"); /* muster's own, no TorchX twin */
   job = render(app, &cfg, golden_str(in, "unique_app_id"), "torchx-05b");
   cJSON_ArrayForEach(t, golden_at(job, "spec", "tasks", (const char *)NULL))
   {
@@ -1308,6 +1309,12 @@ TEST(k8s__own_musterd_task_and_rdzv_override)
   mu_strvec_push(&r->args, "${rdzv_endpoint}");
   r->num_replicas = 2;
   mu_kvlist_set(&cfg.values, "queue", "q");
+  /* No muster image: the error says how to get one. */
+  ASSERT_EQ(mu_k8s_render(app, &cfg, "ddp-42", &job, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "-cfg muster_image: required") != NULL);
+  ASSERT(strstr(mu_buf_str(&err), "scripts/build-image.sh --push") != NULL);
+  mu_buf_clear(&err);
+  mu_kvlist_set(&cfg.values, "muster_image", "reg/muster:1");
   job = render(app, &cfg, "ddp-42", "own-musterd");
   t0 = task_at(job, 0);
   ASSERT_STR_EQ(cJSON_GetObjectItem(t0, "name")->valuestring, "musterd");
@@ -1318,6 +1325,22 @@ TEST(k8s__own_musterd_task_and_rdzv_override)
   t1 = task_at(job, 2);
   cmd = cJSON_GetObjectItem(container_of(t1), "command");
   ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 3)->valuestring, "ddp-42-musterd-0.ddp-42:29400");
+  /* The agent by absolute path from the emptyDir that the init container fills. */
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 0)->valuestring, "/muster/bin/muster");
+  {
+    cJSON *pspec = cJSON_GetObjectItem(cJSON_GetObjectItem(t1, "template"), "spec");
+    cJSON *ic = cJSON_GetArrayItem(cJSON_GetObjectItem(pspec, "initContainers"), 0), *v, *m;
+    int has_vol = 0, has_mnt = 0;
+    ASSERT(ic != NULL);
+    ASSERT_STR_EQ(cJSON_GetObjectItem(ic, "image")->valuestring, "reg/muster:1");
+    ASSERT_STR_EQ(cJSON_GetArrayItem(cJSON_GetObjectItem(ic, "command"), 1)->valuestring, "deploy");
+    cJSON_ArrayForEach(v, cJSON_GetObjectItem(pspec, "volumes")) has_vol |=
+        strcmp(cJSON_GetObjectItem(v, "name")->valuestring, "muster-agent") == 0 &&
+        cJSON_GetObjectItem(v, "emptyDir") != NULL;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(container_of(t1), "volumeMounts")) has_mnt |=
+        strcmp(cJSON_GetObjectItem(m, "mountPath")->valuestring, "/muster") == 0;
+    ASSERT(has_vol && has_mnt);
+  }
   cJSON_Delete(job);
 
   mu_kvlist_set(&cfg.values, "rdzv", "rdzv.infra:2379");

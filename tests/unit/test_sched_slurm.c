@@ -39,7 +39,7 @@ static void drop_version_line(char *s)
 static char *render(const struct mu_app *app, const struct mu_cfg *cfg, int major, int minor,
                     int nomem, struct mu_strvec *opts)
 {
-  struct mu_slurm_env env = {major, minor, nomem};
+  struct mu_slurm_env env = {major, minor, nomem, NULL, NULL};
   struct mu_buf script = MU_BUF_INIT(1 << 20), err = MU_BUF_INIT(1024);
   struct mu_strvec local = MU_STRVEC_INIT;
   int rc = mu_slurm_render(app, cfg, &env, &script, opts ? opts : &local, &err);
@@ -964,7 +964,7 @@ TEST(slurm__rdzv_musterd_in_script)
   struct mu_app *app = mu_app_new("ddp");
   struct mu_role *r = mu_app_add_role(app, "trainer");
   struct mu_cfg cfg = {MU_KVLIST_INIT};
-  struct mu_slurm_env env = {22, 5, 0};
+  struct mu_slurm_env env = {22, 5, 0, NULL, NULL};
   struct mu_buf script = MU_BUF_INIT(1 << 20), err = MU_BUF_INIT(1024);
   struct mu_strvec opts = MU_STRVEC_INIT;
   char *s;
@@ -993,6 +993,25 @@ TEST(slurm__rdzv_musterd_in_script)
   ASSERT(strstr(s, "musterd --listen") == NULL);
   ASSERT(strstr(s, "--rdzv-endpoint login1:2379 ") != NULL);
   mu_free(s);
+
+  /* slurm.c's absolute paths: the agent and musterd by path, -cfg still wins. */
+  mu_kvlist_set(&cfg.values, "rdzv", "auto");
+  env.muster_bin = "/opt/m/bin/muster";
+  env.musterd_bin = "/opt/m/bin/musterd";
+  ASSERT_EQ(mu_slurm_render(app, &cfg, &env, &script, &opts, &err), 0);
+  ASSERT(strstr(mu_buf_str(&script), " /opt/m/bin/muster agent --rdzv-endpoint ") != NULL);
+  ASSERT(strstr(mu_buf_str(&script), "/opt/bin/musterd --listen") != NULL);
+  ASSERT(strstr(mu_buf_str(&script), "slurm-\"$SLURM_JOB_ID\"-failure.txt") != NULL);
+  mu_buf_clear(&script);
+  {
+    struct mu_cfg only_muster = {MU_KVLIST_INIT};
+    mu_kvlist_set(&only_muster.values, "muster", "/shared/muster");
+    ASSERT_EQ(mu_slurm_render(app, &only_muster, &env, &script, &opts, &err), 0);
+    ASSERT(strstr(mu_buf_str(&script), " /shared/muster agent --rdzv-endpoint ") != NULL);
+    ASSERT(strstr(mu_buf_str(&script), "/opt/m/bin/musterd --listen") != NULL);
+    mu_buf_clear(&script);
+    mu_cfg_release(&only_muster);
+  }
 
   mu_kvlist_set(&cfg.values, "rdzv", "bogus");
   ASSERT_EQ(mu_slurm_render(app, &cfg, &env, &script, &opts, &err), MU_EINVAL);

@@ -22,11 +22,19 @@ export MUSTER_RDZV_ENDPOINT="$MUSTER_RDZV_HOST:$MUSTER_RDZV_PORT"
 musterd --listen "$MUSTER_RDZV_HOST:$MUSTER_RDZV_PORT" > slurm-"$SLURM_JOB_ID"-musterd.log 2>&1 &
 MUSTERD_PID=$!
 trap 'kill "$MUSTERD_PID" 2>/dev/null || true' EXIT
+musterd_failed() {
+    # One line for `muster status` and the failure summary (slurm.c reads it).
+    echo "the job's musterd did not start on $(hostname) (--listen port $MUSTER_RDZV_PORT): $1; see slurm-$SLURM_JOB_ID-musterd.log, or pick another -cfg rdzv_port / -cfg musterd" | tee slurm-"$SLURM_JOB_ID"-failure.txt >&2
+    exit 1
+}
 for _ in $(seq 100); do
-    if (exec 3<>"/dev/tcp/$MUSTER_RDZV_HOST/$MUSTER_RDZV_PORT") 2>/dev/null; then break; fi
-    kill -0 "$MUSTERD_PID" || { echo "musterd did not start" >&2; exit 1; }
+    if grep -q 'listening on' slurm-"$SLURM_JOB_ID"-musterd.log; then break; fi
+    kill -0 "$MUSTERD_PID" 2>/dev/null ||
+        musterd_failed "$(tail -n 1 slurm-"$SLURM_JOB_ID"-musterd.log)"
     sleep 0.1
 done
+grep -q 'listening on' slurm-"$SLURM_JOB_ID"-musterd.log ||
+    musterd_failed "not listening after 10 s"
 
 set +e
 srun --output=slurm-"$SLURM_JOB_ID"-a-0.out --error=slurm-"$SLURM_JOB_ID"-a-0.err --wait=60 --kill-on-bad-exit=1 --export=ALL,MUSTER_JOB_ID=slurm://muster/"$SLURM_JOB_ID"'' echo 0 'hello '"$SLURM_JOB_ID"'' :\

@@ -1,0 +1,173 @@
+/* Workspaces: DIR layered on each role's image with buildah and pushed (workspace.h). */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "sched_exec.h"
+#include "strvec.h"
+#include "workspace.h"
+
+#define WS_OUT_MAX (64 * 1024)
+
+static const struct mu_exec_hint ws_hints[] = {
+    {{"connection refused", "no such host", "dial tcp", "i/o timeout", NULL},
+     "the registry of -cfg image_repo cannot be reached: check the address, and that it runs"},
+    {{"unauthorized", "authentication required", "denied", NULL},
+     "the registry refused the push: log in first (buildah login REGISTRY)"},
+    {{"http: server gave HTTP response to HTTPS client", NULL},
+     "a plain-HTTP registry: mark it insecure in registries.conf ([[registry]] location=... "
+     "insecure=true)"},
+    {{NULL}, NULL},
+};
+
+static int buildah(struct mu_strvec *av, const char *what, struct mu_buf *out, struct mu_buf *err)
+{
+  int rc = mu_exec_tool(av->v, NULL, what,
+                        "buildah is not installed: --workspace builds images with it (apt-get "
+                        "install buildah)",
+                        ws_hints, out, err);
+  mu_strvec_release(av);
+  return rc;
+}
+
+/* One image: FROM base, DIR copied into the working directory, committed, pushed by digest.
+ * Returns: as mu_workspace_build; *ref = REPO@sha256:... */
+static int build_one(const char *base, const char *dir, const char *repo, char **ref,
+                     struct mu_buf *err)
+{
+  struct mu_strvec av = MU_STRVEC_INIT;
+  struct mu_buf out = MU_BUF_INIT(WS_OUT_MAX);
+  char *ctr = NULL, *tag = NULL, *digest_file = NULL, *ignore = NULL;
+  char dig[160] = "";
+  int rc;
+
+  mu_strvec_push(&av, "buildah");
+  mu_strvec_push(&av, "from");
+  mu_strvec_push(&av, "--quiet");
+  mu_strvec_push(&av, base);
+  rc = buildah(&av, "buildah from (the role's image)", &out, err);
+  if (rc != 0)
+    goto out;
+  ctr = mu_strdup(mu_exec_chomp((char *)mu_buf_str(&out)));
+  mu_strvec_push(&av, "buildah");
+  mu_strvec_push(&av, "copy");
+  mu_strvec_push(&av, "--quiet");
+  mu_strvec_pushf(&av, "--contextdir=%s", dir);
+  for (int i = 0; i < 2 && ignore == NULL; i++) {
+    char *p = mu_asprintf("%s/%s", dir, i == 0 ? ".dockerignore" : ".containerignore");
+    if (access(p, R_OK) == 0)
+      ignore = p;
+    else
+      mu_free(p);
+  }
+  if (ignore)
+    mu_strvec_pushf(&av, "--ignorefile=%s", ignore);
+  mu_strvec_push(&av, ctr);
+  mu_strvec_push(&av, dir);
+  rc = buildah(&av, "buildah copy (the workspace)", NULL, err);
+  if (rc != 0)
+    goto out;
+  tag = mu_asprintf("%s:ws-%lx%lx", repo, (long)time(NULL), (long)getpid());
+  mu_strvec_push(&av, "buildah");
+  mu_strvec_push(&av, "commit");
+  mu_strvec_push(&av, "--quiet");
+  mu_strvec_push(&av, "--rm");
+  mu_strvec_push(&av, ctr);
+  mu_strvec_push(&av, tag);
+  mu_buf_clear(&out);
+  rc = buildah(&av, "buildah commit", &out, err);
+  if (rc != 0)
+    goto out;
+  mu_free(ctr);
+  ctr = NULL;
+  digest_file = mu_asprintf("/tmp/muster-ws-digest.%ld", (long)getpid());
+  mu_strvec_push(&av, "buildah");
+  mu_strvec_push(&av, "push");
+  mu_strvec_push(&av, "--quiet");
+  mu_strvec_push(&av, "--retry=0");
+  mu_strvec_push(&av, "--retry-delay=1ms"); /* buildah 1.28 retries 3 times anyway */
+  mu_strvec_pushf(&av, "--digestfile=%s", digest_file);
+  mu_strvec_push(&av, tag);
+  mu_strvec_pushf(&av, "docker://%s", tag);
+  rc = buildah(&av, "buildah push (to -cfg image_repo)", NULL, err);
+  if (rc != 0)
+    goto out;
+  {
+    FILE *fp = fopen(digest_file, "r");
+    if (fp == NULL || fgets(dig, sizeof dig, fp) == NULL || strncmp(dig, "sha256:", 7) != 0) {
+      mu_buf_printf(err, "buildah push did not report the digest of %s", tag);
+      rc = MU_EIO;
+    }
+    if (fp)
+      fclose(fp);
+  }
+  if (rc == 0)
+    *ref = mu_asprintf("%s@%s", repo, mu_exec_chomp(dig));
+out:
+  if (ctr) { /* a failed build leaves no working container behind */
+    struct mu_buf ignore_err = MU_BUF_INIT(4096);
+    mu_strvec_push(&av, "buildah");
+    mu_strvec_push(&av, "rm");
+    mu_strvec_push(&av, ctr);
+    buildah(&av, "buildah rm", NULL, &ignore_err);
+    mu_buf_release(&ignore_err);
+  }
+  if (digest_file)
+    unlink(digest_file);
+  mu_free(digest_file);
+  mu_free(ctr);
+  mu_free(tag);
+  mu_free(ignore);
+  mu_buf_release(&out);
+  mu_strvec_release(&av);
+  return rc;
+}
+
+int mu_workspace_build(struct mu_app *app, const char *dir, const char *repo, struct mu_buf *err)
+{
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    mu_buf_printf(err, "--workspace '%s': not a directory", dir);
+    return MU_EINVAL;
+  }
+  if (repo == NULL || *repo == '\0') {
+    mu_buf_puts(err, "--workspace needs -cfg image_repo=REGISTRY/REPO: where the workspace image "
+                     "is pushed for the nodes to pull");
+    return MU_EINVAL;
+  }
+  struct mu_strvec bases = MU_STRVEC_INIT, refs = MU_STRVEC_INIT;
+  int rc = 0;
+  for (size_t i = 0; i < app->nroles && rc == 0; i++) {
+    struct mu_role *r = &app->roles[i];
+    char *ref = NULL;
+    if (r->image == NULL || *r->image == '\0') {
+      mu_buf_printf(err,
+                    "roles[%zu].image: --workspace layers the files on the role's image; "
+                    "give one with --image",
+                    i);
+      rc = MU_EINVAL;
+      break;
+    }
+    /* Roles that share an image share the workspace image. */
+    for (size_t j = 0; j < bases.n && ref == NULL; j++)
+      if (strcmp(bases.v[j], r->image) == 0)
+        ref = mu_strdup(refs.v[j]);
+    if (ref == NULL) {
+      rc = build_one(r->image, dir, repo, &ref, err);
+      if (rc != 0)
+        break;
+      mu_strvec_push(&bases, r->image);
+      mu_strvec_push(&refs, ref);
+    }
+    mu_free(r->image);
+    r->image = ref;
+  }
+  mu_strvec_release(&bases);
+  mu_strvec_release(&refs);
+  return rc;
+}

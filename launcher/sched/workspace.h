@@ -1,0 +1,20 @@
+/* Workspaces (TorchX's): `muster run --workspace DIR -cfg image_repo=REPO` layers DIR's files
+ * on each role's image with buildah, pushes the result to REPO and points the role at it by
+ * digest (REPO@sha256:...), so every node runs exactly the files the user had. DIR's
+ * .dockerignore (or .containerignore) excludes files, with Docker's syntax. buildah reads its
+ * storage and registry settings from the usual places (containers-storage.conf,
+ * containers-registries.conf; CONTAINERS_STORAGE_CONF, CONTAINERS_REGISTRIES_CONF).
+ */
+#ifndef MU_WORKSPACE_H
+#define MU_WORKSPACE_H
+
+#include "buf.h"
+#include "job.h"
+
+/* Builds and pushes one image per distinct role image and rewrites those roles' image.
+ * Returns: 0; MU_EINVAL (DIR is not a directory, a role has no image, REPO is empty), MU_ENOENT
+ * (buildah is not installed), MU_EIO (a build or the push failed: err names the registry and
+ * quotes buildah). Ownership: changes app's role images; appends to err. */
+int mu_workspace_build(struct mu_app *app, const char *dir, const char *repo, struct mu_buf *err);
+
+#endif

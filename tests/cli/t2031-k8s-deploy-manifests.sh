@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Every manifest `muster deploy` prints is valid: the Volcano Queue against the Volcano v1.15.1
+# CRD (tests/schemas/validate-volcano.mjs, unknown fields rejected), the core kinds (Service,
+# Deployment, StorageClass, PersistentVolumeClaim) for the fields the API server requires and
+# the shapes it checks. The storage manifests carry the trn1 tutorial's parameters; bad input
+# is refused with a message naming the option.
+. "$(dirname "$0")/../lib.sh"
+VALIDATOR=$MU_SOURCE_DIR/tests/schemas/validate-volcano.mjs
+t_need_cmd node nodejs
+t_need_py yaml python3-yaml
+MODS=${MU_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/muster-vjv}
+for mod in ajv ajv-formats yaml; do
+  [ -d "$MODS/node_modules/$mod" ] || {
+    echo "# skip: the validator's npm package '$mod' is not in $MODS/node_modules: run"
+    echo "#   scripts/install-deps.sh --test"
+    exit 77
+  }
+done
+M=$T_DIR/m
+mkdir -p "$M"
+gen() { # name args...
+  local n=$1; shift
+  "$MUSTER" deploy "$@" >"$M/$n.yaml" 2>"$T_DIR/$n.err" && t_ok "deploy $*" ||
+    t_fail "deploy $*: $(cat "$T_DIR/$n.err")"
+}
+gen rendezvous rendezvous
+gen rendezvous-custom rendezvous --namespace ml --name etcd-server --image r/m:1 --port 2400
+gen queue queue
+gen queue-capped queue --name trn1 --weight 3 --reclaimable --cpu 256 --memory 2Ti
+gen storage storage --subnet-id subnet-0abc --security-group sg-0def
+gen storage-custom storage --subnet-id subnet-1 --security-group sg-1 --name data --class lustre \
+  --size 2400Gi --namespace ml --throughput 100
+
+# Volcano kinds through the CRD validator.
+node "$VALIDATOR" --modules "$MODS/node_modules" "$M"/queue*.yaml >"$T_DIR/v.log" 2>&1
+rc=$?
+sed 's/^/# /' "$T_DIR/v.log"
+t_expect_eq "Volcano Queue valid against the CRD" "$rc" 0
+
+# Core kinds: what the API server requires.
+out=$($PY - "$M"/*.yaml <<'PYEOF'
+import re, sys, yaml
+QTY = re.compile(r'^[0-9]+(\.[0-9]+)?([KMGTPE]i?|m|)$')
+NAME = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')
+bad, kinds = [], []
+def need(c, what):
+    if not c: bad.append(what)
+for f in sys.argv[1:]:
+    for d in yaml.safe_load_all(open(f)):
+        if not d: continue
+        k = d.get("kind"); kinds.append(k); w = "%s %s" % (f.rsplit("/", 1)[1], k)
+        need(isinstance(d.get("apiVersion"), str), w + ": apiVersion")
+        md = d.get("metadata", {})
+        need(NAME.match(md.get("name", "")) and len(md["name"]) <= 63, w + ": metadata.name")
+        if k == "Service":
+            ports = d["spec"].get("ports", [])
+            need(ports and all(1 <= p["port"] <= 65535 and p.get("protocol") in ("TCP", "UDP") for p in ports), w + ": spec.ports")
+        elif k == "Deployment":
+            s = d["spec"]
+            need(d["apiVersion"] == "apps/v1", w + ": apps/v1")
+            sel = s["selector"]["matchLabels"]
+            need(sel.items() <= s["template"]["metadata"]["labels"].items(), w + ": selector matches the template")
+            cs = s["template"]["spec"]["containers"]
+            need(cs and all(c.get("name") and c.get("image") for c in cs), w + ": containers name+image")
+        elif k == "StorageClass":
+            need(d["apiVersion"] == "storage.k8s.io/v1" and d.get("provisioner") == "fsx.csi.aws.com", w + ": provisioner")
+            p = d.get("parameters", {})
+            need(all(isinstance(v, str) for v in p.values()), w + ": parameters are strings")
+            for key in ("subnetId", "securityGroupIds", "deploymentType", "perUnitStorageThroughput"):
+                need(key in p, w + ": parameters." + key)
+            need(d.get("mountOptions") == ["flock"], w + ": mountOptions flock")
+        elif k == "PersistentVolumeClaim":
+            s = d["spec"]
+            need(s.get("accessModes") == ["ReadWriteMany"], w + ": accessModes")
+            need(QTY.match(str(s["resources"]["requests"]["storage"])), w + ": requests.storage quantity")
+            need(isinstance(s.get("storageClassName"), str), w + ": storageClassName")
+        elif k == "Queue":
+            pass
+        else:
+            bad.append(w + ": unexpected kind")
+print(" ".join(sorted(set(kinds))), "|", "; ".join(bad) or "ok")
+PYEOF
+)
+t_expect_eq "core kinds have their required fields" "$out" \
+  "Deployment PersistentVolumeClaim Queue Service StorageClass | ok"
+
+# The tutorial's parameters (storageclass.yaml, claim.yaml).
+got=$($PY -c 'import sys, yaml
+sc, pvc = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+p = sc["parameters"]
+print(sc["metadata"]["name"], p["subnetId"], p["securityGroupIds"], p["deploymentType"], p["perUnitStorageThroughput"],
+      p["fileSystemTypeVersion"], p["weeklyMaintenanceStartTime"], pvc["metadata"]["name"], pvc["spec"]["storageClassName"],
+      pvc["spec"]["resources"]["requests"]["storage"])' "$M/storage.yaml")
+t_expect_eq "storage: the tutorial's values" "$got" \
+  "fsx-sc subnet-0abc sg-0def PERSISTENT_1 200 2.12 7:09:00 fsx-claim fsx-sc 1200Gi"
+got=$($PY -c 'import sys, yaml
+q = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d][0]
+print(q["metadata"]["name"], q["spec"]["weight"], q["spec"]["reclaimable"], q["spec"]["capability"])' "$M/queue-capped.yaml")
+t_expect_eq "queue: options applied" "$got" "trn1 3 True {'cpu': '256', 'memory': '2Ti'}"
+
+# Bad input.
+out=$("$MUSTER" deploy storage --security-group sg-1 2>&1); t_expect_eq "storage without subnet: exit 2" "$?" 2
+t_expect_match "... names --subnet-id" "$out" "--subnet-id is required"
+out=$("$MUSTER" deploy storage --subnet-id s --security-group g --throughput 7 2>&1)
+t_expect_match "bad throughput named" "$out" "--throughput 7: PERSISTENT_1 offers 50, 100 or 200"
+out=$("$MUSTER" deploy queue --name Q_1 2>&1); t_expect_eq "bad queue name: exit 2" "$?" 2
+t_expect_match "... named" "$out" "--name 'Q_1' is not a Kubernetes name"
+out=$("$MUSTER" deploy queue --weight 0 2>&1); t_expect_match "bad weight named" "$out" "--weight 0"
+out=$("$MUSTER" deploy agent 2>&1); t_expect_eq "agent without DIR: exit 2" "$?" 2
+t_expect_match "... says what to give" "$out" "muster deploy agent DIR"
+
+# The Queue validator can fail: an unknown field in the Queue is rejected.
+$PY -c 'import sys, yaml
+q = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d][0]; q["spec"]["wieght"] = 1
+yaml.safe_dump(q, open(sys.argv[2], "w"))' "$M/queue.yaml" "$T_DIR/badq.yaml"
+out=$(node "$VALIDATOR" --modules "$MODS/node_modules" "$T_DIR/badq.yaml" 2>&1)
+t_expect_eq "a broken Queue is rejected" "$?" 1
+t_expect_match "... naming the field" "$out" "wieght"
+t_done
