@@ -79,8 +79,8 @@ int cmd_log(int argc, char **argv)
       MU_OPT_STRING(0, "regex", &regex, "RE", "only the lines that match RE (extended regex)"),
       MU_OPT_STRING(0, "streams", &streams, "S", "combined (default), stdout or stderr"),
       MU_OPT_INT('n', "lines", &lines, "N", "only the last N lines of each replica (all: 0)"),
-      MU_OPT_STRING(0, "since", &since, "TIME", "not yet: muster's logs carry no timestamps"),
-      MU_OPT_STRING(0, "until", &until, "TIME", "not yet: muster's logs carry no timestamps"),
+      MU_OPT_STRING(0, "since", &since, "TIME", "accepted and ignored, as TorchX's local logs"),
+      MU_OPT_STRING(0, "until", &until, "TIME", "accepted and ignored, as TorchX's local logs"),
       MU_CLI_OPT_CFG(&cfgstr),
       MU_OPT_END(),
   };
@@ -121,12 +121,13 @@ int cmd_log(int argc, char **argv)
              num, num);
     return MU_EXIT_USAGE;
   }
-  if (since != NULL || until != NULL) {
-    mu_error("%s: not yet: the logs muster reads (local files, kubectl logs, Slurm output files) "
-             "carry no timestamps to filter on; use --regex or --lines",
-             since != NULL ? "--since" : "--until");
-    return MU_EXIT_USAGE;
-  }
+  /* As TorchX's local scheduler: a time window is accepted, said to be ignored, and every line
+   * is printed (the logs muster reads carry no timestamps to filter on). */
+  if (since != NULL || until != NULL)
+    mu_warn("%s%s%s: ignored, all lines are printed: the logs muster reads (local files, kubectl "
+            "logs, Slurm output files) carry no timestamps; use --regex or --lines to narrow them",
+            since != NULL ? "--since" : "", since != NULL && until != NULL ? " and " : "",
+            until != NULL ? "--until" : "");
   enum mu_log_stream stream;
   if (streams == NULL)
     streams = "combined";

@@ -150,7 +150,11 @@ out=$("$MUSTER" log --lines 1 -cfg log_dir="$T_DIR/l2" "$h" 2>&1)
 t_expect_eq "log --lines 1: the last line" "$out" "ERR two"
 expect_err "log -t N: TorchX's -t takes no number" "for the last 5 lines use --lines 5" \
   "$MUSTER" log -t 5 "$h"
-expect_err "log --since: not yet, said so" "--since: not yet" "$MUSTER" log --since 10m "$h"
+"$MUSTER" log --since 10m --until 1m -cfg log_dir="$T_DIR/l2" "$h" >"$T_DIR/out" 2>"$T_DIR/err"
+t_expect_eq "log --since/--until (accepted as TorchX's local logs): exit 0" "$?" 0
+t_expect_eq "log --since/--until: every line" "$(wc -l <"$T_DIR/out")" 4
+t_expect_match "log --since/--until: said to be ignored" "$(cat "$T_DIR/err")" \
+  "--since and --until: ignored, all lines are printed"
 expect_err "log --regex bad" "--regex '\(':" "$MUSTER" log "$h" --regex '('
 
 # ---- config files and components refuse typos: the word named, the closest suggested, exit 2
@@ -197,7 +201,7 @@ expect_err "\${mgs} in a component" \
 # ---- -cfg rdzv: one vocabulary on every scheduler
 for sched in local slurm kubernetes; do
   extra=""
-  [ "$sched" = kubernetes ] && extra=",queue=q"
+  [ "$sched" = kubernetes ] && extra=",queue=q,muster_image=registry.example/muster:0.1.0"
   out=$("$MUSTER" run --dryrun -s "$sched" -cfg "rdzv=jbo$extra" dist.ddp --script t.py -j 2x1 2>&1)
   t_expect_eq "$sched: -cfg rdzv typo exits 2" "$?" 2
   t_expect_match "$sched: the typo named, the word suggested, the vocabulary listed" "$out" \
