@@ -183,7 +183,8 @@ case_schedulers() {
     "$(grep -o -- "--rdzv-endpoint $cl " <<<"$out" | wc -l)" 2
   t_expect_eq "slurm etcd-v3: the script starts no musterd" "$(grep -c 'musterd ' <<<"$out")" 0
   out=$(cd "$T_DIR" && HOME=$T_DIR MUSTERCONFIG= "$MUSTER" run --dryrun -s kubernetes \
-    -cfg "queue=default,rdzv=$cl" dist.ddp -j 2x2 --image img --script train.py 2>&1)
+    -cfg "queue=default,muster_image=registry.example/muster:0.1.0,rdzv=$cl" \
+    dist.ddp -j 2x2 --image img --script train.py 2>&1)
   t_expect_eq "kubernetes etcd-v3: the agents get the cluster" "$(grep -c -- "- $cl\$" <<<"$out")" 2
   t_expect_eq "kubernetes etcd-v3: no musterd task" "$(grep -c 'name: musterd' <<<"$out")" 0
 }
