@@ -42,47 +42,11 @@ int mu_client_new(const char *endpoint, struct mu_client **out)
     *out = c;
     return 0;
   }
-  int https = 0;
-  if (strncmp(p, "http://", 7) == 0) {
-    p += 7;
-  } else if (strncmp(p, "https://", 8) == 0) {
-    p += 8;
-    https = 1;
-  }
-  const char *colon = NULL;
-  size_t hlen;
-  if (*p == '[') {
-    const char *close = strchr(p, ']');
-    if (close == NULL || close[1] != ':')
-      return MU_EINVAL;
-    hlen = (size_t)(close - p - 1);
-    p++;
-    colon = close + 1;
-  } else {
-    colon = strrchr(p, ':');
-    if (colon == NULL)
-      return MU_EINVAL;
-    hlen = (size_t)(colon - p);
-  }
-  if (hlen == 0 || hlen >= sizeof(host))
-    return MU_EINVAL;
-  memcpy(host, p, hlen);
-  host[hlen] = '\0';
-  if (strchr(host, '/') != NULL)
-    return MU_EINVAL;
-  char port_s[16];
-  size_t plen = strlen(colon + 1);
-  if (plen > 0 && colon[plen] == '/')
-    plen--;
-  if (plen == 0 || plen >= sizeof(port_s))
-    return MU_EINVAL;
-  memcpy(port_s, colon + 1, plen);
-  port_s[plen] = '\0';
-  long port = 0;
-  if (mu_parse_long(port_s, 1, 65535, &port) != 0)
+  int https = 0, port = 0;
+  if (mu_http_endpoint_parse(p, strlen(p), host, sizeof(host), &port, &https) != 0)
     return MU_EINVAL;
   struct mu_client *c = mu_calloc(1, sizeof(*c));
-  c->http = mu_http_client_new(host, (int)port);
+  c->http = mu_http_client_new(host, port);
   c->timeout_ms = 10000;
   /* security (docs/security.md): TLS from the scheme or the env, the token from the env */
   const char *ca = getenv("MUSTER_RDZV_CACERT"), *cert = getenv("MUSTER_RDZV_CERT");

@@ -259,40 +259,12 @@ static cJSON *kv_json(const cJSON *kv)
 
 static int parse_member(const char *s, size_t n, struct member *m, int *https)
 {
-  char buf[300];
-  if (n == 0 || n >= sizeof(buf))
+  char host[256];
+  int port = 0;
+  if (mu_http_endpoint_parse(s, n, host, sizeof(host), &port, https) != 0)
     return MU_EINVAL;
-  memcpy(buf, s, n);
-  buf[n] = '\0';
-  char *p = buf;
-  if (strncmp(p, "http://", 7) == 0) {
-    p += 7;
-  } else if (strncmp(p, "https://", 8) == 0) {
-    p += 8;
-    *https = 1;
-  }
-  size_t len = strlen(p);
-  if (len > 0 && p[len - 1] == '/')
-    p[--len] = '\0';
-  char *colon = NULL;
-  if (*p == '[') {
-    char *close = strchr(p, ']');
-    if (close == NULL || close[1] != ':')
-      return MU_EINVAL;
-    *close = '\0';
-    p++;
-    colon = close + 1;
-  } else {
-    colon = strrchr(p, ':');
-    if (colon == NULL)
-      return MU_EINVAL;
-    *colon = '\0';
-  }
-  long port = 0;
-  if (*p == '\0' || strchr(p, '/') != NULL || mu_parse_long(colon + 1, 1, 65535, &port) != 0)
-    return MU_EINVAL;
-  m->host = mu_strdup(p);
-  m->port = (int)port;
+  m->host = mu_strdup(host);
+  m->port = port;
   return 0;
 }
 

@@ -24,6 +24,7 @@
 
 #include "alloc.h"
 #include "http_client.h"
+#include "opts.h"
 
 struct mu_http_client {
   char *host;
@@ -60,6 +61,47 @@ static long long now_ms(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int mu_http_endpoint_parse(const char *s, size_t n, char *host, size_t hostcap, int *port,
+                           int *https)
+{
+  char buf[300];
+  if (n == 0 || n >= sizeof(buf))
+    return MU_EINVAL;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  char *p = buf;
+  if (strncmp(p, "http://", 7) == 0) {
+    p += 7;
+  } else if (strncmp(p, "https://", 8) == 0) {
+    p += 8;
+    *https = 1;
+  }
+  size_t len = strlen(p);
+  if (len > 0 && p[len - 1] == '/')
+    p[--len] = '\0';
+  char *colon = NULL;
+  if (*p == '[') {
+    char *close = strchr(p, ']');
+    if (close == NULL || close[1] != ':')
+      return MU_EINVAL;
+    *close = '\0';
+    p++;
+    colon = close + 1;
+  } else {
+    colon = strrchr(p, ':');
+    if (colon == NULL)
+      return MU_EINVAL;
+    *colon = '\0';
+  }
+  long v = 0;
+  if (*p == '\0' || strchr(p, '/') != NULL || strlen(p) >= hostcap ||
+      mu_parse_long(colon + 1, 1, 65535, &v) != 0)
+    return MU_EINVAL;
+  memcpy(host, p, strlen(p) + 1);
+  *port = (int)v;
+  return 0;
 }
 
 struct mu_http_client *mu_http_client_new(const char *host, int port)

@@ -28,6 +28,13 @@ struct mu_http_response {
   void *on_data_arg;
 };
 
+/* Parses the n bytes of an endpoint "[http://|https://]HOST:PORT[/]" (HOST a name, an IPv4
+ * address or a bracketed IPv6 one) into host (NUL-terminated, at most hostcap - 1 bytes), *port
+ * (1-65535) and *https (set to 1 for https://, left alone otherwise).
+ * Returns: 0, or MU_EINVAL for anything else. */
+int mu_http_endpoint_parse(const char *s, size_t n, char *host, size_t hostcap, int *port,
+                           int *https);
+
 /* Creates a client for host:port (a name or a numeric address). Nothing connects yet.
  * Returns: the client. Ownership: caller frees with mu_http_client_free(). */
 struct mu_http_client *mu_http_client_new(const char *host, int port);

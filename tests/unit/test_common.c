@@ -8,6 +8,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "fsutil.h"
+#include "http_client.h"
 #include "json.h"
 #include "opts.h"
 #include "strvec.h"
@@ -137,4 +138,30 @@ TEST(fsutil__atomic_write_and_capped_read)
   mu_free(path);
   mu_free(missing);
   mu_free(bad);
+}
+
+TEST(http__endpoint_parse)
+{
+  char host[64];
+  int port = 0, https = 0;
+  ASSERT_EQ(mu_http_endpoint_parse("127.0.0.1:2379", 14, host, sizeof(host), &port, &https), 0);
+  ASSERT_STR_EQ(host, "127.0.0.1");
+  ASSERT_EQ(port, 2379);
+  ASSERT_EQ(https, 0);
+  const char *v6 = "https://[::1]:8443/";
+  ASSERT_EQ(mu_http_endpoint_parse(v6, strlen(v6), host, sizeof(host), &port, &https), 0);
+  ASSERT_STR_EQ(host, "::1");
+  ASSERT_EQ(port, 8443);
+  ASSERT_EQ(https, 1);
+  /* only the n bytes given count: the first member of a list */
+  const char *list = "http://h1:1,h2:2";
+  https = 0;
+  ASSERT_EQ(mu_http_endpoint_parse(list, 11, host, sizeof(host), &port, &https), 0);
+  ASSERT_STR_EQ(host, "h1");
+  ASSERT_EQ(port, 1);
+  const char *bad[] = {"h1", ":2379", "h1:0", "h1:65536", "h1:x", "a/b:1", "[::1]2379", "h:1/x"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    ASSERT_EQ(mu_http_endpoint_parse(bad[i], strlen(bad[i]), host, sizeof(host), &port, &https),
+              MU_EINVAL);
+  ASSERT_EQ(mu_http_endpoint_parse("averylonghostname:1", 19, host, 8, &port, &https), MU_EINVAL);
 }
