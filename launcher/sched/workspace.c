@@ -19,6 +19,9 @@ static const struct mu_exec_hint ws_hints[] = {
      "the registry of -cfg image_repo cannot be reached: check the address, and that it runs"},
     {{"unauthorized", "authentication required", "denied", NULL},
      "the registry refused the push: log in first (buildah login REGISTRY)"},
+    {{"StatusCode: 405", "StatusCode: 403", "Method not allowed", "forbidden", NULL},
+     "the registry refused the push (read-only, or this repository is not writable for you): "
+     "pick an -cfg image_repo you may push to"},
     {{"http: server gave HTTP response to HTTPS client", NULL},
      "a plain-HTTP registry: mark it insecure in registries.conf ([[registry]] location=... "
      "insecure=true)"},

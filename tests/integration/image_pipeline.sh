@@ -17,7 +17,8 @@
 #     names it by digest; the pulled image holds the files, .dockerignore's excluded.
 #  4. Bad input: a root without /etc/hosts (a clear error naming it, then the name resolves
 #     once /etc/hosts has it), a missing muster_image, a registry that is not there (for
-#     the image and for --workspace), --workspace without image_repo.
+#     the image and for --workspace), a read-only registry that refuses the --workspace push,
+#     --workspace without image_repo.
 # Under MU_SANITIZED=1 (the ASan build, which has no portable bundle: sanitizers need the
 # host's loader) the image is the normal build's: only what this build's muster does runs
 # (the manifest's init container, a missing muster_image, `muster deploy agent`).
@@ -227,6 +228,26 @@ out=$("$MUSTER" run -s kubernetes --dryrun --workspace "$WS" \
 t_expect_eq "--workspace to a registry that is not there: exit 1" "$?" 1
 t_expect_match "... names the push" "$out" "buildah push \(to -cfg image_repo\) failed"
 t_expect_match "... and says the registry cannot be reached" "$out" "hint: the registry of -cfg image_repo cannot be reached"
+# a registry that is there and refuses the push (read-only, as in maintenance)
+ROP=$(t_free_port)
+mkdir -p "$T_DIR/roreg"
+cat >"$T_DIR/roreg/config.yml" <<YML
+version: 0.1
+log: {level: warn}
+storage: {filesystem: {rootdirectory: $T_DIR/roreg/data}, maintenance: {readonly: {enabled: true}}}
+http: {addr: 127.0.0.1:$ROP}
+YML
+t_spawn roreg docker-registry serve "$T_DIR/roreg/config.yml"
+if t_wait_http "http://127.0.0.1:$ROP/v2/" 20 "$T_LAST_PID"; then
+  printf '[[registry]]\nlocation = "127.0.0.1:%s"\ninsecure = true\n' "$ROP" >>"$T_DIR/registries.conf"
+  out=$(timeout 120 "$MUSTER" run -s kubernetes --dryrun --workspace "$WS" \
+    -cfg "queue=q,muster_image=m:1,image_repo=127.0.0.1:$ROP/ws" dist.ddp -j 1x1 \
+    --image "$REG/user:test" --script /app/sum_static 2>&1)
+  t_expect_eq "--workspace to a registry that refuses the push: exit 1" "$?" 1
+  t_expect_match "... says the registry refused it" "$out" "hint: the registry refused the push"
+else
+  t_fail "read-only registry starts: $(cat "$T_DIR/roreg.log")"
+fi
 out=$("$MUSTER" run -s kubernetes --dryrun --workspace "$WS" -cfg queue=q,muster_image=m:1 dist.ddp \
   --image "$REG/user:test" --script /x 2>&1)
 t_expect_match "--workspace without image_repo: named" "$out" "--workspace needs -cfg image_repo"
