@@ -122,9 +122,9 @@ int mu_client_watch(struct mu_client *c, const char *run_id, const char *node_id
 
 /* What GET /v1/runs/{id} says of a run: enough for "waiting for 1 more node (1 of 2 joined)". */
 struct mu_run_info {
-  long round;     /* the latest round, 0 before the first closed */
-  int nnodes;     /* members of the latest round */
-  int waiting;    /* pending joins */
+  long round;  /* the latest round, 0 before the first closed */
+  int nnodes;  /* members of the latest round */
+  int waiting; /* pending joins */
   int min_nodes, max_nodes;
   char state[16]; /* "open", "closed", "shut" */
   char round_state[16];

@@ -68,8 +68,8 @@ static const struct backend_row *find_backend(const char *name)
   for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
     mu_suggest_add(&sg, backends[i].name);
   const char *best = mu_suggest_best(&sg);
-  mu_error("--rdzv-backend '%s' is not known%s%s%s; use muster, etcd, etcd-v2, etcd-v3 or static", name,
-           best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
+  mu_error("--rdzv-backend '%s' is not known%s%s%s; use muster, etcd, etcd-v2, etcd-v3 or static",
+           name, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
   return NULL;
 }
 
@@ -526,9 +526,9 @@ int cmd_agent(int argc, char **argv)
       mu_warn("--standalone: ignoring --rdzv-endpoint '%s'", endpoint);
     endpoint = NULL;
   } else {
-    const char *dflt = endpoint == NULL                                                ? "static"
+    const char *dflt = endpoint == NULL                                             ? "static"
                        : strncmp(endpoint, "etcd-v3://", strlen("etcd-v3://")) == 0 ? "etcd-v3"
-                                                                                      : "muster";
+                                                                                    : "muster";
     bk = find_backend(backend != NULL ? backend : dflt);
     if (bk == NULL)
       goto out;

@@ -1,6 +1,7 @@
-/* Unit tests of rendezvous/server/tls.c and rendezvous/security/ (auth.c, quota.c, the gate): a TLS handshake pumped between an
- * OpenSSL client and rv_tls_conn over memory (certificates made here with the OpenSSL API),
- * client-certificate refusal, token and basic-auth verdicts, quota bookkeeping. */
+/* Unit tests of rendezvous/server/tls.c and rendezvous/security/ (auth.c, quota.c, the gate): a TLS
+ * handshake pumped between an OpenSSL client and rv_tls_conn over memory (certificates made here
+ * with the OpenSSL API), client-certificate refusal, token and basic-auth verdicts, quota
+ * bookkeeping. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
