@@ -408,6 +408,19 @@ static void keys_end(struct rv_req *req, struct keys_call *c, int answer)
   mu_free(c->k.key);
 }
 
+/* The start of every write (POST, PUT, DELETE): the request parsed, then its answer bounded
+ * before anything is committed. Returns: 0, or -1 when the request was answered. */
+static int write_begin_or_reply(struct rv_req *req, struct keys_call *c)
+{
+  if (keys_begin_or_reply(req, c) != 0)
+    return -1;
+  if (reply_fits_or_reply(req, c) != 0) {
+    keys_end(req, c, 0);
+    return -1;
+  }
+  return 0;
+}
+
 static void keys_get(struct rv_req *req)
 {
   struct keys_call c;
@@ -435,12 +448,8 @@ static void keys_get(struct rv_req *req)
 static void keys_post(struct rv_req *req)
 {
   struct keys_call c;
-  if (keys_begin_or_reply(req, &c) != 0)
+  if (write_begin_or_reply(req, &c) != 0)
     return;
-  if (reply_fits_or_reply(req, &c) != 0) {
-    keys_end(req, &c, 0);
-    return;
-  }
   c.e = v2_store_create(c.v2->store, &c.w, 1, &c.err);
   keys_end(req, &c, 1);
 }
@@ -449,12 +458,8 @@ static void keys_post(struct rv_req *req)
 static void keys_put(struct rv_req *req)
 {
   struct keys_call c;
-  if (keys_begin_or_reply(req, &c) != 0)
+  if (write_begin_or_reply(req, &c) != 0)
     return;
-  if (reply_fits_or_reply(req, &c) != 0) {
-    keys_end(req, &c, 0);
-    return;
-  }
   struct v2_store *s = c.v2->store;
   const struct keys_req *k = &c.k;
   int has_prev_value = k->prev_value != NULL && k->prev_value[0] != '\0';
@@ -477,12 +482,8 @@ static void keys_put(struct rv_req *req)
 static void keys_delete(struct rv_req *req)
 {
   struct keys_call c;
-  if (keys_begin_or_reply(req, &c) != 0)
+  if (write_begin_or_reply(req, &c) != 0)
     return;
-  if (reply_fits_or_reply(req, &c) != 0) {
-    keys_end(req, &c, 0);
-    return;
-  }
   struct v2_store *s = c.v2->store;
   const struct keys_req *k = &c.k;
   if (k->prev_index > 0 || (k->prev_value != NULL && k->prev_value[0] != '\0'))
