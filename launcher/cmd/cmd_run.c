@@ -80,8 +80,9 @@ static void summarize(const struct mu_app_status *st, char *out, size_t n)
       other++;
     }
   }
-  snprintf(out, n, "%zu replicas: %zu pending, %zu running, %zu succeeded, %zu failed%s",
-           st->nreplicas, pend, run, ok, bad, other ? ", others cancelled/unknown" : "");
+  snprintf(out, n, "%zu replica%s: %zu pending, %zu running, %zu succeeded, %zu failed%s",
+           st->nreplicas, st->nreplicas == 1 ? "" : "s", pend, run, ok, bad,
+           other ? ", others cancelled/unknown" : "");
 }
 
 /* Streams every replica's log in a child (through the backend's log_open) into a pipe whose

@@ -545,7 +545,7 @@ static const struct {
   const char *what;
 } rdzv_forms[] = {
     {"", "HOST:PORT of a running musterd (or etcd with the v2 API)"},
-    {"etcd-v3", "etcd-v3://H1:P,H2:P,... (the members of an etcd v3 cluster)"},
+    {"etcd-v3", "H1:P,H2:P,... (the members of an etcd v3 cluster)"},
 };
 
 /* HOST:PORT, or several separated by commas (a cluster's members). */

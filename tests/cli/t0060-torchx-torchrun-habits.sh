@@ -206,6 +206,9 @@ for sched in local slurm kubernetes; do
   t_expect_eq "$sched: -cfg rdzv typo exits 2" "$?" 2
   t_expect_match "$sched: the typo named, the word suggested, the vocabulary listed" "$out" \
     "rdzv='jbo' is not known; did you mean 'job'\?.*auto.*none.*HOST:PORT"
+  out=$("$MUSTER" run --dryrun -s "$sched" -cfg "rdzv=etcd-v3://h1$extra" dist.ddp --script t.py 2>&1)
+  t_expect_match "$sched: an etcd-v3:// without ports is named, with the form once" "$out" \
+    "rdzv='etcd-v3://h1' is not known.*, etcd-v3://H1:P,H2:P,\.\.\. \(the members"
   out=$("$MUSTER" run --dryrun -s "$sched" -cfg "rdzv=none$extra" dist.ddp --script t.py -j 2x1 2>&1)
   t_expect_match "$sched: rdzv=none with \${rdzv_endpoint} is refused" "$out" \
     "the job uses \\\$\{rdzv_endpoint\} and gets no musterd"
