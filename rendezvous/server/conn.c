@@ -1030,13 +1030,13 @@ struct rv_conn *rv_conn_new_fake(struct rv_server *srv, struct mu_buf *out)
   return c;
 }
 
-void rv_conn_feed_fake(struct rv_conn *c, const char *data, size_t len)
+void rv_conn_feed_fake(struct rv_conn *c, const char *data, size_t len, int eof)
 {
   c->flags |= CONN_IN_READ;
   conn_feed(c, data, len);
   c->flags &= ~CONN_IN_READ;
   conn_flush(c);
-  if (!(c->flags & CONN_CLOSING))
+  if (eof && !(c->flags & CONN_CLOSING))
     conn_eof(c);
 }
 

@@ -36,6 +36,7 @@
 
 struct rv_req;
 struct rv_tls;
+struct rv_conn;
 
 /* ---------------------------------------------------------------------------------------------
  * The server core
@@ -353,5 +354,17 @@ void rv_req_flush(struct rv_req *req);
  * the end get on_gone. Runs handlers synchronously; timers are not run.
  * Returns: 0, or MU_E2BIG if `out` filled up. */
 int rv_server_feed(struct rv_server *srv, const char *data, size_t len, struct mu_buf *out);
+
+/* A connection without a socket that stays open across requests (bench/rdzv_sim.c drives the
+ * rendezvous with a million of them): rv_server_fake_send() feeds bytes as one read of the
+ * client; every byte the server writes on it, now or later (a long poll answered by another
+ * request or a timer), is appended to `out`. rv_server_fake_close() is the client going away: a
+ * deferred request gets on_gone, and the connection is freed.
+ * Returns (send): 0, or MU_E2BIG once `out` filled up (later output is dropped).
+ * Ownership: `out` is borrowed and must outlive the connection; the connection is the
+ * caller's until rv_server_fake_close(). */
+struct rv_conn *rv_server_fake_open(struct rv_server *srv, struct mu_buf *out);
+int rv_server_fake_send(struct rv_conn *c, const char *data, size_t len);
+void rv_server_fake_close(struct rv_conn *c);
 
 #endif

@@ -392,8 +392,25 @@ void rv_server_close(struct rv_server *srv, rv_server_closed_cb *cb, void *data)
 int rv_server_feed(struct rv_server *srv, const char *data, size_t len, struct mu_buf *out)
 {
   struct rv_conn *c = rv_conn_new_fake(srv, out);
-  rv_conn_feed_fake(c, data, len);
+  rv_conn_feed_fake(c, data, len, 1);
   int rc = c->fake_out == NULL ? MU_E2BIG : 0;
   rv_conn_free_fake(c);
   return rc;
+}
+
+struct rv_conn *rv_server_fake_open(struct rv_server *srv, struct mu_buf *out)
+{
+  return rv_conn_new_fake(srv, out);
+}
+
+int rv_server_fake_send(struct rv_conn *c, const char *data, size_t len)
+{
+  rv_conn_feed_fake(c, data, len, 0);
+  return c->fake_out == NULL ? MU_E2BIG : 0;
+}
+
+void rv_server_fake_close(struct rv_conn *c)
+{
+  if (c != NULL)
+    rv_conn_free_fake(c);
 }

@@ -188,7 +188,8 @@ void rv_conn_start_reading(struct rv_conn *c);
 /* Server shutdown: on_gone for a deferred request, close when idle. */
 void rv_conn_shutdown(struct rv_conn *c);
 struct rv_conn *rv_conn_new_fake(struct rv_server *srv, struct mu_buf *out);
-void rv_conn_feed_fake(struct rv_conn *c, const char *data, size_t len);
+/* Feeds `data` as one read; `eof`: then the client's end of input. */
+void rv_conn_feed_fake(struct rv_conn *c, const char *data, size_t len, int eof);
 void rv_conn_free_fake(struct rv_conn *c);
 /* Parses what a connection stashed while its request was deferred. */
 void rv_conn_resume(struct rv_conn *c);
