@@ -613,6 +613,11 @@ void rv_reply_error(struct rv_req *req, int status, const char *extra_headers, c
 void rv_req_defer(struct rv_req *req, rv_gone_cb *on_gone, void *data)
 {
   struct rv_conn *c = req_conn(req);
+  /* The handler has read the body and the gate has admitted the request: its body no longer
+   * counts against the bound on bodies before authentication, or that bound (64 MiB) would cap
+   * the parked long polls (a million pending joins hold ~200 MB of bodies; the quotas bound
+   * those per client and per run) */
+  body_uncount(c);
   c->gone = on_gone;
   c->gone_data = data;
 }
