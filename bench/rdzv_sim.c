@@ -162,6 +162,7 @@ static void node_id(char *buf, size_t n, long i)
 
 static void batch_begin(struct sim *s)
 {
+  uv_update_time(&s->loop); /* the loop's clock moves between batches, as a server's does */
   mu_buf_clear(&s->req);
   s->noff = 0;
   s->off[0] = 0;
@@ -516,10 +517,11 @@ int main(int argc, char **argv)
 {
   struct sim s;
   memset(&s, 0, sizeof(s));
-  long lease_ms = 2000, lws = 8, mem_share = 50;
+  long lease_ms = 10000, lws = 8, mem_share = 50;
   struct mu_opt opts[] = {
       MU_OPT_INT(0, "lease-ms", &lease_ms, "L",
-                 "lease_ttl_ms the nodes join with (2000; the watch timeout is 3 L)"),
+                 "lease_ttl_ms the nodes join with (10000, the agent's default; the watch "
+                 "timeout is 3 L, at most 30000)"),
       MU_OPT_INT(0, "lws", &lws, "K", "local_world_size of each node (8)"),
       MU_OPT_INT(0, "mem-share", &mem_share, "P",
                  "skip a size projected to need more than P% of MemAvailable (50)"),
