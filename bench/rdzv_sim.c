@@ -67,7 +67,11 @@ struct result {
   double join_us, hb_us, arm_us, ka_us; /* server time per node */
   double bytes_rss, bytes_heap;         /* per node; heap < 0 without jemalloc */
   double close_ms, close_cpu_ms;        /* last join -> every answer of round 1 written */
-  double rerdzv_ms, rerdzv_srv_ms;      /* lease expiry -> every answer of round 2 written */
+  double rerdzv_ms, rerdzv_srv_ms;
+  double broken_ms, rejoin_ms;
+      /* its parts: the lease expiry and the broken answers; re-joins */ /* lease expiry -> every
+                                                                            answer of round 2
+                                                                            written */
   /* wire: average bytes per request and per answer */
   double join_req, join_ans, hb_req, hb_ans, watch_req, watch_ans, broken_ans;
 };
@@ -494,6 +498,8 @@ static void simulate(struct sim *s, struct result *r)
    * work included; server: the server's CPU alone (the loop's, then the re-joins') */
   r->rerdzv_ms = t7 - (dead + (double)s->lease_ms);
   r->rerdzv_srv_ms = broken_cpu + rejoin_ms;
+  r->broken_ms = broken_cpu;
+  r->rejoin_ms = rejoin_ms;
   snprintf(needle, sizeof(needle), "\"round\":2,\"node_rank\"");
   expect_count(s, "round 2", check_answers(s, needle, 1, NULL), n - 1);
   r->ran = s->bad == 0;
@@ -613,8 +619,9 @@ int main(int argc, char **argv)
            r->n, r->join_us, r->hb_us, r->arm_us, r->ka_us, r->bytes_rss);
     if (r->bytes_heap >= 0)
       printf(" (heap %.0fB/node)", r->bytes_heap);
-    printf(" close=%.1fms (wall %.1f) rerdzv=%.1fms (wall %.1f) maxrss=%ldMB\n", r->close_cpu_ms,
-           r->close_ms, r->rerdzv_srv_ms, r->rerdzv_ms,
+    printf(" close=%.1fms (wall %.1f) rerdzv=%.1fms (broken %.1f + re-joins %.1f; wall %.1f) "
+           "maxrss=%ldMB\n",
+           r->close_cpu_ms, r->close_ms, r->rerdzv_srv_ms, r->broken_ms, r->rejoin_ms, r->rerdzv_ms,
            proc_kb("/proc/self/status", "VmHWM") / 1024);
     printf("rdzv_sim: wire nodes=%ld join %.0fB -> %.0fB, heartbeat %.0fB -> %.0fB, watch %.0fB "
            "-> %.0fB (none) / %.0fB (broken)\n",
