@@ -239,43 +239,8 @@ static int cmp_node_key(const void *a, const void *b)
   return x->hn.len < y->hn.len ? -1 : x->hn.len > y->hn.len;
 }
 
-static void put_repr(struct mu_buf *b, const struct v2_node *n, int recursive, int sorted,
-                     int64_t now, int list_children);
-
-static void put_children(struct jw *w, const struct v2_node *n, int recursive, int sorted,
-                         int64_t now)
-{
-  size_t visible = 0;
-  for (uint32_t i = 0; i < n->nchildren; i++)
-    visible += !is_hidden_node(n->children[i]);
-  if (visible == 0)
-    return;
-  field(w, "nodes");
-  mu_buf_putc(w->b, '[');
-  struct v2_node **order = n->children;
-  struct v2_node **tmp = NULL;
-  if (sorted && n->nchildren > 1) {
-    tmp = mu_malloc(n->nchildren * sizeof(*tmp));
-    memcpy(tmp, n->children, n->nchildren * sizeof(*tmp));
-    qsort(tmp, n->nchildren, sizeof(*tmp), cmp_node_key);
-    order = tmp;
-  }
-  int first = 1;
-  for (uint32_t i = 0; i < n->nchildren; i++) {
-    if (is_hidden_node(order[i]))
-      continue;
-    if (!first)
-      mu_buf_putc(w->b, ',');
-    first = 0;
-    put_repr(w->b, order[i], recursive, sorted, now, recursive);
-  }
-  mu_free(tmp);
-  mu_buf_putc(w->b, ']');
-}
-
-/* node.Repr (list_children = recursive) or loadInternalNode (list_children = 1). */
-static void put_repr(struct mu_buf *b, const struct v2_node *n, int recursive, int sorted,
-                     int64_t now, int list_children)
+/* node.Repr without children (a prevNode): a GET renders through struct v2_walk below. */
+static void put_repr(struct mu_buf *b, const struct v2_node *n, int64_t now)
 {
   struct jw w = {b, 1};
   mu_buf_putc(b, '{');
@@ -288,8 +253,6 @@ static void put_repr(struct mu_buf *b, const struct v2_node *n, int recursive, i
     mu_buf_puts(b, "true");
   }
   put_expiry(&w, n->expire_ns, now);
-  if (n->is_dir && list_children)
-    put_children(&w, n, recursive, sorted, now);
   put_indexes(&w, n->modified_index, n->created_index);
   mu_buf_putc(b, '}');
 }
@@ -322,7 +285,7 @@ static void ev_prev(struct mu_buf *b, const struct v2_node *prev, int64_t now)
   if (prev == NULL)
     return;
   mu_buf_puts(b, ",\"prevNode\":");
-  put_repr(b, prev, 0, 0, now, 0);
+  put_repr(b, prev, now);
 }
 
 static void ev_finish(struct v2_event *e, struct mu_buf *b)
@@ -339,6 +302,11 @@ static void ev_finish(struct v2_event *e, struct mu_buf *b)
 static void on_ttl_due(void *data)
 {
   struct v2_store *s = data;
+  if (s->walks > 0) {
+    /* an expiration is a write: not while a GET in slices reads the tree */
+    s->ttl_deferred = 1;
+    return;
+  }
   v2_store_expire(s, v2_now_ns());
   v2_ttl_arm(&s->ttl);
 }
@@ -861,16 +829,159 @@ const struct v2_event *v2_store_expire_key(struct v2_store *s, const char *key)
 int v2_store_get(struct v2_store *s, const char *key, int recursive, int sorted, struct mu_buf *out,
                  struct v2_err *err)
 {
+  struct v2_walk *w = v2_store_walk_new(s, key, recursive, sorted, err);
+  if (w == NULL)
+    return MU_ENOENT;
+  v2_store_walk_step(w, out, UINT64_MAX, SIZE_MAX);
+  v2_store_walk_free(w, 1);
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A GET in slices: the same rendering as etcd's node.Repr, with the recursion turned into a
+ * stack of frames so that it can stop after any node and go on later (the tree is frozen
+ * meanwhile: s->walks > 0 defers the TTL expiry, and the API parks writes).
+ */
+
+struct walk_frame {
+  const struct v2_node *n;
+  struct v2_node **order; /* n->children, or a sorted copy (owned when != n->children) */
+  uint32_t i;             /* next child */
+  int opened;             /* "nodes":[ written */
+};
+
+struct v2_walk {
+  struct v2_store *s;
+  int recursive, sorted, done;
+  int64_t now;
+  uint64_t index;
+  const struct v2_node *root; /* not started yet: the node to open first */
+  struct walk_frame *st;
+  size_t depth, cap;
+};
+
+/* Writes the start of `n`'s repr; a dir whose children are listed gets a frame, any other
+ * node is complete. */
+static void walk_open(struct v2_walk *w, struct mu_buf *b, const struct v2_node *n,
+                      int list_children)
+{
+  struct jw j = {b, 1};
+  mu_buf_putc(b, '{');
+  put_key(&j, n->hn.key, n->hn.len);
+  if (!n->is_dir) {
+    field(&j, "value");
+    mu_json_str(b, n->value, n->value_len);
+  } else {
+    field(&j, "dir");
+    mu_buf_puts(b, "true");
+  }
+  put_expiry(&j, n->expire_ns, w->now);
+  if (!n->is_dir || !list_children || n->nchildren == 0) {
+    put_indexes(&j, n->modified_index, n->created_index);
+    mu_buf_putc(b, '}');
+    return;
+  }
+  if (w->depth == w->cap) {
+    w->cap = w->cap ? w->cap * 2 : 8;
+    w->st = mu_realloc(w->st, w->cap * sizeof(*w->st));
+  }
+  struct walk_frame *f = &w->st[w->depth++];
+  f->n = n;
+  f->order = n->children;
+  f->i = 0;
+  f->opened = 0;
+  if (w->sorted && n->nchildren > 1) {
+    f->order = mu_malloc(n->nchildren * sizeof(*f->order));
+    memcpy(f->order, n->children, n->nchildren * sizeof(*f->order));
+    qsort(f->order, n->nchildren, sizeof(*f->order), cmp_node_key);
+  }
+}
+
+static void walk_pop(struct v2_walk *w)
+{
+  struct walk_frame *f = &w->st[--w->depth];
+  if (f->order != f->n->children)
+    mu_free(f->order);
+}
+
+struct v2_walk *v2_store_walk_new(struct v2_store *s, const char *key, int recursive, int sorted,
+                                  struct v2_err *err)
+{
   struct v2_node *n = internal_get(s, key, err);
   if (n == NULL) {
     s->stats.get_fail++;
-    return MU_ENOENT;
+    return NULL;
   }
   s->stats.get_success++;
-  mu_buf_puts(out, "{\"action\":\"get\",\"node\":");
-  put_repr(out, n, recursive, sorted, v2_now_ns(), 1);
+  struct v2_walk *w = mu_calloc(1, sizeof(*w));
+  w->s = s;
+  w->recursive = recursive != 0;
+  w->sorted = sorted != 0;
+  w->now = v2_now_ns();
+  w->index = s->index;
+  w->root = n;
+  s->walks++;
+  return w;
+}
+
+uint64_t v2_store_walk_index(const struct v2_walk *w)
+{
+  return w->index;
+}
+
+int v2_store_walk_step(struct v2_walk *w, struct mu_buf *out, uint64_t until_ns, size_t limit)
+{
+  if (w->done)
+    return 1;
+  if (w->root != NULL) {
+    const struct v2_node *root = w->root;
+    w->root = NULL;
+    mu_buf_puts(out, "{\"action\":\"get\",\"node\":");
+    walk_open(w, out, root, 1);
+  }
+  unsigned k = 0;
+  while (w->depth > 0) {
+    if ((++k & 63) == 0 && (uv_hrtime() >= until_ns || out->len > limit))
+      return 0;
+    struct walk_frame *f = &w->st[w->depth - 1];
+    if (f->i < f->n->nchildren) {
+      const struct v2_node *c = f->order[f->i++];
+      if (is_hidden_node(c))
+        continue;
+      mu_buf_puts(out, f->opened ? "," : ",\"nodes\":[");
+      f->opened = 1;
+      walk_open(w, out, c, w->recursive);
+      continue;
+    }
+    if (f->opened)
+      mu_buf_putc(out, ']');
+    struct jw j = {out, 0};
+    put_indexes(&j, f->n->modified_index, f->n->created_index);
+    mu_buf_putc(out, '}');
+    walk_pop(w);
+  }
   mu_buf_puts(out, "}\n");
-  return 0;
+  v2_store_walk_free(w, 0);
+  return 1;
+}
+
+void v2_store_walk_free(struct v2_walk *w, int free_it)
+{
+  if (w == NULL)
+    return;
+  if (!w->done) {
+    while (w->depth > 0)
+      walk_pop(w);
+    mu_free(w->st);
+    w->st = NULL;
+    w->done = 1;
+    if (--w->s->walks == 0 && w->s->ttl_deferred) {
+      w->s->ttl_deferred = 0;
+      v2_ttl_arm(&w->s->ttl); /* the expirations held back run from the timer, at once */
+    }
+  }
+  if (free_it)
+    mu_free(w);
 }
 
 int v2_store_watch(struct v2_store *s, const char *key, int recursive, int stream, uint64_t since,

@@ -22,6 +22,8 @@
 #include "ttl.h"
 #include "watch_hub.h"
 
+struct v2_walk;
+
 struct v2_node {
   struct mu_hnode hn; /* in the store's table: hn.key is the full path ("/" for the root, owned),
                        * hn.len its length */
@@ -67,6 +69,8 @@ struct v2_store {
   struct v2_watch_hub hub;
   struct v2_ttl ttl;
   struct v2_store_stats stats;
+  int walks;        /* GETs in slices reading the tree (struct v2_walk): no write meanwhile */
+  int ttl_deferred; /* an expiration came due during a walk: run it when the last one ends */
   /* Called after every successful write (refreshes and expirations included), once the tree,
    * the index and the history hold it: persist.c logs the write there. NULL = none. */
   void (*on_commit)(void *data, const struct v2_event *e);
@@ -102,6 +106,23 @@ char *v2_store_clean_key(const char *p, size_t n);
  * Returns: 0, or MU_ENOENT with `err` filled. */
 int v2_store_get(struct v2_store *s, const char *key, int recursive, int sorted, struct mu_buf *out,
                  struct v2_err *err);
+
+/* A GET in slices, so that a huge tree does not hold the loop: v2_store_walk_new() finds the
+ * node (or fails as v2_store_get() does), then each v2_store_walk_step() appends the next part
+ * of the same JSON to `out`. The answer is the tree as of one index (v2_store_walk_index()):
+ * from v2_store_walk_new() until the walk is complete or freed, s->walks > 0 and nothing may
+ * write to the store (expirations wait by themselves; the API parks write requests).
+ * Returns: a walk, or NULL with `err` filled. Free with v2_store_walk_free(w, 1). */
+struct v2_walk *v2_store_walk_new(struct v2_store *s, const char *key, int recursive, int sorted,
+                                  struct v2_err *err);
+/* Appends to `out` until the JSON is complete, uv_hrtime() passes `until_ns`, or out->len passes
+ * `limit` (both checked every 64 nodes). Returns: 1 when the JSON is complete (the tree is
+ * writable again), 0 when there is more. */
+int v2_store_walk_step(struct v2_walk *w, struct mu_buf *out, uint64_t until_ns, size_t limit);
+/* Returns: the index the walk reads the tree at (X-Etcd-Index of its answer). */
+uint64_t v2_store_walk_index(const struct v2_walk *w);
+/* Ends the walk (the tree is writable again when it was the last); frees it when `free_it`. */
+void v2_store_walk_free(struct v2_walk *w, int free_it);
 
 /* The writes. Each returns the event (borrowed from the history: valid until the next write)
  * or NULL with `err` filled. They wake watchers before returning. */
