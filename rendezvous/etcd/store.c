@@ -58,10 +58,41 @@ char *v2_store_clean_key(const char *p, size_t n)
   return out;
 }
 
+/* Is `x` in a deleted subtree that is still being freed? O(depth), and only while one is. */
+static int is_dead(const struct v2_store *s, const struct v2_node *x)
+{
+  if (s->dead == 0)
+    return 0;
+  for (; x != NULL; x = x->parent)
+    if (x->dead)
+      return 1;
+  return 0;
+}
+
 static struct v2_node *lookup_n(const struct v2_store *s, const char *key, size_t n)
 {
   struct mu_hnode *h = mu_htab_find(&s->nodes, key, n);
-  return h != NULL ? MU_CONTAINER_OF(h, struct v2_node, hn) : NULL;
+  struct v2_node *x = h != NULL ? MU_CONTAINER_OF(h, struct v2_node, hn) : NULL;
+  return x != NULL && !is_dead(s, x) ? x : NULL;
+}
+
+/* Takes a dead node out of the table. nodes.n stopped counting it when its subtree was
+ * deleted (so that nodes.n is the live count for every reader: quotas, metrics, snapshots);
+ * mu_htab_del() counts it off again. */
+static void table_del_dead(struct v2_store *s, struct v2_node *x)
+{
+  if (!x->in_table)
+    return;
+  x->in_table = 0;
+  s->nodes.n++;
+  mu_htab_del(&s->nodes, &x->hn);
+  s->dead--;
+}
+
+static void size_add(struct v2_node *p, uint32_t add, uint32_t sub)
+{
+  for (; p != NULL; p = p->parent)
+    p->size = p->size + add - sub;
 }
 
 struct v2_node *v2_store_lookup(const struct v2_store *s, const char *key)
@@ -85,9 +116,17 @@ static struct v2_node *node_new(struct v2_store *s, const char *key, size_t klen
                                 struct v2_node *parent, int dir, const char *value, size_t vlen,
                                 uint64_t index, int64_t expire_ns)
 {
+  if (s->dead > 0) {
+    /* a dead node with this key (lookups skip it) leaves the table to the new one */
+    struct mu_hnode *h = mu_htab_find(&s->nodes, key, klen);
+    if (h != NULL)
+      table_del_dead(s, MU_CONTAINER_OF(h, struct v2_node, hn));
+  }
   struct v2_node *n = mu_calloc(1, sizeof(*n));
   char *nkey = mu_strndup(key, klen);
   n->is_dir = dir != 0;
+  n->size = 1;
+  n->in_table = 1;
   if (!dir)
     node_set_value(n, value, vlen);
   n->created_index = n->modified_index = index;
@@ -101,6 +140,7 @@ static struct v2_node *node_new(struct v2_store *s, const char *key, size_t klen
     }
     n->idx_in_parent = parent->nchildren;
     parent->children[parent->nchildren++] = n;
+    size_add(parent, 1, 0);
   }
   mu_htab_add(&s->nodes, &n->hn, nkey, klen);
   if (expire_ns != 0)
@@ -114,6 +154,7 @@ static void detach_from_parent(struct v2_node *n)
   if (p == NULL)
     return;
   uint32_t i = n->idx_in_parent;
+  size_add(p, 0, n->size);
   p->nchildren--;
   if (i != p->nchildren) {
     p->children[i] = p->children[p->nchildren];
@@ -318,6 +359,11 @@ struct v2_store *v2_store_new(uv_loop_t *loop)
   v2_event_history_init(&s->history, V2_EVENT_HISTORY_SIZE);
   v2_watch_hub_init(&s->hub);
   v2_ttl_init(&s->ttl, loop, on_ttl_due, s);
+  if (loop != NULL) {
+    s->reaper = mu_malloc(sizeof(*s->reaper));
+    uv_idle_init(loop, s->reaper);
+    s->reaper->data = s;
+  }
   s->root = node_new(s, "/", 1, NULL, 1, NULL, 0, 0, 0);
   return s;
 }
@@ -339,6 +385,15 @@ static void store_free_mem(void *data)
     done(d);
 }
 
+static int reap(struct v2_store *s, uint64_t until_ns);
+
+static void reaper_closed(uv_handle_t *h)
+{
+  struct store_closing *c = h->data;
+  mu_free(h);
+  v2_ttl_release(&c->s->ttl, store_free_mem, c);
+}
+
 void v2_store_free(struct v2_store *s)
 {
   v2_store_close(s, NULL, NULL);
@@ -355,6 +410,9 @@ void v2_store_close(struct v2_store *s, void (*done)(void *), void *data)
   v2_watch_hub_release(&s->hub);
   s->hub.count = 0;
   mu_heap_release(&s->ttl.heap); /* the nodes go below: removing them from it is a no-op */
+  reap(s, UINT64_MAX);
+  mu_free(s->graves);
+  s->graves = NULL;
   if (s->root != NULL) {
     struct v2_node *root = s->root;
     s->root = NULL;
@@ -366,6 +424,12 @@ void v2_store_close(struct v2_store *s, void (*done)(void *), void *data)
   c->s = s;
   c->done = done;
   c->data = data;
+  if (s->reaper != NULL) {
+    s->reaper->data = c;
+    uv_close((uv_handle_t *)s->reaper, reaper_closed);
+    s->reaper = NULL;
+    return;
+  }
   v2_ttl_release(&s->ttl, store_free_mem, c);
 }
 
@@ -717,12 +781,116 @@ static struct v2_event *removal_event(struct v2_store *s, enum v2_event_action a
   return e;
 }
 
-/* Removes `n` and its subtree as the delete-like event `a` at the next index and commits it.
+/* A deleted subtree larger than this is freed in slices after the write (see free_later()). */
+#define FREE_AT_ONCE 1024
+#define REAP_NS 1000000ULL /* 1 ms of freeing per loop iteration */
+
+/* The watchers of every node of a deleted subtree get the event (etcd's node.Remove calls
+ * notifyWatchers(e, path, true) for each, children first): by walking the subtree... */
+static void notify_deleted_tree(struct v2_store *s, struct v2_node *n, const struct v2_event *e)
+{
+  for (uint32_t i = n->nchildren; i-- > 0;)
+    notify_deleted_tree(s, n->children[i], e);
+  v2_watch_hub_notify_deleted(&s->hub, e, n->hn.key);
+}
+
+static int cmp_longer_first(const void *a, const void *b)
+{
+  size_t x = strlen(*(char *const *)a), y = strlen(*(char *const *)b);
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* ...or, when fewer paths are watched than the subtree holds, by looking at each watched path
+ * (deepest first: a node's children before it). */
+static void notify_deleted_watched(struct v2_store *s, struct v2_node *n, const struct v2_event *e)
+{
+  struct mu_htab *lists = &s->hub.lists;
+  char **paths = mu_malloc((lists->n + 1) * sizeof(*paths));
+  size_t k = 0;
+  for (struct mu_hnode *h = mu_htab_next(lists, NULL); h != NULL; h = mu_htab_next(lists, h)) {
+    if (h->len < n->hn.len || memcmp(h->key, n->hn.key, n->hn.len) != 0 ||
+        (h->len > n->hn.len && h->key[n->hn.len] != '/') || lookup_n(s, h->key, h->len) == NULL)
+      continue;
+    paths[k++] = mu_strndup(h->key, h->len); /* a callback may drop the list: copy first */
+  }
+  qsort(paths, k, sizeof(*paths), cmp_longer_first);
+  for (size_t i = 0; i < k; i++) {
+    v2_watch_hub_notify_deleted(&s->hub, e, paths[i]);
+    mu_free(paths[i]);
+  }
+  mu_free(paths);
+}
+
+/* Frees one node of a deleted subtree (its children are gone). */
+static void free_dead_node(struct v2_store *s, struct v2_node *x)
+{
+  table_del_dead(s, x);
+  v2_ttl_remove(&s->ttl, x);
+  mu_free(x->children);
+  mu_free(x->hn.key);
+  mu_free(x->value);
+  mu_free(x);
+}
+
+/* Frees the deleted subtrees, deepest last child first, until uv_hrtime() passes `until_ns`
+ * (checked every 256 nodes). Returns: 1 when none is left. */
+static int reap(struct v2_store *s, uint64_t until_ns)
+{
+  unsigned k = 0;
+  while (s->ngraves > 0) {
+    struct v2_node *x = s->graves[s->ngraves - 1];
+    while (x->nchildren > 0)
+      x = x->children[x->nchildren - 1];
+    if (x->parent != NULL)
+      x->parent->nchildren--;
+    else
+      s->ngraves--; /* the subtree's root: the last of it */
+    free_dead_node(s, x);
+    if ((++k & 255) == 0 && uv_hrtime() >= until_ns)
+      return 0;
+  }
+  return 1;
+}
+
+static void on_reap(uv_idle_t *h)
+{
+  struct v2_store *s = h->data;
+  if (reap(s, uv_hrtime() + REAP_NS))
+    uv_idle_stop(h);
+}
+
+/* A deleted subtree leaves the tree now (detached; lookups skip its nodes; nodes.n no longer
+ * counts them) and is freed ~1 ms per loop iteration from the reaper, so that deleting a
+ * million keys is one write that does not hold the loop. */
+static void free_later(struct v2_store *s, struct v2_node *n)
+{
+  detach_from_parent(n);
+  n->dead = 1;
+  s->dead += n->size;
+  s->nodes.n -= n->size;
+  if (s->ngraves == s->graves_cap) {
+    s->graves_cap = s->graves_cap ? s->graves_cap * 2 : 4;
+    s->graves = mu_realloc(s->graves, s->graves_cap * sizeof(*s->graves));
+  }
+  s->graves[s->ngraves++] = n;
+  uv_idle_start(s->reaper, on_reap);
+}
+
+/* Removes `n` and its subtree as the delete-like event `a` at the next index and commits it:
+ * one event, whatever the size; a big subtree is freed later (free_later()).
  * Returns: the event. */
 static struct v2_event *remove_node(struct v2_store *s, enum v2_event_action a, struct v2_node *n)
 {
   struct v2_event *e = removal_event(s, a, n, s->index + 1);
-  free_subtree(s, n, e);
+  if (n->size <= FREE_AT_ONCE || s->reaper == NULL) {
+    free_subtree(s, n, e);
+  } else {
+    if (s->hub.count > 0 && s->hub.lists.n < n->size)
+      notify_deleted_watched(s, n, e);
+    else if (s->hub.count > 0)
+      notify_deleted_tree(s, n, e);
+    free_later(s, n);
+  }
   commit(s, e, 0);
   return e;
 }
@@ -787,6 +955,10 @@ size_t v2_store_expire(struct v2_store *s, int64_t now_ns)
     struct v2_node *n = v2_ttl_top(&s->ttl);
     if (n == NULL || n->expire_ns > now_ns)
       break;
+    if (is_dead(s, n)) {
+      v2_ttl_remove(&s->ttl, n); /* deleted already: the reaper frees it */
+      continue;
+    }
     remove_node(s, V2_EV_EXPIRE, n);
     s->stats.expire_count++;
     count++;

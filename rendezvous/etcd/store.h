@@ -38,6 +38,10 @@ struct v2_node {
   struct v2_node **children; /* dirs only, in insertion order (swap-removed) */
   struct mu_heap_node ttl;   /* in the TTL heap while expire_ns != 0 */
   unsigned char is_dir;
+  unsigned char dead;     /* the root of a deleted subtree that is being freed in slices */
+  unsigned char in_table; /* in the store's table (a dead node leaves it when freed or when a
+                           * new node takes its key) */
+  uint32_t size;          /* nodes in this subtree, itself included */
 };
 
 /* An etcd v2 error: code (100 "Key not found", ...), cause, and the index to report. */
@@ -63,7 +67,13 @@ struct v2_store_stats {
 
 struct v2_store {
   struct v2_node *root;
-  struct mu_htab nodes; /* every node by full key; nodes.n counts them, the root included */
+  struct mu_htab nodes;    /* every node by full key; nodes.n counts the live ones, the root
+                            * included (a deleted subtree being freed is in the table until then,
+                            * but not in nodes.n: see free_later() in store.c) */
+  size_t dead;             /* nodes of deleted subtrees still in the table: lookups skip them */
+  struct v2_node **graves; /* deleted subtrees (detached) being freed in slices */
+  size_t ngraves, graves_cap;
+  uv_idle_t *reaper; /* frees them, ~1 ms per loop iteration; NULL without a loop */
   uint64_t index;
   struct v2_event_history history;
   struct v2_watch_hub hub;

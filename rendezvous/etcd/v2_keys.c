@@ -9,6 +9,7 @@
 
 #include "alloc.h"
 #include "decimal.h"
+#include "list.h"
 #include "log.h"
 #include "path.h"
 #include "store.h"
@@ -19,6 +20,12 @@ struct v2 {
   struct rv_server *srv;
   struct v2_store *store;
   uint64_t watches_open;
+  /* Answers in slices (a GET of a big tree): see "Big answers" below. */
+  uv_idle_t *idle;       /* runs the next slice (the loop polls without waiting meanwhile) */
+  uv_timer_t *tick;      /* sends more of the answers every 1 ms while clients read them */
+  struct mu_list reads;  /* of struct big_read, in arrival order */
+  struct mu_list parked; /* of struct parked: writes waiting for the walks to end */
+  int draining;          /* the parked requests are being run again */
 };
 
 struct v2_watch {
@@ -421,26 +428,267 @@ static int write_begin_or_reply(struct rv_req *req, struct keys_call *c)
   return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Big answers
+ *
+ * A GET renders its tree for at most SLICE_NS inside its handler; most are done by then and
+ * answered at once. One that is not (a huge dir, a recursive GET of a big tree) goes on in
+ * slices of SLICE_NS from an idle handle, the loop serving other clients between them, into a
+ * buffer of its own (bounded by --max-output-bytes). The answer is the tree as of one index:
+ * while a walk renders, the store takes no write (v2_store_walk_new()), so a PUT, POST or
+ * DELETE that arrives meanwhile is parked here and run, in arrival order, when the last walk
+ * ends; reads go on. A walk's CPU time bounds the wait, not the reader's client: once rendered,
+ * the answer is sent in chunks of SEND_CHUNK as the client reads it (rv_req_unsent()), the tree
+ * already writable again. A big GET that would start while writes are parked waits behind them,
+ * so that a stream of big GETs cannot hold writes back forever.
+ */
+
+#define SLICE_NS 1000000ULL /* 1 ms of rendering per slice */
+#define SEND_CHUNK (256 * 1024)
+
+struct big_read {
+  struct mu_list_node link; /* on v2->reads */
+  struct v2 *v2;
+  struct rv_req *req;
+  struct v2_walk *walk; /* NULL once rendered */
+  /* The answer in pieces, one per slice (one big buffer would be copied as it grows, and
+   * freed only at the end): segs[next..nsegs) are still to send. */
+  struct mu_buf *segs;
+  size_t nsegs, segs_cap, next;
+  size_t len;        /* bytes rendered */
+  int in_send, gone; /* the client went away inside rv_reply_chunk() */
+  char hdr[256];
+};
+
+struct parked {
+  struct mu_list_node link; /* on v2->parked */
+  struct rv_req *req;
+  void (*handler)(struct rv_req *req);
+};
+
+static void tick_run(struct v2 *v2);
+
+static void on_idle(uv_idle_t *h)
+{
+  tick_run(h->data);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+  tick_run(t->data);
+}
+
+/* Runs tick_run() from the next loop iteration. */
+static void tick_arm(struct v2 *v2)
+{
+  if (v2->idle != NULL)
+    uv_idle_start(v2->idle, on_idle);
+}
+
+static void big_read_free(struct big_read *r)
+{
+  mu_list_remove(&r->v2->reads, &r->link);
+  v2_store_walk_free(r->walk, 1);
+  for (size_t i = r->next; i < r->nsegs; i++)
+    mu_buf_release(&r->segs[i]);
+  mu_free(r->segs);
+  mu_free(r);
+}
+
+static void big_read_gone(struct rv_req *req, void *data)
+{
+  struct big_read *r = data;
+  (void)req;
+  struct v2 *v2 = r->v2;
+  if (r->in_send) {
+    r->gone = 1; /* big_read_send() frees it */
+    return;
+  }
+  big_read_free(r);
+  tick_arm(v2); /* parked writes may go on now */
+}
+
+static void parked_gone(struct rv_req *req, void *data)
+{
+  struct parked *p = data;
+  struct v2 *v2 = rv_server_module_data(req->srv, "v2");
+  mu_list_remove(&v2->parked, &p->link);
+  mu_free(p);
+}
+
+/* A write waits while a walk reads the tree (or while others wait: they keep their order).
+ * Returns: 1 when the request was parked (the handler returns), 0 to go on. */
+static int park_write(struct rv_req *req, struct v2 *v2, void (*handler)(struct rv_req *))
+{
+  if (v2->draining || (v2->store->walks == 0 && v2->parked.head == NULL))
+    return 0;
+  struct parked *p = mu_calloc(1, sizeof(*p));
+  p->req = req;
+  p->handler = handler;
+  mu_list_push_back(&v2->parked, &p->link);
+  rv_req_defer(req, parked_gone, p);
+  tick_arm(v2);
+  return 1;
+}
+
+/* Renders one slice into a new piece. Returns: 1 when the walk is complete. */
+static int big_read_slice(struct big_read *r, uint64_t ns, size_t cap)
+{
+  if (r->nsegs == r->segs_cap) {
+    r->segs_cap = r->segs_cap ? r->segs_cap * 2 : 16;
+    r->segs = mu_realloc(r->segs, r->segs_cap * sizeof(*r->segs));
+  }
+  struct mu_buf *b = &r->segs[r->nsegs++];
+  mu_buf_init(b, MU_BUF_UNBOUNDED);
+  int done = v2_store_walk_step(r->walk, b, uv_hrtime() + ns, cap - r->len);
+  r->len += b->len;
+  return done;
+}
+
+/* Sends what the client has room for; answers the end. Returns: 1 when the answer is complete
+ * or the client gone (`r` is freed either way). */
+static int big_read_send(struct big_read *r)
+{
+  struct rv_req *req = r->req;
+  while (r->next < r->nsegs && rv_req_unsent(req) < SEND_CHUNK) {
+    struct mu_buf *b = &r->segs[r->next++];
+    r->in_send = 1;
+    rv_reply_chunk(req, b->data, b->len); /* may close the connection */
+    r->in_send = 0;
+    mu_buf_release(b);
+    if (r->gone) {
+      big_read_free(r);
+      return 1;
+    }
+  }
+  if (r->next < r->nsegs)
+    return 0;
+  rv_req_defer(req, NULL, NULL);
+  big_read_free(r);
+  rv_reply_end(req);
+  return 1;
+}
+
+/* The walk is done: the answer starts, in chunks, or is refused when too large. */
+static void big_read_rendered(struct big_read *r, int complete)
+{
+  struct rv_req *req = r->req;
+  size_t len = r->len;
+  v2_store_walk_free(r->walk, 1);
+  r->walk = NULL;
+  if (!complete) {
+    rv_req_defer(req, NULL, NULL);
+    big_read_free(r);
+    rv_refuse_output(req, "the answer takes more than", len,
+                     "ask for less (a smaller directory, without recursive) or raise "
+                     "--max-output-bytes");
+    return;
+  }
+  rv_reply_start(req, 200, "application/json", r->hdr);
+  big_read_send(r);
+}
+
+/* One slice of every walk in progress (a share of SLICE_NS each), the sends the clients have
+ * room for, and the parked writes once no walk reads the tree. */
+static void tick_run(struct v2 *v2)
+{
+  size_t cap = rv_server_config(v2->srv)->max_output_bytes;
+  size_t walking = 0;
+  for (struct mu_list_node *x = v2->reads.head; x != NULL; x = x->next)
+    walking += MU_CONTAINER_OF(x, struct big_read, link)->walk != NULL;
+  uint64_t share = walking > 0 ? SLICE_NS / walking : 0;
+  struct mu_list_node *x = v2->reads.head, *next = NULL;
+  for (; x != NULL; x = next) {
+    next = x->next;
+    struct big_read *r = MU_CONTAINER_OF(x, struct big_read, link);
+    if (r->walk != NULL) {
+      int done = big_read_slice(r, share, cap);
+      if (done || r->len > cap) {
+        next = x->next; /* r may go; nothing else in the list does */
+        big_read_rendered(r, r->len <= cap);
+      }
+      continue;
+    }
+    big_read_send(r);
+  }
+  if (v2->store->walks == 0 && v2->parked.head != NULL) {
+    v2->draining = 1;
+    while (v2->store->walks == 0 && v2->parked.head != NULL) {
+      struct parked *p = MU_CONTAINER_OF(v2->parked.head, struct parked, link);
+      mu_list_remove(&v2->parked, &p->link);
+      struct rv_req *req = p->req;
+      void (*handler)(struct rv_req *) = p->handler;
+      mu_free(p);
+      rv_req_defer(req, NULL, NULL);
+      handler(req);
+    }
+    v2->draining = 0;
+  }
+  /* rendering goes on at once; waiting for clients to read polls every millisecond */
+  int rendering = 0, sending = 0;
+  for (x = v2->reads.head; x != NULL; x = x->next) {
+    struct big_read *r = MU_CONTAINER_OF(x, struct big_read, link);
+    rendering |= r->walk != NULL;
+    sending |= r->walk == NULL;
+  }
+  if (rendering || (v2->store->walks == 0 && v2->parked.head != NULL))
+    uv_idle_start(v2->idle, on_idle);
+  else
+    uv_idle_stop(v2->idle);
+  if (sending && !rendering)
+    uv_timer_start(v2->tick, on_tick, 1, 0);
+}
+
+static void keys_get(struct rv_req *req);
+
+/* A GET: rendered at once when it takes less than a slice, else in slices. */
+static void get_in_slices(struct rv_req *req, struct v2 *v2, struct keys_call *c)
+{
+  struct v2_store *s = v2->store;
+  size_t cap = rv_server_config(req->srv)->max_output_bytes;
+  struct v2_walk *w = v2_store_walk_new(s, c->k.key, c->k.recursive, c->k.sorted, &c->err);
+  if (w == NULL) {
+    reply_error(req, &c->err);
+    return;
+  }
+  struct big_read *r = mu_calloc(1, sizeof(*r));
+  r->v2 = v2;
+  r->req = req;
+  r->walk = w;
+  event_headers(r->hdr, sizeof(r->hdr), v2_store_walk_index(w));
+  mu_list_push_back(&v2->reads, &r->link);
+  if (big_read_slice(r, SLICE_NS, cap)) {
+    rv_reply(req, 200, "application/json", r->hdr, r->segs[0].data, r->segs[0].len);
+    big_read_free(r);
+    return;
+  }
+  if (v2->parked.head != NULL && !v2->draining) {
+    /* writes wait: this walk starts again behind them */
+    big_read_free(r);
+    s->stats.get_success--;
+    struct parked *p = mu_calloc(1, sizeof(*p));
+    p->req = req;
+    p->handler = keys_get;
+    mu_list_push_back(&v2->parked, &p->link);
+    rv_req_defer(req, parked_gone, p);
+    tick_arm(v2);
+    return;
+  }
+  rv_req_defer(req, big_read_gone, r);
+  tick_arm(v2);
+}
+
 static void keys_get(struct rv_req *req)
 {
   struct keys_call c;
   if (keys_begin_or_reply(req, &c) != 0)
     return;
-  struct v2_store *s = c.v2->store;
   if (c.k.wait) {
     handle_watch(req, c.v2, &c.k);
     keys_end(req, &c, 0);
     return;
   }
-  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  if (v2_store_get(s, c.k.key, c.k.recursive, c.k.sorted, &b, &c.err) != 0) {
-    reply_error(req, &c.err);
-  } else {
-    char hdr[256];
-    event_headers(hdr, sizeof(hdr), s->index);
-    rv_reply(req, 200, "application/json", hdr, b.data, b.len);
-  }
-  mu_buf_release(&b);
+  get_in_slices(req, c.v2, &c);
   keys_end(req, &c, 0);
 }
 
@@ -448,6 +696,8 @@ static void keys_get(struct rv_req *req)
 static void keys_post(struct rv_req *req)
 {
   struct keys_call c;
+  if (park_write(req, v2_of(req), keys_post))
+    return;
   if (write_begin_or_reply(req, &c) != 0)
     return;
   c.e = v2_store_create(c.v2->store, &c.w, 1, &c.err);
@@ -458,6 +708,8 @@ static void keys_post(struct rv_req *req)
 static void keys_put(struct rv_req *req)
 {
   struct keys_call c;
+  if (park_write(req, v2_of(req), keys_put))
+    return;
   if (write_begin_or_reply(req, &c) != 0)
     return;
   struct v2_store *s = c.v2->store;
@@ -482,6 +734,8 @@ static void keys_put(struct rv_req *req)
 static void keys_delete(struct rv_req *req)
 {
   struct keys_call c;
+  if (park_write(req, v2_of(req), keys_delete))
+    return;
   if (write_begin_or_reply(req, &c) != 0)
     return;
   struct v2_store *s = c.v2->store;
@@ -528,13 +782,30 @@ static void v2_closed(void *data)
   rv_server_unref(srv);
 }
 
+static void idle_closed(uv_handle_t *h)
+{
+  mu_free(h);
+}
+
+static void tick_closed(uv_handle_t *h)
+{
+  struct v2 *v2 = h->data;
+  mu_free(h);
+  struct v2_store *s = v2->store;
+  v2->store = NULL;
+  v2_store_close(s, v2_closed, v2);
+}
+
 static void v2_close(struct rv_server *srv, void *data)
 {
   struct v2 *v2 = data;
   rv_server_ref(srv);
-  struct v2_store *s = v2->store;
-  v2->store = NULL;
-  v2_store_close(s, v2_closed, v2);
+  /* the deferred requests have had on_gone: no read is in progress, nothing is parked */
+  uv_close((uv_handle_t *)v2->idle, idle_closed); /* closed before the timer's callback */
+  v2->idle = NULL;
+  uv_timer_t *t = v2->tick;
+  v2->tick = NULL;
+  uv_close((uv_handle_t *)t, tick_closed);
 }
 
 static void v2_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
@@ -650,6 +921,12 @@ void v2_register(struct rv_server *srv)
   struct v2 *v2 = mu_calloc(1, sizeof(*v2));
   v2->srv = srv;
   v2->store = v2_store_new(rv_server_loop(srv));
+  v2->tick = mu_malloc(sizeof(*v2->tick));
+  uv_timer_init(rv_server_loop(srv), v2->tick);
+  v2->tick->data = v2;
+  v2->idle = mu_malloc(sizeof(*v2->idle));
+  uv_idle_init(rv_server_loop(srv), v2->idle);
+  v2->idle->data = v2;
   struct rv_module m = {"v2", v2, v2_close, v2_metrics};
   rv_server_add_module(srv, &m);
   v2_cluster_register(srv);

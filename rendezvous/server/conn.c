@@ -740,6 +740,13 @@ void rv_req_flush(struct rv_req *req)
     conn_flush(c);
 }
 
+size_t rv_req_unsent(const struct rv_req *req)
+{
+  const struct rv_conn *c =
+      (const struct rv_conn *)((const char *)req - offsetof(struct rv_conn, req));
+  return c->out.len + c->wbuf.len;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Request flow
  */

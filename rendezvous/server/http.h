@@ -345,6 +345,11 @@ void rv_reply_finish(struct rv_req *req, const void *data, size_t len);
  * connection lives until the next loop iteration. */
 void rv_req_flush(struct rv_req *req);
 
+/* Returns: the bytes of output queued on the request's connection and not yet taken by the
+ * kernel. A handler that answers in parts (rv_reply_chunk()) adds the next part only when this
+ * is small: the client's reading paces it, and the connection's buffer stays small. */
+size_t rv_req_unsent(const struct rv_req *req);
+
 /* ---------------------------------------------------------------------------------------------
  * Without sockets (unit tests, the fuzzer)
  */

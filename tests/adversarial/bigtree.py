@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""A recursive GET and DELETE of a big tree do not stall musterd (issue 15, "no stalls").
+
+Usage: bigtree.py URL NKEYS
+  URL    a musterd started with --max-output-bytes large enough for the whole tree's answer
+
+Builds NKEYS keys under /big (dirs of 1,000 keys), then:
+  - GET /big?recursive=true while another client sends small GETs one after another: each small
+    GET is answered within BOUND_MS, some of them while the big answer is being rendered (before
+    its first byte), and the big answer is complete (NKEYS values) and consistent (the tree at
+    its X-Etcd-Index: a PUT sent meanwhile is in it exactly when its index is not above it);
+  - DELETE /big?recursive=true under the same probe: one event at one index, watchers of a key
+    inside the tree and of the tree itself woken with it, /big gone, the key count back.
+Prints "ok - what" / "not ok - what: why" lines. Python 3 standard library, raw sockets.
+"""
+import json
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+
+BOUND_MS = 50.0  # a behaviour check: a stalled loop takes seconds; generous under load
+PER_DIR = 1000
+
+
+def out(ok, what, why=""):
+    print(("ok - " if ok else "not ok - ") + what + ("" if ok else ": " + why), flush=True)
+    return ok
+
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection with a response reader (Content-Length or chunked).
+    Reads into one bytearray with a read position: no copy per piece (the reader shares the GIL
+    with the probe thread, whose latencies must be the server's)."""
+
+    def __init__(self, url, timeout=30.0):
+        u = urllib.parse.urlsplit(url)
+        self.s = socket.create_connection((u.hostname, u.port), timeout=timeout)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+        self.pos = 0
+        self.first_byte = None  # time.monotonic() of the first byte of the last response
+
+    def send(self, method, path):
+        self.s.sendall(("%s %s HTTP/1.1\r\nHost: x\r\n\r\n" % (method, path)).encode())
+
+    def _more(self):
+        if self.pos > (1 << 20) and self.pos * 2 > len(self.buf):
+            del self.buf[:self.pos]
+            self.pos = 0
+        d = self.s.recv(1 << 20)
+        if not d:
+            raise EOFError("connection closed")
+        if self.first_byte is None:
+            self.first_byte = time.monotonic()
+        self.buf += d
+
+    def _line(self):
+        while True:
+            i = self.buf.find(b"\r\n", self.pos)
+            if i >= 0:
+                line = bytes(self.buf[self.pos:i])
+                self.pos = i + 2
+                return line
+            self._more()
+
+    def _take(self, n):
+        while len(self.buf) - self.pos < n:
+            self._more()
+        d = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return d
+
+    def response(self):
+        """Returns: (status, headers dict with lower-case names, body bytes)."""
+        self.first_byte = None if self.pos == len(self.buf) else time.monotonic()
+        status = int(self._line().split()[1])
+        headers = {}
+        while True:
+            line = self._line()
+            if not line:
+                break
+            k, v = line.decode().split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+        if "content-length" in headers:
+            return status, headers, self._take(int(headers["content-length"]))
+        parts = []
+        while True:
+            n = int(self._line().split(b";")[0], 16)
+            if n == 0:
+                self._line()
+                break
+            parts.append(self._take(n))
+            self._take(2)
+        return status, headers, b"".join(parts)
+
+    def call(self, method, path):
+        self.send(method, path)
+        return self.response()
+
+    def close(self):
+        self.s.close()
+
+
+def build(url, nkeys):
+    """PUTs nkeys keys, 1,000 pipelined at a time. Returns: the last index."""
+    c = Conn(url)
+    last = 0
+    for start in range(0, nkeys, PER_DIR):
+        reqs = b"".join(
+            ("PUT /v2/keys/big/d%d/k%d?value=v%d HTTP/1.1\r\nHost: x\r\n\r\n"
+             % (i // PER_DIR, i % PER_DIR, i)).encode()
+            for i in range(start, min(nkeys, start + PER_DIR)))
+        c.s.sendall(reqs)
+        for _ in range(min(nkeys, start + PER_DIR) - start):
+            st, h, _b = c.response()
+            if st != 201:
+                raise RuntimeError("PUT answered %d" % st)
+            last = int(h["x-etcd-index"])
+    c.close()
+    return last
+
+
+class Probe(threading.Thread):
+    """Small GETs one after another until stopped: (sent, answered) times of each."""
+
+    def __init__(self, url):
+        super().__init__(daemon=True)
+        self.c = Conn(url)
+        self.stop = threading.Event()
+        self.times = []
+        self.error = None
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                t0 = time.monotonic()
+                st, _h, _b = self.c.call("GET", "/v2/keys/probe")
+                if st != 200:
+                    raise RuntimeError("probe GET answered %d" % st)
+                self.times.append((t0, time.monotonic()))
+        except Exception as e:  # reported by the main thread
+            self.error = repr(e)
+
+    def finish(self):
+        self.stop.set()
+        self.join(30)
+        self.c.close()
+
+
+def count_values(node):
+    n = 0
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if "value" in x:
+            n += 1
+        stack.extend(x.get("nodes", []))
+    return n
+
+
+def find_key(node, key):
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if x.get("key") == key:
+            return x
+        stack.extend(x.get("nodes", []))
+    return None
+
+
+def check_probe(p, what, t_start, t_first):
+    if p.error:
+        return out(False, what, "the probe failed: " + p.error)
+    if not p.times:
+        return out(False, what, "no small GET was answered")
+    worst = max((b - a) * 1000 for a, b in p.times)
+    during = sum(1 for a, b in p.times if a >= t_start and b <= t_first)
+    ok = out(worst <= BOUND_MS, "%s: %d small GETs, the slowest in %.1f ms (bound %.0f ms)"
+             % (what, len(p.times), worst, BOUND_MS), "the loop was held")
+    return out(during > 0, "%s: %d small GETs answered before its first byte" % (what, during),
+               "none: the answer was made in one go") and ok
+
+
+def main():
+    url, nkeys = sys.argv[1], int(sys.argv[2])
+    t0 = time.monotonic()
+    index = build(url, nkeys)
+    Conn(url).call("PUT", "/v2/keys/probe?value=p")
+    index += 1
+    print("# %d keys in %.1f s, index %d" % (nkeys, time.monotonic() - t0, index), flush=True)
+
+    # --- GET ---
+    probe = Probe(url)
+    probe.start()
+    time.sleep(0.1)  # the probe runs (its first answers are the baseline)
+    big, writer = Conn(url), Conn(url)
+    t_start = time.monotonic()
+    big.send("GET", "/v2/keys/big?recursive=true")
+    writer.send("PUT", "/v2/keys/big/new?value=during")
+    st, h, body = big.response()
+    t_first, t_end = big.first_byte, time.monotonic()
+    wst, wh, wbody = writer.response()
+    probe.finish()
+    print("# recursive GET: %d bytes, first byte after %.0f ms, all after %.0f ms"
+          % (len(body), (t_first - t_start) * 1000, (t_end - t_start) * 1000), flush=True)
+    check_probe(probe, "recursive GET of %d keys" % nkeys, t_start, t_first)
+    if out(st == 200, "the recursive GET is answered 200", "status %d: %s" % (st, body[:200])):
+        get_index = int(h["x-etcd-index"])
+        tree = json.loads(body)["node"]
+        put_index = json.loads(wbody)["node"]["modifiedIndex"] if wst == 201 else -1
+        has_new = find_key(tree, "/big/new") is not None
+        out(wst == 201, "a PUT sent during the GET is answered 201", "status %d" % wst)
+        out(get_index in (index, index + 1) and has_new == (put_index <= get_index),
+            "the answer is the tree at its X-Etcd-Index %d (the PUT at %d is %s)"
+            % (get_index, put_index, "in it" if has_new else "not in it"),
+            "a write shows half-way (the index before it was %d)" % index)
+        out(count_values(tree) == nkeys + has_new, "the answer holds every key (%d)"
+            % count_values(tree), "expected %d" % (nkeys + has_new))
+    big.close()
+    writer.close()
+
+    # --- DELETE ---
+    w_in, w_dir = Conn(url), Conn(url)
+    w_in.send("GET", "/v2/keys/big/d0/k7?wait=true")
+    w_dir.send("GET", "/v2/keys/big?wait=true&recursive=true")
+    for w in (w_in, w_dir):  # the watch is in place once its head is in
+        w.s.settimeout(30)
+    time.sleep(0.2)
+    probe = Probe(url)
+    probe.start()
+    time.sleep(0.1)
+    d = Conn(url)
+    t_start = time.monotonic()
+    st, h, body = d.call("DELETE", "/v2/keys/big?recursive=true")
+    t_first = d.first_byte
+    time.sleep(0.3)  # the freeing in slices goes on after the answer: keep probing
+    probe.finish()
+    check_probe(probe, "recursive DELETE of %d keys" % nkeys, t_start, time.monotonic())
+    if out(st == 200, "the recursive DELETE is answered 200", "status %d: %s" % (st, body[:200])):
+        ev = json.loads(body)
+        del_index = ev["node"]["modifiedIndex"]
+        out(ev["action"] == "delete" and ev["node"]["key"] == "/big" and ev["node"].get("dir")
+            and int(h["x-etcd-index"]) == del_index,
+            "one delete event for /big at index %d" % del_index, body[:200].decode())
+        for what, w in (("a watcher of /big/d0/k7", w_in), ("a recursive watcher of /big", w_dir)):
+            wst, _wh, wb = w.response()
+            wev = json.loads(wb) if wst == 200 else {}
+            out(wev.get("action") == "delete" and wev.get("node", {}).get("modifiedIndex")
+                == del_index, "%s is woken by that event" % what, "%d %s" % (wst, wb[:200]))
+    st, h, body = Conn(url).call("GET", "/v2/keys/big/d0/k7")
+    out(st == 404 and json.loads(body)["errorCode"] == 100, "a key inside is gone (100)",
+        "%d %s" % (st, body[:200]))
+    st, h, body = Conn(url).call("PUT", "/v2/keys/big/d0/k7?value=again")
+    out(st == 201 and json.loads(body)["node"]["createdIndex"] == int(h["x-etcd-index"]),
+        "the same key can be created again", "%d %s" % (st, body[:200]))
+    st, h, body = Conn(url).call("GET", "/v2/keys/big?recursive=true")
+    tree = json.loads(body)["node"] if st == 200 else {}
+    out(count_values(tree) == 1, "the tree holds only that key", "%d %s" % (st, body[:200]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+#!/bin/bash
+# No stalls (issue 15): a recursive GET and a recursive DELETE of a big tree leave the loop to
+# other clients between slices, and their answers are complete and at one index
+# (tests/adversarial/bigtree.py holds the checks). 100,000 keys; 20,000 under the sanitizers.
+. "$(dirname "$0")/../lib.sh"
+
+NKEYS=100000
+[ "$MU_SANITIZED" = 1 ] && NKEYS=20000
+t_start_musterd --max-output-bytes 67108864 || { t_fail "musterd did not start"; t_done; }
+start=$SECONDS
+out=$(timeout 120 "$PY" "$MU_SOURCE_DIR/tests/adversarial/bigtree.py" "$MUSTERD_URL" "$NKEYS" 2>&1)
+rc=$?
+while IFS= read -r line; do
+  case $line in
+    "ok - "*) t_ok "${line#ok - }" ;;
+    "not ok - "*) t_fail "${line#not ok - }" ;;
+    *) [ -n "$line" ] && echo "# $line" ;;
+  esac
+done <<<"$out"
+[ "$rc" = 0 ] || t_fail "bigtree.py exited $rc"
+echo "# $((SECONDS - start)) s"
+kill -0 "$MUSTERD_PID" 2>/dev/null || t_fail "musterd died"
+if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$T_DIR"/musterd*.log 2>/dev/null; then
+  t_fail "sanitizer report in the musterd log"
+  grep -hE -A15 'Sanitizer|runtime error:' "$T_DIR"/musterd*.log | head -40
+fi
+t_done
