@@ -1015,9 +1015,65 @@ int v2_store_get(struct v2_store *s, const char *key, int recursive, int sorted,
  * meanwhile: s->walks > 0 defers the TTL expiry, and the API parks writes).
  */
 
+/* A merge sort that can stop after any step (a dir of a million children must not be sorted
+ * in one go): runs of SORT_RUN sorted with qsort, then bottom-up merge passes between two
+ * arrays, each merge resumable element by element. */
+#define SORT_RUN 2048
+#define SORT_STEP 4096 /* elements per msort_step() */
+
+struct msort {
+  struct v2_node **a, **b; /* a: the data; b: the other half of the passes (owned) */
+  uint32_t n, w;           /* w: 0 while the runs are sorted, then the merge width */
+  uint32_t lo, i, j, k;    /* the run or the merge in progress */
+};
+
+/* Returns: 1 when a[] is sorted. */
+static int msort_step(struct msort *m)
+{
+  uint32_t budget = SORT_STEP;
+  if (m->w == 0) {
+    uint32_t len = m->n - m->lo < SORT_RUN ? m->n - m->lo : SORT_RUN;
+    qsort(m->a + m->lo, len, sizeof(*m->a), cmp_node_key);
+    m->lo += len;
+    if (m->lo < m->n)
+      return 0;
+    m->w = SORT_RUN;
+    m->lo = m->k = 0;
+    m->i = 0;
+    m->j = m->w < m->n ? m->w : m->n;
+  }
+  while (m->w < m->n) {
+    uint32_t mid = m->lo + m->w < m->n ? m->lo + m->w : m->n;
+    uint32_t hi = m->lo + 2 * m->w < m->n ? m->lo + 2 * m->w : m->n;
+    while (m->k < hi && budget > 0) {
+      if (m->j >= hi || (m->i < mid && cmp_node_key(&m->a[m->i], &m->a[m->j]) <= 0))
+        m->b[m->k++] = m->a[m->i++];
+      else
+        m->b[m->k++] = m->a[m->j++];
+      budget--;
+    }
+    if (m->k < hi)
+      return 0;
+    m->lo = hi;
+    if (m->lo >= m->n) { /* the pass is done: the other array holds it */
+      struct v2_node **t = m->a;
+      m->a = m->b;
+      m->b = t;
+      m->w *= 2;
+      m->lo = 0;
+    }
+    m->i = m->k = m->lo;
+    m->j = m->lo + m->w < m->n ? m->lo + m->w : m->n;
+    if (budget == 0)
+      return m->w >= m->n;
+  }
+  return 1;
+}
+
 struct walk_frame {
   const struct v2_node *n;
   struct v2_node **order; /* n->children, or a sorted copy (owned when != n->children) */
+  struct msort *sort;     /* a big dir's sort in progress (owned), or NULL */
   uint32_t i;             /* next child */
   int opened;             /* "nodes":[ written */
 };
@@ -1062,16 +1118,35 @@ static void walk_open(struct v2_walk *w, struct mu_buf *b, const struct v2_node 
   f->order = n->children;
   f->i = 0;
   f->opened = 0;
+  f->sort = NULL;
   if (w->sorted && n->nchildren > 1) {
     f->order = mu_malloc(n->nchildren * sizeof(*f->order));
     memcpy(f->order, n->children, n->nchildren * sizeof(*f->order));
-    qsort(f->order, n->nchildren, sizeof(*f->order), cmp_node_key);
+    if (n->nchildren <= SORT_RUN) {
+      qsort(f->order, n->nchildren, sizeof(*f->order), cmp_node_key);
+      return;
+    }
+    f->sort = mu_calloc(1, sizeof(*f->sort));
+    f->sort->a = f->order;
+    f->sort->b = mu_malloc(n->nchildren * sizeof(*f->order));
+    f->sort->n = n->nchildren;
   }
+}
+
+/* Ends a frame's sort: f->order is the sorted array. */
+static void walk_sorted(struct walk_frame *f)
+{
+  f->order = f->sort->a;
+  mu_free(f->sort->b);
+  mu_free(f->sort);
+  f->sort = NULL;
 }
 
 static void walk_pop(struct v2_walk *w)
 {
   struct walk_frame *f = &w->st[--w->depth];
+  if (f->sort != NULL)
+    walk_sorted(f);
   if (f->order != f->n->children)
     mu_free(f->order);
 }
@@ -1116,6 +1191,12 @@ int v2_store_walk_step(struct v2_walk *w, struct mu_buf *out, uint64_t until_ns,
     if ((++k & 63) == 0 && (uv_hrtime() >= until_ns || out->len > limit))
       return 0;
     struct walk_frame *f = &w->st[w->depth - 1];
+    if (f->sort != NULL) {
+      if (msort_step(f->sort))
+        walk_sorted(f);
+      k |= 63; /* a step is worth a time check */
+      continue;
+    }
     if (f->i < f->n->nchildren) {
       const struct v2_node *c = f->order[f->i++];
       if (is_hidden_node(c))

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Watch fan-out against its ceiling: 10,000 blocked watchers (GET ?wait=true) on one key, one
+# PUT to it; when does each watcher get its event, measured by the same client
+# (bench/watch_fanout) against musterd, etcd 3.4 (--enable-v2) and bench/fanout_ceiling (a
+# minimal libuv program that parks the same long polls and writes one preformatted event to
+# all of them: what one loop can do on this machine). musterd's share of the ceiling is
+# ceiling's last-event time / musterd's. Servers alternate musterd, etcd, ceiling, ... ROUNDS
+# times; the best run of each is kept (the machine is shared: the best is the least disturbed).
+# Prints one summary line.
+#
+#   bench/bench_fanout.sh     env: MU_BUILD_DIR (./build), WATCHERS (10000), ROUNDS (3)
+# Goals (issue 15): musterd's last event <= 50 ms after the write, >= 80% of the ceiling.
+# Not a test: it reports missed goals but fails only on a broken setup.
+. "$(dirname "$0")/lib.sh"
+
+WATCHERS=${WATCHERS:-10000}
+ROUNDS=${ROUNDS:-3}
+FANOUT=${FANOUT:-$MU_BUILD_DIR/bench/watch_fanout}
+CEILING=${CEILING:-$MU_BUILD_DIR/bench/fanout_ceiling}
+
+bench_need_tools etcd
+bench_need_exe "$MUSTERD" musterd
+bench_need_exe "$FANOUT" watch_fanout
+bench_need_exe "$CEILING" fanout_ceiling
+need=$((WATCHERS + 64))
+[ "$(ulimit -n)" -ge "$need" ] ||
+  die "ulimit -n is $(ulimit -n); $WATCHERS watchers need $need (raise the hard limit)"
+
+field() { printf '%s' "$2" | sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
+
+declare -A LAST_MS P99_MS P50_MS
+# one SERVER ROUND: a fresh server, the watchers, the write; keeps the best figures.
+one() {
+  local t=$1 round=$2 pid ep out
+  case $t in
+    musterd)
+      t_start_musterd --max-connections $((WATCHERS + 100)) ||
+        die "musterd did not start: $(tail -3 "$T_DIR/musterd.log")"
+      pid=$MUSTERD_PID ep=127.0.0.1:$MUSTERD_PORT
+      ;;
+    etcd)
+      t_start_etcd || die "etcd did not start: $(tail -3 "$T_DIR/etcd.log")"
+      pid=$ETCD_PID ep=127.0.0.1:$ETCD_PORT
+      ;;
+    ceiling)
+      "$CEILING" >"$T_DIR/ceiling.out" 2>&1 &
+      pid=$!
+      t_until 5 grep -q "listening on" "$T_DIR/ceiling.out" || die "fanout_ceiling did not start"
+      ep=$(sed -n 's/^listening on //p' "$T_DIR/ceiling.out")
+      ;;
+  esac
+  out=$("$FANOUT" --endpoint "$ep" --pid "$pid" --watchers "$WATCHERS") ||
+    echo "# warning: $t: not every watcher was answered"
+  echo "# $t round $round: $out"
+  kill -0 "$pid" 2>/dev/null || die "$t died during the run"
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  rm -rf "$T_DIR/etcd-data"
+  local last answered
+  last=$(field last_ms "$out")
+  answered=$(field answered "$out")
+  [ "$answered" = "$WATCHERS" ] || last=inf
+  if [ -z "${LAST_MS[$t]:-}" ] || [ "${LAST_MS[$t]}" = inf ] ||
+    { [ "$last" != inf ] && awk -v a="$last" -v b="${LAST_MS[$t]}" 'BEGIN { exit !(a < b) }'; }; then
+    LAST_MS[$t]=$last P99_MS[$t]=$(field p99_ms "$out") P50_MS[$t]=$(field p50_ms "$out")
+  fi
+}
+
+for round in $(seq "$ROUNDS"); do
+  one musterd "$round"
+  one etcd "$round"
+  one ceiling "$round"
+done
+
+share() { awk -v c="$1" -v m="$2" 'BEGIN { if (m > 0 && m != "inf") printf "%.0f%%", 100 * c / m; else print "n/a" }'; }
+line="bench_fanout watchers=$WATCHERS, best of $ROUNDS, ms from the write to each event:"
+for t in musterd etcd ceiling; do
+  line+=" $t p50 ${P50_MS[$t]} p99 ${P99_MS[$t]} last ${LAST_MS[$t]} |"
+done
+line+=" musterd = $(share "${LAST_MS[ceiling]}" "${LAST_MS[musterd]}") of the ceiling,"
+line+=" etcd = $(share "${LAST_MS[ceiling]}" "${LAST_MS[etcd]}")"
+echo "$line (goals: musterd last <= 50 ms and >= 80% of the ceiling)"
