@@ -13,7 +13,8 @@
 #
 #   bench/bench_durable.sh   env: MU_BUILD_DIR (./build), DURATION (s, 5), CONNS (64), ROUNDS (2),
 #                                 KEYS (1000000)
-# Goals: PUT >= 2x etcd; recovery of 1,000,000 keys < 2 s.
+# Goals: PUT >= 3x etcd (issue 15; musterd with its default durability, --fsync batch, the
+# default, against etcd's defaults); recovery of 1,000,000 keys < 2 s.
 # Not a test: it never fails on a missed goal, only on a broken setup.
 . "$(dirname "$0")/lib.sh"
 
@@ -64,7 +65,7 @@ fsyncs=$(metric musterd_wal_fsyncs_total)
 per=$(awk -v a="$records" -v b="$fsyncs" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "n/a" }')
 ratio=$(awk -v a="${RPS[musterd]}" -v b="${RPS[etcd]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
 ms() { awk -v a="$1" 'BEGIN { printf "%.2f", a / 1000 }'; }
-PUTLINE="PUT c=$CONNS d=${DURATION}s best of $ROUNDS: musterd --fsync batch=${RPS[musterd]}/s (p99 $(ms "${P99[musterd]}") ms, $records records in $fsyncs fsyncs = $per per fsync) etcd=${RPS[etcd]}/s (p99 $(ms "${P99[etcd]}") ms) musterd/etcd=${ratio}x (goal >= 2x)"
+PUTLINE="PUT c=$CONNS d=${DURATION}s best of $ROUNDS: musterd --fsync batch=${RPS[musterd]}/s (p99 $(ms "${P99[musterd]}") ms, $records records in $fsyncs fsyncs = $per per fsync) etcd=${RPS[etcd]}/s (p99 $(ms "${P99[etcd]}") ms) musterd/etcd=${ratio}x (goal >= 3x)"
 echo "# $PUTLINE"
 kill -TERM "$MUSTERD_PID" "$ETCD_PID" 2>/dev/null
 wait "$MUSTERD_PID" "$ETCD_PID" 2>/dev/null

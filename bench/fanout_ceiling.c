@@ -21,7 +21,7 @@
 #include "log.h"
 #include "opts.h"
 
-#define IN_CAP 8192 /* bytes of one request (head and body) */
+#define IN_CAP 1024 /* bytes of one request (head and body): the client's are ~200 */
 
 struct conn {
   uv_tcp_t tcp;

@@ -5,7 +5,10 @@
  *     opens N connections, each `GET /v2/keys/KEY?wait=true`; once every watcher has its
  *     response headers (the server registered it) it reads the server's RSS, then PUTs the key
  *     from one more connection and measures, from the moment that PUT is written, when each
- *     watcher gets its event. Prints one line: answered, latency p50/p99/max, RSS per watcher.
+ *     watcher gets its event. Prints one line: answered, latency p50/p99/max, RSS per watcher,
+ *     and with --pid the server's CPU time from the PUT to the last event (server_cpu_ms: the
+ *     sum over its threads of /proc/PID/task/TID/schedstat, which a busy machine's scheduling
+ *     does not inflate as it does the wall-clock figures).
  *
  *   watch_fanout --endpoint 127.0.0.1:P --load-keys 100000 [--value-size 64] [--pid PID]
  *     PUTs N distinct keys /bench/mem/k<i> over --conns connections and prints the rate and
@@ -15,6 +18,7 @@
  * when every request succeeded (and every watcher was answered), 1 otherwise, 2 on usage.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,7 +76,8 @@ struct fanout {
   uint64_t t0, t_first_armed, t_all_armed;
   uint64_t *lat; /* per answered watcher, ns after t0 */
   uint64_t put_ns;
-  uint64_t cpu_t0, cpu_t1; /* our own CPU time at the waking write and at the last event */
+  uint64_t cpu_t0, cpu_t1;     /* our own CPU time at the waking write and at the last event */
+  uint64_t srv_cpu0, srv_cpu1; /* the server's (--pid), the same two moments */
   long rss_base_kb, rss_loaded_kb, hwm_kb;
   struct client **clients;
   long n_clients;
@@ -118,6 +123,34 @@ static int read_rss(long pid, long *rss_kb, long *hwm_kb)
   }
   fclose(fp);
   return found == 3 ? 0 : -1;
+}
+
+/* CPU time of every thread of a process, ns (schedstat's first field). Returns: 0 without
+ * --pid or when unreadable. */
+static uint64_t proc_cpu_ns(long pid)
+{
+  char path[96];
+  uint64_t sum = 0;
+  if (pid <= 0)
+    return 0;
+  snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+  DIR *d = opendir(path);
+  if (d == NULL)
+    return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(path, sizeof(path), "/proc/%ld/task/%.20s/schedstat", pid, e->d_name);
+    FILE *fp = fopen(path, "r");
+    unsigned long long ns = 0;
+    if (fp != NULL && fscanf(fp, "%llu", &ns) == 1)
+      sum += ns;
+    if (fp != NULL)
+      fclose(fp);
+  }
+  closedir(d);
+  return sum;
 }
 
 static void report_error(struct fanout *f, const char *what, const char *detail)
@@ -346,6 +379,7 @@ static void on_connect(uv_connect_t *req, int status)
     msg = mu_asprintf("GET /v2/keys%s?wait=true HTTP/1.1\r\nHost: %s\r\n\r\n", f->key, f->endpoint);
     break;
   case CLIENT_PUT:
+    f->srv_cpu0 = proc_cpu_ns(f->pid);
     f->cpu_t0 = cpu_ns();
     f->t0 = now_ns();
     msg = put_request(f, f->key);
@@ -426,6 +460,7 @@ static void finish(struct fanout *f)
   if (done && !f->finished) {
     f->finished = 1;
     f->cpu_t1 = cpu_ns();
+    f->srv_cpu1 = proc_cpu_ns(f->pid);
     uv_stop(f->loop);
   }
 }
@@ -557,12 +592,14 @@ int main(int argc, char **argv)
       per = (f.rss_loaded_kb - f.rss_base_kb) * 1024 / f.armed;
     printf("watch_fanout watchers=%ld armed=%ld answered=%ld errors=%ld arm_s=%.2f "
            "put_ms=%.2f first_ms=%.2f p50_ms=%.2f p99_ms=%.2f last_ms=%.2f "
-           "client_cpu_ms=%.2f rss_base_kb=%ld rss_watchers_kb=%ld bytes_per_watcher=%ld\n",
+           "client_cpu_ms=%.2f server_cpu_ms=%.2f rss_base_kb=%ld rss_watchers_kb=%ld "
+           "bytes_per_watcher=%ld\n",
            f.watchers, f.armed, f.answered, f.failed,
            f.armed > 0 ? (double)(f.t_all_armed - f.t_first_armed) / 1e9 : 0.0, ms(f.put_ns),
            f.answered ? ms(f.lat[0]) : 0.0, ms(p50), ms(p99), ms(max),
-           f.cpu_t1 > f.cpu_t0 && f.cpu_t0 > 0 ? ms(f.cpu_t1 - f.cpu_t0) : 0.0, f.rss_base_kb,
-           f.rss_loaded_kb, per);
+           f.cpu_t1 > f.cpu_t0 && f.cpu_t0 > 0 ? ms(f.cpu_t1 - f.cpu_t0) : 0.0,
+           f.srv_cpu1 > f.srv_cpu0 && f.srv_cpu0 > 0 ? ms(f.srv_cpu1 - f.srv_cpu0) : 0.0,
+           f.rss_base_kb, f.rss_loaded_kb, per);
     rc = f.finished == 1 && f.answered == f.watchers && f.failed == 0 ? 0 : 1;
   } else {
     double secs = (double)(t_end - f.t0) / 1e9;
