@@ -417,3 +417,167 @@ TEST(store__held_hub_queues_notifications_in_order)
   v2_watch_hub_unhold(&s->hub);
   v2_store_free(s);
 }
+
+/* Renders `key` in the smallest slices there are (a deadline already past: the walk stops at
+ * each of its time checks). Returns: the JSON (caller frees), *steps the number of slices. */
+static char *walk_all(struct v2_store *s, const char *key, int recursive, int sorted, int *steps)
+{
+  struct v2_err err = {0, NULL, 0};
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  struct v2_walk *w = v2_store_walk_new(s, key, recursive, sorted, &err);
+  if (w == NULL)
+    return NULL;
+  *steps = 1;
+  while (!v2_store_walk_step(w, &b, 0, SIZE_MAX))
+    ++*steps;
+  v2_store_walk_free(w, 1);
+  return mu_buf_detach(&b);
+}
+
+TEST(store__walk_in_slices_renders_as_one_go)
+{
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
+  char key[64];
+  /* a flat dir over the sort's run (2,048), inserted out of order; nested dirs, a hidden key,
+   * a TTL, an empty dir */
+  for (int i = 0; i < 5000; i++) {
+    snprintf(key, sizeof(key), "/t/flat/k%d", (i * 7919) % 5000);
+    struct v2_write w = wr(key, "v");
+    ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  }
+  for (int i = 0; i < 300; i++) {
+    snprintf(key, sizeof(key), "/t/d%d/e%d/k", i % 7, i);
+    struct v2_write w = wr(key, "x\"y");
+    if (i == 5)
+      w.expire_ns = v2_now_ns() + 60000000000LL;
+    ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  }
+  struct v2_write w = wr("/t/_hidden", "h");
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  w = wr("/t/empty", NULL);
+  w.dir = 1;
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  uint64_t gets = s->stats.get_success;
+  for (int mode = 0; mode < 4; mode++) {
+    int recursive = mode & 1, sorted = mode >> 1, steps = 0;
+    struct mu_buf one = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+    ASSERT_EQ(v2_store_get(s, "/t", recursive, sorted, &one, &err), 0);
+    ASSERT_EQ(s->walks, 0);
+    char *sliced = walk_all(s, "/t", recursive, sorted, &steps);
+    ASSERT_NOT_NULL(sliced);
+    ASSERT_STR_EQ(sliced, one.data);
+    ASSERT(recursive ? steps > 50 : steps >= 1);
+    ASSERT_EQ(s->walks, 0);
+    mu_free(sliced);
+    mu_buf_release(&one);
+  }
+  ASSERT_EQ(s->stats.get_success, gets + 8);
+  /* sorted: the flat dir's keys in byte order, all of them */
+  int steps = 0;
+  char *flat = walk_all(s, "/t/flat", 0, 1, &steps);
+  ASSERT_NOT_NULL(flat);
+  ASSERT(has(flat, "\"key\":\"/t/flat/k0\",\"value\":\"v\""));
+  char prev[64] = "", cur[64];
+  int count = 0;
+  for (const char *p = strstr(flat, "\"/t/flat/k"); p != NULL; p = strstr(p + 1, "\"/t/flat/k")) {
+    size_t n = strcspn(p + 1, "\"");
+    ASSERT(n < sizeof(cur));
+    memcpy(cur, p + 1, n);
+    cur[n] = '\0';
+    ASSERT(strcmp(prev, cur) < 0);
+    memcpy(prev, cur, n + 1);
+    count++;
+  }
+  ASSERT_EQ(count, 5000);
+  mu_free(flat);
+  /* a walk in progress holds the tree: the TTL expiry waits, the walk counts */
+  struct v2_walk *wk = v2_store_walk_new(s, "/t", 1, 0, &err);
+  ASSERT_NOT_NULL(wk);
+  ASSERT_EQ(s->walks, 1);
+  ASSERT_EQ(v2_store_walk_index(wk), s->index);
+  v2_store_walk_free(wk, 1); /* abandoned half-way (a client gone) */
+  ASSERT_EQ(s->walks, 0);
+  ASSERT_NULL(v2_store_walk_new(s, "/nope", 1, 0, &err));
+  ASSERT_EQ(err.code, 100);
+  v2_err_release(&err);
+  v2_store_free(s);
+}
+
+static void close_cb_noop(void *data)
+{
+  *(int *)data = 1;
+}
+
+TEST(store__big_delete_is_one_event_and_frees_later)
+{
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  struct v2_store *s = v2_store_new(&loop);
+  struct v2_err err = {0, NULL, 0};
+  char key[64];
+  for (int i = 0; i < 3000; i++) {
+    snprintf(key, sizeof(key), "/big/d%d/k%d", i % 10, i);
+    struct v2_write w = wr(key, "v");
+    if (i % 100 == 0)
+      w.expire_ns = v2_now_ns() + 3600000000000LL; /* in the TTL heap */
+    ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  }
+  struct v2_write w = wr("/keep", "k");
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  size_t before = s->nodes.n;
+  struct fired in = {0, 0, 0}, above = {0, 0, 0}, absent = {0, 0, 0};
+  const struct v2_event *found = NULL;
+  struct v2_watcher *wt = NULL;
+  ASSERT_EQ(v2_store_watch(s, "/big/d3/k13", 0, 0, 0, on_fire, &in, &found, &wt, &err), 0);
+  ASSERT_EQ(v2_store_watch(s, "/", 1, 0, 0, on_fire, &above, &found, &wt, &err), 0);
+  ASSERT_EQ(v2_store_watch(s, "/big/none", 0, 0, 0, on_fire, &absent, &found, &wt, &err), 0);
+  uint64_t index = s->index;
+  const struct v2_event *e = v2_store_delete(s, "/big", 1, 1, &err);
+  ASSERT_NOT_NULL(e);
+  ASSERT_EQ(e->index, index + 1);
+  ASSERT_EQ(s->index, index + 1);
+  ASSERT(in.n == 1 && in.index == index + 1 && in.last == V2_EV_DELETE);
+  ASSERT(above.n == 1 && above.index == index + 1);
+  ASSERT_EQ(absent.n, 0); /* no node there: etcd wakes nobody at that path */
+  ASSERT_EQ(s->hub.count, 1);
+  /* gone at once, freed later */
+  ASSERT_EQ(s->nodes.n, before - 3000 - 11);
+  ASSERT(s->dead > 0 && s->ngraves == 1);
+  ASSERT_NULL(v2_store_lookup(s, "/big"));
+  ASSERT_NULL(v2_store_lookup(s, "/big/d3/k13"));
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  ASSERT_EQ(v2_store_get(s, "/big/d3", 0, 0, &b, &err), MU_ENOENT);
+  ASSERT_EQ(err.code, 100);
+  v2_err_release(&err);
+  /* the same key again, while its dead namesake is still in the table */
+  w = wr("/big/d3/k13", "again");
+  e = v2_store_set(s, &w, &err);
+  ASSERT_NOT_NULL(e);
+  ASSERT(e->created);
+  ASSERT_NOT_NULL(v2_store_lookup(s, "/big/d3/k13"));
+  ASSERT_EQ(s->nodes.n, before - 3000 - 11 + 3);
+  /* the expiry skips dead nodes in the heap */
+  ASSERT_EQ(v2_store_expire(s, v2_now_ns() + 7200000000000LL), 0);
+  while (s->ngraves > 0)
+    uv_run(&loop, UV_RUN_NOWAIT);
+  ASSERT_EQ(s->dead, 0);
+  ASSERT_EQ(s->nodes.n, before - 3000 - 11 + 3);
+  ASSERT_EQ(v2_store_get(s, "/", 1, 1, &b, &err), 0);
+  ASSERT(has(b.data, "\"key\":\"/big/d3/k13\",\"value\":\"again\""));
+  ASSERT(!has(b.data, "/big/d3/k23"));
+  mu_buf_release(&b);
+  /* a second big delete, and the store freed before the reaper is done */
+  for (int i = 0; i < 2000; i++) {
+    snprintf(key, sizeof(key), "/big2/k%d", i);
+    w = wr(key, "v");
+    ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  }
+  ASSERT_NOT_NULL(v2_store_delete(s, "/big2", 1, 1, &err));
+  ASSERT_EQ(s->ngraves, 1);
+  int closed = 0;
+  v2_store_close(s, close_cb_noop, &closed);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT(closed);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+}
