@@ -550,7 +550,9 @@ static int big_read_slice(struct big_read *r, uint64_t ns, size_t cap)
 static int big_read_send(struct big_read *r)
 {
   struct rv_req *req = r->req;
-  while (r->next < r->nsegs && rv_req_unsent(req) < SEND_CHUNK) {
+  size_t now = 0; /* per call, about 1 MiB: a client that reads fast gets that much per tick */
+  while (r->next < r->nsegs && rv_req_unsent(req) < SEND_CHUNK && now < 4 * SEND_CHUNK) {
+    now += r->segs[r->next].len;
     struct mu_buf *b = &r->segs[r->next++];
     r->in_send = 1;
     rv_reply_chunk(req, b->data, b->len); /* may close the connection */

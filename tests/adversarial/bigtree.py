@@ -5,7 +5,7 @@ Usage: bigtree.py URL NKEYS
   URL    a musterd started with --max-output-bytes large enough for the whole tree's answer
 
 Builds NKEYS keys under /big (dirs of 5,000 keys), then:
-  - GET /big?recursive=true (and a sorted GET of one dir) while another client sends small GETs one after another: each small
+  - GET /big?recursive=true (and a sorted GET of one dir) while another client (a process of its own) sends small GETs one after another: each small
     GET is answered within BOUND_MS, some of them while the big answer is being rendered (before
     its first byte), and the big answer is complete (NKEYS values) and consistent (the tree at
     its X-Etcd-Index: a PUT sent meanwhile is in it exactly when its index is not above it);
@@ -14,9 +14,10 @@ Builds NKEYS keys under /big (dirs of 5,000 keys), then:
 Prints "ok - what" / "not ok - what: why" lines. Python 3 standard library, raw sockets.
 """
 import json
+import select
 import socket
+import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 
@@ -122,31 +123,54 @@ def build(url, nkeys):
     return last
 
 
-class Probe(threading.Thread):
-    """Small GETs one after another until stopped: (sent, answered) times of each."""
+def probe_main(url):
+    """The probe process: small GETs one after another until its stdin closes; "ready" once the
+    first is answered, then at the end one JSON line: [[sent, answered], ...] (time.monotonic(),
+    the same clock in every process) or {"error": ...}. A process of its own: no GIL shared
+    with the reader of the big answer."""
+    c = Conn(url)
+    times = []
+    try:
+        while not select.select([sys.stdin], [], [], 0)[0]:
+            t0 = time.monotonic()
+            st, _h, _b = c.call("GET", "/v2/keys/probe")
+            if st != 200:
+                raise RuntimeError("probe GET answered %d" % st)
+            times.append((t0, time.monotonic()))
+            if len(times) == 1:
+                print("ready", flush=True)
+        print(json.dumps(times), flush=True)
+    except Exception as e:
+        print(json.dumps({"error": repr(e)}), flush=True)
+
+
+class Probe:
+    """Runs probe_main() in another process: start() returns once it runs, finish() stops it
+    and reads its times."""
 
     def __init__(self, url):
-        super().__init__(daemon=True)
-        self.c = Conn(url)
-        self.stop = threading.Event()
+        self.url = url
         self.times = []
         self.error = None
 
-    def run(self):
-        try:
-            while not self.stop.is_set():
-                t0 = time.monotonic()
-                st, _h, _b = self.c.call("GET", "/v2/keys/probe")
-                if st != 200:
-                    raise RuntimeError("probe GET answered %d" % st)
-                self.times.append((t0, time.monotonic()))
-        except Exception as e:  # reported by the main thread
-            self.error = repr(e)
+    def start(self):
+        self.p = subprocess.Popen([sys.executable, __file__, "probe", self.url],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        if not select.select([self.p.stdout], [], [], 30)[0]:
+            raise RuntimeError("the probe process did not start within 30 s")
+        line = self.p.stdout.readline().decode().strip()
+        if line != "ready":
+            self.error = line or "the probe process ended"
 
     def finish(self):
-        self.stop.set()
-        self.join(30)
-        self.c.close()
+        out, _ = self.p.communicate(b"stop\n", timeout=60)
+        if self.error is not None:
+            return
+        r = json.loads(out.decode() or '{"error": "no output"}')
+        if isinstance(r, dict):
+            self.error = r["error"]
+        else:
+            self.times = r
 
 
 def count_values(node):
@@ -170,79 +194,95 @@ def find_key(node, key):
     return None
 
 
-def check_probe(p, what, t_start, t_first):
+def slowest(p):
+    """Returns: (the slowest small GET in ms, when it was sent), or (None, error text)."""
     if p.error:
-        return out(False, what, "the probe failed: " + p.error)
+        return None, "the probe failed: " + p.error
     if not p.times:
-        return out(False, what, "no small GET was answered")
-    worst = max((b - a) * 1000 for a, b in p.times)
+        return None, "no small GET was answered"
+    return max(((b - a) * 1000, a) for a, b in p.times)
+
+
+def bounded(what, attempts, run):
+    """Runs `run()` (-> (probe, t_start, t_first) after its own checks) until its slowest small
+    GET is within BOUND_MS, at most `attempts` times: a loaded machine can stall any process
+    for a moment now and then, a held loop stalls the probe every time. Checks the last run:
+    within the bound, and (t_first set) at least 3 small GETs answered between the big request
+    and the first byte of its answer (one in flight could be answered before a big answer made
+    in one go; three in a row cannot)."""
+    for attempt in range(1, attempts + 1):
+        p, t_start, t_first = run()
+        worst, at = slowest(p)
+        if worst is None:
+            return out(False, what, at)
+        if worst <= BOUND_MS or attempt == attempts:
+            break
+        print("# %s: the slowest small GET took %.1f ms (sent %.0f ms after the big request): "
+              "once more" % (what, worst, (at - t_start) * 1000), flush=True)
+    ok = out(worst <= BOUND_MS, "%s: %d small GETs, the slowest in %.1f ms (bound %.0f ms, "
+             "run %d)" % (what, len(p.times), worst, BOUND_MS, attempt),
+             "the loop was held (that GET was sent %.0f ms after the big request)"
+             % ((at - t_start) * 1000))
+    if t_first is None:
+        return ok
     during = sum(1 for a, b in p.times if a >= t_start and b <= t_first)
-    ok = out(worst <= BOUND_MS, "%s: %d small GETs, the slowest in %.1f ms (bound %.0f ms)"
-             % (what, len(p.times), worst, BOUND_MS), "the loop was held")
-    return out(during > 0, "%s: %d small GETs answered before its first byte" % (what, during),
-               "none: the answer was made in one go") and ok
+    return out(during >= 3, "%s: %d small GETs answered before its first byte" % (what, during),
+               "fewer than 3: the answer was made in one go") and ok
 
 
-def main():
-    url, nkeys = sys.argv[1], int(sys.argv[2])
-    t0 = time.monotonic()
-    index = build(url, nkeys)
-    Conn(url).call("PUT", "/v2/keys/probe?value=p")
-    index += 1
-    print("# %d keys in %.1f s, index %d" % (nkeys, time.monotonic() - t0, index), flush=True)
-
-    # --- GET ---
+def get_run(url, nkeys, index, news):
+    """One recursive GET of /big under the probe, with a PUT of /big/new<N> sent meanwhile,
+    and the checks of its answer. `news` counts the /big/new keys written by earlier runs."""
     probe = Probe(url)
     probe.start()
-    time.sleep(0.1)  # the probe runs (its first answers are the baseline)
     big, writer = Conn(url), Conn(url)
     t_start = time.monotonic()
     big.send("GET", "/v2/keys/big?recursive=true")
-    writer.send("PUT", "/v2/keys/big/new?value=during")
+    new = "/big/new%d" % news
+    writer.send("PUT", "/v2/keys%s?value=during" % new)
     st, h, body = big.response()
     t_first, t_end = big.first_byte, time.monotonic()
     wst, wh, wbody = writer.response()
     probe.finish()
+    big.close()
+    writer.close()
     print("# recursive GET: %d bytes, first byte after %.0f ms, all after %.0f ms"
           % (len(body), (t_first - t_start) * 1000, (t_end - t_start) * 1000), flush=True)
-    check_probe(probe, "recursive GET of %d keys" % nkeys, t_start, t_first)
     if out(st == 200, "the recursive GET is answered 200", "status %d: %s" % (st, body[:200])):
         get_index = int(h["x-etcd-index"])
         tree = json.loads(body)["node"]
         put_index = json.loads(wbody)["node"]["modifiedIndex"] if wst == 201 else -1
-        has_new = find_key(tree, "/big/new") is not None
+        has_new = find_key(tree, new) is not None
         out(wst == 201, "a PUT sent during the GET is answered 201", "status %d" % wst)
         out(get_index in (index, index + 1) and has_new == (put_index <= get_index),
             "the answer is the tree at its X-Etcd-Index %d (the PUT at %d is %s)"
             % (get_index, put_index, "in it" if has_new else "not in it"),
             "a write shows half-way (the index before it was %d)" % index)
-        out(count_values(tree) == nkeys + has_new, "the answer holds every key (%d)"
-            % count_values(tree), "expected %d" % (nkeys + has_new))
-    big.close()
-    writer.close()
-    st, h, body = Conn(url).call("GET", "/v2/keys/big/d1?sorted=true")
-    keys = [n["key"] for n in json.loads(body)["node"].get("nodes", [])] if st == 200 else []
-    out(len(keys) == min(PER_DIR, nkeys - PER_DIR) and keys == sorted(keys),
-        "a sorted GET of a dir of %d keys lists them in order" % len(keys),
-        "%d %s" % (st, keys[:5]))
+        want = nkeys + news + has_new
+        out(count_values(tree) == want, "the answer holds every key (%d)"
+            % count_values(tree), "expected %d" % want)
+    return probe, t_start, t_first
 
-    # --- DELETE ---
+
+def delete_run(url, nkeys, rebuild):
+    """One recursive DELETE of /big (built again when `rebuild`) under the probe, with
+    watchers inside and above it, and the checks of its answer and of the tree after it."""
+    if rebuild:
+        build(url, nkeys)
     w_in, w_dir = Conn(url), Conn(url)
     w_in.send("GET", "/v2/keys/big/d0/k7?wait=true")
     w_dir.send("GET", "/v2/keys/big?wait=true&recursive=true")
-    for w in (w_in, w_dir):  # the watch is in place once its head is in
-        w.s.settimeout(30)
-    time.sleep(0.2)
     probe = Probe(url)
     probe.start()
-    time.sleep(0.1)
+    for w in (w_in, w_dir):  # the watches are in place once the head of their answer is in
+        w.s.settimeout(30)
+        while b"\r\n\r\n" not in w.buf:
+            w._more()
     d = Conn(url)
     t_start = time.monotonic()
     st, h, body = d.call("DELETE", "/v2/keys/big?recursive=true")
-    t_first = d.first_byte
-    time.sleep(0.3)  # the freeing in slices goes on after the answer: keep probing
+    time.sleep(0.3)  # a window, not a wait: the freeing in slices follows the answer
     probe.finish()
-    check_probe(probe, "recursive DELETE of %d keys" % nkeys, t_start, time.monotonic())
     if out(st == 200, "the recursive DELETE is answered 200", "status %d: %s" % (st, body[:200])):
         ev = json.loads(body)
         del_index = ev["node"]["modifiedIndex"]
@@ -254,9 +294,44 @@ def main():
             wev = json.loads(wb) if wst == 200 else {}
             out(wev.get("action") == "delete" and wev.get("node", {}).get("modifiedIndex")
                 == del_index, "%s is woken by that event" % what, "%d %s" % (wst, wb[:200]))
+    w_in.close()
+    w_dir.close()
     st, h, body = Conn(url).call("GET", "/v2/keys/big/d0/k7")
     out(st == 404 and json.loads(body)["errorCode"] == 100, "a key inside is gone (100)",
         "%d %s" % (st, body[:200]))
+    return probe, t_start, None
+
+
+def main():
+    url, nkeys = sys.argv[1], int(sys.argv[2])
+    t0 = time.monotonic()
+    index = build(url, nkeys)
+    Conn(url).call("PUT", "/v2/keys/probe?value=p")
+    index += 1
+    print("# %d keys in %.1f s, index %d" % (nkeys, time.monotonic() - t0, index), flush=True)
+
+    runs = []
+
+    def one_get():
+        r = get_run(url, nkeys, index + len(runs), len(runs))
+        runs.append(r)
+        return r
+
+    bounded("recursive GET of %d keys" % nkeys, 3, one_get)
+    st, h, body = Conn(url).call("GET", "/v2/keys/big/d1?sorted=true")
+    keys = [n["key"] for n in json.loads(body)["node"].get("nodes", [])] if st == 200 else []
+    out(len(keys) == min(PER_DIR, nkeys - PER_DIR) and keys == sorted(keys),
+        "a sorted GET of a dir of %d keys lists them in order" % len(keys),
+        "%d %s" % (st, keys[:5]))
+
+    deletes = []
+
+    def one_delete():
+        r = delete_run(url, nkeys, len(deletes) > 0)
+        deletes.append(r)
+        return r
+
+    bounded("recursive DELETE of %d keys" % nkeys, 3, one_delete)
     st, h, body = Conn(url).call("PUT", "/v2/keys/big/d0/k7?value=again")
     out(st == 201 and json.loads(body)["node"]["createdIndex"] == int(h["x-etcd-index"]),
         "the same key can be created again", "%d %s" % (st, body[:200]))
@@ -266,4 +341,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "probe":
+        probe_main(sys.argv[2])
+    else:
+        main()
