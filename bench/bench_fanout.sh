@@ -26,11 +26,8 @@ bench_need_tools etcd
 bench_need_exe "$MUSTERD" musterd
 bench_need_exe "$FANOUT" watch_fanout
 bench_need_exe "$CEILING" fanout_ceiling
-need=$((WATCHERS + 64))
-[ "$(ulimit -n)" -ge "$need" ] ||
-  die "ulimit -n is $(ulimit -n); $WATCHERS watchers need $need (raise the hard limit)"
+bench_need_fds "$WATCHERS" "$WATCHERS watchers"
 
-field() { printf '%s' "$2" | sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 
 declare -A LAST_MS P99_MS P50_MS CPU_MS
 # one SERVER ROUND: a fresh server, the watchers, the write; keeps the best figures.
@@ -53,23 +50,18 @@ one() {
       ep=$(sed -n 's/^listening on //p' "$T_DIR/ceiling.out")
       ;;
   esac
-  out=$("$FANOUT" --endpoint "$ep" --pid "$pid" --watchers "$WATCHERS") ||
-    echo "# warning: $t: not every watcher was answered"
-  echo "# $t round $round: $out"
-  kill -0 "$pid" 2>/dev/null || die "$t died during the run"
-  kill -TERM "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-  rm -rf "$T_DIR/etcd-data"
+  bench_fanout_run "$t" "$round" "$ep" "$pid"
+  out=$FANOUT_OUT
   local last answered
-  last=$(field last_ms "$out")
-  answered=$(field answered "$out")
+  last=$(bench_field last_ms "$out")
+  answered=$(bench_field answered "$out")
   [ "$answered" = "$WATCHERS" ] || last=inf
   if [ -z "${LAST_MS[$t]:-}" ] || [ "${LAST_MS[$t]}" = inf ] ||
     { [ "$last" != inf ] && awk -v a="$last" -v b="${LAST_MS[$t]}" 'BEGIN { exit !(a < b) }'; }; then
-    LAST_MS[$t]=$last P99_MS[$t]=$(field p99_ms "$out") P50_MS[$t]=$(field p50_ms "$out")
+    LAST_MS[$t]=$last P99_MS[$t]=$(bench_field p99_ms "$out") P50_MS[$t]=$(bench_field p50_ms "$out")
   fi
   local cpu
-  cpu=$(field server_cpu_ms "$out")
+  cpu=$(bench_field server_cpu_ms "$out")
   if [ -z "${CPU_MS[$t]:-}" ] || awk -v a="$cpu" -v b="${CPU_MS[$t]}" 'BEGIN { exit !(a < b) }'; then
     CPU_MS[$t]=$cpu
   fi

@@ -22,11 +22,8 @@ FANOUT=${FANOUT:-$MU_BUILD_DIR/bench/watch_fanout}
 bench_need_tools etcd
 bench_need_exe "$MUSTERD" musterd
 bench_need_exe "$FANOUT" watch_fanout
-need=$((WATCHERS + 64))
-[ "$(ulimit -n)" -ge "$need" ] ||
-  die "ulimit -n is $(ulimit -n); $WATCHERS watchers need $need (raise the hard limit)"
+bench_need_fds "$WATCHERS" "$WATCHERS watchers"
 
-field() { printf '%s' "$2" | sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 
 declare -A KEYS_KB PER_KEY PER_WATCHER LAST_MS P99_MS EMPTY_KB
@@ -47,25 +44,20 @@ one() {
     die "$t: loading keys failed: $out"
   echo "# $t round $round: $out"
   local kb per
-  kb=$(field rss_loaded_kb "$out")
-  per=$(field bytes_per_key "$out")
+  kb=$(bench_field rss_loaded_kb "$out")
+  per=$(bench_field bytes_per_key "$out")
   got=$(curl -s "http://$ep/v2/keys/bench/mem/k0000042" | jq -r '.node.value | length')
   [ "$got" = "$VALUE_SIZE" ] || echo "# warning: $t: key k0000042 has a value of length '$got'"
-  out=$("$FANOUT" --endpoint "$ep" --pid "$pid" --watchers "$WATCHERS") ||
-    echo "# warning: $t: not every watcher was answered"
-  echo "# $t round $round: $out"
-  kill -0 "$pid" 2>/dev/null || die "$t died during the run"
-  kill -TERM "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-  rm -rf "$T_DIR/etcd-data"
+  bench_fanout_run "$t" "$round" "$ep" "$pid"
+  out=$FANOUT_OUT
   if [ -z "${KEYS_KB[$t]:-}" ] || [ "$kb" -lt "${KEYS_KB[$t]}" ]; then
     KEYS_KB[$t]=$kb PER_KEY[$t]=$per EMPTY_KB[$t]=$empty
   fi
   local pw last p99 answered
-  pw=$(field bytes_per_watcher "$out")
-  last=$(field last_ms "$out")
-  p99=$(field p99_ms "$out")
-  answered=$(field answered "$out")
+  pw=$(bench_field bytes_per_watcher "$out")
+  last=$(bench_field last_ms "$out")
+  p99=$(bench_field p99_ms "$out")
+  answered=$(bench_field answered "$out")
   [ "$answered" = "$WATCHERS" ] || last=inf
   if [ -z "${LAST_MS[$t]:-}" ] || [ "${LAST_MS[$t]}" = inf ] ||
     { [ "$last" != inf ] && awk -v a="$last" -v b="${LAST_MS[$t]}" 'BEGIN { exit !(a < b) }'; }; then

@@ -219,7 +219,8 @@ int main(int argc, char **argv)
   }
   memcpy(host, listen_addr, (size_t)(colon - listen_addr));
   host[colon - listen_addr] = '\0';
-  if (uv_ip4_addr(host, atoi(colon + 1), &addr) != 0) {
+  long port;
+  if (mu_parse_long(colon + 1, 0, 65535, &port) < 0 || uv_ip4_addr(host, (int)port, &addr) != 0) {
     mu_error("bad --listen '%s': expected an IPv4 address and port, e.g. 127.0.0.1:0", listen_addr);
     return 2;
   }

@@ -280,20 +280,26 @@ static int cmp_node_key(const void *a, const void *b)
   return x->hn.len < y->hn.len ? -1 : x->hn.len > y->hn.len;
 }
 
+/* node.Repr up to its children: {key, value or dir, expiration, ttl. */
+static void put_repr_head(struct jw *w, const struct v2_node *n, int64_t now)
+{
+  mu_buf_putc(w->b, '{');
+  put_key(w, n->hn.key, n->hn.len);
+  if (!n->is_dir) {
+    field(w, "value");
+    mu_json_str(w->b, n->value, n->value_len);
+  } else {
+    field(w, "dir");
+    mu_buf_puts(w->b, "true");
+  }
+  put_expiry(w, n->expire_ns, now);
+}
+
 /* node.Repr without children (a prevNode): a GET renders through struct v2_walk below. */
 static void put_repr(struct mu_buf *b, const struct v2_node *n, int64_t now)
 {
   struct jw w = {b, 1};
-  mu_buf_putc(b, '{');
-  put_key(&w, n->hn.key, n->hn.len);
-  if (!n->is_dir) {
-    field(&w, "value");
-    mu_json_str(b, n->value, n->value_len);
-  } else {
-    field(&w, "dir");
-    mu_buf_puts(b, "true");
-  }
-  put_expiry(&w, n->expire_ns, now);
+  put_repr_head(&w, n, now);
   put_indexes(&w, n->modified_index, n->created_index);
   mu_buf_putc(b, '}');
 }
@@ -1094,16 +1100,7 @@ static void walk_open(struct v2_walk *w, struct mu_buf *b, const struct v2_node 
                       int list_children)
 {
   struct jw j = {b, 1};
-  mu_buf_putc(b, '{');
-  put_key(&j, n->hn.key, n->hn.len);
-  if (!n->is_dir) {
-    field(&j, "value");
-    mu_json_str(b, n->value, n->value_len);
-  } else {
-    field(&j, "dir");
-    mu_buf_puts(b, "true");
-  }
-  put_expiry(&j, n->expire_ns, w->now);
+  put_repr_head(&j, n, w->now);
   if (!n->is_dir || !list_children || n->nchildren == 0) {
     put_indexes(&j, n->modified_index, n->created_index);
     mu_buf_putc(b, '}');

@@ -516,18 +516,24 @@ static void parked_gone(struct rv_req *req, void *data)
   mu_free(p);
 }
 
-/* A write waits while a walk reads the tree (or while others wait: they keep their order).
- * Returns: 1 when the request was parked (the handler returns), 0 to go on. */
-static int park_write(struct rv_req *req, struct v2 *v2, void (*handler)(struct rv_req *))
+/* Parks a request: `handler` runs it again once no walk reads the tree. */
+static void park(struct rv_req *req, struct v2 *v2, void (*handler)(struct rv_req *))
 {
-  if (v2->draining || (v2->store->walks == 0 && v2->parked.head == NULL))
-    return 0;
   struct parked *p = mu_calloc(1, sizeof(*p));
   p->req = req;
   p->handler = handler;
   mu_list_push_back(&v2->parked, &p->link);
   rv_req_defer(req, parked_gone, p);
   tick_arm(v2);
+}
+
+/* A write waits while a walk reads the tree (or while others wait: they keep their order).
+ * Returns: 1 when the request was parked (the handler returns), 0 to go on. */
+static int park_write(struct rv_req *req, struct v2 *v2, void (*handler)(struct rv_req *))
+{
+  if (v2->draining || (v2->store->walks == 0 && v2->parked.head == NULL))
+    return 0;
+  park(req, v2, handler);
   return 1;
 }
 
@@ -668,12 +674,7 @@ static void get_in_slices(struct rv_req *req, struct v2 *v2, struct keys_call *c
     /* writes wait: this walk starts again behind them */
     big_read_free(r);
     s->stats.get_success--;
-    struct parked *p = mu_calloc(1, sizeof(*p));
-    p->req = req;
-    p->handler = keys_get;
-    mu_list_push_back(&v2->parked, &p->link);
-    rv_req_defer(req, parked_gone, p);
-    tick_arm(v2);
+    park(req, v2, keys_get);
     return;
   }
   rv_req_defer(req, big_read_gone, r);
