@@ -433,14 +433,15 @@ static int write_begin_or_reply(struct rv_req *req, struct keys_call *c)
  *
  * A GET renders its tree for at most SLICE_NS inside its handler; most are done by then and
  * answered at once. One that is not (a huge dir, a recursive GET of a big tree) goes on in
- * slices of SLICE_NS from an idle handle, the loop serving other clients between them, into a
- * buffer of its own (bounded by --max-output-bytes). The answer is the tree as of one index:
- * while a walk renders, the store takes no write (v2_store_walk_new()), so a PUT, POST or
- * DELETE that arrives meanwhile is parked here and run, in arrival order, when the last walk
- * ends; reads go on. A walk's CPU time bounds the wait, not the reader's client: once rendered,
- * the answer is sent in chunks of SEND_CHUNK as the client reads it (rv_req_unsent()), the tree
- * already writable again. A big GET that would start while writes are parked waits behind them,
- * so that a stream of big GETs cannot hold writes back forever.
+ * slices of SLICE_NS from an idle handle, the loop serving other clients between them, each
+ * slice into a piece of its own (their sum bounded by --max-output-bytes, else 413). The
+ * answer is the tree as of one index: while a walk renders, the store takes no write
+ * (v2_store_walk_new()), so a PUT, POST or DELETE that arrives meanwhile is parked here and
+ * run, in arrival order, when the last walk ends; reads go on. A walk's CPU time bounds the
+ * wait, not the reader's client: once rendered, the pieces go out chunked, the next ones only
+ * while the connection has less than SEND_CHUNK unsent (rv_req_unsent()) and at most ~512 KiB
+ * per loop iteration, the tree writable again meanwhile. A big GET that would start while
+ * writes are parked waits behind them, so that a stream of big GETs cannot hold writes back.
  */
 
 #define SLICE_NS 1000000ULL /* 1 ms of rendering per slice */
@@ -556,8 +557,8 @@ static int big_read_slice(struct big_read *r, uint64_t ns, size_t cap)
 static int big_read_send(struct big_read *r)
 {
   struct rv_req *req = r->req;
-  size_t now = 0; /* per call, about 1 MiB: a client that reads fast gets that much per tick */
-  while (r->next < r->nsegs && rv_req_unsent(req) < SEND_CHUNK && now < 4 * SEND_CHUNK) {
+  size_t now = 0; /* per call, about 512 KiB: a client that reads fast gets that much per tick */
+  while (r->next < r->nsegs && rv_req_unsent(req) < SEND_CHUNK && now < 2 * SEND_CHUNK) {
     now += r->segs[r->next].len;
     struct mu_buf *b = &r->segs[r->next++];
     r->in_send = 1;
