@@ -1185,7 +1185,7 @@ int v2_store_walk_step(struct v2_walk *w, struct mu_buf *out, uint64_t until_ns,
   }
   unsigned k = 0;
   while (w->depth > 0) {
-    if ((++k & 63) == 0 && (uv_hrtime() >= until_ns || out->len > limit))
+    if (out->len > limit || ((++k & 63) == 0 && uv_hrtime() >= until_ns))
       return 0;
     struct walk_frame *f = &w->st[w->depth - 1];
     if (f->sort != NULL) {

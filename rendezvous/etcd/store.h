@@ -125,9 +125,10 @@ int v2_store_get(struct v2_store *s, const char *key, int recursive, int sorted,
  * Returns: a walk, or NULL with `err` filled. Free with v2_store_walk_free(w, 1). */
 struct v2_walk *v2_store_walk_new(struct v2_store *s, const char *key, int recursive, int sorted,
                                   struct v2_err *err);
-/* Appends to `out` until the JSON is complete, uv_hrtime() passes `until_ns`, or out->len passes
- * `limit` (both checked every 64 nodes). Returns: 1 when the JSON is complete (the tree is
- * writable again), 0 when there is more. */
+/* Appends to `out` until the JSON is complete, out->len passes `limit` (checked after every
+ * node) or uv_hrtime() passes `until_ns` (every 64 nodes, and after each step of a big dir's
+ * sort). Returns: 1 when the JSON is complete (the tree is writable again), 0 when there is
+ * more (a caller whose `out` passed `limit` stops there: no more comes until it is smaller). */
 int v2_store_walk_step(struct v2_walk *w, struct mu_buf *out, uint64_t until_ns, size_t limit);
 /* Returns: the index the walk reads the tree at (X-Etcd-Index of its answer). */
 uint64_t v2_store_walk_index(const struct v2_walk *w);

@@ -3,6 +3,7 @@
 
 Usage: bigtree.py URL NKEYS
   URL    a musterd started with --max-output-bytes large enough for the whole tree's answer
+       bigtree.py too_large URL NKEYS   (see too_large_main())
 
 Builds NKEYS keys under /big (dirs of 5,000 keys), then:
   - GET /big?recursive=true (and a sorted GET of one dir) while another client (a process of its own) sends small GETs one after another: each small
@@ -340,8 +341,28 @@ def main():
     out(count_values(tree) == 1, "the tree holds only that key", "%d %s" % (st, body[:200]))
 
 
+def too_large_main():
+    """bigtree.py too_large URL NKEYS, against a musterd whose --max-output-bytes is below the
+    tree's answer: the GET in slices is refused with a status naming the limit, nothing is
+    half-sent, and the tree is writable again after it."""
+    url, nkeys = sys.argv[2], int(sys.argv[3])
+    build(url, nkeys)
+    c = Conn(url)
+    st, h, body = c.call("GET", "/v2/keys/big?recursive=true")
+    out(st == 413 and b"max-output-bytes" in body and "content-length" in h,
+        "a recursive GET of %d keys over --max-output-bytes is refused (413, naming it)" % nkeys,
+        "%d %s %s" % (st, h, body[:200]))
+    st, h, body = c.call("PUT", "/v2/keys/big/after?value=1")
+    out(st == 201, "the same connection writes after it (the walk ended)", "%d %s" % (st, body[:200]))
+    st, h, body = Conn(url).call("GET", "/v2/keys/big/d0/k1")
+    out(st == 200 and json.loads(body)["node"]["value"] == "v1", "a small GET is answered",
+        "%d %s" % (st, body[:200]))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "probe":
         probe_main(sys.argv[2])
+    elif sys.argv[1] == "too_large":
+        too_large_main()
     else:
         main()
