@@ -4,7 +4,12 @@
  * a thread. Keys under /muster/<run>/:
  *   c/cfg    the run's configuration (created by the first join)
  *   c/end    {"state": "closed"|"shut", "reason"} once the run ended
- *   c/round  the latest round: {"round", "max", "ttl", "members": [{id, addr, lws, port}]}
+ *   c/round  the latest round: {"round", "max", "ttl", "nnodes", "world", "master_addr",
+ *            "master_port"} and, up to MEMBERS_INLINE nodes, "members": [{id, addr, lws, port}];
+ *            above, "buckets": B and the members in m/<R> (all) and a/<R>/<b> (by node id)
+ *   m/<R>    the members of round R when it has more than MEMBERS_INLINE nodes
+ *   a/<R>/<b>    {"round": R, "m": [[id, rank, offset, lws]...]}: the members of round R whose
+ *                id hashes to bucket b (what a joining node watches to learn its rank)
  *   d/<N>/<id>   node id left round N successfully
  *   n/<L>/<id>   node id waits for (L = N - 1: is in) round L + 1; leased
  *   b/<name>/g, b/<name>/a/<G>/<id>   barrier generation and arrivals
@@ -14,6 +19,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +45,12 @@
 #define MAX_MEMBERS 16
 #define LEVEL_FMT "%010ld"
 #define LEADER_HEADER "Grpc-Metadata-hasleader: true\r\n" /* no answer from a member w/o leader */
+/* A round of more nodes than this keeps its member list out of c/round, which every waiting
+ * node watches: N watchers x an N-member value is O(N^2) bytes through the gateway (a 1,000-node
+ * round took 5 s to reach its last node that way). As musterd's join answer, the list is then
+ * left out of the round a join returns; each node finds its rank in its bucket a/<R>/<b>. */
+#define MEMBERS_INLINE 256
+#define BUCKETS 64 /* one put each in the close txn, under etcd's default --max-txn-ops 128 */
 
 struct member {
   char *host;
@@ -302,7 +314,12 @@ int mu_etcd3_new(const char *endpoints, struct mu_etcd3 **out, char *err, size_t
     goto fail;
   }
   e->spec = mu_strdup(endpoints);
-  e->cur = (size_t)getpid() % e->nm; /* spread the nodes over the members */
+  /* spread the clients over the members: by process, and by client within one (threads) */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  unsigned long long h = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ULL;
+  h ^= (unsigned long long)(uintptr_t)e * 0xff51afd7ed558ccdULL ^ (unsigned long long)ts.tv_nsec;
+  e->cur = (size_t)((h ^ (h >> 29)) % e->nm);
   *out = e;
   return 0;
 fail:
@@ -933,6 +950,11 @@ static int end_of(struct mu_etcd3 *e, const char *run, const cJSON *end_range)
   return shut ? MU_ESHUT : MU_ECLOSED;
 }
 
+static long round_no(const cJSON *round)
+{
+  return round != NULL ? mu_json_get_long(round, "round", 0) : 0;
+}
+
 /* The index of node id in a round's members, -1 when absent. */
 static int member_index(const cJSON *round, const char *id)
 {
@@ -953,6 +975,83 @@ static const char *id_of_key(const char *key)
 {
   const char *s = strrchr(key, '/');
   return s != NULL ? s + 1 : key;
+}
+
+/* The bucket of a node id: FNV-1a, the same on every node. */
+static unsigned bucket_of(const char *id)
+{
+  uint32_t h = 2166136261u;
+  for (; *id; id++)
+    h = (h ^ (unsigned char)*id) * 16777619u;
+  return h % BUCKETS;
+}
+
+/* Adds the members of round (from m/<R>) to it when c/round left them out.
+ * Returns: 0, or an MU_E* code (errmsg says). */
+static int attach_members(struct mu_etcd3 *e, const char *run, cJSON *round)
+{
+  if (round == NULL || cJSON_GetObjectItemCaseSensitive(round, "members") != NULL)
+    return 0;
+  char *mk = key_of(run, "m/" LEVEL_FMT, round_no(round));
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(mk, NULL, R_ALL));
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  cJSON *j = rc == 0 ? kv_json(range_first(txn_range(ans, 0))) : NULL;
+  cJSON *ms = cJSON_DetachItemFromObjectCaseSensitive(j, "members");
+  if (rc == 0 && !cJSON_IsArray(ms)) {
+    say(e, "run '%s': round %ld has no member list (m/%ld missing)", run, round_no(round),
+        round_no(round));
+    rc = MU_EPROTO;
+  }
+  if (rc == 0) {
+    cJSON_AddItemToObject(round, "members", ms);
+    ms = NULL;
+  }
+  cJSON_Delete(ms);
+  cJSON_Delete(j);
+  cJSON_Delete(ans);
+  mu_free(mk);
+  return rc;
+}
+
+/* Finds node id in a bucket value of round r: 1 with its rank, offset, lws; 0 when absent. */
+static int bucket_find(const cJSON *bucket, long r, const char *id, int *rank, int *off, int *lws)
+{
+  if (bucket == NULL || mu_json_get_long(bucket, "round", -1) != r)
+    return 0;
+  const cJSON *m;
+  cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(bucket, "m"))
+  {
+    const cJSON *mid = cJSON_GetArrayItem(m, 0);
+    if (cJSON_IsString(mid) && strcmp(mid->valuestring, id) == 0) {
+      *rank = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(m, 1));
+      *off = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(m, 2));
+      *lws = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(m, 3));
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* A round of more than MEMBERS_INLINE nodes as a join returns it: this node's place, the
+ * master, the sizes; the member list left out (as musterd does). */
+static void fill_round_bucket(const char *run, const cJSON *round, int rank, int off, int lws,
+                              struct mu_round *out)
+{
+  memset(out, 0, sizeof(*out));
+  const char *ma = mu_json_get_str(round, "master_addr");
+  out->run_id = mu_strdup(run);
+  out->round = round_no(round);
+  out->lease_ttl_ms = mu_json_get_long(round, "ttl", 10000);
+  out->nnodes = (int)mu_json_get_long(round, "nnodes", 0);
+  out->world_size = (int)mu_json_get_long(round, "world", 0);
+  out->master_addr = mu_strdup(ma != NULL ? ma : "");
+  out->master_port = (int)mu_json_get_long(round, "master_port", 0);
+  out->node_rank = rank;
+  out->rank_offset = off;
+  out->local_world_size = lws;
 }
 
 static void fill_round(const char *run, const cJSON *round, int me, struct mu_round *out)
@@ -1007,18 +1106,23 @@ struct joinst {
   int ended;             /* MU_ECLOSED / MU_ESHUT */
   long long count_level; /* nodes at this node's level */
   long long count_old;   /* nodes one level below */
+  char *bkey;            /* this node's bucket key of the round it waits for (big rounds) */
+  cJSON *bucket;         /* the last value seen of it */
 };
-
-static long round_no(const cJSON *round)
-{
-  return round != NULL ? mu_json_get_long(round, "round", 0) : 0;
-}
 
 static void set_round(struct joinst *s, const cJSON *kv)
 {
   cJSON_Delete(s->round);
   s->round = kv_json(kv);
   s->round_mod = kv != NULL ? jll(kv, "mod_revision") : 0;
+}
+
+/* A run whose rounds may pass MEMBERS_INLINE nodes: its rounds keep their member list in m/<R>
+ * and a/<R>/<b>, and its waiting nodes watch their bucket (which says the round too). Decided
+ * by the run's max, so that every node of the run knows it before any round closes. */
+static int big_run(const struct joinst *s)
+{
+  return s->max > MEMBERS_INLINE;
 }
 
 /* Creates the run's configuration or checks ours against it; reads the end and the round. */
@@ -1197,7 +1301,12 @@ static int join_close(struct joinst *s, long n)
   cJSON_AddItemToArray(t.success, op_range(lvl, lvl_end, R_ALL));
   cJSON *ans = NULL, *ans2 = NULL;
   struct cand *c = NULL;
-  int rc = txn_run(e, &t, &ans);
+  cJSON *prev = cJSON_Duplicate(s->round, 1); /* the previous round with its members */
+  int rc = attach_members(e, s->run, prev);
+  if (rc == 0)
+    rc = txn_run(e, &t, &ans);
+  else
+    cJSON_Delete(t.root);
   if (rc != 0)
     goto out;
   long long rev = header_rev(ans);
@@ -1212,23 +1321,48 @@ static int join_close(struct joinst *s, long n)
     c[i].id = c[i].idbuf;
     c[i].kv = kv;
     c[i].created = jll(kv, "create_revision");
-    int p = s->round != NULL ? member_index(s->round, c[i].id) : -1;
+    int p = prev != NULL ? member_index(prev, c[i].id) : -1;
     c[i].prev = p >= 0 ? p : 1 << 30;
     i++;
   }
   qsort(c, nc, sizeof(*c), cand_cmp);
   size_t take = nc < (size_t)s->max ? nc : (size_t)s->max;
-  struct mu_buf v = MU_BUF_INIT(SIZE_MAX);
-  mu_buf_printf(&v, "{\"round\":%ld,\"max\":%ld,\"ttl\":%ld,\"members\":[", n + 1, s->max,
-                e->ttl_ms);
+  int inline_members = !big_run(s);
+  struct mu_buf list = MU_BUF_INIT(SIZE_MAX), v = MU_BUF_INIT(SIZE_MAX);
+  struct mu_buf bucket[BUCKETS];
+  for (int b = 0; b < BUCKETS; b++)
+    mu_buf_init(&bucket[b], SIZE_MAX);
+  long world = 0, port0 = 0;
+  char addr0[260] = "";
+  mu_buf_putc(&list, '[');
   for (i = 0; i < take; i++) {
     cJSON *nv = kv_json(c[i].kv);
-    mu_buf_printf(&v, "%s{\"id\":\"%s\",\"addr\":\"%s\",\"lws\":%ld,\"port\":%ld}", i ? "," : "",
-                  c[i].id, mu_json_get_str(nv, "addr") ? mu_json_get_str(nv, "addr") : "",
-                  mu_json_get_long(nv, "lws", 1), mu_json_get_long(nv, "port", 0));
+    const char *addr = mu_json_get_str(nv, "addr") ? mu_json_get_str(nv, "addr") : "";
+    long lws = mu_json_get_long(nv, "lws", 1), port = mu_json_get_long(nv, "port", 0);
+    mu_buf_printf(&list, "%s{\"id\":\"%s\",\"addr\":\"%s\",\"lws\":%ld,\"port\":%ld}", i ? "," : "",
+                  c[i].id, addr, lws, port);
+    if (!inline_members) {
+      struct mu_buf *bb = &bucket[bucket_of(c[i].id)];
+      mu_buf_printf(bb, "%s[\"%s\",%zu,%ld,%ld]", bb->len ? "," : "", c[i].id, i, world, lws);
+    }
+    if (i == 0) {
+      snprintf(addr0, sizeof(addr0), "%s", addr);
+      port0 = port;
+    }
+    world += lws;
     cJSON_Delete(nv);
   }
-  mu_buf_puts(&v, "]}");
+  mu_buf_putc(&list, ']');
+  struct mu_buf head = MU_BUF_INIT(SIZE_MAX); /* what c/round and every bucket start with */
+  mu_buf_printf(&head,
+                "{\"round\":%ld,\"max\":%ld,\"ttl\":%ld,\"nnodes\":%zu,\"world\":%ld,"
+                "\"master_addr\":\"%s\",\"master_port\":%ld,",
+                n + 1, s->max, e->ttl_ms, take, world, addr0, port0);
+  if (inline_members)
+    mu_buf_printf(&v, "%s\"members\":%s}", mu_buf_str(&head), mu_buf_str(&list));
+  else
+    mu_buf_printf(&v, "%s\"buckets\":%d}", mu_buf_str(&head), BUCKETS);
+  cJSON *mine = inline_members ? cJSON_ParseWithLength(v.data, v.len) : NULL;
   txn_init(&t);
   if (s->round_mod > 0)
     cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "MOD", "EQUAL", s->round_mod));
@@ -1237,10 +1371,42 @@ static int join_close(struct joinst *s, long n)
   cJSON_AddItemToArray(t.compare, cmp(endk, NULL, "CREATE", "EQUAL", 0));
   cJSON_AddItemToArray(t.compare, cmp(lvl, lvl_end, "MOD", "LESS", rev + 1));
   cJSON_AddItemToArray(t.success, op_put(roundk, v.data, v.len, NULL));
+  if (!inline_members) {
+    char *mk = key_of(s->run, "m/" LEVEL_FMT, n + 1);
+    mu_buf_clear(&v);
+    mu_buf_printf(&v, "{\"members\":%s}", mu_buf_str(&list));
+    cJSON_AddItemToArray(t.success, op_put(mk, v.data, v.len, NULL));
+    mu_free(mk);
+    for (int b = 0; b < BUCKETS; b++) {
+      char *bk = key_of(s->run, "a/" LEVEL_FMT "/%02d", n + 1, b);
+      mu_buf_clear(&v);
+      mu_buf_printf(&v, "%s\"m\":[%s]}", mu_buf_str(&head), mu_buf_str(&bucket[b]));
+      cJSON_AddItemToArray(t.success, op_put(bk, v.data, v.len, NULL));
+      if ((unsigned)b == bucket_of(s->id))
+        mine = cJSON_ParseWithLength(v.data, v.len);
+      mu_free(bk);
+    }
+  }
   mu_buf_release(&v);
+  mu_buf_release(&head);
+  mu_buf_release(&list);
+  for (int b = 0; b < BUCKETS; b++)
+    mu_buf_release(&bucket[b]);
   rc = txn_run(e, &t, &ans2); /* lost the race or the level moved: the caller reads again */
+  if (rc == 0 && txn_ok(ans2) && mine != NULL) { /* the closer knows the round it wrote */
+    cJSON_Delete(s->round);
+    s->round = mine;
+    mine = NULL;
+    s->round_mod = s->rev = header_rev(ans2);
+    if (!inline_members) {
+      cJSON_Delete(s->bucket);
+      s->bucket = cJSON_Duplicate(s->round, 1);
+    }
+  }
+  cJSON_Delete(mine);
 out:
   mu_free(c);
+  cJSON_Delete(prev);
   cJSON_Delete(ans);
   cJSON_Delete(ans2);
   mu_free(roundk);
@@ -1251,6 +1417,18 @@ out:
 }
 
 /* Watch events while waiting in a join: a new round or the end ends the wait. */
+/* Whether a join holds round r without this node's bucket of it (a big round read from
+ * c/round rather than seen in the bucket). */
+static int needs_bucket(const struct joinst *s, long r)
+{
+  return s->round != NULL && round_no(s->round) == r &&
+         cJSON_GetObjectItemCaseSensitive(s->round, "members") == NULL &&
+         mu_json_get_long(s->bucket, "round", -1) != r;
+}
+
+/* Watch events while waiting in a join: a new round (c/round, or this node's bucket of it in a
+ * big run: the close txn writes both at one revision, so the bucket's mod revision is the
+ * round's), the end, or a node leaving the level below end the wait. */
 static int join_events(void *arg, const cJSON *events)
 {
   struct joinst *s = arg;
@@ -1262,15 +1440,38 @@ static int join_events(void *arg, const cJSON *events)
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(ev, "kv");
     char *k = unb64(mu_json_get_str(kv, "key"), NULL);
     const char *type = mu_json_get_str(ev, "type");
-    if (strcmp(k, roundk) == 0 && type == NULL) {
+    int put = type == NULL;
+    if (put && (strcmp(k, roundk) == 0 || (s->bkey != NULL && strcmp(k, s->bkey) == 0))) {
       set_round(s, kv);
       s->rev = jll(kv, "mod_revision");
+      if (s->bkey != NULL && strcmp(k, s->bkey) == 0) {
+        cJSON_Delete(s->bucket);
+        s->bucket = cJSON_Duplicate(s->round, 1);
+      }
     }
     stop = 1; /* any end, round, or a node leaving the level below: look again */
     mu_free(k);
   }
   mu_free(roundk);
   return stop;
+}
+
+/* Reads this node's bucket of round r (a round that came without it, from a read). */
+static int read_bucket(struct joinst *s, long r)
+{
+  char *bk = key_of(s->run, "a/" LEVEL_FMT "/%02u", r, bucket_of(s->id));
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(bk, NULL, R_ALL));
+  cJSON *ans = NULL;
+  int rc = txn_run(s->e, &t, &ans);
+  if (rc == 0) {
+    cJSON_Delete(s->bucket);
+    s->bucket = kv_json(range_first(txn_range(ans, 0)));
+  }
+  cJSON_Delete(ans);
+  mu_free(bk);
+  return rc;
 }
 
 int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_opts *o,
@@ -1296,6 +1497,7 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
   long long deadline = now_ms() + (o->join_timeout_ms > 0 ? o->join_timeout_ms : 600000);
   long long last_call_at = 0;
   char *cprefix = key_of(run_id, "c/"), *cend = prefix_end(cprefix);
+  char *endk = key_of(run_id, "c/end");
   int rc = join_begin(&s);
   if (rc == 0)
     rc = ensure_lease(e, o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 10000);
@@ -1307,10 +1509,24 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
       break;
     }
     long n = round_no(s.round);
-    int me = s.round != NULL ? member_index(s.round, s.id) : -1;
-    if (mine >= 0 && n == mine + 1 && me >= 0) {
-      fill_round(run_id, s.round, me, out);
-      break;
+    if (mine >= 0 && n == mine + 1) { /* the round this node waited for: is it in? */
+      if (cJSON_GetObjectItemCaseSensitive(s.round, "members") != NULL) {
+        int me = member_index(s.round, s.id);
+        if (me >= 0) {
+          fill_round(run_id, s.round, me, out);
+          break;
+        }
+      } else {
+        int rank = 0, off = 0, lws = 0;
+        if (needs_bucket(&s, n))
+          rc = read_bucket(&s, n);
+        if (rc != 0)
+          break;
+        if (bucket_find(s.bucket, n, s.id, &rank, &off, &lws)) {
+          fill_round_bucket(run_id, s.round, rank, off, lws, out);
+          break;
+        }
+      }
     }
     if (now_ms() >= deadline) {
       say(e, "join of run '%s' timed out: %lld of %ld nodes joined", run_id, s.count_level, s.min);
@@ -1342,12 +1558,23 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
       at = -1;
       continue;
     }
+    /* a small run's round comes whole in c/round; a big run's nodes each watch their bucket
+     * (O(1) bytes each) and the end, not c/round */
     char *old = key_of(run_id, "n/" LEVEL_FMT "/", n - 1), *old_end = prefix_end(old);
-    struct wrange rs[2] = {{cprefix, cend, 0}, {old, old_end, 1}};
+    mu_free(s.bkey);
+    s.bkey = big_run(&s) ? key_of(run_id, "a/" LEVEL_FMT "/%02u", n + 1, bucket_of(s.id)) : NULL;
+    struct wrange rs[3] = {{old, old_end, 1}};
+    int nr = n > 0 ? 1 : 0;
+    if (s.bkey != NULL) {
+      rs[nr++] = (struct wrange){endk, NULL, 0};
+      rs[nr++] = (struct wrange){s.bkey, NULL, 0};
+    } else {
+      rs[nr++] = (struct wrange){cprefix, cend, 0};
+    }
     long long until = deadline;
     if (closable && last_call_at < until)
       until = last_call_at;
-    rc = watch(e, rs, n > 0 ? 2 : 1, s.rev + 1, until, join_events, &s, NULL);
+    rc = watch(e, rs, nr, s.rev + 1, until, join_events, &s, NULL);
     mu_free(old);
     mu_free(old_end);
     if (rc == MU_ETIMEDOUT || rc == MU_ESTATE)
@@ -1356,6 +1583,9 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
       at = -1; /* counts are stale: read them again */
   }
   cJSON_Delete(s.round);
+  cJSON_Delete(s.bucket);
+  mu_free(s.bkey);
+  mu_free(endk);
   mu_free(cprefix);
   mu_free(cend);
   return rc;
@@ -1585,6 +1815,9 @@ int mu_etcd3_watch(struct mu_etcd3 *e, const char *run_id, const char *node_id, 
     goto out;
   }
   w.round = kv_json(range_first(txn_range(ans, 1)));
+  rc = attach_members(e, run_id, w.round);
+  if (rc != 0)
+    goto out;
   w.nnodes = (long)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(w.round, "members"));
   w.max = mu_json_get_long(w.round, "max", w.nnodes);
   if (round_no(w.round) > round) {
@@ -1730,6 +1963,9 @@ int mu_etcd3_leave(struct mu_etcd3 *e, const char *run_id, const char *node_id, 
     say(e, "node '%s' is not a member of run '%s' (not_member)", node_id, run_id);
     rc = MU_ENOENT;
   }
+  if (rc != 0)
+    goto out;
+  rc = attach_members(e, run_id, round);
   if (rc != 0)
     goto out;
   long n = round_no(round);
@@ -2029,5 +2265,173 @@ int mu_etcd3_kv_delete(struct mu_etcd3 *e, const char *run_id, const char *key)
   }
   cJSON_Delete(ans);
   mu_free(k);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading runs (muster rdzv, status): the shape of musterd's GET /v1/runs/{id} and /v1/runs
+ */
+
+/* The run's state from its c/ keys and the keys of its levels, in the JSON musterd answers. */
+int mu_etcd3_run_json(struct mu_etcd3 *e, const char *run_id, cJSON **out)
+{
+  *out = NULL;
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id)) {
+    say(e, "bad run id '%s': 1-256 printable characters without '/'", run_id ? run_id : "");
+    return MU_EINVAL;
+  }
+  char *cfgk = key_of(run_id, "c/cfg"), *endk = key_of(run_id, "c/end");
+  char *roundk = key_of(run_id, "c/round"), *nk = key_of(run_id, "n/");
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(cfgk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_range(endk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_range(roundk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_prefix(nk, R_KEYS));
+  cJSON *ans = NULL, *cfg = NULL, *end = NULL, *round = NULL, *o = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc != 0)
+    goto out;
+  cfg = kv_json(range_first(txn_range(ans, 0)));
+  if (cfg == NULL) {
+    say(e, "no run '%s' in etcd", run_id);
+    rc = MU_ENOENT;
+    goto out;
+  }
+  end = kv_json(range_first(txn_range(ans, 1)));
+  round = kv_json(range_first(txn_range(ans, 2)));
+  rc = attach_members(e, run_id, round);
+  if (rc != 0)
+    goto out;
+  long r = round_no(round);
+  /* nodes at level r wait for round r + 1; members of round r hold their key at level r - 1 */
+  long waiting = 0, present = 0;
+  const cJSON *kv;
+  cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 3), "kvs"))
+  {
+    char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+    long lv = strtol(k + strlen(nk), NULL, 10);
+    if (lv == r)
+      waiting++;
+    else if (r > 0 && lv == r - 1 && member_index(round, id_of_key(k)) >= 0)
+      present++;
+    mu_free(k);
+  }
+  const char *st = mu_json_get_str(end, "state"), *reason = mu_json_get_str(end, "reason");
+  const cJSON *ms = cJSON_GetObjectItemCaseSensitive(round, "members"), *m;
+  long nnodes = cJSON_GetArraySize(ms);
+  o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "run_id", run_id);
+  cJSON_AddStringToObject(o, "backend", "etcd-v3");
+  cJSON_AddStringToObject(o, "state", st != NULL ? st : "open");
+  if (reason != NULL)
+    cJSON_AddStringToObject(o, "reason", reason);
+  cJSON_AddNumberToObject(o, "round", (double)r);
+  cJSON_AddStringToObject(o, "round_state",
+                          r == 0             ? "joining"
+                          : present < nnodes ? "broken"
+                                             : "active");
+  cJSON_AddNumberToObject(o, "min_nodes", (double)mu_json_get_long(cfg, "min_nodes", 0));
+  cJSON_AddNumberToObject(o, "max_nodes", (double)mu_json_get_long(cfg, "max_nodes", 0));
+  cJSON_AddNumberToObject(o, "nnodes", (double)nnodes);
+  cJSON_AddNumberToObject(o, "waiting", (double)waiting);
+  cJSON *list = cJSON_AddArrayToObject(o, "members");
+  long rank = 0, off = 0;
+  cJSON_ArrayForEach(m, ms)
+  {
+    cJSON *d = cJSON_CreateObject();
+    long lws = mu_json_get_long(m, "lws", 1);
+    cJSON_AddStringToObject(d, "node_id", mu_json_get_str(m, "id") ? mu_json_get_str(m, "id") : "");
+    cJSON_AddStringToObject(d, "addr",
+                            mu_json_get_str(m, "addr") ? mu_json_get_str(m, "addr") : "");
+    cJSON_AddNumberToObject(d, "local_world_size", (double)lws);
+    cJSON_AddNumberToObject(d, "node_rank", (double)rank++);
+    cJSON_AddNumberToObject(d, "rank_offset", (double)off);
+    off += lws;
+    cJSON_AddItemToArray(list, d);
+  }
+  cJSON *c = cJSON_AddObjectToObject(o, "config");
+  cJSON_AddNumberToObject(c, "last_call_ms", (double)mu_json_get_long(cfg, "last_call_ms", 0));
+  if (round != NULL)
+    cJSON_AddNumberToObject(c, "lease_ttl_ms", (double)mu_json_get_long(round, "ttl", 0));
+  *out = o;
+  o = NULL;
+out:
+  cJSON_Delete(o);
+  cJSON_Delete(cfg);
+  cJSON_Delete(end);
+  cJSON_Delete(round);
+  cJSON_Delete(ans);
+  mu_free(cfgk);
+  mu_free(endk);
+  mu_free(roundk);
+  mu_free(nk);
+  return rc;
+}
+
+int mu_etcd3_runs_json(struct mu_etcd3 *e, cJSON **out)
+{
+  *out = NULL;
+  e->errmsg[0] = '\0';
+  /* the runs are the keys /muster/<run>/c/cfg: one keys-only range over c/ would need a range
+   * per run, so the whole /muster/ prefix is read keys-only and filtered here */
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_prefix("/muster/", R_KEYS));
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc != 0)
+    return rc;
+  cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "runs");
+  const cJSON *kv;
+  cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 0), "kvs"))
+  {
+    char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+    size_t n = strlen(k), tail = strlen("/c/cfg");
+    if (n > strlen("/muster/") + tail && strcmp(k + n - tail, "/c/cfg") == 0) {
+      k[n - tail] = '\0';
+      cJSON *r = NULL;
+      int g = mu_etcd3_run_json(e, k + strlen("/muster/"), &r);
+      if (g == 0) {
+        cJSON *s = cJSON_CreateObject();
+        static const char *const keep[] = {"run_id",      "state",  "round",
+                                           "round_state", "nnodes", "waiting"};
+        for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+          cJSON_AddItemToObject(s, keep[i],
+                                cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(r, keep[i]), 1));
+        cJSON_AddItemToArray(list, s);
+      } else if (g != MU_ENOENT) {
+        rc = g;
+      }
+      cJSON_Delete(r);
+    }
+    mu_free(k);
+    if (rc != 0)
+      break;
+  }
+  cJSON_Delete(ans);
+  if (rc == 0)
+    *out = o;
+  else
+    cJSON_Delete(o);
+  return rc;
+}
+
+int mu_etcd3_run_info(struct mu_etcd3 *e, const char *run_id, struct mu_run_info *out)
+{
+  memset(out, 0, sizeof(*out));
+  cJSON *r = NULL;
+  int rc = mu_etcd3_run_json(e, run_id, &r);
+  if (rc == 0) {
+    out->round = mu_json_get_long(r, "round", 0);
+    out->nnodes = (int)mu_json_get_long(r, "nnodes", 0);
+    out->waiting = (int)mu_json_get_long(r, "waiting", 0);
+    out->min_nodes = (int)mu_json_get_long(r, "min_nodes", 0);
+    out->max_nodes = (int)mu_json_get_long(r, "max_nodes", 0);
+    snprintf(out->state, sizeof(out->state), "%s", mu_json_get_str(r, "state"));
+    snprintf(out->round_state, sizeof(out->round_state), "%s", mu_json_get_str(r, "round_state"));
+  }
+  cJSON_Delete(r);
   return rc;
 }

@@ -19,6 +19,8 @@
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 #include "muster/client.h"
 
 #define MU_ETCD3_SCHEME "etcd-v3://"
@@ -57,5 +59,17 @@ int mu_etcd3_kv_get(struct mu_etcd3 *e, const char *run_id, const char *key, lon
 int mu_etcd3_kv_add(struct mu_etcd3 *e, const char *run_id, const char *key, long delta,
                     long *value);
 int mu_etcd3_kv_delete(struct mu_etcd3 *e, const char *run_id, const char *key);
+
+/* What musterd's GET /v1/runs/{run_id} answers, read from etcd: run_id, "backend":"etcd-v3",
+ * state, reason, round, round_state (joining, active, broken), min_nodes, max_nodes, nnodes,
+ * waiting, members [{node_id, addr, local_world_size, node_rank, rank_offset}], config.
+ * Returns: 0; MU_ENOENT when etcd has no such run; MU_EINVAL (bad id); a call's error.
+ * Ownership: *out is the caller's (cJSON_Delete). */
+int mu_etcd3_run_json(struct mu_etcd3 *e, const char *run_id, cJSON **out);
+/* What GET /v1/runs answers: {"runs": [{run_id, state, round, round_state, nnodes, waiting}]}
+ * for every run under /muster/. Returns and ownership as mu_etcd3_run_json(). */
+int mu_etcd3_runs_json(struct mu_etcd3 *e, cJSON **out);
+/* mu_client_run_info() on etcd. Returns: as mu_etcd3_run_json(). */
+int mu_etcd3_run_info(struct mu_etcd3 *e, const char *run_id, struct mu_run_info *out);
 
 #endif
