@@ -369,6 +369,56 @@ int mu_etcd3_local_addr(const struct mu_etcd3 *e, char *out, size_t n)
   return 0;
 }
 
+/* etcd's refusals that no other member will lift, with what to change: MU_EAUTH with the
+ * words in errmsg, or 0 when msg is none of them. */
+static int refusal(struct mu_etcd3 *e, const struct member *m, const char *msg)
+{
+  const char *user = getenv("MUSTER_RDZV_USER");
+  if (strstr(msg, "CommonName of client") != NULL)
+    say(e,
+        "etcd at %s:%d refuses a client certificate with a CommonName on its JSON gateway (etcd "
+        "3.4 --client-cert-auth); give MUSTER_RDZV_CERT a certificate without CN (e.g. subject "
+        "/O=muster) and log in with MUSTER_RDZV_USER and MUSTER_RDZV_PASSWORD",
+        m->host, m->port);
+  else if (strstr(msg, "user name is empty") != NULL)
+    say(e, "etcd at %s:%d has auth enabled: set MUSTER_RDZV_USER and MUSTER_RDZV_PASSWORD", m->host,
+        m->port);
+  else if (strstr(msg, "permission denied") != NULL)
+    say(e,
+        "etcd at %s:%d: user '%s' may not use /muster/: %s; grant it (etcdctl role "
+        "grant-permission ROLE --prefix=true readwrite /muster/)",
+        m->host, m->port, user != NULL ? user : "", msg);
+  else if (strstr(msg, "authentication failed") != NULL || strstr(msg, "auth: ") != NULL ||
+           strstr(msg, "authentication is not enabled") != NULL)
+    say(e, "etcd at %s:%d: %s; check MUSTER_RDZV_USER and MUSTER_RDZV_PASSWORD", m->host, m->port,
+        msg);
+  else
+    return 0;
+  return MU_EAUTH;
+}
+
+/* A failed exchange with m that is TLS refusing trust (either side): MU_EAUTH with what to
+ * change, or 0 when it is something else (then another member may answer). */
+static int tls_refusal(struct mu_etcd3 *e, const struct member *m)
+{
+  const char *why = mu_http_client_errmsg(m->http);
+  if (strstr(why, "alert") != NULL &&
+      (strstr(why, "certificate") != NULL || strstr(why, "unknown ca") != NULL))
+    say(e,
+        "etcd at %s:%d refused this client's certificate (%s); set MUSTER_RDZV_CERT and "
+        "MUSTER_RDZV_KEY to a client certificate signed by etcd's --trusted-ca-file",
+        m->host, m->port, why);
+  else if (strstr(why, "TLS handshake") != NULL &&
+           (strstr(why, "certificate") != NULL || strstr(why, "issuer") != NULL))
+    say(e,
+        "cannot trust etcd at %s:%d (%s); set MUSTER_RDZV_CACERT to the CA that signed etcd's "
+        "--cert-file",
+        m->host, m->port, why);
+  else
+    return 0;
+  return MU_EAUTH;
+}
+
 static int post_raw(struct mu_etcd3 *e, struct member *m, const char *path, const char *body,
                     long timeout, struct mu_http_response *resp);
 
@@ -381,17 +431,11 @@ static int member_client(struct mu_etcd3 *e, struct member *m)
   mu_http_client_set_cancel_fd(m->http, e->cancel_fd);
   mu_http_client_set_connect_timeout(m->http, 1000);
   mu_http_client_set_headers(m->http, LEADER_HEADER);
-  const char *ca = getenv("MUSTER_RDZV_CACERT"), *cert = getenv("MUSTER_RDZV_CERT");
-  const char *key = getenv("MUSTER_RDZV_KEY");
-  ca = ca != NULL && ca[0] != '\0' ? ca : NULL;
-  cert = cert != NULL && cert[0] != '\0' ? cert : NULL;
-  key = key != NULL && key[0] != '\0' ? key : NULL;
-  if ((e->https || ca != NULL || cert != NULL || key != NULL) &&
-      mu_http_client_set_tls(m->http, ca, cert, key) != 0) {
+  if (mu_http_client_tls_from_env(m->http, e->https) != 0) { /* names the file */
     say(e, "%s", mu_http_client_errmsg(m->http));
     mu_http_client_free(m->http);
     m->http = NULL;
-    return MU_ECONN;
+    return MU_EINVAL;
   }
   const char *user = getenv("MUSTER_RDZV_USER"), *pass = getenv("MUSTER_RDZV_PASSWORD");
   if (user == NULL || user[0] == '\0')
@@ -411,12 +455,17 @@ static int member_client(struct mu_etcd3 *e, struct member *m)
   if (rc == 0 && r.status == 200 && token != NULL) {
     mu_http_client_set_authorization(m->http, token);
   } else if (rc == 0) {
-    const char *msg = mu_json_get_str(j, "message");
-    say(e,
-        "etcd at %s:%d refused the login of user '%s': %s; check MUSTER_RDZV_USER and "
-        "MUSTER_RDZV_PASSWORD",
-        m->host, m->port, user, msg ? msg : "no reason given");
-    rc = MU_EHTTP;
+    const char *msg = mu_json_get_str(j, "message"), *body = mu_buf_str(&r.body);
+    if (strstr(body, "CommonName of client") != NULL)
+      refusal(e, m, body);
+    else
+      say(e,
+          "etcd at %s:%d refused the login of user '%s': %s; check MUSTER_RDZV_USER and "
+          "MUSTER_RDZV_PASSWORD",
+          m->host, m->port, user, msg != NULL ? msg : body);
+    rc = MU_EAUTH;
+  } else if (rc != MU_ECANCELED && tls_refusal(e, m) != 0) {
+    rc = MU_EAUTH;
   }
   cJSON_Delete(j);
   mu_http_response_release(&r);
@@ -439,9 +488,10 @@ static int post_raw(struct mu_etcd3 *e, struct member *m, const char *path, cons
   return rc;
 }
 
-/* An answer other than 200: is it worth asking another member? Keeps the words in errmsg. */
+/* An answer other than 200: is it worth asking another member (*retry), or logging in again
+ * (*relogin: the token expired)? Keeps the words in errmsg. Returns: MU_EHTTP or MU_EAUTH. */
 static int error_answer(struct mu_etcd3 *e, const struct member *m, const char *path,
-                        const struct mu_http_response *r, int *retry)
+                        const struct mu_http_response *r, int *retry, int *relogin)
 {
   cJSON *j = cJSON_ParseWithLength(r->body.data ? r->body.data : "", r->body.len);
   const cJSON *inner = cJSON_GetObjectItemCaseSensitive(j, "error");
@@ -449,17 +499,20 @@ static int error_answer(struct mu_etcd3 *e, const struct member *m, const char *
   const char *msg = mu_json_get_str(o, "message");
   if (msg == NULL)
     msg = mu_json_get_str(o, "error");
+  if (msg == NULL && j == NULL && r->body.len > 0)
+    msg = mu_buf_str(&r->body); /* the gateway's own refusals are plain text */
   long code = mu_json_get_long(o, "code", -1);
-  *retry = r->status >= 500 || code == 14 || code == 4 ||
+  *relogin = msg != NULL && strstr(msg, "invalid auth token") != NULL;
+  *retry = r->status >= 500 || code == 14 || code == 4 || *relogin ||
            (msg != NULL && (strstr(msg, "leader") != NULL || strstr(msg, "timed out") != NULL));
   int rc = MU_EHTTP;
   if (msg == NULL)
     say(e, "%s:%d answered HTTP %d for %s, not an etcd v3 answer (is the endpoint etcd >= 3.4?)",
         m->host, m->port, r->status, path);
-  else
-    say(e, "etcd at %s:%d: %s", m->host, m->port, msg);
-  if (msg != NULL && (strstr(msg, "auth") != NULL || strstr(msg, "permission") != NULL))
+  else if (*relogin || (rc = refusal(e, m, msg)) == 0) {
     rc = MU_EHTTP;
+    say(e, "etcd at %s:%d: %s", m->host, m->port, msg);
+  }
   cJSON_Delete(j);
   return rc;
 }
@@ -508,14 +561,21 @@ static int call(struct mu_etcd3 *e, const char *path, const cJSON *body, long ti
       break;
     }
     if (rc == 0) {
-      int retry = 0;
-      rc = error_answer(e, m, path, &r, &retry);
+      int retry = 0, relogin = 0;
+      rc = error_answer(e, m, path, &r, &retry, &relogin);
+      if (relogin) { /* the token expired: log in again, on this member */
+        mu_http_client_free(m->http);
+        m->http = NULL;
+        continue;
+      }
       if (!retry)
         break;
       rc = MU_ECONN;
+    } else if (rc != MU_ECANCELED && m->http != NULL && tls_refusal(e, m) != 0) {
+      rc = MU_EAUTH;
     }
-    if (rc == MU_EHTTP && m->http == NULL)
-      break; /* refused login */
+    if (rc == MU_EAUTH || rc == MU_EINVAL)
+      break; /* no other member will think otherwise */
     if (next_member(e, &tried)) {
       rc = MU_ECANCELED;
       break;
@@ -660,11 +720,22 @@ static int watch(struct mu_etcd3 *e, const struct wrange *rs, int nr, long long 
     if (rc == MU_ETIMEDOUT && now_ms() >= deadline)
       break;
     if (rc == 0 && r.status != 200) {
-      int retry = 0;
-      rc = error_answer(e, m, "/v3/watch", &r, &retry);
+      int retry = 0, relogin = 0;
+      rc = error_answer(e, m, "/v3/watch", &r, &retry, &relogin);
+      if (relogin) {
+        mu_http_client_free(m->http);
+        m->http = NULL;
+        continue;
+      }
       if (!retry)
         break;
+    } else if (rc == MU_EAUTH || rc == MU_EINVAL) {
+      break; /* refused login, or a TLS file */
     } else if (rc != 0) {
+      if (m->http != NULL && tls_refusal(e, m) != 0) {
+        rc = MU_EAUTH;
+        break;
+      }
       say(e, "etcd at %s:%d: %s", m->host, m->port, mu_http_client_errmsg(m->http));
     } else {
       say(e, "etcd at %s:%d ended the watch", m->host, m->port);
@@ -1099,6 +1170,7 @@ struct joinst {
   const char *run;
   const char *id;
   const struct mu_join_opts *o;
+  char *endk, *roundk; /* c/end, c/round of the run */
   long min, max, last_call;
   cJSON *round;          /* the latest round's value, NULL before round 1 */
   long long round_mod;   /* its mod revision, 0 when absent */
@@ -1129,8 +1201,7 @@ static int big_run(const struct joinst *s)
 static int join_begin(struct joinst *s)
 {
   struct mu_etcd3 *e = s->e;
-  char *cfgk = key_of(s->run, "c/cfg"), *endk = key_of(s->run, "c/end");
-  char *roundk = key_of(s->run, "c/round");
+  char *cfgk = key_of(s->run, "c/cfg");
   char cfg[256];
   snprintf(cfg, sizeof(cfg), "{\"min_nodes\":%ld,\"max_nodes\":%ld,\"last_call_ms\":%ld}", s->min,
            s->max, s->last_call);
@@ -1148,8 +1219,8 @@ static int join_begin(struct joinst *s)
     cJSON_AddItemToArray(none, create ? op_put(cfgk, cfg, strlen(cfg), NULL)
                                       : op_range(cfgk, NULL, R_ALL));
     for (int i = 0; i < 2; i++) {
-      cJSON_AddItemToArray(have, op_range(i ? roundk : endk, NULL, R_ALL));
-      cJSON_AddItemToArray(none, op_range(i ? roundk : endk, NULL, R_ALL));
+      cJSON_AddItemToArray(have, op_range(i ? s->roundk : s->endk, NULL, R_ALL));
+      cJSON_AddItemToArray(none, op_range(i ? s->roundk : s->endk, NULL, R_ALL));
     }
     cJSON_Delete(ans);
     ans = NULL;
@@ -1180,9 +1251,49 @@ static int join_begin(struct joinst *s)
 out:
   cJSON_Delete(ans);
   mu_free(cfgk);
-  mu_free(endk);
-  mu_free(roundk);
   return rc;
+}
+
+/* The reads of the run's state: c/end, c/round (two responses). */
+static void add_state_reads(cJSON *ops, const struct joinst *s)
+{
+  cJSON_AddItemToArray(ops, op_range(s->endk, NULL, R_ALL));
+  cJSON_AddItemToArray(ops, op_range(s->roundk, NULL, R_ALL));
+}
+
+static void take_state(struct joinst *s, const cJSON *ans, int at)
+{
+  s->ended = end_of(s->e, s->run, txn_range(ans, at));
+  set_round(s, range_first(txn_range(ans, at + 1)));
+}
+
+/* The counts that decide a close of round n + 1: nodes at level n, and at level n - 1 (two
+ * responses). */
+static void add_count_reads(cJSON *ops, const struct joinst *s, long n)
+{
+  char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
+  char *old = key_of(s->run, "n/" LEVEL_FMT "/", n - 1);
+  cJSON_AddItemToArray(ops, op_prefix(lvl, R_COUNT));
+  cJSON_AddItemToArray(ops, op_prefix(old, R_COUNT));
+  mu_free(lvl);
+  mu_free(old);
+}
+
+static void take_counts(struct joinst *s, const cJSON *ans, int at, long n)
+{
+  s->count_level = jll(txn_range(ans, at), "count");
+  s->count_old = n > 0 ? jll(txn_range(ans, at + 1), "count") : 0;
+}
+
+/* The compares of a write that holds only while the run has not ended and its round is the
+ * one this join read. */
+static void add_round_same(cJSON *compare, const struct joinst *s)
+{
+  if (s->round_mod > 0)
+    cJSON_AddItemToArray(compare, cmp(s->roundk, NULL, "MOD", "EQUAL", s->round_mod));
+  else
+    cJSON_AddItemToArray(compare, cmp(s->roundk, NULL, "CREATE", "EQUAL", 0));
+  cJSON_AddItemToArray(compare, cmp(s->endk, NULL, "CREATE", "EQUAL", 0));
 }
 
 /* Puts this node at level N (the latest round) unless it is there, in one transaction that
@@ -1190,30 +1301,21 @@ out:
 static int join_put(struct joinst *s, long n)
 {
   struct mu_etcd3 *e = s->e;
-  char *endk = key_of(s->run, "c/end"), *roundk = key_of(s->run, "c/round");
   char *mine = key_of(s->run, "n/" LEVEL_FMT "/%s", n, s->id);
-  char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
-  char *old = key_of(s->run, "n/" LEVEL_FMT "/", n - 1);
   char val[700];
   snprintf(val, sizeof(val), "{\"addr\":\"%s\",\"lws\":%d,\"port\":%d}", s->o->addr,
            s->o->local_world_size, s->o->master_port);
   struct txn t;
   txn_init(&t);
-  if (s->round_mod > 0)
-    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "MOD", "EQUAL", s->round_mod));
-  else
-    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "CREATE", "EQUAL", 0));
-  cJSON_AddItemToArray(t.compare, cmp(endk, NULL, "CREATE", "EQUAL", 0));
-  if (e->my_key != NULL && strcmp(e->my_key, mine) != 0)
+  add_round_same(t.compare, s);
+  int moved = e->my_key != NULL && strcmp(e->my_key, mine) != 0; /* from an older level */
+  if (moved)
     cJSON_AddItemToArray(t.success, op_del(e->my_key, NULL));
   char lease[32];
   lease_now(e, lease, sizeof(lease));
   cJSON_AddItemToArray(t.success, op_put(mine, val, strlen(val), lease));
-  cJSON_AddItemToArray(t.success, op_prefix(lvl, R_COUNT));
-  cJSON_AddItemToArray(t.success, op_prefix(old, R_COUNT));
-  cJSON_AddItemToArray(t.failure, op_range(endk, NULL, R_ALL));
-  cJSON_AddItemToArray(t.failure, op_range(roundk, NULL, R_ALL));
-  int base = e->my_key != NULL && strcmp(e->my_key, mine) != 0 ? 1 : 0;
+  add_count_reads(t.success, s, n);
+  add_state_reads(t.failure, s);
   cJSON *ans = NULL;
   int rc = txn_run(e, &t, &ans);
   if (rc != 0)
@@ -1225,49 +1327,31 @@ static int join_put(struct joinst *s, long n)
     e->my_key = mine;
     mine = NULL;
     e->level = n;
-    s->count_level = jll(txn_range(ans, base + 1), "count");
-    s->count_old = n > 0 ? jll(txn_range(ans, base + 2), "count") : 0;
+    take_counts(s, ans, moved + 1, n);
   } else {
-    s->ended = end_of(e, s->run, txn_range(ans, 0));
-    set_round(s, range_first(txn_range(ans, 1)));
+    take_state(s, ans, 0);
   }
 out:
   cJSON_Delete(ans);
-  mu_free(endk);
-  mu_free(roundk);
   mu_free(mine);
-  mu_free(lvl);
-  mu_free(old);
   return rc;
 }
 
 /* Re-reads the round, the end and the counts of level n. */
 static int join_eval(struct joinst *s, long n)
 {
-  struct mu_etcd3 *e = s->e;
-  char *endk = key_of(s->run, "c/end"), *roundk = key_of(s->run, "c/round");
-  char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
-  char *old = key_of(s->run, "n/" LEVEL_FMT "/", n - 1);
   struct txn t;
   txn_init(&t);
-  cJSON_AddItemToArray(t.success, op_range(endk, NULL, R_ALL));
-  cJSON_AddItemToArray(t.success, op_range(roundk, NULL, R_ALL));
-  cJSON_AddItemToArray(t.success, op_prefix(lvl, R_COUNT));
-  cJSON_AddItemToArray(t.success, op_prefix(old, R_COUNT));
+  add_state_reads(t.success, s);
+  add_count_reads(t.success, s, n);
   cJSON *ans = NULL;
-  int rc = txn_run(e, &t, &ans);
+  int rc = txn_run(s->e, &t, &ans);
   if (rc == 0) {
     s->rev = header_rev(ans);
-    s->ended = end_of(e, s->run, txn_range(ans, 0));
-    set_round(s, range_first(txn_range(ans, 1)));
-    s->count_level = jll(txn_range(ans, 2), "count");
-    s->count_old = n > 0 ? jll(txn_range(ans, 3), "count") : 0;
+    take_state(s, ans, 0);
+    take_counts(s, ans, 2, n);
   }
   cJSON_Delete(ans);
-  mu_free(endk);
-  mu_free(roundk);
-  mu_free(lvl);
-  mu_free(old);
   return rc;
 }
 
@@ -1293,7 +1377,6 @@ static int cand_cmp(const void *a, const void *b)
 static int join_close(struct joinst *s, long n)
 {
   struct mu_etcd3 *e = s->e;
-  char *roundk = key_of(s->run, "c/round"), *endk = key_of(s->run, "c/end");
   char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
   char *lvl_end = prefix_end(lvl);
   struct txn t;
@@ -1364,13 +1447,9 @@ static int join_close(struct joinst *s, long n)
     mu_buf_printf(&v, "%s\"buckets\":%d}", mu_buf_str(&head), BUCKETS);
   cJSON *mine = inline_members ? cJSON_ParseWithLength(v.data, v.len) : NULL;
   txn_init(&t);
-  if (s->round_mod > 0)
-    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "MOD", "EQUAL", s->round_mod));
-  else
-    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "CREATE", "EQUAL", 0));
-  cJSON_AddItemToArray(t.compare, cmp(endk, NULL, "CREATE", "EQUAL", 0));
+  add_round_same(t.compare, s);
   cJSON_AddItemToArray(t.compare, cmp(lvl, lvl_end, "MOD", "LESS", rev + 1));
-  cJSON_AddItemToArray(t.success, op_put(roundk, v.data, v.len, NULL));
+  cJSON_AddItemToArray(t.success, op_put(s->roundk, v.data, v.len, NULL));
   if (!inline_members) {
     char *mk = key_of(s->run, "m/" LEVEL_FMT, n + 1);
     mu_buf_clear(&v);
@@ -1409,8 +1488,6 @@ out:
   cJSON_Delete(prev);
   cJSON_Delete(ans);
   cJSON_Delete(ans2);
-  mu_free(roundk);
-  mu_free(endk);
   mu_free(lvl);
   mu_free(lvl_end);
   return rc;
@@ -1434,14 +1511,13 @@ static int join_events(void *arg, const cJSON *events)
   struct joinst *s = arg;
   const cJSON *ev;
   int stop = 0;
-  char *roundk = key_of(s->run, "c/round");
   cJSON_ArrayForEach(ev, events)
   {
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(ev, "kv");
     char *k = unb64(mu_json_get_str(kv, "key"), NULL);
     const char *type = mu_json_get_str(ev, "type");
     int put = type == NULL;
-    if (put && (strcmp(k, roundk) == 0 || (s->bkey != NULL && strcmp(k, s->bkey) == 0))) {
+    if (put && (strcmp(k, s->roundk) == 0 || (s->bkey != NULL && strcmp(k, s->bkey) == 0))) {
       set_round(s, kv);
       s->rev = jll(kv, "mod_revision");
       if (s->bkey != NULL && strcmp(k, s->bkey) == 0) {
@@ -1452,7 +1528,6 @@ static int join_events(void *arg, const cJSON *events)
     stop = 1; /* any end, round, or a node leaving the level below: look again */
     mu_free(k);
   }
-  mu_free(roundk);
   return stop;
 }
 
@@ -1497,7 +1572,8 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
   long long deadline = now_ms() + (o->join_timeout_ms > 0 ? o->join_timeout_ms : 600000);
   long long last_call_at = 0;
   char *cprefix = key_of(run_id, "c/"), *cend = prefix_end(cprefix);
-  char *endk = key_of(run_id, "c/end");
+  s.endk = key_of(run_id, "c/end");
+  s.roundk = key_of(run_id, "c/round");
   int rc = join_begin(&s);
   if (rc == 0)
     rc = ensure_lease(e, o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 10000);
@@ -1566,7 +1642,7 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
     struct wrange rs[3] = {{old, old_end, 1}};
     int nr = n > 0 ? 1 : 0;
     if (s.bkey != NULL) {
-      rs[nr++] = (struct wrange){endk, NULL, 0};
+      rs[nr++] = (struct wrange){s.endk, NULL, 0};
       rs[nr++] = (struct wrange){s.bkey, NULL, 0};
     } else {
       rs[nr++] = (struct wrange){cprefix, cend, 0};
@@ -1585,7 +1661,8 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
   cJSON_Delete(s.round);
   cJSON_Delete(s.bucket);
   mu_free(s.bkey);
-  mu_free(endk);
+  mu_free(s.endk);
+  mu_free(s.roundk);
   mu_free(cprefix);
   mu_free(cend);
   return rc;
@@ -2283,12 +2360,14 @@ int mu_etcd3_run_json(struct mu_etcd3 *e, const char *run_id, cJSON **out)
   }
   char *cfgk = key_of(run_id, "c/cfg"), *endk = key_of(run_id, "c/end");
   char *roundk = key_of(run_id, "c/round"), *nk = key_of(run_id, "n/");
+  char *dk = key_of(run_id, "d/");
   struct txn t;
   txn_init(&t);
   cJSON_AddItemToArray(t.success, op_range(cfgk, NULL, R_ALL));
   cJSON_AddItemToArray(t.success, op_range(endk, NULL, R_ALL));
   cJSON_AddItemToArray(t.success, op_range(roundk, NULL, R_ALL));
   cJSON_AddItemToArray(t.success, op_prefix(nk, R_KEYS));
+  cJSON_AddItemToArray(t.success, op_prefix(dk, R_KEYS));
   cJSON *ans = NULL, *cfg = NULL, *end = NULL, *round = NULL, *o = NULL;
   int rc = txn_run(e, &t, &ans);
   if (rc != 0)
@@ -2305,18 +2384,22 @@ int mu_etcd3_run_json(struct mu_etcd3 *e, const char *run_id, cJSON **out)
   if (rc != 0)
     goto out;
   long r = round_no(round);
-  /* nodes at level r wait for round r + 1; members of round r hold their key at level r - 1 */
+  /* nodes at level r wait for round r + 1; members of round r hold their key at level r - 1
+   * until they leave, and a member that left successfully has d/<r>/<id> */
   long waiting = 0, present = 0;
   const cJSON *kv;
-  cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 3), "kvs"))
-  {
-    char *k = unb64(mu_json_get_str(kv, "key"), NULL);
-    long lv = strtol(k + strlen(nk), NULL, 10);
-    if (lv == r)
-      waiting++;
-    else if (r > 0 && lv == r - 1 && member_index(round, id_of_key(k)) >= 0)
-      present++;
-    mu_free(k);
+  for (int i = 3; i <= 4; i++) {
+    const char *pre = i == 3 ? nk : dk;
+    cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, i), "kvs"))
+    {
+      char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+      long lv = strtol(k + strlen(pre), NULL, 10);
+      if (i == 3 && lv == r)
+        waiting++;
+      else if (r > 0 && lv == (i == 3 ? r - 1 : r) && member_index(round, id_of_key(k)) >= 0)
+        present++;
+      mu_free(k);
+    }
   }
   const char *st = mu_json_get_str(end, "state"), *reason = mu_json_get_str(end, "reason");
   const cJSON *ms = cJSON_GetObjectItemCaseSensitive(round, "members"), *m;
@@ -2367,22 +2450,31 @@ out:
   mu_free(endk);
   mu_free(roundk);
   mu_free(nk);
+  mu_free(dk);
   return rc;
+}
+
+/* One range over every run's keys (how: R_KEYS, R_COUNT). */
+static int read_runs(struct mu_etcd3 *e, int how, cJSON **ans)
+{
+  e->errmsg[0] = '\0';
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_prefix("/muster/", how));
+  return txn_run(e, &t, ans);
 }
 
 int mu_etcd3_runs_json(struct mu_etcd3 *e, cJSON **out)
 {
   *out = NULL;
-  e->errmsg[0] = '\0';
   /* the runs are the keys /muster/<run>/c/cfg: one keys-only range over c/ would need a range
    * per run, so the whole /muster/ prefix is read keys-only and filtered here */
-  struct txn t;
-  txn_init(&t);
-  cJSON_AddItemToArray(t.success, op_prefix("/muster/", R_KEYS));
   cJSON *ans = NULL;
-  int rc = txn_run(e, &t, &ans);
-  if (rc != 0)
+  int rc = read_runs(e, R_KEYS, &ans);
+  if (rc != 0) {
+    cJSON_Delete(ans);
     return rc;
+  }
   cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "runs");
   const cJSON *kv;
   cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 0), "kvs"))
@@ -2433,5 +2525,39 @@ int mu_etcd3_run_info(struct mu_etcd3 *e, const char *run_id, struct mu_run_info
     snprintf(out->round_state, sizeof(out->round_state), "%s", mu_json_get_str(r, "round_state"));
   }
   cJSON_Delete(r);
+  return rc;
+}
+
+int mu_etcd3_revision(struct mu_etcd3 *e, long long *rev)
+{
+  cJSON *ans = NULL;
+  int rc = read_runs(e, R_COUNT, &ans);
+  *rev = rc == 0 ? header_rev(ans) : 0;
+  cJSON_Delete(ans);
+  return rc;
+}
+
+static int any_event(void *arg, const cJSON *events)
+{
+  (void)arg;
+  (void)events;
+  return 1;
+}
+
+int mu_etcd3_wait_change(struct mu_etcd3 *e, const char *run_id, long long after, long timeout_ms)
+{
+  e->errmsg[0] = '\0';
+  if (run_id != NULL && !valid_id(run_id)) {
+    say(e, "bad run id '%s'", run_id);
+    return MU_EINVAL;
+  }
+  char *prefix = run_id != NULL ? key_of(run_id, "%s", "") : mu_strdup("/muster/");
+  char *end = prefix_end(prefix);
+  struct wrange rs[1] = {{prefix, end, 0}};
+  int rc = watch(e, rs, 1, after + 1, now_ms() + timeout_ms, any_event, NULL, NULL);
+  if (rc == MU_ESTATE)
+    rc = 0; /* compacted past `after`: something changed */
+  mu_free(prefix);
+  mu_free(end);
   return rc;
 }

@@ -69,6 +69,12 @@ int mu_etcd3_run_json(struct mu_etcd3 *e, const char *run_id, cJSON **out);
 /* What GET /v1/runs answers: {"runs": [{run_id, state, round, round_state, nnodes, waiting}]}
  * for every run under /muster/. Returns and ownership as mu_etcd3_run_json(). */
 int mu_etcd3_runs_json(struct mu_etcd3 *e, cJSON **out);
+/* The cluster's revision now (what a later mu_etcd3_wait_change() waits after).
+ * Returns: 0 or a call's error. */
+int mu_etcd3_revision(struct mu_etcd3 *e, long long *rev);
+/* Waits until a key of run_id (NULL: of any run) changes after revision `after`, at most
+ * timeout_ms. Returns: 0 on a change, MU_ETIMEDOUT, MU_ECANCELED, or a call's error. */
+int mu_etcd3_wait_change(struct mu_etcd3 *e, const char *run_id, long long after, long timeout_ms);
 /* mu_client_run_info() on etcd. Returns: as mu_etcd3_run_json(). */
 int mu_etcd3_run_info(struct mu_etcd3 *e, const char *run_id, struct mu_run_info *out);
 
