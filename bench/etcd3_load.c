@@ -9,7 +9,10 @@
  *                   [--goal-ms G]
  *
  * Prints one line: nodes, close_ms (the latency), goal_ms (default 1000), first_ms (how long
- * the N - 1 first joins took to be in), the failed joins, PASS or FAIL. Exits 1 on FAIL.
+ * the N - 1 first joins took to be in), the failed joins, whether the rounds the nodes got agree
+ * (node ranks 0..N-1 once each, offsets, world size, one master, and a watch by node 0 that
+ * sees the round healthy), PASS or FAIL. Exits 1 on FAIL. tests/integration/etcd3_bigrun.sh
+ * runs it as a check of the big-run protocol.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +34,7 @@ struct node {
   int rc;
   long long t_start, t_done;
   struct mu_etcd3 *e;
+  struct mu_round r; /* what the join answered */
 };
 
 static const char *g_ep, *g_run;
@@ -68,14 +72,41 @@ static void node_main(void *arg)
   o.join_timeout_ms = 120000;
   o.lease_ttl_ms = g_ttl;
   mu_etcd3_set_timeout(n->e, 30000);
-  struct mu_round r;
   n->t_start = now_ns();
-  n->rc = mu_etcd3_join(n->e, g_run, &o, &r);
+  n->rc = mu_etcd3_join(n->e, g_run, &o, &n->r);
   n->t_done = now_ns();
-  if (n->rc == 0)
-    mu_round_release(&r);
-  else
+  if (n->rc != 0)
     fprintf(stderr, "etcd3_load: node %d: %s\n", n->idx, mu_etcd3_errmsg(n->e));
+}
+
+/* Whether the N rounds agree: "yes", or what is wrong. */
+static const char *check_rounds(const struct node *nodes)
+{
+  char *seen = mu_calloc((size_t)g_nodes, 1);
+  const char *bad = "yes";
+  const struct mu_round *r0 = &nodes[0].r;
+  for (long i = 0; i < g_nodes && bad[0] == 'y'; i++) {
+    const struct mu_round *r = &nodes[i].r;
+    if (r->round != r0->round || r->nnodes != g_nodes || r->world_size != g_nodes)
+      bad = "round/nnodes/world_size";
+    else if (r->node_rank < 0 || r->node_rank >= g_nodes || seen[r->node_rank]++)
+      bad = "node ranks";
+    else if (r->rank_offset != r->node_rank || r->local_world_size != 1)
+      bad = "rank offsets";
+    else if (strcmp(r->master_addr, r0->master_addr) != 0 || r->master_port != r0->master_port)
+      bad = "master";
+  }
+  mu_free(seen);
+  if (bad[0] != 'y')
+    return bad;
+  enum mu_watch_event ev = MU_WATCH_NONE;
+  char id[64];
+  snprintf(id, sizeof(id), "load-0");
+  if (mu_etcd3_watch(nodes[0].e, g_run, id, r0->round, 300, &ev, NULL) != 0) {
+    fprintf(stderr, "etcd3_load: watch: %s\n", mu_etcd3_errmsg(nodes[0].e));
+    return "watch failed";
+  }
+  return ev == MU_WATCH_NONE ? "yes" : mu_watch_event_name(ev);
 }
 
 int main(int argc, char **argv)
@@ -157,11 +188,15 @@ int main(int argc, char **argv)
       last_done = nodes[i].t_done;
   }
   double close_ms = (last_done - nodes[g_nodes - 1].t_start) / 1e6;
-  int ok = failed == 0 && close_ms < (double)g_goal;
-  printf("etcd3_load join nodes=%ld close_ms=%.1f goal_ms=%ld first_ms=%.1f failed=%ld %s\n",
-         g_nodes, close_ms, g_goal, (t_in - t0) / 1e6, failed, ok ? "PASS" : "FAIL");
-  for (long i = 0; i < g_nodes; i++)
+  const char *agree = failed ? "no" : check_rounds(nodes);
+  int ok = failed == 0 && close_ms < (double)g_goal && strcmp(agree, "yes") == 0;
+  printf("etcd3_load join nodes=%ld close_ms=%.1f goal_ms=%ld first_ms=%.1f failed=%ld "
+         "rounds_agree=%s %s\n",
+         g_nodes, close_ms, g_goal, (t_in - t0) / 1e6, failed, agree, ok ? "PASS" : "FAIL");
+  for (long i = 0; i < g_nodes; i++) {
+    mu_round_release(&nodes[i].r);
     mu_etcd3_free(nodes[i].e);
+  }
   mu_free(nodes);
   uv_barrier_destroy(&g_go);
   uv_sem_destroy(&g_last);

@@ -2561,3 +2561,72 @@ int mu_etcd3_wait_change(struct mu_etcd3 *e, const char *run_id, long long after
   mu_free(end);
   return rc;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The pure pieces, for tests/unit/test_etcd3.c
+ */
+
+char *mu__etcd3_b64(const void *p, size_t n)
+{
+  return b64(p, n);
+}
+
+char *mu__etcd3_unb64(const char *s, size_t *len)
+{
+  return unb64(s, len);
+}
+
+char *mu__etcd3_prefix_end(const char *prefix)
+{
+  return prefix_end(prefix);
+}
+
+long long mu__etcd3_int(const cJSON *o, const char *name)
+{
+  return jll(o, name);
+}
+
+unsigned mu__etcd3_bucket(const char *id)
+{
+  return bucket_of(id);
+}
+
+cJSON *mu__etcd3_range_value(const cJSON *txn_answer, int i)
+{
+  return kv_json(range_first(txn_range(txn_answer, i)));
+}
+
+long long mu__etcd3_header_rev(const cJSON *answer)
+{
+  return header_rev(answer);
+}
+
+const char *mu__etcd3_member(const struct mu_etcd3 *e, size_t i, int *port)
+{
+  if (i >= e->nm)
+    return NULL;
+  *port = e->m[i].port;
+  return e->m[i].host;
+}
+
+size_t mu__etcd3_current(const struct mu_etcd3 *e)
+{
+  return e->cur;
+}
+
+void mu__etcd3_next(struct mu_etcd3 *e)
+{
+  size_t tried = 1; /* not a full turn: no nap */
+  next_member(e, &tried);
+}
+
+int mu__etcd3_answer(struct mu_etcd3 *e, int status, const char *body, int *retry, int *relogin)
+{
+  struct mu_http_response r;
+  mu_http_response_init(&r, MAX_ANSWER);
+  r.status = status;
+  mu_buf_puts(&r.body, body);
+  int rc = error_answer(e, &e->m[e->cur], "/v3/kv/txn", &r, retry, relogin);
+  mu_http_response_release(&r);
+  return rc;
+}
