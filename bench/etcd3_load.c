@@ -5,8 +5,11 @@
  * that last join to the last of the N answers: what rdzv_load join measures for musterd (from
  * the last join written to the last answer read).
  *
- *   etcd3_load join --endpoints etcd-v3://H:P,H:P --nodes N [--run ID] [--ttl-ms T]
+ *   etcd3_load join --endpoints etcd-v3://H:P,H:P --nodes N [--max M] [--run ID] [--ttl-ms T]
  *                   [--goal-ms G]
+ *
+ * --max M (>= N) joins with --nnodes N:M instead of N:N (the round still closes when the N-th
+ * node is in: no last call), so that a few nodes exercise a big run's protocol (M > 256).
  *
  * Prints one line: nodes, close_ms (the latency), goal_ms (default 1000), first_ms (how long
  * the N - 1 first joins took to be in), the failed joins, whether the rounds the nodes got agree
@@ -38,7 +41,7 @@ struct node {
 };
 
 static const char *g_ep, *g_run;
-static long g_nodes, g_ttl, g_goal = 1000;
+static long g_nodes, g_ttl, g_goal = 1000, g_max;
 static uv_barrier_t g_go; /* the N - 1 first nodes and main */
 static uv_sem_t g_last;   /* posted when the last node may join */
 
@@ -67,7 +70,8 @@ static void node_main(void *arg)
   o.addr = "127.0.0.1";
   o.local_world_size = 1;
   o.master_port = 29500;
-  o.min_nodes = o.max_nodes = (int)g_nodes;
+  o.min_nodes = (int)g_nodes;
+  o.max_nodes = (int)(g_max > g_nodes ? g_max : g_nodes);
   o.last_call_ms = 0;
   o.join_timeout_ms = 120000;
   o.lease_ttl_ms = g_ttl;
@@ -121,6 +125,8 @@ int main(int argc, char **argv)
       g_ep = argv[i + 1];
     else if (strcmp(argv[i], "--nodes") == 0 && mu_parse_long(argv[i + 1], 1, 20000, &g_nodes) == 0)
       ;
+    else if (strcmp(argv[i], "--max") == 0 && mu_parse_long(argv[i + 1], 1, 100000, &g_max) == 0)
+      ;
     else if (strcmp(argv[i], "--goal-ms") == 0 &&
              mu_parse_long(argv[i + 1], 1, 3600000, &g_goal) == 0)
       ;
@@ -136,7 +142,7 @@ int main(int argc, char **argv)
   }
   if (argc < 2 || strcmp(argv[1], "join") != 0 || g_ep == NULL || g_nodes < 2) {
     fprintf(stderr, "usage: etcd3_load join --endpoints etcd-v3://H:P[,H:P...] --nodes N "
-                    "[--run ID] [--ttl-ms T] [--goal-ms G] (N >= 2)\n");
+                    "[--max M] [--run ID] [--ttl-ms T] [--goal-ms G] (N >= 2)\n");
     return 2;
   }
   struct node *nodes = mu_calloc((size_t)g_nodes, sizeof(*nodes));
