@@ -409,7 +409,8 @@ static int tls_refusal(struct mu_etcd3 *e, const struct member *m)
         "MUSTER_RDZV_KEY to a client certificate signed by etcd's --trusted-ca-file",
         m->host, m->port, why);
   else if (strstr(why, "TLS handshake") != NULL &&
-           (strstr(why, "certificate") != NULL || strstr(why, "issuer") != NULL))
+           (strstr(why, "certificate") != NULL || strstr(why, "issuer") != NULL ||
+            strstr(why, "verify") != NULL || strstr(why, "mismatch") != NULL))
     say(e,
         "cannot trust etcd at %s:%d (%s); set MUSTER_RDZV_CACERT to the CA that signed etcd's "
         "--cert-file",
