@@ -5,7 +5,8 @@
 # same variables as against musterd (MUSTER_RDZV_CACERT, _CERT, _KEY) plus MUSTER_RDZV_USER and
 # MUSTER_RDZV_PASSWORD (etcd's /v3/auth/authenticate).
 #  1. 2 agents x 2 workers of the C ring all-reduce over https + user/password: every rank
-#     verifies; muster rdzv --endpoint etcd-v3://https://... shows the run, closed, 2 members.
+#     verifies; muster rdzv --endpoint etcd-v3://https://... shows the run, closed, 2 members,
+#     and --watch prints it again when one of its keys changes.
 #  2. A wrong password, no user, a CA that did not sign etcd's certificate, no client
 #     certificate, a client certificate with a CommonName (etcd 3.4's gateway refuses those):
 #     the agent fails at once with exit 3 and a sentence that names the cause and the variable.
@@ -90,6 +91,17 @@ t_expect_eq "muster rdzv lists both members" "$(grep -cE '^  node rank [01]  ' <
 out=$("$MUSTER" rdzv --json "$EP" 2>&1)
 t_expect_match "muster rdzv etcd-v3://... --json lists the runs" "$out" \
   '"run_id":"sec","backend":"etcd-v3","state":"closed","round":1'
+# --watch: printed again when a key of the run changes
+t_spawn rdzv-watch "$MUSTER" rdzv --watch --json "$EP" sec
+WATCH_PID=$T_LAST_PID
+t_until 20 t_has_lines "$T_DIR/rdzv-watch.log" '"run_id":"sec"' 1 &&
+  ctl --user trainer:s3cret put /muster/sec/kv/poke 1 &&
+  t_until 20 t_has_lines "$T_DIR/rdzv-watch.log" '"run_id":"sec"' 2 &&
+  t_ok "muster rdzv --watch on etcd prints again when the run's keys change" ||
+  t_fail "muster rdzv --watch on etcd: $(cat "$T_DIR/rdzv-watch.log")"
+kill -TERM -- "-$WATCH_PID" 2>/dev/null
+t_wait_exit "$WATCH_PID" 10
+t_expect_eq "... once per change (no busy loop)" "$(grep -c '"run_id":"sec"' "$T_DIR/rdzv-watch.log")" 2
 out=$("$MUSTER" rdzv "$EP" nosuch 2>&1)
 t_expect_eq "muster rdzv of an unknown run exits 1" "$?" 1
 t_expect_match "... and says so" "$out" "has no run 'nosuch'"
