@@ -49,16 +49,8 @@ int mu_client_new(const char *endpoint, struct mu_client **out)
   c->http = mu_http_client_new(host, port);
   c->timeout_ms = 10000;
   /* security (docs/security.md): TLS from the scheme or the env, the token from the env */
-  const char *ca = getenv("MUSTER_RDZV_CACERT"), *cert = getenv("MUSTER_RDZV_CERT");
-  const char *key = getenv("MUSTER_RDZV_KEY");
-  ca = ca != NULL && ca[0] != '\0' ? ca : NULL;
-  cert = cert != NULL && cert[0] != '\0' ? cert : NULL;
-  key = key != NULL && key[0] != '\0' ? key : NULL;
-  if (https || ca != NULL || cert != NULL || key != NULL) {
-    /* a failure is reported by the first request, naming the file */
-    if (mu_http_client_set_tls(c->http, ca, cert, key) != 0)
-      snprintf(c->errmsg, sizeof(c->errmsg), "%s", mu_http_client_errmsg(c->http));
-  }
+  if (mu_http_client_tls_from_env(c->http, https) != 0) /* the first request says it too */
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s", mu_http_client_errmsg(c->http));
   mu_http_client_set_bearer(c->http, getenv("MUSTER_RDZV_TOKEN"));
   *out = c;
   return 0;
@@ -433,6 +425,10 @@ int mu_client_run_info(struct mu_client *c, const char *run_id, struct mu_run_in
   struct mu_buf path = MU_BUF_INIT(1024);
   cJSON *ans = NULL;
   memset(out, 0, sizeof(*out));
+  if (c->etcd != NULL) {
+    mu_buf_release(&path);
+    return mu_etcd3_run_info(c->etcd, run_id, out);
+  }
   int rc = run_path(&path, run_id, NULL, NULL, NULL);
   if (rc != 0) {
     rc = MU_EINVAL;

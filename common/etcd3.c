@@ -4,7 +4,12 @@
  * a thread. Keys under /muster/<run>/:
  *   c/cfg    the run's configuration (created by the first join)
  *   c/end    {"state": "closed"|"shut", "reason"} once the run ended
- *   c/round  the latest round: {"round", "max", "ttl", "members": [{id, addr, lws, port}]}
+ *   c/round  the latest round: {"round", "max", "ttl", "nnodes", "world", "master_addr",
+ *            "master_port"} and, up to MEMBERS_INLINE nodes, "members": [{id, addr, lws, port}];
+ *            above, "buckets": B and the members in m/<R> (all) and a/<R>/<b> (by node id)
+ *   m/<R>    the members of round R when it has more than MEMBERS_INLINE nodes
+ *   a/<R>/<b>    {"round": R, "m": [[id, rank, offset, lws]...]}: the members of round R whose
+ *                id hashes to bucket b (what a joining node watches to learn its rank)
  *   d/<N>/<id>   node id left round N successfully
  *   n/<L>/<id>   node id waits for (L = N - 1: is in) round L + 1; leased
  *   b/<name>/g, b/<name>/a/<G>/<id>   barrier generation and arrivals
@@ -14,6 +19,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +45,12 @@
 #define MAX_MEMBERS 16
 #define LEVEL_FMT "%010ld"
 #define LEADER_HEADER "Grpc-Metadata-hasleader: true\r\n" /* no answer from a member w/o leader */
+/* A round of more nodes than this keeps its member list out of c/round, which every waiting
+ * node watches: N watchers x an N-member value is O(N^2) bytes through the gateway (a 1,000-node
+ * round took 5 s to reach its last node that way). As musterd's join answer, the list is then
+ * left out of the round a join returns; each node finds its rank in its bucket a/<R>/<b>. */
+#define MEMBERS_INLINE 256
+#define BUCKETS 64 /* one put each in the close txn, under etcd's default --max-txn-ops 128 */
 
 struct member {
   char *host;
@@ -302,7 +314,12 @@ int mu_etcd3_new(const char *endpoints, struct mu_etcd3 **out, char *err, size_t
     goto fail;
   }
   e->spec = mu_strdup(endpoints);
-  e->cur = (size_t)getpid() % e->nm; /* spread the nodes over the members */
+  /* spread the clients over the members: by process, and by client within one (threads) */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  unsigned long long h = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ULL;
+  h ^= (unsigned long long)(uintptr_t)e * 0xff51afd7ed558ccdULL ^ (unsigned long long)ts.tv_nsec;
+  e->cur = (size_t)((h ^ (h >> 29)) % e->nm);
   *out = e;
   return 0;
 fail:
@@ -352,6 +369,57 @@ int mu_etcd3_local_addr(const struct mu_etcd3 *e, char *out, size_t n)
   return 0;
 }
 
+/* etcd's refusals that no other member will lift, with what to change: MU_EAUTH with the
+ * words in errmsg, or 0 when msg is none of them. */
+static int refusal(struct mu_etcd3 *e, const struct member *m, const char *msg)
+{
+  const char *user = getenv("MUSTER_RDZV_USER");
+  if (strstr(msg, "CommonName of client") != NULL)
+    say(e,
+        "etcd at %s:%d refuses a client certificate with a CommonName on its JSON gateway (etcd "
+        "3.4 --client-cert-auth); give MUSTER_RDZV_CERT a certificate without CN (e.g. subject "
+        "/O=muster) and log in with MUSTER_RDZV_USER and MUSTER_RDZV_PASSWORD",
+        m->host, m->port);
+  else if (strstr(msg, "user name is empty") != NULL)
+    say(e, "etcd at %s:%d has auth enabled: set MUSTER_RDZV_USER and MUSTER_RDZV_PASSWORD", m->host,
+        m->port);
+  else if (strstr(msg, "permission denied") != NULL)
+    say(e,
+        "etcd at %s:%d: user '%s' may not use /muster/: %s; grant it (etcdctl role "
+        "grant-permission ROLE --prefix=true readwrite /muster/)",
+        m->host, m->port, user != NULL ? user : "", msg);
+  else if (strstr(msg, "authentication failed") != NULL || strstr(msg, "auth: ") != NULL ||
+           strstr(msg, "authentication is not enabled") != NULL)
+    say(e, "etcd at %s:%d: %s; check MUSTER_RDZV_USER and MUSTER_RDZV_PASSWORD", m->host, m->port,
+        msg);
+  else
+    return 0;
+  return MU_EAUTH;
+}
+
+/* A failed exchange with m that is TLS refusing trust (either side): MU_EAUTH with what to
+ * change, or 0 when it is something else (then another member may answer). */
+static int tls_refusal(struct mu_etcd3 *e, const struct member *m)
+{
+  const char *why = mu_http_client_errmsg(m->http);
+  if (strstr(why, "alert") != NULL &&
+      (strstr(why, "certificate") != NULL || strstr(why, "unknown ca") != NULL))
+    say(e,
+        "etcd at %s:%d refused this client's certificate (%s); set MUSTER_RDZV_CERT and "
+        "MUSTER_RDZV_KEY to a client certificate signed by etcd's --trusted-ca-file",
+        m->host, m->port, why);
+  else if (strstr(why, "TLS handshake") != NULL &&
+           (strstr(why, "certificate") != NULL || strstr(why, "issuer") != NULL ||
+            strstr(why, "verify") != NULL || strstr(why, "mismatch") != NULL))
+    say(e,
+        "cannot trust etcd at %s:%d (%s); set MUSTER_RDZV_CACERT to the CA that signed etcd's "
+        "--cert-file",
+        m->host, m->port, why);
+  else
+    return 0;
+  return MU_EAUTH;
+}
+
 static int post_raw(struct mu_etcd3 *e, struct member *m, const char *path, const char *body,
                     long timeout, struct mu_http_response *resp);
 
@@ -364,17 +432,11 @@ static int member_client(struct mu_etcd3 *e, struct member *m)
   mu_http_client_set_cancel_fd(m->http, e->cancel_fd);
   mu_http_client_set_connect_timeout(m->http, 1000);
   mu_http_client_set_headers(m->http, LEADER_HEADER);
-  const char *ca = getenv("MUSTER_RDZV_CACERT"), *cert = getenv("MUSTER_RDZV_CERT");
-  const char *key = getenv("MUSTER_RDZV_KEY");
-  ca = ca != NULL && ca[0] != '\0' ? ca : NULL;
-  cert = cert != NULL && cert[0] != '\0' ? cert : NULL;
-  key = key != NULL && key[0] != '\0' ? key : NULL;
-  if ((e->https || ca != NULL || cert != NULL || key != NULL) &&
-      mu_http_client_set_tls(m->http, ca, cert, key) != 0) {
+  if (mu_http_client_tls_from_env(m->http, e->https) != 0) { /* names the file */
     say(e, "%s", mu_http_client_errmsg(m->http));
     mu_http_client_free(m->http);
     m->http = NULL;
-    return MU_ECONN;
+    return MU_EINVAL;
   }
   const char *user = getenv("MUSTER_RDZV_USER"), *pass = getenv("MUSTER_RDZV_PASSWORD");
   if (user == NULL || user[0] == '\0')
@@ -394,12 +456,17 @@ static int member_client(struct mu_etcd3 *e, struct member *m)
   if (rc == 0 && r.status == 200 && token != NULL) {
     mu_http_client_set_authorization(m->http, token);
   } else if (rc == 0) {
-    const char *msg = mu_json_get_str(j, "message");
-    say(e,
-        "etcd at %s:%d refused the login of user '%s': %s; check MUSTER_RDZV_USER and "
-        "MUSTER_RDZV_PASSWORD",
-        m->host, m->port, user, msg ? msg : "no reason given");
-    rc = MU_EHTTP;
+    const char *msg = mu_json_get_str(j, "message"), *body = mu_buf_str(&r.body);
+    if (strstr(body, "CommonName of client") != NULL)
+      refusal(e, m, body);
+    else
+      say(e,
+          "etcd at %s:%d refused the login of user '%s': %s; check MUSTER_RDZV_USER and "
+          "MUSTER_RDZV_PASSWORD",
+          m->host, m->port, user, msg != NULL ? msg : body);
+    rc = MU_EAUTH;
+  } else if (rc != MU_ECANCELED && tls_refusal(e, m) != 0) {
+    rc = MU_EAUTH;
   }
   cJSON_Delete(j);
   mu_http_response_release(&r);
@@ -422,9 +489,10 @@ static int post_raw(struct mu_etcd3 *e, struct member *m, const char *path, cons
   return rc;
 }
 
-/* An answer other than 200: is it worth asking another member? Keeps the words in errmsg. */
+/* An answer other than 200: is it worth asking another member (*retry), or logging in again
+ * (*relogin: the token expired)? Keeps the words in errmsg. Returns: MU_EHTTP or MU_EAUTH. */
 static int error_answer(struct mu_etcd3 *e, const struct member *m, const char *path,
-                        const struct mu_http_response *r, int *retry)
+                        const struct mu_http_response *r, int *retry, int *relogin)
 {
   cJSON *j = cJSON_ParseWithLength(r->body.data ? r->body.data : "", r->body.len);
   const cJSON *inner = cJSON_GetObjectItemCaseSensitive(j, "error");
@@ -432,17 +500,20 @@ static int error_answer(struct mu_etcd3 *e, const struct member *m, const char *
   const char *msg = mu_json_get_str(o, "message");
   if (msg == NULL)
     msg = mu_json_get_str(o, "error");
+  if (msg == NULL && j == NULL && r->body.len > 0)
+    msg = mu_buf_str(&r->body); /* the gateway's own refusals are plain text */
   long code = mu_json_get_long(o, "code", -1);
-  *retry = r->status >= 500 || code == 14 || code == 4 ||
+  *relogin = msg != NULL && strstr(msg, "invalid auth token") != NULL;
+  *retry = r->status >= 500 || code == 14 || code == 4 || *relogin ||
            (msg != NULL && (strstr(msg, "leader") != NULL || strstr(msg, "timed out") != NULL));
   int rc = MU_EHTTP;
   if (msg == NULL)
     say(e, "%s:%d answered HTTP %d for %s, not an etcd v3 answer (is the endpoint etcd >= 3.4?)",
         m->host, m->port, r->status, path);
-  else
-    say(e, "etcd at %s:%d: %s", m->host, m->port, msg);
-  if (msg != NULL && (strstr(msg, "auth") != NULL || strstr(msg, "permission") != NULL))
+  else if (*relogin || (rc = refusal(e, m, msg)) == 0) {
     rc = MU_EHTTP;
+    say(e, "etcd at %s:%d: %s", m->host, m->port, msg);
+  }
   cJSON_Delete(j);
   return rc;
 }
@@ -491,14 +562,21 @@ static int call(struct mu_etcd3 *e, const char *path, const cJSON *body, long ti
       break;
     }
     if (rc == 0) {
-      int retry = 0;
-      rc = error_answer(e, m, path, &r, &retry);
+      int retry = 0, relogin = 0;
+      rc = error_answer(e, m, path, &r, &retry, &relogin);
+      if (relogin) { /* the token expired: log in again, on this member */
+        mu_http_client_free(m->http);
+        m->http = NULL;
+        continue;
+      }
       if (!retry)
         break;
       rc = MU_ECONN;
+    } else if (rc != MU_ECANCELED && m->http != NULL && tls_refusal(e, m) != 0) {
+      rc = MU_EAUTH;
     }
-    if (rc == MU_EHTTP && m->http == NULL)
-      break; /* refused login */
+    if (rc == MU_EAUTH || rc == MU_EINVAL)
+      break; /* no other member will think otherwise */
     if (next_member(e, &tried)) {
       rc = MU_ECANCELED;
       break;
@@ -643,11 +721,22 @@ static int watch(struct mu_etcd3 *e, const struct wrange *rs, int nr, long long 
     if (rc == MU_ETIMEDOUT && now_ms() >= deadline)
       break;
     if (rc == 0 && r.status != 200) {
-      int retry = 0;
-      rc = error_answer(e, m, "/v3/watch", &r, &retry);
+      int retry = 0, relogin = 0;
+      rc = error_answer(e, m, "/v3/watch", &r, &retry, &relogin);
+      if (relogin) {
+        mu_http_client_free(m->http);
+        m->http = NULL;
+        continue;
+      }
       if (!retry)
         break;
+    } else if (rc == MU_EAUTH || rc == MU_EINVAL) {
+      break; /* refused login, or a TLS file */
     } else if (rc != 0) {
+      if (m->http != NULL && tls_refusal(e, m) != 0) {
+        rc = MU_EAUTH;
+        break;
+      }
       say(e, "etcd at %s:%d: %s", m->host, m->port, mu_http_client_errmsg(m->http));
     } else {
       say(e, "etcd at %s:%d ended the watch", m->host, m->port);
@@ -933,6 +1022,11 @@ static int end_of(struct mu_etcd3 *e, const char *run, const cJSON *end_range)
   return shut ? MU_ESHUT : MU_ECLOSED;
 }
 
+static long round_no(const cJSON *round)
+{
+  return round != NULL ? mu_json_get_long(round, "round", 0) : 0;
+}
+
 /* The index of node id in a round's members, -1 when absent. */
 static int member_index(const cJSON *round, const char *id)
 {
@@ -953,6 +1047,83 @@ static const char *id_of_key(const char *key)
 {
   const char *s = strrchr(key, '/');
   return s != NULL ? s + 1 : key;
+}
+
+/* The bucket of a node id: FNV-1a, the same on every node. */
+static unsigned bucket_of(const char *id)
+{
+  uint32_t h = 2166136261u;
+  for (; *id; id++)
+    h = (h ^ (unsigned char)*id) * 16777619u;
+  return h % BUCKETS;
+}
+
+/* Adds the members of round (from m/<R>) to it when c/round left them out.
+ * Returns: 0, or an MU_E* code (errmsg says). */
+static int attach_members(struct mu_etcd3 *e, const char *run, cJSON *round)
+{
+  if (round == NULL || cJSON_GetObjectItemCaseSensitive(round, "members") != NULL)
+    return 0;
+  char *mk = key_of(run, "m/" LEVEL_FMT, round_no(round));
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(mk, NULL, R_ALL));
+  cJSON *ans = NULL;
+  int rc = txn_run(e, &t, &ans);
+  cJSON *j = rc == 0 ? kv_json(range_first(txn_range(ans, 0))) : NULL;
+  cJSON *ms = cJSON_DetachItemFromObjectCaseSensitive(j, "members");
+  if (rc == 0 && !cJSON_IsArray(ms)) {
+    say(e, "run '%s': round %ld has no member list (m/%ld missing)", run, round_no(round),
+        round_no(round));
+    rc = MU_EPROTO;
+  }
+  if (rc == 0) {
+    cJSON_AddItemToObject(round, "members", ms);
+    ms = NULL;
+  }
+  cJSON_Delete(ms);
+  cJSON_Delete(j);
+  cJSON_Delete(ans);
+  mu_free(mk);
+  return rc;
+}
+
+/* Finds node id in a bucket value of round r: 1 with its rank, offset, lws; 0 when absent. */
+static int bucket_find(const cJSON *bucket, long r, const char *id, int *rank, int *off, int *lws)
+{
+  if (bucket == NULL || mu_json_get_long(bucket, "round", -1) != r)
+    return 0;
+  const cJSON *m;
+  cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(bucket, "m"))
+  {
+    const cJSON *mid = cJSON_GetArrayItem(m, 0);
+    if (cJSON_IsString(mid) && strcmp(mid->valuestring, id) == 0) {
+      *rank = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(m, 1));
+      *off = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(m, 2));
+      *lws = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(m, 3));
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* A round of more than MEMBERS_INLINE nodes as a join returns it: this node's place, the
+ * master, the sizes; the member list left out (as musterd does). */
+static void fill_round_bucket(const char *run, const cJSON *round, int rank, int off, int lws,
+                              struct mu_round *out)
+{
+  memset(out, 0, sizeof(*out));
+  const char *ma = mu_json_get_str(round, "master_addr");
+  out->run_id = mu_strdup(run);
+  out->round = round_no(round);
+  out->lease_ttl_ms = mu_json_get_long(round, "ttl", 10000);
+  out->nnodes = (int)mu_json_get_long(round, "nnodes", 0);
+  out->world_size = (int)mu_json_get_long(round, "world", 0);
+  out->master_addr = mu_strdup(ma != NULL ? ma : "");
+  out->master_port = (int)mu_json_get_long(round, "master_port", 0);
+  out->node_rank = rank;
+  out->rank_offset = off;
+  out->local_world_size = lws;
 }
 
 static void fill_round(const char *run, const cJSON *round, int me, struct mu_round *out)
@@ -1000,6 +1171,7 @@ struct joinst {
   const char *run;
   const char *id;
   const struct mu_join_opts *o;
+  char *endk, *roundk; /* c/end, c/round of the run */
   long min, max, last_call;
   cJSON *round;          /* the latest round's value, NULL before round 1 */
   long long round_mod;   /* its mod revision, 0 when absent */
@@ -1007,12 +1179,9 @@ struct joinst {
   int ended;             /* MU_ECLOSED / MU_ESHUT */
   long long count_level; /* nodes at this node's level */
   long long count_old;   /* nodes one level below */
+  char *bkey;            /* this node's bucket key of the round it waits for (big rounds) */
+  cJSON *bucket;         /* the last value seen of it */
 };
-
-static long round_no(const cJSON *round)
-{
-  return round != NULL ? mu_json_get_long(round, "round", 0) : 0;
-}
 
 static void set_round(struct joinst *s, const cJSON *kv)
 {
@@ -1021,12 +1190,19 @@ static void set_round(struct joinst *s, const cJSON *kv)
   s->round_mod = kv != NULL ? jll(kv, "mod_revision") : 0;
 }
 
+/* A run whose rounds may pass MEMBERS_INLINE nodes: its rounds keep their member list in m/<R>
+ * and a/<R>/<b>, and its waiting nodes watch their bucket (which says the round too). Decided
+ * by the run's max, so that every node of the run knows it before any round closes. */
+static int big_run(const struct joinst *s)
+{
+  return s->max > MEMBERS_INLINE;
+}
+
 /* Creates the run's configuration or checks ours against it; reads the end and the round. */
 static int join_begin(struct joinst *s)
 {
   struct mu_etcd3 *e = s->e;
-  char *cfgk = key_of(s->run, "c/cfg"), *endk = key_of(s->run, "c/end");
-  char *roundk = key_of(s->run, "c/round");
+  char *cfgk = key_of(s->run, "c/cfg");
   char cfg[256];
   snprintf(cfg, sizeof(cfg), "{\"min_nodes\":%ld,\"max_nodes\":%ld,\"last_call_ms\":%ld}", s->min,
            s->max, s->last_call);
@@ -1044,8 +1220,8 @@ static int join_begin(struct joinst *s)
     cJSON_AddItemToArray(none, create ? op_put(cfgk, cfg, strlen(cfg), NULL)
                                       : op_range(cfgk, NULL, R_ALL));
     for (int i = 0; i < 2; i++) {
-      cJSON_AddItemToArray(have, op_range(i ? roundk : endk, NULL, R_ALL));
-      cJSON_AddItemToArray(none, op_range(i ? roundk : endk, NULL, R_ALL));
+      cJSON_AddItemToArray(have, op_range(i ? s->roundk : s->endk, NULL, R_ALL));
+      cJSON_AddItemToArray(none, op_range(i ? s->roundk : s->endk, NULL, R_ALL));
     }
     cJSON_Delete(ans);
     ans = NULL;
@@ -1076,9 +1252,49 @@ static int join_begin(struct joinst *s)
 out:
   cJSON_Delete(ans);
   mu_free(cfgk);
-  mu_free(endk);
-  mu_free(roundk);
   return rc;
+}
+
+/* The reads of the run's state: c/end, c/round (two responses). */
+static void add_state_reads(cJSON *ops, const struct joinst *s)
+{
+  cJSON_AddItemToArray(ops, op_range(s->endk, NULL, R_ALL));
+  cJSON_AddItemToArray(ops, op_range(s->roundk, NULL, R_ALL));
+}
+
+static void take_state(struct joinst *s, const cJSON *ans, int at)
+{
+  s->ended = end_of(s->e, s->run, txn_range(ans, at));
+  set_round(s, range_first(txn_range(ans, at + 1)));
+}
+
+/* The counts that decide a close of round n + 1: nodes at level n, and at level n - 1 (two
+ * responses). */
+static void add_count_reads(cJSON *ops, const struct joinst *s, long n)
+{
+  char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
+  char *old = key_of(s->run, "n/" LEVEL_FMT "/", n - 1);
+  cJSON_AddItemToArray(ops, op_prefix(lvl, R_COUNT));
+  cJSON_AddItemToArray(ops, op_prefix(old, R_COUNT));
+  mu_free(lvl);
+  mu_free(old);
+}
+
+static void take_counts(struct joinst *s, const cJSON *ans, int at, long n)
+{
+  s->count_level = jll(txn_range(ans, at), "count");
+  s->count_old = n > 0 ? jll(txn_range(ans, at + 1), "count") : 0;
+}
+
+/* The compares of a write that holds only while the run has not ended and its round is the
+ * one this join read. */
+static void add_round_same(cJSON *compare, const struct joinst *s)
+{
+  if (s->round_mod > 0)
+    cJSON_AddItemToArray(compare, cmp(s->roundk, NULL, "MOD", "EQUAL", s->round_mod));
+  else
+    cJSON_AddItemToArray(compare, cmp(s->roundk, NULL, "CREATE", "EQUAL", 0));
+  cJSON_AddItemToArray(compare, cmp(s->endk, NULL, "CREATE", "EQUAL", 0));
 }
 
 /* Puts this node at level N (the latest round) unless it is there, in one transaction that
@@ -1086,30 +1302,21 @@ out:
 static int join_put(struct joinst *s, long n)
 {
   struct mu_etcd3 *e = s->e;
-  char *endk = key_of(s->run, "c/end"), *roundk = key_of(s->run, "c/round");
   char *mine = key_of(s->run, "n/" LEVEL_FMT "/%s", n, s->id);
-  char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
-  char *old = key_of(s->run, "n/" LEVEL_FMT "/", n - 1);
   char val[700];
   snprintf(val, sizeof(val), "{\"addr\":\"%s\",\"lws\":%d,\"port\":%d}", s->o->addr,
            s->o->local_world_size, s->o->master_port);
   struct txn t;
   txn_init(&t);
-  if (s->round_mod > 0)
-    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "MOD", "EQUAL", s->round_mod));
-  else
-    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "CREATE", "EQUAL", 0));
-  cJSON_AddItemToArray(t.compare, cmp(endk, NULL, "CREATE", "EQUAL", 0));
-  if (e->my_key != NULL && strcmp(e->my_key, mine) != 0)
+  add_round_same(t.compare, s);
+  int moved = e->my_key != NULL && strcmp(e->my_key, mine) != 0; /* from an older level */
+  if (moved)
     cJSON_AddItemToArray(t.success, op_del(e->my_key, NULL));
   char lease[32];
   lease_now(e, lease, sizeof(lease));
   cJSON_AddItemToArray(t.success, op_put(mine, val, strlen(val), lease));
-  cJSON_AddItemToArray(t.success, op_prefix(lvl, R_COUNT));
-  cJSON_AddItemToArray(t.success, op_prefix(old, R_COUNT));
-  cJSON_AddItemToArray(t.failure, op_range(endk, NULL, R_ALL));
-  cJSON_AddItemToArray(t.failure, op_range(roundk, NULL, R_ALL));
-  int base = e->my_key != NULL && strcmp(e->my_key, mine) != 0 ? 1 : 0;
+  add_count_reads(t.success, s, n);
+  add_state_reads(t.failure, s);
   cJSON *ans = NULL;
   int rc = txn_run(e, &t, &ans);
   if (rc != 0)
@@ -1121,49 +1328,31 @@ static int join_put(struct joinst *s, long n)
     e->my_key = mine;
     mine = NULL;
     e->level = n;
-    s->count_level = jll(txn_range(ans, base + 1), "count");
-    s->count_old = n > 0 ? jll(txn_range(ans, base + 2), "count") : 0;
+    take_counts(s, ans, moved + 1, n);
   } else {
-    s->ended = end_of(e, s->run, txn_range(ans, 0));
-    set_round(s, range_first(txn_range(ans, 1)));
+    take_state(s, ans, 0);
   }
 out:
   cJSON_Delete(ans);
-  mu_free(endk);
-  mu_free(roundk);
   mu_free(mine);
-  mu_free(lvl);
-  mu_free(old);
   return rc;
 }
 
 /* Re-reads the round, the end and the counts of level n. */
 static int join_eval(struct joinst *s, long n)
 {
-  struct mu_etcd3 *e = s->e;
-  char *endk = key_of(s->run, "c/end"), *roundk = key_of(s->run, "c/round");
-  char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
-  char *old = key_of(s->run, "n/" LEVEL_FMT "/", n - 1);
   struct txn t;
   txn_init(&t);
-  cJSON_AddItemToArray(t.success, op_range(endk, NULL, R_ALL));
-  cJSON_AddItemToArray(t.success, op_range(roundk, NULL, R_ALL));
-  cJSON_AddItemToArray(t.success, op_prefix(lvl, R_COUNT));
-  cJSON_AddItemToArray(t.success, op_prefix(old, R_COUNT));
+  add_state_reads(t.success, s);
+  add_count_reads(t.success, s, n);
   cJSON *ans = NULL;
-  int rc = txn_run(e, &t, &ans);
+  int rc = txn_run(s->e, &t, &ans);
   if (rc == 0) {
     s->rev = header_rev(ans);
-    s->ended = end_of(e, s->run, txn_range(ans, 0));
-    set_round(s, range_first(txn_range(ans, 1)));
-    s->count_level = jll(txn_range(ans, 2), "count");
-    s->count_old = n > 0 ? jll(txn_range(ans, 3), "count") : 0;
+    take_state(s, ans, 0);
+    take_counts(s, ans, 2, n);
   }
   cJSON_Delete(ans);
-  mu_free(endk);
-  mu_free(roundk);
-  mu_free(lvl);
-  mu_free(old);
   return rc;
 }
 
@@ -1189,7 +1378,6 @@ static int cand_cmp(const void *a, const void *b)
 static int join_close(struct joinst *s, long n)
 {
   struct mu_etcd3 *e = s->e;
-  char *roundk = key_of(s->run, "c/round"), *endk = key_of(s->run, "c/end");
   char *lvl = key_of(s->run, "n/" LEVEL_FMT "/", n);
   char *lvl_end = prefix_end(lvl);
   struct txn t;
@@ -1197,7 +1385,12 @@ static int join_close(struct joinst *s, long n)
   cJSON_AddItemToArray(t.success, op_range(lvl, lvl_end, R_ALL));
   cJSON *ans = NULL, *ans2 = NULL;
   struct cand *c = NULL;
-  int rc = txn_run(e, &t, &ans);
+  cJSON *prev = cJSON_Duplicate(s->round, 1); /* the previous round with its members */
+  int rc = attach_members(e, s->run, prev);
+  if (rc == 0)
+    rc = txn_run(e, &t, &ans);
+  else
+    cJSON_Delete(t.root);
   if (rc != 0)
     goto out;
   long long rev = header_rev(ans);
@@ -1212,65 +1405,149 @@ static int join_close(struct joinst *s, long n)
     c[i].id = c[i].idbuf;
     c[i].kv = kv;
     c[i].created = jll(kv, "create_revision");
-    int p = s->round != NULL ? member_index(s->round, c[i].id) : -1;
+    int p = prev != NULL ? member_index(prev, c[i].id) : -1;
     c[i].prev = p >= 0 ? p : 1 << 30;
     i++;
   }
   qsort(c, nc, sizeof(*c), cand_cmp);
   size_t take = nc < (size_t)s->max ? nc : (size_t)s->max;
-  struct mu_buf v = MU_BUF_INIT(SIZE_MAX);
-  mu_buf_printf(&v, "{\"round\":%ld,\"max\":%ld,\"ttl\":%ld,\"members\":[", n + 1, s->max,
-                e->ttl_ms);
+  int inline_members = !big_run(s);
+  struct mu_buf list = MU_BUF_INIT(SIZE_MAX), v = MU_BUF_INIT(SIZE_MAX);
+  struct mu_buf bucket[BUCKETS];
+  for (int b = 0; b < BUCKETS; b++)
+    mu_buf_init(&bucket[b], SIZE_MAX);
+  long world = 0, port0 = 0;
+  char addr0[260] = "";
+  mu_buf_putc(&list, '[');
   for (i = 0; i < take; i++) {
     cJSON *nv = kv_json(c[i].kv);
-    mu_buf_printf(&v, "%s{\"id\":\"%s\",\"addr\":\"%s\",\"lws\":%ld,\"port\":%ld}", i ? "," : "",
-                  c[i].id, mu_json_get_str(nv, "addr") ? mu_json_get_str(nv, "addr") : "",
-                  mu_json_get_long(nv, "lws", 1), mu_json_get_long(nv, "port", 0));
+    const char *addr = mu_json_get_str(nv, "addr") ? mu_json_get_str(nv, "addr") : "";
+    long lws = mu_json_get_long(nv, "lws", 1), port = mu_json_get_long(nv, "port", 0);
+    mu_buf_printf(&list, "%s{\"id\":\"%s\",\"addr\":\"%s\",\"lws\":%ld,\"port\":%ld}", i ? "," : "",
+                  c[i].id, addr, lws, port);
+    if (!inline_members) {
+      struct mu_buf *bb = &bucket[bucket_of(c[i].id)];
+      mu_buf_printf(bb, "%s[\"%s\",%zu,%ld,%ld]", bb->len ? "," : "", c[i].id, i, world, lws);
+    }
+    if (i == 0) {
+      snprintf(addr0, sizeof(addr0), "%s", addr);
+      port0 = port;
+    }
+    world += lws;
     cJSON_Delete(nv);
   }
-  mu_buf_puts(&v, "]}");
-  txn_init(&t);
-  if (s->round_mod > 0)
-    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "MOD", "EQUAL", s->round_mod));
+  mu_buf_putc(&list, ']');
+  struct mu_buf head = MU_BUF_INIT(SIZE_MAX); /* what c/round and every bucket start with */
+  mu_buf_printf(&head,
+                "{\"round\":%ld,\"max\":%ld,\"ttl\":%ld,\"nnodes\":%zu,\"world\":%ld,"
+                "\"master_addr\":\"%s\",\"master_port\":%ld,",
+                n + 1, s->max, e->ttl_ms, take, world, addr0, port0);
+  if (inline_members)
+    mu_buf_printf(&v, "%s\"members\":%s}", mu_buf_str(&head), mu_buf_str(&list));
   else
-    cJSON_AddItemToArray(t.compare, cmp(roundk, NULL, "CREATE", "EQUAL", 0));
-  cJSON_AddItemToArray(t.compare, cmp(endk, NULL, "CREATE", "EQUAL", 0));
+    mu_buf_printf(&v, "%s\"buckets\":%d}", mu_buf_str(&head), BUCKETS);
+  cJSON *mine = inline_members ? cJSON_ParseWithLength(v.data, v.len) : NULL;
+  txn_init(&t);
+  add_round_same(t.compare, s);
   cJSON_AddItemToArray(t.compare, cmp(lvl, lvl_end, "MOD", "LESS", rev + 1));
-  cJSON_AddItemToArray(t.success, op_put(roundk, v.data, v.len, NULL));
+  cJSON_AddItemToArray(t.success, op_put(s->roundk, v.data, v.len, NULL));
+  if (!inline_members) {
+    char *mk = key_of(s->run, "m/" LEVEL_FMT, n + 1);
+    mu_buf_clear(&v);
+    mu_buf_printf(&v, "{\"members\":%s}", mu_buf_str(&list));
+    cJSON_AddItemToArray(t.success, op_put(mk, v.data, v.len, NULL));
+    mu_free(mk);
+    for (int b = 0; b < BUCKETS; b++) {
+      char *bk = key_of(s->run, "a/" LEVEL_FMT "/%02d", n + 1, b);
+      mu_buf_clear(&v);
+      mu_buf_printf(&v, "%s\"m\":[%s]}", mu_buf_str(&head), mu_buf_str(&bucket[b]));
+      cJSON_AddItemToArray(t.success, op_put(bk, v.data, v.len, NULL));
+      if ((unsigned)b == bucket_of(s->id))
+        mine = cJSON_ParseWithLength(v.data, v.len);
+      mu_free(bk);
+    }
+  }
   mu_buf_release(&v);
+  mu_buf_release(&head);
+  mu_buf_release(&list);
+  for (int b = 0; b < BUCKETS; b++)
+    mu_buf_release(&bucket[b]);
   rc = txn_run(e, &t, &ans2); /* lost the race or the level moved: the caller reads again */
+  if (rc == 0 && txn_ok(ans2) && mine != NULL) { /* the closer knows the round it wrote */
+    cJSON_Delete(s->round);
+    s->round = mine;
+    mine = NULL;
+    s->round_mod = s->rev = header_rev(ans2);
+    if (!inline_members) {
+      cJSON_Delete(s->bucket);
+      s->bucket = cJSON_Duplicate(s->round, 1);
+    }
+  }
+  cJSON_Delete(mine);
 out:
   mu_free(c);
+  cJSON_Delete(prev);
   cJSON_Delete(ans);
   cJSON_Delete(ans2);
-  mu_free(roundk);
-  mu_free(endk);
   mu_free(lvl);
   mu_free(lvl_end);
   return rc;
 }
 
 /* Watch events while waiting in a join: a new round or the end ends the wait. */
+/* Whether a join holds round r without this node's bucket of it (a big round read from
+ * c/round rather than seen in the bucket). */
+static int needs_bucket(const struct joinst *s, long r)
+{
+  return s->round != NULL && round_no(s->round) == r &&
+         cJSON_GetObjectItemCaseSensitive(s->round, "members") == NULL &&
+         mu_json_get_long(s->bucket, "round", -1) != r;
+}
+
+/* Watch events while waiting in a join: a new round (c/round, or this node's bucket of it in a
+ * big run: the close txn writes both at one revision, so the bucket's mod revision is the
+ * round's), the end, or a node leaving the level below end the wait. */
 static int join_events(void *arg, const cJSON *events)
 {
   struct joinst *s = arg;
   const cJSON *ev;
   int stop = 0;
-  char *roundk = key_of(s->run, "c/round");
   cJSON_ArrayForEach(ev, events)
   {
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(ev, "kv");
     char *k = unb64(mu_json_get_str(kv, "key"), NULL);
     const char *type = mu_json_get_str(ev, "type");
-    if (strcmp(k, roundk) == 0 && type == NULL) {
+    int put = type == NULL;
+    if (put && (strcmp(k, s->roundk) == 0 || (s->bkey != NULL && strcmp(k, s->bkey) == 0))) {
       set_round(s, kv);
       s->rev = jll(kv, "mod_revision");
+      if (s->bkey != NULL && strcmp(k, s->bkey) == 0) {
+        cJSON_Delete(s->bucket);
+        s->bucket = cJSON_Duplicate(s->round, 1);
+      }
     }
     stop = 1; /* any end, round, or a node leaving the level below: look again */
     mu_free(k);
   }
-  mu_free(roundk);
   return stop;
+}
+
+/* Reads this node's bucket of round r (a round that came without it, from a read). */
+static int read_bucket(struct joinst *s, long r)
+{
+  char *bk = key_of(s->run, "a/" LEVEL_FMT "/%02u", r, bucket_of(s->id));
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(bk, NULL, R_ALL));
+  cJSON *ans = NULL;
+  int rc = txn_run(s->e, &t, &ans);
+  if (rc == 0) {
+    cJSON_Delete(s->bucket);
+    s->bucket = kv_json(range_first(txn_range(ans, 0)));
+  }
+  cJSON_Delete(ans);
+  mu_free(bk);
+  return rc;
 }
 
 int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_opts *o,
@@ -1296,6 +1573,8 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
   long long deadline = now_ms() + (o->join_timeout_ms > 0 ? o->join_timeout_ms : 600000);
   long long last_call_at = 0;
   char *cprefix = key_of(run_id, "c/"), *cend = prefix_end(cprefix);
+  s.endk = key_of(run_id, "c/end");
+  s.roundk = key_of(run_id, "c/round");
   int rc = join_begin(&s);
   if (rc == 0)
     rc = ensure_lease(e, o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 10000);
@@ -1307,10 +1586,24 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
       break;
     }
     long n = round_no(s.round);
-    int me = s.round != NULL ? member_index(s.round, s.id) : -1;
-    if (mine >= 0 && n == mine + 1 && me >= 0) {
-      fill_round(run_id, s.round, me, out);
-      break;
+    if (mine >= 0 && n == mine + 1) { /* the round this node waited for: is it in? */
+      if (cJSON_GetObjectItemCaseSensitive(s.round, "members") != NULL) {
+        int me = member_index(s.round, s.id);
+        if (me >= 0) {
+          fill_round(run_id, s.round, me, out);
+          break;
+        }
+      } else {
+        int rank = 0, off = 0, lws = 0;
+        if (needs_bucket(&s, n))
+          rc = read_bucket(&s, n);
+        if (rc != 0)
+          break;
+        if (bucket_find(s.bucket, n, s.id, &rank, &off, &lws)) {
+          fill_round_bucket(run_id, s.round, rank, off, lws, out);
+          break;
+        }
+      }
     }
     if (now_ms() >= deadline) {
       say(e, "join of run '%s' timed out: %lld of %ld nodes joined", run_id, s.count_level, s.min);
@@ -1342,12 +1635,23 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
       at = -1;
       continue;
     }
+    /* a small run's round comes whole in c/round; a big run's nodes each watch their bucket
+     * (O(1) bytes each) and the end, not c/round */
     char *old = key_of(run_id, "n/" LEVEL_FMT "/", n - 1), *old_end = prefix_end(old);
-    struct wrange rs[2] = {{cprefix, cend, 0}, {old, old_end, 1}};
+    mu_free(s.bkey);
+    s.bkey = big_run(&s) ? key_of(run_id, "a/" LEVEL_FMT "/%02u", n + 1, bucket_of(s.id)) : NULL;
+    struct wrange rs[3] = {{old, old_end, 1}};
+    int nr = n > 0 ? 1 : 0;
+    if (s.bkey != NULL) {
+      rs[nr++] = (struct wrange){s.endk, NULL, 0};
+      rs[nr++] = (struct wrange){s.bkey, NULL, 0};
+    } else {
+      rs[nr++] = (struct wrange){cprefix, cend, 0};
+    }
     long long until = deadline;
     if (closable && last_call_at < until)
       until = last_call_at;
-    rc = watch(e, rs, n > 0 ? 2 : 1, s.rev + 1, until, join_events, &s, NULL);
+    rc = watch(e, rs, nr, s.rev + 1, until, join_events, &s, NULL);
     mu_free(old);
     mu_free(old_end);
     if (rc == MU_ETIMEDOUT || rc == MU_ESTATE)
@@ -1356,6 +1660,10 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
       at = -1; /* counts are stale: read them again */
   }
   cJSON_Delete(s.round);
+  cJSON_Delete(s.bucket);
+  mu_free(s.bkey);
+  mu_free(s.endk);
+  mu_free(s.roundk);
   mu_free(cprefix);
   mu_free(cend);
   return rc;
@@ -1585,6 +1893,9 @@ int mu_etcd3_watch(struct mu_etcd3 *e, const char *run_id, const char *node_id, 
     goto out;
   }
   w.round = kv_json(range_first(txn_range(ans, 1)));
+  rc = attach_members(e, run_id, w.round);
+  if (rc != 0)
+    goto out;
   w.nnodes = (long)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(w.round, "members"));
   w.max = mu_json_get_long(w.round, "max", w.nnodes);
   if (round_no(w.round) > round) {
@@ -1730,6 +2041,9 @@ int mu_etcd3_leave(struct mu_etcd3 *e, const char *run_id, const char *node_id, 
     say(e, "node '%s' is not a member of run '%s' (not_member)", node_id, run_id);
     rc = MU_ENOENT;
   }
+  if (rc != 0)
+    goto out;
+  rc = attach_members(e, run_id, round);
   if (rc != 0)
     goto out;
   long n = round_no(round);
@@ -2029,5 +2343,291 @@ int mu_etcd3_kv_delete(struct mu_etcd3 *e, const char *run_id, const char *key)
   }
   cJSON_Delete(ans);
   mu_free(k);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading runs (muster rdzv, status): the shape of musterd's GET /v1/runs/{id} and /v1/runs
+ */
+
+/* The run's state from its c/ keys and the keys of its levels, in the JSON musterd answers. */
+int mu_etcd3_run_json(struct mu_etcd3 *e, const char *run_id, cJSON **out)
+{
+  *out = NULL;
+  e->errmsg[0] = '\0';
+  if (!valid_id(run_id)) {
+    say(e, "bad run id '%s': 1-256 printable characters without '/'", run_id ? run_id : "");
+    return MU_EINVAL;
+  }
+  char *cfgk = key_of(run_id, "c/cfg"), *endk = key_of(run_id, "c/end");
+  char *roundk = key_of(run_id, "c/round"), *nk = key_of(run_id, "n/");
+  char *dk = key_of(run_id, "d/");
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_range(cfgk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_range(endk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_range(roundk, NULL, R_ALL));
+  cJSON_AddItemToArray(t.success, op_prefix(nk, R_KEYS));
+  cJSON_AddItemToArray(t.success, op_prefix(dk, R_KEYS));
+  cJSON *ans = NULL, *cfg = NULL, *end = NULL, *round = NULL, *o = NULL;
+  int rc = txn_run(e, &t, &ans);
+  if (rc != 0)
+    goto out;
+  cfg = kv_json(range_first(txn_range(ans, 0)));
+  if (cfg == NULL) {
+    say(e, "no run '%s' in etcd", run_id);
+    rc = MU_ENOENT;
+    goto out;
+  }
+  end = kv_json(range_first(txn_range(ans, 1)));
+  round = kv_json(range_first(txn_range(ans, 2)));
+  rc = attach_members(e, run_id, round);
+  if (rc != 0)
+    goto out;
+  long r = round_no(round);
+  /* nodes at level r wait for round r + 1; members of round r hold their key at level r - 1
+   * until they leave, and a member that left successfully has d/<r>/<id> */
+  long waiting = 0, present = 0;
+  const cJSON *kv;
+  for (int i = 3; i <= 4; i++) {
+    const char *pre = i == 3 ? nk : dk;
+    cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, i), "kvs"))
+    {
+      char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+      long lv = strtol(k + strlen(pre), NULL, 10);
+      if (i == 3 && lv == r)
+        waiting++;
+      else if (r > 0 && lv == (i == 3 ? r - 1 : r) && member_index(round, id_of_key(k)) >= 0)
+        present++;
+      mu_free(k);
+    }
+  }
+  const char *st = mu_json_get_str(end, "state"), *reason = mu_json_get_str(end, "reason");
+  const cJSON *ms = cJSON_GetObjectItemCaseSensitive(round, "members"), *m;
+  long nnodes = cJSON_GetArraySize(ms);
+  o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "run_id", run_id);
+  cJSON_AddStringToObject(o, "backend", "etcd-v3");
+  cJSON_AddStringToObject(o, "state", st != NULL ? st : "open");
+  if (reason != NULL)
+    cJSON_AddStringToObject(o, "reason", reason);
+  cJSON_AddNumberToObject(o, "round", (double)r);
+  cJSON_AddStringToObject(o, "round_state",
+                          r == 0             ? "joining"
+                          : present < nnodes ? "broken"
+                                             : "active");
+  cJSON_AddNumberToObject(o, "min_nodes", (double)mu_json_get_long(cfg, "min_nodes", 0));
+  cJSON_AddNumberToObject(o, "max_nodes", (double)mu_json_get_long(cfg, "max_nodes", 0));
+  cJSON_AddNumberToObject(o, "nnodes", (double)nnodes);
+  cJSON_AddNumberToObject(o, "waiting", (double)waiting);
+  cJSON *list = cJSON_AddArrayToObject(o, "members");
+  long rank = 0, off = 0;
+  cJSON_ArrayForEach(m, ms)
+  {
+    cJSON *d = cJSON_CreateObject();
+    long lws = mu_json_get_long(m, "lws", 1);
+    cJSON_AddStringToObject(d, "node_id", mu_json_get_str(m, "id") ? mu_json_get_str(m, "id") : "");
+    cJSON_AddStringToObject(d, "addr",
+                            mu_json_get_str(m, "addr") ? mu_json_get_str(m, "addr") : "");
+    cJSON_AddNumberToObject(d, "local_world_size", (double)lws);
+    cJSON_AddNumberToObject(d, "node_rank", (double)rank++);
+    cJSON_AddNumberToObject(d, "rank_offset", (double)off);
+    off += lws;
+    cJSON_AddItemToArray(list, d);
+  }
+  cJSON *c = cJSON_AddObjectToObject(o, "config");
+  cJSON_AddNumberToObject(c, "last_call_ms", (double)mu_json_get_long(cfg, "last_call_ms", 0));
+  if (round != NULL)
+    cJSON_AddNumberToObject(c, "lease_ttl_ms", (double)mu_json_get_long(round, "ttl", 0));
+  *out = o;
+  o = NULL;
+out:
+  cJSON_Delete(o);
+  cJSON_Delete(cfg);
+  cJSON_Delete(end);
+  cJSON_Delete(round);
+  cJSON_Delete(ans);
+  mu_free(cfgk);
+  mu_free(endk);
+  mu_free(roundk);
+  mu_free(nk);
+  mu_free(dk);
+  return rc;
+}
+
+/* One range over every run's keys (how: R_KEYS, R_COUNT). */
+static int read_runs(struct mu_etcd3 *e, int how, cJSON **ans)
+{
+  e->errmsg[0] = '\0';
+  struct txn t;
+  txn_init(&t);
+  cJSON_AddItemToArray(t.success, op_prefix("/muster/", how));
+  return txn_run(e, &t, ans);
+}
+
+int mu_etcd3_runs_json(struct mu_etcd3 *e, cJSON **out)
+{
+  *out = NULL;
+  /* the runs are the keys /muster/<run>/c/cfg: one keys-only range over c/ would need a range
+   * per run, so the whole /muster/ prefix is read keys-only and filtered here */
+  cJSON *ans = NULL;
+  int rc = read_runs(e, R_KEYS, &ans);
+  if (rc != 0) {
+    cJSON_Delete(ans);
+    return rc;
+  }
+  cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "runs");
+  const cJSON *kv;
+  cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(txn_range(ans, 0), "kvs"))
+  {
+    char *k = unb64(mu_json_get_str(kv, "key"), NULL);
+    size_t n = strlen(k), tail = strlen("/c/cfg");
+    if (n > strlen("/muster/") + tail && strcmp(k + n - tail, "/c/cfg") == 0) {
+      k[n - tail] = '\0';
+      cJSON *r = NULL;
+      int g = mu_etcd3_run_json(e, k + strlen("/muster/"), &r);
+      if (g == 0) {
+        cJSON *s = cJSON_CreateObject();
+        static const char *const keep[] = {"run_id",      "state",  "round",
+                                           "round_state", "nnodes", "waiting"};
+        for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+          cJSON_AddItemToObject(s, keep[i],
+                                cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(r, keep[i]), 1));
+        cJSON_AddItemToArray(list, s);
+      } else if (g != MU_ENOENT) {
+        rc = g;
+      }
+      cJSON_Delete(r);
+    }
+    mu_free(k);
+    if (rc != 0)
+      break;
+  }
+  cJSON_Delete(ans);
+  if (rc == 0)
+    *out = o;
+  else
+    cJSON_Delete(o);
+  return rc;
+}
+
+int mu_etcd3_run_info(struct mu_etcd3 *e, const char *run_id, struct mu_run_info *out)
+{
+  memset(out, 0, sizeof(*out));
+  cJSON *r = NULL;
+  int rc = mu_etcd3_run_json(e, run_id, &r);
+  if (rc == 0) {
+    out->round = mu_json_get_long(r, "round", 0);
+    out->nnodes = (int)mu_json_get_long(r, "nnodes", 0);
+    out->waiting = (int)mu_json_get_long(r, "waiting", 0);
+    out->min_nodes = (int)mu_json_get_long(r, "min_nodes", 0);
+    out->max_nodes = (int)mu_json_get_long(r, "max_nodes", 0);
+    snprintf(out->state, sizeof(out->state), "%s", mu_json_get_str(r, "state"));
+    snprintf(out->round_state, sizeof(out->round_state), "%s", mu_json_get_str(r, "round_state"));
+  }
+  cJSON_Delete(r);
+  return rc;
+}
+
+int mu_etcd3_revision(struct mu_etcd3 *e, long long *rev)
+{
+  cJSON *ans = NULL;
+  int rc = read_runs(e, R_COUNT, &ans);
+  *rev = rc == 0 ? header_rev(ans) : 0;
+  cJSON_Delete(ans);
+  return rc;
+}
+
+static int any_event(void *arg, const cJSON *events)
+{
+  (void)arg;
+  (void)events;
+  return 1;
+}
+
+int mu_etcd3_wait_change(struct mu_etcd3 *e, const char *run_id, long long after, long timeout_ms)
+{
+  e->errmsg[0] = '\0';
+  if (run_id != NULL && !valid_id(run_id)) {
+    say(e, "bad run id '%s'", run_id);
+    return MU_EINVAL;
+  }
+  char *prefix = run_id != NULL ? key_of(run_id, "%s", "") : mu_strdup("/muster/");
+  char *end = prefix_end(prefix);
+  struct wrange rs[1] = {{prefix, end, 0}};
+  int rc = watch(e, rs, 1, after + 1, now_ms() + timeout_ms, any_event, NULL, NULL);
+  if (rc == MU_ESTATE)
+    rc = 0; /* compacted past `after`: something changed */
+  mu_free(prefix);
+  mu_free(end);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The pure pieces, for tests/unit/test_etcd3.c
+ */
+
+char *mu__etcd3_b64(const void *p, size_t n)
+{
+  return b64(p, n);
+}
+
+char *mu__etcd3_unb64(const char *s, size_t *len)
+{
+  return unb64(s, len);
+}
+
+char *mu__etcd3_prefix_end(const char *prefix)
+{
+  return prefix_end(prefix);
+}
+
+long long mu__etcd3_int(const cJSON *o, const char *name)
+{
+  return jll(o, name);
+}
+
+unsigned mu__etcd3_bucket(const char *id)
+{
+  return bucket_of(id);
+}
+
+cJSON *mu__etcd3_range_value(const cJSON *txn_answer, int i)
+{
+  return kv_json(range_first(txn_range(txn_answer, i)));
+}
+
+long long mu__etcd3_header_rev(const cJSON *answer)
+{
+  return header_rev(answer);
+}
+
+const char *mu__etcd3_member(const struct mu_etcd3 *e, size_t i, int *port)
+{
+  if (i >= e->nm)
+    return NULL;
+  *port = e->m[i].port;
+  return e->m[i].host;
+}
+
+size_t mu__etcd3_current(const struct mu_etcd3 *e)
+{
+  return e->cur;
+}
+
+void mu__etcd3_next(struct mu_etcd3 *e)
+{
+  size_t tried = 1; /* not a full turn: no nap */
+  next_member(e, &tried);
+}
+
+int mu__etcd3_answer(struct mu_etcd3 *e, int status, const char *body, int *retry, int *relogin)
+{
+  struct mu_http_response r;
+  mu_http_response_init(&r, MAX_ANSWER);
+  r.status = status;
+  mu_buf_puts(&r.body, body);
+  int rc = error_answer(e, &e->m[e->cur], "/v3/kv/txn", &r, retry, relogin);
+  mu_http_response_release(&r);
   return rc;
 }

@@ -19,6 +19,8 @@
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 #include "muster/client.h"
 
 #define MU_ETCD3_SCHEME "etcd-v3://"
@@ -57,5 +59,51 @@ int mu_etcd3_kv_get(struct mu_etcd3 *e, const char *run_id, const char *key, lon
 int mu_etcd3_kv_add(struct mu_etcd3 *e, const char *run_id, const char *key, long delta,
                     long *value);
 int mu_etcd3_kv_delete(struct mu_etcd3 *e, const char *run_id, const char *key);
+
+/* What musterd's GET /v1/runs/{run_id} answers, read from etcd: run_id, "backend":"etcd-v3",
+ * state, reason, round, round_state (joining, active, broken), min_nodes, max_nodes, nnodes,
+ * waiting, members [{node_id, addr, local_world_size, node_rank, rank_offset}], config.
+ * Returns: 0; MU_ENOENT when etcd has no such run; MU_EINVAL (bad id); a call's error.
+ * Ownership: *out is the caller's (cJSON_Delete). */
+int mu_etcd3_run_json(struct mu_etcd3 *e, const char *run_id, cJSON **out);
+/* What GET /v1/runs answers: {"runs": [{run_id, state, round, round_state, nnodes, waiting}]}
+ * for every run under /muster/. Returns and ownership as mu_etcd3_run_json(). */
+int mu_etcd3_runs_json(struct mu_etcd3 *e, cJSON **out);
+/* The cluster's revision now (what a later mu_etcd3_wait_change() waits after).
+ * Returns: 0 or a call's error. */
+int mu_etcd3_revision(struct mu_etcd3 *e, long long *rev);
+/* Waits until a key of run_id (NULL: of any run) changes after revision `after`, at most
+ * timeout_ms. Returns: 0 on a change, MU_ETIMEDOUT, MU_ECANCELED, or a call's error. */
+int mu_etcd3_wait_change(struct mu_etcd3 *e, const char *run_id, long long after, long timeout_ms);
+/* mu_client_run_info() on etcd. Returns: as mu_etcd3_run_json(). */
+int mu_etcd3_run_info(struct mu_etcd3 *e, const char *run_id, struct mu_run_info *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * The pure pieces, exported for tests/unit/test_etcd3.c only (mu__: internals)
+ */
+
+/* Base64 of n bytes; the decoding of s (NUL-terminated, *len its length; "" for bad input).
+ * Ownership: the results are the caller's (mu_free). */
+char *mu__etcd3_b64(const void *p, size_t n);
+char *mu__etcd3_unb64(const char *s, size_t *len);
+/* The end of the key range of every key that starts with prefix. Ownership: the caller's. */
+char *mu__etcd3_prefix_end(const char *prefix);
+/* etcd's int64 field: a string, a number, or 0 when absent. */
+long long mu__etcd3_int(const cJSON *o, const char *name);
+/* The bucket (0..63) of a node id in a big run. */
+unsigned mu__etcd3_bucket(const char *id);
+/* The JSON value of the first key of responses[i] of a txn answer (NULL: none, or not JSON).
+ * Ownership: the caller's. */
+cJSON *mu__etcd3_range_value(const cJSON *txn_answer, int i);
+/* The header's revision of an answer (0 when absent). */
+long long mu__etcd3_header_rev(const cJSON *answer);
+/* Member i (NULL past the last) and its port; the member calls go to now; the next one. */
+const char *mu__etcd3_member(const struct mu_etcd3 *e, size_t i, int *port);
+size_t mu__etcd3_current(const struct mu_etcd3 *e);
+void mu__etcd3_next(struct mu_etcd3 *e);
+/* How a call takes an answer other than 200 from the current member: MU_EAUTH (a refusal, no
+ * other member asked) or MU_EHTTP, *retry (ask the next member), *relogin (token expired);
+ * the words in mu_etcd3_errmsg(). */
+int mu__etcd3_answer(struct mu_etcd3 *e, int status, const char *body, int *retry, int *relogin);
 
 #endif

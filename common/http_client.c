@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -210,6 +211,21 @@ out:
   if (rc != 0)
     snprintf(c->errmsg, sizeof(c->errmsg), "%s", c->tls_err);
   return rc;
+}
+
+static const char *env_file(const char *name)
+{
+  const char *v = getenv(name);
+  return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+int mu_http_client_tls_from_env(struct mu_http_client *c, int https)
+{
+  const char *ca = env_file("MUSTER_RDZV_CACERT"), *cert = env_file("MUSTER_RDZV_CERT");
+  const char *key = env_file("MUSTER_RDZV_KEY");
+  if (!https && ca == NULL && cert == NULL && key == NULL)
+    return 0;
+  return mu_http_client_set_tls(c, ca, cert, key);
 }
 
 void mu_http_client_set_bearer(struct mu_http_client *c, const char *token)

@@ -56,6 +56,12 @@ void mu_http_client_set_cancel_fd(struct mu_http_client *c, int fd);
 int mu_http_client_set_tls(struct mu_http_client *c, const char *ca_file, const char *cert_file,
                            const char *key_file);
 
+/* The rendezvous clients' TLS (docs/security.md), for musterd and etcd alike: speaks TLS when
+ * `https` is nonzero or any of MUSTER_RDZV_CACERT, MUSTER_RDZV_CERT, MUSTER_RDZV_KEY is set
+ * (empty = unset), with those files, as mu_http_client_set_tls().
+ * Returns: 0 (also when TLS is not asked for), or what mu_http_client_set_tls() returns. */
+int mu_http_client_tls_from_env(struct mu_http_client *c, int https);
+
 /* Sends `Authorization: Bearer <token>` with every request (NULL or "" = none). The token is
  * copied, never logged, and wiped on free. */
 void mu_http_client_set_bearer(struct mu_http_client *c, const char *token);

@@ -97,6 +97,12 @@ static int etcd3_shutdown(struct mu_rdzv *r, const char *run_id, const char *rea
   return said(r, mu_etcd3_end(etcd_of(r), run_id, 0, reason), err);
 }
 
+static int etcd3_run_info(struct mu_rdzv *r, const char *run_id, struct mu_run_info *out,
+                          struct mu_buf *err)
+{
+  return said(r, mu_etcd3_run_info(etcd_of(r), run_id, out), err);
+}
+
 static int etcd3_barrier(struct mu_rdzv *r, const char *run_id, const char *name, int count,
                          const char *id, long timeout_ms, long *generation, struct mu_buf *err)
 {
@@ -128,6 +134,7 @@ const struct mu_rdzv_ops mu_rdzv_etcd3 = {
     .watch = etcd3_watch,
     .leave = etcd3_leave,
     .shutdown = etcd3_shutdown,
+    .run_info = etcd3_run_info,
     .barrier = etcd3_barrier,
     .kv_put = etcd3_kv_put,
     .kv_get = etcd3_kv_get,

@@ -1,6 +1,9 @@
-/* muster rdzv ENDPOINT [RUN] [--json] [--watch]: what a musterd's rendezvous holds, from the
- * command line: every run (or one) with its state, round, members and the last run events;
- * --watch prints it again at every run event (the /v1/events long poll, as the status page).
+/* muster rdzv ENDPOINT [RUN] [--json] [--watch]: what a rendezvous holds, from the command
+ * line: every run (or one) with its state, round, members and, on musterd, the last run events;
+ * --watch prints it again at every run event (musterd: the /v1/events long poll, as the status
+ * page; etcd: a watch of the runs' keys). ENDPOINT is a musterd's HOST:PORT or an etcd v3
+ * cluster, etcd-v3://H:P[,H:P...] (common/etcd3.c reads it in musterd's shape); it may also be
+ * given as --endpoint, as -cfg rdzv= takes it.
  * Exit: 0; 1 when the endpoint cannot be read or the run does not exist; 2 bad command line.
  */
 #include <stdint.h>
@@ -15,18 +18,22 @@
 
 #include "alloc.h"
 #include "cmds.h"
+#include "etcd3.h"
 #include "http_client.h"
 #include "json.h"
 #include "log.h"
 #include "opts.h"
 
 static const char usage_text[] =
-    "muster rdzv [--json] [--watch] [--token T] HOST:PORT [RUN]\n\n"
-    "The runs of the musterd at HOST:PORT (or one RUN): state, round, members, last events;\n"
-    "--watch prints them again at every run event";
+    "muster rdzv [--json] [--watch] [--token T] HOST:PORT|etcd-v3://H:P[,H:P...] [RUN]\n"
+    "muster rdzv [options] --endpoint ENDPOINT [RUN]\n\n"
+    "The runs of the musterd at HOST:PORT, or of an etcd v3 cluster (or one RUN): state, round,\n"
+    "members, last events (musterd); --watch prints them again at every run event.\n"
+    "TLS and etcd's user/password come from MUSTER_RDZV_CACERT, _CERT, _KEY, _USER, _PASSWORD";
 
 struct conn {
-  struct mu_http_client *c;
+  struct mu_http_client *c; /* a musterd, or */
+  struct mu_etcd3 *e;       /* an etcd v3 cluster */
   const char *endpoint;
 };
 
@@ -129,6 +136,26 @@ static void print_events(const cJSON *ev, const char *run, long limit)
   }
 }
 
+/* The run list (path NULL) or one run, from musterd or etcd, in musterd's JSON.
+ * Returns: 0, 1 when there is no such run, or -1 with the error printed. */
+static int get_runs(struct conn *k, const char *run, cJSON **out)
+{
+  if (k->e == NULL) {
+    char *path = run != NULL ? mu_asprintf("/v1/runs/%s", run) : mu_strdup("/v1/runs");
+    int rc = get_json(k, path, 0, out);
+    mu_free(path);
+    return rc;
+  }
+  int rc = run != NULL ? mu_etcd3_run_json(k->e, run, out) : mu_etcd3_runs_json(k->e, out);
+  if (rc == MU_ENOENT)
+    return 1;
+  if (rc != 0) {
+    mu_error("cannot read the runs from etcd at '%s': %s", k->endpoint, mu_etcd3_errmsg(k->e));
+    return -1;
+  }
+  return 0;
+}
+
 /* One picture of the server (or of one run). Returns: 0, or an exit code. */
 static int show(struct conn *k, const char *run, int json, const cJSON *ev)
 {
@@ -140,17 +167,15 @@ static int show(struct conn *k, const char *run, int json, const cJSON *ev)
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "run_id", run);
     cJSON_AddItemToArray(one, r);
-  } else if (get_json(k, "/v1/runs", 0, &runs) != 0) {
+  } else if (get_runs(k, NULL, &runs) != 0) {
     rc = 1;
     goto out;
   }
   const cJSON *r;
   cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(runs, "runs"))
   {
-    char *path = mu_asprintf("/v1/runs/%s", str(r, "run_id"));
     cJSON *full = NULL;
-    int g = get_json(k, path, 0, &full);
-    mu_free(path);
+    int g = get_runs(k, str(r, "run_id"), &full);
     if (g == 1 && run != NULL) {
       mu_error("'%s' has no run '%s' (see 'muster rdzv %s')", k->endpoint, run, k->endpoint);
       rc = 1;
@@ -190,14 +215,51 @@ out:
   return rc;
 }
 
+/* muster rdzv on an etcd v3 cluster: no run events there; --watch waits for any change. */
+static int rdzv_etcd(struct conn *k, const char *run, int json, int watch)
+{
+  char err[512];
+  if (mu_etcd3_new(k->endpoint, &k->e, err, sizeof(err)) != 0) {
+    mu_error("%s", err);
+    return MU_EXIT_USAGE;
+  }
+  int rc = 0;
+  for (;;) {
+    long long rev = 0;
+    if (mu_etcd3_revision(k->e, &rev) != 0) {
+      mu_error("cannot read etcd at '%s': %s", k->endpoint, mu_etcd3_errmsg(k->e));
+      rc = 1;
+      break;
+    }
+    rc = show(k, run, json, NULL);
+    if (rc != 0 || !watch)
+      break;
+    int w;
+    do
+      w = mu_etcd3_wait_change(k->e, run, rev, 25000);
+    while (w == MU_ETIMEDOUT);
+    if (w != 0) {
+      mu_error("watching etcd at '%s': %s", k->endpoint, mu_etcd3_errmsg(k->e));
+      rc = 1;
+      break;
+    }
+    if (!json)
+      printf("\n");
+  }
+  mu_etcd3_free(k->e);
+  return rc ? MU_EXIT_FAILED : MU_EXIT_OK;
+}
+
 int cmd_rdzv(int argc, char **argv)
 {
   int json = 0, watch = 0;
-  const char *token = NULL;
+  const char *token = NULL, *endpoint = NULL;
   struct mu_opt opts[] = {
       MU_OPT_BOOL(0, "json", &json, "print one JSON object (per event with --watch)"),
       MU_OPT_BOOL(0, "watch", &watch, "print again at every run event, until interrupted"),
       MU_OPT_STRING(0, "token", &token, "T", "a bearer token of musterd's --token-file"),
+      MU_OPT_STRING(0, "endpoint", &endpoint, "E",
+                    "the rendezvous: HOST:PORT of a musterd or etcd-v3://H:P[,H:P...]"),
       MU_OPT_END(),
   };
   int n = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT, usage_text);
@@ -205,21 +267,28 @@ int cmd_rdzv(int argc, char **argv)
     return MU_EXIT_OK;
   if (n < 0)
     return MU_EXIT_USAGE;
-  if (argc - n < 1 || argc - n > 2) {
-    mu_error("muster rdzv needs HOST:PORT of a musterd, and optionally a run id: 'muster rdzv "
-             "127.0.0.1:2379 job8'");
+  int npos = endpoint != NULL ? 0 : 1;
+  if (argc - n < npos || argc - n > npos + 1) {
+    mu_error("muster rdzv needs HOST:PORT of a musterd or etcd-v3://H:P[,H:P...] of an etcd "
+             "cluster, and optionally a run id: 'muster rdzv 127.0.0.1:2379 job8'");
     return MU_EXIT_USAGE;
   }
-  const char *endpoint = argv[n], *run = argc - n == 2 ? argv[n + 1] : NULL;
+  if (endpoint == NULL)
+    endpoint = argv[n++];
+  const char *run = argc - n == 1 ? argv[n] : NULL;
+  if (strncmp(endpoint, MU_ETCD3_SCHEME, strlen(MU_ETCD3_SCHEME)) == 0) {
+    struct conn k = {NULL, NULL, endpoint};
+    return rdzv_etcd(&k, run, json, watch);
+  }
   const char *colon = strrchr(endpoint, ':');
   long port = 0;
   if (colon == NULL || colon == endpoint || mu_parse_long(colon + 1, 1, 65535, &port) != 0) {
-    mu_error("'%s' is not HOST:PORT (e.g. 127.0.0.1:2379)", endpoint);
+    mu_error("'%s' is not HOST:PORT (e.g. 127.0.0.1:2379) or etcd-v3://HOST:PORT[,...]", endpoint);
     return MU_EXIT_USAGE;
   }
   char host[256];
   snprintf(host, sizeof(host), "%.*s", (int)(colon - endpoint), endpoint);
-  struct conn k = {mu_http_client_new(host, (int)port), endpoint};
+  struct conn k = {mu_http_client_new(host, (int)port), NULL, endpoint};
   if (token != NULL)
     mu_http_client_set_bearer(k.c, token);
   cJSON *ev = NULL;

@@ -6,11 +6,11 @@
 
 #include <cjson/cJSON.h>
 
+#include "muster/client.h"
 #include "muster/mu.h"
 
 #include "alloc.h"
 #include "cmd_util.h"
-#include "http_client.h"
 #include "log.h"
 #include "opts.h"
 #include "suggest.h"
@@ -229,38 +229,21 @@ void mu_cli_job_release(struct mu_cli_job *j)
   *j = (struct mu_cli_job)MU_CLI_JOB_INIT;
 }
 
-/* The rendezvous round of run `app_id` on the job's musterd, as " | rdzv round R: N of MIN:MAX
- * nodes (W waiting)", or "" when there is none (yet). Bounded to 200 ms. */
+/* The rendezvous round of run `app_id` on the job's rendezvous (musterd, or an etcd-v3://
+ * cluster), as " | rdzv round R: N nodes (of MIN:MAX), W waiting", or "" when there is none
+ * (yet). Bounded to about 200 ms. */
 void mu_cli_rdzv_line(const char *endpoint, const char *app_id, char *out, size_t n)
 {
   out[0] = '\0';
-  const char *colon = endpoint ? strrchr(endpoint, ':') : NULL;
-  long port;
-  if (colon == NULL || mu_parse_long(colon + 1, 1, 65535, &port) != 0)
+  struct mu_client *c = NULL;
+  struct mu_run_info ri;
+  if (endpoint == NULL || mu_client_new(endpoint, &c) != 0)
     return;
-  char host[128];
-  snprintf(host, sizeof(host), "%.*s", (int)(colon - endpoint), endpoint);
-  struct mu_http_client *c = mu_http_client_new(host, (int)port);
-  struct mu_http_response resp;
-  mu_http_response_init(&resp, 1 << 16);
-  char path[512];
-  snprintf(path, sizeof(path), "/v1/runs/%s", app_id);
-  mu_http_client_set_connect_timeout(c, 100);
-  if (mu_http_request(c, "GET", path, NULL, NULL, 0, 200, &resp) == 0 && resp.status == 200) {
-    cJSON *o = cJSON_Parse(mu_buf_str(&resp.body));
-    const cJSON *round = cJSON_GetObjectItem(o, "round");
-    const cJSON *nn = cJSON_GetObjectItem(o, "nnodes");
-    const cJSON *mn = cJSON_GetObjectItem(o, "min_nodes");
-    const cJSON *mx = cJSON_GetObjectItem(o, "max_nodes");
-    const cJSON *w = cJSON_GetObjectItem(o, "waiting");
-    if (cJSON_IsNumber(round) && cJSON_IsNumber(nn))
-      snprintf(out, n, " | rdzv round %d: %d nodes (of %d:%d), %d waiting", round->valueint,
-               nn->valueint, cJSON_IsNumber(mn) ? mn->valueint : 0,
-               cJSON_IsNumber(mx) ? mx->valueint : 0, cJSON_IsNumber(w) ? w->valueint : 0);
-    cJSON_Delete(o);
-  }
-  mu_http_response_release(&resp);
-  mu_http_client_free(c);
+  mu_client_set_timeout(c, 200);
+  if (mu_client_run_info(c, app_id, &ri) == 0)
+    snprintf(out, n, " | rdzv round %ld: %d nodes (of %d:%d), %d waiting", ri.round, ri.nnodes,
+             ri.min_nodes, ri.max_nodes, ri.waiting);
+  mu_client_free(c);
 }
 
 /* Seconds the job ran (to its end, or to now while it runs). */

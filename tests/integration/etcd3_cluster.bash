@@ -46,6 +46,15 @@ etcd3_revive() {
   etcd3_spawn "$1"
   t_until 30 etcd3_healthy "$1" || t_fail "etcd member $1 did not come back"
 }
+# Stops every member at once (SIGKILL by PID: their data is the test's own; a SIGTERM'd member of
+# a cluster that is going away waits for its peers, and t_cleanup's 5 s with it).
+etcd3_stop() {
+  local i
+  for i in 0 1 2; do
+    [ -n "${EC_PID[$i]:-}" ] && kill -KILL -- "-${EC_PID[$i]}" 2>/dev/null
+  done
+  return 0
+}
 etcd3_healthy() { curl -s --max-time 1 "http://127.0.0.1:${EC_PORT[$1]}/health" | grep -q '"true"'; }
 
 # The index of the member that leads now (after waiting for one), or nothing.

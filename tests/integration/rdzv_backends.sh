@@ -216,4 +216,5 @@ for B in ${BACKENDS:-muster etcd-v3}; do
   fi
 done
 agent_dump_logs
+etcd3_stop
 t_done

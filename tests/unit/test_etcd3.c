@@ -1,0 +1,220 @@
+/* common/etcd3.c: the pure pieces of the etcd v3 client (base64, key ranges, etcd's JSON
+ * answers, how an error answer is taken, the endpoint list and its rotation). The protocol
+ * itself runs against real etcd clusters in tests/integration/rdzv_backends.sh,
+ * etcd3_secure.sh and etcd3_bigrun.sh. */
+#include <cjson/cJSON.h>
+
+#include "muster/errno.h"
+
+#include "alloc.h"
+#include "buf.h"
+#include "etcd3.h"
+#include "task.h"
+
+TEST(etcd3__base64_round_trips)
+{
+  static const char *const in[] = {"", "a", "ab", "abc", "abcd", "/muster/run/n/0000000000/x"};
+  static const char *const want[] = {
+      "", "YQ==", "YWI=", "YWJj", "YWJjZA==", "L211c3Rlci9ydW4vbi8wMDAwMDAwMDAwL3g="};
+  for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+    char *b = mu__etcd3_b64(in[i], strlen(in[i]));
+    ASSERT_STR_EQ(b, want[i]);
+    size_t n = 99;
+    char *back = mu__etcd3_unb64(b, &n);
+    ASSERT_EQ(n, strlen(in[i]));
+    ASSERT_STR_EQ(back, in[i]);
+    mu_free(b);
+    mu_free(back);
+  }
+  /* bytes that are not text, a NUL among them */
+  const unsigned char bin[] = {0, 255, 10, 0, 128};
+  char *b = mu__etcd3_b64(bin, sizeof(bin));
+  size_t n = 0;
+  char *back = mu__etcd3_unb64(b, &n);
+  ASSERT_EQ(n, sizeof(bin));
+  ASSERT_EQ(memcmp(back, bin, n), 0);
+  mu_free(b);
+  mu_free(back);
+}
+
+TEST(etcd3__base64_bad_input_is_empty)
+{
+  size_t n = 99;
+  char *v = mu__etcd3_unb64("!!!", &n);
+  ASSERT_EQ(n, 0);
+  ASSERT_STR_EQ(v, "");
+  mu_free(v);
+  v = mu__etcd3_unb64(NULL, &n);
+  ASSERT_EQ(n, 0);
+  mu_free(v);
+}
+
+TEST(etcd3__prefix_end_bounds_the_prefix)
+{
+  char *e = mu__etcd3_prefix_end("/muster/job/n/0000000001/");
+  ASSERT_STR_EQ(e, "/muster/job/n/00000000010");
+  /* every key of the level sorts inside [prefix, end), the next level does not */
+  ASSERT(strcmp("/muster/job/n/0000000001/zzz", e) < 0);
+  ASSERT(strcmp("/muster/job/n/0000000002/a", e) > 0);
+  mu_free(e);
+  e = mu__etcd3_prefix_end("/muster/");
+  ASSERT_STR_EQ(e, "/muster0");
+  mu_free(e);
+}
+
+TEST(etcd3__int64_fields_as_etcd_writes_them)
+{
+  cJSON *o = cJSON_Parse("{\"revision\":\"9007199254740993\",\"count\":12,\"raft_term\":\"x\"}");
+  ASSERT_EQ(mu__etcd3_int(o, "revision"), 9007199254740993LL); /* past a double's 2^53 */
+  ASSERT_EQ(mu__etcd3_int(o, "count"), 12);
+  ASSERT_EQ(mu__etcd3_int(o, "version"), 0); /* etcd leaves zero out */
+  ASSERT_EQ(mu__etcd3_int(o, "raft_term"), 0);
+  cJSON_Delete(o);
+}
+
+TEST(etcd3__txn_answer_parsing)
+{
+  /* a txn answer as the gateway sends it: a range with one kv whose value is base64 JSON, an
+   * empty range (no "kvs"), a count */
+  char *val = mu__etcd3_b64("{\"round\":3,\"max\":4}", strlen("{\"round\":3,\"max\":4}"));
+  char ans_text[1024];
+  snprintf(ans_text, sizeof(ans_text),
+           "{\"header\":{\"cluster_id\":\"1\",\"revision\":\"77\"},\"succeeded\":true,"
+           "\"responses\":[{\"response_range\":{\"header\":{},\"kvs\":[{\"key\":\"eA==\","
+           "\"create_revision\":\"5\",\"mod_revision\":\"70\",\"version\":\"2\",\"value\":\"%s\"}],"
+           "\"count\":\"1\"}},{\"response_range\":{\"header\":{}}},"
+           "{\"response_range\":{\"header\":{},\"count\":\"300\"}}]}",
+           val);
+  cJSON *ans = cJSON_Parse(ans_text);
+  ASSERT_NOT_NULL(ans);
+  ASSERT_EQ(mu__etcd3_header_rev(ans), 77);
+  cJSON *v = mu__etcd3_range_value(ans, 0);
+  ASSERT_NOT_NULL(v);
+  ASSERT_EQ(cJSON_GetObjectItem(v, "round")->valueint, 3);
+  cJSON_Delete(v);
+  ASSERT_NULL(mu__etcd3_range_value(ans, 1)); /* no key */
+  ASSERT_NULL(mu__etcd3_range_value(ans, 7)); /* no such response */
+  cJSON_Delete(ans);
+  mu_free(val);
+}
+
+TEST(etcd3__buckets_spread_and_agree)
+{
+  int hits[64] = {0};
+  char id[32];
+  for (int i = 0; i < 6400; i++) {
+    snprintf(id, sizeof(id), "host-%d-ab12", i);
+    unsigned b = mu__etcd3_bucket(id);
+    ASSERT(b < 64);
+    ASSERT_EQ(b, mu__etcd3_bucket(id)); /* every node computes the same */
+    hits[b]++;
+  }
+  for (int b = 0; b < 64; b++)
+    ASSERT(hits[b] > 50 && hits[b] < 150); /* 100 each on average */
+}
+
+TEST(etcd3__endpoints_parse_and_rotate)
+{
+  struct mu_etcd3 *e = NULL;
+  char err[256];
+  ASSERT_EQ(mu_etcd3_new("etcd-v3://h1:2379,http://127.0.0.1:2380,https://[::1]:2381", &e, err,
+                         sizeof(err)),
+            0);
+  int port = 0;
+  ASSERT_STR_EQ(mu__etcd3_member(e, 0, &port), "h1");
+  ASSERT_EQ(port, 2379);
+  ASSERT_STR_EQ(mu__etcd3_member(e, 1, &port), "127.0.0.1");
+  ASSERT_EQ(port, 2380);
+  ASSERT_STR_EQ(mu__etcd3_member(e, 2, &port), "::1");
+  ASSERT_EQ(port, 2381);
+  ASSERT_NULL(mu__etcd3_member(e, 3, &port));
+  /* the next member, then the one after, then back: every member is used in turn */
+  size_t first = mu__etcd3_current(e), seen = 0;
+  for (int i = 0; i < 3; i++) {
+    seen |= (size_t)1 << mu__etcd3_current(e);
+    mu__etcd3_next(e);
+  }
+  ASSERT_EQ(seen, 7);
+  ASSERT_EQ(mu__etcd3_current(e), first);
+  mu_etcd3_free(e);
+  /* the members alone, without the scheme */
+  ASSERT_EQ(mu_etcd3_new("127.0.0.1:1", &e, err, sizeof(err)), 0);
+  mu_etcd3_free(e);
+}
+
+TEST(etcd3__bad_endpoints_are_named)
+{
+  struct mu_etcd3 *e = NULL;
+  char err[256];
+  ASSERT_EQ(mu_etcd3_new("etcd-v3://h1:2379,nope", &e, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NULL(e);
+  ASSERT_NOT_NULL(strstr(err, "'nope'"));
+  ASSERT_NOT_NULL(strstr(err, "HOST:PORT"));
+  ASSERT_EQ(mu_etcd3_new("etcd-v3://", &e, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(err, "no etcd endpoint"));
+  struct mu_buf many = MU_BUF_INIT(SIZE_MAX);
+  mu_buf_puts(&many, "etcd-v3://");
+  for (int i = 0; i < 17; i++)
+    mu_buf_printf(&many, "%sh%d:1", i ? "," : "", i);
+  ASSERT_EQ(mu_etcd3_new(many.data, &e, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(err, "more than 16"));
+  mu_buf_release(&many);
+}
+
+TEST(etcd3__error_answers_retry_refuse_or_relogin)
+{
+  struct mu_etcd3 *e = NULL;
+  char err[256];
+  ASSERT_EQ(mu_etcd3_new("127.0.0.1:1,127.0.0.1:2", &e, err, sizeof(err)), 0);
+  int retry = -1, relogin = -1;
+  /* no leader: the next member may have one */
+  ASSERT_EQ(mu__etcd3_answer(e, 503,
+                             "{\"error\":\"etcdserver: no leader\",\"code\":14,"
+                             "\"message\":\"etcdserver: no leader\"}",
+                             &retry, &relogin),
+            MU_EHTTP);
+  ASSERT_EQ(retry, 1);
+  ASSERT_EQ(relogin, 0);
+  /* the gateway wraps some errors: {"error": {...}} */
+  ASSERT_EQ(mu__etcd3_answer(e, 500,
+                             "{\"error\":{\"message\":\"context deadline exceeded\","
+                             "\"code\":4}}",
+                             &retry, &relogin),
+            MU_EHTTP);
+  ASSERT_EQ(retry, 1);
+  /* a compare that etcd refuses: no other member thinks otherwise */
+  ASSERT_EQ(mu__etcd3_answer(e, 400,
+                             "{\"error\":\"etcdserver: duplicate key given in txn "
+                             "request\",\"code\":3,\"message\":\"etcdserver: duplicate key "
+                             "given in txn request\"}",
+                             &retry, &relogin),
+            MU_EHTTP);
+  ASSERT_EQ(retry, 0);
+  ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "duplicate key"));
+  /* auth: refusals with what to change */
+  ASSERT_EQ(mu__etcd3_answer(e, 400, "{\"message\":\"etcdserver: user name is empty\",\"code\":3}",
+                             &retry, &relogin),
+            MU_EAUTH);
+  ASSERT_EQ(retry, 0);
+  ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "MUSTER_RDZV_USER"));
+  ASSERT_EQ(mu__etcd3_answer(e, 403, "{\"message\":\"etcdserver: permission denied\",\"code\":7}",
+                             &retry, &relogin),
+            MU_EAUTH);
+  ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "readwrite /muster/"));
+  ASSERT_EQ(mu__etcd3_answer(e, 400,
+                             "CommonName of client sending a request against gateway will be "
+                             "ignored and not used as expected\n",
+                             &retry, &relogin),
+            MU_EAUTH);
+  ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "without CN"));
+  /* an expired token: log in again */
+  ASSERT_EQ(mu__etcd3_answer(e, 401, "{\"message\":\"etcdserver: invalid auth token\",\"code\":16}",
+                             &retry, &relogin),
+            MU_EHTTP);
+  ASSERT_EQ(relogin, 1);
+  ASSERT_EQ(retry, 1);
+  /* not etcd at all */
+  ASSERT_EQ(mu__etcd3_answer(e, 404, "", &retry, &relogin), MU_EHTTP);
+  ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "not an etcd v3 answer"));
+  mu_etcd3_free(e);
+}
