@@ -248,6 +248,13 @@ void v1_set_run_gc_ms(struct rv_server *srv, uint64_t gc_ms)
     rdzv_set_gc_ms(v->rv, gc_ms);
 }
 
+void v1_set_limits(struct rv_server *srv, const struct rdzv_limits *l)
+{
+  struct v1 *v = rv_server_module_data(srv, "rdzv");
+  if (v && v->rv)
+    rdzv_set_limits(v->rv, l);
+}
+
 struct rdzv *v1_rdzv(struct rv_server *srv)
 {
   struct v1 *v = rv_server_module_data(srv, "rdzv");

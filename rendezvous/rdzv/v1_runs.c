@@ -59,6 +59,7 @@ void v1_join(struct rv_req *req)
   int64_t lws = 0, port = 0, min = 0, max = 0, lc = -1, jt = -1, ttl = -1;
   int with_members = 1;
   memset(&q, 0, sizeof(q));
+  q.client = rv_req_peer(req);
   if (v1_field_str_or_reply(req, j, "node_id", 1, &q.node_id) != 0 ||
       v1_field_str_or_reply(req, j, "addr", 1, &q.addr) != 0 ||
       v1_field_int_or_reply(req, j, "local_world_size", 0, 1, 65536, 1, &lws) != 0 ||

@@ -763,6 +763,13 @@ const char *rv_req_header(const struct rv_req *req, const char *name)
   return NULL;
 }
 
+const char *rv_req_peer(const struct rv_req *req)
+{
+  const struct rv_conn *c =
+      (const struct rv_conn *)((const char *)req - offsetof(struct rv_conn, req));
+  return c->peer;
+}
+
 const char *rv_req_param(const struct rv_req *req, const char *name)
 {
   for (size_t i = 0; i < req->nparams; i++)
@@ -1016,7 +1023,7 @@ void rv_conn_accept(struct rv_server *srv)
     if (srv->cfg.header_timeout_ms > 0)
       c->deadline = uv_now(srv->loop) + srv->cfg.header_timeout_ms;
   }
-  if (srv->gate.wants_peer) {
+  { /* the client address: per-client limits (the gate's quotas, /v1's runs per client) */
     struct sockaddr_storage sa;
     int salen = sizeof(sa);
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0) {

@@ -289,6 +289,10 @@ struct rv_req {
  * FormValue does), or NULL if absent. Ownership: borrowed, as the request. */
 const char *rv_req_param(const struct rv_req *req, const char *name);
 
+/* Returns: the client's address ("127.0.0.2"; "" when unknown, e.g. rv_server_feed()).
+ * Ownership: borrowed, as the request. */
+const char *rv_req_peer(const struct rv_req *req);
+
 /* Returns: the value of header `name` (case-insensitive), or NULL.
  * Ownership: borrowed, as the request. */
 const char *rv_req_header(const struct rv_req *req, const char *name);

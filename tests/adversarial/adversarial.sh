@@ -8,6 +8,8 @@
 #   server C: --max-output-bytes 65536 --quota-keys 300 (replies too large, deep paths;
 #             unfinished bodies: no short deadlines there)
 #   server D: TLS (certificates made with the openssl CLI) --header-timeout-ms 1000
+#   server E: --data-dir with small /v1 bounds (--v1-max-bytes 24 MiB,
+#             --v1-max-runs-per-client 5, --v1-max-lease-ms 60000), killed -9 and restarted
 . "$(dirname "$0")/../lib.sh"
 . "$MU_SOURCE_DIR/tests/integration/security_lib.bash" # sec_make_pki (needs openssl)
 
@@ -50,7 +52,28 @@ for c in too_large deep_path body_hoard; do
   run_case "$c" "$C_URL" "$C_PID"
 done
 run_case tls_half_open "$D_URL" "$D_PID"
-for pid in "$A_PID" "$C_PID" "$D_PID"; do
+# server E: /v1 with a data dir and small /v1 bounds. Row 5: the log grows by the change;
+# the byte bound; then kill -9 and the same /v1 state back (runs, rounds, KV). Row 10.
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-d.log"
+E_ARGS=(--data-dir "$T_DIR/v1data" --v1-max-bytes 25165824 --v1-max-runs-per-client 5
+  --v1-max-lease-ms 60000)
+t_start_musterd "${E_ARGS[@]}" || { t_fail "musterd E did not start"; t_done; }
+run_case v1_log "$MUSTERD_URL" "$MUSTERD_PID" "$T_DIR/v1data"
+timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-before.txt" 2>&1
+kill -9 "$MUSTERD_PID"
+wait "$MUSTERD_PID" 2>/dev/null
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-e1.log"
+t_start_musterd "${E_ARGS[@]}" || { t_fail "musterd E did not restart after kill -9"; t_done; }
+E_PID=$MUSTERD_PID
+timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-after.txt" 2>&1
+if grep -q '"v1log"' "$T_DIR/v1-before.txt" && cmp -s "$T_DIR/v1-before.txt" "$T_DIR/v1-after.txt"; then
+  t_ok "row 5: after kill -9 the /v1 state is back exactly (runs, rounds, members, KV)"
+else
+  t_fail "row 5: the /v1 state after kill -9 differs"
+  diff "$T_DIR/v1-before.txt" "$T_DIR/v1-after.txt" | head -20 | sed 's/^/# /'
+fi
+run_case v1_runs "$MUSTERD_URL" "$MUSTERD_PID"
+for pid in "$A_PID" "$C_PID" "$D_PID" "$E_PID"; do
   kill -0 "$pid" 2>/dev/null || t_fail "musterd (pid $pid) died during the attacks"
 done
 if grep -lE 'AddressSanitizer|LeakSanitizer|runtime error:' "$T_DIR"/musterd*.log >/dev/null 2>&1; then

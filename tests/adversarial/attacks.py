@@ -525,6 +525,160 @@ def case_deep_path(url, pid, data_url):
               "status %d %r" % (st, body[:160]))
     return ok
 
+# --------------------------------------------------------------------------------------------
+# Row 5: /v1 changes are logged as changes; /v1 has a server-wide byte bound (--v1-max-bytes)
+# Row 10: runs per client, and the lease a join may ask for, are bounded
+
+
+def v1(url, method, path, obj=None, raw=None, source=None, timeout=15.0):
+    """One /v1 request (from `source` address when given). Returns: (status, parsed or bytes,
+    headers)."""
+    h, p = hostport(url)
+    c = __import__("http.client").client.HTTPConnection(
+        h, p, timeout=timeout, source_address=(source, 0) if source else None)
+    body = json.dumps(obj).encode() if obj is not None else raw
+    c.request(method, path, body=body, headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    hdrs = dict((k.lower(), v) for k, v in r.getheaders())
+    c.close()
+    try:
+        return r.status, json.loads(data), hdrs
+    except ValueError:
+        return r.status, data, hdrs
+
+
+def join(url, run, node, n=1, source=None, **kw):
+    body = {"node_id": node, "addr": "10.0.0.%d" % (len(node) % 250), "min_nodes": n}
+    body.update(kw)
+    return v1(url, "POST", "/v1/runs/%s/join" % run, body, source=source)
+
+
+def wal_bytes(data_dir):
+    return sum(os.path.getsize(os.path.join(data_dir, f)) for f in os.listdir(data_dir)
+               if f.startswith("wal-"))
+
+
+V1_KEYS = ["big%d" % i for i in range(16)] + ["small", "ctr"]
+
+
+def case_v1_log(url, pid, data_dir):
+    import threading
+    ok = True
+    # a run with a round of 2 (a member then lost), an ended run, 16 values of 1 MiB
+    res = {}
+    ts = [threading.Thread(target=lambda n=n: res.__setitem__(n, join(url, "v1log", n, 2)))
+          for n in ("node-a", "node-b")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ok &= out(all(res[n][0] == 200 for n in res), "row 5: a round of 2 closed",
+              repr([res[n][:2] for n in res]))
+    join(url, "ended", "x")
+    v1(url, "POST", "/v1/runs/ended/close", {"reason": "done"})
+    base = wal_bytes(data_dir)
+    big = os.urandom(1 << 20)
+    for k in V1_KEYS[:16]:
+        st, b, _ = v1(url, "PUT", "/v1/runs/v1log/kv/" + k, raw=big)
+        if st != 200:
+            return out(False, "row 5: PUT of 1 MiB", "status %d %r" % (st, b))
+    grown = wal_bytes(data_dir) - base
+    ok &= out(grown < (16 << 20) + (64 << 10),
+              "row 5: 16 values of 1 MiB grew the log by %.1f MiB (was 136 MiB)" % (grown / 2**20),
+              "%d bytes" % grown)
+    before = wal_bytes(data_dir)
+    for i in range(20):
+        v1(url, "PUT", "/v1/runs/v1log/kv/small", raw=b"%d" % (i % 10))
+    v1(url, "POST", "/v1/runs/v1log/kv/ctr?add=7")
+    per = (wal_bytes(data_dir) - before) / 21.0
+    ok &= out(per < 512, "row 5: each 1-byte PUT then adds %.0f bytes to the log (was 16 MiB)"
+              % per, "%.0f bytes each" % per)
+    st, b, _ = v1(url, "POST", "/v1/runs/v1log/leave", {"node_id": "node-b", "status": "failed"})
+    ok &= out(st == 200, "row 5: a member leaves failed (the round breaks)", "%d %r" % (st, b))
+    # the server-wide bound (--v1-max-bytes 24 MiB): refused before anything is committed
+    n = 0
+    while n < 40:
+        st, b, _ = v1(url, "PUT", "/v1/runs/v1log/kv/fill%d" % n, raw=big)
+        if st != 200:
+            break
+        n += 1
+    msg = b.get("message", "") if isinstance(b, dict) else ""
+    ok &= out(st == 413 and "--v1-max-bytes" in msg and 4 <= n <= 8,
+              "row 5: past --v1-max-bytes a PUT is refused with 413 naming the option "
+              "(after %d more MiB)" % n, "status %d after %d: %r" % (st, n, b))
+    st, b, _ = v1(url, "GET", "/v1/runs/v1log/kv/fill%d" % n)
+    ok &= out(st == 404, "row 5: the refused PUT stored nothing", "status %d" % st)
+    size, fills = 1 << 19, []  # fill to within a few hundred bytes: a new run is refused too
+    while size >= 128 and len(fills) < 200:
+        k = "f%d" % len(fills)
+        if v1(url, "PUT", "/v1/runs/v1log/kv/" + k, raw=big[:size])[0] == 200:
+            fills.append(k)
+        else:
+            size //= 2
+    st, b, _ = join(url, "newrun", "n1")
+    msg = b.get("message", "") if isinstance(b, dict) else ""
+    ok &= out(st == 429 and "--v1-max-bytes" in msg,
+              "row 5: at the bound a join that would create a run is refused (429, names the "
+              "option)", "status %d %r" % (st, b))
+    ok &= out(v1(url, "GET", "/v1/runs/newrun")[0] == 404, "row 5: ... and no run was made")
+    for i in range(n):
+        v1(url, "DELETE", "/v1/runs/v1log/kv/fill%d" % i)
+    for k in fills:
+        v1(url, "DELETE", "/v1/runs/v1log/kv/" + k)
+    st, b, _ = join(url, "newrun", "n1")
+    ok &= out(st == 200, "row 5: deleting keys makes room again", "status %d %r" % (st, b))
+    return ok
+
+
+def case_v1_dump(url, pid, data_dir):
+    """Prints the /v1 state that must survive kill -9 (no leases or clocks), one JSON line."""
+    import hashlib
+    _, runs, _ = v1(url, "GET", "/v1/runs")
+    state = {}
+    for r in sorted(x["run_id"] for x in runs["runs"]):
+        _, info, _ = v1(url, "GET", "/v1/runs/" + r)
+        keep = {k: info[k] for k in ("state", "reason", "round", "round_state", "min_nodes",
+                                     "max_nodes", "nnodes", "nodes", "members", "config")}
+        kv = {}
+        for k in V1_KEYS:
+            st, b, h = v1(url, "GET", "/v1/runs/%s/kv/%s" % (r, k))
+            if st == 200:
+                kv[k] = [hashlib.sha256(b if isinstance(b, bytes) else
+                                        json.dumps(b).encode()).hexdigest()[:16],
+                         h.get("x-muster-kv-version")]
+        keep["kv"] = kv
+        state[r] = keep
+    print("state " + json.dumps(state, sort_keys=True))
+    return True
+
+
+def case_v1_runs(url, pid, data_dir):
+    ok = True
+    st, b, _ = join(url, "longlease", "n", lease_ttl_ms=86400000)
+    msg = b.get("message", "") if isinstance(b, dict) else ""
+    ok &= out(st == 400 and "--v1-max-lease-ms" in msg,
+              "row 10: a join asking for a day-long lease is refused naming --v1-max-lease-ms",
+              "status %d %r" % (st, b))
+    made = 0
+    for i in range(8):
+        st, b, _ = join(url, "c1-run%d" % i, "n", source="127.0.0.1", join_timeout_ms=300)
+        if st != 200:
+            break
+        made += 1
+    msg = b.get("message", "") if isinstance(b, dict) else ""
+    ok &= out(made == 5 and st == 429 and "--v1-max-runs-per-client" in msg,
+              "row 10: one client address creates 5 runs (--v1-max-runs-per-client 5), the "
+              "6th is refused with 429 naming the option", "made %d, then %d %r" % (made, st, b))
+    st, b, _ = join(url, "c1-run0", "other", source="127.0.0.1", join_timeout_ms=300)
+    ok &= out(st == 408, "row 10: joining a run that exists is not counted again (it waits for "
+              "a round, here until the run's 300 ms join timeout)", "status %d %r" % (st, b))
+    st, b, _ = join(url, "c2-run0", "n", source="127.0.0.2")
+    ok &= out(st == 200, "row 10: another client address still creates runs",
+              "status %d %r" % (st, b))
+    v1(url, "POST", "/v1/runs/c1-run0/close", {})
+    return ok
+
 
 CASES = {
     "too_large": case_too_large,
@@ -540,6 +694,9 @@ CASES = {
     "body_hoard": case_body_hoard,
     "tls_half_open": case_tls_half_open,
     "write_deadline": case_write_deadline,
+    "v1_log": case_v1_log,
+    "v1_dump": case_v1_dump,
+    "v1_runs": case_v1_runs,
 }
 
 
