@@ -143,6 +143,14 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
       MU_OPT_STRING(0, "name", &sv->name, "NAME", "member name in /v2/members (default musterd)"),
       MU_OPT_UINT(0, "max-connections", &sv->max_connections, "N",
                   "open connections before new ones get 503 (default 10000)", 1, UINT_MAX),
+      MU_OPT_UINT(0, "max-connections-per-address", &sv->max_connections_per_address, "N",
+                  "open connections from one client address before its new ones get 503 "
+                  "(default 1000)",
+                  1, UINT_MAX),
+      MU_OPT_UINT(0, "max-body-bytes-per-address", &sv->max_body_bytes_per_address, "N",
+                  "request bodies in progress from one client address before 503 (default 8 "
+                  "MiB, at least --max-body-bytes)",
+                  0, LONG_MAX),
       MU_OPT_UINT(0, "max-body-bytes", &sv->max_body_bytes, "N",
                   "request body limit, 413 (default 1 MiB)", 0, LONG_MAX),
       MU_OPT_UINT(0, "max-header-bytes", &sv->max_header_bytes, "N",

@@ -5,8 +5,9 @@
 #   server A: --header-timeout-ms 1000 --body-timeout-ms 1000 --write-timeout-ms 1000
 #             --quota-watchers-per-client 2 (the deadlines and the watcher quota)
 #   server B: --data-dir --fsync batch (the half-closed client)
-#   server C: --max-output-bytes 65536 --quota-keys 300 (replies too large, deep paths;
-#             unfinished bodies: no short deadlines there)
+#   server C: --max-output-bytes 65536 --quota-keys 300 --max-connections-per-address 20
+#             (replies too large, deep paths; unfinished bodies, per address: no short
+#             deadlines there)
 #   server D: TLS (certificates made with the openssl CLI) --header-timeout-ms 1000
 #   server E: --data-dir with small /v1 bounds (--v1-max-bytes 24 MiB,
 #             --v1-max-runs-per-client 5, --v1-max-lease-ms 60000), killed -9 and restarted
@@ -21,7 +22,8 @@ mv "$T_DIR/musterd.log" "$T_DIR/musterd-a.log"
 t_start_musterd --data-dir "$T_DIR/data" --fsync batch || { t_fail "musterd (data dir) did not start"; t_done; }
 B_URL=$MUSTERD_URL
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-b.log"
-t_start_musterd --max-output-bytes 65536 --quota-keys 300 || { t_fail "musterd C did not start"; t_done; }
+t_start_musterd --max-output-bytes 65536 --quota-keys 300 --max-connections-per-address 20 ||
+  { t_fail "musterd C did not start"; t_done; }
 C_URL=$MUSTERD_URL C_PID=$MUSTERD_PID
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-c.log"
 sec_make_pki "$T_DIR/pki" || t_done
@@ -48,7 +50,7 @@ run_case() {
 for c in redirect wait_spellings head_watch nul utf8 half_close slowloris no_read write_deadline; do
   run_case "$c" "$A_URL" "$A_PID" "$B_URL"
 done
-for c in too_large deep_path body_hoard; do
+for c in too_large deep_path body_hoard per_address; do
   run_case "$c" "$C_URL" "$C_PID"
 done
 run_case tls_half_open "$D_URL" "$D_PID"

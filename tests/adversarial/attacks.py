@@ -36,8 +36,9 @@ def hostport(url):
     return u.hostname, u.port
 
 
-def conn(url, timeout=5.0):
-    s = socket.create_connection(hostport(url), timeout=timeout)
+def conn(url, timeout=5.0, source=None):
+    s = socket.create_connection(hostport(url), timeout=timeout,
+                                 source_address=(source, 0) if source else None)
     return s
 
 
@@ -396,12 +397,13 @@ def case_no_read(url, pid, data_url):
 
 def case_body_hoard(url, pid, data_url):
     """Unfinished bodies of 1 MiB - 1 on many connections (nobody authenticated): the server
-    holds at most 64 x --max-body-bytes of them in total; past it, 503."""
+    holds at most 64 x --max-body-bytes of them in total; past it, 503. From 12 addresses, 8
+    at most each: under the per-address share, so the total bound is what refuses."""
     before = rss_kb(pid)
     socks, refused = [], 0
     chunk = b"x" * 65536
     for i in range(90):
-        s = conn(url)
+        s = conn(url, source="127.0.0.%d" % (10 + i % 12))
         s.sendall(b"PUT /v2/keys/adv/hoard HTTP/1.1\r\nHost: x\r\nContent-Type: "
                   b"application/x-www-form-urlencoded\r\nContent-Length: 1048575\r\n\r\nvalue=")
         try:
@@ -436,6 +438,49 @@ def case_body_hoard(url, pid, data_url):
     return out((after - before) / 1024.0 < 150, "row 2: RSS grew %.0f MB (was ~90 MB and "
                "unbounded with more connections)" % ((after - before) / 1024.0),
                "%d -> %d kB" % (before, after)) and ok
+
+
+def hold_body(url, source, n=1048575, path="/v2/keys/adv/share"):
+    """A connection from `source` that sends all but the last byte of an n-byte body."""
+    s = conn(url, source=source)
+    s.sendall(("PUT %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-"
+               "urlencoded\r\nContent-Length: %d\r\n\r\nvalue=" % (path, n)).encode())
+    s.sendall(b"x" * (n - 7))
+    return s
+
+
+def case_per_address(url, pid, data_url):
+    """Row 2, per address (--max-connections-per-address 20, --max-body-bytes-per-address 8
+    MiB by default): one address at its share is refused, another is still served."""
+    ok = True
+    held = [conn(url, source="127.0.0.2") for _ in range(20)]
+    time.sleep(0.2)
+    extra = conn(url, source="127.0.0.2")
+    data, how = read_until_closed(extra, limit=5.0)
+    ok &= out(data.startswith(b"HTTP/1.1 503") and b"--max-connections-per-address" in data,
+              "row 2: the 21st connection from one address gets 503 naming "
+              "--max-connections-per-address", "%s %r" % (how, data[:200]))
+    st, b = http(url, path="/version")
+    ok &= out(st == 200, "row 2: another address is served meanwhile", "status %d" % st)
+    for s in held + [extra]:
+        s.close()
+    bodies = [hold_body(url, "127.0.0.4") for _ in range(8)]
+    end = time.monotonic() + 8  # the server reads them at its pace: all 8 first
+    while (metric(url, "musterd_body_bytes") or 0) < 8 * 1048574 and time.monotonic() < end:
+        time.sleep(0.05)
+    ninth = hold_body(url, "127.0.0.4")
+    data, how = read_until_closed(ninth, limit=8.0)
+    ok &= out(data.startswith(b"HTTP/1.1 503") and b"--max-body-bytes-per-address" in data,
+              "row 2: a 9th unfinished 1 MiB body from one address gets 503 naming "
+              "--max-body-bytes-per-address (8 x 1 MiB held)", "%s %r" % (how, data[:200]))
+    other = hold_body(url, "127.0.0.5", n=20000, path="/v2/keys/adv/other")
+    other.sendall(b"x")
+    st, _, body = read_response(other, limit=8.0)
+    ok &= out(st in (200, 201), "row 2: meanwhile a 20 KB PUT from another address completes",
+              "status %d %r" % (st, body[:160]))
+    for s in bodies + [ninth, other]:
+        s.close()
+    return ok
 
 
 def case_write_deadline(url, pid, data_url):
@@ -695,6 +740,7 @@ CASES = {
     "tls_half_open": case_tls_half_open,
     "write_deadline": case_write_deadline,
     "v1_log": case_v1_log,
+    "per_address": case_per_address,
     "v1_dump": case_v1_dump,
     "v1_runs": case_v1_runs,
 }
