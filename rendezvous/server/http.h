@@ -283,6 +283,8 @@ struct rv_req {
   size_t nvars;
   const struct rv_route *route; /* the route that matched */
   void *user;                   /* free for the handler (e.g. its watcher) */
+  const char *principal; /* the credential the gate verified (its Authorization value), or NULL:
+                          * who the client is for per-client limits when auth is on */
 };
 
 /* Returns: the value of the first param called `name` (form body first, then query, as Go's

@@ -11,6 +11,7 @@
 #   server D: TLS (certificates made with the openssl CLI) --header-timeout-ms 1000
 #   server E: --data-dir with small /v1 bounds (--v1-max-bytes 24 MiB,
 #             --v1-max-runs-per-client 5, --v1-max-lease-ms 60000), killed -9 and restarted
+#   server F: --token-file, --v1-max-runs-per-client 2 (runs counted per credential)
 . "$(dirname "$0")/../lib.sh"
 . "$MU_SOURCE_DIR/tests/integration/security_lib.bash" # sec_make_pki (needs openssl)
 
@@ -75,7 +76,13 @@ else
   diff "$T_DIR/v1-before.txt" "$T_DIR/v1-after.txt" | head -20 | sed 's/^/# /'
 fi
 run_case v1_runs "$MUSTERD_URL" "$MUSTERD_PID"
-for pid in "$A_PID" "$C_PID" "$D_PID" "$E_PID"; do
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-e2.log"
+printf 'token-aaaa\ntoken-bbbb\n' >"$T_DIR/tokens"
+t_start_musterd --token-file "$T_DIR/tokens" --v1-max-runs-per-client 2 ||
+  { t_fail "musterd F did not start"; t_done; }
+F_PID=$MUSTERD_PID
+run_case v1_runs_auth "$MUSTERD_URL" "$MUSTERD_PID"
+for pid in "$A_PID" "$C_PID" "$D_PID" "$E_PID" "$F_PID"; do
   kill -0 "$pid" 2>/dev/null || t_fail "musterd (pid $pid) died during the attacks"
 done
 if grep -lE 'AddressSanitizer|LeakSanitizer|runtime error:' "$T_DIR"/musterd*.log >/dev/null 2>&1; then

@@ -575,14 +575,17 @@ def case_deep_path(url, pid, data_url):
 # Row 10: runs per client, and the lease a join may ask for, are bounded
 
 
-def v1(url, method, path, obj=None, raw=None, source=None, timeout=15.0):
+def v1(url, method, path, obj=None, raw=None, source=None, timeout=15.0, token=None):
     """One /v1 request (from `source` address when given). Returns: (status, parsed or bytes,
     headers)."""
     h, p = hostport(url)
     c = __import__("http.client").client.HTTPConnection(
         h, p, timeout=timeout, source_address=(source, 0) if source else None)
     body = json.dumps(obj).encode() if obj is not None else raw
-    c.request(method, path, body=body, headers={"Content-Type": "application/json"})
+    hdrs = {"Content-Type": "application/json"}
+    if token:
+        hdrs["Authorization"] = "Bearer " + token
+    c.request(method, path, body=body, headers=hdrs)
     r = c.getresponse()
     data = r.read()
     hdrs = dict((k.lower(), v) for k, v in r.getheaders())
@@ -593,10 +596,10 @@ def v1(url, method, path, obj=None, raw=None, source=None, timeout=15.0):
         return r.status, data, hdrs
 
 
-def join(url, run, node, n=1, source=None, **kw):
+def join(url, run, node, n=1, source=None, token=None, **kw):
     body = {"node_id": node, "addr": "10.0.0.%d" % (len(node) % 250), "min_nodes": n}
     body.update(kw)
-    return v1(url, "POST", "/v1/runs/%s/join" % run, body, source=source)
+    return v1(url, "POST", "/v1/runs/%s/join" % run, body, source=source, token=token)
 
 
 def wal_bytes(data_dir):
@@ -725,6 +728,24 @@ def case_v1_runs(url, pid, data_dir):
     return ok
 
 
+def case_v1_runs_auth(url, pid, data_url):
+    """With --token-file, runs are counted per credential (--v1-max-runs-per-client 2), not
+    per address: two tokens from the same address each create their 2 runs."""
+    ok = True
+    for tok in ("token-aaaa", "token-bbbb"):
+        made, st, b = 0, 0, None
+        for i in range(3):
+            st, b, _ = join(url, "%s-run%d" % (tok, i), "n", token=tok)
+            if st != 200:
+                break
+            made += 1
+        msg = b.get("message", "") if isinstance(b, dict) else ""
+        ok &= out(made == 2 and st == 429 and "credential#" in msg and tok not in msg,
+                  "row 10: with auth, %s creates 2 runs, the 3rd is refused for its credential "
+                  "(named by a hash, not the secret)" % tok, "made %d, then %d %r" % (made, st, b))
+    return ok
+
+
 CASES = {
     "too_large": case_too_large,
     "deep_path": case_deep_path,
@@ -741,6 +762,7 @@ CASES = {
     "write_deadline": case_write_deadline,
     "v1_log": case_v1_log,
     "per_address": case_per_address,
+    "v1_runs_auth": case_v1_runs_auth,
     "v1_dump": case_v1_dump,
     "v1_runs": case_v1_runs,
 }
