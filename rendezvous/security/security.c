@@ -120,8 +120,7 @@ static void sec_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
 
 int sec_attach(struct rv_server *srv, struct sec *sec)
 {
-  struct rv_gate g = {
-      sec, sec_quota_wants_peer(sec->quota), gate_auth, gate_admit, gate_release, gate_free};
+  struct rv_gate g = {sec, gate_auth, gate_admit, gate_release, gate_free};
   if (rv_server_set_gate(srv, &g) != 0) {
     sec_free(sec);
     return MU_EEXIST;

@@ -230,7 +230,6 @@ struct rv_ticket {
 
 struct rv_gate {
   void *data;
-  int wants_peer; /* record each connection's client address (per-client limits) */
   /* Right after the route is known, before the method check. Returns: 0 to go on, 1 when it
    * answered the request (use rv_refuse()). */
   int (*auth)(void *data, struct rv_req *req);
