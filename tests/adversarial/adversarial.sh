@@ -76,7 +76,22 @@ else
   diff "$T_DIR/v1-before.txt" "$T_DIR/v1-after.txt" | head -20 | sed 's/^/# /'
 fi
 run_case v1_runs "$MUSTERD_URL" "$MUSTERD_PID"
+# ... and through a graceful stop (a snapshot with the whole /v1 state) and start
+timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-before2.txt" 2>&1
+kill -TERM "$MUSTERD_PID"
+wait "$MUSTERD_PID" 2>/dev/null
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-e2.log"
+t_start_musterd "${E_ARGS[@]}" || { t_fail "musterd E did not restart after SIGTERM"; t_done; }
+E_PID=$MUSTERD_PID
+timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-after2.txt" 2>&1
+if grep -q '"c2-run0"' "$T_DIR/v1-before2.txt" && cmp -s "$T_DIR/v1-before2.txt" "$T_DIR/v1-after2.txt"; then
+  t_ok "row 5: after a snapshot and a restart the /v1 state is back exactly"
+else
+  t_fail "row 5: the /v1 state after a snapshot and a restart differs"
+  diff "$T_DIR/v1-before2.txt" "$T_DIR/v1-after2.txt" | head -20 | sed 's/^/# /'
+fi
+grep -q 'snap-' <(ls "$T_DIR/v1data") || t_fail "row 5: no snapshot was written at the stop"
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-e3.log"
 printf 'token-aaaa\ntoken-bbbb\n' >"$T_DIR/tokens"
 t_start_musterd --token-file "$T_DIR/tokens" --v1-max-runs-per-client 2 ||
   { t_fail "musterd F did not start"; t_done; }
