@@ -580,6 +580,13 @@ TEST(rdzv__encode_checked_and_total_kv_bounded)
   mu_buf_release(&msg);
   ASSERT_EQ(rdzv_kv_del(e.rv, "job1", "k0"), 0);
   ASSERT_EQ(rdzv_kv_set(e.rv, "job2", "one", "1", 1, &ver), 0);
+  /* every byte counted is given back: runs ended and forgotten leave 0 */
+  const char *runs[] = {"job0", "job1", "job2"};
+  for (int i = 0; i < 3; i++)
+    ASSERT_EQ(rdzv_end(e.rv, runs[i], 0, NULL), 0);
+  rdzv_gc(e.rv);
+  rdzv_bytes(e.rv, &used, &max);
+  ASSERT_EQ(used, 0);
   mu_free(big);
   env_done(&e);
 }
