@@ -756,9 +756,9 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     run = rdzv_run_new(rv, run_id, &cfg);
     run->owner = owner;
     rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);
-  } else if (rdzv_find_node(run, req->node_id) == NULL &&
+  } else if (run->state == RDZV_RUN_OPEN && rdzv_find_node(run, req->node_id) == NULL &&
              rdzv_over_bytes(rv, NODE_COST + strlen(req->node_id), err)) {
-    return RDZV_ETOO_MANY;
+    return RDZV_ETOO_MANY; /* (an ended run answers run_closed/run_shut below instead) */
   }
   rdzv_wait_start(w, RDZV_W_JOIN, run, NULL);
   w->with_members = req->with_members;
