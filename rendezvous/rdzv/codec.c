@@ -275,7 +275,7 @@ static void get_members(struct rd *r, struct rdzv_run *run, struct rdzv_round *r
     mu_free(m.id);
     uint32_t flags = m.flags, lws = m.lws;
     uint64_t rank_offset = m.rank_offset;
-    n->addr = m.addr;
+    rdzv_node_set_addr(n, m.addr);
     n->lws = lws;
     n->master_port = m.port;
     n->round = rd;
@@ -458,8 +458,7 @@ static void apply_member(struct rd *r, struct rdzv_run *run)
     return;
   }
   mu_free(m.id);
-  mu_free(n->addr);
-  n->addr = m.addr;
+  rdzv_node_set_addr(n, m.addr);
   n->lws = m.lws;
   n->master_port = m.port;
   n->rank_offset = m.rank_offset;

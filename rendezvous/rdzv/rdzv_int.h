@@ -23,11 +23,11 @@
 #define DEFAULT_LEASE_TTL_MS 10000
 #define MAX_TIMEOUT_MS (7LL * 24 * 3600 * 1000) /* one week */
 
-/* What each object counts against --v1-max-bytes besides its strings: at least what
- * rdzv_encode() writes for it (a run's reason, at most 512 bytes, is counted up front; a
- * node's address may change on a re-join, so its cap is). */
+/* What each object counts against --v1-max-bytes besides its strings (a node's id and address,
+ * a key and its value...): at least what rdzv_encode() writes for it (a run's reason, at most
+ * 512 bytes, is counted up front). A million nodes of a round fit the default bound. */
 #define RUN_COST (128 + 512)
-#define NODE_COST (64 + RDZV_ADDR_MAX)
+#define NODE_COST 48
 #define KV_COST 32
 #define BARRIER_COST 64
 
@@ -168,6 +168,8 @@ int rdzv_valid_text(const char *s, size_t max);
 /* runs.c: runs, rounds, members, leases */
 /* A node whose id lives in the same allocation (one cache line less per lookup); refs 0. */
 struct rdzv_node *rdzv_node_new(struct rdzv *rv, const char *node_id, size_t idlen);
+/* Gives node `n` the address `addr` (taken; its bytes counted instead of the old one's). */
+void rdzv_node_set_addr(struct rdzv_node *n, char *addr);
 void rdzv_node_unref(struct rdzv_node *n);
 struct rdzv_run *rdzv_run_new(struct rdzv *rv, const char *run_id, const struct rdzv_config *c);
 struct rdzv_node *rdzv_find_node(struct rdzv_run *run, const char *node_id);

@@ -19,9 +19,19 @@ void rdzv_node_unref(struct rdzv_node *n)
 {
   if (--n->refs > 0)
     return;
-  n->rv->bytes -= NODE_COST + n->h.len;
+  n->rv->bytes -= NODE_COST + n->h.len + (n->addr != NULL ? strlen(n->addr) : 0);
   mu_free(n->addr); /* the id is part of the node's allocation */
   mu_free(n);
+}
+
+void rdzv_node_set_addr(struct rdzv_node *n, char *addr)
+{
+  if (n->addr != NULL)
+    n->rv->bytes -= strlen(n->addr);
+  mu_free(n->addr);
+  n->addr = addr;
+  if (addr != NULL)
+    n->rv->bytes += strlen(addr);
 }
 
 struct rdzv_node *rdzv_node_new(struct rdzv *rv, const char *node_id, size_t idlen)
@@ -723,7 +733,7 @@ static int new_run_check(struct rdzv *rv, const char *run_id, const struct rdzv_
                   req->client, cl->runs);
     return RDZV_ETOO_MANY;
   }
-  uint64_t cost = RUN_COST + strlen(run_id) + NODE_COST + strlen(req->node_id);
+  uint64_t cost = RUN_COST + strlen(run_id) + NODE_COST + strlen(req->node_id) + strlen(req->addr);
   if (rdzv_over_bytes(rv, cost, err))
     return RDZV_ETOO_MANY;
   if (clen > 0 && cl == NULL) {
@@ -757,7 +767,7 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     run->owner = owner;
     rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);
   } else if (run->state == RDZV_RUN_OPEN && rdzv_find_node(run, req->node_id) == NULL &&
-             rdzv_over_bytes(rv, NODE_COST + strlen(req->node_id), err)) {
+             rdzv_over_bytes(rv, NODE_COST + strlen(req->node_id) + strlen(req->addr), err)) {
     return RDZV_ETOO_MANY; /* (an ended run answers run_closed/run_shut below instead) */
   }
   rdzv_wait_start(w, RDZV_W_JOIN, run, NULL);
@@ -780,10 +790,8 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     mu_htab_add(&run->nodes, &n->h, n->h.key, idlen);
     rv->st.nodes++;
   }
-  if (n->addr == NULL || strcmp(n->addr, req->addr) != 0) {
-    mu_free(n->addr);
-    n->addr = mu_strdup(req->addr);
-  }
+  if (n->addr == NULL || strcmp(n->addr, req->addr) != 0)
+    rdzv_node_set_addr(n, mu_strdup(req->addr));
   n->lws = req->local_world_size;
   n->master_port = req->master_port;
   lease_unlink(run, n);
