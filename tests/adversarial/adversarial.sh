@@ -61,35 +61,29 @@ mv "$T_DIR/musterd.log" "$T_DIR/musterd-d.log"
 E_ARGS=(--data-dir "$T_DIR/v1data" --v1-max-bytes 25165824 --v1-max-runs-per-client 5
   --v1-max-lease-ms 60000)
 t_start_musterd "${E_ARGS[@]}" || { t_fail "musterd E did not start"; t_done; }
+# restart_same SIGNAL N RUN WHAT: dumps the /v1 state of server E, stops it with SIGNAL,
+# starts it again on the same data dir and checks that the dump (which names RUN) is the same.
+restart_same() {
+  local sig=$1 n=$2 run=$3 what=$4
+  timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-before$n.txt" 2>&1
+  kill "-$sig" "$MUSTERD_PID"
+  wait "$MUSTERD_PID" 2>/dev/null
+  mv "$T_DIR/musterd.log" "$T_DIR/musterd-e$n.log"
+  t_start_musterd "${E_ARGS[@]}" || { t_fail "musterd E did not restart after $what"; t_done; }
+  E_PID=$MUSTERD_PID
+  timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-after$n.txt" 2>&1
+  if grep -q "\"$run\"" "$T_DIR/v1-before$n.txt" &&
+    cmp -s "$T_DIR/v1-before$n.txt" "$T_DIR/v1-after$n.txt"; then
+    t_ok "row 5: after $what the /v1 state is back exactly (runs, rounds, members, KV)"
+  else
+    t_fail "row 5: the /v1 state after $what differs"
+    diff "$T_DIR/v1-before$n.txt" "$T_DIR/v1-after$n.txt" | head -20 | sed 's/^/# /'
+  fi
+}
 run_case v1_log "$MUSTERD_URL" "$MUSTERD_PID" "$T_DIR/v1data"
-timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-before.txt" 2>&1
-kill -9 "$MUSTERD_PID"
-wait "$MUSTERD_PID" 2>/dev/null
-mv "$T_DIR/musterd.log" "$T_DIR/musterd-e1.log"
-t_start_musterd "${E_ARGS[@]}" || { t_fail "musterd E did not restart after kill -9"; t_done; }
-E_PID=$MUSTERD_PID
-timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-after.txt" 2>&1
-if grep -q '"v1log"' "$T_DIR/v1-before.txt" && cmp -s "$T_DIR/v1-before.txt" "$T_DIR/v1-after.txt"; then
-  t_ok "row 5: after kill -9 the /v1 state is back exactly (runs, rounds, members, KV)"
-else
-  t_fail "row 5: the /v1 state after kill -9 differs"
-  diff "$T_DIR/v1-before.txt" "$T_DIR/v1-after.txt" | head -20 | sed 's/^/# /'
-fi
+restart_same KILL 1 v1log "kill -9 (the log replayed)"
 run_case v1_runs "$MUSTERD_URL" "$MUSTERD_PID"
-# ... and through a graceful stop (a snapshot with the whole /v1 state) and start
-timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-before2.txt" 2>&1
-kill -TERM "$MUSTERD_PID"
-wait "$MUSTERD_PID" 2>/dev/null
-mv "$T_DIR/musterd.log" "$T_DIR/musterd-e2.log"
-t_start_musterd "${E_ARGS[@]}" || { t_fail "musterd E did not restart after SIGTERM"; t_done; }
-E_PID=$MUSTERD_PID
-timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-after2.txt" 2>&1
-if grep -q '"c2-run0"' "$T_DIR/v1-before2.txt" && cmp -s "$T_DIR/v1-before2.txt" "$T_DIR/v1-after2.txt"; then
-  t_ok "row 5: after a snapshot and a restart the /v1 state is back exactly"
-else
-  t_fail "row 5: the /v1 state after a snapshot and a restart differs"
-  diff "$T_DIR/v1-before2.txt" "$T_DIR/v1-after2.txt" | head -20 | sed 's/^/# /'
-fi
+restart_same TERM 2 c2-run0 "a graceful stop (a snapshot of the whole state) and a start"
 grep -q 'snap-' <(ls "$T_DIR/v1data") || t_fail "row 5: no snapshot was written at the stop"
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-e3.log"
 printf 'token-aaaa\ntoken-bbbb\n' >"$T_DIR/tokens"
