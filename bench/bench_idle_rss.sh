@@ -13,9 +13,10 @@ CONNS=${CONNS:-10000}
 bench_need_exe "$BEFORE" musterd
 bench_need_exe "$MUSTERD" musterd
 
-one() { # binary label
+one() { # binary [option...] (the per-address share only exists after the defences)
   local bin=$1
-  MUSTERD=$bin t_start_musterd --max-connections $((CONNS + 100)) ||
+  shift
+  MUSTERD=$bin t_start_musterd --max-connections $((CONNS + 100)) "$@" ||
     die "musterd did not start: $(tail -3 "$T_DIR/musterd.log")"
   "$PY" - "$MUSTERD_PORT" "$MUSTERD_PID" "$CONNS" <<'PY'
 import socket, sys, time
@@ -41,7 +42,7 @@ PY
   kill "$MUSTERD_PID"; wait "$MUSTERD_PID" 2>/dev/null
 }
 b=$(one "$BEFORE") || die "the run before failed"
-a=$(one "$MUSTERD") || die "the run after failed"
+a=$(one "$MUSTERD" --max-connections-per-address $((CONNS + 100))) || die "the run after failed"
 read -r b0 b1 bper <<<"$b"
 read -r a0 a1 aper <<<"$a"
 echo "idle_rss: $CONNS idle connections: before the defences RSS $((b0 / 1024)) -> $((b1 / 1024)) MB ($bper B/conn); after $((a0 / 1024)) -> $((a1 / 1024)) MB ($aper B/conn)"

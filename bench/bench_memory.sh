@@ -31,7 +31,8 @@ declare -A KEYS_KB PER_KEY PER_WATCHER LAST_MS P99_MS EMPTY_KB
 one() {
   local t=$1 round=$2 pid ep out empty
   if [ "$t" = musterd ]; then
-    t_start_musterd --max-connections $((WATCHERS + 100)) ||
+    t_start_musterd --max-connections $((WATCHERS + 100)) \
+      --max-connections-per-address $((WATCHERS + 100)) ||
       die "musterd did not start: $(tail -3 "$T_DIR/musterd.log")"
     pid=$MUSTERD_PID ep=127.0.0.1:$MUSTERD_PORT
   else

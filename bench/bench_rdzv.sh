@@ -35,7 +35,8 @@ PID=
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -f "$LOG"; }
 trap cleanup EXIT
 
-"$MUSTERD" --listen 127.0.0.1:0 --max-connections $((NOFILE - 100)) --idle-timeout-ms 0 \
+"$MUSTERD" --listen 127.0.0.1:0 --max-connections $((NOFILE - 100)) \
+  --max-connections-per-address $((NOFILE - 100)) --idle-timeout-ms 0 \
   --log-level info >"$LOG" 2>&1 &
 PID=$!
 PORT=

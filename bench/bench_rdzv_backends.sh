@@ -22,7 +22,8 @@ echo "== 2x2 start-up and restart (ms, one run)"
 KINDS="muster etcd3 c10d" bash "$(dirname "$0")/bench_agent.sh" 1 | sed -n '/^agent/,$p'
 
 echo "== one round of $NODES nodes"
-t_start_musterd --max-connections $(($(ulimit -n) - 100)) --idle-timeout-ms 0 ||
+t_start_musterd --max-connections $(($(ulimit -n) - 100)) \
+  --max-connections-per-address $(($(ulimit -n) - 100)) --idle-timeout-ms 0 ||
   { echo "bench_rdzv_backends: musterd did not start"; exit 1; }
 "$MU_BUILD_DIR/bench/rdzv_load" join --port "$MUSTERD_PORT" --nodes "$NODES" | sed 's/^/musterd: /'
 if [ -d /dev/shm ]; then EC_DATA_ROOT=$(mktemp -d /dev/shm/mu-bench-etcd.XXXXXX); fi

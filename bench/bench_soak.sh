@@ -34,7 +34,8 @@ cleanup() {
 trap cleanup EXIT
 
 # shellcheck disable=SC2086
-"$MUSTERD" --listen 127.0.0.1:0 --max-connections $((CLIENTS + 1000)) --log-level warn \
+"$MUSTERD" --listen 127.0.0.1:0 --max-connections $((CLIENTS + 1000)) \
+  --max-connections-per-address $((CLIENTS + 1000)) --log-level warn \
   ${MUSTERD_ARGS:-} >"$LOG" 2>&1 &
 PID=$!
 PORT=

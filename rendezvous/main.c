@@ -25,6 +25,7 @@
 #include "opts.h"
 #include "persist.h"
 #include "proc.h"
+#include "rdzv.h"
 #include "security.h"
 #include "strvec.h"
 #include "v1.h"
@@ -45,6 +46,7 @@ struct musterd_config {
   enum persist_fsync fsync_mode;
   uint64_t snapshot_every;
   uint64_t run_gc_seconds;
+  uint64_t v1_max_bytes, v1_max_runs, v1_max_runs_per_client, v1_max_lease_ms;
 };
 
 struct app {
@@ -141,6 +143,14 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
       MU_OPT_STRING(0, "name", &sv->name, "NAME", "member name in /v2/members (default musterd)"),
       MU_OPT_UINT(0, "max-connections", &sv->max_connections, "N",
                   "open connections before new ones get 503 (default 10000)", 1, UINT_MAX),
+      MU_OPT_UINT(0, "max-connections-per-address", &sv->max_connections_per_address, "N",
+                  "open connections from one client address before its new ones get 503 "
+                  "(default 1000)",
+                  1, UINT_MAX),
+      MU_OPT_UINT(0, "max-body-bytes-per-address", &sv->max_body_bytes_per_address, "N",
+                  "request bodies in progress from one client address before 503 (default 8 "
+                  "MiB, at least --max-body-bytes)",
+                  0, LONG_MAX),
       MU_OPT_UINT(0, "max-body-bytes", &sv->max_body_bytes, "N",
                   "request body limit, 413 (default 1 MiB)", 0, LONG_MAX),
       MU_OPT_UINT(0, "max-header-bytes", &sv->max_header_bytes, "N",
@@ -193,6 +203,19 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
       MU_OPT_UINT(0, "run-gc-seconds", &c->run_gc_seconds, "N",
                   "forget a /v1 run N seconds after it closed or lost its last node (default 600)",
                   1, MAX_RUN_GC_SECONDS),
+      MU_OPT_UINT(0, "v1-max-bytes", &c->v1_max_bytes, "N",
+                  "all /v1 state (runs, nodes, barriers, KV); a write or join past it is refused "
+                  "(default 128 MiB, at most 192 MiB)",
+                  65536, RDZV_BYTES_MAX),
+      MU_OPT_UINT(0, "v1-max-runs", &c->v1_max_runs, "N",
+                  "/v1 runs held at once (default and at most 10000)", 1, RDZV_RUNS_MAX),
+      MU_OPT_UINT(0, "v1-max-runs-per-client", &c->v1_max_runs_per_client, "N",
+                  "/v1 runs one client address may have created and musterd still holds "
+                  "(default 1000)",
+                  1, UINT32_MAX),
+      MU_OPT_UINT(0, "v1-max-lease-ms", &c->v1_max_lease_ms, "MS",
+                  "the longest lease_ttl_ms a /v1 join may ask for (default 600000)", 1,
+                  7LL * 24 * 3600 * 1000),
       MU_OPT_STRING(0, "data-dir", &c->data_dir, "DIR",
                     "keep the v2 store and /v1 runs in DIR (write-ahead log + snapshots) and "
                     "recover them at start-up; default: memory only"),
@@ -373,6 +396,9 @@ static int start(struct app *app, const struct musterd_config *c, struct sec *se
   uv_loop_init(&app->loop);
   app->srv = rv_server_new(&app->loop, &c->server);
   v1_set_run_gc_ms(app->srv, c->run_gc_seconds * 1000);
+  struct rdzv_limits lim = {c->v1_max_bytes, (uint32_t)c->v1_max_runs,
+                            (uint32_t)c->v1_max_runs_per_client, (uint32_t)c->v1_max_lease_ms};
+  v1_set_limits(app->srv, &lim); /* before the data dir: recovery is not refused by them */
   struct mu_buf what = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   sec_describe(sec, &what);
   mu_log(MU_LOG_INFO, "security: %s", mu_buf_str(&what));

@@ -15,6 +15,7 @@
 
 struct v2_event;
 struct rdzv;
+struct rdzv_change;
 struct v2_store;
 
 struct persist {
@@ -23,8 +24,7 @@ struct persist {
   uint64_t snapshot_every;
   struct v2_store *s;
   struct rdzv *rdzv; /* NULL: /v1 not served */
-  int rdzv_dirty;    /* its state changed since the last WAL_REC_RDZV record */
-  char *rdzv_blob;   /* recovery: the newest state found */
+  char *rdzv_blob;   /* recovery: the newest whole state found, not yet restored */
   size_t rdzv_len;
   uv_loop_t *loop;
   struct rv_server *srv;
@@ -85,6 +85,8 @@ void persist_event_rec(struct wal_rec *r, int type, const struct v2_event *e);
 int persist_encode_event(struct mu_buf *out, struct v2_store *s, const struct v2_event *e);
 /* Appends the whole rendezvous state as one record to `out`. Returns: 0, or an error. */
 int persist_put_rdzv(struct persist *p, struct mu_buf *out);
+/* Appends one change of the rendezvous state as one record to `out`. Returns: 0, or MU_E2BIG. */
+int persist_encode_rdzv_change(struct persist *p, const struct rdzv_change *c, struct mu_buf *out);
 
 /* sync.c: the log writer */
 
@@ -96,7 +98,7 @@ int persist_flush_sync(struct persist *p);
 void persist_notify_durable(struct persist *p);
 /* The store's commit hook and the rendezvous' change hook (recovery.c installs them). */
 void persist_on_commit(void *data, const struct v2_event *e);
-void persist_on_rdzv_change(void *data);
+void persist_on_rdzv_change(void *data, const struct rdzv_change *c);
 /* Starts the batch thread and the loop handles (the last step of opening). Returns: 0, or -1
  * with `err` set. */
 int persist_start(struct persist *p, struct mu_buf *err);

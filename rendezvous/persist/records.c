@@ -1,5 +1,6 @@
 /* Records and snapshots: the data dir's files and names, a store write as a log record, the
- * rendezvous state as one record, and snapshot writing with compaction (see persist.h). */
+ * rendezvous state as one record (snapshots) and each change of it as one (the log), and
+ * snapshot writing with compaction (see persist.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -149,21 +150,36 @@ int persist_encode_event(struct mu_buf *out, struct v2_store *s, const struct v2
   return wal_rec_put(out, &r);
 }
 
+/* Appends `body` (when `rc` is 0) as one rendezvous record of `type`, then releases it.
+ * Returns: 0, or the error (rc's, or MU_E2BIG from the encoder). */
+static int put_rdzv_record(struct persist *p, int type, struct mu_buf *body, int rc,
+                           struct mu_buf *out)
+{
+  struct wal_rec r;
+  memset(&r, 0, sizeof(r));
+  r.type = (uint8_t)type;
+  r.index = p->s->index;
+  r.flags = WAL_REC_HAS_VALUE;
+  r.value = body->data;
+  r.value_len = (uint32_t)body->len;
+  if (rc == 0)
+    rc = wal_rec_put(out, &r);
+  mu_buf_release(body);
+  return rc;
+}
+
 int persist_put_rdzv(struct persist *p, struct mu_buf *out)
 {
   struct mu_buf blob = MU_BUF_INIT(WAL_MAX_RECORD - 4096); /* what one record can carry */
   int rc = rdzv_encode(p->rdzv, &blob);
-  struct wal_rec r;
-  memset(&r, 0, sizeof(r));
-  r.type = WAL_REC_RDZV;
-  r.index = p->s->index;
-  r.flags = WAL_REC_HAS_VALUE;
-  r.value = blob.data;
-  r.value_len = (uint32_t)blob.len;
-  if (rc == 0)
-    rc = wal_rec_put(out, &r);
-  mu_buf_release(&blob);
-  return rc;
+  return put_rdzv_record(p, WAL_REC_RDZV, &blob, rc, out);
+}
+
+int persist_encode_rdzv_change(struct persist *p, const struct rdzv_change *c, struct mu_buf *out)
+{
+  struct mu_buf body = MU_BUF_INIT(WAL_MAX_RECORD - 4096);
+  int rc = rdzv_encode_change(c, &body);
+  return put_rdzv_record(p, WAL_REC_RDZV_CHANGE, &body, rc, out);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -240,7 +256,6 @@ static int snap_write(struct persist *p, struct snap_writer *w)
     sw_flush(w, 0);
   }
   if (p->rdzv != NULL && w->rc == 0) {
-    p->rdzv_dirty = 0;
     if (persist_put_rdzv(p, &w->b) != 0)
       w->rc = -E2BIG;
   }

@@ -16,7 +16,8 @@
 #include "rdzv.h"
 #include "store.h"
 
-/* Keeps a copy of the newest rendezvous state met during recovery (binary: not a string). */
+/* Keeps a copy of the newest whole rendezvous state met during recovery (binary: not a
+ * string): restored only if no newer one follows, before the first change after it. */
 static void keep_rdzv(struct persist *p, const struct wal_rec *r)
 {
   mu_free(p->rdzv_blob);
@@ -169,6 +170,33 @@ static int load_snapshot(struct persist *p, const char *path, struct persist_rep
  * The log
  */
 
+/* Restores the whole rendezvous state kept last (forgetting what an older one and the changes
+ * after it built). Returns: 0, or -1 when it does not decode. */
+static int restore_kept_rdzv(struct persist *p)
+{
+  int rc = 0;
+  if (p->rdzv_blob != NULL && p->rdzv != NULL) {
+    rdzv_clear(p->rdzv);
+    rc = rdzv_restore(p->rdzv, p->rdzv_blob, p->rdzv_len);
+  }
+  mu_free(p->rdzv_blob);
+  p->rdzv_blob = NULL;
+  return rc;
+}
+
+/* Applies a logged change of the rendezvous state, in log order. Returns: NULL, or why it does
+ * not apply (static). */
+static const char *apply_rdzv_change(struct persist *p, const struct wal_rec *r)
+{
+  if (p->rdzv == NULL)
+    return NULL; /* /v1 not served: nothing to rebuild */
+  if (restore_kept_rdzv(p) != 0)
+    return "a rendezvous state that does not decode";
+  if (rdzv_apply_change(p->rdzv, r->value, r->value_len) != 0)
+    return "a rendezvous change that does not decode or does not apply to the recovered runs";
+  return NULL;
+}
+
 /* Replaces the JSON the replayed write rendered now with the one logged at write time. */
 static void keep_logged_json(struct v2_store *s, const struct wal_rec *r)
 {
@@ -292,6 +320,8 @@ static int replay_segment(struct persist *p, const char *path, int last, struct 
       why = "an undecodable record";
     else if (r.type == WAL_REC_RDZV)
       keep_rdzv(p, &r);
+    else if (r.type == WAL_REC_RDZV_CHANGE)
+      why = apply_rdzv_change(p, &r);
     else if (r.index <= s->index)
       rep->skipped++;
     else if (r.index != s->index + 1)
@@ -411,25 +441,21 @@ static int load_state(struct persist *p, struct persist_listing *l, struct persi
   return 0;
 }
 
-/* Step 3: the newest rendezvous state found. Returns: 0, or -1. */
+/* Step 3: the newest whole rendezvous state found, if no change followed it (the changes
+ * were applied in log order, step 2). Returns: 0, or -1. */
 static int restore_rdzv(struct persist *p, struct persist_report *rep, struct mu_buf *err)
 {
-  int rc = 0;
-  if (p->rdzv_blob != NULL && p->rdzv != NULL) {
-    if (rdzv_restore(p->rdzv, p->rdzv_blob, p->rdzv_len) != 0) {
-      mu_buf_printf(err,
-                    "the rendezvous state in data dir '%s' does not decode (written by another "
-                    "version?); move the data dir away to start empty",
-                    p->dir);
-      rc = -1;
-    }
-    for (struct rdzv_run *run = rdzv_next_run(p->rdzv, NULL); rc == 0 && run != NULL;
-         run = rdzv_next_run(p->rdzv, run))
-      rep->runs++;
+  if (restore_kept_rdzv(p) != 0) {
+    mu_buf_printf(err,
+                  "the rendezvous state in data dir '%s' does not decode (written by another "
+                  "version?); move the data dir away to start empty",
+                  p->dir);
+    return -1;
   }
-  mu_free(p->rdzv_blob);
-  p->rdzv_blob = NULL;
-  return rc;
+  for (struct rdzv_run *run = p->rdzv != NULL ? rdzv_next_run(p->rdzv, NULL) : NULL; run != NULL;
+       run = rdzv_next_run(p->rdzv, run))
+    rep->runs++;
+  return 0;
 }
 
 /* Step 4: the segment to append to, the hooks that log every write from now on, and the keys

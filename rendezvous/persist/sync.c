@@ -48,13 +48,13 @@ static void fatal_io(struct persist *p, const char *what, int err)
  * The barrier: no output reveals a record before it is durable
  */
 
-/* The newest record a reply made now may reveal (every record appended so far, and the
- * rendezvous record that the kick will append for a change already made), or 0 when all of
- * them are durable. */
+/* The newest record a reply made now may reveal (every record appended so far: store writes
+ * and rendezvous changes alike are appended as they happen), or 0 when all of them are
+ * durable. */
 static uint64_t barrier_need(void *data)
 {
   struct persist *p = data;
-  uint64_t need = p->appended + (p->rdzv_dirty ? 1 : 0);
+  uint64_t need = p->appended;
   return p->stopped || need <= p->synced ? 0 : need;
 }
 
@@ -151,14 +151,10 @@ int persist_flush_sync(struct persist *p)
   return rc;
 }
 
-static void log_rdzv(struct persist *p);
-
 static void maybe_work(struct persist *p)
 {
   if (p->stopped || p->failed)
     return;
-  if (p->rdzv_dirty)
-    log_rdzv(p);
   if (p->since_snap >= p->snapshot_every && p->snapshot_every > 0 && !thread_busy(p)) {
     int rc = persist_snapshot(p);
     if (rc != 0)
@@ -240,24 +236,17 @@ void persist_on_commit(void *data, const struct v2_event *e)
   appended(p, before);
 }
 
-/* Appends the whole rendezvous state as one record (after the change that dirtied it). */
-static void log_rdzv(struct persist *p)
-{
-  p->rdzv_dirty = 0;
-  size_t before = p->pending.len;
-  if (persist_put_rdzv(p, &p->pending) != 0)
-    fatal_io(p, "encoding the rendezvous state (over 256 MiB)", -E2BIG);
-  appended(p, before);
-}
-
-/* Logged once per loop iteration, from the kick. */
-void persist_on_rdzv_change(void *data)
+/* One change of the rendezvous state, logged as that change (a KV key set, a round closed, a
+ * member gone), not as the whole state: the log grows by what changed. */
+void persist_on_rdzv_change(void *data, const struct rdzv_change *c)
 {
   struct persist *p = data;
   if (p->stopped)
     return;
-  p->rdzv_dirty = 1;
-  kick(p);
+  size_t before = p->pending.len;
+  if (persist_encode_rdzv_change(p, c, &p->pending) != 0)
+    fatal_io(p, "encoding a rendezvous change (over 256 MiB)", -E2BIG);
+  appended(p, before);
 }
 
 int persist_start(struct persist *p, struct mu_buf *err)

@@ -216,7 +216,7 @@ int wal_rec_decode(const unsigned char *p, size_t n, struct wal_rec *r)
   r->created = rd64(p + 11);
   r->aux = rd64(p + 19);
   r->expire_ns = (int64_t)rd64(p + 27);
-  if (r->type < WAL_REC_EVENT || r->type > WAL_REC_RDZV)
+  if (r->type < WAL_REC_EVENT || r->type > WAL_REC_RDZV_CHANGE)
     return MU_EPARSE;
   size_t off = REC_FIXED - 12;
   const char **parts[3] = {&r->key, &r->value, &r->json};

@@ -52,13 +52,14 @@ void wal_reader_init(struct wal_reader *r, const void *data, size_t size);
 int wal_read(struct wal_reader *r, const unsigned char **payload, size_t *len);
 
 enum wal_type {
-  WAL_REC_EVENT = 1,      /* a store write: action, index, key, value, expiry, event JSON */
-  WAL_REC_SNAP_HEAD = 2,  /* snapshot header: index (the store's), count (nodes), aux (events) */
-  WAL_REC_SNAP_NODE = 3,  /* a node: key, value (files), flags dir, index (modified), created */
-  WAL_REC_SNAP_EVENT = 4, /* a history event: as WAL_REC_EVENT (json, json_head, flags) */
-  WAL_REC_SNAP_END = 5,   /* snapshot trailer: count, aux repeated */
-  WAL_REC_RDZV = 6,       /* the native rendezvous state (rdzv_encode()) in `value`; the
-                           * last one in the snapshot + log wins */
+  WAL_REC_EVENT = 1,       /* a store write: action, index, key, value, expiry, event JSON */
+  WAL_REC_SNAP_HEAD = 2,   /* snapshot header: index (the store's), count (nodes), aux (events) */
+  WAL_REC_SNAP_NODE = 3,   /* a node: key, value (files), flags dir, index (modified), created */
+  WAL_REC_SNAP_EVENT = 4,  /* a history event: as WAL_REC_EVENT (json, json_head, flags) */
+  WAL_REC_SNAP_END = 5,    /* snapshot trailer: count, aux repeated */
+  WAL_REC_RDZV = 6,        /* the whole native rendezvous state (rdzv_encode()) in `value`:
+                            * snapshots; older logs (the last one wins, changes follow it) */
+  WAL_REC_RDZV_CHANGE = 7, /* one change of it (rdzv_encode_change()) in `value`: the log */
 };
 
 enum wal_flags {

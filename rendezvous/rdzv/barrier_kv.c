@@ -18,18 +18,21 @@ static struct kv *kv_of(struct mu_hnode *h)
   return MU_CONTAINER_OF(h, struct kv, h);
 }
 
+/* `data` is the rendezvous whose byte count holds them. */
 static void barrier_free(struct mu_hnode *h, void *data)
 {
-  (void)data;
+  struct rdzv *rv = data;
   struct barrier *b = barrier_of(h);
+  rv->bytes -= BARRIER_COST + b->h.len;
   mu_free(b->h.key);
   mu_free(b);
 }
 
 static void kv_free(struct mu_hnode *h, void *data)
 {
-  (void)data;
+  struct rdzv *rv = data;
   struct kv *e = kv_of(h);
+  rv->bytes -= KV_COST + e->h.len + (e->val != NULL ? e->len : 0);
   mu_free(e->h.key);
   mu_free(e->val);
   mu_free(e);
@@ -37,11 +40,10 @@ static void kv_free(struct mu_hnode *h, void *data)
 
 void rdzv_barriers_kv_free(struct rdzv_run *run)
 {
-  mu_htab_clear(&run->barriers, barrier_free, NULL);
+  mu_htab_clear(&run->barriers, barrier_free, run->rv);
   mu_htab_release(&run->barriers);
-  run->rv->kv_bytes -= run->kv_bytes;
   run->kv_bytes = 0;
-  mu_htab_clear(&run->kv, kv_free, NULL);
+  mu_htab_clear(&run->kv, kv_free, run->rv);
   mu_htab_release(&run->kv);
 }
 
@@ -113,9 +115,12 @@ int rdzv_barrier(struct rdzv *rv, const char *run_id, const char *name, uint32_t
                     RDZV_BARRIERS_MAX);
       return RDZV_ETOO_MANY;
     }
+    if (rdzv_over_bytes(rv, BARRIER_COST + strlen(name), err))
+      return RDZV_ETOO_MANY;
     b = mu_calloc(1, sizeof(*b));
     char *key = mu_strdup(name);
     mu_htab_add(&run->barriers, &b->h, key, strlen(key));
+    rv->bytes += BARRIER_COST + b->h.len;
   }
   if (b->arrivals.n > 0 && b->count != count) {
     mu_buf_printf(err,
@@ -192,6 +197,7 @@ static struct kv *kv_add(struct rdzv_run *run, char *key)
 {
   struct kv *e = mu_calloc(1, sizeof(*e));
   mu_htab_add(&run->kv, &e->h, key, strlen(key));
+  run->rv->bytes += KV_COST + e->h.len;
   return e;
 }
 
@@ -201,7 +207,7 @@ static void kv_drop_if_empty(struct rdzv_run *run, struct kv *e)
   if (e->val != NULL || e->waiters.n > 0)
     return;
   mu_htab_del(&run->kv, &e->h);
-  kv_free(&e->h, NULL);
+  kv_free(&e->h, run->rv);
 }
 
 void rdzv_run_kv_usage(const struct rdzv_run *run, const char *key, size_t *nkeys, size_t *nbytes,
@@ -227,9 +233,11 @@ static int kv_put(struct rdzv_run *run, const char *key, const void *value, size
     return RDZV_ETOO_LARGE;
   struct kv *e = kv_find(run, key);
   size_t old = e && e->val ? e->len : 0;
-  if (run->kv_bytes - old + len > RDZV_KV_BYTES_MAX ||
-      rv->kv_bytes - old + len > RDZV_TOTAL_KV_BYTES_MAX)
+  if (run->kv_bytes - old + len > RDZV_KV_BYTES_MAX)
     return RDZV_ETOO_LARGE;
+  uint64_t more = (e == NULL ? KV_COST + strlen(key) : 0) + (len > old ? len - old : 0);
+  if (more > 0 && rdzv_over_bytes(rv, more, NULL))
+    return RDZV_ETOO_LARGE; /* the API names --v1-max-bytes (rdzv_bytes()) */
   if (e == NULL) {
     if (run->kv.n >= RDZV_KV_KEYS_MAX)
       return RDZV_ETOO_MANY;
@@ -242,11 +250,11 @@ static int kv_put(struct rdzv_run *run, const char *key, const void *value, size
   e->val = v;
   e->len = len;
   run->kv_bytes = run->kv_bytes - old + len;
-  rv->kv_bytes = rv->kv_bytes - old + len;
+  rv->bytes = rv->bytes - old + len;
   e->version = ++run->kv_version;
   if (version)
     *version = e->version;
-  rdzv_changed(rv);
+  rdzv_changed(run, RDZV_CH_KV, NULL, e->h.key);
   if (e->waiters.n > 0) {
     /* Answer from a private copy: a callback may overwrite or delete the key. */
     char *copy = mu_malloc(len + 1);
@@ -297,7 +305,7 @@ int rdzv_kv_get(struct rdzv *rv, const char *run_id, const char *key, struct rdz
   if (timeout_ms > (uint64_t)MAX_TIMEOUT_MS)
     timeout_ms = (uint64_t)MAX_TIMEOUT_MS;
   if (e == NULL) {
-    if (run->kv.n >= RDZV_KV_KEYS_MAX)
+    if (run->kv.n >= RDZV_KV_KEYS_MAX || rdzv_over_bytes(rv, KV_COST + strlen(key), NULL))
       return RDZV_ETOO_MANY;
     e = kv_add(run, mu_strdup(key));
   }
@@ -340,11 +348,11 @@ int rdzv_kv_del(struct rdzv *rv, const char *run_id, const char *key)
   if (e == NULL || e->val == NULL)
     return RDZV_ENO_SUCH_KEY;
   run->kv_bytes -= e->len;
-  rv->kv_bytes -= e->len;
+  rv->bytes -= e->len;
   mu_free(e->val);
   e->val = NULL;
   e->len = 0;
-  rdzv_changed(rv);
+  rdzv_changed(run, RDZV_CH_KV, NULL, e->h.key);
   kv_drop_if_empty(run, e);
   return 0;
 }
@@ -388,6 +396,32 @@ int rdzv_kv_restore(struct rdzv_run *run, char *key, char *val, size_t len, uint
   e->len = len;
   e->version = version;
   run->kv_bytes += len;
-  run->rv->kv_bytes += len;
+  run->rv->bytes += len;
   return 0;
+}
+
+void rdzv_kv_apply(struct rdzv_run *run, const char *key, char *val, size_t len, uint64_t version)
+{
+  struct kv *e = kv_find(run, key);
+  if (e != NULL && e->val != NULL) {
+    run->kv_bytes -= e->len;
+    run->rv->bytes -= e->len;
+    mu_free(e->val);
+    e->val = NULL;
+    e->len = 0;
+  }
+  if (val == NULL) {
+    if (e != NULL)
+      kv_drop_if_empty(run, e);
+    return;
+  }
+  if (e == NULL)
+    e = kv_add(run, mu_strdup(key));
+  e->val = val;
+  e->len = len;
+  e->version = version;
+  run->kv_bytes += len;
+  run->rv->bytes += len;
+  if (version > run->kv_version)
+    run->kv_version = version;
 }

@@ -1,5 +1,6 @@
-/* The rendezvous state that survives a restart, as one blob (see rdzv.h; the persist layer
- * logs it and hands it back at start-up).
+/* The rendezvous state that survives a restart, as one blob, and each change of it as a small
+ * record (see rdzv.h; the persist layer writes the blob into snapshots, logs every change, and
+ * hands both back at start-up, where the changes are applied in order over the blob).
  *
  * What is kept: each run's config, state and reason; its latest round (number, state) with
  * every member's place (id, addr, local world size, master port, rank offset, left/gone); its
@@ -9,6 +10,15 @@
  *
  * Layout (little-endian): u32 version, u32 runs, then per run the fields in the order
  * rdzv_encode() writes them; strings are u32 length + bytes.
+ *
+ * A change (rdzv_encode_change()): u32 version, u32 kind, the run id, then by kind
+ *   RUN     the run's fields as in the blob (config, state, reason, round state, KV version)
+ *   ROUND   the round state and the round as in the blob (number, members)
+ *   MEMBER  the round number, the member's rank, and the member as in the blob
+ *   KV      the key, u32 1 + the value + its version, or u32 0 (deleted)
+ *   DROP    nothing
+ * Each says what a piece of the state is now, not what happened to it, so replaying the log
+ * needs no clock and no waits: the last record about a piece wins.
  */
 #include <string.h>
 
@@ -18,6 +28,7 @@
 #include "rdzv_int.h"
 
 #define RDZV_BLOB_VERSION 1u
+#define RDZV_CHANGE_VERSION 1u
 
 /* ---------------------------------------------------------------------------------------------
  * Encoding
@@ -60,19 +71,35 @@ static void put_str(struct enc *b, const char *s, size_t n)
     put_bytes(b, s, n);
 }
 
+static void put_member(struct enc *out, const struct rdzv_node *n)
+{
+  put_str(out, n->h.key, strlen(n->h.key));
+  put_str(out, n->addr ? n->addr : "", n->addr ? strlen(n->addr) : 0);
+  put_u32(out, n->lws);
+  put_u32(out, n->master_port);
+  put_u64(out, n->rank_offset);
+  put_u32(out, (uint32_t)((n->left_ok ? 1 : 0) | (n->gone ? 2 : 0)));
+}
+
 static void put_round(struct enc *out, const struct rdzv_round *r)
 {
   put_u64(out, r ? r->number : 0);
   put_u32(out, r ? r->nnodes : 0);
-  for (uint32_t i = 0; r != NULL && i < r->nnodes; i++) {
-    const struct rdzv_node *n = r->members[i];
-    put_str(out, n->h.key, strlen(n->h.key));
-    put_str(out, n->addr ? n->addr : "", n->addr ? strlen(n->addr) : 0);
-    put_u32(out, n->lws);
-    put_u32(out, n->master_port);
-    put_u64(out, n->rank_offset);
-    put_u32(out, (uint32_t)((n->left_ok ? 1 : 0) | (n->gone ? 2 : 0)));
-  }
+  for (uint32_t i = 0; r != NULL && i < r->nnodes; i++)
+    put_member(out, r->members[i]);
+}
+
+/* A run's own fields: config, state, reason, round state. */
+static void put_run_head(struct enc *out, const struct rdzv_run *run)
+{
+  put_u32(out, run->min_nodes);
+  put_u32(out, run->max_nodes);
+  put_u32(out, run->last_call_ms);
+  put_u32(out, run->join_timeout_ms);
+  put_u32(out, run->lease_ttl_ms);
+  put_u32(out, (uint32_t)run->state);
+  put_str(out, run->reason ? run->reason : "", run->reason ? strlen(run->reason) : 0);
+  put_u32(out, (uint32_t)run->rstate);
 }
 
 static void put_kv(struct enc *out, const struct rdzv_run *run)
@@ -103,20 +130,56 @@ int rdzv_encode(const struct rdzv *rv, struct mu_buf *buf)
   for (const struct mu_list_node *x = rv->runs_list.head; x != NULL; x = x->next) {
     const struct rdzv_run *run = MU_CONTAINER_OF(x, const struct rdzv_run, link);
     put_str(out, run->h.key, strlen(run->h.key));
-    put_u32(out, run->min_nodes);
-    put_u32(out, run->max_nodes);
-    put_u32(out, run->last_call_ms);
-    put_u32(out, run->join_timeout_ms);
-    put_u32(out, run->lease_ttl_ms);
-    put_u32(out, (uint32_t)run->state);
-    put_str(out, run->reason ? run->reason : "", run->reason ? strlen(run->reason) : 0);
-    put_u32(out, (uint32_t)run->rstate);
+    put_run_head(out, run);
     put_round(out, run->round);
     put_u64(out, run->kv_version);
     put_kv(out, run);
   }
   if (e.rc != 0 && buf->data != NULL) {
     buf->len = before; /* nothing half-written is left behind */
+    buf->data[before] = '\0';
+  }
+  return e.rc;
+}
+
+int rdzv_encode_change(const struct rdzv_change *c, struct mu_buf *buf)
+{
+  size_t before = buf->len;
+  struct enc e = {buf, 0};
+  const struct rdzv_run *run = c->run;
+  put_u32(&e, RDZV_CHANGE_VERSION);
+  put_u32(&e, (uint32_t)c->kind);
+  put_str(&e, run->h.key, strlen(run->h.key));
+  switch (c->kind) {
+  case RDZV_CH_RUN:
+    put_run_head(&e, run);
+    put_u64(&e, run->kv_version);
+    break;
+  case RDZV_CH_ROUND:
+    put_u32(&e, (uint32_t)run->rstate);
+    put_round(&e, run->round);
+    break;
+  case RDZV_CH_MEMBER:
+    put_u64(&e, run->round != NULL ? run->round->number : 0);
+    put_u32(&e, c->node->rank);
+    put_member(&e, c->node);
+    break;
+  case RDZV_CH_KV: {
+    const struct mu_hnode *h = mu_htab_find(&run->kv, c->key, strlen(c->key));
+    const struct kv *k = h != NULL ? MU_CONTAINER_OF(h, const struct kv, h) : NULL;
+    put_str(&e, c->key, strlen(c->key));
+    put_u32(&e, k != NULL && k->val != NULL);
+    if (k != NULL && k->val != NULL) {
+      put_str(&e, k->val, k->len);
+      put_u64(&e, k->version);
+    }
+    break;
+  }
+  case RDZV_CH_DROP:
+    break;
+  }
+  if (e.rc != 0 && buf->data != NULL) {
+    buf->len = before;
     buf->data[before] = '\0';
   }
   return e.rc;
@@ -166,6 +229,31 @@ static char *get_str(struct rd *r, size_t max, size_t *len)
   return s;
 }
 
+/* One member as put_member() wrote it. */
+struct member_rec {
+  char *id, *addr; /* owned */
+  size_t idlen;
+  uint32_t lws, port, flags;
+  uint64_t rank_offset;
+};
+
+/* Returns: 0, or -1 (r->bad) with nothing left to free. */
+static int get_member(struct rd *r, struct member_rec *m)
+{
+  m->id = get_str(r, RDZV_NODE_ID_MAX, &m->idlen);
+  m->addr = get_str(r, RDZV_ADDR_MAX, NULL);
+  m->lws = get_u32(r);
+  m->port = get_u32(r);
+  m->rank_offset = get_u64(r);
+  m->flags = get_u32(r);
+  if (!r->bad && m->id != NULL && m->addr != NULL)
+    return 0;
+  mu_free(m->id);
+  mu_free(m->addr);
+  r->bad = 1;
+  return -1;
+}
+
 /* Reads the `nmembers` members of round `rd` of `run`. Members still in the run get a table
  * entry and a fresh lease. */
 static void get_members(struct rd *r, struct rdzv_run *run, struct rdzv_round *rd,
@@ -174,23 +262,22 @@ static void get_members(struct rd *r, struct rdzv_run *run, struct rdzv_round *r
   struct rdzv *rv = run->rv;
   uint64_t off = 0;
   for (uint32_t i = 0; i < nmembers && !r->bad; i++) {
-    size_t idlen = 0;
-    char *nid = get_str(r, RDZV_NODE_ID_MAX, &idlen);
-    char *addr = get_str(r, RDZV_ADDR_MAX, NULL);
-    uint32_t lws = get_u32(r), port = get_u32(r);
-    uint64_t rank_offset = get_u64(r);
-    uint32_t flags = get_u32(r);
-    if (r->bad || nid == NULL || rdzv_find_node(run, nid) != NULL) {
-      mu_free(nid);
-      mu_free(addr);
+    struct member_rec m;
+    if (get_member(r, &m) != 0)
+      break;
+    if (rdzv_find_node(run, m.id) != NULL) {
+      mu_free(m.id);
+      mu_free(m.addr);
       r->bad = 1;
       break;
     }
-    struct rdzv_node *n = rdzv_node_new(nid, idlen);
-    mu_free(nid);
-    n->addr = addr;
+    struct rdzv_node *n = rdzv_node_new(rv, m.id, m.idlen);
+    mu_free(m.id);
+    uint32_t flags = m.flags, lws = m.lws;
+    uint64_t rank_offset = m.rank_offset;
+    rdzv_node_set_addr(n, m.addr);
     n->lws = lws;
-    n->master_port = port;
+    n->master_port = m.port;
     n->round = rd;
     n->rank = i;
     n->rank_offset = rank_offset;
@@ -206,7 +293,7 @@ static void get_members(struct rd *r, struct rdzv_run *run, struct rdzv_round *r
       continue;
     }
     n->refs++; /* the run's table */
-    mu_htab_add(&run->nodes, &n->h, n->h.key, idlen);
+    mu_htab_add(&run->nodes, &n->h, n->h.key, n->h.len);
     rv->st.nodes++;
     if (run->state == RDZV_RUN_OPEN) {
       n->expires = now + run->lease_ttl_ms;
@@ -235,28 +322,56 @@ static void get_kv(struct rd *r, struct rdzv_run *run)
   }
 }
 
+/* Reads a run's own fields (put_run_head()). Returns: 0, or -1 (nothing left to free). */
+static int get_run_head(struct rd *r, struct rdzv_config *c, uint32_t *state, char **reason,
+                        uint32_t *rstate)
+{
+  c->min_nodes = get_u32(r);
+  c->max_nodes = get_u32(r);
+  c->last_call_ms = get_u32(r);
+  c->join_timeout_ms = get_u32(r);
+  c->lease_ttl_ms = get_u32(r);
+  *state = get_u32(r);
+  *reason = get_str(r, 4096, NULL);
+  *rstate = get_u32(r);
+  if (!r->bad && *reason != NULL && *state <= RDZV_RUN_SHUT && *rstate <= RDZV_ROUND_BROKEN)
+    return 0;
+  mu_free(*reason);
+  *reason = NULL;
+  r->bad = 1;
+  return -1;
+}
+
+/* Reads round `number` (0: none) of `run` with its `nmembers` members (put_round()). */
+static void get_round(struct rd *r, struct rdzv_run *run, uint64_t number, uint32_t nmembers)
+{
+  if (nmembers > RDZV_NODES_MAX || (number == 0 && nmembers > 0)) {
+    r->bad = 1;
+    return;
+  }
+  if (number == 0)
+    return;
+  struct rdzv_round *rd = mu_calloc(1, sizeof(*rd));
+  rd->number = number;
+  rd->members = mu_calloc(nmembers ? nmembers : 1, sizeof(*rd->members));
+  rd->refs = 1;
+  run->round = rd;
+  get_members(r, run, rd, nmembers, rdzv_now(run->rv));
+}
+
 int rdzv_restore(struct rdzv *rv, const void *data, size_t len)
 {
   struct rd r = {data, len, 0, 0};
   if (rv->runs.n != 0 || get_u32(&r) != RDZV_BLOB_VERSION)
     return -1;
   uint32_t nruns = get_u32(&r);
-  uint64_t now = rdzv_now(rv);
   for (uint32_t ri = 0; ri < nruns && !r.bad; ri++) {
     char *id = get_str(&r, RDZV_ID_MAX, NULL);
     struct rdzv_config c;
-    c.min_nodes = get_u32(&r);
-    c.max_nodes = get_u32(&r);
-    c.last_call_ms = get_u32(&r);
-    c.join_timeout_ms = get_u32(&r);
-    c.lease_ttl_ms = get_u32(&r);
-    uint32_t state = get_u32(&r);
-    char *reason = get_str(&r, 4096, NULL);
-    uint32_t rstate = get_u32(&r);
-    uint64_t number = get_u64(&r);
-    uint32_t nmembers = get_u32(&r);
-    if (r.bad || id == NULL || rdzv_find(rv, id) != NULL || state > RDZV_RUN_SHUT ||
-        rstate > RDZV_ROUND_BROKEN || nmembers > RDZV_NODES_MAX || (number == 0 && nmembers > 0)) {
+    uint32_t state, rstate;
+    char *reason = NULL;
+    if (id == NULL || get_run_head(&r, &c, &state, &reason, &rstate) != 0 ||
+        rdzv_find(rv, id) != NULL) {
       mu_free(id);
       mu_free(reason);
       return -1;
@@ -266,16 +381,140 @@ int rdzv_restore(struct rdzv *rv, const void *data, size_t len)
     run->state = (enum rdzv_run_state)state;
     run->reason = reason;
     run->rstate = (enum rdzv_round_state)rstate;
-    if (number > 0) {
-      struct rdzv_round *rd = mu_calloc(1, sizeof(*rd));
-      rd->number = number;
-      rd->members = mu_calloc(nmembers ? nmembers : 1, sizeof(*rd->members));
-      rd->refs = 1;
-      run->round = rd;
-      get_members(&r, run, rd, nmembers, now);
-    }
+    uint64_t number = get_u64(&r);
+    get_round(&r, run, number, get_u32(&r));
     get_kv(&r, run);
     rdzv_gc_check(run);
   }
+  return r.bad || r.off != r.n ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Applying a change
+ */
+
+static void apply_run(struct rd *r, struct rdzv *rv, struct rdzv_run **runp, const char *id)
+{
+  struct rdzv_config c;
+  uint32_t state, rstate;
+  char *reason = NULL;
+  if (get_run_head(r, &c, &state, &reason, &rstate) != 0)
+    return;
+  uint64_t kv_version = get_u64(r);
+  if (r->bad) {
+    mu_free(reason);
+    return;
+  }
+  struct rdzv_run *run = *runp;
+  if (run == NULL)
+    run = *runp = rdzv_run_new(rv, id, &c);
+  if (run->state == RDZV_RUN_OPEN && state != RDZV_RUN_OPEN) {
+    /* ended: as rdzv_end() leaves it, no lease runs out any more */
+    rdzv_deadline_clear(rv, &run->lease_dl);
+    rdzv_deadline_clear(rv, &run->last_call_dl);
+  }
+  run->state = (enum rdzv_run_state)state;
+  mu_free(run->reason);
+  run->reason = reason;
+  run->rstate = (enum rdzv_round_state)rstate;
+  if (kv_version > run->kv_version)
+    run->kv_version = kv_version;
+}
+
+static void apply_round(struct rd *r, struct rdzv_run *run)
+{
+  uint32_t rstate = get_u32(r);
+  uint64_t number = get_u64(r);
+  uint32_t nmembers = get_u32(r);
+  if (r->bad || rstate > RDZV_ROUND_BROKEN || number == 0) {
+    r->bad = 1;
+    return;
+  }
+  rdzv_run_drop_nodes(run); /* in a restored run, the members of the round this one replaces */
+  if (run->round != NULL)
+    rdzv_round_unref(run->round);
+  run->round = NULL;
+  run->round_gone = 0;
+  run->left_ok = 0;
+  run->rstate = (enum rdzv_round_state)rstate;
+  get_round(r, run, number, nmembers);
+}
+
+static void apply_member(struct rd *r, struct rdzv_run *run)
+{
+  uint64_t number = get_u64(r);
+  uint32_t rank = get_u32(r);
+  struct member_rec m;
+  if (get_member(r, &m) != 0)
+    return;
+  struct rdzv_round *rd = run->round;
+  struct rdzv_node *n =
+      rd != NULL && rd->number == number && rank < rd->nnodes ? rd->members[rank] : NULL;
+  int gone = (m.flags & 2) != 0;
+  if (n == NULL || strcmp(n->h.key, m.id) != 0 || (n->gone && !gone)) {
+    mu_free(m.id);
+    mu_free(m.addr);
+    r->bad = 1; /* not a member of the latest round, or one back from gone */
+    return;
+  }
+  mu_free(m.id);
+  rdzv_node_set_addr(n, m.addr);
+  n->lws = m.lws;
+  n->master_port = m.port;
+  n->rank_offset = m.rank_offset;
+  n->left_ok = (m.flags & 1) != 0;
+  if (gone && !n->gone) {
+    run->round_gone++;
+    run->left_ok += n->left_ok;
+    rdzv_node_drop(run, n);
+  }
+}
+
+static void apply_kv(struct rd *r, struct rdzv_run *run)
+{
+  size_t vlen = 0;
+  char *key = get_str(r, RDZV_KEY_MAX, NULL);
+  uint32_t has = get_u32(r);
+  char *val = has ? get_str(r, RDZV_VALUE_MAX, &vlen) : NULL;
+  uint64_t version = has ? get_u64(r) : 0;
+  if (r->bad || key == NULL || has > 1 || (has && val == NULL)) {
+    mu_free(key);
+    mu_free(val);
+    r->bad = 1;
+    return;
+  }
+  rdzv_kv_apply(run, key, val, vlen, version); /* takes val */
+  mu_free(key);
+}
+
+int rdzv_apply_change(struct rdzv *rv, const void *data, size_t len)
+{
+  struct rd r = {data, len, 0, 0};
+  if (get_u32(&r) != RDZV_CHANGE_VERSION)
+    return -1;
+  uint32_t kind = get_u32(&r);
+  char *id = get_str(&r, RDZV_ID_MAX, NULL);
+  if (r.bad || id == NULL) {
+    mu_free(id);
+    return -1;
+  }
+  struct rdzv_run *run = rdzv_find(rv, id);
+  if (kind != RDZV_CH_RUN && run == NULL)
+    r.bad = 1; /* a change to a run that the state does not hold */
+  else if (kind == RDZV_CH_RUN)
+    apply_run(&r, rv, &run, id);
+  else if (kind == RDZV_CH_ROUND)
+    apply_round(&r, run);
+  else if (kind == RDZV_CH_MEMBER)
+    apply_member(&r, run);
+  else if (kind == RDZV_CH_KV)
+    apply_kv(&r, run);
+  else if (kind == RDZV_CH_DROP)
+    rdzv_run_free(run);
+  else
+    r.bad = 1;
+  mu_free(id);
+  if (kind != RDZV_CH_DROP && run != NULL)
+    rdzv_gc_check(run);
   return r.bad || r.off != r.n ? -1 : 0;
 }

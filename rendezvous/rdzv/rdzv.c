@@ -122,10 +122,28 @@ void rdzv_deadline_clear(struct rdzv *rv, struct rdzv_deadline *d)
   mu_heap_remove(&rv->deadlines, &d->hn);
 }
 
-void rdzv_changed(struct rdzv *rv)
+void rdzv_changed(struct rdzv_run *run, enum rdzv_change_kind kind, const struct rdzv_node *n,
+                  const char *key)
 {
-  if (rv->on_change != NULL)
-    rv->on_change(rv->on_change_data);
+  struct rdzv *rv = run->rv;
+  if (rv->on_change == NULL)
+    return;
+  struct rdzv_change c = {kind, run, n, key};
+  rv->on_change(rv->on_change_data, &c);
+}
+
+int rdzv_over_bytes(struct rdzv *rv, uint64_t more, struct mu_buf *err)
+{
+  if (more <= rv->lim.max_bytes && rv->bytes <= rv->lim.max_bytes - more)
+    return 0;
+  if (err != NULL)
+    mu_buf_printf(err,
+                  "musterd holds %llu bytes of /v1 state and this would add %llu, over its bound "
+                  "of %llu (--v1-max-bytes): finish or close runs, delete KV keys, or raise the "
+                  "bound",
+                  (unsigned long long)rv->bytes, (unsigned long long)more,
+                  (unsigned long long)rv->lim.max_bytes);
+  return 1;
 }
 
 /* A deadline fired: the wait it belongs to times out. */
@@ -170,8 +188,10 @@ static void on_timer(uv_timer_t *t)
       break;
     case DL_GC: {
       struct rdzv_run *run = MU_CONTAINER_OF(d, struct rdzv_run, gc_dl);
-      if (run->state != RDZV_RUN_OPEN || rdzv_run_idle(run))
+      if (run->state != RDZV_RUN_OPEN || rdzv_run_idle(run)) {
+        rdzv_changed(run, RDZV_CH_DROP, NULL, NULL);
         rdzv_run_free(run);
+      }
       break;
     }
     }
@@ -295,6 +315,9 @@ struct rdzv *rdzv_new(uv_loop_t *loop, uint64_t gc_ms)
   struct rdzv *rv = mu_calloc(1, sizeof(*rv));
   rv->loop = loop;
   rv->gc_ms = gc_ms ? gc_ms : DEFAULT_GC_MS;
+  struct rdzv_limits none = {0, 0, 0, 0};
+  rdzv_set_limits(rv, &none);
+  mu_htab_init(&rv->clients, 0);
   mu_htab_init(&rv->runs, 0);
   mu_list_init(&rv->runs_list);
   uv_timer_init(loop, &rv->timer);
@@ -305,6 +328,30 @@ struct rdzv *rdzv_new(uv_loop_t *loop, uint64_t gc_ms)
 void rdzv_set_gc_ms(struct rdzv *rv, uint64_t gc_ms)
 {
   rv->gc_ms = gc_ms ? gc_ms : DEFAULT_GC_MS;
+}
+
+void rdzv_set_limits(struct rdzv *rv, const struct rdzv_limits *l)
+{
+  struct rdzv_limits *o = &rv->lim;
+  o->max_bytes = l->max_bytes == 0               ? RDZV_BYTES_DEFAULT
+                 : l->max_bytes > RDZV_BYTES_MAX ? RDZV_BYTES_MAX
+                                                 : l->max_bytes;
+  o->max_runs = l->max_runs == 0 || l->max_runs > RDZV_RUNS_MAX ? RDZV_RUNS_MAX : l->max_runs;
+  o->max_runs_per_client =
+      l->max_runs_per_client == 0 ? RDZV_RUNS_PER_CLIENT_DEFAULT : l->max_runs_per_client;
+  o->max_lease_ms = l->max_lease_ms == 0 ? RDZV_MAX_LEASE_DEFAULT : l->max_lease_ms;
+}
+
+void rdzv_bytes(const struct rdzv *rv, uint64_t *used, uint64_t *max)
+{
+  *used = rv->bytes;
+  *max = rv->lim.max_bytes;
+}
+
+void rdzv_clear(struct rdzv *rv)
+{
+  while (rv->runs_list.head != NULL)
+    rdzv_run_free(MU_CONTAINER_OF(rv->runs_list.head, struct rdzv_run, link));
 }
 
 static void on_timer_closed(uv_handle_t *h)
@@ -322,9 +369,9 @@ void rdzv_free(struct rdzv *rv, void (*done)(void *), void *done_data)
 {
   if (rv == NULL)
     return;
-  while (rv->runs_list.head != NULL)
-    rdzv_run_free(MU_CONTAINER_OF(rv->runs_list.head, struct rdzv_run, link));
+  rdzv_clear(rv);
   mu_htab_release(&rv->runs);
+  mu_htab_release(&rv->clients); /* empty: every run gave its client entry back */
   rv->done = done;
   rv->done_data = done_data;
   uv_timer_stop(&rv->timer);
@@ -365,7 +412,7 @@ void rdzv_note(const struct rdzv_run *run, const char *kind, const char *fmt, ..
   rv->on_event(rv->on_event_data, run->h.key, kind, text);
 }
 
-void rdzv_set_change_hook(struct rdzv *rv, void (*fn)(void *), void *data)
+void rdzv_set_change_hook(struct rdzv *rv, rdzv_change_fn *fn, void *data)
 {
   rv->on_change = fn;
   rv->on_change_data = data;

@@ -40,11 +40,14 @@
 #define RDZV_VALUE_MAX (1 << 20)      /* one KV value */
 #define RDZV_KV_BYTES_MAX (64u << 20) /* all KV values of one run */
 #define RDZV_KV_KEYS_MAX 100000       /* keys of one run */
-/* All KV values of all runs: the server-wide bound that keeps the durable state (one log
- * record, at most 256 MiB) encodable whatever the number of runs. */
-#define RDZV_TOTAL_KV_BYTES_MAX (128u << 20)
+/* All /v1 state of the server (runs, nodes, barriers, KV keys and values, each counted with a
+ * fixed overhead that covers its encoding): the server-wide bound (musterd --v1-max-bytes) that
+ * keeps the whole state (one snapshot record, at most 256 MiB) encodable and the memory
+ * bounded whatever the number of runs. */
+#define RDZV_BYTES_DEFAULT ((uint64_t)128 << 20)
+#define RDZV_BYTES_MAX ((uint64_t)192 << 20)
 #define RDZV_BARRIERS_MAX 10000   /* barrier names of one run */
-#define RDZV_RUNS_MAX 10000       /* runs held at once */
+#define RDZV_RUNS_MAX 10000       /* runs held at once (musterd --v1-max-runs, at most this) */
 #define RDZV_NODES_MAX 1000000    /* max_nodes of one run */
 #define RDZV_MEMBERS_IN_REPLY 256 /* join answers list members up to this many nodes */
 
@@ -201,6 +204,8 @@ struct rdzv_join_req {
   uint32_t master_port;
   int with_members; /* 1: the answer lists the members (when nnodes <= RDZV_MEMBERS_IN_REPLY) */
   struct rdzv_config config;
+  const char *client; /* who asks (a peer address), for the per-client run bound; NULL or "":
+                       * not counted per client */
 };
 
 /* A run's summary for listings and GET /v1/runs/{id}. Strings borrowed until the next call. */
@@ -228,6 +233,21 @@ struct rdzv *rdzv_new(uv_loop_t *loop, uint64_t gc_ms);
 
 /* Sets the GC delay for runs that end or go idle from now on (0: the default). */
 void rdzv_set_gc_ms(struct rdzv *rv, uint64_t gc_ms);
+
+/* The server-wide limits of the /v1 state (musterd's --v1-* options); 0 in a field keeps the
+ * default. Every refusal names its option. */
+struct rdzv_limits {
+  uint64_t max_bytes;           /* all /v1 state (RDZV_BYTES_DEFAULT, at most RDZV_BYTES_MAX) */
+  uint32_t max_runs;            /* runs held at once (RDZV_RUNS_MAX, at most that) */
+  uint32_t max_runs_per_client; /* runs created by one client and still held (default 1000) */
+  uint32_t max_lease_ms;        /* the longest lease_ttl_ms a join may ask for (default 600000) */
+};
+#define RDZV_RUNS_PER_CLIENT_DEFAULT 1000
+#define RDZV_MAX_LEASE_DEFAULT 600000
+void rdzv_set_limits(struct rdzv *rv, const struct rdzv_limits *l);
+
+/* Bytes of /v1 state held now and the bound (--v1-max-bytes). */
+void rdzv_bytes(const struct rdzv *rv, uint64_t *used, uint64_t *max);
 
 /* Answers every pending wait with RDZV_ESHUTTING_DOWN, frees all runs and starts closing
  * the timer handle; `done` (may be NULL) runs once the handle is closed and the memory is
@@ -353,10 +373,40 @@ void rdzv_set_event_hook(struct rdzv *rv, rdzv_event_fn *fn, void *data);
  * Durability (codec.c; the persist layer calls these)
  */
 
-/* Calls `fn(data)` (NULL: nothing) whenever the state rdzv_encode() writes changes: a round
- * closes or breaks, a member leaves or is lost, a run ends, a KV key is set or deleted. The
- * hook must not call back into the rendezvous. */
-void rdzv_set_change_hook(struct rdzv *rv, void (*fn)(void *), void *data);
+/* One change of the durable state, as the change hook sees it: what changed, not the whole
+ * state. `run` (and `node`, `key`) are borrowed for the call; rdzv_encode_change() reads the
+ * state they name as it is now. */
+enum rdzv_change_kind {
+  RDZV_CH_RUN = 1, /* a run was created, or its state, reason or round state changed */
+  RDZV_CH_ROUND,   /* a round closed: its number and every member */
+  RDZV_CH_MEMBER,  /* one member of the latest round: left, lost, or joined again */
+  RDZV_CH_KV,      /* a KV key was set (or deleted: it holds no value now) */
+  RDZV_CH_DROP,    /* the run is forgotten (GC) */
+};
+struct rdzv_change {
+  enum rdzv_change_kind kind;
+  const struct rdzv_run *run;
+  const struct rdzv_node *node; /* RDZV_CH_MEMBER */
+  const char *key;              /* RDZV_CH_KV */
+};
+typedef void rdzv_change_fn(void *data, const struct rdzv_change *c);
+
+/* Calls `fn(data, change)` (NULL: nothing) after every change of what rdzv_encode() writes,
+ * in the order they happen: replaying them with rdzv_apply_change() over the state encoded
+ * before them gives the state after them. The hook must not call back into the rendezvous. */
+void rdzv_set_change_hook(struct rdzv *rv, rdzv_change_fn *fn, void *data);
+
+/* Appends change `c` as a self-contained record body to `out`, every append checked.
+ * Returns: 0, or MU_E2BIG when it would pass `out`'s cap (then `out` is left as it was). */
+int rdzv_encode_change(const struct rdzv_change *c, struct mu_buf *out);
+
+/* Applies one record body of rdzv_encode_change() to the state rdzv_restore() rebuilt (and
+ * the changes applied since). Returns: 0, or -1 for a malformed body or one that does not
+ * apply to this state. */
+int rdzv_apply_change(struct rdzv *rv, const void *data, size_t len);
+
+/* Forgets every run (recovery, before a newer whole state is restored). */
+void rdzv_clear(struct rdzv *rv);
 
 /* Appends the durable state (runs, their latest rounds with members, KV) to `out`, every
  * append checked. Returns: 0, or MU_E2BIG when it would pass `out`'s cap (then `out` is left

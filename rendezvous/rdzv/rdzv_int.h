@@ -23,8 +23,23 @@
 #define DEFAULT_LEASE_TTL_MS 10000
 #define MAX_TIMEOUT_MS (7LL * 24 * 3600 * 1000) /* one week */
 
+/* What each object counts against --v1-max-bytes besides its strings (a node's id and address,
+ * a key and its value...): at least what rdzv_encode() writes for it (a run's reason, at most
+ * 512 bytes, is counted up front). A million nodes of a round fit the default bound. */
+#define RUN_COST (128 + 512)
+#define NODE_COST 48
+#define KV_COST 32
+#define BARRIER_COST 64
+
+/* The runs one client created that are still held (the per-client run bound). */
+struct rdzv_client {
+  struct mu_hnode h; /* key: the client (part of the allocation) */
+  uint32_t runs;
+};
+
 struct rdzv_node {
   struct mu_hnode h; /* key: node id (part of the node's allocation) */
+  struct rdzv *rv;   /* whose byte count holds it */
   char *addr;
   uint32_t lws, master_port;
   uint32_t refs; /* +1 while in the run's table, +1 per round that lists it */
@@ -62,7 +77,8 @@ enum dl_kind { DL_WAIT = 1, DL_LEASE, DL_LAST_CALL, DL_GC };
 struct rdzv_run {
   struct mu_hnode h; /* key: run id (owned) */
   struct rdzv *rv;
-  struct mu_list_node link; /* on rv->runs_list */
+  struct rdzv_client *owner; /* the client that created it (NULL: restored, or not counted) */
+  struct mu_list_node link;  /* on rv->runs_list */
   uint32_t min_nodes, max_nodes, last_call_ms, join_timeout_ms, lease_ttl_ms;
   enum rdzv_run_state state;
   char *reason;
@@ -91,11 +107,13 @@ struct rdzv {
   uint64_t gc_ms;
   struct mu_htab runs;
   struct mu_list runs_list; /* in creation order */
-  size_t kv_bytes;          /* KV value bytes of every run (RDZV_TOTAL_KV_BYTES_MAX) */
+  uint64_t bytes;           /* all /v1 state, as counted against lim.max_bytes */
+  struct rdzv_limits lim;
+  struct mu_htab clients; /* struct rdzv_client by client */
   struct rdzv_stats st;
   void (*done)(void *);
   void *done_data;
-  void (*on_change)(void *); /* the durable state changed (rdzv_set_change_hook) */
+  rdzv_change_fn *on_change; /* the durable state changed (rdzv_set_change_hook) */
   void *on_change_data;
   rdzv_event_fn *on_event; /* rdzv_set_event_hook */
   void *on_event_data;
@@ -119,8 +137,13 @@ void rdzv_note(const struct rdzv_run *run, const char *kind, const char *fmt, ..
     __attribute__((format(printf, 3, 4)));
 void rdzv_deadline_set(struct rdzv *rv, struct rdzv_deadline *d, uint64_t at);
 void rdzv_deadline_clear(struct rdzv *rv, struct rdzv_deadline *d);
-/* Tells the change hook (durability) that what rdzv_encode() writes has changed. */
-void rdzv_changed(struct rdzv *rv);
+/* Tells the change hook (durability) what of the state rdzv_encode() writes has changed:
+ * run `run` itself, its latest round, member `n` of that round, KV `key` of it, or that it is
+ * forgotten. */
+void rdzv_changed(struct rdzv_run *run, enum rdzv_change_kind kind, const struct rdzv_node *n,
+                  const char *key);
+/* Returns: 1 when `more` bytes would pass --v1-max-bytes (and says so in `err`, may be NULL). */
+int rdzv_over_bytes(struct rdzv *rv, uint64_t more, struct mu_buf *err);
 void rdzv_wait_queue(struct mu_list *l, struct rdzv_wait *w);
 void rdzv_wait_unqueue(struct rdzv_wait *w);
 /* Moves every wait of `from` onto `to` (emptying `from`), so that a callback fired while `to`
@@ -144,12 +167,20 @@ int rdzv_valid_text(const char *s, size_t max);
 
 /* runs.c: runs, rounds, members, leases */
 /* A node whose id lives in the same allocation (one cache line less per lookup); refs 0. */
-struct rdzv_node *rdzv_node_new(const char *node_id, size_t idlen);
+struct rdzv_node *rdzv_node_new(struct rdzv *rv, const char *node_id, size_t idlen);
+/* Gives node `n` the address `addr` (taken; its bytes counted instead of the old one's). */
+void rdzv_node_set_addr(struct rdzv_node *n, char *addr);
 void rdzv_node_unref(struct rdzv_node *n);
 struct rdzv_run *rdzv_run_new(struct rdzv *rv, const char *run_id, const struct rdzv_config *c);
 struct rdzv_node *rdzv_find_node(struct rdzv_run *run, const char *node_id);
 /* Answers every wait of `run` with `err` and frees it. */
 void rdzv_run_free(struct rdzv_run *run);
+/* Drops a reference on a round (frees it, and its hold on its members, at zero). */
+void rdzv_round_unref(struct rdzv_round *r);
+/* Removes `n` from `run`'s node table without telling anyone (recovery: applying a change). */
+void rdzv_node_drop(struct rdzv_run *run, struct rdzv_node *n);
+/* Removes every node from `run`'s table the same way (recovery: a round replaces the last). */
+void rdzv_run_drop_nodes(struct rdzv_run *run);
 /* Starts (or stops) the GC clock of a run that ended or has nothing left in it. */
 void rdzv_gc_check(struct rdzv_run *run);
 int rdzv_run_idle(const struct rdzv_run *run);
@@ -174,5 +205,8 @@ void rdzv_barriers_kv_free(struct rdzv_run *run);
 void rdzv_barriers_kv_answer(struct rdzv_run *run, int err, const char *msg);
 /* Adds a restored KV entry (codec.c). Returns: 0, or -1 when the key is there already. */
 int rdzv_kv_restore(struct rdzv_run *run, char *key, char *val, size_t len, uint64_t version);
+/* Sets (val != NULL: takes it) or deletes (val == NULL) KV `key` of `run` as a logged change
+ * says, without waking anyone (recovery). */
+void rdzv_kv_apply(struct rdzv_run *run, const char *key, char *val, size_t len, uint64_t version);
 
 #endif

@@ -19,13 +19,26 @@ void rdzv_node_unref(struct rdzv_node *n)
 {
   if (--n->refs > 0)
     return;
+  n->rv->bytes -= NODE_COST + n->h.len + (n->addr != NULL ? strlen(n->addr) : 0);
   mu_free(n->addr); /* the id is part of the node's allocation */
   mu_free(n);
 }
 
-struct rdzv_node *rdzv_node_new(const char *node_id, size_t idlen)
+void rdzv_node_set_addr(struct rdzv_node *n, char *addr)
+{
+  if (n->addr != NULL)
+    n->rv->bytes -= strlen(n->addr);
+  mu_free(n->addr);
+  n->addr = addr;
+  if (addr != NULL)
+    n->rv->bytes += strlen(addr);
+}
+
+struct rdzv_node *rdzv_node_new(struct rdzv *rv, const char *node_id, size_t idlen)
 {
   struct rdzv_node *n = mu_calloc(1, sizeof(*n) + idlen + 1);
+  n->rv = rv;
+  rv->bytes += NODE_COST + idlen;
   n->h.key = (char *)(n + 1);
   n->h.len = (uint32_t)idlen;
   memcpy(n->h.key, node_id, idlen);
@@ -82,7 +95,7 @@ static void watch_release(struct rdzv_run *run, struct rdzv_wait *w)
  * Rounds
  */
 
-static void round_unref(struct rdzv_round *r)
+void rdzv_round_unref(struct rdzv_round *r)
 {
   if (--r->refs > 0)
     return;
@@ -169,7 +182,7 @@ static void break_round(struct rdzv_run *run, const char *why)
   rdzv_note(run, "broken", "round %" PRIu64 " broken: %s", run->round ? run->round->number : 0,
             why);
   run->rstate = RDZV_ROUND_BROKEN;
-  rdzv_changed(run->rv);
+  rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);
   kick_watches(run);
 }
 
@@ -209,9 +222,10 @@ static void node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks, c
       break_round(run, b);
     }
   }
+  if (member) /* what the round records of it changed: it left (or was lost) */
+    rdzv_changed(run, RDZV_CH_MEMBER, n, NULL);
   rdzv_node_unref(n);
   run->rv->st.nodes--;
-  rdzv_changed(run->rv);
   rdzv_maybe_close(run, 0);
   rdzv_gc_check(run);
 }
@@ -316,7 +330,7 @@ static void close_round(struct rdzv_run *run)
   /* Leave the old round: its members' places are cleared. */
   run->round = r;
   if (old)
-    round_unref(old);
+    rdzv_round_unref(old);
   uint64_t off = 0;
   for (uint32_t i = 0; i < nchosen; i++) {
     struct rdzv_node *n = chosen[i]->obj;
@@ -339,6 +353,7 @@ static void close_round(struct rdzv_run *run)
   rdzv_note(run, "round",
             "round %" PRIu64 " closed with %" PRIu32 " node%s (world size %" PRIu64 ")", r->number,
             nchosen, nchosen == 1 ? "" : "s", off);
+  rdzv_changed(run, RDZV_CH_ROUND, NULL, NULL); /* logged before any answer reveals it */
 
   /* Detach the chosen waits and start their leases, then answer. */
   for (uint32_t i = 0; i < nchosen; i++) {
@@ -364,10 +379,9 @@ static void close_round(struct rdzv_run *run)
   }
   mu_free(chosen);
   /* Members of older rounds watching them learn they are superseded. */
-  rdzv_changed(rv);
   if (run->round == r)
     kick_watches(run);
-  round_unref(r);
+  rdzv_round_unref(r);
 }
 
 /* Closes the round if the pending joins allow it, or starts the last call. */
@@ -448,9 +462,39 @@ static void node_drop(struct mu_hnode *h, void *data)
   rdzv_node_unref(n);
 }
 
+void rdzv_node_drop(struct rdzv_run *run, struct rdzv_node *n)
+{
+  lease_unlink(run, n);
+  mu_htab_del(&run->nodes, &n->h);
+  n->gone = 1;
+  run->rv->st.nodes--;
+  rdzv_node_unref(n);
+}
+
+void rdzv_run_drop_nodes(struct rdzv_run *run)
+{
+  while (run->leases.head != NULL)
+    lease_unlink(run, lease_node(run->leases.head));
+  rdzv_deadline_clear(run->rv, &run->lease_dl);
+  mu_htab_clear(&run->nodes, node_drop, run->rv);
+}
+
+/* Gives back the run's place in its client's count. */
+static void owner_put(struct rdzv_run *run)
+{
+  struct rdzv_client *cl = run->owner;
+  run->owner = NULL;
+  if (cl == NULL || --cl->runs > 0)
+    return;
+  mu_htab_del(&run->rv->clients, &cl->h);
+  mu_free(cl);
+}
+
 void rdzv_run_free(struct rdzv_run *run)
 {
   struct rdzv *rv = run->rv;
+  owner_put(run);
+  rv->bytes -= RUN_COST + run->h.len;
   answer_all(run, RDZV_ESHUTTING_DOWN, "musterd is shutting down; retry against a running server");
   rdzv_deadline_clear(rv, &run->lease_dl);
   rdzv_deadline_clear(rv, &run->last_call_dl);
@@ -458,7 +502,7 @@ void rdzv_run_free(struct rdzv_run *run)
   mu_htab_clear(&run->nodes, node_drop, rv);
   mu_htab_release(&run->nodes);
   if (run->round)
-    round_unref(run->round);
+    rdzv_round_unref(run->round);
   rdzv_barriers_kv_free(run);
   mu_htab_del(&rv->runs, &run->h);
   mu_list_remove(&rv->runs_list, &run->link);
@@ -520,7 +564,8 @@ void rdzv_run_info(const struct rdzv_run *run, struct rdzv_run_info *out)
 }
 
 /* Checks a join's configuration and fills in the defaults. */
-static int config_check(const struct rdzv_config *in, struct rdzv_config *out, struct mu_buf *err)
+static int config_check(const struct rdzv *rv, const struct rdzv_config *in,
+                        struct rdzv_config *out, struct mu_buf *err)
 {
   *out = *in;
   if (out->min_nodes < 1 || out->min_nodes > RDZV_NODES_MAX) {
@@ -552,6 +597,14 @@ static int config_check(const struct rdzv_config *in, struct rdzv_config *out, s
     mu_buf_puts(err, "join_timeout_ms and lease_ttl_ms must be positive");
     return RDZV_EBAD_REQUEST;
   }
+  if (out->lease_ttl_ms > (int64_t)rv->lim.max_lease_ms) {
+    mu_buf_printf(err,
+                  "lease_ttl_ms %lld is over this server's cap of %" PRIu32
+                  " ms (--v1-max-lease-ms): a lost node would hold its run that long; ask for a "
+                  "shorter lease and heartbeat",
+                  (long long)out->lease_ttl_ms, rv->lim.max_lease_ms);
+    return RDZV_EBAD_REQUEST;
+  }
   return 0;
 }
 
@@ -572,6 +625,7 @@ struct rdzv_run *rdzv_run_new(struct rdzv *rv, const char *run_id, const struct 
   mu_htab_init(&run->barriers, 0);
   mu_htab_init(&run->kv, 0);
   mu_htab_add(&rv->runs, &run->h, id, strlen(id));
+  rv->bytes += RUN_COST + run->h.len;
   mu_list_push_back(&rv->runs_list, &run->link);
   rv->st.runs++;
   rdzv_note(run, "run",
@@ -655,23 +709,66 @@ static int join_refuse(struct rdzv_run *run, const char *run_id, const struct rd
   return 1;
 }
 
+/* The bounds a join that creates a run passes: runs in all, runs of its client, bytes.
+ * Returns: 0 with *owner (NULL: not counted per client), or RDZV_ETOO_MANY with `err` set. */
+static int new_run_check(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *req,
+                         struct rdzv_client **owner, struct mu_buf *err)
+{
+  *owner = NULL;
+  if (rv->runs.n >= rv->lim.max_runs) {
+    mu_buf_printf(err,
+                  "musterd holds %" PRIu32 " runs, its bound (--v1-max-runs); close finished "
+                  "runs (POST /v1/runs/ID/close) or wait for their GC",
+                  rv->lim.max_runs);
+    return RDZV_ETOO_MANY;
+  }
+  size_t clen = req->client != NULL ? strlen(req->client) : 0;
+  struct mu_hnode *h = clen > 0 ? mu_htab_find(&rv->clients, req->client, clen) : NULL;
+  struct rdzv_client *cl = h != NULL ? MU_CONTAINER_OF(h, struct rdzv_client, h) : NULL;
+  if (cl != NULL && cl->runs >= rv->lim.max_runs_per_client) {
+    mu_buf_printf(err,
+                  "client %.128s created %" PRIu32 " runs that musterd still holds, the "
+                  "per-client bound (--v1-max-runs-per-client); close finished runs (POST "
+                  "/v1/runs/ID/close) or wait for their GC",
+                  req->client, cl->runs);
+    return RDZV_ETOO_MANY;
+  }
+  uint64_t cost = RUN_COST + strlen(run_id) + NODE_COST + strlen(req->node_id) + strlen(req->addr);
+  if (rdzv_over_bytes(rv, cost, err))
+    return RDZV_ETOO_MANY;
+  if (clen > 0 && cl == NULL) {
+    cl = mu_calloc(1, sizeof(*cl) + clen + 1);
+    cl->h.key = (char *)(cl + 1);
+    memcpy(cl->h.key, req->client, clen);
+    mu_htab_add(&rv->clients, &cl->h, cl->h.key, clen);
+  }
+  if (cl != NULL)
+    cl->runs++;
+  *owner = cl;
+  return 0;
+}
+
 int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *req,
               struct rdzv_wait *w, struct mu_buf *err)
 {
   struct rdzv_config cfg;
   int rc = join_check(run_id, req, err);
   if (rc == 0)
-    rc = config_check(&req->config, &cfg, err);
+    rc = config_check(rv, &req->config, &cfg, err);
   if (rc != 0)
     return rc;
   struct rdzv_run *run = rdzv_find(rv, run_id);
   if (run == NULL) {
-    if (rv->runs.n >= RDZV_RUNS_MAX) {
-      mu_buf_printf(err, "musterd holds %d runs, its limit; close finished runs first",
-                    RDZV_RUNS_MAX);
-      return RDZV_ETOO_MANY;
-    }
+    struct rdzv_client *owner = NULL;
+    rc = new_run_check(rv, run_id, req, &owner, err);
+    if (rc != 0)
+      return rc;
     run = rdzv_run_new(rv, run_id, &cfg);
+    run->owner = owner;
+    rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);
+  } else if (run->state == RDZV_RUN_OPEN && rdzv_find_node(run, req->node_id) == NULL &&
+             rdzv_over_bytes(rv, NODE_COST + strlen(req->node_id) + strlen(req->addr), err)) {
+    return RDZV_ETOO_MANY; /* (an ended run answers run_closed/run_shut below instead) */
   }
   rdzv_wait_start(w, RDZV_W_JOIN, run, NULL);
   w->with_members = req->with_members;
@@ -688,15 +785,13 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     }
   } else {
     size_t idlen = strlen(req->node_id);
-    n = rdzv_node_new(req->node_id, idlen);
+    n = rdzv_node_new(rv, req->node_id, idlen);
     n->refs = 1;
     mu_htab_add(&run->nodes, &n->h, n->h.key, idlen);
     rv->st.nodes++;
   }
-  if (n->addr == NULL || strcmp(n->addr, req->addr) != 0) {
-    mu_free(n->addr);
-    n->addr = mu_strdup(req->addr);
-  }
+  if (n->addr == NULL || strcmp(n->addr, req->addr) != 0)
+    rdzv_node_set_addr(n, mu_strdup(req->addr));
   n->lws = req->local_world_size;
   n->master_port = req->master_port;
   lease_unlink(run, n);
@@ -709,6 +804,7 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
   rdzv_note(run, "join", "node '%s' (%s, %" PRIu32 " workers) joined; %zu waiting", req->node_id,
             req->addr, req->local_world_size, (size_t)run->joins.n);
   if (in_round(run, n)) {
+    rdzv_changed(run, RDZV_CH_MEMBER, n, NULL); /* its address or workers may be new */
     run->joins_prev++;
     /* A member that joins again has restarted: its round is over. */
     char b[300];
@@ -882,7 +978,7 @@ int rdzv_end(struct rdzv *rv, const char *run_id, int shut, const char *reason)
   rdzv_deadline_clear(rv, &run->lease_dl);
   struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   int err = rdzv_ended_err(run, &msg);
-  rdzv_changed(rv);
+  rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);
   answer_all(run, err, mu_buf_str(&msg));
   mu_buf_release(&msg);
   rdzv_gc_check(run);

@@ -28,6 +28,11 @@ int v1_register(struct rv_server *srv);
  * now on. */
 void v1_set_run_gc_ms(struct rv_server *srv, uint64_t gc_ms);
 
+/* Sets the server-wide bounds of the /v1 state (musterd --v1-max-bytes, --v1-max-runs,
+ * --v1-max-runs-per-client, --v1-max-lease-ms; struct rdzv_limits in rdzv.h, 0 = default). */
+struct rdzv_limits;
+void v1_set_limits(struct rv_server *srv, const struct rdzv_limits *l);
+
 /* Returns: the server's rendezvous state, or NULL if /v1 is not registered.
  * Ownership: borrowed, lives as long as the server. */
 struct rdzv *v1_rdzv(struct rv_server *srv);

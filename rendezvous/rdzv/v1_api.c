@@ -212,7 +212,15 @@ static void v1_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
   if (v->rv == NULL)
     return;
   struct rdzv_stats s;
+  uint64_t used = 0, max = 0;
   rdzv_stats(v->rv, &s);
+  rdzv_bytes(v->rv, &used, &max);
+  mu_buf_printf(out,
+                "# HELP muster_rdzv_state_bytes All /v1 state as counted against its bound.\n"
+                "# TYPE muster_rdzv_state_bytes gauge\nmuster_rdzv_state_bytes %" PRIu64 "\n"
+                "# TYPE muster_rdzv_state_bytes_max gauge\nmuster_rdzv_state_bytes_max %" PRIu64
+                "\n",
+                used, max);
   mu_buf_printf(out,
                 "# TYPE muster_rdzv_runs gauge\nmuster_rdzv_runs %" PRIu64 "\n"
                 "# TYPE muster_rdzv_nodes gauge\nmuster_rdzv_nodes %" PRIu64 "\n"
@@ -246,6 +254,13 @@ void v1_set_run_gc_ms(struct rv_server *srv, uint64_t gc_ms)
   struct v1 *v = rv_server_module_data(srv, "rdzv");
   if (v && v->rv)
     rdzv_set_gc_ms(v->rv, gc_ms);
+}
+
+void v1_set_limits(struct rv_server *srv, const struct rdzv_limits *l)
+{
+  struct v1 *v = rv_server_module_data(srv, "rdzv");
+  if (v && v->rv)
+    rdzv_set_limits(v->rv, l);
 }
 
 struct rdzv *v1_rdzv(struct rv_server *srv)

@@ -39,6 +39,29 @@ void v1_bad_request(struct rv_req *req, const char *fmt, ...)
   v1_error_reply(req, RDZV_EBAD_REQUEST, msg, NULL, NULL);
 }
 
+/* Is the server's /v1 state within one value of --v1-max-bytes (then a refused write is most
+ * likely refused for that)? */
+static int near_full(struct rv_req *req)
+{
+  struct v1 *v = rv_server_module_data(req->srv, "rdzv");
+  uint64_t used = 0, max = 0;
+  if (v == NULL || v->rv == NULL)
+    return 0;
+  rdzv_bytes(v->rv, &used, &max);
+  return used + RDZV_VALUE_MAX + 4096 > max;
+}
+
+static void server_full(struct rv_req *req, char *msg, size_t size)
+{
+  struct v1 *v = rv_server_module_data(req->srv, "rdzv");
+  uint64_t used = 0, max = 0;
+  rdzv_bytes(v->rv, &used, &max);
+  snprintf(msg, size,
+           "musterd holds %llu bytes of /v1 state, near its bound of %llu (--v1-max-bytes): "
+           "this write would pass it; finish or close runs, delete KV keys, or raise the bound",
+           (unsigned long long)used, (unsigned long long)max);
+}
+
 void v1_fail(struct rv_req *req, int err, const char *run_id, const char *what)
 {
   char msg[V1_MESSAGE_MAX];
@@ -66,12 +89,18 @@ void v1_fail(struct rv_req *req, int err, const char *run_id, const char *what)
              what);
     break;
   case RDZV_ETOO_LARGE:
-    snprintf(msg, size, "value too large: one value may hold %d bytes and a run %u bytes in all",
-             RDZV_VALUE_MAX, RDZV_KV_BYTES_MAX);
+    if (near_full(req))
+      server_full(req, msg, size);
+    else
+      snprintf(msg, size, "value too large: one value may hold %d bytes and a run %u bytes in all",
+               RDZV_VALUE_MAX, RDZV_KV_BYTES_MAX);
     break;
   case RDZV_ETOO_MANY:
-    snprintf(msg, size, "run '%s' holds %d keys, its limit; delete keys it no longer needs", run_id,
-             RDZV_KV_KEYS_MAX);
+    if (near_full(req))
+      server_full(req, msg, size);
+    else
+      snprintf(msg, size, "run '%s' holds %d keys, its limit; delete keys it no longer needs",
+               run_id, RDZV_KV_KEYS_MAX);
     break;
   case RDZV_EBAD_REQUEST:
     snprintf(msg, size, "bad request for '%s' (key of 1-%d bytes; counter overflow?)", what,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "decimal.h"
+#include "htab.h"
 #include "json.h"
 #include "v1_int.h"
 
@@ -59,6 +60,15 @@ void v1_join(struct rv_req *req)
   int64_t lws = 0, port = 0, min = 0, max = 0, lc = -1, jt = -1, ttl = -1;
   int with_members = 1;
   memset(&q, 0, sizeof(q));
+  /* who creates runs: the verified credential when auth is on (by a hash: never echo a
+   * secret), else the client address */
+  char who[48];
+  q.client = rv_req_peer(req);
+  if (req->principal != NULL) {
+    snprintf(who, sizeof(who), "credential#%08x",
+             (unsigned)mu_fnv1a(req->principal, strlen(req->principal)));
+    q.client = who;
+  }
   if (v1_field_str_or_reply(req, j, "node_id", 1, &q.node_id) != 0 ||
       v1_field_str_or_reply(req, j, "addr", 1, &q.addr) != 0 ||
       v1_field_int_or_reply(req, j, "local_world_size", 0, 1, 65536, 1, &lws) != 0 ||

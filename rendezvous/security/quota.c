@@ -64,11 +64,6 @@ int sec_quota_enabled(const struct sec_quota *q)
                        q->cfg.max_run_keys || q->cfg.max_run_bytes);
 }
 
-int sec_quota_wants_peer(const struct sec_quota *q)
-{
-  return q != NULL && q->cfg.max_watchers_per_client > 0;
-}
-
 uint64_t sec_quota_refused(const struct sec_quota *q, enum sec_quota_kind kind)
 {
   return q->refused[kind];

@@ -65,9 +65,6 @@ void sec_quota_free(struct sec_quota *q);
 /* Returns: 1 when any quota is set. */
 int sec_quota_enabled(const struct sec_quota *q);
 
-/* Returns: 1 when the per-client quota is set (the connection must record its peer address). */
-int sec_quota_wants_peer(const struct sec_quota *q);
-
 /* The gate's last check, right before the handler: value size, key counts and long-poll counts
  * for the routed `req` from client address `peer` ("" when unknown). When refused, answers the
  * request in its API's shape (rv_refuse()). When admitted as a long poll, fills `t` (give it

@@ -69,9 +69,12 @@ static int gate_auth(void *data, struct rv_req *req)
   struct sec *sec = data;
   if (!sec_auth_enabled(sec->auth) || (req->route->flags & RV_ROUTE_PUBLIC))
     return 0;
-  int v = sec_auth_check(sec->auth, rv_req_header(req, "Authorization"));
-  if (v == SEC_AUTH_GRANTED)
+  const char *cred = rv_req_header(req, "Authorization");
+  int v = sec_auth_check(sec->auth, cred);
+  if (v == SEC_AUTH_GRANTED) {
+    req->principal = cred;
     return 0;
+  }
   struct rv_refusal r = {v == SEC_AUTH_DENIED ? RV_REFUSE_BAD_CREDENTIALS
                                               : RV_REFUSE_NO_CREDENTIALS,
                          sec_auth_refusal(v), 0};
@@ -117,8 +120,7 @@ static void sec_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
 
 int sec_attach(struct rv_server *srv, struct sec *sec)
 {
-  struct rv_gate g = {
-      sec, sec_quota_wants_peer(sec->quota), gate_auth, gate_admit, gate_release, gate_free};
+  struct rv_gate g = {sec, gate_auth, gate_admit, gate_release, gate_free};
   if (rv_server_set_gate(srv, &g) != 0) {
     sec_free(sec);
     return MU_EEXIST;

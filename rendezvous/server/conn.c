@@ -55,11 +55,44 @@ static int head_over(struct rv_conn *c)
   return 0;
 }
 
-/* The request's body is no longer held against the server-wide bound. */
+/* The request's body is no longer held against the server-wide and per-address bounds. */
 static void body_uncount(struct rv_conn *c)
 {
   c->srv->body_total -= c->body_counted;
+  if (c->addr != NULL)
+    c->addr->body -= c->body_counted;
   c->body_counted = 0;
+}
+
+/* Takes one connection's share of the client address `c->peer`. */
+static void addr_take(struct rv_conn *c)
+{
+  struct rv_server *srv = c->srv;
+  size_t n = strlen(c->peer);
+  if (n == 0)
+    return;
+  struct mu_hnode *h = mu_htab_find(&srv->addrs, c->peer, n);
+  struct rv_addr *a = h != NULL ? MU_CONTAINER_OF(h, struct rv_addr, h) : NULL;
+  if (a == NULL) {
+    a = mu_calloc(1, sizeof(*a) + n + 1);
+    a->h.key = (char *)(a + 1);
+    memcpy(a->h.key, c->peer, n);
+    mu_htab_add(&srv->addrs, &a->h, a->h.key, n);
+  }
+  a->conns++;
+  c->addr = a;
+}
+
+/* Gives back the connection's share of its address (and the body it holds). */
+static void addr_put(struct rv_conn *c)
+{
+  body_uncount(c);
+  struct rv_addr *a = c->addr;
+  c->addr = NULL;
+  if (a == NULL || --a->conns > 0)
+    return;
+  mu_htab_del(&c->srv->addrs, &a->h);
+  mu_free(a);
 }
 
 static int on_message_begin(llhttp_t *p)
@@ -73,6 +106,7 @@ static int on_message_begin(llhttp_t *p)
   c->last_was_value = 1;
   c->nhdr = 0;
   c->req_error = 0;
+  c->req_why = NULL;
   uint64_t t = c->srv->cfg.header_timeout_ms;
   c->deadline = t > 0 ? uv_now(c->srv->loop) + t : 0;
   return 0;
@@ -193,9 +227,21 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     /* memory held for clients nobody has authenticated yet is bounded in total */
     srv->body_refused++;
     c->req_error = 503;
+    c->req_why = "the request bodies in progress on all connections are at their bound (64 x "
+                 "--max-body-bytes); retry";
+    return -1;
+  }
+  if (c->addr != NULL && c->addr->body + len > srv->cfg.max_body_bytes_per_address) {
+    /* ... and per client address: one address cannot take the whole of it */
+    srv->addr_body_refused++;
+    c->req_error = 503;
+    c->req_why = "the request bodies in progress from this client address are at their bound "
+                 "(--max-body-bytes-per-address); finish them, then retry";
     return -1;
   }
   srv->body_total += len;
+  if (c->addr != NULL)
+    c->addr->body += len;
   c->body_counted += len;
   return 0;
 }
@@ -274,6 +320,7 @@ static void on_close(uv_handle_t *h)
   if (c->flags & CONN_RESUME_QUEUED)
     rv_server_unqueue_resume(srv, c);
   conn_release_ticket(c); /* before the server may be freed by the unref below */
+  addr_put(c);
   rv_server_conn_closed(srv, c);
   conn_release(c);
   mu_free(c);
@@ -763,6 +810,13 @@ const char *rv_req_header(const struct rv_req *req, const char *name)
   return NULL;
 }
 
+const char *rv_req_peer(const struct rv_req *req)
+{
+  const struct rv_conn *c =
+      (const struct rv_conn *)((const char *)req - offsetof(struct rv_conn, req));
+  return c->peer;
+}
+
 const char *rv_req_param(const struct rv_req *req, const char *name)
 {
   for (size_t i = 0; i < req->nparams; i++)
@@ -812,7 +866,6 @@ void rv_conn_resume(struct rv_conn *c)
 
 static void error_reply(struct rv_conn *c, int status)
 {
-  char body[160];
   c->state = REQ_HANDLING;
   c->slot = NULL;
   c->cors = 0; /* Go's server answers bad HTTP itself, without etcd's headers */
@@ -820,7 +873,10 @@ static void error_reply(struct rv_conn *c, int status)
   c->srv->limit_hits += (status == 413 || status == 414 || status == 431);
   if (status == 413 || status == 414 || status == 431)
     mu_log(MU_LOG_WARN, "request refused with %d %s", status, rv_status_reason(status));
-  int n = snprintf(body, sizeof(body), "%d %s\n", status, rv_status_reason(status));
+  char body[320];
+  int n = snprintf(body, sizeof(body), "%d %s%s%s\n", status, rv_status_reason(status),
+                   c->req_why ? ": " : "", c->req_why ? c->req_why : "");
+  c->req_why = NULL;
   memset(&c->req, 0, sizeof(c->req));
   c->req.srv = c->srv;
   rv_reply(&c->req, status, "text/plain; charset=utf-8", NULL, body, (size_t)n);
@@ -1010,13 +1066,7 @@ void rv_conn_accept(struct rv_server *srv)
     rv_reply(&c->req, 503, "text/plain; charset=utf-8", NULL, msg, sizeof(msg) - 1);
     return;
   }
-  if (srv->tls != NULL) {
-    c->tls = rv_tls_conn_new(srv->tls);
-    /* the handshake and the first request's headers share the header deadline */
-    if (srv->cfg.header_timeout_ms > 0)
-      c->deadline = uv_now(srv->loop) + srv->cfg.header_timeout_ms;
-  }
-  if (srv->gate.wants_peer) {
+  { /* the client address: per-address bounds, per-client limits (the gate's quotas, /v1) */
     struct sockaddr_storage sa;
     int salen = sizeof(sa);
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0) {
@@ -1025,6 +1075,27 @@ void rv_conn_accept(struct rv_server *srv)
       else
         uv_ip4_name((struct sockaddr_in *)&sa, c->peer, sizeof(c->peer));
     }
+    addr_take(c);
+  }
+  if (c->addr != NULL && c->addr->conns > srv->cfg.max_connections_per_address) {
+    static const char msg[] = "503 too many connections from this client address "
+                              "(--max-connections-per-address)\n";
+    if (srv->addr_conns_rejected++ % 1000 == 0)
+      mu_log(MU_LOG_WARN,
+             "client %s has %u connections, the per-address limit: refusing with 503 (%llu so "
+             "far)",
+             c->peer, srv->cfg.max_connections_per_address,
+             (unsigned long long)srv->addr_conns_rejected);
+    c->keep_alive = 0;
+    c->state = REQ_HANDLING;
+    rv_reply(&c->req, 503, "text/plain; charset=utf-8", NULL, msg, sizeof(msg) - 1);
+    return;
+  }
+  if (srv->tls != NULL) {
+    c->tls = rv_tls_conn_new(srv->tls);
+    /* the handshake and the first request's headers share the header deadline */
+    if (srv->cfg.header_timeout_ms > 0)
+      c->deadline = uv_now(srv->loop) + srv->cfg.header_timeout_ms;
   }
   rv_conn_start_reading(c);
 }

@@ -230,7 +230,6 @@ struct rv_ticket {
 
 struct rv_gate {
   void *data;
-  int wants_peer; /* record each connection's client address (per-client limits) */
   /* Right after the route is known, before the method check. Returns: 0 to go on, 1 when it
    * answered the request (use rv_refuse()). */
   int (*auth)(void *data, struct rv_req *req);
@@ -283,11 +282,17 @@ struct rv_req {
   size_t nvars;
   const struct rv_route *route; /* the route that matched */
   void *user;                   /* free for the handler (e.g. its watcher) */
+  const char *principal; /* the credential the gate verified (its Authorization value), or NULL:
+                          * who the client is for per-client limits when auth is on */
 };
 
 /* Returns: the value of the first param called `name` (form body first, then query, as Go's
  * FormValue does), or NULL if absent. Ownership: borrowed, as the request. */
 const char *rv_req_param(const struct rv_req *req, const char *name);
+
+/* Returns: the client's address ("127.0.0.2"; "" when unknown, e.g. rv_server_feed()).
+ * Ownership: borrowed, as the request. */
+const char *rv_req_peer(const struct rv_req *req);
 
 /* Returns: the value of header `name` (case-insensitive), or NULL.
  * Ownership: borrowed, as the request. */

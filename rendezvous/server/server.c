@@ -19,6 +19,8 @@ void rv_server_config_init(struct rv_server_config *cfg)
   cfg->listen_port = 2379;
   cfg->name = "musterd";
   cfg->max_connections = 10000;
+  cfg->max_connections_per_address = 1000;
+  cfg->max_body_bytes_per_address = 8 * 1024 * 1024;
   cfg->max_body_bytes = 1024 * 1024;
   cfg->max_header_bytes = 16 * 1024;
   cfg->max_url_bytes = 8 * 1024;
@@ -47,6 +49,10 @@ struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_confi
   srv->cfg.name = srv->name;
   if (srv->cfg.max_connections == 0)
     srv->cfg.max_connections = 1;
+  if (srv->cfg.max_connections_per_address == 0)
+    srv->cfg.max_connections_per_address = 1;
+  if (srv->cfg.max_body_bytes_per_address < srv->cfg.max_body_bytes)
+    srv->cfg.max_body_bytes_per_address = srv->cfg.max_body_bytes; /* one whole body fits */
   if (srv->cfg.max_output_bytes < 65536)
     srv->cfg.max_output_bytes = 65536;
   if (srv->cfg.max_header_bytes < 256)
@@ -57,6 +63,7 @@ struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_confi
     srv->cfg.max_url_bytes = srv->cfg.max_header_bytes;
   mu_list_init(&srv->conns);
   mu_list_init(&srv->held);
+  mu_htab_init(&srv->addrs, 0);
   uv_timer_init(loop, &srv->sweep);
   srv->sweep.data = srv;
   srv->refs++;
@@ -271,6 +278,7 @@ static void server_free(struct rv_server *srv)
 {
   rv_server_closed_cb *cb = srv->closed_cb;
   void *data = srv->closed_data;
+  mu_htab_release(&srv->addrs); /* empty: every connection gave its share back */
   mu_free(srv->routes);
   mu_free(srv->order);
   mu_free(srv->host);

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "buf.h"
+#include "htab.h"
 #include "http.h"
 #include "list.h"
 
@@ -109,6 +110,17 @@ struct rv_server {
    * them yet), bounded by RV_BODY_TOTAL_FACTOR x max_body_bytes; past it, 503 and close. */
   size_t body_total;
   uint64_t body_refused;
+  /* What each client address holds (struct rv_addr by address): connections and bodies in
+   * progress, bounded per address so that one address cannot lock out another. */
+  struct mu_htab addrs;
+  uint64_t addr_conns_rejected, addr_body_refused;
+};
+
+/* One client address's share: its open connections and the bodies they hold. */
+struct rv_addr {
+  struct mu_hnode h; /* key: the address (part of the allocation) */
+  unsigned conns;
+  size_t body;
 };
 
 enum conn_flags {
@@ -160,6 +172,7 @@ struct rv_conn {
   struct mu_buf body;
   size_t body_counted; /* bytes of `body` counted in srv->body_total */
   int req_error;       /* HTTP status to answer instead of dispatching (413, 414, 431, 400) */
+  const char *req_why; /* what to add to its answer (static), or NULL */
   int keep_alive;
   int is_head;
   int cors; /* add etcd's CORS headers to an answer made before routing (301, 404) */
@@ -176,7 +189,8 @@ struct rv_conn {
 
   struct rv_tls_conn *tls; /* TLS session (tls.h), NULL for plain HTTP */
   struct rv_ticket ticket; /* what the gate took for the request in progress */
-  char peer[48];           /* client address, recorded when the gate wants it */
+  char peer[48];           /* client address ("" for rv_server_feed()) */
+  struct rv_addr *addr;    /* its per-address share, NULL when the address is unknown */
 };
 
 /* conn.c */

@@ -100,6 +100,17 @@ static void metrics_handler(struct rv_req *req)
                 (unsigned long long)srv->conns_timed_out, (unsigned long long)srv->reads_paused,
                 (unsigned long long)srv->output_held, (unsigned long long)srv->body_total,
                 (unsigned long long)srv->body_refused);
+  mu_buf_printf(&b,
+                "# HELP musterd_address_refused_total Refused because one client address "
+                "reached its share (--max-connections-per-address, "
+                "--max-body-bytes-per-address).\n"
+                "# TYPE musterd_address_refused_total counter\n"
+                "musterd_address_refused_total{limit=\"connections\"} %llu\n"
+                "musterd_address_refused_total{limit=\"body_bytes\"} %llu\n"
+                "# HELP musterd_client_addresses Client addresses with a connection open.\n"
+                "# TYPE musterd_client_addresses gauge\nmusterd_client_addresses %zu\n",
+                (unsigned long long)srv->addr_conns_rejected,
+                (unsigned long long)srv->addr_body_refused, (size_t)srv->addrs.n);
   for (size_t i = 0; i < srv->nmodules; i++)
     if (srv->modules[i].metrics != NULL)
       srv->modules[i].metrics(srv, srv->modules[i].data, &b);

@@ -5,9 +5,13 @@
 #   server A: --header-timeout-ms 1000 --body-timeout-ms 1000 --write-timeout-ms 1000
 #             --quota-watchers-per-client 2 (the deadlines and the watcher quota)
 #   server B: --data-dir --fsync batch (the half-closed client)
-#   server C: --max-output-bytes 65536 --quota-keys 300 (replies too large, deep paths;
-#             unfinished bodies: no short deadlines there)
+#   server C: --max-output-bytes 65536 --quota-keys 300 --max-connections-per-address 20
+#             (replies too large, deep paths; unfinished bodies, per address: no short
+#             deadlines there)
 #   server D: TLS (certificates made with the openssl CLI) --header-timeout-ms 1000
+#   server E: --data-dir with small /v1 bounds (--v1-max-bytes 24 MiB,
+#             --v1-max-runs-per-client 5, --v1-max-lease-ms 60000), killed -9 and restarted
+#   server F: --token-file, --v1-max-runs-per-client 2 (runs counted per credential)
 . "$(dirname "$0")/../lib.sh"
 . "$MU_SOURCE_DIR/tests/integration/security_lib.bash" # sec_make_pki (needs openssl)
 
@@ -19,7 +23,8 @@ mv "$T_DIR/musterd.log" "$T_DIR/musterd-a.log"
 t_start_musterd --data-dir "$T_DIR/data" --fsync batch || { t_fail "musterd (data dir) did not start"; t_done; }
 B_URL=$MUSTERD_URL
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-b.log"
-t_start_musterd --max-output-bytes 65536 --quota-keys 300 || { t_fail "musterd C did not start"; t_done; }
+t_start_musterd --max-output-bytes 65536 --quota-keys 300 --max-connections-per-address 20 ||
+  { t_fail "musterd C did not start"; t_done; }
 C_URL=$MUSTERD_URL C_PID=$MUSTERD_PID
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-c.log"
 sec_make_pki "$T_DIR/pki" || t_done
@@ -46,11 +51,47 @@ run_case() {
 for c in redirect wait_spellings head_watch nul utf8 half_close slowloris no_read write_deadline; do
   run_case "$c" "$A_URL" "$A_PID" "$B_URL"
 done
-for c in too_large deep_path body_hoard; do
+for c in too_large deep_path body_hoard per_address; do
   run_case "$c" "$C_URL" "$C_PID"
 done
 run_case tls_half_open "$D_URL" "$D_PID"
-for pid in "$A_PID" "$C_PID" "$D_PID"; do
+# server E: /v1 with a data dir and small /v1 bounds. Row 5: the log grows by the change;
+# the byte bound; then kill -9 and the same /v1 state back (runs, rounds, KV). Row 10.
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-d.log"
+E_ARGS=(--data-dir "$T_DIR/v1data" --v1-max-bytes 25165824 --v1-max-runs-per-client 5
+  --v1-max-lease-ms 60000)
+t_start_musterd "${E_ARGS[@]}" || { t_fail "musterd E did not start"; t_done; }
+# restart_same SIGNAL N RUN WHAT: dumps the /v1 state of server E, stops it with SIGNAL,
+# starts it again on the same data dir and checks that the dump (which names RUN) is the same.
+restart_same() {
+  local sig=$1 n=$2 run=$3 what=$4
+  timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-before$n.txt" 2>&1
+  kill "-$sig" "$MUSTERD_PID"
+  wait "$MUSTERD_PID" 2>/dev/null
+  mv "$T_DIR/musterd.log" "$T_DIR/musterd-e$n.log"
+  t_start_musterd "${E_ARGS[@]}" || { t_fail "musterd E did not restart after $what"; t_done; }
+  E_PID=$MUSTERD_PID
+  timeout 30 "$PY" "$ATT" v1_dump "$MUSTERD_URL" "$MUSTERD_PID" >"$T_DIR/v1-after$n.txt" 2>&1
+  if grep -q "\"$run\"" "$T_DIR/v1-before$n.txt" &&
+    cmp -s "$T_DIR/v1-before$n.txt" "$T_DIR/v1-after$n.txt"; then
+    t_ok "row 5: after $what the /v1 state is back exactly (runs, rounds, members, KV)"
+  else
+    t_fail "row 5: the /v1 state after $what differs"
+    diff "$T_DIR/v1-before$n.txt" "$T_DIR/v1-after$n.txt" | head -20 | sed 's/^/# /'
+  fi
+}
+run_case v1_log "$MUSTERD_URL" "$MUSTERD_PID" "$T_DIR/v1data"
+restart_same KILL 1 v1log "kill -9 (the log replayed)"
+run_case v1_runs "$MUSTERD_URL" "$MUSTERD_PID"
+restart_same TERM 2 c2-run0 "a graceful stop (a snapshot of the whole state) and a start"
+grep -q 'snap-' <(ls "$T_DIR/v1data") || t_fail "row 5: no snapshot was written at the stop"
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-e3.log"
+printf 'token-aaaa\ntoken-bbbb\n' >"$T_DIR/tokens"
+t_start_musterd --token-file "$T_DIR/tokens" --v1-max-runs-per-client 2 ||
+  { t_fail "musterd F did not start"; t_done; }
+F_PID=$MUSTERD_PID
+run_case v1_runs_auth "$MUSTERD_URL" "$MUSTERD_PID"
+for pid in "$A_PID" "$C_PID" "$D_PID" "$E_PID" "$F_PID"; do
   kill -0 "$pid" 2>/dev/null || t_fail "musterd (pid $pid) died during the attacks"
 done
 if grep -lE 'AddressSanitizer|LeakSanitizer|runtime error:' "$T_DIR"/musterd*.log >/dev/null 2>&1; then

@@ -36,8 +36,9 @@ def hostport(url):
     return u.hostname, u.port
 
 
-def conn(url, timeout=5.0):
-    s = socket.create_connection(hostport(url), timeout=timeout)
+def conn(url, timeout=5.0, source=None):
+    s = socket.create_connection(hostport(url), timeout=timeout,
+                                 source_address=(source, 0) if source else None)
     return s
 
 
@@ -396,12 +397,13 @@ def case_no_read(url, pid, data_url):
 
 def case_body_hoard(url, pid, data_url):
     """Unfinished bodies of 1 MiB - 1 on many connections (nobody authenticated): the server
-    holds at most 64 x --max-body-bytes of them in total; past it, 503."""
+    holds at most 64 x --max-body-bytes of them in total; past it, 503. From 12 addresses, 8
+    at most each: under the per-address share, so the total bound is what refuses."""
     before = rss_kb(pid)
     socks, refused = [], 0
     chunk = b"x" * 65536
     for i in range(90):
-        s = conn(url)
+        s = conn(url, source="127.0.0.%d" % (10 + i % 12))
         s.sendall(b"PUT /v2/keys/adv/hoard HTTP/1.1\r\nHost: x\r\nContent-Type: "
                   b"application/x-www-form-urlencoded\r\nContent-Length: 1048575\r\n\r\nvalue=")
         try:
@@ -436,6 +438,49 @@ def case_body_hoard(url, pid, data_url):
     return out((after - before) / 1024.0 < 150, "row 2: RSS grew %.0f MB (was ~90 MB and "
                "unbounded with more connections)" % ((after - before) / 1024.0),
                "%d -> %d kB" % (before, after)) and ok
+
+
+def hold_body(url, source, n=1048575, path="/v2/keys/adv/share"):
+    """A connection from `source` that sends all but the last byte of an n-byte body."""
+    s = conn(url, source=source)
+    s.sendall(("PUT %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-"
+               "urlencoded\r\nContent-Length: %d\r\n\r\nvalue=" % (path, n)).encode())
+    s.sendall(b"x" * (n - 7))
+    return s
+
+
+def case_per_address(url, pid, data_url):
+    """Row 2, per address (--max-connections-per-address 20, --max-body-bytes-per-address 8
+    MiB by default): one address at its share is refused, another is still served."""
+    ok = True
+    held = [conn(url, source="127.0.0.2") for _ in range(20)]
+    time.sleep(0.2)
+    extra = conn(url, source="127.0.0.2")
+    data, how = read_until_closed(extra, limit=5.0)
+    ok &= out(data.startswith(b"HTTP/1.1 503") and b"--max-connections-per-address" in data,
+              "row 2: the 21st connection from one address gets 503 naming "
+              "--max-connections-per-address", "%s %r" % (how, data[:200]))
+    st, b = http(url, path="/version")
+    ok &= out(st == 200, "row 2: another address is served meanwhile", "status %d" % st)
+    for s in held + [extra]:
+        s.close()
+    bodies = [hold_body(url, "127.0.0.4") for _ in range(8)]
+    end = time.monotonic() + 8  # the server reads them at its pace: all 8 first
+    while (metric(url, "musterd_body_bytes") or 0) < 8 * 1048574 and time.monotonic() < end:
+        time.sleep(0.05)
+    ninth = hold_body(url, "127.0.0.4")
+    data, how = read_until_closed(ninth, limit=8.0)
+    ok &= out(data.startswith(b"HTTP/1.1 503") and b"--max-body-bytes-per-address" in data,
+              "row 2: a 9th unfinished 1 MiB body from one address gets 503 naming "
+              "--max-body-bytes-per-address (8 x 1 MiB held)", "%s %r" % (how, data[:200]))
+    other = hold_body(url, "127.0.0.5", n=20000, path="/v2/keys/adv/other")
+    other.sendall(b"x")
+    st, _, body = read_response(other, limit=8.0)
+    ok &= out(st in (200, 201), "row 2: meanwhile a 20 KB PUT from another address completes",
+              "status %d %r" % (st, body[:160]))
+    for s in bodies + [ninth, other]:
+        s.close()
+    return ok
 
 
 def case_write_deadline(url, pid, data_url):
@@ -525,6 +570,186 @@ def case_deep_path(url, pid, data_url):
               "status %d %r" % (st, body[:160]))
     return ok
 
+# --------------------------------------------------------------------------------------------
+# Row 5: /v1 changes are logged as changes; /v1 has a server-wide byte bound (--v1-max-bytes)
+# Row 10: runs per client, and the lease a join may ask for, are bounded
+
+
+def v1(url, method, path, obj=None, raw=None, source=None, timeout=15.0, token=None):
+    """One /v1 request (from `source` address when given). Returns: (status, parsed or bytes,
+    headers)."""
+    h, p = hostport(url)
+    c = __import__("http.client").client.HTTPConnection(
+        h, p, timeout=timeout, source_address=(source, 0) if source else None)
+    body = json.dumps(obj).encode() if obj is not None else raw
+    hdrs = {"Content-Type": "application/json"}
+    if token:
+        hdrs["Authorization"] = "Bearer " + token
+    c.request(method, path, body=body, headers=hdrs)
+    r = c.getresponse()
+    data = r.read()
+    hdrs = dict((k.lower(), v) for k, v in r.getheaders())
+    c.close()
+    try:
+        return r.status, json.loads(data), hdrs
+    except ValueError:
+        return r.status, data, hdrs
+
+
+def join(url, run, node, n=1, source=None, token=None, **kw):
+    # a lease (60 s, server E's cap) that outlives the case: no member is lost while the state
+    # is compared across a restart
+    body = {"node_id": node, "addr": "10.0.0.%d" % (len(node) % 250), "min_nodes": n,
+            "lease_ttl_ms": 60000}
+    body.update(kw)
+    return v1(url, "POST", "/v1/runs/%s/join" % run, body, source=source, token=token)
+
+
+def wal_bytes(data_dir):
+    return sum(os.path.getsize(os.path.join(data_dir, f)) for f in os.listdir(data_dir)
+               if f.startswith("wal-"))
+
+
+V1_KEYS = ["big%d" % i for i in range(16)] + ["small", "ctr"]
+
+
+def case_v1_log(url, pid, data_dir):
+    import threading
+    ok = True
+    # a run with a round of 2 (a member then lost), an ended run, 16 values of 1 MiB
+    res = {}
+    ts = [threading.Thread(target=lambda n=n: res.__setitem__(n, join(url, "v1log", n, 2)))
+          for n in ("node-a", "node-b")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ok &= out(all(res[n][0] == 200 for n in res), "row 5: a round of 2 closed",
+              repr([res[n][:2] for n in res]))
+    join(url, "ended", "x")
+    v1(url, "POST", "/v1/runs/ended/close", {"reason": "done"})
+    base = wal_bytes(data_dir)
+    big = os.urandom(1 << 20)
+    for k in V1_KEYS[:16]:
+        st, b, _ = v1(url, "PUT", "/v1/runs/v1log/kv/" + k, raw=big)
+        if st != 200:
+            return out(False, "row 5: PUT of 1 MiB", "status %d %r" % (st, b))
+    grown = wal_bytes(data_dir) - base
+    ok &= out(grown < (16 << 20) + (64 << 10),
+              "row 5: 16 values of 1 MiB grew the log by %.1f MiB (was 136 MiB)" % (grown / 2**20),
+              "%d bytes" % grown)
+    before = wal_bytes(data_dir)
+    for i in range(20):
+        v1(url, "PUT", "/v1/runs/v1log/kv/small", raw=b"%d" % (i % 10))
+    v1(url, "POST", "/v1/runs/v1log/kv/ctr?add=7")
+    per = (wal_bytes(data_dir) - before) / 21.0
+    ok &= out(per < 512, "row 5: each 1-byte PUT then adds %.0f bytes to the log (was 16 MiB)"
+              % per, "%.0f bytes each" % per)
+    st, b, _ = v1(url, "POST", "/v1/runs/v1log/leave", {"node_id": "node-b", "status": "failed"})
+    ok &= out(st == 200, "row 5: a member leaves failed (the round breaks)", "%d %r" % (st, b))
+    # the server-wide bound (--v1-max-bytes 24 MiB): refused before anything is committed
+    n = 0
+    while n < 40:
+        st, b, _ = v1(url, "PUT", "/v1/runs/v1log/kv/fill%d" % n, raw=big)
+        if st != 200:
+            break
+        n += 1
+    msg = b.get("message", "") if isinstance(b, dict) else ""
+    ok &= out(st == 413 and "--v1-max-bytes" in msg and 4 <= n <= 8,
+              "row 5: past --v1-max-bytes a PUT is refused with 413 naming the option "
+              "(after %d more MiB)" % n, "status %d after %d: %r" % (st, n, b))
+    st, b, _ = v1(url, "GET", "/v1/runs/v1log/kv/fill%d" % n)
+    ok &= out(st == 404, "row 5: the refused PUT stored nothing", "status %d" % st)
+    size, fills = 1 << 19, []  # fill to within a few hundred bytes: a new run is refused too
+    while size >= 128 and len(fills) < 200:
+        k = "f%d" % len(fills)
+        if v1(url, "PUT", "/v1/runs/v1log/kv/" + k, raw=big[:size])[0] == 200:
+            fills.append(k)
+        else:
+            size //= 2
+    st, b, _ = join(url, "newrun", "n1")
+    msg = b.get("message", "") if isinstance(b, dict) else ""
+    ok &= out(st == 429 and "--v1-max-bytes" in msg,
+              "row 5: at the bound a join that would create a run is refused (429, names the "
+              "option)", "status %d %r" % (st, b))
+    ok &= out(v1(url, "GET", "/v1/runs/newrun")[0] == 404, "row 5: ... and no run was made")
+    for i in range(n):
+        v1(url, "DELETE", "/v1/runs/v1log/kv/fill%d" % i)
+    for k in fills:
+        v1(url, "DELETE", "/v1/runs/v1log/kv/" + k)
+    st, b, _ = join(url, "newrun", "n1")
+    ok &= out(st == 200, "row 5: deleting keys makes room again", "status %d %r" % (st, b))
+    return ok
+
+
+def case_v1_dump(url, pid, data_dir):
+    """Prints the /v1 state that must survive kill -9 (no leases or clocks), one JSON line."""
+    import hashlib
+    _, runs, _ = v1(url, "GET", "/v1/runs")
+    state = {}
+    for r in sorted(x["run_id"] for x in runs["runs"]):
+        _, info, _ = v1(url, "GET", "/v1/runs/" + r)
+        # not "nodes": nodes outside the latest round (a join that timed out keeps its lease)
+        # are not durable, by design (docs/durability.md)
+        keep = {k: info[k] for k in ("state", "reason", "round", "round_state", "min_nodes",
+                                     "max_nodes", "nnodes", "members", "config")}
+        kv = {}
+        for k in V1_KEYS:
+            st, b, h = v1(url, "GET", "/v1/runs/%s/kv/%s" % (r, k))
+            if st == 200:
+                kv[k] = [hashlib.sha256(b if isinstance(b, bytes) else
+                                        json.dumps(b).encode()).hexdigest()[:16],
+                         h.get("x-muster-kv-version")]
+        keep["kv"] = kv
+        state[r] = keep
+    print("state " + json.dumps(state, sort_keys=True))
+    return True
+
+
+def case_v1_runs(url, pid, data_dir):
+    ok = True
+    st, b, _ = join(url, "longlease", "n", lease_ttl_ms=86400000)
+    msg = b.get("message", "") if isinstance(b, dict) else ""
+    ok &= out(st == 400 and "--v1-max-lease-ms" in msg,
+              "row 10: a join asking for a day-long lease is refused naming --v1-max-lease-ms",
+              "status %d %r" % (st, b))
+    made = 0
+    for i in range(8):
+        st, b, _ = join(url, "c1-run%d" % i, "n", source="127.0.0.1", join_timeout_ms=300)
+        if st != 200:
+            break
+        made += 1
+    msg = b.get("message", "") if isinstance(b, dict) else ""
+    ok &= out(made == 5 and st == 429 and "--v1-max-runs-per-client" in msg,
+              "row 10: one client address creates 5 runs (--v1-max-runs-per-client 5), the "
+              "6th is refused with 429 naming the option", "made %d, then %d %r" % (made, st, b))
+    st, b, _ = join(url, "c1-run0", "other", source="127.0.0.1", join_timeout_ms=300)
+    ok &= out(st == 408, "row 10: joining a run that exists is not counted again (it waits for "
+              "a round, here until the run's 300 ms join timeout)", "status %d %r" % (st, b))
+    st, b, _ = join(url, "c2-run0", "n", source="127.0.0.2")
+    ok &= out(st == 200, "row 10: another client address still creates runs",
+              "status %d %r" % (st, b))
+    v1(url, "POST", "/v1/runs/c1-run0/close", {})
+    return ok
+
+
+def case_v1_runs_auth(url, pid, data_url):
+    """With --token-file, runs are counted per credential (--v1-max-runs-per-client 2), not
+    per address: two tokens from the same address each create their 2 runs."""
+    ok = True
+    for tok in ("token-aaaa", "token-bbbb"):
+        made, st, b = 0, 0, None
+        for i in range(3):
+            st, b, _ = join(url, "%s-run%d" % (tok, i), "n", token=tok)
+            if st != 200:
+                break
+            made += 1
+        msg = b.get("message", "") if isinstance(b, dict) else ""
+        ok &= out(made == 2 and st == 429 and "credential#" in msg and tok not in msg,
+                  "row 10: with auth, %s creates 2 runs, the 3rd is refused for its credential "
+                  "(named by a hash, not the secret)" % tok, "made %d, then %d %r" % (made, st, b))
+    return ok
+
 
 CASES = {
     "too_large": case_too_large,
@@ -540,6 +765,11 @@ CASES = {
     "body_hoard": case_body_hoard,
     "tls_half_open": case_tls_half_open,
     "write_deadline": case_write_deadline,
+    "v1_log": case_v1_log,
+    "per_address": case_per_address,
+    "v1_runs_auth": case_v1_runs_auth,
+    "v1_dump": case_v1_dump,
+    "v1_runs": case_v1_runs,
 }
 
 

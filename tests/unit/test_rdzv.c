@@ -550,18 +550,43 @@ TEST(rdzv__encode_checked_and_total_kv_bounded)
   ASSERT_EQ(rdzv_encode(e.rv, &all), 0);
   ASSERT(all.len > 1000);
   mu_buf_release(&all);
-  /* two runs at their own cap fill the server-wide one: a third run's byte is refused */
+  /* --v1-max-bytes bounds all runs together: 1 MiB values spread over runs fill 8 MiB, and
+   * then a third run's byte, a new run and a new node are refused; deleting makes room */
   char key[16];
-  uint32_t per_run = RDZV_KV_BYTES_MAX / RDZV_VALUE_MAX;
-  ASSERT_EQ(RDZV_TOTAL_KV_BYTES_MAX, 2 * RDZV_KV_BYTES_MAX);
+  struct rdzv_limits lim = {8u << 20, 0, 0, 0};
+  rdzv_set_limits(e.rv, &lim);
   ASSERT_EQ(rdzv_kv_del(e.rv, "job0", "k"), 0);
-  for (uint32_t i = 0; i < 2 * per_run; i++) {
-    snprintf(key, sizeof(key), "k%u", i % per_run);
-    ASSERT_EQ(rdzv_kv_set(e.rv, i < per_run ? "job0" : "job1", key, big, RDZV_VALUE_MAX, &ver), 0);
+  uint32_t stored = 0;
+  for (uint32_t i = 0; i < 16; i++) {
+    snprintf(key, sizeof(key), "k%u", i);
+    int rc = rdzv_kv_set(e.rv, i % 2 ? "job0" : "job1", key, big, RDZV_VALUE_MAX, &ver);
+    ASSERT(rc == 0 || rc == RDZV_ETOO_LARGE);
+    stored += rc == 0;
   }
-  ASSERT_EQ(rdzv_kv_set(e.rv, "job2", "one", "1", 1, &ver), RDZV_ETOO_LARGE);
+  ASSERT_EQ(stored, 7); /* 7 MiB and the runs' own bytes; an 8th MiB would pass 8 MiB */
+  uint64_t used = 0, max = 0;
+  rdzv_bytes(e.rv, &used, &max);
+  ASSERT(used <= max && max == 8u << 20);
+  ASSERT_EQ(rdzv_kv_set(e.rv, "job2", "one", big, RDZV_VALUE_MAX, &ver), RDZV_ETOO_LARGE);
+  struct mu_buf msg = MU_BUF_INIT(4096);
+  struct rec late;
+  rec_init(&late);
+  lim.max_bytes = used + 100;
+  rdzv_set_limits(e.rv, &lim);
+  q.node_id = "n";
+  ASSERT_EQ(rdzv_join(e.rv, "job-new", &q, &late.w, &msg), RDZV_ETOO_MANY);
+  ASSERT(strstr(mu_buf_str(&msg), "--v1-max-bytes") != NULL);
+  ASSERT(rdzv_find(e.rv, "job-new") == NULL);
+  mu_buf_release(&msg);
   ASSERT_EQ(rdzv_kv_del(e.rv, "job1", "k0"), 0);
   ASSERT_EQ(rdzv_kv_set(e.rv, "job2", "one", "1", 1, &ver), 0);
+  /* every byte counted is given back: runs ended and forgotten leave 0 */
+  const char *runs[] = {"job0", "job1", "job2"};
+  for (int i = 0; i < 3; i++)
+    ASSERT_EQ(rdzv_end(e.rv, runs[i], 0, NULL), 0);
+  rdzv_gc(e.rv);
+  rdzv_bytes(e.rv, &used, &max);
+  ASSERT_EQ(used, 0);
   mu_free(big);
   env_done(&e);
 }

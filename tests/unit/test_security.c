@@ -449,7 +449,6 @@ TEST(quota__long_polls_classified_by_row_and_counted)
   struct sec_quota_config cfg = {0, 0, 10, 2, 3, 0, 0};
   struct sec_quota *q = sec_quota_new(&cfg);
   ASSERT(sec_quota_enabled(q));
-  ASSERT(sec_quota_wants_peer(q));
   struct rv_ticket t[6];
   /* a long-poll row always counts, in its scope (the run) and for its client */
   struct rv_req r = mkreq(&poll_row, "job-1", NULL, 0);

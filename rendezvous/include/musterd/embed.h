@@ -40,8 +40,12 @@ struct rv_server_config {
                                * handshake) must arrive within it, else close; 0 = never */
   uint64_t body_timeout_ms;   /* default 60000: its body, after the headers; 0 = never */
   uint64_t write_timeout_ms;  /* default 60000: a write that makes no progress; 0 = never */
-  int log_requests;           /* one log line per request (mu_log at INFO) */
-  int no_v2;                  /* do not register the etcd v2 API (tests) */
+  unsigned max_connections_per_address; /* default 1000; one client address's excess
+                                         * connection gets 503 and is closed */
+  size_t max_body_bytes_per_address;    /* default 8 MiB: bodies in progress from one client
+                                         * address; past it 503 and close */
+  int log_requests;                     /* one log line per request (mu_log at INFO) */
+  int no_v2;                            /* do not register the etcd v2 API (tests) */
 };
 
 /* Fills `cfg` with the defaults above. */
