@@ -35,7 +35,8 @@ one() {
   local t=$1 round=$2 pid ep out
   case $t in
     musterd)
-      t_start_musterd --max-connections $((WATCHERS + 100)) ||
+      t_start_musterd --max-connections $((WATCHERS + 100)) \
+        --max-connections-per-address $((WATCHERS + 100)) ||
         die "musterd did not start: $(tail -3 "$T_DIR/musterd.log")"
       pid=$MUSTERD_PID ep=127.0.0.1:$MUSTERD_PORT
       ;;
