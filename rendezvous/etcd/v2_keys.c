@@ -852,6 +852,11 @@ static int v2_refuse(struct rv_req *req, const struct rv_refusal *r)
                    r->message, s != NULL ? s->index : 0);
     return 1;
   }
+  case RV_REFUSE_READ_ONLY: { /* etcd answers a store it cannot commit to with a raft error */
+    struct v2_store *s = v2_store_of(req->srv);
+    v2_error_reply(req, V2_RAFT_INTERNAL, r->message, s != NULL ? s->index : 0);
+    return 1;
+  }
   case RV_REFUSE_METHOD:
     break;
   }

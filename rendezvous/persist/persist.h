@@ -22,8 +22,15 @@
  *           by the server's barrier (rv_server_set_barrier()) until the records appended before
  *           it are durable;
  *   off     write() in the hook (survives a crash of musterd, not of the machine).
- * Every `snapshot_every` records, a snapshot is written (temp file, fsync, rename), a new log
- * segment started, and older snapshots and segments deleted.
+ * Every `snapshot_every` records, a new log segment is started and a compactor thread builds a
+ * snapshot from the previous one and the closed segments (temp file, fsync, rename) while the
+ * loop keeps serving; once the snapshot is durable the older snapshots and segments are deleted. A
+ * snapshot that fails is reported and tried again later; the log keeps everything meanwhile.
+ *
+ * A disk that fills up or fails does not stop musterd: writes are refused before they are
+ * applied (the server's barrier's read_only hook) while reads go on, a record that could not be
+ * written is written again by a timer and nothing that reveals it is sent before it is durable,
+ * and writes resume by themselves once the disk takes them (see "Disk errors" in sync.c).
  */
 #ifndef MUSTERD_PERSIST_PERSIST_H
 #define MUSTERD_PERSIST_PERSIST_H
@@ -95,7 +102,8 @@ void persist_attach(struct persist *p, struct rv_server *srv);
  * negative errno from the disk (the log is still consistent up to the last sync). */
 int persist_stop(struct persist *p);
 
-/* Writes a snapshot now and compacts (tests, persist_stop()). Returns: 0 or -errno. */
+/* Writes a snapshot now, on the calling thread, and compacts (tests, persist_stop()); a
+ * snapshot being written in the background is abandoned first. Returns: 0 or -errno. */
 int persist_snapshot(struct persist *p);
 
 /* Syncs what is pending, stops logging (without touching the store) and closes the handle's

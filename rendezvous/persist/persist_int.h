@@ -32,7 +32,21 @@ struct persist {
   int fd;             /* the current log segment, O_APPEND */
   uint64_t seg_first; /* the first index of its name */
   int stopped;
-  int failed; /* a write or sync failed: stop acknowledging */
+  int cut_known; /* the loop's writes: cut the segment back to `cut` before the next one */
+  int64_t cut;   /* (the end of what was written whole before a write or sync failed) */
+
+  /* a disk error: writes are refused (read-only) until the records not yet durable are
+   * written; a timer retries them */
+  int disk_err;      /* -errno of the failure, 0 when writable */
+  int nospace;       /* the segment's reserve could not grow (ENOSPC): writes refused, records still
+                      * fit in what is left of it */
+  int no_reserve;    /* the file system cannot reserve (fallocate() unsupported) */
+  int64_t seg_bytes; /* bytes appended to the current segment (written or pending) */
+  int seg_dir_unsynced; /* its name is not durable yet: synced before its first record is */
+  int64_t reserved_to;  /* its space is reserved up to this offset */
+  uint64_t ro_since;
+  uv_timer_t retry;
+  char ro_msg[256];
 
   uint64_t appended; /* records appended since start-up */
   uint64_t synced;   /* of which durable */
@@ -53,10 +67,35 @@ struct persist {
   int thread_err;
   struct mu_buf inflight;
   uint64_t inflight_last;
+  int inflight_fd;        /* the segment it goes to (the old one for the last batch before a
+                           * snapshot switches segments) */
+  int inflight_failed;    /* it was not written: the retry writes it again, to the same fd */
+  int inflight_syncdir;   /* fsync() the data dir with it (a new segment's first batch) */
+  int inflight_cut_known; /* cut that fd back to inflight_cut before writing it again */
+  int64_t inflight_cut;
   uint64_t thread_done; /* records durable according to the thread */
+
+  /* the background snapshot (records.c): the compactor thread writes it from the files. The
+   * loop sets snap_index (and reads dir, rdzv) before it starts, and changes none of them
+   * while it runs; snap_cancel, snap_done, snap_rc are under the mutex */
+  int snap_state; /* SNAP_NONE, SNAP_WAITING (for the old segment's last batch), SNAP_RUNNING */
+  uv_thread_t snap_thread;
+  int snap_cancel;
+  int snap_joinable; /* the compactor ended: joined before the next one starts, or at close */
+  int snap_done;
+  int snap_rc;
+  uint64_t snap_index;    /* the index the snapshot is at */
+  uint64_t snap_records;  /* since_snap when it started (given back when it fails) */
+  int snap_old_fd;        /* the segment before it, open until its last batch is durable */
+  uint64_t snap_old_last; /* the last record in that segment */
+  uint64_t snap_t0;       /* uv_hrtime() at its start */
+  uint64_t snap_retry_at; /* uv_now() before which a failed snapshot is not retried */
+  uint64_t snap_backoff_ms;
 
   /* /metrics */
   uint64_t m_syncs, m_bytes, m_snapshots, m_max_batch;
+  uint64_t m_snap_failures, m_disk_errors, m_refused;
+  double m_start_ms, m_snap_ms;
 };
 
 /* records.c: files, records, snapshots */
@@ -88,7 +127,54 @@ int persist_put_rdzv(struct persist *p, struct mu_buf *out);
 /* Appends one change of the rendezvous state as one record to `out`. Returns: 0, or MU_E2BIG. */
 int persist_encode_rdzv_change(struct persist *p, const struct rdzv_change *c, struct mu_buf *out);
 
+/* The background snapshot (records.c). Starts one: the log goes on in a new segment, and the
+ * compactor thread writes the store as it is now (at the switch) from the files (or, when no write
+ * advanced the index since the current segment began, takes the blocking persist_snapshot()). The
+ * loop thread, with the sync thread idle. Returns: 0, or -errno (nothing started; report with
+ * persist_snapshot_failed()). */
+int persist_snapshot_start(struct persist *p);
+/* Stops the snapshot in progress, if any (waits for the compactor), and removes what it wrote. */
+void persist_snapshot_cancel(struct persist *p);
+/* Moves the snapshot in progress on (loop thread, after the log's thread reported): starts the
+ * compactor once the old segment's last batch is durable, takes its result when it is done. */
+void persist_snapshot_poll(struct persist *p);
+/* Joins the compactor thread that ended, if any. */
+void persist_snapshot_join(struct persist *p);
+enum { SNAP_NONE = 0, SNAP_WAITING, SNAP_RUNNING };
+
+/* recovery.c: loading */
+
+/* Loads into p->s (and p->rdzv, when not NULL) the newest snapshot of listing `l` and every
+ * segment of `l` after it: steps 2 and 3 of persist_open(), also the compactor's. A torn tail
+ * of the last segment is cut off the file with `truncate`, else only reported in `rep`.
+ * Returns: 0, or -1 with `err` set. */
+int persist_load(struct persist *p, struct persist_listing *l, int truncate,
+                 struct persist_report *rep, struct mu_buf *err);
+
 /* sync.c: the log writer */
+
+/* Hands the records appended so far to the sync thread (batch mode, thread idle): they go to the
+ * current segment, before persist_switch_segment() points the log at the next one. */
+void persist_seal_segment(struct persist *p);
+/* Makes `fd` (a new, empty segment whose first index is `first`, with `reserved` bytes of space
+ * reserved) the log's segment.
+ * Returns: -1 after closing the old one (`close_old`), else the old fd (the caller closes it
+ * once persist_segment_done() says its records are durable). */
+int persist_switch_segment(struct persist *p, int fd, uint64_t first, int close_old,
+                           int64_t reserved);
+/* Returns: 1 when the record `last` (a count of appended records) is durable. */
+int persist_segment_done(struct persist *p, uint64_t last);
+/* Reserves disk space for segment `fd` from `off` to off + len, without changing its size.
+ * Returns: 0, -EOPNOTSUPP (the file system cannot), or -errno (-ENOSPC). */
+int persist_reserve(int fd, int64_t off, int64_t len);
+#define PERSIST_RESERVE_CHUNK ((int64_t)8 << 20) /* reserved at a time ahead of the log */
+
+/* Closes the segment before the snapshot in progress once its last batch is durable, then
+ * moves the snapshot on (persist_snapshot_poll()). */
+void persist_close_old_segment(struct persist *p);
+
+/* A snapshot failed with `err`: reported (log, /metrics) and retried after a back-off. */
+void persist_snapshot_failed(struct persist *p, int err);
 
 /* Waits for the thread to finish its batch (shutdown, snapshots). Returns: its error. */
 int persist_wait_idle(struct persist *p);

@@ -399,9 +399,10 @@ out:
   return rc;
 }
 
-/* Step 2: the newest snapshot, then every log segment after it. Returns: 0, or -1. */
-static int load_state(struct persist *p, struct persist_listing *l, struct persist_report *rep,
-                      struct mu_buf *err)
+/* Step 2: the newest snapshot, then every log segment after it (a torn tail of the last one is
+ * cut off with `truncate`, else only reported). Returns: 0, or -1. */
+static int load_state(struct persist *p, struct persist_listing *l, int truncate,
+                      struct persist_report *rep, struct mu_buf *err)
 {
   struct v2_store *s = p->s;
   if (l->nsnaps > 0) {
@@ -426,7 +427,7 @@ static int load_state(struct persist *p, struct persist_listing *l, struct persi
                     path, (unsigned long long)l->wals[i], (unsigned long long)s->index);
       rc = -1;
     } else {
-      rc = replay_segment(p, path, i + 1 == l->nwals, rep, err);
+      rc = replay_segment(p, path, truncate && i + 1 == l->nwals, rep, err);
     }
     mu_free(path);
     if (rc != 0)
@@ -455,6 +456,14 @@ static int restore_rdzv(struct persist *p, struct persist_report *rep, struct mu
   for (struct rdzv_run *run = p->rdzv != NULL ? rdzv_next_run(p->rdzv, NULL) : NULL; run != NULL;
        run = rdzv_next_run(p->rdzv, run))
     rep->runs++;
+  return 0;
+}
+
+int persist_load(struct persist *p, struct persist_listing *l, int truncate,
+                 struct persist_report *rep, struct mu_buf *err)
+{
+  if (load_state(p, l, truncate, rep, err) != 0 || restore_rdzv(p, rep, err) != 0)
+    return -1;
   return 0;
 }
 
@@ -531,8 +540,8 @@ struct persist *persist_open(const char *dir, enum persist_fsync mode, uint64_t 
     mu_buf_printf(err, "cannot list data dir '%s': %s", dir, strerror(errno));
     goto out;
   }
-  if (load_state(p, &l, rep, err) != 0 || restore_rdzv(p, rep, err) != 0 ||
-      start_logging(p, rep, err) != 0 || persist_start(p, err) != 0)
+  if (persist_load(p, &l, 1, rep, err) != 0 || start_logging(p, rep, err) != 0 ||
+      persist_start(p, err) != 0)
     goto out;
   ok = 1;
 out:

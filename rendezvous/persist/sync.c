@@ -1,7 +1,10 @@
 /* The log writer: appending records from the store's commit hook and the rendezvous' change
  * hook, the group-commit thread of batch mode, the server's durability barrier (no output
  * reveals a record before it is durable), and the module's stop, close and free (see persist.h). */
+#define _GNU_SOURCE /* fallocate(), FALLOC_FL_KEEP_SIZE */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,14 +37,138 @@ const char *persist_fsync_name(enum persist_fsync m)
   return m == PERSIST_FSYNC_ALWAYS ? "always" : m == PERSIST_FSYNC_OFF ? "off" : "batch";
 }
 
-/* A failed write or sync: the log can no longer promise anything. As etcd does, stop. */
-static void fatal_io(struct persist *p, const char *what, int err)
+/* ---------------------------------------------------------------------------------------------
+ * Disk errors
+ *
+ * etcd panics when its log cannot be written. musterd keeps serving reads instead: a record that
+ * could not be written (or synced) stays in memory, the file is cut back to the end of the last
+ * whole write (after a failed fdatasync() the kernel may have dropped the pages: only writing
+ * them again, then a successful sync, proves them durable), and a timer writes it again. Until
+ * that works every write is refused before it is applied (rv_barrier.read_only: an etcd-shaped
+ * error, 5xx), and nothing that reveals the record is sent (the barrier holds it): what was not
+ * kept is never acknowledged. A write that works again turns musterd writable by itself.
+ */
+
+#define RETRY_MS 250 /* how often records that could not be written are tried again */
+
+/* A full disk is found before a write is applied, so that reads go on: the log segment's space
+ * is reserved ahead (fallocate(), keeping the file's size: the reader never sees the reserve),
+ * PERSIST_RESERVE_CHUNK at a time, when less than RESERVE_LOW is left. When it cannot grow,
+ * writes are refused (the records that still come, a TTL expiry, a lease, fit in what is left)
+ * and the retry timer tries again. A record bigger than what is left can still meet ENOSPC in
+ * write(): then it is the write-error path above. */
+#define RESERVE_LOW ((int64_t)4 << 20)
+
+static void on_retry(uv_timer_t *t);
+
+static void read_only_msg(struct persist *p, int err)
 {
-  mu_log(MU_LOG_ERROR,
-         "data dir '%s': %s failed: %s; stopping so that no write is acknowledged without being "
-         "durable (fix the disk, then restart: the log is consistent up to the last sync)",
-         p->dir, what, strerror(-err));
-  exit(1);
+  snprintf(p->ro_msg, sizeof(p->ro_msg),
+           "musterd is read-only: writing its data dir failed (%s); free space or fix the disk "
+           "and writes resume by themselves",
+           strerror(-err));
+}
+
+static void disk_failed(struct persist *p, const char *what, int err)
+{
+  p->m_disk_errors++;
+  if (p->disk_err == 0) {
+    p->ro_since = uv_now(p->loop);
+    mu_log(MU_LOG_ERROR,
+           "data dir '%s': %s failed: %s; refusing writes (reads go on) until the records not "
+           "yet durable can be written, tried again every %d ms (free space or fix the disk)",
+           p->dir, what, strerror(-err), RETRY_MS);
+  }
+  p->disk_err = err;
+  p->reserved_to = 0; /* cutting the file back freed the reserve past its end */
+  read_only_msg(p, err);
+  if (p->handles_open == 3 && !p->handles_closing)
+    uv_timer_start(&p->retry, on_retry, RETRY_MS, 0);
+}
+
+int persist_reserve(int fd, int64_t off, int64_t len)
+{
+  int rc;
+  do
+    rc = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+  while (rc != 0 && errno == EINTR);
+  if (rc == 0)
+    return 0;
+  return errno == EOPNOTSUPP || errno == ENOSYS ? -EOPNOTSUPP : -errno;
+}
+
+/* Grows the segment's reserve when little is left. Returns: 0, or -errno when it could not
+ * (musterd is then read-only until it can). */
+static int reserve_more(struct persist *p)
+{
+  if (p->no_reserve || p->reserved_to - p->seg_bytes >= RESERVE_LOW)
+    return 0;
+  int rc = persist_reserve(p->fd, p->seg_bytes, PERSIST_RESERVE_CHUNK);
+  if (rc == -EOPNOTSUPP) {
+    p->no_reserve = 1;
+    return 0;
+  }
+  if (rc == 0) {
+    p->reserved_to = p->seg_bytes + PERSIST_RESERVE_CHUNK;
+    if (p->nospace) {
+      mu_log(MU_LOG_WARN, "data dir '%s': space is back after %.1f s; accepting writes", p->dir,
+             (double)(uv_now(p->loop) - p->ro_since) / 1000.0);
+      p->nospace = 0;
+    }
+    return 0;
+  }
+  if (!p->nospace)
+    p->m_disk_errors++;
+  if (!p->nospace && p->disk_err == 0) {
+    p->ro_since = uv_now(p->loop);
+    mu_log(MU_LOG_ERROR,
+           "data dir '%s': reserving space for the log failed: %s; refusing writes (reads go "
+           "on) until it works, tried again every %d ms (free space on its disk)",
+           p->dir, strerror(-rc), RETRY_MS);
+  }
+  p->nospace = rc;
+  if (p->disk_err == 0)
+    read_only_msg(p, rc);
+  if (p->handles_open == 3 && !p->handles_closing)
+    uv_timer_start(&p->retry, on_retry, RETRY_MS, 0);
+  return rc;
+}
+
+static void disk_ok(struct persist *p)
+{
+  if (p->disk_err == 0)
+    return;
+  mu_log(MU_LOG_WARN, "data dir '%s': writing works again after %.1f s; accepting writes", p->dir,
+         (double)(uv_now(p->loop) - p->ro_since) / 1000.0);
+  p->disk_err = 0;
+}
+
+/* Appends `n` bytes to segment `fd` and, with `sync`, fdatasync()s them. When *cut_known, the
+ * file is first cut back to *cut (a failed write or sync left bytes there that may not be
+ * durable); on failure *cut is set to where this write began. Returns: 0, or -errno. */
+static int append_batch(int fd, const char *data, size_t n, int sync, int *cut_known, int64_t *cut)
+{
+  off_t at;
+  if (*cut_known) {
+    if (ftruncate(fd, (off_t)*cut) != 0)
+      return -errno;
+    at = (off_t)*cut;
+  } else {
+    at = lseek(fd, 0, SEEK_END);
+    if (at < 0)
+      return -errno;
+  }
+  int rc = persist_write(fd, data, n);
+  if (rc == 0 && sync && fdatasync(fd) != 0)
+    rc = -errno;
+  if (rc != 0) {
+    *cut_known = 1;
+    *cut = (int64_t)at;
+    (void)!ftruncate(fd, at); /* best effort now; again before the next write */
+    return rc;
+  }
+  *cut_known = 0;
+  return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -56,6 +183,16 @@ static uint64_t barrier_need(void *data)
   struct persist *p = data;
   uint64_t need = p->appended;
   return p->stopped || need <= p->synced ? 0 : need;
+}
+
+/* Writes are refused while a disk error holds records back. */
+static const char *barrier_read_only(void *data)
+{
+  struct persist *p = data;
+  if ((p->disk_err == 0 && p->nospace == 0) || p->stopped)
+    return NULL;
+  p->m_refused++;
+  return p->ro_msg;
 }
 
 void persist_notify_durable(struct persist *p)
@@ -77,14 +214,19 @@ static void sync_thread(void *arg)
       uv_cond_wait(&p->cond, &p->mu);
     if (!p->busy && p->quit)
       break;
-    int fd = p->fd;
+    int fd = p->inflight_fd;
     uv_mutex_unlock(&p->mu);
-    int rc = persist_write(fd, p->inflight.data, p->inflight.len);
-    if (rc == 0 && fdatasync(fd) != 0)
-      rc = -errno;
+    /* the loop leaves inflight, its cut and its flags alone while busy */
+    int rc = p->inflight_syncdir ? persist_sync_dir(p->dir) : 0;
+    if (rc == 0) {
+      p->inflight_syncdir = 0;
+      rc = append_batch(fd, p->inflight.data, p->inflight.len, 1, &p->inflight_cut_known,
+                        &p->inflight_cut);
+    }
     uv_mutex_lock(&p->mu);
     p->thread_err = rc;
-    p->thread_done = p->inflight_last;
+    if (rc == 0)
+      p->thread_done = p->inflight_last;
     p->busy = 0;
     uv_cond_broadcast(&p->cond);
     uv_async_send(&p->async);
@@ -92,41 +234,72 @@ static void sync_thread(void *arg)
   uv_mutex_unlock(&p->mu);
 }
 
-/* Hands the pending records to the thread. Loop thread, with the thread idle. */
-static void start_batch(struct persist *p)
+/* Hands inflight to the thread. */
+static void go_batch(struct persist *p)
 {
   uv_mutex_lock(&p->mu);
-  struct mu_buf t = p->inflight;
-  p->inflight = p->pending;
-  p->pending = t;
-  mu_buf_clear(&p->pending);
-  p->inflight_last = p->appended;
-  if (p->inflight.len > p->m_max_batch)
-    p->m_max_batch = p->inflight.len;
-  p->m_bytes += p->inflight.len;
-  p->m_syncs++;
   p->busy = 1;
   uv_cond_broadcast(&p->cond);
   uv_mutex_unlock(&p->mu);
 }
 
-int persist_wait_idle(struct persist *p)
+/* Hands the pending records to the thread. Loop thread, with the thread idle and no failed
+ * batch to write again. */
+static void start_batch(struct persist *p)
+{
+  struct mu_buf t = p->inflight;
+  p->inflight = p->pending;
+  p->pending = t;
+  mu_buf_clear(&p->pending);
+  p->inflight_last = p->appended;
+  p->inflight_fd = p->fd;
+  p->inflight_syncdir = p->seg_dir_unsynced;
+  p->seg_dir_unsynced = 0;
+  if (p->inflight.len > p->m_max_batch)
+    p->m_max_batch = p->inflight.len;
+  p->m_bytes += p->inflight.len;
+  p->m_syncs++;
+  go_batch(p);
+}
+
+/* Waits for the thread's batch to end, without taking its result. */
+static void wait_thread(struct persist *p)
 {
   if (!p->thread_started)
-    return 0;
+    return;
   uv_mutex_lock(&p->mu);
   while (p->busy)
     uv_cond_wait(&p->cond, &p->mu);
-  int rc = p->thread_err;
+  uv_mutex_unlock(&p->mu);
+}
+
+/* Takes the result of the thread's last batch (it is idle): advances `synced`, or keeps the
+ * batch to write again. Returns: 0, or its error. */
+static int collect(struct persist *p)
+{
+  uv_mutex_lock(&p->mu);
+  int err = p->thread_err;
   p->thread_err = 0;
   if (p->thread_done > p->synced)
     p->synced = p->thread_done;
   uv_mutex_unlock(&p->mu);
-  return rc;
+  if (err != 0)
+    p->inflight_failed = 1;
+  else if (p->inflight_failed && p->synced >= p->inflight_last)
+    p->inflight_failed = 0;
+  return err;
+}
+
+int persist_wait_idle(struct persist *p)
+{
+  wait_thread(p);
+  return p->thread_started ? collect(p) : 0;
 }
 
 static int thread_busy(struct persist *p)
 {
+  if (!p->thread_started)
+    return 0;
   uv_mutex_lock(&p->mu);
   int b = p->busy;
   uv_mutex_unlock(&p->mu);
@@ -136,14 +309,27 @@ static int thread_busy(struct persist *p)
 int persist_flush_sync(struct persist *p)
 {
   int rc = persist_wait_idle(p);
-  if (rc == 0 && p->pending.len > 0) {
-    rc = persist_write(p->fd, p->pending.data, p->pending.len);
-    if (rc == 0)
-      p->m_bytes += p->pending.len;
+  if (p->inflight_failed) { /* the failed batch first, to its own segment */
+    rc = p->inflight_syncdir ? persist_sync_dir(p->dir) : 0;
+    if (rc != 0)
+      return rc;
+    p->inflight_syncdir = 0;
+    rc = append_batch(p->inflight_fd, p->inflight.data, p->inflight.len, 1, &p->inflight_cut_known,
+                      &p->inflight_cut);
+    if (rc != 0)
+      return rc;
+    p->inflight_failed = 0;
+    p->synced = p->inflight_last;
   }
-  if (rc == 0 && fdatasync(p->fd) != 0)
-    rc = -errno;
+  if (rc == 0 && p->seg_dir_unsynced) {
+    rc = persist_sync_dir(p->dir);
+    if (rc == 0)
+      p->seg_dir_unsynced = 0;
+  }
+  if (rc == 0)
+    rc = append_batch(p->fd, p->pending.data, p->pending.len, 1, &p->cut_known, &p->cut);
   if (rc == 0) {
+    p->m_bytes += p->pending.len;
     p->m_syncs++;
     mu_buf_clear(&p->pending);
     p->synced = p->appended;
@@ -151,33 +337,132 @@ int persist_flush_sync(struct persist *p)
   return rc;
 }
 
-static void maybe_work(struct persist *p)
+void persist_seal_segment(struct persist *p)
 {
-  if (p->stopped || p->failed)
-    return;
-  if (p->since_snap >= p->snapshot_every && p->snapshot_every > 0 && !thread_busy(p)) {
-    int rc = persist_snapshot(p);
+  if (p->mode == PERSIST_FSYNC_BATCH && p->pending.len > 0 && !p->inflight_failed)
+    start_batch(p);
+}
+
+int persist_switch_segment(struct persist *p, int fd, uint64_t first, int close_old,
+                           int64_t reserved)
+{
+  int old = p->fd;
+  p->fd = fd;
+  p->seg_first = first;
+  p->cut_known = 0;
+  p->seg_bytes = 0;
+  p->reserved_to = reserved;
+  p->seg_dir_unsynced = 0;
+  if (close_old) {
+    close(old);
+    return -1;
+  }
+  return old;
+}
+
+int persist_segment_done(struct persist *p, uint64_t last)
+{
+  return p->synced >= last && !(p->inflight_failed && p->inflight_last <= last);
+}
+
+void persist_snapshot_failed(struct persist *p, int err)
+{
+  p->m_snap_failures++;
+  p->snap_backoff_ms = p->snap_backoff_ms == 0 ? 1000 : p->snap_backoff_ms * 2;
+  if (p->snap_backoff_ms > 60000)
+    p->snap_backoff_ms = 60000;
+  p->snap_retry_at = uv_now(p->loop) + p->snap_backoff_ms;
+  mu_log(MU_LOG_WARN,
+         "data dir '%s': writing a snapshot failed: %s; the log keeps every write meanwhile, "
+         "trying again in %llu s",
+         p->dir, strerror(-err), (unsigned long long)(p->snap_backoff_ms / 1000));
+}
+
+/* Writes what a disk error held back, from the loop (always, off) or through the thread (batch).
+ * Returns: 0 when it is written (or handed to the thread), else -errno. */
+static int write_held(struct persist *p)
+{
+  if (p->mode == PERSIST_FSYNC_BATCH) {
+    if (thread_busy(p))
+      return 0;
+    if (p->inflight_failed)
+      go_batch(p); /* the same bytes to the same segment; on_async says how it went */
+    else if (p->pending.len > 0)
+      start_batch(p);
+    return 0;
+  }
+  if (p->seg_dir_unsynced) { /* always: a new segment's name, before its first record */
+    int rc = persist_sync_dir(p->dir);
     if (rc != 0)
-      fatal_io(p, "writing a snapshot", rc);
+      return rc;
+    p->seg_dir_unsynced = 0;
+  }
+  int rc = append_batch(p->fd, p->pending.data, p->pending.len, p->mode == PERSIST_FSYNC_ALWAYS,
+                        &p->cut_known, &p->cut);
+  if (rc != 0)
+    return rc;
+  p->m_bytes += p->pending.len;
+  if (p->mode == PERSIST_FSYNC_ALWAYS)
+    p->m_syncs++;
+  mu_buf_clear(&p->pending);
+  p->synced = p->appended;
+  disk_ok(p);
+  return 0;
+}
+
+static void on_retry(uv_timer_t *t)
+{
+  struct persist *p = t->data;
+  if (p->stopped)
+    return;
+  if (p->nospace != 0 && p->disk_err == 0) {
+    reserve_more(p); /* re-arms the timer when it still cannot */
     return;
   }
-  if (p->mode == PERSIST_FSYNC_BATCH && p->pending.len > 0 && !thread_busy(p))
+  if (p->disk_err == 0)
+    return;
+  int rc = write_held(p);
+  if (rc != 0)
+    disk_failed(p, "writing the log again", rc);
+  persist_notify_durable(p);
+}
+
+void persist_close_old_segment(struct persist *p)
+{
+  if (p->snap_old_fd >= 0 && persist_segment_done(p, p->snap_old_last)) {
+    close(p->snap_old_fd);
+    p->snap_old_fd = -1;
+  }
+  persist_snapshot_poll(p);
+}
+
+static void maybe_work(struct persist *p)
+{
+  if (p->stopped || p->disk_err != 0)
+    return;
+  if (p->since_snap >= p->snapshot_every && p->snapshot_every > 0 && p->nospace == 0 &&
+      !thread_busy(p) && p->snap_state == SNAP_NONE && p->snap_old_fd < 0 &&
+      uv_now(p->loop) >= p->snap_retry_at) {
+    int rc = persist_snapshot_start(p);
+    if (rc != 0)
+      persist_snapshot_failed(p, rc);
+  }
+  if (p->mode == PERSIST_FSYNC_BATCH && p->pending.len > 0 && !thread_busy(p) &&
+      !p->inflight_failed)
     start_batch(p);
 }
 
 static void on_async(uv_async_t *a)
 {
   struct persist *p = a->data;
-  uv_mutex_lock(&p->mu);
-  int err = p->thread_err;
-  p->thread_err = 0;
-  if (p->thread_done > p->synced)
-    p->synced = p->thread_done;
-  uv_mutex_unlock(&p->mu);
-  if (err != 0) {
-    p->failed = 1;
-    fatal_io(p, "writing the log", err);
-  }
+  if (thread_busy(p))
+    return;
+  int err = collect(p);
+  if (err != 0)
+    disk_failed(p, "writing the log", err);
+  else if (!p->inflight_failed && p->disk_err != 0)
+    disk_ok(p);
+  persist_close_old_segment(p);
   maybe_work(p);
   persist_notify_durable(p);
 }
@@ -194,7 +479,7 @@ static void on_kick(uv_idle_t *h)
 
 static void kick(struct persist *p)
 {
-  if (p->handles_open == 2 && !p->handles_closing && !uv_is_active((uv_handle_t *)&p->kick))
+  if (p->handles_open == 3 && !p->handles_closing && !uv_is_active((uv_handle_t *)&p->kick))
     uv_idle_start(&p->kick, on_kick);
 }
 
@@ -203,26 +488,32 @@ static void kick(struct persist *p)
  */
 
 /* A record was just appended to `pending` from offset `before`: count it, and write (and sync)
- * it now unless the batch thread will. */
+ * it now unless the batch thread or the retry after a disk error will. */
 static void appended(struct persist *p, size_t before)
 {
   p->appended++;
   p->since_snap++;
+  p->seg_bytes += (int64_t)(p->pending.len - before);
+  reserve_more(p);
   if (p->mode == PERSIST_FSYNC_BATCH ||
       (p->snapshot_every > 0 && p->since_snap >= p->snapshot_every))
     kick(p);
-  if (p->mode == PERSIST_FSYNC_BATCH)
-    return;
-  int rc = persist_write(p->fd, p->pending.data + before, p->pending.len - before);
-  if (rc == 0 && p->mode == PERSIST_FSYNC_ALWAYS && fdatasync(p->fd) != 0)
-    rc = -errno;
+  if (p->mode == PERSIST_FSYNC_BATCH || p->disk_err != 0)
+    return; /* the thread, or the retry, writes it */
+  int rc = write_held(p);
   if (rc != 0)
-    fatal_io(p, "writing the log", rc);
-  p->m_bytes += p->pending.len - before;
-  if (p->mode == PERSIST_FSYNC_ALWAYS)
-    p->m_syncs++;
-  mu_buf_clear(&p->pending);
-  p->synced = p->appended;
+    disk_failed(p, "writing the log", rc);
+}
+
+/* A record that cannot be encoded can never be written: as etcd does, stop (the log is
+ * consistent up to the last sync). */
+static void fatal_encode(struct persist *p, const char *what)
+{
+  mu_log(MU_LOG_ERROR,
+         "data dir '%s': %s failed; stopping so that no write is acknowledged "
+         "without being durable",
+         p->dir, what);
+  exit(1);
 }
 
 void persist_on_commit(void *data, const struct v2_event *e)
@@ -232,7 +523,7 @@ void persist_on_commit(void *data, const struct v2_event *e)
     return;
   size_t before = p->pending.len;
   if (persist_encode_event(&p->pending, p->s, e) != 0)
-    fatal_io(p, "encoding a log record (over 256 MiB)", -E2BIG);
+    fatal_encode(p, "encoding a log record (over 256 MiB)");
   appended(p, before);
 }
 
@@ -245,12 +536,17 @@ void persist_on_rdzv_change(void *data, const struct rdzv_change *c)
     return;
   size_t before = p->pending.len;
   if (persist_encode_rdzv_change(p, c, &p->pending) != 0)
-    fatal_io(p, "encoding a rendezvous change (over 256 MiB)", -E2BIG);
+    fatal_encode(p, "encoding a rendezvous change (over 256 MiB)");
   appended(p, before);
 }
 
 int persist_start(struct persist *p, struct mu_buf *err)
 {
+  p->snap_old_fd = -1;
+  p->inflight_fd = -1;
+  off_t end = lseek(p->fd, 0, SEEK_END);
+  p->seg_bytes = end > 0 ? (int64_t)end : 0;
+  p->reserved_to = p->seg_bytes; /* reserved at the first append */
   if (p->mode == PERSIST_FSYNC_BATCH) {
     if (uv_thread_create(&p->thread, sync_thread, p) != 0) {
       mu_buf_puts(err, "cannot start the log sync thread");
@@ -262,9 +558,12 @@ int persist_start(struct persist *p, struct mu_buf *err)
   p->async.data = p;
   uv_idle_init(p->loop, &p->kick);
   p->kick.data = p;
+  uv_timer_init(p->loop, &p->retry);
+  p->retry.data = p;
   uv_unref((uv_handle_t *)&p->kick);
   uv_unref((uv_handle_t *)&p->async);
-  p->handles_open = 2;
+  uv_unref((uv_handle_t *)&p->retry);
+  p->handles_open = 3;
   return 0;
 }
 
@@ -316,7 +615,8 @@ int persist_stop(struct persist *p)
   if (p == NULL || p->stopped)
     return 0;
   int rc = 0;
-  if (p->since_snap > 0 && !p->failed)
+  persist_snapshot_cancel(p);
+  if (p->since_snap > 0 && p->disk_err == 0)
     rc = persist_snapshot(p);
   if (rc == 0)
     rc = persist_flush_sync(p);
@@ -335,15 +635,18 @@ void persist_close(struct persist *p)
 {
   if (p == NULL)
     return;
+  persist_snapshot_cancel(p);
   stop_logging(p);
-  if (p->handles_open == 2 && !p->handles_closing) {
+  if (p->handles_open == 3 && !p->handles_closing) {
     p->handles_closing = 1;
     if (p->srv != NULL) {
+      rv_server_ref(p->srv);
       rv_server_ref(p->srv);
       rv_server_ref(p->srv);
     }
     uv_close((uv_handle_t *)&p->kick, handle_closed);
     uv_close((uv_handle_t *)&p->async, handle_closed);
+    uv_close((uv_handle_t *)&p->retry, handle_closed);
   }
 }
 
@@ -362,10 +665,22 @@ static void module_metrics(struct rv_server *srv, void *data, struct mu_buf *out
                 "# TYPE musterd_wal_fsyncs_total counter\nmusterd_wal_fsyncs_total %llu\n"
                 "# TYPE musterd_wal_bytes_total counter\nmusterd_wal_bytes_total %llu\n"
                 "# TYPE musterd_wal_max_batch_bytes gauge\nmusterd_wal_max_batch_bytes %llu\n"
-                "# TYPE musterd_snapshots_total counter\nmusterd_snapshots_total %llu\n",
+                "# TYPE musterd_snapshots_total counter\nmusterd_snapshots_total %llu\n"
+                "# TYPE musterd_snapshot_failures_total counter\n"
+                "musterd_snapshot_failures_total %llu\n"
+                "# TYPE musterd_snapshot_in_progress gauge\nmusterd_snapshot_in_progress %d\n"
+                "# TYPE musterd_snapshot_start_ms gauge\nmusterd_snapshot_start_ms %.3f\n"
+                "# TYPE musterd_snapshot_duration_ms gauge\nmusterd_snapshot_duration_ms %.3f\n"
+                "# TYPE musterd_disk_errors_total counter\nmusterd_disk_errors_total %llu\n"
+                "# TYPE musterd_disk_read_only gauge\nmusterd_disk_read_only %d\n"
+                "# TYPE musterd_disk_writes_refused_total counter\n"
+                "musterd_disk_writes_refused_total %llu\n",
                 (unsigned long long)p->appended, (unsigned long long)p->m_syncs,
                 (unsigned long long)p->m_bytes, (unsigned long long)p->m_max_batch,
-                (unsigned long long)p->m_snapshots);
+                (unsigned long long)p->m_snapshots, (unsigned long long)p->m_snap_failures,
+                p->snap_state != SNAP_NONE, p->m_start_ms, p->m_snap_ms,
+                (unsigned long long)p->m_disk_errors, p->disk_err != 0 || p->nospace != 0,
+                (unsigned long long)p->m_refused);
 }
 
 void persist_attach(struct persist *p, struct rv_server *srv)
@@ -373,7 +688,7 @@ void persist_attach(struct persist *p, struct rv_server *srv)
   p->srv = srv;
   struct rv_module m = {"persist", p, module_close, module_metrics};
   rv_server_add_module(srv, &m);
-  struct rv_barrier b = {barrier_need, p};
+  struct rv_barrier b = {barrier_need, barrier_read_only, p};
   rv_server_set_barrier(srv, &b);
 }
 
@@ -382,8 +697,11 @@ void persist_free(struct persist *p)
   if (p == NULL)
     return;
   stop_thread(p);
+  persist_snapshot_cancel(p); /* joins the compactor */
   if (p->fd >= 0)
     close(p->fd);
+  if (p->snap_old_fd > 0)
+    close(p->snap_old_fd);
   if (p->lock_fd >= 0)
     close(p->lock_fd);
   mu_buf_release(&p->pending);

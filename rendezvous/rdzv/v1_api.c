@@ -120,6 +120,9 @@ static int v1_refuse(struct rv_req *req, const struct rv_refusal *r)
   case RV_REFUSE_TOO_MANY:
     v1_error_reply(req, RDZV_ETOO_MANY, r->message, NULL, NULL);
     return 1;
+  case RV_REFUSE_READ_ONLY:
+    rv_reply_error(req, 503, "Retry-After: 1\r\n", "read_only", r->message, NULL);
+    return 1;
   }
   return 0;
 }

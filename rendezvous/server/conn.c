@@ -484,7 +484,7 @@ void rv_conn_release_held(struct rv_conn *c)
 static uint64_t out_need_now(const struct rv_conn *c)
 {
   const struct rv_barrier *b = &c->srv->barrier;
-  return b->need != NULL ? b->need(b->data) : 0;
+  return b->need != NULL && !c->srv->barrier_off ? b->need(b->data) : 0;
 }
 
 /* Appends to the output, or closes the connection when the cap is passed. */

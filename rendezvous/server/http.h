@@ -104,6 +104,10 @@ struct rv_barrier {
   /* The sequence number of the newest record a reply made now may reveal, or 0 when every
    * such record is durable already (as later reported by rv_server_durable()). */
   uint64_t (*need)(void *data);
+  /* NULL when writes are taken; else why they are not (a disk error): every request that may
+   * write (PUT, POST, DELETE, PATCH) is then refused with RV_REFUSE_READ_ONLY before its handler
+   * runs. Ownership: the text is borrowed until the next call. May be NULL (always writable). */
+  const char *(*read_only)(void *data);
   void *data;
 };
 
@@ -147,6 +151,8 @@ enum rv_route_flags {
   RV_ROUTE_LONG_POLL = 1 << 6, /* parks until an event or a timeout (join, watch, barrier) */
   RV_ROUTE_MAY_POLL = 1 << 7,  /* a long poll when the API's usage hook says so (?wait=true) */
   RV_ROUTE_WRITE = 1 << 8,     /* stores a value: sized and counted by the API's usage hook */
+  RV_ROUTE_UNHELD = 1 << 9,    /* the answer reveals no stored state (health, metrics): sent at
+                                * once, even while the durability barrier holds other output */
 };
 
 /* Why the server (or its gate) refuses a request before its handler runs. */
@@ -156,6 +162,7 @@ enum rv_refusal_kind {
   RV_REFUSE_BAD_CREDENTIALS, /* 401: the token or user/password is not valid */
   RV_REFUSE_TOO_LARGE,       /* 413: a value over a quota */
   RV_REFUSE_TOO_MANY,        /* 429: a count (keys, long polls) at its quota */
+  RV_REFUSE_READ_ONLY,       /* 503: writes are refused for now (the barrier's read_only) */
 };
 
 struct rv_refusal {

@@ -406,6 +406,9 @@ void rv_refuse(struct rv_req *req, const struct rv_refusal *r)
   case RV_REFUSE_TOO_MANY:
     reply_plain(req, 429, NULL, r->message != NULL ? r->message : "Too Many Requests\n");
     return;
+  case RV_REFUSE_READ_ONLY:
+    reply_plain(req, 503, NULL, r->message);
+    return;
   }
 }
 
@@ -663,8 +666,21 @@ void rv_router_dispatch(struct rv_conn *c)
     reply_plain(req, 400, NULL, msg);
     return;
   }
-  /* Step 8: quotas, right before the handler */
+  /* Step 8: a request that may write, while writes are refused (a disk error) */
+  const struct rv_barrier *b = &srv->barrier;
+  const char *ro = NULL;
+  if (b->read_only != NULL && (req->method & (RV_PUT | RV_POST | RV_DELETE | RV_PATCH)) &&
+      (ro = b->read_only(b->data)) != NULL) {
+    struct rv_refusal r = {RV_REFUSE_READ_ONLY, ro, 0};
+    srv->barrier_off = 1; /* the refusal reveals no record: it is not held behind them */
+    rv_refuse(req, &r);
+    srv->barrier_off = 0;
+    return;
+  }
+  /* Step 9: quotas, right before the handler */
   if (g->admit != NULL && g->admit(g->data, req, c->peer, &c->ticket) != 0)
     return;
+  srv->barrier_off = (row->route->flags & RV_ROUTE_UNHELD) != 0;
   row->route->fn(req);
+  srv->barrier_off = 0;
 }

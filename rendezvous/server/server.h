@@ -91,6 +91,7 @@ struct rv_server {
    * records to be durable (struct rv_conn.held_link). */
   struct rv_barrier barrier;
   uint64_t durable;
+  int barrier_off; /* the output queued now reveals no record (RV_ROUTE_UNHELD, a refusal) */
   struct mu_list held;
 
   /* Cached Date header value, refreshed once per second. */

@@ -119,10 +119,13 @@ static void metrics_handler(struct rv_req *req)
 }
 
 static const struct rv_route status_routes[] = {
-    {RV_GET, "/version", RV_ROUTE_CORS | RV_ROUTE_PUBLIC, version_handler, "version", NULL},
-    {RV_GET, "/healthz", RV_ROUTE_CORS | RV_ROUTE_PUBLIC, health_handler, "health", NULL},
-    {RV_GET, "/health", RV_ROUTE_CORS | RV_ROUTE_PUBLIC, health_handler, "health", NULL},
-    {RV_GET, "/metrics", RV_ROUTE_PUBLIC, metrics_handler, "metrics", NULL},
+    {RV_GET, "/version", RV_ROUTE_CORS | RV_ROUTE_PUBLIC | RV_ROUTE_UNHELD, version_handler,
+     "version", NULL},
+    {RV_GET, "/healthz", RV_ROUTE_CORS | RV_ROUTE_PUBLIC | RV_ROUTE_UNHELD, health_handler,
+     "health", NULL},
+    {RV_GET, "/health", RV_ROUTE_CORS | RV_ROUTE_PUBLIC | RV_ROUTE_UNHELD, health_handler, "health",
+     NULL},
+    {RV_GET, "/metrics", RV_ROUTE_PUBLIC | RV_ROUTE_UNHELD, metrics_handler, "metrics", NULL},
     {0, NULL, 0, NULL, NULL, NULL},
 };
 

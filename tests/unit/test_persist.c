@@ -1,6 +1,9 @@
 /* Durability (rendezvous/persist/persist.h): what a store logged comes back after a restart, torn
  * tails are truncated, damage in the middle refuses to start. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,8 +26,14 @@ struct world {
   struct persist *p;
   struct persist_report rep;
   struct mu_buf errbuf;
-  const char *err; /* what persist_open() said, "" when it opened */
+  const char *err;  /* what persist_open() said, "" when it opened */
+  uv_timer_t alive; /* keeps the loop alive (the persist handles do not), as a server would */
 };
+
+static void noop_timer(uv_timer_t *t)
+{
+  (void)t;
+}
 
 /* The error text of the next call: the buffer emptied first. */
 static struct mu_buf *msgbuf(struct mu_buf *b)
@@ -38,6 +47,8 @@ static int world_open(struct world *w, const char *dir, enum persist_fsync mode,
   uv_loop_init(&w->loop);
   w->s = v2_store_new(&w->loop);
   mu_buf_init(&w->errbuf, 4096);
+  uv_timer_init(&w->loop, &w->alive);
+  uv_timer_start(&w->alive, noop_timer, 1000, 1000);
   w->p = persist_open(dir, mode, every, w->s, NULL, &w->loop, &w->rep, &w->errbuf);
   w->err = mu_buf_str(&w->errbuf);
   return w->p != NULL ? 0 : -1;
@@ -49,6 +60,7 @@ static void world_close(struct world *w, int graceful)
     ASSERT_EQ(persist_stop(w->p), 0);
   persist_close(w->p);
   v2_store_free(w->s);
+  uv_close((uv_handle_t *)&w->alive, NULL);
   uv_run(&w->loop, UV_RUN_DEFAULT);
   persist_free(w->p);
   persist_report_release(&w->rep);
@@ -574,4 +586,127 @@ TEST(persist__rdzv_restore_rejects_damage)
   }
   mu_buf_release(&b);
   ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Snapshots in the background (the compactor thread writes them while the loop serves)
+ */
+
+/* How many "snap-*.snap" and "wal-*.log" files `dir` holds, and whether snap.tmp is there. */
+static void count_files(const char *dir, int *snaps, int *wals)
+{
+  *snaps = *wals = 0;
+  DIR *d = opendir(dir);
+  ASSERT(d != NULL);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, "snap-", 5) == 0)
+      (*snaps)++;
+    else if (strncmp(de->d_name, "wal-", 4) == 0)
+      (*wals)++;
+  }
+  closedir(d);
+}
+
+/* Runs the loop until `dir` holds `snaps` snapshots and `wals` segments (10 s at most). */
+static void run_until_files(struct world *w, const char *dir, int snaps, int wals)
+{
+  int s = -1, l = -1;
+  for (int i = 0; i < 5000; i++) {
+    uv_run(&w->loop, UV_RUN_NOWAIT);
+    count_files(dir, &s, &l);
+    if (s == snaps && l == wals)
+      return;
+    usleep(2000);
+  }
+  ASSERT_EQ(s, snaps);
+  ASSERT_EQ(l, wals);
+}
+
+/* Closes `w` as a crash would (no final snapshot), opens `dir` again into it, and checks that
+ * the whole state came back. */
+static void crash_and_compare(struct world *w, const char *dir, enum persist_fsync mode,
+                              uint64_t every)
+{
+  char *before = state_of(w->s);
+  world_close(w, 0);
+  ASSERT_EQ(world_open(w, dir, mode, every), 0);
+  char *after = state_of(w->s);
+  ASSERT_STR_EQ(after, before);
+  mu_free(before);
+  mu_free(after);
+}
+
+static void snapshot_in_background(enum persist_fsync mode)
+{
+  char *dir = tmpdir();
+  struct world w;
+  ASSERT_EQ(world_open(&w, dir, mode, 10), 0);
+  char key[32];
+  for (int i = 0; i < 10; i++) {
+    snprintf(key, sizeof(key), "/k/%d", i);
+    w_set(w.s, key, "before", 0);
+  }
+  /* the kick switches segments and starts the compactor; the writes made while it runs go to the
+   * new segment, and the old one goes once the snapshot is durable */
+  uv_run(&w.loop, UV_RUN_NOWAIT);
+  for (int i = 0; i < 5; i++) {
+    snprintf(key, sizeof(key), "/during/%d", i);
+    w_set(w.s, key, "while the compactor writes", 0);
+  }
+  run_until_files(&w, dir, 1, 1);
+  char *snap = mu_asprintf("%s/snap-%020d.snap", dir, 10);
+  struct stat st;
+  ASSERT_EQ(stat(snap, &st), 0);
+  char *tmp = mu_asprintf("%s/snap.tmp", dir);
+  ASSERT(stat(tmp, &st) != 0);
+  crash_and_compare(&w, dir, mode, 10);
+  ASSERT_EQ(w.rep.snapshot_index, 10);
+  ASSERT_EQ(w.rep.records, 5);
+  world_close(&w, 1);
+  mu_free(snap);
+  mu_free(tmp);
+  rmdir_all(dir);
+  mu_free(dir);
+}
+
+TEST(persist__snapshot_in_background_batch)
+{
+  snapshot_in_background(PERSIST_FSYNC_BATCH);
+}
+
+TEST(persist__snapshot_in_background_always)
+{
+  snapshot_in_background(PERSIST_FSYNC_ALWAYS);
+}
+
+/* A snapshot that cannot be written (snap.tmp is a dir here) is reported and tried again; the
+ * log keeps every write meanwhile, across both segments. */
+TEST(persist__snapshot_failure_retried)
+{
+  char *dir = tmpdir();
+  char *tmp = mu_asprintf("%s/snap.tmp", dir);
+  struct world w;
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_BATCH, 4), 0);
+  ASSERT_EQ(mkdir(tmp, 0700), 0);
+  char key[32];
+  for (int i = 0; i < 4; i++) {
+    snprintf(key, sizeof(key), "/a/%d", i);
+    w_set(w.s, key, "1", 0);
+  }
+  run_until_files(&w, dir, 0, 2); /* failed: both segments stay */
+  crash_and_compare(&w, dir, PERSIST_FSYNC_BATCH, 4);
+  ASSERT_EQ(w.rep.segments, 2);
+  /* retried once the dir is gone (the back-off starts again with the process) */
+  ASSERT_EQ(rmdir(tmp), 0);
+  for (int i = 0; i < 4; i++) {
+    snprintf(key, sizeof(key), "/b/%d", i);
+    w_set(w.s, key, "2", 0);
+  }
+  run_until_files(&w, dir, 1, 1);
+  crash_and_compare(&w, dir, PERSIST_FSYNC_BATCH, 4);
+  world_close(&w, 1);
+  mu_free(tmp);
+  rmdir_all(dir);
+  mu_free(dir);
 }

@@ -1,0 +1,179 @@
+#!/bin/bash
+# Disk full and I/O errors (issue 15, part 5). musterd does better than etcd's panic: when its
+# data dir cannot be written it keeps serving, refuses writes with an etcd-shaped error (v2:
+# errorCode 300 and a 500; /v1: 503 "read_only") and says so in /metrics, turns writable again
+# by itself when the disk does, and never acknowledges a write it did not keep: after each case
+# a kill -9 and a restart find every acknowledged write.
+#   1. a real full disk: a small tmpfs (mounted here, needs root) filled by another file; the
+#      log's reserved space makes musterd refuse writes before one fails, so reads go on
+#   2. ENOSPC and EIO from write() and from fdatasync() (tests/faults/faultshim.so), in the
+#      three fsync modes: the write that failed is held (never answered) until the fault ends
+. "$(dirname "$0")/../lib.sh"
+
+t_need_built "$MUSTERD" "$MU_FAULTSHIM"
+t_need_cmd curl curl
+t_need_cmd jq jq
+
+MNT=$T_DIR/mnt
+MOUNTED=0
+cleanup() {
+  local pid
+  for pid in "${T_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  for pid in "${T_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  [ "$MOUNTED" = 1 ] && umount "$MNT"
+  t_cleanup
+}
+trap cleanup EXIT
+
+ACKED=$T_DIR/acked # key value, one a line: every write that was answered 200 or 201
+: >"$ACKED"
+CTL=$T_DIR/faults # the shim's control file
+BIG=$T_DIR/big    # a 200 KiB value
+head -c 204800 /dev/zero | tr '\0' 'v' >"$BIG"
+
+# put KEY VALUE [MAX_TIME]: prints the HTTP status (000: no answer); body in $T_DIR/put.out;
+# an answered write is recorded as acknowledged.
+put() {
+  local code
+  code=$(curl -s -o "$T_DIR/put.out" -w '%{http_code}' --max-time "${3:-5}" -X PUT \
+    "$MUSTERD_URL/v2/keys/$1" --data-urlencode "value=$2")
+  case "$code" in 200 | 201) echo "$1 $2" >>"$ACKED" ;; esac
+  echo "$code"
+}
+put_big() { # KEY: a 200 KiB value
+  local code
+  code=$(curl -s -o "$T_DIR/put.out" -w '%{http_code}' --max-time 5 -X PUT \
+    "$MUSTERD_URL/v2/keys/$1" --data-urlencode "value@$BIG")
+  case "$code" in 200 | 201) echo "$1 @big" >>"$ACKED" ;; esac
+  echo "$code"
+}
+METRICS=""
+fetch_metrics() { METRICS=$(curl -s --max-time 2 "$MUSTERD_URL/metrics"); }
+metric() { awk -v m="$1" '$1 == m { print $2 }' <<<"$METRICS"; } # from the last fetch_metrics
+writable() { # KEY VALUE: a write is answered 200 or 201
+  local c
+  c=$(put "$1" "$2" 2)
+  [ "$c" = 200 ] || [ "$c" = 201 ]
+}
+
+# The refusal of a write, in both APIs' shapes.
+check_refusal() { # name key
+  local code body
+  code=$(put "$2" x)
+  body=$(cat "$T_DIR/put.out")
+  t_expect_eq "$1: v2 write refused with 500" "$code" 500
+  t_expect_eq "$1: etcd's errorCode 300" "$(jq -r .errorCode <<<"$body" 2>/dev/null)" 300
+  t_expect_match "$1: the cause says why and what to do" "$(jq -r .cause <<<"$body" 2>/dev/null)" \
+    "read-only: writing its data dir failed .*free space or fix the disk"
+  code=$(curl -s -o "$T_DIR/v1.out" -w '%{http_code}' --max-time 5 -X PUT \
+    "$MUSTERD_URL/v1/runs/r1/kv/k" -d '{"value":"x"}')
+  t_expect_eq "$1: /v1 write refused with 503" "$code" 503
+  t_expect_eq "$1: /v1 error read_only" "$(jq -r .error "$T_DIR/v1.out" 2>/dev/null)" read_only
+  fetch_metrics
+  t_expect_eq "$1: gauge musterd_disk_read_only" "$(metric musterd_disk_read_only)" 1
+  [ "$(metric musterd_disk_writes_refused_total)" -ge 2 ] 2>/dev/null &&
+    t_ok "$1: counter musterd_disk_writes_refused_total" ||
+    t_fail "$1: musterd_disk_writes_refused_total is '$(metric musterd_disk_writes_refused_total)'"
+}
+
+# kill -9, restart on the same data dir (no faults), and every acknowledged write is there.
+check_acked() { # name datadir
+  kill -KILL "$MUSTERD_PID"
+  wait "$MUSTERD_PID" 2>/dev/null
+  t_start_musterd --data-dir "$2" || { t_fail "$1: musterd did not restart"; return; }
+  local key want got lost=0 n=0
+  while read -r key want; do
+    n=$((n + 1))
+    got=$(curl -s --max-time 5 "$MUSTERD_URL/v2/keys/$key" | jq -r .node.value)
+    [ "$want" = @big ] && want=$(cat "$BIG")
+    [ "$got" = "$want" ] || { lost=$((lost + 1)); echo "# lost: $key"; }
+  done <"$ACKED"
+  t_expect_eq "$1: after kill -9 and a restart, lost of the $n acknowledged writes" "$lost" 0
+  kill -KILL "$MUSTERD_PID"
+  wait "$MUSTERD_PID" 2>/dev/null
+  : >"$ACKED"
+}
+
+# --- 1. a real full disk ---------------------------------------------------------------------
+
+if [ "$(id -u)" != 0 ]; then
+  t_skip_part "a full tmpfs needs root (mount -t tmpfs)"
+else
+  mkdir -p "$MNT"
+  if mount -t tmpfs -o size=24m tmpfs "$MNT"; then
+    MOUNTED=1
+    t_start_musterd --data-dir "$MNT/data" --snapshot-every 0 || t_done
+    for i in 1 2 3; do put "full/a$i" "v$i" >/dev/null; done
+    # everything the log has not reserved yet goes to another file
+    dd if=/dev/zero of="$MNT/filler" bs=64k 2>/dev/null
+    codes=""
+    for i in $(seq 1 60); do
+      c=$(put_big "full/big$i")
+      codes="$codes $c"
+      [ "$c" = 500 ] && break
+    done
+    t_expect_match "full disk: writes go on into the reserve, then are refused" "$codes" \
+      "^( 20[01])* 500$"
+    check_refusal "full disk" full/refused
+    got=$(curl -s --max-time 2 "$MUSTERD_URL/v2/keys/full/a1" | jq -r .node.value)
+    t_expect_eq "full disk: reads are answered at once" "$got" v1
+    rm -f "$MNT/filler"
+    t_until 5 writable full/after space && t_ok "full disk: writable again once space is back" ||
+      t_fail "full disk: still refusing writes 5 s after space came back"
+    fetch_metrics
+    t_expect_eq "full disk: gauge back to 0" "$(metric musterd_disk_read_only)" 0
+    check_acked "full disk" "$MNT/data"
+    umount "$MNT" && MOUNTED=0
+  else
+    t_fail "mount -t tmpfs failed"
+  fi
+fi
+
+# --- 2. injected ENOSPC and EIO, on write() and on fdatasync() -------------------------------
+
+# musterd with the shim preloaded (ASan wants to come first; it need not here)
+FAULTY=$T_DIR/faulty-musterd
+cat >"$FAULTY" <<EOF
+#!/bin/sh
+export LD_PRELOAD="$MU_FAULTSHIM" MU_FAULT_CTL="$CTL" MU_FAULT_DIR="$T_DIR/d"
+export ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}verify_asan_link_order=0"
+exec "$MUSTERD" "\$@"
+EOF
+chmod +x "$FAULTY"
+
+CASES=("batch write ENOSPC" "batch fdatasync EIO" "always fdatasync ENOSPC" "off write EIO")
+# the sanitizer build runs two: the paths are the same, each case costs seconds there
+[ "$MU_SANITIZED" = 1 ] && CASES=("batch fdatasync EIO" "always write ENOSPC")
+n=0
+for c in "${CASES[@]}"; do
+  set -- $c
+  mode=$1 op=$2 err=$3 n=$((n + 1))
+  name="--fsync $mode, $op $err"
+  data=$T_DIR/d/$n
+  mkdir -p "$T_DIR/d"
+  : >"$CTL"
+  MUSTERD=$FAULTY t_start_musterd --data-dir "$data" --fsync "$mode" --snapshot-every 0 || t_done
+  for i in 1 2 3; do put "c$n/k$i" "v$i" >/dev/null; done
+  echo "$op $err" >"$CTL"
+  sleep 0.05 # the shim reads its control file every 10 ms
+  # the write the disk fails: never answered while it is not durable
+  code=$(put "c$n/lost" lost 0.5)
+  t_expect_eq "$name: the failed write is not acknowledged" "$code" 000
+  check_refusal "$name" "c$n/refused"
+  # a read waits rather than reveal that write; it is answered once the disk works again
+  curl -s -o "$T_DIR/read.out" --max-time 10 "$MUSTERD_URL/v2/keys/c$n/k1" &
+  rpid=$!
+  : >"$CTL"
+  t_until 5 writable "c$n/after" ok && t_ok "$name: writable again once the fault ends" ||
+    t_fail "$name: still refusing writes 5 s after the fault ended"
+  wait "$rpid"
+  t_expect_eq "$name: the read is answered" "$(jq -r .node.value "$T_DIR/read.out")" v1
+  fetch_metrics
+  [ "$(metric musterd_disk_errors_total)" -ge 1 ] 2>/dev/null &&
+    t_ok "$name: counter musterd_disk_errors_total" ||
+    t_fail "$name: musterd_disk_errors_total is '$(metric musterd_disk_errors_total)'"
+  t_expect_match "$name: logged" "$(cat "$T_DIR/musterd.log")" "failed: .*refusing writes"
+  check_acked "$name" "$data"
+done
+
+t_done
