@@ -147,7 +147,7 @@ int rdzv_barrier(struct rdzv *rv, const char *run_id, const char *name, uint32_t
   rv->st.pending_other++;
   rdzv_gc_check(run);
   if (b->arrivals.n < count) {
-    rdzv_deadline_set(rv, &w->dl, rdzv_now(rv) + timeout_ms);
+    rdzv_deadline_after(rv, &w->dl, timeout_ms);
     return 0;
   }
   /* Open: answer everyone, then the barrier is ready for the next generation. */
@@ -313,7 +313,7 @@ int rdzv_kv_get(struct rdzv *rv, const char *run_id, const char *key, struct rdz
   rdzv_wait_queue(&e->waiters, w);
   run->pending_other++;
   rv->st.pending_other++;
-  rdzv_deadline_set(rv, &w->dl, rdzv_now(rv) + timeout_ms);
+  rdzv_deadline_after(rv, &w->dl, timeout_ms);
   rdzv_gc_check(run);
   return 1;
 }

@@ -1,9 +1,14 @@
-/* The native rendezvous state machine: its lifetime, the one deadline heap with its timer, and
+/* The native rendezvous state machine: its lifetime, its deadlines with their one timer, and
  * the waits (see rdzv.h for the contract, docs/rendezvous.md for the API it serves).
  *
  * Why it is built this way:
- * - One deadline heap and one uv_timer_t for every timeout: a pending join or watch is a few
- *   words in a caller-owned struct, and withdrawing it never needs a uv_close() round trip.
+ * - One uv_timer_t for every timeout: a pending join or watch is a few words in a caller-owned
+ *   struct, and withdrawing it never needs a uv_close() round trip.
+ * - A wait's deadline goes on the FIFO of its duration (a run's join timeout, the agent's 30 s
+ *   watch): set in time order, so each FIFO is sorted as it grows, and setting, firing and
+ *   withdrawing are O(1) with a million parked watches (a heap's O(log n) pop misses the cache
+ *   at every level there). The timer fires at the earliest head. The few run deadlines (lease,
+ *   last call, GC), and waits of durations past RDZV_FIFOS at once, go on a binary heap.
  * - Leases: the TTL is one per run, so keeping members in renewal order (a list; a heartbeat
  *   moves its node to the tail) makes the head the next to expire. A heartbeat is O(1) and
  *   never touches the heap; the run's single lease deadline fires early at worst and re-arms.
@@ -86,7 +91,7 @@ int rdzv_valid_text(const char *s, size_t max)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Deadlines: one heap, one timer
+ * Deadlines: FIFOs by duration and a heap, one timer
  */
 
 static void on_timer(uv_timer_t *t);
@@ -96,13 +101,29 @@ uint64_t rdzv_now(const struct rdzv *rv)
   return uv_now(rv->loop);
 }
 
+/* Returns: the deadline that fires first (the heap's top or a FIFO's head), or NULL. */
+static struct rdzv_deadline *earliest(struct rdzv *rv)
+{
+  struct mu_heap_node *top = mu_heap_top(&rv->deadlines);
+  struct rdzv_deadline *best = top ? MU_CONTAINER_OF(top, struct rdzv_deadline, hn) : NULL;
+  for (int i = 0; i < RDZV_FIFOS; i++) {
+    struct mu_list_node *h = rv->fifos[i].list.head;
+    if (h == NULL)
+      continue;
+    struct rdzv_deadline *d = MU_CONTAINER_OF(h, struct rdzv_deadline, link);
+    if (best == NULL || d->hn.key < best->hn.key)
+      best = d;
+  }
+  return best;
+}
+
 /* Starts the timer for the earliest deadline, unless it is armed for that one or earlier. */
 static void arm(struct rdzv *rv)
 {
-  struct mu_heap_node *top = mu_heap_top(&rv->deadlines);
-  if (top == NULL)
+  struct rdzv_deadline *d = earliest(rv);
+  if (d == NULL)
     return;
-  uint64_t at = (uint64_t)top->key;
+  uint64_t at = (uint64_t)d->hn.key;
   if (rv->armed_at != 0 && rv->armed_at <= at)
     return;
   uint64_t now = rdzv_now(rv);
@@ -112,13 +133,44 @@ static void arm(struct rdzv *rv)
 
 void rdzv_deadline_set(struct rdzv *rv, struct rdzv_deadline *d, uint64_t at)
 {
+  rdzv_deadline_clear(rv, d);
   d->hn.key = (int64_t)at;
   mu_heap_push(&rv->deadlines, &d->hn);
   arm(rv);
 }
 
+void rdzv_deadline_after(struct rdzv *rv, struct rdzv_deadline *d, uint64_t ms)
+{
+  rdzv_deadline_clear(rv, d);
+  int pick = -1;
+  for (int i = 0; i < RDZV_FIFOS; i++) {
+    struct rdzv_fifo *f = &rv->fifos[i];
+    if (f->list.head != NULL && f->ms == ms) {
+      pick = i;
+      break;
+    }
+    if (f->list.head == NULL && pick < 0)
+      pick = i; /* free: taken unless a FIFO of this duration comes later */
+  }
+  if (pick < 0) {
+    rdzv_deadline_set(rv, d, rdzv_now(rv) + ms); /* too many durations at once */
+    return;
+  }
+  struct rdzv_fifo *f = &rv->fifos[pick];
+  f->ms = ms;
+  d->hn.key = (int64_t)(rdzv_now(rv) + ms);
+  d->fifo = (uint8_t)(pick + 1);
+  mu_list_push_back(&f->list, &d->link);
+  arm(rv);
+}
+
 void rdzv_deadline_clear(struct rdzv *rv, struct rdzv_deadline *d)
 {
+  if (d->fifo != 0) {
+    mu_list_remove(&rv->fifos[d->fifo - 1].list, &d->link);
+    d->fifo = 0;
+    return;
+  }
   mu_heap_remove(&rv->deadlines, &d->hn);
 }
 
@@ -172,9 +224,8 @@ static void on_timer(uv_timer_t *t)
   struct rdzv *rv = t->data;
   rv->armed_at = 0;
   uint64_t now = rdzv_now(rv);
-  struct mu_heap_node *top;
-  while ((top = mu_heap_top(&rv->deadlines)) != NULL && (uint64_t)top->key <= now) {
-    struct rdzv_deadline *d = MU_CONTAINER_OF(top, struct rdzv_deadline, hn);
+  struct rdzv_deadline *d;
+  while ((d = earliest(rv)) != NULL && (uint64_t)d->hn.key <= now) {
     rdzv_deadline_clear(rv, d);
     switch (d->kind) {
     case DL_WAIT:
@@ -320,6 +371,8 @@ struct rdzv *rdzv_new(uv_loop_t *loop, uint64_t gc_ms)
   mu_htab_init(&rv->clients, 0);
   mu_htab_init(&rv->runs, 0);
   mu_list_init(&rv->runs_list);
+  for (int i = 0; i < RDZV_FIFOS; i++)
+    mu_list_init(&rv->fifos[i].list);
   uv_timer_init(loop, &rv->timer);
   rv->timer.data = rv;
   return rv;
@@ -382,7 +435,7 @@ void rdzv_gc(struct rdzv *rv)
 {
   for (struct mu_list_node *x = rv->runs_list.head; x != NULL; x = x->next) {
     struct rdzv_run *run = MU_CONTAINER_OF(x, struct rdzv_run, link);
-    if (mu_heap_queued(&run->gc_dl.hn))
+    if (rdzv_deadline_queued(&run->gc_dl))
       rdzv_deadline_set(rv, &run->gc_dl, 0);
   }
   on_timer(&rv->timer);

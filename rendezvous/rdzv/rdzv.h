@@ -159,9 +159,12 @@ typedef void rdzv_wait_cb(struct rdzv_wait *w, const struct rdzv_answer *a);
 
 enum rdzv_wait_kind { RDZV_W_NONE = 0, RDZV_W_JOIN, RDZV_W_WATCH, RDZV_W_BARRIER, RDZV_W_KV };
 
-/* A deadline in the heap (private): hn.key is the time it fires, in ms of the uv_now() clock. */
+/* A deadline (private): hn.key is the time it fires, in ms of the uv_now() clock. It is queued
+ * on the heap (hn.slot != 0) or on the FIFO of its duration (fifo != 0, linked by `link`). */
 struct rdzv_deadline {
   struct mu_heap_node hn;
+  struct mu_list_node link;
+  uint8_t fifo; /* the FIFO's index + 1, or 0 */
   int kind;
 };
 

@@ -99,11 +99,21 @@ struct rdzv_run {
   uint64_t kv_version;
 };
 
+/* Deadlines of one duration, in the order they were set: since uv_now() never goes back, that
+ * is the order they fire in, so the head is the FIFO's earliest. Empty: free for any duration. */
+struct rdzv_fifo {
+  uint64_t ms;
+  struct mu_list list;
+};
+
+#define RDZV_FIFOS 8 /* durations with a FIFO at once; a deadline of another goes to the heap */
+
 struct rdzv {
   uv_loop_t *loop;
   uv_timer_t timer;
-  uint64_t armed_at; /* 0: not armed */
-  struct mu_heap deadlines;
+  uint64_t armed_at;        /* 0: not armed */
+  struct mu_heap deadlines; /* the run deadlines, and the waits of durations without a FIFO */
+  struct rdzv_fifo fifos[RDZV_FIFOS];
   uint64_t gc_ms;
   struct mu_htab runs;
   struct mu_list runs_list; /* in creation order */
@@ -131,12 +141,20 @@ static inline struct rdzv_wait *wait_of(struct mu_list_node *x)
 
 /* rdzv.c: time, deadlines, waits */
 uint64_t rdzv_now(const struct rdzv *rv);
-/* Queues (or moves) `d` to fire at `at` and re-arms the timer. */
 /* Reports a run event to the event hook (printf-style text). */
 void rdzv_note(const struct rdzv_run *run, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Queues (or moves) `d` to fire at `at` on the heap and re-arms the timer. */
 void rdzv_deadline_set(struct rdzv *rv, struct rdzv_deadline *d, uint64_t at);
+/* Queues (or moves) `d` to fire `ms` from now, on the FIFO of that duration when one is (or can
+ * be) kept, else on the heap, and re-arms the timer. O(1) on a FIFO. */
+void rdzv_deadline_after(struct rdzv *rv, struct rdzv_deadline *d, uint64_t ms);
 void rdzv_deadline_clear(struct rdzv *rv, struct rdzv_deadline *d);
+/* Returns: 1 while `d` is queued (heap or FIFO). */
+static inline int rdzv_deadline_queued(const struct rdzv_deadline *d)
+{
+  return d->fifo != 0 || mu_heap_queued(&d->hn);
+}
 /* Tells the change hook (durability) what of the state rdzv_encode() writes has changed:
  * run `run` itself, its latest round, member `n` of that round, KV `key` of it, or that it is
  * forgotten. */

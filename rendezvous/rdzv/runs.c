@@ -63,7 +63,7 @@ void rdzv_lease_renew(struct rdzv_run *run, struct rdzv_node *n)
   n->expires = rdzv_now(run->rv) + run->lease_ttl_ms;
   mu_list_push_back(&run->leases, &n->lease);
   n->in_lease = 1;
-  if (!mu_heap_queued(&run->lease_dl.hn) && run->state == RDZV_RUN_OPEN)
+  if (!rdzv_deadline_queued(&run->lease_dl) && run->state == RDZV_RUN_OPEN)
     rdzv_deadline_set(run->rv, &run->lease_dl, lease_node(run->leases.head)->expires);
 }
 
@@ -239,7 +239,8 @@ void rdzv_leases_expire(struct rdzv_run *run, uint64_t now)
               lease_node(run->leases.head)->h.key, run->lease_ttl_ms);
     node_remove(run, lease_node(run->leases.head), 1, "was lost (lease expired)");
   }
-  if (run->leases.head != NULL && !mu_heap_queued(&run->lease_dl.hn) && run->state == RDZV_RUN_OPEN)
+  if (run->leases.head != NULL && !rdzv_deadline_queued(&run->lease_dl) &&
+      run->state == RDZV_RUN_OPEN)
     rdzv_deadline_set(rv, &run->lease_dl, lease_node(run->leases.head)->expires);
 }
 
@@ -403,7 +404,7 @@ void rdzv_maybe_close(struct rdzv_run *run, int last_call_over)
     close_round(run);
     return;
   }
-  if (!mu_heap_queued(&run->last_call_dl.hn))
+  if (!rdzv_deadline_queued(&run->last_call_dl))
     rdzv_deadline_set(run->rv, &run->last_call_dl, rdzv_now(run->rv) + run->last_call_ms);
 }
 
@@ -419,7 +420,7 @@ int rdzv_run_idle(const struct rdzv_run *run)
 void rdzv_gc_check(struct rdzv_run *run)
 {
   if (run->state != RDZV_RUN_OPEN || rdzv_run_idle(run)) {
-    if (!mu_heap_queued(&run->gc_dl.hn))
+    if (!rdzv_deadline_queued(&run->gc_dl))
       rdzv_deadline_set(run->rv, &run->gc_dl, rdzv_now(run->rv) + run->rv->gc_ms);
   } else {
     rdzv_deadline_clear(run->rv, &run->gc_dl);
@@ -799,7 +800,7 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
   w->obj = n;
   rdzv_wait_queue(&run->joins, w);
   rv->st.pending_joins++;
-  rdzv_deadline_set(rv, &w->dl, rdzv_now(rv) + run->join_timeout_ms);
+  rdzv_deadline_after(rv, &w->dl, run->join_timeout_ms);
   rdzv_gc_check(run);
   rdzv_note(run, "join", "node '%s' (%s, %" PRIu32 " workers) joined; %zu waiting", req->node_id,
             req->addr, req->local_world_size, (size_t)run->joins.n);
@@ -898,7 +899,7 @@ int rdzv_watch(struct rdzv *rv, const char *run_id, const char *node_id, uint64_
     watch_hold(run, w, n);
   rdzv_wait_queue(&run->watches, w);
   rv->st.pending_watches++;
-  rdzv_deadline_set(rv, &w->dl, rdzv_now(rv) + timeout_ms);
+  rdzv_deadline_after(rv, &w->dl, timeout_ms);
   rdzv_gc_check(run);
   return 0;
 }

@@ -1073,3 +1073,132 @@ TEST(v1__watch_client_gone_restarts_lease)
   ASSERT_EQ(closed, 1);
   ASSERT_EQ(uv_loop_close(&loop), 0);
 }
+
+/* Timed waits for the deadline tests: each records when it fired, and in which order. */
+struct timed {
+  struct rdzv_wait w;
+  uv_loop_t *loop;
+  int *seq;
+  int order; /* 1, 2, ...: the order it fired in; 0: not fired */
+  int err;
+  uint64_t fired_at, due;
+};
+
+static void on_timed(struct rdzv_wait *w, const struct rdzv_answer *a)
+{
+  struct timed *t = w->data;
+  t->order = ++*t->seq;
+  t->err = a->err;
+  t->fired_at = uv_now(t->loop);
+}
+
+static void timed_get(struct env *e, struct timed *t, int *seq, const char *key, uint64_t ms)
+{
+  memset(t, 0, sizeof(*t));
+  t->w.cb = on_timed;
+  t->w.data = t;
+  t->loop = &e->loop;
+  t->seq = seq;
+  t->due = uv_now(&e->loop) + ms;
+  struct rdzv_answer a;
+  ASSERT_EQ(rdzv_kv_get(e->rv, "job", key, &a, ms, &t->w), 1);
+}
+
+/* Spins until `n` waits fired (or 5 s). */
+static void spin_fired(struct env *e, const int *seq, int n)
+{
+  for (int i = 0; i < 500 && *seq < n; i++)
+    spin(&e->loop, 10);
+  ASSERT_EQ(*seq, n);
+}
+
+TEST(rdzv__deadlines_fire_in_order_across_durations)
+{
+  /* 40 waits over 12 durations (more than the FIFOs kept at once: some go to the heap), set in
+   * two waves; some withdrawn. Each that stays fires once, never before its deadline, in the
+   * order of the deadlines whatever queue holds it (several due at once on a loaded machine
+   * still come out in order); a withdrawn one never fires. */
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r;
+  cfg(&q, 1, 1, -1);
+  join(&e, "job", &q, "a", &r);
+  ASSERT_EQ(r.fired, 1);
+  enum { N = 40 };
+  static struct timed t[N];
+  int seq = 0, kept = 0;
+  uv_update_time(&e.loop);
+  for (int i = 0; i <= N; i++) {
+    if (i == N / 2 || i == N) {
+      /* withdrawn before the loop runs (so before any can fire): heads, middles, tails */
+      for (int j = i - N / 2; j < i; j++)
+        if (j % 5 == 0)
+          rdzv_wait_cancel(&t[j].w);
+        else
+          kept++;
+      if (i == N)
+        break;
+      spin(&e.loop, 15); /* the second wave: later deadlines of the same durations */
+    }
+    timed_get(&e, &t[i], &seq, "never", 30 + (uint64_t)(i * 7 % 12) * 15);
+  }
+  spin_fired(&e, &seq, kept);
+  spin(&e.loop, 20);
+  ASSERT_EQ(seq, kept);
+  for (int i = 0; i < N; i++) {
+    if (i % 5 == 0) {
+      ASSERT_EQ(t[i].order, 0);
+      continue;
+    }
+    ASSERT(t[i].order > 0);
+    ASSERT_EQ(t[i].err, RDZV_EKV_TIMEOUT);
+    ASSERT(t[i].fired_at >= t[i].due);
+    for (int j = 0; j < N; j++)
+      if (j % 5 != 0 && t[j].due < t[i].due)
+        ASSERT(t[j].order < t[i].order);
+  }
+  env_done(&e);
+}
+
+TEST(rdzv__deadline_fifo_reused_and_head_withdrawn)
+{
+  /* One duration: the FIFO's head withdrawn, the next fires at its own time; once the FIFO is
+   * empty another duration takes it, and a short wait set later fires before a long one set
+   * earlier. */
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r;
+  cfg(&q, 1, 1, -1);
+  join(&e, "job", &q, "a", &r);
+  struct timed t[4];
+  int seq = 0;
+  uv_update_time(&e.loop);
+  timed_get(&e, &t[0], &seq, "k", 40);
+  timed_get(&e, &t[1], &seq, "k", 40);
+  rdzv_wait_cancel(&t[0].w);
+  spin_fired(&e, &seq, 1);
+  ASSERT_EQ(t[0].order, 0);
+  ASSERT_EQ(t[1].order, 1);
+  ASSERT(t[1].fired_at >= t[1].due);
+  uv_update_time(&e.loop);
+  timed_get(&e, &t[2], &seq, "k", 200);
+  spin(&e.loop, 10);
+  uv_update_time(&e.loop);
+  timed_get(&e, &t[3], &seq, "k", 20);
+  spin_fired(&e, &seq, 3);
+  ASSERT_EQ(t[3].order, 2);
+  ASSERT_EQ(t[2].order, 3);
+  ASSERT(t[2].fired_at >= t[2].due);
+  ASSERT(t[3].fired_at >= t[3].due);
+  /* a value set wakes a waiter at once and takes it off its FIFO */
+  timed_get(&e, &t[0], &seq, "k", 30);
+  uint64_t v;
+  ASSERT_EQ(rdzv_kv_set(e.rv, "job", "k", "x", 1, &v), 0);
+  ASSERT_EQ(t[0].order, 4);
+  ASSERT_EQ(t[0].err, 0);
+  spin(&e.loop, 60);
+  ASSERT_EQ(seq, 4);
+  env_done(&e);
+}
