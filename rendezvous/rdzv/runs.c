@@ -811,8 +811,12 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     char b[300];
     snprintf(b, sizeof(b), "member '%s' joined again (restarted)", req->node_id);
     break_round(run, b);
-  } else if (run->rstate == RDZV_ROUND_ACTIVE) {
-    /* A newcomer: members learn of it if their round has room. */
+  } else if (run->rstate == RDZV_ROUND_ACTIVE && run->round->nnodes < run->max_nodes) {
+    /* A newcomer: members learn of it if their round has room. A full round's watches are
+     * left alone (O(1) per join, not O(members)): a newcomer changes neither the round, its
+     * state nor who is in it, only the pending joins, which a watch's answer counts only
+     * while the round has room (watch_event()); a watch of the newcomer's id by a non-member
+     * is answered "broken" when it is made, so none is pending. */
     kick_watches(run);
   }
   rdzv_maybe_close(run, 0);
