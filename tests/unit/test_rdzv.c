@@ -1112,6 +1112,17 @@ static void spin_fired(struct env *e, const int *seq, int n)
   ASSERT_EQ(*seq, n);
 }
 
+/* A rendezvous with run "job" of one node, its round closed: a run to hang KV waits on. */
+static void env_one_node_run(struct env *e)
+{
+  env_init(e, 0);
+  struct rdzv_join_req q;
+  struct rec r;
+  cfg(&q, 1, 1, -1);
+  join(e, "job", &q, "a", &r);
+  ASSERT_EQ(r.fired, 1);
+}
+
 TEST(rdzv__deadlines_fire_in_order_across_durations)
 {
   /* 40 waits over 12 durations (more than the FIFOs kept at once: some go to the heap), set in
@@ -1119,12 +1130,7 @@ TEST(rdzv__deadlines_fire_in_order_across_durations)
    * order of the deadlines whatever queue holds it (several due at once on a loaded machine
    * still come out in order); a withdrawn one never fires. */
   struct env e;
-  env_init(&e, 0);
-  struct rdzv_join_req q;
-  struct rec r;
-  cfg(&q, 1, 1, -1);
-  join(&e, "job", &q, "a", &r);
-  ASSERT_EQ(r.fired, 1);
+  env_one_node_run(&e);
   enum { N = 40 };
   static struct timed t[N];
   int seq = 0, kept = 0;
@@ -1167,11 +1173,7 @@ TEST(rdzv__deadline_fifo_reused_and_head_withdrawn)
    * empty another duration takes it, and a short wait set later fires before a long one set
    * earlier. */
   struct env e;
-  env_init(&e, 0);
-  struct rdzv_join_req q;
-  struct rec r;
-  cfg(&q, 1, 1, -1);
-  join(&e, "job", &q, "a", &r);
+  env_one_node_run(&e);
   struct timed t[4];
   int seq = 0;
   uv_update_time(&e.loop);
