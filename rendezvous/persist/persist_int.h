@@ -52,6 +52,10 @@ struct persist {
   uint64_t synced;   /* of which durable */
   uint64_t since_snap;
   struct mu_buf pending; /* batch mode: records not yet handed to the thread */
+  uint64_t batch_first;  /* batch mode: appended when pending was last handed over */
+  uint64_t writers;      /* batch mode: records in flight when the last batch ended (how many
+                          * clients may write again at once) */
+  uint64_t hold_since;   /* uv_hrtime() when the next batch started waiting for them, or 0 */
 
   /* the sync thread (batch mode); fields below the mutex are shared */
   uv_thread_t thread;

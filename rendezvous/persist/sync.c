@@ -60,6 +60,7 @@ const char *persist_fsync_name(enum persist_fsync m)
 #define RESERVE_LOW ((int64_t)4 << 20)
 
 static void on_retry(uv_timer_t *t);
+static void kick(struct persist *p);
 
 static void read_only_msg(struct persist *p, int err)
 {
@@ -252,6 +253,8 @@ static void start_batch(struct persist *p)
   p->pending = t;
   mu_buf_clear(&p->pending);
   p->inflight_last = p->appended;
+  p->batch_first = p->appended;
+  p->hold_since = 0;
   p->inflight_fd = p->fd;
   p->inflight_syncdir = p->seg_dir_unsynced;
   p->seg_dir_unsynced = 0;
@@ -436,6 +439,28 @@ void persist_close_old_segment(struct persist *p)
   persist_snapshot_poll(p);
 }
 
+/* Group commit. The clients a batch's fsync released answer with their next writes one round
+ * trip later, while the next fsync would already run without them: batches would settle at
+ * about half the writers. So the next batch waits, the loop polling without blocking, until
+ * about as many records are pending as were in flight when the last batch ended, or
+ * HOLD_MAX_NS (1 ms) passed. A lone writer never waits (its record is all there is). Replies are
+ * only ever released by the fsync that covers them: the wait changes when, never whether. */
+#define HOLD_MAX_NS ((uint64_t)1000 * 1000)
+
+static int hold_batch(struct persist *p)
+{
+  uint64_t pending = p->appended - p->batch_first;
+  if (p->writers <= 1 || pending * 8 >= p->writers * 7 || p->stopped)
+    return 0;
+  uint64_t now = uv_hrtime();
+  if (p->hold_since == 0)
+    p->hold_since = now;
+  if (now - p->hold_since >= HOLD_MAX_NS)
+    return 0;
+  kick(p); /* look again in the next loop iteration */
+  return 1;
+}
+
 static void maybe_work(struct persist *p)
 {
   if (p->stopped || p->disk_err != 0)
@@ -448,7 +473,7 @@ static void maybe_work(struct persist *p)
       persist_snapshot_failed(p, rc);
   }
   if (p->mode == PERSIST_FSYNC_BATCH && p->pending.len > 0 && !thread_busy(p) &&
-      !p->inflight_failed)
+      !p->inflight_failed && !hold_batch(p))
     start_batch(p);
 }
 
@@ -457,6 +482,8 @@ static void on_async(uv_async_t *a)
   struct persist *p = a->data;
   if (thread_busy(p))
     return;
+  p->writers = p->appended - p->synced; /* before collect(): the batch just written, and the
+                                         * records that arrived while it was */
   int err = collect(p);
   if (err != 0)
     disk_failed(p, "writing the log", err);
