@@ -112,6 +112,26 @@ t_need_py() {
   exit 77
 }
 
+# t_need_validator: the Volcano schema validator (tests/schemas/validate-volcano.mjs): node, the
+# Python yaml module, and the npm packages scripts/install-deps.sh --test puts in a fixed cache
+# dir ($MU_NPM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/muster-vjv; no registry is reached).
+# Sets VALIDATOR and MODS; anything missing skips the test (exit 77) naming the fix.
+t_need_validator() {
+  VALIDATOR=$MU_SOURCE_DIR/tests/schemas/validate-volcano.mjs
+  t_need_cmd node nodejs
+  t_need_py yaml python3-yaml
+  MODS=${MU_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/muster-vjv}
+  local mod
+  for mod in ajv ajv-formats yaml; do
+    [ -d "$MODS/node_modules/$mod" ] || {
+      echo "# skip: the validator's npm package '$mod' is not in $MODS/node_modules: run"
+      echo "#   scripts/install-deps.sh --test (it installs ajv@8 ajv-formats@3 yaml@2 there),"
+      echo "#   or point MU_NPM_CACHE at a directory that has them"
+      exit 77
+    }
+  done
+}
+
 # t_torch_lock: one torchrun test at a time on this machine, across builds and worktrees (each
 # starts 2 agents and 4 workers importing torch: two at once on 2 cores take minutes). Waits
 # at most 20 min for the lock (CTest gives these tests 30); the lock goes with the process.

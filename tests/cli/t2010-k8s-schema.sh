@@ -9,19 +9,8 @@
 # installs into a fixed cache dir ($MU_NPM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/muster-vjv);
 # this test never reaches a registry.
 . "$(dirname "$0")/../lib.sh"
-VALIDATOR=$MU_SOURCE_DIR/tests/schemas/validate-volcano.mjs
 t_need_built "$MUSTER" "$MU_BUILD_DIR/mu_unit_tests"
-t_need_cmd node nodejs
-t_need_py yaml python3-yaml
-MODS=${MU_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/muster-vjv}
-for mod in ajv ajv-formats yaml; do
-  [ -d "$MODS/node_modules/$mod" ] || {
-    echo "# skip: the validator's npm package '$mod' is not in $MODS/node_modules: run"
-    echo "#   scripts/install-deps.sh --test (it installs ajv@8 ajv-formats@3 yaml@2 there),"
-    echo "#   or point MU_NPM_CACHE at a directory that has them"
-    exit 77
-  }
-done
+t_need_validator
 validate() { node "$VALIDATOR" --modules "$MODS/node_modules" "$@"; }
 M=$T_DIR/manifests
 mkdir -p "$M"

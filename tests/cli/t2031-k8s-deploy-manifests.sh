@@ -5,17 +5,7 @@
 # the shapes it checks. The storage manifests carry the trn1 tutorial's parameters; bad input
 # is refused with a message naming the option.
 . "$(dirname "$0")/../lib.sh"
-VALIDATOR=$MU_SOURCE_DIR/tests/schemas/validate-volcano.mjs
-t_need_cmd node nodejs
-t_need_py yaml python3-yaml
-MODS=${MU_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/muster-vjv}
-for mod in ajv ajv-formats yaml; do
-  [ -d "$MODS/node_modules/$mod" ] || {
-    echo "# skip: the validator's npm package '$mod' is not in $MODS/node_modules: run"
-    echo "#   scripts/install-deps.sh --test"
-    exit 77
-  }
-done
+t_need_validator
 M=$T_DIR/m
 mkdir -p "$M"
 gen() { # name args...
