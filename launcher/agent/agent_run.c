@@ -126,7 +126,8 @@ static int probe_endpoint(struct mu_agent *ag, long long retry_until, int *warne
     if (now_ms() >= retry_until) {
       mu_buf_printf(err,
                     "cannot reach the rendezvous endpoint '%s': %s; check --rdzv-endpoint "
-                    "(HOST:PORT of a running musterd)",
+                    "(HOST:PORT of a running musterd, or the etcd members with --rdzv-backend "
+                    "etcd-v3)",
                     ag->endpoint, mu_buf_str(&e));
       code = MU_AGENT_EXIT_RENDEZVOUS;
     } else {
@@ -208,6 +209,10 @@ static void say_waiting(struct mu_agent *ag, struct mu_rdzv *r, long long secs)
                  "waiting for the round to close (%d joined, %d to %d wanted; last call) in run "
                  "'%s' at %s, %lld s",
                  in.waiting, cfg->min_nodes, cfg->max_nodes, cfg->run_id, ag->endpoint, secs);
+  else if (rc != MU_ENOENT && rc != MU_ENOTSUP && e.len > 0) /* e.g. the endpoint is down */
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "cannot read run '%s' at '%s' yet (%s); the join retries, %lld s", cfg->run_id,
+                 ag->endpoint, mu_buf_str(&e), secs);
   else
     mu_agent_say(ag, MU_AGENT_PROGRESS, "waiting for %d node%s to join run '%s' at %s, %lld s",
                  cfg->min_nodes, cfg->min_nodes == 1 ? "" : "s", cfg->run_id, ag->endpoint, secs);
