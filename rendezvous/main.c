@@ -45,6 +45,7 @@ struct musterd_config {
   const char *fsync;
   enum persist_fsync fsync_mode;
   uint64_t snapshot_every;
+  uint64_t snapshot_bytes;
   uint64_t run_gc_seconds;
   uint64_t v1_max_bytes, v1_max_runs, v1_max_runs_per_client, v1_max_lease_ms;
 };
@@ -225,6 +226,11 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                   "with --data-dir: snapshot and compact the log every N writes (default 100000; "
                   "0 = only at shutdown)",
                   0, LONG_MAX),
+      MU_OPT_UINT(0, "snapshot-bytes", &c->snapshot_bytes, "N",
+                  "with --data-dir: also snapshot once the log since the last snapshot exceeds N "
+                  "bytes or twice the last snapshot's size, whichever is larger (default 64 MiB; "
+                  "0 = no size trigger)",
+                  0, LONG_MAX),
       MU_OPT_STRING(0, "log-level", &c->log_level, "LEVEL", "debug, info, warn, error or off"),
       MU_OPT_BOOL(0, "log-requests", &sv->log_requests, "log one line per request"),
       MU_OPT_BOOL('V', "version", &c->version, "print the version and exit"),
@@ -264,9 +270,10 @@ static int check_options(struct musterd_config *c)
     mu_error("invalid --fsync '%s': use always, batch or off", c->fsync);
     return MU_EXIT_USAGE;
   }
-  if (c->data_dir == NULL && (c->fsync != NULL || c->snapshot_every != PERSIST_SNAPSHOT_EVERY)) {
-    mu_error("--fsync and --snapshot-every need --data-dir DIR (without it musterd keeps "
-             "everything in memory)");
+  if (c->data_dir == NULL && (c->fsync != NULL || c->snapshot_every != PERSIST_SNAPSHOT_EVERY ||
+                              c->snapshot_bytes != PERSIST_SNAPSHOT_BYTES)) {
+    mu_error("--fsync, --snapshot-every and --snapshot-bytes need --data-dir DIR (without it "
+             "musterd keeps everything in memory)");
     return MU_EXIT_USAGE;
   }
   if (c->data_dir != NULL && c->data_dir[0] == '\0') {
@@ -296,8 +303,8 @@ static int open_data_dir(struct app *app, const struct musterd_config *c)
     mu_error("--data-dir needs the v2 store");
     goto out;
   }
-  app->persist = persist_open(c->data_dir, c->fsync_mode, c->snapshot_every, store,
-                              v1_rdzv(app->srv), &app->loop, &rep, &err);
+  app->persist = persist_open(c->data_dir, c->fsync_mode, c->snapshot_every, c->snapshot_bytes,
+                              store, v1_rdzv(app->srv), &app->loop, &rep, &err);
   if (app->persist == NULL) {
     mu_error("%s", mu_buf_str(&err));
     goto out;
@@ -437,6 +444,7 @@ int main(int argc, char **argv)
   c.log_level = "info";
   c.fsync_mode = PERSIST_FSYNC_BATCH;
   c.snapshot_every = PERSIST_SNAPSHOT_EVERY;
+  c.snapshot_bytes = PERSIST_SNAPSHOT_BYTES;
   c.run_gc_seconds = 600;
 
   mu_proc_startup();

@@ -10,8 +10,10 @@
  *
  * Files in the data dir:
  *   LOCK                          flock()ed while a musterd uses the dir
- *   snap-<index>.snap             the whole store (nodes + event history) at <index>
- *   wal-<first index>.log         the records after it, framed as wal.h describes
+ *   snap-<index>.snap             the whole store (nodes + event history + /v1) at <index>
+ *   wal-<seq>-<first index>.log   log segments numbered 1, 2, ...: the records after the
+ *                                 snapshot (which names the first segment it does not cover),
+ *                                 framed as wal.h describes (older musterds: wal-<first>.log)
  *
  * Every store write calls the store's commit hook, which appends one record. What "written"
  * means depends on the fsync mode:
@@ -22,7 +24,9 @@
  *           by the server's barrier (rv_server_set_barrier()) until the records appended before
  *           it are durable;
  *   off     write() in the hook (survives a crash of musterd, not of the machine).
- * Every `snapshot_every` records, a new log segment is started and a compactor thread builds a
+ * Every `snapshot_every` records, or once the log since the last snapshot exceeds the larger of
+ * `snapshot_bytes` and twice the last snapshot's size, a new log segment is started and a
+ * compactor thread builds a
  * snapshot from the previous one and the closed segments (temp file, fsync, rename) while the
  * loop keeps serving; once the snapshot is durable the older snapshots and segments are deleted. A
  * snapshot that fails is reported and tried again later; the log keeps everything meanwhile.
@@ -53,6 +57,7 @@ enum persist_fsync {
 };
 
 #define PERSIST_SNAPSHOT_EVERY 100000
+#define PERSIST_SNAPSHOT_BYTES ((uint64_t)64 << 20)
 
 /* Returns: 0 with *out set, or MU_EINVAL for a name other than always, batch, off. */
 int persist_fsync_parse(const char *name, enum persist_fsync *out);
@@ -84,14 +89,16 @@ struct persist;
 /* Opens (creating it if missing) and locks the data dir `dir`, loads the newest snapshot into
  * `s` (which must be new and empty) and the native rendezvous `rdzv` (NULL: none; it must
  * have no run yet), replays the log after it (truncating a torn tail), expires
- * keys whose deadline has passed, and starts logging every write of `s`.
+ * keys whose deadline has passed, and starts logging every write of `s`. A snapshot is taken
+ * every `snapshot_every` records (0: never by count) and whenever the log since the last one
+ * exceeds max(`snapshot_bytes`, 2 x the last snapshot's size) bytes (0: never by size).
  * Returns: the handle, or NULL with a message naming the problem (file, byte offset) and the
  * fix appended to `err`. `rep` is filled either way (release it).
  * Ownership: `s` and `loop` are borrowed and must outlive the handle; `dir` is copied. Free
  * with persist_free() after the loop has finished. */
 struct persist *persist_open(const char *dir, enum persist_fsync mode, uint64_t snapshot_every,
-                             struct v2_store *s, struct rdzv *rdzv, uv_loop_t *loop,
-                             struct persist_report *rep, struct mu_buf *err);
+                             uint64_t snapshot_bytes, struct v2_store *s, struct rdzv *rdzv,
+                             uv_loop_t *loop, struct persist_report *rep, struct mu_buf *err);
 
 /* Registers the module "persist" on `srv` (/metrics, shutdown hook) and installs the server's
  * durability barrier: no output reveals a record before it is durable. */

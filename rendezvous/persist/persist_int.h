@@ -22,6 +22,7 @@ struct persist {
   char *dir;
   enum persist_fsync mode;
   uint64_t snapshot_every;
+  uint64_t snapshot_bytes; /* the size trigger's floor (0: no size trigger) */
   struct v2_store *s;
   struct rdzv *rdzv; /* NULL: /v1 not served */
   char *rdzv_blob;   /* recovery: the newest whole state found, not yet restored */
@@ -30,6 +31,7 @@ struct persist {
   struct rv_server *srv;
   int lock_fd;
   int fd;             /* the current log segment, O_APPEND */
+  uint64_t seg_seq;   /* its sequence number (0: an unnumbered segment of an older musterd) */
   uint64_t seg_first; /* the first index of its name */
   int stopped;
   int cut_known; /* the loop's writes: cut the segment back to `cut` before the next one */
@@ -51,11 +53,13 @@ struct persist {
   uint64_t appended; /* records appended since start-up */
   uint64_t synced;   /* of which durable */
   uint64_t since_snap;
-  struct mu_buf pending; /* batch mode: records not yet handed to the thread */
-  uint64_t batch_first;  /* batch mode: appended when pending was last handed over */
-  uint64_t writers;      /* batch mode: records in flight when the last batch ended (how many
-                          * clients may write again at once) */
-  uint64_t hold_since;   /* uv_hrtime() when the next batch started waiting for them, or 0 */
+  uint64_t since_bytes;     /* log bytes appended since the last snapshot (for the size trigger) */
+  uint64_t snap_file_bytes; /* the size of the last snapshot file (0: none) */
+  struct mu_buf pending;    /* batch mode: records not yet handed to the thread */
+  uint64_t batch_first;     /* batch mode: appended when pending was last handed over */
+  uint64_t writers;         /* batch mode: records in flight when the last batch ended (how many
+                             * clients may write again at once) */
+  uint64_t hold_since;      /* uv_hrtime() when the next batch started waiting for them, or 0 */
 
   /* the sync thread (batch mode); fields below the mutex are shared */
   uv_thread_t thread;
@@ -88,16 +92,19 @@ struct persist {
   int snap_joinable; /* the compactor ended: joined before the next one starts, or at close */
   int snap_done;
   int snap_rc;
-  uint64_t snap_index;    /* the index the snapshot is at */
-  uint64_t snap_records;  /* since_snap when it started (given back when it fails) */
-  int snap_old_fd;        /* the segment before it, open until its last batch is durable */
-  uint64_t snap_old_last; /* the last record in that segment */
-  uint64_t snap_t0;       /* uv_hrtime() at its start */
-  uint64_t snap_retry_at; /* uv_now() before which a failed snapshot is not retried */
+  uint64_t snap_index;     /* the index the snapshot is at */
+  uint64_t snap_seq;       /* the first segment after it (the one the loop switched to) */
+  uint64_t snap_records;   /* since_snap when it started (given back when it fails) */
+  uint64_t snap_bytes;     /* since_bytes when it started (given back when it fails) */
+  uint64_t snap_out_bytes; /* the size of the snapshot the compactor wrote (under the mutex) */
+  int snap_old_fd;         /* the segment before it, open until its last batch is durable */
+  uint64_t snap_old_last;  /* the last record in that segment */
+  uint64_t snap_t0;        /* uv_hrtime() at its start */
+  uint64_t snap_retry_at;  /* uv_now() before which a failed snapshot is not retried */
   uint64_t snap_backoff_ms;
 
   /* /metrics */
-  uint64_t m_syncs, m_bytes, m_snapshots, m_max_batch;
+  uint64_t m_syncs, m_bytes, m_snapshots, m_max_batch, m_snap_loop;
   uint64_t m_snap_failures, m_disk_errors, m_refused;
   double m_start_ms, m_snap_ms;
 };
@@ -108,13 +115,29 @@ struct persist {
 int persist_write(int fd, const void *p, size_t n);
 /* fsync()s the directory `dir` (a rename or a new file in it is durable). Returns: 0, or -errno. */
 int persist_sync_dir(const char *dir);
-/* Returns: "<dir>/snap-<index, 20 digits>.snap" / "<dir>/wal-<first>.log". Caller frees. */
+/* Returns: "<dir>/snap-<index, 20 digits>.snap". Caller frees. */
 char *persist_snap_path(const char *dir, uint64_t index);
-char *persist_wal_path(const char *dir, uint64_t first);
 
-/* The snapshots and log segments of a data dir, each list sorted by index. */
+/* A log segment: "wal-<seq>-<first>.log" (20 digits each), numbered 1, 2, ... in the order the
+ * log wrote them, whatever the index; or "wal-<first>.log", as musterd named them before (seq 0:
+ * they come before every numbered one). `first` is the index of the first store write it may
+ * hold (the index after the previous segment's last). A snapshot records the seq of the first
+ * segment it does not cover (persist_seg_covered()). */
+struct persist_seg {
+  uint64_t seq;
+  uint64_t first;
+};
+/* Returns: the segment's path. Caller frees. */
+char *persist_wal_path(const char *dir, uint64_t seq, uint64_t first);
+/* Returns: 1 when the snapshot at `index` whose first uncovered segment is `next_seq` (0: a
+ * snapshot of an older musterd, which covers the unnumbered segments up to its index) holds
+ * everything of segment `g`. */
+int persist_seg_covered(const struct persist_seg *g, uint64_t index, uint64_t next_seq);
+
+/* The snapshots (by index) and log segments (in log order) of a data dir. */
 struct persist_listing {
-  uint64_t *snaps, *wals;
+  uint64_t *snaps;
+  struct persist_seg *wals;
   size_t nsnaps, nwals;
 };
 /* Lists `dir`. Returns: 0, or -errno. Release with persist_listing_release(). */
@@ -132,10 +155,9 @@ int persist_put_rdzv(struct persist *p, struct mu_buf *out);
 int persist_encode_rdzv_change(struct persist *p, const struct rdzv_change *c, struct mu_buf *out);
 
 /* The background snapshot (records.c). Starts one: the log goes on in a new segment, and the
- * compactor thread writes the store as it is now (at the switch) from the files (or, when no write
- * advanced the index since the current segment began, takes the blocking persist_snapshot()). The
- * loop thread, with the sync thread idle. Returns: 0, or -errno (nothing started; report with
- * persist_snapshot_failed()). */
+ * compactor thread writes the store (and the rendezvous) as they are now (at the switch) from
+ * the files. The loop thread, with the sync thread idle. Returns: 0, or -errno (nothing
+ * started; report with persist_snapshot_failed()). */
 int persist_snapshot_start(struct persist *p);
 /* Stops the snapshot in progress, if any (waits for the compactor), and removes what it wrote. */
 void persist_snapshot_cancel(struct persist *p);
@@ -149,8 +171,10 @@ enum { SNAP_NONE = 0, SNAP_WAITING, SNAP_RUNNING };
 /* recovery.c: loading */
 
 /* Loads into p->s (and p->rdzv, when not NULL) the newest snapshot of listing `l` and every
- * segment of `l` after it: steps 2 and 3 of persist_open(), also the compactor's. A torn tail
- * of the last segment is cut off the file with `truncate`, else only reported in `rep`.
+ * segment of `l` it does not cover: steps 2 and 3 of persist_open(), also the compactor's. A
+ * torn tail of the last segment is cut off the file with `truncate`, else only reported in
+ * `rep`. Sets p->seg_seq, p->seg_first (the segment to append to: the last one read, or the
+ * one to create), p->since_snap, p->since_bytes, p->snap_file_bytes.
  * Returns: 0, or -1 with `err` set. */
 int persist_load(struct persist *p, struct persist_listing *l, int truncate,
                  struct persist_report *rep, struct mu_buf *err);
@@ -160,11 +184,11 @@ int persist_load(struct persist *p, struct persist_listing *l, int truncate,
 /* Hands the records appended so far to the sync thread (batch mode, thread idle): they go to the
  * current segment, before persist_switch_segment() points the log at the next one. */
 void persist_seal_segment(struct persist *p);
-/* Makes `fd` (a new, empty segment whose first index is `first`, with `reserved` bytes of space
- * reserved) the log's segment.
+/* Makes `fd` (a new, empty segment numbered `seq` whose first index is `first`, with `reserved`
+ * bytes of space reserved) the log's segment.
  * Returns: -1 after closing the old one (`close_old`), else the old fd (the caller closes it
  * once persist_segment_done() says its records are durable). */
-int persist_switch_segment(struct persist *p, int fd, uint64_t first, int close_old,
+int persist_switch_segment(struct persist *p, int fd, uint64_t seq, uint64_t first, int close_old,
                            int64_t reserved);
 /* Returns: 1 when the record `last` (a count of appended records) is durable. */
 int persist_segment_done(struct persist *p, uint64_t last);

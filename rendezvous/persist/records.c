@@ -43,9 +43,31 @@ char *persist_snap_path(const char *dir, uint64_t index)
   return mu_asprintf("%s/snap-%020llu.snap", dir, (unsigned long long)index);
 }
 
-char *persist_wal_path(const char *dir, uint64_t first)
+char *persist_wal_path(const char *dir, uint64_t seq, uint64_t first)
 {
-  return mu_asprintf("%s/wal-%020llu.log", dir, (unsigned long long)first);
+  if (seq == 0)
+    return mu_asprintf("%s/wal-%020llu.log", dir, (unsigned long long)first);
+  return mu_asprintf("%s/wal-%020llu-%020llu.log", dir, (unsigned long long)seq,
+                     (unsigned long long)first);
+}
+
+int persist_seg_covered(const struct persist_seg *g, uint64_t index, uint64_t next_seq)
+{
+  if (next_seq > 0)
+    return g->seq < next_seq;
+  return g->seq == 0 && g->first <= index;
+}
+
+/* Parses the 20 digits at `s`. Returns: 1 with *v, else 0. */
+static int parse_digits(const char *s, uint64_t *v)
+{
+  *v = 0;
+  for (size_t i = 0; i < 20; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return 0;
+    *v = *v * 10 + (uint64_t)(s[i] - '0');
+  }
+  return 1;
 }
 
 /* Parses "<prefix><20 digits><suffix>". Returns: 1 with *index, else 0. */
@@ -55,21 +77,33 @@ static int parse_name(const char *name, const char *prefix, const char *suffix, 
   if (strlen(name) != pl + 20 + sl || strncmp(name, prefix, pl) != 0 ||
       strcmp(name + pl + 20, suffix) != 0)
     return 0;
-  uint64_t v = 0;
-  for (size_t i = 0; i < 20; i++) {
-    char c = name[pl + i];
-    if (c < '0' || c > '9')
-      return 0;
-    v = v * 10 + (uint64_t)(c - '0');
-  }
-  *index = v;
-  return 1;
+  return parse_digits(name + pl, index);
+}
+
+/* Parses a segment's name, "wal-<seq>-<first>.log" or "wal-<first>.log". Returns: 1 or 0. */
+static int parse_seg_name(const char *name, struct persist_seg *g)
+{
+  g->seq = 0;
+  if (parse_name(name, "wal-", ".log", &g->first))
+    return 1;
+  return strlen(name) == 4 + 20 + 1 + 20 + 4 && strncmp(name, "wal-", 4) == 0 && name[24] == '-' &&
+         strcmp(name + 45, ".log") == 0 && parse_digits(name + 4, &g->seq) &&
+         parse_digits(name + 25, &g->first) && g->seq > 0;
 }
 
 static int cmp_u64(const void *a, const void *b)
 {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
+}
+
+/* Log order: the unnumbered segments by index, then the numbered ones by number. */
+static int cmp_seg(const void *a, const void *b)
+{
+  const struct persist_seg *x = a, *y = b;
+  if (x->seq != y->seq)
+    return x->seq < y->seq ? -1 : 1;
+  return cmp_u64(&x->first, &y->first);
 }
 
 void persist_listing_release(struct persist_listing *l)
@@ -79,14 +113,16 @@ void persist_listing_release(struct persist_listing *l)
   memset(l, 0, sizeof(*l));
 }
 
-/* Appends v to the growing array *a of *n (capacity *cap). */
-static void push_u64(uint64_t **a, size_t *n, size_t *cap, uint64_t v)
+/* Makes room for one more element of `size` bytes in the growing array *a of *n (capacity
+ * *cap). Returns: where it goes. */
+static void *grow(void *a, size_t size, size_t n, size_t *cap, void **out)
 {
-  if (*n == *cap) {
+  if (n == *cap) {
     *cap = *cap ? *cap * 2 : 8;
-    *a = mu_realloc(*a, *cap * sizeof(**a));
+    a = mu_realloc(a, *cap * size);
   }
-  (*a)[(*n)++] = v;
+  *out = (char *)a + n * size;
+  return a;
 }
 
 int persist_list_dir(const char *dir, struct persist_listing *l)
@@ -99,16 +135,21 @@ int persist_list_dir(const char *dir, struct persist_listing *l)
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     uint64_t v;
-    if (parse_name(de->d_name, "snap-", ".snap", &v))
-      push_u64(&l->snaps, &l->nsnaps, &cs, v);
-    else if (parse_name(de->d_name, "wal-", ".log", &v))
-      push_u64(&l->wals, &l->nwals, &cw, v);
+    struct persist_seg g;
+    void *at;
+    if (parse_name(de->d_name, "snap-", ".snap", &v)) {
+      l->snaps = grow(l->snaps, sizeof(*l->snaps), l->nsnaps++, &cs, &at);
+      memcpy(at, &v, sizeof(v));
+    } else if (parse_seg_name(de->d_name, &g)) {
+      l->wals = grow(l->wals, sizeof(*l->wals), l->nwals++, &cw, &at);
+      memcpy(at, &g, sizeof(g));
+    }
   }
   closedir(d);
   if (l->nsnaps > 1)
     qsort(l->snaps, l->nsnaps, sizeof(*l->snaps), cmp_u64);
   if (l->nwals > 1)
-    qsort(l->wals, l->nwals, sizeof(*l->wals), cmp_u64);
+    qsort(l->wals, l->nwals, sizeof(*l->wals), cmp_seg);
   return 0;
 }
 
@@ -191,15 +232,18 @@ int persist_encode_rdzv_change(struct persist *p, const struct rdzv_change *c, s
  * deleted, so a crash at any point leaves a snapshot and the whole log after it.
  *
  * While musterd serves, a snapshot is built by the compactor thread from the files, sharing no
- * memory with the loop: the loop switches the log to a new segment (records appended before go
- * to the old one: the sync thread writes its last batch there; later ones to
- * wal-<index + 1>.log), and once that batch is durable starts the thread, which loads the
- * previous snapshot and the closed segments into a store of its own with recovery's code
- * (persist_load()), writes the snapshot of that state and installs it, and reports through the
- * log's async handle. The loop's cost does not grow with the store (a fork() copied ~235 MB of
- * page tables at 1 M keys: 45-81 ms); the memory does, twice the state while it runs. The old
- * segment is deleted only once the snapshot is durable; a failed snapshot leaves both segments,
- * which recovery replays in turn.
+ * memory with the loop: the loop switches the log to a new segment, numbered one more than the
+ * current one (records appended before go to the old one: the sync thread writes its last batch
+ * there; later ones to the new one), and once that batch is durable starts the thread, which
+ * loads the previous snapshot and the closed segments into a store (and a rendezvous) of its own
+ * with recovery's code (persist_load()), writes the snapshot of that state, recording the new
+ * segment's number as the first one it does not cover, installs it, and reports through the
+ * log's async handle. The segments are numbered, not named by index, so that a snapshot needs no
+ * store write since the last one: rendezvous changes alone (logged at the same index) get a
+ * snapshot and a segment of their own too (a snapshot at the same index replaces the older one).
+ * The loop's cost does not grow with the store (a fork() copied ~235 MB of page tables at 1 M keys:
+ * 45-81 ms); the memory does, twice the state while it runs. The old segment is deleted only once
+ * the snapshot is durable; a failed snapshot leaves both segments, which recovery replays in turn.
  */
 
 struct snap_writer {
@@ -251,16 +295,18 @@ static void snap_nodes(struct snap_writer *w, const struct v2_node *n)
   }
 }
 
-/* Writes the whole state into the open file of `w`: header, nodes, history, the rendezvous
- * record `rdzv` (encoded already; empty: none), trailer; then fsync()s it.
- * Returns: 0, or -errno / -E2BIG. */
-static int snap_write(struct v2_store *s, const struct mu_buf *rdzv, struct snap_writer *w)
+/* Writes the whole state into the open file of `w`: header (with `next_seq`, the first segment
+ * it does not cover), nodes, history, the rendezvous record `rdzv` (encoded already; empty:
+ * none), trailer; then fsync()s it. Returns: 0, or -errno / -E2BIG. */
+static int snap_write(struct v2_store *s, const struct mu_buf *rdzv, uint64_t next_seq,
+                      struct snap_writer *w)
 {
   const struct v2_event_history *h = &s->history;
   struct wal_rec r;
   memset(&r, 0, sizeof(r));
   r.type = WAL_REC_SNAP_HEAD;
   r.index = s->index;
+  r.expire_ns = (int64_t)next_seq;
   r.created = s->nodes.n - 1;
   r.aux = h->count;
   sw_put(w, &r);
@@ -286,25 +332,29 @@ static int snap_write(struct v2_store *s, const struct mu_buf *rdzv, struct snap
 }
 
 /* Writes the snapshot of `s` to `tmp` (created or emptied), fsync()ed and closed, with the
- * buffer `b`. Returns: 0, or -errno; *nodes the nodes written. */
+ * buffer `b`. Returns: 0, or -errno; *bytes the size of the file. */
 static int snap_write_file(const char *tmp, struct v2_store *s, const struct mu_buf *rdzv,
-                           struct mu_buf *b, uint64_t *nodes)
+                           uint64_t next_seq, struct mu_buf *b, uint64_t *bytes)
 {
   struct snap_writer w = {-1, *b, 0, 0};
+  *bytes = 0;
   w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (w.fd < 0) {
     w.rc = -errno;
   } else {
-    snap_write(s, rdzv, &w);
+    snap_write(s, rdzv, next_seq, &w);
+    off_t end = lseek(w.fd, 0, SEEK_END);
+    *bytes = end > 0 ? (uint64_t)end : 0;
     if (close(w.fd) != 0 && w.rc == 0)
       w.rc = -errno;
   }
   *b = w.b;
-  *nodes = w.nodes;
   return w.rc;
 }
 
-static void remove_older(struct persist *p, uint64_t snap_index, uint64_t wal_first)
+/* Deletes the snapshots older than the one at `snap_index` and the segments it covers (all
+ * before segment `next_seq`). */
+static void remove_older(struct persist *p, uint64_t snap_index, uint64_t next_seq)
 {
   struct persist_listing l;
   if (persist_list_dir(p->dir, &l) != 0)
@@ -317,8 +367,8 @@ static void remove_older(struct persist *p, uint64_t snap_index, uint64_t wal_fi
     }
   }
   for (size_t i = 0; i < l.nwals; i++) {
-    if (l.wals[i] < wal_first) {
-      char *path = persist_wal_path(p->dir, l.wals[i]);
+    if (persist_seg_covered(&l.wals[i], snap_index, next_seq)) {
+      char *path = persist_wal_path(p->dir, l.wals[i].seq, l.wals[i].first);
       unlink(path);
       mu_free(path);
     }
@@ -326,12 +376,13 @@ static void remove_older(struct persist *p, uint64_t snap_index, uint64_t wal_fi
   persist_listing_release(&l);
 }
 
-/* snap.tmp holds the snapshot at `index`, fsync()ed: names it, makes the name durable, then
- * deletes what it covers (older snapshots, the segments before index + 1: the last batch
- * musterd may still be writing to the old one is in the snapshot already). The compactor
- * does it for a background snapshot, so that the loop waits for none of these disk operations.
- * Returns: 0, or -errno (snap.tmp is removed: it holds space a full disk needs). */
-static int snap_install(struct persist *p, uint64_t index)
+/* snap.tmp holds the snapshot at `index` that covers the segments before `next_seq`, fsync()ed:
+ * names it (replacing an older snapshot at the same index: rename() is atomic), makes the name
+ * durable, then deletes what it covers (older snapshots, the segments before `next_seq`: the
+ * last batch musterd may still be writing to the old one is in the snapshot already). The
+ * compactor does it for a background snapshot, so that the loop waits for none of these disk
+ * operations. Returns: 0, or -errno (snap.tmp is removed: it holds space a full disk needs). */
+static int snap_install(struct persist *p, uint64_t index, uint64_t next_seq)
 {
   char *tmp = mu_asprintf("%s/snap.tmp", p->dir);
   char *final = persist_snap_path(p->dir, index);
@@ -339,7 +390,7 @@ static int snap_install(struct persist *p, uint64_t index)
   if (rc == 0)
     rc = persist_sync_dir(p->dir); /* the snapshot is durable before any log is dropped */
   if (rc == 0)
-    remove_older(p, index, index + 1);
+    remove_older(p, index, next_seq);
   else
     unlink(tmp);
   mu_free(tmp);
@@ -347,12 +398,14 @@ static int snap_install(struct persist *p, uint64_t index)
   return rc;
 }
 
-/* Opens the empty log segment that starts after `index`, its first space reserved (*reserved
- * bytes; 0 where the file system cannot) and, with `sync`, its name durable (else the log makes
- * it durable before its first record: seg_dir_unsynced). Returns: the fd, or -errno. */
-static int open_segment(struct persist *p, uint64_t index, int64_t *reserved, int sync)
+/* Opens the empty log segment `seq` whose first index is `first`, its first space reserved
+ * (*reserved bytes; 0 where the file system cannot) and, with `sync`, its name durable (else
+ * the log makes it durable before its first record: seg_dir_unsynced). Returns: the fd, or
+ * -errno. */
+static int open_segment(struct persist *p, uint64_t seq, uint64_t first, int64_t *reserved,
+                        int sync)
 {
-  char *seg = persist_wal_path(p->dir, index + 1);
+  char *seg = persist_wal_path(p->dir, seq, first);
   int fd = open(seg, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
   int rc = fd >= 0 ? 0 : -errno;
   *reserved = 0;
@@ -387,35 +440,41 @@ int persist_snapshot(struct persist *p)
   struct v2_store *s = p->s;
   struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED), rd = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   char *tmp = mu_asprintf("%s/snap.tmp", p->dir);
-  uint64_t nodes = 0;
+  uint64_t bytes = 0, seq = p->seg_seq + 1;
+  int64_t reserved = 0;
+  int nfd = -1;
   persist_snapshot_cancel(p);
   int rc = persist_wait_idle(p);
   if (rc == 0)
     rc = snap_rdzv(p, &rd);
   if (rc == 0)
-    rc = snap_write_file(tmp, s, &rd, &b, &nodes);
+    rc = snap_write_file(tmp, s, &rd, seq, &b, &bytes);
+  if (rc == 0) { /* the segment after it exists before the snapshot does */
+    nfd = open_segment(p, seq, s->index + 1, &reserved, 1);
+    rc = nfd < 0 ? nfd : 0;
+  }
   if (rc != 0) {
     unlink(tmp);
     goto out;
   }
-  rc = snap_install(p, s->index);
-  if (rc != 0)
-    goto out;
-  p->m_snapshots++;
-  /* The snapshot now covers every record appended so far, synced or not. If the current
-   * segment already has the new segment's name, no write advanced the index since it
-   * started: it holds only rendezvous records, older than the snapshot, so it is emptied too
-   * (replayed after the snapshot they would apply rendezvous changes it holds already). */
-  int64_t reserved;
-  int nfd = open_segment(p, s->index, &reserved, 1);
-  if (nfd < 0) {
-    rc = nfd;
+  rc = snap_install(p, s->index, seq);
+  if (rc != 0) {
+    char *seg = persist_wal_path(p->dir, seq, s->index + 1);
+    close(nfd);
+    unlink(seg); /* empty: were it left, recovery would read it as the next segment */
+    mu_free(seg);
     goto out;
   }
-  persist_switch_segment(p, nfd, s->index + 1, 1, reserved);
+  p->m_snapshots++;
+  p->m_snap_loop++;
+  /* The snapshot covers every record appended so far, synced or not, and every segment
+   * before the new one (the current one is deleted already). */
+  persist_switch_segment(p, nfd, seq, s->index + 1, 1, reserved);
   mu_buf_clear(&p->pending);
   p->synced = p->appended;
   p->since_snap = 0;
+  p->since_bytes = 0;
+  p->snap_file_bytes = bytes;
   persist_notify_durable(p);
 out:
   mu_buf_release(&b);
@@ -425,10 +484,11 @@ out:
 }
 
 /* The compactor's work: loads the newest snapshot and the closed segments (those before
- * wal-<snap_index + 1>.log) into a store of its own, with recovery's code, writes the snapshot
- * of that state at snap_index and installs it. Reads p->dir, p->rdzv (NULL or not) and
- * p->snap_index only: the loop changes none of them while it runs. Returns: 0, or -errno. */
-static int compact(struct persist *p)
+ * segment snap_seq, the loop's) into a store and a rendezvous of its own, with recovery's code,
+ * writes the snapshot of that state at snap_index and installs it. Reads p->dir, p->rdzv (NULL
+ * or not), p->snap_index and p->snap_seq only: the loop changes none of them while it runs.
+ * Returns: 0 with *bytes the snapshot's size, or -errno. */
+static int compact(struct persist *p, uint64_t *bytes)
 {
   uv_loop_t loop;
   if (uv_loop_init(&loop) != 0)
@@ -439,7 +499,6 @@ static int compact(struct persist *p)
   struct mu_buf err = MU_BUF_INIT(4096), b = MU_BUF_INIT(MU_BUF_UNBOUNDED),
                 rd = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   char *tmp = mu_asprintf("%s/snap.tmp", p->dir);
-  uint64_t nodes = 0;
   int rc = 0;
   memset(&rep, 0, sizeof(rep));
   mu_buf_init(&rep.snapshot, MU_BUF_UNBOUNDED);
@@ -452,7 +511,7 @@ static int compact(struct persist *p)
   rc = persist_list_dir(p->dir, &l) != 0 ? -errno : 0;
   if (rc != 0)
     goto out;
-  while (l.nwals > 0 && l.wals[l.nwals - 1] > p->snap_index)
+  while (l.nwals > 0 && l.wals[l.nwals - 1].seq >= p->snap_seq)
     l.nwals--; /* the segment the loop appends to now */
   if (persist_load(c, &l, 0, &rep, &err) != 0 || c->s->index != p->snap_index) {
     rc = -EIO; /* damaged, or short of the index: the old segment's last batch is durable */
@@ -460,7 +519,7 @@ static int compact(struct persist *p)
   }
   rc = snap_rdzv(c, &rd);
   if (rc == 0)
-    rc = snap_write_file(tmp, c->s, &rd, &b, &nodes);
+    rc = snap_write_file(tmp, c->s, &rd, p->snap_seq, &b, bytes);
   uv_mutex_lock(&p->mu);
   if (rc == 0 && p->snap_cancel)
     rc = -ECANCELED;
@@ -468,7 +527,7 @@ static int compact(struct persist *p)
   if (rc != 0)
     unlink(tmp); /* its space may be what the log needs */
   else
-    rc = snap_install(c, p->snap_index);
+    rc = snap_install(c, p->snap_index, p->snap_seq);
 out:
   persist_listing_release(&l);
   persist_report_release(&rep);
@@ -488,10 +547,12 @@ out:
 static void compactor(void *arg)
 {
   struct persist *p = arg;
-  int rc = compact(p);
+  uint64_t bytes = 0;
+  int rc = compact(p, &bytes);
   uv_mutex_lock(&p->mu);
   p->snap_done = 1;
   p->snap_rc = rc;
+  p->snap_out_bytes = bytes;
   uv_mutex_unlock(&p->mu);
   uv_async_send(&p->async);
 }
@@ -504,9 +565,13 @@ static void snap_finish(struct persist *p, int rc)
   if (rc == 0) {
     p->m_snapshots++;
     p->snap_backoff_ms = 0;
+    uv_mutex_lock(&p->mu);
+    p->snap_file_bytes = p->snap_out_bytes;
+    uv_mutex_unlock(&p->mu);
     return;
   }
   p->since_snap += p->snap_records;
+  p->since_bytes += p->snap_bytes;
   if (rc != -ECANCELED)
     persist_snapshot_failed(p, rc);
 }
@@ -527,6 +592,7 @@ void persist_snapshot_poll(struct persist *p)
     if (uv_thread_create(&p->snap_thread, compactor, p) != 0) {
       p->snap_state = SNAP_NONE;
       p->since_snap += p->snap_records;
+      p->since_bytes += p->snap_bytes;
       persist_snapshot_failed(p, -EAGAIN);
       return;
     }
@@ -550,6 +616,7 @@ void persist_snapshot_cancel(struct persist *p)
   if (p->snap_state == SNAP_WAITING) {
     p->snap_state = SNAP_NONE;
     p->since_snap += p->snap_records;
+    p->since_bytes += p->snap_bytes;
   } else if (p->snap_state == SNAP_RUNNING) {
     uv_mutex_lock(&p->mu);
     p->snap_cancel = 1;
@@ -562,23 +629,22 @@ void persist_snapshot_cancel(struct persist *p)
 int persist_snapshot_start(struct persist *p)
 {
   struct v2_store *s = p->s;
-  /* no write advanced the index since the segment started: the new segment would have its
-   * name, and its records must not outlive the snapshot (see persist_snapshot()) */
-  if (p->seg_first == s->index + 1)
-    return persist_snapshot(p);
-  uint64_t t0 = uv_hrtime();
+  uint64_t t0 = uv_hrtime(), seq = p->seg_seq + 1;
   int64_t reserved;
-  int nfd = open_segment(p, s->index, &reserved, 0);
+  int nfd = open_segment(p, seq, s->index + 1, &reserved, 0);
   if (nfd < 0)
     return nfd;
   persist_seal_segment(p); /* the records so far go to the old segment */
   p->snap_state = SNAP_WAITING;
   p->snap_t0 = t0;
   p->snap_index = s->index;
+  p->snap_seq = seq;
   p->snap_records = p->since_snap;
   p->since_snap = 0;
+  p->snap_bytes = p->since_bytes;
+  p->since_bytes = 0;
   p->snap_old_last = p->appended;
-  p->snap_old_fd = persist_switch_segment(p, nfd, s->index + 1, 0, reserved);
+  p->snap_old_fd = persist_switch_segment(p, nfd, seq, s->index + 1, 0, reserved);
   p->seg_dir_unsynced = p->mode != PERSIST_FSYNC_OFF; /* off: only a machine crash loses it */
   persist_close_old_segment(p); /* and starts the compactor once it is closed */
   p->m_start_ms = (double)(uv_hrtime() - t0) / 1e6;

@@ -56,6 +56,7 @@ enum snap_state { SNAP_WANT_HEAD = 0, SNAP_BODY, SNAP_AFTER_END };
 struct snap_load {
   enum snap_state state;
   uint64_t nodes, events, index;
+  uint64_t next_seq; /* the first log segment it does not cover (0: written before numbering) */
 };
 
 /* A history event as the snapshot recorded it. */
@@ -85,6 +86,7 @@ static const char *snap_record(struct persist *p, struct snap_load *sl, const st
     if (r->type != WAL_REC_SNAP_HEAD)
       return "no snapshot header";
     sl->index = r->index;
+    sl->next_seq = (uint64_t)r->expire_ns;
     sl->state = SNAP_BODY;
     return NULL;
   }
@@ -116,8 +118,10 @@ static const char *snap_record(struct persist *p, struct snap_load *sl, const st
   }
 }
 
+/* Loads snapshot `path` into p->s (p->rdzv_blob). Returns: 0 with *next_seq (the first segment
+ * it does not cover), or an error with `err` set. */
 static int load_snapshot(struct persist *p, const char *path, struct persist_report *rep,
-                         struct mu_buf *err)
+                         uint64_t *next_seq, struct mu_buf *err)
 {
   unsigned char *data = NULL;
   size_t size = 0;
@@ -125,7 +129,7 @@ static int load_snapshot(struct persist *p, const char *path, struct persist_rep
   int rc = open_records(path, "snapshot", &data, &size, &rd, err);
   if (rc != 0)
     return rc;
-  struct snap_load sl = {SNAP_WANT_HEAD, 0, 0, 0};
+  struct snap_load sl = {SNAP_WANT_HEAD, 0, 0, 0, 0};
   const unsigned char *pl = NULL;
   size_t len = 0;
   for (;;) {
@@ -160,6 +164,8 @@ static int load_snapshot(struct persist *p, const char *path, struct persist_rep
     return MU_EPARSE;
   }
   p->s->index = sl.index;
+  *next_seq = sl.next_seq;
+  p->snap_file_bytes = size;
   mu_buf_puts(&rep->snapshot, path);
   rep->snapshot_index = sl.index;
   rep->snapshot_nodes = sl.nodes;
@@ -303,12 +309,14 @@ static int replay_segment(struct persist *p, const char *path, int last, struct 
     return rc;
   const unsigned char *pl = NULL;
   size_t len = 0;
+  p->since_bytes += size;
   for (;;) {
     size_t at = rd.off;
     int st = wal_read(&rd, &pl, &len);
     if (st == WAL_END)
       break;
     if (st == WAL_TORN) {
+      p->since_bytes -= size - at;
       rc = torn_tail(path, last, at, size, rd.why, rep, err);
       break;
     }
@@ -399,33 +407,44 @@ out:
   return rc;
 }
 
-/* Step 2: the newest snapshot, then every log segment after it (a torn tail of the last one is
- * cut off with `truncate`, else only reported). Returns: 0, or -1. */
+/* Step 2: the newest snapshot, then every log segment it does not cover, in log order (a torn
+ * tail of the last one is cut off with `truncate`, else only reported). The numbered segments
+ * after the snapshot must follow each other from the first one it does not cover (1 without a
+ * snapshot, or after one written before segments were numbered). Returns: 0, or -1. */
 static int load_state(struct persist *p, struct persist_listing *l, int truncate,
                       struct persist_report *rep, struct mu_buf *err)
 {
   struct v2_store *s = p->s;
+  uint64_t next_seq = 0;
   if (l->nsnaps > 0) {
     char *path = persist_snap_path(p->dir, l->snaps[l->nsnaps - 1]);
-    int rc = load_snapshot(p, path, rep, err);
+    int rc = load_snapshot(p, path, rep, &next_seq, err);
     mu_free(path);
     if (rc != 0)
       return -1;
   }
-  uint64_t before = s->index;
+  uint64_t before = s->index, want = next_seq > 0 ? next_seq : 1;
+  const struct persist_seg *last = NULL;
+  p->since_bytes = 0;
   for (size_t i = 0; i < l->nwals; i++) {
-    /* a segment started before the snapshot holds nothing newer: compaction was interrupted
-     * before it could delete it */
-    if (l->wals[i] <= rep->snapshot_index)
+    const struct persist_seg *g = &l->wals[i];
+    /* a segment the snapshot covers holds nothing newer: compaction was interrupted before it
+     * could delete it */
+    if (l->nsnaps > 0 && persist_seg_covered(g, rep->snapshot_index, next_seq))
       continue;
-    char *path = persist_wal_path(p->dir, l->wals[i]);
-    int rc = 0;
-    if (l->wals[i] > s->index + 1) {
+    char *path = persist_wal_path(p->dir, g->seq, g->first);
+    int rc = -1;
+    if (g->seq > 0 && g->seq != want) {
+      mu_buf_printf(err,
+                    "log '%s' is segment %llu but the next one after the snapshot and the logs "
+                    "before it is segment %llu: a log segment is missing (restore the data dir "
+                    "from a backup)",
+                    path, (unsigned long long)g->seq, (unsigned long long)want);
+    } else if (g->first > s->index + 1) {
       mu_buf_printf(err,
                     "log '%s' starts at index %llu but the snapshot and the logs before it end at "
                     "index %llu: records are missing (restore the data dir from a backup)",
-                    path, (unsigned long long)l->wals[i], (unsigned long long)s->index);
-      rc = -1;
+                    path, (unsigned long long)g->first, (unsigned long long)s->index);
     } else {
       rc = replay_segment(p, path, truncate && i + 1 == l->nwals, rep, err);
     }
@@ -433,12 +452,15 @@ static int load_state(struct persist *p, struct persist_listing *l, int truncate
     if (rc != 0)
       return -1;
     rep->segments++;
+    if (g->seq > 0)
+      want = g->seq + 1;
+    last = g;
   }
   rep->records = s->index - before;
   p->since_snap = s->index - rep->snapshot_index; /* the log to replay next time */
-  /* append to the newest segment, or start one */
-  p->seg_first = l->nwals > 0 && l->wals[l->nwals - 1] > rep->snapshot_index ? l->wals[l->nwals - 1]
-                                                                             : s->index + 1;
+  /* append to the newest segment, or start the next one */
+  p->seg_seq = last != NULL ? last->seq : want;
+  p->seg_first = last != NULL ? last->first : s->index + 1;
   return 0;
 }
 
@@ -472,7 +494,7 @@ int persist_load(struct persist *p, struct persist_listing *l, int truncate,
 static int start_logging(struct persist *p, struct persist_report *rep, struct mu_buf *err)
 {
   struct v2_store *s = p->s;
-  char *path = persist_wal_path(p->dir, p->seg_first);
+  char *path = persist_wal_path(p->dir, p->seg_seq, p->seg_first);
   int rc = -1;
   p->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (p->fd < 0 || persist_sync_dir(p->dir) != 0) {
@@ -512,8 +534,8 @@ void persist_report_release(struct persist_report *rep)
 }
 
 struct persist *persist_open(const char *dir, enum persist_fsync mode, uint64_t snapshot_every,
-                             struct v2_store *s, struct rdzv *rdzv, uv_loop_t *loop,
-                             struct persist_report *rep, struct mu_buf *err)
+                             uint64_t snapshot_bytes, struct v2_store *s, struct rdzv *rdzv,
+                             uv_loop_t *loop, struct persist_report *rep, struct mu_buf *err)
 {
   uint64_t t0 = uv_hrtime();
   struct persist *p = mu_calloc(1, sizeof(*p));
@@ -525,6 +547,7 @@ struct persist *persist_open(const char *dir, enum persist_fsync mode, uint64_t 
   p->dir = mu_strdup(dir);
   p->mode = mode;
   p->snapshot_every = snapshot_every;
+  p->snapshot_bytes = snapshot_bytes;
   p->s = s;
   p->rdzv = rdzv;
   p->loop = loop;

@@ -346,11 +346,12 @@ void persist_seal_segment(struct persist *p)
     start_batch(p);
 }
 
-int persist_switch_segment(struct persist *p, int fd, uint64_t first, int close_old,
+int persist_switch_segment(struct persist *p, int fd, uint64_t seq, uint64_t first, int close_old,
                            int64_t reserved)
 {
   int old = p->fd;
   p->fd = fd;
+  p->seg_seq = seq;
   p->seg_first = first;
   p->cut_known = 0;
   p->seg_bytes = 0;
@@ -461,13 +462,27 @@ static int hold_batch(struct persist *p)
   return 1;
 }
 
+/* Returns: 1 when the log since the last snapshot calls for the next one: snapshot_every
+ * records, or more bytes than max(snapshot_bytes, 2 x the last snapshot's size) (so that
+ * large values do not grow the log by GBs before the count is reached, while a snapshot costs
+ * at most half the log written since the previous one: the disk holds at most about 3 x the
+ * state). */
+static int snapshot_due(const struct persist *p)
+{
+  if (p->snapshot_every > 0 && p->since_snap >= p->snapshot_every)
+    return 1;
+  uint64_t limit = p->snapshot_bytes;
+  if (limit > 0 && p->snap_file_bytes > limit / 2)
+    limit = p->snap_file_bytes * 2;
+  return limit > 0 && p->since_bytes > limit;
+}
+
 static void maybe_work(struct persist *p)
 {
   if (p->stopped || p->disk_err != 0)
     return;
-  if (p->since_snap >= p->snapshot_every && p->snapshot_every > 0 && p->nospace == 0 &&
-      !thread_busy(p) && p->snap_state == SNAP_NONE && p->snap_old_fd < 0 &&
-      uv_now(p->loop) >= p->snap_retry_at) {
+  if (snapshot_due(p) && p->nospace == 0 && !thread_busy(p) && p->snap_state == SNAP_NONE &&
+      p->snap_old_fd < 0 && uv_now(p->loop) >= p->snap_retry_at) {
     int rc = persist_snapshot_start(p);
     if (rc != 0)
       persist_snapshot_failed(p, rc);
@@ -520,10 +535,10 @@ static void appended(struct persist *p, size_t before)
 {
   p->appended++;
   p->since_snap++;
+  p->since_bytes += p->pending.len - before;
   p->seg_bytes += (int64_t)(p->pending.len - before);
   reserve_more(p);
-  if (p->mode == PERSIST_FSYNC_BATCH ||
-      (p->snapshot_every > 0 && p->since_snap >= p->snapshot_every))
+  if (p->mode == PERSIST_FSYNC_BATCH || snapshot_due(p))
     kick(p);
   if (p->mode == PERSIST_FSYNC_BATCH || p->disk_err != 0)
     return; /* the thread, or the retry, writes it */
@@ -698,6 +713,11 @@ static void module_metrics(struct rv_server *srv, void *data, struct mu_buf *out
                 "# TYPE musterd_snapshot_in_progress gauge\nmusterd_snapshot_in_progress %d\n"
                 "# TYPE musterd_snapshot_start_ms gauge\nmusterd_snapshot_start_ms %.3f\n"
                 "# TYPE musterd_snapshot_duration_ms gauge\nmusterd_snapshot_duration_ms %.3f\n"
+                "# TYPE musterd_snapshots_on_loop_total counter\n"
+                "musterd_snapshots_on_loop_total %llu\n"
+                "# TYPE musterd_snapshot_bytes gauge\nmusterd_snapshot_bytes %llu\n"
+                "# TYPE musterd_wal_bytes_since_snapshot gauge\n"
+                "musterd_wal_bytes_since_snapshot %llu\n"
                 "# TYPE musterd_disk_errors_total counter\nmusterd_disk_errors_total %llu\n"
                 "# TYPE musterd_disk_read_only gauge\nmusterd_disk_read_only %d\n"
                 "# TYPE musterd_disk_writes_refused_total counter\n"
@@ -706,8 +726,9 @@ static void module_metrics(struct rv_server *srv, void *data, struct mu_buf *out
                 (unsigned long long)p->m_bytes, (unsigned long long)p->m_max_batch,
                 (unsigned long long)p->m_snapshots, (unsigned long long)p->m_snap_failures,
                 p->snap_state != SNAP_NONE, p->m_start_ms, p->m_snap_ms,
-                (unsigned long long)p->m_disk_errors, p->disk_err != 0 || p->nospace != 0,
-                (unsigned long long)p->m_refused);
+                (unsigned long long)p->m_snap_loop, (unsigned long long)p->snap_file_bytes,
+                (unsigned long long)p->since_bytes, (unsigned long long)p->m_disk_errors,
+                p->disk_err != 0 || p->nospace != 0, (unsigned long long)p->m_refused);
 }
 
 void persist_attach(struct persist *p, struct rv_server *srv)

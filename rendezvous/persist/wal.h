@@ -53,7 +53,9 @@ int wal_read(struct wal_reader *r, const unsigned char **payload, size_t *len);
 
 enum wal_type {
   WAL_REC_EVENT = 1,       /* a store write: action, index, key, value, expiry, event JSON */
-  WAL_REC_SNAP_HEAD = 2,   /* snapshot header: index (the store's), count (nodes), aux (events) */
+  WAL_REC_SNAP_HEAD = 2,   /* snapshot header: index (the store's), count (nodes), aux (events),
+                            * expire_ns: the first log segment it does not cover (0: written
+                            * before segments were numbered, see persist_int.h) */
   WAL_REC_SNAP_NODE = 3,   /* a node: key, value (files), flags dir, index (modified), created */
   WAL_REC_SNAP_EVENT = 4,  /* a history event: as WAL_REC_EVENT (json, json_head, flags) */
   WAL_REC_SNAP_END = 5,    /* snapshot trailer: count, aux repeated */

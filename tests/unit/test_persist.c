@@ -23,6 +23,7 @@
 struct world {
   uv_loop_t loop;
   struct v2_store *s;
+  struct rdzv *rv; /* NULL: /v1 not logged */
   struct persist *p;
   struct persist_report rep;
   struct mu_buf errbuf;
@@ -41,17 +42,26 @@ static struct mu_buf *msgbuf(struct mu_buf *b)
   mu_buf_clear(b);
   return b;
 }
-static int world_open(struct world *w, const char *dir, enum persist_fsync mode, uint64_t every)
+/* Opens `dir` with a store, and a rendezvous with `rdzv`; a snapshot every `every` records or
+ * past `bytes` of log. Returns: 0, or -1 with w->err. */
+static int world_open_with(struct world *w, const char *dir, enum persist_fsync mode,
+                           uint64_t every, uint64_t bytes, int rdzv)
 {
   memset(w, 0, sizeof(*w));
   uv_loop_init(&w->loop);
   w->s = v2_store_new(&w->loop);
+  w->rv = rdzv ? rdzv_new(&w->loop, 0) : NULL;
   mu_buf_init(&w->errbuf, 4096);
   uv_timer_init(&w->loop, &w->alive);
   uv_timer_start(&w->alive, noop_timer, 1000, 1000);
-  w->p = persist_open(dir, mode, every, w->s, NULL, &w->loop, &w->rep, &w->errbuf);
+  w->p = persist_open(dir, mode, every, bytes, w->s, w->rv, &w->loop, &w->rep, &w->errbuf);
   w->err = mu_buf_str(&w->errbuf);
   return w->p != NULL ? 0 : -1;
+}
+
+static int world_open(struct world *w, const char *dir, enum persist_fsync mode, uint64_t every)
+{
+  return world_open_with(w, dir, mode, every, 0, 0);
 }
 
 static void world_close(struct world *w, int graceful)
@@ -60,6 +70,8 @@ static void world_close(struct world *w, int graceful)
     ASSERT_EQ(persist_stop(w->p), 0);
   persist_close(w->p);
   v2_store_free(w->s);
+  if (w->rv != NULL)
+    rdzv_free(w->rv, NULL, NULL);
   uv_close((uv_handle_t *)&w->alive, NULL);
   uv_run(&w->loop, UV_RUN_DEFAULT);
   persist_free(w->p);
@@ -243,7 +255,7 @@ TEST(persist__torn_tail_every_offset)
   for (int i = 0; i < 4; i++)
     w_set(w.s, i == 3 ? "/last" : "/k", "value", 0);
   world_close(&w, 0);
-  char *log = mu_asprintf("%s/wal-00000000000000000001.log", dir);
+  char *log = mu_asprintf("%s/wal-00000000000000000001-00000000000000000001.log", dir);
   size_t n = 0;
   unsigned char *orig = slurp(log, &n);
   /* find the last record */
@@ -279,7 +291,7 @@ TEST(persist__corruption_refuses)
   for (int i = 0; i < 5; i++)
     w_set(w.s, "/k", "value", 0);
   world_close(&w, 0);
-  char *log = mu_asprintf("%s/wal-00000000000000000001.log", dir);
+  char *log = mu_asprintf("%s/wal-00000000000000000001-00000000000000000001.log", dir);
   size_t n = 0;
   unsigned char *orig = slurp(log, &n);
   struct wal_reader r;
@@ -323,7 +335,7 @@ TEST(persist__interrupted_compaction)
   ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
   for (int i = 0; i < 5; i++)
     w_set(w.s, "/k", "value", 0);
-  char *old = mu_asprintf("%s/wal-00000000000000000001.log", dir);
+  char *old = mu_asprintf("%s/wal-00000000000000000001-00000000000000000001.log", dir);
   size_t n = 0;
   unsigned char *copy = slurp(old, &n);
   ASSERT_EQ(persist_snapshot(w.p), 0);
@@ -707,6 +719,311 @@ TEST(persist__snapshot_failure_retried)
   crash_and_compare(&w, dir, PERSIST_FSYNC_BATCH, 4);
   world_close(&w, 1);
   mu_free(tmp);
+  rmdir_all(dir);
+  mu_free(dir);
+}
+
+/* 1 when `path` exists. */
+static int exists(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* Runs the loop until `path` exists (`want` 1) or is gone (0), 10 s at most. */
+static void run_until_exists(struct world *w, const char *path, int want)
+{
+  for (int i = 0; i < 5000 && exists(path) != want; i++) {
+    uv_run(&w->loop, UV_RUN_NOWAIT);
+    usleep(2000);
+  }
+  ASSERT_EQ(exists(path), want);
+}
+
+/* Only rendezvous changes since the last snapshot (no store write: the index stands still): the
+ * next snapshot is taken by the compactor too, at the same index, with a segment numbered after
+ * the current one, and it holds those changes. */
+TEST(persist__snapshot_of_rdzv_changes_only)
+{
+  char *dir = tmpdir();
+  struct world w;
+  ASSERT_EQ(world_open_with(&w, dir, PERSIST_FSYNC_BATCH, 4, 0, 1), 0);
+  char key[32];
+  for (int i = 0; i < 4; i++) {
+    snprintf(key, sizeof(key), "/k/%d", i);
+    w_set(w.s, key, "v", 0);
+  }
+  char *seg2 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 2, 5);
+  char *seg3 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 3, 5);
+  char *snap = mu_asprintf("%s/snap-%020d.snap", dir, 4);
+  run_until_files(&w, dir, 1, 1);
+  ASSERT(exists(seg2) && exists(snap));
+  /* a run of one node (a join, a round closed), then KV writes: 4 records, all at index 4 */
+  struct mu_buf msg = MU_BUF_INIT(4096);
+  int joined = 0;
+  struct rdzv_wait wj = RDZV_WAIT_INIT(rz_answer, &joined);
+  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000}, NULL};
+  ASSERT_EQ(rdzv_join(w.rv, "job", &one, &wj, msgbuf(&msg)), 0);
+  ASSERT_EQ(joined, 1);
+  uint64_t version = 0;
+  for (int i = 0; i < 3; i++) {
+    snprintf(key, sizeof(key), "kv%d", i);
+    ASSERT_EQ(rdzv_kv_set(w.rv, "job", key, "val", 3, &version), 0);
+  }
+  ASSERT_EQ(w.s->index, 4);
+  /* the loop switched to segment 3 and went on; the compactor wrote the snapshot and dropped
+   * segment 2 */
+  run_until_exists(&w, seg2, 0);
+  ASSERT(exists(seg3) && exists(snap));
+  /* written while and after it ran: in segment 3 */
+  ASSERT_EQ(rdzv_kv_set(w.rv, "job", "later", "x", 1, &version), 0);
+  for (int i = 0; i < 20; i++)
+    uv_run(&w.loop, UV_RUN_NOWAIT);
+  char *before = state_of(w.s);
+  struct mu_buf want = MU_BUF_INIT(MU_BUF_UNBOUNDED), got = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  ASSERT_EQ(rdzv_encode(w.rv, &want), 0);
+  world_close(&w, 0); /* a crash: no final snapshot */
+  ASSERT_EQ(world_open_with(&w, dir, PERSIST_FSYNC_BATCH, 4, 0, 1), 0);
+  ASSERT_EQ(w.rep.snapshot_index, 4);
+  ASSERT_EQ(w.rep.segments, 1);
+  char *after = state_of(w.s);
+  ASSERT_STR_EQ(after, before);
+  ASSERT_EQ(rdzv_encode(w.rv, &got), 0);
+  ASSERT_EQ(got.len, want.len); /* the runs, rounds and KV, each change once */
+  struct rdzv_answer a;
+  ASSERT_EQ(rdzv_kv_get(w.rv, "job", "kv2", &a, 0, NULL), 0);
+  ASSERT_EQ(rdzv_kv_get(w.rv, "job", "later", &a, 0, NULL), 0);
+  world_close(&w, 1);
+  mu_buf_release(&want);
+  mu_buf_release(&got);
+  mu_buf_release(&msg);
+  mu_free(before);
+  mu_free(after);
+  mu_free(seg2);
+  mu_free(seg3);
+  mu_free(snap);
+  rmdir_all(dir);
+  mu_free(dir);
+}
+
+/* The bytes of the log segments in `dir`. */
+static long long wal_bytes(const char *dir)
+{
+  long long n = 0;
+  DIR *d = opendir(dir);
+  ASSERT(d != NULL);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, "wal-", 4) != 0)
+      continue;
+    char *path = mu_asprintf("%s/%s", dir, de->d_name);
+    struct stat st;
+    ASSERT_EQ(stat(path, &st), 0);
+    n += (long long)st.st_size;
+    mu_free(path);
+  }
+  closedir(d);
+  return n;
+}
+
+/* The size of `path` (0 when missing). */
+static long long file_bytes(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 ? (long long)st.st_size : 0;
+}
+
+/* Without a record count, large overwrites (here /v1 KV values, which no history keeps) trigger
+ * snapshots by the log's size: past max(snapshot_bytes, 2 x the last snapshot), so the log
+ * stays about that small. */
+TEST(persist__snapshot_by_log_size)
+{
+  char *dir = tmpdir();
+  struct world w;
+  const long long limit = 64 << 10, vlen = 16 << 10;
+  ASSERT_EQ(world_open_with(&w, dir, PERSIST_FSYNC_BATCH, 0, (uint64_t)limit, 1), 0);
+  struct mu_buf msg = MU_BUF_INIT(4096);
+  int joined = 0;
+  struct rdzv_wait wj = RDZV_WAIT_INIT(rz_answer, &joined);
+  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000}, NULL};
+  ASSERT_EQ(rdzv_join(w.rv, "job", &one, &wj, msgbuf(&msg)), 0);
+  char *value = mu_malloc((size_t)vlen);
+  uint64_t version = 0;
+  int snaps = 0, wals = 0;
+  for (int i = 0; i < 40; i++) { /* 640 KiB of log without compaction */
+    memset(value, 'a' + i % 26, (size_t)vlen);
+    ASSERT_EQ(rdzv_kv_set(w.rv, "job", i % 2 ? "odd" : "even", value, (size_t)vlen, &version), 0);
+    uv_run(&w.loop, UV_RUN_NOWAIT);  /* a snapshot due starts here */
+    for (int t = 0; t < 5000; t++) { /* until none is in progress */
+      count_files(dir, &snaps, &wals);
+      if (wals == 1)
+        break;
+      uv_run(&w.loop, UV_RUN_NOWAIT);
+      usleep(2000);
+    }
+    ASSERT_EQ(wals, 1);
+    long long snap = 0;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+      if (strncmp(de->d_name, "snap-", 5) == 0) {
+        char *path = mu_asprintf("%s/%s", dir, de->d_name);
+        snap = file_bytes(path);
+        mu_free(path);
+      }
+    }
+    closedir(d);
+    long long bound = snap * 2 > limit ? snap * 2 : limit;
+    ASSERT(wal_bytes(dir) <= bound + vlen + 1024);
+  }
+  ASSERT_EQ(snaps, 1);
+  struct mu_buf want = MU_BUF_INIT(MU_BUF_UNBOUNDED), got = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  ASSERT_EQ(rdzv_encode(w.rv, &want), 0);
+  world_close(&w, 0);
+  ASSERT_EQ(world_open_with(&w, dir, PERSIST_FSYNC_BATCH, 0, (uint64_t)limit, 1), 0);
+  ASSERT(w.rep.segments >= 1);
+  ASSERT_EQ(rdzv_encode(w.rv, &got), 0);
+  ASSERT_EQ(got.len, want.len);
+  ASSERT(memcmp(got.data, want.data, got.len) == 0);
+  world_close(&w, 1);
+  mu_buf_release(&want);
+  mu_buf_release(&got);
+  mu_buf_release(&msg);
+  mu_free(value);
+  rmdir_all(dir);
+  mu_free(dir);
+}
+
+/* Rewrites snapshot `path` as musterd wrote it before segments were numbered (no segment number
+ * in its header). */
+static void snap_unnumber(const char *path)
+{
+  size_t n = 0;
+  unsigned char *data = slurp(path, &n);
+  struct wal_reader rd;
+  wal_reader_init(&rd, data, n);
+  const unsigned char *pl;
+  size_t len;
+  struct wal_rec r;
+  ASSERT_EQ(wal_read(&rd, &pl, &len), WAL_RECORD);
+  ASSERT_EQ(wal_rec_decode(pl, len, &r), 0);
+  ASSERT_EQ(r.type, WAL_REC_SNAP_HEAD);
+  ASSERT(r.expire_ns > 0);
+  r.expire_ns = 0;
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  ASSERT_EQ(wal_rec_put(&b, &r), 0);
+  ASSERT_EQ(mu_buf_append(&b, data + rd.off, n - rd.off), 0);
+  spit(path, (const unsigned char *)b.data, b.len);
+  mu_buf_release(&b);
+  mu_free(data);
+}
+
+/* A data dir written by an older musterd (segments named by their first index, a snapshot that
+ * does not name the segment after it) loads, and the next snapshot moves it to numbered
+ * segments. */
+TEST(persist__old_named_dir_loads)
+{
+  char *dir = tmpdir();
+  struct world w;
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  for (int i = 0; i < 5; i++)
+    w_set(w.s, "/k", "value", 0);
+  char *seg1 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 1, 1);
+  size_t n = 0;
+  unsigned char *copy = slurp(seg1, &n);
+  ASSERT_EQ(persist_snapshot(w.p), 0);
+  w_set(w.s, "/k", "six", 0);
+  w_set(w.s, "/r/a", "1", 0);
+  w_set(w.s, "/r/b", "2", 0);
+  char *before = state_of(w.s);
+  world_close(&w, 0);
+  /* as the older musterd left it: snapshot at 5, the old segment 1..5 still there (damaged: it
+   * must not be read), the records 6..8 in wal-6 */
+  char *snap = mu_asprintf("%s/snap-%020d.snap", dir, 5);
+  char *seg2 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 2, 6);
+  char *old1 = mu_asprintf("%s/wal-%020d.log", dir, 1);
+  char *old6 = mu_asprintf("%s/wal-%020d.log", dir, 6);
+  snap_unnumber(snap);
+  ASSERT_EQ(rename(seg2, old6), 0);
+  copy[n / 2] ^= 0x55;
+  spit(old1, copy, n);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  char *after = state_of(w.s);
+  ASSERT_STR_EQ(after, before);
+  ASSERT_EQ(w.rep.snapshot_index, 5);
+  ASSERT_EQ(w.rep.segments, 1);
+  ASSERT_EQ(w.rep.records, 3);
+  /* it appends to wal-6; the next snapshot starts segment 1 and drops the old names */
+  w_set(w.s, "/k", "nine", 0);
+  char *before2 = state_of(w.s);
+  world_close(&w, 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  char *after2 = state_of(w.s);
+  ASSERT_STR_EQ(after2, before2);
+  ASSERT_EQ(w.rep.records, 4);
+  ASSERT_EQ(persist_snapshot(w.p), 0);
+  ASSERT(!exists(old1) && !exists(old6) && !exists(snap));
+  char *new1 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 1, 10);
+  ASSERT(exists(new1));
+  w_set(w.s, "/k", "ten", 0);
+  crash_and_compare(&w, dir, PERSIST_FSYNC_ALWAYS, 0);
+  ASSERT_EQ(w.rep.snapshot_index, 9);
+  ASSERT_EQ(w.rep.records, 1);
+  world_close(&w, 0);
+  /* an older musterd's dir without a snapshot: its segments, then numbered ones from 1 */
+  rmdir_all(dir);
+  ASSERT_EQ(mkdir(dir, 0700), 0);
+  copy[n / 2] ^= 0x55;
+  spit(old1, copy, n);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(w.s->index, 5);
+  w_set(w.s, "/k", "six", 0);
+  world_close(&w, 1); /* the final snapshot: segment 1 after it */
+  ASSERT(!exists(old1) && exists(seg1 /* wal-1-1 is not it: first index 7 */) == 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(w.s->index, 6);
+  ASSERT_EQ(w.rep.snapshot_index, 6);
+  world_close(&w, 0);
+  mu_free(before);
+  mu_free(after);
+  mu_free(before2);
+  mu_free(after2);
+  mu_free(copy);
+  mu_free(seg1);
+  mu_free(seg2);
+  mu_free(snap);
+  mu_free(old1);
+  mu_free(old6);
+  mu_free(new1);
+  rmdir_all(dir);
+  mu_free(dir);
+}
+
+/* The numbered segments after the snapshot follow each other: a missing one refuses to start,
+ * even where the index would not show it (a segment of rendezvous changes only). */
+TEST(persist__missing_segment_refuses)
+{
+  char *dir = tmpdir();
+  struct world w;
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  for (int i = 0; i < 3; i++)
+    w_set(w.s, "/k", "value", 0);
+  ASSERT_EQ(persist_snapshot(w.p), 0);
+  w_set(w.s, "/k", "four", 0);
+  world_close(&w, 0);
+  char *seg2 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 2, 4);
+  char *seg3 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 3, 4);
+  ASSERT_EQ(rename(seg2, seg3), 0);
+  ASSERT(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0) != 0);
+  ASSERT(strstr(w.err, seg3) != NULL);
+  ASSERT(strstr(w.err, "a log segment is missing") != NULL);
+  world_close(&w, 0);
+  ASSERT_EQ(rename(seg3, seg2), 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(w.s->index, 4);
+  world_close(&w, 0);
+  mu_free(seg2);
+  mu_free(seg3);
   rmdir_all(dir);
   mu_free(dir);
 }
