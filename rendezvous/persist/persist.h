@@ -113,6 +113,10 @@ int persist_stop(struct persist *p);
  * snapshot being written in the background is abandoned first. Returns: 0 or -errno. */
 int persist_snapshot(struct persist *p);
 
+/* Returns: 1 while a snapshot is taken in the background (its segment switched, the compactor
+ * not done), else 0. */
+int persist_snapshot_running(const struct persist *p);
+
 /* Syncs what is pending, stops logging (without touching the store) and closes the handle's
  * loop handles; run the loop once more before persist_free(). The "persist" module calls it
  * from rv_server_close(); call it yourself when the handle was never attached. Accepts NULL. */

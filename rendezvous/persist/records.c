@@ -576,6 +576,11 @@ static void snap_finish(struct persist *p, int rc)
     persist_snapshot_failed(p, rc);
 }
 
+int persist_snapshot_running(const struct persist *p)
+{
+  return p->snap_state != SNAP_NONE;
+}
+
 void persist_snapshot_join(struct persist *p)
 {
   if (p->snap_joinable)

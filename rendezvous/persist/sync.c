@@ -725,7 +725,7 @@ static void module_metrics(struct rv_server *srv, void *data, struct mu_buf *out
                 (unsigned long long)p->appended, (unsigned long long)p->m_syncs,
                 (unsigned long long)p->m_bytes, (unsigned long long)p->m_max_batch,
                 (unsigned long long)p->m_snapshots, (unsigned long long)p->m_snap_failures,
-                p->snap_state != SNAP_NONE, p->m_start_ms, p->m_snap_ms,
+                persist_snapshot_running(p), p->m_start_ms, p->m_snap_ms,
                 (unsigned long long)p->m_snap_loop, (unsigned long long)p->snap_file_bytes,
                 (unsigned long long)p->since_bytes, (unsigned long long)p->m_disk_errors,
                 p->disk_err != 0 || p->nospace != 0, (unsigned long long)p->m_refused);

@@ -247,6 +247,26 @@ static void spit(const char *path, const unsigned char *b, size_t n)
   fclose(f);
 }
 
+/* Opens a new data dir into `w` (fsync always, no snapshot by count) and sets /k `n` times.
+ * Returns: the dir. Caller frees. */
+static char *dir_with_writes(struct world *w, int n)
+{
+  char *dir = tmpdir();
+  ASSERT_EQ(world_open(w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  for (int i = 0; i < n; i++)
+    w_set(w->s, "/k", "value", 0);
+  return dir;
+}
+
+/* Returns: the path of log segment `seq` (0: named as older musterds did) starting at `first`.
+ * Caller frees. */
+static char *seg_path(const char *dir, int seq, int first)
+{
+  if (seq == 0)
+    return mu_asprintf("%s/wal-%020d.log", dir, first);
+  return mu_asprintf("%s/wal-%020d-%020d.log", dir, seq, first);
+}
+
 TEST(persist__torn_tail_every_offset)
 {
   char *dir = tmpdir();
@@ -255,7 +275,7 @@ TEST(persist__torn_tail_every_offset)
   for (int i = 0; i < 4; i++)
     w_set(w.s, i == 3 ? "/last" : "/k", "value", 0);
   world_close(&w, 0);
-  char *log = mu_asprintf("%s/wal-00000000000000000001-00000000000000000001.log", dir);
+  char *log = seg_path(dir, 1, 1);
   size_t n = 0;
   unsigned char *orig = slurp(log, &n);
   /* find the last record */
@@ -285,13 +305,10 @@ TEST(persist__torn_tail_every_offset)
 
 TEST(persist__corruption_refuses)
 {
-  char *dir = tmpdir();
   struct world w;
-  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
-  for (int i = 0; i < 5; i++)
-    w_set(w.s, "/k", "value", 0);
+  char *dir = dir_with_writes(&w, 5);
   world_close(&w, 0);
-  char *log = mu_asprintf("%s/wal-00000000000000000001-00000000000000000001.log", dir);
+  char *log = seg_path(dir, 1, 1);
   size_t n = 0;
   unsigned char *orig = slurp(log, &n);
   struct wal_reader r;
@@ -324,41 +341,6 @@ TEST(persist__dir_locked)
   ASSERT(strstr(b.err, "in use by another musterd") != NULL);
   world_close(&b, 0);
   world_close(&a, 0);
-  rmdir_all(dir);
-  mu_free(dir);
-}
-
-TEST(persist__interrupted_compaction)
-{
-  char *dir = tmpdir();
-  struct world w;
-  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
-  for (int i = 0; i < 5; i++)
-    w_set(w.s, "/k", "value", 0);
-  char *old = mu_asprintf("%s/wal-00000000000000000001-00000000000000000001.log", dir);
-  size_t n = 0;
-  unsigned char *copy = slurp(old, &n);
-  ASSERT_EQ(persist_snapshot(w.p), 0);
-  struct stat st;
-  ASSERT(stat(old, &st) != 0); /* compacted away */
-  w_set(w.s, "/k", "after", 0);
-  w_set(w.s, "/k2", "after", 0);
-  char *before = state_of(w.s);
-  world_close(&w, 0);
-  /* a crash between the snapshot and the deletion of the old segment, which is damaged too:
-   * it is not needed, so it is not read */
-  copy[n / 2] ^= 0x55;
-  spit(old, copy, n);
-  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
-  char *after = state_of(w.s);
-  ASSERT_STR_EQ(after, before);
-  ASSERT_EQ(w.rep.snapshot_index, 5);
-  ASSERT_EQ(w.rep.records, 2);
-  world_close(&w, 0);
-  mu_free(before);
-  mu_free(after);
-  mu_free(copy);
-  mu_free(old);
   rmdir_all(dir);
   mu_free(dir);
 }
@@ -753,8 +735,8 @@ TEST(persist__snapshot_of_rdzv_changes_only)
     snprintf(key, sizeof(key), "/k/%d", i);
     w_set(w.s, key, "v", 0);
   }
-  char *seg2 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 2, 5);
-  char *seg3 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 3, 5);
+  char *seg2 = seg_path(dir, 2, 5);
+  char *seg3 = seg_path(dir, 3, 5);
   char *snap = mu_asprintf("%s/snap-%020d.snap", dir, 4);
   run_until_files(&w, dir, 1, 1);
   ASSERT(exists(seg2) && exists(snap));
@@ -841,46 +823,36 @@ TEST(persist__snapshot_by_log_size)
   char *dir = tmpdir();
   struct world w;
   const long long limit = 64 << 10, vlen = 16 << 10;
-  ASSERT_EQ(world_open_with(&w, dir, PERSIST_FSYNC_BATCH, 0, (uint64_t)limit, 1), 0);
+  ASSERT_EQ(world_open_with(&w, dir, PERSIST_FSYNC_ALWAYS, 0, (uint64_t)limit, 1), 0);
   struct mu_buf msg = MU_BUF_INIT(4096);
   int joined = 0;
   struct rdzv_wait wj = RDZV_WAIT_INIT(rz_answer, &joined);
   struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000}, NULL};
   ASSERT_EQ(rdzv_join(w.rv, "job", &one, &wj, msgbuf(&msg)), 0);
   char *value = mu_malloc((size_t)vlen);
+  char *snap = mu_asprintf("%s/snap-%020d.snap", dir, 0); /* the v2 index stays 0 */
   uint64_t version = 0;
-  int snaps = 0, wals = 0;
   for (int i = 0; i < 40; i++) { /* 640 KiB of log without compaction */
     memset(value, 'a' + i % 26, (size_t)vlen);
     ASSERT_EQ(rdzv_kv_set(w.rv, "job", i % 2 ? "odd" : "even", value, (size_t)vlen, &version), 0);
-    uv_run(&w.loop, UV_RUN_NOWAIT);  /* a snapshot due starts here */
-    for (int t = 0; t < 5000; t++) { /* until none is in progress */
-      count_files(dir, &snaps, &wals);
-      if (wals == 1)
-        break;
+    /* written at once (fsync always); a snapshot due starts in the loop's next iteration, and
+     * the compactor only ever starts from the loop, so between two runs of it the files stand
+     * still */
+    int settled = 0;
+    for (int t = 0; t < 2500 && !settled; t++) {
       uv_run(&w.loop, UV_RUN_NOWAIT);
-      usleep(2000);
+      long long bound = file_bytes(snap) * 2 > limit ? file_bytes(snap) * 2 : limit;
+      settled = !persist_snapshot_running(w.p) && wal_bytes(dir) <= bound + vlen + 1024;
+      if (!settled)
+        usleep(2000);
     }
-    ASSERT_EQ(wals, 1);
-    long long snap = 0;
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-      if (strncmp(de->d_name, "snap-", 5) == 0) {
-        char *path = mu_asprintf("%s/%s", dir, de->d_name);
-        snap = file_bytes(path);
-        mu_free(path);
-      }
-    }
-    closedir(d);
-    long long bound = snap * 2 > limit ? snap * 2 : limit;
-    ASSERT(wal_bytes(dir) <= bound + vlen + 1024);
+    ASSERT(settled);
   }
-  ASSERT_EQ(snaps, 1);
+  ASSERT(exists(snap)); /* replaced by each snapshot (all at index 0) */
   struct mu_buf want = MU_BUF_INIT(MU_BUF_UNBOUNDED), got = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   ASSERT_EQ(rdzv_encode(w.rv, &want), 0);
   world_close(&w, 0);
-  ASSERT_EQ(world_open_with(&w, dir, PERSIST_FSYNC_BATCH, 0, (uint64_t)limit, 1), 0);
+  ASSERT_EQ(world_open_with(&w, dir, PERSIST_FSYNC_ALWAYS, 0, (uint64_t)limit, 1), 0);
   ASSERT(w.rep.segments >= 1);
   ASSERT_EQ(rdzv_encode(w.rv, &got), 0);
   ASSERT_EQ(got.len, want.len);
@@ -890,6 +862,7 @@ TEST(persist__snapshot_by_log_size)
   mu_buf_release(&got);
   mu_buf_release(&msg);
   mu_free(value);
+  mu_free(snap);
   rmdir_all(dir);
   mu_free(dir);
 }
@@ -918,79 +891,94 @@ static void snap_unnumber(const char *path)
   mu_free(data);
 }
 
-/* A data dir written by an older musterd (segments named by their first index, a snapshot that
- * does not name the segment after it) loads, and the next snapshot moves it to numbered
- * segments. */
-TEST(persist__old_named_dir_loads)
+/* A crash between a snapshot (at 5) and the deletion of the segment it covers, which is damaged
+ * too: it is not needed, so it is not read. With `older`, the dir is as an older musterd left it
+ * (segments named by their first index, a snapshot that does not name the segment after it).
+ * Returns: the dir, open in `w` (caller frees). */
+static char *interrupted_compaction(struct world *w, int older)
 {
-  char *dir = tmpdir();
-  struct world w;
-  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
-  for (int i = 0; i < 5; i++)
-    w_set(w.s, "/k", "value", 0);
-  char *seg1 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 1, 1);
+  char *dir = dir_with_writes(w, 5);
+  char *seg1 = seg_path(dir, 1, 1), *old = older ? seg_path(dir, 0, 1) : seg_path(dir, 1, 1);
   size_t n = 0;
   unsigned char *copy = slurp(seg1, &n);
-  ASSERT_EQ(persist_snapshot(w.p), 0);
-  w_set(w.s, "/k", "six", 0);
-  w_set(w.s, "/r/a", "1", 0);
-  w_set(w.s, "/r/b", "2", 0);
-  char *before = state_of(w.s);
-  world_close(&w, 0);
-  /* as the older musterd left it: snapshot at 5, the old segment 1..5 still there (damaged: it
-   * must not be read), the records 6..8 in wal-6 */
-  char *snap = mu_asprintf("%s/snap-%020d.snap", dir, 5);
-  char *seg2 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 2, 6);
-  char *old1 = mu_asprintf("%s/wal-%020d.log", dir, 1);
-  char *old6 = mu_asprintf("%s/wal-%020d.log", dir, 6);
-  snap_unnumber(snap);
-  ASSERT_EQ(rename(seg2, old6), 0);
+  ASSERT_EQ(persist_snapshot(w->p), 0);
+  ASSERT(!exists(seg1)); /* compacted away */
+  w_set(w->s, "/k", "after", 0);
+  w_set(w->s, "/k2", "after", 0);
+  char *before = state_of(w->s);
+  world_close(w, 0);
   copy[n / 2] ^= 0x55;
-  spit(old1, copy, n);
-  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
-  char *after = state_of(w.s);
+  spit(old, copy, n);
+  if (older) { /* the records after the snapshot in wal-6 */
+    char *snap = mu_asprintf("%s/snap-%020d.snap", dir, 5);
+    char *seg2 = seg_path(dir, 2, 6), *old6 = seg_path(dir, 0, 6);
+    snap_unnumber(snap);
+    ASSERT_EQ(rename(seg2, old6), 0);
+    mu_free(snap);
+    mu_free(seg2);
+    mu_free(old6);
+  }
+  ASSERT_EQ(world_open(w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  char *after = state_of(w->s);
   ASSERT_STR_EQ(after, before);
-  ASSERT_EQ(w.rep.snapshot_index, 5);
-  ASSERT_EQ(w.rep.segments, 1);
-  ASSERT_EQ(w.rep.records, 3);
-  /* it appends to wal-6; the next snapshot starts segment 1 and drops the old names */
-  w_set(w.s, "/k", "nine", 0);
-  char *before2 = state_of(w.s);
+  ASSERT_EQ(w->rep.snapshot_index, 5);
+  ASSERT_EQ(w->rep.segments, 1);
+  ASSERT_EQ(w->rep.records, 2);
+  mu_free(before);
+  mu_free(after);
+  mu_free(copy);
+  mu_free(old);
+  mu_free(seg1);
+  return dir;
+}
+
+TEST(persist__interrupted_compaction)
+{
+  struct world w;
+  char *dir = interrupted_compaction(&w, 0);
   world_close(&w, 0);
-  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
-  char *after2 = state_of(w.s);
-  ASSERT_STR_EQ(after2, before2);
-  ASSERT_EQ(w.rep.records, 4);
-  ASSERT_EQ(persist_snapshot(w.p), 0);
-  ASSERT(!exists(old1) && !exists(old6) && !exists(snap));
-  char *new1 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 1, 10);
-  ASSERT(exists(new1));
-  w_set(w.s, "/k", "ten", 0);
+  rmdir_all(dir);
+  mu_free(dir);
+}
+
+/* A data dir written by an older musterd loads, and the next snapshot moves it to numbered
+ * segments; one without a snapshot too. */
+TEST(persist__old_named_dir_loads)
+{
+  struct world w;
+  char *dir = interrupted_compaction(&w, 1);
+  char *old1 = seg_path(dir, 0, 1), *old6 = seg_path(dir, 0, 6), *new1 = seg_path(dir, 1, 9);
+  char *snap = mu_asprintf("%s/snap-%020d.snap", dir, 5);
+  /* it appends to wal-6; the next snapshot starts segment 1 and drops the old names */
+  w_set(w.s, "/k", "eight", 0);
   crash_and_compare(&w, dir, PERSIST_FSYNC_ALWAYS, 0);
-  ASSERT_EQ(w.rep.snapshot_index, 9);
+  ASSERT_EQ(w.rep.records, 3);
+  ASSERT_EQ(persist_snapshot(w.p), 0);
+  ASSERT(!exists(old1) && !exists(old6) && !exists(snap) && exists(new1));
+  w_set(w.s, "/k", "nine", 0);
+  crash_and_compare(&w, dir, PERSIST_FSYNC_ALWAYS, 0);
+  ASSERT_EQ(w.rep.snapshot_index, 8);
   ASSERT_EQ(w.rep.records, 1);
   world_close(&w, 0);
   /* an older musterd's dir without a snapshot: its segments, then numbered ones from 1 */
   rmdir_all(dir);
-  ASSERT_EQ(mkdir(dir, 0700), 0);
-  copy[n / 2] ^= 0x55;
-  spit(old1, copy, n);
+  mu_free(dir);
+  dir = dir_with_writes(&w, 5);
+  world_close(&w, 0);
+  char *seg1 = seg_path(dir, 1, 1);
+  mu_free(old1);
+  old1 = seg_path(dir, 0, 1);
+  ASSERT_EQ(rename(seg1, old1), 0);
   ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
   ASSERT_EQ(w.s->index, 5);
   w_set(w.s, "/k", "six", 0);
-  world_close(&w, 1); /* the final snapshot: segment 1 after it */
-  ASSERT(!exists(old1) && exists(seg1 /* wal-1-1 is not it: first index 7 */) == 0);
+  world_close(&w, 1); /* the final snapshot, at 6: segment 1 after it */
+  ASSERT(!exists(old1));
   ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
   ASSERT_EQ(w.s->index, 6);
   ASSERT_EQ(w.rep.snapshot_index, 6);
   world_close(&w, 0);
-  mu_free(before);
-  mu_free(after);
-  mu_free(before2);
-  mu_free(after2);
-  mu_free(copy);
   mu_free(seg1);
-  mu_free(seg2);
   mu_free(snap);
   mu_free(old1);
   mu_free(old6);
@@ -1003,16 +991,13 @@ TEST(persist__old_named_dir_loads)
  * even where the index would not show it (a segment of rendezvous changes only). */
 TEST(persist__missing_segment_refuses)
 {
-  char *dir = tmpdir();
   struct world w;
-  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
-  for (int i = 0; i < 3; i++)
-    w_set(w.s, "/k", "value", 0);
+  char *dir = dir_with_writes(&w, 3);
   ASSERT_EQ(persist_snapshot(w.p), 0);
   w_set(w.s, "/k", "four", 0);
   world_close(&w, 0);
-  char *seg2 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 2, 4);
-  char *seg3 = mu_asprintf("%s/wal-%020d-%020d.log", dir, 3, 4);
+  char *seg2 = seg_path(dir, 2, 4);
+  char *seg3 = seg_path(dir, 3, 4);
   ASSERT_EQ(rename(seg2, seg3), 0);
   ASSERT(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0) != 0);
   ASSERT(strstr(w.err, seg3) != NULL);
