@@ -327,6 +327,27 @@ fail:
   return MU_EINVAL;
 }
 
+int mu_etcd3_display(const char *endpoints, char **out, char *err, size_t n)
+{
+  struct mu_etcd3 *e = NULL;
+  *out = NULL;
+  int rc = mu_etcd3_new(endpoints, &e, err, n);
+  if (rc != 0)
+    return rc;
+  struct mu_buf b = MU_BUF_INIT(MAX_MEMBERS * 300); /* a member: at most 255 + 24 bytes */
+  mu_buf_puts(&b, MU_ETCD3_SCHEME);
+  for (size_t i = 0; i < e->nm; i++) {
+    const struct member *m = &e->m[i];
+    int v6 = strchr(m->host, ':') != NULL;
+    mu_buf_printf(&b, "%s%s%s%s%s:%d", i > 0 ? "," : "", e->https ? "https://" : "", v6 ? "[" : "",
+                  m->host, v6 ? "]" : "", m->port);
+  }
+  mu_etcd3_free(e);
+  *out = mu_strdup(mu_buf_str(&b));
+  mu_buf_release(&b);
+  return 0;
+}
+
 static void keeper_stop(struct mu_etcd3 *e);
 
 void mu_etcd3_free(struct mu_etcd3 *e)

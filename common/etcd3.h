@@ -30,6 +30,12 @@ struct mu_etcd3;
 /* Returns: 0, or MU_EINVAL with the reason in err (n bytes). Nothing connects yet.
  * Ownership: *out is the caller's; free it with mu_etcd3_free(). */
 int mu_etcd3_new(const char *endpoints, struct mu_etcd3 **out, char *err, size_t n);
+/* The endpoints as a user would type them back (the form every message shows): "etcd-v3://"
+ * and each member as HOST:PORT ([V6]:PORT), or https://HOST:PORT on every member when any asked
+ * for TLS (then every member speaks it). The same cluster, the same TLS as the text given.
+ * Returns: 0, or MU_EINVAL with the reason in err (n bytes), as mu_etcd3_new().
+ * Ownership: *out is the caller's (mu_free). */
+int mu_etcd3_display(const char *endpoints, char **out, char *err, size_t n);
 /* Stops the lease keeper (the lease then runs out one TTL later). Accepts NULL. */
 void mu_etcd3_free(struct mu_etcd3 *e);
 void mu_etcd3_set_timeout(struct mu_etcd3 *e, long ms);

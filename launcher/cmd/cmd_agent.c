@@ -19,6 +19,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "cmds.h"
+#include "etcd3.h"
 #include "log.h"
 #include "opts.h"
 #include "fsutil.h"
@@ -617,9 +618,18 @@ int cmd_agent(int argc, char **argv)
     goto out;
   }
   /* --rdzv-backend etcd-v3: the members of an etcd v3 cluster; workers get them as one
-   * etcd-v3:// endpoint (include/muster/client.h speaks both) */
-  if (bk != NULL && bk->kind == BK_ETCD3 && strncmp(endpoint, "etcd-v3://", 10) != 0)
-    endpoint = etcd_ep = mu_asprintf("etcd-v3://%s", endpoint);
+   * etcd-v3:// endpoint (include/muster/client.h speaks both), in the form every message shows
+   * and a user can paste back (etcd-v3://h:2379, not etcd-v3://http://h:2379) */
+  if (bk != NULL && bk->kind == BK_ETCD3) {
+    char why[512];
+    if (mu_etcd3_display(endpoint, &etcd_ep, why, sizeof(why)) != 0) {
+      mu_error("--rdzv-endpoint: %s; with --rdzv-backend etcd-v3 give the members of the etcd "
+               "cluster, e.g. etcd-v3://h1:2379,h2:2379",
+               why);
+      goto out;
+    }
+    endpoint = etcd_ep;
+  }
   cfg.endpoint = endpoint;
   cfg.out_fd = STDOUT_FILENO;
   cfg.err_fd = STDERR_FILENO;

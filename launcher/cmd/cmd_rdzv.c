@@ -218,11 +218,13 @@ out:
 /* muster rdzv on an etcd v3 cluster: no run events there; --watch waits for any change. */
 static int rdzv_etcd(struct conn *k, const char *run, int json, int watch)
 {
-  char err[512];
+  char err[512], *shown = NULL;
   if (mu_etcd3_new(k->endpoint, &k->e, err, sizeof(err)) != 0) {
     mu_error("%s", err);
     return MU_EXIT_USAGE;
   }
+  if (mu_etcd3_display(k->endpoint, &shown, err, sizeof(err)) == 0)
+    k->endpoint = shown; /* the messages show the form the agent shows */
   int rc = 0;
   for (;;) {
     long long rev = 0;
@@ -247,6 +249,7 @@ static int rdzv_etcd(struct conn *k, const char *run, int json, int watch)
       printf("\n");
   }
   mu_etcd3_free(k->e);
+  mu_free(shown);
   return rc ? MU_EXIT_FAILED : MU_EXIT_OK;
 }
 

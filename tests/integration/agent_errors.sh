@@ -26,6 +26,20 @@ t_expect_match "dead endpoint: message" "$out" "cannot reach the rendezvous endp
 # loaded machine (the ASan build under load took over 4 s).
 el=$(( $(date +%s) - start ))
 t_expect_eq "dead endpoint: gives up within the join timeout (${el}s)" "$(( el <= 30 ))" 1
+# The same on etcd v3, members given with a scheme: the messages show the endpoint in the form
+# a user pastes back (etcd-v3://HOST:PORT, not etcd-v3://http://HOST:PORT).
+out=$("$MUSTER" agent --rdzv-backend etcd-v3 --rdzv-endpoint "http://127.0.0.1:$port/" --rdzv-id x \
+  --join-timeout 2 -- true 2>&1)
+rc=$?
+t_expect_eq "dead etcd endpoint: exit 3" "$rc" 3
+t_expect_match "dead etcd endpoint: shown as etcd-v3://HOST:PORT" "$out" \
+  "cannot reach the rendezvous endpoint 'etcd-v3://127\.0\.0\.1:$port':.*refused"
+out=$("$MUSTER" agent --rdzv-backend etcd-v3 --rdzv-endpoint "https://127.0.0.1:$port,h2" \
+  --rdzv-id x -- true 2>&1)
+rc=$?
+t_expect_eq "bad etcd endpoint: usage" "$rc" 2
+t_expect_match "bad etcd endpoint: names the member" "$out" \
+  "--rdzv-endpoint: 'h2' in .* is not HOST:PORT.*etcd-v3://h1:2379,h2:2379"
 
 hport=$(t_free_port)
 t_spawn http "$PY" -m http.server --bind 127.0.0.1 "$hport"

@@ -218,3 +218,30 @@ TEST(etcd3__error_answers_retry_refuse_or_relogin)
   ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "not an etcd v3 answer"));
   mu_etcd3_free(e);
 }
+
+/* The form messages show and a user can paste back: no http:// inside etcd-v3://, TLS on every
+ * member when one asked for it, IPv6 in brackets */
+TEST(etcd3__endpoints_display_as_typed_back)
+{
+  static const char *const in[] = {"http://h:2379", "etcd-v3://http://h:2379/", "h1:1,http://h2:2",
+                                   "etcd-v3://https://h:2379", "h1:1,https://[::1]:2"};
+  static const char *const want[] = {"etcd-v3://h:2379", "etcd-v3://h:2379", "etcd-v3://h1:1,h2:2",
+                                     "etcd-v3://https://h:2379",
+                                     "etcd-v3://https://h1:1,https://[::1]:2"};
+  char err[256];
+  for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+    char *shown = NULL;
+    ASSERT_EQ(mu_etcd3_display(in[i], &shown, err, sizeof(err)), 0);
+    ASSERT_STR_EQ(shown, want[i]);
+    /* and it reads back as the same members */
+    char *again = NULL;
+    ASSERT_EQ(mu_etcd3_display(shown, &again, err, sizeof(err)), 0);
+    ASSERT_STR_EQ(again, shown);
+    mu_free(again);
+    mu_free(shown);
+  }
+  char *shown = (char *)"x";
+  ASSERT_EQ(mu_etcd3_display("etcd-v3://h1", &shown, err, sizeof(err)), MU_EINVAL);
+  ASSERT_NULL(shown);
+  ASSERT_NOT_NULL(strstr(err, "'h1'"));
+}
