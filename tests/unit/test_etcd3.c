@@ -2,6 +2,8 @@
  * answers, how an error answer is taken, the endpoint list and its rotation). The protocol
  * itself runs against real etcd clusters in tests/integration/rdzv_backends.sh,
  * etcd3_secure.sh and etcd3_bigrun.sh. */
+#include <unistd.h>
+
 #include <cjson/cJSON.h>
 
 #include "muster/errno.h"
@@ -244,4 +246,32 @@ TEST(etcd3__endpoints_display_as_typed_back)
   ASSERT_EQ(mu_etcd3_display("etcd-v3://h1", &shown, err, sizeof(err)), MU_EINVAL);
   ASSERT_NULL(shown);
   ASSERT_NOT_NULL(strstr(err, "'h1'"));
+}
+
+/* etcd down (every member refuses the connection): every call says so with the member's words,
+ * not only the first (nothing left from a failed call, no cancel from a cancel fd that was never
+ * written); two members, so the rotation and its naps between turns are crossed too */
+TEST(etcd3__a_refused_member_is_econn_every_time)
+{
+  struct mu_etcd3 *e = NULL;
+  char err[256];
+  ASSERT_EQ(mu_etcd3_new("etcd-v3://127.0.0.1:1,http://127.0.0.1:1", &e, err, sizeof(err)), 0);
+  mu_etcd3_set_timeout(e, 150);
+  int pfd[2];
+  ASSERT_EQ(pipe(pfd), 0);
+  mu_etcd3_set_cancel_fd(e, pfd[0]);
+  for (int i = 0; i < 2; i++) {
+    cJSON *j = NULL;
+    ASSERT_EQ(mu_etcd3_run_json(e, "r", &j), MU_ECONN);
+    ASSERT_NULL(j);
+    ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "Connection refused"));
+    struct mu_run_info in;
+    ASSERT_EQ(mu_etcd3_run_info(e, "r", &in), MU_ECONN);
+    ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "Connection refused"));
+    ASSERT_EQ(mu_etcd3_heartbeat(e, "r", "n", NULL, NULL), MU_ECONN);
+    ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "Connection refused"));
+  }
+  mu_etcd3_free(e);
+  close(pfd[0]);
+  close(pfd[1]);
 }
