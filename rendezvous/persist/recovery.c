@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,23 +28,45 @@ static void keep_rdzv(struct persist *p, const struct wal_rec *r)
   p->rdzv_len = r->value_len;
 }
 
-/* Reads the WAL-format file `path` (`what`: "snapshot" or "log", for the error) whole and points
- * `rd` at its records. Returns: 0 with *data (caller frees with mu_free()) and *size, or MU_EIO
- * with `err` set. */
+/* Maps the WAL-format file `path` (`what`: "snapshot" or "log", for the error) read-only and
+ * points `rd` at its records. Mapped, not read: a copy of a 1 M-key data dir is ~200 MB of fresh
+ * memory, a page fault per 4 KiB, while the mapping takes the page cache's pages as they are
+ * (docs/benchmarks.md, "Recovery of 1 M keys"). Returns: 0 with *data and *size (unmap with
+ * close_records(); NULL and 0 for an empty file), or MU_EIO with `err` set. */
 static int open_records(const char *path, const char *what, unsigned char **data, size_t *size,
                         struct wal_reader *rd, struct mu_buf *err)
 {
-  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  int rc = mu_read_file(path, MU_BUF_UNBOUNDED, &b);
+  struct stat st;
+  int rc = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
+  *data = NULL;
+  *size = 0;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    rc = -errno;
+  } else if (S_ISDIR(st.st_mode)) {
+    rc = -EISDIR;
+  } else if (st.st_size > 0) {
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (m == MAP_FAILED) {
+      rc = -errno;
+    } else {
+      *data = m;
+      *size = (size_t)st.st_size;
+    }
+  }
+  if (fd >= 0)
+    close(fd);
   if (rc != 0) {
     mu_buf_printf(err, "cannot read %s '%s': %s", what, path, mu_strerror(rc));
-    mu_buf_release(&b);
     return MU_EIO;
   }
-  *size = b.len;
-  *data = (unsigned char *)mu_buf_detach(&b);
   wal_reader_init(rd, *data, *size);
   return 0;
+}
+
+static void close_records(unsigned char *data, size_t size)
+{
+  if (data != NULL)
+    munmap(data, size);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -150,11 +173,11 @@ static int load_snapshot(struct persist *p, const char *path, struct persist_rep
                     "snapshot '%s' is damaged at byte offset %zu: %s; musterd will not start from "
                     "it (restore the data dir from a backup, or move it away to start empty)",
                     path, at, why);
-      mu_free(data);
+      close_records(data, size);
       return MU_EPARSE;
     }
   }
-  mu_free(data);
+  close_records(data, size);
   if (sl.state != SNAP_AFTER_END) {
     mu_buf_printf(err,
                   "snapshot '%s' is incomplete (no trailer after %zu bytes); musterd will not "
@@ -346,7 +369,7 @@ static int replay_segment(struct persist *p, const char *path, int last, struct 
       break;
     }
   }
-  mu_free(data);
+  close_records(data, size);
   return rc;
 }
 
