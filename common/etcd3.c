@@ -69,6 +69,7 @@ struct mu_etcd3 {
   long attempt_ms; /* one member's share of a call */
   int cancel_fd;
   char errmsg[512];
+  int unreached; /* the last watch() reached no member: every attempt failed to connect */
   char addr[64];
   /* this node's membership (a join made it) */
   char lease[32];
@@ -696,6 +697,7 @@ static int watch(struct mu_etcd3 *e, const struct wrange *rs, int nr, long long 
   w.next_rev = from;
   size_t tried = 0;
   int rc = MU_ETIMEDOUT;
+  e->unreached = 1;
   struct mu_http_response r;
   mu_http_response_init(&r, 64 * 1024);
   for (;;) {
@@ -730,6 +732,8 @@ static int watch(struct mu_etcd3 *e, const struct wrange *rs, int nr, long long 
     mu_buf_release(&body);
     if (rc == MU_ECANCELED)
       break;
+    if (rc != MU_ECONN)
+      e->unreached = 0; /* a member answered (or a stream ran until the deadline) */
     if (w.stop) {
       rc = 0;
       break;
@@ -2579,6 +2583,8 @@ int mu_etcd3_wait_change(struct mu_etcd3 *e, const char *run_id, long long after
   int rc = watch(e, rs, 1, after + 1, now_ms() + timeout_ms, any_event, NULL, NULL);
   if (rc == MU_ESTATE)
     rc = 0; /* compacted past `after`: something changed */
+  if (rc == MU_ETIMEDOUT && e->unreached)
+    rc = MU_ECONN; /* not a quiet cluster but none at all: errmsg has the last member's words */
   mu_free(prefix);
   mu_free(end);
   return rc;

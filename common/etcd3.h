@@ -79,7 +79,8 @@ int mu_etcd3_runs_json(struct mu_etcd3 *e, cJSON **out);
  * Returns: 0 or a call's error. */
 int mu_etcd3_revision(struct mu_etcd3 *e, long long *rev);
 /* Waits until a key of run_id (NULL: of any run) changes after revision `after`, at most
- * timeout_ms. Returns: 0 on a change, MU_ETIMEDOUT, MU_ECANCELED, or a call's error. */
+ * timeout_ms. Returns: 0 on a change, MU_ETIMEDOUT (no change), MU_ECONN when no member could
+ * be reached all that time, MU_ECANCELED, or a call's error. */
 int mu_etcd3_wait_change(struct mu_etcd3 *e, const char *run_id, long long after, long timeout_ms);
 /* mu_client_run_info() on etcd. Returns: as mu_etcd3_run_json(). */
 int mu_etcd3_run_info(struct mu_etcd3 *e, const char *run_id, struct mu_run_info *out);

@@ -238,7 +238,7 @@ static int rdzv_etcd(struct conn *k, const char *run, int json, int watch)
       break;
     int w;
     do
-      w = mu_etcd3_wait_change(k->e, run, rev, 25000);
+      w = mu_etcd3_wait_change(k->e, run, rev, 5000);
     while (w == MU_ETIMEDOUT);
     if (w != 0) {
       mu_error("watching etcd at '%s': %s", k->endpoint, mu_etcd3_errmsg(k->e));

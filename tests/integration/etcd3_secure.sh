@@ -53,6 +53,7 @@ t_spawn etcd etcd --name s0 --data-dir "$T_DIR/etcd" \
   --initial-cluster "s0=http://127.0.0.1:$PEER" --initial-cluster-state new \
   --cert-file "$PKI/server.pem" --key-file "$PKI/server.key" \
   --client-cert-auth --trusted-ca-file "$PKI/ca.pem"
+ETCD_PID=$T_LAST_PID
 TLS=(--cacert "$PKI/ca.pem" --cert "$PKI/client.pem" --key "$PKI/client.key")
 healthy() { curl -s --max-time 1 "${TLS[@]}" "$URL/health" | grep -q '"true"'; }
 t_until 30 healthy || { t_fail "etcd with TLS started"; t_done; }
@@ -125,6 +126,16 @@ fails ca "cannot trust etcd .*MUSTER_RDZV_CACERT" MUSTER_RDZV_CACERT="$PKI/rogue
 fails nocert "refused this client's certificate.*MUSTER_RDZV_CERT" MUSTER_RDZV_CERT= MUSTER_RDZV_KEY=
 fails cn "certificate with a CommonName.*without CN" MUSTER_RDZV_CERT="$PKI/named.pem" \
   MUSTER_RDZV_KEY="$PKI/named.key"
+
+# --- 3. etcd goes away under muster rdzv --watch: it says so and exits, not waits forever -------
+t_spawn rdzv-gone "$MUSTER" rdzv --watch "$EP" sec
+GONE_PID=$T_LAST_PID
+t_until 20 t_has_lines "$T_DIR/rdzv-gone.log" '^run sec: ' 1 || t_fail "rdzv --watch: no first print"
+kill -KILL "$ETCD_PID"
+t_wait_exit "$GONE_PID" 20
+t_expect_eq "etcd gone: muster rdzv --watch exits 1" "$T_RC" 1
+t_expect_match "... naming the endpoint as given and the reason" "$(cat "$T_DIR/rdzv-gone.log")" \
+  "watching etcd at 'etcd-v3://https://127\.0\.0\.1:$PORT': etcd at 127\.0\.0\.1:$PORT: .*(refused|closed)"
 
 agent_dump_logs
 t_done

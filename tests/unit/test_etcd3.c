@@ -270,6 +270,9 @@ TEST(etcd3__a_refused_member_is_econn_every_time)
     ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "Connection refused"));
     ASSERT_EQ(mu_etcd3_heartbeat(e, "r", "n", NULL, NULL), MU_ECONN);
     ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "Connection refused"));
+    /* a watch that reached no member is not a quiet cluster (muster rdzv --watch waited on) */
+    ASSERT_EQ(mu_etcd3_wait_change(e, NULL, 0, 150), MU_ECONN);
+    ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "Connection refused"));
   }
   mu_etcd3_free(e);
   close(pfd[0]);
