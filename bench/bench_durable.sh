@@ -63,9 +63,11 @@ metric() { curl -s "$MUSTERD_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'
 records=$(metric musterd_wal_records_total)
 fsyncs=$(metric musterd_wal_fsyncs_total)
 per=$(awk -v a="$records" -v b="$fsyncs" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "n/a" }')
+syncms=$(awk -v a="$(metric musterd_wal_sync_seconds_total)" -v b="$fsyncs" 'BEGIN { if (b > 0) printf "%.3f", 1000 * a / b; else print "n/a" }')
+holdms=$(awk -v a="$(metric musterd_wal_hold_seconds_total)" -v b="$fsyncs" 'BEGIN { if (b > 0) printf "%.3f", 1000 * a / b; else print "n/a" }')
 ratio=$(awk -v a="${RPS[musterd]}" -v b="${RPS[etcd]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
 ms() { awk -v a="$1" 'BEGIN { printf "%.2f", a / 1000 }'; }
-PUTLINE="PUT c=$CONNS d=${DURATION}s best of $ROUNDS: musterd --fsync batch=${RPS[musterd]}/s (p99 $(ms "${P99[musterd]}") ms, $records records in $fsyncs fsyncs = $per per fsync) etcd=${RPS[etcd]}/s (p99 $(ms "${P99[etcd]}") ms) musterd/etcd=${ratio}x (goal >= 3x)"
+PUTLINE="PUT c=$CONNS d=${DURATION}s best of $ROUNDS: musterd --fsync batch=${RPS[musterd]}/s (p99 $(ms "${P99[musterd]}") ms, $records records in $fsyncs fsyncs = $per per fsync, each write+fdatasync $syncms ms after a wait for writers of $holdms ms) etcd=${RPS[etcd]}/s (p99 $(ms "${P99[etcd]}") ms) musterd/etcd=${ratio}x (goal >= 3x)"
 echo "# $PUTLINE"
 kill -TERM "$MUSTERD_PID" "$ETCD_PID" 2>/dev/null
 wait "$MUSTERD_PID" "$ETCD_PID" 2>/dev/null

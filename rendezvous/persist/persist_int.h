@@ -105,6 +105,8 @@ struct persist {
 
   /* /metrics */
   uint64_t m_syncs, m_bytes, m_snapshots, m_max_batch, m_snap_loop;
+  uint64_t m_sync_ns; /* the thread's time in write() + fdatasync(), under mu */
+  uint64_t m_hold_ns; /* the time batches waited for more writers (hold_batch()) */
   uint64_t m_snap_failures, m_disk_errors, m_refused;
   double m_start_ms, m_snap_ms;
 };

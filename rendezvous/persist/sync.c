@@ -218,13 +218,16 @@ static void sync_thread(void *arg)
     int fd = p->inflight_fd;
     uv_mutex_unlock(&p->mu);
     /* the loop leaves inflight, its cut and its flags alone while busy */
+    uint64_t t0 = uv_hrtime();
     int rc = p->inflight_syncdir ? persist_sync_dir(p->dir) : 0;
     if (rc == 0) {
       p->inflight_syncdir = 0;
       rc = append_batch(fd, p->inflight.data, p->inflight.len, 1, &p->inflight_cut_known,
                         &p->inflight_cut);
     }
+    uint64_t t1 = uv_hrtime();
     uv_mutex_lock(&p->mu);
+    p->m_sync_ns += t1 - t0;
     p->thread_err = rc;
     if (rc == 0)
       p->thread_done = p->inflight_last;
@@ -254,6 +257,8 @@ static void start_batch(struct persist *p)
   mu_buf_clear(&p->pending);
   p->inflight_last = p->appended;
   p->batch_first = p->appended;
+  if (p->hold_since != 0)
+    p->m_hold_ns += uv_hrtime() - p->hold_since;
   p->hold_since = 0;
   p->inflight_fd = p->fd;
   p->inflight_syncdir = p->seg_dir_unsynced;
@@ -702,6 +707,12 @@ static void module_metrics(struct rv_server *srv, void *data, struct mu_buf *out
 {
   struct persist *p = data;
   (void)srv;
+  uint64_t sync_ns = 0;
+  if (p->thread_started) {
+    uv_mutex_lock(&p->mu);
+    sync_ns = p->m_sync_ns;
+    uv_mutex_unlock(&p->mu);
+  }
   mu_buf_printf(out,
                 "# TYPE musterd_wal_records_total counter\nmusterd_wal_records_total %llu\n"
                 "# TYPE musterd_wal_fsyncs_total counter\nmusterd_wal_fsyncs_total %llu\n"
@@ -721,14 +732,19 @@ static void module_metrics(struct rv_server *srv, void *data, struct mu_buf *out
                 "# TYPE musterd_disk_errors_total counter\nmusterd_disk_errors_total %llu\n"
                 "# TYPE musterd_disk_read_only gauge\nmusterd_disk_read_only %d\n"
                 "# TYPE musterd_disk_writes_refused_total counter\n"
-                "musterd_disk_writes_refused_total %llu\n",
+                "musterd_disk_writes_refused_total %llu\n"
+                "# TYPE musterd_wal_sync_seconds_total counter\n"
+                "musterd_wal_sync_seconds_total %.6f\n"
+                "# TYPE musterd_wal_hold_seconds_total counter\n"
+                "musterd_wal_hold_seconds_total %.6f\n",
                 (unsigned long long)p->appended, (unsigned long long)p->m_syncs,
                 (unsigned long long)p->m_bytes, (unsigned long long)p->m_max_batch,
                 (unsigned long long)p->m_snapshots, (unsigned long long)p->m_snap_failures,
                 persist_snapshot_running(p), p->m_start_ms, p->m_snap_ms,
                 (unsigned long long)p->m_snap_loop, (unsigned long long)p->snap_file_bytes,
                 (unsigned long long)p->since_bytes, (unsigned long long)p->m_disk_errors,
-                p->disk_err != 0 || p->nospace != 0, (unsigned long long)p->m_refused);
+                p->disk_err != 0 || p->nospace != 0, (unsigned long long)p->m_refused,
+                (double)sync_ns / 1e9, (double)p->m_hold_ns / 1e9);
 }
 
 void persist_attach(struct persist *p, struct rv_server *srv)

@@ -243,6 +243,10 @@ void rv_server_set_barrier(struct rv_server *srv, const struct rv_barrier *b)
 
 void rv_server_durable(struct rv_server *srv, uint64_t done)
 {
+  /* a held connection waits for a record past `durable`: none can go until it moves (this runs
+   * on every loop turn while a group commit gathers writers) */
+  if (done <= srv->durable && srv->barrier.need != NULL)
+    return;
   if (done > srv->durable)
     srv->durable = done;
   struct mu_list_node *next = NULL;
