@@ -42,6 +42,23 @@ t_until() {
   done
 }
 
+# t_wal_bytes DIR: the bytes of musterd's log records in data dir DIR (its segments end in the
+# zeros it writes ahead of them).
+t_wal_bytes() {
+  "$PY" - "$1" <<'PY'
+import os, struct, sys
+total = 0
+for f in os.listdir(sys.argv[1]):
+    if f.startswith("wal-"):
+        d = open(os.path.join(sys.argv[1], f), "rb").read()
+        off = 0
+        while off + 12 <= len(d) and d[off:off + 12] != bytes(12):
+            off += 12 + struct.unpack_from("<I", d, off)[0]
+        total += min(off, len(d))
+print(total)
+PY
+}
+
 # t_has_lines FILE REGEX [N]: FILE has at least N (default 1) lines matching the extended REGEX.
 t_has_lines() {
   [ "$(grep -cE -- "$2" "$1" 2>/dev/null)" -ge "${3:-1}" ]

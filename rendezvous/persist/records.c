@@ -406,7 +406,7 @@ static int open_segment(struct persist *p, uint64_t seq, uint64_t first, int64_t
                         int sync)
 {
   char *seg = persist_wal_path(p->dir, seq, first);
-  int fd = open(seg, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  int fd = open(seg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   int rc = fd >= 0 ? 0 : -errno;
   *reserved = 0;
   if (rc == 0 && !p->no_reserve) {

@@ -297,15 +297,17 @@ static const char *apply(struct v2_store *s, const struct wal_rec *r)
   return why;
 }
 
-/* A torn tail at `at` of segment `path`: noted in the report, and cut off the last segment.
- * Returns: 0, or MU_EIO with `err` set. */
+/* A torn tail at `at` of segment `path`: noted in the report (unless it is only the zeros
+ * written ahead of the log, `padding`), and cut off the last segment, so that the log goes on
+ * right after its last record. Returns: 0, or MU_EIO with `err` set. */
 static int torn_tail(const char *path, int last, size_t at, size_t size, const char *why,
-                     struct persist_report *rep, struct mu_buf *err)
+                     int padding, struct persist_report *rep, struct mu_buf *err)
 {
-  mu_buf_printf(&rep->warning,
-                "%slog '%s' has a torn tail at byte offset %zu (%s): dropped %zu bytes (a write "
-                "that never became durable)",
-                rep->warning.len > 0 ? "; " : "", path, at, why, size - at);
+  if (!padding)
+    mu_buf_printf(&rep->warning,
+                  "%slog '%s' has a torn tail at byte offset %zu (%s): dropped %zu bytes (a "
+                  "write that never became durable)",
+                  rep->warning.len > 0 ? "; " : "", path, at, why, size - at);
   if (!last)
     return 0;
   int rc = 0;
@@ -340,7 +342,7 @@ static int replay_segment(struct persist *p, const char *path, int last, struct 
       break;
     if (st == WAL_TORN) {
       p->since_bytes -= size - at;
-      rc = torn_tail(path, last, at, size, rd.why, rep, err);
+      rc = torn_tail(path, last, at, size, rd.why, rd.padding, rep, err);
       break;
     }
     struct wal_rec r;
@@ -519,11 +521,14 @@ static int start_logging(struct persist *p, struct persist_report *rep, struct m
   struct v2_store *s = p->s;
   char *path = persist_wal_path(p->dir, p->seg_seq, p->seg_first);
   int rc = -1;
-  p->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  p->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (p->fd < 0 || persist_sync_dir(p->dir) != 0) {
     mu_buf_printf(err, "cannot open log '%s' for writing: %s", path, strerror(errno));
     goto out;
   }
+  off_t end = lseek(p->fd, 0, SEEK_END); /* recovery cut off any zeros written ahead */
+  p->written_to = end > 0 ? (int64_t)end : 0;
+  p->zero_fd = -1;
   /* /v2/stats/store counts what this process served, as etcd's do: not the replay */
   memset(&s->stats, 0, sizeof(s->stats));
   s->on_commit = persist_on_commit;
@@ -576,6 +581,7 @@ struct persist *persist_open(const char *dir, enum persist_fsync mode, uint64_t 
   p->loop = loop;
   p->lock_fd = -1;
   p->fd = -1;
+  p->zero_fd = -1;
   mu_buf_init(&p->pending, MU_BUF_UNBOUNDED);
   mu_buf_init(&p->inflight, MU_BUF_UNBOUNDED);
   uv_mutex_init(&p->mu);

@@ -144,31 +144,75 @@ static void disk_ok(struct persist *p)
   p->disk_err = 0;
 }
 
-/* Appends `n` bytes to segment `fd` and, with `sync`, fdatasync()s them. When *cut_known, the
- * file is first cut back to *cut (a failed write or sync left bytes there that may not be
- * durable); on failure *cut is set to where this write began. Returns: 0, or -errno. */
-static int append_batch(int fd, const char *data, size_t n, int sync, int *cut_known, int64_t *cut)
+#define ZERO_CHUNK ((int64_t)1 << 20) /* zeros written ahead at a time */
+#define ZERO_LOW ((int64_t)256 << 10) /* ... when fewer are left past the records */
+
+static int pwrite_all(int fd, const void *data, size_t n, int64_t off)
 {
-  off_t at;
-  if (*cut_known) {
-    if (ftruncate(fd, (off_t)*cut) != 0)
+  const char *q = data;
+  while (n > 0) {
+    ssize_t w = pwrite(fd, q, n, (off_t)off);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0)
       return -errno;
-    at = (off_t)*cut;
-  } else {
-    at = lseek(fd, 0, SEEK_END);
-    if (at < 0)
-      return -errno;
+    if (w == 0)
+      return -EIO;
+    q += w;
+    n -= (size_t)w;
+    off += w;
   }
-  int rc = persist_write(fd, data, n);
+  return 0;
+}
+
+/* Writes zeros to `fd` from `from` to `to`. Returns: 0, or -errno. */
+static int write_zeros(int fd, int64_t from, int64_t to)
+{
+  static const char zeros[64 << 10];
+  while (from < to) {
+    size_t n = to - from < (int64_t)sizeof(zeros) ? (size_t)(to - from) : sizeof(zeros);
+    int rc = pwrite_all(fd, zeros, n, from);
+    if (rc != 0)
+      return rc;
+    from += (int64_t)n;
+  }
+  return 0;
+}
+
+/* Writes `n` bytes to segment `fd` at offset `off` and, with `sync`, fdatasync()s them. With
+ * `zero_limit` > 0 (and `sync`), when few zeros are left past them, ZERO_CHUNK more are written
+ * (up to zero_limit, inside the reserve: no ENOSPC) and synced with them, so that the next
+ * syncs need not grow the file (p->zero_fd, p->zero_to). On failure the file is cut back to
+ * `off` (best effort: the bytes there may not be durable; they are written again, at `off`).
+ * Returns: 0, or -errno. Runs on the sync thread while busy, else on the loop. */
+static int append_batch(struct persist *p, int fd, const char *data, size_t n, int sync,
+                        int64_t off, int64_t zero_limit)
+{
+  int64_t end = off + (int64_t)n;
+  if (p->zero_fd != fd) {
+    p->zero_fd = fd; /* a segment's first write here: its size is its last record's end */
+    p->zero_to = end;
+  }
+  int rc = pwrite_all(fd, data, n, off);
+  if (rc == 0 && sync && zero_limit > 0 && p->zero_to < end + ZERO_LOW) {
+    int64_t from = p->zero_to > end ? p->zero_to : end;
+    int64_t to = from + ZERO_CHUNK < zero_limit ? from + ZERO_CHUNK : zero_limit;
+    if (to > from) {
+      if (write_zeros(fd, from, to) == 0)
+        p->zero_to = to;
+      else /* only a speed-up: the records are what count */
+        (void)!ftruncate(fd, (off_t)(from > p->zero_to ? from : p->zero_to));
+    }
+  }
+  if (end > p->zero_to)
+    p->zero_to = end;
   if (rc == 0 && sync && fdatasync(fd) != 0)
     rc = -errno;
   if (rc != 0) {
-    *cut_known = 1;
-    *cut = (int64_t)at;
-    (void)!ftruncate(fd, at); /* best effort now; again before the next write */
+    (void)!ftruncate(fd, (off_t)off); /* best effort now; written again at `off` */
+    p->zero_to = off;
     return rc;
   }
-  *cut_known = 0;
   return 0;
 }
 
@@ -222,8 +266,8 @@ static void sync_thread(void *arg)
     int rc = p->inflight_syncdir ? persist_sync_dir(p->dir) : 0;
     if (rc == 0) {
       p->inflight_syncdir = 0;
-      rc = append_batch(fd, p->inflight.data, p->inflight.len, 1, &p->inflight_cut_known,
-                        &p->inflight_cut);
+      rc = append_batch(p, fd, p->inflight.data, p->inflight.len, 1, p->inflight_off,
+                        p->inflight_zero_limit);
     }
     uint64_t t1 = uv_hrtime();
     uv_mutex_lock(&p->mu);
@@ -247,9 +291,10 @@ static void go_batch(struct persist *p)
   uv_mutex_unlock(&p->mu);
 }
 
-/* Hands the pending records to the thread. Loop thread, with the thread idle and no failed
- * batch to write again. */
-static void start_batch(struct persist *p)
+/* Hands the pending records to the thread, with zeros written ahead unless `last` (the last
+ * batch of a segment about to be closed). Loop thread, with the thread idle and no failed batch
+ * to write again. */
+static void start_batch(struct persist *p, int last)
 {
   struct mu_buf t = p->inflight;
   p->inflight = p->pending;
@@ -261,6 +306,9 @@ static void start_batch(struct persist *p)
     p->m_hold_ns += uv_hrtime() - p->hold_since;
   p->hold_since = 0;
   p->inflight_fd = p->fd;
+  p->inflight_off = p->written_to;
+  p->written_to += (int64_t)p->inflight.len;
+  p->inflight_zero_limit = last || p->no_reserve ? 0 : p->reserved_to;
   p->inflight_syncdir = p->seg_dir_unsynced;
   p->seg_dir_unsynced = 0;
   if (p->inflight.len > p->m_max_batch)
@@ -322,8 +370,7 @@ int persist_flush_sync(struct persist *p)
     if (rc != 0)
       return rc;
     p->inflight_syncdir = 0;
-    rc = append_batch(p->inflight_fd, p->inflight.data, p->inflight.len, 1, &p->inflight_cut_known,
-                      &p->inflight_cut);
+    rc = append_batch(p, p->inflight_fd, p->inflight.data, p->inflight.len, 1, p->inflight_off, 0);
     if (rc != 0)
       return rc;
     p->inflight_failed = 0;
@@ -335,8 +382,9 @@ int persist_flush_sync(struct persist *p)
       p->seg_dir_unsynced = 0;
   }
   if (rc == 0)
-    rc = append_batch(p->fd, p->pending.data, p->pending.len, 1, &p->cut_known, &p->cut);
+    rc = append_batch(p, p->fd, p->pending.data, p->pending.len, 1, p->written_to, 0);
   if (rc == 0) {
+    p->written_to += (int64_t)p->pending.len;
     p->m_bytes += p->pending.len;
     p->m_syncs++;
     mu_buf_clear(&p->pending);
@@ -348,7 +396,7 @@ int persist_flush_sync(struct persist *p)
 void persist_seal_segment(struct persist *p)
 {
   if (p->mode == PERSIST_FSYNC_BATCH && p->pending.len > 0 && !p->inflight_failed)
-    start_batch(p);
+    start_batch(p, 1);
 }
 
 int persist_switch_segment(struct persist *p, int fd, uint64_t seq, uint64_t first, int close_old,
@@ -358,7 +406,7 @@ int persist_switch_segment(struct persist *p, int fd, uint64_t seq, uint64_t fir
   p->fd = fd;
   p->seg_seq = seq;
   p->seg_first = first;
-  p->cut_known = 0;
+  p->written_to = 0;
   p->seg_bytes = 0;
   p->reserved_to = reserved;
   p->seg_dir_unsynced = 0;
@@ -397,7 +445,7 @@ static int write_held(struct persist *p)
     if (p->inflight_failed)
       go_batch(p); /* the same bytes to the same segment; on_async says how it went */
     else if (p->pending.len > 0)
-      start_batch(p);
+      start_batch(p, 0);
     return 0;
   }
   if (p->seg_dir_unsynced) { /* always: a new segment's name, before its first record */
@@ -406,13 +454,15 @@ static int write_held(struct persist *p)
       return rc;
     p->seg_dir_unsynced = 0;
   }
-  int rc = append_batch(p->fd, p->pending.data, p->pending.len, p->mode == PERSIST_FSYNC_ALWAYS,
-                        &p->cut_known, &p->cut);
+  int rc = append_batch(p, p->fd, p->pending.data, p->pending.len, p->mode == PERSIST_FSYNC_ALWAYS,
+                        p->written_to,
+                        p->mode == PERSIST_FSYNC_ALWAYS && !p->no_reserve ? p->reserved_to : 0);
   if (rc != 0)
     return rc;
   p->m_bytes += p->pending.len;
   if (p->mode == PERSIST_FSYNC_ALWAYS)
     p->m_syncs++;
+  p->written_to += (int64_t)p->pending.len;
   mu_buf_clear(&p->pending);
   p->synced = p->appended;
   disk_ok(p);
@@ -494,7 +544,7 @@ static void maybe_work(struct persist *p)
   }
   if (p->mode == PERSIST_FSYNC_BATCH && p->pending.len > 0 && !thread_busy(p) &&
       !p->inflight_failed && !hold_batch(p))
-    start_batch(p);
+    start_batch(p, 0);
 }
 
 static void on_async(uv_async_t *a)
@@ -593,6 +643,7 @@ int persist_start(struct persist *p, struct mu_buf *err)
   p->inflight_fd = -1;
   off_t end = lseek(p->fd, 0, SEEK_END);
   p->seg_bytes = end > 0 ? (int64_t)end : 0;
+  p->written_to = p->seg_bytes; /* (start_logging() set it too, for the expiries it logged) */
   p->reserved_to = p->seg_bytes; /* reserved at the first append */
   if (p->mode == PERSIST_FSYNC_BATCH) {
     if (uv_thread_create(&p->thread, sync_thread, p) != 0) {

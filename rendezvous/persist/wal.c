@@ -101,14 +101,36 @@ void wal_reader_init(struct wal_reader *r, const void *data, size_t size)
   r->size = size;
   r->off = 0;
   r->why = NULL;
+  r->padding = 0;
 }
 
-static int zeros_to_end(const struct wal_reader *r)
+/* Whether the bytes from `from` to `to` (at most the end of the data) are all zeros. */
+static int zeros(const struct wal_reader *r, size_t from, size_t to)
 {
-  for (size_t i = r->off; i < r->size; i++)
+  if (to > r->size)
+    to = r->size;
+  for (size_t i = from; i < to; i++)
     if (r->data[i] != 0)
       return 0;
   return 1;
+}
+
+#define SECTOR 512
+
+/* Whether a record that does not check out at r->off, spanning `n` bytes, is a write the disk
+ * did not finish rather than damage: in a segment whose space was zeroed and synced before it
+ * was written (persist/sync.c), the sectors of an unfinished write may reach the disk in any
+ * order, and the ones that did not still hold zeros: a zeroed header, a whole zeroed sector
+ * among the record's (as etcd's log reader decides), or nothing but zeros after it. */
+static int unfinished(const struct wal_reader *r, size_t n)
+{
+  size_t from = r->off, to = r->off + n > r->size ? r->size : r->off + n;
+  if (zeros(r, from, from + WAL_HDR) || zeros(r, to, r->size)) /* or: only zeros after it */
+    return 1;
+  for (size_t sec = from - from % SECTOR; sec < to; sec += SECTOR)
+    if (zeros(r, sec, sec + SECTOR))
+      return 1;
+  return 0;
 }
 
 int wal_read(struct wal_reader *r, const unsigned char **payload, size_t *len)
@@ -123,8 +145,13 @@ int wal_read(struct wal_reader *r, const unsigned char **payload, size_t *len)
   }
   uint32_t n = rd32(h);
   if (rd32(h + 4) != mask(wal_crc32c(0, h, 4)) || n > WAL_MAX_RECORD) {
-    if (zeros_to_end(r)) {
+    if (zeros(r, r->off, r->size)) {
       r->why = "zeros to the end of the file";
+      r->padding = 1;
+      return WAL_TORN;
+    }
+    if (unfinished(r, WAL_HDR)) {
+      r->why = "a record header in sectors the disk never wrote";
       return WAL_TORN;
     }
     r->why = "a damaged record header (length checksum mismatch)";
@@ -137,6 +164,10 @@ int wal_read(struct wal_reader *r, const unsigned char **payload, size_t *len)
   if (rd32(h + 8) != mask(wal_crc32c(0, h + WAL_HDR, n))) {
     if ((size_t)n == rem - WAL_HDR) {
       r->why = "a checksum mismatch in the last record";
+      return WAL_TORN;
+    }
+    if (unfinished(r, WAL_HDR + (size_t)n)) {
+      r->why = "a record in sectors the disk never wrote";
       return WAL_TORN;
     }
     r->why = "a checksum mismatch followed by more records";

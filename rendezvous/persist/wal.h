@@ -9,6 +9,10 @@
  * finds at each offset (wal_read()): a whole record, the clean end, a torn tail (a power
  * cut mid-write: a partial last record, a bad checksum on the LAST record, or zeros to the end
  * of the file), or corruption (anything else, e.g. a bad checksum followed by more data).
+ * A log segment may end in zeros written ahead of its records (persist/sync.c): all zeros
+ * after the last record are a clean end (`padding`); a record that does not check out and lies
+ * in sectors still zeroed (its header zeroed, or a whole zeroed sector among its bytes) is a
+ * write the disk never finished (its sectors may land in any order), a torn tail too.
  *
  * Payloads (struct wal_rec) carry one state change of the etcd v2 store, or a snapshot's
  * header, node, history event or trailer. Nothing here touches the store, a loop or a file.
@@ -43,6 +47,7 @@ struct wal_reader {
   size_t size;
   size_t off;      /* start of the next record */
   const char *why; /* after TORN/CORRUPT: a static description */
+  int padding;     /* after TORN: only zeros follow the last record (written ahead, not torn) */
 };
 
 void wal_reader_init(struct wal_reader *r, const void *data, size_t size);

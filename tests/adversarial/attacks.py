@@ -13,6 +13,7 @@ standard library only; raw sockets where the attack is about bytes on the wire.
 import json
 import os
 import socket
+import struct
 import sys
 import time
 import urllib.error
@@ -605,8 +606,17 @@ def join(url, run, node, n=1, source=None, token=None, **kw):
     return v1(url, "POST", "/v1/runs/%s/join" % run, body, source=source, token=token)
 
 
+def records_end(path):
+    """Where the records of a log segment end: musterd writes zeros ahead of them."""
+    d = open(path, "rb").read()
+    off = 0
+    while off + 12 <= len(d) and d[off:off + 12] != bytes(12):
+        off += 12 + struct.unpack_from("<I", d, off)[0]
+    return min(off, len(d))
+
+
 def wal_bytes(data_dir):
-    return sum(os.path.getsize(os.path.join(data_dir, f)) for f in os.listdir(data_dir)
+    return sum(records_end(os.path.join(data_dir, f)) for f in os.listdir(data_dir)
                if f.startswith("wal-"))
 
 

@@ -24,7 +24,7 @@ frames() { # file -> "offset" per record
 import struct, sys
 d = open(sys.argv[1], "rb").read()
 off = 0
-while off < len(d):
+while off + 12 <= len(d) and d[off:off + 12] != bytes(12):  # up to the zeros written ahead
     print(off)
     off += 12 + struct.unpack_from("<I", d, off)[0]
 PY

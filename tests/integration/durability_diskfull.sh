@@ -6,8 +6,9 @@
 # a kill -9 and a restart find every acknowledged write.
 #   1. a real full disk: a small tmpfs (mounted here, needs root) filled by another file; the
 #      log's reserved space makes musterd refuse writes before one fails, so reads go on
-#   2. ENOSPC and EIO from write() and from fdatasync() (tests/faults/faultshim.so), in the
-#      three fsync modes: the write that failed is held (never answered) until the fault ends
+#   2. ENOSPC and EIO from pwrite() (the log's writes) and from fdatasync()
+#      (tests/faults/faultshim.so), in the three fsync modes: the write that failed is held
+#      (never answered) until the fault ends
 . "$(dirname "$0")/../lib.sh"
 
 t_need_built "$MUSTERD" "$MU_FAULTSHIM"
@@ -133,7 +134,7 @@ else
   fi
 fi
 
-# --- 2. injected ENOSPC and EIO, on write() and on fdatasync() -------------------------------
+# --- 2. injected ENOSPC and EIO, on pwrite() and on fdatasync() -------------------------------
 
 # musterd with the shim preloaded (ASan wants to come first; it need not here)
 FAULTY=$T_DIR/faulty-musterd
@@ -145,9 +146,9 @@ exec "$MUSTERD" "\$@"
 EOF
 chmod +x "$FAULTY"
 
-CASES=("batch write ENOSPC" "batch fdatasync EIO" "always fdatasync ENOSPC" "off write EIO")
+CASES=("batch pwrite ENOSPC" "batch fdatasync EIO" "always fdatasync ENOSPC" "off pwrite EIO")
 # the sanitizer build runs two: the paths are the same, each case costs seconds there
-[ "$MU_SANITIZED" = 1 ] && CASES=("batch fdatasync EIO" "always write ENOSPC")
+[ "$MU_SANITIZED" = 1 ] && CASES=("batch fdatasync EIO" "always pwrite ENOSPC")
 n=0
 for c in "${CASES[@]}"; do
   set -- $c

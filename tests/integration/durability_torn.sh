@@ -30,15 +30,16 @@ curl -s -o /dev/null -XPUT "$URL/v2/keys/torn/last" -d value=the-last-write
 stop9
 LOG=$(ls "$DATA"/wal-*.log | tail -n 1)
 cp "$LOG" "$T_DIR/orig.log"
-# offset of the last record: walk the frames (u32 length + 8 bytes of checksums + payload)
+# offset of the last record: walk the frames (u32 length + 8 bytes of checksums + payload) up
+# to the zeros musterd writes ahead of its log; SIZE is where the records end
 read -r LAST SIZE < <("$PY" - "$T_DIR/orig.log" <<'PY'
 import struct, sys
 d = open(sys.argv[1], "rb").read()
 off = last = 0
-while off < len(d):
+while off + 12 <= len(d) and d[off:off + 12] != bytes(12):
     n = struct.unpack_from("<I", d, off)[0]
     last, off = off, off + 12 + n
-print(last, len(d))
+print(last, off)
 PY
 )
 echo "# $LOG: $SIZE bytes, last record at byte offset $LAST"

@@ -286,17 +286,64 @@ TEST(persist__torn_tail_every_offset)
   for (int i = 0; i < 3; i++)
     ASSERT_EQ(wal_read(&r, &p, &len), WAL_RECORD);
   last = r.off;
-  for (size_t cut = last + 1; cut < n; cut++) {
-    spit(log, orig, cut);
-    ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
-    ASSERT(strstr(mu_buf_str(&w.rep.warning), "torn tail") != NULL);
-    ASSERT_EQ(w.s->index, 3);
-    ASSERT(v2_store_lookup(w.s, "/last") == NULL);
-    world_close(&w, 0);
-    struct stat st;
-    ASSERT_EQ(stat(log, &st), 0);
-    ASSERT_EQ(st.st_size, (off_t)last); /* truncated to the last whole record */
+  ASSERT_EQ(wal_read(&r, &p, &len), WAL_RECORD);
+  size_t end = r.off;
+  ASSERT(n > end); /* the zeros written ahead of the log follow its records */
+  for (size_t i = end; i < n; i++)
+    ASSERT_EQ(orig[i], 0);
+  /* the last record cut at every offset, the file ending there (a torn append) or going on
+   * with zeros (a torn write into the zeros written ahead): torn, never corrupt */
+  unsigned char *cutz = mu_calloc(1, n);
+  for (int zeros = 0; zeros < 2; zeros++) {
+    for (size_t cut = last + 1; cut < end; cut++) {
+      memcpy(cutz, orig, cut);
+      spit(log, cutz, zeros ? n : cut);
+      ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+      ASSERT(strstr(mu_buf_str(&w.rep.warning), "torn tail") != NULL);
+      ASSERT_EQ(w.s->index, 3);
+      ASSERT(v2_store_lookup(w.s, "/last") == NULL);
+      world_close(&w, 0);
+      struct stat st;
+      ASSERT_EQ(stat(log, &st), 0);
+      ASSERT_EQ(st.st_size, (off_t)last); /* truncated to the last whole record */
+    }
   }
+  /* a write whose later sectors reached the disk and earlier ones did not: zeros, then bytes */
+  size_t junk = end - end % 512 + 1024;
+  ASSERT(junk + 100 < n);
+  memcpy(cutz, orig, end);
+  memset(cutz + junk, 'x', 100);
+  spit(log, cutz, n);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  ASSERT(strstr(mu_buf_str(&w.rep.warning), "torn tail") != NULL);
+  ASSERT_EQ(w.s->index, 4);
+  world_close(&w, 0);
+  struct stat st;
+  ASSERT_EQ(stat(log, &st), 0);
+  ASSERT_EQ(st.st_size, (off_t)end);
+  /* but a damaged record before the last, zeros after them all: damage, refused */
+  memcpy(cutz, orig, n);
+  cutz[last - 3] ^= 0x20;
+  spit(log, cutz, n);
+  ASSERT(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0) != 0);
+  ASSERT(strstr(w.err, "corrupt") != NULL);
+  world_close(&w, 0);
+  mu_free(cutz);
+  /* the whole log and its zeros: a clean end, no warning; cut to the records, the next write
+   * right after them */
+  spit(log, orig, n);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(w.rep.warning.len, 0);
+  ASSERT_EQ(w.s->index, 4);
+  ASSERT_EQ(stat(log, &st), 0);
+  ASSERT_EQ(st.st_size, (off_t)end);
+  w_set(w.s, "/after", "value", 0);
+  world_close(&w, 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(w.rep.warning.len, 0);
+  ASSERT_EQ(w.s->index, 5);
+  ASSERT(v2_store_lookup(w.s, "/after") != NULL);
+  world_close(&w, 0);
   mu_free(orig);
   mu_free(log);
   rmdir_all(dir);
@@ -789,6 +836,21 @@ TEST(persist__snapshot_of_rdzv_changes_only)
 }
 
 /* The bytes of the log segments in `dir`. */
+/* The end of the records of log segment `path` (without the zeros written ahead of them). */
+static size_t records_end(const char *path)
+{
+  size_t n = 0;
+  unsigned char *data = slurp(path, &n);
+  struct wal_reader r;
+  wal_reader_init(&r, data, n);
+  const unsigned char *p;
+  size_t len;
+  while (wal_read(&r, &p, &len) == WAL_RECORD)
+    ;
+  mu_free(data);
+  return r.off;
+}
+
 static long long wal_bytes(const char *dir)
 {
   long long n = 0;
@@ -799,9 +861,7 @@ static long long wal_bytes(const char *dir)
     if (strncmp(de->d_name, "wal-", 4) != 0)
       continue;
     char *path = mu_asprintf("%s/%s", dir, de->d_name);
-    struct stat st;
-    ASSERT_EQ(stat(path, &st), 0);
-    n += (long long)st.st_size;
+    n += (long long)records_end(path);
     mu_free(path);
   }
   closedir(d);
