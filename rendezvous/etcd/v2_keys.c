@@ -650,8 +650,21 @@ static void tick_run(struct v2 *v2)
 
 static void keys_get(struct rv_req *req);
 
-/* A GET: rendered at once when it takes less than a slice, else in slices. */
-static void get_in_slices(struct rv_req *req, struct v2 *v2, struct keys_call *c)
+struct unheld_reply {
+  struct rv_req *req;
+  struct big_read *r;
+};
+
+static void reply_unheld(void *data)
+{
+  struct unheld_reply *u = data;
+  rv_reply(u->req, 200, "application/json", u->r->hdr, u->r->segs[0].data, u->r->segs[0].len);
+}
+
+/* A GET: rendered at once when it takes less than a slice, else in slices. With `at` > 0 (a
+ * disk error holds records, none of which touches this key: rv_server_read_index()), a GET
+ * rendered at once is answered at index `at` without waiting for them. */
+static void get_in_slices(struct rv_req *req, struct v2 *v2, struct keys_call *c, uint64_t at)
 {
   struct v2_store *s = v2->store;
   size_t cap = rv_server_config(req->srv)->max_output_bytes;
@@ -664,13 +677,19 @@ static void get_in_slices(struct rv_req *req, struct v2 *v2, struct keys_call *c
   r->v2 = v2;
   r->req = req;
   r->walk = w;
-  event_headers(r->hdr, sizeof(r->hdr), v2_store_walk_index(w));
+  event_headers(r->hdr, sizeof(r->hdr), at > 0 ? at : v2_store_walk_index(w));
   mu_list_push_back(&v2->reads, &r->link);
   if (big_read_slice(r, SLICE_NS, cap)) {
-    rv_reply(req, 200, "application/json", r->hdr, r->segs[0].data, r->segs[0].len);
+    struct unheld_reply u = {req, r};
+    if (at > 0)
+      rv_server_unheld(req->srv, reply_unheld, &u);
+    else
+      reply_unheld(&u);
     big_read_free(r);
     return;
   }
+  if (at > 0) /* rendered in slices, it waits for the held records like any output */
+    event_headers(r->hdr, sizeof(r->hdr), v2_store_walk_index(w));
   if (v2->parked.head != NULL && !v2->draining) {
     /* writes wait: this walk starts again behind them */
     big_read_free(r);
@@ -692,7 +711,7 @@ static void keys_get(struct rv_req *req)
     keys_end(req, &c, 0);
     return;
   }
-  get_in_slices(req, c.v2, &c);
+  get_in_slices(req, c.v2, &c, rv_server_read_index(req->srv, c.k.key, c.k.recursive));
   keys_end(req, &c, 0);
 }
 

@@ -18,6 +18,7 @@
 #include "rdzv.h"
 #include "store.h"
 #include "v2.h"
+#include "wal.h"
 
 int persist_fsync_parse(const char *name, enum persist_fsync *out)
 {
@@ -238,6 +239,55 @@ static const char *barrier_read_only(void *data)
     return NULL;
   p->m_refused++;
   return p->ro_msg;
+}
+
+/* Whether store paths `a` (n bytes) and `b` are the same, or one lies under the other. */
+static int paths_related(const char *a, size_t n, const char *b)
+{
+  size_t m = strlen(b);
+  const char *lo = n <= m ? a : b, *hi = n <= m ? b : a;
+  size_t l = n <= m ? n : m, h = n <= m ? m : n;
+  if (memcmp(lo, hi, l) != 0)
+    return 0;
+  return l == h || hi[l] == '/' || (l > 0 && lo[l - 1] == '/');
+}
+
+/* Looks at the held records in `b`: returns 1 when one of them touches `key`, else 0 with
+ * *first the lowest store index among them (unchanged when none). */
+static int held_touch(const struct mu_buf *b, const char *key, uint64_t *first)
+{
+  struct wal_reader r;
+  wal_reader_init(&r, b->data, b->len);
+  const unsigned char *pl;
+  size_t len;
+  while (wal_read(&r, &pl, &len) == WAL_RECORD) {
+    struct wal_rec rec;
+    if (wal_rec_decode(pl, len, &rec) != 0)
+      return 1; /* cannot tell: the read waits */
+    if (rec.type != WAL_REC_EVENT)
+      continue; /* rendezvous changes: not in the v2 store */
+    if (paths_related(rec.key, rec.key_len, key))
+      return 1;
+    if (rec.index < *first)
+      *first = rec.index;
+  }
+  return 0;
+}
+
+/* Reads go on during a disk error: a read that no held record touches is answered at once, at
+ * the last durable store index (the held records come after it, in index order), and reveals
+ * nothing that may be lost; one they touch waits for them, as every output does otherwise. */
+static uint64_t barrier_read_index(void *data, const char *key, int recursive)
+{
+  struct persist *p = data;
+  (void)recursive; /* a listing shows the dirs a held write made under it: both ways count */
+  if (p->disk_err == 0 || p->stopped || p->synced >= p->appended || key == NULL)
+    return 0;
+  uint64_t first = UINT64_MAX;
+  if ((p->inflight_failed && held_touch(&p->inflight, key, &first)) ||
+      held_touch(&p->pending, key, &first))
+    return 0;
+  return first == UINT64_MAX ? p->s->index : first - 1;
 }
 
 void persist_notify_durable(struct persist *p)
@@ -643,7 +693,7 @@ int persist_start(struct persist *p, struct mu_buf *err)
   p->inflight_fd = -1;
   off_t end = lseek(p->fd, 0, SEEK_END);
   p->seg_bytes = end > 0 ? (int64_t)end : 0;
-  p->written_to = p->seg_bytes; /* (start_logging() set it too, for the expiries it logged) */
+  p->written_to = p->seg_bytes;  /* (start_logging() set it too, for the expiries it logged) */
   p->reserved_to = p->seg_bytes; /* reserved at the first append */
   if (p->mode == PERSIST_FSYNC_BATCH) {
     if (uv_thread_create(&p->thread, sync_thread, p) != 0) {
@@ -803,7 +853,7 @@ void persist_attach(struct persist *p, struct rv_server *srv)
   p->srv = srv;
   struct rv_module m = {"persist", p, module_close, module_metrics};
   rv_server_add_module(srv, &m);
-  struct rv_barrier b = {barrier_need, barrier_read_only, p};
+  struct rv_barrier b = {barrier_need, barrier_read_only, barrier_read_index, p};
   rv_server_set_barrier(srv, &b);
 }
 

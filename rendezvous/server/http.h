@@ -108,6 +108,11 @@ struct rv_barrier {
    * write (PUT, POST, DELETE, PATCH) is then refused with RV_REFUSE_READ_ONLY before its handler
    * runs. Ownership: the text is borrowed until the next call. May be NULL (always writable). */
   const char *(*read_only)(void *data);
+  /* While records are held by a disk error (read_only set): the store index at which a read of
+   * store path `key` (with `recursive`, the keys under it too) may be answered at once, because
+   * no record still held touches it or a path above or under it; 0 when it must wait for them
+   * like any output (also whenever no disk error holds records). May be NULL. */
+  uint64_t (*read_index)(void *data, const char *key, int recursive);
   void *data;
 };
 
@@ -117,6 +122,13 @@ void rv_server_set_barrier(struct rv_server *srv, const struct rv_barrier *b);
 
 /* Every record up to sequence number `done` is durable: sends the output held for them. */
 void rv_server_durable(struct rv_server *srv, uint64_t done);
+
+/* The barrier's read_index for a read of `key` (0: none, or the read must wait). */
+uint64_t rv_server_read_index(struct rv_server *srv, const char *key, int recursive);
+
+/* Calls fn(data) with the output it queues not held by the barrier: for a reply that reveals no
+ * record still held (see read_index). */
+void rv_server_unheld(struct rv_server *srv, void (*fn)(void *data), void *data);
 
 /* ---------------------------------------------------------------------------------------------
  * Routes

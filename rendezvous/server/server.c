@@ -258,6 +258,20 @@ void rv_server_durable(struct rv_server *srv, uint64_t done)
   }
 }
 
+uint64_t rv_server_read_index(struct rv_server *srv, const char *key, int recursive)
+{
+  const struct rv_barrier *b = &srv->barrier;
+  return b->read_index != NULL ? b->read_index(b->data, key, recursive) : 0;
+}
+
+void rv_server_unheld(struct rv_server *srv, void (*fn)(void *data), void *data)
+{
+  int was = srv->barrier_off;
+  srv->barrier_off = 1;
+  fn(data);
+  srv->barrier_off = was;
+}
+
 int rv_server_add_module(struct rv_server *srv, const struct rv_module *mod)
 {
   if (rv_server_module_data(srv, mod->name) != NULL || srv->nmodules >= RV_MAX_MODULES)

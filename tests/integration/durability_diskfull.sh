@@ -8,7 +8,8 @@
 #      log's reserved space makes musterd refuse writes before one fails, so reads go on
 #   2. ENOSPC and EIO from pwrite() (the log's writes) and from fdatasync()
 #      (tests/faults/faultshim.so), in the three fsync modes: the write that failed is held
-#      (never answered) until the fault ends
+#      (never answered) until the fault ends; reads of other keys are answered meanwhile, at
+#      the last durable index, and reads that would reveal it wait for it
 . "$(dirname "$0")/../lib.sh"
 
 t_need_built "$MUSTERD" "$MU_FAULTSHIM"
@@ -51,6 +52,10 @@ put_big() { # KEY: a 200 KiB value
 METRICS=""
 fetch_metrics() { METRICS=$(curl -s --max-time 2 "$MUSTERD_URL/metrics"); }
 metric() { awk -v m="$1" '$1 == m { print $2 }' <<<"$METRICS"; } # from the last fetch_metrics
+index_of() { # KEY: the X-Etcd-Index of a GET of KEY (empty when it is not answered in 3 s)
+  curl -s -D - -o /dev/null --max-time 3 "$MUSTERD_URL/v2/keys/$1" | tr -d '\r' |
+    awk -F': ' 'tolower($1) == "x-etcd-index" { print $2 }'
+}
 read_only() { # musterd says it refuses writes
   fetch_metrics
   [ "$(metric musterd_disk_read_only)" = 1 ]
@@ -159,6 +164,7 @@ for c in "${CASES[@]}"; do
   : >"$CTL"
   MUSTERD=$FAULTY t_start_musterd --data-dir "$data" --fsync "$mode" --snapshot-every 0 || t_done
   for i in 1 2 3; do put "c$n/k$i" "v$i" >/dev/null; done
+  idx=$(index_of "c$n/k3")
   echo "$op $err" >"$CTL"
   sleep 0.05 # the shim reads its control file every 10 ms
   # the write the disk fails: never answered while it is not durable
@@ -168,14 +174,23 @@ for c in "${CASES[@]}"; do
   # sent before musterd knows would be held (not refused) until the disk works
   t_until 10 read_only || t_fail "$name: /metrics never showed musterd_disk_read_only 1"
   check_refusal "$name" "c$n/refused"
-  # a read waits rather than reveal that write; it is answered once the disk works again
-  curl -s -o "$T_DIR/read.out" --max-time 10 "$MUSTERD_URL/v2/keys/c$n/k1" &
+  # reads go on: one the held write does not touch is answered at once, at the index before it
+  t_expect_eq "$name: a read of another key is answered" \
+    "$(curl -s --max-time 3 "$MUSTERD_URL/v2/keys/c$n/k1" | jq -r .node.value)" v1
+  t_expect_eq "$name: ... at the last durable index" "$(index_of "c$n/k2")" "$idx"
+  # a read it touches waits rather than reveal it; it is answered once the disk works again
+  t_expect_eq "$name: a read of the held write's dir waits" \
+    "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$MUSTERD_URL/v2/keys/c$n")" 000
+  t_expect_eq "$name: a read of the held write's key waits" \
+    "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$MUSTERD_URL/v2/keys/c$n/lost")" 000
+  curl -s -o "$T_DIR/read.out" --max-time 10 "$MUSTERD_URL/v2/keys/c$n/lost" &
   rpid=$!
   : >"$CTL"
   t_until 5 writable "c$n/after" ok && t_ok "$name: writable again once the fault ends" ||
     t_fail "$name: still refusing writes 5 s after the fault ended"
   wait "$rpid"
-  t_expect_eq "$name: the read is answered" "$(jq -r .node.value "$T_DIR/read.out")" v1
+  t_expect_eq "$name: the held read is answered, with the write" \
+    "$(jq -r .node.value "$T_DIR/read.out")" lost
   fetch_metrics
   [ "$(metric musterd_disk_errors_total)" -ge 1 ] 2>/dev/null &&
     t_ok "$name: counter musterd_disk_errors_total" ||
