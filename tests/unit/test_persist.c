@@ -835,7 +835,6 @@ TEST(persist__snapshot_of_rdzv_changes_only)
   mu_free(dir);
 }
 
-/* The bytes of the log segments in `dir`. */
 /* The end of the records of log segment `path` (without the zeros written ahead of them). */
 static size_t records_end(const char *path)
 {
@@ -851,6 +850,7 @@ static size_t records_end(const char *path)
   return r.off;
 }
 
+/* The bytes of the log records in the segments in `dir`. */
 static long long wal_bytes(const char *dir)
 {
   long long n = 0;
