@@ -512,6 +512,38 @@ static int give_up(struct mu_agent *ag, struct mu_buf *err)
   return MU_AGENT_EXIT_FAILED;
 }
 
+/* A worker ended badly: was the round changing at that moment (another node's workers restarted,
+ * left, or a node waits to scale the run up)? Its workers stopped then and this node's lost
+ * their peers: a membership change, not this node's failure, so no restart is counted (as
+ * torchrun counts none when it sees nodes waiting). The first node to see a failure finds the
+ * round still active and counts it: a job whose workers keep failing still runs out of
+ * restarts. Returns: 1 when it was changing (said), 0 when not or when the run cannot be read. */
+static int round_changing(struct mu_agent *ag)
+{
+  struct mu_run_info in;
+  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+  int rc = ag->rdzv->ops->run_info != NULL
+               ? ag->rdzv->ops->run_info(ag->rdzv, ag->cfg->run_id, &in, &e)
+               : MU_ENOTSUP;
+  mu_buf_release(&e);
+  if (rc != 0)
+    return 0;
+  const char *why = NULL;
+  if (in.round != ag->round.round)
+    why = "a newer round formed";
+  else if (strcmp(in.round_state, "active") != 0)
+    why = in.round_state;
+  else if (in.waiting > 0 && in.nnodes < in.max_nodes)
+    why = "a node waits to join it";
+  if (why == NULL)
+    return 0;
+  mu_agent_say(ag, MU_AGENT_PROGRESS,
+               "a worker ended while round %ld of run '%s' was changing (%s): re-joining without "
+               "counting a restart",
+               ag->round.round, ag->cfg->run_id, why);
+  return 1;
+}
+
 int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
 {
   struct mu_agent ag;
@@ -569,6 +601,10 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
       code = MU_AGENT_EXIT_OK;
       goto out;
     case MU_AGENT_WORKER_FAILED: {
+      if (round_changing(&ag)) {
+        mu_agent_workers_free(&ag);
+        continue;
+      }
       int left = (int)(cfg->max_restarts - ag.restart_count);
       mu_agent_failure_report(&ag, left);
       if (left > 0) {
