@@ -527,7 +527,8 @@ static int start_logging(struct persist *p, struct persist_report *rep, struct m
     goto out;
   }
   off_t end = lseek(p->fd, 0, SEEK_END); /* recovery cut off any zeros written ahead */
-  p->written_to = end > 0 ? (int64_t)end : 0;
+  p->seg_bytes = end > 0 ? (int64_t)end : 0;
+  p->written_to = p->seg_bytes; /* the records logged from here on go after it */
   p->zero_fd = -1;
   /* /v2/stats/store counts what this process served, as etcd's do: not the replay */
   memset(&s->stats, 0, sizeof(s->stats));

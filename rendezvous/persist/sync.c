@@ -691,9 +691,8 @@ int persist_start(struct persist *p, struct mu_buf *err)
 {
   p->snap_old_fd = -1;
   p->inflight_fd = -1;
-  off_t end = lseek(p->fd, 0, SEEK_END);
-  p->seg_bytes = end > 0 ? (int64_t)end : 0;
-  p->written_to = p->seg_bytes;  /* (start_logging() set it too, for the expiries it logged) */
+  /* seg_bytes and written_to: start_logging() set them, and the expiries it logged moved them
+   * (not the file's size: with --fsync always they were written with zeros ahead of them) */
   p->reserved_to = p->seg_bytes; /* reserved at the first append */
   if (p->mode == PERSIST_FSYNC_BATCH) {
     if (uv_thread_create(&p->thread, sync_thread, p) != 0) {
