@@ -297,6 +297,27 @@ static const char *apply(struct v2_store *s, const struct wal_rec *r)
   return why;
 }
 
+/* Whether log segment `path` holds no record: empty, or zeros only. */
+static int segment_empty(const char *path)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  char buf[4096];
+  ssize_t n;
+  int empty = 1;
+  while (empty && (n = read(fd, buf, sizeof(buf))) > 0)
+    for (ssize_t i = 0; i < n; i++)
+      if (buf[i] != 0) {
+        empty = 0;
+        break;
+      }
+  if (n < 0)
+    empty = 0;
+  close(fd);
+  return empty;
+}
+
 /* A torn tail at `at` of segment `path`: noted in the report (unless it is only the zeros
  * written ahead of the log, `padding`), and cut off the last segment, so that the log goes on
  * right after its last record. Returns: 0, or MU_EIO with `err` set. */
@@ -450,6 +471,7 @@ static int load_state(struct persist *p, struct persist_listing *l, int truncate
   }
   uint64_t before = s->index, want = next_seq > 0 ? next_seq : 1;
   const struct persist_seg *last = NULL;
+  int fresh = 0; /* the newest segment was empty and misnamed: removed, a new one is made */
   p->since_bytes = 0;
   for (size_t i = 0; i < l->nwals; i++) {
     const struct persist_seg *g = &l->wals[i];
@@ -459,6 +481,27 @@ static int load_state(struct persist *p, struct persist_listing *l, int truncate
       continue;
     char *path = persist_wal_path(p->dir, g->seq, g->first);
     int rc = -1;
+    if (truncate && i + 1 == l->nwals && g->seq > 0 && g->seq == want && g->first > s->index + 1 &&
+        segment_empty(path)) {
+      /* a snapshot started: the loop created this segment, named after the index then, and
+       * the last batch of the one before it never became durable (nothing after it can have:
+       * batches are written in order). Those writes were not acknowledged: the log goes on in
+       * a segment of that number named after the index reached. */
+      mu_buf_printf(&rep->warning,
+                    "%slog '%s' is empty and named for index %llu, but the log before it ends at "
+                    "index %llu (the writes in between were never durable): replaced by a "
+                    "segment that starts at index %llu",
+                    rep->warning.len > 0 ? "; " : "", path, (unsigned long long)g->first,
+                    (unsigned long long)s->index, (unsigned long long)s->index + 1);
+      rc = unlink(path) == 0 ? persist_sync_dir(p->dir) : -errno;
+      if (rc != 0)
+        mu_buf_printf(err, "cannot remove the empty log '%s': %s", path, strerror(-rc));
+      mu_free(path);
+      if (rc != 0)
+        return -1;
+      fresh = 1;
+      break;
+    }
     if (g->seq > 0 && g->seq != want) {
       mu_buf_printf(err,
                     "log '%s' is segment %llu but the next one after the snapshot and the logs "
@@ -484,8 +527,8 @@ static int load_state(struct persist *p, struct persist_listing *l, int truncate
   rep->records = s->index - before;
   p->since_snap = s->index - rep->snapshot_index; /* the log to replay next time */
   /* append to the newest segment, or start the next one */
-  p->seg_seq = last != NULL ? last->seq : want;
-  p->seg_first = last != NULL ? last->first : s->index + 1;
+  p->seg_seq = last != NULL && !fresh ? last->seq : want;
+  p->seg_first = last != NULL && !fresh ? last->first : s->index + 1;
   return 0;
 }
 

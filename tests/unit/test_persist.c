@@ -1054,6 +1054,40 @@ TEST(persist__old_named_dir_loads)
 
 /* The numbered segments after the snapshot follow each other: a missing one refuses to start,
  * even where the index would not show it (a segment of rendezvous changes only). */
+/* A kill -9 right after a snapshot started: the loop had made the next segment, named after the
+ * index then, and the last batch before it never became durable. The empty segment is replaced
+ * by one named after the index the log reached, and the log goes on (those writes were never
+ * acknowledged). */
+TEST(persist__empty_segment_ahead_of_the_log)
+{
+  char *dir = tmpdir();
+  struct world w;
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  for (int i = 0; i < 3; i++)
+    w_set(w.s, "/k", "v", 0);
+  world_close(&w, 0);
+  char *ahead = seg_path(dir, 2, 6); /* records 4 and 5 were in the lost batch */
+  spit(ahead, (const unsigned char *)"", 0);
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  ASSERT(strstr(mu_buf_str(&w.rep.warning), "replaced by a segment that starts at index 4") !=
+         NULL);
+  ASSERT_EQ(w.s->index, 3);
+  ASSERT(!exists(ahead));
+  w_set(w.s, "/after", "z", 0);
+  world_close(&w, 0);
+  char *next = seg_path(dir, 2, 4);
+  ASSERT(exists(next));
+  ASSERT_EQ(world_open(&w, dir, PERSIST_FSYNC_ALWAYS, 0), 0);
+  ASSERT_EQ(w.rep.warning.len, 0);
+  ASSERT_EQ(w.s->index, 4);
+  ASSERT(v2_store_lookup(w.s, "/after") != NULL);
+  world_close(&w, 0);
+  mu_free(next);
+  mu_free(ahead);
+  rmdir_all(dir);
+  mu_free(dir);
+}
+
 TEST(persist__missing_segment_refuses)
 {
   struct world w;
