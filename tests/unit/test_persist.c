@@ -252,6 +252,14 @@ static void spit(const char *path, const unsigned char *b, size_t n)
   fclose(f);
 }
 
+/* Reads file `path` (*n bytes) and starts reader `r` on it. Returns: the bytes; caller frees. */
+static unsigned char *slurp_reader(const char *path, struct wal_reader *r, size_t *n)
+{
+  unsigned char *data = slurp(path, n);
+  wal_reader_init(r, data, *n);
+  return data;
+}
+
 /* Opens a new data dir into `w` (fsync always, no snapshot by count) and sets /k `n` times.
  * Returns: the dir. Caller frees. */
 static char *dir_with_writes(struct world *w, int n)
@@ -282,10 +290,9 @@ TEST(persist__torn_tail_every_offset)
   world_close(&w, 0);
   char *log = seg_path(dir, 1, 1);
   size_t n = 0;
-  unsigned char *orig = slurp(log, &n);
   /* find the last record */
   struct wal_reader r;
-  wal_reader_init(&r, orig, n);
+  unsigned char *orig = slurp_reader(log, &r, &n);
   const unsigned char *p;
   size_t len, last = 0;
   for (int i = 0; i < 3; i++)
@@ -362,9 +369,8 @@ TEST(persist__corruption_refuses)
   world_close(&w, 0);
   char *log = seg_path(dir, 1, 1);
   size_t n = 0;
-  unsigned char *orig = slurp(log, &n);
   struct wal_reader r;
-  wal_reader_init(&r, orig, n);
+  unsigned char *orig = slurp_reader(log, &r, &n);
   const unsigned char *p;
   size_t len;
   ASSERT_EQ(wal_read(&r, &p, &len), WAL_RECORD);
@@ -844,9 +850,8 @@ TEST(persist__snapshot_of_rdzv_changes_only)
 static size_t records_end(const char *path)
 {
   size_t n = 0;
-  unsigned char *data = slurp(path, &n);
   struct wal_reader r;
-  wal_reader_init(&r, data, n);
+  unsigned char *data = slurp_reader(path, &r, &n);
   const unsigned char *p;
   size_t len;
   while (wal_read(&r, &p, &len) == WAL_RECORD)
@@ -937,9 +942,8 @@ TEST(persist__snapshot_by_log_size)
 static void snap_unnumber(const char *path)
 {
   size_t n = 0;
-  unsigned char *data = slurp(path, &n);
   struct wal_reader rd;
-  wal_reader_init(&rd, data, n);
+  unsigned char *data = slurp_reader(path, &rd, &n);
   const unsigned char *pl;
   size_t len;
   struct wal_rec r;
