@@ -663,7 +663,8 @@ static void reply_unheld(void *data)
 
 /* A GET: rendered at once when it takes less than a slice, else in slices. With `at` > 0 (a
  * disk error holds records, none of which touches this key: rv_server_read_index()), a GET
- * rendered at once is answered at index `at` without waiting for them. */
+ * rendered at once is answered at index `at` without waiting for them; one rendered in slices
+ * waits for them like any output. */
 static void get_in_slices(struct rv_req *req, struct v2 *v2, struct keys_call *c, uint64_t at)
 {
   struct v2_store *s = v2->store;
@@ -677,19 +678,19 @@ static void get_in_slices(struct rv_req *req, struct v2 *v2, struct keys_call *c
   r->v2 = v2;
   r->req = req;
   r->walk = w;
-  event_headers(r->hdr, sizeof(r->hdr), at > 0 ? at : v2_store_walk_index(w));
+  event_headers(r->hdr, sizeof(r->hdr), v2_store_walk_index(w));
   mu_list_push_back(&v2->reads, &r->link);
   if (big_read_slice(r, SLICE_NS, cap)) {
     struct unheld_reply u = {req, r};
-    if (at > 0)
+    if (at > 0) {
+      event_headers(r->hdr, sizeof(r->hdr), at);
       rv_server_unheld(req->srv, reply_unheld, &u);
-    else
+    } else {
       reply_unheld(&u);
+    }
     big_read_free(r);
     return;
   }
-  if (at > 0) /* rendered in slices, it waits for the held records like any output */
-    event_headers(r->hdr, sizeof(r->hdr), v2_store_walk_index(w));
   if (v2->parked.head != NULL && !v2->draining) {
     /* writes wait: this walk starts again behind them */
     big_read_free(r);
@@ -711,7 +712,7 @@ static void keys_get(struct rv_req *req)
     keys_end(req, &c, 0);
     return;
   }
-  get_in_slices(req, c.v2, &c, rv_server_read_index(req->srv, c.k.key, c.k.recursive));
+  get_in_slices(req, c.v2, &c, rv_server_read_index(req->srv, c.k.key));
   keys_end(req, &c, 0);
 }
 

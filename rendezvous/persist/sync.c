@@ -202,7 +202,7 @@ static int append_batch(struct persist *p, int fd, const char *data, size_t n, i
       if (write_zeros(fd, from, to) == 0)
         p->zero_to = to;
       else /* only a speed-up: the records are what count */
-        (void)!ftruncate(fd, (off_t)(from > p->zero_to ? from : p->zero_to));
+        (void)!ftruncate(fd, (off_t)from);
     }
   }
   if (end > p->zero_to)
@@ -277,10 +277,9 @@ static int held_touch(const struct mu_buf *b, const char *key, uint64_t *first)
 /* Reads go on during a disk error: a read that no held record touches is answered at once, at
  * the last durable store index (the held records come after it, in index order), and reveals
  * nothing that may be lost; one they touch waits for them, as every output does otherwise. */
-static uint64_t barrier_read_index(void *data, const char *key, int recursive)
+static uint64_t barrier_read_index(void *data, const char *key)
 {
   struct persist *p = data;
-  (void)recursive; /* a listing shows the dirs a held write made under it: both ways count */
   if (p->disk_err == 0 || p->stopped || p->synced >= p->appended || key == NULL)
     return 0;
   uint64_t first = UINT64_MAX;

@@ -109,10 +109,10 @@ struct rv_barrier {
    * runs. Ownership: the text is borrowed until the next call. May be NULL (always writable). */
   const char *(*read_only)(void *data);
   /* While records are held by a disk error (read_only set): the store index at which a read of
-   * store path `key` (with `recursive`, the keys under it too) may be answered at once, because
-   * no record still held touches it or a path above or under it; 0 when it must wait for them
-   * like any output (also whenever no disk error holds records). May be NULL. */
-  uint64_t (*read_index)(void *data, const char *key, int recursive);
+   * store path `key` (the key, or a dir's listing) may be answered at once, because no record
+   * still held touches it or a path above or under it; 0 when it must wait for them like any
+   * output (also whenever no disk error holds records). May be NULL. */
+  uint64_t (*read_index)(void *data, const char *key);
   void *data;
 };
 
@@ -124,7 +124,7 @@ void rv_server_set_barrier(struct rv_server *srv, const struct rv_barrier *b);
 void rv_server_durable(struct rv_server *srv, uint64_t done);
 
 /* The barrier's read_index for a read of `key` (0: none, or the read must wait). */
-uint64_t rv_server_read_index(struct rv_server *srv, const char *key, int recursive);
+uint64_t rv_server_read_index(struct rv_server *srv, const char *key);
 
 /* Calls fn(data) with the output it queues not held by the barrier: for a reply that reveals no
  * record still held (see read_index). */

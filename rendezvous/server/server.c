@@ -258,10 +258,10 @@ void rv_server_durable(struct rv_server *srv, uint64_t done)
   }
 }
 
-uint64_t rv_server_read_index(struct rv_server *srv, const char *key, int recursive)
+uint64_t rv_server_read_index(struct rv_server *srv, const char *key)
 {
   const struct rv_barrier *b = &srv->barrier;
-  return b->read_index != NULL ? b->read_index(b->data, key, recursive) : 0;
+  return b->read_index != NULL ? b->read_index(b->data, key) : 0;
 }
 
 void rv_server_unheld(struct rv_server *srv, void (*fn)(void *data), void *data)
