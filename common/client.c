@@ -51,7 +51,7 @@ int mu_client_new(const char *endpoint, struct mu_client **out)
   /* security (docs/security.md): TLS from the scheme or the env, the token from the env */
   if (mu_http_client_tls_from_env(c->http, https) != 0) /* the first request says it too */
     snprintf(c->errmsg, sizeof(c->errmsg), "%s", mu_http_client_errmsg(c->http));
-  mu_http_client_set_bearer(c->http, getenv("MUSTER_RDZV_TOKEN"));
+  mu_http_client_bearer_from_env(c->http); /* a bad token file: the first request says it */
   *out = c;
   return 0;
 }

@@ -24,6 +24,8 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "buf.h"
+#include "fsutil.h"
 #include "http_client.h"
 #include "opts.h"
 
@@ -38,8 +40,8 @@ struct mu_http_client {
   char errmsg[512];
   SSL_CTX *tls;   /* https: set by mu_http_client_set_tls() */
   SSL *ssl;       /* the TLS session of the current connection */
-  int tls_failed; /* set_tls failed: every request fails with tls_err */
-  char tls_err[256];
+  int tls_failed; /* set_tls or the token file failed: every request fails with tls_err */
+  char tls_err[512];
   char *auth_header; /* "Authorization: Bearer ...\r\n" or NULL */
   char *headers;     /* extra header lines or NULL */
 };
@@ -237,6 +239,42 @@ void mu_http_client_set_bearer(struct mu_http_client *c, const char *token)
   }
   if (token != NULL && token[0] != '\0')
     c->auth_header = mu_asprintf("Authorization: Bearer %s\r\n", token);
+}
+
+int mu_http_client_bearer_from_env(struct mu_http_client *c)
+{
+  const char *tok = env_file("MUSTER_RDZV_TOKEN"), *path = env_file("MUSTER_RDZV_TOKEN_FILE");
+  struct mu_buf b;
+  int rc;
+  if (tok != NULL || path == NULL) {
+    mu_http_client_set_bearer(c, tok);
+    return 0;
+  }
+  mu_buf_init(&b, 4096);
+  rc = mu_read_file(path, 4096, &b);
+  if (rc == 0 && b.data == NULL)
+    rc = MU_EINVAL;
+  if (rc == 0) {
+    size_t n = 0;
+    while (n < b.len && b.data[n] != '\n' && b.data[n] != '\r')
+      n++;
+    b.data[n] = '\0';
+    if (n == 0)
+      rc = MU_EINVAL;
+  }
+  if (rc == 0) {
+    mu_http_client_set_bearer(c, b.data);
+  } else {
+    c->tls_failed = 1;
+    snprintf(c->tls_err, sizeof(c->tls_err),
+             "cannot read the rendezvous token from MUSTER_RDZV_TOKEN_FILE '%s': %s", path,
+             rc == MU_EINVAL ? "the file is empty" : mu_strerror(rc));
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s", c->tls_err);
+  }
+  if (b.data != NULL)
+    OPENSSL_cleanse(b.data, b.cap);
+  mu_buf_release(&b);
+  return rc;
 }
 
 void mu_http_client_set_authorization(struct mu_http_client *c, const char *value)

@@ -66,6 +66,13 @@ int mu_http_client_tls_from_env(struct mu_http_client *c, int https);
  * copied, never logged, and wiped on free. */
 void mu_http_client_set_bearer(struct mu_http_client *c, const char *token);
 
+/* The rendezvous clients' token (docs/security.md): MUSTER_RDZV_TOKEN, else the first line of
+ * the file named by MUSTER_RDZV_TOKEN_FILE (a 0600 file or a mounted Secret: the token never
+ * appears in a command line or an environment listing), sent as a bearer token. Neither set:
+ * no token. A file that cannot be read or is empty makes every request fail with a message
+ * naming it. Returns: 0, or the error reading the file (also kept for the first request). */
+int mu_http_client_bearer_from_env(struct mu_http_client *c);
+
 /* Sends `Authorization: VALUE` as it is (etcd's v3 token, no "Bearer"); NULL or "" = none.
  * Replaces a bearer token. Copied, never logged, wiped on free. */
 void mu_http_client_set_authorization(struct mu_http_client *c, const char *value);

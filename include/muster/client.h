@@ -26,7 +26,8 @@ void mu_free(void *p);
 
 /* Creates a client for ENDPOINT: "HOST:PORT", "http://HOST:PORT", "https://HOST:PORT" or
  * "[V6ADDR]:PORT" (a trailing '/' is fine). Nothing connects until the first call.
- * Security (docs/security.md), from the environment: MUSTER_RDZV_TOKEN is sent as
+ * Security (docs/security.md), from the environment: MUSTER_RDZV_TOKEN (or the first line of
+ * the file MUSTER_RDZV_TOKEN_FILE names) is sent as
  * "Authorization: Bearer"; https://, or any of MUSTER_RDZV_CACERT (CA bundle to verify the
  * server; default the system's), MUSTER_RDZV_CERT + MUSTER_RDZV_KEY (client certificate),
  * turns on TLS. A bad TLS file makes the first call fail with a message naming it.

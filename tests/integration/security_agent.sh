@@ -47,6 +47,20 @@ MUSTER_RDZV_CACERT=$T_DIR/missing-ca.pem agent_start agent-badca --nnodes 1 --np
   --rdzv-endpoint "$EP" --rdzv-id sec-badca --join-timeout 5 -- "$RING" --count 16 --iters 1
 agent_wait "$AGENT_PID" 30
 t_expect_match "a missing CA file is named in the agent's error" "$(cat "$T_DIR/agent-badca.log")" 'missing-ca.pem'
+# The token from a 0600 file (MUSTER_RDZV_TOKEN_FILE), as muster run hands it to a job's agents.
+printf '%s\n' "$TOKEN" >"$T_DIR/token.file"
+chmod 600 "$T_DIR/token.file"
+MUSTER_RDZV_TOKEN= MUSTER_RDZV_TOKEN_FILE=$T_DIR/token.file agent_start agent-tokfile --nnodes 1 \
+  --nproc-per-node 1 --rdzv-endpoint "$EP" --rdzv-id sec-tokfile --join-timeout 20 \
+  -- "$RING" --count 16 --iters 1
+agent_wait "$AGENT_PID" 30
+t_expect_eq "an agent with the token in MUSTER_RDZV_TOKEN_FILE exits 0" "$RC" 0
+MUSTER_RDZV_TOKEN= MUSTER_RDZV_TOKEN_FILE=$T_DIR/no-such-token agent_start agent-notokfile \
+  --nnodes 1 --nproc-per-node 1 --rdzv-endpoint "$EP" --rdzv-id sec-notokfile --join-timeout 5 \
+  -- "$RING" --count 16 --iters 1
+agent_wait "$AGENT_PID" 30
+t_expect_eq "an unreadable MUSTER_RDZV_TOKEN_FILE fails the agent" "$([ "$RC" != 0 ] && [ "$RC" != timeout ] && echo failed || echo "$RC")" failed
+t_expect_match "  ... naming the file" "$(cat "$T_DIR/agent-notokfile.log")" 'no-such-token'
 leak=$(grep -lF -- "$TOKEN" "$T_DIR"/*.log 2>/dev/null | wc -l)
 t_expect_eq "the token appears in no log" "$leak" 0
 sec_stop_musterd

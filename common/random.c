@@ -1,0 +1,34 @@
+/* Random bytes (random.h). */
+#include "random.h"
+
+#include <uv.h>
+
+int mu_random_bytes(void *buf, size_t n)
+{
+  /* uv_random() with no loop runs synchronously: getrandom(2), or /dev/urandom where the
+   * kernel has no getrandom. */
+  return uv_random(NULL, NULL, buf, n, 0, NULL);
+}
+
+int mu_random_hex(char *out, size_t nbytes)
+{
+  static const char digits[] = "0123456789abcdef";
+  unsigned char raw[64];
+  size_t done = 0;
+  out[0] = '\0';
+  while (done < nbytes) {
+    size_t chunk = nbytes - done < sizeof(raw) ? nbytes - done : sizeof(raw);
+    int rc = mu_random_bytes(raw, chunk);
+    if (rc != 0) {
+      out[0] = '\0';
+      return rc;
+    }
+    for (size_t i = 0; i < chunk; i++) {
+      out[2 * (done + i)] = digits[raw[i] >> 4];
+      out[2 * (done + i) + 1] = digits[raw[i] & 15];
+    }
+    done += chunk;
+  }
+  out[2 * nbytes] = '\0';
+  return 0;
+}
