@@ -79,8 +79,8 @@ static void add_record(struct mu_app_status *st, size_t replica, const struct mu
   }
   if (r->restarts > st->num_restarts)
     st->num_restarts = r->restarts;
-  if (st->root_cause == NULL ||
-      (r->time_ms != 0 && (st->root_cause_ms == 0 || r->time_ms < st->root_cause_ms))) {
+  struct mu_failrec cur = {.time_ms = st->root_cause_ms}; /* the root cause so far: its time */
+  if (st->root_cause == NULL || mu_failrec_earlier(r, &cur)) {
     mu_free(st->root_cause);
     mu_free(st->structured_error_msg);
     st->root_cause = mu_strdup(mu_buf_str(&line));
