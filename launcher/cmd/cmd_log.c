@@ -1,12 +1,11 @@
 /* muster log HANDLE[/ROLE[/REPLICA]] [-t] [--regex R] [--streams S] [--lines N]: print or
  * follow logs, TorchX's options with TorchX's meanings (-t/--tail follows; every line by
- * default). Several replicas are printed with a "role/replica " prefix on each line. */
-#include <errno.h>
+ * default). The lines of a job or a role carry a "role/replica " prefix, one replica's are as
+ * it wrote them; --regex sees each line as written (no prefix, no newline). */
 #include <regex.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "muster/mu.h"
@@ -17,52 +16,13 @@
 #include "log.h"
 #include "opts.h"
 
-/* Runs log_open in a child writing to a pipe and prints the lines that match re.
- * Returns: 0, or 1 when the child's log_open failed (it printed why). */
-static int log_filtered(const struct mu_cli_job *j, const char *role, long replica,
-                        enum mu_log_stream stream, int follow, long lines, const regex_t *re)
+/* The --regex filter of a line (its prefix and newline not included): keeps a match. */
+static int regex_keep(void *data, const char *line, size_t n)
 {
-  int fds[2];
-  if (pipe(fds) != 0) {
-    mu_error("cannot create a pipe: %s", strerror(errno));
-    return MU_EXIT_FAILED;
-  }
-  fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) {
-    mu_error("cannot fork: %s", strerror(errno));
-    close(fds[0]);
-    close(fds[1]);
-    return MU_EXIT_FAILED;
-  }
-  if (pid == 0) {
-    struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-    close(fds[0]);
-    int rc = j->s->log_open(j->app_id, role, replica, stream, follow, lines, fds[1], &j->cfg, &err);
-    if (rc != 0)
-      mu_error("%s", mu_buf_str(&err));
-    _exit(rc == 0 ? 0 : 1);
-  }
-  close(fds[1]);
-  FILE *in = fdopen(fds[0], "r");
-  char line[65536];
-  int keep = 0, at_start = 1;
-  while (in != NULL && fgets(line, sizeof(line), in) != NULL) {
-    /* A line longer than the buffer goes by its first part's verdict. */
-    if (at_start)
-      keep = regexec(re, line, 0, NULL, 0) == 0;
-    if (keep)
-      fputs(line, stdout);
-    at_start = strchr(line, '\n') != NULL;
-  }
-  if (in != NULL)
-    fclose(in);
-  else
-    close(fds[0]);
-  int ws = 0;
-  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-    ;
-  return WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? 0 : MU_EXIT_FAILED;
+  char *text = mu_strndup(line, n);
+  int keep = regexec((const regex_t *)data, text, 0, NULL, 0) == 0;
+  mu_free(text);
+  return keep;
 }
 
 int cmd_log(int argc, char **argv)
@@ -175,13 +135,18 @@ int cmd_log(int argc, char **argv)
     rc = MU_EXIT_FAILED;
     goto out;
   }
-  if (have_re) {
-    rc = log_filtered(&j, role, replica, stream, follow, lines, &re);
-    goto out;
-  }
   fflush(stdout);
-  if (j.s->log_open(j.app_id, role, replica, stream, follow, lines, STDOUT_FILENO, &j.cfg, &err) !=
-      0) {
+  /* With --regex, each replica's lines are filtered as it wrote them, then prefixed (as TorchX
+   * filters each replica's log_iter) and written as they come. */
+  struct mu_log_query q = {j.app_id, role,    replica, stream, follow, lines,
+                           &j.cfg,   NULL,    NULL};
+  if (have_re) {
+    q.keep = regex_keep;
+    q.keep_data = &re;
+  }
+  if ((have_re ? mu_sched_log(j.s, &q, STDOUT_FILENO, &err)
+               : j.s->log_open(j.app_id, role, replica, stream, follow, lines, STDOUT_FILENO,
+                               &j.cfg, &err)) != 0) {
     mu_error("%s", mu_buf_str(&err));
     rc = MU_EXIT_FAILED;
   }

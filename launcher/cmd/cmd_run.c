@@ -85,39 +85,18 @@ static void summarize(const struct mu_app_status *st, char *out, size_t n)
            other ? ", others cancelled/unknown" : "");
 }
 
-/* Streams every replica's log in a child (through the backend's log_open) into a pipe whose
- * read end goes to *fd: wait_job() copies it to stderr between redraws of its progress line. */
-static pid_t start_log_stream(const struct mu_sched_ops *s, const char *app_id,
-                              const struct mu_cfg *cfg, int *fd)
+/* Streams every replica's log through a log reader (its own process group: Ctrl-C is ours, and
+ * it stops with the job): wait_job() copies its pipe to stderr between redraws of its progress
+ * line. Returns: 0, or -1 when the backend has no logs or no reader could start (r unset). */
+static int start_log_stream(const struct mu_sched_ops *s, const char *app_id,
+                            const struct mu_cfg *cfg, struct mu_log_reader *r)
 {
-  int p[2];
-  *fd = -1;
-  if (s->log_open == NULL || pipe(p) != 0)
-    return -1;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid > 0)
-    setpgid(pid, pid); /* (both sides: no race) */
-  if (pid < 0) {
-    close(p[0]);
-    close(p[1]);
-    return -1;
-  }
-  if (pid > 0) {
-    close(p[1]);
-    fcntl(p[0], F_SETFD, FD_CLOEXEC);
-    *fd = p[0];
-    return pid;
-  }
-  /* Its own process group: the log readers it starts (kubectl logs -f per pod) stop with it. */
-  setpgid(0, 0);
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_DFL);
-  close(p[0]);
-  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-  int rc = s->log_open(app_id, NULL, -1, MU_STREAM_COMBINED, 1, 0, p[1], cfg, &err);
-  _exit(rc == 0 ? 0 : 1);
+  struct mu_log_query q = {app_id, NULL, -1, MU_STREAM_COMBINED, 1, 0, cfg, NULL, NULL};
+  struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
+  int rc = s->log_open != NULL ? mu_log_reader_start(r, s, &q, MU_LOG_READER_OWN_GROUP, &ignore)
+                               : -1;
+  mu_buf_release(&ignore);
+  return rc == 0 ? 0 : -1;
 }
 
 /* The terminal's width in columns (80 when unknown). */
@@ -170,7 +149,8 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
                     const struct mu_cfg *cfg, int stream_logs)
 {
   int tty = isatty(2);
-  int logfd = -1, shown = 0;
+  int shown = 0;
+  struct mu_log_reader logs = {-1, -1, -1, 0};
   struct mu_buf pending = MU_BUF_INIT(SIZE_MAX);
   double t0 = now_s();
   char last[512] = "";
@@ -180,7 +160,8 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
   long delay = 2;
   int cancelled = 0;
   int rc = 1;
-  pid_t logger = stream_logs ? start_log_stream(s, app_id, cfg, &logfd) : -1;
+  if (stream_logs)
+    start_log_stream(s, app_id, cfg, &logs);
   for (;;) {
     if (got_signal && !cancelled) {
       cancelled = 1;
@@ -233,13 +214,10 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
       if (shown)
         fprintf(stderr, "\n");
       shown = 0;
-      if (logger > 0) { /* the stream ends with the job: copy it to its end */
-        while (logfd >= 0)
-          pump_logs(&logfd, &pending, 1000, &shown);
-        int ws;
-        while (waitpid(logger, &ws, 0) < 0 && errno == EINTR)
-          ;
-        logger = -1;
+      if (logs.pid > 0) { /* the stream ends with the job: copy it to its end */
+        while (logs.fd >= 0)
+          pump_logs(&logs.fd, &pending, 1000, &shown);
+        mu_log_reader_finish(&logs, 0, NULL);
       }
       fprintf(stderr, "muster: %s finished: %s after %.1fs", handle, mu_job_state_name(st.state),
               el);
@@ -260,20 +238,14 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     }
     mu_app_status_release(&st);
     long nap = tty && el > 1.0 ? 100 : delay;
-    if (logfd >= 0)
-      pump_logs(&logfd, &pending, (int)nap, &shown);
+    if (logs.fd >= 0)
+      pump_logs(&logs.fd, &pending, (int)nap, &shown);
     else
       sleep_ms(nap);
     if (delay < 100)
       delay *= 2;
   }
-  if (logger > 0) {
-    kill(-logger, SIGTERM);
-    int ws;
-    waitpid(logger, &ws, 0);
-  }
-  if (logfd >= 0)
-    close(logfd);
+  mu_log_reader_finish(&logs, 1, NULL); /* (a reader already finished is nothing) */
   mu_buf_release(&pending);
   return rc;
 }

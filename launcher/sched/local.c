@@ -624,8 +624,10 @@ static int local_log(const char *app_id, const char *role, long replica, enum mu
     rc = MU_ENOENT;
     goto out;
   }
+  /* The lines of a job or a role carry "role/replica " (one replica or many); one replica
+   * asked for by name is its file as it is. */
   for (size_t i = 0; i < nsrc; i++)
-    srcs[i].prefixed = nsrc > 1;
+    srcs[i].prefixed = replica < 0;
   char *buf = mu_malloc(LOG_CHUNK);
   for (;;) {
     int got = copy_new(out, srcs, nsrc, buf, 1);

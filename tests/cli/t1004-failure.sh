@@ -10,7 +10,7 @@ t_expect_match "summary names the state" "$(cat "$T_DIR/err")" 'finished: FAILED
 t_expect_match "summary names replica and exit code" "$(cat "$T_DIR/err")" 'sh/0 FAILED with exit code 3'
 t_expect_match "status FAILED" "$("$MUSTER" status "$out")" 'State: FAILED'
 t_expect_match "status shows the exit code" "$("$MUSTER" status "$out")" 'sh\[0\]:FAILED \(exitcode: 3\)'
-t_expect_eq "the log is kept" "$("$MUSTER" log "$out")" "about to fail"
+t_expect_eq "the log is kept" "$("$MUSTER" log "$out")" "sh/0 about to fail"
 
 marker=$((RANDOM + 40000))
 out=$("$MUSTER" run -cfg grace_period=1 utils.sh --num_replicas 2 -- \
