@@ -140,6 +140,11 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
     goto out;
   }
   p->app_id = mu_app_id_make(app->name);
+  if (p->app_id == NULL) {
+    mu_buf_printf(err, "cannot draw a random app id: the kernel gave no random bytes");
+    rc = MU_EIO;
+    goto out;
+  }
   p->root = log_root(cfg);
   p->app_dir = mu_asprintf("%s/%s", p->root, p->app_id);
   struct mu_rdzv_choice rz;

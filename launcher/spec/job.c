@@ -3,13 +3,10 @@
  */
 #include <stdint.h>
 #include <ctype.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -19,6 +16,7 @@
 #include "alloc.h"
 #include "job.h"
 #include "opts.h"
+#include "random.h"
 #include "suggest.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -720,35 +718,9 @@ char *mu_normalize_name(const char *s, size_t max)
 
 char *mu_app_id_make(const char *name)
 {
-  static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  char suffix[16];
-  const char *pin = getenv("MUSTER_APP_ID_SUFFIX");
-  if (pin != NULL && pin[0] != '\0') {
-    size_t k = 0;
-    for (const char *q = pin; *q && k < 12; q++) {
-      char c = (char)tolower((unsigned char)*q);
-      if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-        suffix[k++] = c;
-    }
-    suffix[k] = '\0';
-  } else {
-    unsigned char rnd[12];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd >= 0 ? read(fd, rnd, sizeof(rnd)) : -1;
-    if (fd >= 0)
-      close(fd);
-    if (got != (ssize_t)sizeof(rnd)) {
-      unsigned long x = (unsigned long)getpid() * 2654435761UL ^ (unsigned long)time(NULL);
-      for (size_t i = 0; i < sizeof(rnd); i++) {
-        x = x * 6364136223846793005UL + 1442695040888963407UL;
-        rnd[i] = (unsigned char)(x >> 33);
-      }
-    }
-    suffix[0] = alnum[rnd[0] % 26]; /* a letter first, as TorchX's make_unique */
-    for (size_t i = 1; i < 12; i++)
-      suffix[i] = alnum[rnd[i] % 36];
-    suffix[12] = '\0';
-  }
+  char suffix[13];
+  if (mu_app_id_suffix(suffix) != 0)
+    return NULL;
   size_t room = 63 - 1 - strlen(suffix);
   char *base = mu_normalize_name(name, room);
   char *id = mu_asprintf("%s-%s", base, suffix);
