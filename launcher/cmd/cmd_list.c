@@ -58,8 +58,10 @@ int cmd_list(int argc, char **argv)
   const char *cfgstr = NULL, *since_str = NULL;
   int json = 0, prune = 0;
   double since = -1;
+  char sched_help[256];
   struct mu_opt opts[] = {
-      MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED", "the scheduler (default: local)"),
+      MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED",
+                    mu_cli_sched_help(sched_help, sizeof(sched_help))),
       MU_OPT_STRING_F(0, "cfg", &cfgstr, "K=V,...",
                       "scheduler options, also as -cfg: kubernetes namespace=, context=; slurm "
                       "partition=, user= (ALL: everyone's); local log_dir=",
@@ -97,13 +99,13 @@ int cmd_list(int argc, char **argv)
   if (rc != 0)
     goto out;
   if (prune) {
-    if (s != &mu_sched_local) {
+    if (s->prune == NULL) {
       mu_error("--prune removes local jobs' files; the %s scheduler keeps its own", s->name);
       rc = MU_EXIT_USAGE;
       goto out;
     }
     struct mu_strvec gone = MU_STRVEC_INIT;
-    int pr = mu_local_prune(now - (since >= 0 ? since : 7 * 86400.0), &gone, &err);
+    int pr = s->prune(now - (since >= 0 ? since : 7 * 86400.0), &gone, &err);
     for (size_t i = 0; i < gone.n; i++)
       fprintf(stderr, "muster: removed local://%s/%s\n", MU_SESSION, gone.v[i]);
     mu_strvec_release(&gone);

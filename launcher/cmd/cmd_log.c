@@ -138,8 +138,7 @@ int cmd_log(int argc, char **argv)
   fflush(stdout);
   /* With --regex, each replica's lines are filtered as it wrote them, then prefixed (as TorchX
    * filters each replica's log_iter) and written as they come. */
-  struct mu_log_query q = {j.app_id, role,    replica, stream, follow, lines,
-                           &j.cfg,   NULL,    NULL};
+  struct mu_log_query q = {j.app_id, role, replica, stream, follow, lines, &j.cfg, NULL, NULL};
   if (have_re) {
     q.keep = regex_keep;
     q.keep_data = &re;

@@ -93,8 +93,8 @@ static int start_log_stream(const struct mu_sched_ops *s, const char *app_id,
 {
   struct mu_log_query q = {app_id, NULL, -1, MU_STREAM_COMBINED, 1, 0, cfg, NULL, NULL};
   struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
-  int rc = s->log_open != NULL ? mu_log_reader_start(r, s, &q, MU_LOG_READER_OWN_GROUP, &ignore)
-                               : -1;
+  int rc =
+      s->log_open != NULL ? mu_log_reader_start(r, s, &q, MU_LOG_READER_OWN_GROUP, &ignore) : -1;
   mu_buf_release(&ignore);
   return rc == 0 ? 0 : -1;
 }
@@ -343,9 +343,10 @@ int cmd_run(int argc, char **argv)
   const char *cfgstr = NULL;
   int dryrun = 0, wait = 0, json = 0, log = 0, no_log = 0, tee_logs = 0;
   const char *workspace = NULL;
+  char sched_help[256];
   struct mu_opt opts[] = {
       MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED",
-                    "the scheduler: local (default), kubernetes, slurm"),
+                    mu_cli_sched_help(sched_help, sizeof(sched_help))),
       MU_OPT_STRING_F(0, "cfg", &cfgstr, "K=V,...",
                       "scheduler options, also as -cfg (see 'muster runopts SCHED')",
                       MU_OPT_SINGLE_DASH),
@@ -485,8 +486,9 @@ int cmd_run(int argc, char **argv)
   else
     printf("%s\n", handle);
   fflush(stdout);
-  if (s == &mu_sched_local || wait)
-    rc = wait_job(s, req.app_id, handle, &cfg, (log || s == &mu_sched_local) && !no_log);
+  int follow = (s->caps & MU_SCHED_FOLLOW) != 0;
+  if (follow || wait)
+    rc = wait_job(s, req.app_id, handle, &cfg, (log || follow) && !no_log);
   mu_free(handle);
 out:
   mu_dryrun_release(&req);

@@ -672,7 +672,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
   return remove(path) == 0 || errno == ENOENT ? 0 : -1;
 }
 
-int mu_local_prune(double before, struct mu_strvec *removed, struct mu_buf *err)
+static int local_prune(double before, struct mu_strvec *removed, struct mu_buf *err)
 {
   char *root = state_root();
   int rc = 0;
@@ -730,6 +730,7 @@ static int local_app_spec(const char *app_id, const struct mu_cfg *cfg, struct m
 const struct mu_sched_ops mu_sched_local = {
     .name = "local",
     .help = "processes on this machine, one process group per replica, with an embedded musterd",
+    .caps = MU_SCHED_FOLLOW,
     .runopts = local_runopts,
     .dryrun = local_dryrun,
     .schedule = local_schedule,
@@ -739,4 +740,5 @@ const struct mu_sched_ops mu_sched_local = {
     .log_open = local_log,
     .dryrun_free = local_dryrun_free,
     .app_spec = local_app_spec,
+    .prune = local_prune,
 };

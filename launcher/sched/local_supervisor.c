@@ -225,8 +225,8 @@ static void check_done(struct sup *s)
     s->failed_fast = 1;
     struct replica *r = s->culprit = first_failure(s);
     if (r->exit_code >= 0)
-      snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d; stopping the others",
-               r->plan->role, r->plan->id, r->exit_code);
+      snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d; stopping the others", r->plan->role,
+               r->plan->id, r->exit_code);
     else
       snprintf(s->msg, sizeof(s->msg), "%s/%ld failed; stopping the others", r->plan->role,
                r->plan->id);

@@ -71,9 +71,17 @@ struct mu_app_list_entry {
 /* Log stream choice for log_open. */
 enum mu_log_stream { MU_STREAM_COMBINED = 0, MU_STREAM_STDOUT, MU_STREAM_STDERR };
 
+/* What a scheduler does that the others do not; a command asks these, never which one it is. */
+enum mu_sched_caps {
+  /* Its jobs run on this machine, under a process of ours: `muster run` follows every job to its
+   * end and streams its logs by default (--wait and --log are implied). */
+  MU_SCHED_FOLLOW = 1 << 0,
+};
+
 struct mu_sched_ops {
-  const char *name;
+  const char *name; /* the registry (sched.c) adds the aliases users type */
   const char *help;
+  unsigned caps; /* enum mu_sched_caps */
   const struct mu_runopt *runopts; /* terminated by a row with name == NULL */
   int (*dryrun)(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
                 struct mu_buf *err);
@@ -91,14 +99,23 @@ struct mu_sched_ops {
    * *out is the caller's (mu_app_free). */
   int (*app_spec)(const char *app_id, const struct mu_cfg *cfg, struct mu_app **out,
                   struct mu_buf *err);
+  /* Removes the files of every finished job (SUCCEEDED, FAILED, CANCELLED) that started before
+   * `before` (Unix seconds) and appends their app ids to *removed (`muster list --prune`);
+   * NULL: the scheduler keeps no files of ours. Returns: 0 or a negative MU_E* with err. */
+  int (*prune)(double before, struct mu_strvec *removed, struct mu_buf *err);
 };
 
-/* The registry: the first entry is the default backend. Returns: the backend, or NULL for an
- * unknown name. Ownership: static. */
+/* The registry: the first entry is the default backend. Returns: the backend of a name or an
+ * alias (k8s), or NULL for an unknown name. Ownership: static. */
 const struct mu_sched_ops *mu_sched_find(const char *name);
 /* Iterates: i = 0.. until NULL. Returns: the i-th backend, or NULL past the end. Ownership:
  * static. */
 const struct mu_sched_ops *mu_sched_at(size_t i);
+
+/* Appends the names of the registry, in its order, separated by sep with `last` before the last
+ * one ("local, kubernetes or slurm"); with mark_default, the first is followed by " (default)".
+ * Every message and help text that lists the schedulers writes them with this. */
+void mu_sched_names(struct mu_buf *out, const char *sep, const char *last, int mark_default);
 
 /* Handles: "SCHED://SESSION/APP_ID". Returns: 0 or MU_EINVAL. Ownership: caller frees the
  * three strings with mu_free(). */
@@ -116,11 +133,6 @@ void mu_app_status_add_failure(struct mu_app_status *st, size_t replica, const c
 /* The same for a log's tail: the last "failure record:" line in it, if any. */
 void mu_app_status_scan_failure(struct mu_app_status *st, size_t replica, const char *log,
                                 size_t len);
-
-/* Removes the files of every finished local job (SUCCEEDED, FAILED, CANCELLED) that started
- * before `before` (Unix seconds); appends the app ids removed to *removed.
- * Returns: 0, or a negative MU_E* code with the reason in err (local.c). */
-int mu_local_prune(double before, struct mu_strvec *removed, struct mu_buf *err);
 
 /* The three backends (local.c, kubernetes.c, slurm.c). */
 extern const struct mu_sched_ops mu_sched_local;

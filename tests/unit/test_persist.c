@@ -1212,8 +1212,8 @@ static void reply_after_sync(enum persist_fsync mode)
   cfg.listen_host = "127.0.0.1";
   cfg.listen_port = 0;
   struct rv_server *srv = rv_server_new(&loop, &cfg);
-  struct persist *p = persist_open(dir, mode, 0, 0, v2_store_of(srv), v1_rdzv(srv), &loop, &rep,
-                                   &err);
+  struct persist *p =
+      persist_open(dir, mode, 0, 0, v2_store_of(srv), v1_rdzv(srv), &loop, &rep, &err);
   ASSERT_NOT_NULL(p);
   persist_attach(p, srv);
   ASSERT_EQ(rv_server_listen(srv), 0);

@@ -89,3 +89,28 @@ TEST(sched__root_cause_is_the_earliest_failure)
   mu_free(third);
   mu_free(untimed);
 }
+
+/* The one scheduler table: names and aliases, the list every message prints, and capabilities
+ * asked of a scheduler instead of which one it is. */
+TEST(sched__table_names_and_capabilities)
+{
+  ASSERT(mu_sched_find(NULL) == mu_sched_at(0));
+  ASSERT(mu_sched_find("k8s") == mu_sched_find("kubernetes"));
+  ASSERT_NULL(mu_sched_find("k9s"));
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  mu_sched_names(&b, ", ", " or ", 0);
+  ASSERT_STR_EQ(mu_buf_str(&b), "local, kubernetes or slurm");
+  mu_buf_clear(&b);
+  mu_sched_names(&b, ", ", ", ", 1);
+  ASSERT_STR_EQ(mu_buf_str(&b), "local (default), kubernetes, slurm");
+  mu_buf_release(&b);
+  size_t follow = 0, prune = 0;
+  for (size_t i = 0; mu_sched_at(i) != NULL; i++) {
+    follow += (mu_sched_at(i)->caps & MU_SCHED_FOLLOW) != 0;
+    prune += mu_sched_at(i)->prune != NULL;
+  }
+  ASSERT_EQ(follow, 1); /* local: its jobs run under a process of ours */
+  ASSERT_EQ(prune, 1);
+  ASSERT(mu_sched_find("local")->caps & MU_SCHED_FOLLOW);
+  ASSERT_NOT_NULL(mu_sched_find("local")->prune);
+}
