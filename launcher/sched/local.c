@@ -573,38 +573,42 @@ static void seek_tail(int fd, long tail)
   lseek(fd, 0, SEEK_SET);
 }
 
-static int local_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                     int follow, long tail, int out, const struct mu_cfg *cfg, struct mu_buf *err)
+/* The job's status, after its replicas started when following. Returns: 0 or describe's error. */
+static int describe_started(const char *app_id, const struct mu_cfg *cfg, int follow,
+                            struct mu_app_status *st, struct mu_buf *err)
 {
-  static const char *const files[] = {"combined.log", "stdout.log", "stderr.log"};
-  struct mu_app_status st;
-  memset(&st, 0, sizeof(st));
-  int rc = local_describe(app_id, cfg, &st, err);
-  if (rc != 0)
-    return rc;
+  memset(st, 0, sizeof(*st));
+  int rc = local_describe(app_id, cfg, st, err);
   /* Following a job that has not started its replicas yet: wait for them. */
-  while (follow && st.nreplicas == 0 && !mu_job_state_is_terminal(st.state) &&
-         st.state != MU_STATE_UNKNOWN) {
+  while (rc == 0 && follow && st->nreplicas == 0 && !mu_job_state_is_terminal(st->state) &&
+         st->state != MU_STATE_UNKNOWN) {
     struct timespec ts = {0, 20 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    mu_app_status_release(&st);
-    rc = local_describe(app_id, cfg, &st, err);
-    if (rc != 0)
-      return rc;
+    mu_app_status_release(st);
+    rc = local_describe(app_id, cfg, st, err);
   }
-  char *dir = app_dir_find(app_id, cfg);
-  struct tail_src *srcs = mu_calloc(st.nreplicas ? st.nreplicas : 1, sizeof(*srcs));
-  size_t nsrc = 0;
+  return rc;
+}
+
+/* The log files to read (role NULL: every role; replica < 0: every replica), opened at their
+ * last `tail` lines; one not there yet is kept only when following. The lines of a job or a
+ * role carry "role/replica " (one replica or many); one replica asked for by name is its file
+ * as it is. Returns: 0, or MU_ENOENT with the message in err. Ownership: srcs (room for every
+ * replica) is the caller's, *n of them filled. */
+static int open_sources(const char *app_id, const struct mu_app_status *st, const char *dir,
+                        const char *role, long replica, const char *file, int follow, long tail,
+                        struct tail_src *srcs, size_t *n, struct mu_buf *err)
+{
   int role_found = role == NULL;
-  for (size_t i = 0; i < st.nreplicas; i++) {
-    if (role != NULL && strcmp(role, st.replicas[i].role) != 0)
+  for (size_t i = 0; i < st->nreplicas; i++) {
+    const struct mu_replica_status *r = &st->replicas[i];
+    if (role != NULL && strcmp(role, r->role) != 0)
       continue;
     role_found = 1;
-    if (replica >= 0 && st.replicas[i].replica_id != replica)
+    if (replica >= 0 && r->replica_id != replica)
       continue;
-    struct tail_src *t = &srcs[nsrc];
-    t->path =
-        mu_asprintf("%s/%s/%ld/%s", dir, st.replicas[i].role, st.replicas[i].replica_id, files[s]);
+    struct tail_src *t = &srcs[*n];
+    t->path = mu_asprintf("%s/%s/%ld/%s", dir, r->role, r->replica_id, file);
     t->fd = open(t->path, O_RDONLY | O_CLOEXEC);
     if (t->fd < 0 && !follow) {
       mu_free(t->path);
@@ -613,34 +617,37 @@ static int local_log(const char *app_id, const char *role, long replica, enum mu
     }
     if (tail > 0 && t->fd >= 0)
       seek_tail(t->fd, tail);
-    char *prefix = mu_asprintf("%s/%ld ", st.replicas[i].role, st.replicas[i].replica_id);
+    char *prefix = mu_asprintf("%s/%ld ", r->role, r->replica_id);
     mu_line_prefixer_init(&t->lines, prefix, LOG_LINE_MAX);
     mu_free(prefix);
-    nsrc++;
+    t->prefixed = replica < 0;
+    (*n)++;
   }
   if (!role_found) {
     mu_buf_printf(err, "'%s' has no role '%s'", app_id, role);
-    rc = MU_ENOENT;
-    goto out;
+    return MU_ENOENT;
   }
-  if (nsrc == 0 && replica >= 0) {
+  if (*n == 0 && replica >= 0) {
     mu_buf_printf(err, "'%s' has no replica %s/%ld (or it has not started yet)", app_id,
                   role ? role : "*", replica);
-    rc = MU_ENOENT;
-    goto out;
+    return MU_ENOENT;
   }
-  /* The lines of a job or a role carry "role/replica " (one replica or many); one replica
-   * asked for by name is its file as it is. */
-  for (size_t i = 0; i < nsrc; i++)
-    srcs[i].prefixed = replica < 0;
+  return 0;
+}
+
+/* Copies the sources to out: what they hold, and with follow what they get until the job is
+ * over; then every unfinished line. */
+static void copy_sources(int out, struct tail_src *srcs, size_t n, int follow, const char *app_id,
+                         const struct mu_cfg *cfg)
+{
   char *buf = mu_malloc(LOG_CHUNK);
   for (;;) {
-    int got = copy_new(out, srcs, nsrc, buf, 1);
+    int got = copy_new(out, srcs, n, buf, 1);
     if (!follow)
       break;
     if (!got && job_over(app_id, cfg)) {
       /* One last read: the supervisor writes the logs before the final state. */
-      copy_new(out, srcs, nsrc, buf, 0);
+      copy_new(out, srcs, n, buf, 0);
       break;
     }
     if (!got) {
@@ -648,10 +655,27 @@ static int local_log(const char *app_id, const char *role, long replica, enum mu
       nanosleep(&ts, NULL);
     }
   }
-  for (size_t i = 0; i < nsrc; i++)
+  for (size_t i = 0; i < n; i++)
     emit(out, &srcs[i], "", 0);
   mu_free(buf);
-out:
+}
+
+static int local_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
+                     int follow, long tail, int out, const struct mu_cfg *cfg, struct mu_buf *err)
+{
+  static const char *const files[] = {"combined.log", "stdout.log", "stderr.log"};
+  struct mu_app_status st;
+  int rc = describe_started(app_id, cfg, follow, &st, err);
+  if (rc != 0) {
+    mu_app_status_release(&st);
+    return rc;
+  }
+  char *dir = app_dir_find(app_id, cfg);
+  struct tail_src *srcs = mu_calloc(st.nreplicas ? st.nreplicas : 1, sizeof(*srcs));
+  size_t nsrc = 0;
+  rc = open_sources(app_id, &st, dir, role, replica, files[s], follow, tail, srcs, &nsrc, err);
+  if (rc == 0)
+    copy_sources(out, srcs, nsrc, follow, app_id, cfg);
   for (size_t i = 0; i < nsrc; i++) {
     if (srcs[i].fd >= 0)
       close(srcs[i].fd);
