@@ -206,6 +206,109 @@ int mu_app_mentions(const struct mu_app *app, const char *s)
   return 0;
 }
 
+/* The checks of role i, one kind of field each (a table below): 0, or MU_EINVAL with the field
+ * and what it must be in err. */
+typedef int role_check(const struct mu_app *app, size_t i, struct mu_buf *err);
+
+static int check_names(const struct mu_app *app, size_t i, struct mu_buf *err)
+{
+  const struct mu_role *r = &app->roles[i];
+  if (r->name == NULL || r->name[0] == '\0') {
+    mu_buf_printf(err, "roles[%zu].name: must not be empty", i);
+    return MU_EINVAL;
+  }
+  for (size_t j = 0; j < i; j++) {
+    if (strcmp(app->roles[j].name, r->name) == 0) {
+      mu_buf_printf(err, "roles[%zu].name: '%s' is already the name of roles[%zu]", i, r->name, j);
+      return MU_EINVAL;
+    }
+  }
+  if (r->entrypoint == NULL || r->entrypoint[0] == '\0') {
+    mu_buf_printf(err, "roles[%zu].entrypoint: must not be empty", i);
+    return MU_EINVAL;
+  }
+  return 0;
+}
+
+static int check_counts(const struct mu_app *app, size_t i, struct mu_buf *err)
+{
+  const struct mu_role *r = &app->roles[i];
+  if (r->num_replicas < 1) {
+    mu_buf_printf(err, "roles[%zu].num_replicas: must be a positive integer, got %ld", i,
+                  r->num_replicas);
+    return MU_EINVAL;
+  }
+  if (r->min_replicas != -1 && (r->min_replicas < 1 || r->min_replicas > r->num_replicas)) {
+    mu_buf_printf(err, "roles[%zu].min_replicas: must be between 1 and num_replicas (%ld), got %ld",
+                  i, r->num_replicas, r->min_replicas);
+    return MU_EINVAL;
+  }
+  if (r->max_retries < 0) {
+    mu_buf_printf(err, "roles[%zu].max_retries: must be 0 or more, got %ld", i, r->max_retries);
+    return MU_EINVAL;
+  }
+  return 0;
+}
+
+static int check_resources(const struct mu_app *app, size_t i, struct mu_buf *err)
+{
+  const struct mu_role *r = &app->roles[i];
+  const struct {
+    const char *name;
+    long v;
+  } res[] = {{"cpu", r->resource.cpu}, {"gpu", r->resource.gpu}, {"memMB", r->resource.memMB}};
+  for (size_t k = 0; k < 3; k++) {
+    if (res[k].v < -1 || (res[k].v == 0 && k == 2)) {
+      mu_buf_printf(err, "roles[%zu].resources.%s: must be a positive integer, got %ld", i,
+                    res[k].name, res[k].v);
+      return MU_EINVAL;
+    }
+  }
+  for (size_t k = 0; k < r->resource.ndevices; k++) {
+    if (r->resource.devices[k].count < 0) {
+      mu_buf_printf(err, "roles[%zu].resources.devices.%s: must be 0 or more, got %ld", i,
+                    r->resource.devices[k].name, r->resource.devices[k].count);
+      return MU_EINVAL;
+    }
+  }
+  return 0;
+}
+
+static int check_env_mounts_ports(const struct mu_app *app, size_t i, struct mu_buf *err)
+{
+  const struct mu_role *r = &app->roles[i];
+  for (size_t k = 0; k < r->env.n; k++) {
+    if (!env_name_ok(r->env.v[k].key)) {
+      mu_buf_printf(err,
+                    "roles[%zu].env: '%s' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)", i,
+                    r->env.v[k].key);
+      return MU_EINVAL;
+    }
+  }
+  for (size_t k = 0; k < r->nmounts; k++) {
+    const struct mu_mount *m = &r->mounts[k];
+    if (m->type != MU_MOUNT_SHM && (m->src == NULL || m->src[0] == '\0')) {
+      mu_buf_printf(err, "roles[%zu].mounts[%zu].src: must not be empty", i, k);
+      return MU_EINVAL;
+    }
+    if (m->dst == NULL || m->dst[0] == '\0') {
+      mu_buf_printf(err, "roles[%zu].mounts[%zu].dst: must not be empty", i, k);
+      return MU_EINVAL;
+    }
+  }
+  for (size_t k = 0; k < r->nports; k++) {
+    if (r->ports[k].port < 1 || r->ports[k].port > 65535) {
+      mu_buf_printf(err, "roles[%zu].port_map.%s: must be a port number 1-65535, got %ld", i,
+                    r->ports[k].name, r->ports[k].port);
+      return MU_EINVAL;
+    }
+  }
+  return 0;
+}
+
+static role_check *const role_checks[] = {check_names, check_counts, check_resources,
+                                          check_env_mounts_ports};
+
 int mu_app_validate(const struct mu_app *app, struct mu_buf *err)
 {
   if (app->name == NULL || app->name[0] == '\0') {
@@ -216,83 +319,10 @@ int mu_app_validate(const struct mu_app *app, struct mu_buf *err)
     mu_buf_printf(err, "roles: the app has no roles; a component must define at least one");
     return MU_EINVAL;
   }
-  for (size_t i = 0; i < app->nroles; i++) {
-    const struct mu_role *r = &app->roles[i];
-    if (r->name == NULL || r->name[0] == '\0') {
-      mu_buf_printf(err, "roles[%zu].name: must not be empty", i);
-      return MU_EINVAL;
-    }
-    for (size_t j = 0; j < i; j++) {
-      if (strcmp(app->roles[j].name, r->name) == 0) {
-        mu_buf_printf(err, "roles[%zu].name: '%s' is already the name of roles[%zu]", i, r->name,
-                      j);
+  for (size_t i = 0; i < app->nroles; i++)
+    for (size_t c = 0; c < sizeof(role_checks) / sizeof(role_checks[0]); c++)
+      if (role_checks[c](app, i, err) != 0)
         return MU_EINVAL;
-      }
-    }
-    if (r->entrypoint == NULL || r->entrypoint[0] == '\0') {
-      mu_buf_printf(err, "roles[%zu].entrypoint: must not be empty", i);
-      return MU_EINVAL;
-    }
-    if (r->num_replicas < 1) {
-      mu_buf_printf(err, "roles[%zu].num_replicas: must be a positive integer, got %ld", i,
-                    r->num_replicas);
-      return MU_EINVAL;
-    }
-    if (r->min_replicas != -1 && (r->min_replicas < 1 || r->min_replicas > r->num_replicas)) {
-      mu_buf_printf(err,
-                    "roles[%zu].min_replicas: must be between 1 and num_replicas (%ld), got %ld", i,
-                    r->num_replicas, r->min_replicas);
-      return MU_EINVAL;
-    }
-    if (r->max_retries < 0) {
-      mu_buf_printf(err, "roles[%zu].max_retries: must be 0 or more, got %ld", i, r->max_retries);
-      return MU_EINVAL;
-    }
-    const struct {
-      const char *name;
-      long v;
-    } res[] = {{"cpu", r->resource.cpu}, {"gpu", r->resource.gpu}, {"memMB", r->resource.memMB}};
-    for (size_t k = 0; k < 3; k++) {
-      if (res[k].v < -1 || (res[k].v == 0 && k == 2)) {
-        mu_buf_printf(err, "roles[%zu].resources.%s: must be a positive integer, got %ld", i,
-                      res[k].name, res[k].v);
-        return MU_EINVAL;
-      }
-    }
-    for (size_t k = 0; k < r->resource.ndevices; k++) {
-      if (r->resource.devices[k].count < 0) {
-        mu_buf_printf(err, "roles[%zu].resources.devices.%s: must be 0 or more, got %ld", i,
-                      r->resource.devices[k].name, r->resource.devices[k].count);
-        return MU_EINVAL;
-      }
-    }
-    for (size_t k = 0; k < r->env.n; k++) {
-      if (!env_name_ok(r->env.v[k].key)) {
-        mu_buf_printf(err,
-                      "roles[%zu].env: '%s' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
-                      i, r->env.v[k].key);
-        return MU_EINVAL;
-      }
-    }
-    for (size_t k = 0; k < r->nmounts; k++) {
-      const struct mu_mount *m = &r->mounts[k];
-      if (m->type != MU_MOUNT_SHM && (m->src == NULL || m->src[0] == '\0')) {
-        mu_buf_printf(err, "roles[%zu].mounts[%zu].src: must not be empty", i, k);
-        return MU_EINVAL;
-      }
-      if (m->dst == NULL || m->dst[0] == '\0') {
-        mu_buf_printf(err, "roles[%zu].mounts[%zu].dst: must not be empty", i, k);
-        return MU_EINVAL;
-      }
-    }
-    for (size_t k = 0; k < r->nports; k++) {
-      if (r->ports[k].port < 1 || r->ports[k].port > 65535) {
-        mu_buf_printf(err, "roles[%zu].port_map.%s: must be a port number 1-65535, got %ld", i,
-                      r->ports[k].name, r->ports[k].port);
-        return MU_EINVAL;
-      }
-    }
-  }
   return 0;
 }
 
