@@ -155,12 +155,18 @@ def main():
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(out_dir, "chromium.log"), "w"),
         start_new_session=True)
     try:
+        # chromium creates the file, then writes the port into it: wait for the port itself
         port_file = os.path.join(profile, "DevToolsActivePort")
         deadline = time.monotonic() + 60
-        while not os.path.exists(port_file) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        with open(port_file) as f:
-            port = int(f.readline())
+        port = None
+        while port is None and time.monotonic() < deadline:
+            try:
+                with open(port_file) as f:
+                    port = int(f.readline())
+            except (OSError, ValueError):
+                time.sleep(0.1)
+        if port is None:
+            raise RuntimeError("chromium wrote no DevTools port within 60 s (see chromium.log)")
         targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
         page = Page(next(t for t in targets if t["type"] == "page")["webSocketDebuggerUrl"])
         page.call("Page.enable")
