@@ -394,9 +394,63 @@ static int jobsize_overrides(const struct mu_component *c, cJSON **values, struc
   return 0;
 }
 
+/* One exactly_one / at_most_one check: how many of its parameters are set. */
+static int count_check(const struct mu_component *c, const cJSON *chk, cJSON **values,
+                       struct mu_buf *err)
+{
+  const cJSON *set = cJSON_GetObjectItemCaseSensitive(chk, "exactly_one");
+  int exactly = set != NULL;
+  if (set == NULL)
+    set = cJSON_GetObjectItemCaseSensitive(chk, "at_most_one");
+  int count = 0;
+  const cJSON *n;
+  struct mu_buf names = MU_BUF_INIT(SIZE_MAX);
+  cJSON_ArrayForEach(n, set)
+  {
+    if (!cJSON_IsString(n))
+      continue;
+    mu_buf_printf(&names, "%s--%s", names.len ? ", " : "", n->valuestring);
+    for (size_t i = 0; i < c->nparams; i++)
+      if (strcmp(c->params[i].name, n->valuestring) == 0 && mu_component_is_truthy(values[i]))
+        count++;
+  }
+  int bad = exactly ? count != 1 : count > 1;
+  if (bad) {
+    const char *msg = mu_component_str(chk, "message");
+    if (msg != NULL)
+      mu_buf_printf(err, "%s: %s", c->name, msg);
+    else
+      mu_buf_printf(err, "%s: give %s one of %s", c->name, exactly ? "exactly" : "at most",
+                    mu_buf_str(&names));
+  }
+  mu_buf_release(&names);
+  return bad ? MU_EINVAL : 0;
+}
+
+/* An error_if check: its condition must not hold. */
+static int cond_check(const struct mu_component *c, const cJSON *chk, const char *ctx,
+                      cJSON **values, struct mu_buf *err)
+{
+  const char *cond = mu_component_str(chk, "error_if");
+  int holds = 0;
+  char *where = mu_asprintf("%s: %s.error_if", c->where, ctx);
+  int rc = cond ? mu_component_cond(c, values, where, cond, &holds, err) : MU_EINVAL;
+  mu_free(where);
+  if (cond == NULL)
+    mu_buf_printf(err, "%s: %s.error_if: must be a condition (text)", c->where, ctx);
+  if (rc != 0 || !holds)
+    return rc;
+  const char *msg = mu_component_str(chk, "message");
+  if (msg != NULL)
+    mu_buf_printf(err, "%s: %s", c->name, msg);
+  else
+    mu_buf_printf(err, "%s: these arguments are refused (%s)", c->name, cond);
+  return MU_EINVAL;
+}
+
 static int run_checks(const struct mu_component *c, cJSON **values, struct mu_buf *err)
 {
-  static const char *const keys[] = {"exactly_one", "at_most_one", "message", NULL};
+  static const char *const keys[] = {"exactly_one", "at_most_one", "error_if", "message", NULL};
   const cJSON *chk;
   size_t idx = 0;
   cJSON_ArrayForEach(chk, c->checks)
@@ -405,34 +459,10 @@ static int run_checks(const struct mu_component *c, cJSON **values, struct mu_bu
     snprintf(ctx, sizeof(ctx), "checks[%zu]", idx++);
     if (mu_component_check_keys(chk, keys, c->where, ctx, err) != 0)
       return MU_EINVAL;
-    const cJSON *set = cJSON_GetObjectItemCaseSensitive(chk, "exactly_one");
-    int exactly = set != NULL;
-    if (set == NULL)
-      set = cJSON_GetObjectItemCaseSensitive(chk, "at_most_one");
-    int count = 0;
-    const cJSON *n;
-    struct mu_buf names = MU_BUF_INIT(SIZE_MAX);
-    cJSON_ArrayForEach(n, set)
-    {
-      if (!cJSON_IsString(n))
-        continue;
-      mu_buf_printf(&names, "%s--%s", names.len ? ", " : "", n->valuestring);
-      for (size_t i = 0; i < c->nparams; i++)
-        if (strcmp(c->params[i].name, n->valuestring) == 0 && mu_component_is_truthy(values[i]))
-          count++;
-    }
-    int bad = exactly ? count != 1 : count > 1;
-    if (bad) {
-      const char *msg = mu_component_str(chk, "message");
-      if (msg != NULL)
-        mu_buf_printf(err, "%s: %s", c->name, msg);
-      else
-        mu_buf_printf(err, "%s: give %s one of %s", c->name, exactly ? "exactly" : "at most",
-                      mu_buf_str(&names));
-      mu_buf_release(&names);
-      return MU_EINVAL;
-    }
-    mu_buf_release(&names);
+    int rc = cJSON_HasObjectItem(chk, "error_if") ? cond_check(c, chk, ctx, values, err)
+                                                  : count_check(c, chk, values, err);
+    if (rc != 0)
+      return rc;
   }
   return 0;
 }

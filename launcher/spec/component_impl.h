@@ -91,6 +91,12 @@ int mu_component_values(const struct mu_component *c, int argc, char **argv,
  * Returns: the tree, or NULL with the message in err. Ownership: the caller's (cJSON_Delete). */
 cJSON *mu_component_eval(const struct mu_component *c, cJSON **values, struct mu_buf *err);
 
+/* Evaluates a template condition (`a == b`, `n > 1`, `x && !y`, docs/components.md) with
+ * values; `where` names it in messages (component_eval.c).
+ * Returns: 0 with *result 0 or 1, or MU_EINVAL with the message in err. */
+int mu_component_cond(const struct mu_component *c, cJSON **values, const char *where,
+                      const char *cond, int *result, struct mu_buf *err);
+
 /* Copies an evaluated tree into a new app (component_app.c). where names the file.
  * Returns: 0, or MU_EINVAL with the message naming the key in err.
  * Ownership: *out is the caller's (mu_app_free); NULL on error. */
