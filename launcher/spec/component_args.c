@@ -104,6 +104,14 @@ static cJSON *param_value(const struct mu_param *p, const char *text, const char
       return NULL;
     }
     return cJSON_CreateNumber((double)l);
+  case MU_P_FLOAT: {
+    double d;
+    if (mu_parse_double(text, &d) != 0) {
+      mu_buf_printf(err, "%s expects a number, got '%s'", src, text);
+      return NULL;
+    }
+    return cJSON_CreateNumber(d);
+  }
   case MU_P_BOOL:
     if (mu_component_truthy_text(text))
       return cJSON_CreateTrue();
@@ -330,9 +338,12 @@ static int file_defaults(const struct mu_component *c, cJSON **values, struct mu
     const struct mu_param *p = &c->params[i];
     if (values[i] != NULL)
       continue;
+    if (c->py_file != NULL && !p->required)
+      continue; /* a Python function keeps its own default: pass nothing */
     if (p->required) {
-      mu_buf_printf(err, "%s: missing required argument --%s (%s); see 'muster run %s --help'",
-                    c->name, p->name, p->help, c->name);
+      mu_buf_printf(err, "%s: missing required argument --%s%s%s%s; see 'muster run %s --help'",
+                    c->name, p->name, p->help[0] ? " (" : "", p->help, p->help[0] ? ")" : "",
+                    c->name);
       return MU_EINVAL;
     }
     if (p->def != NULL) {

@@ -6,6 +6,7 @@ MUSTER (the muster program) before it runs a component. Builtin components
 `muster builtins --build NAME ARGS` and turns the job spec JSON it prints into an AppDef, so the
 Python names build exactly the app that `muster run NAME` builds.
 """
+import collections.abc
 import json
 import subprocess
 
@@ -34,6 +35,42 @@ def missing_attr(module):
         raise not_provided(module, name)
 
     return __getattr__
+
+
+def named_resource(name):
+    """A new Resource of muster's named resource `name` (KeyError when unknown)."""
+    from torchx.specs.api import Resource
+
+    r = NAMED[name]
+    return Resource(
+        cpu=r["cpu"],
+        gpu=r["gpu"],
+        memMB=r["memMB"],
+        capabilities=dict(r.get("capabilities", {})),
+        devices=dict(r.get("devices", {})),
+    )
+
+
+class NamedTable(collections.abc.Mapping):
+    """The aws_* (aws=True) or the generic named resources: name -> a factory of Resources,
+    as TorchX's NAMED_RESOURCES. Read from NAMED when used, so the runner may fill it late."""
+
+    def __init__(self, aws):
+        self._aws = aws
+
+    def _names(self):
+        return sorted(n for n in NAMED if n.startswith("aws_") == self._aws)
+
+    def __getitem__(self, name):
+        if name not in NAMED or name.startswith("aws_") != self._aws:
+            raise KeyError(name)
+        return lambda: named_resource(name)
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self):
+        return len(self._names())
 
 
 def _arg_text(value):
