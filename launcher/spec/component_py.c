@@ -182,14 +182,16 @@ out:
   return rc;
 }
 
-/* A request: op, file, function, the named resources and this muster. */
-static cJSON *request(const char *op, const char *file, const char *function)
+/* A request: op, file, function, the component's name as given (for messages), the named
+ * resources and this muster. */
+static cJSON *request(const char *op, const char *file, const char *function, const char *label)
 {
   cJSON *req = cJSON_CreateObject();
   cJSON_AddStringToObject(req, "op", op);
   cJSON_AddStringToObject(req, "file", file);
   if (function != NULL)
     cJSON_AddStringToObject(req, "function", function);
+  cJSON_AddStringToObject(req, "label", label);
   cJSON_AddItemToObject(req, "named_resources", named_table());
   char *exe = mu_self_exe();
   cJSON_AddStringToObject(req, "muster", exe ? exe : "muster");
@@ -232,7 +234,7 @@ static int param_from(const cJSON *jp, const char *where, struct mu_param *p, st
 static int no_function(const char *name, const char *file, struct mu_buf *err)
 {
   cJSON *ans = NULL;
-  int rc = run_shim(request("list", file, NULL), &ans, err);
+  int rc = run_shim(request("list", file, NULL, name), &ans, err);
   if (rc != 0)
     return rc;
   struct mu_buf fns = MU_BUF_INIT(SIZE_MAX);
@@ -269,7 +271,7 @@ int mu_component_py_load(const char *name, struct mu_component **out, struct mu_
     rc = no_function(name, file, err);
     goto out;
   }
-  rc = run_shim(request("describe", file, sep + 1), &ans, err);
+  rc = run_shim(request("describe", file, sep + 1, name), &ans, err);
   if (rc != 0)
     goto out;
   c = mu_calloc(1, sizeof(*c));
@@ -303,7 +305,7 @@ out:
 int mu_component_py_build(const struct mu_component *c, cJSON **values, struct mu_app **out,
                           struct mu_buf *err)
 {
-  cJSON *req = request("call", c->py_file, c->py_function);
+  cJSON *req = request("call", c->py_file, c->py_function, c->name);
   cJSON *given = cJSON_AddObjectToObject(req, "values");
   cJSON *ans = NULL;
   *out = NULL;

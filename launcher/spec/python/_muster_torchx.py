@@ -26,6 +26,7 @@ from torchx import _muster, specs
 
 MODULE = "__torchx_component__"
 PRIMITIVES = {str: "str", int: "int", float: "float", bool: "bool"}
+ARTICLES = {str: "a str", int: "an int", float: "a float", bool: "a bool (True or False)"}
 SECTIONS = ("Args", "Arguments", "Parameters", "Returns", "Return", "Raises", "Yields",
             "Example", "Examples", "Note", "Notes", "Warning", "Warnings", "See Also")
 
@@ -227,7 +228,7 @@ def describe(fn, fname):
             "required": p.default is p.empty and not rem,
             "short": p.name if len(p.name) == 1 else None,
         })
-    return {"description": desc or "%s (no docstring)" % fname, "params": params}
+    return {"description": desc or "%s (no docstring)" % fn.__name__, "params": params}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -240,8 +241,8 @@ def decode_one(fname, name, t, v):
             return v.lower() in ("true", "yes", "1", "on")
         return t(v)
     except (TypeError, ValueError):
-        raise ComponentError("%s: argument '--%s': '%s' is not a %s" % (fname, name, v,
-                                                                        t.__name__))
+        raise ComponentError("%s: argument '--%s': '%s' is not %s" % (fname, name, v,
+                                                                     ARTICLES[t]))
 
 
 def decode(fname, name, ann, v):
@@ -275,7 +276,7 @@ def call(fn, fname, path, values):
     except ComponentError:
         raise
     except Exception as e:
-        raise ComponentError(raised(path, fname, e))
+        raise ComponentError(raised(path, fn.__name__, e))
     if not isinstance(app, specs.AppDef):
         raise ComponentError("%s returned %s, not a torchx.specs.AppDef"
                              % (fname, type(app).__name__))
@@ -325,8 +326,8 @@ def resource_tree(r):
     return t
 
 
-def role_tree(i, r):
-    where = "roles[%d] (%s)" % (i, r.name)
+def role_tree(label, i, r):
+    where = "%s: roles[%d] (%s)" % (label, i, r.name)
     if r.overrides:
         raise ComponentError("%s.overrides: %s are TorchX scheduler-request edits, which muster "
                              "cannot apply; set what you need in the role instead"
@@ -356,8 +357,9 @@ def role_tree(i, r):
     return t
 
 
-def app_tree(app):
-    return {"name": str(app.name), "roles": [role_tree(i, r) for i, r in enumerate(app.roles)],
+def app_tree(label, app):
+    return {"name": str(app.name),
+            "roles": [role_tree(label, i, r) for i, r in enumerate(app.roles)],
             "metadata": str_map(app.metadata)}
 
 
@@ -372,12 +374,12 @@ def handle(req):
     mod = load_file(path)
     if req["op"] == "list":
         return {"ok": True, "functions": functions(mod)}
-    fname = req["function"]
-    fn = find_function(mod, path, fname)
+    fn = find_function(mod, path, req["function"])
+    label = req.get("label") or "%s:%s" % (path, req["function"])
     if req["op"] == "describe":
-        return dict(ok=True, **describe(fn, fname))
-    app = call(fn, fname, path, req.get("values") or {})
-    return {"ok": True, "app": app_tree(app)}
+        return dict(ok=True, **describe(fn, label))
+    app = call(fn, label, path, req.get("values") or {})
+    return {"ok": True, "app": app_tree(label, app)}
 
 
 def main():
