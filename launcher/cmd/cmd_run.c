@@ -33,9 +33,11 @@
 static const char usage_text[] =
     "muster run [-s SCHED] [-cfg k=v,...] [--dryrun] [--wait] [--log] [--json] COMPONENT "
     "[ARGS] [-- SCRIPT ARGS]\n\n"
-    "COMPONENT is a builtin (see 'muster builtins') or a path to a YAML file (./mine.yaml);\n"
+    "COMPONENT is a builtin (see 'muster builtins'), a path to a YAML file (./mine.yaml) or a\n"
+    "TorchX component in Python (FILE.py:FUNCTION, run with python3 and muster's TorchX shim);\n"
     "'muster run COMPONENT --help' lists its arguments. Defaults come from .musterconfig\n"
-    "([cli:run] scheduler=/component=, [<scheduler>] runopts, [component:<name>] arguments)";
+    "([cli:run] scheduler=/component=/workspace=, [<scheduler>] runopts, [component:<name>]\n"
+    "arguments)";
 
 static volatile sig_atomic_t got_signal;
 
@@ -399,8 +401,9 @@ int cmd_run(int argc, char **argv)
       MU_OPT_CALLBACK(0, "buck-target", "T", "refused: muster does not build with buck",
                       refused_option, (void *)"muster does not build with buck; drop it", 0),
       MU_OPT_STRING(0, "workspace", &workspace, "DIR",
-                    "layer DIR's files on each role's image, push it to -cfg image_repo and run "
-                    "it by digest (buildah; DIR/.dockerignore excludes)"),
+                    "layer DIR's (or file://DIR's) files on each role's image, push it to -cfg "
+                    "image_repo and run it by digest (buildah; DIR/.dockerignore excludes); \"\": "
+                    "none"),
       MU_OPT_END(),
   };
   struct mu_config file = MU_CONFIG_INIT;
@@ -481,6 +484,9 @@ int cmd_run(int argc, char **argv)
     goto out;
   }
   add_runner_env(app, s->name);
+  if (workspace == NULL && s == &mu_sched_kubernetes && /* the scheduler that runs images */
+      mu_config_find(&file, "cli:run", "workspace") != NULL)
+    workspace = mu_config_find(&file, "cli:run", "workspace")->value;
   if (workspace != NULL &&
       mu_workspace_build(app, workspace, mu_cfg_get(&cfg, "image_repo"), &err) != 0) {
     mu_error("%s", mu_buf_str(&err));
