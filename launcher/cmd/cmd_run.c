@@ -180,7 +180,7 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
   double last_rdzv = -1;
   enum mu_job_state last_state = MU_STATE_UNSUBMITTED;
   long delay = 2;
-  int cancelled = 0;
+  int cancelled = 0, ui_said = 0;
   int rc = 1;
   pid_t logger = stream_logs ? start_log_stream(s, app_id, cfg, &logfd) : -1;
   for (;;) {
@@ -206,6 +206,11 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
       break;
     }
     mu_buf_release(&err);
+    if (st.ui_url != NULL && !ui_said++) { /* once, when the job's musterd is up */
+      fprintf(stderr, "%smuster: %s: status page %s\n", shown ? "\r\033[K" : "", app_id,
+              st.ui_url);
+      shown = 0;
+    }
     char sum[512];
     summarize(&st, sum, sizeof(sum));
     double el = now_s() - t0;
@@ -318,8 +323,10 @@ static void print_dryrun(const char *sched, const struct mu_app *app, const stru
     cJSON_free(t);
     cJSON_Delete(o);
   } else {
-    printf("=== APPLICATION ===\n%s\n\n=== SCHEDULER REQUEST ===\n%s", mu_buf_str(&js),
-           req->text ? req->text : "");
+    printf("=== APPLICATION ===\n%s\n", mu_buf_str(&js));
+    if (mu_app_mentions(app, "${rdzv_endpoint}") && req->sched && req->sched->rdzv_macro)
+      printf("(${rdzv_endpoint} is the rendezvous: %s)\n", req->sched->rdzv_macro);
+    printf("\n=== SCHEDULER REQUEST ===\n%s", req->text ? req->text : "");
     if (req->text && req->text[0] && req->text[strlen(req->text) - 1] != '\n')
       printf("\n");
   }

@@ -298,7 +298,10 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
       cJSON_AddNumberToObject(o, "started_at", st->started_at);
       cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
     }
-    cJSON_AddNullToObject(o, "url");
+    if (st->ui_url != NULL)
+      cJSON_AddStringToObject(o, "url", st->ui_url);
+    else
+      cJSON_AddNullToObject(o, "url");
     char *s = cJSON_PrintUnformatted(o);
     printf("%s\n", s);
     cJSON_free(s);
@@ -336,6 +339,7 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
   printf("    Msg: %s\n", st->msg ? st->msg : "");
   if (st->root_cause != NULL)
     printf("    Root Cause: %s\n", st->root_cause);
-  printf("    Structured Error Msg: %s\n    UI URL: None\n",
-         st->structured_error_msg ? st->structured_error_msg : "<NONE>");
+  printf("    Structured Error Msg: %s\n    UI URL: %s\n",
+         st->structured_error_msg ? st->structured_error_msg : "<NONE>",
+         st->ui_url ? st->ui_url : "None");
 }
