@@ -4,9 +4,11 @@
  * a bool alone or followed by True/False, '-' and '_' alike in names, script arguments after
  * `--` for the remainder parameter.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -68,6 +70,60 @@ static cJSON *jobsize_json(long mn, long mx, long np)
     snprintf(rep, sizeof(rep), "%ld:%ld", mn, mx);
   cJSON_AddStringToObject(o, "nnodes", rep);
   return o;
+}
+
+/* Reads a decimal integer at *p (advancing it), then expects the character `end` ('\0': the
+ * end of the text). Returns: 0, or -1 when there is no number, it overflows or `end` is not
+ * next. */
+static int jobsize_num(const char **p, char end, long *v)
+{
+  char *e = NULL;
+  errno = 0;
+  *v = strtol(*p, &e, 10);
+  if (e == *p || errno != 0 || *e != end)
+    return -1;
+  *p = end ? e + 1 : e;
+  return 0;
+}
+
+/* What is wrong with a -j value whose form is right but whose numbers are not (zero nodes or
+ * workers, MIN above MAX). Returns: 1 with the message in err, 0 when that is not it. */
+static int jobsize_why(const char *text, const char *src, struct mu_buf *err)
+{
+  long a, b, p;
+  const char *q = text;
+  if (jobsize_num(&q, ':', &a) == 0 && jobsize_num(&q, 'x', &b) == 0 &&
+      jobsize_num(&q, '\0', &p) == 0) {
+    if (a > b && b >= 1)
+      mu_buf_printf(err,
+                    "%s '%s': the minimum of %ld nodes is above the maximum of %ld; write "
+                    "MIN:MAXxNPROC with MIN <= MAX (e.g. %ld:%ldx%ld)",
+                    src, text, a, b, b, a, p > 0 ? p : 1);
+    else if (a < 1 || b < 1)
+      mu_buf_printf(err,
+                    "%s '%s': %ld nodes; an elastic job runs on 1 to MAX nodes (e.g. 1:%ldx%ld)",
+                    src, text, a < 1 ? a : b, b > 1 ? b : 2, p > 0 ? p : 1);
+    else if (p < 1)
+      mu_buf_printf(err, "%s '%s': %ld workers per node; give 1 or more (e.g. %ld:%ldx1)", src,
+                    text, p, a, b);
+    return a > b || a < 1 || b < 1 || p < 1;
+  }
+  q = text;
+  if (jobsize_num(&q, 'x', &a) == 0 && jobsize_num(&q, '\0', &p) == 0) {
+    if (a < 1)
+      mu_buf_printf(err, "%s '%s': %ld nodes; a job runs on 1 node or more (e.g. 1x%ld)", src,
+                    text, a, p > 0 ? p : 1);
+    else if (p < 1)
+      mu_buf_printf(err, "%s '%s': %ld workers per node; give 1 or more (e.g. %ldx1)", src, text,
+                    p, a);
+    return a < 1 || p < 1;
+  }
+  q = text;
+  if (jobsize_num(&q, '\0', &p) == 0 && p < 1) {
+    mu_buf_printf(err, "%s '%s': %ld workers; give 1 or more (e.g. 2)", src, text, p);
+    return 1;
+  }
+  return 0;
 }
 
 /* Converts one argument's text into its typed value. src names it in messages. */
@@ -155,6 +211,8 @@ static cJSON *param_value(const struct mu_param *p, const char *text, const char
   case MU_P_JOBSIZE: {
     long mn, mx, np;
     if (mu_parse_jobsize(text, &mn, &mx, &np) != 0) {
+      if (jobsize_why(text, src, err))
+        return NULL;
       mu_buf_printf(err,
                     "%s expects NPROC, NNODESxNPROC or MIN:MAXxNPROC (e.g. 2x8, 1:4x8), "
                     "got '%s'",

@@ -60,8 +60,10 @@ void mu_component_value_text(const cJSON *v, struct mu_buf *out)
     return;
   if (cJSON_IsString(v))
     mu_buf_puts(out, v->valuestring);
-  else if (cJSON_IsNumber(v))
+  else if (cJSON_IsNumber(v) && v->valuedouble == (double)(long)v->valuedouble)
     mu_buf_printf(out, "%ld", (long)v->valuedouble);
+  else if (cJSON_IsNumber(v)) /* a float parameter */
+    mu_buf_printf(out, "%.15g", v->valuedouble);
   else if (cJSON_IsBool(v))
     mu_buf_puts(out, cJSON_IsTrue(v) ? "true" : "false");
   else if (cJSON_IsArray(v)) {
