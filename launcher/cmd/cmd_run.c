@@ -495,9 +495,9 @@ int cmd_run(int argc, char **argv)
       mu_config_find(&file, "cli:run", "workspace") != NULL)
     workspace = mu_config_find(&file, "cli:run", "workspace")->value;
   if (workspace != NULL &&
-      mu_workspace_build(app, workspace, mu_cfg_get(&cfg, "image_repo"), &err) != 0) {
+      (rc = mu_workspace_build(app, workspace, mu_cfg_get(&cfg, "image_repo"), &err)) != 0) {
     mu_error("%s", mu_buf_str(&err));
-    rc = MU_EXIT_FAILED;
+    rc = rc == MU_EINVAL ? MU_EXIT_USAGE : MU_EXIT_FAILED; /* bad input, or the build failed */
     goto out;
   }
   if (mu_app_validate(app, &err) != 0) {
