@@ -62,8 +62,8 @@ static int global_option(int argc, char **argv, int *i, enum mu_log_level *level
     return 0;
   }
   size_t n = strcspn(a + 2, "=");
-  if (strncmp(a, "--", 2) == 0 && n == 9 && (strncmp(a + 2, "log-level", n) == 0 ||
-                                             strncmp(a + 2, "log_level", n) == 0)) {
+  if (strncmp(a, "--", 2) == 0 && n == 9 &&
+      (strncmp(a + 2, "log-level", n) == 0 || strncmp(a + 2, "log_level", n) == 0)) {
     v = a[2 + n] == '=' ? a + 3 + n : (*i + 1 < argc ? argv[++*i] : NULL);
     if (v == NULL) {
       mu_error("%s needs a level: debug, info, warning or error", a);

@@ -13,9 +13,9 @@
 #include "opts.h"
 
 #define BUILTINS_USAGE                                                                             \
-  "muster builtins [--print NAME] [--build NAME [ARGS] [-- SCRIPT ARGS]]\n\n"                   \
-  "Lists the builtin components; --print NAME prints a component's source (its file, as\n"       \
-  "TorchX's builtins --print); --build NAME ARGS prints the job spec (JSON) the component\n"     \
+  "muster builtins [--print NAME] [--build NAME [ARGS] [-- SCRIPT ARGS]]\n\n"                      \
+  "Lists the builtin components; --print NAME prints a component's source (its file, as\n"         \
+  "TorchX's builtins --print); --build NAME ARGS prints the job spec (JSON) the component\n"       \
   "builds from ARGS, with no scheduler and no .musterconfig defaults"
 
 /* --build: the component's job spec from the arguments after NAME. */

@@ -30,24 +30,24 @@
 #include "yaml_tree.h"
 
 #define DEPLOY_USAGE                                                                               \
-  "muster deploy TARGET [OPTIONS]\n\n"                                                         \
-  "Prepares a Kubernetes cluster for muster's jobs; each target prints manifests for\n"        \
-  "kubectl apply -f - (agent copies files instead):\n"                                         \
-  "    rendezvous    a Deployment, Service and data volume for one cluster-wide musterd\n"     \
-  "    queue         the Volcano Queue jobs are submitted to (-cfg queue=NAME)\n"              \
-  "    storage       the FSx for Lustre StorageClass and claim (the trn1 tutorial's)\n"        \
-  "    agent DIR     this portable muster copied into DIR (the pods' init container)\n"        \
+  "muster deploy TARGET [OPTIONS]\n\n"                                                             \
+  "Prepares a Kubernetes cluster for muster's jobs; each target prints manifests for\n"            \
+  "kubectl apply -f - (agent copies files instead):\n"                                             \
+  "    rendezvous    a Deployment, Service and data volume for one cluster-wide musterd\n"         \
+  "    queue         the Volcano Queue jobs are submitted to (-cfg queue=NAME)\n"                  \
+  "    storage       the FSx for Lustre StorageClass and claim (the trn1 tutorial's)\n"            \
+  "    agent DIR     this portable muster copied into DIR (the pods' init container)\n"            \
   "'muster deploy TARGET -h' shows one target's options; all of them follow."
 
 #define RDZV_USAGE                                                                                 \
-  "muster deploy rendezvous [--namespace NS] [--image IMG] [--name NAME] [--port N]\n"          \
-  "                         [--data-size SIZE] [--storage-class CLASS] [--no-data]\n\n"        \
-  "Prints a Service, a PersistentVolumeClaim and a Deployment for one cluster-wide musterd\n"   \
-  "that keeps its state on the claim (--data-dir); apply them with\n"                          \
-  "  muster deploy rendezvous --image REGISTRY/muster:TAG | kubectl apply -f -\n"              \
-  "The image defaults to [kubernetes] muster_image in .musterconfig, else muster:VERSION,\n"   \
-  "which you build (scripts/build-image.sh) and push: no public registry has it. Jobs then\n"  \
-  "use -cfg rdzv=NAME:PORT (torchrun: --rdzv_backend etcd --rdzv_endpoint NAME:PORT);\n"       \
+  "muster deploy rendezvous [--namespace NS] [--image IMG] [--name NAME] [--port N]\n"             \
+  "                         [--data-size SIZE] [--storage-class CLASS] [--no-data]\n\n"            \
+  "Prints a Service, a PersistentVolumeClaim and a Deployment for one cluster-wide musterd\n"      \
+  "that keeps its state on the claim (--data-dir); apply them with\n"                              \
+  "  muster deploy rendezvous --image REGISTRY/muster:TAG | kubectl apply -f -\n"                  \
+  "The image defaults to [kubernetes] muster_image in .musterconfig, else muster:VERSION,\n"       \
+  "which you build (scripts/build-image.sh) and push: no public registry has it. Jobs then\n"      \
+  "use -cfg rdzv=NAME:PORT (torchrun: --rdzv_backend etcd --rdzv_endpoint NAME:PORT);\n"           \
   "--name etcd-server serves the address the trn1 tutorial hard-codes."
 
 /* Where the Deployment's musterd keeps its state (the claim's mount). */
@@ -286,8 +286,8 @@ static int deploy_rendezvous(int argc, char **argv)
     objs[n++] = data_claim(&o);
   objs[n++] = deployment(&o);
   struct mu_buf out = MU_BUF_INIT(SIZE_MAX);
-  mu_buf_printf(&out, "# musterd for the whole cluster: rendezvous at %s.%s:%ld%s\n", o.name,
-                o.ns, o.port, o.no_data ? " (state in memory)" : ", state on the claim");
+  mu_buf_printf(&out, "# musterd for the whole cluster: rendezvous at %s.%s:%ld%s\n", o.name, o.ns,
+                o.port, o.no_data ? " (state in memory)" : ", state on the claim");
   for (size_t i = 0; i < n; i++) {
     mu_buf_puts(&out, "---\n");
     mu_yaml_emit(objs[i], &out);

@@ -207,8 +207,7 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     }
     mu_buf_release(&err);
     if (st.ui_url != NULL && !ui_said++) { /* once, when the job's musterd is up */
-      fprintf(stderr, "%smuster: %s: status page %s\n", shown ? "\r\033[K" : "", app_id,
-              st.ui_url);
+      fprintf(stderr, "%smuster: %s: status page %s\n", shown ? "\r\033[K" : "", app_id, st.ui_url);
       shown = 0;
     }
     char sum[512];

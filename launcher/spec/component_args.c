@@ -111,11 +111,11 @@ static int jobsize_why(const char *text, const char *src, struct mu_buf *err)
   q = text;
   if (jobsize_num(&q, 'x', &a) == 0 && jobsize_num(&q, '\0', &p) == 0) {
     if (a < 1)
-      mu_buf_printf(err, "%s '%s': %ld nodes; a job runs on 1 node or more (e.g. 1x%ld)", src,
-                    text, a, p > 0 ? p : 1);
+      mu_buf_printf(err, "%s '%s': %ld nodes; a job runs on 1 node or more (e.g. 1x%ld)", src, text,
+                    a, p > 0 ? p : 1);
     else if (p < 1)
-      mu_buf_printf(err, "%s '%s': %ld workers per node; give 1 or more (e.g. %ldx1)", src, text,
-                    p, a);
+      mu_buf_printf(err, "%s '%s': %ld workers per node; give 1 or more (e.g. %ldx1)", src, text, p,
+                    a);
     return a < 1 || p < 1;
   }
   q = text;
@@ -126,6 +126,33 @@ static int jobsize_why(const char *text, const char *src, struct mu_buf *err)
   return 0;
 }
 
+/* A str value: one of the choices, matching the pattern. */
+static cJSON *str_value(const struct mu_param *p, const char *text, const char *src,
+                        struct mu_buf *err)
+{
+  if (p->choices.n > 0) {
+    int ok = 0;
+    for (size_t i = 0; i < p->choices.n; i++)
+      if (strcmp(p->choices.v[i], text) == 0)
+        ok = 1;
+    if (!ok) {
+      const char *best = mu_component_closest((const char *const *)p->choices.v, text);
+      mu_buf_printf(err, "%s: '%s' is not one of", src, text);
+      for (size_t i = 0; i < p->choices.n; i++)
+        mu_buf_printf(err, "%s %s", i ? "," : "", p->choices.v[i]);
+      if (best)
+        mu_buf_printf(err, "; did you mean '%s'?", best);
+      return NULL;
+    }
+  }
+  if (p->has_re && regexec(&p->re, text, 0, NULL, 0) != 0) {
+    mu_buf_printf(err, "%s: '%s' does not match the pattern %s; give a value that matches it", src,
+                  text, p->pattern);
+    return NULL;
+  }
+  return cJSON_CreateString(text);
+}
+
 /* Converts one argument's text into its typed value. src names it in messages. */
 static cJSON *param_value(const struct mu_param *p, const char *text, const char *src,
                           struct mu_buf *err)
@@ -133,27 +160,7 @@ static cJSON *param_value(const struct mu_param *p, const char *text, const char
   long l;
   switch (p->type) {
   case MU_P_STR:
-    if (p->choices.n > 0) {
-      int ok = 0;
-      for (size_t i = 0; i < p->choices.n; i++)
-        if (strcmp(p->choices.v[i], text) == 0)
-          ok = 1;
-      if (!ok) {
-        const char *best = mu_component_closest((const char *const *)p->choices.v, text);
-        mu_buf_printf(err, "%s: '%s' is not one of", src, text);
-        for (size_t i = 0; i < p->choices.n; i++)
-          mu_buf_printf(err, "%s %s", i ? "," : "", p->choices.v[i]);
-        if (best)
-          mu_buf_printf(err, "; did you mean '%s'?", best);
-        return NULL;
-      }
-    }
-    if (p->has_re && regexec(&p->re, text, 0, NULL, 0) != 0) {
-      mu_buf_printf(err, "%s: '%s' does not match the pattern %s; give a value that matches it",
-                    src, text, p->pattern);
-      return NULL;
-    }
-    return cJSON_CreateString(text);
+    return str_value(p, text, src, err);
   case MU_P_INT:
     if (mu_parse_long(text, LONG_MIN, LONG_MAX, &l) != 0) {
       mu_buf_printf(err, "%s expects an int, got '%s'", src, text);

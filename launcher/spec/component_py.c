@@ -138,8 +138,9 @@ static int run_shim(cJSON *req, cJSON **answer, struct mu_buf *err)
   if (py == NULL || py[0] == '\0')
     py = PY_DEFAULT;
   if (runner == NULL) {
-    mu_buf_printf(err, "muster's TorchX shim is not installed (share/muster/python/%s next to "
-                       "muster); reinstall muster",
+    mu_buf_printf(err,
+                  "muster's TorchX shim is not installed (share/muster/python/%s next to "
+                  "muster); reinstall muster",
                   PY_RUNNER);
     rc = MU_ENOENT;
     goto out;
@@ -157,8 +158,9 @@ static int run_shim(cJSON *req, cJSON **answer, struct mu_buf *err)
   }
   *answer = rc == 0 ? cJSON_Parse(mu_buf_str(&out)) : NULL;
   if (*answer == NULL || status != 0) {
-    mu_buf_printf(err, "muster's TorchX runner under %s failed (exit %d%s%s); its messages are "
-                       "above",
+    mu_buf_printf(err,
+                  "muster's TorchX runner under %s failed (exit %d%s%s); its messages are "
+                  "above",
                   py, status, why.len ? ": " : "", mu_buf_str(&why));
     rc = MU_EIO;
     goto out;
@@ -247,8 +249,7 @@ static int no_function(const char *name, const char *file, struct mu_buf *err)
   mu_buf_printf(err,
                 "'%s' is a Python component file: name the function that returns its AppDef, "
                 "as TorchX does: muster run %s:FUNCTION (%s%s)",
-                name, file, fns.len ? "it defines " : "it defines no function",
-                mu_buf_str(&fns));
+                name, file, fns.len ? "it defines " : "it defines no function", mu_buf_str(&fns));
   mu_buf_release(&fns);
   cJSON_Delete(ans);
   return MU_EINVAL;

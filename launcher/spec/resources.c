@@ -166,10 +166,10 @@ int mu_instance_check(const struct mu_app *app, struct mu_buf *err)
     if (device_fits(i, &r->resource, EFA, n->efa, "EFA adapters", n, err) != 0 ||
         device_fits(i, &r->resource, "aws.amazon.com/neuron", n->neuron, "Neuron devices", n,
                     err) != 0 ||
-        device_fits(i, &r->resource, "aws.amazon.com/neurondevice", n->neuron, "Neuron devices",
-                    n, err) != 0 ||
-        device_fits(i, &r->resource, "aws.amazon.com/neuroncore", 2 * n->neuron, "NeuronCores",
-                    n, err) != 0)
+        device_fits(i, &r->resource, "aws.amazon.com/neurondevice", n->neuron, "Neuron devices", n,
+                    err) != 0 ||
+        device_fits(i, &r->resource, "aws.amazon.com/neuroncore", 2 * n->neuron, "NeuronCores", n,
+                    err) != 0)
       return MU_EINVAL;
     if (n->neuron > 0 && n->efa == 0 && r->num_replicas > 1) {
       mu_buf_printf(err,

@@ -321,9 +321,9 @@ TEST(component__format_errors)
   ASSERT_EQ(build_text("name: t\nparms: []\napp: {roles: []}\n", none, &app, &err), MU_EINVAL);
   ASSERT(strstr(mu_buf_str(&err), "unknown key 'parms'; did you mean 'params'") != NULL);
   mu_buf_clear(&err);
-  ASSERT_EQ(
-      build_text("name: t\nparams: [{name: a, type: double}]\napp: {roles: []}\n", none, &app, &err),
-      MU_EINVAL);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: a, type: double}]\napp: {roles: []}\n", none, &app,
+                       &err),
+            MU_EINVAL);
   ASSERT(strstr(mu_buf_str(&err), "params[0].type: unknown type 'double'") != NULL);
   mu_buf_clear(&err);
   ASSERT_EQ(build_text("name: t\napp: {roles: [{name: r, entrypoint: '${nope ?? x}'}]}\n", none,
@@ -406,7 +406,8 @@ TEST(component__conditions_checks_float)
   const char *a2[] = {"--itype", "small", "--nodes", "2", NULL};
   ASSERT_STR_EQ(cond_args(a2, &err), "c: small is one node only");
   const char *a3[] = {"--itype", "small", "--procs", "3", NULL};
-  ASSERT_STR_EQ(cond_args(a3, &err), "c: these arguments are refused (procs >= 3 && itype == small)");
+  ASSERT_STR_EQ(cond_args(a3, &err),
+                "c: these arguments are refused (procs >= 3 && itype == small)");
   const char *a4[] = {"--itype", "small", "--procs", "2", NULL};
   ASSERT_STR_EQ(cond_args(a4, &err), "single 0.5 | /a,b /c 1 pvc");
   const char *a5[] = {"--lr", "fast", NULL};
