@@ -58,6 +58,7 @@ struct rdzv_opts {
   const char *ns, *image, *name, *size, *storage_class;
   long port;
   int no_data;
+  char *image_owned; /* the image read from .musterconfig, freed at the end */
 };
 
 static cJSON *labels(const char *name)
@@ -198,7 +199,7 @@ static int rdzv_check(struct rdzv_opts *o, int image_given)
     if (mu_config_load(&file, &err) == 0)
       e = mu_config_find(&file, "kubernetes", "muster_image");
     if (e != NULL && e->value != NULL && e->value[0] != '\0')
-      o->image = mu_strdup(e->value); /* lives until exit: a CLI's one image */
+      o->image = o->image_owned = mu_strdup(e->value);
     else
       mu_warn("--image not given: the manifest names '%s', an image you build "
               "(scripts/build-image.sh) and push to a registry your nodes pull from; no public "
@@ -253,7 +254,7 @@ static int rdzv_parse(int argc, char **argv, struct mu_opt *opts)
 
 static int deploy_rendezvous(int argc, char **argv)
 {
-  struct rdzv_opts o = {"default", NULL, "musterd", "1Gi", NULL, 2379, 0};
+  struct rdzv_opts o = {"default", NULL, "musterd", "1Gi", NULL, 2379, 0, NULL};
   struct mu_opt opts[] = {
       MU_OPT_STRING('n', "namespace", &o.ns, "NS", "namespace of the objects"),
       MU_OPT_STRING(0, "image", &o.image, "IMG",
@@ -277,8 +278,10 @@ static int deploy_rendezvous(int argc, char **argv)
   if (o.image == NULL)
     o.image = "muster:" MU_VERSION;
   rc = rdzv_check(&o, image_given);
-  if (rc != 0)
+  if (rc != 0) {
+    mu_free(o.image_owned);
     return rc;
+  }
   cJSON *objs[3];
   size_t n = 0;
   objs[n++] = service(o.name, o.ns, o.port);
@@ -295,6 +298,7 @@ static int deploy_rendezvous(int argc, char **argv)
   }
   fputs(mu_buf_str(&out), stdout);
   mu_buf_release(&out);
+  mu_free(o.image_owned);
   return MU_EXIT_OK;
 }
 
