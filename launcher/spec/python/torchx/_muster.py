@@ -118,19 +118,21 @@ def app_from_spec(js):
     from torchx import specs
 
     roles = [_role_from_spec(r) for r in js.get("roles", [])]
-    return specs.AppDef(name=js.get("name", ""), roles=roles, metadata=dict(js.get("metadata", {})))
+    meta = dict(js.get("metadata", {}))
+    return specs.AppDef(name=js.get("name", ""), roles=roles, metadata=meta)
 
 
 def _mount_from_spec(m):
     from torchx import specs
 
     t = m.get("type")
+    dst = m.get("dst_path", "")
     if t == "bind":
-        return specs.BindMount(m.get("src_path", ""), m.get("dst_path", ""), m.get("read_only", False))
+        return specs.BindMount(m.get("src_path", ""), dst, m.get("read_only", False))
     if t == "volume":
-        return specs.VolumeMount(m.get("src", ""), m.get("dst_path", ""), m.get("read_only", False))
+        return specs.VolumeMount(m.get("src", ""), dst, m.get("read_only", False))
     if t == "device":
-        return specs.DeviceMount(m.get("src_path", ""), m.get("dst_path", ""), m.get("permissions", "rwm"))
+        return specs.DeviceMount(m.get("src_path", ""), dst, m.get("permissions", "rwm"))
     return specs.api.ShmMount(m.get("dst_path", "/dev/shm"), int(m.get("size_mb", 0)))
 
 
