@@ -175,6 +175,47 @@ shim["roles"][0]["env"].pop("MUSTER_JOB_ID")  # muster run's, not the component'
 print("same" if shim == yaml else "differ:\n%s\n%s" % (json.dumps(shim), json.dumps(yaml)))
 PY
 t_expect_eq "torchx.components.dist.ddp == muster's dist.ddp" "$(cat "$T_DIR/cmp")" same
+# ... and takes every parameter of components/dist.ddp.yaml (its default, or a value), so it
+# follows the YAML as parameters are added there.
+"$PY" - "$MU_SOURCE_DIR/components/dist.ddp.yaml" >"$T_DIR/every" <<'PY'
+import json, sys, yaml
+c = yaml.safe_load(open(sys.argv[1]))
+given = {"script": "t.py", "nnodes": "1:2", "nproc_per_node": 3, "env": {"K": "v"},
+         "mounts": ["type=volume", "src=pvc", "dst=/d"], "h": "gpu.small", "name": "e/r"}
+kw, cli = {}, []
+for p in c["params"]:
+    n, t = p["name"], p.get("type", "str")
+    if p.get("remainder") or n == "m":  # script arguments go after --; -m excludes --script
+        continue
+    v = given.get(n, p.get("default"))
+    if v is None:
+        v = {"int": 1, "bool": True, "list": ["a"], "map": {"A": "1"}}.get(t, "x")
+    if t == "bool":
+        v = str(v).lower() in ("true", "1", "yes", "on")
+    elif t == "int":
+        v = int(v)
+    kw[n] = v
+    text = ("True" if v else "False") if t == "bool" else \
+        ",".join(v) if isinstance(v, list) else \
+        ",".join("%s=%s" % i for i in v.items()) if isinstance(v, dict) else str(v)
+    cli.append("--%s=%s" % (n, text))
+print(json.dumps(kw))
+print("\n".join(cli))
+PY
+every=$(head -1 "$T_DIR/every")
+mapfile -t every_cli < <(tail -n +2 "$T_DIR/every")
+dry "$N:ddp_kwargs" --kwargs "$every" --args=--lr,0.1
+t_expect_eq "torchx.components.dist.ddp takes every parameter of dist.ddp.yaml" "$?" 0
+role 'json.dumps(d["app"], sort_keys=True)' >"$T_DIR/shim.json"
+"$MUSTER" builtins --build dist.ddp "${every_cli[@]}" -- --lr 0.1 >"$T_DIR/yaml.json"
+"$PY" - "$T_DIR/shim.json" "$T_DIR/yaml.json" >"$T_DIR/cmp" <<'PY'
+import json, sys
+shim = json.loads(open(sys.argv[1]).read())
+yaml = json.load(open(sys.argv[2]))
+shim["roles"][0]["env"].pop("MUSTER_JOB_ID")
+print("same" if shim == yaml else "differ:\n%s\n%s" % (json.dumps(shim), json.dumps(yaml)))
+PY
+t_expect_eq "... and builds the app the YAML builds with them" "$(cat "$T_DIR/cmp")" same
 dry "$N:wrapped_ddp" --script t.py --env K=v
 t_expect_eq "a wrapper edits the ddp app" "$(role 'r["env"]["WRAPPED"], r["env"]["K"], r["max_retries"], r["args"][-2:]')" \
   "1 v 2 ['--lr', '0.1']"
