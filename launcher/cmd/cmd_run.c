@@ -31,9 +31,11 @@
 static const char usage_text[] =
     "muster run [-s SCHED] [-cfg k=v,...] [--dryrun] [--wait] [--log] [--json] COMPONENT "
     "[ARGS] [-- SCRIPT ARGS]\n\n"
-    "COMPONENT is a builtin (see 'muster builtins') or a path to a YAML file (./mine.yaml);\n"
+    "COMPONENT is a builtin (see 'muster builtins'), a path to a YAML file (./mine.yaml) or a\n"
+    "TorchX component in Python (FILE.py:FUNCTION, run with python3 and muster's TorchX shim);\n"
     "'muster run COMPONENT --help' lists its arguments. Defaults come from .musterconfig\n"
-    "([cli:run] scheduler=/component=, [<scheduler>] runopts, [component:<name>] arguments)";
+    "([cli:run] scheduler=/component=/workspace=, [<scheduler>] runopts, [component:<name>]\n"
+    "arguments)";
 
 static volatile sig_atomic_t got_signal;
 
@@ -153,6 +155,7 @@ struct follow {
   int tty;                   /* stderr is a terminal: one progress line, redrawn */
   int shown;                 /* that line is on screen */
   int cancelled;             /* a signal came and the job was cancelled */
+  int ui_said;               /* the job's status page was printed */
   struct mu_log_reader logs; /* the replicas' logs (pid -1: none) */
   struct mu_buf pending;     /* an unfinished line of them */
   double t0, last_rdzv;      /* when we started following; when the round was last read */
@@ -239,20 +242,16 @@ static int finish(struct follow *f, const struct mu_app_status *st, double el)
 static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char *handle,
                     const struct mu_cfg *cfg, int stream_logs)
 {
-  struct follow f = {s,
-                     app_id,
-                     handle,
-                     cfg,
-                     isatty(2),
-                     0,
-                     0,
-                     {-1, -1, -1, 0},
-                     MU_BUF_INIT(SIZE_MAX),
-                     now_s(),
-                     -1,
-                     "",
-                     "",
-                     MU_STATE_UNSUBMITTED};
+  struct follow f = {.s = s,
+                     .app_id = app_id,
+                     .handle = handle,
+                     .cfg = cfg,
+                     .tty = isatty(2),
+                     .logs = {-1, -1, -1, 0},
+                     .pending = MU_BUF_INIT(SIZE_MAX),
+                     .t0 = now_s(),
+                     .last_rdzv = -1,
+                     .last_state = MU_STATE_UNSUBMITTED};
   long delay = 2;
   int rc = 1;
   if (stream_logs)
@@ -267,6 +266,11 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     mu_buf_release(&err);
     if (r != 0)
       break;
+    if (st.ui_url != NULL && !f.ui_said++) { /* once, when the job's musterd is up */
+      fprintf(stderr, "%smuster: %s: status page %s\n", f.shown ? "\r\033[K" : "", app_id,
+              st.ui_url);
+      f.shown = 0;
+    }
     double el = now_s() - f.t0;
     show_progress(&f, &st, el);
     int done = mu_job_state_is_terminal(st.state) || st.state == MU_STATE_UNKNOWN;
@@ -326,8 +330,10 @@ static void print_dryrun(const char *sched, const struct mu_app *app, const stru
     cJSON_free(t);
     cJSON_Delete(o);
   } else {
-    printf("=== APPLICATION ===\n%s\n\n=== SCHEDULER REQUEST ===\n%s", mu_buf_str(&js),
-           req->text ? req->text : "");
+    printf("=== APPLICATION ===\n%s\n", mu_buf_str(&js));
+    if (mu_app_mentions(app, "${rdzv_endpoint}") && req->sched && req->sched->rdzv_macro)
+      printf("(${rdzv_endpoint} is the rendezvous: %s)\n", req->sched->rdzv_macro);
+    printf("\n=== SCHEDULER REQUEST ===\n%s", req->text ? req->text : "");
     if (req->text && req->text[0] && req->text[strlen(req->text) - 1] != '\n')
       printf("\n");
   }
@@ -464,10 +470,15 @@ static int step_job(struct run *r)
     return MU_EXIT_USAGE;
   }
   add_runner_env(r->app, r->s->name);
-  if (r->workspace != NULL &&
-      mu_workspace_build(r->app, r->workspace, mu_cfg_get(&r->cfg, "image_repo"), &r->err) != 0) {
+  const struct mu_config_entry *ws = mu_config_find(&r->file, "cli:run", "workspace");
+  if (r->workspace == NULL && (r->s->caps & MU_SCHED_IMAGES) && ws != NULL)
+    r->workspace = ws->value;
+  rc = r->workspace != NULL
+           ? mu_workspace_build(r->app, r->workspace, mu_cfg_get(&r->cfg, "image_repo"), &r->err)
+           : 0;
+  if (rc != 0) {
     mu_error("%s", mu_buf_str(&r->err));
-    return MU_EXIT_FAILED;
+    return rc == MU_EINVAL ? MU_EXIT_USAGE : MU_EXIT_FAILED; /* bad input, or the build failed */
   }
   if (mu_app_validate(r->app, &r->err) != 0) {
     mu_error("invalid job spec from %s: %s", r->comp_name, mu_buf_str(&r->err));
@@ -547,8 +558,9 @@ int cmd_run(int argc, char **argv)
       MU_OPT_CALLBACK(0, "buck-target", "T", "refused: muster does not build with buck",
                       refused_option, (void *)"muster does not build with buck; drop it", 0),
       MU_OPT_STRING(0, "workspace", &r.workspace, "DIR",
-                    "layer DIR's files on each role's image, push it to -cfg image_repo and run "
-                    "it by digest (buildah; DIR/.dockerignore excludes)"),
+                    "layer DIR's (or file://DIR's) files on each role's image, push it to -cfg "
+                    "image_repo and run it by digest (buildah; DIR/.dockerignore excludes); \"\": "
+                    "none"),
       MU_OPT_END(),
   };
   /* The run options end at the first word that is not one of them: the component, or (with

@@ -270,7 +270,7 @@ static double status_duration(const struct mu_app_status *st)
   return end > st->started_at ? end - st->started_at : 0;
 }
 
-/* The JSON of `muster status --json`: TorchX's AppStatus with the replicas by role. */
+/* --json: TorchX's AppStatus.to_json, plus muster's fields. */
 static void status_json(const struct mu_app_status *st, const char *handle)
 {
   cJSON *o = cJSON_CreateObject();
@@ -310,16 +310,22 @@ static void status_json(const struct mu_app_status *st, const char *handle)
     cJSON_AddNumberToObject(o, "started_at", st->started_at);
     cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
   }
-  cJSON_AddNullToObject(o, "url");
+  if (st->ui_url != NULL)
+    cJSON_AddStringToObject(o, "url", st->ui_url);
+  else
+    cJSON_AddNullToObject(o, "url");
   char *s = cJSON_PrintUnformatted(o);
   printf("%s\n", s);
   cJSON_free(s);
   cJSON_Delete(o);
 }
 
-/* The text of `muster status`, TorchX's AppStatus layout. */
-static void status_text(const struct mu_app_status *st)
+void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json)
 {
+  if (json) {
+    status_json(st, handle);
+    return;
+  }
   printf("AppStatus:\n    State: %s\n    Num Restarts: %ld\n", mu_job_state_name(st->state),
          st->num_restarts);
   if (st->started_at > 0) {
@@ -351,14 +357,7 @@ static void status_text(const struct mu_app_status *st)
   printf("    Msg: %s\n", st->msg ? st->msg : "");
   if (st->root_cause != NULL)
     printf("    Root Cause: %s\n", st->root_cause);
-  printf("    Structured Error Msg: %s\n    UI URL: None\n",
-         st->structured_error_msg ? st->structured_error_msg : "<NONE>");
-}
-
-void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json)
-{
-  if (json)
-    status_json(st, handle);
-  else
-    status_text(st);
+  printf("    Structured Error Msg: %s\n    UI URL: %s\n",
+         st->structured_error_msg ? st->structured_error_msg : "<NONE>",
+         st->ui_url ? st->ui_url : "None");
 }

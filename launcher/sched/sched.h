@@ -52,6 +52,7 @@ struct mu_app_status {
   struct mu_replica_status *replicas;
   size_t nreplicas;
   char *rdzv_endpoint; /* HOST:PORT of the job's musterd when known, else NULL (local) */
+  char *ui_url;        /* the job's musterd status page while it serves one, else NULL */
   /* The job's root cause: its earliest worker failure (failrec.h), kept only when the job
    * FAILED. root_cause is one line (rank, exit, exception), structured_error_msg the record's
    * JSON; both NULL when no record was found. */
@@ -76,12 +77,16 @@ enum mu_sched_caps {
   /* Its jobs run on this machine, under a process of ours: `muster run` follows every job to its
    * end and streams its logs by default (--wait and --log are implied). */
   MU_SCHED_FOLLOW = 1 << 0,
+  /* It runs the roles' images: a workspace ([cli:run] workspace= too) is built into them. */
+  MU_SCHED_IMAGES = 1 << 1,
 };
 
 struct mu_sched_ops {
   const char *name; /* the registry (sched.c) adds the aliases users type */
   const char *help;
   unsigned caps; /* enum mu_sched_caps */
+  /* What ${rdzv_endpoint} becomes on this scheduler (--dryrun and describe say it). */
+  const char *rdzv_macro;
   const struct mu_runopt *runopts; /* terminated by a row with name == NULL */
   int (*dryrun)(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
                 struct mu_buf *err);

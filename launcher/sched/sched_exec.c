@@ -1,55 +1,12 @@
-/* The cluster tools for the kubernetes and slurm schedulers (sched_exec.h): each runs to its end
- * through common/child.c (uv_spawn, which tells "not found" apart from "ran and failed"), and a
- * failure becomes one message with the hint of a table. */
+/* The cluster schedulers' tools: common/exec.c runs them, this file turns a failure into one
+ * message with the hint that fits. */
 #include "sched_exec.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "muster/errno.h"
 
 #include "alloc.h"
-#include "child.h"
-
-/* Runs argv: stdin from `input`, stdout to out (buffer) or out_fd, stderr to errout. */
-static int run(char *const argv[], const char *input, struct mu_buf *out, int out_fd,
-               struct mu_buf *errout, int *status)
-{
-  struct mu_child_run r = {(char **)argv, input, out, out_fd, errout, -1, 0};
-  int rc = mu_child_run(&r);
-  *status = r.status;
-  if (rc != 0) {
-    if (errout)
-      mu_buf_printf(errout, "cannot run '%s': %s", argv[0], strerror(rc < 0 ? -rc : rc));
-    return MU_ENOENT;
-  }
-  if (r.out_over) {
-    if (errout)
-      mu_buf_printf(errout, "'%s' printed more than %zu bytes; its output was not read", argv[0],
-                    out->max);
-    return MU_E2BIG;
-  }
-  return 0;
-}
-
-int mu_exec_capture(char *const argv[], const char *input, struct mu_buf *out,
-                    struct mu_buf *errout, int *status)
-{
-  return run(argv, input, out, -1, errout, status);
-}
-
-int mu_exec_to_fd(char *const argv[], int out_fd, struct mu_buf *errout, int *status)
-{
-  return run(argv, NULL, NULL, out_fd, errout, status);
-}
-
-char *mu_exec_chomp(char *s)
-{
-  size_t n = s ? strlen(s) : 0;
-  while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
-    s[--n] = '\0';
-  return s;
-}
 
 /* The first row of hints whose match list has a substring of e, or NULL. */
 static const struct mu_exec_hint *find_hint(const struct mu_exec_hint *hints, const char *e)
