@@ -119,6 +119,10 @@ static void run_stdio(struct run_state *st, uv_stdio_container_t io[3])
   }
   io[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
   io[2].data.stream = (uv_stream_t *)&st->err;
+  if (st->r->keep_stderr) {
+    io[2].flags = UV_INHERIT_FD;
+    io[2].data.fd = 2;
+  }
 }
 
 int mu_child_run(struct mu_child_run *r)
@@ -159,7 +163,10 @@ int mu_child_run(struct mu_child_run *r)
       uv_close((uv_handle_t *)&st.out, run_closed);
     else
       uv_read_start((uv_stream_t *)&st.out, run_alloc, run_read);
-    uv_read_start((uv_stream_t *)&st.err, run_alloc, run_read);
+    if (r->keep_stderr)
+      uv_close((uv_handle_t *)&st.err, run_closed);
+    else
+      uv_read_start((uv_stream_t *)&st.err, run_alloc, run_read);
   }
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);

@@ -53,6 +53,7 @@ struct mu_child_run {
   struct mu_buf *err;  /* its stderr, at most err's cap, the rest dropped (NULL: discarded) */
   int status;          /* set: the exit code, or 128 + the signal that ended it */
   int out_over;        /* set: its stdout passed out's cap (what fits is kept) */
+  int keep_stderr;     /* 1: its stderr is ours (what it says reaches the user), err unused */
 };
 
 /* Runs r->args to its end on a loop of its own (uv_spawn: same process group as ours), with the
