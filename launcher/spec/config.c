@@ -496,6 +496,12 @@ int mu_cfg_resolve(const char *sched, const struct mu_runopt *runopts, const str
       }
       continue;
     }
+    char field[700];
+    snprintf(field, sizeof(field), "%s%s", where, o->name);
+    if (mu_text_check(field, v, 0, err) != 0) { /* it may reach a script or a manifest */
+      rc = MU_EINVAL;
+      goto out;
+    }
     char *cast = cast_value(o, v, where, err);
     if (cast == NULL) {
       rc = MU_EINVAL;

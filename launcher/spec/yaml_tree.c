@@ -261,8 +261,8 @@ enum { CONVERT_SHAPE = 1, CONVERT_BUDGET };
 static cJSON *convert(yaml_document_t *doc, yaml_node_t *node, unsigned flags, int depth,
                       struct budget *b, int *why);
 
-static cJSON *convert_sequence(yaml_document_t *doc, yaml_node_t *node, unsigned flags,
-                               int depth, struct budget *b, int *why)
+static cJSON *convert_sequence(yaml_document_t *doc, yaml_node_t *node, unsigned flags, int depth,
+                               struct budget *b, int *why)
 {
   cJSON *out = cJSON_CreateArray();
   for (yaml_node_item_t *item = node->data.sequence.items.start;
@@ -281,8 +281,8 @@ static cJSON *convert_mapping(yaml_document_t *doc, yaml_node_t *node, unsigned 
                               struct budget *b, int *why)
 {
   cJSON *out = cJSON_CreateObject();
-  for (yaml_node_pair_t *pair = node->data.mapping.pairs.start;
-       pair < node->data.mapping.pairs.top; pair++) {
+  for (yaml_node_pair_t *pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top;
+       pair++) {
     yaml_node_t *k = yaml_document_get_node(doc, pair->key);
     if (k == NULL || k->type != YAML_SCALAR_NODE) {
       *why = CONVERT_SHAPE;
