@@ -87,20 +87,22 @@ static char *log_root(const struct mu_cfg *cfg)
   return state_root();
 }
 
-/* The app dir of an existing job: <root>/<app_id> (a dir or a symlink to one). */
+/* The app dir of an existing job: <root>/<app_id> (a dir or a symlink to one); NULL also for
+ * an app id that is not one path segment ("..", "a/b": a handle names no job outside the
+ * root). */
 static char *app_dir_find(const char *app_id, const struct mu_cfg *cfg)
 {
   char *root = log_root(cfg);
-  char *d = mu_asprintf("%s/%s", root, app_id);
+  char *d = mu_local_path(root, app_id, NULL, -1, NULL);
   mu_free(root);
   struct stat st;
-  if (stat(d, &st) == 0 && S_ISDIR(st.st_mode))
+  if (d != NULL && stat(d, &st) == 0 && S_ISDIR(st.st_mode))
     return d;
   mu_free(d);
   root = state_root();
-  d = mu_asprintf("%s/%s", root, app_id);
+  d = mu_local_path(root, app_id, NULL, -1, NULL);
   mu_free(root);
-  if (stat(d, &st) == 0 && S_ISDIR(st.st_mode))
+  if (d != NULL && stat(d, &st) == 0 && S_ISDIR(st.st_mode))
     return d;
   mu_free(d);
   return NULL;
@@ -141,7 +143,7 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   }
   p->app_id = mu_app_id_make(app->name);
   p->root = log_root(cfg);
-  p->app_dir = mu_asprintf("%s/%s", p->root, p->app_id);
+  p->app_dir = mu_local_path(p->root, p->app_id, NULL, -1, NULL); /* the id is ours: [a-z0-9-] */
   struct mu_rdzv_choice rz;
   rc = mu_cfg_rdzv(cfg, app, &rz, err);
   if (rc != 0)
@@ -165,7 +167,9 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   }
   d = mu_cfg_get(cfg, "device_env");
   p->device_env = mu_strdup(d && *d ? d : "CUDA_VISIBLE_DEVICES");
-  mu_local_plan_replicas(p, p->rdzv_external ? p->rdzv_external : "127.0.0.1:<port>");
+  rc = mu_local_plan_replicas(p, p->rdzv_external ? p->rdzv_external : "127.0.0.1:<port>", err);
+  if (rc != 0)
+    goto out;
 
   struct mu_buf t = MU_BUF_INIT(STATE_MAX_BYTES);
   mu_buf_printf(&t, "app_id: %s\nhandle: local://%s/%s\nlog_dir: %s\n", p->app_id, MU_SESSION,
@@ -216,7 +220,7 @@ static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
   char *root = state_root();
   if (strcmp(root, p->root) != 0) {
     mu_mkdir_p(root);
-    char *link = mu_asprintf("%s/%s", root, p->app_id);
+    char *link = mu_local_path(root, p->app_id, NULL, -1, NULL);
     if (symlink(p->app_dir, link) != 0 && errno != EEXIST) {
       mu_buf_printf(err, "cannot link '%s' to '%s': %s", link, p->app_dir, strerror(errno));
       mu_free(link);
@@ -322,8 +326,9 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
                           struct mu_buf *err)
 {
   cJSON *o = NULL;
+  char *dir = NULL;
   memset(out, 0, sizeof(*out));
-  int rc = load_state(app_id, cfg, &o, NULL, err);
+  int rc = load_state(app_id, cfg, &o, &dir, err);
   if (rc != 0)
     return rc;
   out->app_id = mu_strdup(app_id);
@@ -353,19 +358,19 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
     rs->exit_code = (int)mu_json_get_long(r, "exit_code", 0);
     rs->msg = mu_strdup("");
     /* The agent's failure record, or the worker's own torch error file (local_plan.c points
-     * TORCHELASTIC_ERROR_FILE there). */
-    char path[PATH_MAX];
+     * TORCHELASTIC_ERROR_FILE there): in the replica's directory under the app's. */
+    char *path = mu_local_path(dir, NULL, rs->role, rs->replica_id, "error.json");
     struct mu_buf ef = MU_BUF_INIT(1u << 20);
-    if (js(r, "log_dir")[0] != '\0' &&
-        snprintf(path, sizeof(path), "%s/error.json", js(r, "log_dir")) < (int)sizeof(path) &&
-        mu_read_file(path, 1u << 20, &ef) == 0)
+    if (path != NULL && mu_read_file(path, 1u << 20, &ef) == 0)
       mu_app_status_add_failure(out, out->nreplicas - 1, ef.data, ef.len);
     mu_buf_release(&ef);
+    mu_free(path);
   }
   out->started_at = mu_json_get_double(o, "started_at", 0);
   if (mu_job_state_is_terminal(out->state))
     out->ended_at = mu_json_get_double(o, "updated_at", 0);
   cJSON_Delete(o);
+  mu_free(dir);
   return 0;
 }
 
@@ -598,8 +603,9 @@ static int local_log(const char *app_id, const char *role, long replica, enum mu
     if (replica >= 0 && st.replicas[i].replica_id != replica)
       continue;
     struct tail_src *t = &srcs[nsrc];
-    t->path =
-        mu_asprintf("%s/%s/%ld/%s", dir, st.replicas[i].role, st.replicas[i].replica_id, files[s]);
+    t->path = mu_local_path(dir, NULL, st.replicas[i].role, st.replicas[i].replica_id, files[s]);
+    if (t->path == NULL)
+      continue; /* a role in state.json that is no directory name: nothing of ours */
     t->fd = open(t->path, O_RDONLY | O_CLOEXEC);
     if (t->fd < 0 && !follow) {
       mu_free(t->path);

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "buf.h"
 #include "job.h"
 #include "strvec.h"
 
@@ -36,9 +37,20 @@ struct mu_local_plan {
   size_t nreplicas;
 };
 
+/* The path of one of the scheduler's files from what a user named (local_plan.c): ROOT/APP_ID,
+ * then /ROLE/REPLICA when role is not NULL (replica >= 0), then /FILE when file is not NULL.
+ * Every path the local scheduler builds from a user's value (an app id from a handle, a role
+ * name, a replica id) comes from here, so none leaves its root: a part that is not one path
+ * segment (mu_path_segment_ok: "..", "a/b", "") gives NULL.
+ * Returns: the path (caller frees with mu_free()), or NULL. */
+char *mu_local_path(const char *root, const char *app_id, const char *role, long replica,
+                    const char *file);
+
 /* (Re)fills p->replicas from p->app: argv and env with the macros applied, ${rdzv_endpoint}
- * being endpoint (a placeholder in a dryrun) (local_plan.c). */
-void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint);
+ * being endpoint (a placeholder in a dryrun) (local_plan.c).
+ * Returns: 0, or MU_EINVAL with the role named in err when its name cannot be a directory
+ * (mu_app_validate refuses such names first). */
+int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct mu_buf *err);
 /* Frees the plan. Accepts NULL. */
 void mu_local_plan_free(struct mu_local_plan *p);
 

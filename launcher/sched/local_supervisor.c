@@ -346,6 +346,40 @@ static void close_loop_handles(struct sup *s)
     rv_server_close(s->srv, on_srv_closed, s);
 }
 
+/* The job's rendezvous: the embedded musterd on a free loopback port, or the endpoint of an
+ * existing one, in s->endpoint. Returns: 0, or -1 with s->msg set. */
+static int start_rdzv(struct sup *s)
+{
+  if (s->p->rdzv) {
+    struct rv_server_config cfg;
+    rv_server_config_init(&cfg);
+    cfg.listen_host = "127.0.0.1";
+    cfg.listen_port = 0;
+    cfg.name = "muster-local";
+    s->srv = rv_server_new(&s->loop, &cfg);
+    int rc = s->srv ? rv_server_listen(s->srv) : UV_ENOMEM;
+    if (rc != 0) {
+      snprintf(s->msg, sizeof(s->msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
+      return -1;
+    }
+    snprintf(s->endpoint, sizeof(s->endpoint), "127.0.0.1:%d", rv_server_port(s->srv));
+  } else if (s->p->rdzv_external) {
+    snprintf(s->endpoint, sizeof(s->endpoint), "%s", s->p->rdzv_external);
+  }
+  return 0;
+}
+
+/* The job ends before any replica started (s->msg says why). Returns: the exit status. */
+static int fail_early(struct sup *s)
+{
+  s->state = MU_STATE_FAILED;
+  write_state(s);
+  close_loop_handles(s);
+  uv_run(&s->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&s->loop);
+  return 1;
+}
+
 int mu_local_supervise(struct mu_local_plan *p)
 {
   struct sup s;
@@ -365,27 +399,14 @@ int mu_local_supervise(struct mu_local_plan *p)
   uv_signal_start(&s.sig_hup, on_signal, SIGHUP);
   uv_timer_init(&s.loop, &s.kill_timer);
   s.kill_timer.data = &s;
-  if (p->rdzv) {
-    struct rv_server_config cfg;
-    rv_server_config_init(&cfg);
-    cfg.listen_host = "127.0.0.1";
-    cfg.listen_port = 0;
-    cfg.name = "muster-local";
-    s.srv = rv_server_new(&s.loop, &cfg);
-    int rc = s.srv ? rv_server_listen(s.srv) : UV_ENOMEM;
-    if (rc != 0) {
-      snprintf(s.msg, sizeof(s.msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
-      s.state = MU_STATE_FAILED;
-      write_state(&s);
-      close_loop_handles(&s);
-      uv_run(&s.loop, UV_RUN_DEFAULT);
-      return 1;
-    }
-    snprintf(s.endpoint, sizeof(s.endpoint), "127.0.0.1:%d", rv_server_port(s.srv));
-  } else if (p->rdzv_external) {
-    snprintf(s.endpoint, sizeof(s.endpoint), "%s", p->rdzv_external);
-  }
-  mu_local_plan_replicas(p, s.endpoint[0] ? s.endpoint : "");
+  if (start_rdzv(&s) != 0)
+    return fail_early(&s);
+  struct mu_buf perr = MU_BUF_INIT(SIZE_MAX);
+  int rc = mu_local_plan_replicas(p, s.endpoint[0] ? s.endpoint : "", &perr);
+  snprintf(s.msg, sizeof(s.msg), "%s", mu_buf_str(&perr)); /* as dryrun said */
+  mu_buf_release(&perr);
+  if (rc != 0)
+    return fail_early(&s);
   s.reps = mu_calloc(p->nreplicas ? p->nreplicas : 1, sizeof(*s.reps));
   for (size_t i = 0; i < p->nreplicas; i++) {
     s.reps[i].sup = &s;
