@@ -29,8 +29,8 @@ t_expect_match "gpu flag, Slurm 24.11" "$out" "job-name=b-0 .*--gpus-per-node=1$
 out=$(script 'slurm_version=22.05,partition=debug,time=1:00:00,account=ml,constraint=fast,qos=high,comment=nightly run,mail-user=a@b.c,mail-type=END' "$C")
 t_expect_eq "every group has the options" \
   "$(grep -c -- '--partition=debug --time=1:00:00 --account=ml --constraint=fast --qos=high --ntasks-per-node=1' <<<"$out")" 3
-t_expect_match "job options on the command line" "$out" \
-  "# Run with: sbatch --parsable --comment=nightly run --mail-user=a@b.c --mail-type=END"
+t_expect_match "job options on the command line, shell-quoted" "$out" \
+  "# Run with: sbatch --parsable '--comment=nightly run' --mail-user=a@b.c --mail-type=END"
 t_expect_match "requeue from the smallest max_retries" "$out" "export TORCHX_MAX_RETRIES=2"
 
 # Rendezvous: the job's musterd by default, an existing one with rdzv=HOST:PORT.
