@@ -54,8 +54,9 @@ static int get_json(struct conn *k, const char *path, long timeout_ms, cJSON **o
              (*out = cJSON_ParseWithLength(resp.body.data ? resp.body.data : "", resp.body.len)) ==
                  NULL) {
     mu_error("'%s' answered %s with HTTP %d: %s", k->endpoint, path, resp.status,
-             resp.status == 401 ? "it requires credentials (--token)"
-                                : "not a musterd rendezvous API");
+             resp.status == 401
+                 ? "it requires credentials (a job's token: MUSTER_RDZV_TOKEN_FILE=FILE)"
+                 : "not a musterd rendezvous API");
     rc = -1;
   }
   mu_http_response_release(&resp);
@@ -260,7 +261,9 @@ int cmd_rdzv(int argc, char **argv)
   struct mu_opt opts[] = {
       MU_OPT_BOOL(0, "json", &json, "print one JSON object (per event with --watch)"),
       MU_OPT_BOOL(0, "watch", &watch, "print again at every run event, until interrupted"),
-      MU_OPT_STRING(0, "token", &token, "T", "a bearer token of musterd's --token-file"),
+      MU_OPT_STRING(0, "token", &token, "T",
+                    "a bearer token of musterd's --token-file (default: $MUSTER_RDZV_TOKEN, "
+                    "else the first line of $MUSTER_RDZV_TOKEN_FILE)"),
       MU_OPT_STRING(0, "endpoint", &endpoint, "E",
                     "the rendezvous: HOST:PORT of a musterd or etcd-v3://H:P[,H:P...]"),
       MU_OPT_END(),
@@ -294,6 +297,8 @@ int cmd_rdzv(int argc, char **argv)
   struct conn k = {mu_http_client_new(host, (int)port), NULL, endpoint};
   if (token != NULL)
     mu_http_client_set_bearer(k.c, token);
+  else
+    mu_http_client_bearer_from_env(k.c); /* MUSTER_RDZV_TOKEN, or MUSTER_RDZV_TOKEN_FILE's */
   cJSON *ev = NULL;
   int rc = get_json(&k, "/v1/events?after=0&timeout_ms=0", 0, &ev) < 0;
   if (rc == 0)

@@ -28,6 +28,13 @@ struct mu_local_plan {
   char *app_dir;       /* <root>/<app_id> */
   int rdzv;            /* 1 = start an embedded musterd */
   char *rdzv_external; /* HOST:PORT of an existing musterd, or NULL */
+  /* The rendezvous token (docs/security.md): the file the embedded musterd reads its token from
+   * and every replica gets as MUSTER_RDZV_TOKEN_FILE (its MUSTER_RDZV_TOKEN dropped), or NULL.
+   * token_made: schedule makes it (<app dir>/rdzv.token, 0600) and the supervisor removes it
+   * when the job ends; else it is the user's -cfg rdzv_token_file. */
+  char *token_file;
+  int token_made;
+  char *open_why; /* the job's musterd is open by rdzv_auth=auto: why (mu_rdzv_auth) */
   long grace;
   int fail_fast;
   int prepend_cwd;

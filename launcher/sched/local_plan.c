@@ -37,6 +37,8 @@ void mu_local_plan_free(struct mu_local_plan *p)
   mu_free(p->root);
   mu_free(p->app_dir);
   mu_free(p->rdzv_external);
+  mu_free(p->token_file);
+  mu_free(p->open_why);
   mu_free(p->device_env);
   plan_replicas_clear(p);
   mu_free(p);
@@ -111,6 +113,8 @@ int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct
       mu_kvlist_set(&rp->env, "MUSTER_RANK0_HOST", "localhost");
       if (p->rdzv || p->rdzv_external)
         mu_kvlist_set(&rp->env, "MUSTER_RDZV_ENDPOINT", endpoint);
+      if (p->token_file != NULL)
+        mu_kvlist_set(&rp->env, "MUSTER_RDZV_TOKEN_FILE", p->token_file);
       if (mu_kvlist_get(&rp->env, "TORCHELASTIC_ERROR_FILE") == NULL) {
         char *ef = mu_asprintf("%s/error.json", rp->dir);
         mu_kvlist_set(&rp->env, "TORCHELASTIC_ERROR_FILE", ef);

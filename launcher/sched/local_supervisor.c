@@ -260,6 +260,8 @@ static char **build_env(struct sup *s, struct mu_local_replica *rp)
     const char *eq = strchr(*e, '=');
     if (eq == NULL)
       continue;
+    if (s->p->token_file != NULL && strncmp(*e, "MUSTER_RDZV_TOKEN=", 18) == 0)
+      continue; /* the job's token file, not a token of the user's: the client prefers this */
     char *k = mu_strndup(*e, (size_t)(eq - *e));
     mu_kvlist_set(&env, k, eq + 1);
     mu_free(k);
@@ -356,8 +358,15 @@ static int start_rdzv(struct sup *s)
     cfg.listen_host = "127.0.0.1";
     cfg.listen_port = 0;
     cfg.name = "muster-local";
+    cfg.token_file = s->p->token_file; /* NULL: rdzv_auth=none */
     s->srv = rv_server_new(&s->loop, &cfg);
-    int rc = s->srv ? rv_server_listen(s->srv) : UV_ENOMEM;
+    if (s->srv == NULL) {
+      snprintf(s->msg, sizeof(s->msg),
+               "cannot start the embedded musterd: cannot read a token from '%s'",
+               s->p->token_file);
+      return -1;
+    }
+    int rc = rv_server_listen(s->srv);
     if (rc != 0) {
       snprintf(s->msg, sizeof(s->msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
       return -1;
@@ -377,6 +386,8 @@ static int fail_early(struct sup *s)
   close_loop_handles(s);
   uv_run(&s->loop, UV_RUN_DEFAULT);
   uv_loop_close(&s->loop);
+  if (s->p->token_made)
+    unlink(s->p->token_file);
   return 1;
 }
 
@@ -431,6 +442,8 @@ int mu_local_supervise(struct mu_local_plan *p)
     check_done(&s);
   uv_run(&s.loop, UV_RUN_DEFAULT);
   uv_loop_close(&s.loop);
+  if (p->token_made)
+    unlink(p->token_file); /* the token goes with the job */
   int ok = s.state == MU_STATE_SUCCEEDED;
   mu_free(s.reps);
   return ok ? 0 : 1;

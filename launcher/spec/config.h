@@ -117,4 +117,27 @@ struct mu_rdzv_choice {
 int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rdzv_choice *out,
                 struct mu_buf *err);
 
+/* Who may use the job's rendezvous (docs/security.md, "A job's rendezvous is private"), from
+ * the runopts every scheduler that starts a musterd for the job declares:
+ *   rdzv_auth=auto    (the default) the job's own musterd requires a token that `muster run`
+ *                     makes for the job (or, with rdzv_token_file, the user's) and hands to
+ *                     the job alone, in a 0600 file; unless a role runs torchrun with an etcd
+ *                     backend, which sends none: then it is open, and why_open says so
+ *   rdzv_auth=token   always the token (a torchrun etcd role is then an error)
+ *   rdzv_auth=none    open to anyone who reaches its port
+ *   rdzv_token_file=F the first line of F is the token: of the existing musterd of
+ *                     rdzv=HOST:PORT (the agents send it), or of the job's own musterd */
+struct mu_rdzv_auth {
+  int open;         /* 1: the job's own musterd requires nothing */
+  char *why_open;   /* open by rdzv_auth=auto: the sentence that says why, else NULL */
+  char *token_file; /* rdzv_token_file as an absolute path, else NULL */
+};
+
+/* Reads rdzv_auth and rdzv_token_file for app, whose rendezvous rz chose. Returns: 0, or
+ * MU_EINVAL with the runopt and the fix in err. Ownership: out->token_file and out->why_open
+ * are the caller's (mu_free). */
+int mu_cfg_rdzv_auth(const struct mu_cfg *cfg, const struct mu_app *app,
+                     const struct mu_rdzv_choice *rz, struct mu_rdzv_auth *out,
+                     struct mu_buf *err);
+
 #endif

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# A local job's rendezvous is private to the job (issue 24 finding 1): `muster run` makes a
+# token for the job's embedded musterd at submission, in a 0600 file that the agents and workers
+# read (MUSTER_RDZV_TOKEN_FILE). While the job runs, a stranger's curl to /v1 and /v2 and a
+# `muster agent` without the token get 401 and cannot join, read or shut the run down; the job
+# itself runs to its end; the token is in no command line (ps), log, state file or dry run, and
+# goes with the job. -cfg rdzv_auth=none is the explicit opt-out.
+. "$(dirname "$0")/../lib.sh"
+RING=$MU_BUILD_DIR/examples/ring_allreduce
+t_need_built "$MUSTER" "$RING"
+t_local_jobs
+unset MUSTER_RDZV_TOKEN MUSTER_RDZV_TOKEN_FILE
+
+# The dry run names the file; no token exists yet.
+out=$("$MUSTER" run --dryrun dist.ddp -j 2x1 --script "$RING" 2>&1)
+t_expect_match "dryrun: private, the token's file named" "$out" \
+  "private to the job: it requires the token in $T_DIR/logs/[a-z0-9-]*/rdzv.token \(0600"
+t_expect_match "dryrun: replicas get the file, not the token" "$out" \
+  "MUSTER_RDZV_TOKEN_FILE=$T_DIR/logs/[a-z0-9-]*/rdzv.token"
+t_expect_eq "dryrun: no token file made" "$(find "$T_DIR/logs" -name rdzv.token 2>/dev/null)" ""
+
+# A job that runs for a while: 2 nodes, each iteration through the run's KV.
+MUSTER_RDZV_TOKEN=a-token-of-the-users-own t_spawn job "$MUSTER" run dist.ddp -j 2x1 \
+  --script "$RING" -- --iters 100000 --sleep-ms 100
+running() { # both nodes joined the round and started their worker
+  h=$(grep -o -m1 'local://muster/[a-z0-9-]*' "$T_DIR/job.log") || return 1
+  id=${h##*/}
+  dir=$T_DIR/logs/$id
+  ep=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["rdzv_endpoint"])' \
+    "$dir/state.json" 2>/dev/null) || return 1
+  [ -n "$ep" ] && [ "$(cat "$dir"/*/*/combined.log | grep -c 'started 1 worker')" = 2 ]
+}
+if ! t_until 60 running; then
+  t_fail "the job did not start running"; tail -5 "$T_DIR/job.log"; t_done
+fi
+t_ok "both agents joined with the job's token (the user's MUSTER_RDZV_TOKEN set aside)"
+tok=$(head -n1 "$dir/rdzv.token")
+code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@"; }
+kv_written() { [ "$(code -H "Authorization: Bearer $tok" "http://$ep/v1/runs/$id/kv/ring.1.1")" = 200 ]; }
+t_until 30 kv_written && t_ok "the workers wrote the run's KV with the token" ||
+  t_fail "the workers wrote no KV (ring.1.1)"
+t_expect_match "the token: 64 hex digits" "$tok" '^[0-9a-f]{64}$'
+t_expect_eq "the token file is 0600" "$(stat -c %a "$dir/rdzv.token")" 600
+if command -v runuser >/dev/null && ! runuser -u nobody -- cat "$dir/rdzv.token" >/dev/null 2>&1; then
+  t_ok "another user cannot read it"
+else
+  t_fail "another user can read the token file (or runuser is missing)"
+fi
+
+# A stranger (no token): 401 on /v1 and /v2, for reads, writes, a join and a shutdown.
+t_expect_eq "stranger: GET /v1/runs/ID" "$(code "http://$ep/v1/runs/$id")" 401
+t_expect_eq "stranger: GET /v1/runs" "$(code "http://$ep/v1/runs")" 401
+t_expect_eq "stranger: GET the run's KV" "$(code "http://$ep/v1/runs/$id/kv/ring.1.0")" 401
+t_expect_eq "stranger: POST shutdown" \
+  "$(code -X POST -H 'Content-Type: application/json' -d '{"reason":"x"}' "http://$ep/v1/runs/$id/shutdown")" 401
+t_expect_eq "stranger: POST join" \
+  "$(code -X POST -H 'Content-Type: application/json' -d '{"node_id":"evil","addr":"1.2.3.4"}' "http://$ep/v1/runs/$id/join")" 401
+t_expect_eq "stranger: GET /v2/keys" "$(code "http://$ep/v2/keys/?recursive=true")" 401
+t_expect_eq "stranger: PUT /v2/keys" "$(code -X PUT -d value=1 "http://$ep/v2/keys/x")" 401
+t_expect_eq "stranger: a wrong token" "$(code -H 'Authorization: Bearer 0123456789abcdef' "http://$ep/v1/runs/$id")" 401
+t_expect_eq "/healthz stays open" "$(code "http://$ep/healthz")" 200
+out=$(timeout 30 "$MUSTER" agent --rdzv-endpoint "$ep" --rdzv-id "$id" --nnodes 1:3 \
+  --nproc-per-node 1 -- true 2>&1)
+t_expect_eq "stranger: muster agent without the token fails (3: rendezvous error)" "$?" 3
+t_expect_match "... with the server's 401" "$out" "401|unauthorized|credentials"
+out=$(timeout 30 "$MUSTER" rdzv "$ep" "$id" 2>&1)
+t_expect_match "stranger: muster rdzv is refused" "$out" "HTTP 401: it requires credentials"
+t_expect_eq "the job still runs" "$("$MUSTER" status "$h" | sed -n 's/^ *State: //p')" RUNNING
+
+# The job's own token works (the file is the job's, readable by its user).
+t_expect_eq "with the token: GET /v1/runs/ID" \
+  "$(code -H "Authorization: Bearer $tok" "http://$ep/v1/runs/$id")" 200
+out=$(MUSTER_RDZV_TOKEN_FILE=$dir/rdzv.token "$MUSTER" rdzv "$ep" "$id" 2>&1)
+t_expect_match "with the token file: muster rdzv reads the run" "$out" "$id"
+
+# Nowhere else: command lines, logs, state, the spec.
+ps -eo args >"$T_DIR/ps.txt" # to a file first: a grep in the pipe would show the token itself
+t_expect_match "ps lists the job's processes" "$(cat "$T_DIR/ps.txt")" "muster agent .*--rdzv-id $id"
+if grep -F -q -- "$tok" "$T_DIR/ps.txt"; then t_fail "the token is in a command line (ps)"; else
+  t_ok "the token is in no command line (ps)"; fi
+found=$(grep -rlF -- "$tok" "$dir" "$T_DIR/job.log" | grep -v '/rdzv.token$')
+t_expect_eq "the token is in no log, state or spec file" "$found" ""
+
+"$MUSTER" cancel "$h" >/dev/null 2>&1
+t_until 30 eval '[ ! -e "$dir/rdzv.token" ]' && t_ok "the token file goes with the job" ||
+  t_fail "the token file is still there after the job ended"
+
+# torchrun's etcd backends send no token: with rdzv_auth=auto (the default) that job's musterd
+# runs open and says so, also without --dryrun; rdzv_auth=token refuses the job.
+out=$("$MUSTER" run --dryrun dist.ddp -j 2x1 --launcher torchrun --script "$RING" 2>"$T_DIR/note")
+t_expect_match "torchrun etcd-v2: open, and why" "$out" \
+  "open to anyone on this machine \(roles\[0\] runs torchrun with an etcd rendezvous backend, which sends no token"
+t_expect_match "torchrun etcd-v2: a note on stderr" "$(cat "$T_DIR/note")" \
+  "^muster: note: the job's musterd is open to anyone on this machine: roles\[0\] runs torchrun"
+out=$("$MUSTER" run --dryrun -cfg rdzv_auth=token dist.ddp --launcher torchrun --script "$RING" 2>&1)
+t_expect_eq "rdzv_auth=token with torchrun etcd-v2: exit 2" "$?" 2
+t_expect_match "... says why and the ways out" "$out" \
+  "-cfg rdzv_auth=token: roles\[0\] runs torchrun with an etcd rendezvous backend, which cannot send the token.*c10d"
+
+# The opt-out: rdzv_auth=none runs the job's musterd open, as before.
+h=$("$MUSTER" run -cfg rdzv_auth=none dist.ddp -j 2x1 --script "$RING" 2>/dev/null)
+t_expect_eq "rdzv_auth=none: the job succeeds" "$?" 0
+t_expect_eq "rdzv_auth=none: no token file" "$(ls "$T_DIR/logs/${h##*/}")" \
+  "$(printf 'app.json\nring_allreduce\nstate.json\nsupervisor.log')"
+t_done
