@@ -20,6 +20,11 @@ struct mu_slurm_env {
    * file system). NULL: "muster" / "musterd" from PATH. A role whose entrypoint is "muster"
    * runs the muster program. */
   const char *muster_bin, *musterd_bin;
+  /* The rendezvous token (docs/security.md): the file the job's musterd requires its token from
+   * and every agent reads (MUSTER_RDZV_TOKEN_FILE), or NULL when the rendezvous is open. spool:
+   * the job's spool directory that holds it when muster run made it, which the script removes
+   * when the job is done (not when it requeues itself), else NULL. */
+  const char *token_file, *spool;
 };
 
 /* Renders the sbatch script into script and the sbatch options that go on its command line

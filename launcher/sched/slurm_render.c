@@ -333,6 +333,38 @@ static int groups(struct render *r)
   return rc;
 }
 
+/* Step 4a: the token, by its file: musterd and every agent read it from there (srun passes
+ * the environment on), so it is in no command line and not in this script. */
+static void token(struct render *r)
+{
+  mu_buf_puts(r->script, r->env->spool ? "\n# The rendezvous token (docs/security.md): a 0600 "
+                                         "file that muster run made in the job's spool.\n"
+                                       : "\n# The rendezvous token (docs/security.md): the file "
+                                         "of -cfg rdzv_token_file.\n");
+  mu_buf_puts(r->script, "# The job's musterd and every agent read it there: it is in no "
+                         "command line.\nexport MUSTER_RDZV_TOKEN_FILE=");
+  mu_shell_quote(r->env->token_file, r->script);
+  mu_buf_puts(r->script, "\nunset MUSTER_RDZV_TOKEN\n");
+}
+
+/* What the EXIT trap does: stop musterd, and remove the job's spool unless the job requeued
+ * itself (its next run needs the token). */
+static void exit_trap(struct render *r)
+{
+  if (r->env->spool == NULL) {
+    mu_buf_puts(r->script, "trap 'kill \"$MUSTERD_PID\" 2>/dev/null || true' EXIT\n");
+    return;
+  }
+  mu_buf_puts(r->script, "muster_exit() {\n"
+                         "    kill \"$MUSTERD_PID\" 2>/dev/null || true\n"
+                         "    # The token goes with the job; a run that requeued itself keeps it.\n"
+                         "    if [ -z \"${MUSTER_REQUEUED:-}\" ]; then\n"
+                         "        rm -f \"$MUSTER_RDZV_TOKEN_FILE\"\n"
+                         "        rmdir ");
+  mu_shell_quote(r->env->spool, r->script);
+  mu_buf_puts(r->script, "\n    fi\n}\ntrap muster_exit EXIT\n");
+}
+
 /* Step 4: the job's own musterd on the batch host, started and waited for before srun. */
 static void own_musterd(struct render *r)
 {
@@ -357,11 +389,11 @@ static void own_musterd(struct render *r)
   /* With an explicit rdzv_host musterd listens on that address only; else on all. */
   mu_buf_printf(r->script, " --listen \"%s:$MUSTER_RDZV_PORT\"",
                 host ? "$MUSTER_RDZV_HOST" : "0.0.0.0");
+  if (r->env->token_file != NULL)
+    mu_buf_puts(r->script, " --token-file \"$MUSTER_RDZV_TOKEN_FILE\"");
+  mu_buf_puts(r->script, " > slurm-\"$SLURM_JOB_ID\"-musterd.log 2>&1 &\nMUSTERD_PID=$!\n");
+  exit_trap(r);
   mu_buf_puts(r->script,
-              " > "
-              "slurm-\"$SLURM_JOB_ID\"-musterd.log 2>&1 &\n"
-              "MUSTERD_PID=$!\n"
-              "trap 'kill \"$MUSTERD_PID\" 2>/dev/null || true' EXIT\n"
               "musterd_failed() {\n"
               "    # One line for `muster status` and the failure summary (slurm.c reads it).\n"
               "    echo \"the job's musterd did not start on $(hostname) (--listen port "
@@ -388,18 +420,22 @@ static int body(struct render *r)
   mu_buf_puts(r->script, "\nset -evx\n\nexport PYTHONUNBUFFERED=1\nexport SLURM_UNBUFFEREDIO=1\n");
   mu_buf_printf(r->script, "export TORCHX_MAX_RETRIES=%ld\n",
                 r->min_retries < 0 ? 0 : r->min_retries);
+  if (r->env->token_file != NULL)
+    token(r);
   if (r->own_rdzv)
     own_musterd(r);
   mu_buf_puts(r->script, "\nset +e\n");
   mu_buf_puts(r->script, mu_buf_str(&r->srun));
-  return mu_buf_puts(r->script,
-                     "\nexitcode=$?\nset -e\n\necho \"job exited with code $exitcode\"\n"
-                     "if [ $exitcode -ne 0 ]; then\n"
-                     "    if [ \"$TORCHX_MAX_RETRIES\" -gt \"${SLURM_RESTART_COUNT:-0}\" ]; then\n"
-                     "        scontrol requeue \"$SLURM_JOB_ID\"\n"
-                     "    fi\n"
-                     "    exit $exitcode\n"
-                     "fi\n");
+  mu_buf_puts(r->script, "\nexitcode=$?\nset -e\n\necho \"job exited with code $exitcode\"\n"
+                         "if [ $exitcode -ne 0 ]; then\n"
+                         "    if [ \"$TORCHX_MAX_RETRIES\" -gt \"${SLURM_RESTART_COUNT:-0}\" ]; "
+                         "then\n");
+  if (r->env->spool != NULL && r->own_rdzv)
+    mu_buf_puts(r->script, "        MUSTER_REQUEUED=1\n");
+  return mu_buf_puts(r->script, "        scontrol requeue \"$SLURM_JOB_ID\"\n"
+                                "    fi\n"
+                                "    exit $exitcode\n"
+                                "fi\n");
 }
 
 int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,

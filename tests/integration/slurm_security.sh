@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Slurm and hostile values (issue 24 finding 2), on a real local Slurm (tests/slurm/local-slurm.sh):
-# the renderer's quoting functions (launcher/sched/slurm.h, through tests/slurm/quote_probe.c)
-# against sbatch's and srun's own parsing, then `muster run -s slurm --wait` end to end: every
-# string arrives exactly as given (the worker dumps its argv and environment), and what a syntax
-# cannot carry is refused before anything is submitted, naming the field.
+# Slurm security on a real local Slurm (tests/slurm/local-slurm.sh), one cluster for both parts.
+# 1-4, hostile values (issue 24 finding 2): the renderer's quoting functions (launcher/sched/
+# slurm.h, through tests/slurm/quote_probe.c) against sbatch's and srun's own parsing, then
+# `muster run -s slurm --wait` end to end: every string arrives exactly as given (the worker
+# dumps its argv and environment), and what a syntax cannot carry is refused before anything
+# is submitted, naming the field.
+# 5-7, a job's rendezvous is private (finding 1): while a dist.ddp job runs, a stranger's curl
+# to /v1 and /v2 and a `muster agent` without its token get 401; the token is in a 0600 file in
+# the job's spool and in no command line (ps), script, `scontrol show job` or log; the spool
+# goes with the job (cancelled, or run to its end).
 . "$(dirname "$0")/slurm_common.bash"
 PROBE=$MU_BUILD_DIR/tests/mu_quote_probe
-t_need_built "$MUSTER" "$MUSTERD" "$PROBE"
+RING=$MU_BUILD_DIR/examples/ring_allreduce
+t_need_built "$MUSTER" "$MUSTERD" "$PROBE" "$RING"
 slurm_start
 mkdir -p "$T_DIR/work" && cd "$T_DIR/work" || exit 1
 
@@ -148,4 +154,66 @@ t_expect_match "... names the field" "$out" "roles\[0\]\.env\.HQ0: Slurm's srun 
 out=$("$MUSTER" run -s slurm -cfg "partition=$(printf 'p\n#SBATCH --uid 0')" ./q.yaml 2>&1)
 t_expect_eq "a newline in a -cfg value: exit 2" "$?" 2
 t_expect_match "... names the runopt" "$out" "-cfg partition: control character 0x0a"
+
+# 5. A dist.ddp job that runs until cancelled: 2 nodes, each iteration through the run's KV.
+unset MUSTER_RDZV_TOKEN MUSTER_RDZV_TOKEN_FILE
+port=$(t_free_port)
+ep=127.0.0.1:$port
+CFG="musterd=$MUSTERD,rdzv_host=127.0.0.1,rdzv_port=$port"
+h=$(MUSTER_RDZV_TOKEN=a-token-of-the-users-own "$MUSTER" run -s slurm -cfg "$CFG" dist.ddp \
+  -j 2x1 --script "$RING" -- --iters 100000 --sleep-ms 100 2>"$T_DIR/run5.err")
+t_expect_match "the job is submitted" "$h" '^slurm://muster/[0-9]+$'
+id=${h##*/}
+spool=$(sed -n "s/^$id spool = //p" .musterslurmjobdirs)
+t_expect_match "its spool is recorded, in the submit directory" "$spool" \
+  "^$T_DIR/work/\.muster-spool-[0-9a-f]{12}$"
+joined() { [ "$(cat slurm-"$id"-ring_allreduce-[01].err 2>/dev/null | grep -c 'started 1 worker')" = 2 ]; }
+if ! t_until 90 joined; then
+  t_fail "the job's agents did not both join"
+  tail -5 slurm-"$id"-*.err slurm-"$id"-musterd.log "$T_DIR/run5.err" 2>/dev/null | sed 's/^/# /'
+  t_done
+fi
+t_ok "both agents joined the job's musterd with its token (a user's MUSTER_RDZV_TOKEN set aside)"
+tok=$(cat "$spool/rdzv.token")
+t_expect_match "the token: 64 hex digits" "$tok" '^[0-9a-f]{64}$'
+t_expect_eq "the spool is 0700, the token 0600" \
+  "$(stat -c %a "$spool" "$spool/rdzv.token" | tr '\n' ' ')" "700 600 "
+code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@"; }
+kv_written() { [ "$(code -H "Authorization: Bearer $tok" "http://$ep/v1/runs/$id/kv/ring.1.1")" = 200 ]; }
+t_until 30 kv_written && t_ok "the workers wrote the run's KV with the token" ||
+  t_fail "the workers wrote no KV (ring.1.1)"
+
+# 6. A stranger: 401 on /v1 and /v2, for reads, writes, a join and a shutdown.
+t_expect_eq "stranger: GET /v1/runs/ID" "$(code "http://$ep/v1/runs/$id")" 401
+t_expect_eq "stranger: GET the run's KV" "$(code "http://$ep/v1/runs/$id/kv/ring.1.0")" 401
+t_expect_eq "stranger: POST shutdown" \
+  "$(code -X POST -H 'Content-Type: application/json' -d '{"reason":"x"}' "http://$ep/v1/runs/$id/shutdown")" 401
+t_expect_eq "stranger: POST join" \
+  "$(code -X POST -H 'Content-Type: application/json' -d '{"node_id":"evil","addr":"1.2.3.4"}' "http://$ep/v1/runs/$id/join")" 401
+t_expect_eq "stranger: GET /v2/keys" "$(code "http://$ep/v2/keys/?recursive=true")" 401
+t_expect_eq "stranger: PUT /v2/keys" "$(code -X PUT -d value=1 "http://$ep/v2/keys/x")" 401
+out=$(timeout 30 "$MUSTER" agent --rdzv-endpoint "$ep" --rdzv-id "$id" --nnodes 1:3 \
+  --nproc-per-node 1 -- true 2>&1)
+t_expect_eq "stranger: muster agent without the token fails (3: rendezvous error)" "$?" 3
+t_expect_match "... with the server's 401" "$out" "401|unauthorized|credentials"
+t_expect_eq "the job still runs" "$("$MUSTER" status "$h" 2>&1 | sed -n 's/^ *State: //p')" RUNNING
+
+# 7. The token is nowhere else; the spool goes with the job.
+ps -eo args >"$T_DIR/ps.txt" # to a file first: a grep in the pipe would show the token itself
+scontrol show job "$id" >"$T_DIR/showjob.txt" 2>&1
+scontrol write batch_script "$id" "$T_DIR/script.txt" >/dev/null 2>&1
+t_expect_match "scontrol shows the job" "$(cat "$T_DIR/showjob.txt")" "JobId=$id"
+t_expect_match "the submitted script names the token's file" "$(cat "$T_DIR/script.txt")" \
+  "export MUSTER_RDZV_TOKEN_FILE=$spool/rdzv.token"
+found=$(grep -lF -- "$tok" "$T_DIR/ps.txt" "$T_DIR/showjob.txt" "$T_DIR/script.txt" \
+  "$T_DIR/run5.err" slurm-"$id"*)
+t_expect_eq "the token is in no command line, script, scontrol output or log" "$found" ""
+"$MUSTER" cancel "$h" >/dev/null 2>&1
+t_expect_eq "cancelled: the spool is gone" "$(ls -A "$spool" 2>&1 | grep -c rdzv.token)" 0
+h=$("$MUSTER" run -s slurm --wait -cfg "$CFG" dist.ddp -j 2x1 --script "$RING" 2>"$T_DIR/run7.err")
+t_expect_eq "a job run to its end: exit 0" "$?" 0
+id=${h##*/}
+spool=$(sed -n "s/^$id spool = //p" .musterslurmjobdirs)
+t_expect_match "... had a spool" "$spool" "muster-spool-"
+[ -e "$spool" ] && t_fail "the spool outlived the job" || t_ok "the job's script removed its spool"
 t_done
