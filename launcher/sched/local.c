@@ -66,6 +66,10 @@ static const struct mu_runopt local_runopts[] = {
     {"rdzv_token_file", MU_RUNOPT_STR, NULL, 0,
      "a file whose first line is the token: of the musterd of rdzv=HOST:PORT, or the job's "
      "own instead of a new one"},
+    {"rdzv_tls", MU_RUNOPT_STR, NULL, 0,
+     "a directory with server.pem, server.key (for 127.0.0.1) and ca.pem: the job's musterd "
+     "serves HTTPS, the agents check it with ca.pem; client.pem and client.key as well: "
+     "client certificates required"},
     {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
 
@@ -154,6 +158,8 @@ static int plan_rdzv(struct mu_local_plan *p, const struct mu_app *app, const st
     return rc;
   p->token_file = auth.token_file;
   p->open_why = auth.why_open;
+  p->tls_dir = auth.tls_dir;
+  p->tls_clients = auth.tls_clients;
   if (p->rdzv && !auth.open && p->token_file == NULL) {
     p->token_file = mu_local_path(p->root, p->app_id, NULL, -1, "rdzv.token");
     p->token_made = 1;
@@ -202,6 +208,9 @@ static char *plan_text(const struct mu_local_plan *p)
                   p->token_made ? "0600, made at submission, removed at the end" : "yours");
   else if (p->rdzv_external)
     mu_buf_printf(&t, "rendezvous: musterd at %s\n", p->rdzv_external);
+  if (p->tls_dir)
+    mu_buf_printf(&t, "rendezvous TLS: %s/server.pem, checked against %s/ca.pem%s\n", p->tls_dir,
+                  p->tls_dir, p->tls_clients ? "; client certificates required" : "");
   mu_buf_printf(&t, "replicas:\n");
   for (size_t i = 0; i < p->nreplicas; i++) {
     const struct mu_local_replica *rp = &p->replicas[i];
@@ -237,9 +246,10 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   p->app_dir = mu_local_path(p->root, p->app_id, NULL, -1, NULL); /* the id is ours: [a-z0-9-] */
   rc = plan_rdzv(p, app, cfg, err);
   rc = rc ? rc : plan_opts(p, cfg, err);
-  rc =
-      rc ? rc
-         : mu_local_plan_replicas(p, p->rdzv_external ? p->rdzv_external : "127.0.0.1:<port>", err);
+  const char *ep = p->rdzv_external ? p->rdzv_external
+                   : p->tls_dir     ? "https://127.0.0.1:<port>"
+                                    : "127.0.0.1:<port>";
+  rc = rc ? rc : mu_local_plan_replicas(p, ep, err);
   if (rc != 0)
     goto out;
   out->text = plan_text(p);

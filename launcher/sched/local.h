@@ -35,6 +35,8 @@ struct mu_local_plan {
   char *token_file;
   int token_made;
   char *open_why; /* the job's musterd is open by rdzv_auth=auto: why (mu_rdzv_auth) */
+  char *tls_dir;   /* -cfg rdzv_tls: the embedded musterd serves HTTPS (mu_rdzv_auth), or NULL */
+  int tls_clients; /* ... and asks for client certificates */
   long grace;
   int fail_fast;
   int prepend_cwd;

@@ -39,6 +39,7 @@ void mu_local_plan_free(struct mu_local_plan *p)
   mu_free(p->rdzv_external);
   mu_free(p->token_file);
   mu_free(p->open_why);
+  mu_free(p->tls_dir);
   mu_free(p->device_env);
   plan_replicas_clear(p);
   mu_free(p);
@@ -63,6 +64,19 @@ char *mu_local_path(const char *root, const char *app_id, const char *role, long
     mu_buf_puts(&b, parts[i]);
   }
   return mu_buf_detach(&b);
+}
+
+/* With -cfg rdzv_tls: the CA that checks the job's musterd, and the client certificate. */
+static void plan_tls_env(const struct mu_local_plan *p, struct mu_kvlist *env)
+{
+  static const char *const vars[][2] = {{"MUSTER_RDZV_CACERT", "ca.pem"},
+                                        {"MUSTER_RDZV_CERT", "client.pem"},
+                                        {"MUSTER_RDZV_KEY", "client.key"}};
+  for (size_t i = 0; p->tls_dir != NULL && i < (p->tls_clients ? 3u : 1u); i++) {
+    char *f = mu_asprintf("%s/%s", p->tls_dir, vars[i][1]);
+    mu_kvlist_set(env, vars[i][0], f);
+    mu_free(f);
+  }
 }
 
 int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct mu_buf *err)
@@ -115,6 +129,7 @@ int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct
         mu_kvlist_set(&rp->env, "MUSTER_RDZV_ENDPOINT", endpoint);
       if (p->token_file != NULL)
         mu_kvlist_set(&rp->env, "MUSTER_RDZV_TOKEN_FILE", p->token_file);
+      plan_tls_env(p, &rp->env);
       if (mu_kvlist_get(&rp->env, "TORCHELASTIC_ERROR_FILE") == NULL) {
         char *ef = mu_asprintf("%s/error.json", rp->dir);
         mu_kvlist_set(&rp->env, "TORCHELASTIC_ERROR_FILE", ef);

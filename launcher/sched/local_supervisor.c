@@ -359,11 +359,24 @@ static int start_rdzv(struct sup *s)
     cfg.listen_port = 0;
     cfg.name = "muster-local";
     cfg.token_file = s->p->token_file; /* NULL: rdzv_auth=none */
+    char *tls[3] = {NULL, NULL, NULL};
+    if (s->p->tls_dir != NULL) {
+      tls[0] = mu_asprintf("%s/server.pem", s->p->tls_dir);
+      tls[1] = mu_asprintf("%s/server.key", s->p->tls_dir);
+      tls[2] = s->p->tls_clients ? mu_asprintf("%s/ca.pem", s->p->tls_dir) : NULL;
+    }
+    cfg.tls_cert_file = tls[0];
+    cfg.tls_key_file = tls[1];
+    cfg.tls_client_ca_file = tls[2];
     s->srv = rv_server_new(&s->loop, &cfg);
+    for (size_t i = 0; i < 3; i++)
+      mu_free(tls[i]);
     if (s->srv == NULL) {
       snprintf(s->msg, sizeof(s->msg),
-               "cannot start the embedded musterd: cannot read a token from '%s'",
-               s->p->token_file);
+               "cannot start the embedded musterd: cannot load its token file '%s' or the TLS "
+               "files of '%s'",
+               s->p->token_file ? s->p->token_file : "(none)",
+               s->p->tls_dir ? s->p->tls_dir : "(none)");
       return -1;
     }
     int rc = rv_server_listen(s->srv);
@@ -371,7 +384,8 @@ static int start_rdzv(struct sup *s)
       snprintf(s->msg, sizeof(s->msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
       return -1;
     }
-    snprintf(s->endpoint, sizeof(s->endpoint), "127.0.0.1:%d", rv_server_port(s->srv));
+    snprintf(s->endpoint, sizeof(s->endpoint), "%s127.0.0.1:%d", s->p->tls_dir ? "https://" : "",
+             rv_server_port(s->srv));
   } else if (s->p->rdzv_external) {
     snprintf(s->endpoint, sizeof(s->endpoint), "%s", s->p->rdzv_external);
   }

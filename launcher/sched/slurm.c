@@ -53,6 +53,10 @@ static const struct mu_runopt slurm_runopts[] = {
      "who may use the job's musterd: auto (only the job, by a token muster run makes in a 0600 "
      "file in the job's spool; anyone who reaches its port when torchrun's etcd backend, which "
      "sends none, must use it), token (always the token), none (anyone)"},
+    {"rdzv_tls", MU_RUNOPT_STR, NULL, 0,
+     "a directory (shared file system) with server.pem, server.key (naming rdzv_host) and "
+     "ca.pem: the job's musterd serves HTTPS, the agents check it with ca.pem; client.pem and "
+     "client.key as well: client certificates required"},
     {"rdzv_token_file", MU_RUNOPT_STR, NULL, 0,
      "a file whose first line is the token: of the musterd of rdzv=HOST:PORT, or the job's "
      "own instead of a new one (the nodes must see it: a shared file system)"},
@@ -79,6 +83,8 @@ struct slurm_priv {
   char *job_dir;
   char *token_file; /* the rendezvous token's file (struct mu_slurm_env), or NULL */
   char *spool;      /* the job's spool that schedule makes, with the token in it, or NULL */
+  char *tls_dir;    /* -cfg rdzv_tls (struct mu_slurm_env), or NULL */
+  int tls_clients;
 };
 
 /* What a Slurm tool's stderr means, in the order it is checked (see mu_exec_tool). */
@@ -175,6 +181,8 @@ static int plan_token(const struct mu_app *app, const struct mu_cfg *cfg, struct
   if (rc != 0)
     return rc;
   p->token_file = auth.token_file;
+  p->tls_dir = auth.tls_dir;
+  p->tls_clients = auth.tls_clients;
   if (rz.own && !auth.open && p->token_file == NULL) {
     p->spool = spool_path(cfg);
     if (p->spool == NULL) {
@@ -211,6 +219,8 @@ static int slurm_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   rc = plan_token(app, cfg, p, out, err);
   env.token_file = p->token_file;
   env.spool = p->spool;
+  env.tls_dir = p->tls_dir;
+  env.tls_clients = p->tls_clients;
   rc = rc ? rc : mu_slurm_render(app, cfg, &env, &script, &p->opts, err);
   if (rc != 0) {
     mu_buf_release(&script);
@@ -235,6 +245,7 @@ static void slurm_dryrun_free(struct mu_dryrun *req)
   mu_free(p->job_dir);
   mu_free(p->token_file);
   mu_free(p->spool);
+  mu_free(p->tls_dir);
   mu_free(p);
   req->priv = NULL;
 }

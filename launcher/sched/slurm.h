@@ -25,6 +25,11 @@ struct mu_slurm_env {
    * the job's spool directory that holds it when muster run made it, which the script removes
    * when the job is done (not when it requeues itself), else NULL. */
   const char *token_file, *spool;
+  /* -cfg rdzv_tls (struct mu_rdzv_auth): the job's musterd serves HTTPS with tls_dir's files,
+   * the agents check it with its ca.pem (and present its client.pem when tls_clients); NULL:
+   * plain HTTP. */
+  const char *tls_dir;
+  int tls_clients;
 };
 
 /* Renders the sbatch script into script and the sbatch options that go on its command line

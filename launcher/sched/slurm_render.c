@@ -365,6 +365,44 @@ static void exit_trap(struct render *r)
   mu_buf_puts(r->script, "\n    fi\n}\ntrap muster_exit EXIT\n");
 }
 
+/* Step 4b: with -cfg rdzv_tls, what the agents check the job's musterd with (and present). */
+static void tls_env(struct render *r)
+{
+  static const char *const vars[][2] = {{"MUSTER_RDZV_CACERT", "ca.pem"},
+                                        {"MUSTER_RDZV_CERT", "client.pem"},
+                                        {"MUSTER_RDZV_KEY", "client.key"}};
+  mu_buf_puts(r->script, "\n# The job's musterd serves HTTPS (-cfg rdzv_tls): the agents check it "
+                         "with this CA.\n");
+  for (size_t i = 0; i < (r->env->tls_clients ? 3u : 1u); i++) {
+    char *f = mu_asprintf("%s/%s", r->env->tls_dir, vars[i][1]);
+    mu_buf_printf(r->script, "export %s=", vars[i][0]);
+    mu_shell_quote(f, r->script);
+    mu_buf_putc(r->script, '\n');
+    mu_free(f);
+  }
+}
+
+/* The musterd command line: where it listens, and the files of its token and its TLS (paths
+ * only), its output to the job's musterd log. */
+static void musterd_line(struct render *r, const char *host, const char *bin)
+{
+  static const char *const tls[][2] = {
+      {"--tls-cert", "server.pem"}, {"--tls-key", "server.key"}, {"--tls-client-ca", "ca.pem"}};
+  mu_shell_quote(bin ? bin : "musterd", r->script);
+  /* With an explicit rdzv_host musterd listens on that address only; else on all. */
+  mu_buf_printf(r->script, " --listen \"%s:$MUSTER_RDZV_PORT\"",
+                host ? "$MUSTER_RDZV_HOST" : "0.0.0.0");
+  if (r->env->token_file != NULL)
+    mu_buf_puts(r->script, " --token-file \"$MUSTER_RDZV_TOKEN_FILE\"");
+  for (size_t i = 0; r->env->tls_dir && i < (r->env->tls_clients ? 3u : 2u); i++) {
+    char *f = mu_asprintf("%s/%s", r->env->tls_dir, tls[i][1]);
+    mu_buf_printf(r->script, " %s ", tls[i][0]);
+    mu_shell_quote(f, r->script);
+    mu_free(f);
+  }
+  mu_buf_puts(r->script, " > slurm-\"$SLURM_JOB_ID\"-musterd.log 2>&1 &\nMUSTERD_PID=$!\n");
+}
+
 /* Step 4: the job's own musterd on the batch host, started and waited for before srun. */
 static void own_musterd(struct render *r)
 {
@@ -384,14 +422,10 @@ static void own_musterd(struct render *r)
     mu_buf_printf(r->script, "MUSTER_RDZV_PORT=%ld\n", r->port);
   else
     mu_buf_puts(r->script, "MUSTER_RDZV_PORT=$((29400 + SLURM_JOB_ID % 2000))\n");
-  mu_buf_puts(r->script, "export MUSTER_RDZV_ENDPOINT=\"$MUSTER_RDZV_HOST:$MUSTER_RDZV_PORT\"\n");
-  mu_shell_quote(bin ? bin : "musterd", r->script);
-  /* With an explicit rdzv_host musterd listens on that address only; else on all. */
-  mu_buf_printf(r->script, " --listen \"%s:$MUSTER_RDZV_PORT\"",
-                host ? "$MUSTER_RDZV_HOST" : "0.0.0.0");
-  if (r->env->token_file != NULL)
-    mu_buf_puts(r->script, " --token-file \"$MUSTER_RDZV_TOKEN_FILE\"");
-  mu_buf_puts(r->script, " > slurm-\"$SLURM_JOB_ID\"-musterd.log 2>&1 &\nMUSTERD_PID=$!\n");
+  mu_buf_printf(r->script,
+                "export MUSTER_RDZV_ENDPOINT=\"%s$MUSTER_RDZV_HOST:$MUSTER_RDZV_PORT\"\n",
+                r->env->tls_dir ? "https://" : "");
+  musterd_line(r, host, bin);
   exit_trap(r);
   mu_buf_puts(r->script,
               "musterd_failed() {\n"
@@ -422,6 +456,8 @@ static int body(struct render *r)
                 r->min_retries < 0 ? 0 : r->min_retries);
   if (r->env->token_file != NULL)
     token(r);
+  if (r->own_rdzv && r->env->tls_dir != NULL)
+    tls_env(r);
   if (r->own_rdzv)
     own_musterd(r);
   mu_buf_puts(r->script, "\nset +e\n");

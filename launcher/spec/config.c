@@ -678,6 +678,48 @@ static int token_file_check(const char *v, char **out, struct mu_buf *err)
   return 0;
 }
 
+/* rdzv_tls=DIR: its files readable (the client pair both or neither), as an absolute path. */
+static int tls_dir_check(const char *v, const struct mu_rdzv_choice *rz, struct mu_rdzv_auth *out,
+                         struct mu_buf *err)
+{
+  static const char *const need[] = {"server.pem", "server.key", "ca.pem"};
+  if (!rz->own) {
+    mu_buf_puts(err, "-cfg rdzv_tls: the job's own musterd serves TLS, and this job has none "
+                     "(rdzv=HOST:PORT: give its agents MUSTER_RDZV_CACERT=FILE instead)");
+    return MU_EINVAL;
+  }
+  int has[2] = {0, 0};
+  for (size_t i = 0; i < 5; i++) {
+    const char *f = i < 3 ? need[i] : i == 3 ? "client.pem" : "client.key";
+    char *path = mu_asprintf("%s/%s", v, f);
+    int ok = access(path, R_OK) == 0;
+    mu_free(path);
+    if (i >= 3) {
+      has[i - 3] = ok;
+      continue;
+    }
+    if (!ok) {
+      mu_buf_printf(err,
+                    "-cfg rdzv_tls: cannot read '%s/%s': the directory holds server.pem and "
+                    "server.key (the job's musterd's certificate, naming the address the nodes "
+                    "use) and ca.pem (the CA the agents check it with); client.pem and "
+                    "client.key as well ask for client certificates",
+                    v, f);
+      return MU_EINVAL;
+    }
+  }
+  if (has[0] != has[1]) {
+    mu_buf_printf(err, "-cfg rdzv_tls: '%s' has client.%s but not client.%s: give both or neither",
+                  v, has[0] ? "pem" : "key", has[0] ? "key" : "pem");
+    return MU_EINVAL;
+  }
+  char *abs = realpath(v, NULL);
+  out->tls_dir = mu_strdup(abs != NULL ? abs : v);
+  free(abs); /* realpath's buffer comes from libc */
+  out->tls_clients = has[0];
+  return 0;
+}
+
 int mu_cfg_rdzv_auth(const struct mu_cfg *cfg, const struct mu_app *app,
                      const struct mu_rdzv_choice *rz, struct mu_rdzv_auth *out, struct mu_buf *err)
 {
@@ -719,5 +761,12 @@ int mu_cfg_rdzv_auth(const struct mu_cfg *cfg, const struct mu_app *app,
   }
   if (tf != NULL && token_file_check(tf, &out->token_file, err) != 0)
     return MU_EINVAL;
+  const char *tls = mu_cfg_get(cfg, "rdzv_tls");
+  if (tls != NULL && tls_dir_check(tls, rz, out, err) != 0) {
+    mu_free(out->token_file);
+    mu_free(out->why_open);
+    memset(out, 0, sizeof(*out));
+    return MU_EINVAL;
+  }
   return 0;
 }

@@ -22,15 +22,15 @@ t_expect_eq "dryrun: no token file made" "$(find "$T_DIR/logs" -name rdzv.token 
 # A job that runs for a while: 2 nodes, each iteration through the run's KV.
 MUSTER_RDZV_TOKEN=a-token-of-the-users-own t_spawn job "$MUSTER" run dist.ddp -j 2x1 \
   --script "$RING" -- --iters 100000 --sleep-ms 100
-running() { # both nodes joined the round and started their worker
-  h=$(grep -o -m1 'local://muster/[a-z0-9-]*' "$T_DIR/job.log") || return 1
+running() { # LOG: the job `muster run` wrote LOG for runs: both nodes joined, each started a worker
+  h=$(grep -o -m1 'local://muster/[a-z0-9-]*' "$1") || return 1
   id=${h##*/}
   dir=$T_DIR/logs/$id
   ep=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["rdzv_endpoint"])' \
     "$dir/state.json" 2>/dev/null) || return 1
   [ -n "$ep" ] && [ "$(cat "$dir"/*/*/combined.log | grep -c 'started 1 worker')" = 2 ]
 }
-if ! t_until 60 running; then
+if ! t_until 60 running "$T_DIR/job.log"; then
   t_fail "the job did not start running"; tail -5 "$T_DIR/job.log"; t_done
 fi
 t_ok "both agents joined with the job's token (the user's MUSTER_RDZV_TOKEN set aside)"
@@ -96,6 +96,33 @@ out=$("$MUSTER" run --dryrun -cfg rdzv_auth=token dist.ddp --launcher torchrun -
 t_expect_eq "rdzv_auth=token with torchrun etcd-v2: exit 2" "$?" 2
 t_expect_match "... says why and the ways out" "$out" \
   "-cfg rdzv_auth=token: roles\[0\] runs torchrun with an etcd rendezvous backend, which cannot send the token.*c10d"
+
+# On top: -cfg rdzv_tls=DIR, the job's musterd over HTTPS with client certificates, the agents
+# check it with DIR/ca.pem and present DIR/client.pem; a plain or certificate-less client
+# never gets an HTTP answer, one with the certificate but not the token gets 401.
+. "$MU_SOURCE_DIR/tests/integration/security_lib.bash"
+sec_make_pki "$T_DIR/pki" || t_done
+MUSTER_LOG_DIR=$T_DIR/logs t_spawn tlsjob "$MUSTER" run -cfg "rdzv_tls=$T_DIR/pki" dist.ddp \
+  -j 2x1 --script "$RING" -- --iters 100000 --sleep-ms 100
+if t_until 60 running "$T_DIR/tlsjob.log"; then
+  t_ok "a job over TLS: both agents joined (https, CA, client certificate, token)"
+  t_expect_match "its endpoint is https" "$ep" '^https://127\.0\.0\.1:[0-9]+$'
+  tok=$(head -n1 "$dir/rdzv.token")
+  pki=$T_DIR/pki
+  t_expect_eq "plain HTTP gets no answer" "$(code "http://${ep#https://}/v1/runs/$id")" 000
+  t_expect_eq "no client certificate: no answer" \
+    "$(code --cacert "$pki/ca.pem" -H "Authorization: Bearer $tok" "$ep/v1/runs/$id")" 000
+  t_expect_eq "the client certificate without the token: 401" \
+    "$(code --cacert "$pki/ca.pem" --cert "$pki/client.pem" --key "$pki/client.key" "$ep/v1/runs/$id")" 401
+  t_expect_eq "certificate and token: 200" \
+    "$(code --cacert "$pki/ca.pem" --cert "$pki/client.pem" --key "$pki/client.key" \
+      -H "Authorization: Bearer $tok" "$ep/v1/runs/$id")" 200
+  "$MUSTER" cancel "$h" >/dev/null 2>&1
+else
+  t_fail "the job over TLS did not start running"; tail -5 "$T_DIR/tlsjob.log"
+fi
+out=$("$MUSTER" run --dryrun -cfg "rdzv_tls=$T_DIR" dist.ddp --script "$RING" 2>&1)
+t_expect_match "rdzv_tls without the files: named" "$out" "-cfg rdzv_tls: cannot read '$T_DIR/server.pem'"
 
 # The opt-out: rdzv_auth=none runs the job's musterd open, as before.
 h=$("$MUSTER" run -cfg rdzv_auth=none dist.ddp -j 2x1 --script "$RING" 2>/dev/null)

@@ -8,7 +8,7 @@
 # 5-7, a job's rendezvous is private (finding 1): while a dist.ddp job runs, a stranger's curl
 # to /v1 and /v2 and a `muster agent` without its token get 401; the token is in a 0600 file in
 # the job's spool and in no command line (ps), script, `scontrol show job` or log; the spool
-# goes with the job (cancelled, or run to its end).
+# goes with the job (cancelled, or run to its end). 8, -cfg rdzv_tls on top.
 . "$(dirname "$0")/slurm_common.bash"
 PROBE=$MU_BUILD_DIR/tests/mu_quote_probe
 RING=$MU_BUILD_DIR/examples/ring_allreduce
@@ -216,4 +216,15 @@ id=${h##*/}
 spool=$(sed -n "s/^$id spool = //p" .musterslurmjobdirs)
 t_expect_match "... had a spool" "$spool" "muster-spool-"
 [ -e "$spool" ] && t_fail "the spool outlived the job" || t_ok "the job's script removed its spool"
+
+# 8. On top: -cfg rdzv_tls=DIR (a certificate for 127.0.0.1, client certificates required).
+. "$MU_SOURCE_DIR/tests/integration/security_lib.bash"
+sec_make_pki "$T_DIR/pki" || t_done
+port=$(t_free_port)
+h=$("$MUSTER" run -s slurm --wait -cfg "musterd=$MUSTERD,rdzv_host=127.0.0.1,rdzv_port=$port,rdzv_tls=$T_DIR/pki" \
+  dist.ddp -j 2x1 --script "$RING" 2>"$T_DIR/run8.err")
+t_expect_eq "a job over TLS with client certificates and the token: exit 0" "$?" 0 ||
+  tail -5 "$T_DIR/run8.err" slurm-"${h##*/}"-*.err 2>/dev/null | sed 's/^/# /'
+t_expect_match "its musterd served https" "$(cat slurm-"${h##*/}"-musterd.log)" \
+  "client URL https://127\.0\.0\.1:$port"
 t_done

@@ -39,7 +39,7 @@ static void drop_version_line(char *s)
 static char *render(const struct mu_app *app, const struct mu_cfg *cfg, int major, int minor,
                     int nomem, struct mu_strvec *opts)
 {
-  struct mu_slurm_env env = {major, minor, nomem, NULL, NULL, NULL, NULL};
+  struct mu_slurm_env env = {major, minor, nomem, NULL, NULL, NULL, NULL, NULL, 0};
   struct mu_buf script = MU_BUF_INIT(1 << 20), err = MU_BUF_INIT(1024);
   struct mu_strvec local = MU_STRVEC_INIT;
   int rc = mu_slurm_render(app, cfg, &env, &script, opts ? opts : &local, &err);
@@ -964,7 +964,7 @@ TEST(slurm__rdzv_musterd_in_script)
   struct mu_app *app = mu_app_new("ddp");
   struct mu_role *r = mu_app_add_role(app, "trainer");
   struct mu_cfg cfg = {MU_KVLIST_INIT};
-  struct mu_slurm_env env = {22, 5, 0, NULL, NULL, NULL, NULL};
+  struct mu_slurm_env env = {22, 5, 0, NULL, NULL, NULL, NULL, NULL, 0};
   struct mu_buf script = MU_BUF_INIT(1 << 20), err = MU_BUF_INIT(1024);
   struct mu_strvec opts = MU_STRVEC_INIT;
   char *s;
@@ -1180,7 +1180,7 @@ TEST(slurm__render_hostile_values)
   mu_free(s);
   /* What --export cannot carry is refused, naming the field. */
   mu_kvlist_set(&r->env, "A", "it's");
-  struct mu_slurm_env env = {22, 5, 0, NULL, NULL, NULL, NULL};
+  struct mu_slurm_env env = {22, 5, 0, NULL, NULL, NULL, NULL, NULL, 0};
   struct mu_buf script = MU_BUF_INIT(SIZE_MAX), err = MU_BUF_INIT(SIZE_MAX);
   ASSERT_EQ(mu_slurm_render(app, &cfg, &env, &script, &opts, &err), MU_EINVAL);
   ASSERT(strstr(mu_buf_str(&err), "roles[0].env.A: Slurm's srun --export cannot carry") != NULL);
