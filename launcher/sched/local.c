@@ -270,35 +270,29 @@ static void local_dryrun_free(struct mu_dryrun *req)
   req->priv = NULL;
 }
 
-static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
+/* The job's files before its supervisor runs: the app dir (linked from the default root when
+ * the job's is another), app.json and a first state.json, so that status works at once.
+ * Returns: 0, or -errno with err set. */
+static int job_files(const struct mu_local_plan *p, struct mu_buf *err)
 {
-  struct mu_local_plan *p = req->priv;
   int rc = mu_mkdir_p(p->app_dir);
   if (rc != 0) {
     mu_buf_printf(err, "cannot create the log directory '%s': %s", p->app_dir, mu_strerror(rc));
     return rc;
-  }
-  if (p->token_made) {
-    rc = mu_random_token_file(p->token_file);
-    if (rc != 0) {
-      mu_buf_printf(err, "cannot make the job's rendezvous token '%s': %s", p->token_file,
-                    mu_strerror(rc));
-      return rc;
-    }
   }
   char *root = state_root();
   if (strcmp(root, p->root) != 0) {
     mu_mkdir_p(root);
     char *link = mu_local_path(root, p->app_id, NULL, -1, NULL);
     if (symlink(p->app_dir, link) != 0 && errno != EEXIST) {
+      rc = -errno;
       mu_buf_printf(err, "cannot link '%s' to '%s': %s", link, p->app_dir, strerror(errno));
-      mu_free(link);
-      mu_free(root);
-      return -errno;
     }
     mu_free(link);
   }
   mu_free(root);
+  if (rc != 0)
+    return rc;
   struct mu_buf js = MU_BUF_INIT(STATE_MAX_BYTES);
   mu_app_to_json(p->app, &js);
   char path[PATH_MAX];
@@ -309,13 +303,30 @@ static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
     mu_buf_printf(err, "cannot write '%s': %s", path, mu_strerror(rc));
     return rc;
   }
-  /* The initial state, so that status works before the supervisor has run. */
   char *st = mu_asprintf("{\"app_id\":\"%s\",\"name\":\"\",\"state\":\"PENDING\","
                          "\"supervisor_pid\":0,\"replicas\":[]}",
                          p->app_id);
   snprintf(path, sizeof(path), "%s/state.json", p->app_dir);
   write_file(path, st);
   mu_free(st);
+  return 0;
+}
+
+static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
+{
+  struct mu_local_plan *p = req->priv;
+  int rc = job_files(p, err);
+  if (rc != 0)
+    return rc;
+  if (p->token_made) {
+    rc = mu_random_token_file(p->token_file);
+    if (rc != 0) {
+      mu_buf_printf(err, "cannot make the job's rendezvous token '%s': %s", p->token_file,
+                    mu_strerror(rc));
+      return rc;
+    }
+  }
+  char path[PATH_MAX];
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
