@@ -124,6 +124,19 @@ fi
 out=$("$MUSTER" run --dryrun -cfg "rdzv_tls=$T_DIR" dist.ddp --script "$RING" 2>&1)
 t_expect_match "rdzv_tls without the files: named" "$out" "-cfg rdzv_tls: cannot read '$T_DIR/server.pem'"
 
+# A user's own token for an existing musterd (rdzv=HOST:PORT): the agents send the first line
+# of rdzv_token_file; without it they are refused.
+openssl rand -hex 32 >"$T_DIR/ext.token" && chmod 600 "$T_DIR/ext.token"
+t_start_musterd --token-file "$T_DIR/ext.token" || t_fail "a musterd with a token"
+ext="rdzv=127.0.0.1:$MUSTERD_PORT"
+h=$("$MUSTER" run -cfg "$ext,rdzv_token_file=$T_DIR/ext.token" dist.ddp -j 2x1 --script "$RING" 2>"$T_DIR/ext.err")
+t_expect_eq "rdzv=HOST:PORT with rdzv_token_file: the job succeeds" "$?" 0 || tail -3 "$T_DIR/ext.err"
+t_expect_match "... its replicas got the file" "$(cat "$T_DIR/logs/${h##*/}/app.json" "$T_DIR/logs/${h##*/}/state.json"; "$MUSTER" run --dryrun -cfg "$ext,rdzv_token_file=$T_DIR/ext.token" dist.ddp --script "$RING")" \
+  "MUSTER_RDZV_TOKEN_FILE=$T_DIR/ext.token"
+h=$(timeout 60 "$MUSTER" run -cfg "$ext" dist.ddp -j 2x1 --script "$RING" 2>"$T_DIR/ext.err")
+t_expect_eq "rdzv=HOST:PORT without the token: the job fails" "$?" 1
+t_expect_match "... its agents were refused" "$("$MUSTER" log "$h" 2>&1)" "401|unauthorized|credentials"
+
 # The opt-out: rdzv_auth=none runs the job's musterd open, as before.
 h=$("$MUSTER" run -cfg rdzv_auth=none dist.ddp -j 2x1 --script "$RING" 2>/dev/null)
 t_expect_eq "rdzv_auth=none: the job succeeds" "$?" 0
