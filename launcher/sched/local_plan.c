@@ -98,7 +98,8 @@ int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct
       struct mu_local_replica *rp = &p->replicas[k];
       char rid[32];
       snprintf(rid, sizeof(rid), "%ld", id);
-      struct mu_macros m = {p->app_id, rid, cwd, "MUSTER_RANK0_HOST", endpoint, nrep};
+      /* ${rank0_env} names TorchX's variable, as its local_cwd scheduler does. */
+      struct mu_macros m = {p->app_id, rid, cwd, "TORCHX_RANK0_HOST", endpoint, nrep};
       rp->role = mu_strdup(r->name);
       rp->id = id;
       rp->dir = mu_local_path(p->root, p->app_id, r->name, id, NULL);
@@ -125,6 +126,7 @@ int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct
       mu_kvlist_set(&rp->env, "MUSTER_ROLE_NAME", r->name);
       mu_kvlist_set(&rp->env, "MUSTER_REPLICA_ID", rid);
       mu_kvlist_set(&rp->env, "MUSTER_RANK0_HOST", "localhost");
+      mu_kvlist_set(&rp->env, "TORCHX_RANK0_HOST", "localhost"); /* as on Kubernetes */
       if (p->rdzv || p->rdzv_external)
         mu_kvlist_set(&rp->env, "MUSTER_RDZV_ENDPOINT", endpoint);
       if (p->token_file != NULL)

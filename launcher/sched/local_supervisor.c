@@ -62,6 +62,7 @@ struct sup {
   struct replica *reps;
   struct rv_server *srv;
   char endpoint[128];
+  char ui_url[160]; /* http://ENDPOINT/ui of the embedded musterd */
   uv_signal_t sig_term, sig_int, sig_hup;
   uv_timer_t kill_timer;
   int cancelled;
@@ -82,6 +83,8 @@ static void write_state(struct sup *s)
   cJSON_AddNumberToObject(o, "started_at", s->started_at);
   cJSON_AddNumberToObject(o, "updated_at", (double)time(NULL));
   cJSON_AddStringToObject(o, "rdzv_endpoint", s->endpoint);
+  if (s->srv != NULL) /* the embedded musterd's status page (not an external server's) */
+    cJSON_AddItemToObject(o, "ui_url", cJSON_CreateStringReference(s->ui_url));
   cJSON_AddStringToObject(o, "log_dir", s->p->app_dir);
   cJSON_AddStringToObject(o, "msg", s->msg);
   cJSON *reps = cJSON_AddArrayToObject(o, "replicas");
@@ -386,6 +389,11 @@ static int start_rdzv(struct sup *s)
     }
     snprintf(s->endpoint, sizeof(s->endpoint), "%s127.0.0.1:%d", s->p->tls_dir ? "https://" : "",
              rv_server_port(s->srv));
+    /* The status page, when a browser can read it: a private job's needs its token, which a
+     * browser cannot send (docs/security.md), so it is not advertised. */
+    if (s->p->token_file == NULL)
+      snprintf(s->ui_url, sizeof(s->ui_url), "%s%s/ui", s->p->tls_dir ? "" : "http://",
+               s->endpoint);
   } else if (s->p->rdzv_external) {
     snprintf(s->endpoint, sizeof(s->endpoint), "%s", s->p->rdzv_external);
   }

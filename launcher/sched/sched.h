@@ -52,6 +52,7 @@ struct mu_app_status {
   size_t nreplicas;
   char *rdzv_endpoint; /* HOST:PORT of the job's musterd when known, else NULL (local) */
   char *rdzv_token_file; /* the file of the token it requires, when the job has one (local) */
+  char *ui_url;        /* the job's musterd status page while it serves one, else NULL */
   /* The job's root cause: its earliest worker failure (failrec.h), kept only when the job
    * FAILED. root_cause is one line (rank, exit, exception), structured_error_msg the record's
    * JSON; both NULL when no record was found. */
@@ -74,6 +75,8 @@ enum mu_log_stream { MU_STREAM_COMBINED = 0, MU_STREAM_STDOUT, MU_STREAM_STDERR 
 struct mu_sched_ops {
   const char *name;
   const char *help;
+  /* What ${rdzv_endpoint} becomes on this scheduler (--dryrun and describe say it). */
+  const char *rdzv_macro;
   const struct mu_runopt *runopts; /* terminated by a row with name == NULL */
   int (*dryrun)(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
                 struct mu_buf *err);
