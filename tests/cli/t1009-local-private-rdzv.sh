@@ -64,7 +64,7 @@ out=$(timeout 30 "$MUSTER" agent --rdzv-endpoint "$ep" --rdzv-id "$id" --nnodes 
 t_expect_eq "stranger: muster agent without the token fails (3: rendezvous error)" "$?" 3
 t_expect_match "... with the server's 401" "$out" "401|unauthorized|credentials"
 out=$(timeout 30 "$MUSTER" rdzv "$ep" "$id" 2>&1)
-t_expect_match "stranger: muster rdzv is refused" "$out" "HTTP 401: it requires credentials"
+t_expect_match "stranger: muster rdzv is refused" "$out" "HTTP 401"
 t_expect_eq "the job still runs" "$("$MUSTER" status "$h" | sed -n 's/^ *State: //p')" RUNNING
 t_expect_eq "its status page (which a browser cannot open without the token) is not advertised" \
   "$("$MUSTER" status "$h" | sed -n 's/^ *UI URL: //p')" None
