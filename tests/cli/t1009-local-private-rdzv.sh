@@ -63,6 +63,8 @@ out=$(timeout 30 "$MUSTER" agent --rdzv-endpoint "$ep" --rdzv-id "$id" --nnodes 
   --nproc-per-node 1 -- true 2>&1)
 t_expect_eq "stranger: muster agent without the token fails (3: rendezvous error)" "$?" 3
 t_expect_match "... with the server's 401" "$out" "401|unauthorized|credentials"
+t_expect_match "... saying it was refused and where the token goes, not 'not a musterd'" \
+  "$(grep -v 'not a musterd' <<<"$out")" "refused this agent.*MUSTER_RDZV_TOKEN_FILE"
 out=$(timeout 30 "$MUSTER" rdzv "$ep" "$id" 2>&1)
 t_expect_match "stranger: muster rdzv is refused" "$out" "HTTP 401"
 t_expect_eq "the job still runs" "$("$MUSTER" status "$h" | sed -n 's/^ *State: //p')" RUNNING
