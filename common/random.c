@@ -2,9 +2,14 @@
 #include "random.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <uv.h>
+
+#include "fsutil.h"
 
 int mu_random_bytes(void *buf, size_t n)
 {
@@ -63,4 +68,24 @@ int mu_app_id_suffix(char out[13])
     out[k] = alnum[rnd[k] % 36];
   out[12] = '\0';
   return 0;
+}
+
+int mu_random_token_file(const char *path)
+{
+  char tok[2 * 32 + 2];
+  int rc = mu_random_hex(tok, 32);
+  int fd = rc == 0 ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+  if (rc == 0 && fd < 0)
+    rc = -errno;
+  if (rc == 0) {
+    tok[64] = '\n';
+    rc = mu_write_all(fd, tok, 65);
+  }
+  if (fd >= 0 && close(fd) != 0 && rc == 0)
+    rc = -errno;
+  if (rc != 0 && fd >= 0)
+    unlink(path);
+  for (volatile char *p = tok; p < tok + sizeof(tok); p++)
+    *p = '\0';
+  return rc;
 }

@@ -188,7 +188,7 @@ static void show_progress(struct follow *f, const struct mu_app_status *st, doub
   summarize(st, sum, sizeof(sum));
   if (st->rdzv_endpoint != NULL && st->state == MU_STATE_RUNNING && el - f->last_rdzv >= 0.5) {
     f->last_rdzv = el;
-    mu_cli_rdzv_line(st->rdzv_endpoint, f->app_id, f->rdzv, sizeof(f->rdzv));
+    mu_cli_rdzv_line(st, f->rdzv, sizeof(f->rdzv));
   }
   size_t sl = strlen(sum);
   snprintf(sum + sl, sizeof(sum) - sl, "%s", f->rdzv);
@@ -494,6 +494,8 @@ static int step_dryrun(struct run *r)
     mu_error("%s", mu_buf_str(&r->err));
     return MU_EXIT_USAGE;
   }
+  if (r->req.note != NULL)
+    fprintf(stderr, "muster: note: %s\n", r->req.note);
   if (!r->dryrun)
     return RUN_NEXT;
   print_dryrun(r->s->name, r->app, &r->req, r->json);
