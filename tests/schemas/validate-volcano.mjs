@@ -35,7 +35,7 @@ function die(msg) {
 
 // ------------------------------------------------------------------------------ arguments
 
-const args = { crds: DEFAULT_CRDS, modules: null, quiet: false, files: [] };
+const args = { crds: DEFAULT_CRDS, modules: null, quiet: false, print: false, files: [] };
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i];
   const value = () => {
@@ -45,8 +45,10 @@ for (let i = 2; i < process.argv.length; i++) {
   if (a === '--crds') args.crds = value();
   else if (a === '--modules') args.modules = value();
   else if (a === '-q') args.quiet = true;
+  else if (a === '--print') args.print = true;
   else if (a === '-h' || a === '--help') {
-    process.stdout.write('usage: validate-volcano.mjs [--crds DIR] [--modules DIR] [-q] FILE...\n');
+    process.stdout.write('usage: validate-volcano.mjs [--crds DIR] [--modules DIR] [-q] FILE...\n' +
+      '       validate-volcano.mjs [--modules DIR] --print FILE   (the documents as this parser reads them, as JSON)\n');
     process.exit(0);
   } else if (a.startsWith('-') && a !== '-') die(`unknown option '${a}' (see --help)`);
   else args.files.push(a);
@@ -439,6 +441,18 @@ function admitJob(job) {
 }
 
 // ------------------------------------------------------------------------------ main
+
+// --print: what this validator's YAML parser (YAML 1.1, as the API server's) reads from each
+// file, one JSON document per line, and nothing else (tests/cli/t2011-k8s-yaml-roundtrip.sh).
+if (args.print) {
+  for (const file of args.files) {
+    for (const d of parseDocuments(fs.readFileSync(file === '-' ? 0 : file, 'utf8'))) {
+      if (d.error) die(`${file}: not YAML: ${d.error}`);
+      process.stdout.write(`${JSON.stringify(d.value)}\n`);
+    }
+  }
+  process.exit(0);
+}
 
 let documents = 0;
 let invalid = 0;

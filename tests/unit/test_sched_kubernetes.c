@@ -1187,6 +1187,101 @@ TEST(k8s__yaml_quoting_round_trips)
   mu_buf_release(&err);
 }
 
+/* Fragments that YAML readers treat specially: line breaks YAML 1.1 folds (U+0085, U+2028,
+ * U+2029), C0 and C1 controls, the byte-order mark, tabs and spaces, quotes and indicators,
+ * the words and numbers YAML 1.1 resolves to something other than a string, and plain Unicode. */
+static const char *const hostile[] = {
+    "\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xc2\x80", "\xc2\x9f", "\xc2\xa0",
+    "\xef\xbb\xbf", "\t", " ", "\r", "\n", "\r\n", "\x01", "\x1b[31m", "\x7f", "'", "\"", "\\",
+    "#", " #", ": ", ":", "- ", "-", "---", "...", "?", "!", "&a", "*a", "|", ">", "%", "@", "`",
+    "{", "}", "[", "]", ",", "yes", "no", "on", "off", "y", "n", "Y", "N", "true", "False",
+    "NULL", "~", "null", "<<", "=", "0", "1", "0x1f", "0o17", "017", "0b101", "1_000", "1:20",
+    "190:20:30", ".5", "._1", "+.5", "-_1", "1e3", "1.0e+3", "-.inf", ".NaN", "2001-12-14",
+    "2001-12-14t21:59:43.10-05:00", "\xf0\x9f\x98\x80", "\xc3\xa9", "\xef\xbf\xbe", "\xef\xbf\xbf",
+    "a", "b c", "$(HOME)", "${x}", "\xe2\x80\x8b", "\xed\x9f\xbf", "\xee\x80\x80",
+    "\xf4\x8f\xbf\xbf", "x: y", "a #b", "-- ", "%YAML", NULL};
+
+/* The n-th hostile string of a seeded run: each fragment alone first, then 1-5 fragments joined
+ * at random. Returns: a new string (mu_free). */
+static char *hostile_string(size_t n, unsigned long *seed)
+{
+  size_t nfrag = 0, i, parts;
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  while (hostile[nfrag] != NULL)
+    nfrag++;
+  if (n < nfrag)
+    return mu_strdup(hostile[n]);
+  *seed = *seed * 6364136223846793005UL + 1442695040888963407UL;
+  parts = 1 + (size_t)((*seed >> 33) % 5);
+  for (i = 0; i < parts; i++) {
+    *seed = *seed * 6364136223846793005UL + 1442695040888963407UL;
+    mu_buf_puts(&b, hostile[(*seed >> 33) % nfrag]);
+  }
+  return mu_buf_detach(&b);
+}
+
+/* Every hostile string, as a value and as a key, is written by the one quoting function and
+ * read back by libyaml (a YAML 1.1 parser) as exactly that string. With $MU_MANIFEST_DIR the
+ * document and the expected strings (JSON) are saved for tests/cli/t2011-k8s-yaml-roundtrip.sh,
+ * which reads them with PyYAML (YAML 1.1: pure Python and libyaml-based) and with the
+ * Kubernetes validator's parser. The seed is $MU_YAML_SEED (printed), else fixed. */
+TEST(k8s__yaml_hostile_strings_round_trip)
+{
+  const char *env = getenv("MU_YAML_SEED");
+  unsigned long seed = env != NULL ? strtoul(env, NULL, 10) : 20240611UL, seed0 = seed;
+  cJSON *doc = cJSON_CreateObject(), *back = NULL, *vals, *keys;
+  struct mu_buf y = MU_BUF_INIT(SIZE_MAX), err = MU_BUF_INIT(1024);
+  size_t line = 0, i, n = 3000;
+
+  vals = cJSON_AddArrayToObject(doc, "values");
+  keys = cJSON_AddObjectToObject(doc, "keys");
+  for (i = 0; i < n; i++) {
+    char *s = hostile_string(i, &seed), num[24];
+    cJSON_AddItemToArray(vals, cJSON_CreateString(s));
+    snprintf(num, sizeof num, "%zu", i);
+    if (cJSON_GetObjectItemCaseSensitive(keys, s) == NULL)
+      cJSON_AddStringToObject(keys, s, num);
+    mu_free(s);
+  }
+  ASSERT_NULL(mu_yaml_invalid(doc));
+  ASSERT_EQ(mu_yaml_emit(doc, &y), 0);
+  {
+    char *json = cJSON_PrintUnformatted(doc);
+    save_manifest("yaml-hostile", mu_buf_str(&y));
+    if (getenv("MU_MANIFEST_DIR") != NULL) {
+      char *path = mu_asprintf("%s/yaml-hostile.json", getenv("MU_MANIFEST_DIR"));
+      FILE *fp = fopen(path, "w");
+      ASSERT(fp != NULL);
+      fputs(json, fp);
+      fclose(fp);
+      mu_free(path);
+    }
+    mu_free(json);
+  }
+  if (mu_yaml_read(y.data, y.len, MU_YAML_STRINGS, &back, &line, &err) != 0)
+    MU__FAIL("seed %lu: libyaml refused the document at line %zu: %s", seed0, line,
+             mu_buf_str(&err));
+  for (i = 0; i < n; i++) {
+    const char *want = cJSON_GetArrayItem(vals, (int)i)->valuestring;
+    const char *got = cJSON_GetArrayItem(cJSON_GetObjectItem(back, "values"), (int)i)->valuestring;
+    if (strcmp(want, got) != 0) {
+      char *w = cJSON_PrintUnformatted(cJSON_GetArrayItem(vals, (int)i));
+      MU__FAIL("seed %lu: value %zu %s came back different", seed0, i, w);
+    }
+  }
+  if (!cJSON_Compare(keys, cJSON_GetObjectItem(back, "keys"), 1))
+    MU__FAIL("seed %lu: the keys came back different", seed0);
+  /* A string that is not UTF-8 cannot be carried: refused, and found by name. */
+  cJSON_AddStringToObject(doc, "bad", "caf\xe9");
+  ASSERT_STR_EQ(mu_yaml_invalid(doc), "caf\xe9");
+  mu_buf_clear(&y);
+  ASSERT_EQ(mu_yaml_emit(doc, &y), MU_EINVAL);
+  cJSON_Delete(doc);
+  cJSON_Delete(back);
+  mu_buf_release(&y);
+  mu_buf_release(&err);
+}
+
 TEST(k8s__yaml_parse_error_names_line)
 {
   struct mu_buf err = MU_BUF_INIT(1024);
