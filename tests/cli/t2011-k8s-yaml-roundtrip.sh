@@ -14,7 +14,7 @@ t_need_built "$MU_BUILD_DIR/mu_unit_tests"
 t_need_py yaml python3-yaml
 M=$T_DIR/out
 mkdir -p "$M"
-MU_MANIFEST_DIR=$M "$MU_BUILD_DIR/mu_unit_tests" k8s__yaml_hostile_strings_round_trip \
+MU_YAML_DIR=$M "$MU_BUILD_DIR/mu_unit_tests" k8s__yaml_hostile_strings_round_trip \
   >"$T_DIR/unit.log" 2>&1 && t_ok "unit test: libyaml reads every string back" ||
   { cat "$T_DIR/unit.log"; t_fail "unit test"; }
 [ -s "$M/yaml-hostile.yaml" ] && [ -s "$M/yaml-hostile.json" ] || t_fail "no document written"
