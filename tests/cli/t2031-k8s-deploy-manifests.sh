@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every manifest `muster deploy` prints is valid: the Volcano Queue against the Volcano v1.15.1
-# CRD (tests/schemas/validate-volcano.mjs, unknown fields rejected), the core kinds (Service,
+# CRD (tests/schemas/validate-k8s.mjs, unknown fields rejected), the core kinds (Service,
 # Deployment, StorageClass, PersistentVolumeClaim) for the fields the API server requires and
 # the shapes it checks. The storage manifests carry the trn1 tutorial's parameters; bad input
 # is refused with a message naming the option.
