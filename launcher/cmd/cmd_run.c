@@ -498,6 +498,8 @@ int cmd_run(int argc, char **argv)
     goto out;
   }
   if (dryrun) {
+    if (req.warning != NULL)
+      mu_warn("%s", req.warning);
     print_dryrun(s->name, app, &req, json);
     goto out;
   }

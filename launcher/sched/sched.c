@@ -63,6 +63,7 @@ void mu_app_status_release(struct mu_app_status *st)
   mu_free(st->rdzv_endpoint);
   mu_free(st->app_id);
   mu_free(st->msg);
+  mu_free(st->reason);
   mu_free(st->root_cause);
   mu_free(st->structured_error_msg);
   memset(st, 0, sizeof(*st));
@@ -120,6 +121,7 @@ void mu_dryrun_release(struct mu_dryrun *req)
     req->sched->dryrun_free(req);
   mu_free(req->text);
   mu_free(req->app_id);
+  mu_free(req->warning);
   memset(req, 0, sizeof(*req));
 }
 

@@ -27,7 +27,8 @@
  * Volcano Job YAML, for slurm the sbatch script. `text` is what --dryrun prints. */
 struct mu_dryrun {
   char *text;
-  char *app_id; /* the id the scheduler will use */
+  char *app_id;  /* the id the scheduler will use */
+  char *warning; /* what --dryrun says on stderr about the plan (a placeholder in it), or NULL */
   void *priv;   /* backend data; freed by the backend's dryrun_free */
   const struct mu_sched_ops *sched;
 };
@@ -46,6 +47,11 @@ struct mu_app_status {
   enum mu_job_state state;
   long num_restarts;
   char *msg;
+  /* Why the job cannot make progress (an image that cannot be pulled, pods that cannot be
+   * scheduled, a container that crashes on start...), one line naming the replica; NULL when
+   * nothing holds it up. Shown first by `muster status` and printed by `run --wait` when it
+   * changes. */
+  char *reason;
   struct mu_replica_status *replicas;
   size_t nreplicas;
   char *rdzv_endpoint; /* HOST:PORT of the job's musterd when known, else NULL (local) */

@@ -29,8 +29,9 @@ done
 out=$(KUBECTL_PHASE=Running "$MUSTER" status "$h" 2>&1)
 t_expect_match "replicas of the role, not the musterd task" "$out" "echo\[1\]:RUNNING"
 if printf '%s' "$out" | grep -q musterd; then t_fail "musterd task hidden"; else t_ok "musterd task hidden"; fi
-t_expect_match "status asks for the job by name" "$(tail -1 calls)" \
-  "^-n ml get jobs.batch.volcano.sh echo-42 -o json$"
+t_expect_eq "status asks for the job by name, then its pods" "$(tail -2 calls)" \
+  "-n ml get jobs.batch.volcano.sh echo-42 -o json
+-n ml get pods -l app.kubernetes.io/instance=echo-42 -o json"
 out=$(KUBECTL_PHASE=Missing "$MUSTER" status "$h" 2>&1)
 t_expect_match "a deleted job: kubectl's NotFound is shown" "$out" 'NotFound.*"echo-42" not found'
 

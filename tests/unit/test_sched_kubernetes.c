@@ -709,7 +709,7 @@ static void c04_runopts(const cJSON *c, const cJSON *item)
   {
     ASSERT_STR_EQ(k->valuestring, "queue");
     ASSERT_EQ(runopt("queue")->required, 0);
-    ASSERT_STR_EQ(runopt("scheduler_name")->def, "volcano");
+    ASSERT_NULL(runopt("scheduler_name")->def); /* volcano with api=volcano (the default) */
   }
 }
 
@@ -982,9 +982,13 @@ static void c07_describe(const cJSON *c, const cJSON *item)
     const cJSON *kw = golden_expect(item, "api kwargs");
     char *rest = mu_asprintf("%s -o json", golden_str(kw, "name")),
          *want = kubectl_call(kw, "get", rest);
-    ASSERT_STR_EQ(calls, want);
+    char *pods = mu_asprintf("%skubectl -n %s get pods -l app.kubernetes.io/instance=%s -o json\n",
+                             want, golden_str(kw, "namespace"), golden_str(kw, "name"));
+    /* TorchX's one call, then (muster's own) the job's pods, to say why it waits. */
+    ASSERT_STR_EQ(calls, pods);
     mu_free(rest);
     mu_free(want);
+    mu_free(pods);
   }
   ASSERT_STR_EQ(mu_job_state_name(st.state), golden_expect(item, "state")->valuestring);
   golden_status_roles(&st, &roles, &statuses);
@@ -1404,11 +1408,22 @@ TEST(k8s__own_musterd_task_and_rdzv_override)
   mu_strvec_push(&r->args, "${rdzv_endpoint}");
   r->num_replicas = 2;
   mu_kvlist_set(&cfg.values, "queue", "q");
-  /* No muster image: the error says how to get one. */
-  ASSERT_EQ(mu_k8s_render(app, &cfg, "ddp-42", &job, &err), MU_EINVAL);
-  ASSERT(strstr(mu_buf_str(&err), "-cfg muster_image: required") != NULL);
-  ASSERT(strstr(mu_buf_str(&err), "scripts/build-image.sh --push") != NULL);
-  mu_buf_clear(&err);
+  /* No muster image: the plan has a marked placeholder, and what is missing says how to get
+   * one (k8s__missing_values_named_at_once tests more). */
+  {
+    struct mu_k8s_plan plan;
+    struct mu_buf why = MU_BUF_INIT(SIZE_MAX), y = MU_BUF_INIT(SIZE_MAX);
+    ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), 0);
+    ASSERT_EQ(plan.placeholder, 1);
+    ASSERT_EQ(mu_yaml_emit(plan.manifest, &y), 0);
+    ASSERT(strstr(mu_buf_str(&y), "image: '" MU_K8S_IMAGE_PLACEHOLDER "'") != NULL);
+    mu_k8s_explain_muster_image(app, &why);
+    ASSERT(strstr(mu_buf_str(&why), "-cfg muster_image: required") != NULL);
+    ASSERT(strstr(mu_buf_str(&why), "scripts/build-image.sh --push") != NULL);
+    mu_k8s_plan_release(&plan);
+    mu_buf_release(&why);
+    mu_buf_release(&y);
+  }
   mu_kvlist_set(&cfg.values, "muster_image", "reg/muster:1");
   job = render(app, &cfg, "ddp-42", "own-musterd");
   t0 = task_at(job, 0);
@@ -1448,6 +1463,293 @@ TEST(k8s__own_musterd_task_and_rdzv_override)
   mu_kvlist_set(&cfg.values, "rdzv", "nohostport");
   ASSERT_EQ(mu_k8s_render(app, &cfg, "x", &job, &err), MU_EINVAL);
   ASSERT(strstr(mu_buf_str(&err), "HOST:PORT") != NULL);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
+
+/* ------------------------------------------------------------------------------ JobSet */
+
+/* dist.ddp's shape: one role running the agent against ${rdzv_endpoint}, per-replica macros. */
+static struct mu_app *ddp_app(long nodes, long min_nodes)
+{
+  struct mu_app *app = mu_app_new("ddp");
+  struct mu_role *r = mu_app_add_role(app, "trainer");
+  r->image = mu_strdup("img:1");
+  r->entrypoint = mu_strdup("muster");
+  mu_strvec_push(&r->args, "agent");
+  mu_strvec_push(&r->args, "--rdzv-endpoint");
+  mu_strvec_push(&r->args, "${rdzv_endpoint}");
+  mu_strvec_push(&r->args, "--node-rank-hint=${replica_id}");
+  mu_strvec_push(&r->args, "--");
+  mu_strvec_push(&r->args, "python3");
+  mu_strvec_push(&r->args, "-c");
+  mu_strvec_push(&r->args, "print('$(HOME) $$ $x')");
+  mu_kvlist_set(&r->env, "CACHE", "/data/cache_${replica_id}");
+  mu_kvlist_set(&r->env, "RANK0", "${rank0_env}");
+  r->num_replicas = nodes;
+  r->min_replicas = min_nodes;
+  r->max_retries = 2;
+  return app;
+}
+
+static cJSON *obj_at(cJSON *o, const char *a, const char *b, const char *c, const char *d)
+{
+  const char *path[] = {a, b, c, d};
+  for (int i = 0; i < 4 && path[i] != NULL && o != NULL; i++)
+    o = cJSON_GetObjectItemCaseSensitive(o, path[i]);
+  return o;
+}
+
+static const char *env_value(cJSON *ctr, const char *name)
+{
+  cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(ctr, "env"))
+  {
+    if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, name) == 0)
+      return cJSON_GetObjectItem(e, "value") ? cJSON_GetObjectItem(e, "value")->valuestring
+                                             : "(valueFrom)";
+  }
+  return NULL;
+}
+
+TEST(k8s__jobset_shape)
+{
+  struct mu_app *app = ddp_app(3, -1);
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *js, *spec, *rj, *musterd, *pod, *ctr, *cmd, *e0;
+
+  mu_kvlist_set(&cfg.values, "api", "jobset");
+  mu_kvlist_set(&cfg.values, "muster_image", "reg/muster:1");
+  mu_kvlist_set(&cfg.values, "priority_class", "high");
+  js = render(app, &cfg, "ddp-42", "unit-jobset-ddp");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(js, "apiVersion")->valuestring, "jobset.x-k8s.io/v1alpha2");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(js, "kind")->valuestring, "JobSet");
+  spec = cJSON_GetObjectItem(js, "spec");
+  ASSERT_EQ(obj_at(spec, "failurePolicy", "maxRestarts", NULL, NULL)->valueint, 2);
+  ASSERT(cJSON_IsTrue(obj_at(spec, "network", "enableDNSHostnames", NULL, NULL)));
+  ASSERT(cJSON_IsTrue(obj_at(spec, "network", "publishNotReadyAddresses", NULL, NULL)));
+  ASSERT_NULL(cJSON_GetObjectItem(spec, "suspend"));
+  /* musterd first, which the role depends on; success when the role's Jobs succeed */
+  musterd = cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "replicatedJobs"), 0);
+  rj = cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "replicatedJobs"), 1);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(musterd, "name")->valuestring, "musterd");
+  ASSERT_NULL(cJSON_GetObjectItem(musterd, "dependsOn"));
+  ASSERT_STR_EQ(cJSON_GetObjectItem(rj, "name")->valuestring, "trainer");
+  ASSERT_EQ(cJSON_GetObjectItem(rj, "replicas")->valueint, 3);
+  ASSERT_STR_EQ(obj_at(cJSON_GetArrayItem(cJSON_GetObjectItem(rj, "dependsOn"), 0), "status", NULL,
+                       NULL, NULL)
+                    ->valuestring,
+                "Ready");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(obj_at(spec, "successPolicy", "targetReplicatedJobs", NULL, NULL),
+                                   0)
+                    ->valuestring,
+                "trainer");
+  ASSERT_STR_EQ(obj_at(rj, "template", "spec", "completionMode", NULL)->valuestring, "Indexed");
+  ASSERT_EQ(obj_at(rj, "template", "spec", "completions", NULL)->valueint, 1);
+  ASSERT_EQ(obj_at(rj, "template", "spec", "backoffLimit", NULL)->valueint, 0);
+  pod = obj_at(rj, "template", "spec", "template", NULL);
+  ASSERT_STR_EQ(obj_at(pod, "spec", "restartPolicy", NULL, NULL)->valuestring, "Never");
+  ASSERT_STR_EQ(obj_at(pod, "spec", "priorityClassName", NULL, NULL)->valuestring, "high");
+  ASSERT_NULL(obj_at(pod, "spec", "schedulerName", NULL, NULL)); /* the cluster's default */
+  ASSERT_NULL(obj_at(pod, "metadata", "labels", "torchx.pytorch.org/replica-id", NULL));
+  ctr = cJSON_GetArrayItem(obj_at(pod, "spec", "containers", NULL, NULL), 0);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(ctr, "name")->valuestring, "trainer");
+  /* the replica's index from JobSet's annotation, first, and $(...) where a macro said so */
+  e0 = cJSON_GetArrayItem(cJSON_GetObjectItem(ctr, "env"), 0);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(e0, "name")->valuestring, "MUSTER_REPLICA_ID");
+  ASSERT_STR_EQ(obj_at(e0, "valueFrom", "fieldRef", "fieldPath", NULL)->valuestring,
+                "metadata.annotations['jobset.sigs.k8s.io/job-index']");
+  ASSERT_STR_EQ(env_value(ctr, "CACHE"), "/data/cache_$(MUSTER_REPLICA_ID)");
+  ASSERT_STR_EQ(env_value(ctr, "RANK0"), "TORCHX_RANK0_HOST");
+  ASSERT_STR_EQ(env_value(ctr, "TORCHX_RANK0_HOST"), "ddp-42-trainer-0-0.ddp-42");
+  ASSERT_STR_EQ(env_value(ctr, "MUSTER_RDZV_TOKEN_FILE"), MU_K8S_TOKEN_FILE);
+  cmd = cJSON_GetObjectItem(ctr, "command");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 0)->valuestring, "/muster/bin/muster");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 3)->valuestring, "ddp-42-musterd-0-0.ddp-42:29400");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 4)->valuestring,
+                "--node-rank-hint=$(MUSTER_REPLICA_ID)");
+  /* the user's own $( and $$ reach the process as written: doubled for Kubernetes */
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 8)->valuestring, "print('$$(HOME) $ $x')");
+  /* the musterd pod: OnFailure (the kubelet restarts it), the token file */
+  pod = obj_at(musterd, "template", "spec", "template", NULL);
+  ASSERT_STR_EQ(obj_at(pod, "spec", "restartPolicy", NULL, NULL)->valuestring, "OnFailure");
+  cmd = cJSON_GetObjectItem(cJSON_GetArrayItem(obj_at(pod, "spec", "containers", NULL, NULL), 0),
+                            "command");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 4)->valuestring, MU_K8S_TOKEN_FILE);
+  cJSON_Delete(js);
+
+  /* Kueue: the queue label, and suspended until Kueue admits it; a scheduler when asked */
+  mu_kvlist_set(&cfg.values, "kueue_queue", "team-a");
+  mu_kvlist_set(&cfg.values, "scheduler_name", "default-scheduler");
+  mu_kvlist_set(&cfg.values, "tolerations", "aws.amazon.com/neuron:NoSchedule;spot");
+  js = render(app, &cfg, "ddp-42", "unit-jobset-kueue");
+  ASSERT(cJSON_IsTrue(obj_at(js, "spec", "suspend", NULL, NULL)));
+  ASSERT_STR_EQ(obj_at(js, "metadata", "labels", "kueue.x-k8s.io/queue-name", NULL)->valuestring,
+                "team-a");
+  pod = obj_at(cJSON_GetArrayItem(obj_at(js, "spec", "replicatedJobs", NULL, NULL), 1), "template",
+               "spec", "template", NULL);
+  ASSERT_STR_EQ(obj_at(pod, "spec", "schedulerName", NULL, NULL)->valuestring,
+                "default-scheduler");
+  ASSERT_EQ(cJSON_GetArraySize(obj_at(pod, "spec", "tolerations", NULL, NULL)), 2);
+  cJSON_Delete(js);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+}
+
+TEST(k8s__jobset_elastic_retries_and_names)
+{
+  struct mu_app *app = ddp_app(4, 2);
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_buf err = MU_BUF_INIT(1024);
+  char *name = NULL;
+  cJSON *js, *rj;
+
+  mu_kvlist_set(&cfg.values, "api", "jobset");
+  mu_kvlist_set(&cfg.values, "muster_image", "reg/muster:1");
+  /* elastic: every replica is created (a JobSet has no minimum); the agent stays elastic */
+  js = render(app, &cfg, "ddp-42", "jobset-elastic");
+  rj = cJSON_GetArrayItem(obj_at(js, "spec", "replicatedJobs", NULL, NULL), 1);
+  ASSERT_EQ(cJSON_GetObjectItem(rj, "replicas")->valueint, 4);
+  cJSON_Delete(js);
+  /* REPLICA retries: the Job replaces its pod (backoffLimit); the JobSet does not restart */
+  app->roles[0].retry_policy = MU_RETRY_REPLICA;
+  app->roles[0].max_retries = 5;
+  js = render(app, &cfg, "ddp-42", "jobset-replica-retries");
+  rj = cJSON_GetArrayItem(obj_at(js, "spec", "replicatedJobs", NULL, NULL), 1);
+  ASSERT_EQ(obj_at(rj, "template", "spec", "backoffLimit", NULL)->valueint, 5);
+  ASSERT_EQ(obj_at(js, "spec", "failurePolicy", "maxRestarts", NULL)->valueint, 5);
+  cJSON_Delete(js);
+  /* names: the longest pod name <jobset>-<role>-<k>-0-<5> stays within 63 */
+  mu_free(app->name);
+  app->name = mu_strdup("A_Very_Long_Application_Name_That_Goes_On_And_On_For_Far_Too_Many");
+  mu_free(app->roles[0].name);
+  app->roles[0].name = mu_strdup("an_extremely_long_role_name_for_a_trainer");
+  app->roles[0].num_replicas = 12;
+  setenv("MUSTER_APP_ID_SUFFIX", "abcdefghijkl", 1);
+  unsetenv("MUSTER_APP_ID");
+  ASSERT_EQ(mu_k8s_job_name(app, &cfg, &name, &err), 0);
+  {
+    char *rjn = mu_k8s_rjob_name(app->roles[0].name, 12);
+    ASSERT(strlen(name) + 1 + strlen(rjn) + strlen("-11-0-abcde") <= 63);
+    mu_free(rjn);
+  }
+  js = render(app, &cfg, name, "jobset-long-names");
+  cJSON_Delete(js);
+  mu_free(name);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
+
+/* Secrets and ConfigMaps as mounts, and variables from a Secret's (or ConfigMap's) key, on both
+ * APIs; a JobSet refuses a Volcano queue, naming Kueue's. */
+TEST(k8s__secrets_configmaps_both_apis)
+{
+  static const char *const apis[] = {"volcano", "jobset"};
+  for (int a = 0; a < 2; a++) {
+    struct mu_app *app = case01_app();
+    struct mu_cfg cfg = {MU_KVLIST_INIT};
+    struct mu_buf err = MU_BUF_INIT(1024);
+    char items_s[][24] = {"type=secret", "name=hf-token", "dst=/var/secrets/hf",
+                          "type=configmap", "src=train-config", "dst=/etc/train"};
+    char *items[6];
+    for (int i = 0; i < 6; i++)
+      items[i] = items_s[i];
+    cJSON *job, *pod, *ctr, *v, *e;
+    const char *vol[2] = {NULL, NULL}, *mnt[2] = {NULL, NULL}, *ref = NULL;
+    char save[32];
+
+    ASSERT_EQ(mu_mounts_parse(&app->roles[0], items, 6, &err), 0);
+    mu_kvlist_set(&app->roles[0].env, "HF_TOKEN", "[SECRET]hf-token:token");
+    mu_kvlist_set(&app->roles[0].env, "LR", "[CONFIGMAP]train-config:lr");
+    mu_kvlist_set(&cfg.values, "api", apis[a]);
+    mu_kvlist_set(&cfg.values, "queue", "q");
+    if (a == 1) { /* a Volcano queue has no place in a JobSet */
+      ASSERT_EQ(mu_k8s_render(app, &cfg, "app-name-42", &job, &err), MU_EINVAL);
+      ASSERT(strstr(mu_buf_str(&err), "kueue_queue=q") != NULL);
+      mu_kvlist_set(&cfg.values, "queue", "");
+    }
+    snprintf(save, sizeof save, "unit-%s-secrets", apis[a]);
+    job = render(app, &cfg, "app-name-42", save);
+    pod = a == 0 ? cJSON_GetObjectItem(task_at(job, 0), "template")
+                 : obj_at(cJSON_GetArrayItem(obj_at(job, "spec", "replicatedJobs", NULL, NULL), 0),
+                          "template", "spec", "template", NULL);
+    ctr = cJSON_GetArrayItem(obj_at(pod, "spec", "containers", NULL, NULL), 0);
+    cJSON_ArrayForEach(v, obj_at(pod, "spec", "volumes", NULL, NULL))
+    {
+      if (obj_at(v, "secret", "secretName", NULL, NULL))
+        vol[0] = obj_at(v, "secret", "secretName", NULL, NULL)->valuestring;
+      if (obj_at(v, "configMap", "name", NULL, NULL))
+        vol[1] = obj_at(v, "configMap", "name", NULL, NULL)->valuestring;
+    }
+    ASSERT_STR_EQ(vol[0], "hf-token");
+    ASSERT_STR_EQ(vol[1], "train-config");
+    cJSON_ArrayForEach(v, cJSON_GetObjectItem(ctr, "volumeMounts"))
+    {
+      const char *path = cJSON_GetObjectItem(v, "mountPath")->valuestring;
+      if (strcmp(path, "/var/secrets/hf") == 0 || strcmp(path, "/etc/train") == 0) {
+        ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(v, "readOnly")));
+        mnt[path[1] == 'v' ? 0 : 1] = path;
+      }
+    }
+    ASSERT(mnt[0] != NULL && mnt[1] != NULL);
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(ctr, "env"))
+    {
+      if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, "HF_TOKEN") == 0) {
+        ASSERT_STR_EQ(obj_at(e, "valueFrom", "secretKeyRef", "name", NULL)->valuestring, "hf-token");
+        ASSERT_STR_EQ(obj_at(e, "valueFrom", "secretKeyRef", "key", NULL)->valuestring, "token");
+        ref = "secret";
+      }
+      if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, "LR") == 0)
+        ASSERT_STR_EQ(obj_at(e, "valueFrom", "configMapKeyRef", "key", NULL)->valuestring, "lr");
+    }
+    ASSERT_STR_EQ(ref, "secret");
+    cJSON_Delete(job);
+    mu_app_free(app);
+    mu_cfg_release(&cfg);
+    mu_buf_release(&err);
+  }
+}
+
+/* Every missing required value is named at once (issue 26); a missing muster image alone is a
+ * placeholder in the plan, not an error. */
+TEST(k8s__missing_values_named_at_once)
+{
+  struct mu_app *app = ddp_app(2, -1);
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_buf err = MU_BUF_INIT(4096);
+  struct mu_k8s_plan plan;
+
+  mu_free(app->roles[0].image);
+  app->roles[0].image = NULL;
+  ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), MU_EINVAL);
+  mu_k8s_plan_release(&plan);
+  ASSERT(strstr(mu_buf_str(&err), "3 required values are missing:") != NULL);
+  ASSERT(strstr(mu_buf_str(&err), "\n  - roles[0].image: required") != NULL);
+  ASSERT(strstr(mu_buf_str(&err), "\n  - -cfg queue: required") != NULL);
+  ASSERT(strstr(mu_buf_str(&err), "\n  - -cfg muster_image: required") != NULL);
+  /* the image given: the queue and the muster image */
+  app->roles[0].image = mu_strdup("img");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), MU_EINVAL);
+  mu_k8s_plan_release(&plan);
+  ASSERT(strstr(mu_buf_str(&err), "2 required values are missing:\n  - -cfg queue") == err.data);
+  ASSERT(strstr(mu_buf_str(&err), "\n  - -cfg muster_image: required") != NULL);
+  /* the queue alone */
+  mu_kvlist_set(&cfg.values, "muster_image", "m:1");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), MU_EINVAL);
+  mu_k8s_plan_release(&plan);
+  ASSERT(strncmp(mu_buf_str(&err), "-cfg queue: required", 20) == 0);
+  /* then only the muster image: a plan, marked */
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  mu_kvlist_set(&cfg.values, "muster_image", "");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), 0);
+  ASSERT_EQ(plan.placeholder, 1);
+  ASSERT_STR_EQ(plan.token_secret, "ddp-42-rdzv-token");
+  mu_k8s_plan_release(&plan);
   mu_app_free(app);
   mu_cfg_release(&cfg);
   mu_buf_release(&err);
