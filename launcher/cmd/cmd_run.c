@@ -173,7 +173,7 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
   int logfd = -1, shown = 0;
   struct mu_buf pending = MU_BUF_INIT(SIZE_MAX);
   double t0 = now_s();
-  char last[512] = "";
+  char last[512] = "", last_reason[1024] = "";
   char rdzv[256] = "";
   double last_rdzv = -1;
   enum mu_job_state last_state = MU_STATE_UNSUBMITTED;
@@ -228,6 +228,12 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     }
     snprintf(last, sizeof(last), "%s", sum);
     last_state = st.state;
+    if (st.reason != NULL && strcmp(st.reason, last_reason) != 0) { /* why it is held up */
+      fprintf(stderr, "%smuster: %s cannot make progress: %s\n", shown ? "\r\033[K" : "", handle,
+              st.reason);
+      shown = 0;
+    }
+    snprintf(last_reason, sizeof(last_reason), "%s", st.reason ? st.reason : "");
     int done = mu_job_state_is_terminal(st.state) || st.state == MU_STATE_UNKNOWN;
     if (done) {
       if (shown)
