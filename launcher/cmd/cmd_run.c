@@ -116,7 +116,8 @@ static pid_t start_log_stream(const struct mu_sched_ops *s, const char *app_id,
   signal(SIGTERM, SIG_DFL);
   close(p[0]);
   struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-  int rc = s->log_open(app_id, NULL, -1, MU_STREAM_COMBINED, 1, 0, p[1], cfg, &err);
+  struct mu_log_opts o = {.stream = MU_STREAM_COMBINED, .follow = 1};
+  int rc = s->log_open(app_id, NULL, -1, &o, p[1], cfg, &err);
   _exit(rc == 0 ? 0 : 1);
 }
 

@@ -7,6 +7,7 @@
  */
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "muster/errno.h"
 #include "muster/mu.h"
@@ -514,49 +515,97 @@ static int replica_pod(const struct k8s_job *j, const struct mu_cfg *cfg, const 
   return rc;
 }
 
-static int k8s_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                   int follow, long tail, int out_fd, const struct mu_cfg *cfg, struct mu_buf *err)
+/* kubectl [--context C] -n NS logs POD [-f] [--tail=N] [--previous] [--since=D|--since-time=T] */
+static void logs_argv(struct mu_strvec *av, const struct k8s_job *j, const struct mu_cfg *cfg,
+                      const char *pod, const struct mu_log_opts *o)
 {
-  struct mu_strvec av = MU_STRVEC_INIT;
-  struct mu_buf eb = MU_BUF_INIT(MU_EXEC_STDERR_MAX);
-  struct k8s_job j;
-  char *pod = NULL, *missing = NULL;
-  int rc = k8s_job_parse(app_id, cfg, &j, err), status = -1;
+  kubectl_argv(av, cfg, j->ns);
+  mu_strvec_push(av, "logs");
+  mu_strvec_push(av, pod);
+  if (o->follow)
+    mu_strvec_push(av, "-f");
+  if (o->tail > 0) /* 0 means the whole log, as for the other schedulers (kubectl: every line) */
+    mu_strvec_pushf(av, "--tail=%ld", o->tail);
+  if (o->previous)
+    mu_strvec_push(av, "--previous");
+  if (o->since != NULL && strchr(o->since, 'T') != NULL)
+    mu_strvec_pushf(av, "--since-time=%s", o->since);
+  else if (o->since != NULL)
+    mu_strvec_pushf(av, "--since=%s", o->since);
+}
 
-  (void)s; /* a pod has one combined stream */
-  if (rc != 0)
-    goto out;
-  if (role == NULL || replica < 0) {
-    /* Every replica (of the role): one `kubectl logs` each, lines prefixed role/replica. */
-    rc = mu_sched_log_fanout(&mu_sched_kubernetes, app_id, role, replica, s, follow, tail, out_fd,
-                             cfg, err);
-    goto out;
+/* Whether kubectl's words say the pod has not started its container yet (or has none yet). */
+static int not_started(const char *why)
+{
+  return strstr(why, "is waiting to start") != NULL || strstr(why, "has no pod (yet)") != NULL ||
+         strstr(why, "PodInitializing") != NULL || strstr(why, "ContainerCreating") != NULL;
+}
+
+/* Whether the job has ended (or cannot be read any more): following stops waiting then. */
+static int job_over(const struct k8s_job *j, const struct mu_cfg *cfg)
+{
+  struct mu_buf json = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
+  struct mu_app_status st;
+  int over = 1;
+  memset(&st, 0, sizeof(st));
+  if (kubectl_on_job(j, cfg, "get", 1, &json, &ignore) == 0 &&
+      (j->api == MU_K8S_JOBSET ? mu_k8s_parse_jobset_status(mu_buf_str(&json), "", &st, &ignore)
+                               : mu_k8s_parse_status(mu_buf_str(&json), "", &st, &ignore)) == 0)
+    over = mu_job_state_is_terminal(st.state);
+  mu_app_status_release(&st);
+  mu_buf_release(&json);
+  mu_buf_release(&ignore);
+  return over;
+}
+
+/* One replica's log through `kubectl logs`. Following a pod that has not started yet waits for
+ * it (kubectl would fail at once), while the job lasts. Returns: 0, MU_ENOENT (no such pod),
+ * MU_EIO with kubectl's words in err. */
+static int replica_log(const struct k8s_job *j, const struct mu_cfg *cfg, const char *role,
+                       long replica, const struct mu_log_opts *o, int out_fd, struct mu_buf *err)
+{
+  for (;;) {
+    struct mu_strvec av = MU_STRVEC_INIT;
+    struct mu_buf eb = MU_BUF_INIT(MU_EXEC_STDERR_MAX), why = MU_BUF_INIT(SIZE_MAX);
+    char *pod = NULL;
+    int status = -1, rc = replica_pod(j, cfg, role, replica, &pod, &why);
+    if (rc == 0) {
+      logs_argv(&av, j, cfg, pod, o);
+      rc = mu_exec_to_fd(av.v, out_fd, &eb, &status);
+      if (rc == MU_ENOENT) {
+        char *missing = kubectl_missing(av.v[0]);
+        mu_buf_puts(&why, missing);
+        mu_free(missing);
+      } else if (rc == 0 && status != 0) {
+        mu_buf_printf(&why, "kubectl logs %s failed (exit %d): %s", pod, status,
+                      mu_exec_chomp(eb.data ? eb.data : (char *)""));
+        rc = strstr(mu_buf_str(&eb), "NotFound") ? MU_ENOENT : MU_EIO;
+      }
+    }
+    int wait = rc != 0 && o->follow && not_started(mu_buf_str(&why)) && !job_over(j, cfg);
+    if (rc != 0 && !wait)
+      mu_buf_puts(err, mu_buf_str(&why));
+    mu_strvec_release(&av);
+    mu_buf_release(&eb);
+    mu_buf_release(&why);
+    mu_free(pod);
+    if (!wait)
+      return rc;
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
   }
-  rc = replica_pod(&j, cfg, role, replica, &pod, err);
-  if (rc != 0)
-    goto out;
-  kubectl_argv(&av, cfg, j.ns);
-  mu_strvec_push(&av, "logs");
-  mu_strvec_push(&av, pod);
-  if (follow)
-    mu_strvec_push(&av, "-f");
-  if (tail > 0) /* 0 means the whole log, as for the other schedulers (kubectl: every line) */
-    mu_strvec_pushf(&av, "--tail=%ld", tail);
-  rc = mu_exec_to_fd(av.v, out_fd, &eb, &status);
-  if (rc == MU_ENOENT) {
-    missing = kubectl_missing(av.v[0]);
-    mu_buf_puts(err, missing);
-  } else if (rc == 0 && status != 0) {
-    mu_buf_printf(err, "kubectl logs %s failed (exit %d): %s", pod, status,
-                  mu_exec_chomp(eb.data ? eb.data : (char *)""));
-    rc = strstr(mu_buf_str(&eb), "NotFound") ? MU_ENOENT : MU_EIO;
-  }
-out:
+}
+
+static int k8s_log(const char *app_id, const char *role, long replica, const struct mu_log_opts *o,
+                   int out_fd, const struct mu_cfg *cfg, struct mu_buf *err)
+{
+  struct k8s_job j;
+  int rc = k8s_job_parse(app_id, cfg, &j, err);
+  if (rc == 0 && (role == NULL || replica < 0)) /* one `kubectl logs` per replica, prefixed */
+    rc = mu_sched_log_fanout(&mu_sched_kubernetes, app_id, role, replica, o, out_fd, cfg, err);
+  else if (rc == 0)
+    rc = replica_log(&j, cfg, role, replica, o, out_fd, err);
   k8s_job_release(&j);
-  mu_strvec_release(&av);
-  mu_buf_release(&eb);
-  mu_free(missing);
-  mu_free(pod);
   return rc;
 }
 
@@ -570,5 +619,6 @@ const struct mu_sched_ops mu_sched_kubernetes = {
     .list = k8s_list,
     .cancel_existing = k8s_cancel,
     .log_open = k8s_log,
+    .log_caps = MU_SCHED_LOG_SINCE | MU_SCHED_LOG_PREVIOUS,
     .dryrun_free = k8s_dryrun_free,
 };

@@ -74,6 +74,22 @@ struct mu_app_list_entry {
 /* Log stream choice for log_open. */
 enum mu_log_stream { MU_STREAM_COMBINED = 0, MU_STREAM_STDOUT, MU_STREAM_STDERR };
 
+/* What `muster log` asks of a backend's log_open, beyond the replica. */
+struct mu_log_opts {
+  enum mu_log_stream stream;
+  int follow;        /* keep printing until the job ends (TorchX's -t) */
+  long tail;         /* only the last N lines of each replica; 0: every line */
+  const char *since; /* only lines newer than this: a duration ("5m", "1h30m") or an RFC 3339
+                      * time; NULL: all. Only with MU_SCHED_LOG_SINCE. */
+  int previous;      /* the run before a restarted container's last (MU_SCHED_LOG_PREVIOUS) */
+};
+
+/* What a backend's log_open can do beyond the replica's whole log (mu_sched_ops.log_caps). */
+enum mu_sched_log_caps {
+  MU_SCHED_LOG_SINCE = 1 << 0,    /* it honours mu_log_opts.since */
+  MU_SCHED_LOG_PREVIOUS = 1 << 1, /* it honours mu_log_opts.previous */
+};
+
 struct mu_sched_ops {
   const char *name;
   const char *help;
@@ -86,9 +102,12 @@ struct mu_sched_ops {
   int (*list)(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
               struct mu_buf *err);
   int (*cancel_existing)(const char *app_id, const struct mu_cfg *cfg, struct mu_buf *err);
-  /* Writes the log of one replica to fd `out`; with follow, until the app is terminal. */
-  int (*log_open)(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                  int follow, long tail, int out, const struct mu_cfg *cfg, struct mu_buf *err);
+  /* Writes the log of one replica to fd `out` (of every replica, or every one of a role, with
+   * role NULL or replica < 0, each line prefixed "role/replica "); with o->follow, until the
+   * app is terminal. */
+  int (*log_open)(const char *app_id, const char *role, long replica, const struct mu_log_opts *o,
+                  int out, const struct mu_cfg *cfg, struct mu_buf *err);
+  unsigned log_caps; /* enum mu_sched_log_caps */
   void (*dryrun_free)(struct mu_dryrun *req);
   /* The job spec of a submitted job (`muster describe`); NULL = not supported. Ownership:
    * *out is the caller's (mu_app_free). */
@@ -143,7 +162,7 @@ void mu_app_list_free(struct mu_app_list_entry *l, size_t n);
  * "role/replica ". Returns: 0; MU_ENOENT for an unknown role or replica; the backend's error,
  * or MU_EIO with each failed replica's reason in err. (log_fanout.c) */
 int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const char *role,
-                        long replica, enum mu_log_stream stream, int follow, long tail, int out_fd,
+                        long replica, const struct mu_log_opts *o, int out_fd,
                         const struct mu_cfg *cfg, struct mu_buf *err);
 
 /* The generic operations: a NULL slot gives MU_ENOTSUP with a message in err.

@@ -431,18 +431,20 @@ static off_t tail_offset(int fd, long tail)
   return 0;
 }
 
-static int slurm_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                     int follow, long tail, int out_fd, const struct mu_cfg *cfg,
+static int slurm_log(const char *app_id, const char *role, long replica,
+                     const struct mu_log_opts *o, int out_fd, const struct mu_cfg *cfg,
                      struct mu_buf *err)
 {
+  enum mu_log_stream s = o->stream;
+  int follow = o->follow;
+  long tail = o->tail;
   char *dir = NULL, *paths[2] = {NULL, NULL};
   int fds[2] = {-1, -1}, rc = 0, i, nf = 0;
   off_t offs[2] = {0, 0};
 
   /* Every replica (of the role): each one's files, lines prefixed role/replica. */
   if (role == NULL || replica < 0)
-    return mu_sched_log_fanout(&mu_sched_slurm, app_id, role, replica, s, follow, tail, out_fd, cfg,
-                               err);
+    return mu_sched_log_fanout(&mu_sched_slurm, app_id, role, replica, o, out_fd, cfg, err);
   dir = job_dir_of(app_id);
 
   if (s == MU_STREAM_COMBINED || s == MU_STREAM_STDOUT)

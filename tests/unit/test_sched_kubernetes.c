@@ -1057,9 +1057,10 @@ static void c07_log(const cJSON *c, const cJSON *item)
   int fd = mkstemp(outp);
   (void)c;
   ASSERT(fd >= 0);
+  struct mu_log_opts o = {.stream = MU_STREAM_COMBINED, .tail = -1};
   if (mu_sched_kubernetes.log_open(golden_str(in, "app_id"), golden_str(in, "role_name"),
-                                   golden_at(in, "k", (const char *)NULL)->valueint,
-                                   MU_STREAM_COMBINED, 0, -1, fd, &cfg, &err) != 0)
+                                   golden_at(in, "k", (const char *)NULL)->valueint, &o, fd, &cfg,
+                                   &err) != 0)
     MU__FAIL("log: %s", mu_buf_str(&err));
   close(fd);
   calls = golden_tool_calls(dir);

@@ -825,8 +825,9 @@ static char *c10_read_log(const cJSON *in, enum mu_log_stream s)
   struct mu_cfg cfg = {MU_KVLIST_INIT};
   struct mu_buf err = MU_BUF_INIT(4096), got = MU_BUF_INIT(1 << 20);
   ASSERT(fd >= 0);
+  struct mu_log_opts o = {.stream = s, .tail = -1};
   if (mu_sched_slurm.log_open(golden_str(in, "app_id"), golden_str(in, "role"),
-                              golden_at(in, "k", (const char *)NULL)->valueint, s, 0, -1, fd, &cfg,
+                              golden_at(in, "k", (const char *)NULL)->valueint, &o, fd, &cfg,
                               &err) != 0)
     MU__FAIL("log: %s", mu_buf_str(&err));
   close(fd);
