@@ -456,6 +456,21 @@ static int k8s_describe(const char *app_id, const struct mu_cfg *cfg, struct mu_
   return rc;
 }
 
+static int k8s_app_spec(const char *app_id, const struct mu_cfg *cfg, struct mu_app **out,
+                        struct mu_buf *err)
+{
+  struct mu_buf json = MU_BUF_INIT(K8S_OUT_MAX);
+  struct k8s_job j;
+  int rc = k8s_job_parse(app_id, cfg, &j, err);
+  if (rc == 0)
+    rc = kubectl_on_job(&j, cfg, "get", 1, &json, err);
+  if (rc == 0)
+    rc = mu_k8s_parse_app(mu_buf_str(&json), out, err);
+  k8s_job_release(&j);
+  mu_buf_release(&json);
+  return rc;
+}
+
 static int k8s_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
                     struct mu_buf *err)
 {
@@ -621,4 +636,5 @@ const struct mu_sched_ops mu_sched_kubernetes = {
     .log_open = k8s_log,
     .log_caps = MU_SCHED_LOG_SINCE | MU_SCHED_LOG_PREVIOUS,
     .dryrun_free = k8s_dryrun_free,
+    .app_spec = k8s_app_spec,
 };

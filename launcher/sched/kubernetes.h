@@ -22,6 +22,11 @@
 #define MU_K8S_TOKEN_DIR "/var/run/muster/rdzv"
 #define MU_K8S_TOKEN_FILE MU_K8S_TOKEN_DIR "/token"
 
+/* The annotation of a job's own object that holds the app as submitted (its JSON, job.h), which
+ * `muster describe` reads back; left out when the JSON would pass MU_K8S_APP_MAX bytes. */
+#define MU_K8S_APP_ANNOTATION "muster.dev/app"
+#define MU_K8S_APP_MAX (64 * 1024)
+
 /* The muster image's stand-in in a plan made without -cfg muster_image (a dryrun shows it and
  * warns; a submission refuses it). */
 #define MU_K8S_IMAGE_PLACEHOLDER "<-cfg muster_image is not set>"
@@ -146,6 +151,11 @@ int mu_k8s_apply_pods(const char *pods, const char *events, int set_states,
  * newest when there were several (replica -1: the job's musterd). Returns: a new string
  * (mu_free), or NULL when there is no such pod. */
 char *mu_k8s_pod_name(const char *pods, const char *job, const char *role, long replica);
+
+/* The app as submitted, from the MU_K8S_APP_ANNOTATION of `kubectl get RESOURCE NAME -o json`.
+ * Returns: 0; MU_ENOENT when the job has none (another tool's, or too big), MU_EPARSE, with the
+ * reason in err. Ownership: *out is the caller's (mu_app_free). */
+int mu_k8s_parse_app(const char *json, struct mu_app **out, struct mu_buf *err);
 
 /* Parses `kubectl get jobs.batch.volcano.sh -o json` or `kubectl get jobsets.jobset.x-k8s.io
  * -o json` (a List) into entries with app ids "<namespace>:<name>" (a JobSet's

@@ -568,3 +568,32 @@ char *mu_k8s_pod_name(const char *pods, const char *job, const char *role, long 
   cJSON_Delete(root);
   return out;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The app as submitted
+ */
+
+int mu_k8s_parse_app(const char *json, struct mu_app **out, struct mu_buf *err)
+{
+  cJSON *root = cJSON_Parse(json);
+  const char *app = jpath_str(root, "metadata", "annotations", MU_K8S_APP_ANNOTATION);
+  const char *name = jpath_str(root, "metadata", "name", NULL);
+  int rc = 0;
+  *out = NULL;
+  if (root == NULL) {
+    mu_buf_puts(err, "kubectl get: output is not JSON");
+    rc = MU_EPARSE;
+  } else if (app == NULL) {
+    mu_buf_printf(err,
+                  "'%s' carries no %s annotation (another tool or an older muster submitted it, "
+                  "or its job spec was over %d KiB); 'muster status' shows its replicas",
+                  name ? name : "?", MU_K8S_APP_ANNOTATION, MU_K8S_APP_MAX / 1024);
+    rc = MU_ENOENT;
+  } else if (mu_app_from_json(app, out) != 0) {
+    mu_buf_printf(err, "the %s annotation of '%s' is not a muster job spec", MU_K8S_APP_ANNOTATION,
+                  name ? name : "?");
+    rc = MU_EPARSE;
+  }
+  cJSON_Delete(root);
+  return rc;
+}

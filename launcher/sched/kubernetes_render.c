@@ -705,6 +705,29 @@ static cJSON *pod_annotations(const struct mu_k8s_ctx *x)
   return a;
 }
 
+/* The app as submitted, for `muster describe`: its JSON (job.h) on one line, with the job's name
+ * and its rendezvous endpoint in place of ${app_id} and ${rdzv_endpoint}; NULL when it would
+ * pass MU_K8S_APP_MAX (annotations share 256 KiB). Returns: a new string (mu_free), or NULL. */
+static char *app_annotation(const struct mu_k8s_ctx *x)
+{
+  struct mu_buf js = MU_BUF_INIT(SIZE_MAX), a = MU_BUF_INIT(SIZE_MAX), b = MU_BUF_INIT(SIZE_MAX);
+  char *line, *out = NULL;
+  mu_app_to_json(x->app, &js);
+  cJSON *tree = cJSON_Parse(mu_buf_str(&js));
+  line = cJSON_PrintUnformatted(tree);
+  mu_buf_put_replaced(&a, line ? line : "{}", "${app_id}", x->job);
+  mu_buf_put_replaced(&b, mu_buf_str(&a), "${rdzv_endpoint}",
+                      x->rdzv ? x->rdzv : "${rdzv_endpoint}");
+  if (b.len <= MU_K8S_APP_MAX)
+    out = mu_buf_detach(&b);
+  cJSON_free(line);
+  cJSON_Delete(tree);
+  mu_buf_release(&js);
+  mu_buf_release(&a);
+  mu_buf_release(&b);
+  return out;
+}
+
 cJSON *mu_k8s_object_meta(const struct mu_k8s_ctx *x)
 {
   cJSON *meta = cJSON_CreateObject(), *l;
@@ -718,8 +741,14 @@ cJSON *mu_k8s_object_meta(const struct mu_k8s_ctx *x)
   if (kq)
     cJSON_AddStringToObject(l, "kueue.x-k8s.io/queue-name", kq);
   merge_strings(l, x->labels);
-  if (x->annotations->child)
-    cJSON_AddItemToObject(meta, "annotations", cJSON_Duplicate(x->annotations, 1));
+  cJSON *a = cJSON_AddObjectToObject(meta, "annotations");
+  char *app = app_annotation(x);
+  if (app != NULL)
+    cJSON_AddStringToObject(a, MU_K8S_APP_ANNOTATION, app);
+  mu_free(app);
+  merge_strings(a, x->annotations);
+  if (a->child == NULL)
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "annotations");
   return meta;
 }
 

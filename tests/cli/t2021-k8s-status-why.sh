@@ -187,6 +187,34 @@ t_expect_match "Secret clash: kubectl's message and the job deleted" "$out" \
 t_expect_match "Secret clash: exit 1" "$out" "exit 1$"
 t_expect_eq "Secret clash: the job is gone" "$(tail -1 calls)" \
   "-n default delete jobs.batch.volcano.sh ddp-clash2"
+# describe: the app as submitted, read back from the job's object, on both APIs: the dryrun's
+# app with the job's name in place of ${app_id}.
+for api in volcano jobset; do
+  [ $api = volcano ] && opt=,queue=q || opt=""
+  MUSTER_APP_ID=desc-$api "$MUSTER" run -s kubernetes --dryrun --json -cfg "api=$api,muster_image=m:1$opt" \
+    dist.ddp --image img -j 2x1 --script train.py -- --lr 0.1 >"$T_DIR/desc-$api.json" 2>/dev/null
+  h=$(MUSTER_APP_ID=desc-$api "$MUSTER" run -s kubernetes -cfg "api=$api,muster_image=m:1$opt" \
+    dist.ddp --image img -j 2x1 --script train.py -- --lr 0.1 2>/dev/null)
+  "$MUSTER" describe "$h" >"$T_DIR/described-$api.json" 2>&1
+  t_expect_eq "$api: describe exits 0" "$?" 0
+  got=$("$PY" - "$T_DIR/desc-$api.json" "$T_DIR/described-$api.json" "desc-$api" <<'PY'
+import json, sys
+want = json.loads(json.dumps(json.load(open(sys.argv[1]))["app"]).replace("${app_id}", sys.argv[3]))
+got = json.load(open(sys.argv[2]))
+for r in want["roles"]:  # the endpoint the job got
+    r["args"] = [a.replace("${rdzv_endpoint}", "*") for a in r["args"]]
+for r in got["roles"]:
+    r["args"] = [a if "musterd" not in a else "*" for a in r["args"]]
+print("same" if got == want else "differs:\n%s\n%s" % (json.dumps(got), json.dumps(want)))
+PY
+)
+  t_expect_eq "$api: describe is the app as submitted (roles, replicas, image, resources, mounts)" "$got" same
+done
+t_kubectl_job default someone-elses
+out=$("$MUSTER" describe kubernetes://muster/default:someone-elses 2>&1)
+t_expect_eq "describe a job muster did not submit: exit 1" "$?" 1
+t_expect_match "describe a job muster did not submit: why" "$out" "carries no muster.dev/app annotation"
+
 # A token Secret of the user's: mounted, none created.
 : >calls
 MUSTER_APP_ID=ddp-own "$MUSTER" run -s kubernetes \

@@ -97,8 +97,15 @@ static void patch_divergences(cJSON *n, const char *app_name)
   cJSON_ArrayForEach(c, n) patch_divergences(c, app_name);
 }
 
+/* muster's own divergence on every Job: the app as submitted in an annotation (describe). */
 static void expect_equal(cJSON *got, cJSON *want)
 {
+  cJSON *meta = cJSON_GetObjectItemCaseSensitive(got, "metadata");
+  cJSON *ann = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+  ASSERT(cJSON_GetObjectItemCaseSensitive(ann, MU_K8S_APP_ANNOTATION) != NULL);
+  cJSON_DeleteItemFromObjectCaseSensitive(ann, MU_K8S_APP_ANNOTATION);
+  if (ann->child == NULL)
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "annotations");
   if (!cJSON_Compare(got, want, 1)) {
     char *g = cJSON_Print(got), *w = cJSON_Print(want);
     MU__FAIL("manifest differs\n--- got\n%s\n--- want\n%s", g, w);
@@ -1754,4 +1761,52 @@ TEST(k8s__missing_values_named_at_once)
   mu_app_free(app);
   mu_cfg_release(&cfg);
   mu_buf_release(&err);
+}
+
+/* describe: the app as submitted, read back from the job's object (both APIs), with the job's
+ * name and rendezvous in place of their macros. */
+TEST(k8s__describe_reads_the_app_back)
+{
+  static const char *const apis[] = {"volcano", "jobset"};
+  for (int a = 0; a < 2; a++) {
+    struct mu_app *app = ddp_app(2, 1), *back = NULL;
+    struct mu_cfg cfg = {MU_KVLIST_INIT};
+    struct mu_buf err = MU_BUF_INIT(1024), want = MU_BUF_INIT(SIZE_MAX), got = MU_BUF_INIT(SIZE_MAX);
+    struct mu_buf js = MU_BUF_INIT(SIZE_MAX);
+    cJSON *job;
+    char *text;
+
+    mu_kvlist_set(&cfg.values, "api", apis[a]);
+    mu_kvlist_set(&cfg.values, "queue", a == 0 ? "q" : "");
+    mu_kvlist_set(&cfg.values, "muster_image", "m:1");
+    mu_kvlist_set(&app->roles[0].env, "JOB", "${app_id}");
+    job = render(app, &cfg, "ddp-42", NULL);
+    text = cJSON_PrintUnformatted(job);
+    ASSERT_EQ(mu_k8s_parse_app(text, &back, &err), 0);
+    mu_app_to_json(app, &js);
+    mu_buf_put_replaced(&want, mu_buf_str(&js), "${app_id}", "ddp-42");
+    mu_buf_clear(&js);
+    mu_buf_put_replaced(&js, mu_buf_str(&want), "${rdzv_endpoint}",
+                        a == 0 ? "ddp-42-musterd-0.ddp-42:29400" : "ddp-42-musterd-0-0.ddp-42:29400");
+    mu_app_to_json(back, &got);
+    ASSERT_STR_EQ(mu_buf_str(&got), mu_buf_str(&js));
+    ASSERT_STR_EQ(mu_kvlist_get(&back->roles[0].env, "JOB"), "ddp-42");
+    ASSERT_STR_EQ(back->roles[0].args.v[7], "print('$(HOME) $$ $x')"); /* as the user wrote it */
+    /* a job without the annotation (another tool's): said so */
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItem(job, "metadata"), "annotations");
+    cJSON_free(text);
+    text = cJSON_PrintUnformatted(job);
+    mu_app_free(back);
+    back = NULL;
+    ASSERT_EQ(mu_k8s_parse_app(text, &back, &err), MU_ENOENT);
+    ASSERT(strstr(mu_buf_str(&err), "carries no muster.dev/app annotation") != NULL);
+    cJSON_free(text);
+    cJSON_Delete(job);
+    mu_app_free(app);
+    mu_cfg_release(&cfg);
+    mu_buf_release(&err);
+    mu_buf_release(&want);
+    mu_buf_release(&got);
+    mu_buf_release(&js);
+  }
 }
