@@ -471,6 +471,32 @@ static int k8s_app_spec(const char *app_id, const struct mu_cfg *cfg, struct mu_
   return rc;
 }
 
+/* Why each listed job that has not ended is held up, from one read of every muster pod of the
+ * namespace (the events, read for one job's status when needed, are not read here). */
+static void list_reasons(const struct k8s_job *j, const struct mu_cfg *cfg,
+                         struct mu_app_list_entry *l, size_t n)
+{
+  static const char *const args[] = {
+      "get", "pods", "-l", "app.kubernetes.io/managed-by=muster", "-o", "json", NULL};
+  struct mu_buf pods = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
+  size_t live = 0;
+  for (size_t i = 0; i < n; i++)
+    live += !mu_job_state_is_terminal(l[i].state);
+  if (live > 0 && kubectl_call(j, cfg, args, NULL, &pods, &ignore) == 0)
+    for (size_t i = 0; i < n; i++) {
+      struct mu_app_status st = {.app_id = l[i].app_id, .state = l[i].state};
+      char *failed = NULL;
+      int want_events = 0;
+      if (mu_job_state_is_terminal(l[i].state) ||
+          mu_k8s_apply_pods(mu_buf_str(&pods), NULL, 0, &st, &failed, &want_events, &ignore) != 0)
+        continue;
+      l[i].reason = st.reason;
+      mu_free(failed);
+    }
+  mu_buf_release(&pods);
+  mu_buf_release(&ignore);
+}
+
 static int k8s_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
                     struct mu_buf *err)
 {
@@ -484,6 +510,8 @@ static int k8s_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, si
   }
   if (rc == 0)
     rc = mu_k8s_parse_list(mu_buf_str(&json), j.ns, out, n, err);
+  if (rc == 0)
+    list_reasons(&j, cfg, *out, *n);
   k8s_job_release(&j);
   mu_buf_release(&json);
   return rc;

@@ -275,6 +275,9 @@ static int pod_replica(const cJSON *pod, const char *job, char **role, long *rep
   size_t jl = strlen(job);
   *replica = -1;
   if (rj != NULL) {
+    const char *js = jpath_str(pod, "metadata", "labels", "jobset.sigs.k8s.io/jobset-name");
+    if (js == NULL || strcmp(js, job) != 0)
+      return -1; /* another JobSet's */
     *role = mu_strdup(rj);
     if (strcmp(rj, "musterd") != 0 && (ji == NULL || mu_parse_long(ji, 0, 1L << 30, replica) != 0)) {
       mu_free(*role);

@@ -130,6 +130,7 @@ void mu_app_list_free(struct mu_app_list_entry *l, size_t n)
   for (size_t i = 0; l != NULL && i < n; i++) {
     mu_free(l[i].app_id);
     mu_free(l[i].name);
+    mu_free(l[i].reason);
   }
   mu_free(l);
 }

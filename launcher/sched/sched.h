@@ -68,6 +68,7 @@ struct mu_app_list_entry {
   char *app_id;
   char *name;
   enum mu_job_state state;
+  char *reason; /* why it cannot make progress (mu_app_status.reason), or NULL */
   double started_at; /* Unix seconds; 0 when the backend does not know */
 };
 

@@ -99,9 +99,21 @@ for api in volcano jobset; do
 cannot make progress: echo/0: Unschedulable"
 done
 
+# list: a job held up says why after its state (one read of every muster pod of the namespace).
+out=$(KUBECTL_PODS=ImagePullBackOff "$MUSTER" list -s kubernetes -cfg api=jobset 2>&1)
+t_expect_match "list: the held-up job says why" "$out" \
+  "kubernetes://muster/default:jobset:echo-jobset +echo +PENDING +cannot make progress: echo/0: ImagePullBackOff: Back-off pulling image"
+t_expect_match "list read every muster pod once" "$(tail -1 calls)" \
+  "^-n default get pods -l app.kubernetes.io/managed-by=muster -o json$"
+js=$(KUBECTL_PODS=ImagePullBackOff "$MUSTER" list -s kubernetes -cfg api=jobset --json 2>&1)
+t_expect_match "list --json: reason" "$js" '"app_handle":"kubernetes://muster/default:jobset:echo-jobset","app_name":"echo","state":"PENDING","reason":"echo/0: ImagePullBackOff'
+out=$(KUBECTL_PODS=ImagePullBackOff "$MUSTER" list -s kubernetes -cfg queue=q 2>&1)
+t_expect_match "list (Volcano): the held-up job says why" "$out" \
+  "kubernetes://muster/default:echo-volcano +echo +PENDING +cannot make progress: echo/0: ImagePullBackOff"
+
 # list: JobSets with -cfg api=jobset, app ids that say so.
 out=$("$MUSTER" list -s kubernetes -cfg api=jobset 2>&1)
-t_expect_match "list asks for JobSets" "$(tail -1 calls)" \
+t_expect_match "list asks for JobSets" "$(grep -v ' get pods ' calls | tail -1)" \
   "^-n default get jobsets.jobset.x-k8s.io -l app.kubernetes.io/managed-by=muster -o json$"
 t_expect_match "list: jobset completed" "$out" \
   "kubernetes://muster/default:jobset:echo-abc123 +echo +SUCCEEDED"
