@@ -655,6 +655,9 @@ static int k8s_log(const char *app_id, const char *role, long replica, const str
 const struct mu_sched_ops mu_sched_kubernetes = {
     .name = "kubernetes",
     .help = "Volcano Jobs or JobSets on Kubernetes through kubectl (-cfg api=volcano|jobset)",
+    .rdzv_macro = "JOB-musterd-0.JOB:29400 (a JobSet's JOB-musterd-0-0.JOB; -cfg rdzv_port), the "
+                  "job's own musterd task, or the -cfg rdzv=HOST:PORT given: the manifest has "
+                  "the value",
     .runopts = k8s_runopts,
     .dryrun = k8s_dryrun,
     .schedule = k8s_schedule,
