@@ -37,7 +37,7 @@
   "kubectl apply -f - (agent copies files instead):\n"                                             \
   "    rendezvous    a Deployment, Service and data volume for one cluster-wide musterd\n"         \
   "    queue         the Volcano Queue jobs are submitted to (-cfg queue=NAME)\n"                  \
-  "    kueue         Kueue's ResourceFlavor, ClusterQueue and LocalQueue for JobSets\n"           \
+  "    kueue         Kueue's ResourceFlavor, ClusterQueue and LocalQueue for JobSets\n"            \
   "    storage       the FSx for Lustre StorageClass and claim (the trn1 tutorial's)\n"            \
   "    agent DIR     this portable muster copied into DIR (the pods' init container)\n"            \
   "'muster deploy TARGET -h' shows one target's options; all of them follow."
@@ -413,8 +413,8 @@ static int deploy_queue(int argc, char **argv)
  * optional suffix (Ki..Ei, k..E, m). Returns: 1 or 0. */
 static int quantity_ok(const char *s)
 {
-  static const char *const suffixes[] = {"", "m", "k", "M", "G", "T", "P", "E",
-                                         "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  static const char *const suffixes[] = {"",  "m",  "k",  "M",  "G",  "T",  "P",
+                                         "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
   size_t n = strspn(s, "0123456789");
   if (n == 0)
     return 0;

@@ -175,7 +175,8 @@ int cmd_list(int argc, char **argv)
         printf("%-*s  %-20s  %s", (int)w, h, l[i].name ? l[i].name : "",
                mu_job_state_name(l[i].state));
       /* a job held up says why, after its state */
-      printf("%s%s\n", l[i].reason ? "  cannot make progress: " : "", l[i].reason ? l[i].reason : "");
+      printf("%s%s\n", l[i].reason ? "  cannot make progress: " : "",
+             l[i].reason ? l[i].reason : "");
     }
   }
 out:

@@ -82,6 +82,30 @@ static int since_ok(const char *s)
   return n > 0;
 }
 
+/* --since, --until and --previous for scheduler s, into o. A time window its logs cannot be cut
+ * by is accepted, said to be ignored, and every line is printed, as TorchX's local scheduler
+ * does (local files and Slurm output files carry no timestamps; kubectl logs has --since but no
+ * --until); --previous it cannot honour is refused. Returns: 0, or MU_EXIT_USAGE (printed). */
+static int time_window(const struct mu_sched_ops *s, const char *since, const char *until,
+                       int previous, struct mu_log_opts *o)
+{
+  if (previous && !(s->log_caps & MU_SCHED_LOG_PREVIOUS)) {
+    mu_error("--previous: the %s scheduler keeps one log per replica, with every run in it",
+             s->name);
+    return MU_EXIT_USAGE;
+  }
+  int since_ignored = since != NULL && !(s->log_caps & MU_SCHED_LOG_SINCE);
+  if (since_ignored || until != NULL)
+    mu_warn("%s%s%s: ignored, all lines are printed: the %s scheduler's logs cannot be cut %s; use "
+            "--regex or --lines to narrow them",
+            since_ignored ? "--since" : "", since_ignored && until != NULL ? " and " : "",
+            until != NULL ? "--until" : "", s->name,
+            since_ignored ? "by time (they carry no timestamps)" : "at an end time");
+  o->since = since_ignored ? NULL : since;
+  o->previous = previous;
+  return 0;
+}
+
 int cmd_log(int argc, char **argv)
 {
   int follow = 0, previous = 0;
@@ -195,26 +219,10 @@ int cmd_log(int argc, char **argv)
     rc = MU_EXIT_FAILED;
     goto out;
   }
-  if (previous && !(j.s->log_caps & MU_SCHED_LOG_PREVIOUS)) {
-    mu_error("--previous: the %s scheduler keeps one log per replica, with every run in it", j.s->name);
-    rc = MU_EXIT_USAGE;
+  struct mu_log_opts o = {.stream = stream, .follow = follow, .tail = lines};
+  rc = time_window(j.s, since, until, previous, &o);
+  if (rc != 0)
     goto out;
-  }
-  /* As TorchX's local scheduler: a time window the logs cannot be cut by is accepted, said to be
-   * ignored, and every line is printed (local files and Slurm output files carry no
-   * timestamps; kubectl logs has --since but no --until). */
-  int since_ignored = since != NULL && !(j.s->log_caps & MU_SCHED_LOG_SINCE);
-  if (since_ignored || until != NULL)
-    mu_warn("%s%s%s: ignored, all lines are printed: the %s scheduler's logs cannot be cut %s; use "
-            "--regex or --lines to narrow them",
-            since_ignored ? "--since" : "", since_ignored && until != NULL ? " and " : "",
-            until != NULL ? "--until" : "", j.s->name,
-            since_ignored ? "by time (they carry no timestamps)" : "at an end time");
-  struct mu_log_opts o = {.stream = stream,
-                          .follow = follow,
-                          .tail = lines,
-                          .since = since_ignored ? NULL : since,
-                          .previous = previous};
   if (have_re) {
     rc = log_filtered(&j, role, replica, &o, &re);
     goto out;

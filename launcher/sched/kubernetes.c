@@ -164,9 +164,8 @@ static int k8s_job_parse(const char *app_id, const struct mu_cfg *cfg, struct k8
 }
 
 /* Runs `kubectl [--context C] -n NS ARGS...` (args NULL-terminated). Returns: as kubectl_run. */
-static int kubectl_call(const struct k8s_job *j, const struct mu_cfg *cfg,
-                        const char *const *args, const char *input, struct mu_buf *out,
-                        struct mu_buf *err)
+static int kubectl_call(const struct k8s_job *j, const struct mu_cfg *cfg, const char *const *args,
+                        const char *input, struct mu_buf *out, struct mu_buf *err)
 {
   struct mu_strvec av = MU_STRVEC_INIT;
   kubectl_argv(&av, cfg, j->ns);
@@ -378,8 +377,8 @@ static int get_events(const struct k8s_job *j, const struct mu_cfg *cfg, struct 
                       struct mu_buf *err)
 {
   static const char *const args[] = {
-      "get", "events", "--field-selector", "involvedObject.kind=Pod,type=Warning", "-o", "json",
-      NULL};
+      "get",  "events", "--field-selector", "involvedObject.kind=Pod,type=Warning", "-o",
+      "json", NULL};
   return kubectl_call(j, cfg, args, NULL, out, err);
 }
 
@@ -416,13 +415,13 @@ static void read_pods(const struct k8s_job *j, const struct mu_cfg *cfg, struct 
   char *failed = NULL;
   int want_events = 0, set_states = j->api == MU_K8S_JOBSET;
   if (get_pods(j, cfg, &pods, &ignore) != 0 ||
-      mu_k8s_apply_pods(mu_buf_str(&pods), NULL, set_states, st, &failed, &want_events,
-                        &ignore) != 0)
+      mu_k8s_apply_pods(mu_buf_str(&pods), NULL, set_states, st, &failed, &want_events, &ignore) !=
+          0)
     goto out;
   if (want_events && get_events(j, cfg, &events, &ignore) == 0) {
     mu_free(failed);
-    mu_k8s_apply_pods(mu_buf_str(&pods), mu_buf_str(&events), set_states, st, &failed,
-                      &want_events, &ignore);
+    mu_k8s_apply_pods(mu_buf_str(&pods), mu_buf_str(&events), set_states, st, &failed, &want_events,
+                      &ignore);
   }
   if (st->state == MU_STATE_FAILED)
     add_failures(j, cfg, mu_buf_str(&pods), st);
@@ -476,8 +475,8 @@ static int k8s_app_spec(const char *app_id, const struct mu_cfg *cfg, struct mu_
 static void list_reasons(const struct k8s_job *j, const struct mu_cfg *cfg,
                          struct mu_app_list_entry *l, size_t n)
 {
-  static const char *const args[] = {
-      "get", "pods", "-l", "app.kubernetes.io/managed-by=muster", "-o", "json", NULL};
+  static const char *const args[] = {"get", "pods", "-l", "app.kubernetes.io/managed-by=muster",
+                                     "-o",  "json", NULL};
   struct mu_buf pods = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
   size_t live = 0;
   for (size_t i = 0; i < n; i++)
@@ -504,8 +503,9 @@ static int k8s_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, si
   struct k8s_job j;
   int rc = k8s_job_parse("-", cfg, &j, err);
   if (rc == 0) {
-    const char *args[] = {"get", mu_k8s_resource(j.api), "-l", "app.kubernetes.io/managed-by=muster",
-                          "-o", "json", NULL};
+    const char *args[] = {
+        "get", mu_k8s_resource(j.api), "-l", "app.kubernetes.io/managed-by=muster", "-o", "json",
+        NULL};
     rc = kubectl_call(&j, cfg, args, NULL, &json, err);
   }
   if (rc == 0)

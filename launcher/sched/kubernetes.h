@@ -47,7 +47,7 @@ int mu_k8s_api_parse(const char *s, enum mu_k8s_api *out, struct mu_buf *err);
 
 /* What muster submits for one job. */
 struct mu_k8s_plan {
-  cJSON *manifest;    /* the Volcano Job or the JobSet */
+  cJSON *manifest; /* the Volcano Job or the JobSet */
   enum mu_k8s_api api;
   char *token_secret; /* the Secret of the job's rendezvous token, which muster creates when it
                        * submits the job (never in the manifest); NULL when none */

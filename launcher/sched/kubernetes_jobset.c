@@ -55,9 +55,9 @@ static cJSON *role_job(const struct mu_k8s_ctx *x, long ri)
   const struct mu_role *r = &x->app->roles[ri];
   long backoff = r->retry_policy == MU_RETRY_REPLICA && r->max_retries > 0 ? r->max_retries : 0;
   char *name = mu_k8s_rjob_name(r->name, r->num_replicas);
-  cJSON *rj = replicated_job(name, r->num_replicas,
-                             job_template(mu_k8s_pod_template(x, ri, -1), backoff),
-                             x->own_rdzv ? "musterd" : NULL);
+  cJSON *rj =
+      replicated_job(name, r->num_replicas, job_template(mu_k8s_pod_template(x, ri, -1), backoff),
+                     x->own_rdzv ? "musterd" : NULL);
   mu_free(name);
   return rj;
 }
@@ -78,9 +78,8 @@ cJSON *mu_k8s_jobset(const struct mu_k8s_ctx *x)
   cJSON_AddTrueToObject(net, "publishNotReadyAddresses");
   rjobs = cJSON_AddArrayToObject(spec, "replicatedJobs");
   if (x->own_rdzv) /* restartPolicy OnFailure: the kubelet restarts it, the Job never fails */
-    cJSON_AddItemToArray(rjobs,
-                         replicated_job("musterd", 1, job_template(mu_k8s_rdzv_pod_template(x), 0),
-                                        NULL));
+    cJSON_AddItemToArray(
+        rjobs, replicated_job("musterd", 1, job_template(mu_k8s_rdzv_pod_template(x), 0), NULL));
   for (long ri = 0; ri < (long)x->app->nroles; ri++)
     cJSON_AddItemToArray(rjobs, role_job(x, ri));
   if (x->own_rdzv) {

@@ -279,7 +279,8 @@ static int pod_replica(const cJSON *pod, const char *job, char **role, long *rep
     if (js == NULL || strcmp(js, job) != 0)
       return -1; /* another JobSet's */
     *role = mu_strdup(rj);
-    if (strcmp(rj, "musterd") != 0 && (ji == NULL || mu_parse_long(ji, 0, 1L << 30, replica) != 0)) {
+    if (strcmp(rj, "musterd") != 0 &&
+        (ji == NULL || mu_parse_long(ji, 0, 1L << 30, replica) != 0)) {
       mu_free(*role);
       return -1;
     }
@@ -304,20 +305,26 @@ static int pod_replica(const cJSON *pod, const char *job, char **role, long *rep
 
 /* What a pod says about itself, read by pod_why(). */
 struct pod_why {
-  int blocked;           /* it cannot make progress (a waiting reason, unschedulable) */
-  int failed;            /* it ended in failure */
-  int exit_code;         /* of the failed container, -1 unknown */
-  char *text;            /* "REASON: message", or NULL when all is well */
-  const char *finished;  /* RFC 3339 time the failed container ended, or NULL */
+  int blocked;          /* it cannot make progress (a waiting reason, unschedulable) */
+  int failed;           /* it ended in failure */
+  int exit_code;        /* of the failed container, -1 unknown */
+  char *text;           /* "REASON: message", or NULL when all is well */
+  const char *finished; /* RFC 3339 time the failed container ended, or NULL */
 };
 
 /* Waiting reasons that mean the container will not start without someone's help (kubelet's
  * pkg/kubelet/images/types.go and kuberuntime). */
-static const char *const stuck_reasons[] = {
-    "ErrImagePull",       "ImagePullBackOff",           "InvalidImageName",
-    "ErrImageNeverPull",  "CreateContainerConfigError", "CreateContainerError",
-    "CrashLoopBackOff",   "RunContainerError",          "PreCreateHookError",
-    "PostStartHookError", NULL};
+static const char *const stuck_reasons[] = {"ErrImagePull",
+                                            "ImagePullBackOff",
+                                            "InvalidImageName",
+                                            "ErrImageNeverPull",
+                                            "CreateContainerConfigError",
+                                            "CreateContainerError",
+                                            "CrashLoopBackOff",
+                                            "RunContainerError",
+                                            "PreCreateHookError",
+                                            "PostStartHookError",
+                                            NULL};
 
 static int is_stuck(const char *reason)
 {
@@ -457,13 +464,13 @@ static enum mu_job_state pod_state(const char *phase)
 /* What the pod-level reading keeps while it goes through the pods. */
 struct pods_read {
   struct mu_app_status *st;
-  const cJSON *events;  /* NULL: not read (yet) */
-  int set_states;       /* replica states come from the pods (JobSet) */
+  const cJSON *events; /* NULL: not read (yet) */
+  int set_states;      /* replica states come from the pods (JobSet) */
   int *want_events;
-  char *stuck;          /* the first blocked pod's "role/replica: why" */
-  size_t nstuck;        /* how many pods are blocked */
-  char *failed;         /* the earliest failed pod's "role/replica: why" */
-  char *failed_at;      /* when it ended (RFC 3339 sorts as text) */
+  char *stuck;     /* the first blocked pod's "role/replica: why" */
+  size_t nstuck;   /* how many pods are blocked */
+  char *failed;    /* the earliest failed pod's "role/replica: why" */
+  char *failed_at; /* when it ended (RFC 3339 sorts as text) */
 };
 
 /* Applies one pod to the status: its replica's state, message and exit code, and the job's
@@ -518,8 +525,7 @@ static void read_pod(struct pods_read *pr, const cJSON *pod, const char *job)
 }
 
 int mu_k8s_apply_pods(const char *pods, const char *events, int set_states,
-                      struct mu_app_status *st, char **failed, int *want_events,
-                      struct mu_buf *err)
+                      struct mu_app_status *st, char **failed, int *want_events, struct mu_buf *err)
 {
   cJSON *root = cJSON_Parse(pods), *ev = events ? cJSON_Parse(events) : NULL;
   const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items"), *pod;

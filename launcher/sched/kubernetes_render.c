@@ -297,8 +297,8 @@ static cJSON *parse_toleration(char *key, struct mu_buf *err)
     mu_buf_printf(err,
                   "-cfg tolerations: '%s': %s '%s' is not a valid taint %s (at most 63 "
                   "letters, digits, '-', '_' or '.', a letter or digit at both ends%s)",
-                  item, bad_key ? "key" : "value", bad_key ? key : value,
-                  bad_key ? "key" : "value", bad_key ? ", after an optional DNS prefix/" : "");
+                  item, bad_key ? "key" : "value", bad_key ? key : value, bad_key ? "key" : "value",
+                  bad_key ? ", after an optional DNS prefix/" : "");
   } else {
     t = cJSON_CreateObject();
     cJSON_AddStringToObject(t, "key", key);
@@ -852,8 +852,7 @@ static void agent_init(const struct mu_k8s_ctx *x, cJSON *spec, cJSON *mnts)
   cJSON_AddItemToArray(arr, cJSON_CreateString(MU_K8S_AGENT_COPY));
   cJSON_AddStringToObject(ic, "image", x->muster_image);
   cJSON_AddStringToObject(ic, "name", MU_K8S_AGENT_VOLUME);
-  add_mount(cJSON_AddArrayToObject(ic, "volumeMounts"), MU_K8S_AGENT_VOLUME, MU_K8S_AGENT_COPY,
-            -1);
+  add_mount(cJSON_AddArrayToObject(ic, "volumeMounts"), MU_K8S_AGENT_VOLUME, MU_K8S_AGENT_COPY, -1);
   o = cJSON_CreateObject();
   cJSON_AddObjectToObject(o, "emptyDir");
   cJSON_AddStringToObject(o, "name", MU_K8S_AGENT_VOLUME);
@@ -965,14 +964,13 @@ static void container_resources(cJSON *ctr, const struct mu_resource *res)
 static cJSON *mount_volume(const struct mu_mount *m, const char *vname)
 {
   static const char *const kinds[] = {
-      [MU_MOUNT_BIND] = "hostPath",    [MU_MOUNT_VOLUME] = "persistentVolumeClaim",
-      [MU_MOUNT_DEVICE] = "hostPath",  [MU_MOUNT_SHM] = "emptyDir",
-      [MU_MOUNT_SECRET] = "secret",    [MU_MOUNT_CONFIGMAP] = "configMap",
+      [MU_MOUNT_BIND] = "hostPath",   [MU_MOUNT_VOLUME] = "persistentVolumeClaim",
+      [MU_MOUNT_DEVICE] = "hostPath", [MU_MOUNT_SHM] = "emptyDir",
+      [MU_MOUNT_SECRET] = "secret",   [MU_MOUNT_CONFIGMAP] = "configMap",
   };
   static const char *const fields[] = {
-      [MU_MOUNT_BIND] = "path",       [MU_MOUNT_VOLUME] = "claimName", [MU_MOUNT_DEVICE] = "path",
-      [MU_MOUNT_SHM] = NULL,          [MU_MOUNT_SECRET] = "secretName",
-      [MU_MOUNT_CONFIGMAP] = "name",
+      [MU_MOUNT_BIND] = "path", [MU_MOUNT_VOLUME] = "claimName",  [MU_MOUNT_DEVICE] = "path",
+      [MU_MOUNT_SHM] = NULL,    [MU_MOUNT_SECRET] = "secretName", [MU_MOUNT_CONFIGMAP] = "name",
   };
   cJSON *v = cJSON_CreateObject(), *src = cJSON_AddObjectToObject(v, kinds[m->type]);
   if (fields[m->type] != NULL)

@@ -29,7 +29,7 @@ struct mu_dryrun {
   char *text;
   char *app_id;  /* the id the scheduler will use */
   char *warning; /* what --dryrun says on stderr about the plan (a placeholder in it), or NULL */
-  void *priv;   /* backend data; freed by the backend's dryrun_free */
+  void *priv;    /* backend data; freed by the backend's dryrun_free */
   const struct mu_sched_ops *sched;
 };
 
@@ -69,7 +69,7 @@ struct mu_app_list_entry {
   char *app_id;
   char *name;
   enum mu_job_state state;
-  char *reason; /* why it cannot make progress (mu_app_status.reason), or NULL */
+  char *reason;      /* why it cannot make progress (mu_app_status.reason), or NULL */
   double started_at; /* Unix seconds; 0 when the backend does not know */
 };
 

@@ -347,8 +347,7 @@ char *mu_macros_apply(const struct mu_macros *m, const char *s)
  * JSON
  */
 
-static const char *const mount_types[] = {"bind", "volume", "device", "shm", "secret",
-                                          "configmap"};
+static const char *const mount_types[] = {"bind", "volume", "device", "shm", "secret", "configmap"};
 static const char *const retry_names[] = {"APPLICATION", "REPLICA", "ROLE"};
 
 static cJSON *kv_to_json(const struct mu_kvlist *l)

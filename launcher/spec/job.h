@@ -75,10 +75,10 @@ struct mu_resource {
 };
 
 enum mu_mount_type {
-  MU_MOUNT_BIND = 0, /* host path -> container path */
-  MU_MOUNT_VOLUME,   /* named volume / PVC -> container path */
-  MU_MOUNT_DEVICE,   /* host device -> container device, with permissions */
-  MU_MOUNT_SHM,      /* shared memory (/dev/shm) of size_mb */
+  MU_MOUNT_BIND = 0,  /* host path -> container path */
+  MU_MOUNT_VOLUME,    /* named volume / PVC -> container path */
+  MU_MOUNT_DEVICE,    /* host device -> container device, with permissions */
+  MU_MOUNT_SHM,       /* shared memory (/dev/shm) of size_mb */
   MU_MOUNT_SECRET,    /* Kubernetes Secret src -> files under dst, read-only */
   MU_MOUNT_CONFIGMAP, /* Kubernetes ConfigMap src -> files under dst, read-only */
 };

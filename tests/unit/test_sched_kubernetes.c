@@ -1202,16 +1202,97 @@ TEST(k8s__yaml_quoting_round_trips)
 /* Fragments that YAML readers treat specially: line breaks YAML 1.1 folds (U+0085, U+2028,
  * U+2029), C0 and C1 controls, the byte-order mark, tabs and spaces, quotes and indicators,
  * the words and numbers YAML 1.1 resolves to something other than a string, and plain Unicode. */
-static const char *const hostile[] = {
-    "\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xc2\x80", "\xc2\x9f", "\xc2\xa0",
-    "\xef\xbb\xbf", "\t", " ", "\r", "\n", "\r\n", "\x01", "\x1b[31m", "\x7f", "'", "\"", "\\",
-    "#", " #", ": ", ":", "- ", "-", "---", "...", "?", "!", "&a", "*a", "|", ">", "%", "@", "`",
-    "{", "}", "[", "]", ",", "yes", "no", "on", "off", "y", "n", "Y", "N", "true", "False",
-    "NULL", "~", "null", "<<", "=", "0", "1", "0x1f", "0o17", "017", "0b101", "1_000", "1:20",
-    "190:20:30", ".5", "._1", "+.5", "-_1", "1e3", "1.0e+3", "-.inf", ".NaN", "2001-12-14",
-    "2001-12-14t21:59:43.10-05:00", "\xf0\x9f\x98\x80", "\xc3\xa9", "\xef\xbf\xbe", "\xef\xbf\xbf",
-    "a", "b c", "$(HOME)", "${x}", "\xe2\x80\x8b", "\xed\x9f\xbf", "\xee\x80\x80",
-    "\xf4\x8f\xbf\xbf", "x: y", "a #b", "-- ", "%YAML", NULL};
+static const char *const hostile[] = {"\xc2\x85",
+                                      "\xe2\x80\xa8",
+                                      "\xe2\x80\xa9",
+                                      "\xc2\x80",
+                                      "\xc2\x9f",
+                                      "\xc2\xa0",
+                                      "\xef\xbb\xbf",
+                                      "\t",
+                                      " ",
+                                      "\r",
+                                      "\n",
+                                      "\r\n",
+                                      "\x01",
+                                      "\x1b[31m",
+                                      "\x7f",
+                                      "'",
+                                      "\"",
+                                      "\\",
+                                      "#",
+                                      " #",
+                                      ": ",
+                                      ":",
+                                      "- ",
+                                      "-",
+                                      "---",
+                                      "...",
+                                      "?",
+                                      "!",
+                                      "&a",
+                                      "*a",
+                                      "|",
+                                      ">",
+                                      "%",
+                                      "@",
+                                      "`",
+                                      "{",
+                                      "}",
+                                      "[",
+                                      "]",
+                                      ",",
+                                      "yes",
+                                      "no",
+                                      "on",
+                                      "off",
+                                      "y",
+                                      "n",
+                                      "Y",
+                                      "N",
+                                      "true",
+                                      "False",
+                                      "NULL",
+                                      "~",
+                                      "null",
+                                      "<<",
+                                      "=",
+                                      "0",
+                                      "1",
+                                      "0x1f",
+                                      "0o17",
+                                      "017",
+                                      "0b101",
+                                      "1_000",
+                                      "1:20",
+                                      "190:20:30",
+                                      ".5",
+                                      "._1",
+                                      "+.5",
+                                      "-_1",
+                                      "1e3",
+                                      "1.0e+3",
+                                      "-.inf",
+                                      ".NaN",
+                                      "2001-12-14",
+                                      "2001-12-14t21:59:43.10-05:00",
+                                      "\xf0\x9f\x98\x80",
+                                      "\xc3\xa9",
+                                      "\xef\xbf\xbe",
+                                      "\xef\xbf\xbf",
+                                      "a",
+                                      "b c",
+                                      "$(HOME)",
+                                      "${x}",
+                                      "\xe2\x80\x8b",
+                                      "\xed\x9f\xbf",
+                                      "\xee\x80\x80",
+                                      "\xf4\x8f\xbf\xbf",
+                                      "x: y",
+                                      "a #b",
+                                      "-- ",
+                                      "%YAML",
+                                      NULL};
 
 /* The n-th hostile string of a seeded run: each fragment alone first, then 1-5 fragments joined
  * at random. Returns: a new string (mu_free). */
@@ -1549,10 +1630,10 @@ TEST(k8s__jobset_shape)
                        NULL, NULL)
                     ->valuestring,
                 "Ready");
-  ASSERT_STR_EQ(cJSON_GetArrayItem(obj_at(spec, "successPolicy", "targetReplicatedJobs", NULL, NULL),
-                                   0)
-                    ->valuestring,
-                "trainer");
+  ASSERT_STR_EQ(
+      cJSON_GetArrayItem(obj_at(spec, "successPolicy", "targetReplicatedJobs", NULL, NULL), 0)
+          ->valuestring,
+      "trainer");
   ASSERT_STR_EQ(obj_at(rj, "template", "spec", "completionMode", NULL)->valuestring, "Indexed");
   ASSERT_EQ(obj_at(rj, "template", "spec", "completions", NULL)->valueint, 1);
   ASSERT_EQ(obj_at(rj, "template", "spec", "backoffLimit", NULL)->valueint, 0);
@@ -1575,8 +1656,7 @@ TEST(k8s__jobset_shape)
   cmd = cJSON_GetObjectItem(ctr, "command");
   ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 0)->valuestring, "/muster/bin/muster");
   ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 3)->valuestring, "ddp-42-musterd-0-0.ddp-42:29400");
-  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 4)->valuestring,
-                "--node-rank-hint=$(MUSTER_REPLICA_ID)");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 4)->valuestring, "--node-rank-hint=$(MUSTER_REPLICA_ID)");
   /* the user's own $( and $$ reach the process as written: doubled for Kubernetes */
   ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 8)->valuestring, "print('$$(HOME) $ $x')");
   /* the musterd pod: OnFailure (the kubelet restarts it), the token file */
@@ -1597,8 +1677,7 @@ TEST(k8s__jobset_shape)
                 "team-a");
   pod = obj_at(cJSON_GetArrayItem(obj_at(js, "spec", "replicatedJobs", NULL, NULL), 1), "template",
                "spec", "template", NULL);
-  ASSERT_STR_EQ(obj_at(pod, "spec", "schedulerName", NULL, NULL)->valuestring,
-                "default-scheduler");
+  ASSERT_STR_EQ(obj_at(pod, "spec", "schedulerName", NULL, NULL)->valuestring, "default-scheduler");
   ASSERT_EQ(cJSON_GetArraySize(obj_at(pod, "spec", "tolerations", NULL, NULL)), 2);
   cJSON_Delete(js);
   mu_app_free(app);
@@ -1659,7 +1738,7 @@ TEST(k8s__secrets_configmaps_both_apis)
     struct mu_app *app = case01_app();
     struct mu_cfg cfg = {MU_KVLIST_INIT};
     struct mu_buf err = MU_BUF_INIT(1024);
-    char items_s[][24] = {"type=secret", "name=hf-token", "dst=/var/secrets/hf",
+    char items_s[][24] = {"type=secret",    "name=hf-token",    "dst=/var/secrets/hf",
                           "type=configmap", "src=train-config", "dst=/etc/train"};
     char *items[6];
     for (int i = 0; i < 6; i++)
@@ -1705,7 +1784,8 @@ TEST(k8s__secrets_configmaps_both_apis)
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(ctr, "env"))
     {
       if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, "HF_TOKEN") == 0) {
-        ASSERT_STR_EQ(obj_at(e, "valueFrom", "secretKeyRef", "name", NULL)->valuestring, "hf-token");
+        ASSERT_STR_EQ(obj_at(e, "valueFrom", "secretKeyRef", "name", NULL)->valuestring,
+                      "hf-token");
         ASSERT_STR_EQ(obj_at(e, "valueFrom", "secretKeyRef", "key", NULL)->valuestring, "token");
         ref = "secret";
       }
@@ -1771,7 +1851,8 @@ TEST(k8s__describe_reads_the_app_back)
   for (int a = 0; a < 2; a++) {
     struct mu_app *app = ddp_app(2, 1), *back = NULL;
     struct mu_cfg cfg = {MU_KVLIST_INIT};
-    struct mu_buf err = MU_BUF_INIT(1024), want = MU_BUF_INIT(SIZE_MAX), got = MU_BUF_INIT(SIZE_MAX);
+    struct mu_buf err = MU_BUF_INIT(1024), want = MU_BUF_INIT(SIZE_MAX),
+                  got = MU_BUF_INIT(SIZE_MAX);
     struct mu_buf js = MU_BUF_INIT(SIZE_MAX);
     cJSON *job;
     char *text;
@@ -1787,7 +1868,8 @@ TEST(k8s__describe_reads_the_app_back)
     mu_buf_put_replaced(&want, mu_buf_str(&js), "${app_id}", "ddp-42");
     mu_buf_clear(&js);
     mu_buf_put_replaced(&js, mu_buf_str(&want), "${rdzv_endpoint}",
-                        a == 0 ? "ddp-42-musterd-0.ddp-42:29400" : "ddp-42-musterd-0-0.ddp-42:29400");
+                        a == 0 ? "ddp-42-musterd-0.ddp-42:29400"
+                               : "ddp-42-musterd-0-0.ddp-42:29400");
     mu_app_to_json(back, &got);
     ASSERT_STR_EQ(mu_buf_str(&got), mu_buf_str(&js));
     ASSERT_STR_EQ(mu_kvlist_get(&back->roles[0].env, "JOB"), "ddp-42");
