@@ -888,8 +888,8 @@ static void role_env_var(const struct mu_k8s_ctx *x, cJSON *arr, const struct mu
   }
   for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
     size_t n = strlen(refs[i].prefix);
-    const char *colon = strchr(v + n, ':');
-    if (strncmp(v, refs[i].prefix, n) == 0 && colon != NULL) {
+    const char *colon = strncmp(v, refs[i].prefix, n) == 0 ? strchr(v + n, ':') : NULL;
+    if (colon != NULL) {
       char *name = mu_strndup(v + n, (size_t)(colon - v - n));
       add_env_from(arr, kv->key, refs[i].kind, "name", name, "key", colon + 1);
       mu_free(name);

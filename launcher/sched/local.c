@@ -458,6 +458,7 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
       v = mu_realloc(v, cap * sizeof(*v));
     }
     struct dated_entry *de = &v[nv++];
+    memset(&de->e, 0, sizeof(de->e));
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "started_at");
     de->started = cJSON_IsNumber(sa) ? sa->valuedouble : 0;
     de->e.app_id = mu_strdup(e->d_name);

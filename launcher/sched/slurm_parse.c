@@ -295,6 +295,7 @@ void mu_slurm_parse_list(const char *text, struct mu_app_list_entry **out, size_
       cap = cap ? cap * 2 : 16;
       *out = mu_realloc(*out, cap * sizeof **out);
     }
+    memset(&(*out)[*n], 0, sizeof **out);
     (*out)[*n].app_id = mu_strdup(f[0]);
     (*out)[*n].name = mu_strdup(f[1]);
     (*out)[*n].state = mu_slurm_state(f[2]);
