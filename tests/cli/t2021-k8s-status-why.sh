@@ -207,7 +207,7 @@ for api in volcano jobset; do
     dist.ddp --image img -j 2x1 --script train.py -- --lr 0.1 >"$T_DIR/desc-$api.json" 2>/dev/null
   h=$(MUSTER_APP_ID=desc-$api "$MUSTER" run -s kubernetes -cfg "api=$api,muster_image=m:1$opt" \
     dist.ddp --image img -j 2x1 --script train.py -- --lr 0.1 2>/dev/null)
-  "$MUSTER" describe "$h" >"$T_DIR/described-$api.json" 2>&1
+  "$MUSTER" describe "$h" >"$T_DIR/described-$api.json" 2>"$T_DIR/described-$api.err"
   t_expect_eq "$api: describe exits 0" "$?" 0
   got=$("$PY" - "$T_DIR/desc-$api.json" "$T_DIR/described-$api.json" "desc-$api" <<'PY'
 import json, sys

@@ -41,7 +41,7 @@ t_expect_eq "both nodes joined one round" "$ranks" "node rank 0 of 2,node rank 1
 grep -q 'listening on 127.0.0.1' slurm-"$id"-musterd.log && t_ok "the job's musterd ran" ||
   t_fail "the job's musterd ran"
 # describe: the app as submitted, read back from slurmctld (scontrol write batch_script).
-got=$("$MUSTER" describe "$h" 2>&1 | "$PY" -c 'import json, sys
+got=$("$MUSTER" describe "$h" 2>"$T_DIR/describe.err" | "$PY" -c 'import json, sys
 d = json.load(sys.stdin); r = d["roles"][0]
 print(r["name"], r["num_replicas"], r["env"]["MUSTER_JOB_ID"], r["entrypoint"], r["args"][-3:])' 2>&1)
 t_expect_eq "describe: the app as submitted, from the cluster" "$got" \
