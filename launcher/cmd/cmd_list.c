@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "muster/mu.h"
 
 #include "alloc.h"
@@ -80,6 +82,7 @@ static void keep_since(struct mu_app_list_entry *l, size_t *nl, double after)
     if (l[i].started_at > 0 && l[i].started_at < after) {
       mu_free(l[i].app_id);
       mu_free(l[i].name);
+      mu_free(l[i].reason);
       continue;
     }
     l[k++] = l[i];
@@ -96,6 +99,13 @@ static void print_json(const struct mu_sched_ops *s, const struct mu_app_list_en
            mu_job_state_name(l[i].state));
     if (l[i].started_at > 0)
       printf(",\"started_at\":%.3f", l[i].started_at);
+    if (l[i].reason != NULL) {
+      cJSON *js = cJSON_CreateString(l[i].reason);
+      char *r = cJSON_PrintUnformatted(js);
+      printf(",\"reason\":%s", r);
+      cJSON_free(r);
+      cJSON_Delete(js);
+    }
     printf("}");
   }
   printf("]\n");
@@ -121,11 +131,13 @@ static void print_table(const struct mu_sched_ops *s, const struct mu_app_list_e
     if (l[i].started_at > 0)
       format_age(now - l[i].started_at, age, sizeof(age));
     if (dated)
-      printf("%-*s  %-20s  %-10s  %s\n", (int)w, h, l[i].name ? l[i].name : "",
+      printf("%-*s  %-20s  %-10s  %s", (int)w, h, l[i].name ? l[i].name : "",
              mu_job_state_name(l[i].state), age);
     else
-      printf("%-*s  %-20s  %s\n", (int)w, h, l[i].name ? l[i].name : "",
+      printf("%-*s  %-20s  %s", (int)w, h, l[i].name ? l[i].name : "",
              mu_job_state_name(l[i].state));
+    /* a job held up says why, after its state */
+    printf("%s%s\n", l[i].reason ? "  cannot make progress: " : "", l[i].reason ? l[i].reason : "");
   }
 }
 

@@ -1,7 +1,8 @@
-/* muster log HANDLE[/ROLE[/REPLICA]] [-t] [--regex R] [--streams S] [--lines N]: print or
- * follow logs, TorchX's options with TorchX's meanings (-t/--tail follows; every line by
- * default). The lines of a job or a role carry a "role/replica " prefix, one replica's are as
- * it wrote them; --regex sees each line as written (no prefix, no newline). */
+/* muster log HANDLE[/ROLE[/REPLICA]] [-t] [--regex R] [--streams S] [--lines N] [--since T]
+ * [--previous]: print or follow logs, TorchX's options with TorchX's meanings (-t/--tail
+ * follows; every line by default). The lines of a job or a role carry a "role/replica " prefix,
+ * one replica's are as it wrote them; --regex sees each line as written (no prefix, no newline).
+ * --since and --previous reach the schedulers that can honour them (kubernetes). */
 #include <regex.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,8 +26,48 @@ static int regex_keep(void *data, const char *line, size_t n)
   return keep;
 }
 
+/* A --since value: a duration ("90s", "5m", "1h30m") or an RFC 3339 time
+ * ("2026-11-30T02:00:00Z"). Returns: 1 when it is one of them. */
+static int since_ok(const char *s)
+{
+  size_t n = strlen(s), i = 0;
+  if (n >= 20 && s[4] == '-' && s[7] == '-' && s[10] == 'T' && s[13] == ':' && s[16] == ':')
+    return s[n - 1] == 'Z' || s[n - 6] == '+' || s[n - 6] == '-';
+  while (i < n) {
+    size_t d = strspn(s + i, "0123456789");
+    if (d == 0 || s[i + d] == '\0' || strchr("hms", s[i + d]) == NULL)
+      return 0;
+    i += d + 1;
+  }
+  return n > 0;
+}
+
+/* --since, --until and --previous for scheduler s, into o. A time window its logs cannot be cut
+ * by is accepted, said to be ignored, and every line is printed, as TorchX's local scheduler
+ * does (local files and Slurm output files carry no timestamps; kubectl logs has --since but no
+ * --until); --previous it cannot honour is refused. Returns: 0, or MU_EXIT_USAGE (printed). */
+static int time_window(const struct mu_sched_ops *s, const char *since, const char *until,
+                       int previous, struct mu_log_opts *o)
+{
+  if (previous && !(s->log_caps & MU_SCHED_LOG_PREVIOUS)) {
+    mu_error("--previous: the %s scheduler keeps one log per replica, with every run in it",
+             s->name);
+    return MU_EXIT_USAGE;
+  }
+  int since_ignored = since != NULL && !(s->log_caps & MU_SCHED_LOG_SINCE);
+  if (since_ignored || until != NULL)
+    mu_warn("%s%s%s: ignored, all lines are printed: the %s scheduler's logs cannot be cut %s; use "
+            "--regex or --lines to narrow them",
+            since_ignored ? "--since" : "", since_ignored && until != NULL ? " and " : "",
+            until != NULL ? "--until" : "", s->name,
+            since_ignored ? "by time (they carry no timestamps)" : "at an end time");
+  o->since = since_ignored ? NULL : since;
+  o->previous = previous;
+  return 0;
+}
+
 struct log_args {
-  int follow;
+  int follow, previous;
   long lines;
   const char *streams, *regex, *since, *until, *cfgstr;
   enum mu_log_stream stream;
@@ -47,8 +88,8 @@ static int parse_words(const struct mu_opt *opts, int argc, char **argv, struct 
   a->nwords = 1;
   for (;;) {
     n = mu_opts_parse(opts, curc, curv, MU_OPTS_STOP_AT_NONOPT,
-                      "muster log [-t] [--regex RE] [--streams S] [--lines N] "
-                      "HANDLE[/ROLE[/REPLICA]]");
+                      "muster log [-t] [--regex RE] [--streams S] [--lines N] [--since T] "
+                      "[--previous] HANDLE[/ROLE[/REPLICA]]");
     if (n == MU_OPTS_HELP)
       return 0;
     if (n < 0)
@@ -71,8 +112,8 @@ static const struct {
     {"stderr", MU_STREAM_STDERR},
 };
 
-/* The options' values: --lines, -t without a number, --since/--until (said to be ignored),
- * --streams, --regex compiled. Returns: -1 to go on, or the exit code (2) after printing. */
+/* The options' values: --lines, -t without a number, --since's form, --streams, --regex
+ * compiled. Returns: -1 to go on, or the exit code (2) after printing. */
 static int check_options(struct log_args *a)
 {
   long num = 0;
@@ -86,13 +127,12 @@ static int check_options(struct log_args *a)
              num, num);
     return MU_EXIT_USAGE;
   }
-  /* As TorchX's local scheduler: a time window is accepted, said to be ignored, and every line
-   * is printed (the logs muster reads carry no timestamps to filter on). */
-  if (a->since != NULL || a->until != NULL)
-    mu_warn("%s%s%s: ignored, all lines are printed: the logs muster reads (local files, kubectl "
-            "logs, Slurm output files) carry no timestamps; use --regex or --lines to narrow them",
-            a->since != NULL ? "--since" : "", a->since != NULL && a->until != NULL ? " and " : "",
-            a->until != NULL ? "--until" : "");
+  if (a->since != NULL && !since_ok(a->since)) {
+    mu_error("--since '%s': give a duration (90s, 5m, 1h30m) or an RFC 3339 time "
+             "(2026-11-30T02:00:00Z)",
+             a->since);
+    return MU_EXIT_USAGE;
+  }
   size_t i = 0, n = sizeof(stream_names) / sizeof(stream_names[0]);
   while (i < n && strcmp(a->streams ? a->streams : "combined", stream_names[i].name) != 0)
     i++;
@@ -138,17 +178,19 @@ static int role_replica(const struct mu_cli_job *j, char **role, long *replica)
 static int print_log(const struct mu_cli_job *j, struct log_args *a, const char *role, long replica)
 {
   struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-  struct mu_log_query q = {j->app_id, role,    replica, a->stream, a->follow,
-                           a->lines,  &j->cfg, NULL,    NULL};
-  int rc;
+  struct mu_log_query q = {
+      j->app_id, role, replica, {.stream = a->stream, .follow = a->follow, .tail = a->lines},
+      &j->cfg,   NULL, NULL};
+  int rc = time_window(j->s, a->since, a->until, a->previous, &q.opts);
+  if (rc != 0)
+    return rc;
   fflush(stdout);
   if (a->have_re) {
     q.keep = regex_keep;
     q.keep_data = &a->re;
     rc = mu_sched_log(j->s, &q, STDOUT_FILENO, &err);
   } else {
-    rc = j->s->log_open(j->app_id, role, replica, a->stream, a->follow, a->lines, STDOUT_FILENO,
-                        &j->cfg, &err);
+    rc = j->s->log_open(j->app_id, role, replica, &q.opts, STDOUT_FILENO, &j->cfg, &err);
   }
   if (rc != 0)
     mu_error("%s", mu_buf_str(&err));
@@ -165,7 +207,11 @@ int cmd_log(int argc, char **argv)
       MU_OPT_STRING(0, "regex", &a.regex, "RE", "only the lines that match RE (extended regex)"),
       MU_OPT_STRING(0, "streams", &a.streams, "S", "combined (default), stdout or stderr"),
       MU_OPT_INT('n', "lines", &a.lines, "N", "only the last N lines of each replica (all: 0)"),
-      MU_OPT_STRING(0, "since", &a.since, "TIME", "accepted and ignored, as TorchX's local logs"),
+      MU_OPT_STRING(0, "since", &a.since, "TIME",
+                    "only lines newer than TIME: a duration (5m, 1h30m) or an RFC 3339 time "
+                    "(kubernetes; ignored elsewhere, as TorchX's local logs)"),
+      MU_OPT_BOOL(0, "previous", &a.previous,
+                  "the previous run of a restarted container (kubernetes, as kubectl logs -p)"),
       MU_OPT_STRING(0, "until", &a.until, "TIME", "accepted and ignored, as TorchX's local logs"),
       MU_CLI_OPT_CFG(&a.cfgstr),
       MU_OPT_END(),
@@ -182,7 +228,7 @@ int cmd_log(int argc, char **argv)
   if (rc == 0)
     rc = role_replica(&j, &role, &replica);
   if (rc == 0 && j.s->log_open == NULL) {
-    mu_error("the %s scheduler cannot show logs in this build", j.s->name);
+    mu_error("the %s scheduler cannot show logs", j.s->name);
     rc = MU_EXIT_FAILED;
   }
   if (rc == 0)

@@ -91,7 +91,8 @@ static void summarize(const struct mu_app_status *st, char *out, size_t n)
 static int start_log_stream(const struct mu_sched_ops *s, const char *app_id,
                             const struct mu_cfg *cfg, struct mu_log_reader *r)
 {
-  struct mu_log_query q = {app_id, NULL, -1, MU_STREAM_COMBINED, 1, 0, cfg, NULL, NULL};
+  struct mu_log_query q = {app_id, NULL, -1,  {.stream = MU_STREAM_COMBINED, .follow = 1},
+                           cfg,    NULL, NULL};
   struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
   int rc =
       s->log_open != NULL ? mu_log_reader_start(r, s, &q, MU_LOG_READER_OWN_GROUP, &ignore) : -1;
@@ -160,6 +161,7 @@ struct follow {
   struct mu_buf pending;     /* an unfinished line of them */
   double t0, last_rdzv;      /* when we started following; when the round was last read */
   char last[512], rdzv[256]; /* the last summary printed; the round's line */
+  char last_reason[1024];    /* why the job was last said to be held up ("" none) */
   enum mu_job_state last_state;
 };
 
@@ -178,6 +180,23 @@ static void cancel_on_signal(struct follow *f)
   if (mu_sched_cancel(f->s, f->app_id, f->cfg, &err) != 0)
     mu_error("cannot cancel %s: %s", f->handle, mu_buf_str(&err));
   mu_buf_release(&err);
+}
+
+/* What changed that deserves a line of its own: the job's status page (once, when its musterd is
+ * up) and why it cannot make progress (each time the reason changes). */
+static void say_news(struct follow *f, const struct mu_app_status *st)
+{
+  if (st->ui_url != NULL && !f->ui_said++) {
+    fprintf(stderr, "%smuster: %s: status page %s\n", f->shown ? "\r\033[K" : "", f->app_id,
+            st->ui_url);
+    f->shown = 0;
+  }
+  if (st->reason != NULL && strcmp(st->reason, f->last_reason) != 0) {
+    fprintf(stderr, "%smuster: %s cannot make progress: %s\n", f->shown ? "\r\033[K" : "",
+            f->handle, st->reason);
+    f->shown = 0;
+  }
+  snprintf(f->last_reason, sizeof(f->last_reason), "%s", st->reason ? st->reason : "");
 }
 
 /* The job's state and replica counts (with its rendezvous round, read at most twice a second):
@@ -266,11 +285,7 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     mu_buf_release(&err);
     if (r != 0)
       break;
-    if (st.ui_url != NULL && !f.ui_said++) { /* once, when the job's musterd is up */
-      fprintf(stderr, "%smuster: %s: status page %s\n", f.shown ? "\r\033[K" : "", app_id,
-              st.ui_url);
-      f.shown = 0;
-    }
+    say_news(&f, &st);
     double el = now_s() - f.t0;
     show_progress(&f, &st, el);
     int done = mu_job_state_is_terminal(st.state) || st.state == MU_STATE_UNKNOWN;
@@ -498,6 +513,8 @@ static int step_dryrun(struct run *r)
     fprintf(stderr, "muster: note: %s\n", r->req.note);
   if (!r->dryrun)
     return RUN_NEXT;
+  if (r->req.warning != NULL)
+    mu_warn("%s", r->req.warning);
   print_dryrun(r->s->name, r->app, &r->req, r->json);
   return 0;
 }

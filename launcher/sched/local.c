@@ -556,6 +556,7 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
       v = mu_realloc(v, cap * sizeof(*v));
     }
     struct dated_entry *de = &v[nv++];
+    memset(&de->e, 0, sizeof(de->e));
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "started_at");
     de->started = cJSON_IsNumber(sa) ? sa->valuedouble : 0;
     de->e.app_id = mu_strdup(e->d_name);
@@ -757,10 +758,12 @@ static void copy_sources(int out, struct tail_src *srcs, size_t n, int follow, c
   mu_free(buf);
 }
 
-static int local_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                     int follow, long tail, int out, const struct mu_cfg *cfg, struct mu_buf *err)
+static int local_log(const char *app_id, const char *role, long replica,
+                     const struct mu_log_opts *o, int out, const struct mu_cfg *cfg,
+                     struct mu_buf *err)
 {
   static const char *const files[] = {"combined.log", "stdout.log", "stderr.log"};
+  int follow = o->follow;
   struct mu_app_status st;
   int rc = describe_started(app_id, cfg, follow, &st, err);
   if (rc != 0) {
@@ -770,7 +773,8 @@ static int local_log(const char *app_id, const char *role, long replica, enum mu
   char *dir = app_dir_find(app_id, cfg);
   struct tail_src *srcs = mu_calloc(st.nreplicas ? st.nreplicas : 1, sizeof(*srcs));
   size_t nsrc = 0;
-  rc = open_sources(app_id, &st, dir, role, replica, files[s], follow, tail, srcs, &nsrc, err);
+  rc = open_sources(app_id, &st, dir, role, replica, files[o->stream], follow, o->tail, srcs, &nsrc,
+                    err);
   if (rc == 0)
     copy_sources(out, srcs, nsrc, follow, app_id, cfg);
   for (size_t i = 0; i < nsrc; i++) {

@@ -189,8 +189,7 @@ int mu_sched_log(const struct mu_sched_ops *s, const struct mu_log_query *q, int
   if (rc != 0)
     goto out;
   if (n == 1 && q->replica >= 0 && q->keep == NULL) { /* as it is: no reader needed */
-    rc = s->log_open(q->app_id, srcs[0].role, srcs[0].id, q->stream, q->follow, q->tail, out_fd,
-                     q->cfg, err);
+    rc = s->log_open(q->app_id, srcs[0].role, srcs[0].id, &q->opts, out_fd, q->cfg, err);
     goto out;
   }
   rc = start_readers(s, q, srcs, n, err);
@@ -204,9 +203,9 @@ out:
 }
 
 int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const char *role,
-                        long replica, enum mu_log_stream stream, int follow, long tail, int out_fd,
+                        long replica, const struct mu_log_opts *o, int out_fd,
                         const struct mu_cfg *cfg, struct mu_buf *err)
 {
-  struct mu_log_query q = {app_id, role, replica, stream, follow, tail, cfg, NULL, NULL};
+  struct mu_log_query q = {app_id, role, replica, *o, cfg, NULL, NULL};
   return mu_sched_log(s, &q, out_fd, err);
 }

@@ -38,8 +38,7 @@ static void run_child(const struct mu_sched_ops *s, const struct mu_log_query *q
   signal(SIGTERM, SIG_DFL);
   signal(SIGPIPE, SIG_DFL); /* the reader of the pipe went away: so do we */
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  int rc =
-      s->log_open(q->app_id, q->role, q->replica, q->stream, q->follow, q->tail, out, q->cfg, &e);
+  int rc = s->log_open(q->app_id, q->role, q->replica, &q->opts, out, q->cfg, &e);
   if (rc != 0) /* at most REASON_MAX bytes: fits the pipe, so this never blocks */
     mu_write_all(why, mu_buf_str(&e), e.len < REASON_MAX ? e.len : REASON_MAX);
   _exit(rc == 0 ? 0 : 1);
