@@ -1,5 +1,5 @@
-/* What the persist layer's files share (records.c, sync.c, recovery.c): the handle and the
- * helpers that cross them. Private to rendezvous/persist/: main.c uses persist.h. */
+/* What the persist layer's files share (records.c, snapshot.c, sync.c, recovery.c): the handle
+ * and the helpers that cross them. Private to rendezvous/persist/: main.c uses persist.h. */
 #ifndef MUSTERD_PERSIST_PERSIST_INT_H
 #define MUSTERD_PERSIST_PERSIST_INT_H
 
@@ -89,7 +89,7 @@ struct persist {
   int64_t inflight_zero_limit; /* zeros may be written ahead up to here (the reserve), 0: not */
   uint64_t thread_done;        /* records durable according to the thread */
 
-  /* the background snapshot (records.c): the compactor thread writes it from the files. The
+  /* the background snapshot (snapshot.c): the compactor thread writes it from the files. The
    * loop sets snap_index (and reads dir, rdzv) before it starts, and changes none of them
    * while it runs; snap_cancel, snap_done, snap_rc are under the mutex */
   int snap_state; /* SNAP_NONE, SNAP_WAITING (for the old segment's last batch), SNAP_RUNNING */
@@ -117,7 +117,7 @@ struct persist {
   double m_start_ms, m_snap_ms;
 };
 
-/* records.c: files, records, snapshots */
+/* records.c: files and records */
 
 /* Writes all n bytes at p to fd. Returns: 0, or -errno. */
 int persist_write(int fd, const void *p, size_t n);
@@ -162,10 +162,12 @@ int persist_put_rdzv(struct persist *p, struct mu_buf *out);
 /* Appends one change of the rendezvous state as one record to `out`. Returns: 0, or MU_E2BIG. */
 int persist_encode_rdzv_change(struct persist *p, const struct rdzv_change *c, struct mu_buf *out);
 
-/* The background snapshot (records.c). Starts one: the log goes on in a new segment, and the
- * compactor thread writes the store (and the rendezvous) as they are now (at the switch) from
- * the files. The loop thread, with the sync thread idle. Returns: 0, or -errno (nothing
- * started; report with persist_snapshot_failed()). */
+/* snapshot.c: snapshots and the compactor */
+
+/* The background snapshot. Starts one: the log goes on in a new segment, and the compactor
+ * thread writes the store (and the rendezvous) as they are now (at the switch) from the files.
+ * The loop thread, with the sync thread idle. Returns: 0, or -errno (nothing started; report
+ * with persist_snapshot_failed()). */
 int persist_snapshot_start(struct persist *p);
 /* Stops the snapshot in progress, if any (waits for the compactor), and removes what it wrote. */
 void persist_snapshot_cancel(struct persist *p);
