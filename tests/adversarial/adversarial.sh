@@ -48,7 +48,8 @@ run_case() {
   echo "# case $c: $((SECONDS - start)) s"
 }
 
-for c in redirect wait_spellings head_watch nul utf8 half_close slowloris no_read write_deadline; do
+for c in redirect wait_spellings head_watch nul utf8 half_close slowloris no_read write_deadline \
+  log_forge; do
   run_case "$c" "$A_URL" "$A_PID" "$B_URL"
 done
 for c in too_large deep_path body_hoard per_address; do

@@ -766,6 +766,40 @@ def case_v1_runs_auth(url, pid, data_url):
     return ok
 
 
+# --------------------------------------------------------------------------------------------
+# Issue 24, finding 7: what a client says reaches the log as one line of text (no forged line,
+# no terminal escape), whatever the message quotes
+
+
+def case_log_forge(url, pid, data_url):
+    ok = True
+    forged = "2001-01-01T00:00:00.000Z musterd INFO musterd listening on 127.0.0.1:1"
+    evil = "bye\n" + forged + "\r\x1b[2J\x1b]0;owned\x07\u009b31m"
+    st, _, _ = join(url, "forge", "n1", lease_ttl_ms=60000)
+    ok &= out(st == 200, "the run to leave", "join answered %d" % st)
+    st, b, _ = v1(url, "POST", "/v1/runs/forge/leave", {"node_id": "n1", "status": "failed",
+                                                       "reason": evil})
+    ok &= out(st == 200, "a leave with a newline, ESC and C1 in its reason is taken",
+              "%d %r" % (st, b))
+    st, b, _ = v1(url, "POST", "/v1/runs/forge/shutdown", {"reason": evil})
+    ok &= out(st == 200, "a shutdown with the same reason is taken", "%d %r" % (st, b))
+    log, end = b"", time.monotonic() + 5
+    while time.monotonic() < end and log.count(b"shut down") < 1:
+        with open("/proc/%d/fd/2" % pid, "rb") as f:  # musterd's stderr: its log file
+            log = f.read()
+        time.sleep(0.05)
+    lines = [x for x in log.split(b"\n") if b"owned" in x or b"listening on 127.0.0.1:1" in x]
+    ok &= out(len(lines) >= 2 and all(b"run 'forge': " in x for x in lines),
+              "the leave and the shutdown are logged as lines of run 'forge', the forged line "
+              "inside them", "%r" % lines[:4])
+    ok &= out(not any(c in log for c in (b"\x1b", b"\x07", b"\r", b"\xc2\x9b")),
+              "no ESC, BEL, CR or C1 byte reaches the log (escaped as \\xHH)",
+              "%r" % [x for x in lines][:2])
+    ok &= out(not any(x.startswith(forged.encode()) for x in log.split(b"\n")),
+              "no log line starts with the forged timestamp", "")
+    return ok
+
+
 CASES = {
     "too_large": case_too_large,
     "deep_path": case_deep_path,
@@ -785,6 +819,7 @@ CASES = {
     "v1_runs_auth": case_v1_runs_auth,
     "v1_dump": case_v1_dump,
     "v1_runs": case_v1_runs,
+    "log_forge": case_log_forge,
 }
 
 
