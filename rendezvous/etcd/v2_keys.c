@@ -860,9 +860,10 @@ static int v2_refuse(struct rv_req *req, const struct rv_refusal *r)
   switch (r->kind) {
   case RV_REFUSE_NO_CREDENTIALS:
   case RV_REFUSE_BAD_CREDENTIALS: {
-    /* etcd's v2 answer (httptypes.HTTPError), byte for byte */
+    /* etcd's v2 answer (httptypes.HTTPError), byte for byte; with the WWW-Authenticate lines
+     * that etcd leaves out (RFC 9110 asks for them on a 401) */
     static const char body[] = "{\"message\":\"Insufficient credentials\"}";
-    rv_reply(req, 401, "application/json", NULL, body, sizeof(body) - 1);
+    rv_reply(req, 401, "application/json", r->challenge, body, sizeof(body) - 1);
     return 1;
   }
   case RV_REFUSE_TOO_LARGE:

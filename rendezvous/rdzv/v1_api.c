@@ -112,7 +112,8 @@ static int v1_refuse(struct rv_req *req, const struct rv_refusal *r)
   case RV_REFUSE_NO_CREDENTIALS:
   case RV_REFUSE_BAD_CREDENTIALS:
     v1_error_reply(req, RDZV_EUNAUTHORIZED, r->message, NULL,
-                   "WWW-Authenticate: Bearer realm=\"musterd\"\r\n");
+                   r->challenge != NULL ? r->challenge
+                                        : "WWW-Authenticate: Bearer realm=\"musterd\"\r\n");
     return 1;
   case RV_REFUSE_TOO_LARGE:
     v1_error_reply(req, RDZV_ETOO_LARGE, r->message, NULL, NULL);

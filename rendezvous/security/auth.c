@@ -401,6 +401,16 @@ const char *sec_auth_refusal(int verdict)
          "MUSTER_RDZV_TOKEN)";
 }
 
+const char *sec_auth_challenge(const struct sec_auth *a)
+{
+  static const char basic[] = "WWW-Authenticate: Basic realm=\"musterd\", charset=\"UTF-8\"\r\n";
+  static const char bearer[] = "WWW-Authenticate: Bearer realm=\"musterd\"\r\n";
+  static const char both[] = "WWW-Authenticate: Basic realm=\"musterd\", charset=\"UTF-8\"\r\n"
+                             "WWW-Authenticate: Bearer realm=\"musterd\"\r\n";
+  int users = a != NULL && a->nusers > 0, tokens = a != NULL && a->ntokens > 0;
+  return users && tokens ? both : users ? basic : tokens ? bearer : "";
+}
+
 void sec_auth_metrics(const struct sec_auth *a, struct mu_buf *out)
 {
   if (a == NULL)

@@ -71,6 +71,11 @@ int sec_auth_check(struct sec_auth *a, const char *authorization);
  * what to send); never a secret. Ownership: static. */
 const char *sec_auth_refusal(int verdict);
 
+/* Returns: the WWW-Authenticate header lines of a 401 (Basic when users are configured, so that
+ * a browser asks for them; Bearer when tokens are), "" when no credential is configured.
+ * Ownership: static. */
+const char *sec_auth_challenge(const struct sec_auth *a);
+
 /* Appends Prometheus lines (counters only) to `out`. */
 void sec_auth_metrics(const struct sec_auth *a, struct mu_buf *out);
 

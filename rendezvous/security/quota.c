@@ -102,7 +102,7 @@ static int refuse(struct sec_quota *q, struct rv_req *req, enum sec_quota_kind k
                   const char *message)
 {
   int large = kind == SEC_QUOTA_VALUE || kind == SEC_QUOTA_RUN_BYTES;
-  struct rv_refusal r = {large ? RV_REFUSE_TOO_LARGE : RV_REFUSE_TOO_MANY, message, 0};
+  struct rv_refusal r = {large ? RV_REFUSE_TOO_LARGE : RV_REFUSE_TOO_MANY, message, 0, NULL};
   q->refused[kind]++;
   rv_refuse(req, &r);
   return 1;

@@ -77,7 +77,7 @@ static int gate_auth(void *data, struct rv_req *req)
   }
   struct rv_refusal r = {v == SEC_AUTH_DENIED ? RV_REFUSE_BAD_CREDENTIALS
                                               : RV_REFUSE_NO_CREDENTIALS,
-                         sec_auth_refusal(v), 0};
+                         sec_auth_refusal(v), 0, sec_auth_challenge(sec->auth)};
   rv_refuse(req, &r);
   return 1;
 }

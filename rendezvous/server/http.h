@@ -179,8 +179,11 @@ enum rv_refusal_kind {
 
 struct rv_refusal {
   enum rv_refusal_kind kind;
-  const char *message; /* what was refused and the fix (NULL for RV_REFUSE_METHOD) */
-  unsigned allow;      /* RV_REFUSE_METHOD: the methods the path takes (enum rv_method) */
+  const char *message;   /* what was refused and the fix (NULL for RV_REFUSE_METHOD) */
+  unsigned allow;        /* RV_REFUSE_METHOD: the methods the path takes (enum rv_method) */
+  const char *challenge; /* 401: the "WWW-Authenticate: ...\r\n" lines naming every scheme the
+                          * server takes (a browser asks for a user and password only when
+                          * Basic is among them); NULL: none */
 };
 
 /* What a request would use, as the API that owns its route sees it: the numbers the quotas

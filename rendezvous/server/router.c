@@ -398,7 +398,7 @@ void rv_refuse(struct rv_req *req, const struct rv_refusal *r)
   }
   case RV_REFUSE_NO_CREDENTIALS:
   case RV_REFUSE_BAD_CREDENTIALS:
-    reply_plain(req, 401, NULL, r->message != NULL ? r->message : "Unauthorized\n");
+    reply_plain(req, 401, r->challenge, r->message != NULL ? r->message : "Unauthorized\n");
     return;
   case RV_REFUSE_TOO_LARGE:
     reply_plain(req, 413, NULL, r->message != NULL ? r->message : "Request Entity Too Large\n");
@@ -418,7 +418,7 @@ void rv_refuse_output(struct rv_req *req, const char *what, size_t need, const c
   size_t cap = req->srv->cfg.max_output_bytes;
   snprintf(msg, sizeof(msg), "%s %zu bytes, over --max-output-bytes (%zu): %s", what, need, cap,
            advice);
-  struct rv_refusal r = {RV_REFUSE_TOO_LARGE, msg, 0};
+  struct rv_refusal r = {RV_REFUSE_TOO_LARGE, msg, 0, NULL};
   req->srv->limit_hits++;
   rv_refuse(req, &r);
 }
@@ -617,7 +617,7 @@ static struct rv_route_slot *row_or_reply(struct rv_conn *c, struct rv_route_slo
   struct rv_req *req = &c->req;
   struct rv_route_slot *row = row_for_method(first, req->method);
   if (row == NULL) {
-    struct rv_refusal r = {RV_REFUSE_METHOD, NULL, first->methods};
+    struct rv_refusal r = {RV_REFUSE_METHOD, NULL, first->methods, NULL};
     rv_refuse(req, &r);
     return NULL;
   }
@@ -671,7 +671,7 @@ void rv_router_dispatch(struct rv_conn *c)
   const char *ro = NULL;
   if (b->read_only != NULL && (req->method & (RV_PUT | RV_POST | RV_DELETE | RV_PATCH)) &&
       (ro = b->read_only(b->data)) != NULL) {
-    struct rv_refusal r = {RV_REFUSE_READ_ONLY, ro, 0};
+    struct rv_refusal r = {RV_REFUSE_READ_ONLY, ro, 0, NULL};
     srv->barrier_off = 1; /* the refusal reveals no record: it is not held behind them */
     rv_refuse(req, &r);
     srv->barrier_off = 0;
