@@ -106,8 +106,11 @@ static int snap_write(struct v2_store *s, const struct mu_buf *rdzv, uint64_t ne
     sw_put(w, &r);
     sw_flush(w, 0);
   }
-  if (rdzv->len > 0 && w->rc == 0 && mu_buf_append(&w->b, rdzv->data, rdzv->len) != 0)
-    w->rc = -E2BIG;
+  if (rdzv->len > 0 && w->rc == 0) { /* written from where it is: no copy of the whole state */
+    sw_flush(w, 1);
+    if (w->rc == 0)
+      w->rc = persist_write(w->fd, rdzv->data, rdzv->len);
+  }
   memset(&r, 0, sizeof(r));
   r.type = WAL_REC_SNAP_END;
   r.index = s->index;
@@ -307,6 +310,8 @@ static int compact(struct persist *p, uint64_t *bytes)
     goto out;
   }
   rc = snap_rdzv(c, &rd);
+  rdzv_free(c->rdzv, NULL, NULL); /* encoded: its memory goes before the snapshot is written */
+  c->rdzv = NULL;
   if (rc == 0)
     rc = snap_write_file(tmp, c->s, &rd, p->snap_seq, &b, bytes);
   uv_mutex_lock(&p->mu);

@@ -19,7 +19,8 @@ void rdzv_node_unref(struct rdzv_node *n)
 {
   if (--n->refs > 0)
     return;
-  n->rv->bytes -= NODE_COST + n->h.len + (n->addr != NULL ? strlen(n->addr) : 0);
+  n->rv->bytes -=
+      rdzv_node_cost(n->h.len) + (n->addr != NULL ? rdzv_addr_cost(strlen(n->addr)) : 0);
   mu_free(n->addr); /* the id is part of the node's allocation */
   mu_free(n);
 }
@@ -27,18 +28,18 @@ void rdzv_node_unref(struct rdzv_node *n)
 void rdzv_node_set_addr(struct rdzv_node *n, char *addr)
 {
   if (n->addr != NULL)
-    n->rv->bytes -= strlen(n->addr);
+    n->rv->bytes -= rdzv_addr_cost(strlen(n->addr));
   mu_free(n->addr);
   n->addr = addr;
   if (addr != NULL)
-    n->rv->bytes += strlen(addr);
+    n->rv->bytes += rdzv_addr_cost(strlen(addr));
 }
 
 struct rdzv_node *rdzv_node_new(struct rdzv *rv, const char *node_id, size_t idlen)
 {
   struct rdzv_node *n = mu_calloc(1, sizeof(*n) + idlen + 1);
   n->rv = rv;
-  rv->bytes += NODE_COST + idlen;
+  rv->bytes += rdzv_node_cost(idlen);
   n->h.key = (char *)(n + 1);
   n->h.len = (uint32_t)idlen;
   memcpy(n->h.key, node_id, idlen);
@@ -495,7 +496,7 @@ void rdzv_run_free(struct rdzv_run *run)
 {
   struct rdzv *rv = run->rv;
   owner_put(run);
-  rv->bytes -= RUN_COST + run->h.len;
+  rv->bytes -= rdzv_run_cost(run->h.len);
   answer_all(run, RDZV_ESHUTTING_DOWN, "musterd is shutting down; retry against a running server");
   rdzv_deadline_clear(rv, &run->lease_dl);
   rdzv_deadline_clear(rv, &run->last_call_dl);
@@ -626,7 +627,7 @@ struct rdzv_run *rdzv_run_new(struct rdzv *rv, const char *run_id, const struct 
   mu_htab_init(&run->barriers, 0);
   mu_htab_init(&run->kv, 0);
   mu_htab_add(&rv->runs, &run->h, id, strlen(id));
-  rv->bytes += RUN_COST + run->h.len;
+  rv->bytes += rdzv_run_cost(run->h.len);
   mu_list_push_back(&rv->runs_list, &run->link);
   rv->st.runs++;
   rdzv_note(run, "run",
@@ -734,7 +735,8 @@ static int new_run_check(struct rdzv *rv, const char *run_id, const struct rdzv_
                   req->client, cl->runs);
     return RDZV_ETOO_MANY;
   }
-  uint64_t cost = RUN_COST + strlen(run_id) + NODE_COST + strlen(req->node_id) + strlen(req->addr);
+  uint64_t cost = rdzv_run_cost(strlen(run_id)) + rdzv_node_cost(strlen(req->node_id)) +
+                  rdzv_addr_cost(strlen(req->addr));
   if (rdzv_over_bytes(rv, cost, err))
     return RDZV_ETOO_MANY;
   if (clen > 0 && cl == NULL) {
@@ -768,7 +770,9 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     run->owner = owner;
     rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);
   } else if (run->state == RDZV_RUN_OPEN && rdzv_find_node(run, req->node_id) == NULL &&
-             rdzv_over_bytes(rv, NODE_COST + strlen(req->node_id) + strlen(req->addr), err)) {
+             rdzv_over_bytes(
+                 rv, rdzv_node_cost(strlen(req->node_id)) + rdzv_addr_cost(strlen(req->addr)),
+                 err)) {
     return RDZV_ETOO_MANY; /* (an ended run answers run_closed/run_shut below instead) */
   }
   rdzv_wait_start(w, RDZV_W_JOIN, run, NULL);

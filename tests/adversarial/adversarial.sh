@@ -12,6 +12,7 @@
 #   server E: --data-dir with small /v1 bounds (--v1-max-bytes 24 MiB,
 #             --v1-max-runs-per-client 5, --v1-max-lease-ms 60000), killed -9 and restarted
 #   server F: --token-file, --v1-max-runs-per-client 2 (runs counted per credential)
+#   server G: --v1-max-bytes 16 MiB (the bound counts the memory the /v1 state holds)
 . "$(dirname "$0")/../lib.sh"
 . "$MU_SOURCE_DIR/tests/integration/security_lib.bash" # sec_make_pki (needs openssl)
 
@@ -92,7 +93,11 @@ t_start_musterd --token-file "$T_DIR/tokens" --v1-max-runs-per-client 2 ||
   { t_fail "musterd F did not start"; t_done; }
 F_PID=$MUSTERD_PID
 run_case v1_runs_auth "$MUSTERD_URL" "$MUSTERD_PID"
-for pid in "$A_PID" "$C_PID" "$D_PID" "$E_PID" "$F_PID"; do
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-f.log"
+t_start_musterd --v1-max-bytes 16777216 || { t_fail "musterd G did not start"; t_done; }
+G_PID=$MUSTERD_PID
+run_case v1_memory "$MUSTERD_URL" "$MUSTERD_PID"
+for pid in "$A_PID" "$C_PID" "$D_PID" "$E_PID" "$F_PID" "$G_PID"; do
   kill -0 "$pid" 2>/dev/null || t_fail "musterd (pid $pid) died during the attacks"
 done
 if grep -lE 'AddressSanitizer|LeakSanitizer|runtime error:' "$T_DIR"/musterd*.log >/dev/null 2>&1; then
