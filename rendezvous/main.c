@@ -205,8 +205,8 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                   "forget a /v1 run N seconds after it closed or lost its last node (default 600)",
                   1, MAX_RUN_GC_SECONDS),
       MU_OPT_UINT(0, "v1-max-bytes", &c->v1_max_bytes, "N",
-                  "all /v1 state (runs, nodes, barriers, KV); a write or join past it is refused "
-                  "(default 128 MiB, at most 192 MiB)",
+                  "the memory of all /v1 state (runs, nodes, barriers, KV); a write or join past "
+                  "it is refused (default 128 MiB, at most 4 GiB)",
                   65536, RDZV_BYTES_MAX),
       MU_OPT_UINT(0, "v1-max-runs", &c->v1_max_runs, "N",
                   "/v1 runs held at once (default and at most 10000)", 1, RDZV_RUNS_MAX),

@@ -110,7 +110,8 @@ struct rdzv {
   uint64_t gc_ms;
   struct mu_htab runs;
   struct mu_list runs_list; /* in creation order */
-  uint64_t bytes;           /* all /v1 state, as counted against lim.max_bytes */
+  uint64_t bytes;           /* the memory of all /v1 state, as counted against lim.max_bytes */
+  uint64_t enc;             /* its encoding, at most (against RDZV_ENC_MAX) */
   struct rdzv_limits lim;
   struct mu_htab clients; /* struct rdzv_client by client */
   struct rdzv_stats st;
@@ -133,8 +134,18 @@ struct rdzv {
  * the round keeps once a member has been answered.
  */
 #define RDZV_SLOT (2 * sizeof(void *))
-#define RDZV_MEMBER_JSON 128 /* a member's entry in the round's JSON, besides its id and address   \
-                              */
+
+/* What rdzv_encode() writes for each object at most besides its strings, counted in rv->enc
+ * against RDZV_ENC_MAX, so that the whole state fits one snapshot record whatever memory
+ * --v1-max-bytes allows (a run's reason, at most 512 bytes, up front). */
+#define RUN_ENC (128 + 512)
+#define NODE_ENC 48
+#define KV_ENC 32
+#define BARRIER_ENC 64
+#define RDZV_ENC_MAX ((uint64_t)192 << 20) /* below the log's 256 MiB record */
+#define RDZV_MEMBER_JSON                                                                           \
+  128 /* a member's entry in the round's JSON, besides its id and address                          \
+       */
 
 /* A string of `len` bytes (and its NUL). */
 static inline uint64_t rdzv_str_cost(size_t len)
@@ -204,8 +215,9 @@ static inline int rdzv_deadline_queued(const struct rdzv_deadline *d)
  * forgotten. */
 void rdzv_changed(struct rdzv_run *run, enum rdzv_change_kind kind, const struct rdzv_node *n,
                   const char *key);
-/* Returns: 1 when `more` bytes would pass --v1-max-bytes (and says so in `err`, may be NULL). */
-int rdzv_over_bytes(struct rdzv *rv, uint64_t more, struct mu_buf *err);
+/* Returns: 1 when `more` bytes of memory would pass --v1-max-bytes, or `more_enc` bytes of
+ * encoding RDZV_ENC_MAX (and says which in `err`, may be NULL). */
+int rdzv_over_bytes(struct rdzv *rv, uint64_t more, uint64_t more_enc, struct mu_buf *err);
 void rdzv_wait_queue(struct mu_list *l, struct rdzv_wait *w);
 void rdzv_wait_unqueue(struct rdzv_wait *w);
 /* Moves every wait of `from` onto `to` (emptying `from`), so that a callback fired while `to`
