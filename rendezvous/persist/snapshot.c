@@ -205,8 +205,8 @@ static int open_segment(struct persist *p, uint64_t seq, uint64_t first, int64_t
     rc = persist_reserve(fd, 0, PERSIST_RESERVE_CHUNK);
     if (rc == 0)
       *reserved = PERSIST_RESERVE_CHUNK;
-    else if (rc == -EOPNOTSUPP)
-      rc = 0;
+    else if (rc == -EOPNOTSUPP || rc == -ENOSPC)
+      rc = 0; /* a full disk: the log reserves later (compaction is what frees it) */
   }
   if (rc == 0 && sync)
     rc = persist_sync_dir(p->dir);
@@ -236,9 +236,14 @@ int persist_snapshot(struct persist *p)
   int64_t reserved = 0;
   int nfd = -1;
   persist_snapshot_cancel(p);
-  int rc = persist_wait_idle(p);
-  if (rc == 0)
-    rc = snap_rdzv(p, &rd);
+  (void)persist_wait_idle(p); /* a batch that failed is covered: the snapshot holds every record */
+  /* the current segment's reserve and zeros go first: on a full disk they are the room the
+   * snapshot needs (the log reserves again at its next record) */
+  persist_release(p->fd, p->written_to, persist_reach(p));
+  p->reserved_to = p->written_to;
+  if (p->zero_fd == p->fd)
+    p->zero_to = p->written_to;
+  int rc = snap_rdzv(p, &rd);
   if (rc == 0)
     rc = snap_write_file(tmp, s, &rd, seq, &b, &bytes);
   if (rc == 0) { /* the segment after it exists before the snapshot does */
@@ -263,6 +268,7 @@ int persist_snapshot(struct persist *p)
    * before the new one (the current one is deleted already). */
   persist_switch_segment(p, nfd, seq, s->index + 1, 1, reserved);
   mu_buf_clear(&p->pending);
+  p->inflight_failed = 0; /* its records are in the snapshot, its segment deleted */
   p->synced = p->appended;
   p->since_snap = 0;
   p->since_bytes = 0;
@@ -434,6 +440,8 @@ int persist_snapshot_start(struct persist *p)
   if (nfd < 0)
     return nfd;
   persist_seal_segment(p); /* the records so far go to the old segment */
+  p->snap_old_end = p->written_to;
+  p->snap_old_resv = persist_reach(p);
   p->snap_state = SNAP_WAITING;
   p->snap_t0 = t0;
   p->snap_index = s->index;
