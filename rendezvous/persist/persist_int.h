@@ -74,7 +74,7 @@ struct persist {
   uv_thread_t thread;
   int thread_started;
   uv_async_t async;
-  uv_idle_t kick; /* active while records wait for a batch or a snapshot is due */
+  uv_idle_t kick;   /* active while records wait for a batch or a snapshot is due */
   int handles_open; /* PERSIST_HANDLES while the loop handles below are open */
   int handles_closing;
   uv_mutex_t mu;

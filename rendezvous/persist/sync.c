@@ -692,7 +692,8 @@ static void on_kick(uv_idle_t *h)
 
 static void kick(struct persist *p)
 {
-  if (p->handles_open == PERSIST_HANDLES && !p->handles_closing && !uv_is_active((uv_handle_t *)&p->kick))
+  if (p->handles_open == PERSIST_HANDLES && !p->handles_closing &&
+      !uv_is_active((uv_handle_t *)&p->kick))
     uv_idle_start(&p->kick, on_kick);
 }
 
