@@ -36,6 +36,7 @@ struct musterd_config {
   struct rv_server_config server;
   struct sec_config security;
   struct mu_strvec auth_users; /* --auth-user, handed to security.auth_users */
+  struct mu_strvec origins;    /* --allowed-origin, handed to server.allowed_origins */
   const char *listen;
   char host[256]; /* --listen's host, what server.listen_host points at */
   const char *log_level;
@@ -175,6 +176,9 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                   "close a connection whose reply makes no progress this long (client not "
                   "reading); 0 = never (default 60000)",
                   0, LONG_MAX),
+      MU_OPT_LIST(0, "allowed-origin", &c->origins, "ORIGIN",
+                  "a web page (scheme://host[:port]) whose scripts may use musterd besides its "
+                  "own status page (repeatable; browsers from other pages get 403)"),
       MU_OPT_STRING(0, "tls-cert", &c->security.tls.cert_file, "FILE",
                     "serve HTTPS with this PEM certificate chain (with --tls-key)"),
       MU_OPT_STRING(0, "tls-key", &c->security.tls.key_file, "FILE",
@@ -287,6 +291,18 @@ static int check_options(struct musterd_config *c)
   }
   c->security.auth_users = (const char **)c->auth_users.v;
   c->security.nauth_users = c->auth_users.n;
+  for (size_t i = 0; i < c->origins.n; i++) {
+    const char *o = c->origins.v[i], *p = strstr(o, "://");
+    if ((strncmp(o, "http://", 7) != 0 && strncmp(o, "https://", 8) != 0) || p[3] == '\0' ||
+        strchr(p + 3, '/') != NULL || strpbrk(o, " \t\r\n,") != NULL) {
+      mu_error("invalid --allowed-origin '%s': expected scheme://host[:port] as a browser sends "
+               "it in Origin, e.g. https://dash.example.com:8443 (no path)",
+               o);
+      return MU_EXIT_USAGE;
+    }
+  }
+  c->server.allowed_origins = (const char **)c->origins.v;
+  c->server.nallowed_origins = c->origins.n;
   return -1;
 }
 
@@ -450,10 +466,10 @@ int main(int argc, char **argv)
   mu_proc_startup();
   mu_log_setup("musterd", MU_LOG_INFO);
   int rc = configure(&c, argc, argv, &sec);
-  if (rc >= 0)
-    return rc;
-  rc = start(&app, &c, sec);
-  if (rc != 0)
+  if (rc < 0) /* else --help, --version, --probe or a usage error: nothing to serve */
+    rc = start(&app, &c, sec);
+  mu_strvec_release(&c.origins); /* the server copied them */
+  if (rc != 0 || app.srv == NULL)
     return rc;
   /* Step 3: serve until a signal closes the server, then the loop */
   uv_run(&app.loop, UV_RUN_DEFAULT);

@@ -75,7 +75,9 @@
   /* ---- answered by the /v1 API itself, never by the state machine ---- */                       \
   XX(NOT_FOUND, "not_found", 404)                                                                  \
   XX(METHOD_NOT_ALLOWED, "method_not_allowed", 405)                                                \
-  XX(UNAUTHORIZED, "unauthorized", 401)
+  XX(UNAUTHORIZED, "unauthorized", 401)                                                            \
+  XX(FORBIDDEN, "forbidden", 403)                                                                  \
+  XX(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415)
 
 enum rdzv_err {
   RDZV_OK = 0,

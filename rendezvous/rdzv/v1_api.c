@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "alloc.h"
 #include "v1.h"
@@ -21,6 +22,26 @@
 
 /* The module, unless the server is shutting down; the run id ({run_id}) and a KV key checked.
  * Returns: the module, or NULL after answering (503, 400). */
+/* A POST to /v1 carries JSON or nothing: a body in a form's or a text's type is what a page of
+ * another site can send without asking (a "simple" request), so it is refused before anything
+ * reads it (415), as is a body with no type at all. */
+static int media_type_or_reply(struct rv_req *req)
+{
+  const char *ct = rv_req_header(req, "Content-Type");
+  if (req->method != RV_POST || (ct == NULL && req->body_len == 0))
+    return 0;
+  if (ct != NULL && strncasecmp(ct, "application/json", 16) == 0 &&
+      (ct[16] == '\0' || ct[16] == ';' || ct[16] == ' '))
+    return 0;
+  char msg[256];
+  snprintf(msg, sizeof(msg),
+           "POST bodies under /v1 are JSON: send 'Content-Type: application/json'%s%.64s%s",
+           ct != NULL ? " (got '" : " (none was sent)", ct != NULL ? ct : "",
+           ct != NULL ? "')" : "");
+  v1_error_reply(req, RDZV_EUNSUPPORTED_MEDIA_TYPE, msg, NULL, NULL);
+  return -1;
+}
+
 struct v1 *v1_begin_or_reply(struct rv_req *req)
 {
   struct v1 *v = rv_server_module_data(req->srv, "rdzv");
@@ -28,6 +49,8 @@ struct v1 *v1_begin_or_reply(struct rv_req *req)
     v1_error_reply(req, RDZV_ESHUTTING_DOWN, "musterd is shutting down", NULL, NULL);
     return NULL;
   }
+  if (media_type_or_reply(req) != 0)
+    return NULL;
   if (req->nvars == 0)
     return v;
   const char *run_id = req->vars[0];

@@ -107,6 +107,8 @@ static int on_message_begin(llhttp_t *p)
   c->nhdr = 0;
   c->req_error = 0;
   c->req_why = NULL;
+  c->origin = NULL;
+  c->cors_off = 0;
   uint64_t t = c->srv->cfg.header_timeout_ms;
   c->deadline = t > 0 ? uv_now(c->srv->loop) + t : 0;
   return 0;
@@ -571,7 +573,17 @@ static void write_head(struct rv_conn *c, int status, const char *ctype, const c
   }
   if (extra != NULL)
     head_puts(&h, extra);
-  if (c->cors || (c->slot != NULL && (c->slot->route->flags & RV_ROUTE_CORS))) {
+  if (c->origin != NULL) { /* an --allowed-origin: itself, never the wildcard */
+    static const char cors[] = "Access-Control-Allow-Headers: accept, content-type, "
+                               "authorization\r\nAccess-Control-Allow-Methods: POST, GET, "
+                               "OPTIONS, PUT, DELETE\r\nAccess-Control-Allow-Origin: ";
+    head_put(&h, cors, sizeof(cors) - 1);
+    static const char vary[] = "\r\nVary: Origin\r\n";
+    head_put(&h, c->origin, strcspn(c->origin, "\r\n"));
+    head_put(&h, vary, sizeof(vary) - 1);
+  } else if (!c->cors_off &&
+             (c->cors || (c->slot != NULL && (c->slot->route->flags & RV_ROUTE_CORS)))) {
+    /* etcd's, for clients that send no Origin (no browser can use them without one) */
     static const char cors[] = "Access-Control-Allow-Headers: accept, content-type, "
                                "authorization\r\nAccess-Control-Allow-Methods: POST, GET, "
                                "OPTIONS, PUT, DELETE\r\nAccess-Control-Allow-Origin: *\r\n";

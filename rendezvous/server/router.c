@@ -3,7 +3,8 @@
  *   1. the request line: path and query split, absolute form, "OPTIONS *";        400
  *   2. one scratch block for everything decoded below;
  *   3. the %-decoded path, and Go ServeMux's redirect of an unclean one;          400, 301
- *   4. the resource: the most specific row, its {vars}; a CORS preflight;         404, 200
+ *   4. the resource: the most specific row, its {vars}; a browser's Origin and Host
+ *      (origin.c), a CORS preflight;                                            404, 403, 421
  *   5. the gate's credentials check (the row says whether it is public);          401
  *   6. the row of the resource that takes the method (HEAD as GET);               405
  *   7. query and form parameters;
@@ -56,6 +57,10 @@ const char *rv_status_reason(int status)
     return "Request Entity Too Large";
   case 414:
     return "Request URI Too Long";
+  case 415:
+    return "Unsupported Media Type";
+  case 421:
+    return "Misdirected Request";
   case 429:
     return "Too Many Requests";
   case 431:
@@ -603,6 +608,8 @@ static struct rv_route_slot *resource_or_reply(struct rv_conn *c, char **store)
   req->route = first->route;
   c->slot = first;
   c->cors = 0;
+  if (rv_origin_check(c) != 0 || rv_origin_preflight(c) != 0)
+    return NULL;
   if ((first->route->flags & RV_ROUTE_CORS) && req->method == RV_OPTIONS) {
     rv_reply(req, 200, NULL, NULL, "", 0); /* a CORS preflight, as etcd answers it */
     return NULL;

@@ -47,6 +47,13 @@ struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_confi
   srv->cfg.listen_host = srv->host;
   srv->cfg.advertise_url = srv->advertise_url;
   srv->cfg.name = srv->name;
+  srv->cfg.allowed_origins = NULL;
+  if (cfg->nallowed_origins > 0) {
+    char **o = mu_calloc(cfg->nallowed_origins, sizeof(*o));
+    for (size_t i = 0; i < cfg->nallowed_origins; i++)
+      o[i] = mu_strdup(cfg->allowed_origins[i]);
+    srv->cfg.allowed_origins = (const char **)o;
+  }
   if (srv->cfg.max_connections == 0)
     srv->cfg.max_connections = 1;
   if (srv->cfg.max_connections_per_address == 0)
@@ -72,6 +79,7 @@ struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_confi
   srv->refs++;
   rv_status_register(srv);
   rv_ui_register(srv);
+  rv_origin_setup(srv);
   return srv;
 }
 
@@ -303,6 +311,10 @@ static void server_free(struct rv_server *srv)
   mu_free(srv->advertise_url);
   mu_free(srv->name);
   mu_free(srv->url);
+  rv_origin_release(srv);
+  for (size_t i = 0; i < srv->cfg.nallowed_origins; i++)
+    mu_free((char *)srv->cfg.allowed_origins[i]);
+  mu_free((void *)srv->cfg.allowed_origins);
   /* after the last connection: their TLS sessions and gate tickets use these */
   if (srv->gate.destroy != NULL)
     srv->gate.destroy(srv->gate.data);

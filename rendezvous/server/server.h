@@ -16,6 +16,7 @@
 #include "list.h"
 
 #define RV_MAX_MODULES 8
+#define RV_MAX_OWN_HOSTS 8
 #define RV_MAX_HEADERS 64
 #define RV_READ_BUF_SIZE (64 * 1024)
 /* A connection stops being read (and parsing what it sent) while its unsent output is over
@@ -98,6 +99,11 @@ struct rv_server {
   char date[40];
   uint64_t date_sec;
 
+  /* Browsers (origin.c): the names that are musterd's own (a browser's Host must be one). */
+  char *own_hosts[RV_MAX_OWN_HOSTS];
+  size_t nown_hosts;
+  uint64_t browser_requests, origin_refused;
+
   /* Counters for /metrics. */
   uint64_t conns_accepted;
   uint64_t conns_rejected;
@@ -176,7 +182,9 @@ struct rv_conn {
   const char *req_why; /* what to add to its answer (static), or NULL */
   int keep_alive;
   int is_head;
-  int cors; /* add etcd's CORS headers to an answer made before routing (301, 404) */
+  int cors;           /* add etcd's CORS headers to an answer made before routing (301, 404) */
+  const char *origin; /* an --allowed-origin the request came from: echoed instead of '*' */
+  int cors_off;       /* a browser's request refused: no CORS header at all */
 
   struct rv_req req;
   struct rv_route_slot *slot;
@@ -222,6 +230,17 @@ const char *rv_status_reason(int status);
 
 /* status.c */
 void rv_status_register(struct rv_server *srv);
+
+/* origin.c: who may reach musterd from a browser */
+/* Learns musterd's own names (this machine's, --listen's, --advertise-url's, --allowed-origin's).
+ */
+void rv_origin_setup(struct rv_server *srv);
+void rv_origin_release(struct rv_server *srv);
+/* Checks a routed request that comes from a browser (Origin, Sec-Fetch-*, Host); sets c->origin
+ * for an allowed foreign origin. Returns: 0 to go on, 1 after refusing (403, 421). */
+int rv_origin_check(struct rv_conn *c);
+/* Answers the CORS preflight of an allowed origin. Returns: 1 when it answered. */
+int rv_origin_preflight(struct rv_conn *c);
 
 /* ui.c: GET / and /ui, the status page. */
 void rv_ui_register(struct rv_server *srv);

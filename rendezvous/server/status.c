@@ -111,6 +111,15 @@ static void metrics_handler(struct rv_req *req)
                 "# TYPE musterd_client_addresses gauge\nmusterd_client_addresses %zu\n",
                 (unsigned long long)srv->addr_conns_rejected,
                 (unsigned long long)srv->addr_body_refused, (size_t)srv->addrs.n);
+  mu_buf_printf(&b,
+                "# HELP musterd_browser_requests_total Requests from a browser (Origin or "
+                "Sec-Fetch-* headers).\n"
+                "# TYPE musterd_browser_requests_total counter\n"
+                "musterd_browser_requests_total %llu\n"
+                "# HELP musterd_origin_refused_total Browser requests refused: another page's "
+                "Origin (403) or a Host that is not musterd's (421).\n"
+                "# TYPE musterd_origin_refused_total counter\nmusterd_origin_refused_total %llu\n",
+                (unsigned long long)srv->browser_requests, (unsigned long long)srv->origin_refused);
   for (size_t i = 0; i < srv->nmodules; i++)
     if (srv->modules[i].metrics != NULL)
       srv->modules[i].metrics(srv, srv->modules[i].data, &b);

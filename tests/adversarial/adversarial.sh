@@ -4,6 +4,7 @@
 # (tests/adversarial/attacks.py holds the cases; Python standard library, raw sockets).
 #   server A: --header-timeout-ms 1000 --body-timeout-ms 1000 --write-timeout-ms 1000
 #             --quota-watchers-per-client 2 (the deadlines and the watcher quota)
+#             --allowed-origin http://dash.example:8080 (browsers)
 #   server B: --data-dir --fsync batch (the half-closed client)
 #   server C: --max-output-bytes 65536 --quota-keys 300 --max-connections-per-address 20
 #             (replies too large, deep paths; unfinished bodies, per address: no short
@@ -18,7 +19,8 @@
 
 ATT=$MU_SOURCE_DIR/tests/adversarial/attacks.py
 t_start_musterd --header-timeout-ms 1000 --body-timeout-ms 1000 --write-timeout-ms 1000 \
-  --quota-watchers-per-client 2 || { t_fail "musterd did not start"; t_done; }
+  --quota-watchers-per-client 2 --allowed-origin http://dash.example:8080 ||
+  { t_fail "musterd did not start"; t_done; }
 A_URL=$MUSTERD_URL A_PID=$MUSTERD_PID
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-a.log"
 t_start_musterd --data-dir "$T_DIR/data" --fsync batch || { t_fail "musterd (data dir) did not start"; t_done; }
@@ -50,7 +52,7 @@ run_case() {
 }
 
 for c in redirect wait_spellings head_watch nul utf8 half_close slowloris no_read write_deadline \
-  log_forge; do
+  log_forge cross_origin; do
   run_case "$c" "$A_URL" "$A_PID" "$B_URL"
 done
 for c in too_large deep_path body_hoard per_address; do

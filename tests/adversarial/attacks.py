@@ -28,7 +28,7 @@ SANITIZED = os.environ.get("MU_SANITIZED", "0") == "1"
 
 
 def out(ok, what, why=""):
-    print(("ok - " if ok else "not ok - ") + what + ("" if ok else ": " + why), flush=True)
+    print(("ok - " if ok else "not ok - ") + what + ("" if ok else ": " + str(why)), flush=True)
     return ok
 
 
@@ -862,6 +862,82 @@ def case_v1_memory(url, pid, data_url):
                "RSS %d -> %d kB for %d bytes counted" % (before, after, used)) and ok
 
 
+# --------------------------------------------------------------------------------------------
+# Issue 24, finding 3: a browser may only reach musterd from its own page (server A:
+# --allowed-origin http://dash.example:8080). etcd 3.4 answers every page with
+# Access-Control-Allow-Origin: * and takes the write; non-browser clients keep that.
+
+
+def raw(url, method, path, headers=None, body=b""):
+    """One request on its own connection. Returns: (status, {header: value} lowercase, body)."""
+    s = conn(url)
+    h = {"Host": "%s:%d" % hostport(url)}
+    h.update(headers or {})
+    head = "%s %s HTTP/1.1\r\n" % (method, path) + "".join(
+        "%s: %s\r\n" % kv for kv in h.items() if kv[1] is not None)
+    s.sendall(head.encode() + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    st, hdrs, b = read_response(s)
+    s.close()
+    return st, dict((k.strip().lower(), v.strip()) for k, v in hdrs), b
+
+
+def case_cross_origin(url, pid, data_url):
+    ok = True
+    evil = "http://evil.example"
+    own = "http://%s:%d" % hostport(url)
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    st, h, _ = raw(url, "PUT", "/v2/keys/adv/csrf", dict(form, Origin=evil), b"value=evil")
+    st2, _, b = raw(url, "GET", "/v2/keys/adv/csrf")
+    ok &= out(st == 403 and st2 == 404 and "access-control-allow-origin" not in h,
+              "a write from another page's script is refused (403, no CORS header) and changes "
+              "nothing", "%d %r; GET %d %r" % (st, h, st2, b[:80]))
+    st, _, _ = raw(url, "POST", "/v2/keys/adv/queue", dict(form, Origin=evil), b"value=x")
+    ok &= out(st == 403, "... a form POST from it too (a 'simple' request: no preflight)", st)
+    st, h, _ = raw(url, "GET", "/v2/keys/", {"Origin": evil})
+    ok &= out(st == 403 and "access-control-allow-origin" not in h,
+              "... and a read: no page of another origin reads the keys", "%d %r" % (st, h))
+    st, h, _ = raw(url, "OPTIONS", "/v2/keys/adv/x",
+                   {"Origin": evil, "Access-Control-Request-Method": "PUT"})
+    ok &= out(st == 403 and "access-control-allow-origin" not in h,
+              "... and its preflight", "%d %r" % (st, h))
+    st, h, _ = raw(url, "GET", "/v2/keys/", {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode":
+                                             "no-cors"})
+    ok &= out(st == 403, "a cross-site request without an Origin (an <img>, a <script>) too", st)
+    st, _, _ = raw(url, "GET", "/", {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})
+    ok &= out(st == 200, "a link from another site to the status page still opens it", st)
+    join(url, "xo", "n1")
+    st, _, b = raw(url, "POST", "/v1/runs/xo/shutdown",
+                   {"Origin": evil, "Content-Type": "text/plain"}, b'{"reason":"csrf"}')
+    ok &= out(st == 403, "/v1 shutdown from another page's script: 403", "%d %r" % (st, b[:120]))
+    st, _, b = raw(url, "POST", "/v1/runs/xo/shutdown", {"Content-Type": "text/plain"},
+                   b'{"reason":"plain"}')
+    ok &= out(st == 415 and b"application/json" in b,
+              "/v1 JSON sent as text/plain (what a page can send without asking): 415 naming "
+              "application/json", "%d %r" % (st, b[:160]))
+    st, info, _ = v1(url, "GET", "/v1/runs/xo")
+    ok &= out(st == 200 and info.get("state") == "open", "... and the run is not shut",
+              "%d %r" % (st, info))
+    host = "evil.example:%d" % hostport(url)[1]
+    st, _, b = raw(url, "GET", "/v2/keys/", {"Host": host, "Sec-Fetch-Site": "same-origin"})
+    st2, _, _ = raw(url, "PUT", "/v2/keys/adv/rebind", dict(form, Host=host, Origin="http://" +
+                                                            host), b"value=x")
+    ok &= out(st == 421 and st2 == 421 and b"--allowed-origin" in b,
+              "DNS rebinding: a browser calling musterd by another name is refused (421, as "
+              "etcd's --host-whitelist)", "%d %d %r" % (st, st2, b[:160]))
+    st, h, _ = raw(url, "PUT", "/v2/keys/adv/own", dict(form, Origin=own), b"value=1")
+    ok &= out(st == 201 and "access-control-allow-origin" not in h,
+              "musterd's own page writes (no CORS header: it needs none)", "%d %r" % (st, h))
+    st, h, _ = raw(url, "GET", "/v2/keys/adv/own", {"Origin": "http://dash.example:8080"})
+    ok &= out(st == 200 and h.get("access-control-allow-origin") == "http://dash.example:8080"
+              and h.get("vary") == "Origin",
+              "an --allowed-origin is echoed (with Vary: Origin), never '*'", "%d %r" % (st, h))
+    st, h, _ = raw(url, "GET", "/v2/keys/adv/own", {"Host": "any.name.example"})
+    ok &= out(st == 200 and h.get("access-control-allow-origin") == "*",
+              "clients that are no browser keep etcd 3.4's answer (any Host, "
+              "Access-Control-Allow-Origin: *)", "%d %r" % (st, h))
+    return ok
+
+
 CASES = {
     "too_large": case_too_large,
     "deep_path": case_deep_path,
@@ -883,6 +959,7 @@ CASES = {
     "v1_runs": case_v1_runs,
     "log_forge": case_log_forge,
     "v1_memory": case_v1_memory,
+    "cross_origin": case_cross_origin,
 }
 
 

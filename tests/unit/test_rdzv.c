@@ -801,8 +801,10 @@ TEST(rdzv__ten_thousand_joins)
 static char *feed(struct rv_server *srv, const char *method, const char *target, const char *body)
 {
   struct mu_buf in = MU_BUF_INIT(1 << 20), out = MU_BUF_INIT(1 << 22);
-  mu_buf_printf(&in, "%s %s HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n\r\n%s", method, target,
-                body ? strlen(body) : 0, body ? body : "");
+  int json = body != NULL && strcmp(method, "POST") == 0; /* /v1 POST bodies are JSON */
+  mu_buf_printf(&in, "%s %s HTTP/1.1\r\nHost: t\r\n%sContent-Length: %zu\r\n\r\n%s", method, target,
+                json ? "Content-Type: application/json\r\n" : "", body ? strlen(body) : 0,
+                body ? body : "");
   ASSERT_EQ(rv_server_feed(srv, in.data, in.len, &out), 0);
   mu_buf_release(&in);
   return mu_buf_detach(&out);

@@ -512,7 +512,8 @@ TEST(security__gates_in_the_router)
   ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 401 Unauthorized\r\n"));
   ASSERT_NOT_NULL(strstr(o, "\r\n\r\n{\"message\":\"Insufficient credentials\"}"));
   mu_free(o);
-  o = feed(srv, "POST /v1/runs/x/join HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+  o = feed(srv, "POST /v1/runs/x/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: 2\r\n\r\n{}");
   ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 401 "));
   ASSERT_NOT_NULL(strstr(o, "WWW-Authenticate: Bearer realm=\"musterd\"\r\n"));
   ASSERT_NOT_NULL(strstr(o, "\"error\":\"unauthorized\""));

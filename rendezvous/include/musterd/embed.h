@@ -45,7 +45,10 @@ struct rv_server_config {
   size_t max_body_bytes_per_address;    /* default 8 MiB: bodies in progress from one client
                                          * address; past it 503 and close */
   int log_requests;                     /* one log line per request (mu_log at INFO) */
-  int no_v2;                            /* do not register the etcd v2 API (tests) */
+  const char **allowed_origins; /* pages other than musterd's own that browsers may use it from
+                                 * ("https://dash.example:8443"); copied */
+  size_t nallowed_origins;
+  int no_v2; /* do not register the etcd v2 API (tests) */
 };
 
 /* Fills `cfg` with the defaults above. */
