@@ -425,6 +425,14 @@ static int start(struct app *app, const struct musterd_config *c, struct sec *se
   struct mu_buf what = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   sec_describe(sec, &what);
   mu_log(MU_LOG_INFO, "security: %s", mu_buf_str(&what));
+  mu_buf_clear(&what);
+  if (sec != NULL)
+    sec_auth_describe(sec->auth, &what); /* one line each: its id, where, its scopes */
+  for (char *line = what.data, *nl; line != NULL && *line != '\0'; line = nl + 1) {
+    nl = strchr(line, '\n');
+    *nl = '\0';
+    mu_log(MU_LOG_INFO, "security: %s", line);
+  }
   mu_buf_release(&what);
   sec_attach(app->srv, sec); /* takes sec */
   if (c->data_dir != NULL && open_data_dir(app, c) != 0)

@@ -147,6 +147,9 @@ static int v1_refuse(struct rv_req *req, const struct rv_refusal *r)
   case RV_REFUSE_READ_ONLY:
     rv_reply_error(req, 503, "Retry-After: 1\r\n", "read_only", r->message, NULL);
     return 1;
+  case RV_REFUSE_FORBIDDEN:
+    v1_error_reply(req, RDZV_EFORBIDDEN, r->message, NULL, NULL);
+    return 1;
   }
   return 0;
 }
@@ -184,7 +187,19 @@ static void v1_usage(struct rv_req *req, struct rv_usage *u)
   u->scope_new_bytes = req->method == RV_PUT ? req->body_len : 24;
 }
 
-static const struct rv_api v1_api = {"v1", v1_refuse, v1_usage};
+/* The run a /v1 request is about (rows with {run_id}). */
+static int v1_target(struct rv_req *req, struct rv_target *t)
+{
+  if (req->nvars == 0)
+    return 0; /* /v1/runs, /v1/events: listings the handlers filter */
+  t->kind = RV_SCOPE_RUN;
+  t->name = req->vars[0];
+  t->len = strlen(req->vars[0]);
+  t->access = req->method == RV_GET ? RV_READ : RV_WRITE;
+  return 1;
+}
+
+static const struct rv_api v1_api = {"v1", v1_refuse, v1_usage, v1_target};
 
 #define ALL_METHODS                                                                                \
   (RV_GET | RV_HEAD | RV_PUT | RV_POST | RV_DELETE | RV_PATCH | RV_OPTIONS | RV_OTHER)

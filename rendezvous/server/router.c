@@ -8,7 +8,9 @@
  *   5. the gate's credentials check (the row says whether it is public);          401
  *   6. the row of the resource that takes the method (HEAD as GET);               405
  *   7. query and form parameters;
- *   8. the gate's quota check (reading the row's intent flags);                   413, 429
+ *   8. writes while the disk refuses them;                                        503
+ *   9. the credential's scopes (the API's target hook);                           403
+ *  10. the gate's quota check (reading the row's intent flags);                   413, 429
  * then the handler. Refusals go through rv_refuse(), in the shape of the row's API.
  */
 #include <stdio.h>
@@ -392,6 +394,8 @@ static void allow_header(char *out, size_t size, unsigned methods)
 void rv_refuse(struct rv_req *req, const struct rv_refusal *r)
 {
   const struct rv_api *api = req->route != NULL ? req->route->api : NULL;
+  if (r->kind == RV_REFUSE_FORBIDDEN)
+    req->srv->scope_refused++;
   if (api != NULL && api->refuse != NULL && api->refuse(req, r))
     return;
   switch (r->kind) {
@@ -413,6 +417,9 @@ void rv_refuse(struct rv_req *req, const struct rv_refusal *r)
     return;
   case RV_REFUSE_READ_ONLY:
     reply_plain(req, 503, NULL, r->message);
+    return;
+  case RV_REFUSE_FORBIDDEN:
+    reply_plain(req, 403, NULL, r->message != NULL ? r->message : "Forbidden\n");
     return;
   }
 }
@@ -635,6 +642,26 @@ static struct rv_route_slot *row_or_reply(struct rv_conn *c, struct rv_route_slo
   return row;
 }
 
+/* Step 9: what the request names, against its credential's scopes. Returns: 0, or -1 after
+ * refusing (403). */
+static int scope_or_reply(struct rv_req *req)
+{
+  const struct rv_api *api = req->route->api;
+  struct rv_target t;
+  if (req->cred == NULL || api == NULL || api->target == NULL)
+    return 0;
+  memset(&t, 0, sizeof(t));
+  if (!api->target(req, &t))
+    return 0;
+  int ok =
+      rv_cred_allows(req->cred, t.kind, t.name, t.len, t.access) ||
+      (t.kind == RV_SCOPE_KEY && t.access == RV_READ && rv_cred_above(req->cred, t.name, t.len));
+  if (!ok)
+    rv_refuse_scope(req, t.kind, t.name, t.access);
+  mu_free(t.owned);
+  return ok ? 0 : -1;
+}
+
 void rv_router_dispatch(struct rv_conn *c)
 {
   struct rv_server *srv = c->srv;
@@ -684,7 +711,10 @@ void rv_router_dispatch(struct rv_conn *c)
     srv->barrier_off = 0;
     return;
   }
-  /* Step 9: quotas, right before the handler */
+  /* Step 9: the credential's scopes, before the quotas (their messages name counts) */
+  if (scope_or_reply(req) != 0)
+    return;
+  /* Step 10: quotas, right before the handler */
   if (g->admit != NULL && g->admit(g->data, req, c->peer, &c->ticket) != 0)
     return;
   srv->barrier_off = (row->route->flags & RV_ROUTE_UNHELD) != 0;

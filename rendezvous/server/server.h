@@ -103,6 +103,7 @@ struct rv_server {
   char *own_hosts[RV_MAX_OWN_HOSTS];
   size_t nown_hosts;
   uint64_t browser_requests, origin_refused;
+  uint64_t scope_refused; /* 403s for a credential's scopes (scope.c) */
 
   /* Counters for /metrics. */
   uint64_t conns_accepted;

@@ -118,8 +118,12 @@ static void metrics_handler(struct rv_req *req)
                 "musterd_browser_requests_total %llu\n"
                 "# HELP musterd_origin_refused_total Browser requests refused: another page's "
                 "Origin (403) or a Host that is not musterd's (421).\n"
-                "# TYPE musterd_origin_refused_total counter\nmusterd_origin_refused_total %llu\n",
-                (unsigned long long)srv->browser_requests, (unsigned long long)srv->origin_refused);
+                "# TYPE musterd_origin_refused_total counter\nmusterd_origin_refused_total %llu\n"
+                "# HELP musterd_scope_refused_total Requests refused (403) because the "
+                "credential's scopes do not cover them.\n"
+                "# TYPE musterd_scope_refused_total counter\nmusterd_scope_refused_total %llu\n",
+                (unsigned long long)srv->browser_requests, (unsigned long long)srv->origin_refused,
+                (unsigned long long)srv->scope_refused);
   for (size_t i = 0; i < srv->nmodules; i++)
     if (srv->modules[i].metrics != NULL)
       srv->modules[i].metrics(srv, srv->modules[i].data, &b);

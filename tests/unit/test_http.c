@@ -494,7 +494,7 @@ static int refuse_as_test(struct rv_req *req, const struct rv_refusal *r)
   return 1;
 }
 
-static const struct rv_api test_api = {"test", refuse_as_test, NULL};
+static const struct rv_api test_api = {"test", refuse_as_test, NULL, NULL};
 
 static const struct rv_route test_routes[] = {
     {RV_GET, "/t/items", RV_ROUTE_SLASH, echo_handler, "list", NULL},
