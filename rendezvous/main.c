@@ -153,6 +153,20 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                   "request bodies in progress from one client address before 503 (default 8 "
                   "MiB, at least --max-body-bytes)",
                   0, LONG_MAX),
+      MU_OPT_UINT(0, "max-buffer-bytes", &sv->max_buffer_bytes, "N",
+                  "what all connections may buffer together: requests, stashed input, answers "
+                  "not yet read (default 256 MiB); anonymous connections are closed first past it",
+                  1 << 20, LONG_MAX),
+      MU_OPT_UINT(0, "max-buffer-bytes-per-client", &sv->max_buffer_bytes_per_client, "N",
+                  "the same for one client (an address, or its prefix); an answer past it gets "
+                  "429 (default 32 MiB)",
+                  65536, LONG_MAX),
+      MU_OPT_UINT(0, "client-prefix-v4", &sv->client_prefix_v4, "BITS",
+                  "IPv4 addresses with these first bits in common are one client (default 32)", 1,
+                  32),
+      MU_OPT_UINT(0, "client-prefix-v6", &sv->client_prefix_v6, "BITS",
+                  "IPv6 addresses with these first bits in common are one client (default 64)", 1,
+                  128),
       MU_OPT_UINT(0, "max-body-bytes", &sv->max_body_bytes, "N",
                   "request body limit, 413 (default 1 MiB)", 0, LONG_MAX),
       MU_OPT_UINT(0, "max-header-bytes", &sv->max_header_bytes, "N",

@@ -114,6 +114,8 @@ static int gate_lookup(void *data, const char *authorization, const struct rv_cr
   *cred = NULL;
   if (!sec_auth_enabled(sec->auth))
     return 1;
+  if (authorization == NULL)
+    return 0; /* nothing to count: the server asks whether credentials are required */
   return sec_auth_verify(sec->auth, authorization, cred) == SEC_AUTH_GRANTED;
 }
 

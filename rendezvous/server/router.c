@@ -679,6 +679,8 @@ void rv_router_dispatch(struct rv_conn *c)
   /* Step 5: credentials, as soon as the route is known (before 405 and parameters) */
   if (g->auth != NULL && g->auth(g->data, req) != 0)
     return;
+  if (req->cred != NULL)
+    c->flags |= CONN_TRUSTED; /* served ahead of anonymous connections from now on */
   row = row_or_reply(c, row);
   if (row == NULL)
     return;

@@ -121,9 +121,19 @@ static void metrics_handler(struct rv_req *req)
                 "# TYPE musterd_origin_refused_total counter\nmusterd_origin_refused_total %llu\n"
                 "# HELP musterd_scope_refused_total Requests refused (403) because the "
                 "credential's scopes do not cover them.\n"
-                "# TYPE musterd_scope_refused_total counter\nmusterd_scope_refused_total %llu\n",
+                "# TYPE musterd_scope_refused_total counter\nmusterd_scope_refused_total %llu\n"
+                "# HELP musterd_buffer_bytes What all connections buffer (requests, stashed "
+                "input, unsent answers), against --max-buffer-bytes.\n"
+                "# TYPE musterd_buffer_bytes gauge\nmusterd_buffer_bytes %llu\n"
+                "# HELP musterd_buffer_refused_total Answers refused (429) because they would pass "
+                "the buffer budget.\n"
+                "# TYPE musterd_buffer_refused_total counter\nmusterd_buffer_refused_total %llu\n"
+                "# HELP musterd_buffer_evicted_total Anonymous connections closed to keep the "
+                "budget or to make room in a full connection table.\n"
+                "# TYPE musterd_buffer_evicted_total counter\nmusterd_buffer_evicted_total %llu\n",
                 (unsigned long long)srv->browser_requests, (unsigned long long)srv->origin_refused,
-                (unsigned long long)srv->scope_refused);
+                (unsigned long long)srv->scope_refused, (unsigned long long)srv->buffered,
+                (unsigned long long)srv->budget_refused, (unsigned long long)srv->budget_evicted);
   for (size_t i = 0; i < srv->nmodules; i++)
     if (srv->modules[i].metrics != NULL)
       srv->modules[i].metrics(srv, srv->modules[i].data, &b);

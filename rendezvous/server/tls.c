@@ -167,13 +167,13 @@ static BIO *mem_bio(void)
 }
 
 /* Is `b` empty with a buffer over BIO_KEEP bytes? A memory BIO keeps the largest buffer it ever
- * needed (a handshake's flight, a 16 KiB record): an idle connection gives it back. */
-#define BIO_KEEP 2048
+ * needed (a ClientHello, a handshake's flight, a 16 KiB record): an idle connection gives it
+ * back (the small buffer of an ordinary request is kept: it would be made again at once). */
+#define BIO_KEEP 512
 static int bio_slack(BIO *b)
 {
   BUF_MEM *m = NULL;
-  return BIO_ctrl_pending(b) == 0 && BIO_get_mem_ptr(b, &m) == 1 && m != NULL &&
-         m->max > BIO_KEEP;
+  return BIO_ctrl_pending(b) == 0 && BIO_get_mem_ptr(b, &m) == 1 && m != NULL && m->max > BIO_KEEP;
 }
 
 /* Replaces the empty BIOs that hold large buffers with new ones (the SSL frees the old). */

@@ -938,6 +938,139 @@ def case_cross_origin(url, pid, data_url):
     return ok
 
 
+# --------------------------------------------------------------------------------------------
+# Issue 24, finding 4: one global budget for buffered input and output, a share per client
+# (addresses grouped by prefix), authenticated clients ahead of anonymous ones, pre-auth memory
+# per connection below 16 KiB. Server H: --token-file (token-hhhh), --max-connections 400,
+# --max-connections-per-address 40, --max-buffer-bytes 32 MiB, --max-buffer-bytes-per-client 8 MiB.
+
+H_TOKEN = "token-hhhh"
+
+
+def partial(url, source, n):
+    """A connection from `source` that sent a partial header of n bytes."""
+    s = conn(url, source=source)
+    s.sendall(b"GET /v2/keys/x HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * n)
+    return s
+
+
+def case_budget_full(url, pid, data_url):
+    """The connection table filled with 15 KiB partial headers from eleven addresses: an
+    authenticated client from another address is still answered (main: 0 of 21)."""
+    socks = []
+    for i in range(440):  # 11 addresses x 40: past --max-connections 400
+        try:
+            socks.append(partial(url, "127.0.1.%d" % (10 + i % 11), 15000))
+        except OSError:
+            pass
+    time.sleep(0.3)
+    got = 0
+    for i in range(21):
+        try:
+            st, _, _ = v1(url, "GET", "/v1/runs", source="127.0.2.1", token=H_TOKEN, timeout=5)
+            got += st == 200
+        except (OSError, ValueError):
+            pass
+    for s in socks:
+        s.close()
+    return out(got >= 20, "with the connection table full of anonymous partial headers, an "
+               "authenticated client is answered %d of 21 times" % got, "%d of 21" % got)
+
+
+def case_budget_pipeline(url, pid, data_url):
+    """Unauthenticated connections from ten addresses pipeline requests and never read: each
+    holds less than 16 KiB (main: ~110 KB each, 1 GB for 9,900)."""
+    n = 100 if SANITIZED else 300
+    before = rss_kb(pid)
+    req = b"GET /v2/keys/a HTTP/1.1\r\nHost: x\r\n\r\n" * 3000
+    socks = []
+    for i in range(n):
+        s = conn(url, source="127.0.3.%d" % (10 + i % 10))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.setblocking(False)
+        try:
+            s.send(req)
+        except (BlockingIOError, OSError):
+            pass
+        socks.append(s)
+    time.sleep(1.0)
+    after = rss_kb(pid)
+    for s in socks:
+        s.close()
+    each = (after - before) / float(n)
+    if SANITIZED:
+        print("# %.1f KiB per connection (not asserted under ASan)" % each)
+        return True
+    return out(each < 16, "%d anonymous connections pipelining unread requests: %.1f KiB of RSS "
+               "each (bound 16)" % (n, each), "RSS %d -> %d kB" % (before, after))
+
+
+def case_budget_output(url, pid, data_url):
+    """Answers of 6 MiB (a 1 MiB value of '<', escaped) asked for on many connections that never
+    read: the unsent answers stay within --max-buffer-bytes (32 MiB), the excess is refused, and
+    another client is served meanwhile."""
+    hdr = {"Content-Type": "application/x-www-form-urlencoded",
+           "Authorization": "Bearer " + H_TOKEN}
+    st, _ = http(url, "PUT", "/v2/keys/big", b"value=" + b"<" * (1048576 - 100), hdr)
+    before = rss_kb(pid)
+    socks = []
+    for i in range(24):
+        s = conn(url, source="127.0.4.%d" % (10 + i % 4))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"GET /v2/keys/big HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n"
+                  % H_TOKEN.encode() * 4)
+        socks.append(s)
+    time.sleep(1.5)
+    after = rss_kb(pid)
+    held = metric(url, "musterd_buffer_bytes") or 0
+    st2, _, _ = v1(url, "GET", "/v1/runs", source="127.0.2.2", token=H_TOKEN, timeout=5)
+    for s in socks:
+        s.close()
+    ok = out(st == 201 and st2 == 200, "another client is served meanwhile", "%d %d" % (st, st2))
+    ok &= out(held <= 34 * 1048576, "musterd's buffers hold %.1f MiB (bound 32 MiB)" %
+              (held / 1048576.0), held)
+    if SANITIZED:
+        return ok
+    return out((after - before) / 1024.0 < 64, "24 readers that never read 6 MiB answers: RSS "
+               "grew %.0f MB (bound 64; main: 79 MB, and 8 MiB more per connection)"
+               % ((after - before) / 1024.0), "%d -> %d kB" % (before, after)) and ok
+
+
+def case_budget_tls(url, pid, data_url):
+    """Server I (TLS, a P-256 certificate): what a TLS connection costs before any credential.
+    A silent socket gets no TLS session until its first byte (main: OpenSSL's ~10 KiB at once);
+    one that finished its handshake and sent a partial header holds OpenSSL's session state
+    (about 14 KiB of it: the SSL object, the session, the AES-GCM contexts) and little else."""
+    import ssl
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    n = 100 if SANITIZED else 500
+    ok = True
+    for mode in ("silent", "partial"):
+        before = rss_kb(pid)
+        socks = []
+        for i in range(n):
+            s = conn(url, source="127.0.5.%d" % (10 + i % 20))
+            if mode == "partial":
+                s = ctx.wrap_socket(s)
+                s.sendall(b"GET /v2/keys/x HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+        time.sleep(0.5)
+        each = (rss_kb(pid) - before) / float(n)
+        for s in socks:
+            s.close()
+        bound = 4 if mode == "silent" else 20
+        if SANITIZED:
+            print("# TLS %s: %.1f KiB per connection (not asserted under ASan)" % (mode, each))
+            continue
+        ok &= out(each < bound, "%d TLS connections, %s: %.1f KiB of RSS each (bound %d)" %
+                  (n, "silent" if mode == "silent" else "handshake done, a partial header",
+                   each, bound), "%.1f" % each)
+        time.sleep(0.5)
+    return ok
+
+
 CASES = {
     "too_large": case_too_large,
     "deep_path": case_deep_path,
@@ -960,6 +1093,10 @@ CASES = {
     "log_forge": case_log_forge,
     "v1_memory": case_v1_memory,
     "cross_origin": case_cross_origin,
+    "budget_full": case_budget_full,
+    "budget_pipeline": case_budget_pipeline,
+    "budget_output": case_budget_output,
+    "budget_tls": case_budget_tls,
 }
 
 
