@@ -152,15 +152,28 @@ static void refuse(struct rv_conn *c, int status, const char *fmt, const char *w
            strlen(body));
 }
 
+/* Does the request carry a header a browser sends (Origin, Sec-Fetch-*)? One pass over the
+ * names, looking at their first letter first: every request of every client comes here. */
+static int from_browser(const struct rv_conn *c)
+{
+  for (unsigned i = 0; i < c->nhdr; i++) {
+    const char *f = c->head.data + c->hdr_off[i * 2];
+    if (((f[0] | 0x20) == 'o' && strcasecmp(f, "Origin") == 0) ||
+        ((f[0] | 0x20) == 's' && strncasecmp(f, "Sec-Fetch-", 10) == 0))
+      return 1;
+  }
+  return 0;
+}
+
 int rv_origin_check(struct rv_conn *c)
 {
   struct rv_req *req = &c->req;
   struct rv_server *srv = c->srv;
+  c->origin = NULL;
+  if (!from_browser(c))
+    return 0; /* not a browser: etcd's behaviour */
   const char *origin = rv_req_header(req, "Origin");
   const char *site = rv_req_header(req, "Sec-Fetch-Site");
-  c->origin = NULL;
-  if (origin == NULL && site == NULL && rv_req_header(req, "Sec-Fetch-Mode") == NULL)
-    return 0; /* not a browser: etcd's behaviour */
   srv->browser_requests++;
   const char *host = rv_req_header(req, "Host");
   char h[256];

@@ -648,8 +648,8 @@ static int scope_or_reply(struct rv_req *req)
 {
   const struct rv_api *api = req->route->api;
   struct rv_target t;
-  if (req->cred == NULL || api == NULL || api->target == NULL)
-    return 0;
+  if (req->cred == NULL || !req->cred->scoped || api == NULL || api->target == NULL)
+    return 0; /* a credential without runs= or keys= reaches everything (read-only: the gate) */
   memset(&t, 0, sizeof(t));
   if (!api->target(req, &t))
     return 0;
