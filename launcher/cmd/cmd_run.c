@@ -215,7 +215,7 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     double el = now_s() - t0;
     if (st.rdzv_endpoint != NULL && st.state == MU_STATE_RUNNING && el - last_rdzv >= 0.5) {
       last_rdzv = el;
-      mu_cli_rdzv_line(st.rdzv_endpoint, app_id, rdzv, sizeof(rdzv));
+      mu_cli_rdzv_line(&st, rdzv, sizeof(rdzv));
     }
     size_t sl = strlen(sum);
     snprintf(sum + sl, sizeof(sum) - sl, "%s", rdzv);
@@ -509,6 +509,8 @@ int cmd_run(int argc, char **argv)
     rc = MU_EXIT_USAGE;
     goto out;
   }
+  if (req.note != NULL)
+    fprintf(stderr, "muster: note: %s\n", req.note);
   if (dryrun) {
     print_dryrun(s->name, app, &req, json);
     goto out;

@@ -61,6 +61,7 @@ void mu_app_status_release(struct mu_app_status *st)
   }
   mu_free(st->replicas);
   mu_free(st->rdzv_endpoint);
+  mu_free(st->rdzv_token_file);
   mu_free(st->ui_url);
   mu_free(st->app_id);
   mu_free(st->msg);
@@ -121,6 +122,7 @@ void mu_dryrun_release(struct mu_dryrun *req)
     req->sched->dryrun_free(req);
   mu_free(req->text);
   mu_free(req->app_id);
+  mu_free(req->note);
   memset(req, 0, sizeof(*req));
 }
 

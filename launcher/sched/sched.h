@@ -28,6 +28,8 @@
 struct mu_dryrun {
   char *text;
   char *app_id; /* the id the scheduler will use */
+  char *note;   /* what the user should know even without --dryrun (cmd_run prints it to
+                 * stderr: "the job's musterd is open: ..."), or NULL */
   void *priv;   /* backend data; freed by the backend's dryrun_free */
   const struct mu_sched_ops *sched;
 };
@@ -49,6 +51,7 @@ struct mu_app_status {
   struct mu_replica_status *replicas;
   size_t nreplicas;
   char *rdzv_endpoint; /* HOST:PORT of the job's musterd when known, else NULL (local) */
+  char *rdzv_token_file; /* the file of the token it requires, when the job has one (local) */
   char *ui_url;        /* the job's musterd status page while it serves one, else NULL */
   /* The job's root cause: its earliest worker failure (failrec.h), kept only when the job
    * FAILED. root_cause is one line (rank, exit, exception), structured_error_msg the record's

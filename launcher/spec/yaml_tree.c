@@ -222,47 +222,112 @@ static cJSON *resolve_plain(const char *s)
   return cJSON_CreateString(s);
 }
 
-static cJSON *convert(yaml_document_t *doc, yaml_node_t *node, unsigned flags, int depth)
-{
-  cJSON *out = NULL, *child;
-  yaml_node_item_t *item;
-  yaml_node_pair_t *pair;
+/* What a document may expand to: aliases repeat a node wherever they point, so a few hundred
+ * bytes of nested aliases ("billion laughs") would otherwise become billions of nodes. Beyond
+ * the nodes and scalar bytes the document spells out once, its aliases may add this much. */
+#define YAML_ALIAS_NODES (64u << 10)
+#define YAML_ALIAS_BYTES (4u << 20)
 
-  if (node == NULL || depth > 64)
+struct budget {
+  size_t nodes; /* nodes the conversion may still create */
+  size_t bytes; /* scalar bytes it may still copy */
+};
+
+/* Takes one node of `bytes` scalar bytes out of the budget. Returns: 0, or -1 when spent. */
+static int budget_take(struct budget *b, size_t bytes)
+{
+  if (b->nodes == 0 || b->bytes < bytes)
+    return -1;
+  b->nodes--;
+  b->bytes -= bytes;
+  return 0;
+}
+
+/* The budget of a document: what it spells out (every node once), plus the alias allowance. */
+static struct budget budget_of(yaml_document_t *doc)
+{
+  struct budget b = {YAML_ALIAS_NODES, YAML_ALIAS_BYTES};
+  for (yaml_node_t *n = doc->nodes.start; n < doc->nodes.top; n++) {
+    b.nodes++;
+    if (n->type == YAML_SCALAR_NODE)
+      b.bytes += n->data.scalar.length;
+  }
+  return b;
+}
+
+/* convert()'s answer when it cannot: the budget was spent, or the tree is not JSON-shaped. */
+enum { CONVERT_SHAPE = 1, CONVERT_BUDGET };
+
+static cJSON *convert(yaml_document_t *doc, yaml_node_t *node, unsigned flags, int depth,
+                      struct budget *b, int *why);
+
+static cJSON *convert_sequence(yaml_document_t *doc, yaml_node_t *node, unsigned flags, int depth,
+                               struct budget *b, int *why)
+{
+  cJSON *out = cJSON_CreateArray();
+  for (yaml_node_item_t *item = node->data.sequence.items.start;
+       item < node->data.sequence.items.top; item++) {
+    cJSON *child = convert(doc, yaml_document_get_node(doc, *item), flags, depth + 1, b, why);
+    if (child == NULL) {
+      cJSON_Delete(out);
+      return NULL;
+    }
+    cJSON_AddItemToArray(out, child);
+  }
+  return out;
+}
+
+static cJSON *convert_mapping(yaml_document_t *doc, yaml_node_t *node, unsigned flags, int depth,
+                              struct budget *b, int *why)
+{
+  cJSON *out = cJSON_CreateObject();
+  for (yaml_node_pair_t *pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top;
+       pair++) {
+    yaml_node_t *k = yaml_document_get_node(doc, pair->key);
+    if (k == NULL || k->type != YAML_SCALAR_NODE) {
+      *why = CONVERT_SHAPE;
+      cJSON_Delete(out);
+      return NULL;
+    }
+    if (budget_take(b, k->data.scalar.length) != 0) {
+      *why = CONVERT_BUDGET;
+      cJSON_Delete(out);
+      return NULL;
+    }
+    cJSON *child = convert(doc, yaml_document_get_node(doc, pair->value), flags, depth + 1, b, why);
+    if (child == NULL) {
+      cJSON_Delete(out);
+      return NULL;
+    }
+    cJSON_AddItemToObject(out, (const char *)k->data.scalar.value, child);
+  }
+  return out;
+}
+
+/* The tree under node, every node (an alias's target each time it is named) taken out of b.
+ * Returns: the tree, or NULL with *why set. */
+static cJSON *convert(yaml_document_t *doc, yaml_node_t *node, unsigned flags, int depth,
+                      struct budget *b, int *why)
+{
+  if (node == NULL || depth > 64) {
+    *why = CONVERT_SHAPE;
     return NULL;
+  }
+  if (budget_take(b, node->type == YAML_SCALAR_NODE ? node->data.scalar.length : 0) != 0) {
+    *why = CONVERT_BUDGET;
+    return NULL;
+  }
   switch (node->type) {
   case YAML_SCALAR_NODE:
     if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && !(flags & MU_YAML_STRINGS))
       return resolve_plain((const char *)node->data.scalar.value);
     return cJSON_CreateString((const char *)node->data.scalar.value);
   case YAML_SEQUENCE_NODE:
-    out = cJSON_CreateArray();
-    for (item = node->data.sequence.items.start; item < node->data.sequence.items.top; item++) {
-      child = convert(doc, yaml_document_get_node(doc, *item), flags, depth + 1);
-      if (child == NULL) {
-        cJSON_Delete(out);
-        return NULL;
-      }
-      cJSON_AddItemToArray(out, child);
-    }
-    return out;
+    return convert_sequence(doc, node, flags, depth, b, why);
   case YAML_MAPPING_NODE:
-    out = cJSON_CreateObject();
-    for (pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
-      yaml_node_t *k = yaml_document_get_node(doc, pair->key);
-      if (k == NULL || k->type != YAML_SCALAR_NODE) {
-        cJSON_Delete(out);
-        return NULL;
-      }
-      child = convert(doc, yaml_document_get_node(doc, pair->value), flags, depth + 1);
-      if (child == NULL) {
-        cJSON_Delete(out);
-        return NULL;
-      }
-      cJSON_AddItemToObject(out, (const char *)k->data.scalar.value, child);
-    }
-    return out;
+    return convert_mapping(doc, node, flags, depth, b, why);
   default:
+    *why = CONVERT_SHAPE;
     return NULL;
   }
 }
@@ -272,7 +337,7 @@ int mu_yaml_read(const char *text, size_t len, unsigned flags, cJSON **out, size
 {
   yaml_parser_t parser;
   yaml_document_t doc;
-  int rc = 0;
+  int rc = 0, why = 0;
 
   *out = NULL;
   *line = 0;
@@ -291,9 +356,17 @@ int mu_yaml_read(const char *text, size_t len, unsigned flags, cJSON **out, size
   } else if ((flags & MU_YAML_MAPPING) && root->type != YAML_MAPPING_NODE) {
     rc = MU_ENOENT;
   } else {
-    *out = convert(&doc, root, flags, 0);
-    if (*out == NULL)
+    struct budget b = budget_of(&doc);
+    *out = convert(&doc, root, flags, 0, &b, &why);
+    if (*out == NULL && why == CONVERT_BUDGET) {
+      mu_buf_printf(err,
+                    "its aliases expand it past %u nodes or %u MiB beyond what it spells out "
+                    "(nested aliases, a 'billion laughs'?); write the repeated parts out",
+                    YAML_ALIAS_NODES, YAML_ALIAS_BYTES >> 20);
+      rc = MU_E2BIG;
+    } else if (*out == NULL) {
       rc = MU_EINVAL;
+    }
   }
   yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
@@ -311,7 +384,9 @@ int mu_yaml_parse(const char *text, size_t len, cJSON **out, struct mu_buf *err)
     mu_buf_puts(err, "YAML: empty document");
   else if (rc == MU_EINVAL)
     mu_buf_puts(err, "YAML: unsupported structure (non-scalar key or nesting over 64)");
-  if (rc == MU_ENOENT || rc == MU_EINVAL)
+  else if (rc == MU_E2BIG)
+    mu_buf_printf(err, "YAML: %s", mu_buf_str(&why));
+  if (rc == MU_ENOENT || rc == MU_EINVAL || rc == MU_E2BIG)
     rc = MU_EPARSE;
   mu_buf_release(&why);
   return rc;

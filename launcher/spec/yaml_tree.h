@@ -26,7 +26,10 @@ enum mu_yaml_flags {
  * where YAML 1.1 says so, unless MU_YAML_STRINGS; quoted scalars stay strings.
  * Returns: 0; MU_EPARSE for a syntax error, with its line in *line and libyaml's words in err;
  * MU_ENOENT for no document (or, with MU_YAML_MAPPING, one that is not a mapping); MU_EINVAL
- * for what a JSON tree cannot hold (a key that is not a scalar, nesting over 64).
+ * for what a JSON tree cannot hold (a key that is not a scalar, nesting over 64); MU_E2BIG,
+ * with the reason in err, when aliases would expand the document past 64 Ki nodes or 4 MiB of
+ * scalars beyond what it spells out (nested aliases: "billion laughs"), found before the
+ * memory is spent.
  * Ownership: *out is the caller's (cJSON_Delete). */
 int mu_yaml_read(const char *text, size_t len, unsigned flags, cJSON **out, size_t *line,
                  struct mu_buf *err);
