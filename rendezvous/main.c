@@ -200,9 +200,12 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
       MU_OPT_STRING(0, "tls-client-ca", &c->security.tls.client_ca_file, "FILE",
                     "require client certificates signed by this PEM CA bundle"),
       MU_OPT_STRING(0, "token-file", &c->security.token_file, "FILE",
-                    "require 'Authorization: Bearer TOKEN' (tokens one per line) on /v1 and /v2"),
+                    "require 'Authorization: Bearer TOKEN' on /v1 and /v2: one token a line, "
+                    "followed by its scopes if any (runs=GLOB keys=/PREFIX read-only "
+                    "quota-watchers=N quota-value-bytes=N)"),
       MU_OPT_STRING(0, "auth-users", &c->security.users_file, "FILE",
-                    "etcd v2 basic auth: USER:PASSWORD lines (also accepted on /v1)"),
+                    "etcd v2 basic auth: USER:PASSWORD lines (also accepted on /v1), followed by "
+                    "scopes as --token-file's"),
       MU_OPT_LIST(0, "auth-user", &c->auth_users, "USER:PASSFILE",
                   "one basic-auth user, password read from PASSFILE (repeatable)"),
       MU_OPT_UINT(0, "quota-keys", &q->max_keys, "N",

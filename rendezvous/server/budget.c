@@ -8,7 +8,7 @@
  *     --max-buffer-bytes-per-client, is refused (429, in its API's shape) instead of buffered;
  *   - a connection that has not authenticated (anonymous: no credential verified yet when
  *     credentials are required, no request answered yet when not) reads 4 KiB at a time and
- *     stops parsing once 4 KiB of its answers wait, so that it holds a few KiB before anyone
+ *     stops parsing once 2 KiB of its answers wait, so that it holds a few KiB before anyone
  *     knows who it is;
  *   - when the total passes the budget anyway (partial headers from thousands of connections)
  *     or the connection table is full, anonymous connections are closed, the oldest first and

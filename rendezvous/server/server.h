@@ -23,9 +23,10 @@
  * this: a client that pipelines without reading cannot make the server buffer its answers. */
 #define RV_OUT_PAUSE (64 * 1024)
 /* A connection that has not authenticated reads this much at a time and stops parsing once
- * this much of its answers wait (budget.c). */
-#define RV_ANON_READ 4096
-#define RV_ANON_OUT_PAUSE 4096
+ * this much of its answers wait (budget.c): what it stashes fits a 4 KiB buffer (a mu_buf
+ * holds len + 1 in a power of two), its answers another. */
+#define RV_ANON_READ 4000
+#define RV_ANON_OUT_PAUSE 2048
 /* Bodies in progress on all connections together: at most this many times max_body_bytes. */
 #define RV_BODY_TOTAL_FACTOR 64
 

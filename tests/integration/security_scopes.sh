@@ -153,7 +153,7 @@ agent_wait "$AGENT_PID" 30
 t_expect_eq "an agent whose token does not cover its run fails" \
   "$([ "$RC" != 0 ] && [ "$RC" != timeout ] && echo failed || echo "$RC")" failed
 t_expect_match "... naming the scope it lacks" "$(cat "$T_DIR/agent-outside.log")" \
-  "cannot join run 'team-b-9' at .*: forbidden: $IA lacks the scope runs=team-b-9"
+  "refused this agent: forbidden: $IA lacks the scope runs=team-b-9"
 t_expect_eq "... and ran no worker" "$(grep -c 'allreduce ok' "$T_DIR/agent-outside.log")" 0
 MUSTER_RDZV_TOKEN=$TA agent_start agent-inside --nnodes 1 --nproc-per-node 1 \
   --rdzv-endpoint "127.0.0.1:$MUSTERD_PORT" --rdzv-id team-a-9 --join-timeout 20 \
