@@ -300,6 +300,8 @@ static void status_json(const struct mu_app_status *st, const char *handle)
                           st->structured_error_msg ? st->structured_error_msg : "<NONE>");
   if (st->root_cause != NULL)
     cJSON_AddStringToObject(o, "root_cause", st->root_cause);
+  if (st->reason != NULL)
+    cJSON_AddStringToObject(o, "reason", st->reason);
   if (st->started_at > 0) {
     cJSON_AddNumberToObject(o, "started_at", st->started_at);
     cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
@@ -320,8 +322,14 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
     status_json(st, handle);
     return;
   }
-  printf("AppStatus:\n    State: %s\n    Num Restarts: %ld\n", mu_job_state_name(st->state),
-         st->num_restarts);
+  /* A job held up says so and why on the first line; a failed one its root cause. */
+  if (st->reason != NULL)
+    printf("AppStatus: cannot make progress: %s\n", st->reason);
+  else if (st->state == MU_STATE_FAILED && st->root_cause != NULL)
+    printf("AppStatus: failed: %s\n", st->root_cause);
+  else
+    printf("AppStatus:\n");
+  printf("    State: %s\n    Num Restarts: %ld\n", mu_job_state_name(st->state), st->num_restarts);
   if (st->started_at > 0) {
     char when[64];
     time_t t = (time_t)st->started_at;

@@ -551,6 +551,7 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
       v = mu_realloc(v, cap * sizeof(*v));
     }
     struct dated_entry *de = &v[nv++];
+    memset(&de->e, 0, sizeof(de->e));
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "started_at");
     de->started = cJSON_IsNumber(sa) ? sa->valuedouble : 0;
     de->e.app_id = mu_strdup(e->d_name);
@@ -663,9 +664,13 @@ static void seek_tail(int fd, long tail)
   lseek(fd, 0, SEEK_SET);
 }
 
-static int local_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                     int follow, long tail, int out, const struct mu_cfg *cfg, struct mu_buf *err)
+static int local_log(const char *app_id, const char *role, long replica,
+                     const struct mu_log_opts *o, int out, const struct mu_cfg *cfg,
+                     struct mu_buf *err)
 {
+  enum mu_log_stream s = o->stream;
+  int follow = o->follow;
+  long tail = o->tail;
   static const char *const files[] = {"combined.log", "stdout.log", "stderr.log"};
   struct mu_app_status st;
   memset(&st, 0, sizeof(st));

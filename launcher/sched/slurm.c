@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "muster/errno.h"
 #include "muster/mu.h"
 
@@ -198,6 +200,19 @@ static int plan_token(const struct mu_app *app, const struct mu_cfg *cfg, struct
   return 0;
 }
 
+/* The app's JSON (job.h) on one line. Ownership: appends to out. */
+static void app_json_line(const struct mu_app *app, struct mu_buf *out)
+{
+  struct mu_buf js = MU_BUF_INIT(SIZE_MAX);
+  mu_app_to_json(app, &js);
+  cJSON *tree = cJSON_Parse(mu_buf_str(&js));
+  char *line = cJSON_PrintUnformatted(tree);
+  mu_buf_puts(out, line ? line : "{}");
+  cJSON_free(line);
+  cJSON_Delete(tree);
+  mu_buf_release(&js);
+}
+
 static int slurm_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
                         struct mu_buf *err)
 {
@@ -226,6 +241,12 @@ static int slurm_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
     mu_buf_release(&script);
     return rc;
   }
+  /* The app as submitted, on one comment line, for `muster describe` (scontrol gives the
+   * script back); JSON escapes every control character, so it stays one line. */
+  mu_buf_puts(&script, "\n# The job spec as submitted ('muster describe' reads it back):\n");
+  mu_buf_puts(&script, MU_SLURM_APP_LINE);
+  app_json_line(app, &script);
+  mu_buf_putc(&script, '\n');
   p->script = mu_strdup(mu_buf_str(&script));
   p->job_dir = jd ? mu_strdup(jd) : NULL;
   out->text = mu_buf_detach(&script);
@@ -426,6 +447,28 @@ out:
 }
 
 static char *recorded(const char *app_id, const char *what);
+/* The app as submitted, from the batch script slurmctld keeps while it knows the job. */
+static int slurm_app_spec(const char *app_id, const struct mu_cfg *cfg, struct mu_app **out,
+                          struct mu_buf *err)
+{
+  struct mu_strvec av = MU_STRVEC_INIT;
+  struct mu_buf script = MU_BUF_INIT(SLURM_OUT_MAX);
+  int rc;
+  (void)cfg;
+  mu_strvec_push(&av, "scontrol");
+  mu_strvec_push(&av, "write");
+  mu_strvec_push(&av, "batch_script");
+  mu_strvec_push(&av, app_id);
+  mu_strvec_push(&av, "-");
+  rc = slurm_run(&av, &script, err);
+  if (rc != 0)
+    mu_buf_puts(err, "\n(slurmctld keeps a job's batch script until MinJobAge after it ends)");
+  else
+    rc = mu_slurm_parse_app(mu_buf_str(&script), app_id, out, err);
+  mu_strvec_release(&av);
+  mu_buf_release(&script);
+  return rc;
+}
 
 static int slurm_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_buf *err)
 {
@@ -545,18 +588,20 @@ static off_t tail_offset(int fd, long tail)
   return 0;
 }
 
-static int slurm_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                     int follow, long tail, int out_fd, const struct mu_cfg *cfg,
+static int slurm_log(const char *app_id, const char *role, long replica,
+                     const struct mu_log_opts *o, int out_fd, const struct mu_cfg *cfg,
                      struct mu_buf *err)
 {
+  enum mu_log_stream s = o->stream;
+  int follow = o->follow;
+  long tail = o->tail;
   char *dir = NULL, *paths[2] = {NULL, NULL};
   int fds[2] = {-1, -1}, rc = 0, i, nf = 0;
   off_t offs[2] = {0, 0};
 
   /* Every replica (of the role): each one's files, lines prefixed role/replica. */
   if (role == NULL || replica < 0)
-    return mu_sched_log_fanout(&mu_sched_slurm, app_id, role, replica, s, follow, tail, out_fd, cfg,
-                               err);
+    return mu_sched_log_fanout(&mu_sched_slurm, app_id, role, replica, o, out_fd, cfg, err);
   dir = job_dir_of(app_id);
 
   if (s == MU_STREAM_COMBINED || s == MU_STREAM_STDOUT)
@@ -629,4 +674,5 @@ const struct mu_sched_ops mu_sched_slurm = {
     .cancel_existing = slurm_cancel,
     .log_open = slurm_log,
     .dryrun_free = slurm_dryrun_free,
+    .app_spec = slurm_app_spec,
 };

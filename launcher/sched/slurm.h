@@ -87,4 +87,15 @@ int mu_slurm_parse_squeue_json(const char *json, const char *app_id, struct mu_a
  * (mu_app_list_free). */
 void mu_slurm_parse_list(const char *text, struct mu_app_list_entry **out, size_t *n);
 
+/* The line of a batch script that carries the app as submitted (its JSON, job.h, on one line):
+ * slurm.c appends it to every script it submits; `muster describe` reads it back from the
+ * cluster with `scontrol write batch_script ID -`. */
+#define MU_SLURM_APP_LINE "# muster-app: "
+
+/* The app in a batch script's MU_SLURM_APP_LINE, with ${app_id} replaced by app_id.
+ * Returns: 0; MU_ENOENT when the script has no such line (not muster's, or an older muster's),
+ * MU_EPARSE, with the reason in err. Ownership: *out is the caller's (mu_app_free). */
+int mu_slurm_parse_app(const char *script, const char *app_id, struct mu_app **out,
+                       struct mu_buf *err);
+
 #endif

@@ -478,7 +478,7 @@ char *mu_macros_apply(const struct mu_macros *m, const char *s)
  * JSON
  */
 
-static const char *const mount_types[] = {"bind", "volume", "device", "shm"};
+static const char *const mount_types[] = {"bind", "volume", "device", "shm", "secret", "configmap"};
 static const char *const retry_names[] = {"APPLICATION", "REPLICA", "ROLE"};
 
 static cJSON *kv_to_json(const struct mu_kvlist *l)
@@ -614,7 +614,7 @@ int mu_app_from_json(const char *json, struct mu_app **out)
     {
       struct mu_mount m = {0};
       s = mu_json_get_str(d, "type");
-      for (size_t k = 0; s && k < 4; k++)
+      for (size_t k = 0; s && k < sizeof(mount_types) / sizeof(mount_types[0]); k++)
         if (strcmp(s, mount_types[k]) == 0)
           m.type = (enum mu_mount_type)k;
       s = mu_json_get_str(d, m.type == MU_MOUNT_VOLUME ? "src" : "src_path");
@@ -655,8 +655,9 @@ static int mount_finish(struct mu_role *role, size_t first, struct mu_buf *err)
   for (size_t i = first; i < role->nmounts; i++) {
     struct mu_mount *m = &role->mounts[i];
     if (m->type != MU_MOUNT_SHM && m->src == NULL) {
-      mu_buf_printf(err, "--mounts: mount %zu (type=%s) needs src=PATH", i - first + 1,
-                    mount_types[m->type]);
+      mu_buf_printf(err, "--mounts: mount %zu (type=%s) needs src=%s", i - first + 1,
+                    mount_types[m->type],
+                    m->type == MU_MOUNT_SECRET || m->type == MU_MOUNT_CONFIGMAP ? "NAME" : "PATH");
       return MU_EINVAL;
     }
     if (m->dst == NULL) {
@@ -670,6 +671,8 @@ static int mount_finish(struct mu_role *role, size_t first, struct mu_buf *err)
     }
     if (m->type == MU_MOUNT_DEVICE && m->perm == NULL)
       m->perm = mu_strdup("rwm");
+    if (m->type == MU_MOUNT_SECRET || m->type == MU_MOUNT_CONFIGMAP)
+      m->read_only = 1; /* Kubernetes mounts both read-only */
   }
   return 0;
 }
@@ -696,8 +699,14 @@ int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct m
         t = MU_MOUNT_DEVICE;
       else if (val && strcmp(val, "shm") == 0)
         t = MU_MOUNT_SHM;
+      else if (val && strcmp(val, "secret") == 0)
+        t = MU_MOUNT_SECRET;
+      else if (val && strcmp(val, "configmap") == 0)
+        t = MU_MOUNT_CONFIGMAP;
       else {
-        mu_buf_printf(err, "--mounts: unknown mount type '%s'; use bind, volume, device or shm",
+        mu_buf_printf(err,
+                      "--mounts: unknown mount type '%s'; use bind, volume, device, shm, secret or "
+                      "configmap",
                       val ? val : "");
         return MU_EINVAL;
       }
@@ -709,11 +718,12 @@ int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct m
                     it);
       return MU_EINVAL;
     }
-    if (KEY_IS("src") || KEY_IS("source")) {
+    int named = cur->type == MU_MOUNT_SECRET || cur->type == MU_MOUNT_CONFIGMAP;
+    if (KEY_IS("src") || KEY_IS("source") || (named && KEY_IS("name"))) {
       if (val == NULL)
         goto noval;
       mu_free(cur->src);
-      if (val[0] == '~' && (val[1] == '/' || val[1] == '\0') && getenv("HOME") != NULL)
+      if (!named && val[0] == '~' && (val[1] == '/' || val[1] == '\0') && getenv("HOME") != NULL)
         cur->src = mu_asprintf("%s%s", getenv("HOME"), val + 1);
       else
         cur->src = mu_strdup(val);

@@ -75,15 +75,18 @@ struct mu_resource {
 };
 
 enum mu_mount_type {
-  MU_MOUNT_BIND = 0, /* host path -> container path */
-  MU_MOUNT_VOLUME,   /* named volume / PVC -> container path */
-  MU_MOUNT_DEVICE,   /* host device -> container device, with permissions */
-  MU_MOUNT_SHM,      /* shared memory (/dev/shm) of size_mb */
+  MU_MOUNT_BIND = 0,  /* host path -> container path */
+  MU_MOUNT_VOLUME,    /* named volume / PVC -> container path */
+  MU_MOUNT_DEVICE,    /* host device -> container device, with permissions */
+  MU_MOUNT_SHM,       /* shared memory (/dev/shm) of size_mb */
+  MU_MOUNT_SECRET,    /* Kubernetes Secret src -> files under dst, read-only */
+  MU_MOUNT_CONFIGMAP, /* Kubernetes ConfigMap src -> files under dst, read-only */
 };
 
 struct mu_mount {
   enum mu_mount_type type;
-  char *src; /* host path, volume/claim name, device path; NULL for shm */
+  char *src; /* host path, volume/claim name, device path, Secret or ConfigMap name; NULL for
+              * shm */
   char *dst; /* path in the container */
   int read_only;
   char *perm;   /* device permissions, subset of "rwm" */
@@ -215,7 +218,8 @@ const char *mu_named_resource_at(size_t i);
 int mu_instance_check(const struct mu_app *app, struct mu_buf *err);
 
 /* Parses TorchX's --mounts list form: items as split on ',' ("type=bind", "src=/a", "dst=/b",
- * "readonly", "type=volume", ...). Aliases source/destination/target/read_only as TorchX.
+ * "readonly", "type=volume", ...). Aliases source/destination/target/read_only as TorchX; for
+ * type=secret and type=configmap (Kubernetes), name= is src (TorchX #611's spelling).
  * Returns: 0, or MU_EINVAL with a message in err. Ownership: the mounts are appended to
  * role->mounts (owned by the role). */
 int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct mu_buf *err);

@@ -825,8 +825,9 @@ static char *c10_read_log(const cJSON *in, enum mu_log_stream s)
   struct mu_cfg cfg = {MU_KVLIST_INIT};
   struct mu_buf err = MU_BUF_INIT(4096), got = MU_BUF_INIT(1 << 20);
   ASSERT(fd >= 0);
+  struct mu_log_opts o = {.stream = s, .tail = -1};
   if (mu_sched_slurm.log_open(golden_str(in, "app_id"), golden_str(in, "role"),
-                              golden_at(in, "k", (const char *)NULL)->valueint, s, 0, -1, fd, &cfg,
+                              golden_at(in, "k", (const char *)NULL)->valueint, &o, fd, &cfg,
                               &err) != 0)
     MU__FAIL("log: %s", mu_buf_str(&err));
   close(fd);
@@ -1202,4 +1203,29 @@ TEST(slurm__render_hostile_values)
   mu_strvec_release(&opts);
   mu_cfg_release(&cfg);
   mu_app_free(app);
+}
+
+/* describe: the app as submitted, from the comment line slurm.c appends to the batch script
+ * (scontrol write batch_script gives the script back), ${app_id} filled with the job id. */
+TEST(slurm__describe_reads_the_app_line)
+{
+  const char *script = "#!/bin/bash\n#SBATCH --job-name=a-0\nsrun echo 1\n\n"
+                       "# The job spec as submitted ('muster describe' reads it back):\n"
+                       "# muster-app: {\"name\":\"foo\",\"roles\":[{\"name\":\"a\",\"image\":\"\","
+                       "\"entrypoint\":\"echo\",\"args\":[\"hello ${app_id}\",\"$$x\"],"
+                       "\"env\":{\"A\":\"b\\nc\"},\"num_replicas\":2}]}\n";
+  struct mu_app *app = NULL;
+  struct mu_buf err = MU_BUF_INIT(1024);
+  ASSERT_EQ(mu_slurm_parse_app(script, "41", &app, &err), 0);
+  ASSERT_STR_EQ(app->name, "foo");
+  ASSERT_EQ(app->nroles, 1);
+  ASSERT_EQ(app->roles[0].num_replicas, 2);
+  ASSERT_STR_EQ(app->roles[0].args.v[0], "hello 41");
+  ASSERT_STR_EQ(app->roles[0].args.v[1], "$$x");
+  ASSERT_STR_EQ(mu_kvlist_get(&app->roles[0].env, "A"), "b\nc");
+  mu_app_free(app);
+  app = NULL;
+  ASSERT_EQ(mu_slurm_parse_app("#!/bin/bash\nsrun echo\n", "41", &app, &err), MU_ENOENT);
+  ASSERT(strstr(mu_buf_str(&err), "carries no job spec") != NULL);
+  mu_buf_release(&err);
 }

@@ -64,3 +64,6 @@ if [ $exitcode -ne 0 ]; then
     fi
     exit $exitcode
 fi
+
+# The job spec as submitted ('muster describe' reads it back):
+# muster-app: {"name":"foo","roles":[{"name":"a","image":"/some/path","entrypoint":"echo","args":["${replica_id}","hello ${app_id}"],"env":{"MUSTER_JOB_ID":"slurm://muster/${app_id}"},"num_replicas":2,"min_replicas":null,"max_retries":3,"retry_policy":"APPLICATION","resource":{"cpu":-1,"gpu":-1,"memMB":-1,"capabilities":{},"devices":{}},"port_map":{},"mounts":[],"metadata":{}},{"name":"b","image":"/some/path","entrypoint":"muster","args":["agent","--rdzv-endpoint","${rdzv_endpoint}","--","sh","-c","echo rank0 is $$SLURM_JOB_NODELIST_HET_GROUP_0"],"env":{"MODE":"b ${replica_id}","MUSTER_JOB_ID":"slurm://muster/${app_id}"},"num_replicas":1,"min_replicas":null,"max_retries":2,"retry_policy":"APPLICATION","resource":{"cpu":2,"gpu":1,"memMB":2048,"capabilities":{},"devices":{}},"port_map":{},"mounts":[],"metadata":{}}],"metadata":{}}
