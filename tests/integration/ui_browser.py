@@ -199,7 +199,9 @@ def main():
                            f"{run}.querySelectorAll('tr.member').length === 2", 60)
         check("the page shows the run, round 1 active, with both members", ok,
               str(page.eval("document.body.innerText")))
-        check("the page is live (long poll)", page.eval("document.querySelector('#live').textContent") == "live")
+        live = "document.querySelector('#live').textContent"
+        check("the page is live (long poll)", page.wait_for(f"{live} === 'live'", 20),
+              str(page.eval(live)))
         check("each member's lease is shown",
               page.eval(f"[...{run}.querySelectorAll('tr.member td:last-child')].every("
                         "td => /live|seen|joining/.test(td.textContent))"))
