@@ -511,29 +511,27 @@ static int k8s_app_spec(const char *app_id, const struct mu_cfg *cfg, struct mu_
   return rc;
 }
 
-/* Why each listed job that has not ended is held up, from one read of every muster pod of the
- * namespace (the events, read for one job's status when needed, are not read here). */
+/* Why each listed job that has not ended is held up, in the words `muster status` uses: one
+ * read of every muster pod of the namespace and, when a waiting pod's own status says nothing,
+ * one read of the namespace's Warning events (get_events), whatever the number of jobs. A
+ * cluster that cannot list them leaves the reasons out. */
 static void list_reasons(const struct k8s_job *j, const struct mu_cfg *cfg,
                          struct mu_app_list_entry *l, size_t n)
 {
   static const char *const args[] = {"get", "pods", "-l", "app.kubernetes.io/managed-by=muster",
                                      "-o",  "json", NULL};
-  struct mu_buf pods = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
+  struct mu_buf pods = MU_BUF_INIT(K8S_OUT_MAX), events = MU_BUF_INIT(K8S_OUT_MAX);
+  struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
   size_t live = 0;
+  int want_events = 0;
   for (size_t i = 0; i < n; i++)
     live += !mu_job_state_is_terminal(l[i].state);
-  if (live > 0 && kubectl_call(j, cfg, args, NULL, &pods, &ignore) == 0)
-    for (size_t i = 0; i < n; i++) {
-      struct mu_app_status st = {.app_id = l[i].app_id, .state = l[i].state};
-      char *failed = NULL;
-      int want_events = 0;
-      if (mu_job_state_is_terminal(l[i].state) ||
-          mu_k8s_apply_pods(mu_buf_str(&pods), NULL, 0, &st, &failed, &want_events, &ignore) != 0)
-        continue;
-      l[i].reason = st.reason;
-      mu_free(failed);
-    }
+  if (live > 0 && kubectl_call(j, cfg, args, NULL, &pods, &ignore) == 0 &&
+      mu_k8s_list_reasons(mu_buf_str(&pods), NULL, l, n, &want_events, &ignore) == 0 &&
+      want_events && get_events(j, cfg, &events, &ignore) == 0)
+    mu_k8s_list_reasons(mu_buf_str(&pods), mu_buf_str(&events), l, n, &want_events, &ignore);
   mu_buf_release(&pods);
+  mu_buf_release(&events);
   mu_buf_release(&ignore);
 }
 

@@ -2113,3 +2113,62 @@ TEST(k8s__rdzv_tls_torchrun_and_names)
   mu_cfg_release(&cfg);
   mu_buf_release(&err);
 }
+
+/* ------------------------------------------------------------------------------ list */
+
+/* `muster list`'s reasons, in the words `muster status` gives: one read of the namespace's pods
+ * for every job, its events only when a waiting pod's own status says nothing, and then each
+ * job's from them (the newest Warning event about its pod). */
+TEST(k8s__list_reasons_read_events_once)
+{
+  static const char pods[] =
+      "{\"items\":["
+      "{\"metadata\":{\"name\":\"a-t-0-0\"},\"status\":{\"phase\":\"Pending\","
+      "\"containerStatuses\":[{\"name\":\"t-0\",\"state\":{\"waiting\":{\"reason\":"
+      "\"ContainerCreating\"}}}]}},"
+      "{\"metadata\":{\"name\":\"b-t-0-0\"},\"status\":{\"phase\":\"Pending\","
+      "\"containerStatuses\":[{\"name\":\"t-0\",\"state\":{\"waiting\":{\"reason\":"
+      "\"ImagePullBackOff\",\"message\":\"Back-off pulling image \\\"x:1\\\"\"}}}]}},"
+      "{\"metadata\":{\"name\":\"c-t-0-0\"},\"status\":{\"phase\":\"Pending\"}}]}";
+  static const char events[] =
+      "{\"items\":["
+      "{\"involvedObject\":{\"kind\":\"Pod\",\"name\":\"a-t-0-0\"},\"type\":\"Warning\","
+      "\"reason\":\"FailedScheduling\",\"message\":\"old\",\"lastTimestamp\":\"2026-01-01T00:00:"
+      "01Z\"},"
+      "{\"involvedObject\":{\"kind\":\"Pod\",\"name\":\"a-t-0-0\"},\"type\":\"Warning\","
+      "\"reason\":\"FailedMount\",\"message\":\"secret \\\"s\\\" not found\",\"lastTimestamp\":"
+      "\"2026-01-01T00:00:09Z\"},"
+      "{\"involvedObject\":{\"kind\":\"Pod\",\"name\":\"c-t-0-0\"},\"type\":\"Warning\","
+      "\"reason\":\"FailedMount\",\"message\":\"x\"}]}";
+  struct mu_app_list_entry *l = mu_calloc(3, sizeof(*l));
+  struct mu_buf err = MU_BUF_INIT(1024);
+  int want = 0;
+  l[0].app_id = mu_strdup("default:a");
+  l[0].state = MU_STATE_PENDING;
+  l[1].app_id = mu_strdup("default:b");
+  l[1].state = MU_STATE_PENDING;
+  l[2].app_id = mu_strdup("default:c");
+  l[2].state = MU_STATE_FAILED; /* ended: no reason */
+  ASSERT_EQ(mu_k8s_list_reasons(pods, NULL, l, 3, &want, &err), 0);
+  ASSERT_EQ(want, 1); /* a's pod says nothing of itself */
+  ASSERT_NULL(l[0].reason);
+  ASSERT_STR_EQ(l[1].reason, "t/0: ImagePullBackOff: Back-off pulling image \"x:1\"");
+  ASSERT_EQ(mu_k8s_list_reasons(pods, events, l, 3, &want, &err), 0);
+  ASSERT_EQ(want, 0);
+  ASSERT_STR_EQ(l[0].reason, "t/0: FailedMount: secret \"s\" not found");
+  ASSERT_STR_EQ(l[1].reason, "t/0: ImagePullBackOff: Back-off pulling image \"x:1\"");
+  ASSERT_NULL(l[2].reason);
+  /* the same words as the job's status */
+  {
+    struct mu_app_status st = {.app_id = l[0].app_id, .state = MU_STATE_PENDING};
+    char *failed = NULL;
+    ASSERT_EQ(mu_k8s_apply_pods(pods, events, 0, &st, &failed, &want, &err), 0);
+    ASSERT_STR_EQ(st.reason, l[0].reason);
+    mu_free(st.reason);
+    mu_free(failed);
+  }
+  ASSERT_EQ(mu_k8s_list_reasons("not json", NULL, l, 3, &want, &err), MU_EPARSE);
+  ASSERT(strstr(mu_buf_str(&err), "kubectl get pods: output is not a JSON list") != NULL);
+  mu_app_list_free(l, 3);
+  mu_buf_release(&err);
+}
