@@ -180,14 +180,16 @@ curl -s -o /dev/null -w '%{http_code}' --cacert "$P/ca.crt" --cert "$P/client.cr
   --key "$P/client.key" "https://e2e-musterd.ml.svc:$PORT/v1/runs" >"$T_DIR/stranger.code"
 kill \$mpid
 wait \$mpid
-echo "agents \$rc0 \$rc1"
+echo "agents \$rc0 \$rc1, musterd \$?"
 EOF
 out=$(unshare -m --propagation private bash "$T_DIR/pods-run.sh" 2>&1)
-t_expect_eq "both agents completed the job over https with client certificates" "$out" "agents 0 0"
+t_expect_eq "both agents completed the job over https with client certificates; musterd stopped" \
+  "$out" "agents 0 0, musterd 0"
+t_expect_eq "no sanitizer report" "$(cat "$T_DIR"/agent*.log "$T_DIR/musterd.log" | grep -c 'Sanitizer')" 0
 t_expect_eq "the workers ran, told the Service's https endpoint" \
   "$(cat "$T_DIR"/agent*.log | grep -o 'worker rank .*' | sort)" \
   "worker rank 0 of 2, rendezvous https://e2e-musterd.ml.svc:$PORT
 worker rank 1 of 2, rendezvous https://e2e-musterd.ml.svc:$PORT"
 t_expect_eq "a client with the certificate but not the token: 401" "$(cat "$T_DIR/stranger.code")" 401
-[ "$out" = "agents 0 0" ] || { tail -5 "$T_DIR"/agent*.log "$T_DIR/musterd.log"; }
+[ "$out" = "agents 0 0, musterd 0" ] || tail -5 "$T_DIR"/agent*.log "$T_DIR/musterd.log"
 t_done
