@@ -615,6 +615,13 @@ static int ctx_tls(struct mu_k8s_ctx *x, struct mu_buf *err)
     return MU_EINVAL;
   if (tls_servable(x, err) != 0)
     return MU_EINVAL;
+  if (ns != NULL && !mu_k8s_name_ok(ns)) { /* it names the Service the agents reach */
+    mu_buf_puts(err, "-cfg namespace='");
+    mu_put_shown(err, ns);
+    mu_buf_puts(err, "' is not a Kubernetes namespace name (lowercase letters, digits and '-', "
+                     "at most 63)");
+    return MU_EINVAL;
+  }
   x->tls_secret = tls;
   x->tls_client = cl;
   x->rdzv_service = mu_asprintf("%s-musterd", x->job);

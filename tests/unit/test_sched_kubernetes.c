@@ -2053,6 +2053,7 @@ TEST(k8s__rdzv_tls_refusals)
       {"rdzv_tls", "t", NULL, NULL, "a-very-long-job-name-that-fills-almost-all-of-the-63-chars",
        "leaves no room for its musterd's Service"},
       {"rdzv_token_secret", "Bad_Name", NULL, NULL, "ddp-42", "rdzv_token_secret='Bad_Name'"},
+      {"rdzv_tls", "t", "namespace", "ML team", "ddp-42", "namespace='ML team' is not a"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     int plain = strcmp(cases[i].job, "plain") == 0; /* a job that uses no rendezvous */
