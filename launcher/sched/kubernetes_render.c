@@ -491,15 +491,19 @@ static int ctx_rdzv(struct mu_k8s_ctx *x, struct mu_buf *err)
   return 0;
 }
 
-/* The first role that reaches the rendezvous (mentions ${rdzv_endpoint}) without `muster
- * agent`, which sends the job's token and checks its musterd's certificate (torchrun's etcd and
- * c10d clients do neither), or -1 when every one is an agent. */
-static long rdzv_user_not_agent(const struct mu_app *app)
+/* The first role that reaches the job's musterd without `muster agent`, which sends the job's
+ * token and checks its musterd's certificate (torchrun's etcd and c10d clients do neither), or
+ * -1 when every one is an agent: a role that mentions ${rdzv_endpoint} (the musterd's HTTP
+ * APIs, which the token guards) or, with c10d_too, ${c10d_endpoint} (its TCPStore listener,
+ * which has neither credentials nor TLS). */
+static long rdzv_user_not_agent(const struct mu_app *app, int c10d_too)
 {
   for (size_t i = 0; i < app->nroles; i++) {
     const struct mu_role *r = &app->roles[i];
     struct mu_app one = {.name = app->name, .roles = (struct mu_role *)r, .nroles = 1};
-    if (mu_app_mentions(&one, "${rdzv_endpoint}") && !runs_agent(r))
+    int reaches = mu_app_mentions(&one, "${rdzv_endpoint}") ||
+                  (c10d_too && mu_app_mentions(&one, "${c10d_endpoint}"));
+    if (reaches && !runs_agent(r))
       return (long)i;
   }
   return -1;
@@ -536,7 +540,7 @@ static int ctx_token(struct mu_k8s_ctx *x, struct mu_buf *err)
     return MU_EINVAL;
   if (user != NULL) {
     x->token_secret = mu_strdup(user);
-  } else if (x->own_rdzv && rdzv_user_not_agent(x->app) < 0) {
+  } else if (x->own_rdzv && rdzv_user_not_agent(x->app, 0) < 0) {
     x->token_secret = mu_asprintf("%s-rdzv-token", x->job);
     x->token_is_ours = 1;
   }
@@ -553,7 +557,7 @@ static int ctx_token(struct mu_k8s_ctx *x, struct mu_buf *err)
  * Returns: 0, or MU_EINVAL with the reason and the fix in err. */
 static int tls_servable(const struct mu_k8s_ctx *x, struct mu_buf *err)
 {
-  long ri = rdzv_user_not_agent(x->app);
+  long ri = rdzv_user_not_agent(x->app, 1);
   if (!x->own_rdzv && x->rdzv != NULL) {
     mu_buf_printf(err,
                   "-cfg rdzv_tls: the job's own musterd serves TLS, and this job uses rdzv=%s "

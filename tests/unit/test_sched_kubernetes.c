@@ -2097,6 +2097,15 @@ TEST(k8s__rdzv_tls_torchrun_and_names)
                                   "without `muster agent`") != NULL);
   ASSERT(strstr(mu_buf_str(&err), "--launcher muster") != NULL);
   cJSON_Delete(job);
+  job = NULL;
+  /* torchrun's c10d backend: PyTorch's TCPStore protocol has no TLS either */
+  mu_buf_clear(&err);
+  mu_free(app->roles[0].args.v[1]);
+  app->roles[0].args.v[1] = mu_strdup("--rdzv_endpoint=${c10d_endpoint}");
+  mu_kvlist_set(&cfg.values, "rdzv", "job");
+  ASSERT_EQ(mu_k8s_render(app, &cfg, "ddp-42", &job, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "roles[0] (trainer) reaches the job's musterd without") != NULL);
+  cJSON_Delete(job);
   ASSERT_EQ(mu_k8s_subdomain_ok("rdzv-tls"), 1);
   ASSERT_EQ(mu_k8s_subdomain_ok("tls.team-a.example"), 1);
   ASSERT_EQ(mu_k8s_subdomain_ok("a"), 1);
