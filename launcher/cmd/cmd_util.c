@@ -26,11 +26,23 @@ const struct mu_sched_ops *mu_cli_sched(const char *name)
   for (size_t i = 0; mu_sched_at(i) != NULL; i++)
     mu_suggest_add(&sg, mu_sched_at(i)->name);
   const char *best = mu_suggest_best(&sg);
+  struct mu_buf names = MU_BUF_INIT(SIZE_MAX);
+  mu_sched_names(&names, ", ", " or ", 0);
   if (best != NULL)
     mu_error("unknown scheduler '%s'; did you mean '%s'?", name, best);
   else
-    mu_error("unknown scheduler '%s'; use local, kubernetes or slurm", name);
+    mu_error("unknown scheduler '%s'; use %s", name, mu_buf_str(&names));
+  mu_buf_release(&names);
   return NULL;
+}
+
+const char *mu_cli_sched_help(char *buf, size_t n)
+{
+  struct mu_buf names = MU_BUF_INIT(SIZE_MAX);
+  mu_sched_names(&names, ", ", ", ", 1);
+  snprintf(buf, n, "the scheduler: %s", mu_buf_str(&names));
+  mu_buf_release(&names);
+  return buf;
 }
 
 int mu_cli_handle(const char *arg, const struct mu_sched_ops **s, char **app_id, char **rest)

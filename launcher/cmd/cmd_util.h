@@ -16,6 +16,10 @@ int mu_cli_handle(const char *arg, const struct mu_sched_ops **s, char **app_id,
  * Returns: the backend, or NULL. */
 const struct mu_sched_ops *mu_cli_sched(const char *name);
 
+/* The help text of a -s option, the schedulers from the table: "the scheduler: local (default),
+ * kubernetes, slurm". Returns: buf. */
+const char *mu_cli_sched_help(char *buf, size_t n);
+
 /* Loads the config files and resolves the scheduler's cfg with the -cfg string (may be NULL).
  * file may be NULL (then it is loaded and released here). Returns: 0, or 2 after printing. */
 int mu_cli_cfg(const struct mu_sched_ops *s, const char *cfgstr, const struct mu_config *file,

@@ -694,6 +694,7 @@ static int k8s_log(const char *app_id, const char *role, long replica, const str
 const struct mu_sched_ops mu_sched_kubernetes = {
     .name = "kubernetes",
     .help = "Volcano Jobs or JobSets on Kubernetes through kubectl (-cfg api=volcano|jobset)",
+    .caps = MU_SCHED_IMAGES,
     .rdzv_macro = "JOB-musterd-0.JOB:29400 (a JobSet's JOB-musterd-0-0.JOB; -cfg rdzv_port; with "
                   "-cfg rdzv_tls https://JOB-musterd.NAMESPACE.svc:29400), the job's own "
                   "musterd task, or the -cfg rdzv=HOST:PORT given: the manifest has the value",

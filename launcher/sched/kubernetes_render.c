@@ -26,6 +26,7 @@
 #include "config.h"
 #include "kubernetes_impl.h"
 #include "opts.h"
+#include "random.h"
 
 #define K8S_TASK_MAX 20
 #define K8S_NAME_MAX 63
@@ -123,8 +124,7 @@ static int rdzv_in_job(const struct mu_app *app, const struct mu_cfg *cfg)
 int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **out,
                     struct mu_buf *err)
 {
-  static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  const char *pin = getenv("MUSTER_APP_ID"), *sfx = getenv("MUSTER_APP_ID_SUFFIX");
+  const char *pin = getenv("MUSTER_APP_ID");
   size_t maxtask = strlen("musterd"), i, budget, ntasks;
   enum mu_k8s_api api;
   char suffix[13], digits[24], *base;
@@ -141,27 +141,9 @@ int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **o
     *out = mu_strdup(pin);
     return 0;
   }
-  if (sfx != NULL && *sfx != '\0') {
-    char *n = mu_k8s_normalize(sfx);
-    cut(n, 12);
-    snprintf(suffix, sizeof suffix, "%s", *n ? n : "0");
-    mu_free(n);
-  } else {
-    unsigned char rnd[12] = {0};
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || read(fd, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
-      unsigned long x = (unsigned long)getpid() * 2654435761UL;
-      for (i = 0; i < sizeof rnd; i++) {
-        x = x * 6364136223846793005UL + 1;
-        rnd[i] = (unsigned char)(x >> 33);
-      }
-    }
-    if (fd >= 0)
-      close(fd);
-    suffix[0] = alnum[rnd[0] % 26];
-    for (i = 1; i < 12; i++)
-      suffix[i] = alnum[rnd[i] % 36];
-    suffix[12] = '\0';
+  if (mu_app_id_suffix(suffix) != 0) {
+    mu_buf_puts(err, "cannot draw a random app id: the kernel gave no random bytes");
+    return MU_EIO;
   }
   for (i = 0; i < app->nroles; i++) {
     char *t = mu_k8s_task_name(app->roles[i].name, app->roles[i].num_replicas - 1);

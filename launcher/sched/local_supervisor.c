@@ -25,6 +25,7 @@
 
 #include "alloc.h"
 #include "child.h"
+#include "failrec.h"
 #include "fsutil.h"
 #include "musterd/embed.h"
 #include "local.h"
@@ -54,6 +55,8 @@ struct replica {
   long pid;
   int exit_code; /* -1 until exited; 128+sig for signals */
   int started;
+  int has_record;     /* its agent wrote a failure record (failrec.h): a worker of its own failed */
+  long long rec_time; /* that record's time (Unix ms; 0 unknown) */
 };
 
 struct sup {
@@ -68,10 +71,66 @@ struct sup {
   int cancelled;
   int stopping; /* SIGTERM sent to the replicas */
   int failed_fast;
+  struct replica *culprit; /* set with failed_fast: the replica whose failure stopped the others */
   char msg[512];
   double started_at; /* seconds since the epoch, with fractions (orders `list`) */
   enum mu_job_state state;
 };
+
+/* ---------------------------------------------------------------------------------------------
+ * Who failed: a replica's own failure is its agent's failure record; exit order is a race
+ */
+
+/* Reads the failure record of every replica that has none yet (an agent writes it before it
+ * shuts the run down, so the replica whose worker failed has it before the others can end). */
+static void read_records(struct sup *s)
+{
+  for (size_t i = 0; i < s->p->nreplicas; i++) {
+    struct replica *r = &s->reps[i];
+    const char *path = mu_kvlist_get(&r->plan->env, "TORCHELASTIC_ERROR_FILE");
+    struct mu_buf text = MU_BUF_INIT(1u << 20);
+    struct mu_failrec rec;
+    if (!r->has_record && path != NULL && mu_read_file(path, 1u << 20, &text) == 0 &&
+        mu_failrec_parse(text.data, text.len, &rec) == 0) {
+      r->has_record = 1;
+      r->rec_time = rec.time_ms;
+      mu_failrec_release(&rec);
+    }
+    mu_buf_release(&text);
+  }
+}
+
+/* The replica whose failure comes first: the earliest failure record, else (no agent wrote
+ * one: a plain program) the first replica that ended badly. Returns: it, or NULL. */
+static struct replica *first_failure(struct sup *s)
+{
+  struct replica *best = NULL, *ended = NULL;
+  read_records(s);
+  for (size_t i = 0; i < s->p->nreplicas; i++) {
+    struct replica *r = &s->reps[i];
+    struct mu_failrec a = {.time_ms = r->rec_time}, b = {.time_ms = best ? best->rec_time : 0};
+    if (r->has_record && (best == NULL || mu_failrec_earlier(&a, &b)))
+      best = r;
+    if (ended == NULL && r->phase == R_DONE && r->open_handles == 0 && r->exit_code != 0)
+      ended = r;
+  }
+  return best != NULL ? best : ended;
+}
+
+/* A replica that ended: SUCCEEDED, FAILED, or CANCELLED (stopped by a cancel, or by the fail-fast
+ * for another replica's failure: it has no failure of its own). */
+static enum mu_job_state ended_state(const struct sup *s, const struct replica *r)
+{
+  if (r->exit_code == 0)
+    return MU_STATE_SUCCEEDED;
+  if (s->cancelled)
+    return MU_STATE_CANCELLED;
+  if (!s->failed_fast || r == s->culprit || r->has_record)
+    return MU_STATE_FAILED;
+  if (s->culprit != NULL && s->culprit->has_record)
+    return MU_STATE_CANCELLED; /* its run was shut down by the culprit's agent */
+  return r->exit_code >= 128 ? MU_STATE_CANCELLED : MU_STATE_FAILED;
+}
 
 static void write_state(struct sup *s)
 {
@@ -99,10 +158,7 @@ static void write_state(struct sup *s)
     if (r->phase == R_RUNNING)
       st = MU_STATE_RUNNING;
     else if (r->phase == R_DONE)
-      st = r->exit_code == 0
-               ? MU_STATE_SUCCEEDED
-               : (s->cancelled || (s->failed_fast && r->exit_code >= 128) ? MU_STATE_CANCELLED
-                                                                          : MU_STATE_FAILED);
+      st = ended_state(s, r);
     cJSON_AddStringToObject(jr, "state", mu_job_state_name(st));
     cJSON_AddNumberToObject(jr, "exit_code", (double)r->exit_code);
     cJSON_AddStringToObject(jr, "log_dir", r->plan->dir);
@@ -170,14 +226,13 @@ static void check_done(struct sup *s)
   }
   if (failed > 0 && s->p->fail_fast && !s->stopping && done < s->p->nreplicas) {
     s->failed_fast = 1;
-    for (size_t i = 0; i < s->p->nreplicas; i++) {
-      struct replica *r = &s->reps[i];
-      if (r->phase == R_DONE && r->exit_code != 0) {
-        snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d; stopping the others",
-                 r->plan->role, r->plan->id, r->exit_code);
-        break;
-      }
-    }
+    struct replica *r = s->culprit = first_failure(s);
+    if (r->exit_code >= 0)
+      snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d; stopping the others", r->plan->role,
+               r->plan->id, r->exit_code);
+    else
+      snprintf(s->msg, sizeof(s->msg), "%s/%ld failed; stopping the others", r->plan->role,
+               r->plan->id);
     stop_all(s);
   }
   if (done < s->p->nreplicas) {
@@ -191,15 +246,12 @@ static void check_done(struct sup *s)
   else
     s->state = MU_STATE_SUCCEEDED;
   if (s->state == MU_STATE_FAILED && !s->failed_fast) {
-    for (size_t i = 0; i < s->p->nreplicas; i++) {
-      struct replica *r = &s->reps[i];
-      if (r->exit_code != 0) {
-        snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d", r->plan->role, r->plan->id,
-                 r->exit_code);
-        break;
-      }
-    }
+    struct replica *r = first_failure(s);
+    snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d", r->plan->role, r->plan->id,
+             r->exit_code);
   }
+  if (s->failed_fast)
+    read_records(s); /* a replica that failed on its own after the first is FAILED too */
   write_state(s);
   close_loop_handles(s);
 }

@@ -9,29 +9,41 @@
 #include "failrec.h"
 #include "sched.h"
 
-/* The first entry is the default backend. */
-static const struct mu_sched_ops *const backends[] = {
-    &mu_sched_local,
-    &mu_sched_kubernetes,
-    &mu_sched_slurm,
+/* The one scheduler table: every name users see (usage, messages, completion, docs) comes from
+ * here. The first entry is the default backend. */
+static const struct {
+  const struct mu_sched_ops *ops;
+  const char *alias; /* a short name users type, or NULL */
+} backends[] = {
+    {&mu_sched_local, NULL},
+    {&mu_sched_kubernetes, "k8s"},
+    {&mu_sched_slurm, NULL},
 };
+#define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 
 const struct mu_sched_ops *mu_sched_find(const char *name)
 {
   if (name == NULL)
-    return backends[0];
-  for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-    if (backends[i]->name != NULL && strcmp(backends[i]->name, name) == 0)
-      return backends[i];
-  /* Short aliases users type. */
-  if (strcmp(name, "k8s") == 0)
-    return &mu_sched_kubernetes;
+    return backends[0].ops;
+  for (size_t i = 0; i < NBACKENDS; i++)
+    if (strcmp(backends[i].ops->name, name) == 0 ||
+        (backends[i].alias != NULL && strcmp(backends[i].alias, name) == 0))
+      return backends[i].ops;
   return NULL;
 }
 
 const struct mu_sched_ops *mu_sched_at(size_t i)
 {
-  return i < sizeof(backends) / sizeof(backends[0]) ? backends[i] : NULL;
+  return i < NBACKENDS ? backends[i].ops : NULL;
+}
+
+void mu_sched_names(struct mu_buf *out, const char *sep, const char *last, int mark_default)
+{
+  for (size_t i = 0; i < NBACKENDS; i++) {
+    if (i > 0)
+      mu_buf_puts(out, i + 1 == NBACKENDS ? last : sep);
+    mu_buf_printf(out, "%s%s", backends[i].ops->name, i == 0 && mark_default ? " (default)" : "");
+  }
 }
 
 int mu_handle_parse(const char *handle, char **sched, char **session, char **app_id)
@@ -82,8 +94,8 @@ static void add_record(struct mu_app_status *st, size_t replica, const struct mu
   }
   if (r->restarts > st->num_restarts)
     st->num_restarts = r->restarts;
-  if (st->root_cause == NULL ||
-      (r->time_ms != 0 && (st->root_cause_ms == 0 || r->time_ms < st->root_cause_ms))) {
+  struct mu_failrec cur = {.time_ms = st->root_cause_ms}; /* the root cause so far: its time */
+  if (st->root_cause == NULL || mu_failrec_earlier(r, &cur)) {
     mu_free(st->root_cause);
     mu_free(st->structured_error_msg);
     st->root_cause = mu_strdup(mu_buf_str(&line));

@@ -155,12 +155,18 @@ def start_browser(out_dir):
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(out_dir, "chromium.log"), "w"),
         start_new_session=True)
     try:
+        # chromium creates the file, then writes the port into it: wait for the port itself
         port_file = os.path.join(profile, "DevToolsActivePort")
         deadline = time.monotonic() + 60
-        while not os.path.exists(port_file) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        with open(port_file) as f:
-            port = int(f.readline())
+        port = None
+        while port is None and time.monotonic() < deadline:
+            try:
+                with open(port_file) as f:
+                    port = int(f.readline())
+            except (OSError, ValueError):
+                time.sleep(0.1)
+        if port is None:
+            raise RuntimeError("chromium wrote no DevTools port within 60 s (see chromium.log)")
         targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
         page = Page(next(t for t in targets if t["type"] == "page")["webSocketDebuggerUrl"])
         page.call("Page.enable")
@@ -193,7 +199,9 @@ def main():
                            f"{run}.querySelectorAll('tr.member').length === 2", 60)
         check("the page shows the run, round 1 active, with both members", ok,
               str(page.eval("document.body.innerText")))
-        check("the page is live (long poll)", page.eval("document.querySelector('#live').textContent") == "live")
+        live = "document.querySelector('#live').textContent"
+        check("the page is live (long poll)", page.wait_for(f"{live} === 'live'", 20),
+              str(page.eval(live)))
         check("each member's lease is shown",
               page.eval(f"[...{run}.querySelectorAll('tr.member td:last-child')].every("
                         "td => /live|seen|joining/.test(td.textContent))"))

@@ -14,6 +14,7 @@
 #include "opts.h"
 #include "strvec.h"
 #include "suggest.h"
+#include "random.h"
 #include "task.h"
 
 TEST(buf__append_and_cap)
@@ -165,6 +166,33 @@ TEST(http__endpoint_parse)
     ASSERT_EQ(mu_http_endpoint_parse(bad[i], strlen(bad[i]), host, sizeof(host), &port, &https),
               MU_EINVAL);
   ASSERT_EQ(mu_http_endpoint_parse("averylonghostname:1", 19, host, 8, &port, &https), MU_EINVAL);
+}
+
+/* The random part of every app id (local and Kubernetes): a letter, then 11 of [a-z0-9], never
+ * twice the same; a pinned one keeps its letters and digits, lowercased, at most 12. */
+TEST(random__app_id_suffix)
+{
+  char a[13], b[13];
+  unsetenv("MUSTER_APP_ID_SUFFIX");
+  ASSERT_EQ(mu_app_id_suffix(a), 0);
+  ASSERT_EQ(mu_app_id_suffix(b), 0);
+  ASSERT_EQ(strlen(a), 12);
+  ASSERT(a[0] >= 'a' && a[0] <= 'z');
+  ASSERT_EQ(strspn(a, "abcdefghijklmnopqrstuvwxyz0123456789"), 12);
+  ASSERT(strcmp(a, b) != 0);
+  setenv("MUSTER_APP_ID_SUFFIX", "Ab-9_x", 1);
+  ASSERT_EQ(mu_app_id_suffix(a), 0);
+  ASSERT_STR_EQ(a, "ab9x");
+  setenv("MUSTER_APP_ID_SUFFIX", "0123456789abcdefgh", 1);
+  ASSERT_EQ(mu_app_id_suffix(a), 0);
+  ASSERT_STR_EQ(a, "0123456789ab");
+  setenv("MUSTER_APP_ID_SUFFIX", "--", 1);
+  ASSERT_EQ(mu_app_id_suffix(a), 0);
+  ASSERT_STR_EQ(a, "0");
+  setenv("MUSTER_APP_ID_SUFFIX", "", 1); /* empty: not pinned */
+  ASSERT_EQ(mu_app_id_suffix(a), 0);
+  ASSERT_EQ(strlen(a), 12);
+  unsetenv("MUSTER_APP_ID_SUFFIX");
 }
 
 TEST(log__escape_one_line)
