@@ -115,24 +115,35 @@ int64_t persist_reach(const struct persist *p)
   return p->reserved_to > p->written_to ? p->reserved_to : p->written_to;
 }
 
-/* Grows the segment's reserve when little is left. Returns: 0, or -errno when it could not
- * (musterd is then read-only until it can). */
+/* The segment has its reserve: writes are taken again (when they were refused for want of it). */
+static void space_back(struct persist *p)
+{
+  if (p->nospace == 0)
+    return;
+  mu_log(MU_LOG_WARN, "data dir '%s': space is back after %.1f s; accepting writes", p->dir,
+         (double)(uv_now(p->loop) - p->ro_since) / 1000.0);
+  p->nospace = 0;
+}
+
+/* Grows the segment's reserve when little is left. A segment that has enough already (a new
+ * one, which a compaction opened with its reserve once space was back) ends the refusal too:
+ * nothing else would. Returns: 0, or -errno when it could not (musterd is then read-only until
+ * it can). */
 static int reserve_more(struct persist *p)
 {
-  if (p->no_reserve || p->reserved_to - p->seg_bytes >= RESERVE_LOW)
+  if (p->no_reserve || p->reserved_to - p->seg_bytes >= RESERVE_LOW) {
+    space_back(p);
     return 0;
+  }
   int rc = persist_reserve(p->fd, p->seg_bytes, PERSIST_RESERVE_CHUNK);
   if (rc == -EOPNOTSUPP) {
     p->no_reserve = 1;
+    space_back(p);
     return 0;
   }
   if (rc == 0) {
     p->reserved_to = p->seg_bytes + PERSIST_RESERVE_CHUNK;
-    if (p->nospace) {
-      mu_log(MU_LOG_WARN, "data dir '%s': space is back after %.1f s; accepting writes", p->dir,
-             (double)(uv_now(p->loop) - p->ro_since) / 1000.0);
-      p->nospace = 0;
-    }
+    space_back(p);
     return 0;
   }
   if (!p->nospace)

@@ -1,12 +1,16 @@
 /* faultshim: an LD_PRELOAD library for the disk-error tests (tests/integration/durability_*.sh):
- * write(), pwrite(), writev(), fsync() and fdatasync() on files under one directory fail with
- * ENOSPC or EIO, on command, while the process runs. Built with the tests, never installed.
+ * write(), pwrite(), writev(), fsync(), fdatasync() and fallocate() on files under one directory
+ * fail with ENOSPC or EIO, on command, while the process runs. Built with the tests, never
+ * installed.
  *
  *   MU_FAULT_DIR  the directory whose files fail (the path of the fd, as /proc/self/fd shows
  *                 it, starts with it); other fds (sockets, logs) are never touched
  *   MU_FAULT_CTL  a control file, read again at most every 10 ms: missing or empty = no fault;
- *                 else "OPS ERRNO", OPS a comma list of write, pwrite, writev, fsync, fdatasync
- *                 or "all", ERRNO "ENOSPC" or "EIO" (e.g. "fdatasync EIO")
+ *                 else "OPS ERRNO", OPS a comma list of write, pwrite, writev, fsync, fdatasync,
+ *                 grow or "all", ERRNO "ENOSPC" or "EIO" (e.g. "fdatasync EIO"). grow is a
+ *                 fallocate() that reserves space past the start of a file (offset > 0, no
+ *                 FALLOC_FL_PUNCH_HOLE): a log segment's reserve growing; a new file's first
+ *                 reserve (offset 0) works, as on a disk that has room again just then
  *
  * A faulted call does nothing and returns -1 with errno set, as a full or failing disk does.
  * It works in the threads and the children of the process too (the control file is shared).
@@ -29,6 +33,7 @@ enum fault_op {
   OP_WRITEV = 1 << 2,
   OP_FSYNC = 1 << 3,
   OP_FDATASYNC = 1 << 4,
+  OP_GROW = 1 << 5,
 };
 
 /* The state read from the control file: which ops fail, with which errno. Threads may read it
@@ -53,7 +58,8 @@ static int parse_ops(const char *s)
                {"writev", OP_WRITEV},
                {"fsync", OP_FSYNC},
                {"fdatasync", OP_FDATASYNC},
-               {"all", OP_WRITE | OP_PWRITE | OP_WRITEV | OP_FSYNC | OP_FDATASYNC}};
+               {"grow", OP_GROW},
+               {"all", OP_WRITE | OP_PWRITE | OP_WRITEV | OP_FSYNC | OP_FDATASYNC | OP_GROW}};
   int ops = 0;
   while (*s != '\0' && *s != ' ') {
     size_t n = strcspn(s, ", ");
@@ -125,6 +131,7 @@ typedef ssize_t (*write_fn)(int, const void *, size_t);
 typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
 typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
 typedef int (*sync_fn)(int);
+typedef int (*fallocate_fn)(int, int, off_t, off_t);
 
 ssize_t write(int fd, const void *buf, size_t n)
 {
@@ -172,4 +179,12 @@ int fdatasync(int fd)
   if (faulted(fd, OP_FDATASYNC))
     return -1;
   return real(fd);
+}
+
+int fallocate(int fd, int mode, off_t off, off_t len)
+{
+  REAL(fallocate_fn, "fallocate");
+  if (off > 0 && !(mode & FALLOC_FL_PUNCH_HOLE) && faulted(fd, OP_GROW))
+    return -1;
+  return real(fd, mode, off, len);
 }

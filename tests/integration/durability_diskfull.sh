@@ -11,6 +11,9 @@
 #      (never answered) until the fault ends; reads of other keys are answered meanwhile, at
 #      the last durable index, and reads that would reveal it wait for it
 #   3. a full disk that holds deleted data: musterd compacts its way out of read-only mode
+#   4. a write held by ENOSPC, made durable by the snapshot that compacts the log
+#   5. a log whose reserve cannot grow: the segment a compaction opens with its reserve ends
+#      the refusal
 . "$(dirname "$0")/../lib.sh"
 
 t_need_built "$MUSTERD" "$MU_FAULTSHIM"
@@ -348,6 +351,35 @@ t_until 5 read_only && t_ok "... and musterd is read-only" || t_fail "... writes
 t_until 5 writable held/after ok && t_ok "... writable once the fault ends" ||
   t_fail "... still read-only after the fault ended"
 check_acked "ENOSPC, compacted" "$data"
+
+# --- 5. space back when a compaction opens the next segment ---------------------------------
+# The log's reserve cannot grow (fallocate() past a segment's start fails with ENOSPC: "grow" in
+# the shim) while a new segment's first reserve works: the disk had room again just when the
+# compaction opened the next segment. That segment has its reserve: musterd takes writes again
+# by itself. Main stayed read-only for good, even once the fault ended: only a failed reserve
+# re-armed the retry, and the new segment's reserve skipped the check that ends the refusal
+# (case 1 met it under load: the compaction's retry came before the reserve's).
+: >"$CTL"
+data=$T_DIR/d/grow
+MUSTERD=$FAULTY t_start_musterd --data-dir "$data" --snapshot-every 0 || t_done
+echo "grow ENOSPC" >"$CTL"
+sleep 0.05 # the shim reads its control file every 10 ms
+codes=""
+for i in $(seq 1 60); do # the reserve grows after 4 MiB of log (20 of these)
+  c=$(put_big "grow/big$i")
+  codes="$codes $c"
+  [ "$c" = 500 ] && break
+done
+t_expect_match "reserve cannot grow: writes are taken, then refused" "$codes" "^( 20[01])+ 500$"
+t_until 10 writable grow/after ok &&
+  t_ok "... writable again once a compaction opened a segment with its reserve" ||
+  t_fail "... still read-only 10 s after the compaction (snapshots: $(fetch_metrics;
+    metric musterd_snapshots_total))"
+t_expect_match "... logged" "$(cat "$T_DIR/musterd.log")" "space is back after"
+: >"$CTL"
+fetch_metrics
+t_expect_eq "... gauge back to 0" "$(metric musterd_disk_read_only)" 0
+check_acked "reserve that cannot grow, compacted" "$data"
 
 [ "$T_FAILS" = 0 ] || [ "${T_KEEP:-0}" = 1 ] || explain
 t_done
