@@ -7,11 +7,18 @@
 
 int mu_child_spawn(uv_loop_t *loop, struct mu_child *c, const struct mu_child_opts *o)
 {
+  return mu_child_spawn_flags(loop, c, o, 0);
+}
+
+int mu_child_spawn_flags(uv_loop_t *loop, struct mu_child *c, const struct mu_child_opts *o,
+                         int flags)
+{
   uv_pipe_init(loop, &c->out, 0);
   uv_pipe_init(loop, &c->err, 0);
   c->proc.data = c->out.data = c->err.data = o->data;
   uv_stdio_container_t stdio[3];
-  stdio[0].flags = UV_IGNORE;
+  stdio[0].flags = (flags & MU_CHILD_STDIN) ? UV_INHERIT_FD : UV_IGNORE;
+  stdio[0].data.fd = 0;
   stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
   stdio[1].data.stream = (uv_stream_t *)&c->out;
   stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
@@ -22,7 +29,8 @@ int mu_child_spawn(uv_loop_t *loop, struct mu_child *c, const struct mu_child_op
   po.file = o->file;
   po.args = o->args;
   po.env = o->env;
-  po.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
+  /* setsid: its own session and process group, unless it is to share ours */
+  po.flags = (flags & MU_CHILD_SAME_GROUP) ? 0 : UV_PROCESS_DETACHED;
   po.stdio_count = 3;
   po.stdio = stdio;
   int rc = uv_spawn(loop, &c->proc, &po);

@@ -23,6 +23,12 @@ struct mu_child {
   uv_pipe_t err; /* the child's stderr */
 };
 
+enum mu_child_flags {
+  MU_CHILD_SAME_GROUP = 1 << 0, /* stays in our session and process group (not setsid), so that
+                                 * a signal to our group (a terminal's, Slurm's) reaches it */
+  MU_CHILD_STDIN = 1 << 1,      /* inherits our stdin instead of /dev/null */
+};
+
 struct mu_child_opts {
   const char *file; /* a name is looked up on the PATH of env */
   char **args;      /* NULL-terminated, args[0] included */
@@ -34,12 +40,15 @@ struct mu_child_opts {
   void *data; /* the .data of the process and of both pipes */
 };
 
-/* Starts the child with stdin on /dev/null and starts reading both pipes.
+/* Starts the child with stdin on /dev/null, in its own session, and starts reading both pipes
+ * (mu_child_spawn_flags: as `flags`, enum mu_child_flags, say).
  * Returns: 0; or the negative libuv error of uv_spawn, after which the process handle and the
  * two pipes are closing and o->on_close fires once for each of the three (never on_exit).
  * Ownership: c is the caller's and must stay put until the three handles are closed; o and
  * what it points to are borrowed for the call only. */
 int mu_child_spawn(uv_loop_t *loop, struct mu_child *c, const struct mu_child_opts *o);
+int mu_child_spawn_flags(uv_loop_t *loop, struct mu_child *c, const struct mu_child_opts *o,
+                         int flags);
 
 /* ---------------------------------------------------------------------------------------------
  * A program run to its end (the cluster tools: kubectl, sbatch, squeue, buildah...)
