@@ -35,6 +35,7 @@ static const struct cmd commands[] = {
     {"agent", cmd_agent, "per-node agent: join the rendezvous and run the workers"},
     {"deploy", cmd_deploy, "print manifests for a cluster-wide musterd"},
     {"rdzv", cmd_rdzv, "show the runs, rounds and members of a musterd"},
+    {"tee", cmd_tee, "run a command, copying its stdout and stderr into one log in order"},
 };
 
 static void usage(FILE *out)

@@ -31,5 +31,6 @@ int cmd_runopts(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_deploy(int argc, char **argv);
 int cmd_rdzv(int argc, char **argv);
+int cmd_tee(int argc, char **argv);
 
 #endif

@@ -41,6 +41,19 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
                     const struct mu_slurm_env *env, struct mu_buf *script, struct mu_strvec *opts,
                     struct mu_buf *err);
 
+/* `muster tee FILE -- COMMAND`, which the script runs around each srun group's command
+ * (slurm_tee.c): runs argv (argv[0] looked up on PATH) with its stdin ours and its stdout and
+ * stderr on pipes, in our process group; passes each byte on to our stdout and stderr as it
+ * comes (srun's --output and --error files); and writes to log_fd every line of both, whole,
+ * in the order they come (a line longer than 64 KiB in pieces, a last line without a newline
+ * ended with one). SIGINT, SIGTERM and SIGHUP reach the command through the process group; the
+ * tee waits for its end and for its pipes (2 s at most after its exit).
+ * Returns: 0 with *code its exit status (128 + the signal that ended it, *sig that signal,
+ * else 0) and *log_err the first failed write to log_fd (-errno, else 0); or the negative
+ * libuv error of uv_spawn (UV_ENOENT, UV_EACCES...) when the command cannot start.
+ * Ownership: borrows argv; log_fd stays the caller's. */
+int mu_slurm_tee(int log_fd, char **argv, int *code, int *sig, int *log_err);
+
 /* Quoting, one function per syntax the script holds besides a shell word (mu_shell_quote):
  *
  * mu_slurm_quote_directive() appends v as the value of an option on an #SBATCH line, as
