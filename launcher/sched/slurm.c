@@ -588,6 +588,37 @@ static off_t tail_offset(int fd, long tail)
   return 0;
 }
 
+/* The files `muster log` reads for one replica: for stdout or stderr srun's .out or .err; for
+ * both, the combined log (slurm-ID-ROLE-N.log: every line of both in the order they came, which
+ * `muster tee` writes in the script's srun), or, for a job submitted by a muster before it (a
+ * .out or .err and no .log), the .out then the .err. Returns: how many paths it set (1 or 2);
+ * each is the caller's to free. */
+static int log_paths(const char *dir, const char *app_id, const char *role, long replica,
+                     enum mu_log_stream s, char *paths[2])
+{
+  const char *ext[3] = {"log", "out", "err"};
+  char *p[3];
+  struct stat st;
+  for (int i = 0; i < 3; i++)
+    p[i] = mu_asprintf("%s/slurm-%s-%s-%ld.%s", dir, app_id, role, replica, ext[i]);
+  int nf = 0, old = stat(p[0], &st) != 0 && (stat(p[1], &st) == 0 || stat(p[2], &st) == 0);
+  if (s == MU_STREAM_COMBINED && !old) {
+    paths[nf++] = p[0];
+    p[0] = NULL;
+  }
+  if (s == MU_STREAM_STDOUT || (s == MU_STREAM_COMBINED && old)) {
+    paths[nf++] = p[1];
+    p[1] = NULL;
+  }
+  if (s == MU_STREAM_STDERR || (s == MU_STREAM_COMBINED && old)) {
+    paths[nf++] = p[2];
+    p[2] = NULL;
+  }
+  for (int i = 0; i < 3; i++)
+    mu_free(p[i]);
+  return nf;
+}
+
 static int slurm_log(const char *app_id, const char *role, long replica,
                      const struct mu_log_opts *o, int out_fd, const struct mu_cfg *cfg,
                      struct mu_buf *err)
@@ -603,11 +634,7 @@ static int slurm_log(const char *app_id, const char *role, long replica,
   if (role == NULL || replica < 0)
     return mu_sched_log_fanout(&mu_sched_slurm, app_id, role, replica, o, out_fd, cfg, err);
   dir = job_dir_of(app_id);
-
-  if (s == MU_STREAM_COMBINED || s == MU_STREAM_STDOUT)
-    paths[nf++] = mu_asprintf("%s/slurm-%s-%s-%ld.out", dir, app_id, role, replica);
-  if (s == MU_STREAM_COMBINED || s == MU_STREAM_STDERR)
-    paths[nf++] = mu_asprintf("%s/slurm-%s-%s-%ld.err", dir, app_id, role, replica);
+  nf = log_paths(dir, app_id, role, replica, s, paths);
   for (i = 0; i < nf; i++) {
     fds[i] = open(paths[i], O_RDONLY | O_CLOEXEC);
     if (fds[i] < 0 && !follow) {

@@ -146,6 +146,7 @@ struct render {
   const char *muster_bin; /* the program a role with entrypoint "muster" runs */
   struct mu_buf *script;  /* the #SBATCH lines, the set-up, then the srun */
   struct mu_buf srun;     /* the srun command, one group per replica */
+  struct mu_buf groups;   /* the groups' names, each a shell word after a space */
   struct mu_buf *err;
 };
 
@@ -299,6 +300,16 @@ static int srun_group(struct render *r, size_t ri, long k, const char *name, int
   mu_buf_puts(&r->srun, " --wait=60 --kill-on-bad-exit=1");
   if (rc == 0 && role->env.n > 0)
     rc = export_word(r, ri, &m);
+  /* muster tee: both streams also in one file, in the order they come (muster log reads it) */
+  mu_buf_putc(&r->srun, ' ');
+  rc = rc ? rc : mu_shell_quote(r->muster_bin ? r->muster_bin : "muster", &r->srun);
+  s = mu_asprintf("slurm-" VAR_APP_ID "-%s.log", name);
+  mu_buf_puts(&r->srun, " tee ");
+  rc = rc ? rc : shell_word(s, &r->srun);
+  mu_free(s);
+  mu_buf_puts(&r->srun, " --");
+  mu_buf_putc(&r->groups, ' ');
+  rc = rc ? rc : mu_shell_quote(name, &r->groups);
   if (role->entrypoint && strcmp(role->entrypoint, "muster") == 0 && r->muster_bin)
     s = mu_strdup(r->muster_bin);
   else
@@ -460,6 +471,11 @@ static int body(struct render *r)
     tls_env(r);
   if (r->own_rdzv)
     own_musterd(r);
+  mu_buf_puts(r->script, "\n# Each replica's stdout and stderr in one log too, in the order "
+                         "written (muster tee,\n# in srun below): made here, before srun makes "
+                         "the .out and .err files.\nfor group in");
+  mu_buf_puts(r->script, mu_buf_str(&r->groups));
+  mu_buf_puts(r->script, "; do : >slurm-\"$SLURM_JOB_ID\"-\"$group\".log; done\n");
   mu_buf_puts(r->script, "\nset +e\n");
   mu_buf_puts(r->script, mu_buf_str(&r->srun));
   mu_buf_puts(r->script, "\nexitcode=$?\nset -e\n\necho \"job exited with code $exitcode\"\n"
@@ -481,6 +497,7 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
   struct render r = {.app = app, .cfg = cfg, .env = env, .script = script, .err = err};
   r.muster_bin = mu_cfg_get(cfg, "muster") ? mu_cfg_get(cfg, "muster") : env->muster_bin;
   mu_buf_init(&r.srun, SIZE_MAX);
+  mu_buf_init(&r.groups, SIZE_MAX);
   int rc = check(&r);
   if (rc == 0) {
     header(&r, opts);
@@ -491,5 +508,6 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
     rc = MU_E2BIG;
   }
   mu_buf_release(&r.srun);
+  mu_buf_release(&r.groups);
   return rc;
 }

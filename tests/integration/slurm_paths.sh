@@ -3,7 +3,8 @@
 # -cfg musterd=, `muster run -s slurm --wait dist.ddp -j 2x2` runs: the script calls musterd and
 # `muster agent` by the absolute path of the running muster. A musterd that cannot bind on the
 # batch host (its port taken) fails the job with a sentence saying so, in run's failure summary
-# and in `muster status`, and nothing hangs.
+# and in `muster status`, and nothing hangs. `muster tee`, by absolute path too, keeps a
+# replica's stdout and stderr lines in the order written (issue 26).
 . "$(dirname "$0")/slurm_common.bash"
 RING=$MU_BUILD_DIR/examples/ring_allreduce
 t_need_built "$MUSTER" "$MUSTERD" "$RING"
@@ -48,4 +49,25 @@ out=$(timeout 120 "$MUSTER" run -s slurm --wait -cfg "rdzv_host=127.0.0.1,rdzv_p
   dist.ddp -j 2x2 --script "$RING" 2>&1)
 t_expect_eq "a missing -cfg musterd exits 1" "$?" 1
 t_expect_match "... and names it" "$out" "musterd did not start.*/nonexistent/musterd"
+
+# 5. A replica's stdout and stderr in the order written (issue 26: muster log showed all of
+# stdout, then all of stderr): the script runs the command under `muster tee` (by absolute path
+# too), and muster run --log, muster log APP and muster log APP/sh/0 show the lines alternating.
+cp "$MU_SOURCE_DIR/tests/fixtures/workers/alternate.sh" .
+fails=$T_FAILS
+out=$(timeout 120 "$MUSTER" run -s slurm --wait --log utils.sh -- \
+  sh alternate.sh 'slurm-$SLURM_JOB_ID-sh-0.log' 4 2>&1)
+t_expect_eq "alternating streams: the job runs" "$?" 0
+h=$(printf '%s\n' "$out" | grep -o 'slurm://muster/[0-9]*' | head -1)
+want=$(for i in 1 2 3 4; do printf 'out %s\nerr %s\n' "$i" "$i"; done; echo 'the end')
+got=$(printf '%s\n' "$out" | sed -E 's/^sh\/0[ |:]+//' | grep -E '^(out|err) [0-9]|^the end')
+t_expect_eq "muster run --log: stdout and stderr lines in the order written" "$got" "$want"
+got=$("$MUSTER" log "$h" 2>&1 | sed -E 's/^sh\/0[ |:]+//' | grep -E '^(out|err) [0-9]|^the end')
+t_expect_eq "muster log APP: in the order written" "$got" "$want"
+got=$("$MUSTER" log "$h/sh/0" 2>&1 | grep -E '^(out|err) [0-9]|^the end')
+t_expect_eq "muster log APP/sh/0: in the order written" "$got" "$want"
+got=$("$MUSTER" log --streams stderr "$h/sh/0" 2>&1 | grep -E '^(out|err) [0-9]|^the end')
+t_expect_eq "muster log --streams stderr: stderr alone" "$got" "$(printf 'err %s\n' 1 2 3 4)"
+[ "$T_FAILS" = "$fails" ] ||
+  { printf '%s\n' "$out" | tail -20 | sed 's/^/# run: /'; tail -n 5 slurm-"${h##*/}"-* | sed 's/^/# /'; }
 t_done

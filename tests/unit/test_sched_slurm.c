@@ -36,6 +36,32 @@ static void drop_version_line(char *s)
   memmove(p, nl + 1, strlen(nl + 1) + 1);
 }
 
+/* Takes `muster tee slurm-"$SLURM_JOB_ID"-NAME.log -- ` out of each srun group and the block
+ * that makes the .log files out of the script, after checking that every group (each
+ * --output=...NAME.out) has its tee with the same NAME: what is left is the script as TorchX
+ * writes it, which the cases compare (the tee is muster's, DIVERGENCES.md of case 08). */
+static void untee(char *s)
+{
+  static const char tee[] = " tee slurm-\"$SLURM_JOB_ID\"-", block[] = "\n# Each replica's "
+                                                                      "stdout and stderr";
+  char *p = strstr(s, block), *e;
+  ASSERT_NOT_NULL(p);
+  ASSERT_NOT_NULL((e = strstr(p, "; done\n")));
+  memmove(p, e + 7, strlen(e + 7) + 1);
+  for (char *o = s; (o = strstr(o, "--output=slurm-\"$SLURM_JOB_ID\"-")) != NULL;) {
+    o += strlen("--output=slurm-\"$SLURM_JOB_ID\"-");
+    size_t n = strcspn(o, " ");
+    ASSERT(n > 4 && strncmp(o + n - 4, ".out", 4) == 0);
+    char *t = strstr(o, tee), *name = t ? t + strlen(tee) : NULL;
+    ASSERT_NOT_NULL(t);
+    ASSERT(strncmp(name, o, n - 4) == 0 && strncmp(name + n - 4, ".log -- ", 8) == 0);
+    char *w = t; /* back to the muster word before " tee" */
+    while (w > o && w[-1] != ' ')
+      w--;
+    memmove(w, name + n + 4, strlen(name + n + 4) + 1);
+  }
+}
+
 static char *render(const struct mu_app *app, const struct mu_cfg *cfg, int major, int minor,
                     int nomem, struct mu_strvec *opts)
 {
@@ -47,7 +73,9 @@ static char *render(const struct mu_app *app, const struct mu_cfg *cfg, int majo
     MU__FAIL("render: %s", mu_buf_str(&err));
   mu_strvec_release(&local);
   mu_buf_release(&err);
-  return mu_buf_detach(&script);
+  char *out = mu_buf_detach(&script);
+  untee(out);
+  return out;
 }
 
 static void cfg_from(struct mu_cfg *cfg, const cJSON *o)

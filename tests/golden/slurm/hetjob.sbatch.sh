@@ -49,10 +49,14 @@ done
 grep -q 'listening on' slurm-"$SLURM_JOB_ID"-musterd.log ||
     musterd_failed "not listening after 10 s"
 
+# Each replica's stdout and stderr in one log too, in the order written (muster tee,
+# in srun below): made here, before srun makes the .out and .err files.
+for group in a-0 a-1 b-0; do : >slurm-"$SLURM_JOB_ID"-"$group".log; done
+
 set +e
-srun --output=slurm-"$SLURM_JOB_ID"-a-0.out --error=slurm-"$SLURM_JOB_ID"-a-0.err --wait=60 --kill-on-bad-exit=1 --export=ALL,MUSTER_JOB_ID=slurm://muster/"$SLURM_JOB_ID"'' echo 0 'hello '"$SLURM_JOB_ID"'' :\
-     --output=slurm-"$SLURM_JOB_ID"-a-1.out --error=slurm-"$SLURM_JOB_ID"-a-1.err --wait=60 --kill-on-bad-exit=1 --export=ALL,MUSTER_JOB_ID=slurm://muster/"$SLURM_JOB_ID"'' echo 1 'hello '"$SLURM_JOB_ID"'' :\
-     --output=slurm-"$SLURM_JOB_ID"-b-0.out --error=slurm-"$SLURM_JOB_ID"-b-0.err --wait=60 --kill-on-bad-exit=1 '--export=ALL,MODE=b 0,MUSTER_JOB_ID=slurm://muster/'"$SLURM_JOB_ID"'' muster agent --rdzv-endpoint ''"$MUSTER_RDZV_ENDPOINT"'' -- sh -c 'echo rank0 is $SLURM_JOB_NODELIST_HET_GROUP_0'
+srun --output=slurm-"$SLURM_JOB_ID"-a-0.out --error=slurm-"$SLURM_JOB_ID"-a-0.err --wait=60 --kill-on-bad-exit=1 --export=ALL,MUSTER_JOB_ID=slurm://muster/"$SLURM_JOB_ID"'' muster tee slurm-"$SLURM_JOB_ID"-a-0.log -- echo 0 'hello '"$SLURM_JOB_ID"'' :\
+     --output=slurm-"$SLURM_JOB_ID"-a-1.out --error=slurm-"$SLURM_JOB_ID"-a-1.err --wait=60 --kill-on-bad-exit=1 --export=ALL,MUSTER_JOB_ID=slurm://muster/"$SLURM_JOB_ID"'' muster tee slurm-"$SLURM_JOB_ID"-a-1.log -- echo 1 'hello '"$SLURM_JOB_ID"'' :\
+     --output=slurm-"$SLURM_JOB_ID"-b-0.out --error=slurm-"$SLURM_JOB_ID"-b-0.err --wait=60 --kill-on-bad-exit=1 '--export=ALL,MODE=b 0,MUSTER_JOB_ID=slurm://muster/'"$SLURM_JOB_ID"'' muster tee slurm-"$SLURM_JOB_ID"-b-0.log -- muster agent --rdzv-endpoint ''"$MUSTER_RDZV_ENDPOINT"'' -- sh -c 'echo rank0 is $SLURM_JOB_NODELIST_HET_GROUP_0'
 exitcode=$?
 set -e
 
