@@ -46,6 +46,10 @@ struct key_ref {
 static int cmp_ref(const void *a, const void *b)
 {
   const struct key_ref *x = a, *y = b;
+  if ((x->run == NULL) != (y->run == NULL)) /* keys of no run last */
+    return x->run == NULL ? 1 : -1;
+  if (x->run == NULL)
+    return strcmp(x->key, y->key);
   size_t n = x->run_len < y->run_len ? x->run_len : y->run_len;
   int c = memcmp(x->run, y->run, n);
   if (c != 0 || x->run_len != y->run_len)
@@ -169,6 +173,7 @@ static void c10d_overview(struct rv_req *req)
   mu_buf_printf(&b, "],\"other_keys\":%zu}\n", other);
   refs_free(refs, n);
   rv_reply_take(req, 200, "application/json", NULL, &b);
+  mu_buf_release(&b);
 }
 
 static void c10d_run(struct rv_req *req)
@@ -203,6 +208,7 @@ static void c10d_run(struct rv_req *req)
     return;
   }
   rv_reply_take(req, 200, "application/json", NULL, &b);
+  mu_buf_release(&b);
 }
 
 static const struct rv_route c10d_routes[] = {
