@@ -211,6 +211,8 @@ t_wait_http() {
 t_start_musterd() {
   local scheme=http a
   for a in "$@"; do [ "$a" = --tls-cert ] && scheme=https; done
+  # t_spawn's redirection runs in the background: a previous musterd's log must not be read
+  rm -f "$T_DIR/musterd.log"
   t_spawn musterd "$MUSTERD" --listen 127.0.0.1:0 "$@"
   MUSTERD_PID=$T_LAST_PID
   MUSTERD_PORT=""

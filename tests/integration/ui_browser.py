@@ -171,6 +171,11 @@ def main():
                            f"{run}.querySelectorAll('tr.member').length === 2", 60)
         check("the page shows the run, round 1 active, with both members", ok,
               str(page.eval("document.body.innerText")))
+        c10d = 'document.querySelector(\'.c10d-run[data-run="job-c10d"]\')'
+        check("the page shows the TCPStore (c10d) run, its round and keys",
+              page.eval(f"!!{c10d} && /round 2/.test({c10d}.textContent) && "
+                        f"/2 keys/.test({c10d}.textContent)"),
+              str(page.eval("document.querySelector('#c10d').innerText")))
         check("the page is live (long poll)", page.eval("document.querySelector('#live').textContent") == "live")
         check("each member's lease is shown",
               page.eval(f"[...{run}.querySelectorAll('tr.member td:last-child')].every("
