@@ -28,7 +28,8 @@ static const char usage_text[] =
     "muster rdzv [--json] [--watch] [--token T] HOST:PORT|etcd-v3://H:P[,H:P...] [RUN]\n"
     "muster rdzv [options] --endpoint ENDPOINT [RUN]\n\n"
     "The runs of the musterd at HOST:PORT, or of an etcd v3 cluster (or one RUN): state, round,\n"
-    "members, last events (musterd); --watch prints them again at every run event.\n"
+    "members, last events, torchrun's c10d runs on its TCPStore listener (musterd); --watch\n"
+    "prints them again at every run event.\n"
     "TLS and etcd's user/password come from MUSTER_RDZV_CACERT, _CERT, _KEY, _USER, _PASSWORD";
 
 struct conn {
@@ -136,6 +137,50 @@ static void print_events(const cJSON *ev, const char *run, long limit)
   }
 }
 
+/* The TCPStore (c10d) keys by run (musterd's GET /v1/c10d, or /v1/c10d/RUN): NULL on etcd, on
+ * a musterd without them (404) or when it cannot be read (the error printed). */
+static cJSON *get_c10d(struct conn *k, const char *run)
+{
+  cJSON *o = NULL;
+  if (k->e != NULL)
+    return NULL;
+  char *path = run != NULL ? mu_asprintf("/v1/c10d/%s", run) : mu_strdup("/v1/c10d");
+  if (get_json(k, path, 0, &o) != 0)
+    o = NULL;
+  mu_free(path);
+  return o;
+}
+
+/* torchrun --rdzv_backend c10d runs on musterd's TCPStore listener (docs/c10d.md). */
+static void print_c10d(const cJSON *c, const char *run)
+{
+  const cJSON *r;
+  if (run != NULL) {
+    printf("c10d run %s: %d keys\n", run,
+           cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(c, "keys")));
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "keys"))
+    {
+      printf("  %s  %ld bytes", str(r, "key"), mu_json_get_long(r, "bytes", 0));
+      if (mu_json_get_long(r, "round", -1) >= 0)
+        printf(", round %ld", mu_json_get_long(r, "round", -1));
+      printf("\n");
+    }
+    return;
+  }
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "runs"))
+  {
+    long round = mu_json_get_long(r, "round", -1);
+    printf("c10d run %s: ", str(r, "run_id"));
+    if (round >= 0)
+      printf("round %ld, ", round);
+    printf("%ld keys (%ld bytes)%s\n", mu_json_get_long(r, "keys", 0),
+           mu_json_get_long(r, "bytes", 0),
+           mu_json_get_bool(r, "state", 0) ? "" : ", no state key");
+  }
+  if (mu_json_get_long(c, "other_keys", 0) > 0)
+    printf("c10d: %ld keys of no torchrun run\n", mu_json_get_long(c, "other_keys", 0));
+}
+
 /* The run list (path NULL) or one run, from musterd or etcd, in musterd's JSON.
  * Returns: 0, 1 when there is no such run, or -1 with the error printed. */
 static int get_runs(struct conn *k, const char *run, cJSON **out)
@@ -159,7 +204,7 @@ static int get_runs(struct conn *k, const char *run, cJSON **out)
 /* One picture of the server (or of one run). Returns: 0, or an exit code. */
 static int show(struct conn *k, const char *run, int json, const cJSON *ev)
 {
-  cJSON *runs = NULL, *out = cJSON_CreateArray();
+  cJSON *runs = NULL, *out = cJSON_CreateArray(), *c10d = get_c10d(k, run);
   int rc = 0;
   if (run != NULL) {
     runs = cJSON_CreateObject();
@@ -176,6 +221,8 @@ static int show(struct conn *k, const char *run, int json, const cJSON *ev)
   {
     cJSON *full = NULL;
     int g = get_runs(k, str(r, "run_id"), &full);
+    if (g == 1 && run != NULL && c10d != NULL)
+      continue; /* a torchrun run on the TCPStore listener only */
     if (g == 1 && run != NULL) {
       mu_error("'%s' has no run '%s' (see 'muster rdzv %s')", k->endpoint, run, k->endpoint);
       rc = 1;
@@ -192,6 +239,10 @@ static int show(struct conn *k, const char *run, int json, const cJSON *ev)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "runs", out);
     out = NULL;
+    if (c10d != NULL) {
+      cJSON_AddItemToObject(o, "c10d", c10d);
+      c10d = NULL;
+    }
     if (ev != NULL)
       cJSON_AddItemToObject(o, "events",
                             cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(ev, "events"), 1));
@@ -200,9 +251,13 @@ static int show(struct conn *k, const char *run, int json, const cJSON *ev)
     cJSON_free(s);
     cJSON_Delete(o);
   } else {
-    if (cJSON_GetArraySize(out) == 0)
+    if (cJSON_GetArraySize(out) == 0 &&
+        (c10d == NULL || (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(c10d, "runs")) == 0 &&
+                          mu_json_get_long(c10d, "other_keys", 0) == 0 && run == NULL)))
       printf("no runs on %s\n", k->endpoint);
     cJSON_ArrayForEach(r, out) print_run(r);
+    if (c10d != NULL)
+      print_c10d(c10d, run);
     if (ev != NULL && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ev, "events")) > 0) {
       printf("events:\n");
       print_events(ev, run, 10);
@@ -212,6 +267,7 @@ static int show(struct conn *k, const char *run, int json, const cJSON *ev)
 out:
   cJSON_Delete(out);
   cJSON_Delete(runs);
+  cJSON_Delete(c10d);
   return rc;
 }
 

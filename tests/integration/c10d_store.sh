@@ -9,7 +9,8 @@
 #   3. torch 1.13's watch_key (legacy numbering): the events a second client's writes cause
 #   4. kill -9 of musterd, a restart on the same data dir and port: PyTorch's client finds its
 #      keys (and the 2.x client its queue)
-#   5. /metrics counts connections, queries by type and closes by reason; /v1/c10d by run
+#   5. /metrics counts connections, queries by type and closes by reason; /v1/c10d and
+#      muster rdzv by run
 . "$(dirname "$0")/../lib.sh"
 
 MU_C10D_CLIENT=${MU_C10D_CLIENT:-$MU_BUILD_DIR/tests/c10d_client}
@@ -153,6 +154,12 @@ t_expect_match "/v1/c10d shows the run with its keys and last round" "$v" \
   '"run_id":"job7","keys":3,"bytes":23,"round":1,"state":true'
 v=$(curl -s --max-time 5 "$MUSTERD_URL/v1/c10d/job7")
 t_expect_match "/v1/c10d/RUN lists the run's keys" "$v" '"key":"/torch.rendezvous.job7.1/MASTER_ADDR","round":1'
+t_need_built "$MUSTER"
+t_expect_match "muster rdzv shows the c10d run" "$("$MUSTER" rdzv "127.0.0.1:$MUSTERD_PORT")" \
+  'c10d run job7: round 1, 3 keys \(23 bytes\)'
+t_expect_match "muster rdzv RUN lists a run found only on the TCPStore listener" \
+  "$("$MUSTER" rdzv "127.0.0.1:$MUSTERD_PORT" job7)" \
+  '/torch.rendezvous.job7.1/MASTER_ADDR  9 bytes, round 1'
 t_expect_eq "/v1/c10d/RUN of an unknown run is 404" \
   "$(curl -s -o /dev/null -w '%{http_code}' "$MUSTERD_URL/v1/c10d/nope")" 404
 
