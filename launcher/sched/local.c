@@ -148,6 +148,17 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
     goto out;
   p->rdzv = rz.own;
   p->rdzv_external = rz.endpoint;
+  if (p->rdzv)
+    p->c10d_endpoint = mu_strdup("127.0.0.1:<c10d port>");
+  else if (p->rdzv_external != NULL && mu_app_mentions(app, "${c10d_endpoint}")) {
+    mu_buf_printf(err,
+                  "the job uses ${c10d_endpoint} (torchrun --rdzv_backend c10d) and -cfg "
+                  "rdzv=%s names a musterd whose TCPStore port muster does not know; use "
+                  "-cfg rdzv=auto (the job's own musterd), or --rdzv_backend etcd-v2",
+                  p->rdzv_external);
+    rc = MU_EINVAL;
+    goto out;
+  }
   const char *g = mu_cfg_get(cfg, "grace_period");
   p->grace = 10;
   if (g != NULL && (mu_parse_long(g, 0, 3600, &p->grace) != 0)) {
@@ -171,7 +182,8 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   mu_buf_printf(&t, "app_id: %s\nhandle: local://%s/%s\nlog_dir: %s\n", p->app_id, MU_SESSION,
                 p->app_id, p->app_dir);
   if (p->rdzv)
-    mu_buf_printf(&t, "rendezvous: embedded musterd on 127.0.0.1:<a free port>\n");
+    mu_buf_printf(&t, "rendezvous: embedded musterd on 127.0.0.1:<a free port>, its TCPStore "
+                      "(c10d) listener on 127.0.0.1:<another>\n");
   else if (p->rdzv_external)
     mu_buf_printf(&t, "rendezvous: musterd at %s\n", p->rdzv_external);
   mu_buf_printf(&t, "replicas:\n");

@@ -27,6 +27,8 @@ struct mu_local_plan {
   char *app_dir;       /* <root>/<app_id> */
   int rdzv;            /* 1 = start an embedded musterd */
   char *rdzv_external; /* HOST:PORT of an existing musterd, or NULL */
+  char *c10d_endpoint; /* HOST:PORT of the embedded musterd's TCPStore listener (the macro
+                        * ${c10d_endpoint}: torchrun --rdzv_backend c10d), or NULL */
   long grace;
   int fail_fast;
   int prepend_cwd;
@@ -37,7 +39,8 @@ struct mu_local_plan {
 };
 
 /* (Re)fills p->replicas from p->app: argv and env with the macros applied, ${rdzv_endpoint}
- * being endpoint (a placeholder in a dryrun) (local_plan.c). */
+ * being endpoint and ${c10d_endpoint} p->c10d_endpoint (placeholders in a dryrun)
+ * (local_plan.c). */
 void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint);
 /* Frees the plan. Accepts NULL. */
 void mu_local_plan_free(struct mu_local_plan *p);

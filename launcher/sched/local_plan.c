@@ -1,5 +1,6 @@
 /* The local scheduler's plan: one command line and environment per replica, the macros applied
- * (${app_id}, ${replica_id}, ${rdzv_endpoint}, ...) and the variables every replica gets
+ * (${app_id}, ${replica_id}, ${rdzv_endpoint}, ${c10d_endpoint}, ...) and the variables every
+ * replica gets
  * (MUSTER_*, TORCHELASTIC_ERROR_FILE, a device slice).
  */
 #include <limits.h>
@@ -34,6 +35,7 @@ void mu_local_plan_free(struct mu_local_plan *p)
   mu_free(p->root);
   mu_free(p->app_dir);
   mu_free(p->rdzv_external);
+  mu_free(p->c10d_endpoint);
   mu_free(p->device_env);
   plan_replicas_clear(p);
   mu_free(p);
@@ -58,7 +60,8 @@ void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint)
       struct mu_local_replica *rp = &p->replicas[k];
       char rid[32];
       snprintf(rid, sizeof(rid), "%ld", id);
-      struct mu_macros m = {p->app_id, rid, cwd, "MUSTER_RANK0_HOST", endpoint, nrep};
+      struct mu_macros m = {p->app_id,       rid, cwd, "MUSTER_RANK0_HOST", endpoint, nrep,
+                            p->c10d_endpoint};
       rp->role = mu_strdup(r->name);
       rp->id = id;
       rp->dir = mu_asprintf("%s/%s/%ld", p->app_dir, r->name, id);

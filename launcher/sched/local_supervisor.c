@@ -62,6 +62,7 @@ struct sup {
   struct replica *reps;
   struct rv_server *srv;
   char endpoint[128];
+  char c10d[128]; /* the TCPStore listener (torchrun --rdzv_backend c10d) */
   uv_signal_t sig_term, sig_int, sig_hup;
   uv_timer_t kill_timer;
   int cancelled;
@@ -82,6 +83,8 @@ static void write_state(struct sup *s)
   cJSON_AddNumberToObject(o, "started_at", s->started_at);
   cJSON_AddNumberToObject(o, "updated_at", (double)time(NULL));
   cJSON_AddStringToObject(o, "rdzv_endpoint", s->endpoint);
+  if (s->c10d[0] != '\0')
+    cJSON_AddStringToObject(o, "c10d_endpoint", s->c10d);
   cJSON_AddStringToObject(o, "log_dir", s->p->app_dir);
   cJSON_AddStringToObject(o, "msg", s->msg);
   cJSON *reps = cJSON_AddArrayToObject(o, "replicas");
@@ -373,6 +376,9 @@ int mu_local_supervise(struct mu_local_plan *p)
     cfg.name = "muster-local";
     s.srv = rv_server_new(&s.loop, &cfg);
     int rc = s.srv ? rv_server_listen(s.srv) : UV_ENOMEM;
+    /* the job's musterd speaks TCPStore too, on loopback only (the protocol has no credentials) */
+    if (rc == 0)
+      rc = rv_server_listen_c10d(s.srv, "127.0.0.1", 0);
     if (rc != 0) {
       snprintf(s.msg, sizeof(s.msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
       s.state = MU_STATE_FAILED;
@@ -382,6 +388,9 @@ int mu_local_supervise(struct mu_local_plan *p)
       return 1;
     }
     snprintf(s.endpoint, sizeof(s.endpoint), "127.0.0.1:%d", rv_server_port(s.srv));
+    snprintf(s.c10d, sizeof(s.c10d), "127.0.0.1:%d", rv_server_c10d_port(s.srv));
+    mu_free(p->c10d_endpoint);
+    p->c10d_endpoint = mu_strdup(s.c10d);
   } else if (p->rdzv_external) {
     snprintf(s.endpoint, sizeof(s.endpoint), "%s", p->rdzv_external);
   }

@@ -31,7 +31,8 @@ static int quote_token(const char *s, struct mu_buf *out)
     const char *macro;
     const char *var;
   } vars[] = {{"${app_id}", "\"$SLURM_JOB_ID\""},
-              {"${rdzv_endpoint}", "\"$MUSTER_RDZV_ENDPOINT\""}};
+              {"${rdzv_endpoint}", "\"$MUSTER_RDZV_ENDPOINT\""},
+              {"${c10d_endpoint}", "\"$MUSTER_C10D_ENDPOINT\""}};
   const char *p = s;
   int rc = 0;
 
@@ -70,7 +71,7 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
   const char *muster_bin = mu_cfg_get(cfg, "muster") ? mu_cfg_get(cfg, "muster") : env->muster_bin;
   struct mu_buf srun = MU_BUF_INIT(SIZE_MAX);
   long min_retries = -1, port = 0;
-  int own_rdzv = 0, rc = 0, first = 1;
+  int own_rdzv = 0, rc = 0, first = 1, c10d = mu_app_mentions(app, "${c10d_endpoint}");
   size_t ri, i;
   long k;
 
@@ -85,6 +86,14 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
   if (rz.endpoint == NULL)
     rdzv = NULL; /* the job's own musterd, or none: only an existing service is named */
   mu_free(rz.endpoint);
+  if (rdzv != NULL && c10d) {
+    mu_buf_printf(err,
+                  "the job uses ${c10d_endpoint} (torchrun --rdzv_backend c10d) and -cfg "
+                  "rdzv=%s names a musterd whose TCPStore port muster does not know; use -cfg "
+                  "rdzv=auto (the job's own musterd), or --rdzv_backend etcd-v2",
+                  rdzv);
+    return MU_EINVAL;
+  }
   v = mu_cfg_get(cfg, "rdzv_port");
   if (v && mu_parse_long(v, 1, 65535, &port) != 0) {
     mu_buf_printf(err, "-cfg rdzv_port: '%s' is not a port number (1-65535)", v);
@@ -146,6 +155,7 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
       m.img_root = r->image ? r->image : "";
       m.rank0_env = SLURM_RANK0_ENV;
       m.rdzv_endpoint = rdzv ? rdzv : "${rdzv_endpoint}";
+      m.c10d_endpoint = "${c10d_endpoint}";
       m.num_replicas = nrep;
       if (!first)
         mu_buf_puts(&srun, " :\\\n     ");
@@ -207,10 +217,25 @@ int mu_slurm_render(const struct mu_app *app, const struct mu_cfg *cfg,
     else
       mu_buf_puts(script, "MUSTER_RDZV_PORT=$((29400 + SLURM_JOB_ID % 2000))\n");
     mu_buf_puts(script, "export MUSTER_RDZV_ENDPOINT=\"$MUSTER_RDZV_HOST:$MUSTER_RDZV_PORT\"\n");
+    /* A job that uses ${c10d_endpoint} (torchrun --rdzv_backend c10d): musterd speaks PyTorch's
+     * TCPStore too, which has no credentials: on the batch host's own address only, never
+     * 0.0.0.0 (docs/security.md) */
+    if (c10d && port > 0)
+      mu_buf_puts(script, "MUSTER_C10D_PORT=$((MUSTER_RDZV_PORT + 1))\n");
+    else if (c10d)
+      mu_buf_puts(script, "MUSTER_C10D_PORT=$((31400 + SLURM_JOB_ID % 2000))\n");
+    if (c10d)
+      mu_buf_puts(script,
+                  "MUSTER_C10D_ADDR=$(getent ahostsv4 \"$MUSTER_RDZV_HOST\" | awk 'NR==1{print "
+                  "$1}')\n"
+                  "export MUSTER_C10D_ENDPOINT=\"$MUSTER_RDZV_HOST:$MUSTER_C10D_PORT\"\n");
     mu_shell_quote(bin ? bin : "musterd", script);
     /* With an explicit rdzv_host musterd listens on that address only; else on all. */
     mu_buf_printf(script, " --listen \"%s:$MUSTER_RDZV_PORT\"",
                   host ? "$MUSTER_RDZV_HOST" : "0.0.0.0");
+    if (c10d)
+      mu_buf_puts(script,
+                  " --c10d-listen \"${MUSTER_C10D_ADDR:-$MUSTER_RDZV_HOST}:$MUSTER_C10D_PORT\"");
     mu_buf_puts(
         script,
         " > "

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Slurm + unmodified torchrun: `muster run -s slurm --wait dist.ddp -j 2x2 --launcher torchrun`
 # on a real local Slurm (4 fake nodes on loopback). The batch script's own musterd serves
-# torchrun's etcd-v2 rendezvous; each of the 4 workers (tests/integration/torchrun_worker.py,
-# gloo all_reduce + barrier) writes "ok 4 ...".
+# torchrun's default c10d rendezvous on its TCPStore listener, bound to the batch host's address
+# (rdzv_host) only; each of the 4 workers (tests/integration/torchrun_worker.py, gloo all_reduce
+# + barrier) writes "ok 4 ...".
 . "$(dirname "$0")/slurm_common.bash"
 TORCHRUN=/usr/bin/torchrun
 t_need_cmd "$TORCHRUN" python3-torch
@@ -22,6 +23,10 @@ t_expect_eq "torchrun job exits 0" "$rc" 0
 [ "$rc" = 0 ] || { printf '%s\n' "$out" | tail -5; tail -n 20 slurm-*.err 2>/dev/null; }
 t_expect_eq "4 workers all-reduced" "$(cat "$T_DIR"/out/rank* 2>/dev/null | grep -c '^ok 4 ')" 4
 id=$(printf '%s\n' "$out" | grep -o 'slurm://muster/[0-9]*' | head -1)
-grep -q 'etcd-v2' slurm-"${id##*/}".out && t_ok "torchrun used the etcd-v2 backend" ||
-  t_fail "torchrun used the etcd-v2 backend"
+grep -q -- '--rdzv_backend c10d' slurm-"${id##*/}".out && t_ok "torchrun used the c10d backend" ||
+  t_fail "torchrun used the c10d backend"
+t_expect_match "the job's musterd served TCPStore on the batch host's address only" \
+  "$(cat slurm-"${id##*/}"-musterd.log 2>/dev/null)" 'musterd c10d listening on 127\.0\.0\.1:[0-9]+'
+grep -q "failed to bind" slurm-"${id##*/}"-*.err 2>/dev/null &&
+  t_fail "no agent tried to host the store" || t_ok "no agent tried to host the store"
 t_done
