@@ -334,7 +334,9 @@ struct render_ctx {
   const struct mu_app *app;
   const struct mu_cfg *cfg;
   const char *job;
-  char *rdzv;          /* ${rdzv_endpoint}, NULL when none */
+  char *rdzv; /* ${rdzv_endpoint}, NULL when none */
+  char *c10d; /* ${c10d_endpoint} (the musterd task's TCPStore listener), or NULL */
+  long c10d_port;
   char *rank0_other;   /* VC_<ROLE0>_0_HOSTS */
   cJSON *node_sel;     /* from cfg */
   cJSON *tolerations;  /* from cfg, NULL when none */
@@ -372,6 +374,7 @@ static char *subst(const struct render_ctx *x, const char *s, long ri, long k)
   m.img_root = "";
   m.rank0_env = (ri == 0 && k == 0) ? K8S_RANK0_ENV : x->rank0_other;
   m.rdzv_endpoint = x->rdzv;
+  m.c10d_endpoint = x->c10d;
   m.num_replicas = nrep;
   return mu_macros_apply(&m, s);
 }
@@ -730,6 +733,28 @@ cJSON *mu_k8s_musterd_container(const char *image, long port)
   return ctr;
 }
 
+/* torchrun --rdzv_backend c10d: the musterd container also serves PyTorch's TCPStore, which has
+ * no credentials, on the pod's own address only (docs/security.md), port `port` named c10d. */
+static void add_c10d(cJSON *ctr, long port)
+{
+  cJSON *env = cJSON_AddArrayToObject(ctr, "env"), *e, *vf, *fr, *o;
+  char listen[64];
+  e = cJSON_CreateObject();
+  cJSON_AddStringToObject(e, "name", "MUSTER_POD_IP");
+  vf = cJSON_AddObjectToObject(e, "valueFrom");
+  fr = cJSON_AddObjectToObject(vf, "fieldRef");
+  cJSON_AddStringToObject(fr, "fieldPath", "status.podIP");
+  cJSON_AddItemToArray(env, e);
+  snprintf(listen, sizeof listen, "$(MUSTER_POD_IP):%ld", port);
+  cJSON *cmd = cJSON_GetObjectItemCaseSensitive(ctr, "command");
+  cJSON_AddItemToArray(cmd, cJSON_CreateString("--c10d-listen"));
+  cJSON_AddItemToArray(cmd, cJSON_CreateString(listen));
+  o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "containerPort", (double)port);
+  cJSON_AddStringToObject(o, "name", "c10d");
+  cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(ctr, "ports"), o);
+}
+
 /* The job's own musterd: one replica, a /healthz readiness probe, reachable through the svc
  * plugin as <job>-musterd-0.<job>. */
 static cJSON *render_rdzv_task(const struct render_ctx *x, long port)
@@ -751,6 +776,8 @@ static cJSON *render_rdzv_task(const struct render_ctx *x, long port)
   spec = cJSON_AddObjectToObject(tmpl, "spec");
   arr = cJSON_AddArrayToObject(spec, "containers");
   cJSON_AddItemToArray(arr, mu_k8s_musterd_container(mu_cfg_get(x->cfg, "muster_image"), port));
+  if (x->c10d != NULL)
+    add_c10d(cJSON_GetArrayItem(arr, 0), x->c10d_port);
   cJSON_AddItemToObject(spec, "nodeSelector", cJSON_Duplicate(x->node_sel, 1));
   cJSON_AddStringToObject(spec, "restartPolicy", "OnFailure");
   pod_common(x, spec);
@@ -795,6 +822,19 @@ int mu_k8s_render(const struct mu_app *app, const struct mu_cfg *cfg, const char
     x.rdzv = rz.endpoint;
   } else if (own_rdzv) {
     x.rdzv = mu_asprintf("%s-musterd-0.%s:%ld", job_name, job_name, port);
+  }
+  if (mu_app_mentions(app, "${c10d_endpoint}")) {
+    if (!own_rdzv) {
+      mu_buf_printf(err,
+                    "the job uses ${c10d_endpoint} (torchrun --rdzv_backend c10d) and -cfg "
+                    "rdzv=%s names a musterd whose TCPStore port muster does not know; use -cfg "
+                    "rdzv=auto (the job's own musterd), or --rdzv_backend etcd-v2",
+                    x.rdzv ? x.rdzv : "none");
+      rc = MU_EINVAL;
+      goto out;
+    }
+    x.c10d_port = port < 65535 ? port + 1 : port - 1;
+    x.c10d = mu_asprintf("%s-musterd-0.%s:%ld", job_name, job_name, x.c10d_port);
   }
   for (i = 0; i < app->nroles; i++) {
     if (app->roles[i].image == NULL || app->roles[i].image[0] == '\0') {
@@ -907,6 +947,7 @@ out:
   cJSON_Delete(x.pull_secrets);
   mu_strvec_release(&secrets);
   mu_free(x.rdzv);
+  mu_free(x.c10d);
   mu_free(x.rank0_other);
   return rc;
 }
