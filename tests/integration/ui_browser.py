@@ -173,8 +173,8 @@ def main():
               str(page.eval("document.body.innerText")))
         c10d = 'document.querySelector(\'.c10d-run[data-run="job-c10d"]\')'
         check("the page shows the TCPStore (c10d) run, its round and keys",
-              page.eval(f"!!{c10d} && /round 2/.test({c10d}.textContent) && "
-                        f"/2 keys/.test({c10d}.textContent)"),
+              page.wait_for(f"!!{c10d} && /round 2/.test({c10d}.textContent) && "
+                            f"/2 keys/.test({c10d}.textContent)", 30),
               str(page.eval("document.querySelector('#c10d').innerText")))
         check("the page is live (long poll)", page.eval("document.querySelector('#live').textContent") == "live")
         check("each member's lease is shown",
