@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "c10d_probe.h"
 #include "http.h"
 
 /* The default of --c10d-max-value-bytes: torch's own bound on a value (8 MiB). */
@@ -36,7 +37,7 @@
 
 /* A key no TCPStore client can write (torch prefixes every key with '/'): GET answers musterd's
  * client URL, so a program that was given a TCPStore endpoint can tell it is a musterd. */
-#define C10D_KEY_HTTP_URL "musterd.http_url"
+#define C10D_KEY_HTTP_URL MU_C10D_HTTP_URL_KEY
 
 struct c10d_config {
   uint64_t max_value_bytes; /* default C10D_MAX_VALUE_DEFAULT */

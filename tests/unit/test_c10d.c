@@ -1,10 +1,18 @@
 /* The TCPStore frame parser (rendezvous/c10d/frame.c) and the store names of c10d keys
  * (rendezvous/c10d/ops.c): the bytes docs/c10d.md describes, parsed whole and in pieces, and
  * every bound refused as soon as its length is read. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "muster/errno.h"
 
 #include "buf.h"
 #include "c10d_int.h"
+#include "c10d_probe.h"
+#include "musterd/embed.h"
 #include "frame.h"
 #include "task.h"
 
@@ -257,4 +265,108 @@ TEST(c10d__key_names)
   ASSERT_EQ(c10d_key_decode("%zz", 3, &k), -1);
   mu_buf_release(&p);
   mu_buf_release(&k);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * mu_c10d_probe() (common/c10d_probe.c) against a real musterd on a thread, and against what is
+ * not one
+ */
+
+struct srv_thread {
+  uv_loop_t loop;
+  uv_async_t stop;
+  struct rv_server *srv;
+  int http_port, c10d_port;
+  pthread_t th;
+  int ready;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+};
+
+static void on_stop(uv_async_t *a)
+{
+  struct srv_thread *t = a->data;
+  rv_server_close(t->srv, NULL, NULL);
+  uv_close((uv_handle_t *)a, NULL);
+}
+
+static void *srv_main(void *arg)
+{
+  struct srv_thread *t = arg;
+  struct rv_server_config cfg;
+  rv_server_config_init(&cfg);
+  cfg.listen_port = 0;
+  t->srv = rv_server_new(&t->loop, &cfg);
+  ASSERT_EQ(rv_server_listen(t->srv), 0);
+  ASSERT_EQ(rv_server_listen_c10d(t->srv, "127.0.0.1", 0), 0);
+  pthread_mutex_lock(&t->mu);
+  t->http_port = rv_server_port(t->srv);
+  t->c10d_port = rv_server_c10d_port(t->srv);
+  t->ready = 1;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  uv_run(&t->loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(uv_loop_close(&t->loop), 0);
+  return NULL;
+}
+
+/* A listener that reads one query and closes, as PyTorch 1.13's server does on a missing key. */
+static void *closer_main(void *arg)
+{
+  int ls = *(int *)arg, fd = accept(ls, NULL, NULL);
+  char b[64];
+  if (fd >= 0 && read(fd, b, sizeof(b)) >= 0)
+    close(fd);
+  return NULL;
+}
+
+TEST(c10d__probe)
+{
+  struct srv_thread t;
+  memset(&t, 0, sizeof(t));
+  pthread_mutex_init(&t.mu, NULL);
+  pthread_cond_init(&t.cv, NULL);
+  uv_loop_init(&t.loop);
+  uv_async_init(&t.loop, &t.stop, on_stop);
+  t.stop.data = &t;
+  pthread_create(&t.th, NULL, srv_main, &t);
+  pthread_mutex_lock(&t.mu);
+  while (!t.ready)
+    pthread_cond_wait(&t.cv, &t.mu);
+  pthread_mutex_unlock(&t.mu);
+
+  struct mu_buf url = MU_BUF_INIT(1024), err = MU_BUF_INIT(1024);
+  char want[64];
+  snprintf(want, sizeof(want), "http://127.0.0.1:%d", t.http_port);
+  ASSERT_EQ(mu_c10d_probe("127.0.0.1", t.c10d_port, 5000, &url, &err), 0);
+  ASSERT_STR_EQ(mu_buf_str(&url), want);
+  /* musterd's HTTP port is not a TCPStore: it answers the bytes with a 400 and closes */
+  mu_buf_clear(&url);
+  ASSERT_EQ(mu_c10d_probe("127.0.0.1", t.http_port, 5000, &url, &err), MU_ENOENT);
+  uv_async_send(&t.stop);
+  pthread_join(t.th, NULL);
+
+  /* nothing listens there now */
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_c10d_probe("127.0.0.1", t.c10d_port, 2000, &url, &err), MU_ECONN);
+  ASSERT(strstr(mu_buf_str(&err), "cannot connect") != NULL);
+  /* a store that closes on the key it lacks (torch 1.13) */
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa;
+  socklen_t sl = sizeof(sa);
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  ASSERT_EQ(listen(ls, 4), 0);
+  getsockname(ls, (struct sockaddr *)&sa, &sl);
+  pthread_t th;
+  pthread_create(&th, NULL, closer_main, &ls);
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_c10d_probe("127.0.0.1", ntohs(sa.sin_port), 5000, &url, &err), MU_ENOENT);
+  ASSERT(strstr(mu_buf_str(&err), "not a musterd") != NULL);
+  pthread_join(th, NULL);
+  close(ls);
+  mu_buf_release(&url);
+  mu_buf_release(&err);
 }
