@@ -62,7 +62,8 @@ struct sup {
   struct replica *reps;
   struct rv_server *srv;
   char endpoint[128];
-  char c10d[128]; /* the TCPStore listener (torchrun --rdzv_backend c10d) */
+  char c10d[128];   /* the TCPStore listener (torchrun --rdzv_backend c10d) */
+  char ui_url[160]; /* http://ENDPOINT/ui of the embedded musterd */
   uv_signal_t sig_term, sig_int, sig_hup;
   uv_timer_t kill_timer;
   int cancelled;
@@ -85,6 +86,8 @@ static void write_state(struct sup *s)
   cJSON_AddStringToObject(o, "rdzv_endpoint", s->endpoint);
   if (s->c10d[0] != '\0')
     cJSON_AddStringToObject(o, "c10d_endpoint", s->c10d);
+  if (s->srv != NULL) /* the embedded musterd's status page (not an external server's) */
+    cJSON_AddItemToObject(o, "ui_url", cJSON_CreateStringReference(s->ui_url));
   cJSON_AddStringToObject(o, "log_dir", s->p->app_dir);
   cJSON_AddStringToObject(o, "msg", s->msg);
   cJSON *reps = cJSON_AddArrayToObject(o, "replicas");
@@ -391,6 +394,7 @@ int mu_local_supervise(struct mu_local_plan *p)
     snprintf(s.c10d, sizeof(s.c10d), "127.0.0.1:%d", rv_server_c10d_port(s.srv));
     mu_free(p->c10d_endpoint);
     p->c10d_endpoint = mu_strdup(s.c10d);
+    snprintf(s.ui_url, sizeof(s.ui_url), "http://%s/ui", s.endpoint);
   } else if (p->rdzv_external) {
     snprintf(s.endpoint, sizeof(s.endpoint), "%s", p->rdzv_external);
   }
