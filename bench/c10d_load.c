@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -53,7 +54,8 @@ struct bench {
   int running, stopping;
   uint64_t start_ns, stop_ns;
   uint64_t ops, errors;
-  double *lat; /* ms */
+  uint64_t nonce; /* in wait's keys: a fresh key per round, whatever ran on the server before */
+  double *lat;    /* ms */
   size_t nlat, lat_cap;
   char *value;
   uv_timer_t timer;
@@ -162,7 +164,8 @@ static void next_op(struct client *c)
   case OP_WAIT:
     if (c->idx % 2 == 1)
       return; /* a setter: its waiter tells it when */
-    snprintf(c->key, sizeof(c->key), "/w/%d/%llu", c->idx, (unsigned long long)c->seq++);
+    snprintf(c->key, sizeof(c->key), "/w/%llx/%d/%llu", (unsigned long long)b->nonce, c->idx,
+             (unsigned long long)c->seq++);
     n = query(b, buf, Q_WAIT, c->key);
     n += query(b, buf + n, Q_CHECK, c->key);
     c->want = 1; /* the CHECK's NOT_READY, then STOP_WAITING */
@@ -328,6 +331,7 @@ int main(int argc, char **argv)
   if (b.op < 0)
     return 2;
   b.loop = uv_default_loop();
+  b.nonce = uv_hrtime() ^ ((uint64_t)getpid() << 40);
   b.nclients = (int)(clients & ~1L);
   b.seconds = (int)seconds;
   b.value_bytes = (int)vbytes;

@@ -19,6 +19,7 @@
 #include "muster/mu.h"
 
 #include "alloc.h"
+#include "c10d.h"
 #include "http.h"
 #include "http_client.h"
 #include "log.h"
@@ -50,6 +51,7 @@ struct musterd_config {
   uint64_t snapshot_every;
   uint64_t snapshot_bytes;
   uint64_t run_gc_seconds;
+  uint64_t c10d_run_gc_seconds;
   uint64_t v1_max_bytes, v1_max_runs, v1_max_runs_per_client, v1_max_lease_ms;
 };
 
@@ -154,6 +156,10 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                   "TCPStore: keys and queued items held at once; a write past it closes its "
                   "connection (default 1000000)",
                   1, LONG_MAX),
+      MU_OPT_UINT(0, "c10d-run-gc-seconds", &c->c10d_run_gc_seconds, "N",
+                  "TCPStore: delete a torchrun run's keys N seconds after its last write (its "
+                  "agents write every 5 s while it lives); 0 = never (default 600)",
+                  0, MAX_RUN_GC_SECONDS),
       MU_OPT_STRING(0, "advertise-url", &sv->advertise_url, "URL",
                     "client URL reported by /v2/machines (default http://HOST:PORT)"),
       MU_OPT_STRING(0, "name", &sv->name, "NAME", "member name in /v2/members (default musterd)"),
@@ -428,6 +434,7 @@ static int start(struct app *app, const struct musterd_config *c, struct sec *se
   uv_loop_init(&app->loop);
   app->srv = rv_server_new(&app->loop, &c->server);
   v1_set_run_gc_ms(app->srv, c->run_gc_seconds * 1000);
+  c10d_set_run_gc_ms(app->srv, c->c10d_run_gc_seconds * 1000);
   struct rdzv_limits lim = {c->v1_max_bytes, (uint32_t)c->v1_max_runs,
                             (uint32_t)c->v1_max_runs_per_client, (uint32_t)c->v1_max_lease_ms};
   v1_set_limits(app->srv, &lim); /* before the data dir: recovery is not refused by them */
@@ -490,6 +497,7 @@ int main(int argc, char **argv)
   c.snapshot_every = PERSIST_SNAPSHOT_EVERY;
   c.snapshot_bytes = PERSIST_SNAPSHOT_BYTES;
   c.run_gc_seconds = 600;
+  c.c10d_run_gc_seconds = 600;
 
   mu_proc_startup();
   mu_log_setup("musterd", MU_LOG_INFO);

@@ -244,7 +244,7 @@ t_c10d_port() {
   t_until 10 t__c10d_port "$log"
 }
 t__c10d_port() {
-  C10D_PORT=$(sed -n 's/.*musterd c10d listening on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$1" | tail -1)
+  C10D_PORT=$(sed -n 's/.*musterd c10d listening on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$1" 2>/dev/null | tail -1)
   [ -n "$C10D_PORT" ]
 }
 

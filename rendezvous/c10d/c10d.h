@@ -39,9 +39,14 @@
  * client URL, so a program that was given a TCPStore endpoint can tell it is a musterd. */
 #define C10D_KEY_HTTP_URL MU_C10D_HTTP_URL_KEY
 
+/* The default of --c10d-run-gc-seconds: a torchrun run's keys are deleted this long after its
+ * last write (its agents write its state every 5 s while it lives). */
+#define C10D_RUN_GC_DEFAULT_MS 600000
+
 struct c10d_config {
   uint64_t max_value_bytes; /* default C10D_MAX_VALUE_DEFAULT */
   uint64_t max_keys;        /* default C10D_MAX_KEYS_DEFAULT */
+  uint64_t run_gc_ms;       /* default C10D_RUN_GC_DEFAULT_MS; 0: never */
 };
 
 /* Fills `cfg` with the defaults. */
@@ -59,5 +64,9 @@ int c10d_listen(struct rv_server *srv, const char *host, int port);
 
 /* Returns: the bound port, or 0 when not listening. */
 int c10d_port(const struct rv_server *srv);
+
+/* Sets how long after its last write a torchrun run's keys are deleted (0: never). Call before
+ * the loop runs. Returns: 0, or MU_ENOENT when the module is not registered. */
+int c10d_set_run_gc_ms(struct rv_server *srv, uint64_t gc_ms);
 
 #endif

@@ -46,6 +46,10 @@ struct c10d {
   struct mu_list parked; /* struct c10d_conn.park_link: a write waiting for the store */
   uv_timer_t sweep;      /* deadlines, once a second */
   uv_timer_t retry;      /* parked connections, every C10D_PARK_RETRY_MS while any */
+  uv_timer_t gc;         /* forgets idle torchrun runs (gc.c) */
+  struct mu_htab runs;   /* struct c10d_run_seen by run id: its last write */
+  int gc_scanned;        /* the runs in the store at start-up are in `runs` */
+  uint64_t runs_forgotten, keys_forgotten;
   int timers_closed;
   unsigned handles;     /* open handles (listener, timers, connections): freed at 0 once closing */
   struct mu_htab addrs; /* struct c10d_addr by address */
@@ -126,6 +130,19 @@ void c10d_unref(struct c10d *m);
 /* http.c */
 /* Frees the module (every handle closed). */
 void c10d_free(struct c10d *m);
+
+/* gc.c: forgetting the keys of torchrun runs that stopped writing (--c10d-run-gc-seconds) */
+/* The torchrun run key k[0..n) belongs to (torch.rendezvous.<run>, ...<run>.<round>/...).
+ * Returns: 1 with *run (into k), *run_len and *round (-1: the state key, or no round), else 0. */
+int c10d_key_run(const char *k, size_t n, const char **run, size_t *run_len, long *round);
+/* A c10d write of key k[0..n): its run was written now. */
+void c10d_gc_touch(struct c10d *m, const void *k, size_t n);
+/* Returns: ms since the run's last write seen (since musterd started, for an older run), or -1
+ * when it is not known. */
+int64_t c10d_gc_idle_ms(struct c10d *m, const char *run, size_t run_len);
+/* Starts the timer (when gc_ms > 0); frees the table at shutdown. */
+void c10d_gc_start(struct c10d *m);
+void c10d_gc_release(struct c10d *m);
 
 /* ops.c */
 /* Runs the complete frame at c->in.data + c->pos. Returns: 1 done, 0 parked (run it again

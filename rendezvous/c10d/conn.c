@@ -488,5 +488,6 @@ void c10d_shutdown(struct c10d *m)
     m->timers_closed = 1;
     uv_close((uv_handle_t *)&m->sweep, on_timer_closed);
     uv_close((uv_handle_t *)&m->retry, on_timer_closed);
+    uv_close((uv_handle_t *)&m->gc, on_timer_closed);
   }
 }

@@ -20,6 +20,7 @@ void c10d_config_init(struct c10d_config *cfg)
 {
   cfg->max_value_bytes = C10D_MAX_VALUE_DEFAULT;
   cfg->max_keys = C10D_MAX_KEYS_DEFAULT;
+  cfg->run_gc_ms = C10D_RUN_GC_DEFAULT_MS;
 }
 
 static struct c10d *module_of(const struct rv_server *srv)
@@ -31,7 +32,6 @@ static struct c10d *module_of(const struct rv_server *srv)
  * Keys by run
  */
 
-#define RUN_PREFIX "torch.rendezvous."
 #define VALUE_SHOWN 256 /* /v1/c10d/{run_id} shows values up to this many bytes */
 
 struct key_ref {
@@ -57,33 +57,12 @@ static int cmp_ref(const void *a, const void *b)
   return strcmp(x->key, y->key);
 }
 
-/* Where key k belongs: its run (NULL: no torchrun run) and round. */
+/* Where key k belongs: its run (NULL: no torchrun run) and round (gc.c reads keys the same). */
 static void classify(struct key_ref *r)
 {
-  const char *k = r->key;
-  if (k[0] == '/')
-    k++;
-  r->run = NULL;
-  r->run_len = 0;
-  r->round = -1;
-  if (strncmp(k, RUN_PREFIX, sizeof(RUN_PREFIX) - 1) != 0)
-    return;
-  const char *rest = k + sizeof(RUN_PREFIX) - 1, *slash = strchr(rest, '/');
-  if (slash == NULL) { /* the state key: torch.rendezvous.<run_id> */
-    r->run = rest;
-    r->run_len = strlen(rest);
-    return;
-  }
-  const char *dot = slash;
-  while (dot > rest && *dot != '.')
-    dot--;
-  char *end = NULL;
-  long round = *dot == '.' ? strtol(dot + 1, &end, 10) : -1;
-  r->run = rest;
-  r->run_len = (size_t)(slash - rest);
-  if (*dot == '.' && end == slash && dot + 1 < slash) {
-    r->run_len = (size_t)(dot - rest);
-    r->round = round;
+  if (!c10d_key_run(r->key, r->klen, &r->run, &r->run_len, &r->round)) {
+    r->run = NULL;
+    r->run_len = 0;
   }
 }
 
@@ -118,8 +97,10 @@ static void refs_free(struct key_ref *refs, size_t n)
   mu_free(refs);
 }
 
-/* {"run_id":..,"keys":N,"bytes":B,"round":R,"state":bool,"modified_index":I} for refs[i..j). */
-static void put_run(struct mu_buf *b, const struct key_ref *refs, size_t i, size_t j)
+/* {"run_id":..,"keys":N,"bytes":B,"round":R,"state":bool,"modified_index":I,"idle_ms":MS}
+ * for refs[i..j) (idle_ms: since its last write; -1 when musterd has seen none). */
+static void put_run(struct c10d *m, struct mu_buf *b, const struct key_ref *refs, size_t i,
+                    size_t j)
 {
   uint64_t bytes = 0, idx = 0;
   long round = -1;
@@ -135,9 +116,12 @@ static void put_run(struct mu_buf *b, const struct key_ref *refs, size_t i, size
   }
   mu_buf_puts(b, "{\"run_id\":");
   mu_json_str(b, refs[i].run, refs[i].run_len);
-  mu_buf_printf(
-      b, ",\"keys\":%zu,\"bytes\":%llu,\"round\":%ld,\"state\":%s,\"modified_index\":%llu}", j - i,
-      (unsigned long long)bytes, round, state ? "true" : "false", (unsigned long long)idx);
+  mu_buf_printf(b,
+                ",\"keys\":%zu,\"bytes\":%llu,\"round\":%ld,\"state\":%s,"
+                "\"modified_index\":%llu,\"idle_ms\":%lld}",
+                j - i, (unsigned long long)bytes, round, state ? "true" : "false",
+                (unsigned long long)idx,
+                (long long)c10d_gc_idle_ms(m, refs[i].run, refs[i].run_len));
 }
 
 static void c10d_overview(struct rv_req *req)
@@ -167,7 +151,7 @@ static void c10d_overview(struct rv_req *req)
     if (!first)
       mu_buf_putc(&b, ',');
     first = 0;
-    put_run(&b, refs, i, j);
+    put_run(m, &b, refs, i, j);
     i = j;
   }
   mu_buf_printf(&b, "],\"other_keys\":%zu}\n", other);
@@ -242,12 +226,20 @@ static void c10d_metrics(struct rv_server *srv, void *data, struct mu_buf *b)
                 "# HELP musterd_c10d_parked_total Writes that waited for the store (a disk "
                 "error, a GET in slices).\n"
                 "# TYPE musterd_c10d_parked_total counter\nmusterd_c10d_parked_total %llu\n"
+                "# HELP musterd_c10d_runs_forgotten_total torchrun runs whose keys were "
+                "deleted after --c10d-run-gc-seconds without a write.\n"
+                "# TYPE musterd_c10d_runs_forgotten_total counter\n"
+                "musterd_c10d_runs_forgotten_total %llu\n"
+                "# HELP musterd_c10d_keys_forgotten_total Their keys.\n"
+                "# TYPE musterd_c10d_keys_forgotten_total counter\n"
+                "musterd_c10d_keys_forgotten_total %llu\n"
                 "# HELP musterd_c10d_queries_total TCPStore queries run, by query.\n"
                 "# TYPE musterd_c10d_queries_total counter\n",
                 (size_t)m->conns.n, (unsigned long long)m->accepted,
                 (unsigned long long)m->by_proto[C10D_PROTO_LEGACY],
                 (unsigned long long)m->by_proto[C10D_PROTO_V2], (unsigned long long)m->wait_keys,
-                (unsigned long long)m->waits_woken, (unsigned long long)m->parked_total);
+                (unsigned long long)m->waits_woken, (unsigned long long)m->parked_total,
+                (unsigned long long)m->runs_forgotten, (unsigned long long)m->keys_forgotten);
   for (int i = 0; i < C10D_OP_COUNT; i++)
     if (m->queries[i] > 0)
       mu_buf_printf(b, "musterd_c10d_queries_total{query=\"%s\"} %llu\n",
@@ -262,6 +254,7 @@ static void c10d_metrics(struct rv_server *srv, void *data, struct mu_buf *b)
 
 void c10d_free(struct c10d *m)
 {
+  c10d_gc_release(m);
   mu_htab_release(&m->addrs);
   mu_buf_release(&m->path);
   mu_buf_release(&m->path2);
@@ -293,13 +286,16 @@ int c10d_register(struct rv_server *srv, const struct c10d_config *cfg)
   mu_list_init(&m->conns);
   mu_list_init(&m->parked);
   mu_htab_init(&m->addrs, 0);
+  mu_htab_init(&m->runs, 0);
   mu_buf_init(&m->path, MU_BUF_UNBOUNDED);
   mu_buf_init(&m->path2, MU_BUF_UNBOUNDED);
   mu_buf_init(&m->stash_key, MU_BUF_UNBOUNDED);
   mu_buf_init(&m->stash_val, MU_BUF_UNBOUNDED);
   uv_timer_init(rv_server_loop(srv), &m->sweep);
   uv_timer_init(rv_server_loop(srv), &m->retry);
-  m->sweep.data = m->retry.data = m;
+  uv_timer_init(rv_server_loop(srv), &m->gc);
+  m->sweep.data = m->retry.data = m->gc.data = m;
+  c10d_ref(m);
   c10d_ref(m);
   c10d_ref(m);
   struct rv_module mod = {"c10d", m, c10d_module_close, c10d_metrics};
@@ -311,6 +307,18 @@ int c10d_register(struct rv_server *srv, const struct c10d_config *cfg)
     return rc;
   }
   rv_server_add_routes(srv, c10d_routes);
+  c10d_gc_start(m);
+  return 0;
+}
+
+int c10d_set_run_gc_ms(struct rv_server *srv, uint64_t gc_ms)
+{
+  struct c10d *m = module_of(srv);
+  if (m == NULL)
+    return MU_ENOENT;
+  m->cfg.run_gc_ms = gc_ms;
+  uv_timer_stop(&m->gc);
+  c10d_gc_start(m);
   return 0;
 }
 

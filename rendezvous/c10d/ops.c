@@ -122,8 +122,12 @@ static int refused(struct c10d_conn *c, const char *path, struct v2_err *err)
   return -1;
 }
 
-/* Sets key path `path` to v[0..vn). Returns: 0, or -1 when `c` was closed (a bound). */
-static int put(struct c10d_conn *c, const char *path, const void *v, size_t vn)
+static const uint8_t *frame_at(const struct c10d_conn *c, size_t i);
+static size_t frame_len(const struct c10d_conn *c, size_t i);
+
+/* Sets key path `path` (of the frame's key span ki) to v[0..vn).
+ * Returns: 0, or -1 when `c` was closed (a bound). */
+static int put(struct c10d_conn *c, size_t ki, const char *path, const void *v, size_t vn)
 {
   struct c10d *m = c->m;
   if (c10d_lookup_key(m, path) == NULL && keys_used(m) >= m->cfg.max_keys) {
@@ -140,6 +144,7 @@ static int put(struct c10d_conn *c, const char *path, const void *v, size_t vn)
   w.value_len = vn;
   if (v2_store_set(m->store, &w, &err) == NULL)
     return refused(c, path, &err);
+  c10d_gc_touch(m, frame_at(c, ki), frame_len(c, ki));
   return 0;
 }
 
@@ -178,7 +183,7 @@ static const char *span_path(struct c10d_conn *c, size_t i)
 
 static int q_set(struct c10d_conn *c)
 {
-  return put(c, span_path(c, 0), frame_at(c, 1), frame_len(c, 1));
+  return put(c, 0, span_path(c, 0), frame_at(c, 1), frame_len(c, 1));
 }
 
 static int q_compare_set(struct c10d_conn *c)
@@ -191,7 +196,7 @@ static int q_compare_set(struct c10d_conn *c)
     return c10d_out_bytes(c, want, wn);
   if (n != NULL && (n->value_len != wn || memcmp(n->value, want, wn) != 0))
     return c10d_out_bytes(c, n->value, n->value_len);
-  if (put(c, path, nv, nn) != 0)
+  if (put(c, 0, path, nv, nn) != 0)
     return -1;
   return c10d_out_bytes(c, nv, nn);
 }
@@ -252,7 +257,7 @@ static int q_add(struct c10d_conn *c)
   }
   char num[24];
   int len = snprintf(num, sizeof(num), "%lld", (long long)(int64_t)sum);
-  if (put(c, path, num, (size_t)len) != 0)
+  if (put(c, 0, path, num, (size_t)len) != 0)
     return -1;
   return c10d_out_u64(c, sum);
 }
@@ -284,7 +289,10 @@ static int q_num_keys(struct c10d_conn *c)
 
 static int q_delete(struct c10d_conn *c)
 {
-  return c10d_out_u64(c, (uint64_t)del(c->m, span_path(c, 0)));
+  int gone = del(c->m, span_path(c, 0));
+  if (gone)
+    c10d_gc_touch(c->m, frame_at(c, 0), frame_len(c, 0));
+  return c10d_out_u64(c, (uint64_t)gone);
 }
 
 static int q_append(struct c10d_conn *c)
@@ -292,7 +300,7 @@ static int q_append(struct c10d_conn *c)
   const char *path = span_path(c, 0);
   struct v2_node *n = c10d_lookup_key(c->m, path);
   if (n == NULL)
-    return put(c, path, frame_at(c, 1), frame_len(c, 1));
+    return put(c, 0, path, frame_at(c, 1), frame_len(c, 1));
   struct mu_buf *v = &c->m->path2;
   mu_buf_clear(v);
   if ((uint64_t)n->value_len + frame_len(c, 1) > c->m->cfg.max_value_bytes ||
@@ -301,7 +309,7 @@ static int q_append(struct c10d_conn *c)
     c10d_conn_close(c, C10D_R_VALUE_TOO_LARGE);
     return -1;
   }
-  int rc = put(c, path, v->data, v->len);
+  int rc = put(c, 0, path, v->data, v->len);
   mu_buf_release(v);
   return rc;
 }
@@ -323,7 +331,7 @@ static int q_multi_get(struct c10d_conn *c)
 static int q_multi_set(struct c10d_conn *c)
 {
   for (size_t i = 0; i + 1 < c->frame.nspans; i += 2)
-    if (put(c, span_path(c, i), frame_at(c, i + 1), frame_len(c, i + 1)) != 0)
+    if (put(c, i, span_path(c, i), frame_at(c, i + 1), frame_len(c, i + 1)) != 0)
       return -1;
   return 0;
 }

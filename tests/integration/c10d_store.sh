@@ -11,6 +11,8 @@
 #      keys (and the 2.x client its queue)
 #   5. /metrics counts connections, queries by type and closes by reason; /v1/c10d and
 #      muster rdzv by run
+#   6. (a second musterd, --c10d-run-gc-seconds 2) a torchrun run that stops writing is
+#      forgotten, one that writes is kept, keys of no run are kept
 . "$(dirname "$0")/../lib.sh"
 
 MU_C10D_CLIENT=${MU_C10D_CLIENT:-$MU_BUILD_DIR/tests/c10d_client}
@@ -175,5 +177,28 @@ t_expect_eq "after kill -9: the 2.x client's queue and appended value are back" 
   "$(client 'queue_len /v2/q
 get /v2/a')" 'int 1
 value \x00\xffab'
+t_stop_musterd_checked
+
+# --- 6. torchrun runs that stop writing are forgotten (--c10d-run-gc-seconds) ----------------------
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-2.log"
+t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-run-gc-seconds 2 ||
+  { t_fail "musterd (gc) did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line"; t_done; }
+gc() { printf '%s\n' "$1" | timeout 20 "$MU_C10D_CLIENT" --legacy 127.0.0.1 "$C10D_PORT" 2>&1; }
+gc 'set /torch.rendezvous.idle state
+set /torch.rendezvous.idle.0/MASTER_ADDR h
+set /torch.rendezvous.alive state
+set /mine v' >/dev/null
+t0=$SECONDS
+# the live run writes its state every 0.5 s (torchrun's agents: every 5 s)
+while [ $((SECONDS - t0)) -lt 4 ]; do gc 'set /torch.rendezvous.alive state' >/dev/null; sleep 0.5; done
+v=$(curl -s --max-time 5 "$MUSTERD_URL/v1/c10d")
+t_expect_match "an idle run's keys are deleted after --c10d-run-gc-seconds" "$v" '"keys":2,'
+t_expect_match "a run that keeps writing is kept" "$v" '"run_id":"alive","keys":1'
+t_expect_match "keys of no torchrun run are kept" "$v" '"other_keys":1'
+t_expect_eq "the idle run's keys are gone from the store" "$(gc 'check /torch.rendezvous.idle')" "u8 1"
+m=$(curl -s --max-time 5 "$MUSTERD_URL/metrics")
+t_expect_match "/metrics counts the forgotten run" "$m" 'musterd_c10d_runs_forgotten_total 1'
+t_expect_match "/metrics counts its keys" "$m" 'musterd_c10d_keys_forgotten_total 2'
 t_stop_musterd_checked
 t_done
