@@ -188,7 +188,7 @@ static void c10d_run(struct rv_req *req)
   refs_free(refs, n);
   if (shown == 0) {
     mu_buf_release(&b);
-    rv_reply_error(req, 404, NULL, "run_not_found", "no c10d key of this run", NULL);
+    rv_reply_error(req, 404, NULL, "no_such_run", "no c10d key of this run", NULL);
     return;
   }
   rv_reply_take(req, 200, "application/json", NULL, &b);

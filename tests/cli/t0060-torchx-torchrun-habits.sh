@@ -71,8 +71,21 @@ t_expect_eq "nproc auto without GPUs: one per CPU" "$(printf '%s\n' "$out" | gre
 expect_err "nproc gpu without GPUs" "this node has no GPU" \
   env MUSTER_DEVICE_DIR="$T_DIR/dev-none" PATH=/usr/bin:/bin "$MUSTER" agent --standalone \
   --nproc_per_node gpu "$W"
-expect_err "c10d refused with the alternatives" "rdzv-backend c10d: c10d is torchrun's own.*--standalone" \
-  "$MUSTER" agent --rdzv_backend c10d --rdzv_endpoint h:1 --rdzv_id x "$W"
+# c10d: a musterd's TCPStore port runs (rdzv_backends.sh); a TCPStore that is not a musterd (here
+# one that closes on the key it lacks, as PyTorch 1.13's does) is refused with the alternatives
+"$PY" -c 'import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept(); c.recv(64); c.close()' >"$T_DIR/store.port" &
+store=$!
+t_until 10 test -s "$T_DIR/store.port"
+"$MUSTER" agent --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$(cat "$T_DIR/store.port")" \
+  --rdzv_id x "$W" >"$T_DIR/out" 2>"$T_DIR/err"
+t_expect_eq "c10d on a TCPStore that is not a musterd: exit 3 (rendezvous)" "$?" 3
+t_expect_match "c10d on a TCPStore that is not a musterd: the alternatives" "$(cat "$T_DIR/err")" \
+  "not a musterd.*--c10d-listen.*--rdzv-backend muster.*static"
+kill "$store"
 expect_err "unknown backend" "'etdc' is not known; did you mean 'etcd'" \
   "$MUSTER" agent --rdzv_backend etdc --rdzv_endpoint h:1 "$W"
 expect_err "static elastic refused" "static needs a fixed --nnodes" \
@@ -93,6 +106,27 @@ t_expect_match "torchrun -h names itself" "$out" "^usage: torchrun "
 out=$("$MUSTER" agent --standalone --start_method fork --monitor_interval 0.5 --role r \
   --max_restarts 0 --redirects 0 --tee 0 --run_path "$W" ok 2>&1)
 t_expect_match "every other torchrun option is accepted" "$out" '\[0\]:worker 0 1 0 .* ok'
+
+# issue 26: torch 2.x's --local_ranks_filter shows only those local ranks' output (both
+# streams; the others still run and their failures are still reported)
+out=$("$MUSTER" agent --standalone --nproc_per_node 3 --local_ranks_filter 0,2 -- \
+  sh -c 'echo "out $LOCAL_RANK"; echo "err $LOCAL_RANK" >&2' 2>&1)
+t_expect_eq "--local_ranks_filter 0,2: exit 0" "$?" 0
+t_expect_eq "--local_ranks_filter 0,2: ranks 0 and 2 show both streams" \
+  "$(printf '%s\n' "$out" | grep -cE '^\[[02]\]:(out|err) [02]$')" 4
+t_expect_eq "--local_ranks_filter 0,2: rank 1 shows nothing" \
+  "$(printf '%s\n' "$out" | grep -c '^\[1\]:')" 0
+out=$(PET_LOCAL_RANKS_FILTER=1 "$MUSTER" agent --standalone --nproc_per_node 2 -- \
+  sh -c 'echo "out $LOCAL_RANK"' 2>&1)
+t_expect_eq "PET_LOCAL_RANKS_FILTER=1: only rank 1" "$(printf '%s\n' "$out" | grep -c ':out ')" 1
+t_expect_match "PET_LOCAL_RANKS_FILTER=1: ... that one" "$out" '\[1\]:out 1'
+expect_err "--local_ranks_filter bad" "--local-ranks-filter 'a,b': expected local ranks separated by commas" \
+  "$MUSTER" agent --standalone --local_ranks_filter a,b "$W"
+# an unknown option points at the command's own -h, as it is typed
+expect_err "unknown agent option: see 'muster agent -h'" "unknown option '--zzzzzzzzzzzz'; see 'muster agent -h'" \
+  "$MUSTER" agent --zzzzzzzzzzzz "$W"
+expect_err "unknown torchrun option: see 'torchrun -h'" "see 'torchrun -h'" \
+  "$TORCHRUN_LINK" --zzzzzzzzzzzz "$W"
 
 # ---- small things users trip on
 out=$("$MUSTER" agent --standalone "$W" one 2>&1)

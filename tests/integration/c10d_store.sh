@@ -13,6 +13,8 @@
 #      muster rdzv by run
 #   6. (a second musterd, --c10d-run-gc-seconds 2) a torchrun run that stops writing is
 #      forgotten, one that writes is kept, keys of no run are kept
+#   7. (before 4) muster agent --rdzv-backend c10d on PyTorch's own store fails, saying why
+#      (on musterd's port it runs: tests/integration/rdzv_backends.sh)
 . "$(dirname "$0")/../lib.sh"
 
 MU_C10D_CLIENT=${MU_C10D_CLIENT:-$MU_BUILD_DIR/tests/c10d_client}
@@ -164,6 +166,18 @@ t_expect_match "muster rdzv RUN lists a run found only on the TCPStore listener"
   '/torch.rendezvous.job7.1/MASTER_ADDR  9 bytes, round 1'
 t_expect_eq "/v1/c10d/RUN of an unknown run is 404" \
   "$(curl -s -o /dev/null -w '%{http_code}' "$MUSTERD_URL/v1/c10d/nope")" 404
+
+# --- 7. muster agent --rdzv-backend c10d on PyTorch's own store (on musterd's: rdzv_backends.sh) --
+t_spawn torchstore "$PY" "$TC" host
+t_until 60 grep -q "listening on" "$T_DIR/torchstore.log" ||
+  t_fail "PyTorch's store did not start: $(tail -3 "$T_DIR/torchstore.log")"
+tport=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$T_DIR/torchstore.log")
+out=$(timeout 60 "$MUSTER" agent --nnodes 1 --nproc-per-node 1 --rdzv-backend c10d \
+  --rdzv-endpoint "127.0.0.1:$tport" --rdzv-id other -- true 2>&1)
+rc=$?
+t_expect_eq "muster agent on PyTorch's own TCPStore fails" "$([ "$rc" != 0 ] && echo failed)" failed
+t_expect_match "... saying it is not a musterd and what to use" "$out" \
+  'not a musterd.*--c10d-listen.*--rdzv-backend muster.*static'
 
 # --- 4. kill -9 and restart ------------------------------------------------------------------------
 nkeys=$(client 'num_keys')

@@ -5,6 +5,7 @@ listener: c10d_store.sh runs it. Prints TAP lines ("ok - ..." / "not ok - ...").
                                      delete_key, num_keys; leaves keys for after the restart
   c10d_torch_client.py PORT after N  the keys 'before' left are back, N keys in all (musterd
                                      was killed -9 and restarted on the same --data-dir)
+  c10d_torch_client.py host          PyTorch's own store: prints its port, serves until killed
 """
 import sys
 import threading
@@ -88,7 +89,16 @@ def after(port, nkeys):
           s.compare_set("greeting", "hi", "again"), b"again")
 
 
+def host():
+    """PyTorch's own store (is_master=True): prints its port, serves until killed."""
+    s = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    print("listening on 127.0.0.1:%d" % s.port, flush=True)
+    time.sleep(1 << 30)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "host":
+        host()
     port = int(sys.argv[1])
     if sys.argv[2] == "before":
         before(port)
