@@ -222,10 +222,8 @@ static void read_update(struct c10d_conn *c)
   if (c->flags & C10D_CONN_CLOSING)
     return;
   if ((c->flags & C10D_CONN_PAUSED) && c->out.len + c->wbuf.len <= C10D_OUT_PAUSE / 2) {
-    c->flags &= ~C10D_CONN_PAUSED;
-    conn_process(c); /* what came before the pause */
-    if (c->flags & C10D_CONN_CLOSING)
-      return;
+    conn_process(c); /* what came before the pause (it reads again when it is done) */
+    return;
   }
   int want = !(c->flags & (C10D_CONN_PAUSED | C10D_CONN_PARKED));
   if (want && !(c->flags & C10D_CONN_READING)) {
@@ -297,16 +295,23 @@ static void run_frames(struct c10d_conn *c)
   }
 }
 
+/* Runs what the input holds, in batches while the kernel takes the answers at once (a loop, not
+ * a recursion through read_update()), then reads again unless held back. */
 static void conn_process(struct c10d_conn *c)
 {
-  c->flags |= C10D_CONN_IN_READ;
-  run_frames(c);
-  c->flags &= ~C10D_CONN_IN_READ;
-  if (c->flags & C10D_CONN_CLOSING)
-    return;
-  if (keep_rest(c) != 0)
-    return;
-  c10d_flush(c);
+  do {
+    c->flags &= ~C10D_CONN_PAUSED;
+    c->flags |= C10D_CONN_IN_READ;
+    run_frames(c);
+    c->flags &= ~C10D_CONN_IN_READ;
+    if (c->flags & C10D_CONN_CLOSING)
+      return;
+    if (keep_rest(c) != 0)
+      return;
+    c10d_flush(c);
+    if (c->flags & C10D_CONN_CLOSING)
+      return;
+  } while ((c->flags & C10D_CONN_PAUSED) && c->out.len + c->wbuf.len <= C10D_OUT_PAUSE / 2);
   read_update(c);
 }
 

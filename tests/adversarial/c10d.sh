@@ -9,6 +9,8 @@
 #               bytes from one address (closed past its share)
 # Server B: --max-connections-per-address 50 (and the default deadlines: its big frames take
 # their time under ASan)
+#   no_read     2,000 GETs of an 8 KiB value pipelined by a client that does not read: reading
+#               stops, memory stays flat, every answer comes once it reads
 #   wait_flood  waits from one address: connections past its share, 2,000 WAITs pipelined on
 #               one connection, WAITs past 131,072 waited keys
 # After each case another client is still served; musterd exits cleanly at the end.
@@ -27,7 +29,7 @@ t_start_musterd --c10d-listen 127.0.0.1:0 --max-connections-per-address 50 ||
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 B="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
 
-for c in huge:A unfinished:A wait_flood:B; do
+for c in huge:A unfinished:A no_read:B wait_flood:B; do
   start=$SECONDS
   srv=${c#*:}
   c=${c%:*}

@@ -135,6 +135,41 @@ def case_unfinished(url, port, pid):
     still_serves(port, "unfinished frames")
 
 
+def case_no_read(url, port, pid):
+    """A client pipelines 2,000 GETs of an 8 KiB value (16 MB of answers) without reading: the
+    server stops reading it once 64 KiB of answers wait, holds no more than that plus the
+    kernel's buffers, and answers every GET, in order, once the client reads."""
+    s = conn(port)
+    value = bytes(range(256)) * 32
+    s.sendall(bytes([SET]) + string(b"/big") + string(value))
+    rss0 = rss_kb(pid)
+    s.sendall((bytes([GET]) + string(b"/big")) * 2000)
+    time.sleep(0.5)
+    grew = rss_kb(pid) - rss0
+    out(grew < 16 * 1024, "answers nobody reads are not piled up in memory (RSS grew < 16 MiB)",
+        f"{grew} KiB")
+    want, got, buf = 2000, 0, b""
+    s.settimeout(10)
+    try:
+        while got < want:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 8 + len(value):
+                n = struct.unpack("<Q", buf[:8])[0]
+                if n != len(value) or buf[8:8 + n] != value:
+                    raise ValueError("answer %d: length %d" % (got, n))
+                buf = buf[8 + n:]
+                got += 1
+    except (OSError, ValueError) as e:
+        out(False, "every GET is answered once the client reads", str(e))
+        return
+    out(got == want, "every GET is answered, in order, once the client reads", f"{got} of {want}")
+    s.close()
+    still_serves(port, "a client that did not read")
+
+
 def case_wait_flood(url, port, pid):
     # one address opens more connections than its share, each parking a WAIT
     socks, refused = [], 0
