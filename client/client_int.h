@@ -26,6 +26,7 @@ struct mu_client {
   long timeout_ms;                 /* calls that do not long-poll (default 10000) */
   int cancel_fd;                   /* readable = MU_ECANCELED; -1: none */
   int last_status;                 /* the HTTP status of the last answer; 0: none */
+  char *token;                     /* mu_client_set_token's, kept for mu__client_become; NULL */
   char errmsg[512];                /* the words of the last failure */
 };
 

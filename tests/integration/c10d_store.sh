@@ -15,6 +15,8 @@
 #      forgotten, one that writes is kept, keys of no run are kept
 #   7. (before 4) muster agent --rdzv-backend c10d on PyTorch's own store fails, saying why
 #      (on musterd's port it runs: tests/integration/rdzv_backends.sh)
+#   8. (before 6) a musterd with --token-file: TCPStore clients need no token; muster rdzv on
+#      its c10d:// endpoint is refused without it, shown with --token or MUSTER_RDZV_TOKEN_FILE
 . "$(dirname "$0")/../lib.sh"
 
 MU_C10D_CLIENT=${MU_C10D_CLIENT:-$MU_BUILD_DIR/tests/c10d_client}
@@ -193,8 +195,31 @@ get /v2/a')" 'int 1
 value \x00\xffab'
 t_stop_musterd_checked
 
-# --- 6. torchrun runs that stop writing are forgotten (--c10d-run-gc-seconds) ----------------------
+# --- 8. a private musterd (--token-file): its TCPStore port has no credentials to ask, the
+# native API it hands a c10d:// client over to still asks for the token -------------------------
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-2.log"
+printf '%s\n' 0123456789abcdef0123456789abcdef >"$T_DIR/tok" && chmod 600 "$T_DIR/tok"
+t_start_musterd --c10d-listen 127.0.0.1:0 --token-file "$T_DIR/tok" ||
+  { t_fail "musterd (token) did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line"; t_done; }
+printf 'set /torch.rendezvous.priv state\n' |
+  timeout 20 "$MU_C10D_CLIENT" --legacy 127.0.0.1 "$C10D_PORT" >/dev/null 2>&1
+t_expect_eq "a token-protected musterd: TCPStore clients need none (the protocol has none)" \
+  "$(printf 'get /torch.rendezvous.priv\n' | timeout 20 "$MU_C10D_CLIENT" --legacy 127.0.0.1 "$C10D_PORT" 2>&1)" \
+  'value state'
+out=$(MUSTER_RDZV_TOKEN= MUSTER_RDZV_TOKEN_FILE= "$MUSTER" rdzv "c10d://127.0.0.1:$C10D_PORT" 2>&1)
+t_expect_match "muster rdzv c10d:// without the token: refused by the HTTP port it resolves to" \
+  "$out" 'refused|401|unauthorized'
+t_expect_match "muster rdzv --token T c10d://: the token survives the hand-over to musterd's API" \
+  "$(MUSTER_RDZV_TOKEN= "$MUSTER" rdzv --token 0123456789abcdef0123456789abcdef \
+    "c10d://127.0.0.1:$C10D_PORT" 2>&1)" 'c10d run priv: 1 keys \(5 bytes\)'
+t_expect_match "MUSTER_RDZV_TOKEN_FILE c10d://: so does the environment's" \
+  "$(MUSTER_RDZV_TOKEN_FILE=$T_DIR/tok "$MUSTER" rdzv "c10d://127.0.0.1:$C10D_PORT" 2>&1)" \
+  'c10d run priv: 1 keys \(5 bytes\)'
+t_stop_musterd_checked
+
+# --- 6. torchrun runs that stop writing are forgotten (--c10d-run-gc-seconds) ----------------------
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-3.log"
 t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-run-gc-seconds 2 ||
   { t_fail "musterd (gc) did not start"; t_done; }
 t_c10d_port || { t_fail "no c10d start line"; t_done; }
