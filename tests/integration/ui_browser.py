@@ -157,10 +157,19 @@ def main():
     try:
         port_file = os.path.join(profile, "DevToolsActivePort")
         deadline = time.monotonic() + 60
-        while not os.path.exists(port_file) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        with open(port_file) as f:
-            port = int(f.readline())
+        port = None
+        # chromium creates the file before it writes the port: wait for the number itself
+        while port is None and time.monotonic() < deadline:
+            try:
+                with open(port_file) as f:
+                    line = f.readline().strip()
+                port = int(line) if line.isdigit() else None
+            except OSError:
+                pass
+            if port is None:
+                time.sleep(0.1)
+        if port is None:
+            raise RuntimeError(f"chromium wrote no port to {port_file} in 60 s")
         targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
         page = Page(next(t for t in targets if t["type"] == "page")["webSocketDebuggerUrl"])
         page.call("Page.enable")
