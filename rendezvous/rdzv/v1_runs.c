@@ -60,15 +60,9 @@ void v1_join(struct rv_req *req)
   int64_t lws = 0, port = 0, min = 0, max = 0, lc = -1, jt = -1, ttl = -1;
   int with_members = 1;
   memset(&q, 0, sizeof(q));
-  /* who creates runs: the verified credential when auth is on (by a hash: never echo a
+  /* who creates runs: the verified credential when auth is on (by its id, a hash: never a
    * secret), else the client address */
-  char who[48];
-  q.client = rv_req_peer(req);
-  if (req->principal != NULL) {
-    snprintf(who, sizeof(who), "credential#%08x",
-             (unsigned)mu_fnv1a(req->principal, strlen(req->principal)));
-    q.client = who;
-  }
+  q.client = req->cred != NULL ? req->cred->id : rv_req_peer(req);
   if (v1_field_str_or_reply(req, j, "node_id", 1, &q.node_id) != 0 ||
       v1_field_str_or_reply(req, j, "addr", 1, &q.addr) != 0 ||
       v1_field_int_or_reply(req, j, "local_world_size", 0, 1, 65536, 1, &lws) != 0 ||
@@ -342,6 +336,8 @@ void v1_runs(struct rv_req *req)
   for (struct rdzv_run *r = rdzv_next_run(v->rv, NULL); r; r = rdzv_next_run(v->rv, r)) {
     struct rdzv_run_info i;
     rdzv_run_info(r, &i);
+    if (!rv_cred_allows(req->cred, RV_SCOPE_RUN, i.run_id, strlen(i.run_id), RV_READ))
+      continue; /* runs outside the credential's scopes are not listed */
     mu_buf_printf(&b,
                   "%s{\"run_id\":\"%s\",\"state\":\"%s\",\"round\":%" PRIu64
                   ",\"round_state\":\"%s\",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32 "}",

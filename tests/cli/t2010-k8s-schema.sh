@@ -87,6 +87,9 @@ for api in volcano jobset; do
     dist.ddp --image img -j 2x1 --script t.py
 done
 dry jobset-torchrun -cfg api=jobset aws.trn1_ddp --nnodes 2 --image i --script t.py --launcher torchrun
+# The job's musterd serving HTTPS from a TLS Secret (-cfg rdzv_tls), with client certificates.
+dry volcano-tls -cfg queue=default,rdzv_tls=rdzv-tls,rdzv_tls_client=agent-tls dist.ddp --image img -j 2x1 --script t.py
+dry jobset-tls -cfg api=jobset,rdzv_tls=rdzv-tls aws.trn1_ddp --nnodes 2 --image i --script t.py
 got=$($PY -c 'import sys, yaml
 d = yaml.safe_load(open(sys.argv[1]))
 print(d["kind"], d["spec"]["suspend"], d["metadata"]["labels"]["kueue.x-k8s.io/queue-name"],
