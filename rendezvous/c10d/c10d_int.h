@@ -88,6 +88,7 @@ struct c10d_conn {
   struct mu_buf in; /* input not processed yet: a frame's start at pos */
   size_t pos;       /* the frame being parsed starts here */
   size_t counted;   /* bytes of `in` counted against the server's body bounds */
+  size_t held;      /* capacity of in, out and wbuf counted in the server's memory budget */
   struct c10d_frame frame;
   uint64_t frame_since; /* uv_now() when the unfinished frame's first byte came; 0 none */
   struct mu_buf out;    /* answers not handed to the kernel */
@@ -101,7 +102,7 @@ struct c10d_conn {
   struct mu_list watches;  /* watch_key subscriptions (struct c10d_watch.link) */
   struct rv_addr *addr;    /* the server's per-address share */
   struct c10d_addr *waddr; /* this layer's (waits) */
-  char peer[48];
+  char peer[64];           /* its client: the address, or its prefix (rv_server_client_key) */
 };
 
 /* conn.c */

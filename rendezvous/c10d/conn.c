@@ -16,6 +16,22 @@
 static void conn_process(struct c10d_conn *c);
 static void read_update(struct c10d_conn *c);
 
+/* Counts what `c` buffers now (its buffers' capacity) in the server's one memory budget, with
+ * HTTP's connections and the client's. Returns: 0, or -1 when `c` was closed for it. */
+static int account(struct c10d_conn *c)
+{
+  struct rv_server *srv = c->m->srv;
+  size_t now = c->in.cap + c->out.cap + c->wbuf.cap;
+  if (now < c->held)
+    rv_server_budget_put(srv, c->addr, c->held - now);
+  else if (now > c->held && rv_server_budget_take(srv, c->addr, now - c->held) != 0) {
+    c10d_conn_close(c, C10D_R_BUDGET);
+    return -1;
+  }
+  c->held = now;
+  return 0;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Closing
  */
@@ -27,6 +43,7 @@ static void on_conn_closed(uv_handle_t *h)
   struct rv_server *srv = m->srv;
   if (c->counted > 0)
     rv_server_bytes_put(srv, c->addr, c->counted);
+  rv_server_budget_put(srv, c->addr, c->held);
   rv_server_addr_put(srv, c->addr);
   c10d_addr_put(m, c->waddr);
   mu_list_remove(&m->conns, &c->link);
@@ -84,7 +101,7 @@ int c10d_out(struct c10d_conn *c, const void *p, size_t n)
     c10d_conn_close(c, C10D_R_OUTPUT);
     return -1;
   }
-  return 0;
+  return account(c);
 }
 
 int c10d_out_u8(struct c10d_conn *c, uint8_t v)
@@ -122,6 +139,7 @@ static void on_write(uv_write_t *w, int status)
     mu_buf_release(&c->wbuf);
   if (c->flags & C10D_CONN_CLOSING)
     return;
+  account(c);
   if (status < 0) {
     c10d_conn_close(c, C10D_R_READ_ERROR);
     return;
@@ -143,8 +161,10 @@ static void send_out(struct c10d_conn *c)
   int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
   if (n == (int)c->out.len) {
     mu_buf_clear(&c->out);
-    if (c->out.cap > 65536)
+    if (c->out.cap > 65536) {
       mu_buf_release(&c->out);
+      account(c);
+    }
     return;
   }
   if (n < 0 && n != UV_EAGAIN) {
@@ -211,6 +231,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     c10d_conn_close(c, C10D_R_MEMORY);
     return;
   }
+  if (account(c) != 0)
+    return;
   if (c->frame_since == 0)
     c->frame_since = uv_now(rv_server_loop(c->m->srv));
   conn_process(c);
@@ -252,6 +274,8 @@ static int keep_rest(struct c10d_conn *c)
     if (c->in.cap > 65536)
       mu_buf_release(&c->in);
   }
+  if (account(c) != 0)
+    return -1;
   if (c->in.len > c->counted) {
     if (rv_server_bytes_take(m->srv, c->addr, c->in.len - c->counted) != 0) {
       c10d_conn_close(c, C10D_R_MEMORY);
@@ -393,12 +417,9 @@ static void conn_accept(struct c10d *m)
   uv_tcp_nodelay(&c->tcp, 1);
   struct sockaddr_storage sa;
   int salen = sizeof(sa);
-  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0) {
-    if (sa.ss_family == AF_INET6)
-      uv_ip6_name((struct sockaddr_in6 *)&sa, c->peer, sizeof(c->peer));
-    else
-      uv_ip4_name((struct sockaddr_in *)&sa, c->peer, sizeof(c->peer));
-  }
+  /* the client as HTTP counts it: its address, or its prefix (--client-prefix-v4/-v6) */
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0)
+    rv_server_client_key(srv, (struct sockaddr *)&sa, c->peer, sizeof(c->peer));
   /* TCPStore has no error answer: a connection over a bound is closed at once */
   if (m->conns.n > rv_server_config(srv)->max_connections) {
     m->refused++;

@@ -19,6 +19,7 @@ static const char *const reason_names[C10D_R_COUNT] = {
     "frame_timeout", "memory",          "output_overflow",  "write_timeout",
     "not_integer",   "missing_key",     "wait_bound",       "store_full",
     "store_error",   "address_limit",   "connection_limit", "shutdown",
+    "budget",
 };
 
 /* The fields of each query (see the top of this file). */

@@ -78,6 +78,7 @@ enum c10d_reason {
   C10D_R_ADDRESS_LIMIT,   /* the client address's connections at their bound */
   C10D_R_CONN_LIMIT,      /* c10d connections at --max-connections */
   C10D_R_SHUTDOWN,        /* musterd is stopping */
+  C10D_R_BUDGET,          /* buffers over --max-buffer-bytes(-per-client), HTTP's with them */
   C10D_R_COUNT
 };
 

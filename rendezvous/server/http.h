@@ -185,6 +185,21 @@ int rv_server_bytes_take(struct rv_server *srv, struct rv_addr *a, size_t n);
 /* Gives back `n` bytes counted by rv_server_bytes_take(). */
 void rv_server_bytes_put(struct rv_server *srv, struct rv_addr *a, size_t n);
 
+/* The client of peer address `sa` as HTTP connections count it (budget.c): the address, or its
+ * prefix under --client-prefix-v4/-v6 ("10.0.0.0/24"), written into out (size >= 64).
+ * Returns: its length, 0 when `sa` is neither IPv4 nor IPv6 (out ""). */
+size_t rv_server_client_key(const struct rv_server *srv, const struct sockaddr *sa, char *out,
+                            size_t size);
+
+/* Counts `n` more bytes buffered by a connection that is not HTTP in the one memory budget
+ * (budget.c): all connections' buffers together (--max-buffer-bytes) and client `a`'s (may be
+ * NULL) (--max-buffer-bytes-per-client). Returns: 0, or MU_E2BIG (counted in
+ * musterd_budget_refused_total, nothing taken). */
+int rv_server_budget_take(struct rv_server *srv, struct rv_addr *a, size_t n);
+
+/* Gives back `n` bytes counted by rv_server_budget_take(). */
+void rv_server_budget_put(struct rv_server *srv, struct rv_addr *a, size_t n);
+
 /* ---------------------------------------------------------------------------------------------
  * Routes
  */

@@ -69,10 +69,10 @@ def rss_kb(pid):
     return 0
 
 
-def still_serves(port, what):
+def still_serves(port, what, source="127.0.0.9"):
     """A fresh client from another address can set and get."""
     try:
-        s = conn(port, source="127.0.0.9")
+        s = conn(port, source=source)
         s.sendall(bytes([SET]) + string(b"/alive") + string(what.encode()))
         s.sendall(bytes([GET]) + string(b"/alive"))
         n = struct.unpack("<Q", s.recv(8))[0]
@@ -224,6 +224,58 @@ def case_wait_flood(url, port, pid):
     out(metric(url, "musterd_c10d_waited_keys") == 0,
         "closed connections give their waited keys back")
     still_serves(port, "wait flood")
+
+
+def case_budget(url, port, pid):
+    """Server C: --max-buffer-bytes-per-client 1 MiB, --client-prefix-v4 24. Connections from
+    five addresses of one /24 (one client, as HTTP counts it) each pipeline 40 GETs of a 200 KB
+    value and do not read: past what the kernel takes, each holds about 257 KiB, less than the
+    client's share, together more, so the ones that take the client past it are closed (budget)
+    while a client of another /24 is served, big value too."""
+    value = bytes(range(256)) * 800  # 204,800 bytes
+    s = conn(port, source="127.0.1.9")
+    s.sendall(bytes([SET]) + string(b"/budget") + string(value))
+    s.sendall(bytes([GET]) + string(b"/budget"))
+    got = b""
+    while len(got) < 8 + len(value):
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        got += chunk
+    out(got[8:] == value, "a 200 KB value is set and read back")
+    before = closes(url, "budget")
+    socks = []
+    for i in range(5):
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.settimeout(5)
+        c.bind(("127.0.0.%d" % (20 + i), 0))
+        c.connect(("127.0.0.1", port))
+        c.sendall((bytes([GET]) + string(b"/budget")) * 40)
+        socks.append(c)
+        time.sleep(0.2)
+    end = time.time() + 5
+    while closes(url, "budget") == before and time.time() < end:
+        time.sleep(0.05)
+    shut = closes(url, "budget") - before
+    out(1 <= shut <= 4,
+        "connections of one client (5 addresses of a /24) past --max-buffer-bytes-per-client: "
+        "those over it are closed (budget), the first keep theirs",
+        f"{shut} closed for budget")
+    out(metric(url, "musterd_buffer_refused_total") >= shut,
+        "musterd_budget_refused_total counts it with HTTP's refusals")
+    s.sendall(bytes([GET]) + string(b"/budget"))
+    got = b""
+    while len(got) < 8 + len(value):
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        got += chunk
+    out(got[8:] == value, "meanwhile a client of another /24 reads the 200 KB value")
+    s.close()
+    for c in socks:
+        c.close()
+    still_serves(port, "a client over its buffer share", source="127.0.2.9")
 
 
 if __name__ == "__main__":

@@ -56,9 +56,12 @@ struct rv_server_config {
   const char **allowed_origins; /* pages other than musterd's own that browsers may use it from
                                  * ("https://dash.example:8443"); copied */
   size_t nallowed_origins;
-  int no_v2;              /* do not register the etcd v2 API (tests) */
-  uint64_t c10d_max_value_bytes; /* TCPStore: one value's bytes (0: 8 MiB, torch's) */
-  uint64_t c10d_max_keys;        /* TCPStore: keys and queued items (0: 1,000,000) */
+  int no_v2; /* do not register the etcd v2 API (tests) */
+
+  /* the TCPStore listener (rv_server_listen_c10d) */
+  uint64_t c10d_max_value_bytes; /* one value's bytes (0: 8 MiB, torch's) */
+  uint64_t c10d_max_keys;        /* keys and queued items (0: 1,000,000) */
+
   const char *token_file; /* require `Authorization: Bearer TOKEN` on /v1 and /v2, the tokens
                            * read from this file as musterd's --token-file reads it
                            * (docs/security.md); NULL = anyone who reaches the port may */
