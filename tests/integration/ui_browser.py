@@ -207,7 +207,9 @@ def main():
               page.wait_for(f"!!{c10d} && /round 2/.test({c10d}.textContent) && "
                             f"/2 keys/.test({c10d}.textContent)", 30),
               str(page.eval("document.querySelector('#c10d').innerText")))
-        check("the page is live (long poll)", page.eval("document.querySelector('#live').textContent") == "live")
+        check("the page is live (long poll)",
+              page.wait_for("document.querySelector('#live').textContent === 'live'", 30),
+              str(page.eval("document.querySelector('#live').textContent")))
         check("each member's lease is shown",
               page.eval(f"[...{run}.querySelectorAll('tr.member td:last-child')].every("
                         "td => /live|seen|joining/.test(td.textContent))"))
