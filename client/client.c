@@ -2,6 +2,7 @@
  * clears the last error, lets a resolving backend resolve, and calls its backend's slot
  * (client_int.h); a join's round is checked field by field before anyone sees it. */
 #include <limits.h>
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,11 +53,21 @@ int mu_client_new(const char *endpoint, struct mu_client **out)
   return mu_client_open(mu_client_backend_of(endpoint), endpoint, out, NULL);
 }
 
+/* The kept token, wiped (as the HTTP client wipes its copy). */
+static void forget_token(struct mu_client *c)
+{
+  OPENSSL_cleanse(c->token, strlen(c->token));
+  mu_free(c->token);
+  c->token = NULL;
+}
+
 void mu_client_free(struct mu_client *c)
 {
   if (c == NULL)
     return;
   c->ops->close(c);
+  if (c->token != NULL)
+    forget_token(c);
   mu_free(c);
 }
 
@@ -72,6 +83,8 @@ int mu__client_become(struct mu_client *c, const struct mu_client_ops *ops, cons
     ops->set_timeout(c, c->timeout_ms);
   if (ops->set_cancel_fd != NULL)
     ops->set_cancel_fd(c, c->cancel_fd);
+  if (ops->set_token != NULL && c->token != NULL) /* a token given before the hand-over */
+    ops->set_token(c, c->token);
   return 0;
 }
 
@@ -91,6 +104,9 @@ void mu_client_set_cancel_fd(struct mu_client *c, int fd)
 
 void mu_client_set_token(struct mu_client *c, const char *token)
 {
+  if (c->token != NULL)
+    forget_token(c);
+  c->token = token != NULL ? mu_strdup(token) : NULL;
   if (c->ops->set_token != NULL && c->impl != NULL)
     c->ops->set_token(c, token);
 }
@@ -301,6 +317,16 @@ int mu_client_runs_json(struct mu_client *c, const char *run_id, cJSON **out)
   if (rc == 0)
     rc = c->ops->runs_json != NULL ? c->ops->runs_json(c, run_id, out)
                                    : unsupported(c, "reading runs");
+  return rc;
+}
+
+int mu_client_c10d_json(struct mu_client *c, const char *run_id, cJSON **out)
+{
+  *out = NULL;
+  int rc = begin(c);
+  if (rc == 0)
+    rc = c->ops->c10d_json != NULL ? c->ops->c10d_json(c, run_id, out)
+                                   : unsupported(c, "reading TCPStore runs");
   return rc;
 }
 

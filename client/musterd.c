@@ -644,6 +644,22 @@ static int musterd_runs_json(struct mu_client *c, const char *run_id, cJSON **ou
   return rc;
 }
 
+static int musterd_c10d_json(struct mu_client *c, const char *run_id, cJSON **out)
+{
+  struct mu_buf path = MU_BUF_INIT(1024);
+  int rc = mu_buf_puts(&path, run_id != NULL ? "/v1/c10d/" : "/v1/c10d");
+  if (rc == 0 && run_id != NULL)
+    rc = put_escaped(&path, run_id, 0);
+  if (rc != 0) {
+    mu_buf_release(&path);
+    return MU_EINVAL;
+  }
+  struct exchange x = {"GET", path.data, NULL, NULL, 0, 0, MAX_RUNS, out, NULL};
+  rc = exchange(c, &x);
+  mu_buf_release(&path);
+  return rc;
+}
+
 static int musterd_changes(struct mu_client *c, const char *run_id, long long *cursor,
                            long timeout_ms, cJSON **events)
 {
@@ -684,4 +700,5 @@ const struct mu_client_ops mu__client_musterd_ops = {
     .kv_delete = musterd_kv_delete,
     .runs_json = musterd_runs_json,
     .changes = musterd_changes,
+    .c10d_json = musterd_c10d_json,
 };

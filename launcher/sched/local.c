@@ -153,6 +153,16 @@ static int plan_rdzv(struct mu_local_plan *p, const struct mu_app *app, const st
     return rc;
   p->rdzv = rz.own;
   p->rdzv_external = rz.endpoint;
+  if (p->rdzv)
+    p->c10d_endpoint = mu_strdup("127.0.0.1:<c10d port>");
+  else if (p->rdzv_external != NULL && mu_app_mentions(app, "${c10d_endpoint}")) {
+    mu_buf_printf(err,
+                  "the job uses ${c10d_endpoint} (torchrun --rdzv_backend c10d) and -cfg "
+                  "rdzv=%s names a musterd whose TCPStore port muster does not know; use "
+                  "-cfg rdzv=auto (the job's own musterd), or --rdzv_backend etcd-v2",
+                  p->rdzv_external);
+    return MU_EINVAL;
+  }
   rc = mu_cfg_rdzv_auth(cfg, app, &rz, &auth, err);
   if (rc != 0)
     return rc;
@@ -208,6 +218,9 @@ static char *plan_text(const struct mu_local_plan *p)
                   p->token_made ? "0600, made at submission, removed at the end" : "yours");
   else if (p->rdzv_external)
     mu_buf_printf(&t, "rendezvous: musterd at %s\n", p->rdzv_external);
+  if (p->rdzv)
+    mu_buf_printf(&t, "rendezvous TCPStore (c10d): the same musterd on 127.0.0.1:<another free "
+                      "port>, unauthenticated (the protocol has no credentials)\n");
   if (p->tls_dir)
     mu_buf_printf(&t, "rendezvous TLS: %s/server.pem, checked against %s/ca.pem%s\n", p->tls_dir,
                   p->tls_dir, p->tls_clients ? "; client certificates required" : "");

@@ -65,6 +65,7 @@ struct sup {
   struct replica *reps;
   struct rv_server *srv;
   char endpoint[128];
+  char c10d[128];   /* the TCPStore listener (torchrun --rdzv_backend c10d) */
   char ui_url[160]; /* http://ENDPOINT/ui of the embedded musterd */
   uv_signal_t sig_term, sig_int, sig_hup;
   uv_timer_t kill_timer;
@@ -142,6 +143,8 @@ static void write_state(struct sup *s)
   cJSON_AddNumberToObject(o, "started_at", s->started_at);
   cJSON_AddNumberToObject(o, "updated_at", (double)time(NULL));
   cJSON_AddStringToObject(o, "rdzv_endpoint", s->endpoint);
+  if (s->c10d[0] != '\0')
+    cJSON_AddStringToObject(o, "c10d_endpoint", s->c10d);
   if (s->srv != NULL) /* the embedded musterd's status page (not an external server's) */
     cJSON_AddItemToObject(o, "ui_url", cJSON_CreateStringReference(s->ui_url));
   cJSON_AddStringToObject(o, "log_dir", s->p->app_dir);
@@ -435,12 +438,18 @@ static int start_rdzv(struct sup *s)
       return -1;
     }
     int rc = rv_server_listen(s->srv);
+    /* the job's musterd speaks TCPStore too, on loopback only (the protocol has no credentials) */
+    if (rc == 0)
+      rc = rv_server_listen_c10d(s->srv, "127.0.0.1", 0);
     if (rc != 0) {
       snprintf(s->msg, sizeof(s->msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
       return -1;
     }
     snprintf(s->endpoint, sizeof(s->endpoint), "%s127.0.0.1:%d", s->p->tls_dir ? "https://" : "",
              rv_server_port(s->srv));
+    snprintf(s->c10d, sizeof(s->c10d), "127.0.0.1:%d", rv_server_c10d_port(s->srv));
+    mu_free(s->p->c10d_endpoint);
+    s->p->c10d_endpoint = mu_strdup(s->c10d);
     /* The status page, when a browser can read it: a private job's needs its token, which a
      * browser cannot send (docs/security.md), so it is not advertised. */
     if (s->p->token_file == NULL)

@@ -423,7 +423,8 @@ static int eval_expr(const struct eval *ev, const char *s, size_t n, struct mu_b
 /* The scheduler macros (mu_macros_apply(), docs/components.md): the only ${...} that may name
  * no parameter. */
 static const char *const scheduler_macros[] = {
-    "app_id", "replica_id", "img_root", "rank0_env", "num_replicas", "rdzv_endpoint", NULL};
+    "app_id",       "replica_id",    "img_root",      "rank0_env",
+    "num_replicas", "rdzv_endpoint", "c10d_endpoint", NULL};
 
 /* A ${ref} that is no parameter must be a scheduler macro: else an error naming it with the
  * closest parameter or macro. Returns: 0, or MU_EINVAL with the message in ev->err. */
@@ -448,7 +449,7 @@ static int unknown_macro(const struct eval *ev, const char *ref, size_t n)
     mu_buf_printf(ev->err, "; did you mean '${%s}'?", best);
   else
     mu_buf_puts(ev->err, " (app_id, replica_id, img_root, rank0_env, num_replicas, "
-                         "rdzv_endpoint); write $${ for a literal ${");
+                         "rdzv_endpoint, c10d_endpoint); write $${ for a literal ${");
   return MU_EINVAL;
 }
 

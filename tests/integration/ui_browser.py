@@ -159,14 +159,18 @@ def start_browser(out_dir):
         port_file = os.path.join(profile, "DevToolsActivePort")
         deadline = time.monotonic() + 60
         port = None
+        # chromium creates the file before it writes the port: wait for the number itself
         while port is None and time.monotonic() < deadline:
             try:
                 with open(port_file) as f:
-                    port = int(f.readline())
-            except (OSError, ValueError):
+                    line = f.readline().strip()
+                port = int(line) if line.isdigit() else None
+            except OSError:
+                pass
+            if port is None:
                 time.sleep(0.1)
         if port is None:
-            raise RuntimeError("chromium wrote no DevTools port within 60 s (see chromium.log)")
+            raise RuntimeError(f"chromium wrote no port to {port_file} in 60 s")
         targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
         page = Page(next(t for t in targets if t["type"] == "page")["webSocketDebuggerUrl"])
         page.call("Page.enable")
@@ -199,9 +203,14 @@ def main():
                            f"{run}.querySelectorAll('tr.member').length === 2", 60)
         check("the page shows the run, round 1 active, with both members", ok,
               str(page.eval("document.body.innerText")))
-        live = "document.querySelector('#live').textContent"
-        check("the page is live (long poll)", page.wait_for(f"{live} === 'live'", 20),
-              str(page.eval(live)))
+        c10d = 'document.querySelector(\'.c10d-run[data-run="job-c10d"]\')'
+        check("the page shows the TCPStore (c10d) run, its round and keys",
+              page.wait_for(f"!!{c10d} && /round 2/.test({c10d}.textContent) && "
+                            f"/2 keys/.test({c10d}.textContent)", 30),
+              str(page.eval("document.querySelector('#c10d').innerText")))
+        check("the page is live (long poll)",
+              page.wait_for("document.querySelector('#live').textContent === 'live'", 30),
+              str(page.eval("document.querySelector('#live').textContent")))
         check("each member's lease is shown",
               page.eval(f"[...{run}.querySelectorAll('tr.member td:last-child')].every("
                         "td => /live|seen|joining/.test(td.textContent))"))
