@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,8 +33,9 @@
 
 extern char **environ;
 
-#define ERROR_LINES 12 /* lines of a worker's error file in a failure report */
-#define MAX_LINE 65536 /* a longer line of a worker's output is written in pieces */
+#define ERROR_LINES 12          /* lines of a worker's error file in a failure report */
+#define MAX_LINE 65536          /* a longer line of a worker's output is written in pieces */
+#define STACKS_MAX (256u << 10) /* a worker's stacks kept for its failure record */
 
 /* ---------------------------------------------------------------------------------------------
  * The watcher thread: heartbeat once, then long-poll the round's watch
@@ -184,6 +186,11 @@ static void set_outcome(struct mu_agent *ag, enum mu_agent_outcome o)
 
 static void on_drain_timer(uv_timer_t *t);
 
+static double hang_initial_s(const struct mu_agent_config *cfg)
+{
+  return cfg->hang_initial_timeout_s > 0 ? cfg->hang_initial_timeout_s : cfg->hang_timeout_s;
+}
+
 static long long wall_ms(void)
 {
   struct timespec ts;
@@ -200,10 +207,10 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
   w->term_signal = term_signal;
   w->exit_order = ++ag->exit_seq;
   w->end_ms = wall_ms();
-  w->stopped = ag->stopping;
+  w->stopped = ag->stopping || ag->asking_stacks;
   ag->nexited++;
   uv_close((uv_handle_t *)p, on_handle_closed);
-  if ((status != 0 || term_signal != 0) && !ag->stopping) {
+  if ((status != 0 || term_signal != 0) && !w->stopped) {
     ag->failed_idx = (int)(w - ag->w);
     set_outcome(ag, MU_AGENT_WORKER_FAILED);
     begin_stop(ag, SIGTERM);
@@ -234,9 +241,16 @@ static void close_pipe(uv_pipe_t *pipe, int *open_flag)
   uv_close((uv_handle_t *)pipe, on_handle_closed);
 }
 
+static void progress(struct mu_agent_worker *w, long long at_ms);
+
 static void deliver(struct mu_agent_worker *w, int is_err, const char *data, size_t n, int eof)
 {
   struct mu_agent *ag = w->ag;
+  /* a line of output is progress while the worker never touched its heartbeat file */
+  if (n > 0 && !w->hb_touched && !ag->asking_stacks && memchr(data, '\n', n) != NULL)
+    progress(w, wall_ms());
+  if (is_err && n > 0 && ag->asking_stacks) /* what it prints now is its stacks */
+    (void)mu_buf_append(&w->stacks, data, n);
   int console = mu_agent_console(ag->cfg, w->local_rank, is_err ? 2 : 1);
   int log_fd = is_err ? w->log_err : w->log_out;
   if (is_err && n > 0) { /* keep the last bytes for a failure without error file */
@@ -358,9 +372,130 @@ static void maybe_finish(struct mu_agent *ag)
   (void)wr;
   close_loop_handle((uv_handle_t *)&ag->kill_timer);
   close_loop_handle((uv_handle_t *)&ag->drain_timer);
+  close_loop_handle((uv_handle_t *)&ag->watch_timer);
+  close_loop_handle((uv_handle_t *)&ag->stacks_timer);
   close_loop_handle((uv_handle_t *)&ag->sig_int);
   close_loop_handle((uv_handle_t *)&ag->sig_term);
   close_loop_handle((uv_handle_t *)&ag->async);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Progress and hangs: each worker's heartbeat file (its mtime) is read every tick; a line of
+ * output counts while the worker never touched the file. With --hang-timeout, a worker without
+ * progress for that long (--hang-initial-timeout before its first) is hung: every worker is
+ * asked for its stacks (SIGABRT: a Python worker with PYTHONFAULTHANDLER prints every thread's
+ * stack and ends), the others get the stop grace, then the workers are stopped and the attempt
+ * ends as a failure.
+ */
+
+static long long mtime_ns(const char *path)
+{
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return -1;
+  return (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+/* The worker's heartbeat file, empty, created before it starts: touching it (utime(), or
+ * Python's Path.touch()) changes its mtime. */
+static void heartbeat_create(struct mu_agent *ag, struct mu_agent_worker *w)
+{
+  int fd = open(w->heartbeat_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    mu_agent_say(ag, MU_AGENT_PROGRESS, "cannot create the heartbeat file '%s': %s",
+                 w->heartbeat_file, strerror(errno));
+  else
+    close(fd);
+  w->hb_mtime_ns = mtime_ns(w->heartbeat_file);
+}
+
+static void progress(struct mu_agent_worker *w, long long at_ms)
+{
+  struct mu_agent *ag = w->ag;
+  if (at_ms <= w->progress_ms)
+    return;
+  w->progress_ms = at_ms;
+  if (ag->first_progress_ms != 0)
+    return;
+  ag->first_progress_ms = at_ms;
+  long long after = at_ms - ag->start_ms;
+  mu_agent_say(ag, MU_AGENT_PROGRESS,
+               "round %ld: first progress (rank %d), %lld.%03lld s after the workers started",
+               ag->round.round, w->rank, (after > 0 ? after : 0) / 1000,
+               (after > 0 ? after : 0) % 1000);
+}
+
+static void on_stacks_timer(uv_timer_t *t)
+{
+  begin_stop(t->data, SIGTERM);
+}
+
+/* Worker `w` made no progress for `idle_ms`: ask every worker for its stacks. */
+static void ask_stacks(struct mu_agent *ag, struct mu_agent_worker *w, long long idle_ms)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  ag->hung_idx = (int)(w - ag->w);
+  ag->hung_at_ms = wall_ms();
+  ag->failed_idx = ag->hung_idx;
+  set_outcome(ag, MU_AGENT_WORKER_FAILED);
+  mu_agent_say(ag, MU_AGENT_PROGRESS,
+               "no progress from rank %d for %lld.%lld s (--hang-timeout %g s%s): hung; asking "
+               "every worker for its stacks (SIGABRT), then stopping them",
+               w->rank, idle_ms / 1000, idle_ms % 1000 / 100,
+               w->progress_ms ? cfg->hang_timeout_s : hang_initial_s(cfg),
+               w->progress_ms ? "" : ", before its first progress");
+  ag->asking_stacks = 1;
+  for (int i = 0; i < ag->nworkers; i++) {
+    struct mu_agent_worker *o = &ag->w[i];
+    if (o->spawned && !o->exited)
+      kill(o->child.proc.pid, SIGABRT);
+  }
+  uv_timer_start(&ag->stacks_timer, on_stacks_timer, (uint64_t)(cfg->stop_grace_s * 1000), 0);
+}
+
+/* A tick: heartbeat files that changed are progress; then, with a hang timeout, the worker
+ * idle longest past its limit is hung. */
+static void on_watch_timer(uv_timer_t *t)
+{
+  struct mu_agent *ag = t->data;
+  const struct mu_agent_config *cfg = ag->cfg;
+  if (ag->stopping || ag->asking_stacks)
+    return;
+  long long now = wall_ms();
+  struct mu_agent_worker *worst = NULL;
+  long long worst_idle = 0;
+  for (int i = 0; i < ag->nworkers; i++) {
+    struct mu_agent_worker *w = &ag->w[i];
+    if (!w->spawned || w->exited)
+      continue;
+    long long m = mtime_ns(w->heartbeat_file);
+    if (m >= 0 && m != w->hb_mtime_ns) {
+      w->hb_mtime_ns = m;
+      w->hb_touched = 1;
+      progress(w, m / 1000000);
+    }
+    long long since = w->progress_ms ? w->progress_ms : ag->start_ms;
+    double limit = w->progress_ms ? cfg->hang_timeout_s : hang_initial_s(cfg);
+    long long idle = now - since;
+    if (cfg->hang_timeout_s > 0 && idle >= (long long)(limit * 1000) && idle > worst_idle) {
+      worst = w;
+      worst_idle = idle;
+    }
+  }
+  if (worst != NULL)
+    ask_stacks(ag, worst, worst_idle);
+  else if (cfg->hang_timeout_s <= 0 && ag->first_progress_ms != 0)
+    uv_timer_stop(&ag->watch_timer); /* only the first progress was wanted */
+}
+
+/* The watch's tick: an eighth of the hang timeout (so a hang is seen within it plus 1/8), at
+ * most 500 ms, at least 50 ms; 500 ms with no hang timeout (only the first progress). */
+static uint64_t watch_tick_ms(const struct mu_agent_config *cfg)
+{
+  double t = cfg->hang_timeout_s > 0 ? cfg->hang_timeout_s * 1000 / 8 : 500;
+  double i = cfg->hang_timeout_s > 0 ? hang_initial_s(cfg) * 1000 / 8 : 500;
+  t = i < t ? i : t;
+  return t > 500 ? 500 : t < 50 ? 50 : (uint64_t)t;
 }
 
 static int open_log(const char *dir, const char *name)
@@ -382,6 +517,8 @@ static void spawn_worker(struct mu_agent *ag, struct mu_agent_worker *w)
     mu_agent_say(ag, MU_AGENT_PROGRESS, "cannot create '%s': %s", dir, strerror(errno));
   w->error_file = mu_asprintf("%s/error.json", dir);
   unlink(w->error_file);
+  w->heartbeat_file = mu_asprintf("%s/heartbeat", dir);
+  heartbeat_create(ag, w);
   w->log_out = w->log_err = -1;
   if (cfg->log_dir != NULL) {
     w->log_out = open_log(dir, "stdout.log");
@@ -393,6 +530,7 @@ static void spawn_worker(struct mu_agent *ag, struct mu_agent_worker *w)
   mu_line_prefixer_init(&w->perr, prefix, MAX_LINE);
   mu_agent_worker_env(cfg, ag->endpoint, &ag->round, w->local_rank, ag->restart_count,
                       w->error_file, environ, &env);
+  mu_agent_progress_env(cfg, w->heartbeat_file, environ, &env);
 
   struct mu_child_opts o = {cfg->cmd[0], cfg->cmd,         env.v, on_exit_cb, on_alloc,
                             on_read,     on_handle_closed, w};
@@ -434,9 +572,20 @@ static void spawn_worker(struct mu_agent *ag, struct mu_agent_worker *w)
  * Reports and one attempt
  */
 
+/* How long worker `w` had made no progress when the agent saw the hang, in ms. */
+static long long hung_for_ms(const struct mu_agent *ag, const struct mu_agent_worker *w)
+{
+  long long since = w->progress_ms ? w->progress_ms : ag->start_ms;
+  return ag->hung_at_ms > since ? ag->hung_at_ms - since : 0;
+}
+
 void mu_agent_describe_exit(const struct mu_agent_worker *w, char *out, size_t n)
 {
-  if (w->spawn_error != 0)
+  const struct mu_agent *ag = w->ag;
+  if (ag != NULL && ag->hung_idx >= 0 && ag->failed_idx == (int)(w - ag->w))
+    snprintf(out, n, "hung: no progress for %lld s, stopped for its stacks",
+             (hung_for_ms(ag, w) + 500) / 1000);
+  else if (w->spawn_error != 0)
     snprintf(out, n, "could not start: %s", uv_strerror(w->spawn_error));
   else if (w->term_signal != 0)
     snprintf(out, n, "killed by signal %d (%s)", w->term_signal, strsignal(w->term_signal));
@@ -470,17 +619,64 @@ static char *tail_lines(const struct mu_agent_worker *w, int max)
   return out;
 }
 
+/* After a hang: the worker that hung is the one whose stacks end in its own code (not inside a
+ * library, where a rank waits for the one that hung), else the one seen first. Returns: its
+ * index, with its innermost frame (caller frees) and whether that is library code. */
+static int pick_hung(const struct mu_agent *ag, char **frame, int *library)
+{
+  int best = -1, best_class = 3;
+  *frame = NULL;
+  *library = 0;
+  for (int k = -1; k < ag->nworkers; k++) {
+    int i = k < 0 ? ag->hung_idx : k; /* the one seen first, on a tie */
+    const struct mu_agent_worker *w = &ag->w[i];
+    int lib = 0;
+    char *f = mu_failrec_innermost_frame(mu_buf_str((struct mu_buf *)&w->stacks), &lib);
+    int cls = f == NULL ? 2 : lib ? 1 : 0;
+    if (cls < best_class) {
+      mu_free(*frame);
+      *frame = f;
+      *library = lib;
+      best = i;
+      best_class = cls;
+    } else {
+      mu_free(f);
+    }
+  }
+  return best;
+}
+
+/* The record of a hang: the hung worker's innermost frame as the exception, its stacks as the
+ * details. Takes `frame`. */
+static void hang_record(const struct mu_agent *ag, const struct mu_agent_worker *w, char *frame,
+                        int library, struct mu_failrec *r)
+{
+  long long idle = hung_for_ms(ag, w);
+  r->hung = mu_asprintf("no progress for %lld s", (idle + 500) / 1000);
+  r->waiting = frame != NULL && library;
+  r->source = mu_strdup("stacks");
+  if (frame != NULL) {
+    r->exception = frame;
+    r->details = mu_strdup(mu_buf_str((struct mu_buf *)&w->stacks));
+  } else { /* not a Python worker, or it printed nothing: its last stderr lines */
+    r->details = tail_lines(w, 20);
+    r->exception = mu_failrec_exception_line(r->details);
+  }
+}
+
 /* Fills the failure record of worker w: its error file when it wrote one, else the last lines
- * of its stderr. */
+ * of its stderr; after a hang, its stacks. */
 static void make_record(const struct mu_agent *ag, const struct mu_agent_worker *w, int restarts,
-                        struct mu_failrec *r)
+                        char *hang_frame, int hang_library, struct mu_failrec *r)
 {
   struct mu_buf text = MU_BUF_INIT(1u << 20);
   char host[256] = "?";
   gethostname(host, sizeof(host) - 1);
   memset(r, 0, sizeof(*r));
-  if (w->error_file != NULL && mu_read_file(w->error_file, 1u << 20, &text) == 0 &&
-      mu_failrec_parse(text.data, text.len, r) == 0) {
+  if (ag->hung_idx >= 0) {
+    hang_record(ag, w, hang_frame, hang_library, r);
+  } else if (w->error_file != NULL && mu_read_file(w->error_file, 1u << 20, &text) == 0 &&
+             mu_failrec_parse(text.data, text.len, r) == 0) {
     mu_free(r->source);
     r->source = mu_strdup("error_file");
   } else {
@@ -506,17 +702,21 @@ static void make_record(const struct mu_agent *ag, const struct mu_agent_worker 
   r->signal = w->term_signal;
   long oom = w->term_signal == SIGKILL ? mu_agent_oom_kills() : -1;
   r->oom = oom > 0 && oom > ag->oom_kills_start;
-  r->time_ms = w->end_ms;
+  r->time_ms = ag->hung_idx >= 0 ? ag->hung_at_ms : w->end_ms;
   mu_buf_release(&text);
 }
 
 void mu_agent_failure_report(struct mu_agent *ag, int restarts_left)
 {
+  char *frame = NULL;
+  int library = 0;
+  if (ag->hung_idx >= 0)
+    ag->failed_idx = pick_hung(ag, &frame, &library);
   const struct mu_agent_worker *w = &ag->w[ag->failed_idx];
   char how[160];
   mu_agent_describe_exit(w, how, sizeof(how));
   mu_failrec_release(&ag->last_failure);
-  make_record(ag, w, restarts_left > 0 ? ag->restart_count + 1 : ag->restart_count,
+  make_record(ag, w, restarts_left > 0 ? ag->restart_count + 1 : ag->restart_count, frame, library,
               &ag->last_failure);
   const struct mu_failrec *r = &ag->last_failure;
   struct mu_buf s = MU_BUF_INIT(SIZE_MAX);
@@ -528,7 +728,11 @@ void mu_agent_failure_report(struct mu_agent *ag, int restarts_left)
                       w->local_rank, ag->round.node_rank, r->host, ag->addr, (int)r->pid, how,
                       r->oom ? " (likely killed for memory: the cgroup counted an OOM kill)" : "");
   struct mu_buf ef = MU_BUF_INIT(SIZE_MAX);
-  if (mu_agent_error_file_summary(w->error_file, ERROR_LINES, "    | ", &ef) == 0)
+  if (r->hung != NULL)
+    (void)mu_buf_printf(&s, "  its stacks (above, [%d]:) end in %s%s\n", w->rank,
+                        r->exception[0] ? r->exception : "no Python frame (not a Python worker?)",
+                        r->waiting ? ", inside a library: it waited for another rank" : "");
+  else if (mu_agent_error_file_summary(w->error_file, ERROR_LINES, "    | ", &ef) == 0)
     (void)mu_buf_printf(&s, "  error file %s:\n%s", w->error_file, ef.data);
   else
     (void)mu_buf_printf(&s,
@@ -582,7 +786,14 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
   }
   uv_timer_init(&ag->loop, &ag->kill_timer);
   uv_timer_init(&ag->loop, &ag->drain_timer);
+  uv_timer_init(&ag->loop, &ag->watch_timer);
+  uv_timer_init(&ag->loop, &ag->stacks_timer);
   ag->kill_timer.data = ag->drain_timer.data = ag;
+  ag->watch_timer.data = ag->stacks_timer.data = ag;
+  ag->first_progress_ms = 0;
+  ag->hung_idx = -1;
+  ag->hung_at_ms = 0;
+  ag->asking_stacks = 0;
   uv_signal_init(&ag->loop, &ag->sig_int);
   uv_signal_init(&ag->loop, &ag->sig_term);
   ag->sig_int.data = ag->sig_term.data = ag;
@@ -597,9 +808,13 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
     w->local_rank = i;
     w->rank = ag->round.rank_offset + i;
     w->log_out = w->log_err = -1;
+    w->stacks = (struct mu_buf)MU_BUF_INIT(STACKS_MAX);
   }
+  ag->start_ms = wall_ms();
   for (int i = 0; i < ag->nworkers; i++)
     spawn_worker(ag, &ag->w[i]);
+  uint64_t tick = watch_tick_ms(cfg);
+  uv_timer_start(&ag->watch_timer, on_watch_timer, tick, tick);
   char ranks[48];
   mu_agent_say(ag, MU_AGENT_PROGRESS, "round %ld: started %d worker%s (%s of %d)", ag->round.round,
                ag->nworkers, ag->nworkers == 1 ? "" : "s",
@@ -629,6 +844,8 @@ void mu_agent_workers_free(struct mu_agent *ag)
     mu_line_prefixer_release(&w->pout);
     mu_line_prefixer_release(&w->perr);
     mu_free(w->error_file);
+    mu_free(w->heartbeat_file);
+    mu_buf_release(&w->stacks);
   }
   mu_free(ag->w);
   ag->w = NULL;

@@ -46,6 +46,13 @@ struct mu_agent_worker {
   long long end_ms;    /* wall clock when it ended (Unix ms) */
   char err_tail[4096]; /* the last bytes of its stderr, for a failure without error file */
   size_t err_tail_len;
+  /* progress (agent_attempt.c): its heartbeat file touched, or a line of output while it never
+   * touched it */
+  char *heartbeat_file;
+  long long hb_mtime_ns; /* the file's mtime when last seen (as the agent created it first) */
+  int hb_touched;        /* it touched the file at least once: only touches count now */
+  long long progress_ms; /* wall clock of its last progress; 0: none yet */
+  struct mu_buf stacks;  /* its stderr after the agent asked for its stacks (SIGABRT) */
 };
 
 struct mu_agent {
@@ -79,6 +86,13 @@ struct mu_agent {
   uv_signal_t sig_int, sig_term;
   uv_async_t async;
   int loop_handles_closed;
+  uv_timer_t watch_timer;      /* the progress and hang watch: heartbeat files, every tick */
+  uv_timer_t stacks_timer;     /* the grace after asking for stacks, then stop */
+  long long start_ms;          /* wall clock when the workers started */
+  long long first_progress_ms; /* the attempt's first progress (any worker), 0: none yet */
+  int hung_idx;                /* the worker seen hung first, -1 */
+  long long hung_at_ms;        /* wall clock when the agent saw it */
+  int asking_stacks;           /* SIGABRT sent: the workers print their stacks and end */
 
   /* Watcher thread. */
   uv_thread_t watcher;

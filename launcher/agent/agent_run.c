@@ -433,6 +433,60 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * The health check: before every join
+ */
+
+/* Sleeps `ms` or until a signal arrives (the join's signal pipe). Returns: 1 on a signal. */
+static int nap_or_signal(long long ms)
+{
+  struct pollfd p = {sig_pipe[0], POLLIN, 0};
+  if (sig_pipe[0] < 0)
+    return usleep((useconds_t)(ms * 1000)) != 0 && sig_seen != 0;
+  return poll(&p, 1, (int)ms) > 0 || sig_seen != 0;
+}
+
+/* Runs --health-check until it passes: a node whose check fails does not join; it says why
+ * with the check's output and runs it again every --health-check-interval.
+ * Returns: 0 once it passed (or with no check), or an exit code (a signal) with err set. */
+static int health_gate(struct mu_agent *ag, struct mu_buf *err)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  if (cfg->health_check == NULL)
+    return 0;
+  struct mu_buf out = MU_BUF_INIT(SIZE_MAX), why = MU_BUF_INIT(SIZE_MAX);
+  int code = 0;
+  for (int n = 1;; n++) {
+    mu_buf_clear(&out);
+    mu_buf_clear(&why);
+    if (mu_agent_health_check(cfg, &out, &why) == 0) {
+      if (n > 1)
+        mu_agent_say(ag, MU_AGENT_PROGRESS, "health check passed (check %d); joining", n);
+      break;
+    }
+    struct mu_buf shown = MU_BUF_INIT(SIZE_MAX); /* each line of the output as "    | ..." */
+    for (const char *p = mu_buf_str(&out); *p != '\0';) {
+      size_t len = strcspn(p, "\n");
+      mu_buf_printf(&shown, "\n    | %.*s", (int)len, p);
+      p += len + (p[len] == '\n');
+    }
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "health check failed (%s): this node does not join run '%s'; checking again in "
+                 "%g s. Its output:%s",
+                 mu_buf_str(&why), cfg->run_id, cfg->health_check_interval_s,
+                 shown.len > 0 ? mu_buf_str(&shown) : " none");
+    mu_buf_release(&shown);
+    if (nap_or_signal((long long)(cfg->health_check_interval_s * 1000))) {
+      code = MU_AGENT_EXIT_SIGNAL_BASE + sig_seen;
+      mu_buf_clear(err);
+      break;
+    }
+  }
+  mu_buf_release(&out);
+  mu_buf_release(&why);
+  return code;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * The run
  */
 
@@ -574,6 +628,9 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
   for (;;) {
     if (sig_pipe[0] >= 0)
       arm_join_signals();
+    code = health_gate(&ag, err);
+    if (code != 0)
+      goto out;
     code = join(&ag, err);
     if (sig_seen != 0) {
       mu_buf_clear(err);

@@ -345,6 +345,16 @@ int cmd_agent(int argc, char **argv)
       MU_OPT_DOUBLE(0, "lease-ttl", &lease_ttl, "S",
                     "a node silent for S s is dropped (server default 10)"),
       MU_OPT_DOUBLE(0, "stop-grace", &stop_grace, "S", "SIGTERM to SIGKILL delay (5)"),
+      MU_OPT_DOUBLE(0, "hang-timeout", &cfg.hang_timeout_s, "S",
+                    "a worker without progress for S s is hung: its stacks, then a restart"),
+      MU_OPT_DOUBLE(0, "hang-initial-timeout", &cfg.hang_initial_timeout_s, "S",
+                    "the same before a worker's first progress (default --hang-timeout)"),
+      MU_OPT_STRING(0, "health-check", &cfg.health_check, "CMD",
+                    "a shell command run before every join; a node whose check fails waits"),
+      MU_OPT_DOUBLE(0, "health-check-timeout", &cfg.health_check_timeout_s, "S",
+                    "a check running longer failed (60)"),
+      MU_OPT_DOUBLE(0, "health-check-interval", &cfg.health_check_interval_s, "S",
+                    "a failed check runs again S s later (30)"),
       MU_OPT_END(),
   };
   const struct pet_row pet[] = {
@@ -512,6 +522,23 @@ int cmd_agent(int argc, char **argv)
     cfg.stop_grace_s = stop_grace;
   if (cfg.join_timeout_s <= 0) {
     mu_error("--join-timeout must be positive (seconds)");
+    goto out;
+  }
+  if (cfg.hang_timeout_s < 0 || cfg.hang_initial_timeout_s < 0) {
+    mu_error("--hang-timeout and --hang-initial-timeout are seconds (0: no hang watch), not "
+             "negative");
+    goto out;
+  }
+  if (cfg.hang_initial_timeout_s > 0 && cfg.hang_timeout_s <= 0) {
+    mu_error("--hang-initial-timeout needs --hang-timeout (the watch is on only with it)");
+    goto out;
+  }
+  if (cfg.health_check_timeout_s <= 0 || cfg.health_check_interval_s <= 0) {
+    mu_error("--health-check-timeout and --health-check-interval must be positive (seconds)");
+    goto out;
+  }
+  if (cfg.health_check != NULL && cfg.health_check[0] == '\0') {
+    mu_error("--health-check needs a command (a shell command line: '/opt/check-gpus.sh --quick')");
     goto out;
   }
   if (cfg.role[0] == '\0') {
