@@ -374,6 +374,7 @@ int cmd_agent(int argc, char **argv)
       {"PET_NODE_RANK", &node_rank_s},
       {"PET_MASTER_ADDR", &master_addr},
       {"PET_MASTER_PORT", &master_port_s},
+      {"MUSTER_HEALTH_CHECK", &cfg.health_check}, /* the schedulers' -cfg health_check */
   };
   const struct pet_flag pet_flags[] = {
       {"PET_STANDALONE", &standalone},

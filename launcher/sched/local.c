@@ -58,6 +58,7 @@ static const struct mu_runopt local_runopts[] = {
      "rendezvous for ${rdzv_endpoint}: auto (an embedded musterd when a role uses it), job "
      "(always), none, HOST:PORT of a running musterd or etcd, or etcd-v3://H1:P,H2:P (an etcd "
      "v3 cluster)"},
+    MU_RUNOPT_HEALTH_CHECK,
     {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
 

@@ -68,6 +68,16 @@ struct mu_app_list_entry {
 /* Log stream choice for log_open. */
 enum mu_log_stream { MU_STREAM_COMBINED = 0, MU_STREAM_STDOUT, MU_STREAM_STDERR };
 
+/* The -cfg key every scheduler has (a row of each runopt table): the health check every node's
+ * muster agent runs before it joins, passed as MUSTER_HEALTH_CHECK in every role's environment
+ * by mu_sched_dryrun() (a role that sets it keeps its own). */
+#define MU_RUNOPT_HEALTH_CHECK                                                                     \
+  {                                                                                                \
+    "health_check", MU_RUNOPT_STR, NULL, 0,                                                        \
+        "a shell command every node's muster agent runs before it joins (MUSTER_HEALTH_CHECK); "   \
+        "a node whose check fails does not join and shows as unhealthy"                            \
+  }
+
 struct mu_sched_ops {
   const char *name;
   const char *help;
