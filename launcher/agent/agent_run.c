@@ -195,7 +195,12 @@ static void say_waiting(struct mu_agent *ag, struct mu_rdzv *r, long long secs)
   int rc = r != NULL && r->ops->run_info != NULL ? r->ops->run_info(r, cfg->run_id, &in, &e)
                                                  : MU_ENOTSUP;
   int need = rc == 0 ? cfg->min_nodes - in.waiting : 0;
-  if (rc == 0 && strcmp(in.round_state, "active") == 0 && in.waiting > 0)
+  if (rc == 0 && strcmp(in.round_state, "active") == 0 && in.nnodes >= in.max_nodes)
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "standby: round %ld of run '%s' at %s is active and full (%d of %d nodes); this "
+                 "node takes the place of one that is lost or fails, %lld s",
+                 in.round, cfg->run_id, ag->endpoint, in.nnodes, in.max_nodes, secs);
+  else if (rc == 0 && strcmp(in.round_state, "active") == 0 && in.waiting > 0)
     mu_agent_say(ag, MU_AGENT_PROGRESS,
                  "waiting to be admitted: round %ld of run '%s' at %s is active with %d of at most "
                  "%d nodes (%d waiting), %lld s",
@@ -360,8 +365,12 @@ out:
   return code;
 }
 
+/* join()'s answer when the run finished successfully while this node waited to join (a
+ * standby that was not needed): the agent ends with success. */
+#define JOIN_RUN_DONE (-2)
+
 /* Joins, retrying an unreachable endpoint until the join deadline (at most 30 s of retries).
- * Returns: 0, or an exit code with the message in err. */
+ * Returns: 0, JOIN_RUN_DONE, or an exit code with the message in err. */
 static int join(struct mu_agent *ag, struct mu_buf *err)
 {
   const struct mu_agent_config *cfg = ag->cfg;
@@ -369,15 +378,18 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
   long long retry_until =
       now_ms() + (cfg->join_timeout_s < 30 ? (long long)(cfg->join_timeout_s * 1000) : 30000);
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  int warned = 0, code = 0, offered_port = 0;
+  int warned = 0, code = 0, offered_port = 0, probed = 0;
   char ranks[48];
   struct waiter waiter;
   waiter_start(&waiter, ag);
   for (;;) {
     mu_round_release(&ag->round);
     mu_buf_clear(&e);
-    if (ag->addr[0] == '\0' || cfg->local_addr == NULL) {
+    /* the probe also tells a run that ended already (an error) from one that ends while this
+     * join waits (a standby not needed: JOIN_RUN_DONE) */
+    if (!probed || ag->addr[0] == '\0' || cfg->local_addr == NULL) {
       code = probe_endpoint(ag, retry_until, &warned, err);
+      probed = code == 0;
       if (code < 0) {
         code = 0;
         usleep(250 * 1000);
@@ -409,6 +421,13 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
     int rc = ag->rdzv->ops->join(ag->rdzv, cfg->run_id, &o, &ag->round, &e);
     if (rc == 0)
       break;
+    if (rc == MU_ECLOSED) { /* the run was open when this join began (the probe said so) */
+      mu_agent_say(ag, MU_AGENT_PROGRESS,
+                   "run '%s' finished while this node waited to join (%s); nothing to do",
+                   cfg->run_id, mu_buf_str(&e));
+      code = JOIN_RUN_DONE;
+      break;
+    }
     if ((rc == MU_ECONN || rc == MU_EPROTO) && now_ms() < retry_until) {
       if (!warned++)
         mu_agent_say(ag, MU_AGENT_PROGRESS, "join failed (%s); retrying", mu_buf_str(&e));
@@ -420,6 +439,8 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
   }
   waiter_stop(&waiter);
   mu_buf_release(&e);
+  if (code == JOIN_RUN_DONE)
+    return code;
   if (code == 0 && cfg->static_rank >= 0)
     code = static_ranks(ag, offered_port, err);
   if (code != 0)
@@ -635,6 +656,10 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
     if (sig_seen != 0) {
       mu_buf_clear(err);
       code = MU_AGENT_EXIT_SIGNAL_BASE + sig_seen;
+      goto out;
+    }
+    if (code == JOIN_RUN_DONE) {
+      code = MU_AGENT_EXIT_OK;
       goto out;
     }
     if (code != 0)
