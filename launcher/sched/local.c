@@ -366,6 +366,15 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   out->started_at = mu_json_get_double(o, "started_at", 0);
   if (mu_job_state_is_terminal(out->state))
     out->ended_at = mu_json_get_double(o, "updated_at", 0);
+  const cJSON *run = cJSON_GetObjectItemCaseSensitive(o, "rdzv_run");
+  if (cJSON_IsObject(run)) { /* the run's own count (every node's) is the job's */
+    char *t = cJSON_PrintUnformatted(run);
+    out->rdzv_run = mu_strdup(t);
+    cJSON_free(t);
+    long rc_run = mu_json_get_long(run, "restart_count", 0);
+    if (rc_run > out->num_restarts)
+      out->num_restarts = rc_run;
+  }
   cJSON_Delete(o);
   return 0;
 }

@@ -65,6 +65,7 @@ void mu_app_status_release(struct mu_app_status *st)
   mu_free(st->msg);
   mu_free(st->root_cause);
   mu_free(st->structured_error_msg);
+  mu_free(st->rdzv_run);
   memset(st, 0, sizeof(*st));
 }
 

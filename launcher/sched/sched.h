@@ -56,6 +56,10 @@ struct mu_app_status {
   char *structured_error_msg;
   long long root_cause_ms;
   double started_at, ended_at; /* Unix seconds; 0 when the backend does not know */
+  /* The job's rendezvous run as the local scheduler keeps it (GET /v1/runs/{id}'s run_id,
+   * state, round, restart_count, max_restarts, standbys, unhealthy, timings), JSON text;
+   * NULL when the backend does not know it. */
+  char *rdzv_run;
 };
 
 struct mu_app_list_entry {

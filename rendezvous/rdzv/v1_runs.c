@@ -6,6 +6,7 @@
 #include "decimal.h"
 #include "htab.h"
 #include "json.h"
+#include "v1.h"
 #include "v1_int.h"
 
 #define DEFAULT_WATCH_MS 30000
@@ -316,6 +317,40 @@ static void put_members(struct mu_buf *b, const struct rdzv_run_info *i)
   }
 }
 
+/* GET /v1/runs/{id}'s object for `run`, appended to `out`. */
+static void run_json(struct rdzv_run *run, struct mu_buf *out)
+{
+  struct rdzv_run_info i;
+  rdzv_run_info(run, &i);
+  mu_buf_printf(out, "{\"run_id\":\"%s\",\"state\":\"%s\",\"reason\":", i.run_id,
+                rdzv_run_state_name(i.state));
+  mu_json_str(out, i.reason, strlen(i.reason));
+  mu_buf_printf(out,
+                ",\"round\":%" PRIu64 ",\"round_state\":\"%s\",\"min_nodes\":%" PRIu32
+                ",\"max_nodes\":%" PRIu32 ",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32
+                ",\"nodes\":%" PRIu32,
+                i.round, rdzv_round_state_name(i.round_state), i.min_nodes, i.max_nodes, i.nnodes,
+                i.waiting, i.nodes);
+  put_members(out, &i);
+  rdzv_run_detail_json(run, out);
+  rdzv_run_goodput_json(run, out);
+  mu_buf_printf(out,
+                ",\"config\":{\"min_nodes\":%" PRIu32 ",\"max_nodes\":%" PRIu32
+                ",\"last_call_ms\":%" PRIu32 ",\"join_timeout_ms\":%" PRIu32
+                ",\"lease_ttl_ms\":%" PRIu32 "}}",
+                i.min_nodes, i.max_nodes, i.last_call_ms, i.join_timeout_ms, i.lease_ttl_ms);
+}
+
+int v1_run_json(struct rv_server *srv, const char *run_id, struct mu_buf *out)
+{
+  struct v1 *v = rv_server_module_data(srv, "rdzv");
+  struct rdzv_run *run = v != NULL && v->rv != NULL ? rdzv_find(v->rv, run_id) : NULL;
+  if (run == NULL)
+    return -1;
+  run_json(run, out);
+  return 0;
+}
+
 void v1_run(struct rv_req *req)
 {
   struct v1 *v = v1_begin_or_reply(req);
@@ -327,26 +362,8 @@ void v1_run(struct rv_req *req)
     v1_fail(req, RDZV_ENO_SUCH_RUN, run_id, "");
     return;
   }
-  struct rdzv_run_info i;
-  rdzv_run_info(run, &i);
   struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  mu_buf_printf(&b, "{\"run_id\":\"%s\",\"state\":\"%s\",\"reason\":", i.run_id,
-                rdzv_run_state_name(i.state));
-  mu_json_str(&b, i.reason, strlen(i.reason));
-  mu_buf_printf(&b,
-                ",\"round\":%" PRIu64 ",\"round_state\":\"%s\",\"min_nodes\":%" PRIu32
-                ",\"max_nodes\":%" PRIu32 ",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32
-                ",\"nodes\":%" PRIu32,
-                i.round, rdzv_round_state_name(i.round_state), i.min_nodes, i.max_nodes, i.nnodes,
-                i.waiting, i.nodes);
-  put_members(&b, &i);
-  rdzv_run_detail_json(run, &b);
-  rdzv_run_goodput_json(run, &b);
-  mu_buf_printf(&b,
-                ",\"config\":{\"min_nodes\":%" PRIu32 ",\"max_nodes\":%" PRIu32
-                ",\"last_call_ms\":%" PRIu32 ",\"join_timeout_ms\":%" PRIu32
-                ",\"lease_ttl_ms\":%" PRIu32 "}}",
-                i.min_nodes, i.max_nodes, i.last_call_ms, i.join_timeout_ms, i.lease_ttl_ms);
+  run_json(run, &b);
   v1_reply_buf(req, 200, &b);
 }
 
