@@ -6,8 +6,8 @@ file (the one-line call of docs/agent.md) unless --no-heartbeat. At the end ever
 "rank R: allreduce ok, world W restart C steps N". Faults for the tests:
 
   --hang-rank R --hang-after K   rank R sleeps forever after step K (first attempt only)
-  --fail-rank R --fail-step K    rank R raises at step K while TORCHELASTIC_RESTART_COUNT is
-                                 --fail-restart (default 0)
+  --fail R:C[:K]                 rank R raises at step K (default 3) while
+                                 TORCHELASTIC_RESTART_COUNT is C (repeatable)
   --no-heartbeat                 never touch the heartbeat file (print a line per step instead)
 """
 import argparse
@@ -21,16 +21,19 @@ import torch.distributed as dist
 
 
 def beat():
-    # the one-line heartbeat call: touching the file is progress
-    pathlib.Path(os.environ["MUSTER_HEARTBEAT_FILE"]).touch()
+    # the one-line heartbeat call: touching the file is progress (absent under torchrun)
+    if "MUSTER_HEARTBEAT_FILE" in os.environ:
+        pathlib.Path(os.environ["MUSTER_HEARTBEAT_FILE"]).touch()
 
 
 def step(args, rank, world, restart, i):
     if rank == args.hang_rank and restart == 0 and i == args.hang_after + 1:
-        print(f"rank {rank}: hanging at step {i}", flush=True)
+        print(f"rank {rank}: hanging at step {i}", file=sys.stderr, flush=True)
         time.sleep(10 ** 9)  # the hang
-    if rank == args.fail_rank and restart == args.fail_restart and i == args.fail_step:
-        raise RuntimeError(f"goodput_worker: injected failure on rank {rank} at step {i}")
+    for f in args.fail:
+        r, c, k = (list(map(int, f.split(":"))) + [3])[:3]
+        if rank == r and restart == c and i == k:
+            raise RuntimeError(f"goodput_worker: injected failure on rank {rank} at step {i}")
     t = torch.full((4,), float(rank + 1))
     dist.all_reduce(t)
     want = world * (world + 1) / 2
@@ -44,9 +47,7 @@ def main():
     ap.add_argument("--step-ms", type=int, default=100)
     ap.add_argument("--hang-rank", type=int, default=-1)
     ap.add_argument("--hang-after", type=int, default=5)
-    ap.add_argument("--fail-rank", type=int, default=-1)
-    ap.add_argument("--fail-step", type=int, default=3)
-    ap.add_argument("--fail-restart", type=int, default=0)
+    ap.add_argument("--fail", action="append", default=[], metavar="R:C[:K]")
     ap.add_argument("--no-heartbeat", action="store_true")
     args = ap.parse_args()
     rank = int(os.environ["RANK"])
