@@ -654,7 +654,7 @@ static void hang_record(const struct mu_agent *ag, const struct mu_agent_worker 
   long long idle = hung_for_ms(ag, w);
   r->hung = mu_asprintf("no progress for %lld s", (idle + 500) / 1000);
   r->waiting = frame != NULL && library;
-  r->source = mu_strdup("stacks");
+  r->source = mu_strdup(frame != NULL ? "stacks" : "stderr");
   if (frame != NULL) {
     r->exception = frame;
     r->details = mu_strdup(mu_buf_str((struct mu_buf *)&w->stacks));
@@ -728,10 +728,14 @@ void mu_agent_failure_report(struct mu_agent *ag, int restarts_left)
                       w->local_rank, ag->round.node_rank, r->host, ag->addr, (int)r->pid, how,
                       r->oom ? " (likely killed for memory: the cgroup counted an OOM kill)" : "");
   struct mu_buf ef = MU_BUF_INIT(SIZE_MAX);
-  if (r->hung != NULL)
-    (void)mu_buf_printf(&s, "  its stacks (above, [%d]:) end in %s%s\n", w->rank,
-                        r->exception[0] ? r->exception : "no Python frame (not a Python worker?)",
+  if (r->hung != NULL && strcmp(r->source, "stacks") == 0)
+    (void)mu_buf_printf(&s, "  its stacks (above, [%d]:) end in %s%s\n", w->rank, r->exception,
                         r->waiting ? ", inside a library: it waited for another rank" : "");
+  else if (r->hung != NULL)
+    (void)mu_buf_printf(&s,
+                        "  (no Python stack in its output: not a Python worker? its last stderr "
+                        "line: %s)\n",
+                        r->exception[0] ? r->exception : "none");
   else if (mu_agent_error_file_summary(w->error_file, ERROR_LINES, "    | ", &ef) == 0)
     (void)mu_buf_printf(&s, "  error file %s:\n%s", w->error_file, ef.data);
   else
