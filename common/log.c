@@ -39,6 +39,10 @@ int mu_log_level_parse(const char *s, enum mu_log_level *out)
     *out = MU_LOG_WARN;
     return 0;
   }
+  if (strcasecmp(s, "critical") == 0 || strcasecmp(s, "fatal") == 0) { /* Python's names */
+    *out = MU_LOG_ERROR;
+    return 0;
+  }
   return MU_EINVAL;
 }
 

@@ -39,10 +39,45 @@ static const struct cmd commands[] = {
 
 static void usage(FILE *out)
 {
-  fprintf(out, "usage: muster [--log-level LEVEL] [--version] COMMAND [ARGS...]\n\ncommands:\n");
+  fprintf(out, "usage: muster [--log-level LEVEL] [--version] COMMAND [ARGS...]\n\n"
+               "--log-level (TorchX's --log_level): debug, info, warning or error (default "
+               "warning)\n\ncommands:\n");
   for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
     fprintf(out, "    %-10s %s\n", commands[i].name, commands[i].help);
   fprintf(out, "\n'muster COMMAND -h' shows the options of a command.\n");
+}
+
+/* One global option at argv[*i] (advanced past what it takes): --version, -h, and
+ * --log-level LEVEL (TorchX's --log_level, =LEVEL too). Returns: -1 to go on, else the exit
+ * code. */
+static int global_option(int argc, char **argv, int *i, enum mu_log_level *level)
+{
+  const char *a = argv[*i], *v = NULL;
+  if (strcmp(a, "--version") == 0) {
+    printf("muster %s\n", MU_VERSION);
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+  }
+  if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  size_t n = strcspn(a + 2, "=");
+  if (strncmp(a, "--", 2) == 0 && n == 9 &&
+      (strncmp(a + 2, "log-level", n) == 0 || strncmp(a + 2, "log_level", n) == 0)) {
+    v = a[2 + n] == '=' ? a + 3 + n : (*i + 1 < argc ? argv[++*i] : NULL);
+    if (v == NULL) {
+      mu_error("%s needs a level: debug, info, warning or error", a);
+      return MU_EXIT_USAGE;
+    }
+    if (mu_log_level_parse(v, level) != 0) {
+      mu_error("unknown log level '%s'; use debug, info, warning (warn) or error (critical)", v);
+      return MU_EXIT_USAGE;
+    }
+    return -1;
+  }
+  mu_error("unknown option '%s'", a);
+  usage(stderr);
+  return MU_EXIT_USAGE;
 }
 
 int main(int argc, char **argv)
@@ -62,22 +97,9 @@ int main(int argc, char **argv)
     return rc;
   }
   for (; i < argc && argv[i][0] == '-'; i++) {
-    if (strcmp(argv[i], "--version") == 0) {
-      printf("muster %s\n", MU_VERSION);
-      return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
-    } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      usage(stdout);
-      return 0;
-    } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
-      if (mu_log_level_parse(argv[++i], &level) != 0) {
-        mu_error("unknown log level '%s'; use debug, info, warn or error", argv[i]);
-        return MU_EXIT_USAGE;
-      }
-    } else {
-      mu_error("unknown option '%s'", argv[i]);
-      usage(stderr);
-      return MU_EXIT_USAGE;
-    }
+    int rc = global_option(argc, argv, &i, &level);
+    if (rc >= 0)
+      return rc;
   }
   mu_log_setup("muster", level);
   if (i >= argc) {

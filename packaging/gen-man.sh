@@ -41,6 +41,8 @@ section() {
     "$muster" "$cmd" -h | section
   done
   printf '.SH FILES\n.TP\n.B ../share/muster/components\nthe builtin components, found relative to the muster binary\n'
+  printf '.TP\n.B ../share/muster/python\nthe TorchX shim that runs FILE.py:FUNCTION components under python3\n'
+  printf '.SH ENVIRONMENT\n.TP\n.B MUSTER_PYTHON\nthe Python for FILE.py:FUNCTION components (default /usr/bin/python3)\n'
   printf '.SH SEE ALSO\n.BR musterd (8)\n'
 } >"$out/muster.1"
 

@@ -11,7 +11,18 @@ if [ "${1:-}" = "--torch" ]; then torch=1; shift; fi
 build=${1:-build}
 muster=$build/muster
 ring=$build/examples/ring_allreduce
-[ -x "$muster" ] && [ -x "$ring" ] || { echo "demo: build first (cmake --build $build)" >&2; exit 1; }
+if ! [ -x "$muster" ] || ! [ -x "$ring" ]; then
+  # A fresh clone has no build directory yet: configure it first (scripts/quickstart.sh also
+  # installs the dependencies).
+  if [ -f "$build/CMakeCache.txt" ]; then
+    echo "demo: $muster is not built; build it: cmake --build $build -j$(nproc)" >&2
+  else
+    echo "demo: nothing is built in $build yet; build it (from $(pwd)):" >&2
+    echo "  cmake -S . -B $build -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build $build -j$(nproc)" >&2
+    echo "or run scripts/quickstart.sh (it installs the dependencies, builds and runs this demo)" >&2
+  fi
+  exit 1
+fi
 
 echo "+ $muster run -s local dist.ddp -j 2x2 --script $ring"
 handle=$("$muster" run -s local dist.ddp -j 2x2 --script "$ring")

@@ -21,6 +21,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "cmds.h"
+#include "config.h"
 #include "fsutil.h"
 #include "kubernetes.h"
 #include "log.h"
@@ -29,11 +30,36 @@
 #include "yaml_tree.h"
 
 #define DEPLOY_USAGE                                                                               \
-  "muster deploy rendezvous [--namespace NS] [--image IMG] [--name NAME] [--port N]\n\n"           \
-  "Prints a Deployment and a Service for a cluster-wide musterd; apply them with\n"                \
-  "  muster deploy rendezvous | kubectl apply -f -\n"                                              \
-  "Jobs then use -cfg rdzv=NAME:PORT (torchrun: --rdzv_backend etcd --rdzv_endpoint\n"             \
-  "NAME:PORT). --name etcd-server serves the address the trn1 tutorial hard-codes."
+  "muster deploy TARGET [OPTIONS]\n\n"                                                             \
+  "Prepares a Kubernetes cluster for muster's jobs; each target prints manifests for\n"            \
+  "kubectl apply -f - (agent copies files instead):\n"                                             \
+  "    rendezvous    a Deployment, Service and data volume for one cluster-wide musterd\n"         \
+  "    queue         the Volcano Queue jobs are submitted to (-cfg queue=NAME)\n"                  \
+  "    storage       the FSx for Lustre StorageClass and claim (the trn1 tutorial's)\n"            \
+  "    agent DIR     this portable muster copied into DIR (the pods' init container)\n"            \
+  "'muster deploy TARGET -h' shows one target's options; all of them follow."
+
+#define RDZV_USAGE                                                                                 \
+  "muster deploy rendezvous [--namespace NS] [--image IMG] [--name NAME] [--port N]\n"             \
+  "                         [--data-size SIZE] [--storage-class CLASS] [--no-data]\n\n"            \
+  "Prints a Service, a PersistentVolumeClaim and a Deployment for one cluster-wide musterd\n"      \
+  "that keeps its state on the claim (--data-dir); apply them with\n"                              \
+  "  muster deploy rendezvous --image REGISTRY/muster:TAG | kubectl apply -f -\n"                  \
+  "The image defaults to [kubernetes] muster_image in .musterconfig, else muster:VERSION,\n"       \
+  "which you build (scripts/build-image.sh) and push: no public registry has it. Jobs then\n"      \
+  "use -cfg rdzv=NAME:PORT (torchrun: --rdzv_backend etcd --rdzv_endpoint NAME:PORT);\n"           \
+  "--name etcd-server serves the address the trn1 tutorial hard-codes."
+
+/* Where the Deployment's musterd keeps its state (the claim's mount). */
+#define RDZV_DATA_DIR "/var/lib/musterd"
+#define RDZV_UID 65532
+
+struct rdzv_opts {
+  const char *ns, *image, *name, *size, *storage_class;
+  long port;
+  int no_data;
+  char *image_owned; /* the image read from .musterconfig, freed at the end */
+};
 
 static cJSON *labels(const char *name)
 {
@@ -72,107 +98,208 @@ static cJSON *service(const char *name, const char *ns, long port)
   return svc;
 }
 
+/* The claim the Deployment's musterd keeps its data dir on. */
+static cJSON *data_claim(const struct rdzv_opts *o)
+{
+  char *claim = mu_asprintf("%s-data", o->name);
+  cJSON *pvc = cJSON_CreateObject(), *spec, *req;
+  cJSON_AddStringToObject(pvc, "apiVersion", "v1");
+  cJSON_AddStringToObject(pvc, "kind", "PersistentVolumeClaim");
+  cJSON_AddItemToObject(pvc, "metadata", metadata(claim, o->ns));
+  spec = cJSON_AddObjectToObject(pvc, "spec");
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "accessModes"),
+                       cJSON_CreateString("ReadWriteOnce"));
+  if (o->storage_class != NULL)
+    cJSON_AddStringToObject(spec, "storageClassName", o->storage_class);
+  req = cJSON_AddObjectToObject(cJSON_AddObjectToObject(spec, "resources"), "requests");
+  cJSON_AddStringToObject(req, "storage", o->size);
+  mu_free(claim);
+  return pvc;
+}
+
+/* The pod's data volume: the claim mounted at RDZV_DATA_DIR, musterd told to use it, the
+ * volume group-owned by musterd's user (fsGroup). */
+static void add_data_dir(const struct rdzv_opts *o, cJSON *pspec, cJSON *c, cJSON *psec)
+{
+  char *claim = mu_asprintf("%s-data", o->name);
+  cJSON *cmd = cJSON_GetObjectItemCaseSensitive(c, "command"), *v, *m;
+  cJSON_AddItemToArray(cmd, cJSON_CreateString("--data-dir"));
+  cJSON_AddItemToArray(cmd, cJSON_CreateString(RDZV_DATA_DIR));
+  cJSON_AddNumberToObject(psec, "fsGroup", RDZV_UID);
+  v = cJSON_CreateObject();
+  cJSON_AddStringToObject(v, "name", "data");
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(v, "persistentVolumeClaim"), "claimName", claim);
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(pspec, "volumes"), v);
+  m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "name", "data");
+  cJSON_AddStringToObject(m, "mountPath", RDZV_DATA_DIR);
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "volumeMounts"), m);
+  mu_free(claim);
+}
+
 /* The Deployment: one replica with the Recreate strategy (never two servers at once), running
  * the musterd container that jobs run too, plus what a long-lived service needs: a liveness
- * probe and a non-root, read-only container. */
-static cJSON *deployment(const char *name, const char *ns, const char *image, long port)
+ * probe, a non-root, read-only container, and (unless --no-data) its state on a claim. */
+static cJSON *deployment(const struct rdzv_opts *o)
 {
   cJSON *d = cJSON_CreateObject(), *spec, *sel, *tmpl, *tmeta, *pspec, *c, *sec, *psec;
 
   cJSON_AddStringToObject(d, "apiVersion", "apps/v1");
   cJSON_AddStringToObject(d, "kind", "Deployment");
-  cJSON_AddItemToObject(d, "metadata", metadata(name, ns));
+  cJSON_AddItemToObject(d, "metadata", metadata(o->name, o->ns));
   spec = cJSON_AddObjectToObject(d, "spec");
   cJSON_AddNumberToObject(spec, "replicas", 1);
   cJSON_AddStringToObject(cJSON_AddObjectToObject(spec, "strategy"), "type", "Recreate");
   sel = cJSON_AddObjectToObject(cJSON_AddObjectToObject(spec, "selector"), "matchLabels");
-  cJSON_AddStringToObject(sel, "app.kubernetes.io/name", name);
+  cJSON_AddStringToObject(sel, "app.kubernetes.io/name", o->name);
   tmpl = cJSON_AddObjectToObject(spec, "template");
   tmeta = cJSON_AddObjectToObject(tmpl, "metadata");
-  cJSON_AddItemToObject(tmeta, "labels", labels(name));
+  cJSON_AddItemToObject(tmeta, "labels", labels(o->name));
   pspec = cJSON_AddObjectToObject(tmpl, "spec");
   psec = cJSON_AddObjectToObject(pspec, "securityContext");
   cJSON_AddTrueToObject(psec, "runAsNonRoot");
-  cJSON_AddNumberToObject(psec, "runAsUser", 65532);
-  c = mu_k8s_musterd_container(image, port);
+  cJSON_AddNumberToObject(psec, "runAsUser", RDZV_UID);
+  c = mu_k8s_musterd_container(o->image, o->port);
   cJSON_AddItemToArray(cJSON_AddArrayToObject(pspec, "containers"), c);
-  cJSON_AddItemToObject(c, "livenessProbe", mu_k8s_healthz_probe(port, 10, 6));
+  cJSON_AddItemToObject(c, "livenessProbe", mu_k8s_healthz_probe(o->port, 10, 6));
   sec = cJSON_AddObjectToObject(c, "securityContext");
   cJSON_AddFalseToObject(sec, "allowPrivilegeEscalation");
   cJSON_AddTrueToObject(sec, "readOnlyRootFilesystem");
+  if (!o->no_data)
+    add_data_dir(o, pspec, c, psec);
   return d;
+}
+
+/* Checks the options; without --image (image_given 0) the image is [kubernetes] muster_image
+ * of .musterconfig, else the default with a warning that says what it is.
+ * Returns: 0, or MU_EXIT_USAGE after the error was printed. */
+static int rdzv_check(struct rdzv_opts *o, int image_given)
+{
+  if (!mu_k8s_name_ok(o->ns) || !mu_k8s_name_ok(o->name)) {
+    mu_error("--%s '%s' is not a Kubernetes name: lowercase letters, digits and '-', at most 63",
+             mu_k8s_name_ok(o->ns) ? "name" : "namespace", mu_k8s_name_ok(o->ns) ? o->name : o->ns);
+    return MU_EXIT_USAGE;
+  }
+  if (o->port < 1 || o->port > 65535) {
+    mu_error("--port %ld is not a port number (1-65535)", o->port);
+    return MU_EXIT_USAGE;
+  }
+  if (*o->image == '\0') {
+    mu_error("--image is empty; name the image with musterd (see deploy/Containerfile)");
+    return MU_EXIT_USAGE;
+  }
+  if (o->storage_class != NULL && !mu_k8s_name_ok(o->storage_class)) {
+    mu_error("--storage-class '%s' is not a Kubernetes name", o->storage_class);
+    return MU_EXIT_USAGE;
+  }
+  if (!image_given) {
+    struct mu_config file = MU_CONFIG_INIT;
+    struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+    const struct mu_config_entry *e = NULL;
+    if (mu_config_load(&file, &err) == 0)
+      e = mu_config_find(&file, "kubernetes", "muster_image");
+    if (e != NULL && e->value != NULL && e->value[0] != '\0')
+      o->image = o->image_owned = mu_strdup(e->value);
+    else
+      mu_warn("--image not given: the manifest names '%s', an image you build "
+              "(scripts/build-image.sh) and push to a registry your nodes pull from; no public "
+              "registry has it. Give --image REGISTRY/muster:TAG, or set [kubernetes] "
+              "muster_image in .musterconfig",
+              o->image);
+    mu_config_release(&file);
+    mu_buf_release(&err);
+  }
+  return 0;
+}
+
+/* Parses `deploy [OPTIONS] rendezvous [OPTIONS]` (the options may come first).
+ * Returns: 0, MU_OPTS_HELP or MU_EXIT_USAGE (the error printed). */
+static int rdzv_parse(int argc, char **argv, struct mu_opt *opts)
+{
+  const char *target = NULL;
+  int first, extra = -1;
+  if (argc >= 2 && argv[1][0] != '-') {
+    target = argv[1];
+    first = mu_opts_parse(opts, argc - 1, argv + 1, 0, RDZV_USAGE);
+    if (first >= 0 && first < argc - 1)
+      extra = first + 1;
+  } else {
+    first = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT, RDZV_USAGE);
+    if (first >= 0 && first < argc)
+      target = argv[first];
+    if (first >= 0 && first + 1 < argc)
+      extra = first + 1;
+  }
+  if (first == MU_OPTS_HELP)
+    return MU_OPTS_HELP;
+  if (first < 0)
+    return MU_EXIT_USAGE;
+  if (extra >= 0) {
+    mu_error("unexpected argument '%s'; see 'muster deploy -h'", argv[extra]);
+    return MU_EXIT_USAGE;
+  }
+  if (target == NULL) {
+    mu_error("what to deploy is missing; write 'muster deploy rendezvous' (or queue, storage, "
+             "agent DIR; see 'muster deploy -h')");
+    return MU_EXIT_USAGE;
+  }
+  if (strcmp(target, "rendezvous") != 0) {
+    mu_error("unknown deploy target '%s'; use rendezvous, queue, storage or agent (see 'muster "
+             "deploy -h')",
+             target);
+    return MU_EXIT_USAGE;
+  }
+  return 0;
 }
 
 static int deploy_rendezvous(int argc, char **argv)
 {
-  const char *ns = "default", *image = "muster:" MU_VERSION, *name = "musterd", *target = NULL;
-  long port = 2379;
+  struct rdzv_opts o = {"default", NULL, "musterd", "1Gi", NULL, 2379, 0, NULL};
   struct mu_opt opts[] = {
-      MU_OPT_STRING('n', "namespace", &ns, "NS", "namespace of the Deployment and Service"),
-      MU_OPT_STRING(0, "image", &image, "IMG", "image with musterd (deploy/Containerfile)"),
-      MU_OPT_STRING(0, "name", &name, "NAME", "name of both objects and the Service's DNS name"),
-      MU_OPT_INT(0, "port", &port, "N", "the port musterd serves on (2379, as etcd)"),
+      MU_OPT_STRING('n', "namespace", &o.ns, "NS", "namespace of the objects"),
+      MU_OPT_STRING(0, "image", &o.image, "IMG",
+                    "image with musterd (deploy/Containerfile; default [kubernetes] muster_image, "
+                    "else muster:" MU_VERSION ")"),
+      MU_OPT_STRING(0, "name", &o.name, "NAME", "name of the objects and the Service's DNS name"),
+      MU_OPT_INT(0, "port", &o.port, "N", "the port musterd serves on (2379, as etcd)"),
+      MU_OPT_STRING(0, "data-size", &o.size, "SIZE", "the data claim's size (1Gi)"),
+      MU_OPT_STRING(0, "storage-class", &o.storage_class, "CLASS",
+                    "the data claim's storage class (default: the cluster's)"),
+      MU_OPT_BOOL(0, "no-data", &o.no_data,
+                  "no claim: state in memory only, lost when the pod goes (jobs re-join)"),
       MU_OPT_END(),
   };
-  struct mu_buf out = MU_BUF_INIT(SIZE_MAX);
-  cJSON *svc = NULL, *dep = NULL;
-  int first, rc = MU_EXIT_OK;
-
-  /* The target comes first ("deploy rendezvous --namespace x"), options may also precede it. */
-  if (argc >= 2 && argv[1][0] != '-') {
-    target = argv[1];
-    first = mu_opts_parse(opts, argc - 1, argv + 1, 0, DEPLOY_USAGE);
-    if (first >= 0 && first < argc - 1) {
-      mu_error("unexpected argument '%s'; see 'muster deploy -h'", argv[first + 1]);
-      return MU_EXIT_USAGE;
-    }
-  } else {
-    first = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT, DEPLOY_USAGE);
-    if (first >= 0 && first < argc)
-      target = argv[first];
-    if (first >= 0 && first + 1 < argc) {
-      mu_error("unexpected argument '%s'; see 'muster deploy -h'", argv[first + 1]);
-      return MU_EXIT_USAGE;
-    }
-  }
-  if (first == MU_OPTS_HELP)
+  int rc = rdzv_parse(argc, argv, opts);
+  if (rc == MU_OPTS_HELP)
     return MU_EXIT_OK;
-  if (first < 0)
-    return MU_EXIT_USAGE;
-  if (target == NULL) {
-    mu_error("what to deploy is missing; write 'muster deploy rendezvous' (or queue, storage, "
-             "agent DIR)");
-    return MU_EXIT_USAGE;
+  if (rc != 0)
+    return rc;
+  int image_given = o.image != NULL;
+  if (o.image == NULL)
+    o.image = "muster:" MU_VERSION;
+  rc = rdzv_check(&o, image_given);
+  if (rc != 0) {
+    mu_free(o.image_owned);
+    return rc;
   }
-  if (strcmp(target, "rendezvous") != 0) {
-    mu_error("unknown deploy target '%s'; use rendezvous, queue, storage or agent", target);
-    return MU_EXIT_USAGE;
+  cJSON *objs[3];
+  size_t n = 0;
+  objs[n++] = service(o.name, o.ns, o.port);
+  if (!o.no_data)
+    objs[n++] = data_claim(&o);
+  objs[n++] = deployment(&o);
+  struct mu_buf out = MU_BUF_INIT(SIZE_MAX);
+  mu_buf_printf(&out, "# musterd for the whole cluster: rendezvous at %s.%s:%ld%s\n", o.name, o.ns,
+                o.port, o.no_data ? " (state in memory)" : ", state on the claim");
+  for (size_t i = 0; i < n; i++) {
+    mu_buf_puts(&out, "---\n");
+    mu_yaml_emit(objs[i], &out);
+    cJSON_Delete(objs[i]);
   }
-  if (!mu_k8s_name_ok(ns) || !mu_k8s_name_ok(name)) {
-    mu_error("--%s '%s' is not a Kubernetes name: lowercase letters, digits and '-', at most 63",
-             mu_k8s_name_ok(ns) ? "name" : "namespace", mu_k8s_name_ok(ns) ? name : ns);
-    return MU_EXIT_USAGE;
-  }
-  if (port < 1 || port > 65535) {
-    mu_error("--port %ld is not a port number (1-65535)", port);
-    return MU_EXIT_USAGE;
-  }
-  if (*image == '\0') {
-    mu_error("--image is empty; name the image with musterd (see deploy/Containerfile)");
-    return MU_EXIT_USAGE;
-  }
-  svc = service(name, ns, port);
-  dep = deployment(name, ns, image, port);
-  mu_buf_printf(&out, "# musterd for the whole cluster: rendezvous at %s.%s:%ld\n---\n", name, ns,
-                port);
-  mu_yaml_emit(svc, &out);
-  mu_buf_puts(&out, "---\n");
-  mu_yaml_emit(dep, &out);
   fputs(mu_buf_str(&out), stdout);
-  cJSON_Delete(svc);
-  cJSON_Delete(dep);
   mu_buf_release(&out);
-  return rc;
+  mu_free(o.image_owned);
+  return MU_EXIT_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -410,9 +537,28 @@ int cmd_deploy(int argc, char **argv)
   static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
-  } targets[] = {{"queue", deploy_queue}, {"storage", deploy_storage}, {"agent", deploy_agent}};
+  } targets[] = {{"rendezvous", deploy_rendezvous},
+                 {"queue", deploy_queue},
+                 {"storage", deploy_storage},
+                 {"agent", deploy_agent}};
+  if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+    /* The overview, then every target's own -h: `muster deploy -h` (and the man page made
+     * from it) documents them all. */
+    printf("usage: %s\n", DEPLOY_USAGE);
+    for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
+      char h[] = "-h";
+      char *av[] = {argv[0], h, NULL};
+      char name[32];
+      snprintf(name, sizeof name, "%s", targets[i].name);
+      av[0] = name;
+      printf("\n");
+      fflush(stdout);
+      targets[i].fn(2, av);
+    }
+    return MU_EXIT_OK;
+  }
   if (argc >= 2)
-    for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++)
+    for (size_t i = 1; i < sizeof(targets) / sizeof(targets[0]); i++)
       if (strcmp(argv[1], targets[i].name) == 0)
         return targets[i].fn(argc - 1, argv + 1);
   return deploy_rendezvous(argc, argv);

@@ -1,6 +1,7 @@
 /* muster describe HANDLE: the job spec of a submitted job (JSON, the --dryrun form). */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "muster/mu.h"
 
@@ -9,6 +10,23 @@
 #include "cmds.h"
 #include "log.h"
 #include "opts.h"
+
+/* stderr (stdout is the spec's JSON): what ${rdzv_endpoint} in the spec is for this job. */
+static void rdzv_note(const struct mu_cli_job *j)
+{
+  struct mu_app_status st;
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  memset(&st, 0, sizeof(st));
+  if (mu_sched_describe(j->s, j->app_id, &j->cfg, &st, &err) == 0 && st.rdzv_endpoint != NULL)
+    fprintf(stderr, "muster: ${rdzv_endpoint} is %s%s%s%s\n", st.rdzv_endpoint,
+            st.ui_url ? ", the job's musterd (status page " : "",
+            st.ui_url ? st.ui_url : (mu_job_state_is_terminal(st.state) ? " (the job ended)" : ""),
+            st.ui_url ? ")" : "");
+  else if (j->s->rdzv_macro != NULL)
+    fprintf(stderr, "muster: ${rdzv_endpoint} is the rendezvous: %s\n", j->s->rdzv_macro);
+  mu_app_status_release(&st);
+  mu_buf_release(&err);
+}
 
 int cmd_describe(int argc, char **argv)
 {
@@ -32,6 +50,8 @@ int cmd_describe(int argc, char **argv)
   mu_app_to_json(app, &js);
   printf("%s\n", mu_buf_str(&js));
   mu_buf_release(&js);
+  if (mu_app_mentions(app, "${rdzv_endpoint}"))
+    rdzv_note(&j);
 out:
   mu_app_free(app);
   mu_cli_job_release(&j);

@@ -33,9 +33,11 @@
 static const char usage_text[] =
     "muster run [-s SCHED] [-cfg k=v,...] [--dryrun] [--wait] [--log] [--json] COMPONENT "
     "[ARGS] [-- SCRIPT ARGS]\n\n"
-    "COMPONENT is a builtin (see 'muster builtins') or a path to a YAML file (./mine.yaml);\n"
+    "COMPONENT is a builtin (see 'muster builtins'), a path to a YAML file (./mine.yaml) or a\n"
+    "TorchX component in Python (FILE.py:FUNCTION, run with python3 and muster's TorchX shim);\n"
     "'muster run COMPONENT --help' lists its arguments. Defaults come from .musterconfig\n"
-    "([cli:run] scheduler=/component=, [<scheduler>] runopts, [component:<name>] arguments)";
+    "([cli:run] scheduler=/component=/workspace=, [<scheduler>] runopts, [component:<name>]\n"
+    "arguments)";
 
 static volatile sig_atomic_t got_signal;
 
@@ -178,7 +180,7 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
   double last_rdzv = -1;
   enum mu_job_state last_state = MU_STATE_UNSUBMITTED;
   long delay = 2;
-  int cancelled = 0;
+  int cancelled = 0, ui_said = 0;
   int rc = 1;
   pid_t logger = stream_logs ? start_log_stream(s, app_id, cfg, &logfd) : -1;
   for (;;) {
@@ -204,6 +206,10 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
       break;
     }
     mu_buf_release(&err);
+    if (st.ui_url != NULL && !ui_said++) { /* once, when the job's musterd is up */
+      fprintf(stderr, "%smuster: %s: status page %s\n", shown ? "\r\033[K" : "", app_id, st.ui_url);
+      shown = 0;
+    }
     char sum[512];
     summarize(&st, sum, sizeof(sum));
     double el = now_s() - t0;
@@ -316,8 +322,10 @@ static void print_dryrun(const char *sched, const struct mu_app *app, const stru
     cJSON_free(t);
     cJSON_Delete(o);
   } else {
-    printf("=== APPLICATION ===\n%s\n\n=== SCHEDULER REQUEST ===\n%s", mu_buf_str(&js),
-           req->text ? req->text : "");
+    printf("=== APPLICATION ===\n%s\n", mu_buf_str(&js));
+    if (mu_app_mentions(app, "${rdzv_endpoint}") && req->sched && req->sched->rdzv_macro)
+      printf("(${rdzv_endpoint} is the rendezvous: %s)\n", req->sched->rdzv_macro);
+    printf("\n=== SCHEDULER REQUEST ===\n%s", req->text ? req->text : "");
     if (req->text && req->text[0] && req->text[strlen(req->text) - 1] != '\n')
       printf("\n");
   }
@@ -399,8 +407,9 @@ int cmd_run(int argc, char **argv)
       MU_OPT_CALLBACK(0, "buck-target", "T", "refused: muster does not build with buck",
                       refused_option, (void *)"muster does not build with buck; drop it", 0),
       MU_OPT_STRING(0, "workspace", &workspace, "DIR",
-                    "layer DIR's files on each role's image, push it to -cfg image_repo and run "
-                    "it by digest (buildah; DIR/.dockerignore excludes)"),
+                    "layer DIR's (or file://DIR's) files on each role's image, push it to -cfg "
+                    "image_repo and run it by digest (buildah; DIR/.dockerignore excludes); \"\": "
+                    "none"),
       MU_OPT_END(),
   };
   struct mu_config file = MU_CONFIG_INIT;
@@ -481,10 +490,13 @@ int cmd_run(int argc, char **argv)
     goto out;
   }
   add_runner_env(app, s->name);
+  if (workspace == NULL && s == &mu_sched_kubernetes && /* the scheduler that runs images */
+      mu_config_find(&file, "cli:run", "workspace") != NULL)
+    workspace = mu_config_find(&file, "cli:run", "workspace")->value;
   if (workspace != NULL &&
-      mu_workspace_build(app, workspace, mu_cfg_get(&cfg, "image_repo"), &err) != 0) {
+      (rc = mu_workspace_build(app, workspace, mu_cfg_get(&cfg, "image_repo"), &err)) != 0) {
     mu_error("%s", mu_buf_str(&err));
-    rc = MU_EXIT_FAILED;
+    rc = rc == MU_EINVAL ? MU_EXIT_USAGE : MU_EXIT_FAILED; /* bad input, or the build failed */
     goto out;
   }
   if (mu_app_validate(app, &err) != 0) {

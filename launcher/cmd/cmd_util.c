@@ -306,54 +306,63 @@ static double status_duration(const struct mu_app_status *st)
   return end > st->started_at ? end - st->started_at : 0;
 }
 
+/* --json: TorchX's AppStatus.to_json, plus muster's fields. */
+static void status_json(const struct mu_app_status *st, const char *handle)
+{
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "app_handle", handle);
+  cJSON_AddStringToObject(o, "state", mu_job_state_name(st->state));
+  cJSON_AddNumberToObject(o, "num_restarts", (double)st->num_restarts);
+  cJSON *roles = cJSON_AddArrayToObject(o, "roles");
+  for (size_t i = 0; i < st->nreplicas; i++) {
+    const struct mu_replica_status *r = &st->replicas[i];
+    cJSON *jr = NULL, *it;
+    cJSON_ArrayForEach(it, roles)
+    {
+      if (strcmp(cJSON_GetObjectItem(it, "role")->valuestring, r->role) == 0)
+        jr = it;
+    }
+    if (jr == NULL) {
+      jr = cJSON_CreateObject();
+      cJSON_AddStringToObject(jr, "role", r->role);
+      cJSON_AddArrayToObject(jr, "replicas");
+      cJSON_AddItemToArray(roles, jr);
+    }
+    cJSON *rep = cJSON_CreateObject();
+    cJSON_AddNumberToObject(rep, "id", (double)r->replica_id);
+    cJSON_AddNumberToObject(rep, "state", (double)r->state);
+    cJSON_AddStringToObject(rep, "role", r->role);
+    cJSON_AddStringToObject(rep, "hostname", r->hostname ? r->hostname : "");
+    cJSON_AddNumberToObject(rep, "exit_code", (double)r->exit_code);
+    cJSON_AddStringToObject(rep, "structured_error_msg", r->msg && r->msg[0] ? r->msg : "<NONE>");
+    cJSON_AddItemToArray(cJSON_GetObjectItem(jr, "replicas"), rep);
+  }
+  cJSON_AddStringToObject(o, "msg", st->msg ? st->msg : "");
+  cJSON_AddStringToObject(o, "structured_error_msg",
+                          st->structured_error_msg ? st->structured_error_msg : "<NONE>");
+  if (st->root_cause != NULL)
+    cJSON_AddStringToObject(o, "root_cause", st->root_cause);
+  if (st->started_at > 0) {
+    cJSON_AddNumberToObject(o, "started_at", st->started_at);
+    cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
+  }
+  cJSON *run = st->rdzv_run != NULL ? cJSON_Parse(st->rdzv_run) : NULL;
+  if (run != NULL)
+    cJSON_AddItemToObject(o, "rdzv_run", run);
+  if (st->ui_url != NULL)
+    cJSON_AddStringToObject(o, "url", st->ui_url);
+  else
+    cJSON_AddNullToObject(o, "url");
+  char *s = cJSON_PrintUnformatted(o);
+  printf("%s\n", s);
+  cJSON_free(s);
+  cJSON_Delete(o);
+}
+
 void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json)
 {
   if (json) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "app_handle", handle);
-    cJSON_AddStringToObject(o, "state", mu_job_state_name(st->state));
-    cJSON_AddNumberToObject(o, "num_restarts", (double)st->num_restarts);
-    cJSON *roles = cJSON_AddArrayToObject(o, "roles");
-    for (size_t i = 0; i < st->nreplicas; i++) {
-      const struct mu_replica_status *r = &st->replicas[i];
-      cJSON *jr = NULL, *it;
-      cJSON_ArrayForEach(it, roles)
-      {
-        if (strcmp(cJSON_GetObjectItem(it, "role")->valuestring, r->role) == 0)
-          jr = it;
-      }
-      if (jr == NULL) {
-        jr = cJSON_CreateObject();
-        cJSON_AddStringToObject(jr, "role", r->role);
-        cJSON_AddArrayToObject(jr, "replicas");
-        cJSON_AddItemToArray(roles, jr);
-      }
-      cJSON *rep = cJSON_CreateObject();
-      cJSON_AddNumberToObject(rep, "id", (double)r->replica_id);
-      cJSON_AddNumberToObject(rep, "state", (double)r->state);
-      cJSON_AddStringToObject(rep, "role", r->role);
-      cJSON_AddStringToObject(rep, "hostname", r->hostname ? r->hostname : "");
-      cJSON_AddNumberToObject(rep, "exit_code", (double)r->exit_code);
-      cJSON_AddStringToObject(rep, "structured_error_msg", r->msg && r->msg[0] ? r->msg : "<NONE>");
-      cJSON_AddItemToArray(cJSON_GetObjectItem(jr, "replicas"), rep);
-    }
-    cJSON_AddStringToObject(o, "msg", st->msg ? st->msg : "");
-    cJSON_AddStringToObject(o, "structured_error_msg",
-                            st->structured_error_msg ? st->structured_error_msg : "<NONE>");
-    if (st->root_cause != NULL)
-      cJSON_AddStringToObject(o, "root_cause", st->root_cause);
-    if (st->started_at > 0) {
-      cJSON_AddNumberToObject(o, "started_at", st->started_at);
-      cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
-    }
-    cJSON *run = st->rdzv_run != NULL ? cJSON_Parse(st->rdzv_run) : NULL;
-    if (run != NULL)
-      cJSON_AddItemToObject(o, "rdzv_run", run);
-    cJSON_AddNullToObject(o, "url");
-    char *s = cJSON_PrintUnformatted(o);
-    printf("%s\n", s);
-    cJSON_free(s);
-    cJSON_Delete(o);
+    status_json(st, handle);
     return;
   }
   printf("AppStatus:\n    State: %s\n    Num Restarts: %ld\n", mu_job_state_name(st->state),
@@ -391,6 +400,7 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
   printf("    Msg: %s\n", st->msg ? st->msg : "");
   if (st->root_cause != NULL)
     printf("    Root Cause: %s\n", st->root_cause);
-  printf("    Structured Error Msg: %s\n    UI URL: None\n",
-         st->structured_error_msg ? st->structured_error_msg : "<NONE>");
+  printf("    Structured Error Msg: %s\n    UI URL: %s\n",
+         st->structured_error_msg ? st->structured_error_msg : "<NONE>",
+         st->ui_url ? st->ui_url : "None");
 }

@@ -342,6 +342,8 @@ out:
 const struct mu_sched_ops mu_sched_kubernetes = {
     .name = "kubernetes",
     .help = "Volcano Jobs on Kubernetes through kubectl (needs Volcano in the cluster)",
+    .rdzv_macro = "JOB-musterd-0.JOB:29400 (-cfg rdzv_port), the job's own musterd task, or the "
+                  "-cfg rdzv=HOST:PORT given: the manifest has the value",
     .runopts = k8s_runopts,
     .dryrun = k8s_dryrun,
     .schedule = k8s_schedule,

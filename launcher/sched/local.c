@@ -333,6 +333,8 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   out->msg = mu_strdup(js(o, "msg"));
   if (js(o, "rdzv_endpoint")[0] != '\0')
     out->rdzv_endpoint = mu_strdup(js(o, "rdzv_endpoint"));
+  if (js(o, "ui_url")[0] != '\0' && !mu_job_state_is_terminal(out->state))
+    out->ui_url = mu_strdup(js(o, "ui_url")); /* the embedded musterd stops with the job */
   long sup = mu_json_get_long(o, "supervisor_pid", 0);
   if (!mu_job_state_is_terminal(out->state) && sup > 0 && !pid_alive(sup)) {
     out->state = MU_STATE_UNKNOWN;
@@ -733,6 +735,8 @@ static int local_app_spec(const char *app_id, const struct mu_cfg *cfg, struct m
 const struct mu_sched_ops mu_sched_local = {
     .name = "local",
     .help = "processes on this machine, one process group per replica, with an embedded musterd",
+    .rdzv_macro = "127.0.0.1:PORT of the job's own musterd, started with the job on a free port "
+                  "(muster status shows it), or the -cfg rdzv=HOST:PORT given",
     .runopts = local_runopts,
     .dryrun = local_dryrun,
     .schedule = local_schedule,

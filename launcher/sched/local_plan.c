@@ -58,7 +58,8 @@ void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint)
       struct mu_local_replica *rp = &p->replicas[k];
       char rid[32];
       snprintf(rid, sizeof(rid), "%ld", id);
-      struct mu_macros m = {p->app_id, rid, cwd, "MUSTER_RANK0_HOST", endpoint, nrep};
+      /* ${rank0_env} names TorchX's variable, as its local_cwd scheduler does. */
+      struct mu_macros m = {p->app_id, rid, cwd, "TORCHX_RANK0_HOST", endpoint, nrep};
       rp->role = mu_strdup(r->name);
       rp->id = id;
       rp->dir = mu_asprintf("%s/%s/%ld", p->app_dir, r->name, id);
@@ -77,6 +78,7 @@ void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint)
       mu_kvlist_set(&rp->env, "MUSTER_ROLE_NAME", r->name);
       mu_kvlist_set(&rp->env, "MUSTER_REPLICA_ID", rid);
       mu_kvlist_set(&rp->env, "MUSTER_RANK0_HOST", "localhost");
+      mu_kvlist_set(&rp->env, "TORCHX_RANK0_HOST", "localhost"); /* as on Kubernetes */
       if (p->rdzv || p->rdzv_external)
         mu_kvlist_set(&rp->env, "MUSTER_RDZV_ENDPOINT", endpoint);
       if (mu_kvlist_get(&rp->env, "TORCHELASTIC_ERROR_FILE") == NULL) {

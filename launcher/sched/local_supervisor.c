@@ -62,6 +62,7 @@ struct sup {
   struct replica *reps;
   struct rv_server *srv;
   char endpoint[128];
+  char ui_url[160]; /* http://ENDPOINT/ui of the embedded musterd */
   uv_signal_t sig_term, sig_int, sig_hup;
   uv_timer_t kill_timer;
   int cancelled;
@@ -85,6 +86,8 @@ static void write_state(struct sup *s)
   cJSON_AddNumberToObject(o, "started_at", s->started_at);
   cJSON_AddNumberToObject(o, "updated_at", (double)time(NULL));
   cJSON_AddStringToObject(o, "rdzv_endpoint", s->endpoint);
+  if (s->srv != NULL) /* the embedded musterd's status page (not an external server's) */
+    cJSON_AddItemToObject(o, "ui_url", cJSON_CreateStringReference(s->ui_url));
   cJSON_AddStringToObject(o, "log_dir", s->p->app_dir);
   cJSON_AddStringToObject(o, "msg", s->msg);
   if (s->rdzv_run != NULL)
@@ -441,6 +444,7 @@ int mu_local_supervise(struct mu_local_plan *p)
     }
     snprintf(s.endpoint, sizeof(s.endpoint), "127.0.0.1:%d", rv_server_port(s.srv));
     rv_server_on_run_event(s.srv, on_run_event, &s);
+    snprintf(s.ui_url, sizeof(s.ui_url), "http://%s/ui", s.endpoint);
   } else if (p->rdzv_external) {
     snprintf(s.endpoint, sizeof(s.endpoint), "%s", p->rdzv_external);
   }

@@ -61,6 +61,7 @@ void mu_app_status_release(struct mu_app_status *st)
   }
   mu_free(st->replicas);
   mu_free(st->rdzv_endpoint);
+  mu_free(st->ui_url);
   mu_free(st->app_id);
   mu_free(st->msg);
   mu_free(st->root_cause);

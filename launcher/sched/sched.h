@@ -49,6 +49,7 @@ struct mu_app_status {
   struct mu_replica_status *replicas;
   size_t nreplicas;
   char *rdzv_endpoint; /* HOST:PORT of the job's musterd when known, else NULL (local) */
+  char *ui_url;        /* the job's musterd status page while it serves one, else NULL */
   /* The job's root cause: its earliest worker failure (failrec.h), kept only when the job
    * FAILED. root_cause is one line (rank, exit, exception), structured_error_msg the record's
    * JSON; both NULL when no record was found. */
@@ -85,6 +86,8 @@ enum mu_log_stream { MU_STREAM_COMBINED = 0, MU_STREAM_STDOUT, MU_STREAM_STDERR 
 struct mu_sched_ops {
   const char *name;
   const char *help;
+  /* What ${rdzv_endpoint} becomes on this scheduler (--dryrun and describe say it). */
+  const char *rdzv_macro;
   const struct mu_runopt *runopts; /* terminated by a row with name == NULL */
   int (*dryrun)(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
                 struct mu_buf *err);

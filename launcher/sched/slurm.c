@@ -506,6 +506,8 @@ out:
 const struct mu_sched_ops mu_sched_slurm = {
     .name = "slurm",
     .help = "Slurm through sbatch/squeue/sacct/scancel (heterogeneous job per app)",
+    .rdzv_macro = "$MUSTER_RDZV_ENDPOINT: the job's own musterd, started by the script on the "
+                  "first node, or the -cfg rdzv=HOST:PORT given",
     .runopts = slurm_runopts,
     .dryrun = slurm_dryrun,
     .schedule = slurm_schedule,

@@ -131,11 +131,36 @@ out:
   return rc;
 }
 
-int mu_workspace_build(struct mu_app *app, const char *dir, const char *repo, struct mu_buf *err)
+/* The directory of a workspace spec: DIR, or TorchX's file://DIR (the trn1 tutorial's
+ * --workspace="file:///$PWD/docker"); another scheme is refused. NULL for "" (no workspace). */
+static const char *workspace_dir(const char *spec, struct mu_buf *err, int *bad)
+{
+  const char *scheme = strstr(spec, "://");
+  *bad = 0;
+  if (strncmp(spec, "file://", 7) == 0)
+    return spec + 7;
+  if (scheme != NULL && strchr(spec, '/') > scheme) {
+    mu_buf_printf(err,
+                  "--workspace '%s': only a directory on this machine works (DIR or "
+                  "file://DIR), not a %.*s:// workspace",
+                  spec, (int)(scheme - spec), spec);
+    *bad = 1;
+    return NULL;
+  }
+  return spec[0] != '\0' ? spec : NULL;
+}
+
+int mu_workspace_build(struct mu_app *app, const char *spec, const char *repo, struct mu_buf *err)
 {
   struct stat st;
+  int bad;
+  const char *dir = workspace_dir(spec, err, &bad);
+  if (bad)
+    return MU_EINVAL;
+  if (dir == NULL)
+    return 0; /* --workspace "": none, as TorchX */
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    mu_buf_printf(err, "--workspace '%s': not a directory", dir);
+    mu_buf_printf(err, "--workspace '%s': %s is not a directory", spec, dir);
     return MU_EINVAL;
   }
   if (repo == NULL || *repo == '\0') {

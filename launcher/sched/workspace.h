@@ -11,10 +11,11 @@
 #include "buf.h"
 #include "job.h"
 
-/* Builds and pushes one image per distinct role image and rewrites those roles' image.
- * Returns: 0; MU_EINVAL (DIR is not a directory, a role has no image, REPO is empty), MU_ENOENT
- * (buildah is not installed), MU_EIO (a build or the push failed: err names the registry and
- * quotes buildah). Ownership: changes app's role images; appends to err. */
-int mu_workspace_build(struct mu_app *app, const char *dir, const char *repo, struct mu_buf *err);
+/* Builds and pushes one image per distinct role image and rewrites those roles' image. spec is
+ * DIR or TorchX's file://DIR; "" is no workspace (nothing happens, as TorchX's --workspace "").
+ * Returns: 0; MU_EINVAL (DIR is not a directory, another scheme, a role has no image, REPO is
+ * empty), MU_ENOENT (buildah is not installed), MU_EIO (a build or the push failed: err names
+ * the registry and quotes buildah). Ownership: changes app's role images; appends to err. */
+int mu_workspace_build(struct mu_app *app, const char *spec, const char *repo, struct mu_buf *err);
 
 #endif

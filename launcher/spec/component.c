@@ -27,7 +27,7 @@
 #define COMPONENT_MAX_BYTES (1 << 20) /* a component file: read from disk, capped */
 #define PATTERN_MAX_BYTES 4096        /* a parameter's pattern, as compiled */
 
-const char *const mu_ptype_names[] = {"str", "int", "bool", "list", "map", "jobsize"};
+const char *const mu_ptype_names[] = {"str", "int", "bool", "list", "map", "jobsize", "float"};
 
 /* ---------------------------------------------------------------------------------------------
  * The model and the helpers the steps share
@@ -56,6 +56,8 @@ void mu_component_free(struct mu_component *c)
   mu_free(c->name);
   mu_free(c->description);
   mu_free(c->where);
+  mu_free(c->py_file);
+  mu_free(c->py_function);
   cJSON_Delete(c->root);
   mu_free(c);
 }
@@ -168,7 +170,9 @@ static int parse_param(const cJSON *jp, size_t idx, const char *where, struct mu
       }
     }
     if (!found) {
-      mu_buf_printf(err, "%s: %s.type: unknown type '%s'; use str, int, bool, list, map or jobsize",
+      mu_buf_printf(err,
+                    "%s: %s.type: unknown type '%s'; use str, int, float, bool, list, map or "
+                    "jobsize",
                     where, ctx, t);
       return MU_EINVAL;
     }
@@ -342,6 +346,8 @@ int mu_component_load(const char *name, struct mu_component **out, struct mu_buf
   char *path = NULL;
   int rc = 0;
   *out = NULL;
+  if (mu_component_is_python(name))
+    return mu_component_py_load(name, out, err);
   if (is_path(name)) {
     path = mu_strdup(name);
   } else {
@@ -463,6 +469,14 @@ int mu_component_builtins(struct mu_strvec *names, struct mu_strvec *descs)
  * Help and build
  */
 
+int mu_component_source(const struct mu_component *c, struct mu_buf *out, struct mu_buf *err)
+{
+  int rc = mu_read_file(c->where, COMPONENT_MAX_BYTES, out);
+  if (rc != 0)
+    mu_buf_printf(err, "cannot read component '%s': %s", c->where, mu_strerror(rc));
+  return rc;
+}
+
 void mu_component_help(const struct mu_component *c, struct mu_buf *out)
 {
   mu_buf_printf(out, "usage: muster run [RUN OPTIONS] %s [ARGS]", c->name);
@@ -512,7 +526,9 @@ int mu_component_build(const struct mu_component *c, int argc, char **argv,
   cJSON *tree = NULL;
   *out = NULL;
   int rc = mu_component_values(c, argc, argv, cfg, values, err);
-  if (rc == 0) {
+  if (rc == 0 && c->py_file != NULL) {
+    rc = mu_component_py_build(c, values, out, err);
+  } else if (rc == 0) {
     tree = mu_component_eval(c, values, err);
     rc = tree != NULL ? mu_component_app(c->where, tree, out, err) : MU_EINVAL;
   }

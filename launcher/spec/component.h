@@ -14,7 +14,9 @@
  *
  * Component names resolve to files: a name with '/' or ending in .yaml/.yml is a path;
  * otherwise <dir>/<name>.yaml in $MUSTER_COMPONENTS_PATH (':'-separated), then the builtin
- * directory. Library code: nothing printed; errors come back in `err`.
+ * directory. FILE.py:FUNCTION is a TorchX Python component (component_py.c: the function runs
+ * under python3 with muster's TorchX shim; its parameters and AppDef come back as the same
+ * model). Library code: nothing printed; errors come back in `err`.
  */
 #ifndef MU_COMPONENT_H
 #define MU_COMPONENT_H
@@ -41,6 +43,10 @@ void mu_component_free(struct mu_component *c);
 /* Returns: the component's name / one-paragraph description. Ownership: borrowed. */
 const char *mu_component_name(const struct mu_component *c);
 const char *mu_component_description(const struct mu_component *c);
+
+/* Appends the component's source: its file as it is (YAML, or the Python file).
+ * Returns: 0, or a negative MU_E* code with the reason in err. */
+int mu_component_source(const struct mu_component *c, struct mu_buf *out, struct mu_buf *err);
 
 /* Writes `muster run NAME --help` (usage, description, one line per parameter). */
 void mu_component_help(const struct mu_component *c, struct mu_buf *out);

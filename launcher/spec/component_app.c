@@ -164,6 +164,35 @@ static int set_retry_policy(const struct build *b, const char *ctx, const cJSON 
   return MU_EINVAL;
 }
 
+/* A mount as a mapping ({type: bind, src: /a, dst: /b, readonly: true}: a Python component's)
+ * into the items of the list form, with no splitting at ',' (a path may hold one). */
+static int mount_items(const struct build *b, const char *ctx, const cJSON *m,
+                       struct mu_strvec *items)
+{
+  static const char *const keys[] = {"type", "src", "dst", "readonly", "perm", "size", NULL};
+  if (mu_component_check_keys(m, keys, b->where, ctx, b->err) != 0)
+    return MU_EINVAL;
+  const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "type"));
+  if (type == NULL) {
+    mu_buf_printf(b->err, "%s: a mount mapping needs type: (bind, volume, device or shm)", ctx);
+    return MU_EINVAL;
+  }
+  mu_strvec_pushf(items, "type=%s", type);
+  const cJSON *it;
+  cJSON_ArrayForEach(it, m)
+  {
+    if (strcmp(it->string, "type") == 0)
+      continue;
+    if (strcmp(it->string, "readonly") == 0) {
+      if (cJSON_IsTrue(it) || mu_component_truthy_text(cJSON_GetStringValue(it)))
+        mu_strvec_push(items, "readonly");
+    } else if (cJSON_IsString(it)) {
+      mu_strvec_pushf(items, "%s=%s", it->string, it->valuestring);
+    }
+  }
+  return 0;
+}
+
 static int set_mounts(const struct build *b, const char *ctx, const cJSON *v, struct mu_role *r)
 {
   if (cJSON_IsNull(v))
@@ -178,6 +207,10 @@ static int set_mounts(const struct build *b, const char *ctx, const cJSON *v, st
   {
     if (cJSON_IsString(it))
       mu_cfg_split_list(it->valuestring, &items);
+    else if (cJSON_IsObject(it) && mount_items(b, ctx, it, &items) != 0) {
+      mu_strvec_release(&items);
+      return MU_EINVAL;
+    }
   }
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
   int rc = mu_mounts_parse(r, items.v, items.n, &e);

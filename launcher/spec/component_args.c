@@ -4,9 +4,11 @@
  * a bool alone or followed by True/False, '-' and '_' alike in names, script arguments after
  * `--` for the remainder parameter.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -70,6 +72,87 @@ static cJSON *jobsize_json(long mn, long mx, long np)
   return o;
 }
 
+/* Reads a decimal integer at *p (advancing it), then expects the character `end` ('\0': the
+ * end of the text). Returns: 0, or -1 when there is no number, it overflows or `end` is not
+ * next. */
+static int jobsize_num(const char **p, char end, long *v)
+{
+  char *e = NULL;
+  errno = 0;
+  *v = strtol(*p, &e, 10);
+  if (e == *p || errno != 0 || *e != end)
+    return -1;
+  *p = end ? e + 1 : e;
+  return 0;
+}
+
+/* What is wrong with a -j value whose form is right but whose numbers are not (zero nodes or
+ * workers, MIN above MAX). Returns: 1 with the message in err, 0 when that is not it. */
+static int jobsize_why(const char *text, const char *src, struct mu_buf *err)
+{
+  long a, b, p;
+  const char *q = text;
+  if (jobsize_num(&q, ':', &a) == 0 && jobsize_num(&q, 'x', &b) == 0 &&
+      jobsize_num(&q, '\0', &p) == 0) {
+    if (a > b && b >= 1)
+      mu_buf_printf(err,
+                    "%s '%s': the minimum of %ld nodes is above the maximum of %ld; write "
+                    "MIN:MAXxNPROC with MIN <= MAX (e.g. %ld:%ldx%ld)",
+                    src, text, a, b, b, a, p > 0 ? p : 1);
+    else if (a < 1 || b < 1)
+      mu_buf_printf(err,
+                    "%s '%s': %ld nodes; an elastic job runs on 1 to MAX nodes (e.g. 1:%ldx%ld)",
+                    src, text, a < 1 ? a : b, b > 1 ? b : 2, p > 0 ? p : 1);
+    else if (p < 1)
+      mu_buf_printf(err, "%s '%s': %ld workers per node; give 1 or more (e.g. %ld:%ldx1)", src,
+                    text, p, a, b);
+    return a > b || a < 1 || b < 1 || p < 1;
+  }
+  q = text;
+  if (jobsize_num(&q, 'x', &a) == 0 && jobsize_num(&q, '\0', &p) == 0) {
+    if (a < 1)
+      mu_buf_printf(err, "%s '%s': %ld nodes; a job runs on 1 node or more (e.g. 1x%ld)", src, text,
+                    a, p > 0 ? p : 1);
+    else if (p < 1)
+      mu_buf_printf(err, "%s '%s': %ld workers per node; give 1 or more (e.g. %ldx1)", src, text, p,
+                    a);
+    return a < 1 || p < 1;
+  }
+  q = text;
+  if (jobsize_num(&q, '\0', &p) == 0 && p < 1) {
+    mu_buf_printf(err, "%s '%s': %ld workers; give 1 or more (e.g. 2)", src, text, p);
+    return 1;
+  }
+  return 0;
+}
+
+/* A str value: one of the choices, matching the pattern. */
+static cJSON *str_value(const struct mu_param *p, const char *text, const char *src,
+                        struct mu_buf *err)
+{
+  if (p->choices.n > 0) {
+    int ok = 0;
+    for (size_t i = 0; i < p->choices.n; i++)
+      if (strcmp(p->choices.v[i], text) == 0)
+        ok = 1;
+    if (!ok) {
+      const char *best = mu_component_closest((const char *const *)p->choices.v, text);
+      mu_buf_printf(err, "%s: '%s' is not one of", src, text);
+      for (size_t i = 0; i < p->choices.n; i++)
+        mu_buf_printf(err, "%s %s", i ? "," : "", p->choices.v[i]);
+      if (best)
+        mu_buf_printf(err, "; did you mean '%s'?", best);
+      return NULL;
+    }
+  }
+  if (p->has_re && regexec(&p->re, text, 0, NULL, 0) != 0) {
+    mu_buf_printf(err, "%s: '%s' does not match the pattern %s; give a value that matches it", src,
+                  text, p->pattern);
+    return NULL;
+  }
+  return cJSON_CreateString(text);
+}
+
 /* Converts one argument's text into its typed value. src names it in messages. */
 static cJSON *param_value(const struct mu_param *p, const char *text, const char *src,
                           struct mu_buf *err)
@@ -77,33 +160,21 @@ static cJSON *param_value(const struct mu_param *p, const char *text, const char
   long l;
   switch (p->type) {
   case MU_P_STR:
-    if (p->choices.n > 0) {
-      int ok = 0;
-      for (size_t i = 0; i < p->choices.n; i++)
-        if (strcmp(p->choices.v[i], text) == 0)
-          ok = 1;
-      if (!ok) {
-        const char *best = mu_component_closest((const char *const *)p->choices.v, text);
-        mu_buf_printf(err, "%s: '%s' is not one of", src, text);
-        for (size_t i = 0; i < p->choices.n; i++)
-          mu_buf_printf(err, "%s %s", i ? "," : "", p->choices.v[i]);
-        if (best)
-          mu_buf_printf(err, "; did you mean '%s'?", best);
-        return NULL;
-      }
-    }
-    if (p->has_re && regexec(&p->re, text, 0, NULL, 0) != 0) {
-      mu_buf_printf(err, "%s: '%s' does not match the pattern %s; give a value that matches it",
-                    src, text, p->pattern);
-      return NULL;
-    }
-    return cJSON_CreateString(text);
+    return str_value(p, text, src, err);
   case MU_P_INT:
     if (mu_parse_long(text, LONG_MIN, LONG_MAX, &l) != 0) {
       mu_buf_printf(err, "%s expects an int, got '%s'", src, text);
       return NULL;
     }
     return cJSON_CreateNumber((double)l);
+  case MU_P_FLOAT: {
+    double d;
+    if (mu_parse_double(text, &d) != 0) {
+      mu_buf_printf(err, "%s expects a number, got '%s'", src, text);
+      return NULL;
+    }
+    return cJSON_CreateNumber(d);
+  }
   case MU_P_BOOL:
     if (mu_component_truthy_text(text))
       return cJSON_CreateTrue();
@@ -147,6 +218,8 @@ static cJSON *param_value(const struct mu_param *p, const char *text, const char
   case MU_P_JOBSIZE: {
     long mn, mx, np;
     if (mu_parse_jobsize(text, &mn, &mx, &np) != 0) {
+      if (jobsize_why(text, src, err))
+        return NULL;
       mu_buf_printf(err,
                     "%s expects NPROC, NNODESxNPROC or MIN:MAXxNPROC (e.g. 2x8, 1:4x8), "
                     "got '%s'",
@@ -330,9 +403,12 @@ static int file_defaults(const struct mu_component *c, cJSON **values, struct mu
     const struct mu_param *p = &c->params[i];
     if (values[i] != NULL)
       continue;
+    if (c->py_file != NULL && !p->required)
+      continue; /* a Python function keeps its own default: pass nothing */
     if (p->required) {
-      mu_buf_printf(err, "%s: missing required argument --%s (%s); see 'muster run %s --help'",
-                    c->name, p->name, p->help, c->name);
+      mu_buf_printf(err, "%s: missing required argument --%s%s%s%s; see 'muster run %s --help'",
+                    c->name, p->name, p->help[0] ? " (" : "", p->help, p->help[0] ? ")" : "",
+                    c->name);
       return MU_EINVAL;
     }
     if (p->def != NULL) {
@@ -394,9 +470,63 @@ static int jobsize_overrides(const struct mu_component *c, cJSON **values, struc
   return 0;
 }
 
+/* One exactly_one / at_most_one check: how many of its parameters are set. */
+static int count_check(const struct mu_component *c, const cJSON *chk, cJSON **values,
+                       struct mu_buf *err)
+{
+  const cJSON *set = cJSON_GetObjectItemCaseSensitive(chk, "exactly_one");
+  int exactly = set != NULL;
+  if (set == NULL)
+    set = cJSON_GetObjectItemCaseSensitive(chk, "at_most_one");
+  int count = 0;
+  const cJSON *n;
+  struct mu_buf names = MU_BUF_INIT(SIZE_MAX);
+  cJSON_ArrayForEach(n, set)
+  {
+    if (!cJSON_IsString(n))
+      continue;
+    mu_buf_printf(&names, "%s--%s", names.len ? ", " : "", n->valuestring);
+    for (size_t i = 0; i < c->nparams; i++)
+      if (strcmp(c->params[i].name, n->valuestring) == 0 && mu_component_is_truthy(values[i]))
+        count++;
+  }
+  int bad = exactly ? count != 1 : count > 1;
+  if (bad) {
+    const char *msg = mu_component_str(chk, "message");
+    if (msg != NULL)
+      mu_buf_printf(err, "%s: %s", c->name, msg);
+    else
+      mu_buf_printf(err, "%s: give %s one of %s", c->name, exactly ? "exactly" : "at most",
+                    mu_buf_str(&names));
+  }
+  mu_buf_release(&names);
+  return bad ? MU_EINVAL : 0;
+}
+
+/* An error_if check: its condition must not hold. */
+static int cond_check(const struct mu_component *c, const cJSON *chk, const char *ctx,
+                      cJSON **values, struct mu_buf *err)
+{
+  const char *cond = mu_component_str(chk, "error_if");
+  int holds = 0;
+  char *where = mu_asprintf("%s: %s.error_if", c->where, ctx);
+  int rc = cond ? mu_component_cond(c, values, where, cond, &holds, err) : MU_EINVAL;
+  mu_free(where);
+  if (cond == NULL)
+    mu_buf_printf(err, "%s: %s.error_if: must be a condition (text)", c->where, ctx);
+  if (rc != 0 || !holds)
+    return rc;
+  const char *msg = mu_component_str(chk, "message");
+  if (msg != NULL)
+    mu_buf_printf(err, "%s: %s", c->name, msg);
+  else
+    mu_buf_printf(err, "%s: these arguments are refused (%s)", c->name, cond);
+  return MU_EINVAL;
+}
+
 static int run_checks(const struct mu_component *c, cJSON **values, struct mu_buf *err)
 {
-  static const char *const keys[] = {"exactly_one", "at_most_one", "message", NULL};
+  static const char *const keys[] = {"exactly_one", "at_most_one", "error_if", "message", NULL};
   const cJSON *chk;
   size_t idx = 0;
   cJSON_ArrayForEach(chk, c->checks)
@@ -405,34 +535,10 @@ static int run_checks(const struct mu_component *c, cJSON **values, struct mu_bu
     snprintf(ctx, sizeof(ctx), "checks[%zu]", idx++);
     if (mu_component_check_keys(chk, keys, c->where, ctx, err) != 0)
       return MU_EINVAL;
-    const cJSON *set = cJSON_GetObjectItemCaseSensitive(chk, "exactly_one");
-    int exactly = set != NULL;
-    if (set == NULL)
-      set = cJSON_GetObjectItemCaseSensitive(chk, "at_most_one");
-    int count = 0;
-    const cJSON *n;
-    struct mu_buf names = MU_BUF_INIT(SIZE_MAX);
-    cJSON_ArrayForEach(n, set)
-    {
-      if (!cJSON_IsString(n))
-        continue;
-      mu_buf_printf(&names, "%s--%s", names.len ? ", " : "", n->valuestring);
-      for (size_t i = 0; i < c->nparams; i++)
-        if (strcmp(c->params[i].name, n->valuestring) == 0 && mu_component_is_truthy(values[i]))
-          count++;
-    }
-    int bad = exactly ? count != 1 : count > 1;
-    if (bad) {
-      const char *msg = mu_component_str(chk, "message");
-      if (msg != NULL)
-        mu_buf_printf(err, "%s: %s", c->name, msg);
-      else
-        mu_buf_printf(err, "%s: give %s one of %s", c->name, exactly ? "exactly" : "at most",
-                      mu_buf_str(&names));
-      mu_buf_release(&names);
-      return MU_EINVAL;
-    }
-    mu_buf_release(&names);
+    int rc = cJSON_HasObjectItem(chk, "error_if") ? cond_check(c, chk, ctx, values, err)
+                                                  : count_check(c, chk, values, err);
+    if (rc != 0)
+      return rc;
   }
   return 0;
 }

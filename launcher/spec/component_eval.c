@@ -4,6 +4,7 @@
  * template is evaluated with the parameter values into a plain tree of strings, lists and maps;
  * ${...} that names no parameter is a scheduler macro (${app_id}, ${rdzv_endpoint}) and stays.
  */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,8 +61,10 @@ void mu_component_value_text(const cJSON *v, struct mu_buf *out)
     return;
   if (cJSON_IsString(v))
     mu_buf_puts(out, v->valuestring);
-  else if (cJSON_IsNumber(v))
+  else if (cJSON_IsNumber(v) && v->valuedouble == (double)(long)v->valuedouble)
     mu_buf_printf(out, "%ld", (long)v->valuedouble);
+  else if (cJSON_IsNumber(v)) /* a float parameter */
+    mu_buf_printf(out, "%.15g", v->valuedouble);
   else if (cJSON_IsBool(v))
     mu_buf_puts(out, cJSON_IsTrue(v) ? "true" : "false");
   else if (cJSON_IsArray(v)) {
@@ -490,46 +493,99 @@ static int interpolate(const struct eval *ev, const char *s, struct mu_buf *out,
   return 0;
 }
 
-static int eval_cond(const struct eval *ev, const char *cond, int *result)
+/* The comparison operators, longest first: "a OP b". */
+static const char *const cmp_ops[] = {"==", "!=", "<=", ">=", "<", ">", NULL};
+
+/* The first comparison operator in cond (its index in cmp_ops in *which), or NULL. */
+static const char *find_cmp(const char *cond, size_t *which)
 {
-  const char *op = strstr(cond, "==");
-  int neg_op = 0;
-  if (op == NULL) {
-    op = strstr(cond, "!=");
-    neg_op = op != NULL;
+  for (const char *p = cond; *p; p++) {
+    for (size_t i = 0; cmp_ops[i] != NULL; i++) {
+      if (strncmp(p, cmp_ops[i], strlen(cmp_ops[i])) == 0) {
+        *which = i;
+        return p;
+      }
+    }
   }
-  int known;
+  return NULL;
+}
+
+/* The right side of a comparison: an expression, or a bare word taken as a literal
+ * (`launcher == torchrun`, `nnodes > 1`). Returns: eval_expr's *known. */
+static int cmp_side(const struct eval *ev, const char *s, size_t n, struct mu_buf *out)
+{
   const cJSON *raw;
-  if (op != NULL) {
-    struct mu_buf a = MU_BUF_INIT(SIZE_MAX), b = MU_BUF_INIT(SIZE_MAX);
-    eval_expr(ev, cond, (size_t)(op - cond), &a, &known, &raw);
-    int ka = known;
-    eval_expr(ev, op + 2, strlen(op + 2), &b, &known, &raw);
-    if (known == 0) {
-      /* A bare word on the right is a literal: `launcher == torchrun`. */
-      const char *w = op + 2;
-      while (*w == ' ')
-        w++;
-      size_t wl = strlen(w);
-      while (wl > 0 && w[wl - 1] == ' ')
-        wl--;
-      mu_buf_clear(&b);
-      mu_buf_append(&b, w, wl);
-      known = 1;
-    }
-    int eq = strcmp(mu_buf_str(&a), mu_buf_str(&b)) == 0;
-    mu_buf_release(&a);
-    mu_buf_release(&b);
-    if (ka != 1 || known != 1) {
-      if (ka == 0 || known == 0)
-        mu_buf_printf(ev->err, "%s: condition '%s' refers to something that is not a parameter",
-                      ev->path, cond);
-      return MU_EINVAL;
-    }
-    *result = neg_op ? !eq : eq;
-    return 0;
+  int known;
+  eval_expr(ev, s, n, out, &known, &raw);
+  if (known != 0)
+    return known;
+  while (n > 0 && *s == ' ')
+    s++, n--;
+  while (n > 0 && s[n - 1] == ' ')
+    n--;
+  mu_buf_clear(out);
+  mu_buf_append(out, s, n);
+  return 1;
+}
+
+/* Orders two texts as integers: -1, 0 or 1 in *order. Returns: 0; 1 when a side is empty (an
+ * unset value: the comparison is false); MU_EINVAL when a side is no integer. */
+static int cmp_numbers(const struct eval *ev, const char *cond, const char *a, const char *b,
+                       int *order)
+{
+  long x, y;
+  if (a[0] == '\0' || b[0] == '\0')
+    return 1;
+  int bad_a = mu_parse_long(a, LONG_MIN, LONG_MAX, &x) != 0;
+  if (bad_a || mu_parse_long(b, LONG_MIN, LONG_MAX, &y) != 0) {
+    mu_buf_printf(ev->err, "%s: condition '%s': '%s' is not a number", ev->path, cond,
+                  bad_a ? a : b);
+    return MU_EINVAL;
   }
-  int neg = 0;
+  *order = x < y ? -1 : x > y;
+  return 0;
+}
+
+/* "a OP b" with OP one of cmp_ops (at op). */
+static int eval_cmp(const struct eval *ev, const char *cond, const char *op, size_t which,
+                    int *result)
+{
+  struct mu_buf a = MU_BUF_INIT(SIZE_MAX), b = MU_BUF_INIT(SIZE_MAX);
+  const cJSON *raw;
+  int ka, kb, rc = 0, order = 0;
+  eval_expr(ev, cond, (size_t)(op - cond), &a, &ka, &raw);
+  const char *rhs = op + strlen(cmp_ops[which]);
+  kb = cmp_side(ev, rhs, strlen(rhs), &b);
+  if (ka != 1 || kb != 1) {
+    if (ka == 0 || kb == 0)
+      mu_buf_printf(ev->err, "%s: condition '%s' refers to something that is not a parameter",
+                    ev->path, cond);
+    rc = MU_EINVAL;
+  } else if (which < 2) {
+    int eq = strcmp(mu_buf_str(&a), mu_buf_str(&b)) == 0;
+    *result = which == 1 ? !eq : eq;
+  } else {
+    rc = cmp_numbers(ev, cond, mu_buf_str(&a), mu_buf_str(&b), &order);
+    *result = rc == 0 && (which == 2   ? order <= 0
+                          : which == 3 ? order >= 0
+                          : which == 4 ? order < 0
+                                       : order > 0);
+    rc = rc == 1 ? 0 : rc;
+  }
+  mu_buf_release(&a);
+  mu_buf_release(&b);
+  return rc;
+}
+
+/* One condition without &&: a comparison, or a value's truthiness (`debug`, `!quiet`). */
+static int eval_term(const struct eval *ev, const char *cond, int *result)
+{
+  size_t which = 0;
+  const char *op = find_cmp(cond, &which);
+  if (op != NULL)
+    return eval_cmp(ev, cond, op, which, result);
+  int neg = 0, known;
+  const cJSON *raw;
   while (*cond == ' ')
     cond++;
   if (*cond == '!') {
@@ -547,6 +603,33 @@ static int eval_cond(const struct eval *ev, const char *cond, int *result)
   }
   *result = neg ? !t : t;
   return 0;
+}
+
+/* A condition: terms joined by && (each term is checked, so a typo is an error whatever the
+ * values). */
+static int eval_cond(const struct eval *ev, const char *cond, int *result)
+{
+  const char *amp = strstr(cond, "&&");
+  if (amp == NULL)
+    return eval_term(ev, cond, result);
+  char *left = mu_strndup(cond, (size_t)(amp - cond));
+  int r1 = 0, r2 = 0;
+  int rc = eval_term(ev, left, &r1);
+  mu_free(left);
+  if (rc == 0)
+    rc = eval_cond(ev, amp + 2, &r2);
+  *result = r1 && r2;
+  return rc;
+}
+
+int mu_component_cond(const struct mu_component *c, cJSON **values, const char *where,
+                      const char *cond, int *result, struct mu_buf *err)
+{
+  cJSON *scratch = cJSON_CreateArray();
+  struct eval ev = {c, values, err, where, scratch};
+  int rc = eval_cond(&ev, cond, result);
+  cJSON_Delete(scratch);
+  return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -6,8 +6,13 @@
  *   component_eval.c   the template evaluated with those values into a plain tree
  *   component_app.c    the tree copied into the job model through a key table
  *
- * Values are cJSON: str -> string, int -> number, bool -> bool, list -> array, map -> object,
- * jobsize -> object {min, max, nproc, nnodes}. Not for other layers: they see component.h.
+ * Values are cJSON: str -> string, int and float -> number, bool -> bool, list -> array, map ->
+ * object, jobsize -> object {min, max, nproc, nnodes}.
+ *
+ * A TorchX Python component (FILE.py:FUNCTION) is the same model with py_file set: its
+ * parameters come from the function's signature and its app from calling it (component_py.c),
+ * so that arguments, help and config defaults work as for YAML. Not for other layers: they see
+ * component.h.
  */
 #ifndef MU_COMPONENT_IMPL_H
 #define MU_COMPONENT_IMPL_H
@@ -23,7 +28,7 @@
 #include "job.h"
 #include "strvec.h"
 
-enum mu_ptype { MU_P_STR = 0, MU_P_INT, MU_P_BOOL, MU_P_LIST, MU_P_MAP, MU_P_JOBSIZE };
+enum mu_ptype { MU_P_STR = 0, MU_P_INT, MU_P_BOOL, MU_P_LIST, MU_P_MAP, MU_P_JOBSIZE, MU_P_FLOAT };
 /* "str", "int", ... by enum mu_ptype. */
 extern const char *const mu_ptype_names[];
 
@@ -52,6 +57,8 @@ struct mu_component {
   cJSON *checks; /* array or NULL; owned by root */
   cJSON *app;    /* the template; owned by root */
   cJSON *root;
+  char *py_file;     /* a Python component: its file (NULL for YAML) */
+  char *py_function; /* and the function that returns its AppDef */
 };
 
 /* The slot of p in c->params (and in the values array of the steps). */
@@ -91,10 +98,34 @@ int mu_component_values(const struct mu_component *c, int argc, char **argv,
  * Returns: the tree, or NULL with the message in err. Ownership: the caller's (cJSON_Delete). */
 cJSON *mu_component_eval(const struct mu_component *c, cJSON **values, struct mu_buf *err);
 
+/* Evaluates a template condition (`a == b`, `n > 1`, `x && !y`, docs/components.md) with
+ * values; `where` names it in messages (component_eval.c).
+ * Returns: 0 with *result 0 or 1, or MU_EINVAL with the message in err. */
+int mu_component_cond(const struct mu_component *c, cJSON **values, const char *where,
+                      const char *cond, int *result, struct mu_buf *err);
+
 /* Copies an evaluated tree into a new app (component_app.c). where names the file.
  * Returns: 0, or MU_EINVAL with the message naming the key in err.
  * Ownership: *out is the caller's (mu_app_free); NULL on error. */
 int mu_component_app(const char *where, const cJSON *tree, struct mu_app **out, struct mu_buf *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Python components (component_py.c)
+ */
+
+/* Whether name is a Python component: FILE.py, FILE.py:FUNCTION, or FILE:FUNCTION of an
+ * existing file (TorchX's form). */
+int mu_component_is_python(const char *name);
+/* Loads a Python component: runs the system's python3 ($MUSTER_PYTHON, else /usr/bin/python3)
+ * on muster's TorchX shim to read the function's parameters. Returns: 0; MU_ENOENT when
+ * python3 cannot be run or the file is missing; MU_EINVAL / MU_EPARSE for a component that
+ * cannot be loaded (err names the file, line and name). Ownership: *out is the caller's. */
+int mu_component_py_load(const char *name, struct mu_component **out, struct mu_buf *err);
+/* Calls the function with the given values (values[i] NULL: its own default) and reads its
+ * AppDef back. Returns: 0, or MU_EINVAL / MU_ENOENT with the message in err.
+ * Ownership: *out is the caller's (mu_app_free). */
+int mu_component_py_build(const struct mu_component *c, cJSON **values, struct mu_app **out,
+                          struct mu_buf *err);
 
 /* Text of a value: "" for null, lists joined by ',' (component_eval.c). */
 void mu_component_value_text(const cJSON *v, struct mu_buf *out);

@@ -49,6 +49,24 @@ static void entry_add(struct mu_config *c, const char *section, const char *key,
   e->where = mu_strdup(where);
 }
 
+/* Cuts an inline comment: a '#' that follows a blank, outside quotes (`queue = test  # the
+ * team's queue`). A value holding " #" is quoted: `"a #b"`. (';' stays: it separates list
+ * items, `a ; b`.) */
+static void cut_comment(char *t)
+{
+  char quote = 0;
+  for (char *p = t; *p; p++) {
+    if (quote) {
+      quote = *p == quote ? 0 : quote;
+    } else if (*p == '"' || *p == '\'') {
+      quote = *p;
+    } else if (*p == '#' && p > t && isspace((unsigned char)p[-1])) {
+      *p = '\0';
+      return;
+    }
+  }
+}
+
 int mu_config_parse(struct mu_config *c, const char *text, const char *where, struct mu_buf *err)
 {
   char *copy = mu_strdup(text);
@@ -69,6 +87,8 @@ int mu_config_parse(struct mu_config *c, const char *text, const char *where, st
     char *t = trim(line);
     if (*t == '\0' || *t == '#' || *t == ';')
       continue;
+    cut_comment(t);
+    t = trim(t);
     if (*t == '[') {
       char *end = strchr(t, ']');
       if (end == NULL || end[1] != '\0' || end == t + 1) {

@@ -1,5 +1,6 @@
-/* The job spec: states, the app model, validation, macros, JSON, mounts, named resources and
- * app ids. Nothing here prints; errors go into the caller's buffer.
+/* The job spec: states, the app model, validation, macros, JSON, mounts and app ids (named
+ * resources and instance types: resources.c). Nothing here prints; errors go into the caller's
+ * buffer.
  */
 #include <stdint.h>
 #include <ctype.h>
@@ -19,7 +20,6 @@
 #include "alloc.h"
 #include "job.h"
 #include "opts.h"
-#include "suggest.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Job states
@@ -295,7 +295,7 @@ int mu_app_validate(const struct mu_app *app, struct mu_buf *err)
       }
     }
   }
-  return 0;
+  return mu_instance_check(app, err);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -619,73 +619,6 @@ int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct m
 #undef KEY_IS
   }
   return mount_finish(role, first, err);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Named resources
- */
-
-#define GIB 1024L
-#define AWS_GIB 983L /* int(1024 * 0.96): TorchX's 4% memory tax on AWS instance types */
-
-/* As TorchX's named_resources_generic.py and named_resources_aws.py (a subset). */
-static const struct named {
-  const char *name;
-  long cpu, gpu, memMB;
-  const char *instance; /* node.kubernetes.io/instance-type, or NULL */
-  long efa, neuron;
-} named_resources[] = {
-    {"aws_g5.12xlarge", 48, 4, 192 * AWS_GIB, "g5.12xlarge", 0, 0},
-    {"aws_g5.48xlarge", 192, 8, 768 * AWS_GIB, "g5.48xlarge", 1, 0},
-    {"aws_p4d.24xlarge", 96, 8, 1152 * AWS_GIB, "p4d.24xlarge", 4, 0},
-    {"aws_p5.48xlarge", 192, 8, 2048 * AWS_GIB, "p5.48xlarge", 32, 0},
-    {"aws_trn1.2xlarge", 8, 0, 32 * AWS_GIB, "trn1.2xlarge", 0, 1},
-    {"aws_trn1.32xlarge", 128, 0, 512 * AWS_GIB, "trn1.32xlarge", 8, 16},
-    {"cpu.large", 2, 0, 8 * GIB, NULL, 0, 0},
-    {"cpu.medium", 2, 0, 4 * GIB, NULL, 0, 0},
-    {"cpu.micro", 1, 0, 1 * GIB, NULL, 0, 0},
-    {"cpu.nano", 1, 0, 512, NULL, 0, 0},
-    {"cpu.small", 1, 0, 2 * GIB, NULL, 0, 0},
-    {"cpu.xlarge", 8, 0, 32 * GIB, NULL, 0, 0},
-    {"gpu.large", 32, 4, 128 * GIB, NULL, 0, 0},
-    {"gpu.medium", 16, 2, 64 * GIB, NULL, 0, 0},
-    {"gpu.small", 8, 1, 32 * GIB, NULL, 0, 0},
-    {"gpu.xlarge", 64, 8, 256 * GIB, NULL, 0, 0},
-};
-
-const char *mu_named_resource_at(size_t i)
-{
-  return i < sizeof(named_resources) / sizeof(named_resources[0]) ? named_resources[i].name : NULL;
-}
-
-int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *err)
-{
-  struct mu_suggest sg;
-  mu_suggest_init(&sg, name);
-  for (size_t i = 0; i < sizeof(named_resources) / sizeof(named_resources[0]); i++) {
-    const struct named *n = &named_resources[i];
-    if (strcmp(n->name, name) == 0) {
-      r->cpu = n->cpu;
-      r->gpu = n->gpu;
-      r->memMB = n->memMB;
-      if (n->instance != NULL)
-        mu_kvlist_set(&r->capabilities, "node.kubernetes.io/instance-type", n->instance);
-      if (n->efa > 0)
-        mu_resource_add_device(r, "vpc.amazonaws.com/efa", n->efa);
-      if (n->neuron > 0)
-        mu_resource_add_device(r, "aws.amazon.com/neurondevice", n->neuron);
-      return 0;
-    }
-    mu_suggest_add(&sg, n->name);
-  }
-  const char *best = mu_suggest_best(&sg);
-  if (best != NULL)
-    mu_buf_printf(err, "unknown named resource '%s'; did you mean '%s'?", name, best);
-  else
-    mu_buf_printf(err,
-                  "unknown named resource '%s'; known: gpu.small, cpu.large, aws_p4d.24xlarge, ...",
-                  name);
-  return MU_ENOENT;
 }
 
 /* ---------------------------------------------------------------------------------------------

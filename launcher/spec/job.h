@@ -173,10 +173,18 @@ void mu_role_release(struct mu_role *role);
 void mu_resource_add_device(struct mu_resource *r, const char *name, long count);
 
 /* Fills r from a named resource ("gpu.small", "cpu.large", "aws_p4d.24xlarge", ...), as
- * TorchX's named_resources. Returns: 0, or MU_ENOENT (err names the closest known one). */
+ * TorchX's named_resources (resources.c). Returns: 0, or MU_ENOENT (err names the closest known
+ * one). */
 int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *err);
 /* The i-th known named resource, NULL past the end. Ownership: static. */
 const char *mu_named_resource_at(size_t i);
+
+/* Checks each role that names an instance type (the node.kubernetes.io/instance-type
+ * capability) of the table against what that type has (resources.c): GPUs, EFA adapters, Neuron
+ * devices and cores per node, and more than one node of a Neuron type without EFA (trn1.2xlarge:
+ * Neuron collectives need EFA between nodes). An unknown type is not checked. Called by
+ * mu_app_validate. Returns: 0, or MU_EINVAL with the field, the numbers and the fix in err. */
+int mu_instance_check(const struct mu_app *app, struct mu_buf *err);
 
 /* Parses TorchX's --mounts list form: items as split on ',' ("type=bind", "src=/a", "dst=/b",
  * "readonly", "type=volume", ...). Aliases source/destination/target/read_only as TorchX.

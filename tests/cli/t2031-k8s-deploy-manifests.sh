@@ -15,6 +15,8 @@ gen() { # name args...
 }
 gen rendezvous rendezvous
 gen rendezvous-custom rendezvous --namespace ml --name etcd-server --image r/m:1 --port 2400
+gen rendezvous-sized rendezvous --image r/m:1 --data-size 20Gi --storage-class gp3
+gen rendezvous-nodata rendezvous --image r/m:1 --no-data
 gen queue queue
 gen queue-capped queue --name trn1 --weight 3 --reclaimable --cpu 256 --memory 2Ti
 gen storage storage --subnet-id subnet-0abc --security-group sg-0def
@@ -61,9 +63,12 @@ for f in sys.argv[1:]:
             need(d.get("mountOptions") == ["flock"], w + ": mountOptions flock")
         elif k == "PersistentVolumeClaim":
             s = d["spec"]
-            need(s.get("accessModes") == ["ReadWriteMany"], w + ": accessModes")
+            modes = s.get("accessModes") or []
+            need(modes and set(modes) <= {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}, w + ": accessModes")
             need(QTY.match(str(s["resources"]["requests"]["storage"])), w + ": requests.storage quantity")
-            need(isinstance(s.get("storageClassName"), str), w + ": storageClassName")
+            need("storageClassName" not in s or isinstance(s["storageClassName"], str), w + ": storageClassName")
+            # the FSx claim is shared by every node (RWX); musterd's data claim by one pod (RWO)
+            need(modes == (["ReadWriteOnce"] if f.rsplit("/", 1)[1].startswith("rendezvous") else ["ReadWriteMany"]), w + ": its access mode")
         elif k == "Queue":
             pass
         else:

@@ -40,13 +40,28 @@ fi
 st=$(dpkg --root="$R" -s muster 2>/dev/null | sed -n 's/^Status: //p')
 t_expect_eq "dpkg knows the package" "$st" "install ok installed"
 for f in usr/bin/muster usr/bin/musterd usr/libexec/muster/ring_allreduce \
-  usr/share/muster/components/dist.ddp.yaml usr/share/man/man1/muster.1 \
+  usr/share/muster/components/dist.ddp.yaml usr/share/muster/python/_muster_torchx.py \
+  usr/share/muster/python/torchx/specs/api.py usr/share/man/man1/muster.1 \
   usr/share/man/man8/musterd.8 lib/systemd/system/musterd.service usr/lib/systemd/system/musterd.service \
   usr/share/bash-completion/completions/muster usr/include/muster/client.h \
   usr/lib/pkgconfig/muster.pc usr/share/doc/muster/README.md; do
   case $f in lib/systemd/*) continue ;; esac
   [ -e "$R/$f" ] && t_ok "installed /$f" || t_fail "not installed: /$f"
 done
+
+# The installed muster runs a TorchX Python component with the installed shim (python3 is the
+# host's: a wrapper records which runner it was given).
+cat >"$T_DIR/comp.py" <<'PYEOF'
+import torchx.specs as specs
+def hello(msg: str = "hi") -> specs.AppDef:
+    return specs.AppDef("hello", [specs.Role("echo", "", entrypoint="echo", args=[msg])])
+PYEOF
+printf '#!/bin/sh\necho "$2" >"%s/runner"\nexec %s "$@"\n' "$T_DIR" "$PY" >"$T_DIR/py"
+chmod +x "$T_DIR/py"
+out=$(MUSTER_PYTHON=$T_DIR/py "$R/usr/bin/muster" run --dryrun "$T_DIR/comp.py:hello" --msg yo 2>&1)
+t_expect_match "the installed muster runs a Python component" "$out" '"args":[[:space:]]*\["yo"\]'
+t_expect_eq "... with the installed shim" "$(cat "$T_DIR/runner" 2>/dev/null)" \
+  "$R/usr/bin/../share/muster/python/_muster_torchx.py"
 
 # 3. Man pages: every command of `muster -h` has a section, every musterd option a row.
 man1=$R/usr/share/man/man1/muster.1 man8=$R/usr/share/man/man8/musterd.8

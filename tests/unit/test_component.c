@@ -321,10 +321,10 @@ TEST(component__format_errors)
   ASSERT_EQ(build_text("name: t\nparms: []\napp: {roles: []}\n", none, &app, &err), MU_EINVAL);
   ASSERT(strstr(mu_buf_str(&err), "unknown key 'parms'; did you mean 'params'") != NULL);
   mu_buf_clear(&err);
-  ASSERT_EQ(
-      build_text("name: t\nparams: [{name: a, type: float}]\napp: {roles: []}\n", none, &app, &err),
-      MU_EINVAL);
-  ASSERT(strstr(mu_buf_str(&err), "params[0].type: unknown type 'float'") != NULL);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: a, type: double}]\napp: {roles: []}\n", none, &app,
+                       &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "params[0].type: unknown type 'double'") != NULL);
   mu_buf_clear(&err);
   ASSERT_EQ(build_text("name: t\napp: {roles: [{name: r, entrypoint: '${nope ?? x}'}]}\n", none,
                        &app, &err),
@@ -350,4 +350,110 @@ TEST(component__builtins_listed)
       MU__FAIL("builtin %s missing", want[i]);
   }
   mu_strvec_release(&names);
+}
+
+/* Conditions with && and integer comparisons, error_if checks, float parameters, mounts as
+ * mappings (issue 26: aws.trn1_ddp's instance checks, Python components' mounts). */
+static const char cond_tmpl[] =
+    "name: c\n"
+    "params:\n"
+    "  - {name: itype, type: str, default: big}\n"
+    "  - {name: nodes, type: int, default: '1'}\n"
+    "  - {name: procs, type: int}\n"
+    "  - {name: lr, type: float, default: '0.5'}\n"
+    "checks:\n"
+    "  - {error_if: \"itype == small && nodes > 1\", message: small is one node only}\n"
+    "  - {error_if: \"procs >= 3 && itype == small\"}\n"
+    "app:\n"
+    "  name: c\n"
+    "  roles:\n"
+    "    - name: r\n"
+    "      entrypoint: e\n"
+    "      args:\n"
+    "        - {if: \"nodes > 1\", then: multi, else: single}\n"
+    "        - {if: \"procs < 2\", then: few}\n"
+    "        - {if: \"nodes <= 1 && !procs\", then: noprocs}\n"
+    "        - ${lr}\n"
+    "      mounts:\n"
+    "        - {type: bind, src: '/a,b', dst: /c, readonly: 'true'}\n"
+    "        - type=volume,src=pvc,dst=/d\n";
+
+static const char *cond_args(const char *const *args, struct mu_buf *err)
+{
+  static char out[256];
+  struct mu_app *app = NULL;
+  mu_buf_clear(err);
+  if (build_text(cond_tmpl, args, &app, err) != 0)
+    return mu_buf_str(err);
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  for (size_t i = 0; i < app->roles[0].args.n; i++)
+    mu_buf_printf(&b, "%s%s", i ? " " : "", app->roles[0].args.v[i]);
+  const struct mu_mount *m = app->roles[0].mounts;
+  mu_buf_printf(&b, " | %s %s %d %s", m[0].src, m[0].dst, m[0].read_only, m[1].src);
+  snprintf(out, sizeof(out), "%s", mu_buf_str(&b));
+  mu_buf_release(&b);
+  mu_app_free(app);
+  return out;
+}
+
+TEST(component__conditions_checks_float)
+{
+  struct mu_buf err = MU_BUF_INIT(4096);
+  const char *a0[] = {NULL};
+  ASSERT_STR_EQ(cond_args(a0, &err), "single noprocs 0.5 | /a,b /c 1 pvc");
+  const char *a1[] = {"--nodes", "3", "--procs", "1", "--lr", "0.1", NULL};
+  ASSERT_STR_EQ(cond_args(a1, &err), "multi few 0.1 | /a,b /c 1 pvc");
+  const char *a2[] = {"--itype", "small", "--nodes", "2", NULL};
+  ASSERT_STR_EQ(cond_args(a2, &err), "c: small is one node only");
+  const char *a3[] = {"--itype", "small", "--procs", "3", NULL};
+  ASSERT_STR_EQ(cond_args(a3, &err),
+                "c: these arguments are refused (procs >= 3 && itype == small)");
+  const char *a4[] = {"--itype", "small", "--procs", "2", NULL};
+  ASSERT_STR_EQ(cond_args(a4, &err), "single 0.5 | /a,b /c 1 pvc");
+  const char *a5[] = {"--lr", "fast", NULL};
+  ASSERT_STR_EQ(cond_args(a5, &err), "c: argument '--lr' expects a number, got 'fast'");
+  /* A comparison with a word that is no number, and a misspelt parameter in any part of &&. */
+  struct mu_app *app = NULL;
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: n, type: str, default: x}]\n"
+                       "checks: [{error_if: \"n > 1\"}]\napp: {name: t, roles: []}\n",
+                       a0, &app, &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "condition 'n > 1': 'x' is not a number") != NULL);
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: n, type: int, default: '0'}]\n"
+                       "checks: [{error_if: \"n > 1 && nn == 2\"}]\napp: {name: t, roles: []}\n",
+                       a0, &app, &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "refers to something that is not a parameter") != NULL);
+  mu_buf_release(&err);
+}
+
+TEST(component__jobsize_messages)
+{
+  struct mu_buf err = MU_BUF_INIT(4096);
+  struct mu_app *app = NULL;
+  const char *yaml = "name: j\nparams: [{name: j, short: j, type: jobsize}]\n"
+                     "app: {name: j, roles: [{name: r, entrypoint: e}]}\n";
+  static const struct {
+    const char *j, *want;
+  } cases[] = {
+      {"3:2x1", "the minimum of 3 nodes is above the maximum of 2; write MIN:MAXxNPROC with MIN "
+                "<= MAX (e.g. 2:3x1)"},
+      {"0x2", "'0x2': 0 nodes; a job runs on 1 node or more (e.g. 1x2)"},
+      {"2x0", "'2x0': 0 workers per node; give 1 or more (e.g. 2x1)"},
+      {"0:2x1", "'0:2x1': 0 nodes; an elastic job runs on 1 to MAX nodes"},
+      {"0", "'0': 0 workers; give 1 or more"},
+      {"x2", "expects NPROC, NNODESxNPROC or MIN:MAXxNPROC"},
+      {"99999999999999999999x1", "expects NPROC, NNODESxNPROC or MIN:MAXxNPROC"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const char *args[] = {"-j", cases[i].j, NULL};
+    mu_buf_clear(&err);
+    ASSERT_EQ(build_text(yaml, args, &app, &err), MU_EINVAL);
+    if (strstr(mu_buf_str(&err), cases[i].want) == NULL)
+      fprintf(stderr, "# -j %s: %s\n", cases[i].j, mu_buf_str(&err));
+    ASSERT(strstr(mu_buf_str(&err), cases[i].want) != NULL);
+  }
+  mu_buf_release(&err);
 }

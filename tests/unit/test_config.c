@@ -126,3 +126,28 @@ TEST(config__file_precedence)
   mu_config_release(&c);
   mu_buf_release(&err);
 }
+
+TEST(config__inline_comments)
+{
+  struct mu_config c = MU_CONFIG_INIT;
+  struct mu_buf err = MU_BUF_INIT(1024);
+  /* docs/cli.md's example style: a '#' after a blank starts a comment, on a key line and on a
+   * section line; inside quotes or without a blank before it, '#' is part of the value; ';'
+   * separates list items and stays. */
+  ASSERT_EQ(mu_config_parse(&c,
+                            "[kubernetes]            # runopts\n"
+                            "queue = test # my queue\n"
+                            "namespace = ml\t# tab before\n"
+                            "image_repo = reg/x#y\n"
+                            "labels = \"team:a #1\"   # quoted\n"
+                            "tolerations = a ; b\n",
+                            "f", &err),
+            0);
+  ASSERT_STR_EQ(mu_config_find(&c, "kubernetes", "queue")->value, "test");
+  ASSERT_STR_EQ(mu_config_find(&c, "kubernetes", "namespace")->value, "ml");
+  ASSERT_STR_EQ(mu_config_find(&c, "kubernetes", "image_repo")->value, "reg/x#y");
+  ASSERT_STR_EQ(mu_config_find(&c, "kubernetes", "labels")->value, "\"team:a #1\"");
+  ASSERT_STR_EQ(mu_config_find(&c, "kubernetes", "tolerations")->value, "a ; b");
+  mu_config_release(&c);
+  mu_buf_release(&err);
+}
