@@ -1,5 +1,6 @@
 /* The etcd v3 rendezvous under load (bench_rdzv_backends.sh): N nodes join one run on an etcd
- * v3 cluster (min = max = N), each a thread with its own client (common/etcd3.c) as a muster
+ * v3 cluster (min = max = N), each a thread with its own client (mu_client on the etcd-v3
+ * backend, client/etcd3*.c) as a muster
  * agent has. N - 1 nodes join at once; when etcd holds their N - 1 joins (read as muster rdzv
  * reads a run), the last node joins, and the round-close latency is the time from the start of
  * that last join to the last of the N answers: what rdzv_load join measures for musterd (from
@@ -28,7 +29,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
-#include "etcd3.h"
+#include "client/backends.h"
 #include "opts.h"
 
 struct node {
@@ -36,7 +37,7 @@ struct node {
   int idx;
   int rc;
   long long t_start, t_done;
-  struct mu_etcd3 *e;
+  struct mu_client *e;
   struct mu_round r; /* what the join answered */
 };
 
@@ -55,9 +56,9 @@ static long long now_ns(void)
 static void node_main(void *arg)
 {
   struct node *n = arg;
-  char id[64], err[256];
+  char id[64];
   snprintf(id, sizeof(id), "load-%d", n->idx);
-  n->rc = mu_etcd3_new(g_ep, &n->e, err, sizeof(err));
+  n->rc = mu_client_open(mu_client_backend_find("etcd-v3"), g_ep, &n->e, NULL);
   if (n->idx == g_nodes - 1)
     uv_sem_wait(&g_last);
   else
@@ -75,12 +76,12 @@ static void node_main(void *arg)
   o.last_call_ms = 0;
   o.join_timeout_ms = 120000;
   o.lease_ttl_ms = g_ttl;
-  mu_etcd3_set_timeout(n->e, 30000);
+  mu_client_set_timeout(n->e, 30000);
   n->t_start = now_ns();
-  n->rc = mu_etcd3_join(n->e, g_run, &o, &n->r);
+  n->rc = mu_client_join(n->e, g_run, &o, &n->r);
   n->t_done = now_ns();
   if (n->rc != 0)
-    fprintf(stderr, "etcd3_load: node %d: %s\n", n->idx, mu_etcd3_errmsg(n->e));
+    fprintf(stderr, "etcd3_load: node %d: %s\n", n->idx, mu_client_errmsg(n->e));
 }
 
 /* Whether the N rounds agree: "yes", or what is wrong. */
@@ -106,20 +107,16 @@ static const char *check_rounds(const struct node *nodes)
   enum mu_watch_event ev = MU_WATCH_NONE;
   char id[64];
   snprintf(id, sizeof(id), "load-0");
-  if (mu_etcd3_watch(nodes[0].e, g_run, id, r0->round, 300, &ev, NULL) != 0) {
-    fprintf(stderr, "etcd3_load: watch: %s\n", mu_etcd3_errmsg(nodes[0].e));
+  if (mu_client_watch(nodes[0].e, g_run, id, r0->round, 300, &ev, NULL) != 0) {
+    fprintf(stderr, "etcd3_load: watch: %s\n", mu_client_errmsg(nodes[0].e));
     return "watch failed";
   }
   return ev == MU_WATCH_NONE ? "yes" : mu_watch_event_name(ev);
 }
 
-int main(int argc, char **argv)
+/* The command line into the g_ globals. Returns: 0, or 2 after saying what is wrong. */
+static int parse_args(int argc, char **argv)
 {
-  char run[64];
-  snprintf(run, sizeof(run), "load-%ld", (long)time(NULL));
-  g_run = run;
-  g_nodes = 1000;
-  g_ttl = 60000; /* as rdzv_load join: no lease runs out while 1,000 threads share 2 cores */
   for (int i = 2; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--endpoints") == 0)
       g_ep = argv[i + 1];
@@ -145,6 +142,19 @@ int main(int argc, char **argv)
                     "[--max M] [--run ID] [--ttl-ms T] [--goal-ms G] (N >= 2)\n");
     return 2;
   }
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  char run[64];
+  snprintf(run, sizeof(run), "load-%ld", (long)time(NULL));
+  g_run = run;
+  g_nodes = 1000;
+  g_ttl = 60000; /* as rdzv_load join: no lease runs out while 1,000 threads share 2 cores */
+  int rc = parse_args(argc, argv);
+  if (rc != 0)
+    return rc;
   struct node *nodes = mu_calloc((size_t)g_nodes, sizeof(*nodes));
   uv_barrier_init(&g_go, (unsigned)g_nodes); /* the N - 1 first nodes and main */
   uv_sem_init(&g_last, 0);
@@ -159,19 +169,19 @@ int main(int argc, char **argv)
   long long t0 = now_ns(), t_in = 0;
   uv_barrier_wait(&g_go);
   /* wait until the N - 1 first joins are in etcd (or one failed: then go on, it shows) */
-  struct mu_etcd3 *watcher = NULL;
-  char err[256];
-  if (mu_etcd3_new(g_ep, &watcher, err, sizeof(err)) != 0) {
-    fprintf(stderr, "etcd3_load: %s\n", err);
+  struct mu_client *watcher = NULL;
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  if (mu_client_open(mu_client_backend_find("etcd-v3"), g_ep, &watcher, &err) != 0) {
+    fprintf(stderr, "etcd3_load: %s\n", mu_buf_str(&err));
     return 2;
   }
   for (;;) {
     struct mu_run_info ri;
-    int rc = mu_etcd3_run_info(watcher, g_run, &ri);
+    rc = mu_client_run_info(watcher, g_run, &ri);
     if (rc == 0 && ri.waiting >= g_nodes - 1)
       break;
     if (rc != 0 && rc != MU_ENOENT) {
-      fprintf(stderr, "etcd3_load: reading the run: %s\n", mu_etcd3_errmsg(watcher));
+      fprintf(stderr, "etcd3_load: reading the run: %s\n", mu_client_errmsg(watcher));
       break;
     }
     int failed_early = 0;
@@ -181,7 +191,8 @@ int main(int argc, char **argv)
       break;
     uv_sleep(20);
   }
-  mu_etcd3_free(watcher);
+  mu_client_free(watcher);
+  mu_buf_release(&err);
   t_in = now_ns();
   uv_sem_post(&g_last);
   long long last_done = 0;
@@ -201,7 +212,7 @@ int main(int argc, char **argv)
          g_nodes, close_ms, g_goal, (t_in - t0) / 1e6, failed, agree, ok ? "PASS" : "FAIL");
   for (long i = 0; i < g_nodes; i++) {
     mu_round_release(&nodes[i].r);
-    mu_etcd3_free(nodes[i].e);
+    mu_client_free(nodes[i].e);
   }
   mu_free(nodes);
   uv_barrier_destroy(&g_go);

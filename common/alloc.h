@@ -7,13 +7,15 @@
 
 #include <stddef.h>
 
+#include "muster/export.h"
+
 void *mu_malloc(size_t n);
 void *mu_calloc(size_t count, size_t n);
 void *mu_realloc(void *p, size_t n);
 char *mu_strdup(const char *s);
 char *mu_strndup(const char *s, size_t n);
-/* Accepts NULL. */
-void mu_free(void *p);
+/* Accepts NULL. Exported by libmuster (include/muster/client.h). */
+MU_EXTERN void mu_free(void *p);
 
 /* printf into a fresh string. Returns: the string; caller frees with mu_free(). */
 char *mu_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

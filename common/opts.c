@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,95 +168,151 @@ static const struct mu_opt *single_dash(const struct mu_opt *opts, const char *n
   return NULL;
 }
 
+/* The command messages point at: usage's first words up to an option or an argument ("muster
+ * agent" of "muster agent [--standalone ..."), else argv[0]. */
+static void command_name(const char *usage, const char *argv0, char *out, size_t n)
+{
+  size_t len = 0;
+  for (const char *p = usage != NULL ? usage : ""; *p != '\0' && *p != '\n';) {
+    size_t w = strcspn(p, " \n");
+    int word = w > 0 && ((p[0] >= 'a' && p[0] <= 'z') || (p[0] >= '0' && p[0] <= '9'));
+    for (size_t i = 0; word && i < w; i++)
+      word = (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') || p[i] == '-' ||
+             p[i] == '_' || p[i] == '.';
+    if (!word)
+      break;
+    len = (size_t)(p + w - usage);
+    p += w;
+    while (*p == ' ')
+      p++;
+  }
+  if (len > 0)
+    snprintf(out, n, "%.*s", (int)len, usage);
+  else
+    snprintf(out, n, "%s", argv0);
+}
+
+/* The rows that read an environment variable, from it (non-empty). */
+static int apply_env(const struct mu_opt *opts)
+{
+  for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
+    const char *v = o->env != NULL ? getenv(o->env) : NULL;
+    if (v == NULL || *v == '\0')
+      continue;
+    if (o->type == MU_OPT_T_BOOL && strcmp(v, "0") == 0)
+      continue;
+    int rc = set_value(o, o->env, v);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
+}
+
+/* The row of "--name[=VALUE]" (*val: VALUE, or NULL). Returns: 0; 1 to stop here (unknown, with
+ * MU_OPTS_STOP_AT_UNKNOWN); MU_EUSAGE after saying what is wrong. */
+static int long_row(const struct mu_opt *opts, const char *arg, int flags, const char *cmd,
+                    const struct mu_opt **hit, const char **val)
+{
+  const char *name = arg + 2, *eq = strchr(name, '=');
+  size_t n = eq ? (size_t)(eq - name) : strlen(name);
+  *hit = NULL;
+  for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END && *hit == NULL; o++)
+    if (o->long_name != NULL && name_eq(o->long_name, name, n))
+      *hit = o;
+  if (*hit == NULL) {
+    const struct mu_opt *c = closest(opts, name, n);
+    if (c == NULL && (flags & MU_OPTS_STOP_AT_UNKNOWN))
+      return 1;
+    if (c != NULL)
+      mu_error("unknown option '--%.*s'; did you mean '--%s'?", (int)n, name, c->long_name);
+    else
+      mu_error("unknown option '--%.*s'; see '%s -h'", (int)n, name, cmd);
+    return MU_EUSAGE;
+  }
+  if (eq != NULL && !takes_value(*hit)) {
+    mu_error("option '--%s' takes no value", (*hit)->long_name);
+    return MU_EUSAGE;
+  }
+  *val = eq != NULL ? eq + 1 : NULL;
+  return 0;
+}
+
+/* The row of "-x[VALUE]". Returns: as long_row(). */
+static int short_row(const struct mu_opt *opts, const char *arg, int flags, const char *cmd,
+                     const struct mu_opt **hit, const char **val)
+{
+  *hit = NULL;
+  for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END && *hit == NULL; o++)
+    if (o->short_name != 0 && o->short_name == arg[1])
+      *hit = o;
+  if (*hit == NULL && (flags & MU_OPTS_STOP_AT_UNKNOWN))
+    return 1;
+  if (*hit == NULL) {
+    mu_error("unknown option '%s'; see '%s -h'", arg, cmd);
+    return MU_EUSAGE;
+  }
+  if (arg[2] != '\0' && !takes_value(*hit)) {
+    mu_error("option '-%c' takes no value", arg[1]);
+    return MU_EUSAGE;
+  }
+  *val = arg[2] != '\0' ? arg + 2 : NULL;
+  return 0;
+}
+
+/* The value of a row that takes one and got none attached: its optional value, or the next
+ * word (*i moves past it). Returns: 0, or MU_EUSAGE after saying so. */
+static int next_value(const struct mu_opt *hit, const char *shown, int argc, char **argv, int *i,
+                      const char **val)
+{
+  int next = *i + 1 < argc;
+  if (hit->optval != NULL && !(next && hit->accepts != NULL && hit->accepts(argv[*i + 1]))) {
+    *val = hit->optval;
+    return 0;
+  }
+  if (!next) {
+    mu_error("option '%s' needs a value (%s)", shown, hit->argh ? hit->argh : "VALUE");
+    return MU_EUSAGE;
+  }
+  *val = argv[++*i];
+  return 0;
+}
+
 int mu_opts_parse(const struct mu_opt *opts, int argc, char **argv, int flags, const char *usage)
 {
-  int i = 1;
-  while (i < argc) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "--") == 0) {
-      if (!(flags & MU_OPTS_KEEP_DASHDASH))
-        i++;
-      break;
-    }
+  char cmd[96], canon[96];
+  command_name(usage, argc > 0 ? argv[0] : "", cmd, sizeof(cmd));
+  int i = 1, rc = apply_env(opts);
+  for (; i < argc && rc == 0; i++) {
+    const char *arg = argv[i], *val = NULL, *shown = arg; /* shown: as messages name it */
+    const struct mu_opt *hit = NULL;
+    if (strcmp(arg, "--") == 0)
+      return (flags & MU_OPTS_KEEP_DASHDASH) ? i : i + 1;
     if (arg[0] != '-' || arg[1] == '\0') {
       if (flags & MU_OPTS_STOP_AT_NONOPT)
-        break;
-      mu_error("unexpected argument '%s'; see '%s -h'", arg, argv[0]);
+        return i;
+      mu_error("unexpected argument '%s'; see '%s -h'", arg, cmd);
       return MU_EUSAGE;
     }
     if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
       mu_opts_usage(stdout, opts, usage);
       return MU_OPTS_HELP;
     }
-    const struct mu_opt *hit = NULL;
-    const char *val = NULL;
-    const char *shown = arg; /* the option as messages name it */
-    char canon[96];
     if (arg[1] == '-') {
-      const char *name = arg + 2;
-      const char *eq = strchr(name, '=');
-      size_t n = eq ? (size_t)(eq - name) : strlen(name);
-      for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
-        if (o->long_name != NULL && name_eq(o->long_name, name, n)) {
-          hit = o;
-          break;
-        }
-      }
-      if (hit == NULL) {
-        const struct mu_opt *c = closest(opts, name, n);
-        if (c == NULL && (flags & MU_OPTS_STOP_AT_UNKNOWN))
-          break;
-        if (c != NULL)
-          mu_error("unknown option '--%.*s'; did you mean '--%s'?", (int)n, name, c->long_name);
-        else
-          mu_error("unknown option '--%.*s'; see '%s -h'", (int)n, name, argv[0]);
-        return MU_EUSAGE;
-      }
-      if (eq != NULL) {
-        if (!takes_value(hit)) {
-          mu_error("option '--%s' takes no value", hit->long_name);
-          return MU_EUSAGE;
-        }
-        val = eq + 1;
-      }
+      rc = long_row(opts, arg, flags, cmd, &hit, &val);
     } else if ((hit = single_dash(opts, arg + 1, &val)) != NULL) {
-      /* -cfg K=V is --cfg K=V: messages name it so */
-      snprintf(canon, sizeof(canon), "--%s", hit->long_name);
+      snprintf(canon, sizeof(canon), "--%s", hit->long_name); /* -cfg K=V is --cfg K=V */
       shown = canon;
     } else {
-      for (const struct mu_opt *o = opts; o->type != MU_OPT_T_END; o++) {
-        if (o->short_name != 0 && o->short_name == arg[1]) {
-          hit = o;
-          break;
-        }
-      }
-      if (hit == NULL && (flags & MU_OPTS_STOP_AT_UNKNOWN))
-        break;
-      if (hit == NULL) {
-        mu_error("unknown option '%s'; see '%s -h'", arg, argv[0]);
-        return MU_EUSAGE;
-      }
-      if (arg[2] != '\0') {
-        if (!takes_value(hit)) {
-          mu_error("option '-%c' takes no value", arg[1]);
-          return MU_EUSAGE;
-        }
-        val = arg + 2;
-      }
+      rc = short_row(opts, arg, flags, cmd, &hit, &val);
     }
-    if (takes_value(hit) && val == NULL) {
-      if (i + 1 >= argc) {
-        mu_error("option '%s' needs a value (%s)", shown, hit->argh ? hit->argh : "VALUE");
-        return MU_EUSAGE;
-      }
-      val = argv[++i];
-    }
-    int rc = set_value(hit, shown, val);
-    if (rc != 0)
-      return rc;
-    i++;
+    if (rc == 1)
+      return i; /* an option of what follows */
+    if (rc == 0 && takes_value(hit) && val == NULL)
+      rc = next_value(hit, shown, argc, argv, &i, &val);
+    if (rc == 0)
+      rc = set_value(hit, shown, val);
   }
-  return i;
+  return rc != 0 ? rc : i;
 }
 
 void mu_opts_usage(FILE *out, const struct mu_opt *opts, const char *usage)

@@ -20,7 +20,7 @@ target_link_libraries(muster_portable PRIVATE mulauncher_cmd)
 add_executable(musterd_portable ${CMAKE_SOURCE_DIR}/rendezvous/main.c)
 target_link_libraries(musterd_portable PRIVATE murv murv_persist murv_security)
 add_executable(ring_allreduce_portable ${CMAKE_SOURCE_DIR}/examples/ring_allreduce.c)
-target_link_libraries(ring_allreduce_portable PRIVATE mucommon)
+target_link_libraries(ring_allreduce_portable PRIVATE muclient mucommon)
 foreach(t muster musterd ring_allreduce)
   target_link_options(${t}_portable PRIVATE ${mu_portable_link})
   set_target_properties(${t}_portable PROPERTIES OUTPUT_NAME ${t}

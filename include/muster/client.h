@@ -1,6 +1,7 @@
-/* The muster rendezvous client: blocking calls on musterd's native /v1 API
- * (docs/rendezvous.md), for `muster agent` and for workers that synchronise through
- * MUSTER_RDZV_ENDPOINT without PyTorch.
+/* The muster rendezvous client (libmuster): blocking calls on a rendezvous, for `muster agent`
+ * and for workers that synchronise through MUSTER_RDZV_ENDPOINT without PyTorch. The same calls
+ * and results on every backend: musterd's native /v1 API (docs/rendezvous.md; a HOST:PORT
+ * endpoint) and an etcd v3 cluster (an etcd-v3://H1:P,H2:P endpoint).
  *
  *   struct mu_client *cl = NULL;
  *   if (mu_client_new(getenv("MUSTER_RDZV_ENDPOINT"), &cl) != 0) ...
@@ -18,14 +19,17 @@
 #include <stddef.h>
 
 #include "muster/errno.h"
+#include "muster/export.h"
 
 struct mu_client;
 
 /* Frees what the calls below hand over (kv_get's value). */
-void mu_free(void *p);
+MU_EXTERN void mu_free(void *p);
 
-/* Creates a client for ENDPOINT: "HOST:PORT", "http://HOST:PORT", "https://HOST:PORT" or
- * "[V6ADDR]:PORT" (a trailing '/' is fine). Nothing connects until the first call.
+/* Creates a client for ENDPOINT: a musterd's "HOST:PORT", "http://HOST:PORT",
+ * "https://HOST:PORT" or "[V6ADDR]:PORT" (a trailing '/' is fine), or an etcd v3 cluster's
+ * "etcd-v3://H1:P,H2:P" (docs/rendezvous.md, "The etcd v3 backend"). Nothing connects until
+ * the first call.
  * Security (docs/security.md), from the environment: MUSTER_RDZV_TOKEN (or the first line of
  * the file MUSTER_RDZV_TOKEN_FILE names) is sent as
  * "Authorization: Bearer"; https://, or any of MUSTER_RDZV_CACERT (CA bundle to verify the
@@ -33,23 +37,23 @@ void mu_free(void *p);
  * turns on TLS. A bad TLS file makes the first call fail with a message naming it.
  * Returns: 0, or MU_EINVAL for a malformed endpoint. Ownership: *out is the caller's; free it
  * with mu_client_free(). */
-int mu_client_new(const char *endpoint, struct mu_client **out);
+MU_EXTERN int mu_client_new(const char *endpoint, struct mu_client **out);
 /* Accepts NULL. */
-void mu_client_free(struct mu_client *c);
+MU_EXTERN void mu_client_free(struct mu_client *c);
 
 /* The timeout of calls that do not long-poll (default 10000 ms). Long polls add their own
  * wait to it. */
-void mu_client_set_timeout(struct mu_client *c, long ms);
+MU_EXTERN void mu_client_set_timeout(struct mu_client *c, long ms);
 /* A readable fd interrupts the current and later calls with MU_ECANCELED (-1: none).
  * Ownership: borrowed. */
-void mu_client_set_cancel_fd(struct mu_client *c, int fd);
+MU_EXTERN void mu_client_set_cancel_fd(struct mu_client *c, int fd);
 /* The text of the last failure. Ownership: borrowed until the next call on c. */
-const char *mu_client_errmsg(const struct mu_client *c);
+MU_EXTERN const char *mu_client_errmsg(const struct mu_client *c);
 /* The HTTP status of the last answer (0 when none arrived). */
-int mu_client_last_status(const struct mu_client *c);
+MU_EXTERN int mu_client_last_status(const struct mu_client *c);
 /* The local address used to reach the server ("127.0.0.1"): the address peers can use.
  * Returns: 0, or MU_ENOENT before the first successful connection. */
-int mu_client_local_addr(const struct mu_client *c, char *out, size_t n);
+MU_EXTERN int mu_client_local_addr(const struct mu_client *c, char *out, size_t n);
 
 /* ---------------------------------------------------------------------------------------------
  * Rendezvous
@@ -90,20 +94,23 @@ struct mu_round {
   size_t nmembers;
 };
 
-/* Joins run_id and waits (one long poll) until the round closes.
+/* Joins run_id and waits (one long poll) until the round closes. Every field of the round is
+ * checked before it is returned (node_rank below nnodes, rank_offset + local_world_size within
+ * world_size, master_port a port, printable addresses, the members adding up).
  * Returns: 0 with *out filled; MU_ETIMEDOUT (join_timeout), MU_EINVAL (the server rejected a
  * field), MU_ESTATE (config_mismatch), MU_ECLOSED / MU_ESHUT (run finished), MU_ECONN,
- * MU_EHTTP / MU_EPROTO (not a musterd), MU_ECANCELED.
+ * MU_EHTTP (not a musterd: an etcd is named as one), MU_EPROTO (an answer no sound server
+ * gives: the field is named), MU_ECANCELED.
  * Ownership: *out is the caller's; release it with mu_round_release(). */
-int mu_client_join(struct mu_client *c, const char *run_id, const struct mu_join_opts *o,
-                   struct mu_round *out);
+MU_EXTERN int mu_client_join(struct mu_client *c, const char *run_id, const struct mu_join_opts *o,
+                             struct mu_round *out);
 /* Frees the strings and members; the struct can be reused. Accepts NULL. */
-void mu_round_release(struct mu_round *r);
+MU_EXTERN void mu_round_release(struct mu_round *r);
 
 /* Renews this node's lease. round / waiting may be NULL.
  * Returns: 0; MU_ENOENT when no longer a member (re-join); MU_ECLOSED / MU_ESHUT; MU_ECONN. */
-int mu_client_heartbeat(struct mu_client *c, const char *run_id, const char *node_id, long *round,
-                        int *waiting);
+MU_EXTERN int mu_client_heartbeat(struct mu_client *c, const char *run_id, const char *node_id,
+                                  long *round, int *waiting);
 
 enum mu_watch_event {
   MU_WATCH_NONE = 0,   /* nothing happened within the timeout */
@@ -114,12 +121,12 @@ enum mu_watch_event {
   MU_WATCH_SHUT,       /* the run was shut down (a fatal failure) */
 };
 /* Returns the event's name ("broken"). Ownership: static. */
-const char *mu_watch_event_name(enum mu_watch_event ev);
+MU_EXTERN const char *mu_watch_event_name(enum mu_watch_event ev);
 
 /* Waits up to timeout_ms until round `round` stops being healthy for this node.
  * waiting may be NULL. Returns: 0 with *ev set, or an error as for heartbeat. */
-int mu_client_watch(struct mu_client *c, const char *run_id, const char *node_id, long round,
-                    long timeout_ms, enum mu_watch_event *ev, int *waiting);
+MU_EXTERN int mu_client_watch(struct mu_client *c, const char *run_id, const char *node_id,
+                              long round, long timeout_ms, enum mu_watch_event *ev, int *waiting);
 
 /* What GET /v1/runs/{id} says of a run: enough for "waiting for 1 more node (1 of 2 joined)". */
 struct mu_run_info {
@@ -131,37 +138,37 @@ struct mu_run_info {
   char round_state[16];
 };
 /* Reads the run's state. Returns: 0; MU_ENOENT when the run does not exist (yet); MU_ECONN. */
-int mu_client_run_info(struct mu_client *c, const char *run_id, struct mu_run_info *out);
+MU_EXTERN int mu_client_run_info(struct mu_client *c, const char *run_id, struct mu_run_info *out);
 
 /* Leaves the run; succeeded = 0 breaks the active round. reason may be NULL. */
-int mu_client_leave(struct mu_client *c, const char *run_id, const char *node_id, int succeeded,
-                    const char *reason);
+MU_EXTERN int mu_client_leave(struct mu_client *c, const char *run_id, const char *node_id,
+                              int succeeded, const char *reason);
 /* Ends the run successfully / as failed; pending joins and watches are answered at once. */
-int mu_client_close(struct mu_client *c, const char *run_id);
-int mu_client_shutdown(struct mu_client *c, const char *run_id, const char *reason);
+MU_EXTERN int mu_client_close(struct mu_client *c, const char *run_id);
+MU_EXTERN int mu_client_shutdown(struct mu_client *c, const char *run_id, const char *reason);
 
 /* Waits until `count` distinct ids reached barrier `name`. generation may be NULL.
  * Returns: 0; MU_ETIMEDOUT; MU_ESTATE (count_mismatch); others as above. */
-int mu_client_barrier(struct mu_client *c, const char *run_id, const char *name, int count,
-                      const char *id, long timeout_ms, long *generation);
+MU_EXTERN int mu_client_barrier(struct mu_client *c, const char *run_id, const char *name,
+                                int count, const char *id, long timeout_ms, long *generation);
 
 /* ---------------------------------------------------------------------------------------------
  * KV scoped to the run
  */
 
 /* Stores len bytes under key (at most 1 MiB). version may be NULL. */
-int mu_client_kv_put(struct mu_client *c, const char *run_id, const char *key, const void *val,
-                     size_t len, long *version);
+MU_EXTERN int mu_client_kv_put(struct mu_client *c, const char *run_id, const char *key,
+                               const void *val, size_t len, long *version);
 /* Reads key; wait_ms > 0 waits that long for it to appear.
  * Returns: 0; MU_ENOENT (absent, wait_ms <= 0); MU_ETIMEDOUT.
  * Ownership: *val is NUL-terminated (len excludes the NUL); caller frees with mu_free(). */
-int mu_client_kv_get(struct mu_client *c, const char *run_id, const char *key, long wait_ms,
-                     char **val, size_t *len);
+MU_EXTERN int mu_client_kv_get(struct mu_client *c, const char *run_id, const char *key,
+                               long wait_ms, char **val, size_t *len);
 /* Adds delta to the integer counter at key (created at 0). value may be NULL.
  * Returns: 0; MU_EINVAL (not_a_counter). */
-int mu_client_kv_add(struct mu_client *c, const char *run_id, const char *key, long delta,
-                     long *value);
+MU_EXTERN int mu_client_kv_add(struct mu_client *c, const char *run_id, const char *key, long delta,
+                               long *value);
 /* Returns: 0, or MU_ENOENT when absent. */
-int mu_client_kv_delete(struct mu_client *c, const char *run_id, const char *key);
+MU_EXTERN int mu_client_kv_delete(struct mu_client *c, const char *run_id, const char *key);
 
 #endif

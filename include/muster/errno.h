@@ -10,6 +10,8 @@
 #ifndef MUSTER_ERRNO_H
 #define MUSTER_ERRNO_H
 
+#include "muster/export.h"
+
 #define MU_ERRNO_BASE 4000
 
 #define MU_ERRNO_MAP(XX)                                                                           \
@@ -52,10 +54,10 @@ enum mu_errno {
 
 /* Returns a static message for `err`: one of ours, a negated errno, or "unknown error".
  * Ownership: the string is static; never free it. */
-const char *mu_strerror(int err);
+MU_EXTERN const char *mu_strerror(int err);
 
 /* Returns the code's name without prefix ("EINVAL", "ENOENT"), or "UNKNOWN".
  * Ownership: static. */
-const char *mu_err_name(int err);
+MU_EXTERN const char *mu_err_name(int err);
 
 #endif

@@ -15,10 +15,8 @@
 
 #include "agent.h"
 #include "alloc.h"
-#include "etcd3.h"
 #include "fsutil.h"
 #include "opts.h"
-#include "rdzv_backend.h"
 
 #define MAX_ERROR_FILE (1u << 20)
 
@@ -37,7 +35,6 @@ void mu_agent_config_init(struct mu_agent_config *cfg)
   cfg->stop_grace_s = 5;
   cfg->health_check_timeout_s = 60;
   cfg->health_check_interval_s = 30;
-  cfg->rdzv = &mu_rdzv_musterd;
   cfg->out_fd = cfg->err_fd = -1;
   const char *ef = getenv("TORCHELASTIC_ERROR_FILE");
   cfg->error_file = ef != NULL && ef[0] != '\0' ? ef : NULL;
@@ -68,19 +65,6 @@ out:
   mu_buf_release(&cg);
   mu_buf_release(&ev);
   return n;
-}
-
-const struct mu_rdzv_ops *mu_agent_backend(const char *name, const char *endpoint)
-{
-  if (name == NULL || name[0] == '\0')
-    return endpoint != NULL && strncmp(endpoint, MU_ETCD3_SCHEME, strlen(MU_ETCD3_SCHEME)) == 0
-               ? &mu_rdzv_etcd3
-               : NULL;
-  if (strcmp(name, "etcd-v3") == 0 || strcmp(name, "etcd3") == 0)
-    return &mu_rdzv_etcd3;
-  if (strcmp(name, "muster") == 0 || strcmp(name, "musterd") == 0)
-    return &mu_rdzv_musterd;
-  return NULL;
 }
 
 int mu_agent_parse_std(const char *spec, int local_rank, int *mask, struct mu_buf *err)
@@ -122,10 +106,45 @@ bad:
   return MU_EINVAL;
 }
 
+int mu_agent_parse_ranks_filter(const char *spec, int local_rank, int *in, struct mu_buf *err)
+{
+  const char *p = spec;
+  *in = 0;
+  while (*p != '\0') {
+    char item[16];
+    long r = 0;
+    size_t n = strcspn(p, ",");
+    if (n == 0 || n >= sizeof(item))
+      goto bad;
+    memcpy(item, p, n);
+    item[n] = '\0';
+    if (mu_parse_long(item, 0, 1 << 20, &r) != 0)
+      goto bad;
+    *in |= r == local_rank;
+    p += n;
+    if (*p == ',' && *++p == '\0')
+      goto bad;
+  }
+  if (p != spec)
+    return 0;
+bad:
+  mu_buf_printf(err,
+                "--local-ranks-filter '%s': expected local ranks separated by commas (e.g. "
+                "--local-ranks-filter=0,1,2)",
+                spec);
+  return MU_EINVAL;
+}
+
 int mu_agent_console(const struct mu_agent_config *cfg, int local_rank, int stream)
 {
   struct mu_buf ignore = MU_BUF_INIT(256);
-  int redir = 0, tee = 0;
+  int redir = 0, tee = 0, shown = 1;
+  if (cfg->ranks_filter != NULL && cfg->ranks_filter[0] != '\0')
+    mu_agent_parse_ranks_filter(cfg->ranks_filter, local_rank, &shown, &ignore);
+  if (!shown) {
+    mu_buf_release(&ignore);
+    return 0;
+  }
   if (cfg->redirects_spec != NULL)
     mu_agent_parse_std(cfg->redirects_spec, local_rank, &redir, &ignore);
   if (cfg->tee_spec != NULL)

@@ -9,9 +9,10 @@
  * cmd/cmd_agent.c parses the command line into a struct mu_agent_config and calls
  * mu_agent_run(), which returns the exit code and the final error; progress and worker failure
  * reports come through the config's report callback while it runs, and worker output goes to
- * the config's fds. Nothing here prints. The rendezvous calls go through the interface of
- * rdzv_backend.h. The pieces below the run are exported for the unit tests: nnodes and
- * rdzv_conf parsing, the worker environment, and the error-file reader.
+ * the config's fds. Nothing here prints. The rendezvous is a client of the client library
+ * (include/muster/client.h) on one of its backends (client/include/client/backends.h), picked
+ * from torchrun's options by mu_agent_rdzv_resolve(). The pieces below the run are exported for
+ * the unit tests: nnodes and rdzv_conf parsing, the worker environment, the error-file reader.
  */
 #ifndef MU_AGENT_H
 #define MU_AGENT_H
@@ -23,7 +24,7 @@
 #include "strvec.h"
 
 struct mu_round;
-struct mu_rdzv_ops;
+struct mu_client_backend;
 
 /* The agent's exit codes (docs/agent.md). */
 enum mu_agent_exit {
@@ -48,47 +49,44 @@ typedef void mu_agent_report_fn(void *data, enum mu_agent_report kind, const cha
 struct mu_agent_config {
   int min_nodes, max_nodes;
   int nproc_per_node;
-  const char *endpoint; /* HOST:PORT; NULL only with standalone */
+  const char *endpoint; /* the rendezvous, as its backend shows it (mu_agent_rdzv_resolve) */
   const char *run_id;
   long max_restarts;
-  double monitor_interval_s;      /* accepted for torchrun; monitoring is event-driven */
-  const char *role;               /* ROLE_NAME, default "default" */
-  const char *log_dir;            /* NULL: no per-worker files */
-  int tee;                        /* with log_dir: also print to the console */
-  int standalone;                 /* run an embedded musterd on a free loopback port */
-  const char *node_id;            /* NULL: host-pid-random */
-  const char *local_addr;         /* NULL: the address used to reach the endpoint */
-  double join_timeout_s;          /* default 600 */
-  double last_call_s;             /* < 0: server default */
-  double lease_ttl_s;             /* < 0: server default */
-  double stop_grace_s;            /* SIGTERM -> SIGKILL delay, default 5 */
-  char **cmd;                     /* the worker command, NULL-terminated (borrowed from argv) */
-  const struct mu_rdzv_ops *rdzv; /* the rendezvous backend, default musterd's /v1 */
-  int static_rank;                /* torchrun's static rendezvous: this node's --node_rank, the
-                                   * node rank it keeps in every round; -1: ranks by join order */
-  const char *master_addr;        /* static: MASTER_ADDR of every worker; NULL: rank 0's address */
-  const char *redirects_spec;     /* torchrun's --redirects/--tee specs ("3", "0:1,1:2"); NULL:
-                                   * not given (then --log-dir alone makes the console quiet) */
-  const char *tee_spec;           /* torchrun's --tee spec, the same form; NULL: see tee */
-  int out_fd, err_fd;             /* where the workers' prefixed output goes; -1: nowhere */
-  const char *error_file;         /* where the failure record goes (docs/agent.md); NULL: none */
-  double hang_timeout_s;          /* > 0: a worker without progress for this long is hung */
-  double hang_initial_timeout_s;  /* the same before a worker's first progress; <= 0: as above */
-  const char *health_check;       /* a shell command run before every join; NULL: none */
-  double health_check_timeout_s;  /* a check running longer failed (default 60) */
+  double monitor_interval_s; /* accepted for torchrun; monitoring is event-driven */
+  const char *role;          /* ROLE_NAME, default "default" */
+  const char *log_dir;       /* NULL: no per-worker files */
+  int tee;                   /* with log_dir: also print to the console */
+  int standalone;            /* run an embedded musterd on a free loopback port */
+  const char *node_id;       /* NULL: host-pid-random */
+  const char *local_addr;    /* NULL: the address used to reach the endpoint */
+  double join_timeout_s;     /* default 600 */
+  double last_call_s;        /* < 0: server default */
+  double lease_ttl_s;        /* < 0: server default */
+  double stop_grace_s;       /* SIGTERM -> SIGKILL delay, default 5 */
+  char **cmd;                /* the worker command, NULL-terminated (borrowed from argv) */
+  const struct mu_client_backend *backend; /* NULL: the one the endpoint picks */
+  int static_rank;            /* torchrun's static rendezvous: this node's --node_rank, the
+                               * node rank it keeps in every round; -1: ranks by join order */
+  const char *master_addr;    /* static: MASTER_ADDR of every worker; NULL: rank 0's address */
+  const char *redirects_spec; /* torchrun's --redirects/--tee specs ("3", "0:1,1:2"); NULL:
+                               * not given (then --log-dir alone makes the console quiet) */
+  const char *tee_spec;       /* torchrun's --tee spec, the same form; NULL: see tee */
+  const char *ranks_filter;   /* torch 2.x --local-ranks-filter "0,2": only these local
+                               * ranks' output shows on the console; NULL: all */
+  int out_fd, err_fd;         /* where the workers' prefixed output goes; -1: nowhere */
+  const char *error_file;     /* where the failure record goes (docs/agent.md); NULL: none */
+  double hang_timeout_s;         /* > 0: a worker without progress for this long is hung */
+  double hang_initial_timeout_s; /* the same before a worker's first progress; <= 0: as above */
+  const char *health_check;      /* a shell command run before every join; NULL: none */
+  double health_check_timeout_s; /* a check running longer failed (default 60) */
   double health_check_interval_s; /* a failed check is run again this much later (default 30) */
-  mu_agent_report_fn *report;     /* NULL: reports are dropped */
+  mu_agent_report_fn *report; /* NULL: reports are dropped */
   void *report_data;
 };
 
 /* Fills the defaults above (out_fd and err_fd -1, no report callback; error_file from the
  * agent's own TORCHELASTIC_ERROR_FILE, as torchrun writes its root cause there). */
 void mu_agent_config_init(struct mu_agent_config *cfg);
-/* The backend --rdzv-backend NAME picks: "muster"/"musterd" or "etcd-v3" (an etcd v3 cluster);
- * with no name, "etcd-v3" when the endpoint starts with "etcd-v3://". Returns: NULL for any
- * other name (torchrun's c10d, etcd: the default backend stays). Ownership: static. */
-const struct mu_rdzv_ops *mu_agent_backend(const char *name, const char *endpoint);
-
 /* Parses "N" or "MIN:MAX". Returns: 0, or MU_EINVAL with the problem in err. */
 int mu_agent_parse_nnodes(const char *s, int *min, int *max, struct mu_buf *err);
 
@@ -102,9 +100,14 @@ int mu_agent_parse_rdzv_conf(const char *s, struct mu_agent_config *cfg, struct 
  * for a rank the map leaves out). Returns: 0, or MU_EINVAL with the problem in err. */
 int mu_agent_parse_std(const char *spec, int local_rank, int *mask, struct mu_buf *err);
 
-/* Whether stream 1 (stdout) or 2 (stderr) of local_rank shows on the agent's console: with no
- * --log-dir always; else as torchrun when --redirects was given (a redirected stream shows only
- * when --tee covers it), else only with --tee. */
+/* Parses torch 2.x's --local-ranks-filter: local ranks separated by commas ("0,2"). *in says
+ * whether local_rank is one of them. Returns: 0, or MU_EINVAL with the problem in err. */
+int mu_agent_parse_ranks_filter(const char *spec, int local_rank, int *in, struct mu_buf *err);
+
+/* Whether stream 1 (stdout) or 2 (stderr) of local_rank shows on the agent's console: never
+ * for a rank --local-ranks-filter leaves out (torch 2.x: its files are still written); with
+ * no --log-dir always; else as torchrun when --redirects was given (a redirected stream shows
+ * only when --tee covers it), else only with --tee. */
 int mu_agent_console(const struct mu_agent_config *cfg, int local_rank, int stream);
 
 /* Builds the environment of one worker: `base` (NULL-terminated "K=V", may be NULL) without
@@ -140,6 +143,60 @@ int mu_agent_health_check(const struct mu_agent_config *cfg, struct mu_buf *outp
  * it cannot be read. A worker killed by SIGKILL while the count rose was likely killed for
  * memory. */
 long mu_agent_oom_kills(void);
+
+/* --nproc-per-node N | cpu | gpu | auto: a number; the CPUs; the GPUs (/dev/nvidiaN, else
+ * `nvidia-smi -L`), else the Neuron cores (/dev/neuronN); auto: GPUs or Neuron cores, else the
+ * CPUs. MUSTER_DEVICE_DIR replaces /dev (for the tests).
+ * Returns: 0 with *n, or MU_EINVAL with the problem in err. */
+int mu_agent_parse_nproc(const char *s, int *n, struct mu_buf *err);
+
+/* The interpreter a script runs with (torchrun: PYTHON_EXEC, else its own sys.executable;
+ * muster has no interpreter of its own, so: PYTHON_EXEC, else python3, else python, from PATH,
+ * made absolute as sys.executable is). Returns: 0, or MU_ENOENT when there is none. */
+int mu_agent_find_python(char *out, size_t n);
+
+/* `muster agent --exec-worker PPID -- CMD ARGS...`, run by the agent for each worker: the
+ * worker is killed when the agent that started it (ppid) dies, even by SIGKILL, so no orphan
+ * keeps a GPU or a port; then cmd replaces this process.
+ * Returns (only when cmd could not be run): 127 with the reason in err, or
+ * MU_AGENT_EXIT_FAILED when the agent died first. */
+int mu_agent_exec_worker(long ppid, char **cmd, struct mu_buf *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * The rendezvous (agent_rdzv.c)
+ */
+
+/* What torchrun's options say of the rendezvous. */
+struct mu_agent_rdzv_args {
+  const char *backend;  /* --rdzv-backend; NULL: the endpoint's (static without one) */
+  const char *endpoint; /* --rdzv-endpoint */
+  const char *run_id;   /* --rdzv-id; NULL: torchrun's default, "none" */
+  int standalone;       /* --standalone */
+  const char *node_rank, *master_addr, *master_port; /* static */
+};
+
+/* What a resolved rendezvous holds. */
+struct mu_agent_rdzv {
+  struct mu_agent_standalone *server; /* the embedded musterd (standalone, static rank 0) */
+  char *endpoint;                     /* what cfg->endpoint points at */
+};
+
+/* Picks the rendezvous: --standalone, else the backend of the client's table that
+ * --rdzv-backend names (or the endpoint's scheme picks), else static; sets cfg->run_id,
+ * backend, endpoint (in the form workers and messages show), static_rank and master_addr, and
+ * starts the embedded musterd it needs (said through cfg->report).
+ * Returns: 0, or an agent exit code with the words in err.
+ * Ownership: cfg points into a and out; release out with mu_agent_rdzv_release(). */
+int mu_agent_rdzv_resolve(const struct mu_agent_rdzv_args *a, struct mu_agent_config *cfg,
+                          struct mu_agent_rdzv *out, struct mu_buf *err);
+/* Stops the embedded musterd and frees. Accepts NULL. */
+void mu_agent_rdzv_release(struct mu_agent_rdzv *r);
+/* Appends the names --rdzv-backend takes ("muster (musterd, etcd, etcd-v2), etcd-v3 (etcd3),
+ * static"). */
+void mu_agent_rdzv_names(struct mu_buf *out);
+/* Appends one line per backend (name, what it is, its endpoint), for `muster agent -h` (the
+ * bash completion reads the names from there). */
+void mu_agent_rdzv_help(struct mu_buf *out);
 
 /* Runs the agent to its end: join, run the workers, restart or re-join as the rounds go.
  * Returns: an enum mu_agent_exit value (or 128 + signal); for any code but MU_AGENT_EXIT_OK

@@ -60,11 +60,11 @@ static int nap(struct mu_agent *ag, int ms)
 }
 
 /* Heart-beats once; returns 1 when the watcher must stop (the event was posted). */
-static int watcher_heartbeat(struct mu_agent *ag, struct mu_rdzv *r)
+static int watcher_heartbeat(struct mu_agent *ag, struct mu_client *r)
 {
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
   int stop = 1;
-  int rc = r->ops->heartbeat(r, ag->cfg->run_id, ag->node_id, &e);
+  int rc = mu_agent_said(r, mu_client_heartbeat(r, ag->cfg->run_id, ag->node_id, NULL, NULL), &e);
   if (rc == MU_ENOENT)
     post_event(ag, MU_WATCH_BROKEN, "this node's lease expired");
   else if (rc == MU_ECLOSED || rc == MU_ESHUT)
@@ -94,14 +94,14 @@ static long watch_timeout_ms(long ttl_ms)
 static void watcher_main(void *arg)
 {
   struct mu_agent *ag = arg;
-  struct mu_rdzv *r = NULL;
+  struct mu_client *r = NULL;
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  if (ag->cfg->rdzv->open(ag->endpoint, &r, &e) != 0) {
+  if (mu_agent_client(ag, &r, &e) != 0) {
     mu_buf_release(&e);
     return;
   }
-  r->ops->set_cancel_fd(r, ag->cancel_pipe[0]);
-  r->ops->set_timeout(r, 5000);
+  mu_client_set_cancel_fd(r, ag->cancel_pipe[0]);
+  mu_client_set_timeout(r, 5000);
   long wait = watch_timeout_ms(ag->round.lease_ttl_ms);
   int beat = 1;
   for (;;) {
@@ -110,7 +110,8 @@ static void watcher_main(void *arg)
     beat = 0;
     enum mu_watch_event ev = MU_WATCH_NONE;
     mu_buf_clear(&e);
-    int rc = r->ops->watch(r, ag->cfg->run_id, ag->node_id, ag->round.round, wait, &ev, &e);
+    int rc = mu_agent_said(
+        r, mu_client_watch(r, ag->cfg->run_id, ag->node_id, ag->round.round, wait, &ev, NULL), &e);
     if (rc == MU_ECANCELED)
       break;
     if (rc == MU_ECLOSED || rc == MU_ESHUT) {
@@ -128,7 +129,7 @@ static void watcher_main(void *arg)
         break;
     }
   }
-  r->ops->close(r);
+  mu_client_free(r);
   mu_buf_release(&e);
 }
 

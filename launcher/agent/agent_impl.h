@@ -15,7 +15,6 @@
 #include "agent.h"
 #include "child.h"
 #include "failrec.h"
-#include "rdzv_backend.h"
 
 /* How an attempt ended. */
 enum mu_agent_outcome {
@@ -63,7 +62,7 @@ struct mu_agent {
   char base_dir[PATH_MAX]; /* attempt dirs live here */
   char exe[PATH_MAX];      /* this muster binary, for the --exec-worker shim ("" = none) */
   int own_base_dir;        /* a temp dir we remove at the end */
-  struct mu_rdzv *rdzv;    /* the main thread's connection */
+  struct mu_client *rdzv;  /* the main thread's client of the rendezvous */
   struct mu_round round;
   int restart_count;
   int attempt;
@@ -102,6 +101,13 @@ struct mu_agent {
   int posted; /* enum mu_watch_event + 1, or 0; read under mu */
   char posted_msg[256];
 };
+
+/* A client of the run's rendezvous (a connection per thread: the main thread, the watcher, the
+ * waiting line). Returns: 0, or MU_EINVAL with the words in err. Ownership: *out is the
+ * caller's (mu_client_free). */
+int mu_agent_client(const struct mu_agent *ag, struct mu_client **out, struct mu_buf *err);
+/* A client call's result; its words are appended to err when it failed. Returns: rc. */
+int mu_agent_said(const struct mu_client *c, int rc, struct mu_buf *err);
 
 /* Formats one report and hands it to the config's report callback (agent_run.c). */
 void mu_agent_say(const struct mu_agent *ag, enum mu_agent_report kind, const char *fmt, ...)

@@ -1,7 +1,7 @@
 /* `muster agent`, the run: join a round (blocking, one long poll), run one attempt of the
  * workers (agent_attempt.c), and decide from how it ended: done, restart the workers (a worker
  * failed and restarts are left), re-join (the round changed), or give up. The rendezvous is
- * reached through the backend of the config (rdzv_backend.h). Nothing here prints: progress
+ * reached through a client of the client library (mu_agent_client()). Nothing here prints: progress
  * goes to the config's report callback, the final error to the caller's err.
  */
 #define _XOPEN_SOURCE 700 /* nftw */
@@ -24,6 +24,7 @@
 
 #include "agent_impl.h"
 #include "alloc.h"
+#include "client/backends.h"
 #include "buf.h"
 #include "fsutil.h"
 #include "opts.h"
@@ -40,6 +41,19 @@ void mu_agent_say(const struct mu_agent *ag, enum mu_agent_report kind, const ch
   va_end(ap);
   ag->cfg->report(ag->cfg->report_data, kind, mu_buf_str(&line));
   mu_buf_release(&line);
+}
+
+int mu_agent_client(const struct mu_agent *ag, struct mu_client **out, struct mu_buf *err)
+{
+  const struct mu_client_backend *b = ag->cfg->backend;
+  return mu_client_open(b != NULL ? b : mu_client_backend_of(ag->endpoint), ag->endpoint, out, err);
+}
+
+int mu_agent_said(const struct mu_client *c, int rc, struct mu_buf *err)
+{
+  if (rc != 0)
+    mu_buf_puts(err, mu_client_errmsg(c));
+  return rc;
 }
 
 static long long now_ms(void)
@@ -121,7 +135,8 @@ static int probe_endpoint(struct mu_agent *ag, long long retry_until, int *warne
   const struct mu_agent_config *cfg = ag->cfg;
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
   int code = 0;
-  int rc = ag->rdzv->ops->heartbeat(ag->rdzv, cfg->run_id, ag->node_id, &e);
+  int rc = mu_agent_said(ag->rdzv,
+                         mu_client_heartbeat(ag->rdzv, cfg->run_id, ag->node_id, NULL, NULL), &e);
   if (rc == MU_ECONN || rc == MU_ETIMEDOUT) {
     if (now_ms() >= retry_until) {
       mu_buf_printf(err,
@@ -146,7 +161,7 @@ static int probe_endpoint(struct mu_agent *ag, long long retry_until, int *warne
                   mu_buf_str(&e));
     code = rc == MU_ESHUT ? MU_AGENT_EXIT_FAILED : MU_AGENT_EXIT_RENDEZVOUS;
   } else if (cfg->local_addr == NULL &&
-             ag->rdzv->ops->local_addr(ag->rdzv, ag->addr, sizeof(ag->addr)) != 0) {
+             mu_client_local_addr(ag->rdzv, ag->addr, sizeof(ag->addr)) != 0) {
     snprintf(ag->addr, sizeof(ag->addr), "127.0.0.1");
   }
   mu_buf_release(&e);
@@ -187,13 +202,12 @@ struct waiter {
   int started;
 };
 
-static void say_waiting(struct mu_agent *ag, struct mu_rdzv *r, long long secs)
+static void say_waiting(struct mu_agent *ag, struct mu_client *r, long long secs)
 {
   const struct mu_agent_config *cfg = ag->cfg;
   struct mu_run_info in;
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  int rc = r != NULL && r->ops->run_info != NULL ? r->ops->run_info(r, cfg->run_id, &in, &e)
-                                                 : MU_ENOTSUP;
+  int rc = r != NULL ? mu_agent_said(r, mu_client_run_info(r, cfg->run_id, &in), &e) : MU_ENOTSUP;
   int need = rc == 0 ? cfg->min_nodes - in.waiting : 0;
   if (rc == 0 && strcmp(in.round_state, "active") == 0 && in.nnodes >= in.max_nodes)
     mu_agent_say(ag, MU_AGENT_PROGRESS,
@@ -227,11 +241,11 @@ static void say_waiting(struct mu_agent *ag, struct mu_rdzv *r, long long secs)
 static void waiter_main(void *arg)
 {
   struct waiter *w = arg;
-  struct mu_rdzv *r = NULL;
+  struct mu_client *r = NULL;
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  if (w->ag->cfg->rdzv->open(w->ag->endpoint, &r, &e) == 0) {
-    r->ops->set_cancel_fd(r, w->cancel[0]);
-    r->ops->set_timeout(r, 2000);
+  if (mu_agent_client(w->ag, &r, &e) == 0) {
+    mu_client_set_cancel_fd(r, w->cancel[0]);
+    mu_client_set_timeout(r, 2000);
   }
   /* The first line after 3 s, then every 5 s for a minute, then every 30 s. */
   for (long long next = 3000;; next += next < 60000 ? 5000 : 30000) {
@@ -241,8 +255,7 @@ static void waiter_main(void *arg)
       break;
     say_waiting(w->ag, r, (now_ms() - w->start_ms) / 1000);
   }
-  if (r != NULL)
-    r->ops->close(r);
+  mu_client_free(r);
   mu_buf_release(&e);
 }
 
@@ -336,7 +349,9 @@ static int static_ranks(struct mu_agent *ag, int offered_port, struct mu_buf *er
     char port[16];
     int len = snprintf(port, sizeof(port), "%d", offered_port);
     r->master_port = offered_port;
-    if (ag->rdzv->ops->kv_put(ag->rdzv, cfg->run_id, key, port, (size_t)len, &e) != 0) {
+    if (mu_agent_said(ag->rdzv,
+                      mu_client_kv_put(ag->rdzv, cfg->run_id, key, port, (size_t)len, NULL),
+                      &e) != 0) {
       mu_buf_printf(err, "static rendezvous of run '%s': cannot publish MASTER_PORT: %s",
                     cfg->run_id, mu_buf_str(&e));
       code = MU_AGENT_EXIT_RENDEZVOUS;
@@ -345,7 +360,8 @@ static int static_ranks(struct mu_agent *ag, int offered_port, struct mu_buf *er
   } else {
     size_t len = 0;
     long port = 0;
-    if (ag->rdzv->ops->kv_get(ag->rdzv, cfg->run_id, key, 60000, &val, &len, &e) != 0 ||
+    if (mu_agent_said(ag->rdzv, mu_client_kv_get(ag->rdzv, cfg->run_id, key, 60000, &val, &len),
+                      &e) != 0 ||
         mu_parse_long(val, 1, 65535, &port) != 0) {
       mu_buf_printf(err, "static rendezvous of run '%s': no MASTER_PORT from node rank 0: %s",
                     cfg->run_id, mu_buf_str(&e));
@@ -418,7 +434,7 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
     o.last_call_ms = cfg->last_call_s >= 0 ? (long)(cfg->last_call_s * 1000) : -1;
     o.join_timeout_ms = (long)left;
     o.lease_ttl_ms = cfg->lease_ttl_s > 0 ? (long)(cfg->lease_ttl_s * 1000) : -1;
-    int rc = ag->rdzv->ops->join(ag->rdzv, cfg->run_id, &o, &ag->round, &e);
+    int rc = mu_agent_said(ag->rdzv, mu_client_join(ag->rdzv, cfg->run_id, &o, &ag->round), &e);
     if (rc == 0)
       break;
     if (rc == MU_ECLOSED) { /* the run was open when this join began (the probe said so) */
@@ -573,17 +589,15 @@ static int give_up(struct mu_agent *ag, struct mu_buf *err)
 {
   const struct mu_agent_config *cfg = ag->cfg;
   const struct mu_agent_worker *w = &ag->w[ag->failed_idx];
-  struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
   char how[160];
   mu_agent_describe_exit(w, how, sizeof(how));
   const char *exc = ag->last_failure.exception;
   char *reason = mu_asprintf("rank %d on node %s failed (%s)%s%s, no restart left", w->rank,
                              ag->node_id, how, exc && exc[0] ? ": " : "", exc ? exc : "");
-  ag->rdzv->ops->leave(ag->rdzv, cfg->run_id, ag->node_id, 0, reason, &ignore);
-  ag->rdzv->ops->shutdown(ag->rdzv, cfg->run_id, reason, &ignore);
+  mu_client_leave(ag->rdzv, cfg->run_id, ag->node_id, 0, reason);
+  mu_client_shutdown(ag->rdzv, cfg->run_id, reason);
   mu_buf_printf(err, "run '%s' failed: %s", cfg->run_id, reason);
   mu_free(reason);
-  mu_buf_release(&ignore);
   return MU_AGENT_EXIT_FAILED;
 }
 
@@ -597,9 +611,7 @@ static int round_changing(struct mu_agent *ag)
 {
   struct mu_run_info in;
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  int rc = ag->rdzv->ops->run_info != NULL
-               ? ag->rdzv->ops->run_info(ag->rdzv, ag->cfg->run_id, &in, &e)
-               : MU_ENOTSUP;
+  int rc = mu_agent_said(ag->rdzv, mu_client_run_info(ag->rdzv, ag->cfg->run_id, &in), &e);
   mu_buf_release(&e);
   if (rc != 0)
     return 0;
@@ -619,22 +631,18 @@ static int round_changing(struct mu_agent *ag)
   return 1;
 }
 
-int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
+/* The run's client, the signal pipe that cancels its calls, the attempts' directory.
+ * Returns: 0, or an exit code with the message in err. */
+static int start(struct mu_agent *ag, struct mu_buf *err)
 {
-  struct mu_agent ag;
-  memset(&ag, 0, sizeof(ag));
-  ag.cfg = cfg;
-  ag.endpoint = cfg->endpoint;
-  uv_mutex_init(&ag.mu);
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  int code = MU_AGENT_EXIT_FAILED;
-  identify(&ag);
-  if (cfg->rdzv->open(cfg->endpoint, &ag.rdzv, &e) != 0) {
-    mu_buf_printf(err, "bad --rdzv-endpoint '%s'; use HOST:PORT", cfg->endpoint);
-    code = MU_AGENT_EXIT_USAGE;
-    goto out;
+  int rc = mu_agent_client(ag, &ag->rdzv, &e);
+  mu_buf_release(&e);
+  if (rc != 0) {
+    mu_buf_printf(err, "bad --rdzv-endpoint '%s'; use HOST:PORT", ag->endpoint);
+    return MU_AGENT_EXIT_USAGE;
   }
-  ag.rdzv->ops->set_timeout(ag.rdzv, 10000);
+  mu_client_set_timeout(ag->rdzv, 10000);
   if (sig_pipe[0] < 0 && pipe(sig_pipe) == 0) {
     for (int i = 0; i < 2; i++) {
       fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
@@ -642,93 +650,104 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
     }
   }
   if (sig_pipe[0] >= 0)
-    ag.rdzv->ops->set_cancel_fd(ag.rdzv, sig_pipe[0]);
-  code = make_base_dir(&ag, err);
-  if (code != 0)
-    goto out;
-  for (;;) {
+    mu_client_set_cancel_fd(ag->rdzv, sig_pipe[0]);
+  return make_base_dir(ag, err);
+}
+
+/* What an attempt's end means. Returns: -1 to join again, or the exit code (with the message
+ * in err). */
+static int after_attempt(struct mu_agent *ag, enum mu_agent_outcome oc, struct mu_buf *err)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+  int code = MU_AGENT_EXIT_FAILED, left = (int)(cfg->max_restarts - ag->restart_count);
+  switch (oc) {
+  case MU_AGENT_SUCCEEDED:
+    if (ag->nworkers == 1)
+      mu_agent_say(ag, MU_AGENT_PROGRESS, "the worker succeeded");
+    else
+      mu_agent_say(ag, MU_AGENT_PROGRESS, "all %d workers succeeded", ag->nworkers);
+    if (mu_agent_said(ag->rdzv, mu_client_leave(ag->rdzv, cfg->run_id, ag->node_id, 1, NULL), &e) !=
+        0)
+      mu_agent_say(ag, MU_AGENT_PROGRESS, "leave failed: %s", mu_buf_str(&e));
+    code = MU_AGENT_EXIT_OK;
+    break;
+  case MU_AGENT_WORKER_FAILED:
+    if (round_changing(ag)) {
+      code = -1;
+      break;
+    }
+    mu_agent_failure_report(ag, left);
+    if (left <= 0) {
+      code = give_up(ag, err);
+      break;
+    }
+    ag->restart_count++;
+    mu_agent_say(ag, MU_AGENT_PROGRESS, "restarting workers (restart %d of %ld)", ag->restart_count,
+                 cfg->max_restarts);
+    code = -1;
+    break;
+  case MU_AGENT_REJOIN:
+    code = -1;
+    break;
+  case MU_AGENT_RUN_CLOSED:
+    mu_buf_printf(err, "run '%s' was closed while this node's workers ran", cfg->run_id);
+    code = MU_AGENT_EXIT_RENDEZVOUS;
+    break;
+  case MU_AGENT_RUN_SHUT:
+    mu_buf_printf(err, "run '%s' was shut down by another node; workers stopped", cfg->run_id);
+    break;
+  case MU_AGENT_SIGNALED:
+    mu_client_leave(ag->rdzv, cfg->run_id, ag->node_id, 0, "agent stopped by a signal");
+    code = MU_AGENT_EXIT_SIGNAL_BASE + ag->signal_seen;
+    break;
+  case MU_AGENT_RUNNING:
+    break;
+  }
+  mu_buf_release(&e);
+  return code;
+}
+
+int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
+{
+  struct mu_agent ag;
+  memset(&ag, 0, sizeof(ag));
+  ag.cfg = cfg;
+  ag.endpoint = cfg->endpoint;
+  uv_mutex_init(&ag.mu);
+  identify(&ag);
+  int code = start(&ag, err);
+  while (code == 0) {
     if (sig_pipe[0] >= 0)
       arm_join_signals();
     code = health_gate(&ag, err);
-    if (code != 0)
-      goto out;
-    code = join(&ag, err);
-    if (sig_seen != 0) {
+    if (code == 0)
+      code = join(&ag, err);
+    if (sig_seen != 0) { /* during the join, or between it and the attempt's own handlers */
       mu_buf_clear(err);
       code = MU_AGENT_EXIT_SIGNAL_BASE + sig_seen;
-      goto out;
     }
     if (code == JOIN_RUN_DONE) {
       code = MU_AGENT_EXIT_OK;
-      goto out;
-    }
-    if (code != 0)
-      goto out;
-    if (sig_seen != 0) { /* between the join and the attempt's own handlers */
-      code = MU_AGENT_EXIT_SIGNAL_BASE + sig_seen;
-      goto out;
-    }
-    enum mu_agent_outcome oc = mu_agent_attempt(&ag);
-    if (ag.signal_seen != 0)
-      oc = MU_AGENT_SIGNALED;
-    mu_buf_clear(&e);
-    switch (oc) {
-    case MU_AGENT_SUCCEEDED:
-      if (ag.nworkers == 1)
-        mu_agent_say(&ag, MU_AGENT_PROGRESS, "the worker succeeded");
-      else
-        mu_agent_say(&ag, MU_AGENT_PROGRESS, "all %d workers succeeded", ag.nworkers);
-      if (ag.rdzv->ops->leave(ag.rdzv, cfg->run_id, ag.node_id, 1, NULL, &e) != 0)
-        mu_agent_say(&ag, MU_AGENT_PROGRESS, "leave failed: %s", mu_buf_str(&e));
-      code = MU_AGENT_EXIT_OK;
-      goto out;
-    case MU_AGENT_WORKER_FAILED: {
-      if (round_changing(&ag)) {
-        mu_agent_workers_free(&ag);
-        continue;
-      }
-      int left = (int)(cfg->max_restarts - ag.restart_count);
-      mu_agent_failure_report(&ag, left);
-      if (left > 0) {
-        ag.restart_count++;
-        mu_agent_say(&ag, MU_AGENT_PROGRESS, "restarting workers (restart %d of %ld)",
-                     ag.restart_count, cfg->max_restarts);
-        mu_agent_workers_free(&ag);
-        continue;
-      }
-      code = give_up(&ag, err);
-      goto out;
-    }
-    case MU_AGENT_REJOIN:
-      mu_agent_workers_free(&ag);
-      continue;
-    case MU_AGENT_RUN_CLOSED:
-      mu_buf_printf(err, "run '%s' was closed while this node's workers ran", cfg->run_id);
-      code = MU_AGENT_EXIT_RENDEZVOUS;
-      goto out;
-    case MU_AGENT_RUN_SHUT:
-      mu_buf_printf(err, "run '%s' was shut down by another node; workers stopped", cfg->run_id);
-      code = MU_AGENT_EXIT_FAILED;
-      goto out;
-    case MU_AGENT_SIGNALED:
-      ag.rdzv->ops->leave(ag.rdzv, cfg->run_id, ag.node_id, 0, "agent stopped by a signal", &e);
-      code = MU_AGENT_EXIT_SIGNAL_BASE + ag.signal_seen;
-      goto out;
-    case MU_AGENT_RUNNING:
       break;
     }
-    code = MU_AGENT_EXIT_FAILED;
-    goto out;
+    if (code != 0)
+      break;
+    enum mu_agent_outcome oc = mu_agent_attempt(&ag);
+    code = after_attempt(&ag, ag.signal_seen != 0 ? MU_AGENT_SIGNALED : oc, err);
+    if (code < 0) {
+      mu_agent_workers_free(&ag);
+      code = 0;
+    } else if (code == 0) {
+      break; /* succeeded */
+    }
   }
-out:
   mu_agent_workers_free(&ag);
   mu_failrec_release(&ag.last_failure);
   mu_round_release(&ag.round);
-  if (ag.rdzv != NULL)
-    ag.rdzv->ops->close(ag.rdzv);
+  mu_client_free(ag.rdzv);
   if (ag.own_base_dir)
     nftw(ag.base_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   uv_mutex_destroy(&ag.mu);
-  mu_buf_release(&e);
   return code;
 }

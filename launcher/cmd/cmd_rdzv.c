@@ -1,9 +1,9 @@
 /* muster rdzv ENDPOINT [RUN] [--json] [--watch]: what a rendezvous holds, from the command
  * line: every run (or one) with its state, round, members and, on musterd, the last run events;
- * --watch prints it again at every run event (musterd: the /v1/events long poll, as the status
- * page; etcd: a watch of the runs' keys). ENDPOINT is a musterd's HOST:PORT or an etcd v3
- * cluster, etcd-v3://H:P[,H:P...] (common/etcd3.c reads it in musterd's shape); it may also be
- * given as --endpoint, as -cfg rdzv= takes it.
+ * --watch prints it again at every change (musterd: its run events, as the status page; etcd:
+ * a change of the runs' keys). ENDPOINT picks its backend from the client's table
+ * (client/backends.h): a musterd's HOST:PORT, or etcd-v3://H:P[,H:P...] of an etcd v3 cluster;
+ * it may also be given as --endpoint, as -cfg rdzv= takes it.
  * Exit: 0; 1 when the endpoint cannot be read or the run does not exist; 2 bad command line.
  */
 #include <stdint.h>
@@ -14,54 +14,32 @@
 
 #include <cjson/cJSON.h>
 
+#include "muster/client.h"
 #include "muster/mu.h"
 
 #include "alloc.h"
+#include "client/backends.h"
 #include "cmd_util.h"
 #include "cmds.h"
-#include "etcd3.h"
-#include "http_client.h"
 #include "json.h"
 #include "log.h"
 #include "opts.h"
 
-static const char usage_text[] =
-    "muster rdzv [--json] [--watch] [--token T] HOST:PORT|etcd-v3://H:P[,H:P...] [RUN]\n"
+#define WATCH_MS 5000 /* one wait of --watch: a server that went away is said within it */
+
+static const char usage_head[] =
+    "muster rdzv [--json] [--watch] [--token T] ENDPOINT [RUN]\n"
     "muster rdzv [options] --endpoint ENDPOINT [RUN]\n\n"
-    "The runs of the musterd at HOST:PORT, or of an etcd v3 cluster (or one RUN): state, round,\n"
-    "members, last events (musterd); --watch prints them again at every run event.\n"
-    "TLS and etcd's user/password come from MUSTER_RDZV_CACERT, _CERT, _KEY, _USER, _PASSWORD";
+    "The runs of a rendezvous (or one RUN): state, round, members, last events (musterd);\n"
+    "--watch prints them again at every change. ENDPOINT, by rendezvous backend:\n  ";
+static const char usage_tail[] =
+    "\nTLS and etcd's user/password come from MUSTER_RDZV_CACERT, _CERT, _KEY, _USER, _PASSWORD";
 
 struct conn {
-  struct mu_http_client *c; /* a musterd, or */
-  struct mu_etcd3 *e;       /* an etcd v3 cluster */
-  const char *endpoint;
+  struct mu_client *c;
+  const struct mu_client_backend *b;
+  const char *endpoint; /* as messages show it */
 };
-
-/* GETs path into a JSON tree. Returns: 0, 1 for a 404, or -1 with the error printed. */
-static int get_json(struct conn *k, const char *path, long timeout_ms, cJSON **out)
-{
-  struct mu_http_response resp;
-  mu_http_response_init(&resp, 64u << 20);
-  int rc = mu_http_request(k->c, "GET", path, NULL, NULL, 0, (int)timeout_ms + 10000, &resp);
-  *out = NULL;
-  if (rc != 0) {
-    mu_error("cannot read %s from '%s': %s; is a musterd listening there?", path, k->endpoint,
-             mu_http_client_errmsg(k->c));
-    rc = -1;
-  } else if (resp.status == 404) {
-    rc = 1;
-  } else if (resp.status != 200 ||
-             (*out = cJSON_ParseWithLength(resp.body.data ? resp.body.data : "", resp.body.len)) ==
-                 NULL) {
-    mu_error("'%s' answered %s with HTTP %d: %s", k->endpoint, path, resp.status,
-             resp.status == 401 ? "it requires credentials (--token)"
-                                : "not a musterd rendezvous API");
-    rc = -1;
-  }
-  mu_http_response_release(&resp);
-  return rc;
-}
 
 static const char *str(const cJSON *o, const char *k)
 {
@@ -138,21 +116,16 @@ static void print_events(const cJSON *ev, const char *run, long limit)
   }
 }
 
-/* The run list (path NULL) or one run, from musterd or etcd, in musterd's JSON.
+/* The run list (run NULL) or one run, in musterd's JSON.
  * Returns: 0, 1 when there is no such run, or -1 with the error printed. */
 static int get_runs(struct conn *k, const char *run, cJSON **out)
 {
-  if (k->e == NULL) {
-    char *path = run != NULL ? mu_asprintf("/v1/runs/%s", run) : mu_strdup("/v1/runs");
-    int rc = get_json(k, path, 0, out);
-    mu_free(path);
-    return rc;
-  }
-  int rc = run != NULL ? mu_etcd3_run_json(k->e, run, out) : mu_etcd3_runs_json(k->e, out);
-  if (rc == MU_ENOENT)
+  int rc = mu_client_runs_json(k->c, run, out);
+  if (rc == MU_ENOENT && run != NULL)
     return 1;
   if (rc != 0) {
-    mu_error("cannot read the runs from etcd at '%s': %s", k->endpoint, mu_etcd3_errmsg(k->e));
+    mu_error("cannot read the runs from %s at '%s': %s", k->b->service, k->endpoint,
+             mu_client_errmsg(k->c));
     return -1;
   }
   return 0;
@@ -217,105 +190,95 @@ out:
   return rc;
 }
 
-/* muster rdzv on an etcd v3 cluster: no run events there; --watch waits for any change. */
-static int rdzv_etcd(struct conn *k, const char *run, int json, int watch)
+/* Shows the runs, then with --watch again at every change. Returns: an exit code. */
+static int rdzv_show(struct conn *k, const char *run, int json, int watch)
 {
-  char err[512], *shown = NULL;
-  if (mu_etcd3_new(k->endpoint, &k->e, err, sizeof(err)) != 0) {
-    mu_error("%s", err);
-    return MU_EXIT_USAGE;
-  }
-  if (mu_etcd3_display(k->endpoint, &shown, err, sizeof(err)) == 0)
-    k->endpoint = shown; /* the messages show the form the agent shows */
-  int rc = 0;
-  for (;;) {
-    long long rev = 0;
-    if (mu_etcd3_revision(k->e, &rev) != 0) {
-      mu_error("cannot read etcd at '%s': %s", k->endpoint, mu_etcd3_errmsg(k->e));
-      rc = 1;
-      break;
-    }
-    rc = show(k, run, json, NULL);
-    if (rc != 0 || !watch)
-      break;
-    int w;
-    do
-      w = mu_etcd3_wait_change(k->e, run, rev, 5000);
-    while (w == MU_ETIMEDOUT);
+  long long cursor = -1;
+  cJSON *ev = NULL;
+  int rc = mu_client_changes(k->c, run, &cursor, 0, &ev);
+  if (rc != 0)
+    mu_error("cannot read %s at '%s': %s", k->b->service, k->endpoint, mu_client_errmsg(k->c));
+  else
+    rc = show(k, run, json, ev);
+  while (rc == 0 && watch) {
+    cJSON_Delete(ev);
+    ev = NULL;
+    int w = mu_client_changes(k->c, run, &cursor, WATCH_MS, &ev);
+    if (w == MU_ETIMEDOUT)
+      continue;
     if (w != 0) {
-      mu_error("watching etcd at '%s': %s", k->endpoint, mu_etcd3_errmsg(k->e));
+      mu_error("watching %s at '%s': %s", k->b->service, k->endpoint, mu_client_errmsg(k->c));
       rc = 1;
       break;
     }
     if (!json)
       printf("\n");
+    rc = show(k, run, json, ev);
   }
-  mu_etcd3_free(k->e);
-  mu_free(shown);
+  cJSON_Delete(ev);
   return rc ? MU_EXIT_FAILED : MU_EXIT_OK;
+}
+
+/* Opens the client of the backend the endpoint picks (the client's table).
+ * Returns: 0, or an exit code after printing the error. */
+static int open_endpoint(struct conn *k, const char *endpoint, const char *forms, char **shown)
+{
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  int rc = 0;
+  k->b = mu_client_backend_of(endpoint);
+  if (mu_client_backend_endpoint(k->b, endpoint, shown, &err) != 0 ||
+      mu_client_open(k->b, endpoint, &k->c, &err) != 0) {
+    mu_error("%s; give %s", mu_buf_str(&err), forms);
+    rc = MU_EXIT_USAGE;
+  }
+  k->endpoint = *shown; /* the messages show the form the agent shows */
+  mu_buf_release(&err);
+  return rc;
 }
 
 int cmd_rdzv(int argc, char **argv)
 {
   int json = 0, watch = 0;
   const char *token = NULL, *endpoint = NULL;
+  struct mu_buf forms = MU_BUF_INIT(SIZE_MAX), usage = MU_BUF_INIT(SIZE_MAX);
+  mu_buf_puts(&usage, usage_head);
+  mu_client_backend_forms(&usage, "\n  ");
+  mu_buf_puts(&usage, usage_tail);
+  mu_client_backend_forms(&forms, ", or ");
   struct mu_opt opts[] = {
       MU_OPT_BOOL(0, "json", &json, "print one JSON object (per event with --watch)"),
       MU_OPT_BOOL(0, "watch", &watch, "print again at every run event, until interrupted"),
       MU_OPT_STRING(0, "token", &token, "T", "a bearer token of musterd's --token-file"),
-      MU_OPT_STRING(0, "endpoint", &endpoint, "E",
-                    "the rendezvous: HOST:PORT of a musterd or etcd-v3://H:P[,H:P...]"),
+      MU_OPT_STRING(0, "endpoint", &endpoint, "E", "the rendezvous (ENDPOINT above)"),
       MU_OPT_END(),
   };
-  int n = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT, usage_text);
+  struct conn k = {NULL, NULL, NULL};
+  char *shown = NULL;
+  int rc = MU_EXIT_USAGE,
+      n = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT, mu_buf_str(&usage));
   if (n == MU_OPTS_HELP)
-    return MU_EXIT_OK;
+    rc = MU_EXIT_OK;
   if (n < 0)
-    return MU_EXIT_USAGE;
+    goto out;
   int npos = endpoint != NULL ? 0 : 1;
   if (argc - n < npos || argc - n > npos + 1) {
-    mu_error("muster rdzv needs HOST:PORT of a musterd or etcd-v3://H:P[,H:P...] of an etcd "
-             "cluster, and optionally a run id: 'muster rdzv 127.0.0.1:2379 job8'");
-    return MU_EXIT_USAGE;
+    mu_error("muster rdzv needs the rendezvous, %s, and optionally a run id: 'muster rdzv "
+             "127.0.0.1:2379 job8'",
+             mu_buf_str(&forms));
+    goto out;
   }
   if (endpoint == NULL)
     endpoint = argv[n++];
   const char *run = argc - n == 1 ? argv[n] : NULL;
-  if (strncmp(endpoint, MU_ETCD3_SCHEME, strlen(MU_ETCD3_SCHEME)) == 0) {
-    struct conn k = {NULL, NULL, endpoint};
-    return rdzv_etcd(&k, run, json, watch);
-  }
-  const char *colon = strrchr(endpoint, ':');
-  long port = 0;
-  if (colon == NULL || colon == endpoint || mu_parse_long(colon + 1, 1, 65535, &port) != 0) {
-    mu_error("'%s' is not HOST:PORT (e.g. 127.0.0.1:2379) or etcd-v3://HOST:PORT[,...]", endpoint);
-    return MU_EXIT_USAGE;
-  }
-  char host[256];
-  snprintf(host, sizeof(host), "%.*s", (int)(colon - endpoint), endpoint);
-  struct conn k = {mu_http_client_new(host, (int)port), NULL, endpoint};
+  if (open_endpoint(&k, endpoint, mu_buf_str(&forms), &shown) != 0)
+    goto out;
   if (token != NULL)
-    mu_http_client_set_bearer(k.c, token);
-  cJSON *ev = NULL;
-  int rc = get_json(&k, "/v1/events?after=0&timeout_ms=0", 0, &ev) < 0;
-  if (rc == 0)
-    rc = show(&k, run, json, ev);
-  while (rc == 0 && watch) {
-    long after = mu_json_get_long(ev, "seq", 0);
-    cJSON_Delete(ev);
-    char path[96];
-    snprintf(path, sizeof(path), "/v1/events?after=%ld&timeout_ms=25000", after);
-    if (get_json(&k, path, 25000, &ev) < 0) {
-      rc = 1;
-      break;
-    }
-    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ev, "events")) == 0)
-      continue;
-    if (!json)
-      printf("\n");
-    rc = show(&k, run, json, ev);
-  }
-  cJSON_Delete(ev);
-  mu_http_client_free(k.c);
-  return rc ? MU_EXIT_FAILED : MU_EXIT_OK;
+    mu_client_set_token(k.c, token);
+  rc = rdzv_show(&k, run, json, watch);
+out:
+  mu_client_free(k.c);
+  mu_free(shown);
+  mu_buf_release(&forms);
+  mu_buf_release(&usage);
+  return rc;
 }

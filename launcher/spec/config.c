@@ -13,6 +13,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "client/backends.h"
 #include "config.h"
 #include "opts.h"
 #include "suggest.h"
@@ -249,6 +250,24 @@ static char *unquote(const char *s, size_t n)
   return mu_strndup(s, n);
 }
 
+/* The index of the first of `chars` in s[i, end) outside quotes ('...' or "..." from i on), or
+ * end when there is none. */
+static size_t outside_quotes(const char *s, size_t i, size_t end, const char *chars)
+{
+  char q = 0;
+  for (; i < end; i++) {
+    if (q) {
+      if (s[i] == q)
+        q = 0;
+    } else if (s[i] == '\'' || s[i] == '"') {
+      q = s[i];
+    } else if (strchr(chars, s[i]) != NULL) {
+      return i;
+    }
+  }
+  return end;
+}
+
 int mu_cfg_split(const char *s, struct mu_kvlist *out, struct mu_buf *err)
 {
   if (s == NULL || *s == '\0')
@@ -257,17 +276,8 @@ int mu_cfg_split(const char *s, struct mu_kvlist *out, struct mu_buf *err)
   size_t len = strlen(s);
   size_t *cuts = mu_malloc((len + 2) * sizeof(size_t));
   size_t ncuts = 0;
-  char q = 0;
-  for (size_t i = 0; i < len; i++) {
-    if (q) {
-      if (s[i] == q)
-        q = 0;
-    } else if (s[i] == '\'' || s[i] == '"') {
-      q = s[i];
-    } else if (s[i] == '=') {
-      cuts[ncuts++] = i;
-    }
-  }
+  for (size_t i = outside_quotes(s, 0, len, "="); i < len; i = outside_quotes(s, i + 1, len, "="))
+    cuts[ncuts++] = i;
   int rc = 0;
   char *key = NULL;
   if (ncuts == 0) {
@@ -284,17 +294,9 @@ int mu_cfg_split(const char *s, struct mu_kvlist *out, struct mu_buf *err)
     if (c + 1 < ncuts) {
       /* The last ',' or ';' outside quotes in [from, to) ends this value. */
       size_t d = SIZE_MAX;
-      char qq = 0;
-      for (size_t i = from; i < to; i++) {
-        if (qq) {
-          if (s[i] == qq)
-            qq = 0;
-        } else if (s[i] == '\'' || s[i] == '"') {
-          qq = s[i];
-        } else if (s[i] == ',' || s[i] == ';') {
-          d = i;
-        }
-      }
+      for (size_t i = outside_quotes(s, from, to, ",;"); i < to;
+           i = outside_quotes(s, i + 1, to, ",;"))
+        d = i;
       if (d == SIZE_MAX) {
         /* Most likely a value with '=' in it (kubectl's taint form k=v:Effect): show how to
          * quote it, up to the next ',' after that '='. */
@@ -549,7 +551,8 @@ void mu_cfg_release(struct mu_cfg *cfg)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * -cfg rdzv: the words, then the endpoint forms (a scheme prefix each; "" is HOST:PORT).
+ * -cfg rdzv: the words, then the endpoint forms: the rendezvous backends' table
+ * (client/backends.h), a scheme prefix each, the bare HOST:PORT for the default one.
  */
 
 enum rdzv_word { RDZV_AUTO, RDZV_JOB, RDZV_NONE };
@@ -560,13 +563,8 @@ static const struct {
     {"auto", RDZV_AUTO}, {"job", RDZV_JOB},    {"always", RDZV_JOB},
     {"none", RDZV_NONE}, {"never", RDZV_NONE},
 };
-static const struct {
-  const char *scheme; /* the prefix is scheme "://"; "" is a bare HOST:PORT */
-  const char *what;
-} rdzv_forms[] = {
-    {"", "HOST:PORT of a running musterd (or etcd with the v2 API)"},
-    {"etcd-v3", "H1:P,H2:P,... (the members of an etcd v3 cluster)"},
-};
+/* A job's torchrun may also be pointed at a real etcd's v2 API by HOST:PORT. */
+#define BARE_TOO " (or etcd with the v2 API)"
 
 /* HOST:PORT, or several separated by commas (a cluster's members). */
 static int host_port_ok(const char *s)
@@ -610,11 +608,11 @@ int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rd
     out->own = rdzv_words[i].what == RDZV_JOB || (rdzv_words[i].what == RDZV_AUTO && uses);
     return 0;
   }
-  for (size_t i = 0; i < sizeof(rdzv_forms) / sizeof(rdzv_forms[0]); i++) {
-    size_t n = strlen(rdzv_forms[i].scheme);
+  for (const struct mu_client_backend *b = mu_client_backends; b->name != NULL; b++) {
     const char *rest = v;
-    if (n > 0) {
-      if (strncmp(v, rdzv_forms[i].scheme, n) != 0 || strncmp(v + n, "://", 3) != 0)
+    if (b->scheme != NULL) {
+      size_t n = strlen(b->scheme);
+      if (strncmp(v, b->scheme, n) != 0 || strncmp(v + n, "://", 3) != 0)
         continue;
       rest = v + n + 3;
     } else if (strstr(v, "://") != NULL) {
@@ -622,7 +620,7 @@ int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rd
     }
     if (host_port_ok(rest)) {
       out->endpoint = mu_strdup(v);
-      out->form = rdzv_forms[i].scheme;
+      out->form = b->scheme != NULL ? b->scheme : "";
       return 0;
     }
   }
@@ -636,8 +634,8 @@ int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rd
     mu_buf_printf(err, "; did you mean '%s'?", best);
   mu_buf_puts(err, "; use auto (a musterd for the job when it uses ${rdzv_endpoint}), job "
                    "(always one), none");
-  for (size_t i = 0; i < sizeof(rdzv_forms) / sizeof(rdzv_forms[0]); i++)
-    mu_buf_printf(err, ", %s%s%s", rdzv_forms[i].scheme, rdzv_forms[i].scheme[0] ? "://" : "",
-                  rdzv_forms[i].what);
+  for (const struct mu_client_backend *b = mu_client_backends; b->name != NULL; b++)
+    mu_buf_printf(err, ", %s%s%s%s", b->scheme != NULL ? b->scheme : "",
+                  b->scheme != NULL ? "://" : "", b->endpoint_form, b->scheme ? "" : BARE_TOO);
   return MU_EINVAL;
 }

@@ -104,8 +104,8 @@ void mu_cfg_split_list(const char *v, struct mu_strvec *out);
  *   none      no musterd for the job (`never` is the old local spelling); a role that uses
  *             ${rdzv_endpoint} is then an error
  *   HOST:PORT an existing musterd (or etcd with the v2 API) that the job uses
- * A new endpoint form (a scheme prefix such as etcd-v3://) is one more row of the table in
- * config.c. */
+ *   SCHEME://...  a rendezvous backend's endpoint (etcd-v3://H1:P,H2:P): the forms are the
+ *             rows of the client's backend table (client/include/client/backends.h). */
 struct mu_rdzv_choice {
   int own;          /* 1: the job runs its own musterd */
   char *endpoint;   /* an existing service ("HOST:PORT", or a form's full text), else NULL */

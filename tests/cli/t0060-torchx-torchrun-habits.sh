@@ -94,6 +94,27 @@ out=$("$MUSTER" agent --standalone --start_method fork --monitor_interval 0.5 --
   --max_restarts 0 --redirects 0 --tee 0 --run_path "$W" ok 2>&1)
 t_expect_match "every other torchrun option is accepted" "$out" '\[0\]:worker 0 1 0 .* ok'
 
+# issue 26: torch 2.x's --local_ranks_filter shows only those local ranks' output (both
+# streams; the others still run and their failures are still reported)
+out=$("$MUSTER" agent --standalone --nproc_per_node 3 --local_ranks_filter 0,2 -- \
+  sh -c 'echo "out $LOCAL_RANK"; echo "err $LOCAL_RANK" >&2' 2>&1)
+t_expect_eq "--local_ranks_filter 0,2: exit 0" "$?" 0
+t_expect_eq "--local_ranks_filter 0,2: ranks 0 and 2 show both streams" \
+  "$(printf '%s\n' "$out" | grep -cE '^\[[02]\]:(out|err) [02]$')" 4
+t_expect_eq "--local_ranks_filter 0,2: rank 1 shows nothing" \
+  "$(printf '%s\n' "$out" | grep -c '^\[1\]:')" 0
+out=$(PET_LOCAL_RANKS_FILTER=1 "$MUSTER" agent --standalone --nproc_per_node 2 -- \
+  sh -c 'echo "out $LOCAL_RANK"' 2>&1)
+t_expect_eq "PET_LOCAL_RANKS_FILTER=1: only rank 1" "$(printf '%s\n' "$out" | grep -c ':out ')" 1
+t_expect_match "PET_LOCAL_RANKS_FILTER=1: ... that one" "$out" '\[1\]:out 1'
+expect_err "--local_ranks_filter bad" "--local-ranks-filter 'a,b': expected local ranks separated by commas" \
+  "$MUSTER" agent --standalone --local_ranks_filter a,b "$W"
+# an unknown option points at the command's own -h, as it is typed
+expect_err "unknown agent option: see 'muster agent -h'" "unknown option '--zzzzzzzzzzzz'; see 'muster agent -h'" \
+  "$MUSTER" agent --zzzzzzzzzzzz "$W"
+expect_err "unknown torchrun option: see 'torchrun -h'" "see 'torchrun -h'" \
+  "$TORCHRUN_LINK" --zzzzzzzzzzzz "$W"
+
 # ---- small things users trip on
 out=$("$MUSTER" agent --standalone "$W" one 2>&1)
 t_expect_match "one worker: 'started 1 worker (rank 0 of 1)'" "$out" "started 1 worker \(rank 0 of 1\)"

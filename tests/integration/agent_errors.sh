@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# muster agent: usage errors, a dead endpoint, a non-musterd endpoint and a join timeout all
-# end quickly with a clear message; SIGTERM is forwarded to the workers; --standalone works.
+# muster agent: usage errors, a dead endpoint, a non-musterd endpoint (an etcd named as one) and
+# a join timeout all end quickly with a clear message; --rdzv-id defaults to torchrun's "none";
+# SIGTERM is forwarded to the workers; --standalone works.
 . "$(dirname "$0")/agent_common.bash"
 
 out=$("$MUSTER" agent --nnodes 2 --rdzv-endpoint 127.0.0.1:1 --rdzv-id x 2>&1); rc=$?
@@ -9,9 +10,6 @@ t_expect_match "no command: message" "$out" "no worker command; give a script"
 out=$("$MUSTER" agent --nnodes 4:2 --rdzv-endpoint 127.0.0.1:1 --rdzv-id x -- true 2>&1); rc=$?
 t_expect_eq "bad nnodes: usage" "$rc" 2
 t_expect_match "bad nnodes: message" "$out" "MAX \(2\) is below MIN \(4\)"
-out=$("$MUSTER" agent --nnodes 1 --rdzv-endpoint 127.0.0.1:1 -- true 2>&1); rc=$?
-t_expect_eq "no rdzv-id: usage" "$rc" 2
-t_expect_match "no rdzv-id: message" "$out" "--rdzv-id is required"
 out=$("$MUSTER" agent --nproc_per_node 2 --rdzv_endpoint nohost --rdzv_id x -- true 2>&1); rc=$?
 t_expect_eq "bad endpoint (underscore spellings): usage" "$rc" 2
 t_expect_match "bad endpoint: message" "$out" "bad --rdzv-endpoint 'nohost'"
@@ -49,8 +47,26 @@ rc=$?
 t_expect_eq "not a musterd: exit 3" "$rc" 3
 t_expect_match "not a musterd: message" "$out" "is not a musterd rendezvous endpoint"
 
+# torchrun's --rdzv_backend=etcd pointed at a real etcd (muster's etcd is a musterd; an etcd
+# v3 cluster is the etcd-v3 backend): named as etcd, with the backend that speaks to it.
+if command -v etcd >/dev/null && t_start_etcd; then
+  out=$("$MUSTER" agent --rdzv_backend=etcd --rdzv_endpoint "127.0.0.1:$ETCD_PORT" --rdzv_id x \
+    --join-timeout 5 -- true 2>&1)
+  rc=$?
+  t_expect_eq "etcd where a musterd was meant: exit 3" "$rc" 3
+  t_expect_match "etcd where a musterd was meant: named, with --rdzv-backend etcd-v3" "$out" \
+    "is etcd 3\.4\.[0-9]+ .*not a musterd.*--rdzv-backend etcd-v3"
+  kill -TERM "$ETCD_PID"
+else
+  t_skip_part "etcd where a musterd was meant (needs etcd: apt-get install etcd-server)"
+fi
+
 t_start_musterd
 EP=127.0.0.1:$MUSTERD_PORT
+# --rdzv-id defaults as torchrun's does: the run "none"
+out=$("$MUSTER" agent --nnodes 1 --rdzv-endpoint "$EP" -- true 2>&1); rc=$?
+t_expect_eq "no --rdzv-id: the run is torchrun's default 'none' (exit 0)" "$rc" 0
+t_expect_match "no --rdzv-id: joined run 'none'" "$out" "run 'none' round 1"
 start=$(date +%s)
 out=$("$MUSTER" agent --nnodes 2 --rdzv-endpoint "$EP" --rdzv-id lonely --join-timeout 2 -- true 2>&1)
 rc=$?

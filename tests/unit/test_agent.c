@@ -11,7 +11,7 @@
 #include "agent.h"
 #include "alloc.h"
 #include "buf.h"
-#include "rdzv_backend.h"
+#include "client/backends.h"
 #include "strvec.h"
 #include "task.h"
 
@@ -68,61 +68,65 @@ TEST(agent__rdzv_conf)
   mu_buf_release(&err);
 }
 
-/* The rendezvous backend interface (rdzv_backend.h) on its musterd implementation, against a
- * real embedded musterd: what the agent calls (join, heartbeat, watch, leave, shutdown) and
- * what a backend offers the workers (barrier, KV), with the errors of each in err. */
-TEST(agent__rdzv_backend_musterd)
+/* The rendezvous as the agent reaches it: the backend table's musterd row (by a torchrun alias),
+ * a client opened on it against a real embedded musterd: what the agent calls (join,
+ * heartbeat, watch, leave, shutdown) and what a backend offers the workers (barrier, KV), with
+ * the words of each error in mu_client_errmsg(). */
+TEST(agent__client_backend_musterd)
 {
-  const struct mu_rdzv_ops *ops = &mu_rdzv_musterd;
+  const struct mu_client_backend *b = mu_client_backend_find("etcd-v2");
   struct mu_agent_standalone *srv = NULL;
-  struct mu_rdzv *r = NULL;
+  struct mu_client *r = NULL;
   struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
   char ep[64], addr[64];
-  ASSERT_EQ(ops->open("no-port", &r, &err), MU_EINVAL);
+  ASSERT_NOT_NULL(b);
+  ASSERT_STR_EQ(b->name, "muster");
+  ASSERT(mu_client_backend_of("127.0.0.1:1") == b);
+  ASSERT_STR_EQ(mu_client_backend_of("etcd-v3://h:1")->name, "etcd-v3");
+  ASSERT_STR_EQ(mu_client_backend_find("etcd3")->name, "etcd-v3");
+  ASSERT_NULL(mu_client_backend_find("static")); /* the agent's own, not a client backend */
+  ASSERT_EQ(mu_client_open(b, "no-port", &r, &err), MU_EINVAL);
   ASSERT_NULL(r);
   ASSERT(strstr(mu_buf_str(&err), "'no-port'") != NULL);
   ASSERT_EQ(mu_agent_standalone_start(&srv, ep, sizeof(ep)), 0);
-  ASSERT_EQ(ops->open(ep, &r, &err), 0);
-  ASSERT(r->ops == ops);
-  ASSERT_EQ(ops->local_addr(r, addr, sizeof(addr)), MU_ENOENT); /* nothing connected yet */
+  ASSERT_EQ(mu_client_open(b, ep, &r, &err), 0);
+  ASSERT_EQ(mu_client_local_addr(r, addr, sizeof(addr)), MU_ENOENT); /* nothing connected yet */
 
   struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000};
   struct mu_round round;
-  ASSERT_EQ(ops->join(r, "be", &o, &round, &err), 0);
+  ASSERT_EQ(mu_client_join(r, "be", &o, &round), 0);
   ASSERT_EQ(round.round, 1);
   ASSERT_EQ(round.world_size, 2);
   mu_round_release(&round);
-  ASSERT_EQ(ops->local_addr(r, addr, sizeof(addr)), 0);
+  ASSERT_EQ(mu_client_local_addr(r, addr, sizeof(addr)), 0);
   ASSERT_STR_EQ(addr, "127.0.0.1");
-  ASSERT_EQ(ops->heartbeat(r, "be", "n1", &err), 0);
-  mu_buf_clear(&err);
-  ASSERT_EQ(ops->heartbeat(r, "be", "stranger", &err), MU_ENOENT);
-  ASSERT(err.len > 0);
+  ASSERT_EQ(mu_client_heartbeat(r, "be", "n1", NULL, NULL), 0);
+  ASSERT_EQ(mu_client_heartbeat(r, "be", "stranger", NULL, NULL), MU_ENOENT);
+  ASSERT(mu_client_errmsg(r)[0] != '\0');
   enum mu_watch_event ev = MU_WATCH_BROKEN;
-  ASSERT_EQ(ops->watch(r, "be", "n1", 1, 100, &ev, &err), 0);
+  ASSERT_EQ(mu_client_watch(r, "be", "n1", 1, 100, &ev, NULL), 0);
   ASSERT_EQ(ev, MU_WATCH_NONE);
 
   char *val = NULL;
   size_t len = 0;
   long gen = 0;
-  ASSERT_EQ(ops->kv_get(r, "be", "k", 0, &val, &len, &err), MU_ENOENT);
-  ASSERT_EQ(ops->kv_put(r, "be", "k", "v1", 2, &err), 0);
-  ASSERT_EQ(ops->kv_get(r, "be", "k", 0, &val, &len, &err), 0);
+  ASSERT_EQ(mu_client_kv_get(r, "be", "k", 0, &val, &len), MU_ENOENT);
+  ASSERT_EQ(mu_client_kv_put(r, "be", "k", "v1", 2, NULL), 0);
+  ASSERT_EQ(mu_client_kv_get(r, "be", "k", 0, &val, &len), 0);
   ASSERT_EQ(len, 2);
   ASSERT_STR_EQ(val, "v1");
   mu_free(val);
-  ASSERT_EQ(ops->barrier(r, "be", "b", 1, "me", 1000, &gen, &err), 0);
+  ASSERT_EQ(mu_client_barrier(r, "be", "b", 1, "me", 1000, &gen), 0);
   ASSERT_EQ(gen, 1);
-  ASSERT_EQ(ops->barrier(r, "be", "b2", 2, "me", 100, NULL, &err), MU_ETIMEDOUT);
+  ASSERT_EQ(mu_client_barrier(r, "be", "b2", 2, "me", 100, NULL), MU_ETIMEDOUT);
 
   /* Leaving as failed breaks the round; shutting the run down is final for everyone. */
-  ASSERT_EQ(ops->leave(r, "be", "n1", 0, "unit test", &err), 0);
-  ASSERT_EQ(ops->shutdown(r, "be", "unit test", &err), 0);
-  mu_buf_clear(&err);
-  ASSERT_EQ(ops->join(r, "be", &o, &round, &err), MU_ESHUT);
-  ASSERT(err.len > 0);
-  ops->close(r);
-  ops->close(NULL);
+  ASSERT_EQ(mu_client_leave(r, "be", "n1", 0, "unit test"), 0);
+  ASSERT_EQ(mu_client_shutdown(r, "be", "unit test"), 0);
+  ASSERT_EQ(mu_client_join(r, "be", &o, &round), MU_ESHUT);
+  ASSERT(mu_client_errmsg(r)[0] != '\0');
+  mu_client_free(r);
+  mu_client_free(NULL);
   mu_agent_standalone_stop(srv);
   mu_buf_release(&err);
 }

@@ -1,4 +1,5 @@
-/* Tests for common/http_client.c and common/client.c against a canned loopback server
+/* Tests for common/http_client.c and the client library (client/: client.c, round.c and the
+ * musterd backend) against a canned loopback server
  * (a thread that answers each request with the next scripted response), and the client against
  * a real embedded musterd. */
 #include <arpa/inet.h>
@@ -18,7 +19,7 @@
 #include "http_client.h"
 #include "task.h"
 
-#define MAX_SCRIPT 8
+#define MAX_SCRIPT 16
 
 struct canned {
   int lfd;
@@ -226,9 +227,10 @@ TEST(client__join_answer_and_errors)
   cs.answers[0] = join_answer;
   cs.answers[1] = err_answer;
   cs.answers[2] = "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found";
-  cs.answers[3] = OK_JSON(41) "{\"round\":3,\"event\":\"waiting\",\"waiting\":1}";
-  cs.answers[4] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nva\nue";
-  cs.n = 5;
+  cs.answers[3] = "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found"; /* /version */
+  cs.answers[4] = OK_JSON(41) "{\"round\":3,\"event\":\"waiting\",\"waiting\":1}";
+  cs.answers[5] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nva\nue";
+  cs.n = 6;
   canned_start(&cs);
   char ep[64];
   snprintf(ep, sizeof(ep), "127.0.0.1:%d", cs.port);
@@ -249,9 +251,10 @@ TEST(client__join_answer_and_errors)
   mu_round_release(&r);
   ASSERT_EQ(mu_client_join(c, "j", &o, &r), MU_ETIMEDOUT);
   ASSERT(strstr(mu_client_errmsg(c), "only 1 of 2 nodes") != NULL);
-  /* A server that is not musterd: a clear complaint. */
+  /* A server that is not musterd (nor etcd, by its /version): a clear complaint. */
   ASSERT_EQ(mu_client_heartbeat(c, "j", "b", NULL, NULL), MU_EHTTP);
-  ASSERT(strstr(mu_client_errmsg(c), "musterd") != NULL);
+  ASSERT(strstr(cs.last_request, "GET /version") != NULL);
+  ASSERT(strstr(mu_client_errmsg(c), "is the endpoint a musterd?") != NULL);
   enum mu_watch_event ev = MU_WATCH_NONE;
   int waiting = 0;
   ASSERT_EQ(mu_client_watch(c, "j", "node 1", 3, 100, &ev, &waiting), 0);
@@ -265,6 +268,129 @@ TEST(client__join_answer_and_errors)
   ASSERT_EQ(len, 5);
   ASSERT_EQ(val[4], 'e');
   mu_free(val);
+  mu_client_free(c);
+  canned_stop(&cs);
+}
+
+/* A 200 answer with a JSON body, into buf. */
+static const char *json_answer(char *buf, size_t n, const char *body)
+{
+  snprintf(buf, n,
+           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+           strlen(body), body);
+  return buf;
+}
+
+/* Join answers a musterd never gives, each refused with the field named (issue 24: the agent
+ * passed rank_offset=INT_MAX, RANK >= WORLD_SIZE and MASTER_PORT=-7 on to its workers); the
+ * same server's sound answer is taken. */
+TEST(client__hostile_join_answers_are_refused)
+{
+#define HEAD "\"run_id\":\"j\",\"round\":3,\"lease_ttl_ms\":10000,\"master_addr\":\"10.0.0.1\","
+  static const struct {
+    const char *body, *field;
+  } cases[] = {
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2147483647,\"world_size\":4,"
+       "\"master_port\":29400}",
+       "rank_offset=2147483647"},
+      {"{" HEAD "\"node_rank\":2,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
+       "\"master_port\":29400}",
+       "node_rank=2"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
+       "\"master_port\":-7}",
+       "master_port=-7"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4294967300,"
+       "\"master_port\":1}",
+       "world_size=4294967300"},
+      {"{" HEAD "\"node_rank\":0.5,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
+       "\"master_port\":1}",
+       "node_rank=0.5"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":\"2\",\"rank_offset\":2,\"world_size\":4,"
+       "\"master_port\":1}",
+       "nnodes=not a number"},
+      {"{\"run_id\":\"j\",\"round\":3,\"master_addr\":\"a\\nb\",\"node_rank\":1,\"nnodes\":2,"
+       "\"rank_offset\":2,\"world_size\":4,\"master_port\":1}",
+       "master_addr"},
+      {"{\"run_id\":\"other\",\"round\":3,\"master_addr\":\"h\",\"node_rank\":1,\"nnodes\":2,"
+       "\"rank_offset\":2,\"world_size\":4,\"master_port\":1}",
+       "run_id='other'"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
+       "\"local_world_size\":3,\"master_port\":1}",
+       "local_world_size=3"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,\"master_port\":1,"
+       "\"members\":[{\"node_id\":\"a\",\"addr\":\"h\",\"local_world_size\":2,\"node_rank\":0,"
+       "\"rank_offset\":0},{\"node_id\":\"x\",\"addr\":\"h\",\"local_world_size\":2,"
+       "\"node_rank\":1,\"rank_offset\":2}]}",
+       "not this node 'b'"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,\"master_port\":1,"
+       "\"members\":[{\"node_id\":\"a\",\"addr\":\"h\",\"local_world_size\":2,\"node_rank\":0,"
+       "\"rank_offset\":0},{\"node_id\":\"b\",\"addr\":\"h\",\"local_world_size\":2,"
+       "\"node_rank\":1,\"rank_offset\":3}]}",
+       "member 1 ('b')"},
+      {"{\"run_id\":\"j\",\"round\":0,\"master_addr\":\"h\",\"node_rank\":1,\"nnodes\":2,"
+       "\"rank_offset\":2,\"world_size\":4,\"master_port\":1}",
+       "round=0"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":3,\"world_size\":4,"
+       "\"master_port\":1}",
+       "passes world_size 4"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
+       "\"master_port\":29400}",
+       NULL},
+  };
+#undef HEAD
+  enum { N = sizeof(cases) / sizeof(cases[0]) };
+  static char answers[N][1024];
+  struct canned cs = {0};
+  for (int i = 0; i < N; i++)
+    cs.answers[i] = json_answer(answers[i], sizeof(answers[i]), cases[i].body);
+  cs.n = N;
+  canned_start(&cs);
+  char ep[64];
+  snprintf(ep, sizeof(ep), "127.0.0.1:%d", cs.port);
+  struct mu_client *c = NULL;
+  ASSERT_EQ(mu_client_new(ep, &c), 0);
+  struct mu_join_opts o = {"b", "127.0.0.1", 2, 0, 2, 2, -1, 5000, -1};
+  for (int i = 0; i < N; i++) {
+    struct mu_round r;
+    int rc = mu_client_join(c, "j", &o, &r);
+    if (cases[i].field == NULL) {
+      ASSERT_EQ(rc, 0);
+      ASSERT_EQ(r.rank_offset, 2);
+      ASSERT_EQ(r.master_port, 29400);
+      mu_round_release(&r);
+      continue;
+    }
+    if (rc != MU_EPROTO || strstr(mu_client_errmsg(c), cases[i].field) == NULL)
+      fprintf(stderr, "case %d: rc %d, '%s'; expected '%s'\n", i, rc, mu_client_errmsg(c),
+              cases[i].field);
+    ASSERT_EQ(rc, MU_EPROTO);
+    ASSERT_NOT_NULL(strstr(mu_client_errmsg(c), cases[i].field));
+    ASSERT_NULL(r.members);
+    ASSERT_NULL(r.master_addr);
+  }
+  mu_client_free(c);
+  canned_stop(&cs);
+}
+
+/* An etcd where a musterd was meant (torchrun's --rdzv_backend=etcd is a musterd here): the
+ * client asks /version and names etcd and the backend that speaks to it. */
+TEST(client__names_etcd_where_a_musterd_was_meant)
+{
+  struct canned cs = {0};
+  char version[256];
+  cs.answers[0] = "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                  "Content-Length: 19\r\n\r\n404 page not found\n";
+  cs.answers[1] = json_answer(version, sizeof(version),
+                              "{\"etcdserver\":\"3.4.23\",\"etcdcluster\":\"3.4.0\"}");
+  cs.n = 2;
+  canned_start(&cs);
+  char ep[64];
+  snprintf(ep, sizeof(ep), "127.0.0.1:%d", cs.port);
+  struct mu_client *c = NULL;
+  ASSERT_EQ(mu_client_new(ep, &c), 0);
+  ASSERT_EQ(mu_client_heartbeat(c, "j", "b", NULL, NULL), MU_EHTTP);
+  ASSERT_NOT_NULL(strstr(mu_client_errmsg(c), "is etcd 3.4.23"));
+  ASSERT_NOT_NULL(strstr(mu_client_errmsg(c), "--rdzv-backend etcd-v3"));
   mu_client_free(c);
   canned_stop(&cs);
 }

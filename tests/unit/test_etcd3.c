@@ -1,7 +1,15 @@
-/* common/etcd3.c: the pure pieces of the etcd v3 client (base64, key ranges, etcd's JSON
+/* client/etcd3*.c: the pure pieces of the etcd v3 backend (base64, key ranges, etcd's JSON
  * answers, how an error answer is taken, the endpoint list and its rotation). The protocol
  * itself runs against real etcd clusters in tests/integration/rdzv_backends.sh,
  * etcd3_secure.sh and etcd3_bigrun.sh. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -10,7 +18,8 @@
 
 #include "alloc.h"
 #include "buf.h"
-#include "etcd3.h"
+#include "client_int.h"
+#include "etcd3_int.h"
 #include "task.h"
 
 TEST(etcd3__base64_round_trips)
@@ -106,9 +115,9 @@ TEST(etcd3__buckets_spread_and_agree)
   char id[32];
   for (int i = 0; i < 6400; i++) {
     snprintf(id, sizeof(id), "host-%d-ab12", i);
-    unsigned b = mu__etcd3_bucket(id);
+    unsigned b = mu__etcd3_bucket_of(id);
     ASSERT(b < 64);
-    ASSERT_EQ(b, mu__etcd3_bucket(id)); /* every node computes the same */
+    ASSERT_EQ(b, mu__etcd3_bucket_of(id)); /* every node computes the same */
     hits[b]++;
   }
   for (int b = 0; b < 64; b++)
@@ -277,4 +286,143 @@ TEST(etcd3__a_refused_member_is_econn_every_time)
   mu_etcd3_free(e);
   close(pfd[0]);
   close(pfd[1]);
+}
+
+/* A round value in etcd is anybody's who may write /muster/: every number is checked for its
+ * range before it becomes an int, and the round as a whole as every backend's (client.c). */
+TEST(etcd3__hostile_rounds_are_refused)
+{
+  static const struct {
+    const char *round, *field;
+  } cases[] = {
+      {"{\"round\":2,\"ttl\":5000,\"members\":[{\"id\":\"a\",\"addr\":\"h\",\"lws\":2147483647,"
+       "\"port\":1},{\"id\":\"b\",\"addr\":\"h\",\"lws\":2147483647}]}",
+       "add up past"},
+      {"{\"round\":2,\"members\":[{\"id\":\"a\",\"addr\":\"h\",\"lws\":1,\"port\":-7},"
+       "{\"id\":\"b\",\"addr\":\"h\",\"lws\":1}]}",
+       "port=-7"},
+      {"{\"round\":2,\"members\":[{\"id\":\"a\",\"addr\":\"h\",\"lws\":0,\"port\":1},"
+       "{\"id\":\"b\",\"addr\":\"h\",\"lws\":1}]}",
+       "lws=0"},
+      {"{\"round\":-1,\"members\":[{\"id\":\"a\",\"addr\":\"h\",\"lws\":1,\"port\":1},"
+       "{\"id\":\"b\",\"addr\":\"h\",\"lws\":1}]}",
+       "round=-1"},
+      {"{\"round\":1e300,\"members\":[{\"id\":\"a\",\"addr\":\"h\",\"lws\":1,\"port\":1},"
+       "{\"id\":\"b\",\"addr\":\"h\",\"lws\":1}]}",
+       "round=1e+300"},
+  };
+  struct mu_etcd3 *e = NULL;
+  char err[256];
+  ASSERT_EQ(mu_etcd3_new("127.0.0.1:1", &e, err, sizeof(err)), 0);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    cJSON *r = cJSON_Parse(cases[i].round);
+    struct mu_round out;
+    ASSERT_NOT_NULL(r);
+    ASSERT_EQ(mu__etcd3_fill_round(e, "run", r, 1, &out), MU_EPROTO);
+    if (strstr(mu_etcd3_errmsg(e), cases[i].field) == NULL)
+      fprintf(stderr, "case %zu: '%s', expected '%s'\n", i, mu_etcd3_errmsg(e), cases[i].field);
+    ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), cases[i].field));
+    ASSERT_NULL(out.members);
+    cJSON_Delete(r);
+  }
+  /* in range, but not a sound round for the node that joined: the common check says so */
+  cJSON *r = cJSON_Parse("{\"round\":2,\"ttl\":5000,\"members\":[{\"id\":\"a\",\"addr\":\"h\","
+                         "\"lws\":2,\"port\":0},{\"id\":\"b\",\"addr\":\"h\",\"lws\":2}]}");
+  struct mu_round out;
+  ASSERT_EQ(mu__etcd3_fill_round(e, "run", r, 1, &out), 0);
+  struct mu_join_opts o = {"b", "h", 2, 0, 2, 2, 0, 1000, -1};
+  ASSERT_EQ(mu__round_check(&out, "run", &o, err, sizeof(err)), MU_EPROTO);
+  ASSERT_NOT_NULL(strstr(err, "master_port=0"));
+  mu_round_release(&out);
+  cJSON_Delete(r);
+  mu_etcd3_free(e);
+}
+
+/* A scripted etcd gateway that logs in every user and then refuses every token: it counts the
+ * requests it gets. */
+struct refuser {
+  int lfd, port;
+  int requests, logins;
+  pthread_t th;
+};
+
+static void *refuser_main(void *arg)
+{
+  struct refuser *s = arg;
+  static const char login[] = "{\"header\":{},\"token\":\"tok\"}";
+  static const char refusal[] = "{\"error\":\"etcdserver: invalid auth token\",\"message\":"
+                                "\"etcdserver: invalid auth token\",\"code\":16}";
+  for (;;) {
+    int fd = accept(s->lfd, NULL, NULL);
+    if (fd < 0)
+      return NULL;
+    char req[8192];
+    size_t len = 0;
+    for (;;) { /* one request per connection is enough: the client reconnects to log in */
+      ssize_t r = recv(fd, req + len, sizeof(req) - 1 - len, 0);
+      if (r <= 0)
+        break;
+      len += (size_t)r;
+      req[len] = '\0';
+      char *end = strstr(req, "\r\n\r\n");
+      const char *cl = strstr(req, "Content-Length: ");
+      if (end == NULL || len < (size_t)(end + 4 - req) + (cl ? strtoul(cl + 16, NULL, 10) : 0))
+        continue;
+      int is_login = strstr(req, "POST /v3/auth/authenticate") != NULL;
+      const char *body = is_login ? login : refusal;
+      char out[512];
+      int n = snprintf(out, sizeof(out),
+                       "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: "
+                       "%zu\r\n\r\n%s",
+                       is_login ? "200 OK" : "401 Unauthorized", strlen(body), body);
+      s->requests++;
+      s->logins += is_login;
+      ssize_t w = send(fd, out, (size_t)n, MSG_NOSIGNAL);
+      (void)w;
+      len = 0;
+    }
+    close(fd);
+  }
+}
+
+/* etcd refusing fresh tokens again and again (issue 24: 1-2k requests/s per client): the
+ * client logs in again once at once, then waits longer each time, and gives up at its
+ * timeout, saying so. */
+TEST(etcd3__refused_tokens_back_off)
+{
+  struct refuser s = {0};
+  s.lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(s.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+  socklen_t sl = sizeof(a);
+  getsockname(s.lfd, (struct sockaddr *)&a, &sl);
+  ASSERT_EQ(listen(s.lfd, 16), 0);
+  pthread_create(&s.th, NULL, refuser_main, &s);
+  setenv("MUSTER_RDZV_USER", "trainer", 1);
+  setenv("MUSTER_RDZV_PASSWORD", "s3cret", 1);
+  char ep[64], err[256];
+  snprintf(ep, sizeof(ep), "127.0.0.1:%d", ntohs(a.sin_port));
+  struct mu_etcd3 *e = NULL;
+  ASSERT_EQ(mu_etcd3_new(ep, &e, err, sizeof(err)), 0);
+  mu_etcd3_set_timeout(e, 2000);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = mu_etcd3_kv_put(e, "r", "k", "v", 1, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  shutdown(s.lfd, SHUT_RDWR);
+  close(s.lfd);
+  pthread_join(s.th, NULL);
+  fprintf(stderr, "# %d requests (%d logins) in %ld ms: %s\n", s.requests, s.logins, ms,
+          mu_etcd3_errmsg(e));
+  ASSERT(rc != 0);
+  ASSERT_NOT_NULL(strstr(mu_etcd3_errmsg(e), "invalid auth token"));
+  ASSERT(ms >= 1000); /* it kept trying for its timeout, not gave up at once */
+  /* 100 + 200 + 400 + 800 ms of waits in 2 s: a few logins and refusals, not thousands */
+  ASSERT(s.requests <= 20);
+  ASSERT(s.logins >= 3);
+  mu_etcd3_free(e);
 }
