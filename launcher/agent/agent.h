@@ -65,22 +65,22 @@ struct mu_agent_config {
   double stop_grace_s;       /* SIGTERM -> SIGKILL delay, default 5 */
   char **cmd;                /* the worker command, NULL-terminated (borrowed from argv) */
   const struct mu_client_backend *backend; /* NULL: the one the endpoint picks */
-  int static_rank;            /* torchrun's static rendezvous: this node's --node_rank, the
-                               * node rank it keeps in every round; -1: ranks by join order */
-  const char *master_addr;    /* static: MASTER_ADDR of every worker; NULL: rank 0's address */
-  const char *redirects_spec; /* torchrun's --redirects/--tee specs ("3", "0:1,1:2"); NULL:
-                               * not given (then --log-dir alone makes the console quiet) */
-  const char *tee_spec;       /* torchrun's --tee spec, the same form; NULL: see tee */
-  const char *ranks_filter;   /* torch 2.x --local-ranks-filter "0,2": only these local
-                               * ranks' output shows on the console; NULL: all */
-  int out_fd, err_fd;         /* where the workers' prefixed output goes; -1: nowhere */
-  const char *error_file;     /* where the failure record goes (docs/agent.md); NULL: none */
-  double hang_timeout_s;         /* > 0: a worker without progress for this long is hung */
-  double hang_initial_timeout_s; /* the same before a worker's first progress; <= 0: as above */
-  const char *health_check;      /* a shell command run before every join; NULL: none */
-  double health_check_timeout_s; /* a check running longer failed (default 60) */
+  int static_rank;                /* torchrun's static rendezvous: this node's --node_rank, the
+                                   * node rank it keeps in every round; -1: ranks by join order */
+  const char *master_addr;        /* static: MASTER_ADDR of every worker; NULL: rank 0's address */
+  const char *redirects_spec;     /* torchrun's --redirects/--tee specs ("3", "0:1,1:2"); NULL:
+                                   * not given (then --log-dir alone makes the console quiet) */
+  const char *tee_spec;           /* torchrun's --tee spec, the same form; NULL: see tee */
+  const char *ranks_filter;       /* torch 2.x --local-ranks-filter "0,2": only these local
+                                   * ranks' output shows on the console; NULL: all */
+  int out_fd, err_fd;             /* where the workers' prefixed output goes; -1: nowhere */
+  const char *error_file;         /* where the failure record goes (docs/agent.md); NULL: none */
+  double hang_timeout_s;          /* > 0: a worker without progress for this long is hung */
+  double hang_initial_timeout_s;  /* the same before a worker's first progress; <= 0: as above */
+  const char *health_check;       /* a shell command run before every join; NULL: none */
+  double health_check_timeout_s;  /* a check running longer failed (default 60) */
   double health_check_interval_s; /* a failed check is run again this much later (default 30) */
-  mu_agent_report_fn *report; /* NULL: reports are dropped */
+  mu_agent_report_fn *report;     /* NULL: reports are dropped */
   void *report_data;
 };
 

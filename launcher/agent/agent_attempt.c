@@ -101,6 +101,7 @@ static void watcher_main(void *arg)
     return;
   }
   mu_client_set_cancel_fd(r, ag->cancel_pipe[0]);
+  mu_client_set_hold(r, 1); /* its watch stands for this node: the agent gone, the node lost */
   mu_client_set_timeout(r, 5000);
   long wait = watch_timeout_ms(ag->round.lease_ttl_ms);
   int beat = 1;
@@ -363,11 +364,52 @@ static void close_loop_handle(uv_handle_t *h)
     uv_close(h, NULL);
 }
 
+/* The attempt ends: the rendezvous hears what happened before the watcher's watch closes (a
+ * watch that closes otherwise loses this node at once): a failure or a hang is reported (the
+ * round ends for every node; a restart of the run's budget counts, or with none left the run
+ * is shut), a success is this node's leave. A signal, a changed round, an ended run: nothing. */
+static void tell_rendezvous(struct mu_agent *ag)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  if (ag->signal_seen != 0)
+    return;
+  if (ag->outcome == MU_AGENT_SUCCEEDED) {
+    int rc = mu_client_leave(ag->rdzv, cfg->run_id, ag->node_id, 1, NULL);
+    ag->left = rc == 0 ? 1 : rc;
+    if (rc != 0)
+      snprintf(ag->report_err, sizeof(ag->report_err), "%s", mu_client_errmsg(ag->rdzv));
+    return;
+  }
+  if (ag->outcome != MU_AGENT_WORKER_FAILED || ag->failed_idx < 0)
+    return;
+  mu_agent_failure_record(ag);
+  struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
+  mu_failrec_summary(&ag->last_failure, &why);
+  int rc = mu_client_report(ag->rdzv, cfg->run_id, ag->node_id, ag->round.round,
+                            ag->hung_idx >= 0 ? MU_REPORT_HUNG : MU_REPORT_FAILED, mu_buf_str(&why),
+                            &ag->answer);
+  ag->reported = rc == 0 ? 1 : rc;
+  if (rc != 0)
+    snprintf(ag->report_err, sizeof(ag->report_err), "%s", mu_client_errmsg(ag->rdzv));
+  mu_buf_release(&why);
+}
+
+/* A report of the workers' start or first progress (the round's timings). A failed call is a
+ * debug line: the workers go on. */
+static void report_event(struct mu_agent *ag, enum mu_report_event ev)
+{
+  struct mu_report_answer a;
+  if (mu_client_report(ag->rdzv, ag->cfg->run_id, ag->node_id, ag->round.round, ev, NULL, &a) != 0)
+    mu_agent_say(ag, MU_AGENT_DEBUG, "report '%s' failed: %s", mu_report_event_name(ev),
+                 mu_client_errmsg(ag->rdzv));
+}
+
 static void maybe_finish(struct mu_agent *ag)
 {
   if (ag->open_handles > 0 || ag->nexited < ag->nworkers || ag->loop_handles_closed)
     return;
   ag->loop_handles_closed = 1;
+  tell_rendezvous(ag);
   /* Wake the watcher thread; it is joined after uv_run() returns. */
   ssize_t wr = write(ag->cancel_pipe[1], "x", 1);
   (void)wr;
@@ -424,6 +466,7 @@ static void progress(struct mu_agent_worker *w, long long at_ms)
                "round %ld: first progress (rank %d), %lld.%03lld s after the workers started",
                ag->round.round, w->rank, (after > 0 ? after : 0) / 1000,
                (after > 0 ? after : 0) % 1000);
+  report_event(ag, MU_REPORT_PROGRESS);
 }
 
 static void on_stacks_timer(uv_timer_t *t)
@@ -707,26 +750,45 @@ static void make_record(const struct mu_agent *ag, const struct mu_agent_worker 
   mu_buf_release(&text);
 }
 
-void mu_agent_failure_report(struct mu_agent *ag, int restarts_left)
+void mu_agent_failure_record(struct mu_agent *ag)
 {
   char *frame = NULL;
   int library = 0;
   if (ag->hung_idx >= 0)
     ag->failed_idx = pick_hung(ag, &frame, &library);
-  const struct mu_agent_worker *w = &ag->w[ag->failed_idx];
-  char how[160];
-  mu_agent_describe_exit(w, how, sizeof(how));
   mu_failrec_release(&ag->last_failure);
-  make_record(ag, w, restarts_left > 0 ? ag->restart_count + 1 : ag->restart_count, frame, library,
-              &ag->last_failure);
-  const struct mu_failrec *r = &ag->last_failure;
+  make_record(ag, &ag->w[ag->failed_idx], ag->restart_count, frame, library, &ag->last_failure);
+}
+
+/* "restarts left: 2", "none left: the run is shut down", from the rendezvous's answer. */
+static void restarts_left(const struct mu_agent *ag, char *out, size_t n)
+{
+  const struct mu_report_answer *a = &ag->answer;
+  if (ag->reported != 1)
+    snprintf(out, n, "restarts left: unknown, the rendezvous did not answer");
+  else if (strcmp(a->state, "shut") == 0)
+    snprintf(out, n, "restarts left: 0, the run is shut down");
+  else if (a->max_restarts >= 0)
+    snprintf(out, n, "restarts left: %ld", a->max_restarts - a->restart_count);
+  else
+    snprintf(out, n, "restarts: %d", a->restart_count);
+}
+
+void mu_agent_failure_report(struct mu_agent *ag)
+{
+  const struct mu_agent_worker *w = &ag->w[ag->failed_idx];
+  char how[160], left[96];
+  mu_agent_describe_exit(w, how, sizeof(how));
+  restarts_left(ag, left, sizeof(left));
+  struct mu_failrec *r = &ag->last_failure;
+  if (ag->reported == 1) /* restarts of the run done after this failure */
+    r->restarts = ag->answer.restart_count;
   struct mu_buf s = MU_BUF_INIT(SIZE_MAX);
   (void)mu_buf_printf(&s,
-                      "worker failure in run '%s', round %ld, attempt %d "
-                      "(restarts left: %d):\n"
+                      "worker failure in run '%s', round %ld, attempt %d (%s):\n"
                       "  rank %d (local rank %d, node rank %d) on host %s (%s), pid %d: %s%s\n",
-                      ag->cfg->run_id, ag->round.round, ag->attempt, restarts_left, w->rank,
-                      w->local_rank, ag->round.node_rank, r->host, ag->addr, (int)r->pid, how,
+                      ag->cfg->run_id, ag->round.round, ag->attempt, left, w->rank, w->local_rank,
+                      ag->round.node_rank, r->host, ag->addr, (int)r->pid, how,
                       r->oom ? " (likely killed for memory: the cgroup counted an OOM kill)" : "");
   struct mu_buf ef = MU_BUF_INIT(SIZE_MAX);
   if (r->hung != NULL && strcmp(r->source, "stacks") == 0)
@@ -799,6 +861,9 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
   ag->hung_idx = -1;
   ag->hung_at_ms = 0;
   ag->asking_stacks = 0;
+  ag->reported = 0;
+  ag->left = 0;
+  memset(&ag->answer, 0, sizeof(ag->answer));
   uv_signal_init(&ag->loop, &ag->sig_int);
   uv_signal_init(&ag->loop, &ag->sig_term);
   ag->sig_int.data = ag->sig_term.data = ag;
@@ -820,6 +885,7 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
     spawn_worker(ag, &ag->w[i]);
   uint64_t tick = watch_tick_ms(cfg);
   uv_timer_start(&ag->watch_timer, on_watch_timer, tick, tick);
+  report_event(ag, MU_REPORT_STARTED);
   char ranks[48];
   mu_agent_say(ag, MU_AGENT_PROGRESS, "round %ld: started %d worker%s (%s of %d)", ag->round.round,
                ag->nworkers, ag->nworkers == 1 ? "" : "s",

@@ -92,7 +92,7 @@ TEST(agent__client_backend_musterd)
   ASSERT_EQ(mu_client_open(b, ep, &r, &err), 0);
   ASSERT_EQ(mu_client_local_addr(r, addr, sizeof(addr)), MU_ENOENT); /* nothing connected yet */
 
-  struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000};
+  struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000, 0, 0};
   struct mu_round round;
   ASSERT_EQ(mu_client_join(r, "be", &o, &round), 0);
   ASSERT_EQ(round.round, 1);

@@ -236,7 +236,7 @@ TEST(client__join_answer_and_errors)
   snprintf(ep, sizeof(ep), "127.0.0.1:%d", cs.port);
   struct mu_client *c = NULL;
   ASSERT_EQ(mu_client_new(ep, &c), 0);
-  struct mu_join_opts o = {"b", "127.0.0.1", 2, 0, 2, 2, -1, 5000, -1};
+  struct mu_join_opts o = {"b", "127.0.0.1", 2, 0, 2, 2, -1, 5000, -1, 0, 0};
   struct mu_round r;
   ASSERT_EQ(mu_client_join(c, "j", &o, &r), 0);
   ASSERT(strstr(cs.last_request, "POST /v1/runs/j/join") != NULL);
@@ -349,7 +349,7 @@ TEST(client__hostile_join_answers_are_refused)
   snprintf(ep, sizeof(ep), "127.0.0.1:%d", cs.port);
   struct mu_client *c = NULL;
   ASSERT_EQ(mu_client_new(ep, &c), 0);
-  struct mu_join_opts o = {"b", "127.0.0.1", 2, 0, 2, 2, -1, 5000, -1};
+  struct mu_join_opts o = {"b", "127.0.0.1", 2, 0, 2, 2, -1, 5000, -1, 0, 0};
   for (int i = 0; i < N; i++) {
     struct mu_round r;
     int rc = mu_client_join(c, "j", &o, &r);
@@ -406,7 +406,7 @@ TEST(client__against_embedded_musterd)
   struct mu_client *c = NULL;
   ASSERT_EQ(mu_client_new(ep, &c), 0);
 
-  struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000};
+  struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000, 0, 0};
   struct mu_round r;
   ASSERT_EQ(mu_client_join(c, "unit", &o, &r), 0);
   ASSERT_EQ(r.round, 1);
@@ -448,12 +448,12 @@ TEST(client__against_embedded_musterd)
 
   /* The only member leaves with success: the run is closed; a late join hears so. */
   ASSERT_EQ(mu_client_leave(c, "unit", "n1", 1, NULL), 0);
-  struct mu_join_opts late = {"n2", "127.0.0.1", 1, 0, 1, 1, 0, 2000, -1};
+  struct mu_join_opts late = {"n2", "127.0.0.1", 1, 0, 1, 1, 0, 2000, -1, 0, 0};
   ASSERT_EQ(mu_client_join(c, "unit", &late, &r), MU_ECLOSED);
   /* A config that differs from the run's. */
   ASSERT_EQ(mu_client_join(c, "other", &o, &r), 0);
   mu_round_release(&r);
-  struct mu_join_opts bad = {"n3", "127.0.0.1", 1, 0, 2, 2, 0, 2000, -1};
+  struct mu_join_opts bad = {"n3", "127.0.0.1", 1, 0, 2, 2, 0, 2000, -1, 0, 0};
   ASSERT_EQ(mu_client_join(c, "other", &bad, &r), MU_ESTATE);
   ASSERT(strstr(mu_client_errmsg(c), "config_mismatch") != NULL);
   ASSERT_EQ(mu_client_shutdown(c, "other", "unit test"), 0);
