@@ -33,9 +33,10 @@
 
 extern char **environ;
 
-#define ERROR_LINES 12          /* lines of a worker's error file in a failure report */
-#define MAX_LINE 65536          /* a longer line of a worker's output is written in pieces */
-#define STACKS_MAX (256u << 10) /* a worker's stacks kept for its failure record */
+#define ERROR_LINES 12               /* lines of a worker's error file in a failure report */
+#define MAX_LINE 65536               /* a longer line of a worker's output is written in pieces */
+#define STACKS_MAX (256u << 10)      /* a worker's stacks kept for its failure record */
+#define WAITING_REPORT_DELAY_MS 1000 /* see tell_rendezvous() */
 
 /* ---------------------------------------------------------------------------------------------
  * The watcher thread: heartbeat once, then long-poll the round's watch
@@ -383,6 +384,11 @@ static void tell_rendezvous(struct mu_agent *ag)
   if (ag->outcome != MU_AGENT_WORKER_FAILED || ag->failed_idx < 0)
     return;
   mu_agent_failure_record(ag);
+  /* Every node sees a hang; the one whose rank hung in its own code reports first, so that the
+   * round's reason names that rank: a node whose ranks only wait inside a library for it waits
+   * a moment (its report then finds the round ended, and counts nothing). */
+  if (ag->last_failure.hung != NULL && ag->last_failure.waiting)
+    nap(ag, WAITING_REPORT_DELAY_MS);
   struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
   mu_failrec_summary(&ag->last_failure, &why);
   int rc = mu_client_report(ag->rdzv, cfg->run_id, ag->node_id, ag->round.round,

@@ -664,6 +664,10 @@ static int after_failure(struct mu_agent *ag, struct mu_buf *err)
   const struct mu_agent_config *cfg = ag->cfg;
   const struct mu_report_answer *a = &ag->answer;
   mu_agent_failure_report(ag);
+  if (ag->reported == MU_ESHUT || ag->reported == MU_ECLOSED) { /* ended by another node */
+    mu_buf_printf(err, "run '%s' failed: %s", cfg->run_id, ag->report_err);
+    return MU_AGENT_EXIT_FAILED;
+  }
   if (ag->reported != 1) {
     mu_agent_say(ag, MU_AGENT_PROGRESS,
                  "cannot report the failure to the rendezvous (%s); re-joining run '%s'",

@@ -9,6 +9,8 @@
 #include "muster/client.h"
 #include "muster/mu.h"
 
+#include "client/backends.h"
+
 #include "alloc.h"
 #include "cmd_util.h"
 #include "json.h"
@@ -247,6 +249,31 @@ void mu_cli_rdzv_line(const char *endpoint, const char *app_id, char *out, size_
   mu_client_free(c);
 }
 
+/* The job's run read from its rendezvous now (a job on an external one: etcd v3 or a musterd
+ * that outlives it), or NULL when it cannot be read within 2 s. Ownership: the caller's. */
+static cJSON *live_run(const char *endpoint, const char *app_id)
+{
+  struct mu_client *c = NULL;
+  cJSON *run = NULL;
+  if (endpoint == NULL || endpoint[0] == '\0' || mu_client_new(endpoint, &c) != 0)
+    return NULL;
+  mu_client_set_timeout(c, 2000);
+  if (mu_client_runs_json(c, app_id, &run) != 0) {
+    cJSON_Delete(run);
+    run = NULL;
+  }
+  mu_client_free(c);
+  return run;
+}
+
+/* The run whose goodput status shows: the one the scheduler kept, else the live one. */
+static cJSON *status_run(const struct mu_app_status *st)
+{
+  if (st->rdzv_run != NULL)
+    return cJSON_Parse(st->rdzv_run);
+  return st->rdzv_endpoint != NULL ? live_run(st->rdzv_endpoint, st->app_id) : NULL;
+}
+
 /* "1.23s" of ms, or "-" when the field is null. */
 static const char *secs(const cJSON *o, const char *k, char *buf, size_t n)
 {
@@ -346,7 +373,7 @@ static void status_json(const struct mu_app_status *st, const char *handle)
     cJSON_AddNumberToObject(o, "started_at", st->started_at);
     cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
   }
-  cJSON *run = st->rdzv_run != NULL ? cJSON_Parse(st->rdzv_run) : NULL;
+  cJSON *run = status_run(st);
   if (run != NULL)
     cJSON_AddItemToObject(o, "rdzv_run", run);
   if (st->ui_url != NULL)
@@ -380,7 +407,7 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
     mu_cli_rdzv_line(st->rdzv_endpoint, st->app_id, rdzv, sizeof(rdzv));
   if (rdzv[0] != '\0')
     printf("    Rendezvous: %s\n", rdzv + 8); /* past " | rdzv " */
-  cJSON *run = st->rdzv_run != NULL ? cJSON_Parse(st->rdzv_run) : NULL;
+  cJSON *run = status_run(st);
   if (run != NULL)
     mu_cli_goodput_print(run, "    ", 1);
   cJSON_Delete(run);

@@ -9,6 +9,7 @@ file (the one-line call of docs/agent.md) unless --no-heartbeat. At the end ever
   --fail R:C[:K]                 rank R raises at step K (default 3) while
                                  TORCHELASTIC_RESTART_COUNT is C (repeatable)
   --no-heartbeat                 never touch the heartbeat file (print a line per step instead)
+  --print-steps                  print a line per step as well
 """
 import argparse
 import os
@@ -49,6 +50,7 @@ def main():
     ap.add_argument("--hang-after", type=int, default=5)
     ap.add_argument("--fail", action="append", default=[], metavar="R:C[:K]")
     ap.add_argument("--no-heartbeat", action="store_true")
+    ap.add_argument("--print-steps", action="store_true")
     args = ap.parse_args()
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -58,9 +60,9 @@ def main():
     dist.init_process_group("gloo", init_method="env://")
     for i in range(1, args.steps + 1):
         step(args, rank, world, restart, i)
-        if args.no_heartbeat:
+        if args.no_heartbeat or args.print_steps:
             print(f"rank {rank} step {i}", flush=True)
-        else:
+        if not args.no_heartbeat:
             beat()
         time.sleep(args.step_ms / 1000)
     dist.barrier()
