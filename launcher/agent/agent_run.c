@@ -672,6 +672,13 @@ static int after_failure(struct mu_agent *ag, struct mu_buf *err)
     mu_agent_say(ag, MU_AGENT_PROGRESS,
                  "cannot report the failure to the rendezvous (%s); re-joining run '%s'",
                  ag->report_err, cfg->run_id);
+  } else if ((strcmp(a->state, "shut") == 0 || strcmp(a->state, "closed") == 0) && a->counted) {
+    struct mu_buf why = MU_BUF_INIT(SIZE_MAX); /* this node's failure spent the budget */
+    mu_failrec_summary(&ag->last_failure, &why);
+    mu_buf_printf(err, "run '%s' failed: %s, no restart left (--max-restarts %ld, the run's)",
+                  cfg->run_id, mu_buf_str(&why), a->max_restarts);
+    mu_buf_release(&why);
+    return MU_AGENT_EXIT_FAILED;
   } else if (strcmp(a->state, "shut") == 0 || strcmp(a->state, "closed") == 0) {
     mu_buf_printf(err, "run '%s' failed: %s", cfg->run_id, a->reason);
     return MU_AGENT_EXIT_FAILED;
