@@ -10,7 +10,7 @@ set -u
 N=${1:-200}
 . "$(dirname "$0")/../tests/lib.sh"
 [ -x "$MUSTER" ] || { echo "bench_k8s_dryrun: build muster first ($MUSTER)"; exit 1; }
-args=(run -s kubernetes --dryrun -cfg queue=test aws.trn1_ddp --name berttrain --nnodes 2
+args=(run -s kubernetes --dryrun -cfg queue=test,muster_image=registry.example/muster:0.1.0 aws.trn1_ddp --name berttrain --nnodes 2
       --nproc_per_node 32 --image 123456789012.dkr.ecr.us-west-2.amazonaws.com/eks:bert_pretrain
       --script dp_bert_large_hf_pretrain_hdf5.py --bf16 --cacheset bert-large
       --instance_type trn1.32xlarge -- --batch_size 16 --grad_accum_usteps 32

@@ -179,6 +179,8 @@ static int map_error(struct mu_client *c, const char *path, struct mu_http_respo
     rc = MU_ESHUT;
   else if (strncmp(s, "no_such", 7) == 0 || strcmp(s, "not_member") == 0)
     rc = MU_ENOENT;
+  else if (strcmp(s, "unauthorized") == 0 || strcmp(s, "forbidden") == 0)
+    rc = MU_EAUTH; /* a musterd that refuses this credential: not "not a musterd" */
   mu__client_say(c, "%s: %s%s%s%s", s, cJSON_IsString(msg) ? msg->valuestring : "(no message)",
                  cJSON_IsString(reason) ? " (reason: " : "",
                  cJSON_IsString(reason) ? reason->valuestring : "",

@@ -121,3 +121,17 @@ const char *mu_buf_str(const struct mu_buf *b)
 {
   return b->data != NULL ? b->data : "";
 }
+
+int mu_buf_put_replaced(struct mu_buf *b, const char *s, const char *from, const char *to)
+{
+  size_t n = strlen(from);
+  const char *hit;
+  int rc = 0;
+  while (rc == 0 && n > 0 && (hit = strstr(s, from)) != NULL) {
+    rc = mu_buf_append(b, s, (size_t)(hit - s));
+    if (rc == 0)
+      rc = mu_buf_puts(b, to);
+    s = hit + n;
+  }
+  return rc != 0 ? rc : mu_buf_puts(b, s);
+}

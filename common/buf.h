@@ -38,6 +38,9 @@ int mu_buf_append(struct mu_buf *b, const void *p, size_t n);
 int mu_buf_puts(struct mu_buf *b, const char *s);
 int mu_buf_putc(struct mu_buf *b, char c);
 int mu_buf_printf(struct mu_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s with every occurrence of `from` (not empty) replaced by `to`.
+ * Returns: 0, or MU_E2BIG at the cap. */
+int mu_buf_put_replaced(struct mu_buf *b, const char *s, const char *from, const char *to);
 int mu_buf_vprintf(struct mu_buf *b, const char *fmt, va_list ap);
 /* Drops the first n bytes. */
 void mu_buf_consume(struct mu_buf *b, size_t n);

@@ -2,6 +2,8 @@
  * ".." segment backs up to the slash before the last segment written. */
 #include "path.h"
 
+#include <string.h>
+
 size_t mu_path_clean(char *dst, const char *p, size_t n, unsigned flags)
 {
   size_t w = 0, r = 0;
@@ -31,4 +33,15 @@ size_t mu_path_clean(char *dst, const char *p, size_t n, unsigned flags)
     dst[w++] = '/';
   dst[w] = '\0';
   return w;
+}
+
+int mu_path_segment_ok(const char *s)
+{
+  size_t n = strlen(s);
+  if (n == 0 || n > 255 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+    return 0;
+  for (const unsigned char *c = (const unsigned char *)s; *c != '\0'; c++)
+    if (*c == '/' || *c < 0x20 || *c == 0x7f)
+      return 0;
+  return 1;
 }

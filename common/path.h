@@ -17,4 +17,9 @@ enum mu_path_flags {
  * Returns: the length written (without the NUL). Ownership: borrows both. */
 size_t mu_path_clean(char *dst, const char *p, size_t n, unsigned flags);
 
+/* Whether `s` is one path segment, so that DIR/s names an entry of DIR and nothing else: not
+ * empty, not "." or "..", no '/', no control character, at most 255 bytes (NAME_MAX).
+ * Returns: 1 or 0. Ownership: borrows s. */
+int mu_path_segment_ok(const char *s);
+
 #endif

@@ -1,7 +1,13 @@
 /* Random bytes (random.h). */
 #include "random.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <uv.h>
+
+#include "fsutil.h"
 
 int mu_random_bytes(void *buf, size_t n)
 {
@@ -31,4 +37,24 @@ int mu_random_hex(char *out, size_t nbytes)
   }
   out[2 * nbytes] = '\0';
   return 0;
+}
+
+int mu_random_token_file(const char *path)
+{
+  char tok[2 * 32 + 2];
+  int rc = mu_random_hex(tok, 32);
+  int fd = rc == 0 ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+  if (rc == 0 && fd < 0)
+    rc = -errno;
+  if (rc == 0) {
+    tok[64] = '\n';
+    rc = mu_write_all(fd, tok, 65);
+  }
+  if (fd >= 0 && close(fd) != 0 && rc == 0)
+    rc = -errno;
+  if (rc != 0 && fd >= 0)
+    unlink(path);
+  for (volatile char *p = tok; p < tok + sizeof(tok); p++)
+    *p = '\0';
+  return rc;
 }

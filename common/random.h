@@ -16,4 +16,10 @@ int mu_random_bytes(void *buf, size_t n);
  * Returns: 0, or an error as mu_random_bytes(). On error out is the empty string. */
 int mu_random_hex(char *out, size_t nbytes);
 
+/* Writes a new 256-bit token (64 hex digits and a newline) to a file at `path` that only its
+ * owner may read (0600, created anew: an existing file is an error), for a job's rendezvous
+ * (docs/security.md). The token is wiped from memory; only the file holds it.
+ * Returns: 0, or a negative MU_E* / -errno code (-EEXIST when the file exists). */
+int mu_random_token_file(const char *path);
+
 #endif

@@ -3,17 +3,33 @@
  * (the launcher) links this and sees only embed.h. */
 #include "musterd/embed.h"
 
+#include <stdint.h>
+
 #include "buf.h"
 #include "http.h"
+#include "security.h"
 #include "v1.h"
 #include "v2.h"
 
 struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *cfg)
 {
+  struct sec *sec = NULL;
+  if (cfg->token_file != NULL || cfg->tls_cert_file != NULL || cfg->tls_key_file != NULL) {
+    struct sec_config sc = {
+        .token_file = cfg->token_file,
+        .tls = {cfg->tls_cert_file, cfg->tls_key_file, cfg->tls_client_ca_file}};
+    struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+    int rc = sec_new(&sc, &sec, &err); /* the embedder's own file: it knows what went wrong */
+    mu_buf_release(&err);
+    if (rc != 0)
+      return NULL;
+  }
   struct rv_server *srv = rv_server_create(loop, cfg);
   if (!cfg->no_v2)
     v2_register(srv);
   v1_register(srv);
+  if (sec != NULL)
+    sec_attach(srv, sec); /* takes sec */
   return srv;
 }
 

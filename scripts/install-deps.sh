@@ -3,7 +3,7 @@
 #   scripts/install-deps.sh                  build dependencies
 #   scripts/install-deps.sh --test           plus what the test suite and benchmarks use
 #                                            (scripts/test-packages.txt) and the npm packages
-#                                            of the Volcano Job validator
+#                                            of the Kubernetes (Volcano Job, JobSet) validator
 #   scripts/install-deps.sh [--test] --check install nothing: list what is missing, exit 1
 #                                            if anything is (scripts/test.sh runs this first)
 # apt-get runs through sudo when you are not root; run the script itself as the user who runs
@@ -39,7 +39,7 @@ if [ "$test" = 1 ] && ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
 fi
 
-# The npm packages of the Volcano Job validator (tests/schemas/validate-volcano.mjs), in a
+# The npm packages of the Kubernetes (Volcano Job, JobSet) validator (tests/schemas/validate-k8s.mjs), in a
 # cache dir of their own: tests/cli/t2010 reads them from there and never reaches a registry.
 # The dir is $MU_NPM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/muster-vjv (the test reads the
 # same variables).
@@ -57,7 +57,7 @@ if [ "$check" = 1 ]; then
     bad=1
   fi
   if [ "$test" = 1 ] && ! vjv_ok; then
-    echo "install-deps: missing npm packages ${vjv_pkgs[*]} in $vjv (the Volcano Job validator)"
+    echo "install-deps: missing npm packages ${vjv_pkgs[*]} in $vjv (the Kubernetes validator)"
     bad=1
   fi
   if [ "$bad" = 1 ]; then

@@ -129,12 +129,12 @@ t_need_py() {
   exit 77
 }
 
-# t_need_validator: the Volcano schema validator (tests/schemas/validate-volcano.mjs): node, the
+# t_need_validator: the Kubernetes schema validator (tests/schemas/validate-k8s.mjs: Volcano Jobs, JobSets): node, the
 # Python yaml module, and the npm packages scripts/install-deps.sh --test puts in a fixed cache
 # dir ($MU_NPM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/muster-vjv; no registry is reached).
 # Sets VALIDATOR and MODS; anything missing skips the test (exit 77) naming the fix.
 t_need_validator() {
-  VALIDATOR=$MU_SOURCE_DIR/tests/schemas/validate-volcano.mjs
+  VALIDATOR=$MU_SOURCE_DIR/tests/schemas/validate-k8s.mjs
   t_need_cmd node nodejs
   t_need_py yaml python3-yaml
   MODS=${MU_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/muster-vjv}

@@ -152,6 +152,13 @@ static int probe_endpoint(struct mu_agent *ag, long long retry_until, int *warne
                      mu_buf_str(&e));
       code = -1;
     }
+  } else if (rc == MU_EAUTH) {
+    mu_buf_printf(err,
+                  "the rendezvous endpoint '%s' refused this agent: %s; give the run's token in "
+                  "MUSTER_RDZV_TOKEN or MUSTER_RDZV_TOKEN_FILE (a job started by muster run "
+                  "hands its agents their own)",
+                  ag->endpoint, mu_buf_str(&e));
+    code = MU_AGENT_EXIT_RENDEZVOUS;
   } else if (rc == MU_EHTTP || rc == MU_EPROTO || rc == MU_E2BIG) {
     mu_buf_printf(err, "'%s' is not a musterd rendezvous endpoint: %s", ag->endpoint,
                   mu_buf_str(&e));

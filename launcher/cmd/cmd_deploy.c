@@ -4,6 +4,8 @@
  *               keeps its state in memory, so the Deployment runs exactly one replica with the
  *               Recreate strategy (never two servers at once); jobs re-join a restarted server.
  *   queue       the Volcano Queue jobs are submitted to (-cfg queue=NAME).
+ *   kueue       Kueue's ResourceFlavor, ClusterQueue and LocalQueue for JobSets
+ *               (-cfg api=jobset,kueue_queue=NAME).
  *   storage     the FSx for Lustre StorageClass and its claim (the tutorial's storageclass.yaml
  *               and claim.yaml), for --mounts type=volume,src=CLAIM,dst=/data.
  *   agent DIR   copies this portable muster (its bin/, lib/ and share/) into DIR: the init
@@ -35,6 +37,7 @@
   "kubectl apply -f - (agent copies files instead):\n"                                             \
   "    rendezvous    a Deployment, Service and data volume for one cluster-wide musterd\n"         \
   "    queue         the Volcano Queue jobs are submitted to (-cfg queue=NAME)\n"                  \
+  "    kueue         Kueue's ResourceFlavor, ClusterQueue and LocalQueue for JobSets\n"            \
   "    storage       the FSx for Lustre StorageClass and claim (the trn1 tutorial's)\n"            \
   "    agent DIR     this portable muster copied into DIR (the pods' init container)\n"            \
   "'muster deploy TARGET -h' shows one target's options; all of them follow."
@@ -398,6 +401,111 @@ static int deploy_queue(int argc, char **argv)
   return MU_EXIT_OK;
 }
 
+#define KUEUE_USAGE                                                                                \
+  "muster deploy kueue [--name NAME] [--namespace NS] [--cluster-queue CQ] [--flavor F]\n"         \
+  "                    [--cpu N] [--memory SIZE] [--gpu N] [--neuron N] [--efa N]\n\n"             \
+  "Prints Kueue's ResourceFlavor, a ClusterQueue with those quotas and a LocalQueue in NS\n"       \
+  "(kueue.x-k8s.io/v1beta1; the cluster needs Kueue and JobSet installed): kubectl apply -f -,\n"  \
+  "then run JobSets with -cfg api=jobset,kueue_queue=NAME. Kueue admits a job only when the\n"     \
+  "quotas hold all of it at once."
+
+/* Whether s is a Kubernetes quantity as written by hand: digits, an optional fraction, an
+ * optional suffix (Ki..Ei, k..E, m). Returns: 1 or 0. */
+static int quantity_ok(const char *s)
+{
+  static const char *const suffixes[] = {"",  "m",  "k",  "M",  "G",  "T",  "P",
+                                         "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  size_t n = strspn(s, "0123456789");
+  if (n == 0)
+    return 0;
+  if (s[n] == '.') {
+    size_t f = strspn(s + n + 1, "0123456789");
+    if (f == 0)
+      return 0;
+    n += 1 + f;
+  }
+  for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+    if (strcmp(s + n, suffixes[i]) == 0)
+      return 1;
+  return 0;
+}
+
+/* The quotas of the ClusterQueue, one resource group of the flavor. */
+static cJSON *kueue_quotas(const char *flavor, const char *const names[], const char *const qty[],
+                           size_t n)
+{
+  cJSON *rg = cJSON_CreateObject(), *cov = cJSON_AddArrayToObject(rg, "coveredResources");
+  cJSON *fl = cJSON_CreateObject(), *res;
+  cJSON_AddStringToObject(fl, "name", flavor);
+  res = cJSON_AddArrayToObject(fl, "resources");
+  for (size_t i = 0; i < n; i++) {
+    if (qty[i] == NULL)
+      continue;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddItemToArray(cov, cJSON_CreateString(names[i]));
+    cJSON_AddStringToObject(r, "name", names[i]);
+    cJSON_AddStringToObject(r, "nominalQuota", qty[i]);
+    cJSON_AddItemToArray(res, r);
+  }
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(rg, "flavors"), fl);
+  return rg;
+}
+
+static int deploy_kueue(int argc, char **argv)
+{
+  static const char *const names[] = {"cpu", "memory", "nvidia.com/gpu", "aws.amazon.com/neuron",
+                                      "vpc.amazonaws.com/efa"};
+  const char *name = "muster", *ns = "default", *cq = NULL, *flavor = "default-flavor";
+  const char *qty[] = {"1000", "4Ti", NULL, NULL, NULL};
+  struct mu_opt opts[] = {
+      MU_OPT_STRING(0, "name", &name, "NAME", "the LocalQueue (-cfg kueue_queue=NAME)"),
+      MU_OPT_STRING(0, "namespace", &ns, "NS", "its namespace, the jobs' (default)"),
+      MU_OPT_STRING(0, "cluster-queue", &cq, "CQ", "the ClusterQueue (default: NAME)"),
+      MU_OPT_STRING(0, "flavor", &flavor, "F", "the ResourceFlavor (default-flavor)"),
+      MU_OPT_STRING(0, "cpu", &qty[0], "N", "CPUs the queue's jobs may hold at once (1000)"),
+      MU_OPT_STRING(0, "memory", &qty[1], "SIZE", "memory they may hold (4Ti)"),
+      MU_OPT_STRING(0, "gpu", &qty[2], "N", "nvidia.com/gpu they may hold (none: not covered)"),
+      MU_OPT_STRING(0, "neuron", &qty[3], "N", "aws.amazon.com/neuron devices (not covered)"),
+      MU_OPT_STRING(0, "efa", &qty[4], "N", "vpc.amazonaws.com/efa interfaces (not covered)"),
+      MU_OPT_END(),
+  };
+  int first = mu_opts_parse(opts, argc, argv, 0, KUEUE_USAGE);
+  cJSON *objs[3], *spec;
+  if (first == MU_OPTS_HELP)
+    return MU_EXIT_OK;
+  if (first < 0)
+    return MU_EXIT_USAGE;
+  if (first < argc) {
+    mu_error("unexpected argument '%s'; see 'muster deploy kueue -h'", argv[first]);
+    return MU_EXIT_USAGE;
+  }
+  cq = cq ? cq : name;
+  if (name_arg("name", name) != 0 || name_arg("namespace", ns) != 0 ||
+      name_arg("cluster-queue", cq) != 0 || name_arg("flavor", flavor) != 0)
+    return MU_EXIT_USAGE;
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (qty[i] != NULL && !quantity_ok(qty[i])) {
+      mu_error("--%s '%s' is not a Kubernetes quantity (e.g. 256, 2Ti, 500m)",
+               opts[4 + i].long_name, qty[i]);
+      return MU_EXIT_USAGE;
+    }
+  objs[0] = object("kueue.x-k8s.io/v1beta1", "ResourceFlavor", flavor, NULL);
+  objs[1] = object("kueue.x-k8s.io/v1beta1", "ClusterQueue", cq, NULL);
+  spec = cJSON_AddObjectToObject(objs[1], "spec");
+  cJSON_AddObjectToObject(spec, "namespaceSelector"); /* every namespace may use it */
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "resourceGroups"),
+                       kueue_quotas(flavor, names, qty, sizeof(names) / sizeof(names[0])));
+  objs[2] = object("kueue.x-k8s.io/v1beta1", "LocalQueue", name, ns);
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(objs[2], "spec"), "clusterQueue", cq);
+  char *c = mu_asprintf("Kueue's queues: muster run -s kubernetes -cfg api=jobset,kueue_queue=%s"
+                        "%s%s ...",
+                        name, strcmp(ns, "default") != 0 ? ",namespace=" : "",
+                        strcmp(ns, "default") != 0 ? ns : "");
+  print_objects(c, objs, 3);
+  mu_free(c);
+  return MU_EXIT_OK;
+}
+
 #define STORAGE_USAGE                                                                              \
   "muster deploy storage --subnet-id SUBNET --security-group SG [--name CLAIM] [--size SIZE]\n"    \
   "                      [--namespace NS] [--class NAME] [--throughput N]\n\n"                     \
@@ -539,6 +647,7 @@ int cmd_deploy(int argc, char **argv)
     int (*fn)(int argc, char **argv);
   } targets[] = {{"rendezvous", deploy_rendezvous},
                  {"queue", deploy_queue},
+                 {"kueue", deploy_kueue},
                  {"storage", deploy_storage},
                  {"agent", deploy_agent}};
   if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {

@@ -1,4 +1,6 @@
-/* muster describe HANDLE: the job spec of a submitted job (JSON, the --dryrun form). */
+/* muster describe HANDLE: the job spec of a submitted job (JSON, the --dryrun form), read back
+ * from where the scheduler keeps it: the local job's files, the Kubernetes job's object (an
+ * annotation), the Slurm job's batch script (scontrol). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,7 +39,8 @@ int cmd_describe(int argc, char **argv)
   if (rc != 0)
     goto out;
   if (j.s->app_spec == NULL) {
-    mu_error("the %s scheduler cannot describe jobs in this build", j.s->name);
+    mu_error("the %s scheduler cannot describe jobs; 'muster status %s' shows the job's state",
+             j.s->name, argc > 1 ? argv[argc - 1] : "HANDLE");
     rc = MU_EXIT_FAILED;
     goto out;
   }

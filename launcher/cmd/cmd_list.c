@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "muster/mu.h"
 
 #include "alloc.h"
@@ -124,6 +126,7 @@ int cmd_list(int argc, char **argv)
       if (l[i].started_at > 0 && l[i].started_at < now - since) {
         mu_free(l[i].app_id);
         mu_free(l[i].name);
+        mu_free(l[i].reason);
         continue;
       }
       l[k++] = l[i];
@@ -141,6 +144,13 @@ int cmd_list(int argc, char **argv)
              mu_job_state_name(l[i].state));
       if (l[i].started_at > 0)
         printf(",\"started_at\":%.3f", l[i].started_at);
+      if (l[i].reason != NULL) {
+        cJSON *js = cJSON_CreateString(l[i].reason);
+        char *r = cJSON_PrintUnformatted(js);
+        printf(",\"reason\":%s", r);
+        cJSON_free(r);
+        cJSON_Delete(js);
+      }
       printf("}");
     }
     printf("]\n");
@@ -159,11 +169,14 @@ int cmd_list(int argc, char **argv)
       if (l[i].started_at > 0)
         format_age(now - l[i].started_at, age, sizeof(age));
       if (dated)
-        printf("%-*s  %-20s  %-10s  %s\n", (int)w, h, l[i].name ? l[i].name : "",
+        printf("%-*s  %-20s  %-10s  %s", (int)w, h, l[i].name ? l[i].name : "",
                mu_job_state_name(l[i].state), age);
       else
-        printf("%-*s  %-20s  %s\n", (int)w, h, l[i].name ? l[i].name : "",
+        printf("%-*s  %-20s  %s", (int)w, h, l[i].name ? l[i].name : "",
                mu_job_state_name(l[i].state));
+      /* a job held up says why, after its state */
+      printf("%s%s\n", l[i].reason ? "  cannot make progress: " : "",
+             l[i].reason ? l[i].reason : "");
     }
   }
 out:

@@ -248,7 +248,9 @@ int cmd_rdzv(int argc, char **argv)
   struct mu_opt opts[] = {
       MU_OPT_BOOL(0, "json", &json, "print one JSON object (per event with --watch)"),
       MU_OPT_BOOL(0, "watch", &watch, "print again at every run event, until interrupted"),
-      MU_OPT_STRING(0, "token", &token, "T", "a bearer token of musterd's --token-file"),
+      MU_OPT_STRING(0, "token", &token, "T",
+                    "a bearer token of musterd's --token-file (default: $MUSTER_RDZV_TOKEN, "
+                    "else the first line of $MUSTER_RDZV_TOKEN_FILE)"),
       MU_OPT_STRING(0, "endpoint", &endpoint, "E", "the rendezvous (ENDPOINT above)"),
       MU_OPT_END(),
   };

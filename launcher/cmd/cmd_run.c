@@ -118,7 +118,8 @@ static pid_t start_log_stream(const struct mu_sched_ops *s, const char *app_id,
   signal(SIGTERM, SIG_DFL);
   close(p[0]);
   struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-  int rc = s->log_open(app_id, NULL, -1, MU_STREAM_COMBINED, 1, 0, p[1], cfg, &err);
+  struct mu_log_opts o = {.stream = MU_STREAM_COMBINED, .follow = 1};
+  int rc = s->log_open(app_id, NULL, -1, &o, p[1], cfg, &err);
   _exit(rc == 0 ? 0 : 1);
 }
 
@@ -175,7 +176,7 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
   int logfd = -1, shown = 0;
   struct mu_buf pending = MU_BUF_INIT(SIZE_MAX);
   double t0 = now_s();
-  char last[512] = "";
+  char last[512] = "", last_reason[1024] = "";
   char rdzv[256] = "";
   double last_rdzv = -1;
   enum mu_job_state last_state = MU_STATE_UNSUBMITTED;
@@ -215,7 +216,7 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     double el = now_s() - t0;
     if (st.rdzv_endpoint != NULL && st.state == MU_STATE_RUNNING && el - last_rdzv >= 0.5) {
       last_rdzv = el;
-      mu_cli_rdzv_line(st.rdzv_endpoint, app_id, rdzv, sizeof(rdzv));
+      mu_cli_rdzv_line(&st, rdzv, sizeof(rdzv));
     }
     size_t sl = strlen(sum);
     snprintf(sum + sl, sizeof(sum) - sl, "%s", rdzv);
@@ -234,6 +235,12 @@ static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char
     }
     snprintf(last, sizeof(last), "%s", sum);
     last_state = st.state;
+    if (st.reason != NULL && strcmp(st.reason, last_reason) != 0) { /* why it is held up */
+      fprintf(stderr, "%smuster: %s cannot make progress: %s\n", shown ? "\r\033[K" : "", handle,
+              st.reason);
+      shown = 0;
+    }
+    snprintf(last_reason, sizeof(last_reason), "%s", st.reason ? st.reason : "");
     int done = mu_job_state_is_terminal(st.state) || st.state == MU_STATE_UNKNOWN;
     if (done) {
       if (shown)
@@ -509,7 +516,11 @@ int cmd_run(int argc, char **argv)
     rc = MU_EXIT_USAGE;
     goto out;
   }
+  if (req.note != NULL)
+    fprintf(stderr, "muster: note: %s\n", req.note);
   if (dryrun) {
+    if (req.warning != NULL)
+      mu_warn("%s", req.warning);
     print_dryrun(s->name, app, &req, json);
     goto out;
   }

@@ -1,6 +1,7 @@
 /* CLI helpers shared by the subcommands. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -235,15 +236,20 @@ void mu_cli_job_release(struct mu_cli_job *j)
 /* The rendezvous round of run `app_id` on the job's rendezvous (musterd, or an etcd-v3://
  * cluster), as " | rdzv round R: N nodes (of MIN:MAX), W waiting", or "" when there is none
  * (yet). Bounded to about 200 ms. */
-void mu_cli_rdzv_line(const char *endpoint, const char *app_id, char *out, size_t n)
+void mu_cli_rdzv_line(const struct mu_app_status *st, char *out, size_t n)
 {
   out[0] = '\0';
   struct mu_client *c = NULL;
   struct mu_run_info ri;
-  if (endpoint == NULL || mu_client_new(endpoint, &c) != 0)
+  if (st->rdzv_token_file != NULL) {
+    /* The client reads its token from the environment: this process's, the job's file. */
+    setenv("MUSTER_RDZV_TOKEN_FILE", st->rdzv_token_file, 1);
+    unsetenv("MUSTER_RDZV_TOKEN");
+  }
+  if (st->rdzv_endpoint == NULL || mu_client_new(st->rdzv_endpoint, &c) != 0)
     return;
   mu_client_set_timeout(c, 200);
-  if (mu_client_run_info(c, app_id, &ri) == 0)
+  if (mu_client_run_info(c, st->app_id, &ri) == 0)
     snprintf(out, n, " | rdzv round %ld: %d nodes (of %d:%d), %d waiting", ri.round, ri.nnodes,
              ri.min_nodes, ri.max_nodes, ri.waiting);
   mu_client_free(c);
@@ -369,6 +375,8 @@ static void status_json(const struct mu_app_status *st, const char *handle)
                           st->structured_error_msg ? st->structured_error_msg : "<NONE>");
   if (st->root_cause != NULL)
     cJSON_AddStringToObject(o, "root_cause", st->root_cause);
+  if (st->reason != NULL)
+    cJSON_AddStringToObject(o, "reason", st->reason);
   if (st->started_at > 0) {
     cJSON_AddNumberToObject(o, "started_at", st->started_at);
     cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
@@ -392,8 +400,14 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
     status_json(st, handle);
     return;
   }
-  printf("AppStatus:\n    State: %s\n    Num Restarts: %ld\n", mu_job_state_name(st->state),
-         st->num_restarts);
+  /* A job held up says so and why on the first line; a failed one its root cause. */
+  if (st->reason != NULL)
+    printf("AppStatus: cannot make progress: %s\n", st->reason);
+  else if (st->state == MU_STATE_FAILED && st->root_cause != NULL)
+    printf("AppStatus: failed: %s\n", st->root_cause);
+  else
+    printf("AppStatus:\n");
+  printf("    State: %s\n    Num Restarts: %ld\n", mu_job_state_name(st->state), st->num_restarts);
   if (st->started_at > 0) {
     char when[64];
     time_t t = (time_t)st->started_at;
@@ -404,7 +418,7 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
   }
   char rdzv[256] = "";
   if (st->rdzv_endpoint != NULL && st->state == MU_STATE_RUNNING)
-    mu_cli_rdzv_line(st->rdzv_endpoint, st->app_id, rdzv, sizeof(rdzv));
+    mu_cli_rdzv_line(st, rdzv, sizeof(rdzv));
   if (rdzv[0] != '\0')
     printf("    Rendezvous: %s\n", rdzv + 8); /* past " | rdzv " */
   cJSON *run = status_run(st);

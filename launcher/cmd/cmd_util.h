@@ -69,10 +69,11 @@ int mu_cli_job_args(struct mu_cli_job *j, int argc, char **argv, const char *usa
 void mu_cli_job_release(struct mu_cli_job *j);
 
 /* Prints a status in TorchX's text form, or as JSON. */
-/* The rendezvous round of run `app_id` on the job's musterd at `endpoint`, as " | rdzv round R:
- * N nodes (of MIN:MAX), W waiting", or "" when there is none (yet). Bounded to 200 ms.
+/* The rendezvous round of the job `st` describes on its musterd (st->rdzv_endpoint, with the
+ * token of st->rdzv_token_file when it has one), as " | rdzv round R: N nodes (of MIN:MAX), W
+ * waiting", or "" when there is none (yet). Bounded to 200 ms.
  * Ownership: writes at most n bytes to out. */
-void mu_cli_rdzv_line(const char *endpoint, const char *app_id, char *out, size_t n);
+void mu_cli_rdzv_line(const struct mu_app_status *st, char *out, size_t n);
 
 void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json);
 

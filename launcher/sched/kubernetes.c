@@ -1,8 +1,13 @@
-/* The kubernetes scheduler: the Volcano Job of kubernetes_render.c submitted, watched, read and
- * deleted through kubectl (sched_exec.c runs it), with kubectl's own errors turned into advice.
+/* The kubernetes scheduler: the Volcano Job or JobSet of kubernetes_render.c submitted (with the
+ * job's rendezvous token as a Secret the job owns), watched through the job and its pods (and
+ * their events, when a pod's own status does not say why it waits), read and deleted through
+ * kubectl (sched_exec.c runs it), with kubectl's own errors turned into advice.
+ *
+ * App ids: "NAMESPACE:NAME" for a Volcano Job, "NAMESPACE:jobset:NAME" for a JobSet.
  */
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "muster/errno.h"
 #include "muster/mu.h"
@@ -10,20 +15,26 @@
 #include "alloc.h"
 #include "config.h"
 #include "kubernetes.h"
+#include "random.h"
 #include "sched_exec.h"
 #include "yaml_tree.h"
 
 #define K8S_OUT_MAX (16u << 20) /* what kubectl get may print: read from a process, capped */
-#define K8S_RESOURCE "jobs.batch.volcano.sh"
+#define K8S_JOBSET_WORD "jobset"
 
 static const struct mu_runopt k8s_runopts[] = {
     {"namespace", MU_RUNOPT_STR, "default", 0, "Kubernetes namespace to submit the job to"},
+    {"api", MU_RUNOPT_STR, "volcano", 0,
+     "what the job is: volcano (a Volcano Job) or jobset (a JobSet, jobset.x-k8s.io/v1alpha2, "
+     "for clusters without Volcano; with Kueue through kueue_queue)"},
     {"queue", MU_RUNOPT_STR, NULL, 0,
      "Volcano queue (spec.queue); required with scheduler_name=volcano"},
-    {"scheduler_name", MU_RUNOPT_STR, "volcano", 0,
-     "pod scheduler (spec.schedulerName): volcano, default-scheduler, or another name"},
+    {"scheduler_name", MU_RUNOPT_STR, NULL, 0,
+     "pod scheduler (schedulerName): volcano (the default with api=volcano), "
+     "default-scheduler, or another name (api=jobset: the cluster's default when unset)"},
     {"kueue_queue", MU_RUNOPT_STR, NULL, 0,
-     "Kueue LocalQueue: sets the kueue.x-k8s.io/queue-name label on the job"},
+     "Kueue LocalQueue: sets the kueue.x-k8s.io/queue-name label on the job (a JobSet also "
+     "starts suspended, for Kueue to admit)"},
     {"service_account", MU_RUNOPT_STR, NULL, 0, "service account of every pod"},
     {"priority_class", MU_RUNOPT_STR, NULL, 0, "priority class of the job"},
     {"image_repo", MU_RUNOPT_STR, NULL, 0,
@@ -41,6 +52,9 @@ static const struct mu_runopt k8s_runopts[] = {
      "rendezvous for ${rdzv_endpoint}: auto (the job runs its own musterd task when a role "
      "uses it), job (always), or HOST:PORT of an existing musterd or etcd"},
     {"rdzv_port", MU_RUNOPT_INT, "29400", 0, "port of the job's own musterd"},
+    {"rdzv_token_secret", MU_RUNOPT_STR, NULL, 0,
+     "a Secret of yours whose key 'token' the agents send (and the job's own musterd requires); "
+     "by default muster makes a random token per job, as a Secret the job owns"},
     {"muster_image", MU_RUNOPT_STR, NULL, 0,
      "the muster image (scripts/build-image.sh): the init container that puts the agent in "
      "every pod, and the job's musterd; required when the job uses either"},
@@ -50,18 +64,28 @@ static const struct mu_runopt k8s_runopts[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 
-struct k8s_priv {
-  char *yaml;
+/* ---------------------------------------------------------------------------------------------
+ * kubectl
+ */
+
+/* A submitted job: where it is and what it is. */
+struct k8s_job {
   char *ns;
   char *name;
-  char *kubectl;
-  char *context;
+  enum mu_k8s_api api;
 };
 
-/* The argv prefix: kubectl [--context C] -n NS. */
-static void kubectl_argv(struct mu_strvec *av, const char *kubectl, const char *context,
-                         const char *ns)
+static void k8s_job_release(struct k8s_job *j)
 {
+  mu_free(j->ns);
+  mu_free(j->name);
+  memset(j, 0, sizeof(*j));
+}
+
+/* The argv prefix: kubectl [--context C] -n NS. */
+static void kubectl_argv(struct mu_strvec *av, const struct mu_cfg *cfg, const char *ns)
+{
+  const char *kubectl = mu_cfg_get(cfg, "kubectl"), *context = mu_cfg_get(cfg, "context");
   mu_strvec_push(av, kubectl ? kubectl : "kubectl");
   if (context && *context) {
     mu_strvec_push(av, "--context");
@@ -76,9 +100,12 @@ static const struct mu_exec_hint kubectl_hints[] = {
     {{"AlreadyExists", "already exists"},
      "a job of that name exists; run again (each run picks a new name) or remove the old one "
      "with muster cancel"},
+    {{"no matches for kind \"JobSet\"", "resource type \"jobsets"},
+     "the JobSet CRDs are not installed in this cluster; install JobSet "
+     "(https://jobset.sigs.k8s.io/docs/installation/), or use -cfg api=volcano"},
     {{"no matches for kind", "the server doesn't have a resource"},
      "the Volcano CRDs are not installed in this cluster; install Volcano "
-     "(https://volcano.sh/en/docs/installation/)"},
+     "(https://volcano.sh/en/docs/installation/), or use -cfg api=jobset"},
     {{"NotFound", "not found"}, NULL},
     {{"Unable to connect", "connection refused", "current-context", "no configuration"},
      "kubectl cannot reach a cluster; check the kubeconfig (-cfg context=NAME picks a context) "
@@ -109,67 +136,131 @@ static int kubectl_run(struct mu_strvec *av, const char *input, struct mu_buf *o
   return rc;
 }
 
-static int split_app_id(const char *app_id, const struct mu_cfg *cfg, char **ns, char **name)
+/* Reads an app id: "NAMESPACE:NAME", "NAMESPACE:jobset:NAME", or NAME (-cfg namespace and api).
+ * Returns: 0, or MU_EINVAL with the message in err. Ownership: j is the caller's
+ * (k8s_job_release, also on error). */
+static int k8s_job_parse(const char *app_id, const struct mu_cfg *cfg, struct k8s_job *j,
+                         struct mu_buf *err)
 {
-  const char *colon = strchr(app_id, ':');
-  if (colon) {
-    *ns = mu_strndup(app_id, (size_t)(colon - app_id));
-    *name = mu_strdup(colon + 1);
-  } else {
-    const char *n = mu_cfg_get(cfg, "namespace");
-    *ns = mu_strdup(n ? n : "default");
-    *name = mu_strdup(app_id);
+  const char *colon = strchr(app_id, ':'), *rest = colon ? colon + 1 : app_id;
+  const char *ns = mu_cfg_get(cfg, "namespace");
+  memset(j, 0, sizeof(*j));
+  if (mu_k8s_api_parse(mu_cfg_get(cfg, "api"), &j->api, err) != 0)
+    return MU_EINVAL;
+  j->ns = colon ? mu_strndup(app_id, (size_t)(colon - app_id)) : mu_strdup(ns ? ns : "default");
+  if (strncmp(rest, K8S_JOBSET_WORD ":", strlen(K8S_JOBSET_WORD) + 1) == 0) {
+    j->api = MU_K8S_JOBSET;
+    rest += strlen(K8S_JOBSET_WORD) + 1;
+  } else if (colon != NULL) {
+    j->api = MU_K8S_VOLCANO;
   }
-  return **name ? 0 : MU_EINVAL;
+  j->name = mu_strdup(rest);
+  if (*j->name != '\0' && *j->ns != '\0' && strchr(j->name, ':') == NULL)
+    return 0;
+  mu_buf_printf(err,
+                "'%s' is not a kubernetes app id (NAMESPACE:NAME, or NAMESPACE:jobset:NAME for "
+                "a JobSet)",
+                app_id);
+  return MU_EINVAL;
 }
 
-/* Starts the kubectl command line for the job app_id ("NAMESPACE:NAME", or NAME in -cfg
- * namespace): kubectl [--context C] -n NS; *name gets the job's name.
- * Returns: 0, or MU_EINVAL with the message in err. Ownership: *name is the caller's
- * (mu_free), also on error; appends to av. */
-static int kubectl_for_app(const char *app_id, const struct mu_cfg *cfg, struct mu_strvec *av,
-                           char **name, struct mu_buf *err)
+/* Runs `kubectl [--context C] -n NS ARGS...` (args NULL-terminated). Returns: as kubectl_run. */
+static int kubectl_call(const struct k8s_job *j, const struct mu_cfg *cfg, const char *const *args,
+                        const char *input, struct mu_buf *out, struct mu_buf *err)
 {
-  char *ns = NULL;
-  int rc = split_app_id(app_id, cfg, &ns, name);
-  if (rc != 0)
-    mu_buf_printf(err, "'%s' is not a kubernetes app id (NAMESPACE:NAME)", app_id);
-  else
-    kubectl_argv(av, mu_cfg_get(cfg, "kubectl"), mu_cfg_get(cfg, "context"), ns);
-  mu_free(ns);
+  struct mu_strvec av = MU_STRVEC_INIT;
+  kubectl_argv(&av, cfg, j->ns);
+  for (size_t i = 0; args[i] != NULL; i++)
+    mu_strvec_push(&av, args[i]);
+  int rc = kubectl_run(&av, input, out, err);
+  mu_strvec_release(&av);
   return rc;
+}
+
+/* `kubectl VERB RESOURCE NAME [-o json]` on the job's own object. */
+static int kubectl_on_job(const struct k8s_job *j, const struct mu_cfg *cfg, const char *verb,
+                          int json, struct mu_buf *out, struct mu_buf *err)
+{
+  const char *args[] = {verb, mu_k8s_resource(j->api), j->name, json ? "-o" : NULL, "json", NULL};
+  return kubectl_call(j, cfg, args, NULL, out, err);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Dryrun and schedule
+ */
+
+struct k8s_priv {
+  char *kubectl, *context; /* the kubectl runopts (schedule gets no cfg) */
+  char *yaml;
+  char *manifest_json; /* the same object as JSON, for kubectl create -o json */
+  struct k8s_job job;
+  char *token_secret; /* the Secret of the job's token, created after the job; NULL: none */
+  char *placeholder;  /* why the plan cannot be submitted (muster_image unset), or NULL */
+};
+
+/* The dryrun's text: the manifest as YAML, every value quoted by the one YAML quoting
+ * (yaml_tree.h); a value that is not UTF-8 cannot be carried and is named. */
+static int manifest_yaml(const cJSON *m, struct mu_buf *y, struct mu_buf *err)
+{
+  const char *bad = mu_yaml_invalid(m);
+  if (bad != NULL) {
+    struct mu_buf shown = MU_BUF_INIT(SIZE_MAX);
+    for (const unsigned char *p = (const unsigned char *)bad; *p && shown.len < 200; p++)
+      mu_buf_printf(&shown, *p >= 0x20 && *p < 0x7f ? "%c" : "\\x%02x", *p);
+    mu_buf_printf(err,
+                  "'%s' is not valid UTF-8, which no Kubernetes manifest can carry; give the "
+                  "value in UTF-8",
+                  mu_buf_str(&shown));
+    mu_buf_release(&shown);
+    return MU_EINVAL;
+  }
+  return mu_yaml_emit(m, y);
 }
 
 static int k8s_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
                       struct mu_buf *err)
 {
   struct mu_buf y = MU_BUF_INIT(SIZE_MAX);
-  struct k8s_priv *p = NULL;
-  cJSON *job = NULL;
+  struct mu_k8s_plan plan = {0};
+  struct k8s_priv *p = mu_calloc(1, sizeof(*p));
   char *name = NULL;
-  const char *ns = mu_cfg_get(cfg, "namespace");
-  int rc;
-
-  rc = mu_k8s_job_name(app, cfg, &name, err);
+  int rc = mu_k8s_job_name(app, cfg, &name, err);
   if (rc == 0)
-    rc = mu_k8s_render(app, cfg, name, &job, err);
+    rc = mu_k8s_plan(app, cfg, name, &plan, err);
   if (rc == 0)
-    mu_yaml_emit(job, &y); /* our own text: y has no cap, so this cannot fail */
+    rc = manifest_yaml(plan.manifest, &y, err);
+  if (rc == 0)
+    rc = k8s_job_parse(name, cfg, &p->job, err);
   if (rc != 0)
     goto out;
-  p = mu_calloc(1, sizeof *p);
-  p->ns = mu_strdup(ns ? ns : "default");
-  p->name = name;
-  name = NULL;
+  p->job.api = plan.api;
   p->kubectl = mu_strdup(mu_cfg_get(cfg, "kubectl") ? mu_cfg_get(cfg, "kubectl") : "kubectl");
   p->context = mu_cfg_get(cfg, "context") ? mu_strdup(mu_cfg_get(cfg, "context")) : NULL;
   p->yaml = mu_strdup(mu_buf_str(&y));
+  p->manifest_json = cJSON_PrintUnformatted(plan.manifest);
+  p->token_secret = plan.token_secret;
+  plan.token_secret = NULL;
+  if (plan.placeholder) {
+    struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
+    mu_k8s_explain_muster_image(app, &why);
+    p->placeholder = mu_buf_detach(&why);
+    out->warning = mu_asprintf("the plan shows '%s' where the muster image goes; submitting it "
+                               "needs %s",
+                               MU_K8S_IMAGE_PLACEHOLDER, p->placeholder);
+  }
   out->text = mu_buf_detach(&y);
-  out->app_id = mu_asprintf("%s:%s", p->ns, p->name);
+  out->app_id = p->job.api == MU_K8S_JOBSET
+                    ? mu_asprintf("%s:" K8S_JOBSET_WORD ":%s", p->job.ns, p->job.name)
+                    : mu_asprintf("%s:%s", p->job.ns, p->job.name);
   out->priv = p;
+  p = NULL;
   out->sched = &mu_sched_kubernetes;
 out:
-  cJSON_Delete(job);
+  if (p != NULL) {
+    k8s_job_release(&p->job);
+    mu_free(p);
+  }
+  mu_k8s_plan_release(&plan);
   mu_free(name);
   mu_buf_release(&y);
   return rc;
@@ -180,170 +271,394 @@ static void k8s_dryrun_free(struct mu_dryrun *req)
   struct k8s_priv *p = req ? req->priv : NULL;
   if (p == NULL)
     return;
-  mu_free(p->yaml);
-  mu_free(p->ns);
-  mu_free(p->name);
   mu_free(p->kubectl);
   mu_free(p->context);
+  mu_free(p->yaml);
+  cJSON_free(p->manifest_json);
+  k8s_job_release(&p->job);
+  mu_free(p->token_secret);
+  mu_free(p->placeholder);
   mu_free(p);
   req->priv = NULL;
+}
+
+/* Creates the job's token Secret, owned by the job just created (its `kubectl create -o json`
+ * answer in created): a random token that exists nowhere else, handed to kubectl on stdin,
+ * never in an argument, a manifest printed or a log. Returns: 0, or kubectl's error. */
+static int create_token_secret(const struct k8s_priv *p, const struct mu_cfg *cfg,
+                               const char *created, struct mu_buf *err)
+{
+  static const char *const args[] = {"create", "-f", "-", NULL};
+  cJSON *obj = cJSON_Parse(created), *secret;
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+  const char *uid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "uid"));
+  char token[65], *text;
+  int rc = uid != NULL ? mu_random_hex(token, 32) : MU_EPARSE;
+  if (uid == NULL)
+    mu_buf_printf(err, "kubectl create printed no uid for %s", p->job.name);
+  else if (rc != 0)
+    mu_buf_printf(err, "cannot make the job's rendezvous token: %s", mu_strerror(rc));
+  if (rc != 0) {
+    cJSON_Delete(obj);
+    return rc;
+  }
+  secret = mu_k8s_token_secret(p->token_secret, p->job.name, token,
+                               cJSON_GetStringValue(cJSON_GetObjectItem(obj, "apiVersion")),
+                               cJSON_GetStringValue(cJSON_GetObjectItem(obj, "kind")), uid);
+  text = cJSON_PrintUnformatted(secret);
+  rc = kubectl_call(&p->job, cfg, args, text, NULL, err);
+  memset(token, 0, sizeof(token));
+  memset(text, 0, strlen(text));
+  cJSON_free(text);
+  cJSON_Delete(secret); /* (its copy of the token goes with the heap) */
+  cJSON_Delete(obj);
+  return rc;
+}
+
+/* kubectl create of the job (-o json when its token Secret needs the job's uid), then the token
+ * Secret; when that fails the job is deleted again. */
+static int k8s_schedule_with(struct k8s_priv *p, const struct mu_cfg *cfg, struct mu_buf *err)
+{
+  static const char *const plain[] = {"create", "-f", "-", NULL};
+  static const char *const as_json[] = {"create", "-f", "-", "-o", "json", NULL};
+  struct mu_buf created = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
+  int rc;
+  if (p->placeholder != NULL) {
+    mu_buf_printf(err, "%s", p->placeholder);
+    return MU_EINVAL;
+  }
+  if (p->token_secret == NULL)
+    return kubectl_call(&p->job, cfg, plain, p->yaml, NULL, err);
+  rc = kubectl_call(&p->job, cfg, as_json, p->manifest_json, &created, err);
+  if (rc == 0)
+    rc = create_token_secret(p, cfg, mu_buf_str(&created), err);
+  if (rc != 0 && created.len > 0) {
+    mu_buf_printf(err, "\nthe job's rendezvous token could not be stored, so %s was deleted",
+                  p->job.name);
+    kubectl_on_job(&p->job, cfg, "delete", 0, NULL, &ignore);
+  }
+  mu_buf_release(&created);
+  mu_buf_release(&ignore);
+  return rc;
 }
 
 static int k8s_schedule(struct mu_dryrun *req, struct mu_buf *err)
 {
   struct k8s_priv *p = req->priv;
-  struct mu_strvec av = MU_STRVEC_INIT;
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
   int rc;
-
-  kubectl_argv(&av, p->kubectl, p->context, p->ns);
-  mu_strvec_push(&av, "create");
-  mu_strvec_push(&av, "-f");
-  mu_strvec_push(&av, "-");
-  rc = kubectl_run(&av, p->yaml, NULL, err);
-  mu_strvec_release(&av);
+  /* The kubectl runopts travel in the plan (schedule has no cfg of its own). */
+  mu_kvlist_set(&cfg.values, "kubectl", p->kubectl);
+  if (p->context != NULL)
+    mu_kvlist_set(&cfg.values, "context", p->context);
+  rc = k8s_schedule_with(p, &cfg, err);
+  mu_cfg_release(&cfg);
   return rc;
 }
 
-/* Runs `kubectl [--context C] -n NS VERB jobs.batch.volcano.sh NAME ARGS...` on the job app_id;
- * args is NULL-terminated or NULL. Returns: as kubectl_run(). */
-static int kubectl_on_job(const char *app_id, const struct mu_cfg *cfg, const char *verb,
-                          const char *const *args, struct mu_buf *out, struct mu_buf *err)
+/* ---------------------------------------------------------------------------------------------
+ * Status: the job, its pods and their events
+ */
+
+/* `kubectl get pods -l app.kubernetes.io/instance=NAME -o json`: every pod of the job (its
+ * roles' and its musterd's carry the label). */
+static int get_pods(const struct k8s_job *j, const struct mu_cfg *cfg, struct mu_buf *out,
+                    struct mu_buf *err)
 {
-  struct mu_strvec av = MU_STRVEC_INIT;
-  char *name = NULL;
-  int rc = kubectl_for_app(app_id, cfg, &av, &name, err);
-  if (rc == 0) {
-    mu_strvec_push(&av, verb);
-    mu_strvec_push(&av, K8S_RESOURCE);
-    mu_strvec_push(&av, name);
-    for (size_t i = 0; args != NULL && args[i] != NULL; i++)
-      mu_strvec_push(&av, args[i]);
-    rc = kubectl_run(&av, NULL, out, err);
-  }
-  mu_strvec_release(&av);
-  mu_free(name);
+  char *sel = mu_asprintf("app.kubernetes.io/instance=%s", j->name);
+  const char *args[] = {"get", "pods", "-l", sel, "-o", "json", NULL};
+  int rc = kubectl_call(j, cfg, args, NULL, out, err);
+  mu_free(sel);
   return rc;
+}
+
+/* The namespace's Warning events about pods: why a pod waits when its status does not say
+ * (FailedMount of a missing Secret, FailedScheduling, a sandbox that cannot start). */
+static int get_events(const struct k8s_job *j, const struct mu_cfg *cfg, struct mu_buf *out,
+                      struct mu_buf *err)
+{
+  static const char *const args[] = {
+      "get",  "events", "--field-selector", "involvedObject.kind=Pod,type=Warning", "-o",
+      "json", NULL};
+  return kubectl_call(j, cfg, args, NULL, out, err);
 }
 
 /* The root cause of a failed job: the failure record (failrec.h) that the agent of a failed
  * replica printed in the last lines of its pod's log. A pod whose log cannot be read (deleted,
  * evicted) adds nothing. */
-static void add_failures(const char *app_id, const struct mu_cfg *cfg, struct mu_app_status *st)
+static void add_failures(const struct k8s_job *j, const struct mu_cfg *cfg, const char *pods,
+                         struct mu_app_status *st)
 {
   for (size_t i = 0; i < st->nreplicas; i++) {
     const struct mu_replica_status *r = &st->replicas[i];
     if (r->state != MU_STATE_FAILED || r->role == NULL)
       continue;
-    struct mu_strvec av = MU_STRVEC_INIT;
     struct mu_buf log = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
-    char *name = NULL, *task = NULL;
-    if (kubectl_for_app(app_id, cfg, &av, &name, &ignore) == 0) {
-      task = mu_k8s_task_name(r->role, r->replica_id);
-      mu_strvec_push(&av, "logs");
-      mu_strvec_pushf(&av, "%s-%s-0", name, task);
-      mu_strvec_push(&av, "--tail=200");
-      if (kubectl_run(&av, NULL, &log, &ignore) == 0)
-        mu_app_status_scan_failure(st, i, log.data ? log.data : "", log.len);
-    }
-    mu_strvec_release(&av);
+    char *pod = mu_k8s_pod_name(pods, j->name, r->role, r->replica_id);
+    if (pod == NULL && j->api == MU_K8S_VOLCANO)
+      pod = mu_strdup(r->hostname);
+    const char *args[] = {"logs", pod, "--tail=200", NULL};
+    if (pod != NULL && kubectl_call(j, cfg, args, NULL, &log, &ignore) == 0)
+      mu_app_status_scan_failure(st, i, log.data ? log.data : "", log.len);
+    mu_free(pod);
     mu_buf_release(&log);
     mu_buf_release(&ignore);
-    mu_free(name);
-    mu_free(task);
   }
+}
+
+/* What the pods say: replica states (JobSet), messages, exit codes, why the job waits, and the
+ * earliest failed pod as the root cause when no agent left a failure record. A cluster whose
+ * pods cannot be listed leaves the job's own status as it is. */
+static void read_pods(const struct k8s_job *j, const struct mu_cfg *cfg, struct mu_app_status *st)
+{
+  struct mu_buf pods = MU_BUF_INIT(K8S_OUT_MAX), events = MU_BUF_INIT(K8S_OUT_MAX);
+  struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
+  char *failed = NULL;
+  int want_events = 0, set_states = j->api == MU_K8S_JOBSET;
+  if (get_pods(j, cfg, &pods, &ignore) != 0 ||
+      mu_k8s_apply_pods(mu_buf_str(&pods), NULL, set_states, st, &failed, &want_events, &ignore) !=
+          0)
+    goto out;
+  if (want_events && get_events(j, cfg, &events, &ignore) == 0) {
+    mu_free(failed);
+    mu_k8s_apply_pods(mu_buf_str(&pods), mu_buf_str(&events), set_states, st, &failed, &want_events,
+                      &ignore);
+  }
+  if (st->state == MU_STATE_FAILED)
+    add_failures(j, cfg, mu_buf_str(&pods), st);
+  if (st->state == MU_STATE_FAILED && st->root_cause == NULL && failed != NULL) {
+    st->root_cause = failed;
+    failed = NULL;
+  }
+out:
+  mu_free(failed);
+  mu_buf_release(&pods);
+  mu_buf_release(&events);
+  mu_buf_release(&ignore);
 }
 
 static int k8s_describe(const char *app_id, const struct mu_cfg *cfg, struct mu_app_status *out,
                         struct mu_buf *err)
 {
   struct mu_buf json = MU_BUF_INIT(K8S_OUT_MAX);
-  static const char *const as_json[] = {"-o", "json", NULL};
-  int rc = kubectl_on_job(app_id, cfg, "get", as_json, &json, err);
+  struct k8s_job j;
+  int rc = k8s_job_parse(app_id, cfg, &j, err);
   if (rc == 0)
+    rc = kubectl_on_job(&j, cfg, "get", 1, &json, err);
+  if (rc == 0 && j.api == MU_K8S_JOBSET)
+    rc = mu_k8s_parse_jobset_status(mu_buf_str(&json), app_id, out, err);
+  else if (rc == 0)
     rc = mu_k8s_parse_status(mu_buf_str(&json), app_id, out, err);
-  if (rc == 0 && out->state == MU_STATE_FAILED)
-    add_failures(app_id, cfg, out);
+  if (rc == 0)
+    read_pods(&j, cfg, out);
+  k8s_job_release(&j);
   mu_buf_release(&json);
   return rc;
+}
+
+static int k8s_app_spec(const char *app_id, const struct mu_cfg *cfg, struct mu_app **out,
+                        struct mu_buf *err)
+{
+  struct mu_buf json = MU_BUF_INIT(K8S_OUT_MAX);
+  struct k8s_job j;
+  int rc = k8s_job_parse(app_id, cfg, &j, err);
+  if (rc == 0)
+    rc = kubectl_on_job(&j, cfg, "get", 1, &json, err);
+  if (rc == 0)
+    rc = mu_k8s_parse_app(mu_buf_str(&json), out, err);
+  k8s_job_release(&j);
+  mu_buf_release(&json);
+  return rc;
+}
+
+/* Why each listed job that has not ended is held up, from one read of every muster pod of the
+ * namespace (the events, read for one job's status when needed, are not read here). */
+static void list_reasons(const struct k8s_job *j, const struct mu_cfg *cfg,
+                         struct mu_app_list_entry *l, size_t n)
+{
+  static const char *const args[] = {"get", "pods", "-l", "app.kubernetes.io/managed-by=muster",
+                                     "-o",  "json", NULL};
+  struct mu_buf pods = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
+  size_t live = 0;
+  for (size_t i = 0; i < n; i++)
+    live += !mu_job_state_is_terminal(l[i].state);
+  if (live > 0 && kubectl_call(j, cfg, args, NULL, &pods, &ignore) == 0)
+    for (size_t i = 0; i < n; i++) {
+      struct mu_app_status st = {.app_id = l[i].app_id, .state = l[i].state};
+      char *failed = NULL;
+      int want_events = 0;
+      if (mu_job_state_is_terminal(l[i].state) ||
+          mu_k8s_apply_pods(mu_buf_str(&pods), NULL, 0, &st, &failed, &want_events, &ignore) != 0)
+        continue;
+      l[i].reason = st.reason;
+      mu_free(failed);
+    }
+  mu_buf_release(&pods);
+  mu_buf_release(&ignore);
 }
 
 static int k8s_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
                     struct mu_buf *err)
 {
   struct mu_buf json = MU_BUF_INIT(K8S_OUT_MAX);
-  struct mu_strvec av = MU_STRVEC_INIT;
-  const char *ns = mu_cfg_get(cfg, "namespace");
-  int rc;
-
-  kubectl_argv(&av, mu_cfg_get(cfg, "kubectl"), mu_cfg_get(cfg, "context"), ns);
-  mu_strvec_push(&av, "get");
-  mu_strvec_push(&av, K8S_RESOURCE);
-  mu_strvec_push(&av, "-l");
-  mu_strvec_push(&av, "app.kubernetes.io/managed-by=muster");
-  mu_strvec_push(&av, "-o");
-  mu_strvec_push(&av, "json");
-  rc = kubectl_run(&av, NULL, &json, err);
+  struct k8s_job j;
+  int rc = k8s_job_parse("-", cfg, &j, err);
+  if (rc == 0) {
+    const char *args[] = {
+        "get", mu_k8s_resource(j.api), "-l", "app.kubernetes.io/managed-by=muster", "-o", "json",
+        NULL};
+    rc = kubectl_call(&j, cfg, args, NULL, &json, err);
+  }
   if (rc == 0)
-    rc = mu_k8s_parse_list(mu_buf_str(&json), ns ? ns : "default", out, n, err);
-  mu_strvec_release(&av);
+    rc = mu_k8s_parse_list(mu_buf_str(&json), j.ns, out, n, err);
+  if (rc == 0)
+    list_reasons(&j, cfg, *out, *n);
+  k8s_job_release(&j);
   mu_buf_release(&json);
   return rc;
 }
 
 static int k8s_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_buf *err)
 {
-  return kubectl_on_job(app_id, cfg, "delete", NULL, NULL, err);
+  struct k8s_job j;
+  int rc = k8s_job_parse(app_id, cfg, &j, err);
+  if (rc == 0)
+    rc = kubectl_on_job(&j, cfg, "delete", 0, NULL, err);
+  k8s_job_release(&j);
+  return rc;
 }
 
-static int k8s_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                   int follow, long tail, int out_fd, const struct mu_cfg *cfg, struct mu_buf *err)
-{
-  struct mu_strvec av = MU_STRVEC_INIT;
-  struct mu_buf eb = MU_BUF_INIT(MU_EXEC_STDERR_MAX);
-  char *name = NULL, *task = NULL, *pod = NULL, *missing = NULL;
-  int rc = kubectl_for_app(app_id, cfg, &av, &name, err), status = -1;
+/* ---------------------------------------------------------------------------------------------
+ * Logs
+ */
 
-  (void)s; /* a pod has one combined stream */
-  if (rc != 0)
-    goto out;
-  if (role == NULL || replica < 0) {
-    /* Every replica (of the role): one `kubectl logs` each, lines prefixed role/replica. */
-    rc = mu_sched_log_fanout(&mu_sched_kubernetes, app_id, role, replica, s, follow, tail, out_fd,
-                             cfg, err);
-    goto out;
+/* The pod of one replica: a Volcano pod's name is known (<job>-<task>-0); a JobSet's Job names
+ * its pod with a random suffix, so it is looked up among the job's pods.
+ * Returns: 0, or MU_ENOENT / kubectl's error in err. Ownership: *pod is the caller's. */
+static int replica_pod(const struct k8s_job *j, const struct mu_cfg *cfg, const char *role,
+                       long replica, char **pod, struct mu_buf *err)
+{
+  struct mu_buf pods = MU_BUF_INIT(K8S_OUT_MAX);
+  int rc = 0;
+  *pod = NULL;
+  if (j->api == MU_K8S_VOLCANO) {
+    char *task = mu_k8s_task_name(role, replica);
+    *pod = mu_asprintf("%s-%s-0", j->name, task);
+    mu_free(task);
+    return 0;
   }
-  task = mu_k8s_task_name(role, replica);
-  pod = mu_asprintf("%s-%s-0", name, task);
-  mu_strvec_push(&av, "logs");
-  mu_strvec_push(&av, pod);
-  if (follow)
-    mu_strvec_push(&av, "-f");
-  if (tail > 0) /* 0 means the whole log, as for the other schedulers (kubectl: every line) */
-    mu_strvec_pushf(&av, "--tail=%ld", tail);
-  rc = mu_exec_to_fd(av.v, out_fd, &eb, &status);
-  if (rc == MU_ENOENT) {
-    missing = kubectl_missing(av.v[0]);
-    mu_buf_puts(err, missing);
-  } else if (rc == 0 && status != 0) {
-    mu_buf_printf(err, "kubectl logs %s failed (exit %d): %s", pod, status,
-                  mu_exec_chomp(eb.data ? eb.data : (char *)""));
-    rc = strstr(mu_buf_str(&eb), "NotFound") ? MU_ENOENT : MU_EIO;
+  rc = get_pods(j, cfg, &pods, err);
+  if (rc == 0)
+    *pod = mu_k8s_pod_name(mu_buf_str(&pods), j->name, role, replica);
+  if (rc == 0 && *pod == NULL) {
+    mu_buf_printf(err, "%s/%ld of %s has no pod (yet); 'muster status' says why", role, replica,
+                  j->name);
+    rc = MU_ENOENT;
   }
-out:
-  mu_strvec_release(&av);
-  mu_buf_release(&eb);
-  mu_free(missing);
-  mu_free(name);
-  mu_free(task);
-  mu_free(pod);
+  mu_buf_release(&pods);
+  return rc;
+}
+
+/* kubectl [--context C] -n NS logs POD [-f] [--tail=N] [--previous] [--since=D|--since-time=T] */
+static void logs_argv(struct mu_strvec *av, const struct k8s_job *j, const struct mu_cfg *cfg,
+                      const char *pod, const struct mu_log_opts *o)
+{
+  kubectl_argv(av, cfg, j->ns);
+  mu_strvec_push(av, "logs");
+  mu_strvec_push(av, pod);
+  if (o->follow)
+    mu_strvec_push(av, "-f");
+  if (o->tail > 0) /* 0 means the whole log, as for the other schedulers (kubectl: every line) */
+    mu_strvec_pushf(av, "--tail=%ld", o->tail);
+  if (o->previous)
+    mu_strvec_push(av, "--previous");
+  if (o->since != NULL && strchr(o->since, 'T') != NULL)
+    mu_strvec_pushf(av, "--since-time=%s", o->since);
+  else if (o->since != NULL)
+    mu_strvec_pushf(av, "--since=%s", o->since);
+}
+
+/* Whether kubectl's words say the pod has not started its container yet (or has none yet). */
+static int not_started(const char *why)
+{
+  return strstr(why, "is waiting to start") != NULL || strstr(why, "has no pod (yet)") != NULL ||
+         strstr(why, "PodInitializing") != NULL || strstr(why, "ContainerCreating") != NULL;
+}
+
+/* Whether the job has ended (or cannot be read any more): following stops waiting then. */
+static int job_over(const struct k8s_job *j, const struct mu_cfg *cfg)
+{
+  struct mu_buf json = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
+  struct mu_app_status st;
+  int over = 1;
+  memset(&st, 0, sizeof(st));
+  if (kubectl_on_job(j, cfg, "get", 1, &json, &ignore) == 0 &&
+      (j->api == MU_K8S_JOBSET ? mu_k8s_parse_jobset_status(mu_buf_str(&json), "", &st, &ignore)
+                               : mu_k8s_parse_status(mu_buf_str(&json), "", &st, &ignore)) == 0)
+    over = mu_job_state_is_terminal(st.state);
+  mu_app_status_release(&st);
+  mu_buf_release(&json);
+  mu_buf_release(&ignore);
+  return over;
+}
+
+/* One replica's log through `kubectl logs`. Following a pod that has not started yet waits for
+ * it (kubectl would fail at once), while the job lasts. Returns: 0, MU_ENOENT (no such pod),
+ * MU_EIO with kubectl's words in err. */
+static int replica_log(const struct k8s_job *j, const struct mu_cfg *cfg, const char *role,
+                       long replica, const struct mu_log_opts *o, int out_fd, struct mu_buf *err)
+{
+  for (;;) {
+    struct mu_strvec av = MU_STRVEC_INIT;
+    struct mu_buf eb = MU_BUF_INIT(MU_EXEC_STDERR_MAX), why = MU_BUF_INIT(SIZE_MAX);
+    char *pod = NULL;
+    int status = -1, rc = replica_pod(j, cfg, role, replica, &pod, &why);
+    if (rc == 0) {
+      logs_argv(&av, j, cfg, pod, o);
+      rc = mu_exec_to_fd(av.v, out_fd, &eb, &status);
+      if (rc == MU_ENOENT) {
+        char *missing = kubectl_missing(av.v[0]);
+        mu_buf_puts(&why, missing);
+        mu_free(missing);
+      } else if (rc == 0 && status != 0) {
+        mu_buf_printf(&why, "kubectl logs %s failed (exit %d): %s", pod, status,
+                      mu_exec_chomp(eb.data ? eb.data : (char *)""));
+        rc = strstr(mu_buf_str(&eb), "NotFound") ? MU_ENOENT : MU_EIO;
+      }
+    }
+    int wait = rc != 0 && o->follow && not_started(mu_buf_str(&why)) && !job_over(j, cfg);
+    if (rc != 0 && !wait)
+      mu_buf_puts(err, mu_buf_str(&why));
+    mu_strvec_release(&av);
+    mu_buf_release(&eb);
+    mu_buf_release(&why);
+    mu_free(pod);
+    if (!wait)
+      return rc;
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static int k8s_log(const char *app_id, const char *role, long replica, const struct mu_log_opts *o,
+                   int out_fd, const struct mu_cfg *cfg, struct mu_buf *err)
+{
+  struct k8s_job j;
+  int rc = k8s_job_parse(app_id, cfg, &j, err);
+  if (rc == 0 && (role == NULL || replica < 0)) /* one `kubectl logs` per replica, prefixed */
+    rc = mu_sched_log_fanout(&mu_sched_kubernetes, app_id, role, replica, o, out_fd, cfg, err);
+  else if (rc == 0)
+    rc = replica_log(&j, cfg, role, replica, o, out_fd, err);
+  k8s_job_release(&j);
   return rc;
 }
 
 const struct mu_sched_ops mu_sched_kubernetes = {
     .name = "kubernetes",
-    .help = "Volcano Jobs on Kubernetes through kubectl (needs Volcano in the cluster)",
-    .rdzv_macro = "JOB-musterd-0.JOB:29400 (-cfg rdzv_port), the job's own musterd task, or the "
-                  "-cfg rdzv=HOST:PORT given: the manifest has the value",
+    .help = "Volcano Jobs or JobSets on Kubernetes through kubectl (-cfg api=volcano|jobset)",
+    .rdzv_macro = "JOB-musterd-0.JOB:29400 (a JobSet's JOB-musterd-0-0.JOB; -cfg rdzv_port), the "
+                  "job's own musterd task, or the -cfg rdzv=HOST:PORT given: the manifest has "
+                  "the value",
     .runopts = k8s_runopts,
     .dryrun = k8s_dryrun,
     .schedule = k8s_schedule,
@@ -351,5 +666,7 @@ const struct mu_sched_ops mu_sched_kubernetes = {
     .list = k8s_list,
     .cancel_existing = k8s_cancel,
     .log_open = k8s_log,
+    .log_caps = MU_SCHED_LOG_SINCE | MU_SCHED_LOG_PREVIOUS,
     .dryrun_free = k8s_dryrun_free,
+    .app_spec = k8s_app_spec,
 };

@@ -1,6 +1,7 @@
 /* The kubernetes scheduler's pure parts, exposed for the unit tests and `muster deploy`: the
- * renderer (kubernetes_render.c: job spec + cfg -> Volcano Job tree, the musterd container) and
- * the parsers (kubernetes_parse.c: `kubectl get -o json` output -> statuses and lists).
+ * renderers (kubernetes_render.c: job spec + cfg -> a Volcano Job, the pods both APIs share, the
+ * musterd container, the token Secret; kubernetes_jobset.c: the JobSet) and the parsers
+ * (kubernetes_parse.c: `kubectl get -o json` output -> statuses and lists).
  * kubernetes.c defines `mu_sched_kubernetes` on top of these, running kubectl.
  */
 #ifndef MU_KUBERNETES_H
@@ -15,6 +16,61 @@
 /* The port the job's own musterd listens on inside its pod (default of the rdzv_port
  * runopt). */
 #define MU_K8S_RDZV_PORT 29400
+
+/* Where the rendezvous token's Secret is mounted in the job's musterd and agent pods, and the
+ * file (its key "token") that musterd --token-file and MUSTER_RDZV_TOKEN_FILE name. */
+#define MU_K8S_TOKEN_DIR "/var/run/muster/rdzv"
+#define MU_K8S_TOKEN_FILE MU_K8S_TOKEN_DIR "/token"
+
+/* The annotation of a job's own object that holds the app as submitted (its JSON, job.h), which
+ * `muster describe` reads back; left out when the JSON would pass MU_K8S_APP_MAX bytes. */
+#define MU_K8S_APP_ANNOTATION "muster.dev/app"
+#define MU_K8S_APP_MAX (64 * 1024)
+
+/* The muster image's stand-in in a plan made without -cfg muster_image (a dryrun shows it and
+ * warns; a submission refuses it). */
+#define MU_K8S_IMAGE_PLACEHOLDER "<-cfg muster_image is not set>"
+
+/* The two shapes a job takes (-cfg api). */
+enum mu_k8s_api {
+  MU_K8S_VOLCANO = 0, /* batch.volcano.sh/v1alpha1 Job (the default) */
+  MU_K8S_JOBSET,      /* jobset.x-k8s.io/v1alpha2 JobSet */
+};
+
+/* "volcano" or "jobset"; the kubectl resource of the API's object ("jobs.batch.volcano.sh",
+ * "jobsets.jobset.x-k8s.io"). Ownership: static. */
+const char *mu_k8s_api_name(enum mu_k8s_api api);
+const char *mu_k8s_resource(enum mu_k8s_api api);
+
+/* Parses -cfg api (NULL or "" is volcano). Returns: 0, or MU_EINVAL with the choices in err. */
+int mu_k8s_api_parse(const char *s, enum mu_k8s_api *out, struct mu_buf *err);
+
+/* What muster submits for one job. */
+struct mu_k8s_plan {
+  cJSON *manifest; /* the Volcano Job or the JobSet */
+  enum mu_k8s_api api;
+  char *token_secret; /* the Secret of the job's rendezvous token, which muster creates when it
+                       * submits the job (never in the manifest); NULL when none */
+  int placeholder;    /* the manifest holds MU_K8S_IMAGE_PLACEHOLDER (muster_image unset) */
+};
+
+/* Renders the job for app: a Volcano Job or a JobSet (-cfg api). job_name is the metadata.name
+ * (see mu_k8s_job_name). Every missing required value is named at once; a missing muster image
+ * alone is not an error but MU_K8S_IMAGE_PLACEHOLDER with out->placeholder set.
+ * Returns: 0, or MU_EINVAL with a message naming the runopts or fields in err.
+ * Ownership: out is the caller's (mu_k8s_plan_release, also after an error). */
+int mu_k8s_plan(const struct mu_app *app, const struct mu_cfg *cfg, const char *job_name,
+                struct mu_k8s_plan *out, struct mu_buf *err);
+void mu_k8s_plan_release(struct mu_k8s_plan *p);
+
+/* Appends why the muster image is needed and how to make one (-cfg muster_image). */
+void mu_k8s_explain_muster_image(const struct mu_app *app, struct mu_buf *out);
+
+/* The Secret that carries a job's rendezvous token (stringData.token), labelled for the job;
+ * with owner_uid it is owned by the job's object (owner_api, owner_kind, named job) and deleted
+ * with it. Returns: a new object (cJSON_Delete). */
+cJSON *mu_k8s_token_secret(const char *name, const char *job, const char *token,
+                           const char *owner_api, const char *owner_kind, const char *owner_uid);
 
 /* A readiness or liveness probe: GET /healthz on port every period_s seconds; failures > 0
  * sets failureThreshold (else Kubernetes' default, 3). Returns: a new object (cJSON_Delete). */
@@ -36,9 +92,8 @@ int mu_k8s_name_ok(const char *s);
  * vanish). Returns: a new string; caller frees with mu_free(). */
 char *mu_k8s_normalize(const char *s);
 
-/* Renders the Volcano Job for app. job_name is the metadata.name (see mu_k8s_job_name).
- * Returns: 0, or MU_EINVAL with a message naming the runopt or field in err.
- * Ownership: *out is the caller's (cJSON_Delete). */
+/* mu_k8s_plan's manifest alone. Returns: as mu_k8s_plan. Ownership: *out is the caller's
+ * (cJSON_Delete). */
 int mu_k8s_render(const struct mu_app *app, const struct mu_cfg *cfg, const char *job_name,
                   cJSON **out, struct mu_buf *err);
 
@@ -53,6 +108,11 @@ int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **o
  * task name within 20 characters. Returns: caller frees with mu_free(). */
 char *mu_k8s_task_name(const char *role, long replica);
 
+/* A JobSet replicated job's name for a role of num_replicas: normalize(role), cut so that
+ * "<name>-<num_replicas - 1>" fits in 20 characters, as a Volcano task's name.
+ * Returns: caller frees with mu_free(). */
+char *mu_k8s_rjob_name(const char *role, long num_replicas);
+
 /* Volcano job phase and task phase -> app state (TorchX case 07). NULL -> UNKNOWN. */
 enum mu_job_state mu_k8s_job_state(const char *phase);
 enum mu_job_state mu_k8s_task_state(const char *phase);
@@ -63,8 +123,43 @@ enum mu_job_state mu_k8s_task_state(const char *phase);
 int mu_k8s_parse_status(const char *json, const char *app_id, struct mu_app_status *out,
                         struct mu_buf *err);
 
-/* Parses `kubectl get jobs.batch.volcano.sh -o json` (a List) into entries with app ids
- * "<namespace>:<name>". Returns: 0, or MU_EPARSE. Ownership: *out is the caller's
+/* Parses `kubectl get jobsets.jobset.x-k8s.io NAME -o json` into out (app_id copied): the
+ * JobSet's state (its Completed, Failed and Suspended conditions; RUNNING once a Job of a role is
+ * ready), restarts, and one PENDING replica per Job of each role (hostname
+ * <jobset>-<role>-<replica>-0), which mu_k8s_apply_pods() then reads from the pods.
+ * Returns: 0, or MU_EPARSE. Ownership: out's fields are the caller's (mu_app_status_release). */
+int mu_k8s_parse_jobset_status(const char *json, const char *app_id, struct mu_app_status *out,
+                               struct mu_buf *err);
+
+/* Reads the job's pods (`kubectl get pods -l app.kubernetes.io/instance=JOB -o json`) and, when
+ * not NULL, the namespace's Warning events about pods (`kubectl get events -o json`) into st:
+ * each replica's message (why it waits or how it failed: ImagePullBackOff, Unschedulable with
+ * the scheduler's words, OOMKilled, Evicted, preemption, exit codes; an event's reason and
+ * message when the pod's own status says nothing) and exit code, with set_states its state from
+ * the pod's phase (JobSet); st->reason, for a job that is not terminal, the first pod that
+ * cannot make progress ("role/replica: REASON: message", "musterd: ..." for the job's own
+ * musterd) and how many more cannot. st->app_id names the job (the part after its last ':').
+ * *failed gets the earliest failed pod's line (the root cause when no failure record is found),
+ * or NULL; *want_events is 1 when a waiting pod's reason is only in its events (read them and
+ * call again).
+ * Returns: 0, or MU_EPARSE. Ownership: *failed is the caller's (mu_free). */
+int mu_k8s_apply_pods(const char *pods, const char *events, int set_states,
+                      struct mu_app_status *st, char **failed, int *want_events,
+                      struct mu_buf *err);
+
+/* The name of replica (role, replica) of job's pod in pods (kubectl get pods -o json), the
+ * newest when there were several (replica -1: the job's musterd). Returns: a new string
+ * (mu_free), or NULL when there is no such pod. */
+char *mu_k8s_pod_name(const char *pods, const char *job, const char *role, long replica);
+
+/* The app as submitted, from the MU_K8S_APP_ANNOTATION of `kubectl get RESOURCE NAME -o json`.
+ * Returns: 0; MU_ENOENT when the job has none (another tool's, or too big), MU_EPARSE, with the
+ * reason in err. Ownership: *out is the caller's (mu_app_free). */
+int mu_k8s_parse_app(const char *json, struct mu_app **out, struct mu_buf *err);
+
+/* Parses `kubectl get jobs.batch.volcano.sh -o json` or `kubectl get jobsets.jobset.x-k8s.io
+ * -o json` (a List) into entries with app ids "<namespace>:<name>" (a JobSet's
+ * "<namespace>:jobset:<name>"). Returns: 0, or MU_EPARSE. Ownership: *out is the caller's
  * (mu_app_list_free). */
 int mu_k8s_parse_list(const char *json, const char *ns, struct mu_app_list_entry **out, size_t *n,
                       struct mu_buf *err);

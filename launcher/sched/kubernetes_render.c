@@ -24,7 +24,7 @@
 
 #include "alloc.h"
 #include "config.h"
-#include "kubernetes.h"
+#include "kubernetes_impl.h"
 #include "opts.h"
 
 #define K8S_TASK_MAX 20
@@ -73,6 +73,15 @@ char *mu_k8s_task_name(const char *role, long replica)
   return out;
 }
 
+char *mu_k8s_rjob_name(const char *role, long num_replicas)
+{
+  char idx[24];
+  char *base = mu_k8s_normalize(role);
+  snprintf(idx, sizeof idx, "-%ld", num_replicas > 0 ? num_replicas - 1 : 0);
+  cut(base, K8S_TASK_MAX - strlen(idx));
+  return base;
+}
+
 int mu_k8s_name_ok(const char *s)
 {
   size_t n = strlen(s), i;
@@ -102,6 +111,7 @@ int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **o
   static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
   const char *pin = getenv("MUSTER_APP_ID"), *sfx = getenv("MUSTER_APP_ID_SUFFIX");
   size_t maxtask = strlen("musterd"), i, budget, ntasks;
+  enum mu_k8s_api api;
   char suffix[13], digits[24], *base;
 
   *out = NULL;
@@ -149,6 +159,11 @@ int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **o
     ntasks += (size_t)app->roles[i].num_replicas;
   snprintf(digits, sizeof digits, "%zu", ntasks > 0 ? ntasks - 1 : 0);
   budget = K8S_NAME_MAX - 1 - maxtask - 1 - strlen(digits);
+  /* A JobSet's pod: <job>-<role>-<replica>-0-<5 random> (<role>-<replica> as a task name). */
+  if (mu_k8s_api_parse(mu_cfg_get(cfg, "api"), &api, err) != 0)
+    return MU_EINVAL;
+  if (api == MU_K8S_JOBSET)
+    budget = K8S_NAME_MAX - 1 - (maxtask > 9 ? maxtask : 9) - strlen("-0-abcde");
   base = mu_k8s_normalize(app->name ? app->name : "app");
   cut(base, budget - 1 - strlen(suffix));
   *out = mu_asprintf("%s%s%s", base, *base ? "-" : "", suffix);
@@ -242,74 +257,50 @@ static int is_effect(const char *s)
          strcmp(s, "NoExecute") == 0;
 }
 
-/* Tolerations: "key:value:Effect", "key:Effect", "key:value", "key", and kubectl's taint form
+/* One toleration: "key:value:Effect", "key:Effect", "key:value", "key", and kubectl's taint form
  * "key=value:Effect". ':' is the separator because -cfg reads '=' as the start of a new runopt;
- * neither label keys nor values can contain ':', so it is unambiguous. */
-static int parse_tolerations(const struct mu_cfg *cfg, cJSON **out, struct mu_buf *err)
+ * neither label keys nor values can contain ':', so it is unambiguous.
+ * Returns: the toleration, or NULL with the reason in err. Ownership: modifies key (an item of a
+ * list the caller owns); the result is the caller's. */
+static cJSON *parse_toleration(char *key, struct mu_buf *err)
 {
-  struct mu_strvec items = MU_STRVEC_INIT;
-  const char *s = mu_cfg_get(cfg, "tolerations");
-  cJSON *arr = NULL;
-  size_t i;
-  int rc = 0;
-
-  *out = NULL;
-  if (s == NULL)
-    return 0;
-  split_list(s, &items);
-  arr = cJSON_CreateArray();
-  for (i = 0; i < items.n; i++) {
-    char *key = items.v[i], *value = NULL, *effect = NULL, *c1, *c2;
-    char *item = mu_strdup(items.v[i]); /* for messages */
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddItemToArray(arr, t);
-    c1 = strchr(key, ':');
-    c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-    if (c1)
-      *c1 = '\0';
-    if (c2) {
-      *c2 = '\0';
-      value = c1 + 1;
-      effect = c2 + 1;
-    } else if (c1 && (is_effect(c1 + 1) || strchr(key, '=') != NULL)) {
-      effect = c1 + 1;
-    } else if (c1) {
-      value = c1 + 1;
-    }
-    if (value == NULL && strchr(key, '=') != NULL) {
-      value = strchr(key, '=') + 1;
-      value[-1] = '\0';
-    }
-    if (effect && !is_effect(effect)) {
-      mu_free(item);
-      mu_buf_printf(err,
-                    "-cfg tolerations: unknown effect '%s' for key '%s'; use NoSchedule, "
-                    "PreferNoSchedule or NoExecute",
-                    effect, key);
-      rc = MU_EINVAL;
-      goto out;
-    }
-    if (*key == '\0' || strchr(key, ':') || (value && strchr(value, ':'))) {
-      mu_buf_printf(err,
-                    "-cfg tolerations: '%s' has an empty key; write key=value:Effect (kubectl's "
-                    "form), key:value:Effect, key:Effect, key:value or key",
-                    item);
-      mu_free(item);
-      rc = MU_EINVAL;
-      goto out;
-    }
-    if (!label_key_ok(key) || (value && *value && !label_name_ok(value, strlen(value)))) {
-      int bad_key = !label_key_ok(key);
-      mu_buf_printf(err,
-                    "-cfg tolerations: '%s': %s '%s' is not a valid taint %s (at most 63 "
-                    "letters, digits, '-', '_' or '.', a letter or digit at both ends%s)",
-                    item, bad_key ? "key" : "value", bad_key ? key : value,
-                    bad_key ? "key" : "value", bad_key ? ", after an optional DNS prefix/" : "");
-      mu_free(item);
-      rc = MU_EINVAL;
-      goto out;
-    }
-    mu_free(item);
+  char *value = NULL, *effect = NULL, *c1 = strchr(key, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+  char *item = mu_strdup(key); /* for messages */
+  cJSON *t = NULL;
+  if (c1)
+    *c1 = '\0';
+  if (c2) {
+    *c2 = '\0';
+    value = c1 + 1;
+    effect = c2 + 1;
+  } else if (c1 && (is_effect(c1 + 1) || strchr(key, '=') != NULL)) {
+    effect = c1 + 1;
+  } else if (c1) {
+    value = c1 + 1;
+  }
+  if (value == NULL && strchr(key, '=') != NULL) {
+    value = strchr(key, '=') + 1;
+    value[-1] = '\0';
+  }
+  if (effect && !is_effect(effect)) {
+    mu_buf_printf(err,
+                  "-cfg tolerations: unknown effect '%s' for key '%s'; use NoSchedule, "
+                  "PreferNoSchedule or NoExecute",
+                  effect, key);
+  } else if (*key == '\0' || strchr(key, ':') || (value && strchr(value, ':'))) {
+    mu_buf_printf(err,
+                  "-cfg tolerations: '%s' has an empty key; write key=value:Effect (kubectl's "
+                  "form), key:value:Effect, key:Effect, key:value or key",
+                  item);
+  } else if (!label_key_ok(key) || (value && *value && !label_name_ok(value, strlen(value)))) {
+    int bad_key = !label_key_ok(key);
+    mu_buf_printf(err,
+                  "-cfg tolerations: '%s': %s '%s' is not a valid taint %s (at most 63 "
+                  "letters, digits, '-', '_' or '.', a letter or digit at both ends%s)",
+                  item, bad_key ? "key" : "value", bad_key ? key : value, bad_key ? "key" : "value",
+                  bad_key ? ", after an optional DNS prefix/" : "");
+  } else {
+    t = cJSON_CreateObject();
     cJSON_AddStringToObject(t, "key", key);
     cJSON_AddStringToObject(t, "operator", value ? "Equal" : "Exists");
     if (value)
@@ -317,140 +308,36 @@ static int parse_tolerations(const struct mu_cfg *cfg, cJSON **out, struct mu_bu
     if (effect)
       cJSON_AddStringToObject(t, "effect", effect);
   }
-out:
+  mu_free(item);
+  return t;
+}
+
+/* The tolerations runopt, ';'-separated items (parse_toleration). Returns: 0 (*out NULL when
+ * the runopt is unset), or MU_EINVAL with the reason in err. Ownership: *out is the caller's. */
+static int parse_tolerations(const struct mu_cfg *cfg, cJSON **out, struct mu_buf *err)
+{
+  struct mu_strvec items = MU_STRVEC_INIT;
+  const char *s = mu_cfg_get(cfg, "tolerations");
+  int rc = 0;
+
+  *out = NULL;
+  if (s == NULL)
+    return 0;
+  split_list(s, &items);
+  *out = cJSON_CreateArray();
+  for (size_t i = 0; i < items.n && rc == 0; i++) {
+    cJSON *t = parse_toleration(items.v[i], err);
+    if (t == NULL)
+      rc = MU_EINVAL;
+    else
+      cJSON_AddItemToArray(*out, t);
+  }
   mu_strvec_release(&items);
-  if (rc != 0)
-    cJSON_Delete(arr);
-  else
-    *out = arr;
+  if (rc != 0) {
+    cJSON_Delete(*out);
+    *out = NULL;
+  }
   return rc;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * The Volcano Job
- */
-
-struct render_ctx {
-  const struct mu_app *app;
-  const struct mu_cfg *cfg;
-  const char *job;
-  char *rdzv;          /* ${rdzv_endpoint}, NULL when none */
-  char *rank0_other;   /* VC_<ROLE0>_0_HOSTS */
-  cJSON *node_sel;     /* from cfg */
-  cJSON *tolerations;  /* from cfg, NULL when none */
-  cJSON *pull_secrets; /* from cfg, NULL when none */
-  cJSON *labels;       /* from cfg */
-  cJSON *annotations;  /* from cfg */
-};
-
-static void add_fmt(cJSON *o, const char *key, const char *fmt, long v)
-{
-  char b[48];
-  snprintf(b, sizeof b, fmt, v);
-  cJSON_AddStringToObject(o, key, b);
-}
-
-static void merge_strings(cJSON *dst, const cJSON *src)
-{
-  const cJSON *c;
-  cJSON_ArrayForEach(c, src)
-  {
-    cJSON_DeleteItemFromObjectCaseSensitive(dst, c->string);
-    cJSON_AddStringToObject(dst, c->string, c->valuestring);
-  }
-}
-
-static char *subst(const struct render_ctx *x, const char *s, long ri, long k)
-{
-  char rid[24], nrep[24];
-  struct mu_macros m = {0};
-
-  snprintf(rid, sizeof rid, "%ld", k);
-  snprintf(nrep, sizeof nrep, "%ld", x->app->roles[ri].num_replicas);
-  m.app_id = x->job;
-  m.replica_id = rid;
-  m.img_root = "";
-  m.rank0_env = (ri == 0 && k == 0) ? K8S_RANK0_ENV : x->rank0_other;
-  m.rdzv_endpoint = x->rdzv;
-  m.num_replicas = nrep;
-  return mu_macros_apply(&m, s);
-}
-
-static cJSON *pod_labels(const struct render_ctx *x, const char *role, long ri, long k)
-{
-  cJSON *l = cJSON_CreateObject();
-  char *v;
-
-  v = label_value(x->app->name ? x->app->name : "");
-  cJSON_AddStringToObject(l, "app.kubernetes.io/instance", x->job);
-  cJSON_AddStringToObject(l, "app.kubernetes.io/managed-by", "muster");
-  cJSON_AddStringToObject(l, "app.kubernetes.io/name", v);
-  cJSON_AddStringToObject(l, "torchx.pytorch.org/app-name", v);
-  mu_free(v);
-  add_fmt(l, "torchx.pytorch.org/replica-id", "%ld", k);
-  add_fmt(l, "torchx.pytorch.org/role-index", "%ld", ri);
-  v = label_value(role);
-  cJSON_AddStringToObject(l, "torchx.pytorch.org/role-name", v);
-  mu_free(v);
-  cJSON_AddStringToObject(l, "torchx.pytorch.org/version", MU_VERSION);
-  merge_strings(l, x->labels);
-  return l;
-}
-
-static cJSON *pod_annotations(const struct render_ctx *x)
-{
-  cJSON *a = cJSON_CreateObject();
-  cJSON_AddStringToObject(a, "sidecar.istio.io/inject", "false");
-  merge_strings(a, x->annotations);
-  return a;
-}
-
-/* Fills the pod spec fields shared by worker and musterd pods. */
-static void pod_common(const struct render_ctx *x, cJSON *spec)
-{
-  const char *sa = mu_cfg_get(x->cfg, "service_account");
-  if (sa)
-    cJSON_AddStringToObject(spec, "serviceAccountName", sa);
-  if (x->tolerations)
-    cJSON_AddItemToObject(spec, "tolerations", cJSON_Duplicate(x->tolerations, 1));
-  if (x->pull_secrets)
-    cJSON_AddItemToObject(spec, "imagePullSecrets", cJSON_Duplicate(x->pull_secrets, 1));
-}
-
-static char *role_image(const struct render_ctx *x, const struct mu_role *r)
-{
-  const char *repo = mu_cfg_get(x->cfg, "image_repo");
-  const char *img = r->image ? r->image : "";
-  if (repo && strncmp(img, "sha256:", 7) == 0)
-    return mu_asprintf("%s:%s", repo, img + 7);
-  return mu_strdup(img);
-}
-
-/* Volcano's retry policy of one replica's task: TorchX's mapping of the role's retry_policy. */
-static void task_retries(cJSON *task, const struct mu_role *r)
-{
-  static const char *const app_events[] = {"PodEvicted", "PodFailed", NULL};
-  static const char *const role_events[] = {"PodFailed", NULL};
-  const char *const *events = NULL;
-  const char *action = NULL;
-  if (r->max_retries <= 0)
-    return;
-  cJSON_AddNumberToObject(task, "maxRetry", (double)r->max_retries);
-  cJSON *arr = cJSON_AddArrayToObject(task, "policies");
-  if (r->retry_policy == MU_RETRY_APPLICATION) {
-    events = app_events;
-    action = "RestartJob";
-  } else if (r->retry_policy == MU_RETRY_ROLE) {
-    /* TorchX has no mapping (KeyError); restarting this replica's task is the closest. */
-    events = role_events;
-    action = "RestartTask";
-  }
-  for (size_t i = 0; events != NULL && events[i] != NULL; i++) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "action", action);
-    cJSON_AddStringToObject(o, "event", events[i]);
-    cJSON_AddItemToArray(arr, o);
-  }
 }
 
 /* A role whose entrypoint is `muster` (dist.ddp's --launcher muster) runs the portable agent
@@ -479,9 +366,482 @@ static int runs_agent(const struct mu_role *r)
   return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The render context: required values, runopts
+ */
+
+static const char *const api_names[] = {"volcano", "jobset"};
+static const char *const api_resources[] = {"jobs.batch.volcano.sh", "jobsets.jobset.x-k8s.io"};
+
+const char *mu_k8s_api_name(enum mu_k8s_api api)
+{
+  return api_names[api];
+}
+
+const char *mu_k8s_resource(enum mu_k8s_api api)
+{
+  return api_resources[api];
+}
+
+int mu_k8s_api_parse(const char *s, enum mu_k8s_api *out, struct mu_buf *err)
+{
+  for (size_t i = 0; i < sizeof(api_names) / sizeof(api_names[0]); i++)
+    if (s == NULL || *s == '\0' || strcmp(s, api_names[i]) == 0) {
+      *out = s == NULL || *s == '\0' ? MU_K8S_VOLCANO : (enum mu_k8s_api)i;
+      return 0;
+    }
+  mu_buf_printf(err,
+                "-cfg api='%s' is not known; use volcano (a Volcano Job) or jobset (a JobSet, "
+                "jobset.x-k8s.io/v1alpha2)",
+                s);
+  return MU_EINVAL;
+}
+
+/* Whether any role of app runs `muster agent`. */
+static int app_runs_agent(const struct mu_app *app)
+{
+  for (size_t i = 0; i < app->nroles; i++)
+    if (runs_agent(&app->roles[i]))
+      return 1;
+  return 0;
+}
+
+void mu_k8s_explain_muster_image(const struct mu_app *app, struct mu_buf *out)
+{
+  mu_buf_printf(out,
+                "-cfg muster_image: required: the job runs %s from the muster image. Build and "
+                "push it once (scripts/build-image.sh --push docker://REGISTRY/muster:%s, "
+                "docs/kubernetes.md), then -cfg muster_image=REGISTRY/muster:%s (or set it in "
+                ".musterconfig [kubernetes])",
+                app_runs_agent(app) ? "`muster agent` (copied into each pod by an init container)"
+                                    : "the job's own musterd",
+                MU_VERSION, MU_VERSION);
+}
+
+/* Every value the manifest cannot do without, checked together so that one run names them all:
+ * each role's image, the Volcano queue, and (only alongside another: alone, a dryrun shows the
+ * plan with a placeholder) the muster image. Returns: 0, or MU_EINVAL with every missing value
+ * and how to give it in err. */
+static int check_required(const struct mu_k8s_ctx *x, struct mu_buf *err)
+{
+  const char *queue = mu_cfg_get(x->cfg, "queue"), *mi = mu_cfg_get(x->cfg, "muster_image");
+  struct mu_strvec miss = MU_STRVEC_INIT;
+  int volcano = x->api == MU_K8S_VOLCANO && strcmp(x->sched, "volcano") == 0;
+  for (size_t i = 0; i < x->app->nroles; i++)
+    if (x->app->roles[i].image == NULL || x->app->roles[i].image[0] == '\0')
+      mu_strvec_pushf(&miss,
+                      "roles[%zu].image: required on kubernetes (the container image to run); "
+                      "set it with the component's --image",
+                      i);
+  if (volcano && (queue == NULL || *queue == '\0'))
+    mu_strvec_push(&miss, "-cfg queue: required with the Volcano scheduler; name the Volcano "
+                          "queue (e.g. -cfg queue=default), or use -cfg "
+                          "scheduler_name=default-scheduler, or -cfg api=jobset");
+  if (miss.n > 0 && (app_runs_agent(x->app) || x->own_rdzv) && (mi == NULL || *mi == '\0')) {
+    struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+    mu_k8s_explain_muster_image(x->app, &b);
+    mu_strvec_push(&miss, mu_buf_str(&b));
+    mu_buf_release(&b);
+  }
+  if (miss.n == 1)
+    mu_buf_puts(err, miss.v[0]);
+  else if (miss.n > 1)
+    mu_buf_printf(err, "%zu required values are missing:", miss.n);
+  for (size_t i = 0; miss.n > 1 && i < miss.n; i++)
+    mu_buf_printf(err, "\n  - %s", miss.v[i]);
+  int rc = miss.n > 0 ? MU_EINVAL : 0;
+  mu_strvec_release(&miss);
+  return rc;
+}
+
+/* The rendezvous of the job: ${rdzv_endpoint}, the port and the job's own musterd. */
+static int ctx_rdzv(struct mu_k8s_ctx *x, struct mu_buf *err)
+{
+  const char *ps = mu_cfg_get(x->cfg, "rdzv_port");
+  struct mu_rdzv_choice rz;
+  x->port = MU_K8S_RDZV_PORT;
+  if (ps && (mu_parse_long(ps, 1, 65535, &x->port) != 0)) {
+    mu_buf_printf(err, "-cfg rdzv_port: '%s' is not a port number (1-65535)", ps);
+    return MU_EINVAL;
+  }
+  if (mu_cfg_rdzv(x->cfg, x->app, &rz, err) != 0)
+    return MU_EINVAL;
+  x->own_rdzv = rz.own;
+  if (rz.endpoint != NULL)
+    x->rdzv = rz.endpoint;
+  else if (x->own_rdzv && x->api == MU_K8S_JOBSET)
+    x->rdzv = mu_asprintf("%s-musterd-0-0.%s:%ld", x->job, x->job, x->port);
+  else if (x->own_rdzv)
+    x->rdzv = mu_asprintf("%s-musterd-0.%s:%ld", x->job, x->job, x->port);
+  return 0;
+}
+
+/* Whether every role that reaches the rendezvous (mentions ${rdzv_endpoint}) does it through
+ * `muster agent`, which sends the job's token: torchrun's etcd and c10d clients carry none. */
+static int rdzv_users_are_agents(const struct mu_app *app)
+{
+  for (size_t i = 0; i < app->nroles; i++) {
+    const struct mu_role *r = &app->roles[i];
+    struct mu_app one = {.name = app->name, .roles = (struct mu_role *)r, .nroles = 1};
+    if (mu_app_mentions(&one, "${rdzv_endpoint}") && !runs_agent(r))
+      return 0;
+  }
+  return 1;
+}
+
+/* The rendezvous token: a Secret the user names (rdzv_token_secret), else, when the job runs
+ * its own musterd and only agents use it, one muster creates when it submits the job. */
+static void ctx_token(struct mu_k8s_ctx *x)
+{
+  const char *user = mu_cfg_get(x->cfg, "rdzv_token_secret");
+  if (user != NULL && *user != '\0') {
+    x->token_secret = mu_strdup(user);
+  } else if (x->own_rdzv && rdzv_users_are_agents(x->app)) {
+    x->token_secret = mu_asprintf("%s-rdzv-token", x->job);
+    x->token_is_ours = 1;
+  }
+}
+
+/* The runopts that become objects (node selector, labels, annotations, tolerations, pull
+ * secrets). Returns: 0, or MU_EINVAL naming the runopt. */
+static int ctx_objects(struct mu_k8s_ctx *x, struct mu_buf *err)
+{
+  struct mu_strvec secrets = MU_STRVEC_INIT;
+  int rc;
+  x->node_sel = cJSON_CreateObject();
+  x->labels = cJSON_CreateObject();
+  x->annotations = cJSON_CreateObject();
+  rc = map_into(x->cfg, "node_selector", x->node_sel, err);
+  if (rc == 0)
+    rc = map_into(x->cfg, "labels", x->labels, err);
+  if (rc == 0)
+    rc = map_into(x->cfg, "annotations", x->annotations, err);
+  if (rc == 0)
+    rc = parse_tolerations(x->cfg, &x->tolerations, err);
+  if (rc == 0 && mu_cfg_get(x->cfg, "image_pull_secret")) {
+    split_list(mu_cfg_get(x->cfg, "image_pull_secret"), &secrets);
+    x->pull_secrets = cJSON_CreateArray();
+    for (size_t i = 0; i < secrets.n; i++) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "name", secrets.v[i]);
+      cJSON_AddItemToArray(x->pull_secrets, o);
+    }
+  }
+  mu_strvec_release(&secrets);
+  return rc;
+}
+
+/* ${rank0_env}: TorchX's name of the variable that holds rank 0's host. Volcano: role 0
+ * replica 0 gets TORCHX_RANK0_HOST=localhost, the others read Volcano's env plugin variable
+ * VC_<ROLE0>_0_HOSTS. JobSet: every pod gets TORCHX_RANK0_HOST, the DNS name of role 0's first
+ * pod through the JobSet's headless service. */
+static void ctx_rank0(struct mu_k8s_ctx *x)
+{
+  char *r0 = mu_k8s_task_name(x->app->roles[0].name, 0);
+  if (x->api == MU_K8S_JOBSET) {
+    char *role = mu_k8s_rjob_name(x->app->roles[0].name, x->app->roles[0].num_replicas);
+    x->rank0_env = mu_strdup(K8S_RANK0_ENV);
+    x->rank0_host = mu_asprintf("%s-%s-0-0.%s", x->job, role, x->job);
+    mu_free(role);
+  } else {
+    for (size_t i = 0; r0[i]; i++)
+      r0[i] = r0[i] == '-' ? '_' : (char)toupper((unsigned char)r0[i]);
+    x->rank0_env = mu_asprintf("VC_%s_HOSTS", r0);
+  }
+  mu_free(r0);
+}
+
+int mu_k8s_ctx_init(struct mu_k8s_ctx *x, const struct mu_app *app, const struct mu_cfg *cfg,
+                    const char *job, struct mu_buf *err)
+{
+  const char *mi = mu_cfg_get(cfg, "muster_image"), *sched = mu_cfg_get(cfg, "scheduler_name");
+  const char *queue = mu_cfg_get(cfg, "queue");
+  int rc;
+  memset(x, 0, sizeof(*x));
+  x->app = app;
+  x->cfg = cfg;
+  x->job = job;
+  if (app->nroles == 0) {
+    mu_buf_puts(err, "app has no roles; a component must define at least one");
+    return MU_EINVAL;
+  }
+  rc = mu_k8s_api_parse(mu_cfg_get(cfg, "api"), &x->api, err);
+  if (rc == 0 && x->api == MU_K8S_JOBSET && queue != NULL && *queue != '\0') {
+    mu_buf_printf(err,
+                  "-cfg queue=%s: a Volcano queue, which a JobSet has no place for; with "
+                  "api=jobset name a Kueue LocalQueue with -cfg kueue_queue=%s (or unset queue "
+                  "with -cfg queue=None)",
+                  queue, queue);
+    rc = MU_EINVAL;
+  }
+  if (rc != 0)
+    return rc;
+  x->sched = sched != NULL && *sched != '\0' ? sched : x->api == MU_K8S_VOLCANO ? "volcano" : NULL;
+  rc = ctx_rdzv(x, err);
+  if (rc == 0)
+    rc = check_required(x, err);
+  if (rc == 0)
+    rc = ctx_objects(x, err);
+  if (rc != 0)
+    return rc;
+  x->placeholder = mi == NULL || *mi == '\0';
+  x->muster_image = x->placeholder ? MU_K8S_IMAGE_PLACEHOLDER : mi;
+  ctx_token(x);
+  ctx_rank0(x);
+  return 0;
+}
+
+void mu_k8s_ctx_release(struct mu_k8s_ctx *x)
+{
+  cJSON_Delete(x->node_sel);
+  cJSON_Delete(x->labels);
+  cJSON_Delete(x->annotations);
+  cJSON_Delete(x->tolerations);
+  cJSON_Delete(x->pull_secrets);
+  mu_free(x->rdzv);
+  mu_free(x->rank0_env);
+  mu_free(x->rank0_host);
+  mu_free(x->token_secret);
+  memset(x, 0, sizeof(*x));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Values, labels, annotations
+ */
+
+static void add_fmt(cJSON *o, const char *key, const char *fmt, long v)
+{
+  char b[48];
+  snprintf(b, sizeof b, fmt, v);
+  cJSON_AddStringToObject(o, key, b);
+}
+
+static void merge_strings(cJSON *dst, const cJSON *src)
+{
+  const cJSON *c;
+  cJSON_ArrayForEach(c, src)
+  {
+    cJSON_DeleteItemFromObjectCaseSensitive(dst, c->string);
+    cJSON_AddStringToObject(dst, c->string, c->valuestring);
+  }
+}
+
+/* Kubernetes expands $(VAR) in a container's command, args and env values and turns $$ into $;
+ * muster's values are literal, so every '$' before '(' or '$' is doubled: the process gets
+ * exactly the string the user gave. Returns: a new string (mu_free). */
+static char *k8s_literal(const char *s)
+{
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  for (const char *p = s; *p; p++) {
+    if (*p == '$' && (p[1] == '(' || p[1] == '$'))
+      mu_buf_putc(&b, '$');
+    mu_buf_putc(&b, *p);
+  }
+  return mu_buf_detach(&b);
+}
+
+/* A JobSet replica's index, as the $(VAR) reference Kubernetes expands in place. */
+#define K8S_REPLICA_VAR "MUSTER_REPLICA_ID"
+#define K8S_REPLICA_MARK "\001muster-replica-id\001"
+
+/* s with the macros of replica k of role ri applied, as a literal for a container (k8s_literal).
+ * k < 0 (a JobSet's shared template): ${replica_id} becomes $(MUSTER_REPLICA_ID).
+ * Returns: a new string (mu_free). */
+static char *subst(const struct mu_k8s_ctx *x, const char *s, long ri, long k)
+{
+  char rid[24], nrep[24], *applied, *lit;
+  const char *p, *mark;
+  struct mu_macros m = {0};
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+
+  snprintf(rid, sizeof rid, "%ld", k);
+  snprintf(nrep, sizeof nrep, "%ld", x->app->roles[ri].num_replicas);
+  m.app_id = x->job;
+  m.replica_id = k >= 0 ? rid : K8S_REPLICA_MARK;
+  m.img_root = "";
+  m.rank0_env = (x->api == MU_K8S_VOLCANO && ri == 0 && k == 0) ? K8S_RANK0_ENV : x->rank0_env;
+  m.rdzv_endpoint = x->rdzv;
+  m.num_replicas = nrep;
+  applied = mu_macros_apply(&m, s);
+  lit = k8s_literal(applied);
+  mu_free(applied);
+  for (p = lit; (mark = strstr(p, K8S_REPLICA_MARK)) != NULL; p = mark + strlen(K8S_REPLICA_MARK)) {
+    mu_buf_append(&b, p, (size_t)(mark - p));
+    mu_buf_puts(&b, "$(" K8S_REPLICA_VAR ")");
+  }
+  mu_buf_puts(&b, p);
+  mu_free(lit);
+  return mu_buf_detach(&b);
+}
+
+/* TorchX's labels of a replica's pod (JobSet: the replica id is JobSet's job-index label). */
+static cJSON *pod_labels(const struct mu_k8s_ctx *x, const char *role, long ri, long k)
+{
+  cJSON *l = cJSON_CreateObject();
+  char *v;
+
+  v = label_value(x->app->name ? x->app->name : "");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/instance", x->job);
+  cJSON_AddStringToObject(l, "app.kubernetes.io/managed-by", "muster");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/name", v);
+  cJSON_AddStringToObject(l, "torchx.pytorch.org/app-name", v);
+  mu_free(v);
+  if (k >= 0)
+    add_fmt(l, "torchx.pytorch.org/replica-id", "%ld", k);
+  add_fmt(l, "torchx.pytorch.org/role-index", "%ld", ri);
+  v = label_value(role);
+  cJSON_AddStringToObject(l, "torchx.pytorch.org/role-name", v);
+  mu_free(v);
+  cJSON_AddStringToObject(l, "torchx.pytorch.org/version", MU_VERSION);
+  merge_strings(l, x->labels);
+  return l;
+}
+
+static cJSON *pod_annotations(const struct mu_k8s_ctx *x)
+{
+  cJSON *a = cJSON_CreateObject();
+  cJSON_AddStringToObject(a, "sidecar.istio.io/inject", "false");
+  merge_strings(a, x->annotations);
+  return a;
+}
+
+/* The app as submitted, for `muster describe`: its JSON (job.h) on one line, with the job's name
+ * and its rendezvous endpoint in place of ${app_id} and ${rdzv_endpoint}; NULL when it would
+ * pass MU_K8S_APP_MAX (annotations share 256 KiB). Returns: a new string (mu_free), or NULL. */
+static char *app_annotation(const struct mu_k8s_ctx *x)
+{
+  struct mu_buf js = MU_BUF_INIT(SIZE_MAX), a = MU_BUF_INIT(SIZE_MAX), b = MU_BUF_INIT(SIZE_MAX);
+  char *line, *out = NULL;
+  mu_app_to_json(x->app, &js);
+  cJSON *tree = cJSON_Parse(mu_buf_str(&js));
+  line = cJSON_PrintUnformatted(tree);
+  mu_buf_put_replaced(&a, line ? line : "{}", "${app_id}", x->job);
+  mu_buf_put_replaced(&b, mu_buf_str(&a), "${rdzv_endpoint}",
+                      x->rdzv ? x->rdzv : "${rdzv_endpoint}");
+  if (b.len <= MU_K8S_APP_MAX)
+    out = mu_buf_detach(&b);
+  cJSON_free(line);
+  cJSON_Delete(tree);
+  mu_buf_release(&js);
+  mu_buf_release(&a);
+  mu_buf_release(&b);
+  return out;
+}
+
+cJSON *mu_k8s_object_meta(const struct mu_k8s_ctx *x)
+{
+  cJSON *meta = cJSON_CreateObject(), *l;
+  const char *kq = mu_cfg_get(x->cfg, "kueue_queue");
+  char *v = label_value(x->app->name ? x->app->name : "");
+  cJSON_AddStringToObject(meta, "name", x->job);
+  l = cJSON_AddObjectToObject(meta, "labels");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/managed-by", "muster");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/name", v);
+  mu_free(v);
+  if (kq)
+    cJSON_AddStringToObject(l, "kueue.x-k8s.io/queue-name", kq);
+  merge_strings(l, x->labels);
+  cJSON *a = cJSON_AddObjectToObject(meta, "annotations");
+  char *app = app_annotation(x);
+  if (app != NULL)
+    cJSON_AddStringToObject(a, MU_K8S_APP_ANNOTATION, app);
+  mu_free(app);
+  merge_strings(a, x->annotations);
+  if (a->child == NULL)
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "annotations");
+  return meta;
+}
+
+long mu_k8s_job_retries(const struct mu_app *app)
+{
+  long min_retry = -1, min_all = -1;
+  for (size_t i = 0; i < app->nroles; i++) {
+    const struct mu_role *r = &app->roles[i];
+    if (min_all < 0 || r->max_retries < min_all)
+      min_all = r->max_retries;
+    if (r->retry_policy != MU_RETRY_REPLICA && (min_retry < 0 || r->max_retries < min_retry))
+      min_retry = r->max_retries;
+  }
+  min_retry = min_retry < 0 ? min_all : min_retry;
+  return min_retry > 0 ? min_retry : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Pods
+ */
+
+/* Fills the pod spec fields shared by worker and musterd pods. */
+static void pod_common(const struct mu_k8s_ctx *x, cJSON *spec)
+{
+  const char *sa = mu_cfg_get(x->cfg, "service_account");
+  const char *pc = mu_cfg_get(x->cfg, "priority_class");
+  if (x->api == MU_K8S_JOBSET && pc != NULL && *pc != '\0')
+    cJSON_AddStringToObject(spec, "priorityClassName", pc);
+  if (x->api == MU_K8S_JOBSET && x->sched != NULL)
+    cJSON_AddStringToObject(spec, "schedulerName", x->sched);
+  if (sa)
+    cJSON_AddStringToObject(spec, "serviceAccountName", sa);
+  if (x->tolerations)
+    cJSON_AddItemToObject(spec, "tolerations", cJSON_Duplicate(x->tolerations, 1));
+  if (x->pull_secrets)
+    cJSON_AddItemToObject(spec, "imagePullSecrets", cJSON_Duplicate(x->pull_secrets, 1));
+}
+
+static char *role_image(const struct mu_k8s_ctx *x, const struct mu_role *r)
+{
+  const char *repo = mu_cfg_get(x->cfg, "image_repo");
+  const char *img = r->image ? r->image : "";
+  if (repo && strncmp(img, "sha256:", 7) == 0)
+    return mu_asprintf("%s:%s", repo, img + 7);
+  return mu_strdup(img);
+}
+
+/* Appends {name, mountPath, readOnly} to mnts. */
+static void add_mount(cJSON *mnts, const char *name, const char *path, int ro)
+{
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "mountPath", path);
+  cJSON_AddStringToObject(o, "name", name);
+  if (ro >= 0)
+    cJSON_AddBoolToObject(o, "readOnly", ro);
+  cJSON_AddItemToArray(mnts, o);
+}
+
+/* Appends an env variable: value (a literal), or a valueFrom of kind ("fieldRef",
+ * "secretKeyRef", "configMapKeyRef") with its two fields. */
+static void add_env(cJSON *arr, const char *name, const char *value)
+{
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "name", name);
+  cJSON_AddStringToObject(o, "value", value);
+  cJSON_AddItemToArray(arr, o);
+}
+
+static void add_env_from(cJSON *arr, const char *name, const char *kind, const char *k1,
+                         const char *v1, const char *k2, const char *v2)
+{
+  cJSON *o = cJSON_CreateObject(), *ref;
+  cJSON_AddStringToObject(o, "name", name);
+  ref = cJSON_AddObjectToObject(cJSON_AddObjectToObject(o, "valueFrom"), kind);
+  if (k1)
+    cJSON_AddStringToObject(ref, k1, v1);
+  cJSON_AddStringToObject(ref, k2, v2);
+  cJSON_AddItemToArray(arr, o);
+}
+
+/* The rendezvous token's Secret as a read-only volume at MU_K8S_TOKEN_DIR (its key "token"). */
+static void token_volume(const struct mu_k8s_ctx *x, cJSON *spec, cJSON *mnts)
+{
+  cJSON *v = cJSON_CreateObject(), *src = cJSON_AddObjectToObject(v, "secret");
+  cJSON_AddStringToObject(v, "name", "rdzv-token");
+  cJSON_AddStringToObject(src, "secretName", x->token_secret);
+  cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(spec, "volumes"), v);
+  add_mount(mnts, "rdzv-token", MU_K8S_TOKEN_DIR, 1);
+}
+
 /* The init container (muster_image: `muster deploy agent` into the emptyDir), the emptyDir, and
  * its read-only mount at MU_K8S_AGENT_DIR in the training container. */
-static void agent_init(const struct render_ctx *x, cJSON *spec, cJSON *mnts)
+static void agent_init(const struct mu_k8s_ctx *x, cJSON *spec, cJSON *mnts)
 {
   cJSON *ic = cJSON_CreateObject(), *arr, *o;
   cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "initContainers"), ic);
@@ -490,66 +850,74 @@ static void agent_init(const struct render_ctx *x, cJSON *spec, cJSON *mnts)
   cJSON_AddItemToArray(arr, cJSON_CreateString("deploy"));
   cJSON_AddItemToArray(arr, cJSON_CreateString("agent"));
   cJSON_AddItemToArray(arr, cJSON_CreateString(MU_K8S_AGENT_COPY));
-  cJSON_AddStringToObject(ic, "image", mu_cfg_get(x->cfg, "muster_image"));
+  cJSON_AddStringToObject(ic, "image", x->muster_image);
   cJSON_AddStringToObject(ic, "name", MU_K8S_AGENT_VOLUME);
-  o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "mountPath", MU_K8S_AGENT_COPY);
-  cJSON_AddStringToObject(o, "name", MU_K8S_AGENT_VOLUME);
-  cJSON_AddItemToArray(cJSON_AddArrayToObject(ic, "volumeMounts"), o);
+  add_mount(cJSON_AddArrayToObject(ic, "volumeMounts"), MU_K8S_AGENT_VOLUME, MU_K8S_AGENT_COPY, -1);
   o = cJSON_CreateObject();
   cJSON_AddObjectToObject(o, "emptyDir");
   cJSON_AddStringToObject(o, "name", MU_K8S_AGENT_VOLUME);
-  cJSON_AddItemToArray(cJSON_GetObjectItem(spec, "volumes"), o);
-  o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "mountPath", MU_K8S_AGENT_DIR);
-  cJSON_AddStringToObject(o, "name", MU_K8S_AGENT_VOLUME);
-  cJSON_AddTrueToObject(o, "readOnly");
-  cJSON_AddItemToArray(mnts, o);
+  cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(spec, "volumes"), o);
+  add_mount(mnts, MU_K8S_AGENT_VOLUME, MU_K8S_AGENT_DIR, 1);
 }
 
 /* command: the entrypoint and args, macros applied for replica k of role ri. */
-static void container_command(const struct render_ctx *x, cJSON *ctr, long ri, long k)
+static void container_command(const struct mu_k8s_ctx *x, cJSON *ctr, long ri, long k)
 {
   const struct mu_role *r = &x->app->roles[ri];
   cJSON *arr = cJSON_AddArrayToObject(ctr, "command");
-  char *s = is_agent_token(r, -1) ? mu_strdup(MU_K8S_AGENT_DIR "/bin/muster")
-                                  : subst(x, r->entrypoint ? r->entrypoint : "", ri, k);
-  cJSON_AddItemToArray(arr, cJSON_CreateString(s));
-  mu_free(s);
-  for (size_t i = 0; i < r->args.n; i++) {
-    s = is_agent_token(r, (long)i) ? mu_strdup(MU_K8S_AGENT_DIR "/bin/muster")
-                                   : subst(x, r->args.v[i], ri, k);
+  for (long i = -1; i < (long)r->args.n; i++) {
+    const char *a = i < 0 ? (r->entrypoint ? r->entrypoint : "") : r->args.v[i];
+    char *s = is_agent_token(r, i) ? mu_strdup(MU_K8S_AGENT_DIR "/bin/muster") : subst(x, a, ri, k);
     cJSON_AddItemToArray(arr, cJSON_CreateString(s));
     mu_free(s);
   }
 }
 
-/* env: the role's variables ("[FIELD_PATH]path" becomes a fieldRef), and for the first
- * replica of the first role the rank-0 host variable. */
-static void container_env(const struct render_ctx *x, cJSON *ctr, long ri, long k)
+/* One variable of the role: "[FIELD_PATH]path" becomes a fieldRef, "[SECRET]name:key" a
+ * secretKeyRef and "[CONFIGMAP]name:key" a configMapKeyRef; anything else a literal. */
+static void role_env_var(const struct mu_k8s_ctx *x, cJSON *arr, const struct mu_kv *kv, long ri,
+                         long k)
+{
+  static const struct {
+    const char *prefix, *kind;
+  } refs[] = {{"[SECRET]", "secretKeyRef"}, {"[CONFIGMAP]", "configMapKeyRef"}};
+  const char *v = kv->value;
+  if (strncmp(v, "[FIELD_PATH]", 12) == 0) {
+    add_env_from(arr, kv->key, "fieldRef", NULL, NULL, "fieldPath", v + 12);
+    return;
+  }
+  for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
+    size_t n = strlen(refs[i].prefix);
+    const char *colon = strncmp(v, refs[i].prefix, n) == 0 ? strchr(v + n, ':') : NULL;
+    if (colon != NULL) {
+      char *name = mu_strndup(v + n, (size_t)(colon - v - n));
+      add_env_from(arr, kv->key, refs[i].kind, "name", name, "key", colon + 1);
+      mu_free(name);
+      return;
+    }
+  }
+  char *s = subst(x, v, ri, k);
+  add_env(arr, kv->key, s);
+  mu_free(s);
+}
+
+/* env: a JobSet replica's index first (the others may refer to it), the role's variables, the
+ * rank-0 host variable, and the rendezvous token's file for an agent. */
+static void container_env(const struct mu_k8s_ctx *x, cJSON *ctr, long ri, long k)
 {
   const struct mu_role *r = &x->app->roles[ri];
-  cJSON *arr = cJSON_AddArrayToObject(ctr, "env"), *o;
-  for (size_t i = 0; i < r->env.n; i++) {
-    o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", r->env.v[i].key);
-    char *s = subst(x, r->env.v[i].value, ri, k);
-    if (strncmp(s, "[FIELD_PATH]", 12) == 0) {
-      cJSON *vf = cJSON_AddObjectToObject(o, "valueFrom");
-      cJSON *fr = cJSON_AddObjectToObject(vf, "fieldRef");
-      cJSON_AddStringToObject(fr, "fieldPath", s + 12);
-    } else {
-      cJSON_AddStringToObject(o, "value", s);
-    }
-    mu_free(s);
-    cJSON_AddItemToArray(arr, o);
-  }
-  if (ri == 0 && k == 0) {
-    o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", K8S_RANK0_ENV);
-    cJSON_AddStringToObject(o, "value", "localhost");
-    cJSON_AddItemToArray(arr, o);
-  }
+  cJSON *arr = cJSON_AddArrayToObject(ctr, "env");
+  if (k < 0)
+    add_env_from(arr, K8S_REPLICA_VAR, "fieldRef", NULL, NULL, "fieldPath",
+                 "metadata.annotations['jobset.sigs.k8s.io/job-index']");
+  for (size_t i = 0; i < r->env.n; i++)
+    role_env_var(x, arr, &r->env.v[i], ri, k);
+  if (x->api == MU_K8S_JOBSET)
+    add_env(arr, K8S_RANK0_ENV, x->rank0_host);
+  else if (ri == 0 && k == 0)
+    add_env(arr, K8S_RANK0_ENV, "localhost");
+  if (x->token_secret != NULL && runs_agent(r))
+    add_env(arr, "MUSTER_RDZV_TOKEN_FILE", MU_K8S_TOKEN_FILE);
 }
 
 /* ports: the role's port_map, names normalised and cut to Kubernetes' 15 characters. */
@@ -592,9 +960,28 @@ static void container_resources(cJSON *ctr, const struct mu_resource *res)
     add_fmt(lim, res->devices[i].name, "%ld", res->devices[i].count);
 }
 
+/* The volume of one mount: a PVC, a Secret, a ConfigMap, or a hostPath (bind, device). */
+static cJSON *mount_volume(const struct mu_mount *m, const char *vname)
+{
+  static const char *const kinds[] = {
+      [MU_MOUNT_BIND] = "hostPath",   [MU_MOUNT_VOLUME] = "persistentVolumeClaim",
+      [MU_MOUNT_DEVICE] = "hostPath", [MU_MOUNT_SHM] = "emptyDir",
+      [MU_MOUNT_SECRET] = "secret",   [MU_MOUNT_CONFIGMAP] = "configMap",
+  };
+  static const char *const fields[] = {
+      [MU_MOUNT_BIND] = "path", [MU_MOUNT_VOLUME] = "claimName",  [MU_MOUNT_DEVICE] = "path",
+      [MU_MOUNT_SHM] = NULL,    [MU_MOUNT_SECRET] = "secretName", [MU_MOUNT_CONFIGMAP] = "name",
+  };
+  cJSON *v = cJSON_CreateObject(), *src = cJSON_AddObjectToObject(v, kinds[m->type]);
+  if (fields[m->type] != NULL)
+    cJSON_AddStringToObject(src, fields[m->type], m->src ? m->src : "");
+  cJSON_AddStringToObject(v, "name", vname);
+  return v;
+}
+
 /* volumes and their mounts: /dev/shm in memory (sized by a shm mount), then each bind (hostPath),
- * volume (persistentVolumeClaim) and device mount. Returns: 1 when a device mount needs a
- * privileged container, else 0. */
+ * volume (persistentVolumeClaim), secret, configmap and device mount. Returns: 1 when a device
+ * mount needs a privileged container, else 0. */
 static int pod_volumes(const struct mu_role *r, cJSON *spec, cJSON *mnts)
 {
   cJSON *vols = cJSON_AddArrayToObject(spec, "volumes");
@@ -609,87 +996,84 @@ static int pod_volumes(const struct mu_role *r, cJSON *spec, cJSON *mnts)
     add_fmt(ed, "sizeLimit", "%ldMi", shm_mb);
   cJSON_AddStringToObject(dshm, "name", "dshm");
   cJSON_AddItemToArray(vols, dshm);
+  add_mount(mnts, "dshm", "/dev/shm", -1);
   for (size_t i = 0; i < r->nmounts; i++) {
     const struct mu_mount *m = &r->mounts[i];
-    cJSON *v, *vm, *src;
     char vname[32];
     int ro = m->read_only;
     if (m->type == MU_MOUNT_SHM)
       continue;
     snprintf(vname, sizeof vname, "mount-%zu", i);
-    v = cJSON_CreateObject();
-    if (m->type == MU_MOUNT_VOLUME) {
-      src = cJSON_AddObjectToObject(v, "persistentVolumeClaim");
-      cJSON_AddStringToObject(src, "claimName", m->src ? m->src : "");
-    } else {
-      src = cJSON_AddObjectToObject(v, "hostPath");
-      cJSON_AddStringToObject(src, "path", m->src ? m->src : "");
-    }
     if (m->type == MU_MOUNT_DEVICE) {
       const char *p = m->perm ? m->perm : "rwm";
       privileged = 1;
       ro = strchr(p, 'w') == NULL && strchr(p, 'm') == NULL;
     }
-    cJSON_AddStringToObject(v, "name", vname);
-    cJSON_AddItemToArray(vols, v);
-    vm = cJSON_CreateObject();
-    cJSON_AddStringToObject(vm, "mountPath", m->dst ? m->dst : "");
-    cJSON_AddStringToObject(vm, "name", vname);
-    cJSON_AddBoolToObject(vm, "readOnly", ro);
-    cJSON_AddItemToArray(mnts, vm);
+    cJSON_AddItemToArray(vols, mount_volume(m, vname));
+    add_mount(mnts, vname, m->dst ? m->dst : "", ro);
   }
   return privileged;
 }
 
-/* One replica's Volcano task: one pod of one container, built step by step. */
-static cJSON *render_task(const struct render_ctx *x, long ri, long k)
+/* The node selector of a role's pods: its instance type, then -cfg node_selector. */
+static cJSON *node_selector(const struct mu_k8s_ctx *x, const struct mu_role *r)
+{
+  cJSON *ns = cJSON_CreateObject();
+  const char *it = mu_kvlist_get(&r->resource.capabilities, "node.kubernetes.io/instance-type");
+  if (it)
+    cJSON_AddStringToObject(ns, "node.kubernetes.io/instance-type", it);
+  merge_strings(ns, x->node_sel);
+  return ns;
+}
+
+/* The training container of replica k of role ri (k < 0: every replica's, JobSet). */
+static cJSON *role_container(const struct mu_k8s_ctx *x, long ri, long k)
 {
   const struct mu_role *r = &x->app->roles[ri];
-  cJSON *task = cJSON_CreateObject(), *tmpl, *meta, *spec, *ctr, *sec, *mnts, *o, *ns;
-  char *tname = mu_k8s_task_name(r->name, k), *img;
-
-  cJSON_AddStringToObject(task, "name", tname);
-  cJSON_AddNumberToObject(task, "replicas", 1);
-  task_retries(task, r);
-  if (r->min_replicas >= 0)
-    cJSON_AddNumberToObject(task, "minAvailable", k < r->min_replicas ? 1 : 0);
-  tmpl = cJSON_AddObjectToObject(task, "template");
-  meta = cJSON_AddObjectToObject(tmpl, "metadata");
-  cJSON_AddItemToObject(meta, "annotations", pod_annotations(x));
-  cJSON_AddItemToObject(meta, "labels", pod_labels(x, r->name, ri, k));
-  spec = cJSON_AddObjectToObject(tmpl, "spec");
-  ctr = cJSON_CreateObject();
-  cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), ctr);
-
+  cJSON *ctr = cJSON_CreateObject();
+  char *name = k >= 0 ? mu_k8s_task_name(r->name, k) : mu_k8s_rjob_name(r->name, r->num_replicas);
+  char *img;
   container_command(x, ctr, ri, k);
   container_env(x, ctr, ri, k);
   img = role_image(x, r);
   cJSON_AddStringToObject(ctr, "image", img);
   mu_free(img);
-  cJSON_AddStringToObject(ctr, "name", tname);
+  cJSON_AddStringToObject(ctr, "name", *name ? name : "main");
+  mu_free(name);
   container_ports(ctr, r);
   container_resources(ctr, &r->resource);
-  sec = cJSON_AddObjectToObject(ctr, "securityContext");
-  mnts = cJSON_AddArrayToObject(ctr, "volumeMounts");
-  o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "mountPath", "/dev/shm");
-  cJSON_AddStringToObject(o, "name", "dshm");
-  cJSON_AddItemToArray(mnts, o);
+  cJSON_AddObjectToObject(ctr, "securityContext");
+  cJSON_AddArrayToObject(ctr, "volumeMounts");
+  return ctr;
+}
 
-  ns = cJSON_AddObjectToObject(spec, "nodeSelector");
-  const char *it = mu_kvlist_get(&r->resource.capabilities, "node.kubernetes.io/instance-type");
-  if (it)
-    cJSON_AddStringToObject(ns, "node.kubernetes.io/instance-type", it);
-  merge_strings(ns, x->node_sel);
+cJSON *mu_k8s_pod_template(const struct mu_k8s_ctx *x, long ri, long k)
+{
+  const struct mu_role *r = &x->app->roles[ri];
+  cJSON *tmpl = cJSON_CreateObject(), *meta, *spec, *ctr, *mnts;
+
+  meta = cJSON_AddObjectToObject(tmpl, "metadata");
+  cJSON_AddItemToObject(meta, "annotations", pod_annotations(x));
+  cJSON_AddItemToObject(meta, "labels", pod_labels(x, r->name, ri, k));
+  spec = cJSON_AddObjectToObject(tmpl, "spec");
+  ctr = role_container(x, ri, k);
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), ctr);
+  mnts = cJSON_GetObjectItemCaseSensitive(ctr, "volumeMounts");
+  cJSON_AddItemToObject(spec, "nodeSelector", node_selector(x, r));
   cJSON_AddStringToObject(spec, "restartPolicy", "Never");
   pod_common(x, spec);
   if (pod_volumes(r, spec, mnts))
-    cJSON_AddTrueToObject(sec, "privileged");
+    cJSON_AddTrueToObject(cJSON_GetObjectItemCaseSensitive(ctr, "securityContext"), "privileged");
   if (runs_agent(r))
     agent_init(x, spec, mnts);
-  mu_free(tname);
-  return task;
+  if (runs_agent(r) && x->token_secret != NULL)
+    token_volume(x, spec, mnts);
+  return tmpl;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The job's own musterd
+ */
 
 cJSON *mu_k8s_healthz_probe(long port, int period_s, int failures)
 {
@@ -730,16 +1114,12 @@ cJSON *mu_k8s_musterd_container(const char *image, long port)
   return ctr;
 }
 
-/* The job's own musterd: one replica, a /healthz readiness probe, reachable through the svc
- * plugin as <job>-musterd-0.<job>. */
-static cJSON *render_rdzv_task(const struct render_ctx *x, long port)
+/* The job's own musterd: one container of muster_image with a /healthz readiness probe, the
+ * token Secret mounted and passed as --token-file when the job has one. */
+cJSON *mu_k8s_rdzv_pod_template(const struct mu_k8s_ctx *x)
 {
-  cJSON *task = cJSON_CreateObject(), *tmpl, *meta, *spec, *arr, *l;
+  cJSON *tmpl = cJSON_CreateObject(), *meta, *spec, *l, *ctr;
 
-  cJSON_AddStringToObject(task, "name", "musterd");
-  cJSON_AddNumberToObject(task, "replicas", 1);
-  cJSON_AddNumberToObject(task, "minAvailable", 1);
-  tmpl = cJSON_AddObjectToObject(task, "template");
   meta = cJSON_AddObjectToObject(tmpl, "metadata");
   cJSON_AddItemToObject(meta, "annotations", pod_annotations(x));
   l = cJSON_AddObjectToObject(meta, "labels");
@@ -749,164 +1129,171 @@ static cJSON *render_rdzv_task(const struct render_ctx *x, long port)
   cJSON_AddStringToObject(l, "torchx.pytorch.org/version", MU_VERSION);
   merge_strings(l, x->labels);
   spec = cJSON_AddObjectToObject(tmpl, "spec");
-  arr = cJSON_AddArrayToObject(spec, "containers");
-  cJSON_AddItemToArray(arr, mu_k8s_musterd_container(mu_cfg_get(x->cfg, "muster_image"), port));
+  ctr = mu_k8s_musterd_container(x->muster_image, x->port);
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), ctr);
   cJSON_AddItemToObject(spec, "nodeSelector", cJSON_Duplicate(x->node_sel, 1));
   cJSON_AddStringToObject(spec, "restartPolicy", "OnFailure");
   pod_common(x, spec);
+  if (x->token_secret != NULL) {
+    cJSON *cmd = cJSON_GetObjectItemCaseSensitive(ctr, "command");
+    cJSON_AddItemToArray(cmd, cJSON_CreateString("--token-file"));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(MU_K8S_TOKEN_FILE));
+    cJSON_AddArrayToObject(spec, "volumes");
+    token_volume(x, spec, cJSON_AddArrayToObject(ctr, "volumeMounts"));
+  }
+  return tmpl;
+}
+
+cJSON *mu_k8s_token_secret(const char *name, const char *job, const char *token,
+                           const char *owner_api, const char *owner_kind, const char *owner_uid)
+{
+  cJSON *s = cJSON_CreateObject(), *meta, *l, *o;
+  cJSON_AddStringToObject(s, "apiVersion", "v1");
+  cJSON_AddStringToObject(s, "kind", "Secret");
+  meta = cJSON_AddObjectToObject(s, "metadata");
+  cJSON_AddStringToObject(meta, "name", name);
+  l = cJSON_AddObjectToObject(meta, "labels");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/component", "rendezvous-token");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/instance", job);
+  cJSON_AddStringToObject(l, "app.kubernetes.io/managed-by", "muster");
+  if (owner_uid != NULL) {
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "apiVersion", owner_api);
+    cJSON_AddStringToObject(o, "kind", owner_kind);
+    cJSON_AddStringToObject(o, "name", job);
+    cJSON_AddStringToObject(o, "uid", owner_uid);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(meta, "ownerReferences"), o);
+  }
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(s, "stringData"), "token", token);
+  cJSON_AddStringToObject(s, "type", "Opaque");
+  return s;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The Volcano Job
+ */
+
+/* Volcano's retry policy of one replica's task: TorchX's mapping of the role's retry_policy. */
+static void task_retries(cJSON *task, const struct mu_role *r)
+{
+  static const char *const app_events[] = {"PodEvicted", "PodFailed", NULL};
+  static const char *const role_events[] = {"PodFailed", NULL};
+  const char *const *events = NULL;
+  const char *action = NULL;
+  if (r->max_retries <= 0)
+    return;
+  cJSON_AddNumberToObject(task, "maxRetry", (double)r->max_retries);
+  cJSON *arr = cJSON_AddArrayToObject(task, "policies");
+  if (r->retry_policy == MU_RETRY_APPLICATION) {
+    events = app_events;
+    action = "RestartJob";
+  } else if (r->retry_policy == MU_RETRY_ROLE) {
+    /* TorchX has no mapping (KeyError); restarting this replica's task is the closest. */
+    events = role_events;
+    action = "RestartTask";
+  }
+  for (size_t i = 0; events != NULL && events[i] != NULL; i++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "action", action);
+    cJSON_AddStringToObject(o, "event", events[i]);
+    cJSON_AddItemToArray(arr, o);
+  }
+}
+
+/* One replica's Volcano task: one pod of one container. */
+static cJSON *render_task(const struct mu_k8s_ctx *x, long ri, long k)
+{
+  const struct mu_role *r = &x->app->roles[ri];
+  cJSON *task = cJSON_CreateObject();
+  char *tname = mu_k8s_task_name(r->name, k);
+
+  cJSON_AddStringToObject(task, "name", tname);
+  cJSON_AddNumberToObject(task, "replicas", 1);
+  task_retries(task, r);
+  if (r->min_replicas >= 0)
+    cJSON_AddNumberToObject(task, "minAvailable", k < r->min_replicas ? 1 : 0);
+  cJSON_AddItemToObject(task, "template", mu_k8s_pod_template(x, ri, k));
+  mu_free(tname);
   return task;
+}
+
+/* The job's own musterd: one replica, reachable through the svc plugin as <job>-musterd-0.<job>. */
+static cJSON *render_rdzv_task(const struct mu_k8s_ctx *x)
+{
+  cJSON *task = cJSON_CreateObject();
+  cJSON_AddStringToObject(task, "name", "musterd");
+  cJSON_AddNumberToObject(task, "replicas", 1);
+  cJSON_AddNumberToObject(task, "minAvailable", 1);
+  cJSON_AddItemToObject(task, "template", mu_k8s_rdzv_pod_template(x));
+  return task;
+}
+
+/* The Volcano Job: TorchX's spec (maxRetry, the svc and env plugins, queue, scheduler), the
+ * musterd task first, then one task per replica. */
+static cJSON *volcano_job(const struct mu_k8s_ctx *x)
+{
+  const char *pc = mu_cfg_get(x->cfg, "priority_class"), *queue = mu_cfg_get(x->cfg, "queue");
+  cJSON *job = cJSON_CreateObject(), *spec, *plugins, *tasks;
+  long total = 0;
+
+  cJSON_AddStringToObject(job, "apiVersion", "batch.volcano.sh/v1alpha1");
+  cJSON_AddStringToObject(job, "kind", "Job");
+  cJSON_AddItemToObject(job, "metadata", mu_k8s_object_meta(x));
+  spec = cJSON_AddObjectToObject(job, "spec");
+  for (size_t ri = 0; ri < x->app->nroles; ri++)
+    total += x->app->roles[ri].num_replicas;
+  cJSON_AddNumberToObject(spec, "maxRetry", (double)mu_k8s_job_retries(x->app));
+  if (x->own_rdzv)
+    cJSON_AddNumberToObject(spec, "minSuccess", (double)total);
+  plugins = cJSON_AddObjectToObject(spec, "plugins");
+  cJSON_AddArrayToObject(plugins, "env");
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(plugins, "svc"),
+                       cJSON_CreateString("--publish-not-ready-addresses"));
+  if (pc)
+    cJSON_AddStringToObject(spec, "priorityClassName", pc);
+  if (queue && *queue)
+    cJSON_AddStringToObject(spec, "queue", queue);
+  cJSON_AddStringToObject(spec, "schedulerName", x->sched ? x->sched : "volcano");
+  tasks = cJSON_AddArrayToObject(spec, "tasks");
+  if (x->own_rdzv)
+    cJSON_AddItemToArray(tasks, render_rdzv_task(x));
+  for (long ri = 0; ri < (long)x->app->nroles; ri++)
+    for (long k = 0; k < x->app->roles[ri].num_replicas; k++)
+      cJSON_AddItemToArray(tasks, render_task(x, ri, k));
+  return job;
+}
+
+int mu_k8s_plan(const struct mu_app *app, const struct mu_cfg *cfg, const char *job_name,
+                struct mu_k8s_plan *out, struct mu_buf *err)
+{
+  struct mu_k8s_ctx x;
+  int rc = mu_k8s_ctx_init(&x, app, cfg, job_name, err);
+  memset(out, 0, sizeof(*out));
+  if (rc == 0) {
+    out->api = x.api;
+    out->manifest = x.api == MU_K8S_JOBSET ? mu_k8s_jobset(&x) : volcano_job(&x);
+    out->placeholder = x.placeholder && (x.own_rdzv || app_runs_agent(app));
+    if (x.token_is_ours)
+      out->token_secret = mu_strdup(x.token_secret);
+  }
+  mu_k8s_ctx_release(&x);
+  return rc;
+}
+
+void mu_k8s_plan_release(struct mu_k8s_plan *p)
+{
+  cJSON_Delete(p->manifest);
+  mu_free(p->token_secret);
+  memset(p, 0, sizeof(*p));
 }
 
 int mu_k8s_render(const struct mu_app *app, const struct mu_cfg *cfg, const char *job_name,
                   cJSON **out, struct mu_buf *err)
 {
-  struct render_ctx x = {0};
-  struct mu_strvec secrets = MU_STRVEC_INIT;
-  const char *sched = mu_cfg_get(cfg, "scheduler_name"), *queue = mu_cfg_get(cfg, "queue");
-  const char *kq = mu_cfg_get(cfg, "kueue_queue");
-  const char *pc = mu_cfg_get(cfg, "priority_class"), *ps = mu_cfg_get(cfg, "rdzv_port");
-  cJSON *job = NULL, *meta, *spec, *plugins, *arr, *tasks, *l;
-  long port = MU_K8S_RDZV_PORT, min_retry = -1, total = 0, ri, k;
-  int rc = 0, own_rdzv;
-  size_t i;
-  char *r0;
-
-  *out = NULL;
-  if (sched == NULL || *sched == '\0')
-    sched = "volcano";
-  if (app->nroles == 0) {
-    mu_buf_puts(err, "app has no roles; a component must define at least one");
-    return MU_EINVAL;
-  }
-  if (strcmp(sched, "volcano") == 0 && (queue == NULL || *queue == '\0')) {
-    mu_buf_puts(err, "-cfg queue: required with the Volcano scheduler; name the Volcano queue "
-                     "(e.g. -cfg queue=default), or use -cfg scheduler_name=default-scheduler");
-    return MU_EINVAL;
-  }
-  if (ps && (mu_parse_long(ps, 1, 65535, &port) != 0)) {
-    mu_buf_printf(err, "-cfg rdzv_port: '%s' is not a port number (1-65535)", ps);
-    return MU_EINVAL;
-  }
-  struct mu_rdzv_choice rz;
-  if (mu_cfg_rdzv(cfg, app, &rz, err) != 0)
-    return MU_EINVAL;
-  own_rdzv = rz.own;
-  if (rz.endpoint != NULL) {
-    x.rdzv = rz.endpoint;
-  } else if (own_rdzv) {
-    x.rdzv = mu_asprintf("%s-musterd-0.%s:%ld", job_name, job_name, port);
-  }
-  for (i = 0; i < app->nroles; i++) {
-    if (app->roles[i].image == NULL || app->roles[i].image[0] == '\0') {
-      mu_buf_printf(err,
-                    "roles[%zu].image: required on kubernetes (the container image to run); "
-                    "set it with the component's --image",
-                    i);
-      rc = MU_EINVAL;
-      goto out;
-    }
-  }
-  {
-    const char *mi = mu_cfg_get(cfg, "muster_image");
-    int agent = 0;
-    for (i = 0; i < app->nroles; i++)
-      agent |= runs_agent(&app->roles[i]);
-    if ((agent || own_rdzv) && (mi == NULL || *mi == '\0')) {
-      mu_buf_printf(err,
-                    "-cfg muster_image: required: the job runs %s from the muster image. Build "
-                    "and push it once (scripts/build-image.sh --push docker://REGISTRY/muster:%s, "
-                    "docs/kubernetes.md), then -cfg muster_image=REGISTRY/muster:%s (or set it in "
-                    ".musterconfig [kubernetes])",
-                    agent ? "`muster agent` (copied into each pod by an init container)"
-                          : "the job's own musterd",
-                    MU_VERSION, MU_VERSION);
-      rc = MU_EINVAL;
-      goto out;
-    }
-  }
-  x.app = app;
-  x.cfg = cfg;
-  x.job = job_name;
-  r0 = mu_k8s_task_name(app->roles[0].name, 0);
-  for (i = 0; r0[i]; i++)
-    r0[i] = r0[i] == '-' ? '_' : (char)toupper((unsigned char)r0[i]);
-  x.rank0_other = mu_asprintf("VC_%s_HOSTS", r0);
-  mu_free(r0);
-  x.node_sel = cJSON_CreateObject();
-  x.labels = cJSON_CreateObject();
-  x.annotations = cJSON_CreateObject();
-  rc = map_into(cfg, "node_selector", x.node_sel, err);
-  if (rc == 0)
-    rc = map_into(cfg, "labels", x.labels, err);
-  if (rc == 0)
-    rc = map_into(cfg, "annotations", x.annotations, err);
-  if (rc == 0)
-    rc = parse_tolerations(cfg, &x.tolerations, err);
-  if (rc != 0)
-    goto out;
-  if (mu_cfg_get(cfg, "image_pull_secret")) {
-    split_list(mu_cfg_get(cfg, "image_pull_secret"), &secrets);
-    x.pull_secrets = cJSON_CreateArray();
-    for (i = 0; i < secrets.n; i++) {
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "name", secrets.v[i]);
-      cJSON_AddItemToArray(x.pull_secrets, o);
-    }
-  }
-
-  job = cJSON_CreateObject();
-  cJSON_AddStringToObject(job, "apiVersion", "batch.volcano.sh/v1alpha1");
-  cJSON_AddStringToObject(job, "kind", "Job");
-  meta = cJSON_AddObjectToObject(job, "metadata");
-  cJSON_AddStringToObject(meta, "name", job_name);
-  l = cJSON_AddObjectToObject(meta, "labels");
-  cJSON_AddStringToObject(l, "app.kubernetes.io/managed-by", "muster");
-  {
-    char *v = label_value(app->name ? app->name : "");
-    cJSON_AddStringToObject(l, "app.kubernetes.io/name", v);
-    mu_free(v);
-  }
-  if (kq)
-    cJSON_AddStringToObject(l, "kueue.x-k8s.io/queue-name", kq);
-  merge_strings(l, x.labels);
-  if (x.annotations->child)
-    cJSON_AddItemToObject(meta, "annotations", cJSON_Duplicate(x.annotations, 1));
-
-  spec = cJSON_AddObjectToObject(job, "spec");
-  for (ri = 0; ri < (long)app->nroles; ri++) {
-    if (min_retry < 0 || app->roles[ri].max_retries < min_retry)
-      min_retry = app->roles[ri].max_retries;
-    total += app->roles[ri].num_replicas;
-  }
-  cJSON_AddNumberToObject(spec, "maxRetry", (double)(min_retry > 0 ? min_retry : 0));
-  if (own_rdzv)
-    cJSON_AddNumberToObject(spec, "minSuccess", (double)total);
-  plugins = cJSON_AddObjectToObject(spec, "plugins");
-  cJSON_AddArrayToObject(plugins, "env");
-  arr = cJSON_AddArrayToObject(plugins, "svc");
-  cJSON_AddItemToArray(arr, cJSON_CreateString("--publish-not-ready-addresses"));
-  if (pc)
-    cJSON_AddStringToObject(spec, "priorityClassName", pc);
-  if (queue && *queue)
-    cJSON_AddStringToObject(spec, "queue", queue);
-  cJSON_AddStringToObject(spec, "schedulerName", sched);
-  tasks = cJSON_AddArrayToObject(spec, "tasks");
-  if (own_rdzv)
-    cJSON_AddItemToArray(tasks, render_rdzv_task(&x, port));
-  for (ri = 0; ri < (long)app->nroles; ri++)
-    for (k = 0; k < app->roles[ri].num_replicas; k++)
-      cJSON_AddItemToArray(tasks, render_task(&x, ri, k));
-  *out = job;
-  job = NULL;
-out:
-  cJSON_Delete(job);
-  cJSON_Delete(x.node_sel);
-  cJSON_Delete(x.labels);
-  cJSON_Delete(x.annotations);
-  cJSON_Delete(x.tolerations);
-  cJSON_Delete(x.pull_secrets);
-  mu_strvec_release(&secrets);
-  mu_free(x.rdzv);
-  mu_free(x.rank0_other);
+  struct mu_k8s_plan p;
+  int rc = mu_k8s_plan(app, cfg, job_name, &p, err);
+  *out = p.manifest;
+  p.manifest = NULL;
+  mu_k8s_plan_release(&p);
   return rc;
 }

@@ -35,6 +35,7 @@
 #include "lines.h"
 #include "local.h"
 #include "opts.h"
+#include "random.h"
 #include "sched.h"
 
 #define STATE_MAX_BYTES (4 << 20) /* a job's state.json or app.json, as read back: capped */
@@ -58,6 +59,17 @@ static const struct mu_runopt local_runopts[] = {
      "rendezvous for ${rdzv_endpoint}: auto (an embedded musterd when a role uses it), job "
      "(always), none, HOST:PORT of a running musterd or etcd, or etcd-v3://H1:P,H2:P (an etcd "
      "v3 cluster)"},
+    {"rdzv_auth", MU_RUNOPT_STR, "auto", 0,
+     "who may use the job's musterd: auto (only the job, by a token made for it in a 0600 "
+     "file; anyone on this machine when torchrun's etcd backend, which sends none, must reach "
+     "it), token (always the token), none (anyone)"},
+    {"rdzv_token_file", MU_RUNOPT_STR, NULL, 0,
+     "a file whose first line is the token: of the musterd of rdzv=HOST:PORT, or the job's "
+     "own instead of a new one"},
+    {"rdzv_tls", MU_RUNOPT_STR, NULL, 0,
+     "a directory with server.pem, server.key (for 127.0.0.1) and ca.pem: the job's musterd "
+     "serves HTTPS, the agents check it with ca.pem; client.pem and client.key as well: "
+     "client certificates required"},
     MU_RUNOPT_HEALTH_CHECK,
     {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
@@ -88,20 +100,22 @@ static char *log_root(const struct mu_cfg *cfg)
   return state_root();
 }
 
-/* The app dir of an existing job: <root>/<app_id> (a dir or a symlink to one). */
+/* The app dir of an existing job: <root>/<app_id> (a dir or a symlink to one); NULL also for
+ * an app id that is not one path segment ("..", "a/b": a handle names no job outside the
+ * root). */
 static char *app_dir_find(const char *app_id, const struct mu_cfg *cfg)
 {
   char *root = log_root(cfg);
-  char *d = mu_asprintf("%s/%s", root, app_id);
+  char *d = mu_local_path(root, app_id, NULL, -1, NULL);
   mu_free(root);
   struct stat st;
-  if (stat(d, &st) == 0 && S_ISDIR(st.st_mode))
+  if (d != NULL && stat(d, &st) == 0 && S_ISDIR(st.st_mode))
     return d;
   mu_free(d);
   root = state_root();
-  d = mu_asprintf("%s/%s", root, app_id);
+  d = mu_local_path(root, app_id, NULL, -1, NULL);
   mu_free(root);
-  if (stat(d, &st) == 0 && S_ISDIR(st.st_mode))
+  if (d != NULL && stat(d, &st) == 0 && S_ISDIR(st.st_mode))
     return d;
   mu_free(d);
   return NULL;
@@ -128,6 +142,94 @@ static int write_file(const char *path, const char *text)
  * Dryrun and schedule
  */
 
+/* The job's rendezvous: its own musterd or an existing one, and who may use it (a token made
+ * for the job at submission, the user's, or none). Returns: 0 or MU_EINVAL. */
+static int plan_rdzv(struct mu_local_plan *p, const struct mu_app *app, const struct mu_cfg *cfg,
+                     struct mu_buf *err)
+{
+  struct mu_rdzv_choice rz;
+  struct mu_rdzv_auth auth;
+  int rc = mu_cfg_rdzv(cfg, app, &rz, err);
+  if (rc != 0)
+    return rc;
+  p->rdzv = rz.own;
+  p->rdzv_external = rz.endpoint;
+  rc = mu_cfg_rdzv_auth(cfg, app, &rz, &auth, err);
+  if (rc != 0)
+    return rc;
+  p->token_file = auth.token_file;
+  p->open_why = auth.why_open;
+  p->tls_dir = auth.tls_dir;
+  p->tls_clients = auth.tls_clients;
+  if (p->rdzv && !auth.open && p->token_file == NULL) {
+    p->token_file = mu_local_path(p->root, p->app_id, NULL, -1, "rdzv.token");
+    p->token_made = 1;
+  }
+  return 0;
+}
+
+/* The plan's other runopts. Returns: 0 or MU_EINVAL. */
+static int plan_opts(struct mu_local_plan *p, const struct mu_cfg *cfg, struct mu_buf *err)
+{
+  const char *g = mu_cfg_get(cfg, "grace_period");
+  p->grace = 10;
+  if (g != NULL && (mu_parse_long(g, 0, 3600, &p->grace) != 0)) {
+    mu_buf_printf(err, "-cfg grace_period='%s': must be 0-3600 seconds", g);
+    return MU_EINVAL;
+  }
+  p->fail_fast = mu_cfg_get(cfg, "fail_fast") == NULL || mu_cfg_get_bool(cfg, "fail_fast");
+  p->prepend_cwd = mu_cfg_get_bool(cfg, "prepend_cwd");
+  const char *d = mu_cfg_get(cfg, "devices_per_replica");
+  if (d != NULL && mu_parse_long(d, 0, 4096, &p->devices_per_replica) != 0) {
+    mu_buf_printf(err, "-cfg devices_per_replica='%s': must be 0-4096", d);
+    return MU_EINVAL;
+  }
+  d = mu_cfg_get(cfg, "device_env");
+  p->device_env = mu_strdup(d && *d ? d : "CUDA_VISIBLE_DEVICES");
+  return 0;
+}
+
+/* What --dryrun prints: the job, its rendezvous, each replica's command line, env and logs.
+ * Never a secret: the token does not exist yet, only the name of its file. */
+static char *plan_text(const struct mu_local_plan *p)
+{
+  struct mu_buf t = MU_BUF_INIT(STATE_MAX_BYTES);
+  mu_buf_printf(&t, "app_id: %s\nhandle: local://%s/%s\nlog_dir: %s\n", p->app_id, MU_SESSION,
+                p->app_id, p->app_dir);
+  if (p->rdzv && p->token_file == NULL)
+    mu_buf_printf(&t,
+                  "rendezvous: embedded musterd on 127.0.0.1:<a free port>, open to anyone "
+                  "on this machine (%s)\n",
+                  p->open_why ? p->open_why : "rdzv_auth=none");
+  else if (p->rdzv)
+    mu_buf_printf(&t,
+                  "rendezvous: embedded musterd on 127.0.0.1:<a free port>, private to the "
+                  "job: it requires the token in %s (%s)\n",
+                  p->token_file,
+                  p->token_made ? "0600, made at submission, removed at the end" : "yours");
+  else if (p->rdzv_external)
+    mu_buf_printf(&t, "rendezvous: musterd at %s\n", p->rdzv_external);
+  if (p->tls_dir)
+    mu_buf_printf(&t, "rendezvous TLS: %s/server.pem, checked against %s/ca.pem%s\n", p->tls_dir,
+                  p->tls_dir, p->tls_clients ? "; client certificates required" : "");
+  mu_buf_printf(&t, "replicas:\n");
+  for (size_t i = 0; i < p->nreplicas; i++) {
+    const struct mu_local_replica *rp = &p->replicas[i];
+    mu_buf_printf(&t, "  %s/%ld:", rp->role, rp->id);
+    for (size_t a = 0; a < rp->argv.n; a++) {
+      mu_buf_putc(&t, ' ');
+      mu_shell_quote(rp->argv.v[a], &t);
+    }
+    mu_buf_printf(&t, "\n    env:");
+    for (size_t e = 0; e < rp->env.n; e++) {
+      mu_buf_printf(&t, " %s=", rp->env.v[e].key);
+      mu_shell_quote(rp->env.v[e].value, &t);
+    }
+    mu_buf_printf(&t, "\n    logs: %s/{stdout,stderr,combined}.log\n", rp->dir);
+  }
+  return mu_buf_detach(&t);
+}
+
 static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
                         struct mu_buf *err)
 {
@@ -142,56 +244,19 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   }
   p->app_id = mu_app_id_make(app->name);
   p->root = log_root(cfg);
-  p->app_dir = mu_asprintf("%s/%s", p->root, p->app_id);
-  struct mu_rdzv_choice rz;
-  rc = mu_cfg_rdzv(cfg, app, &rz, err);
+  p->app_dir = mu_local_path(p->root, p->app_id, NULL, -1, NULL); /* the id is ours: [a-z0-9-] */
+  rc = plan_rdzv(p, app, cfg, err);
+  rc = rc ? rc : plan_opts(p, cfg, err);
+  const char *ep = p->rdzv_external ? p->rdzv_external
+                   : p->tls_dir     ? "https://127.0.0.1:<port>"
+                                    : "127.0.0.1:<port>";
+  rc = rc ? rc : mu_local_plan_replicas(p, ep, err);
   if (rc != 0)
     goto out;
-  p->rdzv = rz.own;
-  p->rdzv_external = rz.endpoint;
-  const char *g = mu_cfg_get(cfg, "grace_period");
-  p->grace = 10;
-  if (g != NULL && (mu_parse_long(g, 0, 3600, &p->grace) != 0)) {
-    mu_buf_printf(err, "-cfg grace_period='%s': must be 0-3600 seconds", g);
-    rc = MU_EINVAL;
-    goto out;
-  }
-  p->fail_fast = mu_cfg_get(cfg, "fail_fast") == NULL || mu_cfg_get_bool(cfg, "fail_fast");
-  p->prepend_cwd = mu_cfg_get_bool(cfg, "prepend_cwd");
-  const char *d = mu_cfg_get(cfg, "devices_per_replica");
-  if (d != NULL && mu_parse_long(d, 0, 4096, &p->devices_per_replica) != 0) {
-    mu_buf_printf(err, "-cfg devices_per_replica='%s': must be 0-4096", d);
-    rc = MU_EINVAL;
-    goto out;
-  }
-  d = mu_cfg_get(cfg, "device_env");
-  p->device_env = mu_strdup(d && *d ? d : "CUDA_VISIBLE_DEVICES");
-  mu_local_plan_replicas(p, p->rdzv_external ? p->rdzv_external : "127.0.0.1:<port>");
-
-  struct mu_buf t = MU_BUF_INIT(STATE_MAX_BYTES);
-  mu_buf_printf(&t, "app_id: %s\nhandle: local://%s/%s\nlog_dir: %s\n", p->app_id, MU_SESSION,
-                p->app_id, p->app_dir);
-  if (p->rdzv)
-    mu_buf_printf(&t, "rendezvous: embedded musterd on 127.0.0.1:<a free port>\n");
-  else if (p->rdzv_external)
-    mu_buf_printf(&t, "rendezvous: musterd at %s\n", p->rdzv_external);
-  mu_buf_printf(&t, "replicas:\n");
-  for (size_t i = 0; i < p->nreplicas; i++) {
-    struct mu_local_replica *rp = &p->replicas[i];
-    mu_buf_printf(&t, "  %s/%ld:", rp->role, rp->id);
-    for (size_t a = 0; a < rp->argv.n; a++) {
-      mu_buf_putc(&t, ' ');
-      mu_shell_quote(rp->argv.v[a], &t);
-    }
-    mu_buf_printf(&t, "\n    env:");
-    for (size_t e = 0; e < rp->env.n; e++) {
-      mu_buf_printf(&t, " %s=", rp->env.v[e].key);
-      mu_shell_quote(rp->env.v[e].value, &t);
-    }
-    mu_buf_printf(&t, "\n    logs: %s/{stdout,stderr,combined}.log\n", rp->dir);
-  }
-  out->text = mu_buf_detach(&t);
+  out->text = plan_text(p);
   out->app_id = mu_strdup(p->app_id);
+  if (p->open_why != NULL)
+    out->note = mu_asprintf("the job's musterd is open to anyone on this machine: %s", p->open_why);
   out->priv = p;
   p = NULL;
 out:
@@ -206,9 +271,11 @@ static void local_dryrun_free(struct mu_dryrun *req)
   req->priv = NULL;
 }
 
-static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
+/* The job's files before its supervisor runs: the app dir (linked from the default root when
+ * the job's is another), app.json and a first state.json, so that status works at once.
+ * Returns: 0, or -errno with err set. */
+static int job_files(const struct mu_local_plan *p, struct mu_buf *err)
 {
-  struct mu_local_plan *p = req->priv;
   int rc = mu_mkdir_p(p->app_dir);
   if (rc != 0) {
     mu_buf_printf(err, "cannot create the log directory '%s': %s", p->app_dir, mu_strerror(rc));
@@ -217,16 +284,16 @@ static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
   char *root = state_root();
   if (strcmp(root, p->root) != 0) {
     mu_mkdir_p(root);
-    char *link = mu_asprintf("%s/%s", root, p->app_id);
+    char *link = mu_local_path(root, p->app_id, NULL, -1, NULL);
     if (symlink(p->app_dir, link) != 0 && errno != EEXIST) {
+      rc = -errno;
       mu_buf_printf(err, "cannot link '%s' to '%s': %s", link, p->app_dir, strerror(errno));
-      mu_free(link);
-      mu_free(root);
-      return -errno;
     }
     mu_free(link);
   }
   mu_free(root);
+  if (rc != 0)
+    return rc;
   struct mu_buf js = MU_BUF_INIT(STATE_MAX_BYTES);
   mu_app_to_json(p->app, &js);
   char path[PATH_MAX];
@@ -237,19 +304,39 @@ static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
     mu_buf_printf(err, "cannot write '%s': %s", path, mu_strerror(rc));
     return rc;
   }
-  /* The initial state, so that status works before the supervisor has run. */
   char *st = mu_asprintf("{\"app_id\":\"%s\",\"name\":\"\",\"state\":\"PENDING\","
                          "\"supervisor_pid\":0,\"replicas\":[]}",
                          p->app_id);
   snprintf(path, sizeof(path), "%s/state.json", p->app_dir);
   write_file(path, st);
   mu_free(st);
+  return 0;
+}
+
+static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
+{
+  struct mu_local_plan *p = req->priv;
+  int rc = job_files(p, err);
+  if (rc != 0)
+    return rc;
+  if (p->token_made) {
+    rc = mu_random_token_file(p->token_file);
+    if (rc != 0) {
+      mu_buf_printf(err, "cannot make the job's rendezvous token '%s': %s", p->token_file,
+                    mu_strerror(rc));
+      return rc;
+    }
+  }
+  char path[PATH_MAX];
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
   if (pid < 0) {
     mu_buf_printf(err, "cannot fork the supervisor: %s", strerror(errno));
-    return -errno;
+    rc = -errno;
+    if (p->token_made)
+      unlink(p->token_file);
+    return rc;
   }
   if (pid == 0) {
     setsid();
@@ -323,8 +410,9 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
                           struct mu_buf *err)
 {
   cJSON *o = NULL;
+  char *dir = NULL;
   memset(out, 0, sizeof(*out));
-  int rc = load_state(app_id, cfg, &o, NULL, err);
+  int rc = load_state(app_id, cfg, &o, &dir, err);
   if (rc != 0)
     return rc;
   out->app_id = mu_strdup(app_id);
@@ -333,6 +421,11 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   out->msg = mu_strdup(js(o, "msg"));
   if (js(o, "rdzv_endpoint")[0] != '\0')
     out->rdzv_endpoint = mu_strdup(js(o, "rdzv_endpoint"));
+  out->rdzv_token_file = mu_local_path(dir, NULL, NULL, -1, "rdzv.token");
+  if (access(out->rdzv_token_file, R_OK) != 0) { /* none, or gone with the job */
+    mu_free(out->rdzv_token_file);
+    out->rdzv_token_file = NULL;
+  }
   if (js(o, "ui_url")[0] != '\0' && !mu_job_state_is_terminal(out->state))
     out->ui_url = mu_strdup(js(o, "ui_url")); /* the embedded musterd stops with the job */
   long sup = mu_json_get_long(o, "supervisor_pid", 0);
@@ -356,14 +449,13 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
     rs->exit_code = (int)mu_json_get_long(r, "exit_code", 0);
     rs->msg = mu_strdup("");
     /* The agent's failure record, or the worker's own torch error file (local_plan.c points
-     * TORCHELASTIC_ERROR_FILE there). */
-    char path[PATH_MAX];
+     * TORCHELASTIC_ERROR_FILE there): in the replica's directory under the app's. */
+    char *path = mu_local_path(dir, NULL, rs->role, rs->replica_id, "error.json");
     struct mu_buf ef = MU_BUF_INIT(1u << 20);
-    if (js(r, "log_dir")[0] != '\0' &&
-        snprintf(path, sizeof(path), "%s/error.json", js(r, "log_dir")) < (int)sizeof(path) &&
-        mu_read_file(path, 1u << 20, &ef) == 0)
+    if (path != NULL && mu_read_file(path, 1u << 20, &ef) == 0)
       mu_app_status_add_failure(out, out->nreplicas - 1, ef.data, ef.len);
     mu_buf_release(&ef);
+    mu_free(path);
   }
   out->started_at = mu_json_get_double(o, "started_at", 0);
   if (mu_job_state_is_terminal(out->state))
@@ -378,6 +470,7 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
       out->num_restarts = rc_run;
   }
   cJSON_Delete(o);
+  mu_free(dir);
   return 0;
 }
 
@@ -468,6 +561,7 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
       v = mu_realloc(v, cap * sizeof(*v));
     }
     struct dated_entry *de = &v[nv++];
+    memset(&de->e, 0, sizeof(de->e));
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "started_at");
     de->started = cJSON_IsNumber(sa) ? sa->valuedouble : 0;
     de->e.app_id = mu_strdup(e->d_name);
@@ -580,9 +674,13 @@ static void seek_tail(int fd, long tail)
   lseek(fd, 0, SEEK_SET);
 }
 
-static int local_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                     int follow, long tail, int out, const struct mu_cfg *cfg, struct mu_buf *err)
+static int local_log(const char *app_id, const char *role, long replica,
+                     const struct mu_log_opts *o, int out, const struct mu_cfg *cfg,
+                     struct mu_buf *err)
 {
+  enum mu_log_stream s = o->stream;
+  int follow = o->follow;
+  long tail = o->tail;
   static const char *const files[] = {"combined.log", "stdout.log", "stderr.log"};
   struct mu_app_status st;
   memset(&st, 0, sizeof(st));
@@ -610,8 +708,9 @@ static int local_log(const char *app_id, const char *role, long replica, enum mu
     if (replica >= 0 && st.replicas[i].replica_id != replica)
       continue;
     struct tail_src *t = &srcs[nsrc];
-    t->path =
-        mu_asprintf("%s/%s/%ld/%s", dir, st.replicas[i].role, st.replicas[i].replica_id, files[s]);
+    t->path = mu_local_path(dir, NULL, st.replicas[i].role, st.replicas[i].replica_id, files[s]);
+    if (t->path == NULL)
+      continue; /* a role in state.json that is no directory name: nothing of ours */
     t->fd = open(t->path, O_RDONLY | O_CLOEXEC);
     if (t->fd < 0 && !follow) {
       mu_free(t->path);

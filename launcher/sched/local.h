@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "buf.h"
 #include "job.h"
 #include "strvec.h"
 
@@ -27,6 +28,15 @@ struct mu_local_plan {
   char *app_dir;       /* <root>/<app_id> */
   int rdzv;            /* 1 = start an embedded musterd */
   char *rdzv_external; /* HOST:PORT of an existing musterd, or NULL */
+  /* The rendezvous token (docs/security.md): the file the embedded musterd reads its token from
+   * and every replica gets as MUSTER_RDZV_TOKEN_FILE (its MUSTER_RDZV_TOKEN dropped), or NULL.
+   * token_made: schedule makes it (<app dir>/rdzv.token, 0600) and the supervisor removes it
+   * when the job ends; else it is the user's -cfg rdzv_token_file. */
+  char *token_file;
+  int token_made;
+  char *open_why; /* the job's musterd is open by rdzv_auth=auto: why (mu_rdzv_auth) */
+  char *tls_dir;   /* -cfg rdzv_tls: the embedded musterd serves HTTPS (mu_rdzv_auth), or NULL */
+  int tls_clients; /* ... and asks for client certificates */
   long grace;
   int fail_fast;
   int prepend_cwd;
@@ -36,9 +46,20 @@ struct mu_local_plan {
   size_t nreplicas;
 };
 
+/* The path of one of the scheduler's files from what a user named (local_plan.c): ROOT/APP_ID,
+ * then /ROLE/REPLICA when role is not NULL (replica >= 0), then /FILE when file is not NULL.
+ * Every path the local scheduler builds from a user's value (an app id from a handle, a role
+ * name, a replica id) comes from here, so none leaves its root: a part that is not one path
+ * segment (mu_path_segment_ok: "..", "a/b", "") gives NULL.
+ * Returns: the path (caller frees with mu_free()), or NULL. */
+char *mu_local_path(const char *root, const char *app_id, const char *role, long replica,
+                    const char *file);
+
 /* (Re)fills p->replicas from p->app: argv and env with the macros applied, ${rdzv_endpoint}
- * being endpoint (a placeholder in a dryrun) (local_plan.c). */
-void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint);
+ * being endpoint (a placeholder in a dryrun) (local_plan.c).
+ * Returns: 0, or MU_EINVAL with the role named in err when its name cannot be a directory
+ * (mu_app_validate refuses such names first). */
+int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct mu_buf *err);
 /* Frees the plan. Accepts NULL. */
 void mu_local_plan_free(struct mu_local_plan *p);
 

@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "muster/errno.h"
+
 #include "alloc.h"
 #include "local.h"
+#include "path.h"
 #include "sched.h"
 
 /* Frees the plan's replicas and leaves it with none. */
@@ -34,12 +37,49 @@ void mu_local_plan_free(struct mu_local_plan *p)
   mu_free(p->root);
   mu_free(p->app_dir);
   mu_free(p->rdzv_external);
+  mu_free(p->token_file);
+  mu_free(p->open_why);
+  mu_free(p->tls_dir);
   mu_free(p->device_env);
   plan_replicas_clear(p);
   mu_free(p);
 }
 
-void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint)
+char *mu_local_path(const char *root, const char *app_id, const char *role, long replica,
+                    const char *file)
+{
+  char rid[32];
+  snprintf(rid, sizeof(rid), "%ld", replica);
+  const char *parts[] = {app_id, role, role != NULL && replica >= 0 ? rid : NULL, file};
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  mu_buf_puts(&b, root);
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    if (parts[i] == NULL)
+      continue;
+    if (!mu_path_segment_ok(parts[i])) {
+      mu_buf_release(&b);
+      return NULL;
+    }
+    mu_buf_putc(&b, '/');
+    mu_buf_puts(&b, parts[i]);
+  }
+  return mu_buf_detach(&b);
+}
+
+/* With -cfg rdzv_tls: the CA that checks the job's musterd, and the client certificate. */
+static void plan_tls_env(const struct mu_local_plan *p, struct mu_kvlist *env)
+{
+  static const char *const vars[][2] = {{"MUSTER_RDZV_CACERT", "ca.pem"},
+                                        {"MUSTER_RDZV_CERT", "client.pem"},
+                                        {"MUSTER_RDZV_KEY", "client.key"}};
+  for (size_t i = 0; p->tls_dir != NULL && i < (p->tls_clients ? 3u : 1u); i++) {
+    char *f = mu_asprintf("%s/%s", p->tls_dir, vars[i][1]);
+    mu_kvlist_set(env, vars[i][0], f);
+    mu_free(f);
+  }
+}
+
+int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct mu_buf *err)
 {
   plan_replicas_clear(p);
   size_t total = 0;
@@ -62,7 +102,15 @@ void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint)
       struct mu_macros m = {p->app_id, rid, cwd, "TORCHX_RANK0_HOST", endpoint, nrep};
       rp->role = mu_strdup(r->name);
       rp->id = id;
-      rp->dir = mu_asprintf("%s/%s/%ld", p->app_dir, r->name, id);
+      rp->dir = mu_local_path(p->root, p->app_id, r->name, id, NULL);
+      if (rp->dir == NULL) {
+        mu_buf_printf(err, "roles[%zu].name: '", i);
+        mu_put_shown(err, r->name);
+        mu_buf_printf(err, "' cannot name a directory under '%s'", p->app_dir);
+        p->nreplicas = k + 1;
+        plan_replicas_clear(p);
+        return MU_EINVAL;
+      }
       mu_strvec_push_owned(&rp->argv, mu_macros_apply(&m, r->entrypoint));
       for (size_t a = 0; a < r->args.n; a++)
         mu_strvec_push_owned(&rp->argv, mu_macros_apply(&m, r->args.v[a]));
@@ -81,6 +129,9 @@ void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint)
       mu_kvlist_set(&rp->env, "TORCHX_RANK0_HOST", "localhost"); /* as on Kubernetes */
       if (p->rdzv || p->rdzv_external)
         mu_kvlist_set(&rp->env, "MUSTER_RDZV_ENDPOINT", endpoint);
+      if (p->token_file != NULL)
+        mu_kvlist_set(&rp->env, "MUSTER_RDZV_TOKEN_FILE", p->token_file);
+      plan_tls_env(p, &rp->env);
       if (mu_kvlist_get(&rp->env, "TORCHELASTIC_ERROR_FILE") == NULL) {
         char *ef = mu_asprintf("%s/error.json", rp->dir);
         mu_kvlist_set(&rp->env, "TORCHELASTIC_ERROR_FILE", ef);
@@ -96,4 +147,5 @@ void mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint)
     }
   }
   p->nreplicas = k;
+  return 0;
 }

@@ -318,6 +318,8 @@ static char **build_env(struct sup *s, struct mu_local_replica *rp)
     const char *eq = strchr(*e, '=');
     if (eq == NULL)
       continue;
+    if (s->p->token_file != NULL && strncmp(*e, "MUSTER_RDZV_TOKEN=", 18) == 0)
+      continue; /* the job's token file, not a token of the user's: the client prefers this */
     char *k = mu_strndup(*e, (size_t)(eq - *e));
     mu_kvlist_set(&env, k, eq + 1);
     mu_free(k);
@@ -405,6 +407,69 @@ static void close_loop_handles(struct sup *s)
     rv_server_close(s->srv, on_srv_closed, s);
 }
 
+/* The job's rendezvous: the embedded musterd on a free loopback port, or the endpoint of an
+ * existing one, in s->endpoint. Returns: 0, or -1 with s->msg set. */
+static int start_rdzv(struct sup *s)
+{
+  if (s->p->rdzv) {
+    struct rv_server_config cfg;
+    rv_server_config_init(&cfg);
+    cfg.listen_host = "127.0.0.1";
+    cfg.listen_port = 0;
+    cfg.name = "muster-local";
+    cfg.token_file = s->p->token_file; /* NULL: rdzv_auth=none */
+    char *tls[3] = {NULL, NULL, NULL};
+    if (s->p->tls_dir != NULL) {
+      tls[0] = mu_asprintf("%s/server.pem", s->p->tls_dir);
+      tls[1] = mu_asprintf("%s/server.key", s->p->tls_dir);
+      tls[2] = s->p->tls_clients ? mu_asprintf("%s/ca.pem", s->p->tls_dir) : NULL;
+    }
+    cfg.tls_cert_file = tls[0];
+    cfg.tls_key_file = tls[1];
+    cfg.tls_client_ca_file = tls[2];
+    s->srv = rv_server_new(&s->loop, &cfg);
+    for (size_t i = 0; i < 3; i++)
+      mu_free(tls[i]);
+    if (s->srv == NULL) {
+      snprintf(s->msg, sizeof(s->msg),
+               "cannot start the embedded musterd: cannot load its token file '%s' or the TLS "
+               "files of '%s'",
+               s->p->token_file ? s->p->token_file : "(none)",
+               s->p->tls_dir ? s->p->tls_dir : "(none)");
+      return -1;
+    }
+    int rc = rv_server_listen(s->srv);
+    if (rc != 0) {
+      snprintf(s->msg, sizeof(s->msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
+      return -1;
+    }
+    snprintf(s->endpoint, sizeof(s->endpoint), "%s127.0.0.1:%d", s->p->tls_dir ? "https://" : "",
+             rv_server_port(s->srv));
+    rv_server_on_run_event(s->srv, on_run_event, s);
+    /* The status page, when a browser can read it: a private job's needs its token, which a
+     * browser cannot send (docs/security.md), so it is not advertised. */
+    if (s->p->token_file == NULL)
+      snprintf(s->ui_url, sizeof(s->ui_url), "%s%s/ui", s->p->tls_dir ? "" : "http://",
+               s->endpoint);
+  } else if (s->p->rdzv_external) {
+    snprintf(s->endpoint, sizeof(s->endpoint), "%s", s->p->rdzv_external);
+  }
+  return 0;
+}
+
+/* The job ends before any replica started (s->msg says why). Returns: the exit status. */
+static int fail_early(struct sup *s)
+{
+  s->state = MU_STATE_FAILED;
+  write_state(s);
+  close_loop_handles(s);
+  uv_run(&s->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&s->loop);
+  if (s->p->token_made)
+    unlink(s->p->token_file);
+  return 1;
+}
+
 int mu_local_supervise(struct mu_local_plan *p)
 {
   struct sup s;
@@ -426,29 +491,14 @@ int mu_local_supervise(struct mu_local_plan *p)
   s.kill_timer.data = &s;
   uv_timer_init(&s.loop, &s.rdzv_timer);
   s.rdzv_timer.data = &s;
-  if (p->rdzv) {
-    struct rv_server_config cfg;
-    rv_server_config_init(&cfg);
-    cfg.listen_host = "127.0.0.1";
-    cfg.listen_port = 0;
-    cfg.name = "muster-local";
-    s.srv = rv_server_new(&s.loop, &cfg);
-    int rc = s.srv ? rv_server_listen(s.srv) : UV_ENOMEM;
-    if (rc != 0) {
-      snprintf(s.msg, sizeof(s.msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
-      s.state = MU_STATE_FAILED;
-      write_state(&s);
-      close_loop_handles(&s);
-      uv_run(&s.loop, UV_RUN_DEFAULT);
-      return 1;
-    }
-    snprintf(s.endpoint, sizeof(s.endpoint), "127.0.0.1:%d", rv_server_port(s.srv));
-    rv_server_on_run_event(s.srv, on_run_event, &s);
-    snprintf(s.ui_url, sizeof(s.ui_url), "http://%s/ui", s.endpoint);
-  } else if (p->rdzv_external) {
-    snprintf(s.endpoint, sizeof(s.endpoint), "%s", p->rdzv_external);
-  }
-  mu_local_plan_replicas(p, s.endpoint[0] ? s.endpoint : "");
+  if (start_rdzv(&s) != 0)
+    return fail_early(&s);
+  struct mu_buf perr = MU_BUF_INIT(SIZE_MAX);
+  int rc = mu_local_plan_replicas(p, s.endpoint[0] ? s.endpoint : "", &perr);
+  snprintf(s.msg, sizeof(s.msg), "%s", mu_buf_str(&perr)); /* as dryrun said */
+  mu_buf_release(&perr);
+  if (rc != 0)
+    return fail_early(&s);
   s.reps = mu_calloc(p->nreplicas ? p->nreplicas : 1, sizeof(*s.reps));
   for (size_t i = 0; i < p->nreplicas; i++) {
     s.reps[i].sup = &s;
@@ -473,6 +523,8 @@ int mu_local_supervise(struct mu_local_plan *p)
     check_done(&s);
   uv_run(&s.loop, UV_RUN_DEFAULT);
   uv_loop_close(&s.loop);
+  if (p->token_made)
+    unlink(p->token_file); /* the token goes with the job */
   int ok = s.state == MU_STATE_SUCCEEDED;
   cJSON_Delete(s.rdzv_run);
   mu_free(s.reps);

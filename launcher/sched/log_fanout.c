@@ -90,8 +90,8 @@ static void release_sources(struct fan_src *srcs, size_t n)
 /* Forks the reader of srcs[i]: it runs the backend's log_open into a pipe and, when that
  * fails, writes the reason into a second pipe. Returns: 0, or MU_EIO with the reason in err. */
 static int start_reader(const struct mu_sched_ops *s, const char *app_id, struct fan_src *srcs,
-                        size_t i, enum mu_log_stream stream, int follow, long tail,
-                        const struct mu_cfg *cfg, struct mu_buf *err)
+                        size_t i, const struct mu_log_opts *o, const struct mu_cfg *cfg,
+                        struct mu_buf *err)
 {
   int p[2], ep[2];
   if (pipe2(p, O_CLOEXEC) != 0) {
@@ -122,7 +122,7 @@ static int start_reader(const struct mu_sched_ops *s, const char *app_id, struct
     }
     signal(SIGPIPE, SIG_DFL);
     struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-    int crc = s->log_open(app_id, srcs[i].role, srcs[i].id, stream, follow, tail, p[1], cfg, &e);
+    int crc = s->log_open(app_id, srcs[i].role, srcs[i].id, o, p[1], cfg, &e);
     if (crc != 0) /* at most REASON_MAX bytes: fits the pipe, so this never blocks */
       mu_write_all(ep[1], mu_buf_str(&e), e.len < REASON_MAX ? e.len : REASON_MAX);
     _exit(crc == 0 ? 0 : 1);
@@ -230,7 +230,7 @@ static int reap(struct fan_src *srcs, size_t n, int rc, struct mu_buf *err)
 }
 
 int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const char *role,
-                        long replica, enum mu_log_stream stream, int follow, long tail, int out_fd,
+                        long replica, const struct mu_log_opts *o, int out_fd,
                         const struct mu_cfg *cfg, struct mu_buf *err)
 {
   struct mu_app_status st;
@@ -243,13 +243,13 @@ int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const 
   if (rc != 0)
     goto out;
   if (n == 1) { /* one replica: no prefix, no children */
-    rc = s->log_open(app_id, srcs[0].role, srcs[0].id, stream, follow, tail, out_fd, cfg, err);
+    rc = s->log_open(app_id, srcs[0].role, srcs[0].id, o, out_fd, cfg, err);
     goto out;
   }
   fflush(stdout);
   fflush(stderr);
   for (size_t i = 0; i < n && rc == 0; i++)
-    rc = start_reader(s, app_id, srcs, i, stream, follow, tail, cfg, err);
+    rc = start_reader(s, app_id, srcs, i, o, cfg, err);
   if (rc == 0)
     rc = pump(srcs, n, out_fd, err);
   rc = reap(srcs, n, rc, err);

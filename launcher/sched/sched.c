@@ -61,9 +61,11 @@ void mu_app_status_release(struct mu_app_status *st)
   }
   mu_free(st->replicas);
   mu_free(st->rdzv_endpoint);
+  mu_free(st->rdzv_token_file);
   mu_free(st->ui_url);
   mu_free(st->app_id);
   mu_free(st->msg);
+  mu_free(st->reason);
   mu_free(st->root_cause);
   mu_free(st->structured_error_msg);
   mu_free(st->rdzv_run);
@@ -122,6 +124,8 @@ void mu_dryrun_release(struct mu_dryrun *req)
     req->sched->dryrun_free(req);
   mu_free(req->text);
   mu_free(req->app_id);
+  mu_free(req->note);
+  mu_free(req->warning);
   memset(req, 0, sizeof(*req));
 }
 
@@ -130,6 +134,7 @@ void mu_app_list_free(struct mu_app_list_entry *l, size_t n)
   for (size_t i = 0; l != NULL && i < n; i++) {
     mu_free(l[i].app_id);
     mu_free(l[i].name);
+    mu_free(l[i].reason);
   }
   mu_free(l);
 }

@@ -27,8 +27,11 @@
  * Volcano Job YAML, for slurm the sbatch script. `text` is what --dryrun prints. */
 struct mu_dryrun {
   char *text;
-  char *app_id; /* the id the scheduler will use */
-  void *priv;   /* backend data; freed by the backend's dryrun_free */
+  char *app_id;  /* the id the scheduler will use */
+  char *note;    /* what the user should know even without --dryrun (cmd_run prints it to
+                  * stderr: "the job's musterd is open: ..."), or NULL */
+  char *warning; /* what --dryrun says on stderr about the plan (a placeholder in it), or NULL */
+  void *priv;    /* backend data; freed by the backend's dryrun_free */
   const struct mu_sched_ops *sched;
 };
 
@@ -46,10 +49,16 @@ struct mu_app_status {
   enum mu_job_state state;
   long num_restarts;
   char *msg;
+  /* Why the job cannot make progress (an image that cannot be pulled, pods that cannot be
+   * scheduled, a container that crashes on start...), one line naming the replica; NULL when
+   * nothing holds it up. Shown first by `muster status` and printed by `run --wait` when it
+   * changes. */
+  char *reason;
   struct mu_replica_status *replicas;
   size_t nreplicas;
-  char *rdzv_endpoint; /* HOST:PORT of the job's musterd when known, else NULL (local) */
-  char *ui_url;        /* the job's musterd status page while it serves one, else NULL */
+  char *rdzv_endpoint;   /* HOST:PORT of the job's musterd when known, else NULL (local) */
+  char *rdzv_token_file; /* the file of the token it requires, when the job has one (local) */
+  char *ui_url;          /* the job's musterd status page while it serves one, else NULL */
   /* The job's root cause: its earliest worker failure (failrec.h), kept only when the job
    * FAILED. root_cause is one line (rank, exit, exception), structured_error_msg the record's
    * JSON; both NULL when no record was found. */
@@ -67,11 +76,28 @@ struct mu_app_list_entry {
   char *app_id;
   char *name;
   enum mu_job_state state;
+  char *reason;      /* why it cannot make progress (mu_app_status.reason), or NULL */
   double started_at; /* Unix seconds; 0 when the backend does not know */
 };
 
 /* Log stream choice for log_open. */
 enum mu_log_stream { MU_STREAM_COMBINED = 0, MU_STREAM_STDOUT, MU_STREAM_STDERR };
+
+/* What `muster log` asks of a backend's log_open, beyond the replica. */
+struct mu_log_opts {
+  enum mu_log_stream stream;
+  int follow;        /* keep printing until the job ends (TorchX's -t) */
+  long tail;         /* only the last N lines of each replica; 0: every line */
+  const char *since; /* only lines newer than this: a duration ("5m", "1h30m") or an RFC 3339
+                      * time; NULL: all. Only with MU_SCHED_LOG_SINCE. */
+  int previous;      /* the run before a restarted container's last (MU_SCHED_LOG_PREVIOUS) */
+};
+
+/* What a backend's log_open can do beyond the replica's whole log (mu_sched_ops.log_caps). */
+enum mu_sched_log_caps {
+  MU_SCHED_LOG_SINCE = 1 << 0,    /* it honours mu_log_opts.since */
+  MU_SCHED_LOG_PREVIOUS = 1 << 1, /* it honours mu_log_opts.previous */
+};
 
 /* The -cfg key every scheduler has (a row of each runopt table): the health check every node's
  * muster agent runs before it joins, passed as MUSTER_HEALTH_CHECK in every role's environment
@@ -97,9 +123,12 @@ struct mu_sched_ops {
   int (*list)(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
               struct mu_buf *err);
   int (*cancel_existing)(const char *app_id, const struct mu_cfg *cfg, struct mu_buf *err);
-  /* Writes the log of one replica to fd `out`; with follow, until the app is terminal. */
-  int (*log_open)(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                  int follow, long tail, int out, const struct mu_cfg *cfg, struct mu_buf *err);
+  /* Writes the log of one replica to fd `out` (of every replica, or every one of a role, with
+   * role NULL or replica < 0, each line prefixed "role/replica "); with o->follow, until the
+   * app is terminal. */
+  int (*log_open)(const char *app_id, const char *role, long replica, const struct mu_log_opts *o,
+                  int out, const struct mu_cfg *cfg, struct mu_buf *err);
+  unsigned log_caps; /* enum mu_sched_log_caps */
   void (*dryrun_free)(struct mu_dryrun *req);
   /* The job spec of a submitted job (`muster describe`); NULL = not supported. Ownership:
    * *out is the caller's (mu_app_free). */
@@ -154,7 +183,7 @@ void mu_app_list_free(struct mu_app_list_entry *l, size_t n);
  * "role/replica ". Returns: 0; MU_ENOENT for an unknown role or replica; the backend's error,
  * or MU_EIO with each failed replica's reason in err. (log_fanout.c) */
 int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const char *role,
-                        long replica, enum mu_log_stream stream, int follow, long tail, int out_fd,
+                        long replica, const struct mu_log_opts *o, int out_fd,
                         const struct mu_cfg *cfg, struct mu_buf *err);
 
 /* The generic operations: a NULL slot gives MU_ENOTSUP with a message in err.

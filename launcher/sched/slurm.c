@@ -5,6 +5,7 @@
  */
 #include <stdint.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,17 +14,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "muster/errno.h"
 #include "muster/mu.h"
 
 #include "alloc.h"
 #include "fsutil.h"
+#include "random.h"
 #include "sched_exec.h"
 #include "slurm.h"
 
 #define SLURM_OUT_MAX (8u << 20) /* what squeue or sacct may print: read from a process, capped */
 #define SLURM_JOBDIRS ".musterslurmjobdirs"
 #define SLURM_SCRIPT "muster-sbatch.sh"
+#define SLURM_SPOOL_PREFIX ".muster-spool-" /* the job's spool: its rendezvous token */
 
 static const struct mu_runopt slurm_runopts[] = {
     {"partition", MU_RUNOPT_STR, NULL, 0, "partition of every het group (#SBATCH --partition)"},
@@ -46,6 +51,17 @@ static const struct mu_runopt slurm_runopts[] = {
      "address the nodes reach the job's musterd at (default: the batch host's hostname)"},
     {"rdzv_port", MU_RUNOPT_INT, NULL, 0,
      "port of the job's musterd (default: 29400 + job id modulo 2000)"},
+    {"rdzv_auth", MU_RUNOPT_STR, "auto", 0,
+     "who may use the job's musterd: auto (only the job, by a token muster run makes in a 0600 "
+     "file in the job's spool; anyone who reaches its port when torchrun's etcd backend, which "
+     "sends none, must use it), token (always the token), none (anyone)"},
+    {"rdzv_tls", MU_RUNOPT_STR, NULL, 0,
+     "a directory (shared file system) with server.pem, server.key (naming rdzv_host) and "
+     "ca.pem: the job's musterd serves HTTPS, the agents check it with ca.pem; client.pem and "
+     "client.key as well: client certificates required"},
+    {"rdzv_token_file", MU_RUNOPT_STR, NULL, 0,
+     "a file whose first line is the token: of the musterd of rdzv=HOST:PORT, or the job's "
+     "own instead of a new one (the nodes must see it: a shared file system)"},
     {"musterd", MU_RUNOPT_STR, NULL, 0,
      "musterd program on the batch host (default: the musterd beside this muster, by its "
      "absolute path, else musterd from PATH)"},
@@ -68,6 +84,10 @@ struct slurm_priv {
   char *muster_bin, *musterd_bin; /* what the script calls (struct mu_slurm_env) */
   struct mu_strvec opts;          /* --chdir, --comment, ... */
   char *job_dir;
+  char *token_file; /* the rendezvous token's file (struct mu_slurm_env), or NULL */
+  char *spool;      /* the job's spool that schedule makes, with the token in it, or NULL */
+  char *tls_dir;    /* -cfg rdzv_tls (struct mu_slurm_env), or NULL */
+  int tls_clients;
 };
 
 /* What a Slurm tool's stderr means, in the order it is checked (see mu_exec_tool). */
@@ -135,6 +155,65 @@ static void cluster_env(const struct mu_app *app, const struct mu_cfg *cfg,
   }
 }
 
+/* The job's spool, named now and made by schedule: a directory of its own (0700) in the job's
+ * directory (job_dir, else the submit directory), which the nodes see as the script does. */
+static char *spool_path(const struct mu_cfg *cfg)
+{
+  const char *jd = mu_cfg_get(cfg, "job_dir");
+  char cwd[PATH_MAX], rnd[2 * 6 + 1];
+  if (getcwd(cwd, sizeof(cwd)) == NULL || mu_random_hex(rnd, 6) != 0)
+    return NULL;
+  if (jd == NULL)
+    return mu_asprintf("%s/" SLURM_SPOOL_PREFIX "%s", cwd, rnd);
+  if (jd[0] == '/')
+    return mu_asprintf("%s/" SLURM_SPOOL_PREFIX "%s", jd, rnd);
+  return mu_asprintf("%s/%s/" SLURM_SPOOL_PREFIX "%s", cwd, jd, rnd);
+}
+
+/* Who may use the job's rendezvous (mu_cfg_rdzv_auth): p->token_file and p->spool, and the
+ * note when its musterd runs open. Returns: 0, or MU_EINVAL. */
+static int plan_token(const struct mu_app *app, const struct mu_cfg *cfg, struct slurm_priv *p,
+                      struct mu_dryrun *out, struct mu_buf *err)
+{
+  struct mu_rdzv_choice rz;
+  struct mu_rdzv_auth auth;
+  if (mu_cfg_rdzv(cfg, app, &rz, err) != 0)
+    return MU_EINVAL;
+  int rc = mu_cfg_rdzv_auth(cfg, app, &rz, &auth, err);
+  mu_free(rz.endpoint);
+  if (rc != 0)
+    return rc;
+  p->token_file = auth.token_file;
+  p->tls_dir = auth.tls_dir;
+  p->tls_clients = auth.tls_clients;
+  if (rz.own && !auth.open && p->token_file == NULL) {
+    p->spool = spool_path(cfg);
+    if (p->spool == NULL) {
+      mu_buf_puts(err, "cannot name the job's spool (no working directory, or no randomness)");
+      return MU_EIO;
+    }
+    p->token_file = mu_asprintf("%s/rdzv.token", p->spool);
+  }
+  if (auth.why_open != NULL)
+    out->note =
+        mu_asprintf("the job's musterd is open to anyone who reaches its port: %s", auth.why_open);
+  mu_free(auth.why_open);
+  return 0;
+}
+
+/* The app's JSON (job.h) on one line. Ownership: appends to out. */
+static void app_json_line(const struct mu_app *app, struct mu_buf *out)
+{
+  struct mu_buf js = MU_BUF_INIT(SIZE_MAX);
+  mu_app_to_json(app, &js);
+  cJSON *tree = cJSON_Parse(mu_buf_str(&js));
+  char *line = cJSON_PrintUnformatted(tree);
+  mu_buf_puts(out, line ? line : "{}");
+  cJSON_free(line);
+  cJSON_Delete(tree);
+  mu_buf_release(&js);
+}
+
 static int slurm_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
                         struct mu_buf *err)
 {
@@ -151,21 +230,28 @@ static int slurm_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
                                               : mu_sibling_exe("musterd");
   env.muster_bin = p->muster_bin;
   env.musterd_bin = p->musterd_bin;
-  rc = mu_slurm_render(app, cfg, &env, &script, &p->opts, err);
+  out->priv = p;
+  out->sched = &mu_sched_slurm; /* from here mu_dryrun_release() frees p */
+  rc = plan_token(app, cfg, p, out, err);
+  env.token_file = p->token_file;
+  env.spool = p->spool;
+  env.tls_dir = p->tls_dir;
+  env.tls_clients = p->tls_clients;
+  rc = rc ? rc : mu_slurm_render(app, cfg, &env, &script, &p->opts, err);
   if (rc != 0) {
-    mu_free(p->muster_bin);
-    mu_free(p->musterd_bin);
-    mu_strvec_release(&p->opts);
-    mu_free(p);
     mu_buf_release(&script);
     return rc;
   }
+  /* The app as submitted, on one comment line, for `muster describe` (scontrol gives the
+   * script back); JSON escapes every control character, so it stays one line. */
+  mu_buf_puts(&script, "\n# The job spec as submitted ('muster describe' reads it back):\n");
+  mu_buf_puts(&script, MU_SLURM_APP_LINE);
+  app_json_line(app, &script);
+  mu_buf_putc(&script, '\n');
   p->script = mu_strdup(mu_buf_str(&script));
   p->job_dir = jd ? mu_strdup(jd) : NULL;
   out->text = mu_buf_detach(&script);
   out->app_id = mu_strdup("<assigned by sbatch>");
-  out->priv = p;
-  out->sched = &mu_sched_slurm;
   return 0;
 }
 
@@ -179,8 +265,63 @@ static void slurm_dryrun_free(struct mu_dryrun *req)
   mu_free(p->musterd_bin);
   mu_strvec_release(&p->opts);
   mu_free(p->job_dir);
+  mu_free(p->token_file);
+  mu_free(p->spool);
+  mu_free(p->tls_dir);
   mu_free(p);
   req->priv = NULL;
+}
+
+/* Removes a job's spool: its token file, then the directory (nothing else is ever in it). */
+static void spool_remove(const char *spool)
+{
+  char *tok = mu_asprintf("%s/rdzv.token", spool);
+  unlink(tok);
+  rmdir(spool);
+  mu_free(tok);
+}
+
+/* The directory the script is written to (job_dir, made now, else a temporary one), and the
+ * job's spool with its token (0700, 0600). Returns: 0, or an error with err set. */
+static int make_dirs(const struct slurm_priv *p, char **dir, struct mu_buf *err)
+{
+  char tmpl[] = "/tmp/muster-sbatch-XXXXXX";
+  if (p->job_dir && mkdir(p->job_dir, 0777) != 0) {
+    mu_buf_printf(err, "-cfg job_dir: cannot create '%s': %s (it must not exist yet)", p->job_dir,
+                  strerror(errno));
+    return MU_EINVAL;
+  }
+  if (!p->job_dir && mkdtemp(tmpl) == NULL) {
+    mu_buf_printf(err, "cannot create a temporary directory: %s", strerror(errno));
+    return MU_EIO;
+  }
+  *dir = mu_strdup(p->job_dir ? p->job_dir : tmpl);
+  if (p->spool == NULL)
+    return 0;
+  int rc = mkdir(p->spool, 0700) == 0 ? mu_random_token_file(p->token_file) : -errno;
+  if (rc != 0) {
+    mu_buf_printf(err, "cannot make the job's rendezvous token in '%s': %s", p->spool,
+                  mu_strerror(rc));
+    spool_remove(p->spool);
+  }
+  return rc;
+}
+
+/* Notes in ./.musterslurmjobdirs where job `id` lives: "ID = DIR" for a job_dir (logs), "ID
+ * spool = DIR" for its spool (cancel removes it). */
+static void record(const struct slurm_priv *p, const char *id)
+{
+  FILE *fp = p->job_dir || p->spool ? fopen(SLURM_JOBDIRS, "a") : NULL;
+  if (fp == NULL)
+    return;
+  if (p->job_dir) {
+    char *abs = realpath(p->job_dir, NULL);
+    fprintf(fp, "%s = %s\n", id, abs ? abs : p->job_dir);
+    free(abs); /* realpath's buffer comes from libc */
+  }
+  if (p->spool)
+    fprintf(fp, "%s spool = %s\n", id, p->spool);
+  fclose(fp);
 }
 
 static int slurm_schedule(struct mu_dryrun *req, struct mu_buf *err)
@@ -188,26 +329,10 @@ static int slurm_schedule(struct mu_dryrun *req, struct mu_buf *err)
   struct slurm_priv *p = req->priv;
   struct mu_strvec av = MU_STRVEC_INIT;
   struct mu_buf out = MU_BUF_INIT(4096);
-  char tmpl[] = "/tmp/muster-sbatch-XXXXXX", *dir = NULL, *path = NULL, *id;
-  size_t i;
-  int rc = 0;
-
-  if (p->job_dir) {
-    if (mkdir(p->job_dir, 0777) != 0) {
-      mu_buf_printf(err, "-cfg job_dir: cannot create '%s': %s (it must not exist yet)", p->job_dir,
-                    strerror(errno));
-      rc = MU_EINVAL;
-      goto out;
-    }
-    dir = mu_strdup(p->job_dir);
-  } else {
-    if (mkdtemp(tmpl) == NULL) {
-      mu_buf_printf(err, "cannot create a temporary directory: %s", strerror(errno));
-      rc = MU_EIO;
-      goto out;
-    }
-    dir = mu_strdup(tmpl);
-  }
+  char *dir = NULL, *path = NULL, *id;
+  int rc = make_dirs(p, &dir, err);
+  if (rc != 0)
+    goto out;
   path = mu_asprintf("%s/%s", dir, SLURM_SCRIPT);
   rc = mu_write_file_atomic(path, p->script, strlen(p->script), 0644, 0);
   if (rc != 0) {
@@ -216,7 +341,7 @@ static int slurm_schedule(struct mu_dryrun *req, struct mu_buf *err)
   }
   mu_strvec_push(&av, "sbatch");
   mu_strvec_push(&av, "--parsable");
-  for (i = 0; i < p->opts.n; i++)
+  for (size_t i = 0; i < p->opts.n; i++)
     mu_strvec_push(&av, p->opts.v[i]);
   mu_strvec_push(&av, path);
   rc = slurm_run(&av, &out, err);
@@ -231,16 +356,10 @@ static int slurm_schedule(struct mu_dryrun *req, struct mu_buf *err)
   }
   mu_free(req->app_id);
   req->app_id = mu_strdup(id);
-  if (p->job_dir) {
-    FILE *fp = fopen(SLURM_JOBDIRS, "a");
-    char *abs = realpath(p->job_dir, NULL);
-    if (fp) {
-      fprintf(fp, "%s = %s\n", id, abs ? abs : p->job_dir);
-      fclose(fp);
-    }
-    free(abs); /* realpath's buffer comes from libc */
-  }
+  record(p, id);
 out:
+  if (rc != 0 && dir != NULL && p->spool != NULL)
+    spool_remove(p->spool); /* no job will read it */
   if (path && !p->job_dir)
     unlink(path);
   if (dir && !p->job_dir)
@@ -328,6 +447,30 @@ out:
   return rc;
 }
 
+static char *recorded(const char *app_id, const char *what);
+/* The app as submitted, from the batch script slurmctld keeps while it knows the job. */
+static int slurm_app_spec(const char *app_id, const struct mu_cfg *cfg, struct mu_app **out,
+                          struct mu_buf *err)
+{
+  struct mu_strvec av = MU_STRVEC_INIT;
+  struct mu_buf script = MU_BUF_INIT(SLURM_OUT_MAX);
+  int rc;
+  (void)cfg;
+  mu_strvec_push(&av, "scontrol");
+  mu_strvec_push(&av, "write");
+  mu_strvec_push(&av, "batch_script");
+  mu_strvec_push(&av, app_id);
+  mu_strvec_push(&av, "-");
+  rc = slurm_run(&av, &script, err);
+  if (rc != 0)
+    mu_buf_puts(err, "\n(slurmctld keeps a job's batch script until MinJobAge after it ends)");
+  else
+    rc = mu_slurm_parse_app(mu_buf_str(&script), app_id, out, err);
+  mu_strvec_release(&av);
+  mu_buf_release(&script);
+  return rc;
+}
+
 static int slurm_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_buf *err)
 {
   struct mu_strvec av = MU_STRVEC_INIT;
@@ -337,6 +480,13 @@ static int slurm_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_
   mu_strvec_push(&av, app_id);
   rc = slurm_run(&av, NULL, err);
   mu_strvec_release(&av);
+  /* The token goes with the job: a job cancelled before (or while) its script ran leaves its
+   * spool behind, and only the spools muster made are removed. */
+  char *spool = rc == 0 ? recorded(app_id, " spool = ") : NULL;
+  const char *base = spool ? strrchr(spool, '/') : NULL;
+  if (base != NULL && strncmp(base + 1, SLURM_SPOOL_PREFIX, strlen(SLURM_SPOOL_PREFIX)) == 0)
+    spool_remove(spool);
+  mu_free(spool);
   return rc;
 }
 
@@ -367,20 +517,27 @@ static int slurm_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
   return rc;
 }
 
-/* The directory the job's output files are in: ./.musterslurmjobdirs, else ".". */
-static char *job_dir_of(const char *app_id)
+/* The last "ID<what>PATH" line of ./.musterslurmjobdirs for app_id, or NULL. */
+static char *recorded(const char *app_id, const char *what)
 {
   FILE *fp = fopen(SLURM_JOBDIRS, "r");
   char line[4096], *found = NULL;
-  size_t n = strlen(app_id);
+  size_t n = strlen(app_id), w = strlen(what);
   while (fp && fgets(line, sizeof line, fp)) {
-    if (strncmp(line, app_id, n) == 0 && strncmp(line + n, " = ", 3) == 0) {
+    if (strncmp(line, app_id, n) == 0 && strncmp(line + n, what, w) == 0) {
       mu_free(found);
-      found = mu_strdup(mu_exec_chomp(line + n + 3));
+      found = mu_strdup(mu_exec_chomp(line + n + w));
     }
   }
   if (fp)
     fclose(fp);
+  return found;
+}
+
+/* The directory the job's output files are in: ./.musterslurmjobdirs, else ".". */
+static char *job_dir_of(const char *app_id)
+{
+  char *found = recorded(app_id, " = ");
   return found ? found : mu_strdup(".");
 }
 
@@ -432,18 +589,20 @@ static off_t tail_offset(int fd, long tail)
   return 0;
 }
 
-static int slurm_log(const char *app_id, const char *role, long replica, enum mu_log_stream s,
-                     int follow, long tail, int out_fd, const struct mu_cfg *cfg,
+static int slurm_log(const char *app_id, const char *role, long replica,
+                     const struct mu_log_opts *o, int out_fd, const struct mu_cfg *cfg,
                      struct mu_buf *err)
 {
+  enum mu_log_stream s = o->stream;
+  int follow = o->follow;
+  long tail = o->tail;
   char *dir = NULL, *paths[2] = {NULL, NULL};
   int fds[2] = {-1, -1}, rc = 0, i, nf = 0;
   off_t offs[2] = {0, 0};
 
   /* Every replica (of the role): each one's files, lines prefixed role/replica. */
   if (role == NULL || replica < 0)
-    return mu_sched_log_fanout(&mu_sched_slurm, app_id, role, replica, s, follow, tail, out_fd, cfg,
-                               err);
+    return mu_sched_log_fanout(&mu_sched_slurm, app_id, role, replica, o, out_fd, cfg, err);
   dir = job_dir_of(app_id);
 
   if (s == MU_STREAM_COMBINED || s == MU_STREAM_STDOUT)
@@ -516,4 +675,5 @@ const struct mu_sched_ops mu_sched_slurm = {
     .cancel_existing = slurm_cancel,
     .log_open = slurm_log,
     .dryrun_free = slurm_dryrun_free,
+    .app_spec = slurm_app_spec,
 };

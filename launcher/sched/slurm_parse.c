@@ -295,10 +295,37 @@ void mu_slurm_parse_list(const char *text, struct mu_app_list_entry **out, size_
       cap = cap ? cap * 2 : 16;
       *out = mu_realloc(*out, cap * sizeof **out);
     }
+    memset(&(*out)[*n], 0, sizeof **out);
     (*out)[*n].app_id = mu_strdup(f[0]);
     (*out)[*n].name = mu_strdup(f[1]);
     (*out)[*n].state = mu_slurm_state(f[2]);
     (*n)++;
   }
   mu_free(copy);
+}
+
+int mu_slurm_parse_app(const char *script, const char *app_id, struct mu_app **out,
+                       struct mu_buf *err)
+{
+  const char *line = strstr(script, "\n" MU_SLURM_APP_LINE);
+  struct mu_buf applied = MU_BUF_INIT(SIZE_MAX);
+  char *json;
+  int rc;
+  *out = NULL;
+  if (line == NULL) {
+    mu_buf_printf(err,
+                  "the batch script of job %s carries no job spec (another tool or an older "
+                  "muster submitted it); 'muster status' shows its replicas",
+                  app_id);
+    return MU_ENOENT;
+  }
+  line += 1 + strlen(MU_SLURM_APP_LINE);
+  json = mu_strndup(line, strcspn(line, "\n"));
+  mu_buf_put_replaced(&applied, json, "${app_id}", app_id); /* known now, not at sbatch */
+  rc = mu_app_from_json(mu_buf_str(&applied), out) == 0 ? 0 : MU_EPARSE;
+  if (rc != 0)
+    mu_buf_printf(err, "the job spec in the batch script of job %s does not parse", app_id);
+  mu_free(json);
+  mu_buf_release(&applied);
+  return rc;
 }

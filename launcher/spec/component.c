@@ -131,7 +131,9 @@ static int yaml_to_json(const char *text, size_t len, const char *where, cJSON *
     mu_buf_printf(err, "%s: a component file must be a YAML mapping (name:, params:, app:)", where);
   else if (rc == MU_EINVAL)
     mu_buf_printf(err, "%s: unsupported YAML (keys must be plain strings, no anchors)", where);
-  if (rc == MU_ENOENT || rc == MU_EINVAL)
+  else if (rc == MU_E2BIG)
+    mu_buf_printf(err, "%s: %s", where, mu_buf_str(&why));
+  if (rc == MU_ENOENT || rc == MU_EINVAL || rc == MU_E2BIG)
     rc = MU_EPARSE;
   mu_buf_release(&why);
   return rc;
@@ -454,7 +456,7 @@ int mu_component_builtins(struct mu_strvec *names, struct mu_strvec *descs)
       if (mu_component_load(found.v[i], &c, &e) == 0) {
         mu_strvec_push_owned(descs, first_sentence(mu_component_description(c)));
       } else {
-        mu_strvec_push(descs, "(cannot be loaded)");
+        mu_strvec_push_owned(descs, mu_asprintf("(cannot be loaded: %s)", mu_buf_str(&e)));
       }
       mu_component_free(c);
       mu_buf_release(&e);

@@ -15,6 +15,7 @@
 #include "alloc.h"
 #include "client/backends.h"
 #include "config.h"
+#include "fsutil.h"
 #include "opts.h"
 #include "suggest.h"
 
@@ -518,6 +519,12 @@ int mu_cfg_resolve(const char *sched, const struct mu_runopt *runopts, const str
       }
       continue;
     }
+    char field[700];
+    snprintf(field, sizeof(field), "%s%s", where, o->name);
+    if (mu_text_check(field, v, 0, err) != 0) { /* it may reach a script or a manifest */
+      rc = MU_EINVAL;
+      goto out;
+    }
     char *cast = cast_value(o, v, where, err);
     if (cast == NULL) {
       rc = MU_EINVAL;
@@ -638,4 +645,146 @@ int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rd
     mu_buf_printf(err, ", %s%s%s%s", b->scheme != NULL ? b->scheme : "",
                   b->scheme != NULL ? "://" : "", b->endpoint_form, b->scheme ? "" : BARE_TOO);
   return MU_EINVAL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * -cfg rdzv_auth, rdzv_token_file
+ */
+
+/* The index of a role that runs torchrun with an etcd rendezvous backend (it sends no token:
+ * torch's etcd clients have no bearer token), or -1. */
+static long etcd_torchrun_role(const struct mu_app *app)
+{
+  static const char *const backends[] = {"etcd", "etcd-v2"};
+  for (size_t i = 0; i < app->nroles; i++) {
+    const struct mu_strvec *a = &app->roles[i].args;
+    for (size_t k = 0; k < a->n; k++) {
+      const char *v = NULL;
+      if ((strcmp(a->v[k], "--rdzv_backend") == 0 || strcmp(a->v[k], "--rdzv-backend") == 0) &&
+          k + 1 < a->n)
+        v = a->v[k + 1];
+      else if (strncmp(a->v[k], "--rdzv_backend=", 15) == 0 ||
+               strncmp(a->v[k], "--rdzv-backend=", 15) == 0)
+        v = a->v[k] + 15;
+      for (size_t b = 0; v != NULL && b < sizeof(backends) / sizeof(backends[0]); b++)
+        if (strcmp(v, backends[b]) == 0)
+          return (long)i;
+    }
+  }
+  return -1;
+}
+
+/* rdzv_token_file: readable, a first line, as an absolute path. */
+static int token_file_check(const char *v, char **out, struct mu_buf *err)
+{
+  struct mu_buf b = MU_BUF_INIT(4096);
+  int rc = mu_read_file(v, 4096, &b);
+  size_t n = b.data != NULL ? strcspn(b.data, "\r\n") : 0;
+  for (volatile char *p = b.data; p != NULL && p < b.data + b.len; p++)
+    *p = '\0'; /* a secret: not left in freed memory */
+  mu_buf_release(&b);
+  if (rc != 0 || n == 0) {
+    mu_buf_printf(err,
+                  "-cfg rdzv_token_file: cannot read a token from '%s': %s (the file's first "
+                  "line is the token; make one with: openssl rand -hex 32 > FILE; chmod 600 FILE)",
+                  v, rc != 0 ? mu_strerror(rc) : "its first line is empty");
+    return MU_EINVAL;
+  }
+  char *abs = realpath(v, NULL);
+  *out = mu_strdup(abs != NULL ? abs : v);
+  free(abs); /* realpath's buffer comes from libc */
+  return 0;
+}
+
+/* rdzv_tls=DIR: its files readable (the client pair both or neither), as an absolute path. */
+static int tls_dir_check(const char *v, const struct mu_rdzv_choice *rz, struct mu_rdzv_auth *out,
+                         struct mu_buf *err)
+{
+  static const char *const need[] = {"server.pem", "server.key", "ca.pem"};
+  if (!rz->own) {
+    mu_buf_puts(err, "-cfg rdzv_tls: the job's own musterd serves TLS, and this job has none "
+                     "(rdzv=HOST:PORT: give its agents MUSTER_RDZV_CACERT=FILE instead)");
+    return MU_EINVAL;
+  }
+  int has[2] = {0, 0};
+  for (size_t i = 0; i < 5; i++) {
+    const char *f = i < 3 ? need[i] : i == 3 ? "client.pem" : "client.key";
+    char *path = mu_asprintf("%s/%s", v, f);
+    int ok = access(path, R_OK) == 0;
+    mu_free(path);
+    if (i >= 3) {
+      has[i - 3] = ok;
+      continue;
+    }
+    if (!ok) {
+      mu_buf_printf(err,
+                    "-cfg rdzv_tls: cannot read '%s/%s': the directory holds server.pem and "
+                    "server.key (the job's musterd's certificate, naming the address the nodes "
+                    "use) and ca.pem (the CA the agents check it with); client.pem and "
+                    "client.key as well ask for client certificates",
+                    v, f);
+      return MU_EINVAL;
+    }
+  }
+  if (has[0] != has[1]) {
+    mu_buf_printf(err, "-cfg rdzv_tls: '%s' has client.%s but not client.%s: give both or neither",
+                  v, has[0] ? "pem" : "key", has[0] ? "key" : "pem");
+    return MU_EINVAL;
+  }
+  char *abs = realpath(v, NULL);
+  out->tls_dir = mu_strdup(abs != NULL ? abs : v);
+  free(abs); /* realpath's buffer comes from libc */
+  out->tls_clients = has[0];
+  return 0;
+}
+
+int mu_cfg_rdzv_auth(const struct mu_cfg *cfg, const struct mu_app *app,
+                     const struct mu_rdzv_choice *rz, struct mu_rdzv_auth *out, struct mu_buf *err)
+{
+  const char *v = mu_cfg_get(cfg, "rdzv_auth"), *tf = mu_cfg_get(cfg, "rdzv_token_file");
+  long role = rz->own ? etcd_torchrun_role(app) : -1;
+  memset(out, 0, sizeof(*out));
+  if (v == NULL)
+    v = "auto";
+  if (strcmp(v, "none") == 0) {
+    out->open = 1;
+  } else if (strcmp(v, "auto") == 0 && role >= 0) {
+    out->open = 1;
+    out->why_open = mu_asprintf("roles[%ld] runs torchrun with an etcd rendezvous backend, which "
+                                "sends no token (torchrun's c10d backend keeps the job private)",
+                                role);
+  } else if (strcmp(v, "token") == 0 && role >= 0) {
+    mu_buf_printf(err,
+                  "-cfg rdzv_auth=token: roles[%ld] runs torchrun with an etcd rendezvous "
+                  "backend, which cannot send the token (torch's etcd clients have none): use "
+                  "torchrun's c10d backend (dist.ddp --rdzv_backend c10d), or rdzv_auth=auto to "
+                  "leave the job's musterd open to anyone who reaches its port "
+                  "(docs/security.md)",
+                  role);
+    return MU_EINVAL;
+  } else if (strcmp(v, "auto") != 0 && strcmp(v, "token") != 0) {
+    mu_buf_printf(err,
+                  "-cfg rdzv_auth='%s' is not known; use auto (a token made for the job, unless "
+                  "torchrun's etcd backend must reach its musterd: the default), token (always) "
+                  "or none (open to anyone who reaches its port)",
+                  v);
+    return MU_EINVAL;
+  }
+  if (tf != NULL && out->open) {
+    mu_buf_printf(err, "-cfg rdzv_token_file: the job's musterd runs open (%s): drop one",
+                  out->why_open ? out->why_open : "rdzv_auth=none");
+    mu_free(out->why_open);
+    out->why_open = NULL;
+    return MU_EINVAL;
+  }
+  if (tf != NULL && token_file_check(tf, &out->token_file, err) != 0)
+    return MU_EINVAL;
+  const char *tls = mu_cfg_get(cfg, "rdzv_tls");
+  if (tls != NULL && tls_dir_check(tls, rz, out, err) != 0) {
+    mu_free(out->token_file);
+    mu_free(out->why_open);
+    memset(out, 0, sizeof(*out));
+    return MU_EINVAL;
+  }
+  return 0;
 }

@@ -117,4 +117,34 @@ struct mu_rdzv_choice {
 int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rdzv_choice *out,
                 struct mu_buf *err);
 
+/* Who may use the job's rendezvous (docs/security.md, "A job's rendezvous is private"), from
+ * the runopts every scheduler that starts a musterd for the job declares:
+ *   rdzv_auth=auto    (the default) the job's own musterd requires a token that `muster run`
+ *                     makes for the job (or, with rdzv_token_file, the user's) and hands to
+ *                     the job alone, in a 0600 file; unless a role runs torchrun with an etcd
+ *                     backend, which sends none: then it is open, and why_open says so
+ *   rdzv_auth=token   always the token (a torchrun etcd role is then an error)
+ *   rdzv_auth=none    open to anyone who reaches its port
+ *   rdzv_token_file=F the first line of F is the token: of the existing musterd of
+ *                     rdzv=HOST:PORT (the agents send it), or of the job's own musterd
+ *   rdzv_tls=DIR      the job's own musterd serves HTTPS (see tls_dir) */
+struct mu_rdzv_auth {
+  int open;         /* 1: the job's own musterd requires nothing */
+  char *why_open;   /* open by rdzv_auth=auto: the sentence that says why, else NULL */
+  char *token_file; /* rdzv_token_file as an absolute path, else NULL */
+  /* rdzv_tls=DIR (the job's own musterd only), as an absolute path, else NULL: the musterd
+   * serves HTTPS with DIR/server.pem and DIR/server.key, the agents check it against
+   * DIR/ca.pem; with DIR/client.pem and DIR/client.key as well (tls_clients), musterd asks
+   * for client certificates signed by ca.pem and the agents present that one. */
+  char *tls_dir;
+  int tls_clients;
+};
+
+/* Reads rdzv_auth and rdzv_token_file for app, whose rendezvous rz chose. Returns: 0, or
+ * MU_EINVAL with the runopt and the fix in err. Ownership: out->token_file, out->why_open and
+ * out->tls_dir are the caller's (mu_free). */
+int mu_cfg_rdzv_auth(const struct mu_cfg *cfg, const struct mu_app *app,
+                     const struct mu_rdzv_choice *rz, struct mu_rdzv_auth *out,
+                     struct mu_buf *err);
+
 #endif

@@ -208,94 +208,225 @@ int mu_app_mentions(const struct mu_app *app, const char *s)
   return 0;
 }
 
-int mu_app_validate(const struct mu_app *app, struct mu_buf *err)
+long mu_text_bad(const char *s, unsigned flags)
 {
-  if (app->name == NULL || app->name[0] == '\0') {
-    mu_buf_printf(err, "name: must not be empty");
-    return MU_EINVAL;
+  const unsigned char *p = (const unsigned char *)s;
+  for (size_t i = 0; p[i] != '\0'; i++) {
+    if (p[i] == '\t' || p[i] == '\n') {
+      if (!(flags & MU_TEXT_LINES))
+        return (long)i;
+    } else if (p[i] < 0x20 || p[i] == 0x7f ||
+               (p[i] == 0xc2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)) {
+      return (long)i; /* C0, DEL, or C1 (U+0080-U+009F, NEL among them) */
+    }
   }
+  return -1;
+}
+
+void mu_put_shown(struct mu_buf *out, const char *s)
+{
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++, n++) {
+    if (n == 64) {
+      mu_buf_puts(out, "...");
+      return;
+    }
+    if (*p == '\n')
+      mu_buf_puts(out, "\\n");
+    else if (*p == '\t')
+      mu_buf_puts(out, "\\t");
+    else if (*p == '\\')
+      mu_buf_puts(out, "\\\\");
+    else if (*p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+      mu_buf_printf(out, "\\x%02x", *p);
+    else
+      mu_buf_putc(out, (char)*p);
+  }
+}
+
+int mu_text_check(const char *field, const char *s, unsigned flags, struct mu_buf *err)
+{
+  long at = mu_text_bad(s, flags);
+  if (at < 0)
+    return 0;
+  const unsigned char *c = (const unsigned char *)s + at;
+  mu_buf_printf(err, "%s: ", field);
+  if (*c == 0xc2)
+    mu_buf_printf(err, "control character U+%04X", c[1]);
+  else
+    mu_buf_printf(err, "control character 0x%02x", *c);
+  mu_buf_printf(err, " at byte %ld is not allowed%s, in '", at,
+                flags & MU_TEXT_LINES ? " (of the control characters only tab and newline are)"
+                                      : "");
+  mu_put_shown(err, s);
+  mu_buf_puts(err, "'");
+  return MU_EINVAL;
+}
+
+int mu_name_check(const char *field, const char *s, struct mu_buf *err)
+{
+  size_t n = strlen(s), i = 0;
+  if (n >= 1 && n <= MU_NAME_MAX && isalnum((unsigned char)s[0]))
+    for (i = 1; i < n; i++)
+      if (!isalnum((unsigned char)s[i]) && strchr("-_.", s[i]) == NULL)
+        break;
+  if (n >= 1 && i == n)
+    return 0;
+  mu_buf_printf(err, "%s: '", field);
+  mu_put_shown(err, s);
+  mu_buf_printf(err,
+                "' is not a valid name: use 1-%d letters, digits, '-', '_' and '.', starting with "
+                "a letter or digit (it names files, Slurm jobs and Kubernetes objects)",
+                MU_NAME_MAX);
+  return MU_EINVAL;
+}
+
+/* The app's and the roles' names: valid, and no two roles alike. */
+static int validate_names(const struct mu_app *app, struct mu_buf *err)
+{
+  if (mu_name_check("name", app->name ? app->name : "", err) != 0)
+    return MU_EINVAL;
   if (app->nroles == 0) {
     mu_buf_printf(err, "roles: the app has no roles; a component must define at least one");
     return MU_EINVAL;
   }
   for (size_t i = 0; i < app->nroles; i++) {
-    const struct mu_role *r = &app->roles[i];
-    if (r->name == NULL || r->name[0] == '\0') {
-      mu_buf_printf(err, "roles[%zu].name: must not be empty", i);
+    char field[48];
+    snprintf(field, sizeof(field), "roles[%zu].name", i);
+    if (mu_name_check(field, app->roles[i].name ? app->roles[i].name : "", err) != 0)
       return MU_EINVAL;
-    }
     for (size_t j = 0; j < i; j++) {
-      if (strcmp(app->roles[j].name, r->name) == 0) {
-        mu_buf_printf(err, "roles[%zu].name: '%s' is already the name of roles[%zu]", i, r->name,
-                      j);
-        return MU_EINVAL;
-      }
-    }
-    if (r->entrypoint == NULL || r->entrypoint[0] == '\0') {
-      mu_buf_printf(err, "roles[%zu].entrypoint: must not be empty", i);
-      return MU_EINVAL;
-    }
-    if (r->num_replicas < 1) {
-      mu_buf_printf(err, "roles[%zu].num_replicas: must be a positive integer, got %ld", i,
-                    r->num_replicas);
-      return MU_EINVAL;
-    }
-    if (r->min_replicas != -1 && (r->min_replicas < 1 || r->min_replicas > r->num_replicas)) {
-      mu_buf_printf(err,
-                    "roles[%zu].min_replicas: must be between 1 and num_replicas (%ld), got %ld", i,
-                    r->num_replicas, r->min_replicas);
-      return MU_EINVAL;
-    }
-    if (r->max_retries < 0) {
-      mu_buf_printf(err, "roles[%zu].max_retries: must be 0 or more, got %ld", i, r->max_retries);
-      return MU_EINVAL;
-    }
-    const struct {
-      const char *name;
-      long v;
-    } res[] = {{"cpu", r->resource.cpu}, {"gpu", r->resource.gpu}, {"memMB", r->resource.memMB}};
-    for (size_t k = 0; k < 3; k++) {
-      if (res[k].v < -1 || (res[k].v == 0 && k == 2)) {
-        mu_buf_printf(err, "roles[%zu].resources.%s: must be a positive integer, got %ld", i,
-                      res[k].name, res[k].v);
-        return MU_EINVAL;
-      }
-    }
-    for (size_t k = 0; k < r->resource.ndevices; k++) {
-      if (r->resource.devices[k].count < 0) {
-        mu_buf_printf(err, "roles[%zu].resources.devices.%s: must be 0 or more, got %ld", i,
-                      r->resource.devices[k].name, r->resource.devices[k].count);
-        return MU_EINVAL;
-      }
-    }
-    for (size_t k = 0; k < r->env.n; k++) {
-      if (!env_name_ok(r->env.v[k].key)) {
-        mu_buf_printf(err,
-                      "roles[%zu].env: '%s' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
-                      i, r->env.v[k].key);
-        return MU_EINVAL;
-      }
-    }
-    for (size_t k = 0; k < r->nmounts; k++) {
-      const struct mu_mount *m = &r->mounts[k];
-      if (m->type != MU_MOUNT_SHM && (m->src == NULL || m->src[0] == '\0')) {
-        mu_buf_printf(err, "roles[%zu].mounts[%zu].src: must not be empty", i, k);
-        return MU_EINVAL;
-      }
-      if (m->dst == NULL || m->dst[0] == '\0') {
-        mu_buf_printf(err, "roles[%zu].mounts[%zu].dst: must not be empty", i, k);
-        return MU_EINVAL;
-      }
-    }
-    for (size_t k = 0; k < r->nports; k++) {
-      if (r->ports[k].port < 1 || r->ports[k].port > 65535) {
-        mu_buf_printf(err, "roles[%zu].port_map.%s: must be a port number 1-65535, got %ld", i,
-                      r->ports[k].name, r->ports[k].port);
+      if (strcmp(app->roles[j].name, app->roles[i].name) == 0) {
+        mu_buf_printf(err, "roles[%zu].name: '%s' is already the name of roles[%zu]", i,
+                      app->roles[i].name, j);
         return MU_EINVAL;
       }
     }
   }
   return mu_instance_check(app, err);
+}
+
+/* One text field of role i: "roles[i].<what>" names it in the error. */
+static int role_text(size_t i, const char *what, const char *s, unsigned flags, struct mu_buf *err)
+{
+  char field[192];
+  snprintf(field, sizeof(field), "roles[%zu].%s", i, what);
+  return s == NULL ? 0 : mu_text_check(field, s, flags, err);
+}
+
+/* Every string of role i that reaches a command line, a script or a manifest: no control
+ * characters, except tab and newline in the program's own arguments and environment. */
+static int validate_role_text(const struct mu_role *r, size_t i, struct mu_buf *err)
+{
+  char what[160];
+  int rc = role_text(i, "entrypoint", r->entrypoint, 0, err);
+  rc = rc ? rc : role_text(i, "image", r->image, 0, err);
+  for (size_t k = 0; rc == 0 && k < r->args.n; k++) {
+    snprintf(what, sizeof(what), "args[%zu]", k);
+    rc = role_text(i, what, r->args.v[k], MU_TEXT_LINES, err);
+  }
+  for (size_t k = 0; rc == 0 && k < r->env.n; k++) {
+    if (!env_name_ok(r->env.v[k].key)) {
+      mu_buf_printf(err, "roles[%zu].env: '", i);
+      mu_put_shown(err, r->env.v[k].key);
+      mu_buf_puts(err, "' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
+      return MU_EINVAL;
+    }
+    snprintf(what, sizeof(what), "env.%s", r->env.v[k].key);
+    rc = role_text(i, what, r->env.v[k].value, MU_TEXT_LINES, err);
+  }
+  for (size_t k = 0; rc == 0 && k < r->nmounts; k++) {
+    snprintf(what, sizeof(what), "mounts[%zu]", k);
+    rc = role_text(i, what, r->mounts[k].src, 0, err);
+    rc = rc ? rc : role_text(i, what, r->mounts[k].dst, 0, err);
+    rc = rc ? rc : role_text(i, what, r->mounts[k].perm, 0, err);
+  }
+  for (size_t k = 0; rc == 0 && k < r->resource.ndevices; k++)
+    rc = role_text(i, "resources.devices", r->resource.devices[k].name, 0, err);
+  const struct mu_kvlist *maps[] = {&r->resource.capabilities, &r->metadata};
+  for (size_t m = 0; rc == 0 && m < 2; m++)
+    for (size_t k = 0; rc == 0 && k < maps[m]->n; k++) {
+      snprintf(what, sizeof(what), "%s", m == 0 ? "resources.capabilities" : "metadata");
+      rc = role_text(i, what, maps[m]->v[k].key, 0, err);
+      rc = rc ? rc : role_text(i, what, maps[m]->v[k].value, 0, err);
+    }
+  for (size_t k = 0; rc == 0 && k < r->nports; k++)
+    rc = role_text(i, "port_map", r->ports[k].name, 0, err);
+  return rc;
+}
+
+/* The numbers and the parts that must be there. */
+static int validate_role_fields(const struct mu_role *r, size_t i, struct mu_buf *err)
+{
+  if (r->entrypoint == NULL || r->entrypoint[0] == '\0') {
+    mu_buf_printf(err, "roles[%zu].entrypoint: must not be empty", i);
+    return MU_EINVAL;
+  }
+  if (r->num_replicas < 1) {
+    mu_buf_printf(err, "roles[%zu].num_replicas: must be a positive integer, got %ld", i,
+                  r->num_replicas);
+    return MU_EINVAL;
+  }
+  if (r->min_replicas != -1 && (r->min_replicas < 1 || r->min_replicas > r->num_replicas)) {
+    mu_buf_printf(err, "roles[%zu].min_replicas: must be between 1 and num_replicas (%ld), got %ld",
+                  i, r->num_replicas, r->min_replicas);
+    return MU_EINVAL;
+  }
+  if (r->max_retries < 0) {
+    mu_buf_printf(err, "roles[%zu].max_retries: must be 0 or more, got %ld", i, r->max_retries);
+    return MU_EINVAL;
+  }
+  const struct {
+    const char *name;
+    long v;
+  } res[] = {{"cpu", r->resource.cpu}, {"gpu", r->resource.gpu}, {"memMB", r->resource.memMB}};
+  for (size_t k = 0; k < 3; k++) {
+    if (res[k].v < -1 || (res[k].v == 0 && k == 2)) {
+      mu_buf_printf(err, "roles[%zu].resources.%s: must be a positive integer, got %ld", i,
+                    res[k].name, res[k].v);
+      return MU_EINVAL;
+    }
+  }
+  for (size_t k = 0; k < r->resource.ndevices; k++) {
+    if (r->resource.devices[k].count < 0) {
+      mu_buf_printf(err, "roles[%zu].resources.devices.%s: must be 0 or more, got %ld", i,
+                    r->resource.devices[k].name, r->resource.devices[k].count);
+      return MU_EINVAL;
+    }
+  }
+  for (size_t k = 0; k < r->nmounts; k++) {
+    const struct mu_mount *m = &r->mounts[k];
+    if (m->type != MU_MOUNT_SHM && (m->src == NULL || m->src[0] == '\0')) {
+      mu_buf_printf(err, "roles[%zu].mounts[%zu].src: must not be empty", i, k);
+      return MU_EINVAL;
+    }
+    if (m->dst == NULL || m->dst[0] == '\0') {
+      mu_buf_printf(err, "roles[%zu].mounts[%zu].dst: must not be empty", i, k);
+      return MU_EINVAL;
+    }
+  }
+  for (size_t k = 0; k < r->nports; k++) {
+    if (r->ports[k].port < 1 || r->ports[k].port > 65535) {
+      mu_buf_printf(err, "roles[%zu].port_map.%s: must be a port number 1-65535, got %ld", i,
+                    r->ports[k].name, r->ports[k].port);
+      return MU_EINVAL;
+    }
+  }
+  return 0;
+}
+
+int mu_app_validate(const struct mu_app *app, struct mu_buf *err)
+{
+  int rc = validate_names(app, err);
+  for (size_t i = 0; rc == 0 && i < app->nroles; i++) {
+    rc = validate_role_fields(&app->roles[i], i, err);
+    rc = rc ? rc : validate_role_text(&app->roles[i], i, err);
+  }
+  for (size_t k = 0; rc == 0 && k < app->metadata.n; k++) {
+    rc = mu_text_check("metadata", app->metadata.v[k].key, 0, err);
+    rc = rc ? rc : mu_text_check("metadata", app->metadata.v[k].value, 0, err);
+  }
+  return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -347,7 +478,7 @@ char *mu_macros_apply(const struct mu_macros *m, const char *s)
  * JSON
  */
 
-static const char *const mount_types[] = {"bind", "volume", "device", "shm"};
+static const char *const mount_types[] = {"bind", "volume", "device", "shm", "secret", "configmap"};
 static const char *const retry_names[] = {"APPLICATION", "REPLICA", "ROLE"};
 
 static cJSON *kv_to_json(const struct mu_kvlist *l)
@@ -483,7 +614,7 @@ int mu_app_from_json(const char *json, struct mu_app **out)
     {
       struct mu_mount m = {0};
       s = mu_json_get_str(d, "type");
-      for (size_t k = 0; s && k < 4; k++)
+      for (size_t k = 0; s && k < sizeof(mount_types) / sizeof(mount_types[0]); k++)
         if (strcmp(s, mount_types[k]) == 0)
           m.type = (enum mu_mount_type)k;
       s = mu_json_get_str(d, m.type == MU_MOUNT_VOLUME ? "src" : "src_path");
@@ -524,8 +655,9 @@ static int mount_finish(struct mu_role *role, size_t first, struct mu_buf *err)
   for (size_t i = first; i < role->nmounts; i++) {
     struct mu_mount *m = &role->mounts[i];
     if (m->type != MU_MOUNT_SHM && m->src == NULL) {
-      mu_buf_printf(err, "--mounts: mount %zu (type=%s) needs src=PATH", i - first + 1,
-                    mount_types[m->type]);
+      mu_buf_printf(err, "--mounts: mount %zu (type=%s) needs src=%s", i - first + 1,
+                    mount_types[m->type],
+                    m->type == MU_MOUNT_SECRET || m->type == MU_MOUNT_CONFIGMAP ? "NAME" : "PATH");
       return MU_EINVAL;
     }
     if (m->dst == NULL) {
@@ -539,6 +671,8 @@ static int mount_finish(struct mu_role *role, size_t first, struct mu_buf *err)
     }
     if (m->type == MU_MOUNT_DEVICE && m->perm == NULL)
       m->perm = mu_strdup("rwm");
+    if (m->type == MU_MOUNT_SECRET || m->type == MU_MOUNT_CONFIGMAP)
+      m->read_only = 1; /* Kubernetes mounts both read-only */
   }
   return 0;
 }
@@ -565,8 +699,14 @@ int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct m
         t = MU_MOUNT_DEVICE;
       else if (val && strcmp(val, "shm") == 0)
         t = MU_MOUNT_SHM;
+      else if (val && strcmp(val, "secret") == 0)
+        t = MU_MOUNT_SECRET;
+      else if (val && strcmp(val, "configmap") == 0)
+        t = MU_MOUNT_CONFIGMAP;
       else {
-        mu_buf_printf(err, "--mounts: unknown mount type '%s'; use bind, volume, device or shm",
+        mu_buf_printf(err,
+                      "--mounts: unknown mount type '%s'; use bind, volume, device, shm, secret or "
+                      "configmap",
                       val ? val : "");
         return MU_EINVAL;
       }
@@ -578,11 +718,12 @@ int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct m
                     it);
       return MU_EINVAL;
     }
-    if (KEY_IS("src") || KEY_IS("source")) {
+    int named = cur->type == MU_MOUNT_SECRET || cur->type == MU_MOUNT_CONFIGMAP;
+    if (KEY_IS("src") || KEY_IS("source") || (named && KEY_IS("name"))) {
       if (val == NULL)
         goto noval;
       mu_free(cur->src);
-      if (val[0] == '~' && (val[1] == '/' || val[1] == '\0') && getenv("HOME") != NULL)
+      if (!named && val[0] == '~' && (val[1] == '/' || val[1] == '\0') && getenv("HOME") != NULL)
         cur->src = mu_asprintf("%s%s", getenv("HOME"), val + 1);
       else
         cur->src = mu_strdup(val);

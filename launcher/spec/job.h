@@ -75,15 +75,18 @@ struct mu_resource {
 };
 
 enum mu_mount_type {
-  MU_MOUNT_BIND = 0, /* host path -> container path */
-  MU_MOUNT_VOLUME,   /* named volume / PVC -> container path */
-  MU_MOUNT_DEVICE,   /* host device -> container device, with permissions */
-  MU_MOUNT_SHM,      /* shared memory (/dev/shm) of size_mb */
+  MU_MOUNT_BIND = 0,  /* host path -> container path */
+  MU_MOUNT_VOLUME,    /* named volume / PVC -> container path */
+  MU_MOUNT_DEVICE,    /* host device -> container device, with permissions */
+  MU_MOUNT_SHM,       /* shared memory (/dev/shm) of size_mb */
+  MU_MOUNT_SECRET,    /* Kubernetes Secret src -> files under dst, read-only */
+  MU_MOUNT_CONFIGMAP, /* Kubernetes ConfigMap src -> files under dst, read-only */
 };
 
 struct mu_mount {
   enum mu_mount_type type;
-  char *src; /* host path, volume/claim name, device path; NULL for shm */
+  char *src; /* host path, volume/claim name, device path, Secret or ConfigMap name; NULL for
+              * shm */
   char *dst; /* path in the container */
   int read_only;
   char *perm;   /* device permissions, subset of "rwm" */
@@ -135,9 +138,37 @@ struct mu_role *mu_app_add_role(struct mu_app *app, const char *name);
 /* Accepts NULL. */
 void mu_app_free(struct mu_app *app);
 
-/* Checks every field. Returns: 0, or MU_EINVAL with a message naming the field written to
- * err ("roles[0].resources.memMB: must be a positive integer, got -3"). */
+/* Checks every field before any scheduler sees the app: the numbers, the names (see
+ * MU_NAME_MAX), the variable names, and no control character in any string (tab and newline
+ * only in args and env values). Returns: 0, or MU_EINVAL with a message naming the field
+ * written to err ("roles[0].resources.memMB: must be a positive integer, got -3"). */
 int mu_app_validate(const struct mu_app *app, struct mu_buf *err);
+
+/* Names (the app's, each role's) are at most MU_NAME_MAX letters, digits, '-', '_' and '.',
+ * starting with a letter or digit: they become file names, Slurm job names and parts of
+ * Kubernetes names, so nothing that a shell, a path or a manifest reads differently. */
+#define MU_NAME_MAX 63
+
+/* Checks a name (see MU_NAME_MAX). Returns: 0, or MU_EINVAL with "FIELD: 'x/y' is not a valid
+ * name: ..." in err (the value shown with control characters escaped). */
+int mu_name_check(const char *field, const char *s, struct mu_buf *err);
+
+enum mu_text_flags {
+  MU_TEXT_LINES = 1 << 0, /* tab and newline are allowed (a program's arguments and environment:
+                           * code and text); every other control character never is */
+};
+
+/* Returns: the byte offset of the first control character in s that `flags` do not allow (C0,
+ * DEL, or C1 U+0080-U+009F as UTF-8, which includes NEL U+0085), or -1 when there is none. */
+long mu_text_bad(const char *s, unsigned flags);
+
+/* Checks a text field. Returns: 0, or MU_EINVAL with "FIELD: control character 0x0a at byte 3
+ * is not allowed ..." in err. */
+int mu_text_check(const char *field, const char *s, unsigned flags, struct mu_buf *err);
+
+/* Appends s for an error message: control characters and '\' escaped (\n, \x1b), at most 64
+ * bytes then "...", so that a hostile value cannot forge lines or reach a terminal. */
+void mu_put_shown(struct mu_buf *out, const char *s);
 
 /* Whether any role's entrypoint, args or env values contain s (e.g. "${rdzv_endpoint}": the job
  * needs a rendezvous endpoint). Returns: 1 or 0. */
@@ -187,7 +218,8 @@ const char *mu_named_resource_at(size_t i);
 int mu_instance_check(const struct mu_app *app, struct mu_buf *err);
 
 /* Parses TorchX's --mounts list form: items as split on ',' ("type=bind", "src=/a", "dst=/b",
- * "readonly", "type=volume", ...). Aliases source/destination/target/read_only as TorchX.
+ * "readonly", "type=volume", ...). Aliases source/destination/target/read_only as TorchX; for
+ * type=secret and type=configmap (Kubernetes), name= is src (TorchX #611's spelling).
  * Returns: 0, or MU_EINVAL with a message in err. Ownership: the mounts are appended to
  * role->mounts (owned by the role). */
 int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct mu_buf *err);

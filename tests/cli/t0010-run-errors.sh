@@ -33,4 +33,17 @@ expect_err "missing component file" "cannot read component './nope.yaml'" run ./
 printf 'name: bad\napp:\n  roles:\n    - {name: x, entrypont: echo}\n' >"$T_DIR/bad.yaml"
 expect_err "bad component key" "unknown key 'entrypont'; did you mean 'entrypoint'" run --dryrun "$T_DIR/bad.yaml"
 expect_err "status of a bad handle" "is not an app handle" status "local://x"
+# Values that would reach a script or a manifest are checked for their field before any
+# scheduler sees them (issue 24 finding 2): the field is named, the value shown escaped.
+expect_err "role name with a newline (dist.ddp: --script's stem)" \
+  "invalid job spec from dist.ddp: roles\[0\]\.name: 'x\\\\nid' is not a valid name: use 1-63 letters" \
+  run -s slurm --dryrun dist.ddp --name ok --script "$(printf 'x\nid.py')"
+printf 'name: esc\ndescription: a role named ../../x\nparams: []\napp: {name: esc, roles: [{name: ../../x, entrypoint: echo}]}\n' >"$T_DIR/esc.yaml"
+expect_err "role name with ../" "roles\[0\]\.name: '\.\./\.\./x' is not a valid name" \
+  run --dryrun ./esc.yaml
+expect_err "control character in an argument" \
+  "roles\[0\]\.args\[1\]: control character 0x1b at byte 6 is not allowed" \
+  run --dryrun utils.sh -- echo "$(printf 'a\033[2Jb')"
+expect_err "newline in a -cfg value" "-cfg comment: control character 0x0a at byte 1 is not allowed" \
+  run -s slurm --dryrun -cfg "comment=$(printf 'a\nb')" utils.echo
 t_done

@@ -82,8 +82,10 @@ err_is "EFA asked of a type that has none" \
   "devices.vpc.amazonaws.com/efa: 8 asked for, but a g5.xlarge node has 0 EFA adapters" \
   "$MUSTER" run --dryrun "$T_DIR/multi.yaml"
 
-# ---- a local job: its status page (run, status, describe), TORCHX_RANK0_HOST
-t_spawn job "$MUSTER" run utils.sh -- \
+# ---- a local job: its status page (run, status, describe), TORCHX_RANK0_HOST. A browser can
+# read the status page of an open musterd only (rdzv_auth=none): a private job's needs its token
+# (docs/security.md), and is not advertised (tests/cli/t1009-local-private-rdzv.sh).
+t_spawn job "$MUSTER" run -cfg rdzv_auth=none utils.sh -- \
   'echo "rank0 ${rank0_env}=$TORCHX_RANK0_HOST/$MUSTER_RANK0_HOST rdzv ${rdzv_endpoint}"; while [ ! -e stop ]; do sleep 0.05; done'
 jobpid=$T_LAST_PID
 t_until 30 grep -qs 'status page http://127.0.0.1:[0-9]*/ui' "$T_DIR/job.log" &&

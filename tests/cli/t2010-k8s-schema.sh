@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Every Volcano manifest the suite generates is valid against the Volcano v1.15.1 CRDs and
-# admission rules (tests/schemas/validate-volcano.mjs with tests/schemas/volcano-v1.15.1/,
+# Every manifest the suite generates is valid: each Volcano Job against the Volcano v1.15.1 CRDs
+# and admission rules, each JobSet against the JobSet v0.9.1 CRD and its webhook's rules
+# (tests/schemas/validate-k8s.mjs with tests/schemas/volcano-v1.15.1/ and jobset-v0.9.1/,
 # unknown fields rejected): the unit tests' manifests (TorchX cases 01-06, runopts, long names,
-# the job's own musterd), the trn1 goldens, and fresh `muster run -s kubernetes --dryrun` output
-# of every builtin component. Then the validator shows it can fail: manifests broken one fault
-# at a time are each rejected with the message for that fault.
+# the job's own musterd, JobSets, secrets), the trn1 goldens, and fresh
+# `muster run -s kubernetes --dryrun` output of every builtin component on both APIs (dist.ddp,
+# aws.trn1_ddp, elastic, with secrets, tolerations and Kueue). Then the validator shows it can
+# fail: manifests broken one fault at a time are each rejected with the message for that fault.
 # Needs node and the npm packages the validator names, which `scripts/install-deps.sh --test`
 # installs into a fixed cache dir ($MU_NPM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/muster-vjv);
 # this test never reaches a registry.
@@ -51,6 +53,34 @@ print(len(p["tolerations"]), p["tolerations"][1], d["metadata"]["labels"]["env"]
 t_expect_eq "runopts through -cfg" "$got" "3 {'key': 'dedicated', 'operator': 'Equal', 'value': 'ml', 'effect': 'NoExecute'} prod 2"
 dry default-sched -cfg scheduler_name=default-scheduler utils.echo --image alpine
 dry rdzv-ext -cfg queue=q,rdzv=musterd.infra:2379 dist.ddp --image img -j 2x1 --script t.py
+# The same on JobSets (-cfg api=jobset), and the mounts and variables from Secrets on both APIs.
+for api in volcano jobset; do
+  [ $api = volcano ] && q=queue=default, || q=""
+  dry $api-ddp -cfg "${q}api=$api" dist.ddp --image img -j 2x4 --script train.py -- --lr 0.1
+  dry $api-elastic -cfg "${q}api=$api" dist.ddp --image img -j 1:3x2 --script train.py
+  dry $api-trn1 -cfg "${q}api=$api" aws.trn1_ddp --nnodes 2 --image i --script t.py --cacheset bert
+  dry $api-secrets -cfg "${q}api=$api" dist.ddp --image img -j 2x1 --script t.py \
+    --mounts type=secret,name=hf-token,dst=/var/secrets/hf,type=configmap,src=cfg,dst=/etc/cfg \
+    --env HF_TOKEN=[SECRET]hf-token:token
+  dry $api-tolerations -cfg "${q}api=$api,"'tolerations="k=v:NoSchedule;x.io/g=h:NoExecute";spot' \
+    utils.echo --image a --num_replicas 3
+  dry $api-kueue -cfg "${q}api=$api,kueue_queue=team-a,priority_class=high,service_account=sa" \
+    dist.ddp --image img -j 2x1 --script t.py
+done
+dry jobset-torchrun -cfg api=jobset aws.trn1_ddp --nnodes 2 --image i --script t.py --launcher torchrun
+got=$($PY -c 'import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+print(d["kind"], d["spec"]["suspend"], d["metadata"]["labels"]["kueue.x-k8s.io/queue-name"],
+      [r["name"] for r in d["spec"]["replicatedJobs"]])' "$M/jobset-kueue.yaml")
+t_expect_eq "JobSet with Kueue: suspended, labelled, musterd then the role" "$got" \
+  "JobSet True team-a ['musterd', 't']"
+got=$($PY -c 'import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+c = d["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0]
+print(c["resources"]["limits"]["aws.amazon.com/neuron"], c["resources"]["limits"]["vpc.amazonaws.com/efa"],
+      [e["value"] for e in c["env"] if e["name"] == "NEURON_CC_FLAGS"])' "$M/jobset-trn1.yaml")
+t_expect_eq "aws.trn1_ddp on a JobSet: Neuron and EFA devices, per-replica cache set" "$got" \
+  "16 8 ['--cache_dir=/data/neuron_cache/bert_\$(MUSTER_REPLICA_ID)']"
 
 validate "$M"/*.yaml >"$T_DIR/validate.log" 2>&1
 rc=$?
@@ -84,6 +114,20 @@ port-name|ctr["ports"] = [{"containerPort": 29500, "name": "rendezvous-port-c10d
 request-over-limit|ctr["resources"] = {"limits": {"memory": "1Gi"}, "requests": {"memory": "2Gi"}}|requests.memory: 2Gi is more than the limit 1Gi
 extended-fraction|ctr["resources"] = {"limits": {"nvidia.com/gpu": "1.5"}}|an extended resource must be a whole number
 CASES
+# The same for a JobSet, with the webhook's rules.
+cat >"$T_DIR/jsfaults" <<'CASES'
+js-unknown-field|spec["bogus"] = 1|^  - spec.bogus: unknown field
+js-pod-unknown-field|pod["restartPolicyy"] = "Never"|template.spec.template.spec.restartPolicyy: unknown field
+js-depends-first|rjobs[0]["dependsOn"] = [{"name": "echo", "status": "Ready"}]|DependsOn can't be set for the first ReplicatedJob
+js-depends-later|rjobs[1]["dependsOn"] = [{"name": "nosuch", "status": "Ready"}]|cannot depend on replicatedJob "nosuch"
+js-depends-status|rjobs[1]["dependsOn"] = [{"name": "musterd", "status": "Running"}]|dependsOn\[0\].status: must be one of "Ready", "Complete"
+js-success-target|spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": ["nosuch"]}|invalid replicatedJob name "nosuch"
+js-long-pod-name|job["metadata"]["name"] = "a" * 50|the pod name "a{50}-.*-abcde" .* is not a DNS-1035 label
+js-restart-always|pod["restartPolicy"] = "Always"|a Job's pods restart OnFailure or Never, got "Always"
+js-inorder-and-depends|spec["startupPolicy"] = {"startupPolicyOrder": "InOrder"}|StartupPolicy and DependsOn APIs are mutually exclusive
+js-no-image|del ctr["image"]|containers\[0\].image: required
+js-duplicate-rjob|rjobs.append(dict(rjobs[1]))|item \[2\] has the same name as item \[1\]
+CASES
 mkdir -p "$T_DIR/bad"
 "$PY" - "$M/echo.yaml" "$T_DIR/bad" "$T_DIR/faults" <<'PY' || t_fail "could not write the broken manifests"
 import sys, yaml
@@ -97,11 +141,24 @@ for line in open(faults):
     exec(change)
     yaml.safe_dump(job, open("%s/%s.yaml" % (out, name), "w"))
 PY
+"$PY" - "$M/jobset-ddp.yaml" "$T_DIR/bad" "$T_DIR/jsfaults" <<'PY' || t_fail "could not write the broken JobSets"
+import sys, yaml
+src, out, faults = sys.argv[1:4]
+for line in open(faults):
+    name, change, _ = line.rstrip("\n").split("|", 2)
+    job = yaml.safe_load(open(src))
+    spec = job["spec"]
+    rjobs = spec["replicatedJobs"]
+    pod = rjobs[1]["template"]["spec"]["template"]["spec"]
+    ctr = pod["containers"][0]
+    exec(change)
+    yaml.safe_dump(job, open("%s/%s.yaml" % (out, name), "w"))
+PY
 validate -q "$T_DIR"/bad/*.yaml >"$T_DIR/bad.log" 2>&1
 t_expect_eq "broken manifests: the validator fails" "$?" 1
 while IFS='|' read -r name _ want; do
   # This file's report: from its "INVALID" line to the next line that is not a problem.
   out=$(sed -n "\|^$T_DIR/bad/$name.yaml#1 .*: INVALID\$|,/^[^ ]/p" "$T_DIR/bad.log" | sed '$d')
   t_expect_match "broken ($name): rejected, saying why" "$out" "$want"
-done <"$T_DIR/faults"
+done < <(cat "$T_DIR/faults" "$T_DIR/jsfaults")
 t_done

@@ -7,7 +7,7 @@ t_fake_kubectl
 
 # run: create -f - in the namespace, the handle names it.
 h=$(MUSTER_APP_ID=echo-42 "$MUSTER" run -s kubernetes -cfg queue=default,namespace=ml \
-  utils.echo --image alpine --msg hi 2>"$T_DIR/run.err")
+  utils.echo --image alpine --msg hi --num_replicas 2 2>"$T_DIR/run.err")
 t_expect_eq "run prints the handle" "$h" "kubernetes://muster/ml:echo-42"
 t_expect_eq "run called kubectl create" "$(cat calls)" "-n ml create -f -"
 kind=$($PY -c 'import yaml,sys; d=yaml.safe_load(open(sys.argv[1])); print(d["kind"], d["metadata"]["name"], d["spec"]["queue"])' calls.stdin)
@@ -29,14 +29,15 @@ done
 out=$(KUBECTL_PHASE=Running "$MUSTER" status "$h" 2>&1)
 t_expect_match "replicas of the role, not the musterd task" "$out" "echo\[1\]:RUNNING"
 if printf '%s' "$out" | grep -q musterd; then t_fail "musterd task hidden"; else t_ok "musterd task hidden"; fi
-t_expect_match "status asks for the job by name" "$(tail -1 calls)" \
-  "^-n ml get jobs.batch.volcano.sh echo-42 -o json$"
+t_expect_eq "status asks for the job by name, then its pods" "$(tail -2 calls)" \
+  "-n ml get jobs.batch.volcano.sh echo-42 -o json
+-n ml get pods -l app.kubernetes.io/instance=echo-42 -o json"
 out=$(KUBECTL_PHASE=Missing "$MUSTER" status "$h" 2>&1)
 t_expect_match "a deleted job: kubectl's NotFound is shown" "$out" 'NotFound.*"echo-42" not found'
 
 # list: label-selected, app ids with the namespace.
 out=$("$MUSTER" list -s kubernetes 2>&1)
-t_expect_match "list selects muster's jobs" "$(tail -1 calls)" \
+t_expect_match "list selects muster's jobs" "$(grep -v ' get pods ' calls | tail -1)" \
   "^-n default get jobs.batch.volcano.sh -l app.kubernetes.io/managed-by=muster -o json$"
 t_expect_match "list: completed" "$out" "kubernetes://muster/default:echo-abc123 +echo +SUCCEEDED"
 t_expect_match "list: running" "$out" "kubernetes://muster/default:train-def456 +train +RUNNING"
@@ -87,4 +88,26 @@ out=$(PATH=/usr/bin:/bin "$MUSTER" run -s kubernetes -cfg queue=q,kubectl=no-suc
 t_expect_match "kubectl missing" "$out" "kubectl not found \('no-such-kubectl'\).*-cfg kubectl="
 out=$("$MUSTER" run -s kubernetes utils.echo --image a 2>&1)
 t_expect_match "queue required with volcano" "$out" "-cfg queue: required"
+
+# Every missing required value at once (issue 26), and a dryrun without muster_image prints the
+# plan with the placeholder marked and a warning; a submission refuses it.
+out=$("$MUSTER" run -s kubernetes --dryrun dist.ddp -j 2x1 --script t.py 2>&1)
+t_expect_eq "all missing at once: exit 2" "$?" 2
+t_expect_match "all missing at once: the image, the queue and the muster image" "$out" \
+  "3 required values are missing:
+  - roles\[0\].image: required .*--image
+  - -cfg queue: required .*
+  - -cfg muster_image: required: .*scripts/build-image.sh"
+"$MUSTER" run -s kubernetes --dryrun -cfg queue=q dist.ddp --image img -j 2x1 --script t.py \
+  >"$T_DIR/plan.out" 2>"$T_DIR/plan.err"
+t_expect_eq "dryrun without muster_image: exit 0" "$?" 0
+t_expect_match "dryrun without muster_image: the plan, the placeholder marked" \
+  "$(cat "$T_DIR/plan.out")" "image: '<-cfg muster_image is not set>'"
+t_expect_match "dryrun without muster_image: a warning saying what to do" "$(cat "$T_DIR/plan.err")" \
+  "^muster: warning: the plan shows '<-cfg muster_image is not set>' where the muster image goes; submitting it needs -cfg muster_image: required"
+: >calls
+out=$("$MUSTER" run -s kubernetes -cfg queue=q dist.ddp --image img -j 2x1 --script t.py 2>&1)
+t_expect_eq "run without muster_image: exit 1" "$?" 1
+t_expect_match "run without muster_image: refused, saying how" "$out" "-cfg muster_image: required"
+t_expect_eq "run without muster_image: nothing reached kubectl" "$(cat calls)" ""
 t_done

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every manifest `muster deploy` prints is valid: the Volcano Queue against the Volcano v1.15.1
-# CRD (tests/schemas/validate-volcano.mjs, unknown fields rejected), the core kinds (Service,
-# Deployment, StorageClass, PersistentVolumeClaim) for the fields the API server requires and
-# the shapes it checks. The storage manifests carry the trn1 tutorial's parameters; bad input
+# CRD (tests/schemas/validate-k8s.mjs, unknown fields rejected), the core kinds (Service,
+# Deployment, StorageClass, PersistentVolumeClaim) and Kueue's (ResourceFlavor, ClusterQueue,
+# LocalQueue: no CRD of Kueue's is in the suite) for the fields their API servers require and
+# the shapes they check. The storage manifests carry the trn1 tutorial's parameters; bad input
 # is refused with a message naming the option.
 . "$(dirname "$0")/../lib.sh"
 t_need_validator
@@ -19,6 +20,9 @@ gen rendezvous-sized rendezvous --image r/m:1 --data-size 20Gi --storage-class g
 gen rendezvous-nodata rendezvous --image r/m:1 --no-data
 gen queue queue
 gen queue-capped queue --name trn1 --weight 3 --reclaimable --cpu 256 --memory 2Ti
+gen kueue kueue
+gen kueue-trn1 kueue --name trn1 --namespace ml --cluster-queue neuron --cpu 512 --memory 8Ti \
+  --neuron 64 --efa 32
 gen storage storage --subnet-id subnet-0abc --security-group sg-0def
 gen storage-custom storage --subnet-id subnet-1 --security-group sg-1 --name data --class lustre \
   --size 2400Gi --namespace ml --throughput 100
@@ -71,13 +75,32 @@ for f in sys.argv[1:]:
             need(modes == (["ReadWriteOnce"] if f.rsplit("/", 1)[1].startswith("rendezvous") else ["ReadWriteMany"]), w + ": its access mode")
         elif k == "Queue":
             pass
+        elif k in ("ResourceFlavor", "ClusterQueue", "LocalQueue"):  # Kueue v1beta1's required fields
+            need(d["apiVersion"] == "kueue.x-k8s.io/v1beta1", w + ": kueue.x-k8s.io/v1beta1")
+            if k == "ClusterQueue":
+                for rg in d["spec"]["resourceGroups"]:
+                    for fl in rg["flavors"]:
+                        names = [r["name"] for r in fl["resources"]]
+                        need(names == rg["coveredResources"], w + ": each covered resource has a quota")
+                        need(all(QTY.match(str(r["nominalQuota"])) for r in fl["resources"]), w + ": quotas are quantities")
+            if k == "LocalQueue":
+                need(isinstance(d["spec"].get("clusterQueue"), str) and md.get("namespace"), w + ": clusterQueue, namespace")
         else:
             bad.append(w + ": unexpected kind")
 print(" ".join(sorted(set(kinds))), "|", "; ".join(bad) or "ok")
 PYEOF
 )
 t_expect_eq "core kinds have their required fields" "$out" \
-  "Deployment PersistentVolumeClaim Queue Service StorageClass | ok"
+  "ClusterQueue Deployment LocalQueue PersistentVolumeClaim Queue ResourceFlavor Service StorageClass | ok"
+got=$($PY -c 'import sys, yaml
+rf, cq, lq = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+fl = cq["spec"]["resourceGroups"][0]["flavors"][0]
+print(rf["metadata"]["name"], fl["name"], cq["metadata"]["name"], lq["spec"]["clusterQueue"], lq["metadata"]["namespace"],
+      lq["metadata"]["name"], {r["name"]: r["nominalQuota"] for r in fl["resources"]})' "$M/kueue-trn1.yaml")
+t_expect_eq "kueue: the LocalQueue on its ClusterQueue, the flavor's quotas" "$got" \
+  "default-flavor default-flavor neuron neuron ml trn1 {'cpu': '512', 'memory': '8Ti', 'aws.amazon.com/neuron': '64', 'vpc.amazonaws.com/efa': '32'}"
+t_expect_match "kueue: how to run on it" "$(head -1 "$M/kueue-trn1.yaml")" \
+  "-cfg api=jobset,kueue_queue=trn1,namespace=ml"
 
 # The tutorial's parameters (storageclass.yaml, claim.yaml).
 got=$($PY -c 'import sys, yaml
@@ -101,6 +124,8 @@ t_expect_match "bad throughput named" "$out" "--throughput 7: PERSISTENT_1 offer
 out=$("$MUSTER" deploy queue --name Q_1 2>&1); t_expect_eq "bad queue name: exit 2" "$?" 2
 t_expect_match "... named" "$out" "--name 'Q_1' is not a Kubernetes name"
 out=$("$MUSTER" deploy queue --weight 0 2>&1); t_expect_match "bad weight named" "$out" "--weight 0"
+out=$("$MUSTER" deploy kueue --neuron lots 2>&1); t_expect_eq "bad kueue quota: exit 2" "$?" 2
+t_expect_match "... named" "$out" "--neuron 'lots' is not a Kubernetes quantity"
 out=$("$MUSTER" deploy agent 2>&1); t_expect_eq "agent without DIR: exit 2" "$?" 2
 t_expect_match "... says what to give" "$out" "muster deploy agent DIR"
 

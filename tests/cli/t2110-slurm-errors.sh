@@ -26,6 +26,7 @@ t_expect_match "rejected: Slurm's own message" "$out" "Invalid partition name sp
 t_expect_match "rejected: hint" "$out" "hint: .sinfo. lists the partitions"
 t_expect_match "sbatch --parsable SCRIPT" "$(cat calls)" "bin/sbatch --parsable /tmp/muster-sbatch-.*/muster-sbatch.sh"
 ls /tmp/muster-sbatch-* >/dev/null 2>&1 && t_fail "temp script left behind" || t_ok "temp script removed"
+t_expect_eq "rejected: the job's spool (its token) is removed" "$(ls -A | grep -c muster-spool)" 0
 
 stub sbatch 0 "4242;cluster1
 " ""
@@ -33,7 +34,22 @@ out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" run -s slurm -cfg 'slurm_version=22.05,job
 t_expect_eq "federated id, job_dir: handle" "$out" "slurm://muster/4242"
 t_expect_match "job_dir: --chdir and the script inside it" "$(tail -1 calls)" \
   "sbatch --parsable --chdir=jd --comment=c1 jd/muster-sbatch.sh"
-t_expect_eq "job_dir recorded" "$(cat .musterslurmjobdirs)" "4242 = $T_DIR/jd"
+t_expect_eq "job_dir recorded" "$(head -1 .musterslurmjobdirs)" "4242 = $T_DIR/jd"
+spool=$(sed -n 's/^4242 spool = //p' .musterslurmjobdirs)
+t_expect_match "its spool recorded, in the job dir" "$spool" "^$T_DIR/jd/\.muster-spool-[0-9a-f]{12}$"
+t_expect_eq "the spool is 0700, the token 0600" "$(stat -c %a "$spool" "$spool/rdzv.token" | tr '\n' ' ')" "700 600 "
+t_expect_match "the token: 64 hex digits" "$(cat "$spool/rdzv.token")" '^[0-9a-f]{64}$'
+t_expect_match "the script names the file, not the token" "$(cat jd/muster-sbatch.sh)" \
+  "export MUSTER_RDZV_TOKEN_FILE=$spool/rdzv.token"
+if grep -qF "$(cat "$spool/rdzv.token")" jd/muster-sbatch.sh calls; then
+  t_fail "the token is in the script or on sbatch's command line"
+else
+  t_ok "the token is in neither the script nor sbatch's command line"
+fi
+stub scancel 0 "" ""
+PATH=$T_DIR/bin:$PATH "$MUSTER" cancel slurm://muster/4242 >/dev/null 2>&1
+t_expect_match "cancel: scancel" "$(tail -1 calls)" "scancel 4242"
+[ -e "$spool" ] && t_fail "cancel left the job's spool" || t_ok "cancel removes the job's spool"
 out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" run -s slurm -cfg slurm_version=22.05,job_dir=jd "$C" 2>&1)
 t_expect_match "job_dir must not exist" "$out" "job_dir: cannot create 'jd'.*must not exist"
 

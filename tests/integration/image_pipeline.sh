@@ -36,9 +36,14 @@ j = yaml.safe_load(json.load(sys.stdin)["request"]); p = j["spec"]["tasks"][1]["
 print(p["initContainers"][0]["image"], " ".join(p["initContainers"][0]["command"]), p["containers"][0]["command"][0])')
   t_expect_eq "init container and agent path" "$out" \
     "r/muster:1 /muster/bin/muster deploy agent /mnt/muster /muster/bin/muster"
+  # Without muster_image a dryrun shows the plan with a placeholder and says how to build one;
+  # a submission is refused before kubectl runs (issue 26).
   out=$("$MUSTER" run -s kubernetes --dryrun -cfg queue=q dist.ddp --image u:1 --script /x 2>&1)
-  t_expect_eq "no muster_image: exit 2" "$?" 2
+  t_expect_eq "no muster_image: the dryrun prints the plan" "$?" 0
   t_expect_match "... says how to build one" "$out" "-cfg muster_image: required.*build-image.sh"
+  out=$("$MUSTER" run -s kubernetes -cfg queue=q,kubectl=/nonexistent dist.ddp --image u:1 --script /x 2>&1)
+  t_expect_eq "no muster_image: the run is refused" "$?" 1
+  t_expect_match "... saying how to build one" "$out" "-cfg muster_image: required.*build-image.sh"
   mkdir -p "$T_DIR/prefix/bin" && cp "$MUSTER" "$T_DIR/prefix/bin/muster"
   mkdir -p "$T_DIR/prefix/share/muster" && echo x >"$T_DIR/prefix/share/muster/f"
   out=$("$T_DIR/prefix/bin/muster" deploy agent "$T_DIR/copy" 2>&1)
@@ -262,8 +267,8 @@ mkdir -p "$R/etc" && echo "127.0.0.1 musterd.ml.svc" >"$R/etc/hosts"
 out=$(in_root "$R" /muster/bin/muster agent --nnodes 1 --nproc-per-node 1 --join-timeout 20 \
   --rdzv-endpoint "musterd.ml.svc:$MUSTERD_PORT" --rdzv-id named -- /muster/bin/ring_allreduce 2>&1)
 t_expect_match "with /etc/hosts the service name resolves in the empty root" "$out" "allreduce ok, world 1"
-out=$("$MUSTER" run -s kubernetes --dryrun -cfg queue=q dist.ddp --image "$REG/user:test" --script /x 2>&1)
-t_expect_eq "no muster_image: exit 2" "$?" 2
+out=$("$MUSTER" run -s kubernetes -cfg queue=q,kubectl=/nonexistent dist.ddp --image "$REG/user:test" --script /x 2>&1)
+t_expect_eq "no muster_image: the run is refused" "$?" 1
 t_expect_match "... says how to build one" "$out" "-cfg muster_image: required.*build-image.sh"
 dead=$(t_free_port)
 out=$(timeout 120 "$MU_SOURCE_DIR/scripts/build-image.sh" --build-dir "$B" --storage "$BS" --tag muster:test \

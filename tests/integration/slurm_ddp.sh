@@ -2,6 +2,7 @@
 # Slurm end to end on a real local cluster (tests/slurm/local-slurm.sh: slurmctld and
 # 4 slurmd on loopback): `muster run -s slurm --wait dist.ddp -j 2x2` runs the C ring all-reduce
 # on 2 nodes x 2 workers through the job's own musterd; status while it runs and after; log;
+# describe (the app as submitted, read back with scontrol);
 # a long job is cancelled and gone; an unknown partition fails with Slurm's own message.
 . "$(dirname "$0")/slurm_common.bash"
 RING=$MU_BUILD_DIR/examples/ring_allreduce
@@ -39,6 +40,12 @@ ranks=$(cat slurm-"$id"-ring_allreduce-[01].err | grep -o 'node rank [01] of 2' 
 t_expect_eq "both nodes joined one round" "$ranks" "node rank 0 of 2,node rank 1 of 2,"
 grep -q 'listening on 127.0.0.1' slurm-"$id"-musterd.log && t_ok "the job's musterd ran" ||
   t_fail "the job's musterd ran"
+# describe: the app as submitted, read back from slurmctld (scontrol write batch_script).
+got=$("$MUSTER" describe "$h" 2>"$T_DIR/describe.err" | "$PY" -c 'import json, sys
+d = json.load(sys.stdin); r = d["roles"][0]
+print(r["name"], r["num_replicas"], r["env"]["MUSTER_JOB_ID"], r["entrypoint"], r["args"][-3:])' 2>&1)
+t_expect_eq "describe: the app as submitted, from the cluster" "$got" \
+  "ring_allreduce 2 slurm://muster/$id muster ['$RING', '--count', '4096']"
 if "$MUSTER" log -h >/dev/null 2>&1; then
   out=$("$MUSTER" log "$h/ring_allreduce/1" 2>&1)
   t_expect_match "log of replica 1" "$out" "rank [0-3]: allreduce ok, world 4"

@@ -1,9 +1,13 @@
 /* Tests for launcher/config.c: -cfg strings (TorchX's to_dict / cfg_from_str, golden 15) and
  * .musterconfig parsing and precedence. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "muster/errno.h"
 
+#include "alloc.h"
 #include "config.h"
 #include "task.h"
 
@@ -125,6 +129,67 @@ TEST(config__file_precedence)
   ASSERT_EQ(mu_config_parse(&c, "[t\n", "f", &err), MU_EPARSE);
   mu_config_release(&c);
   mu_buf_release(&err);
+}
+
+/* -cfg rdzv_auth and rdzv_token_file (issue 24 finding 1): a token by default, open only for
+ * torchrun's etcd backends (which send none) or when asked, and the user's token file checked. */
+TEST(config__rdzv_auth)
+{
+  struct mu_app *app = mu_app_new("a");
+  struct mu_role *r = mu_app_add_role(app, "w");
+  r->entrypoint = mu_strdup("muster");
+  mu_strvec_push(&r->args, "${rdzv_endpoint}");
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_rdzv_choice own = {1, NULL, ""}, ext = {0, (char *)"h:1", ""};
+  struct mu_rdzv_auth a;
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  ASSERT_EQ(mu_cfg_rdzv_auth(&cfg, app, &own, &a, &err), 0);
+  ASSERT(!a.open && a.token_file == NULL && a.why_open == NULL);
+  mu_kvlist_set(&cfg.values, "rdzv_auth", "none");
+  ASSERT_EQ(mu_cfg_rdzv_auth(&cfg, app, &own, &a, &err), 0);
+  ASSERT(a.open && a.why_open == NULL);
+  mu_kvlist_set(&cfg.values, "rdzv_auth", "tokn");
+  ASSERT_EQ(mu_cfg_rdzv_auth(&cfg, app, &own, &a, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "-cfg rdzv_auth='tokn' is not known; use auto") != NULL);
+  /* torchrun with an etcd backend: open under auto (saying why), refused under token. */
+  mu_strvec_push(&r->args, "--rdzv_backend=etcd-v2");
+  mu_kvlist_set(&cfg.values, "rdzv_auth", "auto");
+  ASSERT_EQ(mu_cfg_rdzv_auth(&cfg, app, &own, &a, &err), 0);
+  ASSERT(a.open && strstr(a.why_open, "roles[0] runs torchrun with an etcd") != NULL);
+  mu_free(a.why_open);
+  ASSERT_EQ(mu_cfg_rdzv_auth(&cfg, app, &ext, &a, &err), 0); /* not the job's musterd */
+  ASSERT(!a.open);
+  mu_kvlist_set(&cfg.values, "rdzv_auth", "token");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_cfg_rdzv_auth(&cfg, app, &own, &a, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "c10d") != NULL);
+  /* The user's token file: read, made absolute; a missing or empty one is named. */
+  mu_kvlist_set(&cfg.values, "rdzv_auth", "auto");
+  mu_strvec_release(&r->args);
+  mu_kvlist_set(&cfg.values, "rdzv_token_file", "/nonexistent/tok");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_cfg_rdzv_auth(&cfg, app, &ext, &a, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "-cfg rdzv_token_file: cannot read a token from "
+                                  "'/nonexistent/tok'") != NULL);
+  char path[] = "/tmp/mu-test-token-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT(fd >= 0);
+  ASSERT_EQ(write(fd, "\n", 1), 1);
+  mu_kvlist_set(&cfg.values, "rdzv_token_file", path);
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_cfg_rdzv_auth(&cfg, app, &ext, &a, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "its first line is empty") != NULL);
+  ASSERT_EQ(pwrite(fd, "0123456789abcdef\n", 17, 0), 17);
+  close(fd);
+  ASSERT_EQ(mu_cfg_rdzv_auth(&cfg, app, &ext, &a, &err), 0);
+  ASSERT_STR_EQ(a.token_file, path);
+  mu_free(a.token_file);
+  mu_kvlist_set(&cfg.values, "rdzv_auth", "none");
+  ASSERT_EQ(mu_cfg_rdzv_auth(&cfg, app, &own, &a, &err), MU_EINVAL);
+  unlink(path);
+  mu_buf_release(&err);
+  mu_cfg_release(&cfg);
+  mu_app_free(app);
 }
 
 TEST(config__inline_comments)

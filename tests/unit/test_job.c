@@ -73,6 +73,92 @@ TEST(job__validate_names_the_field)
   mu_app_free(app);
 }
 
+/* Names are DNS-label-like; no control characters anywhere (tab and newline in args and env
+ * values only); every error names the field and shows the value escaped (issue 24 finding 2). */
+TEST(job__validate_names_and_text)
+{
+  static const char *const bad_names[] = {
+      "",
+      "../x",
+      "a/b",
+      "a b",
+      "a\nb",
+      "-a",
+      ".a",
+      "..",
+      "a$b",
+      "a'b",
+      "a%b",
+      "\xe2\x80\xa8",
+      "0123456789012345678901234567890123456789012345678901234567890123" /* 64 */};
+  static const char *const good_names[] = {"a",
+                                           "A1",
+                                           "ring_allreduce",
+                                           "dist.ddp",
+                                           "x-1_y.z",
+                                           "012345678901234567890123456789012345678901234567890"
+                                           "123456789012" /* 63 */};
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+    struct mu_app *app = sample();
+    mu_free(app->roles[0].name);
+    app->roles[0].name = mu_strdup(bad_names[i]);
+    mu_buf_clear(&err);
+    ASSERT_EQ(mu_app_validate(app, &err), MU_EINVAL);
+    ASSERT(strncmp(mu_buf_str(&err), "roles[0].name: '", 16) == 0);
+    ASSERT(strchr(mu_buf_str(&err), '\n') == NULL);
+    mu_free(app->name);
+    app->name = mu_strdup(bad_names[i]);
+    mu_buf_clear(&err);
+    ASSERT_EQ(mu_app_validate(app, &err), MU_EINVAL);
+    ASSERT(strncmp(mu_buf_str(&err), "name: '", 7) == 0);
+    mu_app_free(app);
+  }
+  for (size_t i = 0; i < sizeof(good_names) / sizeof(good_names[0]); i++) {
+    struct mu_app *app = sample();
+    mu_free(app->roles[0].name);
+    app->roles[0].name = mu_strdup(good_names[i]);
+    mu_buf_clear(&err);
+    ASSERT_EQ(mu_app_validate(app, &err), 0);
+    mu_app_free(app);
+  }
+  /* Text: args and env values may hold tab and newline (code: python -c), nothing else. */
+  struct mu_app *app = sample();
+  mu_strvec_push(&app->roles[0].args,
+                 "import os\n\tprint(1)  \xe2\x80\xa8 $(id) `id` ' \" , = % #");
+  mu_kvlist_set(&app->roles[0].env, "CODE", "a\nb");
+  ASSERT_EQ(mu_app_validate(app, &err), 0);
+  mu_strvec_push(&app->roles[0].args, "ok\r\nno");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_app_validate(app, &err), MU_EINVAL);
+  ASSERT_STR_EQ(mu_buf_str(&err), "roles[0].args[3]: control character 0x0d at byte 2 is not "
+                                  "allowed (of the control characters only tab and newline "
+                                  "are), in 'ok\\x0d\\nno'");
+  mu_app_free(app);
+  app = sample();
+  mu_kvlist_set(&app->roles[0].env, "NEL",
+                "a\xc2\x85"
+                "b"); /* U+0085, a C1 control */
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_app_validate(app, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "roles[0].env.NEL: control character U+0085 at byte 1") != NULL);
+  mu_app_free(app);
+  app = sample();
+  app->roles[0].image = mu_strdup("img\n--privileged");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_app_validate(app, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "roles[0].image: control character 0x0a at byte 3 is not "
+                                  "allowed, in 'img\\n--privileged'") != NULL);
+  mu_app_free(app);
+  app = sample();
+  mu_kvlist_set(&app->roles[0].metadata, "k", "\x1b[2J");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_app_validate(app, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "roles[0].metadata: control character 0x1b") != NULL);
+  mu_app_free(app);
+  mu_buf_release(&err);
+}
+
 TEST(job__macros)
 {
   struct mu_macros m = {"app-1", "3", "/img", "MUSTER_RANK0_HOST", "127.0.0.1:9", "4"};

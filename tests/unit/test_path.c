@@ -48,3 +48,19 @@ TEST(path__keep_trailing_slash_as_servemux)
   ASSERT_EQ(mu_path_clean(out, "/a/b", 2, 0), 2u);
   ASSERT_STR_EQ(out, "/a");
 }
+
+TEST(path__segment_ok)
+{
+  static const char *const bad[] = {"", ".", "..", "a/b", "/", "../x", "a\nb", "a\x7f"};
+  static const char *const good[] = {"a", "...", "a..b", ".hidden", "x-1_y.z", "\xe2\x80\xa8"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    ASSERT_EQ(mu_path_segment_ok(bad[i]), 0);
+  for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+    ASSERT_EQ(mu_path_segment_ok(good[i]), 1);
+  char long_name[300];
+  memset(long_name, 'a', sizeof(long_name) - 1);
+  long_name[sizeof(long_name) - 1] = '\0';
+  ASSERT_EQ(mu_path_segment_ok(long_name), 0);
+  long_name[255] = '\0';
+  ASSERT_EQ(mu_path_segment_ok(long_name), 1);
+}

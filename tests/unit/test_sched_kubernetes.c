@@ -97,8 +97,15 @@ static void patch_divergences(cJSON *n, const char *app_name)
   cJSON_ArrayForEach(c, n) patch_divergences(c, app_name);
 }
 
+/* muster's own divergence on every Job: the app as submitted in an annotation (describe). */
 static void expect_equal(cJSON *got, cJSON *want)
 {
+  cJSON *meta = cJSON_GetObjectItemCaseSensitive(got, "metadata");
+  cJSON *ann = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+  ASSERT(cJSON_GetObjectItemCaseSensitive(ann, MU_K8S_APP_ANNOTATION) != NULL);
+  cJSON_DeleteItemFromObjectCaseSensitive(ann, MU_K8S_APP_ANNOTATION);
+  if (ann->child == NULL)
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "annotations");
   if (!cJSON_Compare(got, want, 1)) {
     char *g = cJSON_Print(got), *w = cJSON_Print(want);
     MU__FAIL("manifest differs\n--- got\n%s\n--- want\n%s", g, w);
@@ -709,7 +716,7 @@ static void c04_runopts(const cJSON *c, const cJSON *item)
   {
     ASSERT_STR_EQ(k->valuestring, "queue");
     ASSERT_EQ(runopt("queue")->required, 0);
-    ASSERT_STR_EQ(runopt("scheduler_name")->def, "volcano");
+    ASSERT_NULL(runopt("scheduler_name")->def); /* volcano with api=volcano (the default) */
   }
 }
 
@@ -982,9 +989,13 @@ static void c07_describe(const cJSON *c, const cJSON *item)
     const cJSON *kw = golden_expect(item, "api kwargs");
     char *rest = mu_asprintf("%s -o json", golden_str(kw, "name")),
          *want = kubectl_call(kw, "get", rest);
-    ASSERT_STR_EQ(calls, want);
+    char *pods = mu_asprintf("%skubectl -n %s get pods -l app.kubernetes.io/instance=%s -o json\n",
+                             want, golden_str(kw, "namespace"), golden_str(kw, "name"));
+    /* TorchX's one call, then (muster's own) the job's pods, to say why it waits. */
+    ASSERT_STR_EQ(calls, pods);
     mu_free(rest);
     mu_free(want);
+    mu_free(pods);
   }
   ASSERT_STR_EQ(mu_job_state_name(st.state), golden_expect(item, "state")->valuestring);
   golden_status_roles(&st, &roles, &statuses);
@@ -1053,9 +1064,10 @@ static void c07_log(const cJSON *c, const cJSON *item)
   int fd = mkstemp(outp);
   (void)c;
   ASSERT(fd >= 0);
+  struct mu_log_opts o = {.stream = MU_STREAM_COMBINED, .tail = -1};
   if (mu_sched_kubernetes.log_open(golden_str(in, "app_id"), golden_str(in, "role_name"),
-                                   golden_at(in, "k", (const char *)NULL)->valueint,
-                                   MU_STREAM_COMBINED, 0, -1, fd, &cfg, &err) != 0)
+                                   golden_at(in, "k", (const char *)NULL)->valueint, &o, fd, &cfg,
+                                   &err) != 0)
     MU__FAIL("log: %s", mu_buf_str(&err));
   close(fd);
   calls = golden_tool_calls(dir);
@@ -1187,6 +1199,182 @@ TEST(k8s__yaml_quoting_round_trips)
   mu_buf_release(&err);
 }
 
+/* Fragments that YAML readers treat specially: line breaks YAML 1.1 folds (U+0085, U+2028,
+ * U+2029), C0 and C1 controls, the byte-order mark, tabs and spaces, quotes and indicators,
+ * the words and numbers YAML 1.1 resolves to something other than a string, and plain Unicode. */
+static const char *const hostile[] = {"\xc2\x85",
+                                      "\xe2\x80\xa8",
+                                      "\xe2\x80\xa9",
+                                      "\xc2\x80",
+                                      "\xc2\x9f",
+                                      "\xc2\xa0",
+                                      "\xef\xbb\xbf",
+                                      "\t",
+                                      " ",
+                                      "\r",
+                                      "\n",
+                                      "\r\n",
+                                      "\x01",
+                                      "\x1b[31m",
+                                      "\x7f",
+                                      "'",
+                                      "\"",
+                                      "\\",
+                                      "#",
+                                      " #",
+                                      ": ",
+                                      ":",
+                                      "- ",
+                                      "-",
+                                      "---",
+                                      "...",
+                                      "?",
+                                      "!",
+                                      "&a",
+                                      "*a",
+                                      "|",
+                                      ">",
+                                      "%",
+                                      "@",
+                                      "`",
+                                      "{",
+                                      "}",
+                                      "[",
+                                      "]",
+                                      ",",
+                                      "yes",
+                                      "no",
+                                      "on",
+                                      "off",
+                                      "y",
+                                      "n",
+                                      "Y",
+                                      "N",
+                                      "true",
+                                      "False",
+                                      "NULL",
+                                      "~",
+                                      "null",
+                                      "<<",
+                                      "=",
+                                      "0",
+                                      "1",
+                                      "0x1f",
+                                      "0o17",
+                                      "017",
+                                      "0b101",
+                                      "1_000",
+                                      "1:20",
+                                      "190:20:30",
+                                      ".5",
+                                      "._1",
+                                      "+.5",
+                                      "-_1",
+                                      "1e3",
+                                      "1.0e+3",
+                                      "-.inf",
+                                      ".NaN",
+                                      "2001-12-14",
+                                      "2001-12-14t21:59:43.10-05:00",
+                                      "\xf0\x9f\x98\x80",
+                                      "\xc3\xa9",
+                                      "\xef\xbf\xbe",
+                                      "\xef\xbf\xbf",
+                                      "a",
+                                      "b c",
+                                      "$(HOME)",
+                                      "${x}",
+                                      "\xe2\x80\x8b",
+                                      "\xed\x9f\xbf",
+                                      "\xee\x80\x80",
+                                      "\xf4\x8f\xbf\xbf",
+                                      "x: y",
+                                      "a #b",
+                                      "-- ",
+                                      "%YAML",
+                                      NULL};
+
+/* The n-th hostile string of a seeded run: each fragment alone first, then 1-5 fragments joined
+ * at random. Returns: a new string (mu_free). */
+static char *hostile_string(size_t n, unsigned long *seed)
+{
+  size_t nfrag = 0, i, parts;
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  while (hostile[nfrag] != NULL)
+    nfrag++;
+  if (n < nfrag)
+    return mu_strdup(hostile[n]);
+  *seed = *seed * 6364136223846793005UL + 1442695040888963407UL;
+  parts = 1 + (size_t)((*seed >> 33) % 5);
+  for (i = 0; i < parts; i++) {
+    *seed = *seed * 6364136223846793005UL + 1442695040888963407UL;
+    mu_buf_puts(&b, hostile[(*seed >> 33) % nfrag]);
+  }
+  return mu_buf_detach(&b);
+}
+
+/* Every hostile string, as a value and as a key, is written by the one quoting function and
+ * read back by libyaml (a YAML 1.1 parser) as exactly that string. With $MU_YAML_DIR the
+ * document and the expected strings (JSON) are saved for tests/cli/t2011-k8s-yaml-roundtrip.sh,
+ * which reads them with PyYAML (YAML 1.1: pure Python and libyaml-based) and with the
+ * Kubernetes validator's parser. The seed is $MU_YAML_SEED (printed), else fixed. */
+TEST(k8s__yaml_hostile_strings_round_trip)
+{
+  const char *env = getenv("MU_YAML_SEED");
+  unsigned long seed = env != NULL ? strtoul(env, NULL, 10) : 20240611UL, seed0 = seed;
+  cJSON *doc = cJSON_CreateObject(), *back = NULL, *vals, *keys;
+  struct mu_buf y = MU_BUF_INIT(SIZE_MAX), err = MU_BUF_INIT(1024);
+  size_t line = 0, i, n = 3000;
+
+  vals = cJSON_AddArrayToObject(doc, "values");
+  keys = cJSON_AddObjectToObject(doc, "keys");
+  for (i = 0; i < n; i++) {
+    char *s = hostile_string(i, &seed), num[24];
+    cJSON_AddItemToArray(vals, cJSON_CreateString(s));
+    snprintf(num, sizeof num, "%zu", i);
+    if (cJSON_GetObjectItemCaseSensitive(keys, s) == NULL)
+      cJSON_AddStringToObject(keys, s, num);
+    mu_free(s);
+  }
+  ASSERT_NULL(mu_yaml_invalid(doc));
+  ASSERT_EQ(mu_yaml_emit(doc, &y), 0);
+  if (getenv("MU_YAML_DIR") != NULL) { /* not a manifest: its own folder */
+    char *json = cJSON_PrintUnformatted(doc);
+    static const char *const ext[] = {"yaml", "json"};
+    for (int f = 0; f < 2; f++) {
+      char *path = mu_asprintf("%s/yaml-hostile.%s", getenv("MU_YAML_DIR"), ext[f]);
+      FILE *fp = fopen(path, "w");
+      ASSERT(fp != NULL);
+      fputs(f == 0 ? mu_buf_str(&y) : json, fp);
+      fclose(fp);
+      mu_free(path);
+    }
+    mu_free(json);
+  }
+  if (mu_yaml_read(y.data, y.len, MU_YAML_STRINGS, &back, &line, &err) != 0)
+    MU__FAIL("seed %lu: libyaml refused the document at line %zu: %s", seed0, line,
+             mu_buf_str(&err));
+  for (i = 0; i < n; i++) {
+    const char *want = cJSON_GetArrayItem(vals, (int)i)->valuestring;
+    const char *got = cJSON_GetArrayItem(cJSON_GetObjectItem(back, "values"), (int)i)->valuestring;
+    if (strcmp(want, got) != 0) {
+      char *w = cJSON_PrintUnformatted(cJSON_GetArrayItem(vals, (int)i));
+      MU__FAIL("seed %lu: value %zu %s came back different", seed0, i, w);
+    }
+  }
+  if (!cJSON_Compare(keys, cJSON_GetObjectItem(back, "keys"), 1))
+    MU__FAIL("seed %lu: the keys came back different", seed0);
+  /* A string that is not UTF-8 cannot be carried: refused, and found by name. */
+  cJSON_AddStringToObject(doc, "bad", "caf\xe9");
+  ASSERT_STR_EQ(mu_yaml_invalid(doc), "caf\xe9");
+  mu_buf_clear(&y);
+  ASSERT_EQ(mu_yaml_emit(doc, &y), MU_EINVAL);
+  cJSON_Delete(doc);
+  cJSON_Delete(back);
+  mu_buf_release(&y);
+  mu_buf_release(&err);
+}
+
 TEST(k8s__yaml_parse_error_names_line)
 {
   struct mu_buf err = MU_BUF_INIT(1024);
@@ -1309,11 +1497,22 @@ TEST(k8s__own_musterd_task_and_rdzv_override)
   mu_strvec_push(&r->args, "${rdzv_endpoint}");
   r->num_replicas = 2;
   mu_kvlist_set(&cfg.values, "queue", "q");
-  /* No muster image: the error says how to get one. */
-  ASSERT_EQ(mu_k8s_render(app, &cfg, "ddp-42", &job, &err), MU_EINVAL);
-  ASSERT(strstr(mu_buf_str(&err), "-cfg muster_image: required") != NULL);
-  ASSERT(strstr(mu_buf_str(&err), "scripts/build-image.sh --push") != NULL);
-  mu_buf_clear(&err);
+  /* No muster image: the plan has a marked placeholder, and what is missing says how to get
+   * one (k8s__missing_values_named_at_once tests more). */
+  {
+    struct mu_k8s_plan plan;
+    struct mu_buf why = MU_BUF_INIT(SIZE_MAX), y = MU_BUF_INIT(SIZE_MAX);
+    ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), 0);
+    ASSERT_EQ(plan.placeholder, 1);
+    ASSERT_EQ(mu_yaml_emit(plan.manifest, &y), 0);
+    ASSERT(strstr(mu_buf_str(&y), "image: '" MU_K8S_IMAGE_PLACEHOLDER "'") != NULL);
+    mu_k8s_explain_muster_image(app, &why);
+    ASSERT(strstr(mu_buf_str(&why), "-cfg muster_image: required") != NULL);
+    ASSERT(strstr(mu_buf_str(&why), "scripts/build-image.sh --push") != NULL);
+    mu_k8s_plan_release(&plan);
+    mu_buf_release(&why);
+    mu_buf_release(&y);
+  }
   mu_kvlist_set(&cfg.values, "muster_image", "reg/muster:1");
   job = render(app, &cfg, "ddp-42", "own-musterd");
   t0 = task_at(job, 0);
@@ -1356,4 +1555,340 @@ TEST(k8s__own_musterd_task_and_rdzv_override)
   mu_app_free(app);
   mu_cfg_release(&cfg);
   mu_buf_release(&err);
+}
+
+/* ------------------------------------------------------------------------------ JobSet */
+
+/* dist.ddp's shape: one role running the agent against ${rdzv_endpoint}, per-replica macros. */
+static struct mu_app *ddp_app(long nodes, long min_nodes)
+{
+  struct mu_app *app = mu_app_new("ddp");
+  struct mu_role *r = mu_app_add_role(app, "trainer");
+  r->image = mu_strdup("img:1");
+  r->entrypoint = mu_strdup("muster");
+  mu_strvec_push(&r->args, "agent");
+  mu_strvec_push(&r->args, "--rdzv-endpoint");
+  mu_strvec_push(&r->args, "${rdzv_endpoint}");
+  mu_strvec_push(&r->args, "--node-rank-hint=${replica_id}");
+  mu_strvec_push(&r->args, "--");
+  mu_strvec_push(&r->args, "python3");
+  mu_strvec_push(&r->args, "-c");
+  mu_strvec_push(&r->args, "print('$(HOME) $$ $x')");
+  mu_kvlist_set(&r->env, "CACHE", "/data/cache_${replica_id}");
+  mu_kvlist_set(&r->env, "RANK0", "${rank0_env}");
+  r->num_replicas = nodes;
+  r->min_replicas = min_nodes;
+  r->max_retries = 2;
+  return app;
+}
+
+static cJSON *obj_at(cJSON *o, const char *a, const char *b, const char *c, const char *d)
+{
+  const char *path[] = {a, b, c, d};
+  for (int i = 0; i < 4 && path[i] != NULL && o != NULL; i++)
+    o = cJSON_GetObjectItemCaseSensitive(o, path[i]);
+  return o;
+}
+
+static const char *env_value(cJSON *ctr, const char *name)
+{
+  cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(ctr, "env"))
+  {
+    if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, name) == 0)
+      return cJSON_GetObjectItem(e, "value") ? cJSON_GetObjectItem(e, "value")->valuestring
+                                             : "(valueFrom)";
+  }
+  return NULL;
+}
+
+TEST(k8s__jobset_shape)
+{
+  struct mu_app *app = ddp_app(3, -1);
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *js, *spec, *rj, *musterd, *pod, *ctr, *cmd, *e0;
+
+  mu_kvlist_set(&cfg.values, "api", "jobset");
+  mu_kvlist_set(&cfg.values, "muster_image", "reg/muster:1");
+  mu_kvlist_set(&cfg.values, "priority_class", "high");
+  js = render(app, &cfg, "ddp-42", "unit-jobset-ddp");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(js, "apiVersion")->valuestring, "jobset.x-k8s.io/v1alpha2");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(js, "kind")->valuestring, "JobSet");
+  spec = cJSON_GetObjectItem(js, "spec");
+  ASSERT_EQ(obj_at(spec, "failurePolicy", "maxRestarts", NULL, NULL)->valueint, 2);
+  ASSERT(cJSON_IsTrue(obj_at(spec, "network", "enableDNSHostnames", NULL, NULL)));
+  ASSERT(cJSON_IsTrue(obj_at(spec, "network", "publishNotReadyAddresses", NULL, NULL)));
+  ASSERT_NULL(cJSON_GetObjectItem(spec, "suspend"));
+  /* musterd first, which the role depends on; success when the role's Jobs succeed */
+  musterd = cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "replicatedJobs"), 0);
+  rj = cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "replicatedJobs"), 1);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(musterd, "name")->valuestring, "musterd");
+  ASSERT_NULL(cJSON_GetObjectItem(musterd, "dependsOn"));
+  ASSERT_STR_EQ(cJSON_GetObjectItem(rj, "name")->valuestring, "trainer");
+  ASSERT_EQ(cJSON_GetObjectItem(rj, "replicas")->valueint, 3);
+  ASSERT_STR_EQ(obj_at(cJSON_GetArrayItem(cJSON_GetObjectItem(rj, "dependsOn"), 0), "status", NULL,
+                       NULL, NULL)
+                    ->valuestring,
+                "Ready");
+  ASSERT_STR_EQ(
+      cJSON_GetArrayItem(obj_at(spec, "successPolicy", "targetReplicatedJobs", NULL, NULL), 0)
+          ->valuestring,
+      "trainer");
+  ASSERT_STR_EQ(obj_at(rj, "template", "spec", "completionMode", NULL)->valuestring, "Indexed");
+  ASSERT_EQ(obj_at(rj, "template", "spec", "completions", NULL)->valueint, 1);
+  ASSERT_EQ(obj_at(rj, "template", "spec", "backoffLimit", NULL)->valueint, 0);
+  pod = obj_at(rj, "template", "spec", "template", NULL);
+  ASSERT_STR_EQ(obj_at(pod, "spec", "restartPolicy", NULL, NULL)->valuestring, "Never");
+  ASSERT_STR_EQ(obj_at(pod, "spec", "priorityClassName", NULL, NULL)->valuestring, "high");
+  ASSERT_NULL(obj_at(pod, "spec", "schedulerName", NULL, NULL)); /* the cluster's default */
+  ASSERT_NULL(obj_at(pod, "metadata", "labels", "torchx.pytorch.org/replica-id", NULL));
+  ctr = cJSON_GetArrayItem(obj_at(pod, "spec", "containers", NULL, NULL), 0);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(ctr, "name")->valuestring, "trainer");
+  /* the replica's index from JobSet's annotation, first, and $(...) where a macro said so */
+  e0 = cJSON_GetArrayItem(cJSON_GetObjectItem(ctr, "env"), 0);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(e0, "name")->valuestring, "MUSTER_REPLICA_ID");
+  ASSERT_STR_EQ(obj_at(e0, "valueFrom", "fieldRef", "fieldPath", NULL)->valuestring,
+                "metadata.annotations['jobset.sigs.k8s.io/job-index']");
+  ASSERT_STR_EQ(env_value(ctr, "CACHE"), "/data/cache_$(MUSTER_REPLICA_ID)");
+  ASSERT_STR_EQ(env_value(ctr, "RANK0"), "TORCHX_RANK0_HOST");
+  ASSERT_STR_EQ(env_value(ctr, "TORCHX_RANK0_HOST"), "ddp-42-trainer-0-0.ddp-42");
+  ASSERT_STR_EQ(env_value(ctr, "MUSTER_RDZV_TOKEN_FILE"), MU_K8S_TOKEN_FILE);
+  cmd = cJSON_GetObjectItem(ctr, "command");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 0)->valuestring, "/muster/bin/muster");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 3)->valuestring, "ddp-42-musterd-0-0.ddp-42:29400");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 4)->valuestring, "--node-rank-hint=$(MUSTER_REPLICA_ID)");
+  /* the user's own $( and $$ reach the process as written: doubled for Kubernetes */
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 8)->valuestring, "print('$$(HOME) $ $x')");
+  /* the musterd pod: OnFailure (the kubelet restarts it), the token file */
+  pod = obj_at(musterd, "template", "spec", "template", NULL);
+  ASSERT_STR_EQ(obj_at(pod, "spec", "restartPolicy", NULL, NULL)->valuestring, "OnFailure");
+  cmd = cJSON_GetObjectItem(cJSON_GetArrayItem(obj_at(pod, "spec", "containers", NULL, NULL), 0),
+                            "command");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cmd, 4)->valuestring, MU_K8S_TOKEN_FILE);
+  cJSON_Delete(js);
+
+  /* Kueue: the queue label, and suspended until Kueue admits it; a scheduler when asked */
+  mu_kvlist_set(&cfg.values, "kueue_queue", "team-a");
+  mu_kvlist_set(&cfg.values, "scheduler_name", "default-scheduler");
+  mu_kvlist_set(&cfg.values, "tolerations", "aws.amazon.com/neuron:NoSchedule;spot");
+  js = render(app, &cfg, "ddp-42", "unit-jobset-kueue");
+  ASSERT(cJSON_IsTrue(obj_at(js, "spec", "suspend", NULL, NULL)));
+  ASSERT_STR_EQ(obj_at(js, "metadata", "labels", "kueue.x-k8s.io/queue-name", NULL)->valuestring,
+                "team-a");
+  pod = obj_at(cJSON_GetArrayItem(obj_at(js, "spec", "replicatedJobs", NULL, NULL), 1), "template",
+               "spec", "template", NULL);
+  ASSERT_STR_EQ(obj_at(pod, "spec", "schedulerName", NULL, NULL)->valuestring, "default-scheduler");
+  ASSERT_EQ(cJSON_GetArraySize(obj_at(pod, "spec", "tolerations", NULL, NULL)), 2);
+  cJSON_Delete(js);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+}
+
+TEST(k8s__jobset_elastic_retries_and_names)
+{
+  struct mu_app *app = ddp_app(4, 2);
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_buf err = MU_BUF_INIT(1024);
+  char *name = NULL;
+  cJSON *js, *rj;
+
+  mu_kvlist_set(&cfg.values, "api", "jobset");
+  mu_kvlist_set(&cfg.values, "muster_image", "reg/muster:1");
+  /* elastic: every replica is created (a JobSet has no minimum); the agent stays elastic */
+  js = render(app, &cfg, "ddp-42", "jobset-elastic");
+  rj = cJSON_GetArrayItem(obj_at(js, "spec", "replicatedJobs", NULL, NULL), 1);
+  ASSERT_EQ(cJSON_GetObjectItem(rj, "replicas")->valueint, 4);
+  cJSON_Delete(js);
+  /* REPLICA retries: the Job replaces its pod (backoffLimit); the JobSet does not restart */
+  app->roles[0].retry_policy = MU_RETRY_REPLICA;
+  app->roles[0].max_retries = 5;
+  js = render(app, &cfg, "ddp-42", "jobset-replica-retries");
+  rj = cJSON_GetArrayItem(obj_at(js, "spec", "replicatedJobs", NULL, NULL), 1);
+  ASSERT_EQ(obj_at(rj, "template", "spec", "backoffLimit", NULL)->valueint, 5);
+  ASSERT_EQ(obj_at(js, "spec", "failurePolicy", "maxRestarts", NULL)->valueint, 5);
+  cJSON_Delete(js);
+  /* names: the longest pod name <jobset>-<role>-<k>-0-<5> stays within 63 */
+  mu_free(app->name);
+  app->name = mu_strdup("A_Very_Long_Application_Name_That_Goes_On_And_On_For_Far_Too_Many");
+  mu_free(app->roles[0].name);
+  app->roles[0].name = mu_strdup("an_extremely_long_role_name_for_a_trainer");
+  app->roles[0].num_replicas = 12;
+  setenv("MUSTER_APP_ID_SUFFIX", "abcdefghijkl", 1);
+  unsetenv("MUSTER_APP_ID");
+  ASSERT_EQ(mu_k8s_job_name(app, &cfg, &name, &err), 0);
+  {
+    char *rjn = mu_k8s_rjob_name(app->roles[0].name, 12);
+    ASSERT(strlen(name) + 1 + strlen(rjn) + strlen("-11-0-abcde") <= 63);
+    mu_free(rjn);
+  }
+  js = render(app, &cfg, name, "jobset-long-names");
+  cJSON_Delete(js);
+  mu_free(name);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
+
+/* Secrets and ConfigMaps as mounts, and variables from a Secret's (or ConfigMap's) key, on both
+ * APIs; a JobSet refuses a Volcano queue, naming Kueue's. */
+TEST(k8s__secrets_configmaps_both_apis)
+{
+  static const char *const apis[] = {"volcano", "jobset"};
+  for (int a = 0; a < 2; a++) {
+    struct mu_app *app = case01_app();
+    struct mu_cfg cfg = {MU_KVLIST_INIT};
+    struct mu_buf err = MU_BUF_INIT(1024);
+    char items_s[][24] = {"type=secret",    "name=hf-token",    "dst=/var/secrets/hf",
+                          "type=configmap", "src=train-config", "dst=/etc/train"};
+    char *items[6];
+    for (int i = 0; i < 6; i++)
+      items[i] = items_s[i];
+    cJSON *job, *pod, *ctr, *v, *e;
+    const char *vol[2] = {NULL, NULL}, *mnt[2] = {NULL, NULL}, *ref = NULL;
+    char save[32];
+
+    ASSERT_EQ(mu_mounts_parse(&app->roles[0], items, 6, &err), 0);
+    mu_kvlist_set(&app->roles[0].env, "HF_TOKEN", "[SECRET]hf-token:token");
+    mu_kvlist_set(&app->roles[0].env, "LR", "[CONFIGMAP]train-config:lr");
+    mu_kvlist_set(&cfg.values, "api", apis[a]);
+    mu_kvlist_set(&cfg.values, "queue", "q");
+    if (a == 1) { /* a Volcano queue has no place in a JobSet */
+      ASSERT_EQ(mu_k8s_render(app, &cfg, "app-name-42", &job, &err), MU_EINVAL);
+      ASSERT(strstr(mu_buf_str(&err), "kueue_queue=q") != NULL);
+      mu_kvlist_set(&cfg.values, "queue", "");
+    }
+    snprintf(save, sizeof save, "unit-%s-secrets", apis[a]);
+    job = render(app, &cfg, "app-name-42", save);
+    pod = a == 0 ? cJSON_GetObjectItem(task_at(job, 0), "template")
+                 : obj_at(cJSON_GetArrayItem(obj_at(job, "spec", "replicatedJobs", NULL, NULL), 0),
+                          "template", "spec", "template", NULL);
+    ctr = cJSON_GetArrayItem(obj_at(pod, "spec", "containers", NULL, NULL), 0);
+    cJSON_ArrayForEach(v, obj_at(pod, "spec", "volumes", NULL, NULL))
+    {
+      if (obj_at(v, "secret", "secretName", NULL, NULL))
+        vol[0] = obj_at(v, "secret", "secretName", NULL, NULL)->valuestring;
+      if (obj_at(v, "configMap", "name", NULL, NULL))
+        vol[1] = obj_at(v, "configMap", "name", NULL, NULL)->valuestring;
+    }
+    ASSERT_STR_EQ(vol[0], "hf-token");
+    ASSERT_STR_EQ(vol[1], "train-config");
+    cJSON_ArrayForEach(v, cJSON_GetObjectItem(ctr, "volumeMounts"))
+    {
+      const char *path = cJSON_GetObjectItem(v, "mountPath")->valuestring;
+      if (strcmp(path, "/var/secrets/hf") == 0 || strcmp(path, "/etc/train") == 0) {
+        ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(v, "readOnly")));
+        mnt[path[1] == 'v' ? 0 : 1] = path;
+      }
+    }
+    ASSERT(mnt[0] != NULL && mnt[1] != NULL);
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(ctr, "env"))
+    {
+      if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, "HF_TOKEN") == 0) {
+        ASSERT_STR_EQ(obj_at(e, "valueFrom", "secretKeyRef", "name", NULL)->valuestring,
+                      "hf-token");
+        ASSERT_STR_EQ(obj_at(e, "valueFrom", "secretKeyRef", "key", NULL)->valuestring, "token");
+        ref = "secret";
+      }
+      if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, "LR") == 0)
+        ASSERT_STR_EQ(obj_at(e, "valueFrom", "configMapKeyRef", "key", NULL)->valuestring, "lr");
+    }
+    ASSERT_STR_EQ(ref, "secret");
+    cJSON_Delete(job);
+    mu_app_free(app);
+    mu_cfg_release(&cfg);
+    mu_buf_release(&err);
+  }
+}
+
+/* Every missing required value is named at once (issue 26); a missing muster image alone is a
+ * placeholder in the plan, not an error. */
+TEST(k8s__missing_values_named_at_once)
+{
+  struct mu_app *app = ddp_app(2, -1);
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_buf err = MU_BUF_INIT(4096);
+  struct mu_k8s_plan plan;
+
+  mu_free(app->roles[0].image);
+  app->roles[0].image = NULL;
+  ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), MU_EINVAL);
+  mu_k8s_plan_release(&plan);
+  ASSERT(strstr(mu_buf_str(&err), "3 required values are missing:") != NULL);
+  ASSERT(strstr(mu_buf_str(&err), "\n  - roles[0].image: required") != NULL);
+  ASSERT(strstr(mu_buf_str(&err), "\n  - -cfg queue: required") != NULL);
+  ASSERT(strstr(mu_buf_str(&err), "\n  - -cfg muster_image: required") != NULL);
+  /* the image given: the queue and the muster image */
+  app->roles[0].image = mu_strdup("img");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), MU_EINVAL);
+  mu_k8s_plan_release(&plan);
+  ASSERT(strstr(mu_buf_str(&err), "2 required values are missing:\n  - -cfg queue") == err.data);
+  ASSERT(strstr(mu_buf_str(&err), "\n  - -cfg muster_image: required") != NULL);
+  /* the queue alone */
+  mu_kvlist_set(&cfg.values, "muster_image", "m:1");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), MU_EINVAL);
+  mu_k8s_plan_release(&plan);
+  ASSERT(strncmp(mu_buf_str(&err), "-cfg queue: required", 20) == 0);
+  /* then only the muster image: a plan, marked */
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  mu_kvlist_set(&cfg.values, "muster_image", "");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), 0);
+  ASSERT_EQ(plan.placeholder, 1);
+  ASSERT_STR_EQ(plan.token_secret, "ddp-42-rdzv-token");
+  mu_k8s_plan_release(&plan);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
+
+/* describe: the app as submitted, read back from the job's object (both APIs), with the job's
+ * name and rendezvous in place of their macros. */
+TEST(k8s__describe_reads_the_app_back)
+{
+  static const char *const apis[] = {"volcano", "jobset"};
+  for (int a = 0; a < 2; a++) {
+    struct mu_app *app = ddp_app(2, 1), *back = NULL;
+    struct mu_cfg cfg = {MU_KVLIST_INIT};
+    struct mu_buf err = MU_BUF_INIT(1024), want = MU_BUF_INIT(SIZE_MAX),
+                  got = MU_BUF_INIT(SIZE_MAX);
+    struct mu_buf js = MU_BUF_INIT(SIZE_MAX);
+    cJSON *job;
+    char *text;
+
+    mu_kvlist_set(&cfg.values, "api", apis[a]);
+    mu_kvlist_set(&cfg.values, "queue", a == 0 ? "q" : "");
+    mu_kvlist_set(&cfg.values, "muster_image", "m:1");
+    mu_kvlist_set(&app->roles[0].env, "JOB", "${app_id}");
+    job = render(app, &cfg, "ddp-42", NULL);
+    text = cJSON_PrintUnformatted(job);
+    ASSERT_EQ(mu_k8s_parse_app(text, &back, &err), 0);
+    mu_app_to_json(app, &js);
+    mu_buf_put_replaced(&want, mu_buf_str(&js), "${app_id}", "ddp-42");
+    mu_buf_clear(&js);
+    mu_buf_put_replaced(&js, mu_buf_str(&want), "${rdzv_endpoint}",
+                        a == 0 ? "ddp-42-musterd-0.ddp-42:29400"
+                               : "ddp-42-musterd-0-0.ddp-42:29400");
+    mu_app_to_json(back, &got);
+    ASSERT_STR_EQ(mu_buf_str(&got), mu_buf_str(&js));
+    ASSERT_STR_EQ(mu_kvlist_get(&back->roles[0].env, "JOB"), "ddp-42");
+    ASSERT_STR_EQ(back->roles[0].args.v[7], "print('$(HOME) $$ $x')"); /* as the user wrote it */
+    /* a job without the annotation (another tool's): said so */
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItem(job, "metadata"), "annotations");
+    cJSON_free(text);
+    text = cJSON_PrintUnformatted(job);
+    mu_app_free(back);
+    back = NULL;
+    ASSERT_EQ(mu_k8s_parse_app(text, &back, &err), MU_ENOENT);
+    ASSERT(strstr(mu_buf_str(&err), "carries no muster.dev/app annotation") != NULL);
+    cJSON_free(text);
+    cJSON_Delete(job);
+    mu_app_free(app);
+    mu_cfg_release(&cfg);
+    mu_buf_release(&err);
+    mu_buf_release(&want);
+    mu_buf_release(&got);
+    mu_buf_release(&js);
+  }
 }

@@ -39,7 +39,7 @@ static void drop_version_line(char *s)
 static char *render(const struct mu_app *app, const struct mu_cfg *cfg, int major, int minor,
                     int nomem, struct mu_strvec *opts)
 {
-  struct mu_slurm_env env = {major, minor, nomem, NULL, NULL};
+  struct mu_slurm_env env = {major, minor, nomem, NULL, NULL, NULL, NULL, NULL, 0};
   struct mu_buf script = MU_BUF_INIT(1 << 20), err = MU_BUF_INIT(1024);
   struct mu_strvec local = MU_STRVEC_INIT;
   int rc = mu_slurm_render(app, cfg, &env, &script, opts ? opts : &local, &err);
@@ -825,8 +825,9 @@ static char *c10_read_log(const cJSON *in, enum mu_log_stream s)
   struct mu_cfg cfg = {MU_KVLIST_INIT};
   struct mu_buf err = MU_BUF_INIT(4096), got = MU_BUF_INIT(1 << 20);
   ASSERT(fd >= 0);
+  struct mu_log_opts o = {.stream = s, .tail = -1};
   if (mu_sched_slurm.log_open(golden_str(in, "app_id"), golden_str(in, "role"),
-                              golden_at(in, "k", (const char *)NULL)->valueint, s, 0, -1, fd, &cfg,
+                              golden_at(in, "k", (const char *)NULL)->valueint, &o, fd, &cfg,
                               &err) != 0)
     MU__FAIL("log: %s", mu_buf_str(&err));
   close(fd);
@@ -964,7 +965,7 @@ TEST(slurm__rdzv_musterd_in_script)
   struct mu_app *app = mu_app_new("ddp");
   struct mu_role *r = mu_app_add_role(app, "trainer");
   struct mu_cfg cfg = {MU_KVLIST_INIT};
-  struct mu_slurm_env env = {22, 5, 0, NULL, NULL};
+  struct mu_slurm_env env = {22, 5, 0, NULL, NULL, NULL, NULL, NULL, 0};
   struct mu_buf script = MU_BUF_INIT(1 << 20), err = MU_BUF_INIT(1024);
   struct mu_strvec opts = MU_STRVEC_INIT;
   char *s;
@@ -1090,5 +1091,141 @@ TEST(slurm__recorded_22_05_sacct)
     mu_app_status_release(&st);
     mu_free(txt);
   }
+  mu_buf_release(&err);
+}
+
+/* One function per syntax (issue 24 finding 2): the #SBATCH value and the --export item, each
+ * against the model of the parser it feeds (tests/integration/slurm_quoting.sh runs the same
+ * strings through the real sbatch and srun). */
+TEST(slurm__quote_directive)
+{
+  static const char *const cases[][2] = {
+      {"debug", "debug"},
+      {"1:00:00", "1:00:00"},
+      {"a@b.c", "a@b.c"},
+      {"gpu,fast", "gpu,fast"},
+      {"", "\"\""},
+      {"a b", "\"a b\""},
+      {"a --qos=high", "\"a --qos=high\""},
+      {"x#y", "\"x#y\""},
+      {"say \"hi\"", "\"say \\\"hi\\\"\""},
+      {"c:\\d", "\"c:\\\\d\""},
+      {"it's $(id) `id`", "\"it's $(id) `id`\""},
+      {"\xe2\x80\xa8", "\"\xe2\x80\xa8\""},
+  };
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    mu_buf_clear(&b);
+    ASSERT_EQ(mu_slurm_quote_directive(cases[i][0], &b), 0);
+    ASSERT_STR_EQ(mu_buf_str(&b), cases[i][1]);
+  }
+  ASSERT_EQ(mu_slurm_quote_directive("a\nb", &b), MU_EINVAL);
+  ASSERT_EQ(mu_slurm_quote_directive("a\rb", &b), MU_EINVAL);
+  mu_buf_release(&b);
+}
+
+TEST(slurm__quote_export)
+{
+  static const char *const cases[][2] = {
+      {"plain", "K=plain"},
+      {"b 0", "K=b 0"},
+      {"", "K="},
+      {"a,b", "\"K=a,b\""},
+      {"a\nb", "K=a\nb"},
+      {"x=y", "K=x=y"},
+      {"'q'", "K='q'"},   /* balanced quotes without a ',': read as they are */
+      {"a','b", "K=a','b"}, /* a ',' inside balanced quotes: read as it is */
+      {"say \"hi\"", "K=say \"hi\""},
+      {"a,'b'", "\"K=a,'b'\""},
+      {"a',\"b'\"", "K=a',\"b'\""},
+      {"\"a\",'b'", "\"K=\"a\",'b'\""},
+      {"{\"a\":1,\"b\":2}", "\"K={\"a\":1,\"b\":2}\""},
+      {"$(id) `id` % #", "K=$(id) `id` % #"},
+  };
+  /* An odd number of either quote never reads back (each toggles, and the item must end with
+   * both off). */
+  static const char *const refused[] = {"it's", "a,\"b", "'\"", "x'y\"z,w\""};
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    mu_buf_clear(&b);
+    ASSERT_EQ(mu_slurm_quote_export("K", cases[i][0], &b), 0);
+    ASSERT_STR_EQ(mu_buf_str(&b), cases[i][1]);
+  }
+  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+    ASSERT_EQ(mu_slurm_quote_export("K", refused[i], &b), MU_EINVAL);
+  mu_buf_release(&b);
+}
+
+/* Hostile values in a rendered script: each reaches the script through its syntax's function,
+ * the macros' variables stay variables, and an escaped macro ($${app_id}) stays text. */
+TEST(slurm__render_hostile_values)
+{
+  struct mu_app *app = mu_app_new("h");
+  struct mu_role *r = mu_app_add_role(app, "w");
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  r->entrypoint = mu_strdup("echo");
+  mu_strvec_push(&r->args, "$(id)\n`id`; rm -rf ~ 'q' \"d\"");
+  mu_strvec_push(&r->args, "$${app_id} ${app_id}");
+  mu_kvlist_set(&r->env, "A", "x,y");
+  mu_kvlist_set(&cfg.values, "partition", "p --qos=high\\");
+  mu_kvlist_set(&cfg.values, "comment", "c; id");
+  struct mu_strvec opts = MU_STRVEC_INIT;
+  char *s = render(app, &cfg, 22, 5, 0, &opts);
+  ASSERT(strstr(s, "#SBATCH --job-name=w-0 --requeue --partition=\"p --qos=high\\\\\" "
+                   "--ntasks-per-node=1\n") != NULL);
+  ASSERT(strstr(s, " '--export=ALL,\"A=x,y\",MUSTER") == NULL); /* no runner env here */
+  ASSERT(strstr(s, " '--export=ALL,\"A=x,y\"' echo '$(id)\n`id`; rm -rf ~ '\"'\"'q'\"'\"' \"d\"' "
+                   "'${app_id} '\"$SLURM_JOB_ID\"''\n") != NULL);
+  ASSERT(strstr(s, "# Run with: sbatch --parsable '--comment=c; id'\n") != NULL);
+  ASSERT_STR_EQ(opts.v[0], "--comment=c; id"); /* argv for sbatch: no shell in between */
+  mu_free(s);
+  /* What --export cannot carry is refused, naming the field. */
+  mu_kvlist_set(&r->env, "A", "it's");
+  struct mu_slurm_env env = {22, 5, 0, NULL, NULL, NULL, NULL, NULL, 0};
+  struct mu_buf script = MU_BUF_INIT(SIZE_MAX), err = MU_BUF_INIT(SIZE_MAX);
+  ASSERT_EQ(mu_slurm_render(app, &cfg, &env, &script, &opts, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "roles[0].env.A: Slurm's srun --export cannot carry") != NULL);
+  /* And the renderer validates the app itself. */
+  mu_kvlist_set(&r->env, "A", "ok");
+  mu_free(r->name);
+  r->name = mu_strdup("w\n#SBATCH --uid=0");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_slurm_render(app, &cfg, &env, &script, &opts, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "roles[0].name: 'w\\n#SBATCH --uid=0' is not a valid") != NULL);
+  mu_kvlist_set(&cfg.values, "rdzv_host", "h,x");
+  mu_free(r->name);
+  r->name = mu_strdup("w");
+  mu_buf_clear(&err);
+  ASSERT_EQ(mu_slurm_render(app, &cfg, &env, &script, &opts, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "-cfg rdzv_host: 'h,x' is not a host") != NULL);
+  mu_buf_release(&script);
+  mu_buf_release(&err);
+  mu_strvec_release(&opts);
+  mu_cfg_release(&cfg);
+  mu_app_free(app);
+}
+
+/* describe: the app as submitted, from the comment line slurm.c appends to the batch script
+ * (scontrol write batch_script gives the script back), ${app_id} filled with the job id. */
+TEST(slurm__describe_reads_the_app_line)
+{
+  const char *script = "#!/bin/bash\n#SBATCH --job-name=a-0\nsrun echo 1\n\n"
+                       "# The job spec as submitted ('muster describe' reads it back):\n"
+                       "# muster-app: {\"name\":\"foo\",\"roles\":[{\"name\":\"a\",\"image\":\"\","
+                       "\"entrypoint\":\"echo\",\"args\":[\"hello ${app_id}\",\"$$x\"],"
+                       "\"env\":{\"A\":\"b\\nc\"},\"num_replicas\":2}]}\n";
+  struct mu_app *app = NULL;
+  struct mu_buf err = MU_BUF_INIT(1024);
+  ASSERT_EQ(mu_slurm_parse_app(script, "41", &app, &err), 0);
+  ASSERT_STR_EQ(app->name, "foo");
+  ASSERT_EQ(app->nroles, 1);
+  ASSERT_EQ(app->roles[0].num_replicas, 2);
+  ASSERT_STR_EQ(app->roles[0].args.v[0], "hello 41");
+  ASSERT_STR_EQ(app->roles[0].args.v[1], "$$x");
+  ASSERT_STR_EQ(mu_kvlist_get(&app->roles[0].env, "A"), "b\nc");
+  mu_app_free(app);
+  app = NULL;
+  ASSERT_EQ(mu_slurm_parse_app("#!/bin/bash\nsrun echo\n", "41", &app, &err), MU_ENOENT);
+  ASSERT(strstr(mu_buf_str(&err), "carries no job spec") != NULL);
   mu_buf_release(&err);
 }

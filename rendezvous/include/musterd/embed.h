@@ -46,6 +46,13 @@ struct rv_server_config {
                                          * address; past it 503 and close */
   int log_requests;                     /* one log line per request (mu_log at INFO) */
   int no_v2;                            /* do not register the etcd v2 API (tests) */
+  const char *token_file; /* require `Authorization: Bearer TOKEN` on /v1 and /v2, the tokens
+                           * read from this file as musterd's --token-file reads it
+                           * (docs/security.md); NULL = anyone who reaches the port may */
+  const char *tls_cert_file, *tls_key_file; /* serve HTTPS (musterd's --tls-cert, --tls-key);
+                                             * NULL = plain HTTP */
+  const char *tls_client_ca_file;           /* clients must present a certificate signed by
+                                             * this CA (--tls-client-ca); NULL = none asked */
 };
 
 /* Fills `cfg` with the defaults above. */
@@ -53,8 +60,10 @@ void rv_server_config_init(struct rv_server_config *cfg);
 
 /* Creates a server on `loop` with every API musterd serves: /version, /health, /healthz,
  * /metrics, the etcd v2 API (/v2/keys, /v2/members, ...; unless cfg->no_v2) and the native
- * rendezvous (/v1/runs/...). Does not listen yet.
- * Returns: the server (never NULL; aborts on OOM).
+ * rendezvous (/v1/runs/...), behind the credentials of cfg->token_file and the TLS of
+ * cfg->tls_*. Does not listen yet.
+ * Returns: the server; NULL only when a file of cfg->token_file or cfg->tls_* cannot be loaded
+ * (musterd with the same options says why). Aborts on OOM.
  * Ownership: the config is copied (strings duplicated); the loop is borrowed and must outlive
  * the server. Free with rv_server_close(). */
 struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *cfg);

@@ -15,13 +15,26 @@ export PYTHONUNBUFFERED=1
 export SLURM_UNBUFFEREDIO=1
 export TORCHX_MAX_RETRIES=2
 
+# The rendezvous token (docs/security.md): a 0600 file that muster run made in the job's spool.
+# The job's musterd and every agent read it there: it is in no command line.
+export MUSTER_RDZV_TOKEN_FILE=/submit/dir/.muster-spool-0123456789ab/rdzv.token
+unset MUSTER_RDZV_TOKEN
+
 # The job's own rendezvous: musterd on the batch host, for every node's muster agent.
 MUSTER_RDZV_HOST=10.0.0.1
 MUSTER_RDZV_PORT=$((29400 + SLURM_JOB_ID % 2000))
 export MUSTER_RDZV_ENDPOINT="$MUSTER_RDZV_HOST:$MUSTER_RDZV_PORT"
-musterd --listen "$MUSTER_RDZV_HOST:$MUSTER_RDZV_PORT" > slurm-"$SLURM_JOB_ID"-musterd.log 2>&1 &
+musterd --listen "$MUSTER_RDZV_HOST:$MUSTER_RDZV_PORT" --token-file "$MUSTER_RDZV_TOKEN_FILE" > slurm-"$SLURM_JOB_ID"-musterd.log 2>&1 &
 MUSTERD_PID=$!
-trap 'kill "$MUSTERD_PID" 2>/dev/null || true' EXIT
+muster_exit() {
+    kill "$MUSTERD_PID" 2>/dev/null || true
+    # The token goes with the job; a run that requeued itself keeps it.
+    if [ -z "${MUSTER_REQUEUED:-}" ]; then
+        rm -f "$MUSTER_RDZV_TOKEN_FILE"
+        rmdir /submit/dir/.muster-spool-0123456789ab
+    fi
+}
+trap muster_exit EXIT
 musterd_failed() {
     # One line for `muster status` and the failure summary (slurm.c reads it).
     echo "the job's musterd did not start on $(hostname) (--listen port $MUSTER_RDZV_PORT): $1; see slurm-$SLURM_JOB_ID-musterd.log, or pick another -cfg rdzv_port / -cfg musterd" | tee slurm-"$SLURM_JOB_ID"-failure.txt >&2
@@ -46,7 +59,11 @@ set -e
 echo "job exited with code $exitcode"
 if [ $exitcode -ne 0 ]; then
     if [ "$TORCHX_MAX_RETRIES" -gt "${SLURM_RESTART_COUNT:-0}" ]; then
+        MUSTER_REQUEUED=1
         scontrol requeue "$SLURM_JOB_ID"
     fi
     exit $exitcode
 fi
+
+# The job spec as submitted ('muster describe' reads it back):
+# muster-app: {"name":"foo","roles":[{"name":"a","image":"/some/path","entrypoint":"echo","args":["${replica_id}","hello ${app_id}"],"env":{"MUSTER_JOB_ID":"slurm://muster/${app_id}"},"num_replicas":2,"min_replicas":null,"max_retries":3,"retry_policy":"APPLICATION","resource":{"cpu":-1,"gpu":-1,"memMB":-1,"capabilities":{},"devices":{}},"port_map":{},"mounts":[],"metadata":{}},{"name":"b","image":"/some/path","entrypoint":"muster","args":["agent","--rdzv-endpoint","${rdzv_endpoint}","--","sh","-c","echo rank0 is $$SLURM_JOB_NODELIST_HET_GROUP_0"],"env":{"MODE":"b ${replica_id}","MUSTER_JOB_ID":"slurm://muster/${app_id}"},"num_replicas":1,"min_replicas":null,"max_retries":2,"retry_policy":"APPLICATION","resource":{"cpu":2,"gpu":1,"memMB":2048,"capabilities":{},"devices":{}},"port_map":{},"mounts":[],"metadata":{}}],"metadata":{}}

@@ -1,17 +1,23 @@
 #!/usr/bin/env node
-// validate-volcano.mjs: would a Kubernetes cluster running Volcano v1.15.1 accept these
-// manifests? No API server can run on the test machines, so tests/cli/t2010-k8s-schema.sh asks
-// this instead, for every Volcano Job muster generates.
+// validate-k8s.mjs: would a Kubernetes cluster running Volcano v1.15.1 or JobSet v0.9.1 accept
+// these manifests? No API server can run on the test machines, so tests/cli/t2010-k8s-schema.sh
+// asks this instead, for every Volcano Job and JobSet muster generates.
 //
-//   node tests/schemas/validate-volcano.mjs [--crds DIR] [--modules DIR] [-q] FILE...
+//   node tests/schemas/validate-k8s.mjs [--crds DIR]... [--modules DIR] [-q] FILE...
+//   node tests/schemas/validate-k8s.mjs [--modules DIR] --print FILE...
 //
 // A FILE holds YAML documents (---) or one JSON document. Each document is checked
-//  1. against the openAPIV3Schema of its kind in the CRDs of DIR (default: volcano-v1.15.1/
-//     next to this file), with unknown fields rejected as `kubectl --validate=strict` does;
-//  2. for a Volcano Job, against the create-time rules a schema cannot express: Volcano's
+//  1. against the openAPIV3Schema of its kind in the CRDs of the DIRs (default: volcano-v1.15.1/
+//     and jobset-v0.9.1/ next to this file), with unknown fields rejected as
+//     `kubectl --validate=strict` does;
+//  2. against the create-time rules a schema cannot express: for a Volcano Job, Volcano's
 //     ValidatingAdmissionPolicy (volcano-v1.15.1/jobs-validating-admission-policy.yaml, which
-//     is CEL and is restated here in JavaScript) and the Kubernetes object-meta and pod-spec
-//     rules a generated Job can break (names, labels, containers, mounts, ports, resources).
+//     is CEL and is restated here in JavaScript); for a JobSet, JobSet's validating webhook and
+//     the CRD's CEL rules (jobset-v0.9.1/SOURCE.md lists them); for both, the Kubernetes
+//     object-meta and pod-spec rules a generated manifest can break (names, labels, containers,
+//     mounts, ports, resources).
+// --print writes what the YAML parser (YAML 1.1, as the API server reads it) reads from each
+// file, one JSON document per line, and checks nothing.
 // It prints one line per document and its problems, then "N document(s): V valid, I invalid".
 // Exit status: 0 all valid, 1 some invalid or unreadable, 2 usage error or missing packages.
 //
@@ -26,32 +32,35 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const DEFAULT_CRDS = path.join(HERE, 'volcano-v1.15.1');
+const DEFAULT_CRDS = [path.join(HERE, 'volcano-v1.15.1'), path.join(HERE, 'jobset-v0.9.1')];
 
 function die(msg) {
-  process.stderr.write(`validate-volcano: ${msg}\n`);
+  process.stderr.write(`validate-k8s: ${msg}\n`);
   process.exit(2);
 }
 
 // ------------------------------------------------------------------------------ arguments
 
-const args = { crds: DEFAULT_CRDS, modules: null, quiet: false, files: [] };
+const args = { crds: [], modules: null, quiet: false, print: false, files: [] };
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i];
   const value = () => {
     if (i + 1 >= process.argv.length) die(`${a} needs a value`);
     return process.argv[++i];
   };
-  if (a === '--crds') args.crds = value();
+  if (a === '--crds') args.crds.push(value());
   else if (a === '--modules') args.modules = value();
   else if (a === '-q') args.quiet = true;
+  else if (a === '--print') args.print = true;
   else if (a === '-h' || a === '--help') {
-    process.stdout.write('usage: validate-volcano.mjs [--crds DIR] [--modules DIR] [-q] FILE...\n');
+    process.stdout.write('usage: validate-k8s.mjs [--crds DIR]... [--modules DIR] [-q] FILE...\n' +
+      '       validate-k8s.mjs [--modules DIR] --print FILE...   (the documents as this parser reads them, as JSON)\n');
     process.exit(0);
   } else if (a.startsWith('-') && a !== '-') die(`unknown option '${a}' (see --help)`);
   else args.files.push(a);
 }
-if (args.files.length === 0) die('no manifest given (usage: validate-volcano.mjs [options] FILE...)');
+if (args.files.length === 0) die('no manifest given (usage: validate-k8s.mjs [options] FILE...)');
+if (args.crds.length === 0) args.crds = DEFAULT_CRDS;
 
 // ------------------------------------------------------------------------------ npm packages
 
@@ -185,14 +194,27 @@ function parseDocuments(text) {
     .filter((d) => d.error || (d.value !== null && d.value !== undefined));
 }
 
+// --print: what this validator's YAML parser (YAML 1.1, as the API server's) reads from each
+// file, one JSON document per line, and nothing else (tests/cli/t2011-k8s-yaml-roundtrip.sh).
+if (args.print) {
+  for (const file of args.files) {
+    for (const d of parseDocuments(fs.readFileSync(file === '-' ? 0 : file, 'utf8'))) {
+      if (d.error) die(`${file}: not YAML: ${d.error}`);
+      process.stdout.write(`${JSON.stringify(d.value)}\n`);
+    }
+  }
+  process.exit(0);
+}
+
 const kinds = new Map(); // "group/version Kind" -> {schema, validate (compiled on first use)}
-{
+for (const dir of args.crds) {
   let files;
   try {
-    files = fs.readdirSync(args.crds).filter((f) => /\.ya?ml$/.test(f)).map((f) => path.join(args.crds, f));
+    files = fs.readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).map((f) => path.join(dir, f));
   } catch (e) {
-    die(`cannot read the CRD folder ${args.crds}: ${e.message}`);
+    die(`cannot read the CRD folder ${dir}: ${e.message}`);
   }
+  const before = kinds.size;
   for (const file of files.sort()) {
     for (const d of parseDocuments(fs.readFileSync(file, 'utf8'))) {
       const crd = d.value;
@@ -204,7 +226,7 @@ const kinds = new Map(); // "group/version Kind" -> {schema, validate (compiled 
       }
     }
   }
-  if (kinds.size === 0) die(`no CustomResourceDefinition in ${args.crds}`);
+  if (kinds.size === before) die(`no CustomResourceDefinition in ${dir}`);
 }
 
 function schemaProblems(kind, doc) {
@@ -438,6 +460,60 @@ function admitJob(job) {
   return p;
 }
 
+// A JobSet's create-time rules (JobSet v0.9.1's validating webhook and the CRD's CEL rules,
+// jobset-v0.9.1/SOURCE.md), batch/v1's rules for the Jobs it makes, and each pod template's.
+const LABEL_1035_MAX = (s) => typeof s === 'string' && s.length <= 63 && LABEL_1035.test(s);
+function admitJobSet(js) {
+  const p = [];
+  const meta = isMap(js.metadata) ? js.metadata : {};
+  const spec = isMap(js.spec) ? js.spec : {};
+  const name = typeof meta.name === 'string' ? meta.name : '';
+  if (!dnsSubdomain(name)) p.push(`metadata.name: ${q(meta.name)} is not a DNS-1123 subdomain`);
+  if (meta.namespace !== undefined && !dnsLabel(meta.namespace)) p.push(`metadata.namespace: ${q(meta.namespace)} is not a DNS-1123 label`);
+  checkMeta(meta, 'metadata', p);
+  const rjobs = Array.isArray(spec.replicatedJobs) ? spec.replicatedJobs : [];
+  if (rjobs.length === 0) p.push('spec.replicatedJobs: at least one replicated job is required');
+  const net = isMap(spec.network) ? spec.network : {};
+  if (net.subdomain !== undefined && !(dnsSubdomain(net.subdomain) && LABEL_1035_MAX(net.subdomain))) {
+    p.push(`spec.network.subdomain: ${q(net.subdomain)} is not a DNS-1123 subdomain and DNS-1035 label`);
+  }
+  const seen = [];
+  rjobs.forEach((rj, i) => {
+    if (!isMap(rj)) return;
+    const w = `spec.replicatedJobs[${i}]`;
+    const replicas = typeof rj.replicas === 'number' ? rj.replicas : 1;
+    const jspec = isMap(rj.template) && isMap(rj.template.spec) ? rj.template.spec : {};
+    if (!LABEL_1035_MAX(rj.groupName === undefined ? 'default' : rj.groupName)) p.push(`${w}.groupName: ${q(rj.groupName)} is not a DNS-1035 label`);
+    const jobName = `${name}-${rj.name}-${Math.max(replicas - 1, 0)}`;
+    if (!LABEL_1035_MAX(jobName)) p.push(`${w}.name: the Job name ${q(jobName)} (jobset-rjob-index) is not a DNS-1035 label of at most 63 characters`);
+    if (jspec.completionMode === 'Indexed' && typeof jspec.completions === 'number') {
+      const pod = `${name}-${rj.name}-${Math.max(replicas - 1, 0)}-${Math.max(jspec.completions - 1, 0)}-abcde`;
+      if (!LABEL_1035_MAX(pod)) p.push(`${w}.name: the pod name ${q(pod)} (jobset-rjob-job-pod-random) is not a DNS-1035 label of at most 63 characters`);
+    }
+    if (jspec.completionMode === 'Indexed' && typeof jspec.completions !== 'number') p.push(`${w}.template.spec.completions: required with completionMode Indexed`);
+    if (typeof jspec.backoffLimit === 'number' && jspec.backoffLimit < 0) p.push(`${w}.template.spec.backoffLimit: must be >= 0`);
+    if ((typeof jspec.parallelism === 'number' ? jspec.parallelism : 1) * replicas > 2147483647) p.push(`${w}: the product of replicas and parallelism must not exceed 2147483647`);
+    if (Array.isArray(rj.dependsOn)) {
+      if (i === 0) p.push(`${w}.dependsOn: DependsOn can't be set for the first ReplicatedJob`);
+      else if (!seen.includes(rj.dependsOn[0] && rj.dependsOn[0].name)) p.push(`${w}.dependsOn: replicatedJob ${rj.name} cannot depend on replicatedJob ${q(rj.dependsOn[0] && rj.dependsOn[0].name)}`);
+      if (isMap(spec.startupPolicy) && spec.startupPolicy.startupPolicyOrder === 'InOrder') p.push(`${w}.dependsOn: StartupPolicy and DependsOn APIs are mutually exclusive`);
+    }
+    seen.push(rj.name);
+    const tmpl = isMap(jspec.template) ? jspec.template : null;
+    const rp = tmpl && isMap(tmpl.spec) ? tmpl.spec.restartPolicy : undefined;
+    if (rp !== 'OnFailure' && rp !== 'Never') p.push(`${w}.template.spec.template.spec.restartPolicy: a Job's pods restart OnFailure or Never, got ${q(rp)}`);
+    checkPodTemplate(tmpl, `${w}.template.spec.template`, p);
+  });
+  const targets = (isMap(spec.successPolicy) && spec.successPolicy.targetReplicatedJobs) || [];
+  for (const t of targets) if (!seen.includes(t)) p.push(`spec.successPolicy.targetReplicatedJobs: invalid replicatedJob name ${q(t)} does not appear in .spec.replicatedJobs`);
+  const rules = (isMap(spec.failurePolicy) && spec.failurePolicy.rules) || [];
+  rules.forEach((r, i) => {
+    for (const t of (isMap(r) && r.targetReplicatedJobs) || []) if (!seen.includes(t)) p.push(`spec.failurePolicy.rules[${i}]: replicatedJob ${q(t)} does not appear in .spec.replicatedJobs`);
+    if (isMap(r) && !/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/.test(r.name || '')) p.push(`spec.failurePolicy.rules[${i}].name: invalid failure policy rule name ${q(r.name)}`);
+  });
+  return p;
+}
+
 // ------------------------------------------------------------------------------ main
 
 let documents = 0;
@@ -479,8 +555,9 @@ for (const file of args.files) {
       return;
     }
     const problems = schemaProblems(kind, doc);
-    if (doc.kind === 'Job') {
-      for (const problem of admitJob(doc)) if (!problems.includes(problem)) problems.push(problem);
+    const admit = doc.kind === 'Job' ? admitJob : doc.kind === 'JobSet' ? admitJobSet : null;
+    if (admit) {
+      for (const problem of admit(doc)) if (!problems.includes(problem)) problems.push(problem);
     }
     report(label, problems);
   });

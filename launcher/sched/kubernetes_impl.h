@@ -1,0 +1,62 @@
+/* Inside the kubernetes scheduler (kubernetes*.c only): the render context that both APIs'
+ * renderers share, and the pieces of a pod they both use. kubernetes_render.c builds the context
+ * from the app and its cfg, the pods and the Volcano Job; kubernetes_jobset.c the JobSet.
+ */
+#ifndef MU_KUBERNETES_IMPL_H
+#define MU_KUBERNETES_IMPL_H
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "config.h"
+#include "job.h"
+#include "kubernetes.h"
+
+/* What every part of a manifest needs, resolved once from the app and its cfg. */
+struct mu_k8s_ctx {
+  const struct mu_app *app;
+  const struct mu_cfg *cfg;
+  const char *job;          /* metadata.name */
+  enum mu_k8s_api api;      /* Volcano Job or JobSet */
+  long port;                /* the job's own musterd's port */
+  int own_rdzv;             /* the job runs its own musterd */
+  char *token_secret;       /* the Secret (key "token") of the rendezvous token, or NULL */
+  int token_is_ours;        /* muster creates token_secret at schedule time */
+  char *rdzv;               /* ${rdzv_endpoint}, NULL when none */
+  char *rank0_env;          /* ${rank0_env} away from rank 0 (Volcano) or everywhere (JobSet) */
+  char *rank0_host;         /* JobSet: role 0 replica 0's DNS name; NULL on Volcano */
+  const char *muster_image; /* -cfg muster_image, or MU_K8S_IMAGE_PLACEHOLDER */
+  int placeholder;          /* muster_image is the placeholder */
+  const char *sched;        /* schedulerName, NULL for the cluster's default */
+  cJSON *node_sel, *labels, *annotations; /* from cfg; never NULL */
+  cJSON *tolerations, *pull_secrets;      /* from cfg; NULL when none */
+};
+
+/* Fills x for app and cfg: every required value checked (all the missing ones named at once),
+ * every runopt parsed. Returns: 0, or MU_EINVAL with the message in err.
+ * Ownership: x holds borrowed app, cfg and job; release with mu_k8s_ctx_release (also after an
+ * error). */
+int mu_k8s_ctx_init(struct mu_k8s_ctx *x, const struct mu_app *app, const struct mu_cfg *cfg,
+                    const char *job, struct mu_buf *err);
+void mu_k8s_ctx_release(struct mu_k8s_ctx *x);
+
+/* The pod template ({metadata, spec}) of replica k of role ri; k < 0 gives the template every
+ * replica of the role shares (JobSet), the replica's index read from JobSet's job-index
+ * annotation. Returns: a new object (cJSON_Delete). */
+cJSON *mu_k8s_pod_template(const struct mu_k8s_ctx *x, long ri, long k);
+
+/* The pod template of the job's own musterd. Returns: a new object (cJSON_Delete). */
+cJSON *mu_k8s_rdzv_pod_template(const struct mu_k8s_ctx *x);
+
+/* The object's metadata (name, muster's labels, Kueue's queue label, -cfg labels and
+ * annotations). Returns: a new object (cJSON_Delete). */
+cJSON *mu_k8s_object_meta(const struct mu_k8s_ctx *x);
+
+/* The smallest max_retries of the roles whose retry policy restarts more than one replica
+ * (APPLICATION, ROLE), or of every role when none does. Returns: >= 0. */
+long mu_k8s_job_retries(const struct mu_app *app);
+
+/* The JobSet (kubernetes_jobset.c). Returns: a new object (cJSON_Delete). */
+cJSON *mu_k8s_jobset(const struct mu_k8s_ctx *x);
+
+#endif

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A component of nested YAML aliases ("billion laughs", about 500 bytes that name 9^9 scalars)
+# cannot exhaust memory: `muster run --dryrun`, `muster run FILE --help` and `muster builtins`
+# (which reads every file on MUSTER_COMPONENTS_PATH) refuse it at once, naming the file, under a
+# memory limit (ulimit -v; ASan's hard_rss_limit_mb in the sanitized build, whose shadow memory
+# ulimit -v cannot hold) and a time limit. Anchors used with measure still work.
+. "$(dirname "$0")/../lib.sh"
+export HOME="$T_DIR" MUSTERCONFIG= MUSTER_LOG_DIR="$T_DIR/logs"
+mkdir -p "$T_DIR/comps" && cd "$T_DIR" || exit 1
+
+{
+  echo 'name: laughs'
+  echo 'description: nine levels of nine aliases'
+  echo 'params: []'
+  echo 'app: {name: x, roles: [{name: r, entrypoint: echo}]}'
+  echo 'l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'
+  for i in 1 2 3 4 5 6 7 8; do
+    p="*l$((i - 1))"
+    echo "l$i: &l$i [$p,$p,$p,$p,$p,$p,$p,$p,$p]"
+  done
+} >"$T_DIR/comps/laughs.yaml"
+t_expect_match "the bomb is small" "$(wc -c <"$T_DIR/comps/laughs.yaml")" '^[0-9]{3}$'
+
+# bounded COMMAND...: runs COMMAND with at most 20 s and about 512 MB; sets RC, OUT (stdout and
+# stderr).
+bounded() {
+  if [ "$MU_SANITIZED" = 1 ]; then
+    OUT=$(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}hard_rss_limit_mb=512" timeout 20 "$@" 2>&1)
+  else
+    OUT=$( (ulimit -v 524288 && exec timeout 20 "$@") 2>&1)
+  fi
+  RC=$?
+}
+why="comps/laughs.yaml: its aliases expand it past 65536 nodes or 4 MiB"
+
+bounded "$MUSTER" run --dryrun ./comps/laughs.yaml
+t_expect_eq "run --dryrun: exit 2 (not killed, not out of memory)" "$RC" 2
+t_expect_match "run --dryrun: names the file and the cause" "$OUT" "$why"
+
+bounded "$MUSTER" run ./comps/laughs.yaml --help
+t_expect_eq "run FILE --help: exit 2" "$RC" 2
+t_expect_match "run FILE --help: names the file and the cause" "$OUT" "$why"
+
+cp "$MU_SOURCE_DIR/components/utils.echo.yaml" "$T_DIR/comps/"
+MUSTER_COMPONENTS_PATH=$T_DIR/comps bounded "$MUSTER" builtins
+t_expect_eq "builtins with the bomb on the path: exit 0" "$RC" 0
+t_expect_match "builtins: the bomb cannot be loaded, and says why" \
+  "$(grep ' laughs ' <<<"$OUT")" "\(cannot be loaded: .*$why"
+t_expect_match "builtins: the others still list" "$OUT" ' utils\.echo +'
+
+# Anchors within measure: one env map named by two roles.
+cat >"$T_DIR/comps/shared.yaml" <<'EOF'
+name: shared
+description: two roles share one env map through an anchor
+params: []
+app:
+  name: shared
+  roles:
+    - {name: a, entrypoint: echo, env: &e {A: "1", B: "2"}}
+    - {name: b, entrypoint: echo, env: *e}
+EOF
+bounded "$MUSTER" run --dryrun ./comps/shared.yaml
+t_expect_eq "a modest alias still works: exit 0" "$RC" 0
+t_expect_eq "both roles got the shared env" "$(grep -c 'env: .*A=1 B=2' <<<"$OUT")" 2
+t_done
