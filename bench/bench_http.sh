@@ -6,7 +6,10 @@
 # line with throughput, p99 latency and the ratios musterd/etcd and musterd/ceiling.
 #
 #   bench/bench_http.sh            env: MU_BUILD_DIR (./build), DURATION (s, 5), CONNS (64),
-#                                       THREADS (wrk threads, 1), ROUNDS (2)
+#                                       THREADS (wrk threads, 1), ROUNDS (2), SCOPED (0)
+# SCOPED=1 adds a second musterd that requires a token with scopes (keys=/bench runs=bench-*)
+# and sends it with every request: the cost of credentials and their scope check, side by side
+# (musterd+scope/musterd in the summary).
 # Goals (issue #2): PUT >= 5x etcd, GET >= 3x etcd and >= 80% of the ceiling, lower p99.
 # Not a test: it never fails on a missed goal, only on a broken setup.
 . "$(dirname "$0")/lib.sh"
@@ -31,14 +34,24 @@ t_wait_http "http://127.0.0.1:$CEILING_PORT/" 5 || die "ceiling did not start"
 
 declare -A URL=([musterd]=$MUSTERD_URL [etcd]=$ETCD_URL [ceiling]="http://127.0.0.1:$CEILING_PORT")
 declare -A PID=([musterd]=$MUSTERD_PID [etcd]=$ETCD_PID [ceiling]=$T_LAST_PID)
+declare -A AUTH=()
 TARGETS="musterd etcd ceiling"
+if [ "${SCOPED:-0}" = 1 ]; then
+  TOKEN=bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  printf '%s keys=/bench runs=bench-*\nother-token-%s keys=/other\n' "$TOKEN" "$TOKEN" \
+    >"$T_DIR/tokens"
+  mv "$T_DIR/musterd.log" "$T_DIR/musterd-open.log"
+  t_start_musterd --token-file "$T_DIR/tokens" || die "musterd+scope did not start"
+  URL[scoped]=$MUSTERD_URL PID[scoped]=$MUSTERD_PID AUTH[scoped]="Bearer $TOKEN"
+  TARGETS="musterd scoped etcd ceiling"
+fi
 
 # The key every GET reads, with the same 64-byte value on both servers.
-for t in musterd etcd; do
+for t in musterd etcd ${URL[scoped]:+scoped}; do
   code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data "value=$VALUE" \
-    "${URL[$t]}/v2/keys/bench/get")
+    -H "Authorization: ${AUTH[$t]:-none}" "${URL[$t]}/v2/keys/bench/get")
   case "$code" in 200 | 201) ;; *) die "$t: PUT /v2/keys/bench/get answered $code" ;; esac
-  got=$(curl -s "${URL[$t]}/v2/keys/bench/get" | jq -r .node.value)
+  got=$(curl -s -H "Authorization: ${AUTH[$t]:-none}" "${URL[$t]}/v2/keys/bench/get" | jq -r .node.value)
   [ "$got" = "$VALUE" ] || die "$t: GET /v2/keys/bench/get returned '$got'"
 done
 
@@ -47,11 +60,11 @@ declare -A RPS P99 ERRS
 run() {
   local kind=$1 t=$2 round=$3 out rps p99 non2xx sockerr
   if [ "$kind" = get ]; then
-    out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$LUA" "${URL[$t]}/v2/keys/bench/get" \
-      -- get 2>&1)
+    out=$(MU_WRK_AUTH=${AUTH[$t]:-} wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$LUA" \
+      "${URL[$t]}/v2/keys/bench/get" -- get 2>&1)
   else
-    out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$LUA" "${URL[$t]}/v2/keys/bench/get" \
-      -- put "r$round" 2>&1)
+    out=$(MU_WRK_AUTH=${AUTH[$t]:-} wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$LUA" \
+      "${URL[$t]}/v2/keys/bench/get" -- put "r$round" 2>&1)
   fi
   out=$(printf '%s\n' "$out" | grep '^MU_WRK') || die "$kind $t: wrk printed no result"
   rps=$(printf '%s' "$out" | sed -n 's/.* rps=\([0-9]*\).*/\1/p')
@@ -78,7 +91,7 @@ for t in musterd etcd; do
   got=$(curl -s "${URL[$t]}/v2/keys/bench/put/r1-t1-100" | jq -r .node.value)
   [ "$got" = "$VALUE" ] || echo "# warning: $t: /bench/put/r1-t1-100 holds '$got', not the value"
 done
-for t in musterd etcd; do
+for t in musterd etcd ${URL[scoped]:+scoped}; do
   [ "${ERRS[get.$t]}${ERRS[put.$t]}" = 00 ] ||
     echo "# warning: $t answered errors (GET ${ERRS[get.$t]}, PUT ${ERRS[put.$t]}): figures are suspect"
 done
@@ -93,6 +106,9 @@ for kind in get put; do
   line+=" p99ms musterd=$(ms "${P99[$kind.musterd]}") etcd=$(ms "${P99[$kind.etcd]}")"
   line+=" ceiling=$(ms "${P99[$kind.ceiling]}");"
   line+=" musterd/etcd=$(ratio "${RPS[$kind.musterd]}" "${RPS[$kind.etcd]}")x"
-  line+=" musterd/ceiling=$(pct "${RPS[$kind.musterd]}" "${RPS[$kind.ceiling]}") |"
+  line+=" musterd/ceiling=$(pct "${RPS[$kind.musterd]}" "${RPS[$kind.ceiling]}")"
+  [ -n "${URL[scoped]:-}" ] && line+=" musterd+scope=${RPS[$kind.scoped]}"\
+" (p99 $(ms "${P99[$kind.scoped]}") ms) musterd+scope/musterd=$(ratio "${RPS[$kind.scoped]}" "${RPS[$kind.musterd]}")x"
+  line+=" |"
 done
 echo "${line% |} (goals: PUT >= 5x etcd; GET >= 3x etcd and >= 80% of ceiling)"

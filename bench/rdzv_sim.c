@@ -48,7 +48,9 @@
 #include "http.h"
 #include "log.h"
 #include "opts.h"
+#include "rdzv.h"
 #include "security.h"
+#include "v1.h"
 
 #define RUN "sim"
 #define HOST_HDR "Host: musterd-0:29400\r\nUser-Agent: muster/" MU_VERSION "\r\nAccept: */*\r\n"
@@ -361,6 +363,9 @@ static void simulate(struct sim *s, struct result *r)
   struct rv_server_config cfg;
   rv_server_config_init(&cfg);
   s->srv = rv_server_new(&s->loop, &cfg);
+  /* a million members hold ~350 MB of /v1 state: over the default --v1-max-bytes (128 MiB) */
+  struct rdzv_limits lim = {RDZV_BYTES_MAX, 0, 0, 0};
+  v1_set_limits(s->srv, &lim);
   struct sec_config sc;
   memset(&sc, 0, sizeof(sc));
   struct sec *sec = NULL;

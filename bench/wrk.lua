@@ -8,6 +8,8 @@ local prefix = "p"
 local counter = 0
 local body = "value=" .. string.rep("v", 64)
 local threads = 0
+-- MU_WRK_AUTH: an Authorization value sent with every request (a token's scopes measured)
+local auth = os.getenv("MU_WRK_AUTH")
 
 -- Runs in the main state once per thread: a thread id keeps keys distinct with -t > 1.
 function setup(thread)
@@ -19,6 +21,9 @@ function init(args)
   mode = args[1] or "get"
   prefix = (args[2] or "p") .. "-t" .. tostring(tid or 0)
   if mode == "get" then
+    if auth ~= nil and auth ~= "" then
+      wrk.headers["Authorization"] = auth
+    end
     request = nil -- let wrk prebuild one static request
   elseif mode ~= "put" then
     error("wrk.lua: mode must be get or put, not " .. mode)
@@ -32,6 +37,7 @@ function request()
   if head == nil then
     head = "PUT /v2/keys/bench/put/" .. prefix .. "-"
     tail = " HTTP/1.1\r\nHost: " .. wrk.host .. ":" .. wrk.port ..
+      ((auth ~= nil and auth ~= "") and ("\r\nAuthorization: " .. auth) or "") ..
       "\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: " .. #body ..
       "\r\n\r\n" .. body
   end

@@ -70,6 +70,22 @@ void mu_free(void *p)
     RAW_FREE(p);
 }
 
+#define ALLOC_PAGE ((size_t)4096)
+#define ALLOC_LARGE ((size_t)16384) /* from here on an allocation is pages of its own */
+
+size_t mu_alloc_size(size_t n)
+{
+  if (n >= ALLOC_LARGE) /* its own pages: the rounding up to a size class is never touched */
+    return (n + ALLOC_PAGE - 1) & ~(ALLOC_PAGE - 1);
+#ifdef MU_USE_JEMALLOC
+  size_t got = nallocx(n ? n : 1, 0);
+  if (got != 0)
+    return got;
+#endif
+  size_t c = (n + 8 + 15) & ~(size_t)15;
+  return c < 32 ? 32 : c;
+}
+
 char *mu_asprintf(const char *fmt, ...)
 {
   va_list ap;

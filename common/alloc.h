@@ -17,6 +17,13 @@ char *mu_strndup(const char *s, size_t n);
 /* Accepts NULL. Exported by libmuster (include/muster/client.h). */
 MU_EXTERN void mu_free(void *p);
 
+/* Returns: the memory an allocation of `n` bytes holds: below 16 KiB jemalloc's size class
+ * (nallocx()), or with libc's malloc the chunk (n plus its 8-byte header, rounded up to 16, at
+ * least 32); from 16 KiB on, whole pages (a large allocation gets pages of its own, and what a
+ * size class rounds up past them is never touched). What a bound on memory counts (musterd's
+ * --v1-max-bytes), not what was asked for. */
+size_t mu_alloc_size(size_t n);
+
 /* printf into a fresh string. Returns: the string; caller frees with mu_free(). */
 char *mu_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

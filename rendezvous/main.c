@@ -36,6 +36,7 @@ struct musterd_config {
   struct rv_server_config server;
   struct sec_config security;
   struct mu_strvec auth_users; /* --auth-user, handed to security.auth_users */
+  struct mu_strvec origins;    /* --allowed-origin, handed to server.allowed_origins */
   const char *listen;
   char host[256]; /* --listen's host, what server.listen_host points at */
   const char *log_level;
@@ -152,6 +153,20 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                   "request bodies in progress from one client address before 503 (default 8 "
                   "MiB, at least --max-body-bytes)",
                   0, LONG_MAX),
+      MU_OPT_UINT(0, "max-buffer-bytes", &sv->max_buffer_bytes, "N",
+                  "what all connections may buffer together: requests, stashed input, answers "
+                  "not yet read (default 256 MiB); anonymous connections are closed first past it",
+                  1 << 20, LONG_MAX),
+      MU_OPT_UINT(0, "max-buffer-bytes-per-client", &sv->max_buffer_bytes_per_client, "N",
+                  "the same for one client (an address, or its prefix); an answer past it gets "
+                  "429 (default 32 MiB)",
+                  65536, LONG_MAX),
+      MU_OPT_UINT(0, "client-prefix-v4", &sv->client_prefix_v4, "BITS",
+                  "IPv4 addresses with these first bits in common are one client (default 32)", 1,
+                  32),
+      MU_OPT_UINT(0, "client-prefix-v6", &sv->client_prefix_v6, "BITS",
+                  "IPv6 addresses with these first bits in common are one client (default 64)", 1,
+                  128),
       MU_OPT_UINT(0, "max-body-bytes", &sv->max_body_bytes, "N",
                   "request body limit, 413 (default 1 MiB)", 0, LONG_MAX),
       MU_OPT_UINT(0, "max-header-bytes", &sv->max_header_bytes, "N",
@@ -175,6 +190,9 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                   "close a connection whose reply makes no progress this long (client not "
                   "reading); 0 = never (default 60000)",
                   0, LONG_MAX),
+      MU_OPT_LIST(0, "allowed-origin", &c->origins, "ORIGIN",
+                  "a web page (scheme://host[:port]) whose scripts may use musterd besides its "
+                  "own status page (repeatable; browsers from other pages get 403)"),
       MU_OPT_STRING(0, "tls-cert", &c->security.tls.cert_file, "FILE",
                     "serve HTTPS with this PEM certificate chain (with --tls-key)"),
       MU_OPT_STRING(0, "tls-key", &c->security.tls.key_file, "FILE",
@@ -182,9 +200,12 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
       MU_OPT_STRING(0, "tls-client-ca", &c->security.tls.client_ca_file, "FILE",
                     "require client certificates signed by this PEM CA bundle"),
       MU_OPT_STRING(0, "token-file", &c->security.token_file, "FILE",
-                    "require 'Authorization: Bearer TOKEN' (tokens one per line) on /v1 and /v2"),
+                    "require 'Authorization: Bearer TOKEN' on /v1 and /v2: one token a line, "
+                    "followed by its scopes if any (runs=GLOB keys=/PREFIX read-only "
+                    "quota-watchers=N quota-value-bytes=N)"),
       MU_OPT_STRING(0, "auth-users", &c->security.users_file, "FILE",
-                    "etcd v2 basic auth: USER:PASSWORD lines (also accepted on /v1)"),
+                    "etcd v2 basic auth: USER:PASSWORD lines (also accepted on /v1), followed by "
+                    "scopes as --token-file's"),
       MU_OPT_LIST(0, "auth-user", &c->auth_users, "USER:PASSFILE",
                   "one basic-auth user, password read from PASSFILE (repeatable)"),
       MU_OPT_UINT(0, "quota-keys", &q->max_keys, "N",
@@ -205,8 +226,8 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                   "forget a /v1 run N seconds after it closed or lost its last node (default 600)",
                   1, MAX_RUN_GC_SECONDS),
       MU_OPT_UINT(0, "v1-max-bytes", &c->v1_max_bytes, "N",
-                  "all /v1 state (runs, nodes, barriers, KV); a write or join past it is refused "
-                  "(default 128 MiB, at most 192 MiB)",
+                  "the memory of all /v1 state (runs, nodes, barriers, KV); a write or join past "
+                  "it is refused (default 128 MiB, at most 4 GiB)",
                   65536, RDZV_BYTES_MAX),
       MU_OPT_UINT(0, "v1-max-runs", &c->v1_max_runs, "N",
                   "/v1 runs held at once (default and at most 10000)", 1, RDZV_RUNS_MAX),
@@ -287,6 +308,18 @@ static int check_options(struct musterd_config *c)
   }
   c->security.auth_users = (const char **)c->auth_users.v;
   c->security.nauth_users = c->auth_users.n;
+  for (size_t i = 0; i < c->origins.n; i++) {
+    const char *o = c->origins.v[i], *p = strstr(o, "://");
+    if ((strncmp(o, "http://", 7) != 0 && strncmp(o, "https://", 8) != 0) || p[3] == '\0' ||
+        strchr(p + 3, '/') != NULL || strpbrk(o, " \t\r\n,") != NULL) {
+      mu_error("invalid --allowed-origin '%s': expected scheme://host[:port] as a browser sends "
+               "it in Origin, e.g. https://dash.example.com:8443 (no path)",
+               o);
+      return MU_EXIT_USAGE;
+    }
+  }
+  c->server.allowed_origins = (const char **)c->origins.v;
+  c->server.nallowed_origins = c->origins.n;
   return -1;
 }
 
@@ -409,6 +442,14 @@ static int start(struct app *app, const struct musterd_config *c, struct sec *se
   struct mu_buf what = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   sec_describe(sec, &what);
   mu_log(MU_LOG_INFO, "security: %s", mu_buf_str(&what));
+  mu_buf_clear(&what);
+  if (sec != NULL)
+    sec_auth_describe(sec->auth, &what); /* one line each: its id, where, its scopes */
+  for (char *line = what.data, *nl; line != NULL && *line != '\0'; line = nl + 1) {
+    nl = strchr(line, '\n');
+    *nl = '\0';
+    mu_log(MU_LOG_INFO, "security: %s", line);
+  }
   mu_buf_release(&what);
   sec_attach(app->srv, sec); /* takes sec */
   if (c->data_dir != NULL && open_data_dir(app, c) != 0)
@@ -450,10 +491,10 @@ int main(int argc, char **argv)
   mu_proc_startup();
   mu_log_setup("musterd", MU_LOG_INFO);
   int rc = configure(&c, argc, argv, &sec);
-  if (rc >= 0)
-    return rc;
-  rc = start(&app, &c, sec);
-  if (rc != 0)
+  if (rc < 0) /* else --help, --version, --probe or a usage error: nothing to serve */
+    rc = start(&app, &c, sec);
+  mu_strvec_release(&c.origins); /* the server copied them */
+  if (rc != 0 || app.srv == NULL)
     return rc;
   /* Step 3: serve until a signal closes the server, then the loop */
   uv_run(&app.loop, UV_RUN_DEFAULT);

@@ -92,10 +92,14 @@ t_cleanup() {
 trap t_cleanup EXIT
 
 # Starts a command in its own process group, output to $T_DIR/<name>.log; sets T_LAST_PID.
+# The log is emptied here, before the start: the background child opens it later, and a caller
+# that reads it at once (t_start_musterd's "listening on" line) must not read what an earlier
+# process of that name wrote there (a restarted musterd's old port: issue 24, finding 8).
 t_spawn() {
   local name=$1
   shift
-  setsid "$@" >"$T_DIR/$name.log" 2>&1 &
+  : >"$T_DIR/$name.log"
+  setsid "$@" >>"$T_DIR/$name.log" 2>&1 &
   T_LAST_PID=$!
   T_PIDS+=("$T_LAST_PID")
 }

@@ -53,6 +53,13 @@ void v2_event_history_add(struct v2_event_history *h, struct v2_event *e)
 int v2_event_history_scan(const struct v2_event_history *h, const char *key, int recursive,
                           uint64_t index, const struct v2_event **out, uint64_t *start)
 {
+  return v2_event_history_scan_accept(h, key, recursive, index, NULL, NULL, out, start);
+}
+
+int v2_event_history_scan_accept(const struct v2_event_history *h, const char *key, int recursive,
+                                 uint64_t index, v2_event_accept_fn *accept, void *data,
+                                 const struct v2_event **out, uint64_t *start)
+{
   *out = NULL;
   *start = h->start_index;
   if (index < h->start_index)
@@ -84,7 +91,7 @@ int v2_event_history_scan(const struct v2_event_history *h, const char *key, int
     }
     if (!ok && (e->action == V2_EV_DELETE || e->action == V2_EV_EXPIRE) && e->prev_key != NULL)
       ok = strncmp(key, e->prev_key, strlen(e->prev_key)) == 0;
-    if (ok) {
+    if (ok && (accept == NULL || accept(data, e))) {
       *out = e;
       return 0;
     }

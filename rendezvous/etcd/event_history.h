@@ -41,4 +41,12 @@ void v2_event_history_add(struct v2_event_history *h, struct v2_event *e);
 int v2_event_history_scan(const struct v2_event_history *h, const char *key, int recursive,
                           uint64_t index, const struct v2_event **out, uint64_t *start);
 
+/* Which events a watch takes besides its key (a credential's scopes): 0 passes `e` by. */
+typedef int v2_event_accept_fn(void *data, const struct v2_event *e);
+
+/* v2_event_history_scan() that also passes by the events `accept` (may be NULL) refuses. */
+int v2_event_history_scan_accept(const struct v2_event_history *h, const char *key, int recursive,
+                                 uint64_t index, v2_event_accept_fn *accept, void *data,
+                                 const struct v2_event **out, uint64_t *start);
+
 #endif

@@ -1086,6 +1086,8 @@ struct walk_frame {
 
 struct v2_walk {
   struct v2_store *s;
+  v2_visible_fn *visible; /* NULL: every child */
+  void *visible_data;
   int recursive, sorted, done;
   int64_t now;
   uint64_t index;
@@ -1168,6 +1170,12 @@ struct v2_walk *v2_store_walk_new(struct v2_store *s, const char *key, int recur
   return w;
 }
 
+void v2_store_walk_filter(struct v2_walk *w, v2_visible_fn *fn, void *data)
+{
+  w->visible = fn;
+  w->visible_data = data;
+}
+
 uint64_t v2_store_walk_index(const struct v2_walk *w)
 {
   return w->index;
@@ -1196,7 +1204,8 @@ int v2_store_walk_step(struct v2_walk *w, struct mu_buf *out, uint64_t until_ns,
     }
     if (f->i < f->n->nchildren) {
       const struct v2_node *c = f->order[f->i++];
-      if (is_hidden_node(c))
+      if (is_hidden_node(c) ||
+          (w->visible != NULL && !w->visible(w->visible_data, c->hn.key, c->hn.len, c->is_dir)))
         continue;
       mu_buf_puts(out, f->opened ? "," : ",\"nodes\":[");
       f->opened = 1;
@@ -1238,12 +1247,22 @@ int v2_store_watch(struct v2_store *s, const char *key, int recursive, int strea
                    v2_watch_cb *cb, void *data, const struct v2_event **found,
                    struct v2_watcher **w, struct v2_err *err)
 {
+  return v2_store_watch_accept(s, key, recursive, stream, since, NULL, NULL, cb, data, found, w,
+                               err);
+}
+
+int v2_store_watch_accept(struct v2_store *s, const char *key, int recursive, int stream,
+                          uint64_t since, v2_event_accept_fn *accept, void *accept_data,
+                          v2_watch_cb *cb, void *data, const struct v2_event **found,
+                          struct v2_watcher **w, struct v2_err *err)
+{
   *found = NULL;
   *w = NULL;
   if (since == 0)
     since = s->index + 1;
   uint64_t start = 0;
-  if (v2_event_history_scan(&s->history, key, recursive, since, found, &start) != 0) {
+  if (v2_event_history_scan_accept(&s->history, key, recursive, since, accept, accept_data, found,
+                                   &start) != 0) {
     char *cause = mu_asprintf("the requested history has been cleared [%llu/%llu]",
                               (unsigned long long)start, (unsigned long long)since);
     mu_free(err->cause);
@@ -1254,6 +1273,8 @@ int v2_store_watch(struct v2_store *s, const char *key, int recursive, int strea
   }
   if (*found == NULL || stream) {
     *w = v2_watch_hub_add(&s->hub, key, recursive, stream, since, cb, data);
+    if (accept != NULL)
+      v2_watcher_accept(*w, accept, accept_data);
     s->stats.watchers_total++;
   }
   return 0;

@@ -130,6 +130,12 @@ struct v2_walk *v2_store_walk_new(struct v2_store *s, const char *key, int recur
  * sort). Returns: 1 when the JSON is complete (the tree is writable again), 0 when there is
  * more (a caller whose `out` passed `limit` stops there: no more comes until it is smaller). */
 int v2_store_walk_step(struct v2_walk *w, struct mu_buf *out, uint64_t until_ns, size_t limit);
+/* Which nodes a listing shows (a credential's scopes): called with each child's path and
+ * whether it is a dir; 0 hides it and everything under it. */
+typedef int v2_visible_fn(void *data, const char *key, size_t len, int is_dir);
+/* Lists only the children `fn` shows (call before the first step). Ownership: `data` is
+ * borrowed for the walk's life. */
+void v2_store_walk_filter(struct v2_walk *w, v2_visible_fn *fn, void *data);
 /* Returns: the index the walk reads the tree at (X-Etcd-Index of its answer). */
 uint64_t v2_store_walk_index(const struct v2_walk *w);
 /* Ends the walk (the tree is writable again when it was the last); frees it when `free_it`. */
@@ -156,6 +162,13 @@ const struct v2_event *v2_store_cad(struct v2_store *s, const char *key, const c
 int v2_store_watch(struct v2_store *s, const char *key, int recursive, int stream, uint64_t since,
                    v2_watch_cb *cb, void *data, const struct v2_event **found,
                    struct v2_watcher **w, struct v2_err *err);
+
+/* v2_store_watch() that takes only the events `accept` (may be NULL) takes, from the history and
+ * later (a credential's scopes). */
+int v2_store_watch_accept(struct v2_store *s, const char *key, int recursive, int stream,
+                          uint64_t since, v2_event_accept_fn *accept, void *accept_data,
+                          v2_watch_cb *cb, void *data, const struct v2_event **found,
+                          struct v2_watcher **w, struct v2_err *err);
 
 /* Expires every node due at `now_ns`, emitting expire events. Returns: how many. */
 size_t v2_store_expire(struct v2_store *s, int64_t now_ns);

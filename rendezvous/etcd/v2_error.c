@@ -80,6 +80,12 @@ int v2_error_status(int code)
 
 void v2_error_reply(struct rv_req *req, int code, const char *cause, uint64_t index)
 {
+  v2_error_reply_status(req, code, v2_error_status(code), cause, index);
+}
+
+void v2_error_reply_status(struct rv_req *req, int code, int status, const char *cause,
+                           uint64_t index)
+{
   struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   char hdr[160];
   mu_buf_printf(&b, "{\"errorCode\":%d,\"message\":", code);
@@ -92,6 +98,6 @@ void v2_error_reply(struct rv_req *req, int code, const char *cause, uint64_t in
   mu_buf_printf(&b, ",\"index\":%llu}\n", (unsigned long long)index);
   snprintf(hdr, sizeof(hdr), "X-Etcd-Cluster-Id: %s\r\nX-Etcd-Index: %llu\r\n", V2_CLUSTER_ID,
            (unsigned long long)index);
-  rv_reply(req, v2_error_status(code), "application/json", hdr, b.data, b.len);
+  rv_reply(req, status, "application/json", hdr, b.data, b.len);
   mu_buf_release(&b);
 }

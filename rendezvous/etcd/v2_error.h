@@ -17,6 +17,7 @@ enum v2_ecode {
   V2_NODE_EXIST = 105,
   V2_ROOT_RONLY = 107,
   V2_DIR_NOT_EMPTY = 108,
+  V2_UNAUTHORIZED = 110, /* etcd's auth: "The request requires user authentication" */
   V2_PREV_VALUE_REQUIRED = 201,
   V2_TTL_NAN = 202,
   V2_INDEX_NAN = 203,
@@ -41,6 +42,11 @@ int v2_error_status(int code);
  * {"errorCode":N,"message":"...","cause":"...","index":N}\n, X-Etcd-Index: index and the
  * cluster id header. `cause` may be NULL or "" (omitted). Finishes the request. */
 void v2_error_reply(struct rv_req *req, int code, const char *cause, uint64_t index);
+
+/* As v2_error_reply() with HTTP `status` instead of etcd's for `code` (a credential's scope:
+ * errorCode 110 with 403 where etcd's auth answers 401). */
+void v2_error_reply_status(struct rv_req *req, int code, int status, const char *cause,
+                           uint64_t index);
 
 /* The constant cluster id musterd reports in X-Etcd-Cluster-Id. */
 #define V2_CLUSTER_ID "cdf818194e3a8c32"

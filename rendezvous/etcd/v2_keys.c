@@ -301,6 +301,15 @@ static void watch_fire(void *data, const struct v2_event *e, struct v2_watcher *
   rv_reply_finish(req, e->json, e->json_len);
 }
 
+/* A watch of a dir above a credential's keys takes the events it may see: of its keys, and of
+ * the dirs on the way to them (a file there holds a value it may not read). */
+static int cred_accepts(void *data, const struct v2_event *e)
+{
+  const struct rv_cred *cred = data;
+  return rv_cred_allows(cred, RV_SCOPE_KEY, e->key, e->key_len, RV_READ) ||
+         (e->node_dir && rv_cred_above(cred, e->key, e->key_len));
+}
+
 static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
 {
   struct v2_store *s = v2->store;
@@ -317,8 +326,10 @@ static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
   wc->v2 = v2;
   wc->req = req;
   wc->stream = k->stream;
-  if (v2_store_watch(s, k->key, k->recursive, k->stream, k->wait_index, watch_fire, wc, &found, &w,
-                     &err) != 0) {
+  int all = rv_cred_allows(req->cred, RV_SCOPE_KEY, k->key, strlen(k->key), RV_READ);
+  if (v2_store_watch_accept(s, k->key, k->recursive, k->stream, k->wait_index,
+                            all ? NULL : cred_accepts, (void *)req->cred, watch_fire, wc, &found,
+                            &w, &err) != 0) {
     mu_free(wc);
     reply_error(req, &err);
     return;
@@ -661,6 +672,15 @@ static void reply_unheld(void *data)
   rv_reply(u->req, 200, "application/json", u->r->hdr, u->r->segs[0].data, u->r->segs[0].len);
 }
 
+/* A listing for a credential that may read only part of the tree: its keys, and the dirs on
+ * the way to them (without their other children; a file there is not on the way). */
+static int cred_visible(void *data, const char *key, size_t len, int is_dir)
+{
+  const struct rv_cred *cred = data;
+  return rv_cred_allows(cred, RV_SCOPE_KEY, key, len, RV_READ) ||
+         (is_dir && rv_cred_above(cred, key, len));
+}
+
 /* A GET: rendered at once when it takes less than a slice, else in slices. With `at` > 0 (a
  * disk error holds records, none of which touches this key: rv_server_read_index()), a GET
  * rendered at once is answered at index `at` without waiting for them; one rendered in slices
@@ -674,6 +694,8 @@ static void get_in_slices(struct rv_req *req, struct v2 *v2, struct keys_call *c
     reply_error(req, &c->err);
     return;
   }
+  if (!rv_cred_allows(req->cred, RV_SCOPE_KEY, c->k.key, strlen(c->k.key), RV_READ))
+    v2_store_walk_filter(w, cred_visible, (void *)req->cred); /* a dir above its keys */
   struct big_read *r = mu_calloc(1, sizeof(*r));
   r->v2 = v2;
   r->req = req;
@@ -709,6 +731,13 @@ static void keys_get(struct rv_req *req)
     return;
   if (c.k.wait) {
     handle_watch(req, c.v2, &c.k);
+    keys_end(req, &c, 0);
+    return;
+  }
+  const struct v2_node *n = v2_store_lookup(c.v2->store, c.k.key);
+  if (n != NULL && !n->is_dir &&
+      !rv_cred_allows(req->cred, RV_SCOPE_KEY, c.k.key, strlen(c.k.key), RV_READ)) {
+    rv_refuse_scope(req, RV_SCOPE_KEY, c.k.key, RV_READ); /* a file is no dir above its keys */
     keys_end(req, &c, 0);
     return;
   }
@@ -860,9 +889,10 @@ static int v2_refuse(struct rv_req *req, const struct rv_refusal *r)
   switch (r->kind) {
   case RV_REFUSE_NO_CREDENTIALS:
   case RV_REFUSE_BAD_CREDENTIALS: {
-    /* etcd's v2 answer (httptypes.HTTPError), byte for byte */
+    /* etcd's v2 answer (httptypes.HTTPError), byte for byte; with the WWW-Authenticate lines
+     * that etcd leaves out (RFC 9110 asks for them on a 401) */
     static const char body[] = "{\"message\":\"Insufficient credentials\"}";
-    rv_reply(req, 401, "application/json", NULL, body, sizeof(body) - 1);
+    rv_reply(req, 401, "application/json", r->challenge, body, sizeof(body) - 1);
     return 1;
   }
   case RV_REFUSE_TOO_LARGE:
@@ -875,6 +905,11 @@ static int v2_refuse(struct rv_req *req, const struct rv_refusal *r)
   case RV_REFUSE_READ_ONLY: { /* etcd answers a store it cannot commit to with a raft error */
     struct v2_store *s = v2_store_of(req->srv);
     v2_error_reply(req, V2_RAFT_INTERNAL, r->message, s != NULL ? s->index : 0);
+    return 1;
+  }
+  case RV_REFUSE_FORBIDDEN: { /* etcd's auth says errorCode 110 (with 401) for a key it denies */
+    struct v2_store *s = v2_store_of(req->srv);
+    v2_error_reply_status(req, V2_UNAUTHORIZED, 403, r->message, s != NULL ? s->index : 0);
     return 1;
   }
   case RV_REFUSE_METHOD:
@@ -924,7 +959,21 @@ static void v2_usage(struct rv_req *req, struct rv_usage *u)
   u->adds_key = adds_nodes(s, req);
 }
 
-const struct rv_api v2_api = {"v2", v2_refuse, v2_usage};
+/* The key a /v2/keys request reads or writes, cleaned as the handler cleans it. */
+static int v2_target(struct rv_req *req, struct rv_target *t)
+{
+  size_t off = strlen("/v2/keys");
+  if (strncmp(req->path, "/v2/keys", off) != 0 || memchr(req->path, '\0', req->path_len))
+    return 0; /* /v2/stats/store: counts only */
+  t->owned = v2_store_clean_key(req->path + off, req->path_len - off);
+  t->kind = RV_SCOPE_KEY;
+  t->name = t->owned;
+  t->len = strlen(t->owned);
+  t->access = req->method == RV_GET ? RV_READ : RV_WRITE;
+  return 1;
+}
+
+const struct rv_api v2_api = {"v2", v2_refuse, v2_usage, v2_target};
 
 /* /v2/keys and everything below it: two resources ("/v2/keys" and the "/v2/keys/" subtree),
  * one row per method, so that each row says what its requests do. */

@@ -16,6 +16,8 @@ struct v2_watcher {
   unsigned removed : 1;
   v2_watch_cb *cb;
   void *data;
+  v2_event_accept_fn *accept; /* NULL: every event of its path */
+  void *accept_data;
 };
 
 /* The watchers of one path. */
@@ -102,6 +104,12 @@ static void unlink_free(struct v2_watcher *w)
   }
 }
 
+void v2_watcher_accept(struct v2_watcher *w, v2_event_accept_fn *accept, void *data)
+{
+  w->accept = accept;
+  w->accept_data = data;
+}
+
 void v2_watcher_remove(struct v2_watcher *w)
 {
   if (w == NULL || w->removed)
@@ -167,6 +175,8 @@ static void notify_path(struct v2_watch_hub *h, const struct v2_event *e, const 
     if (w->removed)
       continue;
     if (!(w->recursive || original || deleted) || e->index < w->since)
+      continue;
+    if (w->accept != NULL && !w->accept(w->accept_data, e))
       continue;
     if (!w->stream)
       v2_watcher_remove(w); /* deferred free: still valid during the callback */

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "event.h"
+#include "event_history.h"
 #include "htab.h"
 
 struct v2_watcher;
@@ -47,6 +48,10 @@ void v2_watch_hub_release(struct v2_watch_hub *h);
  * the client goes away first. */
 struct v2_watcher *v2_watch_hub_add(struct v2_watch_hub *h, const char *path, int recursive,
                                     int stream, uint64_t since, v2_watch_cb *cb, void *data);
+
+/* Makes `w` take only the events `accept` takes (a credential's scopes: a watch of a dir above
+ * them); the others pass it by, and a one-shot watcher keeps waiting. */
+void v2_watcher_accept(struct v2_watcher *w, v2_event_accept_fn *accept, void *data);
 
 /* Removes and frees a watcher that has not fired (or a stream watcher). Safe inside a
  * callback. */

@@ -2,8 +2,9 @@
  * of every etcd v2 store change and of the rendezvous state, periodic snapshots with
  * compaction, and recovery at start-up. docs/durability.md is the contract.
  *
- * Owns: the record format (wal.h, wal.c), records and snapshots (records.c), the log writer and
- * its group-commit thread (sync.c), recovery (recovery.c); persist_int.h is what they share.
+ * Owns: the record format (wal.h, wal.c), records (records.c), snapshots and the compactor
+ * (snapshot.c), the log writer and its group-commit thread (sync.c), recovery (recovery.c);
+ * persist_int.h is what they share.
  * May call: the etcd layer (the store and its commit hook), the rdzv layer
  * (the state machine's change hook and codec), the server layer (modules, replies) and common/.
  * The layers it logs know nothing of it: it hooks into them.

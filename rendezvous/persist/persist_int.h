@@ -1,5 +1,5 @@
-/* What the persist layer's files share (records.c, sync.c, recovery.c): the handle and the
- * helpers that cross them. Private to rendezvous/persist/: main.c uses persist.h. */
+/* What the persist layer's files share (records.c, snapshot.c, sync.c, recovery.c): the handle
+ * and the helpers that cross them. Private to rendezvous/persist/: main.c uses persist.h. */
 #ifndef MUSTERD_PERSIST_PERSIST_INT_H
 #define MUSTERD_PERSIST_PERSIST_INT_H
 
@@ -55,6 +55,9 @@ struct persist {
   uint64_t ro_since;
   uv_timer_t retry;
   char ro_msg[256];
+  /* a snapshot that failed is tried again from this timer (at snap_retry_at), not when the next
+   * write comes: one that would compact a full disk may be the only way writes come back */
+  uv_timer_t snap_timer;
 
   uint64_t appended; /* records appended since start-up */
   uint64_t synced;   /* of which durable */
@@ -71,8 +74,8 @@ struct persist {
   uv_thread_t thread;
   int thread_started;
   uv_async_t async;
-  uv_idle_t kick; /* active while records wait for a batch or a snapshot is due */
-  int handles_open;
+  uv_idle_t kick;   /* active while records wait for a batch or a snapshot is due */
+  int handles_open; /* PERSIST_HANDLES while the loop handles below are open */
   int handles_closing;
   uv_mutex_t mu;
   uv_cond_t cond;
@@ -89,7 +92,7 @@ struct persist {
   int64_t inflight_zero_limit; /* zeros may be written ahead up to here (the reserve), 0: not */
   uint64_t thread_done;        /* records durable according to the thread */
 
-  /* the background snapshot (records.c): the compactor thread writes it from the files. The
+  /* the background snapshot (snapshot.c): the compactor thread writes it from the files. The
    * loop sets snap_index (and reads dir, rdzv) before it starts, and changes none of them
    * while it runs; snap_cancel, snap_done, snap_rc are under the mutex */
   int snap_state; /* SNAP_NONE, SNAP_WAITING (for the old segment's last batch), SNAP_RUNNING */
@@ -105,6 +108,8 @@ struct persist {
   uint64_t snap_out_bytes; /* the size of the snapshot the compactor wrote (under the mutex) */
   int snap_old_fd;         /* the segment before it, open until its last batch is durable */
   uint64_t snap_old_last;  /* the last record in that segment */
+  int64_t snap_old_end;    /* where its records end ... */
+  int64_t snap_old_resv;   /* ... and how far its reserve and zeros reach (freed as it closes) */
   uint64_t snap_t0;        /* uv_hrtime() at its start */
   uint64_t snap_retry_at;  /* uv_now() before which a failed snapshot is not retried */
   uint64_t snap_backoff_ms;
@@ -117,7 +122,7 @@ struct persist {
   double m_start_ms, m_snap_ms;
 };
 
-/* records.c: files, records, snapshots */
+/* records.c: files and records */
 
 /* Writes all n bytes at p to fd. Returns: 0, or -errno. */
 int persist_write(int fd, const void *p, size_t n);
@@ -162,10 +167,12 @@ int persist_put_rdzv(struct persist *p, struct mu_buf *out);
 /* Appends one change of the rendezvous state as one record to `out`. Returns: 0, or MU_E2BIG. */
 int persist_encode_rdzv_change(struct persist *p, const struct rdzv_change *c, struct mu_buf *out);
 
-/* The background snapshot (records.c). Starts one: the log goes on in a new segment, and the
- * compactor thread writes the store (and the rendezvous) as they are now (at the switch) from
- * the files. The loop thread, with the sync thread idle. Returns: 0, or -errno (nothing
- * started; report with persist_snapshot_failed()). */
+/* snapshot.c: snapshots and the compactor */
+
+/* The background snapshot. Starts one: the log goes on in a new segment, and the compactor
+ * thread writes the store (and the rendezvous) as they are now (at the switch) from the files.
+ * The loop thread, with the sync thread idle. Returns: 0, or -errno (nothing started; report
+ * with persist_snapshot_failed()). */
 int persist_snapshot_start(struct persist *p);
 /* Stops the snapshot in progress, if any (waits for the compactor), and removes what it wrote. */
 void persist_snapshot_cancel(struct persist *p);
@@ -203,11 +210,21 @@ int persist_segment_done(struct persist *p, uint64_t last);
 /* Reserves disk space for segment `fd` from `off` to off + len, without changing its size.
  * Returns: 0, -EOPNOTSUPP (the file system cannot), or -errno (-ENOSPC). */
 int persist_reserve(int fd, int64_t off, int64_t len);
+/* Gives back the disk space of segment `fd` from `from` (where its records end) to `to` (the
+ * zeros written ahead and the reserve): a segment the log has left holds no more than its
+ * records, so that a full disk has room for the snapshot that compacts it. Best effort. */
+void persist_release(int fd, int64_t from, int64_t to);
+/* How far the current segment's records and reserve (which holds its zeros) reach. */
+int64_t persist_reach(const struct persist *p);
 #define PERSIST_RESERVE_CHUNK ((int64_t)8 << 20) /* reserved at a time ahead of the log */
 
 /* Closes the segment before the snapshot in progress once its last batch is durable, then
  * moves the snapshot on (persist_snapshot_poll()). */
 void persist_close_old_segment(struct persist *p);
+#define PERSIST_HANDLES 4 /* kick, async, retry, snap_timer */
+/* Starts the next piece of work that is due: a snapshot (by count, by size, or to compact a
+ * full disk), the next batch. */
+void persist_maybe_work(struct persist *p);
 
 /* A snapshot failed with `err`: reported (log, /metrics) and retried after a back-off. */
 void persist_snapshot_failed(struct persist *p, int err);

@@ -84,7 +84,7 @@ static void disk_failed(struct persist *p, const char *what, int err)
   p->disk_err = err;
   p->reserved_to = 0; /* cutting the file back freed the reserve past its end */
   read_only_msg(p, err);
-  if (p->handles_open == 3 && !p->handles_closing)
+  if (p->handles_open == PERSIST_HANDLES && !p->handles_closing)
     uv_timer_start(&p->retry, on_retry, RETRY_MS, 0);
 }
 
@@ -97,6 +97,22 @@ int persist_reserve(int fd, int64_t off, int64_t len)
   if (rc == 0)
     return 0;
   return errno == EOPNOTSUPP || errno == ENOSYS ? -EOPNOTSUPP : -errno;
+}
+
+void persist_release(int fd, int64_t from, int64_t to)
+{
+  if (fd < 0 || to <= from)
+    return;
+  int rc;
+  do
+    rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)(to - from));
+  while (rc != 0 && errno == EINTR);
+}
+
+int64_t persist_reach(const struct persist *p)
+{
+  /* zeros are written ahead inside the reserve only (append_batch's zero_limit) */
+  return p->reserved_to > p->written_to ? p->reserved_to : p->written_to;
 }
 
 /* Grows the segment's reserve when little is left. Returns: 0, or -errno when it could not
@@ -131,7 +147,7 @@ static int reserve_more(struct persist *p)
   p->nospace = rc;
   if (p->disk_err == 0)
     read_only_msg(p, rc);
-  if (p->handles_open == 3 && !p->handles_closing)
+  if (p->handles_open == PERSIST_HANDLES && !p->handles_closing)
     uv_timer_start(&p->retry, on_retry, RETRY_MS, 0);
   return rc;
 }
@@ -471,6 +487,11 @@ int persist_segment_done(struct persist *p, uint64_t last)
   return p->synced >= last && !(p->inflight_failed && p->inflight_last <= last);
 }
 
+static void on_snap_timer(uv_timer_t *t)
+{
+  persist_maybe_work(t->data);
+}
+
 void persist_snapshot_failed(struct persist *p, int err)
 {
   p->m_snap_failures++;
@@ -478,6 +499,8 @@ void persist_snapshot_failed(struct persist *p, int err)
   if (p->snap_backoff_ms > 60000)
     p->snap_backoff_ms = 60000;
   p->snap_retry_at = uv_now(p->loop) + p->snap_backoff_ms;
+  if (p->handles_open == PERSIST_HANDLES && !p->handles_closing)
+    uv_timer_start(&p->snap_timer, on_snap_timer, p->snap_backoff_ms, 0);
   mu_log(MU_LOG_WARN,
          "data dir '%s': writing a snapshot failed: %s; the log keeps every write meanwhile, "
          "trying again in %llu s",
@@ -523,6 +546,7 @@ static void on_retry(uv_timer_t *t)
   struct persist *p = t->data;
   if (p->stopped)
     return;
+  persist_maybe_work(p); /* a snapshot that compacts a full disk */
   if (p->nospace != 0 && p->disk_err == 0) {
     reserve_more(p); /* re-arms the timer when it still cannot */
     return;
@@ -538,6 +562,7 @@ static void on_retry(uv_timer_t *t)
 void persist_close_old_segment(struct persist *p)
 {
   if (p->snap_old_fd >= 0 && persist_segment_done(p, p->snap_old_last)) {
+    persist_release(p->snap_old_fd, p->snap_old_end, p->snap_old_resv);
     close(p->snap_old_fd);
     p->snap_old_fd = -1;
   }
@@ -581,12 +606,54 @@ static int snapshot_due(const struct persist *p)
   return limit > 0 && p->since_bytes > limit;
 }
 
-static void maybe_work(struct persist *p)
+/* Read-only mode's way out is compaction: when the disk is full (the log's reserve cannot grow,
+ * or a write met ENOSPC) and the log since the last snapshot holds at least COMPACT_MIN_BYTES, a
+ * snapshot is taken: when the log holds less live state than its size (values overwritten or
+ * deleted since), the snapshot fits, the old segments go, and the reserve (then writes) comes
+ * back by itself. A snapshot that does not fit fails, is removed, and is tried again on its
+ * timer; one that frees nothing leaves no log to compact (since_bytes is 0) until writes come. */
+#define COMPACT_MIN_BYTES ((uint64_t)1 << 20)
+
+static int compaction_due(const struct persist *p)
 {
-  if (p->stopped || p->disk_err != 0)
+  return (p->nospace != 0 || p->disk_err == -ENOSPC) && p->since_bytes >= COMPACT_MIN_BYTES;
+}
+
+/* The disk is full and records are held in memory (a write met ENOSPC): the compactor cannot
+ * see them, so the snapshot is written on the loop from the state in memory, which holds them;
+ * once it is installed they are durable (covered by it) and the log goes on in a new segment. */
+static void compact_held(struct persist *p)
+{
+  mu_log(MU_LOG_WARN,
+         "data dir '%s': the disk is full with %llu bytes of log since the last snapshot; "
+         "compacting it (a snapshot of the state in memory)",
+         p->dir, (unsigned long long)p->since_bytes);
+  int rc = persist_snapshot(p);
+  if (rc != 0) {
+    persist_snapshot_failed(p, rc);
     return;
-  if (snapshot_due(p) && p->nospace == 0 && !thread_busy(p) && p->snap_state == SNAP_NONE &&
-      p->snap_old_fd < 0 && uv_now(p->loop) >= p->snap_retry_at) {
+  }
+  disk_ok(p);
+  persist_notify_durable(p);
+}
+
+void persist_maybe_work(struct persist *p)
+{
+  if (p->stopped)
+    return;
+  int compact = compaction_due(p), may = uv_now(p->loop) >= p->snap_retry_at;
+  if (p->disk_err != 0) {
+    if (compact && may)
+      compact_held(p);
+    return;
+  }
+  if (((snapshot_due(p) && p->nospace == 0) || compact) && !thread_busy(p) &&
+      p->snap_state == SNAP_NONE && p->snap_old_fd < 0 && may) {
+    if (compact)
+      mu_log(MU_LOG_WARN,
+             "data dir '%s': the disk is full with %llu bytes of log since the last snapshot; "
+             "compacting it",
+             p->dir, (unsigned long long)p->since_bytes);
     int rc = persist_snapshot_start(p);
     if (rc != 0)
       persist_snapshot_failed(p, rc);
@@ -609,7 +676,7 @@ static void on_async(uv_async_t *a)
   else if (!p->inflight_failed && p->disk_err != 0)
     disk_ok(p);
   persist_close_old_segment(p);
-  maybe_work(p);
+  persist_maybe_work(p);
   persist_notify_durable(p);
 }
 
@@ -619,13 +686,14 @@ static void on_async(uv_async_t *a)
 static void on_kick(uv_idle_t *h)
 {
   uv_idle_stop(h);
-  maybe_work(h->data);
+  persist_maybe_work(h->data);
   persist_notify_durable(h->data); /* always, off: the records just written */
 }
 
 static void kick(struct persist *p)
 {
-  if (p->handles_open == 3 && !p->handles_closing && !uv_is_active((uv_handle_t *)&p->kick))
+  if (p->handles_open == PERSIST_HANDLES && !p->handles_closing &&
+      !uv_is_active((uv_handle_t *)&p->kick))
     uv_idle_start(&p->kick, on_kick);
 }
 
@@ -706,10 +774,16 @@ int persist_start(struct persist *p, struct mu_buf *err)
   p->kick.data = p;
   uv_timer_init(p->loop, &p->retry);
   p->retry.data = p;
+  uv_timer_init(p->loop, &p->snap_timer);
+  p->snap_timer.data = p;
   uv_unref((uv_handle_t *)&p->kick);
   uv_unref((uv_handle_t *)&p->async);
   uv_unref((uv_handle_t *)&p->retry);
-  p->handles_open = 3;
+  uv_unref((uv_handle_t *)&p->snap_timer);
+  p->handles_open = PERSIST_HANDLES;
+  /* a full disk is found now, not at the first write (which it would refuse after the fact):
+   * read-only from the start, and compacting when the log allows */
+  reserve_more(p);
   return 0;
 }
 
@@ -783,16 +857,15 @@ void persist_close(struct persist *p)
     return;
   persist_snapshot_cancel(p);
   stop_logging(p);
-  if (p->handles_open == 3 && !p->handles_closing) {
+  if (p->handles_open == PERSIST_HANDLES && !p->handles_closing) {
     p->handles_closing = 1;
-    if (p->srv != NULL) {
-      rv_server_ref(p->srv);
-      rv_server_ref(p->srv);
-      rv_server_ref(p->srv);
-    }
+    if (p->srv != NULL)
+      for (int i = 0; i < PERSIST_HANDLES; i++)
+        rv_server_ref(p->srv);
     uv_close((uv_handle_t *)&p->kick, handle_closed);
     uv_close((uv_handle_t *)&p->async, handle_closed);
     uv_close((uv_handle_t *)&p->retry, handle_closed);
+    uv_close((uv_handle_t *)&p->snap_timer, handle_closed);
   }
 }
 

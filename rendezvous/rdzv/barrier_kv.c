@@ -23,7 +23,8 @@ static void barrier_free(struct mu_hnode *h, void *data)
 {
   struct rdzv *rv = data;
   struct barrier *b = barrier_of(h);
-  rv->bytes -= BARRIER_COST + b->h.len;
+  rv->bytes -= rdzv_barrier_cost(b->h.len);
+  rv->enc -= BARRIER_ENC + b->h.len;
   mu_free(b->h.key);
   mu_free(b);
 }
@@ -32,7 +33,8 @@ static void kv_free(struct mu_hnode *h, void *data)
 {
   struct rdzv *rv = data;
   struct kv *e = kv_of(h);
-  rv->bytes -= KV_COST + e->h.len + (e->val != NULL ? e->len : 0);
+  rv->bytes -= rdzv_kv_cost(e->h.len) + rdzv_value_cost(e->val, e->len);
+  rv->enc -= KV_ENC + e->h.len + (e->val != NULL ? e->len : 0);
   mu_free(e->h.key);
   mu_free(e->val);
   mu_free(e);
@@ -115,12 +117,13 @@ int rdzv_barrier(struct rdzv *rv, const char *run_id, const char *name, uint32_t
                     RDZV_BARRIERS_MAX);
       return RDZV_ETOO_MANY;
     }
-    if (rdzv_over_bytes(rv, BARRIER_COST + strlen(name), err))
+    if (rdzv_over_bytes(rv, rdzv_barrier_cost(strlen(name)), BARRIER_ENC + strlen(name), err))
       return RDZV_ETOO_MANY;
     b = mu_calloc(1, sizeof(*b));
     char *key = mu_strdup(name);
     mu_htab_add(&run->barriers, &b->h, key, strlen(key));
-    rv->bytes += BARRIER_COST + b->h.len;
+    rv->bytes += rdzv_barrier_cost(b->h.len);
+    rv->enc += BARRIER_ENC + b->h.len;
   }
   if (b->arrivals.n > 0 && b->count != count) {
     mu_buf_printf(err,
@@ -197,7 +200,8 @@ static struct kv *kv_add(struct rdzv_run *run, char *key)
 {
   struct kv *e = mu_calloc(1, sizeof(*e));
   mu_htab_add(&run->kv, &e->h, key, strlen(key));
-  run->rv->bytes += KV_COST + e->h.len;
+  run->rv->bytes += rdzv_kv_cost(e->h.len);
+  run->rv->enc += KV_ENC + e->h.len;
   return e;
 }
 
@@ -235,8 +239,10 @@ static int kv_put(struct rdzv_run *run, const char *key, const void *value, size
   size_t old = e && e->val ? e->len : 0;
   if (run->kv_bytes - old + len > RDZV_KV_BYTES_MAX)
     return RDZV_ETOO_LARGE;
-  uint64_t more = (e == NULL ? KV_COST + strlen(key) : 0) + (len > old ? len - old : 0);
-  if (more > 0 && rdzv_over_bytes(rv, more, NULL))
+  uint64_t was = e != NULL ? rdzv_value_cost(e->val, e->len) : 0, now = rdzv_str_cost(len);
+  uint64_t more = (e == NULL ? rdzv_kv_cost(strlen(key)) : 0) + (now > was ? now - was : 0);
+  uint64_t more_enc = (e == NULL ? KV_ENC + strlen(key) : 0) + (len > old ? len - old : 0);
+  if ((more > 0 || more_enc > 0) && rdzv_over_bytes(rv, more, more_enc, NULL))
     return RDZV_ETOO_LARGE; /* the API names --v1-max-bytes (rdzv_bytes()) */
   if (e == NULL) {
     if (run->kv.n >= RDZV_KV_KEYS_MAX)
@@ -246,11 +252,12 @@ static int kv_put(struct rdzv_run *run, const char *key, const void *value, size
   char *v = mu_malloc(len + 1);
   memcpy(v, value, len);
   v[len] = '\0';
+  rv->bytes = rv->bytes - rdzv_value_cost(e->val, e->len) + now;
+  rv->enc = rv->enc - old + len;
   mu_free(e->val);
   e->val = v;
   e->len = len;
   run->kv_bytes = run->kv_bytes - old + len;
-  rv->bytes = rv->bytes - old + len;
   e->version = ++run->kv_version;
   if (version)
     *version = e->version;
@@ -305,7 +312,8 @@ int rdzv_kv_get(struct rdzv *rv, const char *run_id, const char *key, struct rdz
   if (timeout_ms > (uint64_t)MAX_TIMEOUT_MS)
     timeout_ms = (uint64_t)MAX_TIMEOUT_MS;
   if (e == NULL) {
-    if (run->kv.n >= RDZV_KV_KEYS_MAX || rdzv_over_bytes(rv, KV_COST + strlen(key), NULL))
+    if (run->kv.n >= RDZV_KV_KEYS_MAX ||
+        rdzv_over_bytes(rv, rdzv_kv_cost(strlen(key)), KV_ENC + strlen(key), NULL))
       return RDZV_ETOO_MANY;
     e = kv_add(run, mu_strdup(key));
   }
@@ -348,7 +356,8 @@ int rdzv_kv_del(struct rdzv *rv, const char *run_id, const char *key)
   if (e == NULL || e->val == NULL)
     return RDZV_ENO_SUCH_KEY;
   run->kv_bytes -= e->len;
-  rv->bytes -= e->len;
+  rv->bytes -= rdzv_value_cost(e->val, e->len);
+  rv->enc -= e->len;
   mu_free(e->val);
   e->val = NULL;
   e->len = 0;
@@ -396,7 +405,8 @@ int rdzv_kv_restore(struct rdzv_run *run, char *key, char *val, size_t len, uint
   e->len = len;
   e->version = version;
   run->kv_bytes += len;
-  run->rv->bytes += len;
+  run->rv->bytes += rdzv_value_cost(val, len);
+  run->rv->enc += len;
   return 0;
 }
 
@@ -405,7 +415,8 @@ void rdzv_kv_apply(struct rdzv_run *run, const char *key, char *val, size_t len,
   struct kv *e = kv_find(run, key);
   if (e != NULL && e->val != NULL) {
     run->kv_bytes -= e->len;
-    run->rv->bytes -= e->len;
+    run->rv->bytes -= rdzv_value_cost(e->val, e->len);
+    run->rv->enc -= e->len;
     mu_free(e->val);
     e->val = NULL;
     e->len = 0;
@@ -421,7 +432,8 @@ void rdzv_kv_apply(struct rdzv_run *run, const char *key, char *val, size_t len,
   e->len = len;
   e->version = version;
   run->kv_bytes += len;
-  run->rv->bytes += len;
+  run->rv->bytes += rdzv_value_cost(val, len);
+  run->rv->enc += len;
   if (version > run->kv_version)
     run->kv_version = version;
 }

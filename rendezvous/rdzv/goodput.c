@@ -61,7 +61,9 @@ enum rdzv_report_kind rdzv_report_kind(const char *s)
 
 static void hist_free_one(struct rdzv *rv, struct rdzv_hist *h)
 {
-  rv->bytes -= HIST_COST + strlen(h->why);
+  size_t wl = strlen(h->why);
+  rv->bytes -= rdzv_why_cost(wl);
+  rv->enc -= HIST_ENC + wl;
   mu_free(h->why);
   h->why = NULL;
 }
@@ -75,13 +77,17 @@ void rdzv_hist_push(struct rdzv_run *run, const struct rdzv_hist *h)
     run->nhist--;
     run->hist_dropped++;
   }
-  if (run->hist == NULL)
+  if (run->hist == NULL) {
     run->hist = mu_calloc(RDZV_HISTORY_MAX, sizeof(*run->hist));
+    rv->bytes += rdzv_hist_array_cost();
+  }
   struct rdzv_hist *o = &run->hist[run->nhist++];
   *o = *h;
   if (o->why == NULL)
     o->why = mu_strdup("");
-  rv->bytes += HIST_COST + strlen(o->why);
+  size_t wl = strlen(o->why);
+  rv->bytes += rdzv_why_cost(wl);
+  rv->enc += HIST_ENC + wl;
 }
 
 void rdzv_hist_open(struct rdzv_run *run, const struct rdzv_round *r)
@@ -125,10 +131,12 @@ void rdzv_hist_end(struct rdzv_run *run, enum rdzv_end end, int counted, const c
   h->counted = (uint8_t)(counted != 0);
   h->ended_ms = rdzv_wall_ms();
   why = why != NULL ? why : "";
-  run->rv->bytes -= strlen(h->why);
+  run->rv->bytes -= rdzv_why_cost(strlen(h->why));
+  run->rv->enc -= strlen(h->why);
   mu_free(h->why);
   h->why = mu_strndup(why, strnlen(why, RDZV_WHY_MAX));
-  run->rv->bytes += strlen(h->why);
+  run->rv->bytes += rdzv_why_cost(strlen(h->why));
+  run->rv->enc += strlen(h->why);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -144,7 +152,9 @@ static void sick_free(struct mu_hnode *h, void *data)
 {
   struct rdzv *rv = data;
   struct rdzv_sick *s = sick_of(h);
-  rv->bytes -= SICK_COST + s->h.len + strlen(s->output);
+  size_t ol = strlen(s->output);
+  rv->bytes -= rdzv_sick_cost(s->h.len) + rdzv_str_cost(ol);
+  rv->enc -= SICK_ENC + s->h.len + ol;
   mu_free(s->output);
   mu_free(s);
 }
@@ -178,13 +188,16 @@ struct rdzv_sick *rdzv_sick_set(struct rdzv_run *run, const char *id, char *outp
     memcpy(s->h.key, id, idlen);
     mu_htab_add(&run->sick, &s->h, s->h.key, idlen);
     s->since_ms = now;
-    rv->bytes += SICK_COST + idlen;
+    rv->bytes += rdzv_sick_cost(idlen);
+    rv->enc += SICK_ENC + idlen;
   } else {
-    rv->bytes -= strlen(s->output);
+    rv->bytes -= rdzv_str_cost(strlen(s->output));
+    rv->enc -= strlen(s->output);
     mu_free(s->output);
   }
   s->output = output;
-  rv->bytes += strlen(output);
+  rv->bytes += rdzv_str_cost(strlen(output));
+  rv->enc += strlen(output);
   s->last_ms = now;
   s->checks++;
   s->expires = rdzv_now(rv) + ttl_ms;
@@ -210,6 +223,8 @@ void rdzv_hist_clear(struct rdzv_run *run)
 {
   for (uint32_t i = 0; i < run->nhist; i++)
     hist_free_one(run->rv, &run->hist[i]);
+  if (run->hist != NULL)
+    run->rv->bytes -= rdzv_hist_array_cost();
   mu_free(run->hist);
   run->hist = NULL;
   run->nhist = 0;
@@ -377,7 +392,9 @@ int rdzv_health(struct rdzv *rv, const char *run_id, const struct rdzv_join_req 
   char *kept = keep_output(output);
   int known = mu_htab_find(&run->sick, req->node_id, strlen(req->node_id)) != NULL;
   if (!known && (rdzv_sick_count(run) >= RDZV_SICK_MAX ||
-                 rdzv_over_bytes(rv, SICK_COST + strlen(req->node_id) + strlen(kept), err))) {
+                 rdzv_over_bytes(rv,
+                                 rdzv_sick_cost(strlen(req->node_id)) + rdzv_str_cost(strlen(kept)),
+                                 SICK_ENC + strlen(req->node_id) + strlen(kept), err))) {
     if (run->sick.n >= RDZV_SICK_MAX)
       mu_buf_printf(err, "run '%s' already holds %d unhealthy nodes; fix them or start fewer",
                     run_id, RDZV_SICK_MAX);

@@ -192,11 +192,17 @@ void rdzv_changed(struct rdzv_run *run, enum rdzv_change_kind kind, const struct
   rv->on_change(rv->on_change_data, &c);
 }
 
-int rdzv_over_bytes(struct rdzv *rv, uint64_t more, struct mu_buf *err)
+int rdzv_over_bytes(struct rdzv *rv, uint64_t more, uint64_t more_enc, struct mu_buf *err)
 {
-  if (more <= rv->lim.max_bytes && rv->bytes <= rv->lim.max_bytes - more)
+  int mem_ok = more <= rv->lim.max_bytes && rv->bytes <= rv->lim.max_bytes - more;
+  if (mem_ok && more_enc <= RDZV_ENC_MAX && rv->enc <= RDZV_ENC_MAX - more_enc)
     return 0;
-  if (err != NULL)
+  if (err != NULL && mem_ok)
+    mu_buf_printf(err,
+                  "the /v1 state would not fit one snapshot record (%llu MiB encoded): finish or "
+                  "close runs, or delete KV keys",
+                  (unsigned long long)(RDZV_ENC_MAX >> 20));
+  else if (err != NULL)
     mu_buf_printf(err,
                   "musterd holds %llu bytes of /v1 state and this would add %llu, over its bound "
                   "of %llu (--v1-max-bytes): finish or close runs, delete KV keys, or raise the "

@@ -40,12 +40,12 @@
 #define RDZV_VALUE_MAX (1 << 20)      /* one KV value */
 #define RDZV_KV_BYTES_MAX (64u << 20) /* all KV values of one run */
 #define RDZV_KV_KEYS_MAX 100000       /* keys of one run */
-/* All /v1 state of the server (runs, nodes, barriers, KV keys and values, each counted with a
- * fixed overhead that covers its encoding): the server-wide bound (musterd --v1-max-bytes) that
- * keeps the whole state (one snapshot record, at most 256 MiB) encodable and the memory
- * bounded whatever the number of runs. */
+/* The memory of all /v1 state of the server (runs, nodes, barriers, KV keys and values, each
+ * counted as the allocator holds it): the server-wide bound (musterd --v1-max-bytes) that keeps
+ * the memory bounded whatever the number of runs. Apart from it, the state's encoding is kept
+ * under 192 MiB so that it fits one snapshot record (at most 256 MiB). */
 #define RDZV_BYTES_DEFAULT ((uint64_t)128 << 20)
-#define RDZV_BYTES_MAX ((uint64_t)192 << 20)
+#define RDZV_BYTES_MAX ((uint64_t)4 << 30)
 #define RDZV_BARRIERS_MAX 10000   /* barrier names of one run */
 #define RDZV_RUNS_MAX 10000       /* runs held at once (musterd --v1-max-runs, at most this) */
 #define RDZV_NODES_MAX 1000000    /* max_nodes of one run */
@@ -76,7 +76,9 @@
   /* ---- answered by the /v1 API itself, never by the state machine ---- */                       \
   XX(NOT_FOUND, "not_found", 404)                                                                  \
   XX(METHOD_NOT_ALLOWED, "method_not_allowed", 405)                                                \
-  XX(UNAUTHORIZED, "unauthorized", 401)
+  XX(UNAUTHORIZED, "unauthorized", 401)                                                            \
+  XX(FORBIDDEN, "forbidden", 403)                                                                  \
+  XX(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415)
 
 enum rdzv_err {
   RDZV_OK = 0,
@@ -257,8 +259,8 @@ void rdzv_set_gc_ms(struct rdzv *rv, uint64_t gc_ms);
 /* The server-wide limits of the /v1 state (musterd's --v1-* options); 0 in a field keeps the
  * default. Every refusal names its option. */
 struct rdzv_limits {
-  uint64_t max_bytes;           /* all /v1 state (RDZV_BYTES_DEFAULT, at most RDZV_BYTES_MAX) */
-  uint32_t max_runs;            /* runs held at once (RDZV_RUNS_MAX, at most that) */
+  uint64_t max_bytes; /* the memory of all /v1 state (RDZV_BYTES_DEFAULT, at most RDZV_BYTES_MAX) */
+  uint32_t max_runs;  /* runs held at once (RDZV_RUNS_MAX, at most that) */
   uint32_t max_runs_per_client; /* runs created by one client and still held (default 1000) */
   uint32_t max_lease_ms;        /* the longest lease_ttl_ms a join may ask for (default 600000) */
 };

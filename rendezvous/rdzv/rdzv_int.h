@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "alloc.h"
 #include "heap.h"
 #include "htab.h"
 #include "list.h"
@@ -22,16 +23,6 @@
 #define DEFAULT_JOIN_TIMEOUT_MS 600000
 #define DEFAULT_LEASE_TTL_MS 10000
 #define MAX_TIMEOUT_MS (7LL * 24 * 3600 * 1000) /* one week */
-
-/* What each object counts against --v1-max-bytes besides its strings (a node's id and address,
- * a key and its value...): at least what rdzv_encode() writes for it (a run's reason, at most
- * 512 bytes, is counted up front). A million nodes of a round fit the default bound. */
-#define RUN_COST (128 + 512)
-#define NODE_COST 48
-#define KV_COST 32
-#define BARRIER_COST 64
-#define HIST_COST 64 /* a round's record in the run's history, besides its reason */
-#define SICK_COST 64 /* an unhealthy node's record, besides its id and output */
 
 #define RDZV_HISTORY_MAX 64       /* rounds whose timings a run keeps (the latest) */
 #define RDZV_WHY_MAX 256          /* bytes kept of why a round ended */
@@ -172,7 +163,8 @@ struct rdzv {
   uint64_t gc_ms;
   struct mu_htab runs;
   struct mu_list runs_list; /* in creation order */
-  uint64_t bytes;           /* all /v1 state, as counted against lim.max_bytes */
+  uint64_t bytes;           /* the memory of all /v1 state, as counted against lim.max_bytes */
+  uint64_t enc;             /* its encoding, at most (against RDZV_ENC_MAX) */
   struct rdzv_limits lim;
   struct mu_htab clients; /* struct rdzv_client by client */
   struct rdzv_stats st;
@@ -183,6 +175,85 @@ struct rdzv {
   rdzv_event_fn *on_event; /* rdzv_set_event_hook */
   void *on_event_data;
 };
+
+/* ---------------------------------------------------------------------------------------------
+ * What each object counts against --v1-max-bytes: the memory it holds, each allocation as the
+ * allocator sizes it (mu_alloc_size()), plus its share of the hash table that finds it (two
+ * bucket pointers: a table holds between half and one element per bucket). So the bound stands
+ * for the memory of the /v1 state (adversarial case v1_memory measures RSS against it); each
+ * cost is also at least what rdzv_encode() writes for the object, so that the whole state fits
+ * one snapshot record. A run's reason (at most 512 bytes) is counted up front, and so are its
+ * latest round and, per node, its entry in the round's member list and in the JSON of it that
+ * the round keeps once a member has been answered.
+ */
+#define RDZV_SLOT (2 * sizeof(void *))
+
+/* What rdzv_encode() writes for each object at most besides its strings, counted in rv->enc
+ * against RDZV_ENC_MAX, so that the whole state fits one snapshot record whatever memory
+ * --v1-max-bytes allows (a run's reason, at most 512 bytes, up front). */
+#define RUN_ENC (128 + 512)
+#define NODE_ENC 48
+#define KV_ENC 32
+#define BARRIER_ENC 64
+#define RDZV_ENC_MAX ((uint64_t)192 << 20) /* below the log's 256 MiB record */
+#define RDZV_MEMBER_JSON                                                                           \
+  128 /* a member's entry in the round's JSON, besides its id and address                          \
+       */
+
+/* A string of `len` bytes (and its NUL). */
+static inline uint64_t rdzv_str_cost(size_t len)
+{
+  return mu_alloc_size(len + 1);
+}
+static inline uint64_t rdzv_run_cost(size_t idlen)
+{
+  return mu_alloc_size(sizeof(struct rdzv_run)) + rdzv_str_cost(idlen) + RDZV_SLOT +
+         mu_alloc_size(sizeof(struct rdzv_round)) + rdzv_str_cost(512);
+}
+/* A node without its address: its allocation (the id inside), its place in the run's table and
+ * in the round's member list, and its entry in the round's JSON. */
+static inline uint64_t rdzv_node_cost(size_t idlen)
+{
+  return mu_alloc_size(sizeof(struct rdzv_node) + idlen + 1) + RDZV_SLOT +
+         sizeof(struct rdzv_node *) + RDZV_MEMBER_JSON + idlen;
+}
+/* A node's address: the string, and its copy in the round's JSON. */
+static inline uint64_t rdzv_addr_cost(size_t len)
+{
+  return rdzv_str_cost(len) + len;
+}
+static inline uint64_t rdzv_barrier_cost(size_t namelen)
+{
+  return mu_alloc_size(sizeof(struct barrier)) + rdzv_str_cost(namelen) + RDZV_SLOT;
+}
+/* A KV entry without its value. */
+static inline uint64_t rdzv_kv_cost(size_t keylen)
+{
+  return mu_alloc_size(sizeof(struct kv)) + rdzv_str_cost(keylen) + RDZV_SLOT;
+}
+/* A KV value of `len` bytes; none (val NULL) costs nothing. */
+static inline uint64_t rdzv_value_cost(const char *val, size_t len)
+{
+  return val != NULL ? rdzv_str_cost(len) : 0;
+}
+/* A run's round history (struct rdzv_hist, RDZV_HISTORY_MAX of them, allocated at its first
+ * round), and one round's record of it besides the array: why it ended. */
+#define HIST_ENC 64
+static inline uint64_t rdzv_hist_array_cost(void)
+{
+  return mu_alloc_size(RDZV_HISTORY_MAX * sizeof(struct rdzv_hist));
+}
+static inline uint64_t rdzv_why_cost(size_t len)
+{
+  return rdzv_str_cost(len);
+}
+/* An unhealthy node's record (the id inside) and its place in the run's table, without its
+ * check's output (a string: rdzv_str_cost()). */
+#define SICK_ENC 64
+static inline uint64_t rdzv_sick_cost(size_t idlen)
+{
+  return mu_alloc_size(sizeof(struct rdzv_sick) + idlen + 1) + RDZV_SLOT;
+}
 
 static inline struct rdzv_node *node_of(struct mu_hnode *h)
 {
@@ -217,8 +288,9 @@ static inline int rdzv_deadline_queued(const struct rdzv_deadline *d)
  * forgotten. */
 void rdzv_changed(struct rdzv_run *run, enum rdzv_change_kind kind, const struct rdzv_node *n,
                   const char *key);
-/* Returns: 1 when `more` bytes would pass --v1-max-bytes (and says so in `err`, may be NULL). */
-int rdzv_over_bytes(struct rdzv *rv, uint64_t more, struct mu_buf *err);
+/* Returns: 1 when `more` bytes of memory would pass --v1-max-bytes, or `more_enc` bytes of
+ * encoding RDZV_ENC_MAX (and says which in `err`, may be NULL). */
+int rdzv_over_bytes(struct rdzv *rv, uint64_t more, uint64_t more_enc, struct mu_buf *err);
 void rdzv_wait_queue(struct mu_list *l, struct rdzv_wait *w);
 void rdzv_wait_unqueue(struct rdzv_wait *w);
 /* Moves every wait of `from` onto `to` (emptying `from`), so that a callback fired while `to`

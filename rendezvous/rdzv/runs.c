@@ -19,26 +19,33 @@ void rdzv_node_unref(struct rdzv_node *n)
 {
   if (--n->refs > 0)
     return;
-  n->rv->bytes -= NODE_COST + n->h.len + (n->addr != NULL ? strlen(n->addr) : 0);
+  size_t alen = n->addr != NULL ? strlen(n->addr) : 0;
+  n->rv->bytes -= rdzv_node_cost(n->h.len) + (n->addr != NULL ? rdzv_addr_cost(alen) : 0);
+  n->rv->enc -= NODE_ENC + n->h.len + alen;
   mu_free(n->addr); /* the id is part of the node's allocation */
   mu_free(n);
 }
 
 void rdzv_node_set_addr(struct rdzv_node *n, char *addr)
 {
-  if (n->addr != NULL)
-    n->rv->bytes -= strlen(n->addr);
+  if (n->addr != NULL) {
+    n->rv->bytes -= rdzv_addr_cost(strlen(n->addr));
+    n->rv->enc -= strlen(n->addr);
+  }
   mu_free(n->addr);
   n->addr = addr;
-  if (addr != NULL)
-    n->rv->bytes += strlen(addr);
+  if (addr != NULL) {
+    n->rv->bytes += rdzv_addr_cost(strlen(addr));
+    n->rv->enc += strlen(addr);
+  }
 }
 
 struct rdzv_node *rdzv_node_new(struct rdzv *rv, const char *node_id, size_t idlen)
 {
   struct rdzv_node *n = mu_calloc(1, sizeof(*n) + idlen + 1);
   n->rv = rv;
-  rv->bytes += NODE_COST + idlen;
+  rv->bytes += rdzv_node_cost(idlen);
+  rv->enc += NODE_ENC + idlen;
   n->h.key = (char *)(n + 1);
   n->h.len = (uint32_t)idlen;
   memcpy(n->h.key, node_id, idlen);
@@ -542,7 +549,8 @@ void rdzv_run_free(struct rdzv_run *run)
 {
   struct rdzv *rv = run->rv;
   owner_put(run);
-  rv->bytes -= RUN_COST + run->h.len;
+  rv->bytes -= rdzv_run_cost(run->h.len);
+  rv->enc -= RUN_ENC + run->h.len;
   answer_all(run, RDZV_ESHUTTING_DOWN, "musterd is shutting down; retry against a running server");
   rdzv_deadline_clear(rv, &run->lease_dl);
   rdzv_deadline_clear(rv, &run->last_call_dl);
@@ -686,7 +694,8 @@ struct rdzv_run *rdzv_run_new(struct rdzv *rv, const char *run_id, const struct 
   mu_htab_init(&run->barriers, 0);
   mu_htab_init(&run->kv, 0);
   mu_htab_add(&rv->runs, &run->h, id, strlen(id));
-  rv->bytes += RUN_COST + run->h.len;
+  rv->bytes += rdzv_run_cost(run->h.len);
+  rv->enc += RUN_ENC + run->h.len;
   mu_list_push_back(&rv->runs_list, &run->link);
   rv->st.runs++;
   rdzv_note(run, "run",
@@ -821,8 +830,9 @@ static int new_run_check(struct rdzv *rv, const char *run_id, const struct rdzv_
                   req->client, cl->runs);
     return RDZV_ETOO_MANY;
   }
-  uint64_t cost = RUN_COST + strlen(run_id) + NODE_COST + strlen(req->node_id) + strlen(req->addr);
-  if (rdzv_over_bytes(rv, cost, err))
+  size_t il = strlen(req->node_id), al = strlen(req->addr);
+  uint64_t cost = rdzv_run_cost(strlen(run_id)) + rdzv_node_cost(il) + rdzv_addr_cost(al);
+  if (rdzv_over_bytes(rv, cost, RUN_ENC + strlen(run_id) + NODE_ENC + il + al, err))
     return RDZV_ETOO_MANY;
   if (clen > 0 && cl == NULL) {
     cl = mu_calloc(1, sizeof(*cl) + clen + 1);
@@ -868,6 +878,13 @@ int rdzv_run_for(struct rdzv *rv, const char *run_id, const struct rdzv_join_req
   return 0;
 }
 
+/* Would node `req->node_id` with its address pass the bounds? (says so in `err`) */
+static int over_node(struct rdzv *rv, const struct rdzv_join_req *req, struct mu_buf *err)
+{
+  size_t il = strlen(req->node_id), al = strlen(req->addr);
+  return rdzv_over_bytes(rv, rdzv_node_cost(il) + rdzv_addr_cost(al), NODE_ENC + il + al, err);
+}
+
 int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *req,
               struct rdzv_wait *w, struct mu_buf *err)
 {
@@ -887,7 +904,7 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     run->owner = owner;
     rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);
   } else if (run->state == RDZV_RUN_OPEN && rdzv_find_node(run, req->node_id) == NULL &&
-             rdzv_over_bytes(rv, NODE_COST + strlen(req->node_id) + strlen(req->addr), err)) {
+             over_node(rv, req, err)) {
     return RDZV_ETOO_MANY; /* (an ended run answers run_closed/run_shut below instead) */
   }
   rdzv_wait_start(w, RDZV_W_JOIN, run, NULL);

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "alloc.h"
 #include "v1.h"
@@ -21,6 +22,26 @@
 
 /* The module, unless the server is shutting down; the run id ({run_id}) and a KV key checked.
  * Returns: the module, or NULL after answering (503, 400). */
+/* A POST to /v1 carries JSON or nothing: a body in a form's or a text's type is what a page of
+ * another site can send without asking (a "simple" request), so it is refused before anything
+ * reads it (415), as is a body with no type at all. */
+static int media_type_or_reply(struct rv_req *req)
+{
+  const char *ct = rv_req_header(req, "Content-Type");
+  if (req->method != RV_POST || (ct == NULL && req->body_len == 0))
+    return 0;
+  if (ct != NULL && strncasecmp(ct, "application/json", 16) == 0 &&
+      (ct[16] == '\0' || ct[16] == ';' || ct[16] == ' '))
+    return 0;
+  char msg[256];
+  snprintf(msg, sizeof(msg),
+           "POST bodies under /v1 are JSON: send 'Content-Type: application/json'%s%.64s%s",
+           ct != NULL ? " (got '" : " (none was sent)", ct != NULL ? ct : "",
+           ct != NULL ? "')" : "");
+  v1_error_reply(req, RDZV_EUNSUPPORTED_MEDIA_TYPE, msg, NULL, NULL);
+  return -1;
+}
+
 struct v1 *v1_begin_or_reply(struct rv_req *req)
 {
   struct v1 *v = rv_server_module_data(req->srv, "rdzv");
@@ -28,6 +49,8 @@ struct v1 *v1_begin_or_reply(struct rv_req *req)
     v1_error_reply(req, RDZV_ESHUTTING_DOWN, "musterd is shutting down", NULL, NULL);
     return NULL;
   }
+  if (media_type_or_reply(req) != 0)
+    return NULL;
   if (req->nvars == 0)
     return v;
   const char *run_id = req->vars[0];
@@ -112,7 +135,8 @@ static int v1_refuse(struct rv_req *req, const struct rv_refusal *r)
   case RV_REFUSE_NO_CREDENTIALS:
   case RV_REFUSE_BAD_CREDENTIALS:
     v1_error_reply(req, RDZV_EUNAUTHORIZED, r->message, NULL,
-                   "WWW-Authenticate: Bearer realm=\"musterd\"\r\n");
+                   r->challenge != NULL ? r->challenge
+                                        : "WWW-Authenticate: Bearer realm=\"musterd\"\r\n");
     return 1;
   case RV_REFUSE_TOO_LARGE:
     v1_error_reply(req, RDZV_ETOO_LARGE, r->message, NULL, NULL);
@@ -122,6 +146,9 @@ static int v1_refuse(struct rv_req *req, const struct rv_refusal *r)
     return 1;
   case RV_REFUSE_READ_ONLY:
     rv_reply_error(req, 503, "Retry-After: 1\r\n", "read_only", r->message, NULL);
+    return 1;
+  case RV_REFUSE_FORBIDDEN:
+    v1_error_reply(req, RDZV_EFORBIDDEN, r->message, NULL, NULL);
     return 1;
   }
   return 0;
@@ -160,7 +187,19 @@ static void v1_usage(struct rv_req *req, struct rv_usage *u)
   u->scope_new_bytes = req->method == RV_PUT ? req->body_len : 24;
 }
 
-static const struct rv_api v1_api = {"v1", v1_refuse, v1_usage};
+/* The run a /v1 request is about (rows with {run_id}). */
+static int v1_target(struct rv_req *req, struct rv_target *t)
+{
+  if (req->nvars == 0)
+    return 0; /* /v1/runs, /v1/events: listings the handlers filter */
+  t->kind = RV_SCOPE_RUN;
+  t->name = req->vars[0];
+  t->len = strlen(req->vars[0]);
+  t->access = req->method == RV_GET ? RV_READ : RV_WRITE;
+  return 1;
+}
+
+static const struct rv_api v1_api = {"v1", v1_refuse, v1_usage, v1_target};
 
 #define ALL_METHODS                                                                                \
   (RV_GET | RV_HEAD | RV_PUT | RV_POST | RV_DELETE | RV_PATCH | RV_OPTIONS | RV_OTHER)

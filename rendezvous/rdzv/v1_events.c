@@ -54,17 +54,38 @@ static int64_t wall_ms(void)
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* {"seq": last, "first": oldest kept, "events": [...]} with the events after `after`. */
+/* May the request's credential see event `e` (of a run its scopes cover)? */
+static int visible(const struct rv_req *req, const struct event *e)
+{
+  return rv_cred_allows(req->cred, RV_SCOPE_RUN, e->run_id, strlen(e->run_id), RV_READ);
+}
+
+/* Is there an event after `after` that the request's credential may see? */
+static int news_for(const struct events *ev, const struct rv_req *req, uint64_t after)
+{
+  uint64_t first = ev->seq > RING ? ev->seq - RING + 1 : 1;
+  for (uint64_t s = after + 1 > first ? after + 1 : first; s <= ev->seq; s++)
+    if (visible(req, &ev->ring[s % RING]))
+      return 1;
+  return 0;
+}
+
+/* {"seq": last, "first": oldest kept, "events": [...]} with the events after `after` that the
+ * request's credential may see (its runs). */
 static void reply_events(struct events *ev, struct rv_req *req, uint64_t after)
 {
   struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   uint64_t first = ev->seq > RING ? ev->seq - RING + 1 : 1;
   mu_buf_printf(&b, "{\"seq\":%" PRIu64 ",\"first\":%" PRIu64 ",\"events\":[", ev->seq, first);
   uint64_t from = after + 1 > first ? after + 1 : first;
+  int n = 0;
   for (uint64_t s = from; s <= ev->seq; s++) {
     const struct event *e = &ev->ring[s % RING];
-    mu_buf_printf(&b, "%s{\"seq\":%" PRIu64 ",\"time_ms\":%" PRId64 ",\"run_id\":",
-                  s == from ? "" : ",", e->seq, e->time_ms);
+    if (!visible(req, e))
+      continue;
+    mu_buf_printf(&b,
+                  "%s{\"seq\":%" PRIu64 ",\"time_ms\":%" PRId64 ",\"run_id\":", n++ == 0 ? "" : ",",
+                  e->seq, e->time_ms);
     mu_json_str(&b, e->run_id, strlen(e->run_id));
     mu_buf_puts(&b, ",\"kind\":");
     mu_json_str(&b, e->kind, strlen(e->kind));
@@ -107,7 +128,8 @@ static void answer(struct events *ev, int timed_out_only)
   while (x != NULL) {
     struct waiter *w = MU_CONTAINER_OF(x, struct waiter, link);
     x = x->next;
-    if ((!timed_out_only && ev->seq > w->after) || w->deadline <= now) {
+    if ((!timed_out_only && ev->seq > w->after && news_for(ev, w->req, w->after)) ||
+        w->deadline <= now) {
       struct rv_req *req = w->req;
       uint64_t after = w->after;
       waiter_free(w);
@@ -171,8 +193,10 @@ static void events_handler(struct rv_req *req)
     v1_reply_json(req, "{\"seq\":0,\"first\":1,\"events\":[]}");
     return;
   }
-  /* Newer events, no wait asked, or an `after` from before a restart: answer at once. */
-  if ((uint64_t)after != ev->seq || timeout == 0 || ev->closed) {
+  /* Newer events it may see, no wait asked, or an `after` from before a restart: answer at
+   * once. */
+  if ((uint64_t)after > ev->seq || timeout == 0 || ev->closed ||
+      news_for(ev, req, (uint64_t)after)) {
     reply_events(ev, req, (uint64_t)after > ev->seq ? 0 : (uint64_t)after);
     return;
   }

@@ -51,22 +51,16 @@ static void on_watch(struct rdzv_wait *w, const struct rdzv_answer *a)
   v1_pend_answered(p);
 }
 
-/* The fields of a join (also those of a health report) into `q`; `who` holds the client.
+/* The fields of a join (also those of a health report) into `q`.
  * Returns: 0, or -1 after answering 400. */
-static int join_fields_or_reply(struct rv_req *req, const cJSON *j, struct rdzv_join_req *q,
-                                char *who, size_t whon)
+static int join_fields_or_reply(struct rv_req *req, const cJSON *j, struct rdzv_join_req *q)
 {
   int64_t lws = 0, port = 0, min = 0, max = 0, lc = -1, jt = -1, ttl = -1, mr = -1;
   int with_members = 1;
   memset(q, 0, sizeof(*q));
-  /* who creates runs: the verified credential when auth is on (by a hash: never echo a
+  /* who creates runs: the verified credential when auth is on (by its id, a hash: never a
    * secret), else the client address */
-  q->client = rv_req_peer(req);
-  if (req->principal != NULL) {
-    snprintf(who, whon, "credential#%08x",
-             (unsigned)mu_fnv1a(req->principal, strlen(req->principal)));
-    q->client = who;
-  }
+  q->client = req->cred != NULL ? req->cred->id : rv_req_peer(req);
   if (v1_field_str_or_reply(req, j, "node_id", 1, &q->node_id) != 0 ||
       v1_field_str_or_reply(req, j, "addr", 1, &q->addr) != 0 ||
       v1_field_int_or_reply(req, j, "local_world_size", 0, 1, 65536, 1, &lws) != 0 ||
@@ -101,8 +95,7 @@ void v1_join(struct rv_req *req)
   if (j == NULL)
     return;
   struct rdzv_join_req q;
-  char who[48];
-  if (join_fields_or_reply(req, j, &q, who, sizeof(who)) != 0)
+  if (join_fields_or_reply(req, j, &q) != 0)
     goto out;
   struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   struct v1_pend *p = v1_pend_new(v, req, on_join);
@@ -378,6 +371,8 @@ void v1_runs(struct rv_req *req)
   for (struct rdzv_run *r = rdzv_next_run(v->rv, NULL); r; r = rdzv_next_run(v->rv, r)) {
     struct rdzv_run_info i;
     rdzv_run_info(r, &i);
+    if (!rv_cred_allows(req->cred, RV_SCOPE_RUN, i.run_id, strlen(i.run_id), RV_READ))
+      continue; /* runs outside the credential's scopes are not listed */
     mu_buf_printf(&b,
                   "%s{\"run_id\":\"%s\",\"state\":\"%s\",\"round\":%" PRIu64
                   ",\"round_state\":\"%s\",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32
@@ -456,12 +451,11 @@ void v1_health(struct rv_req *req)
   if (j == NULL)
     return;
   struct rdzv_join_req q;
-  char who[48];
   const char *output = NULL;
   int healthy = 0;
   int64_t ttl = 0;
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "healthy");
-  if (join_fields_or_reply(req, j, &q, who, sizeof(who)) != 0 ||
+  if (join_fields_or_reply(req, j, &q) != 0 ||
       v1_field_bool_or_reply(req, j, "healthy", 0, &healthy) != 0 ||
       v1_field_str_or_reply(req, j, "output", 0, &output) != 0 ||
       v1_field_int_or_reply(req, j, "ttl_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, 0, &ttl) != 0)

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "http.h"
 
 struct sec_auth;
 
@@ -31,7 +32,10 @@ struct sec_auth *sec_auth_new(void);
 void sec_auth_free(struct sec_auth *a);
 
 /* Adds the tokens of `path`: one per line, blank lines and lines starting with '#' skipped,
- * surrounding spaces trimmed; a token is 8-4096 printable characters without spaces.
+ * surrounding spaces trimmed; a token is 8-4096 printable characters without spaces, followed
+ * by its scopes if it has any, separated by spaces: runs=GLOB, keys=/PREFIX (repeatable),
+ * read-only, quota-watchers=N, quota-value-bytes=N (see http.h's struct rv_cred). A line
+ * without scopes may do everything.
  * Returns: 0, or MU_EINVAL with a message naming the file, the line and the fix appended to
  * `err`. */
 int sec_auth_load_tokens(struct sec_auth *a, const char *path, struct mu_buf *err);
@@ -41,7 +45,9 @@ int sec_auth_load_tokens(struct sec_auth *a, const char *path, struct mu_buf *er
  * Returns: 0, or MU_EINVAL with a message appended to `err`. */
 int sec_auth_add_user_spec(struct sec_auth *a, const char *spec, struct mu_buf *err);
 
-/* Adds the users of `path`: lines "USER:PASSWORD" (blank and '#' lines skipped).
+/* Adds the users of `path`: lines "USER:PASSWORD [SCOPE...]" (blank and '#' lines skipped); the
+ * trailing words that start like a scope (runs=, keys=, quota-, read-only) are its scopes, the
+ * rest the password (which may hold spaces).
  * Returns: 0, or MU_EINVAL with a message naming the file and line appended to `err`. */
 int sec_auth_load_users(struct sec_auth *a, const char *path, struct mu_buf *err);
 
@@ -64,12 +70,24 @@ enum sec_auth_verdict {
 
 /* Decides on the value of a request's Authorization header (NULL when absent) and counts the
  * verdict. Call only when credentials are required (sec_auth_enabled()).
- * Returns: an enum sec_auth_verdict. */
+ * Returns: an enum sec_auth_verdict; with SEC_AUTH_GRANTED *cred is the credential (its id and
+ * scopes), else NULL. Ownership: *cred lives as long as `a`. */
+int sec_auth_verify(struct sec_auth *a, const char *authorization, const struct rv_cred **cred);
+/* sec_auth_verify() without the credential. */
 int sec_auth_check(struct sec_auth *a, const char *authorization);
+
+/* Appends one line per credential to `out`: its id, where it was configured (a line of a file,
+ * a user name) and its scopes; never a secret. For the start-up log. */
+void sec_auth_describe(const struct sec_auth *a, struct mu_buf *out);
 
 /* Returns: the sentence a refused client reads for `verdict` (what is missing or wrong and
  * what to send); never a secret. Ownership: static. */
 const char *sec_auth_refusal(int verdict);
+
+/* Returns: the WWW-Authenticate header lines of a 401 (Basic when users are configured, so that
+ * a browser asks for them; Bearer when tokens are), "" when no credential is configured.
+ * Ownership: static. */
+const char *sec_auth_challenge(const struct sec_auth *a);
 
 /* Appends Prometheus lines (counters only) to `out`. */
 void sec_auth_metrics(const struct sec_auth *a, struct mu_buf *out);

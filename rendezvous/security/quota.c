@@ -24,12 +24,18 @@ struct sec_quota {
   struct sec_quota_config cfg;
   uint64_t open; /* long polls admitted and not yet released */
   uint64_t refused[SEC_QUOTA_NKINDS];
-  struct mu_htab clients, scopes;
+  struct mu_htab clients, scopes, creds; /* open long polls by address, run, credential */
 };
 
-static const char *kind_names[SEC_QUOTA_NKINDS] = {
-    "keys",         "value_bytes", "watchers", "watchers_per_client",
-    "run_watchers", "run_keys",    "run_bytes"};
+static const char *kind_names[SEC_QUOTA_NKINDS] = {"keys",
+                                                   "value_bytes",
+                                                   "watchers",
+                                                   "watchers_per_client",
+                                                   "run_watchers",
+                                                   "run_keys",
+                                                   "run_bytes",
+                                                   "credential_watchers",
+                                                   "credential_value_bytes"};
 
 struct sec_quota *sec_quota_new(const struct sec_quota_config *cfg)
 {
@@ -37,6 +43,7 @@ struct sec_quota *sec_quota_new(const struct sec_quota_config *cfg)
   q->cfg = *cfg;
   mu_htab_init(&q->clients, QUOTA_BUCKETS);
   mu_htab_init(&q->scopes, QUOTA_BUCKETS);
+  mu_htab_init(&q->creds, 0);
   return q;
 }
 
@@ -52,8 +59,10 @@ void sec_quota_free(struct sec_quota *q)
     return;
   mu_htab_clear(&q->clients, entry_free, NULL);
   mu_htab_clear(&q->scopes, entry_free, NULL);
+  mu_htab_clear(&q->creds, entry_free, NULL);
   mu_htab_release(&q->clients);
   mu_htab_release(&q->scopes);
+  mu_htab_release(&q->creds);
   mu_free(q);
 }
 
@@ -101,8 +110,9 @@ static void entry_put(struct mu_htab *t, struct quota_entry *e)
 static int refuse(struct sec_quota *q, struct rv_req *req, enum sec_quota_kind kind,
                   const char *message)
 {
-  int large = kind == SEC_QUOTA_VALUE || kind == SEC_QUOTA_RUN_BYTES;
-  struct rv_refusal r = {large ? RV_REFUSE_TOO_LARGE : RV_REFUSE_TOO_MANY, message, 0};
+  int large =
+      kind == SEC_QUOTA_VALUE || kind == SEC_QUOTA_RUN_BYTES || kind == SEC_QUOTA_CRED_VALUE;
+  struct rv_refusal r = {large ? RV_REFUSE_TOO_LARGE : RV_REFUSE_TOO_MANY, message, 0, NULL};
   q->refused[kind]++;
   rv_refuse(req, &r);
   return 1;
@@ -113,6 +123,15 @@ static int check_write(struct sec_quota *q, struct rv_req *req, const struct rv_
 {
   char msg[QUOTA_MESSAGE_MAX];
   const struct sec_quota_config *c = &q->cfg;
+  const struct rv_cred *cr = req->cred;
+  if (cr != NULL && cr->quota_value_bytes > 0 && u->has_value &&
+      u->value_len > cr->quota_value_bytes) {
+    snprintf(msg, sizeof(msg),
+             "the value is %llu bytes, over the %llu-byte quota of %s (quota-value-bytes= on "
+             "its line)",
+             (unsigned long long)u->value_len, (unsigned long long)cr->quota_value_bytes, cr->id);
+    return refuse(q, req, SEC_QUOTA_CRED_VALUE, msg);
+  }
   if (c->max_value_bytes > 0 && u->has_value && u->value_len > c->max_value_bytes) {
     snprintf(msg, sizeof(msg),
              "the value is %llu bytes, over this server's %llu-byte quota (--quota-value-bytes)",
@@ -156,6 +175,8 @@ static int admit_poll(struct sec_quota *q, struct rv_req *req, const char *peer,
   const struct sec_quota_config *c = &q->cfg;
   int per_client = c->max_watchers_per_client > 0 && peer != NULL && peer[0] != '\0';
   int per_scope = c->max_run_watchers > 0 && u->scope_len > 0;
+  const struct rv_cred *cr = req->cred;
+  int per_cred = cr != NULL && cr->quota_watchers > 0;
   if (c->max_watchers > 0 && q->open >= c->max_watchers) {
     snprintf(msg, sizeof(msg),
              "%llu watches and long polls are open, this server's quota (--quota-watchers)",
@@ -178,6 +199,13 @@ static int admit_poll(struct sec_quota *q, struct rv_req *req, const char *peer,
              (unsigned long long)se->open);
     return refuse(q, req, SEC_QUOTA_RUN_WATCHERS, msg);
   }
+  struct quota_entry *ke = per_cred ? entry_find(&q->creds, cr->id, strlen(cr->id)) : NULL;
+  if (ke != NULL && ke->open >= cr->quota_watchers) {
+    snprintf(msg, sizeof(msg),
+             "%s has %llu watches and long polls open, its quota (quota-watchers= on its line)",
+             cr->id, (unsigned long long)ke->open);
+    return refuse(q, req, SEC_QUOTA_CRED_WATCHERS, msg);
+  }
   /* admitted: take the counts */
   t->counted = 1;
   q->open++;
@@ -185,13 +213,17 @@ static int admit_poll(struct sec_quota *q, struct rv_req *req, const char *peer,
     t->held[0] = entry_take(&q->clients, ce, peer, strlen(peer));
   if (per_scope)
     t->held[1] = entry_take(&q->scopes, se, u->scope, u->scope_len);
+  if (per_cred)
+    t->held[2] = entry_take(&q->creds, ke, cr->id, strlen(cr->id));
   return 0;
 }
 
 int sec_quota_gate(struct sec_quota *q, struct rv_req *req, const char *peer, struct rv_ticket *t)
 {
   memset(t, 0, sizeof(*t));
-  if (!sec_quota_enabled(q))
+  const struct rv_cred *cr = req->cred;
+  int cred_quotas = cr != NULL && (cr->quota_watchers > 0 || cr->quota_value_bytes > 0);
+  if (!sec_quota_enabled(q) && !cred_quotas)
     return 0;
   const struct rv_route *r = req->route;
   struct rv_usage u;
@@ -203,7 +235,8 @@ int sec_quota_gate(struct sec_quota *q, struct rv_req *req, const char *peer, st
     return 1;
   int poll = (r->flags & RV_ROUTE_LONG_POLL) || ((r->flags & RV_ROUTE_MAY_POLL) && u.poll);
   const struct sec_quota_config *c = &q->cfg;
-  if (!poll || !(c->max_watchers || c->max_watchers_per_client || c->max_run_watchers))
+  if (!poll || !(c->max_watchers || c->max_watchers_per_client || c->max_run_watchers ||
+                 (cr != NULL && cr->quota_watchers > 0)))
     return 0;
   return admit_poll(q, req, peer, &u, t);
 }
@@ -218,6 +251,8 @@ void sec_quota_release(struct sec_quota *q, struct rv_ticket *t)
     entry_put(&q->clients, t->held[0]);
   if (t->held[1] != NULL)
     entry_put(&q->scopes, t->held[1]);
+  if (t->held[2] != NULL)
+    entry_put(&q->creds, t->held[2]);
   memset(t, 0, sizeof(*t));
 }
 

@@ -53,6 +53,8 @@ enum sec_quota_kind {
   SEC_QUOTA_RUN_WATCHERS,
   SEC_QUOTA_RUN_KEYS,
   SEC_QUOTA_RUN_BYTES,
+  SEC_QUOTA_CRED_WATCHERS, /* quota-watchers= of a credential */
+  SEC_QUOTA_CRED_VALUE,    /* quota-value-bytes= of a credential */
   SEC_QUOTA_NKINDS
 };
 

@@ -69,15 +69,24 @@ static int gate_auth(void *data, struct rv_req *req)
   struct sec *sec = data;
   if (!sec_auth_enabled(sec->auth) || (req->route->flags & RV_ROUTE_PUBLIC))
     return 0;
-  const char *cred = rv_req_header(req, "Authorization");
-  int v = sec_auth_check(sec->auth, cred);
+  const struct rv_cred *cred = NULL;
+  int v = sec_auth_verify(sec->auth, rv_req_header(req, "Authorization"), &cred);
   if (v == SEC_AUTH_GRANTED) {
-    req->principal = cred;
+    req->cred = cred;
+    if (cred->read_only && (req->method & (RV_PUT | RV_POST | RV_DELETE | RV_PATCH))) {
+      char msg[256];
+      snprintf(msg, sizeof(msg),
+               "%s is read-only: it may not %s %.100s; use a credential that may write", cred->id,
+               req->method_name, req->path);
+      struct rv_refusal r = {RV_REFUSE_FORBIDDEN, msg, 0, NULL};
+      rv_refuse(req, &r);
+      return 1;
+    }
     return 0;
   }
   struct rv_refusal r = {v == SEC_AUTH_DENIED ? RV_REFUSE_BAD_CREDENTIALS
                                               : RV_REFUSE_NO_CREDENTIALS,
-                         sec_auth_refusal(v), 0};
+                         sec_auth_refusal(v), 0, sec_auth_challenge(sec->auth)};
   rv_refuse(req, &r);
   return 1;
 }
@@ -97,6 +106,17 @@ static void gate_release(void *data, struct rv_ticket *t)
 static void gate_free(void *data)
 {
   sec_free(data);
+}
+
+static int gate_lookup(void *data, const char *authorization, const struct rv_cred **cred)
+{
+  struct sec *sec = data;
+  *cred = NULL;
+  if (!sec_auth_enabled(sec->auth))
+    return 1;
+  if (authorization == NULL)
+    return 0; /* nothing to count: the server asks whether credentials are required */
+  return sec_auth_verify(sec->auth, authorization, cred) == SEC_AUTH_GRANTED;
 }
 
 static void sec_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
@@ -120,7 +140,7 @@ static void sec_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
 
 int sec_attach(struct rv_server *srv, struct sec *sec)
 {
-  struct rv_gate g = {sec, gate_auth, gate_admit, gate_release, gate_free};
+  struct rv_gate g = {sec, gate_auth, gate_admit, gate_release, gate_free, gate_lookup};
   if (rv_server_set_gate(srv, &g) != 0) {
     sec_free(sec);
     return MU_EEXIST;

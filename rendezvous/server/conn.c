@@ -107,6 +107,8 @@ static int on_message_begin(llhttp_t *p)
   c->nhdr = 0;
   c->req_error = 0;
   c->req_why = NULL;
+  c->origin = NULL;
+  c->cors_off = 0;
   uint64_t t = c->srv->cfg.header_timeout_ms;
   c->deadline = t > 0 ? uv_now(c->srv->loop) + t : 0;
   return 0;
@@ -317,6 +319,7 @@ static void on_close(uv_handle_t *h)
 {
   struct rv_conn *c = h->data;
   struct rv_server *srv = c->srv;
+  rv_budget_forget(c);
   if (c->flags & CONN_RESUME_QUEUED)
     rv_server_unqueue_resume(srv, c);
   conn_release_ticket(c); /* before the server may be freed by the unref below */
@@ -380,7 +383,7 @@ void rv_conn_shutdown(struct rv_conn *c)
 /* The output that paused reading went out: parse what was stashed, and read again. */
 static void maybe_unpause(struct rv_conn *c)
 {
-  if (!(c->flags & CONN_OUT_PAUSED) || c->out.len + c->wbuf.len > RV_OUT_PAUSE / 2)
+  if (!(c->flags & CONN_OUT_PAUSED) || c->out.len + c->wbuf.len > rv_budget_out_pause(c) / 2)
     return;
   c->flags &= ~CONN_OUT_PAUSED;
   if (c->state == REQ_IDLE && !(c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY)))
@@ -392,7 +395,7 @@ static void on_write(uv_write_t *w, int status)
   struct rv_conn *c = w->data;
   c->writing = 0;
   mu_buf_clear(&c->wbuf);
-  if (c->wbuf.cap > 65536)
+  if (c->wbuf.cap > 65536 || rv_conn_anonymous(c))
     mu_buf_release(&c->wbuf);
   if (status < 0) {
     rv_conn_close(c);
@@ -402,6 +405,7 @@ static void on_write(uv_write_t *w, int status)
     conn_flush(c);
   if (!(c->flags & CONN_CLOSING))
     maybe_unpause(c);
+  rv_budget_account(c);
 }
 
 static void conn_flush(struct rv_conn *c)
@@ -571,7 +575,17 @@ static void write_head(struct rv_conn *c, int status, const char *ctype, const c
   }
   if (extra != NULL)
     head_puts(&h, extra);
-  if (c->cors || (c->slot != NULL && (c->slot->route->flags & RV_ROUTE_CORS))) {
+  if (c->origin != NULL) { /* an --allowed-origin: itself, never the wildcard */
+    static const char cors[] = "Access-Control-Allow-Headers: accept, content-type, "
+                               "authorization\r\nAccess-Control-Allow-Methods: POST, GET, "
+                               "OPTIONS, PUT, DELETE\r\nAccess-Control-Allow-Origin: ";
+    head_put(&h, cors, sizeof(cors) - 1);
+    static const char vary[] = "\r\nVary: Origin\r\n";
+    head_put(&h, c->origin, strcspn(c->origin, "\r\n"));
+    head_put(&h, vary, sizeof(vary) - 1);
+  } else if (!c->cors_off &&
+             (c->cors || (c->slot != NULL && (c->slot->route->flags & RV_ROUTE_CORS)))) {
+    /* etcd's, for clients that send no Origin (no browser can use them without one) */
     static const char cors[] = "Access-Control-Allow-Headers: accept, content-type, "
                                "authorization\r\nAccess-Control-Allow-Methods: POST, GET, "
                                "OPTIONS, PUT, DELETE\r\nAccess-Control-Allow-Origin: *\r\n";
@@ -619,6 +633,21 @@ void rv_reply(struct rv_req *req, int status, const char *content_type, const ch
     rv_refuse_output(req, "the answer takes", len,
                      "ask for less (a smaller directory, without recursive) or raise "
                      "--max-output-bytes");
+    return;
+  }
+  if (len > 4096 && !c->is_head && !(c->flags & CONN_FAKE) &&
+      !(c->slot != NULL && (c->slot->route->flags & RV_ROUTE_UNHELD)) &&
+      !rv_budget_output_fits(c, len)) {
+    /* the answers waiting to be read would pass the budget: refused, not buffered (health and
+     * metrics, small and what an operator needs then, are always answered) */
+    char msg[320];
+    snprintf(msg, sizeof(msg),
+             "musterd's buffers for answers not yet read are full (%zu bytes; --max-buffer-bytes, "
+             "--max-buffer-bytes-per-client): read the answers already asked for, then retry",
+             c->srv->buffered);
+    struct rv_refusal r = {RV_REFUSE_TOO_MANY, msg, 0, NULL};
+    c->srv->budget_refused++;
+    rv_refuse(req, &r);
     return;
   }
   count_status(c, status);
@@ -832,6 +861,8 @@ const char *rv_req_param(const struct rv_req *req, const char *name)
 static void conn_request_finished(struct rv_conn *c)
 {
   body_uncount(c);
+  if (!c->srv->auth_required && c->slot != NULL)
+    c->flags |= CONN_TRUSTED; /* no credentials to show: a routed request answered is enough */
   c->state = REQ_IDLE;
   conn_release_ticket(c);
   c->gone = NULL;
@@ -862,6 +893,7 @@ void rv_conn_resume(struct rv_conn *c)
     rv_conn_start_reading(c);
   }
   conn_flush(c);
+  rv_budget_account(c);
 }
 
 static void error_reply(struct rv_conn *c, int status)
@@ -906,7 +938,7 @@ static void conn_feed(struct rv_conn *c, const char *data, size_t len)
   while (len > 0) {
     if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY))
       return;
-    if (c->state == REQ_IDLE && c->out.len + c->wbuf.len > RV_OUT_PAUSE &&
+    if (c->state == REQ_IDLE && c->out.len + c->wbuf.len > rv_budget_out_pause(c) &&
         !(c->flags & CONN_FAKE)) {
       /* the client is not reading its answers: stop reading its requests until it does */
       if (mu_buf_append(&c->in, data, len) != 0) {
@@ -979,7 +1011,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
   (void)suggested;
   /* one loop thread, and on_read consumes the bytes before returning: one buffer serves all */
   buf->base = c->srv->read_buf;
-  buf->len = sizeof(c->srv->read_buf);
+  buf->len = rv_budget_read_size(c); /* an anonymous connection reads 4 KiB at a time */
 }
 
 /* Decrypted bytes from rv_tls_conn_read(): parsed as if read from the socket. */
@@ -1005,6 +1037,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
   }
   c->last_active = uv_now(c->srv->loop);
   c->flags |= CONN_IN_READ;
+  if (c->srv->tls != NULL && c->tls == NULL)
+    c->tls = rv_tls_conn_new(c->srv->tls); /* at its first bytes: a silent socket costs ~1.6 KiB,
+                                            * not OpenSSL's ~10 KiB */
   if (c->tls != NULL) {
     int rc = rv_tls_conn_read(c->tls, buf->base, (size_t)nread, tls_plain, c);
     c->flags &= ~CONN_IN_READ;
@@ -1020,11 +1055,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
       return;
     }
     conn_flush(c);
+    rv_budget_account(c);
     return;
   }
   conn_feed(c, buf->base, (size_t)nread);
   c->flags &= ~CONN_IN_READ;
   conn_flush(c);
+  rv_budget_account(c);
 }
 
 void rv_conn_start_reading(struct rv_conn *c)
@@ -1055,7 +1092,8 @@ void rv_conn_accept(struct rv_server *srv)
   srv->refs++;
   srv->conns_accepted++;
   uv_tcp_nodelay(&c->tcp, 1);
-  if (srv->conns.n > srv->cfg.max_connections) {
+  /* full: an anonymous connection makes room (the oldest), else the newcomer gets 503 */
+  if (srv->conns.n > srv->cfg.max_connections && !rv_budget_make_room(srv, c)) {
     static const char msg[] = "503 too many connections\n";
     srv->conns_rejected++;
     if (srv->conns_rejected == 1 || srv->conns_rejected % 1000 == 0)
@@ -1066,15 +1104,13 @@ void rv_conn_accept(struct rv_server *srv)
     rv_reply(&c->req, 503, "text/plain; charset=utf-8", NULL, msg, sizeof(msg) - 1);
     return;
   }
-  { /* the client address: per-address bounds, per-client limits (the gate's quotas, /v1) */
+  { /* the client (an address, or its prefix): its bounds and share, the gate's per-client
+     * quotas, /v1's per-client runs */
     struct sockaddr_storage sa;
     int salen = sizeof(sa);
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0) {
-      if (sa.ss_family == AF_INET6)
-        uv_ip6_name((struct sockaddr_in6 *)&sa, c->peer, sizeof(c->peer));
-      else
-        uv_ip4_name((struct sockaddr_in *)&sa, c->peer, sizeof(c->peer));
-    }
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0)
+      rv_client_key((struct sockaddr *)&sa, srv->cfg.client_prefix_v4, srv->cfg.client_prefix_v6,
+                    c->peer, sizeof(c->peer));
     addr_take(c);
   }
   if (c->addr != NULL && c->addr->conns > srv->cfg.max_connections_per_address) {
@@ -1091,12 +1127,9 @@ void rv_conn_accept(struct rv_server *srv)
     rv_reply(&c->req, 503, "text/plain; charset=utf-8", NULL, msg, sizeof(msg) - 1);
     return;
   }
-  if (srv->tls != NULL) {
-    c->tls = rv_tls_conn_new(srv->tls);
-    /* the handshake and the first request's headers share the header deadline */
-    if (srv->cfg.header_timeout_ms > 0)
-      c->deadline = uv_now(srv->loop) + srv->cfg.header_timeout_ms;
-  }
+  if (srv->tls != NULL && srv->cfg.header_timeout_ms > 0) /* its session: at its first bytes */
+    c->deadline = uv_now(srv->loop) + srv->cfg.header_timeout_ms; /* the handshake and the first
+                                                                   * request's headers share it */
   rv_conn_start_reading(c);
 }
 

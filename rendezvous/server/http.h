@@ -175,12 +175,16 @@ enum rv_refusal_kind {
   RV_REFUSE_TOO_LARGE,       /* 413: a value over a quota */
   RV_REFUSE_TOO_MANY,        /* 429: a count (keys, long polls) at its quota */
   RV_REFUSE_READ_ONLY,       /* 503: writes are refused for now (the barrier's read_only) */
+  RV_REFUSE_FORBIDDEN,       /* 403: the credential's scopes do not cover the request */
 };
 
 struct rv_refusal {
   enum rv_refusal_kind kind;
-  const char *message; /* what was refused and the fix (NULL for RV_REFUSE_METHOD) */
-  unsigned allow;      /* RV_REFUSE_METHOD: the methods the path takes (enum rv_method) */
+  const char *message;   /* what was refused and the fix (NULL for RV_REFUSE_METHOD) */
+  unsigned allow;        /* RV_REFUSE_METHOD: the methods the path takes (enum rv_method) */
+  const char *challenge; /* 401: the "WWW-Authenticate: ...\r\n" lines naming every scheme the
+                          * server takes (a browser asks for a user and password only when
+                          * Basic is among them); NULL: none */
 };
 
 /* What a request would use, as the API that owns its route sees it: the numbers the quotas
@@ -202,6 +206,23 @@ struct rv_usage {
   uint64_t scope_new_bytes; /* bytes the write stores */
 };
 
+/* What a credential may do (see "Credentials and their scopes" below). */
+enum rv_access { RV_READ = 1 << 0, RV_WRITE = 1 << 1 };
+
+enum rv_scope_kind {
+  RV_SCOPE_KEY = 1, /* a v2 key path ("/team-a/x"): keys=PREFIX */
+  RV_SCOPE_RUN,     /* a /v1 run id: runs=GLOB */
+};
+
+/* What one request reads or writes, as its API names it for credentials' scopes. */
+struct rv_target {
+  enum rv_scope_kind kind;
+  const char *name; /* the key path or run id */
+  size_t len;
+  unsigned access; /* RV_READ or RV_WRITE */
+  char *owned;     /* freed by the router when the hook allocated `name` */
+};
+
 /* An API (a family of rows): how it words what the server refuses on its routes, and what its
  * requests would use. Static; shared by the API's rows. */
 struct rv_api {
@@ -212,6 +233,12 @@ struct rv_api {
   /* Fills `u` for a request on a row with RV_ROUTE_MAY_POLL, RV_ROUTE_WRITE or
    * RV_ROUTE_LONG_POLL (called only while quotas are set). May be NULL. */
   void (*usage)(struct rv_req *req, struct rv_usage *u);
+  /* Names what `req` reads or writes (called when the request carries a credential, before the
+   * quotas, so that a request outside its scopes learns nothing from them). Returns: 1 with `t`
+   * filled, or 0 when the request names no one object (a listing that the handler filters).
+   * The router refuses (403) what the credential may not reach, except a read of a v2 dir on
+   * the way to its keys, which the handler lists filtered. May be NULL. */
+  int (*target)(struct rv_req *req, struct rv_target *t);
 };
 
 struct rv_route {
@@ -236,6 +263,58 @@ struct rv_route {
 int rv_server_add_routes(struct rv_server *srv, const struct rv_route *routes);
 
 /* ---------------------------------------------------------------------------------------------
+ * Credentials and their scopes
+ *
+ * The gate (the security layer) verifies a request's credential and hangs it on the request
+ * (req->cred); every API decides with rv_cred_allows() whether it may read or write what the
+ * request names, and words a refusal with rv_refuse_scope(): 403, naming the scope the
+ * credential lacks by its id (a hash), never its secret, and never saying whether the object
+ * exists. Listings show a credential only what it may read (rv_cred_above() for the dirs on the
+ * way to its keys). Anything that stores keys (the v2 store, PyTorch's TCPStore keys under their
+ * prefix) calls rv_cred_allows(cred, RV_SCOPE_KEY, path, len, access) with the key's path in the
+ * v2 key space; /v1 calls it with RV_SCOPE_RUN and the run id.
+ */
+
+struct rv_cred {
+  char id[24];       /* "credential#1a2b3c4d": 32 bits of the SHA-256 of its secret */
+  int read_only;     /* read-only: no PUT, POST, DELETE, PATCH anywhere */
+  int scoped;        /* runs= or keys= given: only what they name */
+  const char **runs; /* runs=GLOB (fnmatch(3), '/' not special) */
+  size_t nruns;
+  const char **keys; /* keys=PREFIX, as paths without a trailing '/' ("" for keys=/): the key
+                      * itself and everything under it */
+  size_t nkeys;
+  uint64_t quota_watchers;    /* long polls open at once with this credential (0: no limit) */
+  uint64_t quota_value_bytes; /* one value it writes (0: no limit) */
+};
+
+/* Returns: 1 when `cred` may `access` (RV_READ, RV_WRITE) the object `name` (`len` bytes) of
+ * `kind`; NULL (no credentials configured, or a public route) may everything. */
+int rv_cred_allows(const struct rv_cred *cred, enum rv_scope_kind kind, const char *name,
+                   size_t len, unsigned access);
+
+/* Returns: 1 when v2 key path `key` is a dir on the way to a keys= prefix of `cred` (a listing
+ * or watch of it shows only what lies in the prefixes), 0 otherwise (also when `cred` may read
+ * the key itself: check rv_cred_allows() first). */
+int rv_cred_above(const struct rv_cred *cred, const char *key, size_t len);
+
+/* Writes the sentence of a 403 for `cred` lacking `access` to `name`: its id, what it lacks and
+ * the scopes it has (never a secret, never whether `name` exists). */
+void rv_cred_refusal(const struct rv_cred *cred, enum rv_scope_kind kind, const char *name,
+                     unsigned access, char *out, size_t size);
+
+/* Answers `req` 403 (RV_REFUSE_FORBIDDEN, in its API's shape) for lacking `access` to `name`.
+ * Finishes the request. */
+void rv_refuse_scope(struct rv_req *req, enum rv_scope_kind kind, const char *name,
+                     unsigned access);
+
+/* Looks up the credential of an Authorization value through the gate (for a protocol that
+ * authenticates outside HTTP, or tests). Returns: 1 with *cred set (NULL when the server takes
+ * anyone), or 0 when the value names no valid credential. */
+int rv_server_credential(struct rv_server *srv, const char *authorization,
+                         const struct rv_cred **cred);
+
+/* ---------------------------------------------------------------------------------------------
  * The gate: checks around every routed request (the security layer installs it)
  */
 
@@ -243,7 +322,7 @@ int rv_server_add_routes(struct rv_server *srv, const struct rv_route *routes);
  * the connection and handed back to `release` when the request ends, however it ends. Zeroed
  * = holds nothing. Opaque to the server. */
 struct rv_ticket {
-  void *held[2];
+  void *held[3];
   int counted;
 };
 
@@ -259,6 +338,8 @@ struct rv_gate {
   void (*release)(void *data, struct rv_ticket *t);
   /* Frees `data` after the server's last connection is gone. May be NULL. */
   void (*destroy)(void *data);
+  /* rv_server_credential(). May be NULL (then every value is refused). */
+  int (*lookup)(void *data, const char *authorization, const struct rv_cred **cred);
 };
 
 /* Installs the gate (copied). Call before rv_server_listen().
@@ -301,8 +382,8 @@ struct rv_req {
   size_t nvars;
   const struct rv_route *route; /* the route that matched */
   void *user;                   /* free for the handler (e.g. its watcher) */
-  const char *principal; /* the credential the gate verified (its Authorization value), or NULL:
-                          * who the client is for per-client limits when auth is on */
+  const struct rv_cred *cred;   /* the credential the gate verified, or NULL (auth off, a public
+                                 * route): who the client is, and what it may reach */
 };
 
 /* Returns: the value of the first param called `name` (form body first, then query, as Go's

@@ -3,11 +3,14 @@
  *   1. the request line: path and query split, absolute form, "OPTIONS *";        400
  *   2. one scratch block for everything decoded below;
  *   3. the %-decoded path, and Go ServeMux's redirect of an unclean one;          400, 301
- *   4. the resource: the most specific row, its {vars}; a CORS preflight;         404, 200
+ *   4. the resource: the most specific row, its {vars}; a browser's Origin and Host
+ *      (origin.c), a CORS preflight;                                            404, 403, 421
  *   5. the gate's credentials check (the row says whether it is public);          401
  *   6. the row of the resource that takes the method (HEAD as GET);               405
  *   7. query and form parameters;
- *   8. the gate's quota check (reading the row's intent flags);                   413, 429
+ *   8. writes while the disk refuses them;                                        503
+ *   9. the credential's scopes (the API's target hook);                           403
+ *  10. the gate's quota check (reading the row's intent flags);                   413, 429
  * then the handler. Refusals go through rv_refuse(), in the shape of the row's API.
  */
 #include <stdio.h>
@@ -56,6 +59,10 @@ const char *rv_status_reason(int status)
     return "Request Entity Too Large";
   case 414:
     return "Request URI Too Long";
+  case 415:
+    return "Unsupported Media Type";
+  case 421:
+    return "Misdirected Request";
   case 429:
     return "Too Many Requests";
   case 431:
@@ -387,6 +394,8 @@ static void allow_header(char *out, size_t size, unsigned methods)
 void rv_refuse(struct rv_req *req, const struct rv_refusal *r)
 {
   const struct rv_api *api = req->route != NULL ? req->route->api : NULL;
+  if (r->kind == RV_REFUSE_FORBIDDEN)
+    req->srv->scope_refused++;
   if (api != NULL && api->refuse != NULL && api->refuse(req, r))
     return;
   switch (r->kind) {
@@ -398,7 +407,7 @@ void rv_refuse(struct rv_req *req, const struct rv_refusal *r)
   }
   case RV_REFUSE_NO_CREDENTIALS:
   case RV_REFUSE_BAD_CREDENTIALS:
-    reply_plain(req, 401, NULL, r->message != NULL ? r->message : "Unauthorized\n");
+    reply_plain(req, 401, r->challenge, r->message != NULL ? r->message : "Unauthorized\n");
     return;
   case RV_REFUSE_TOO_LARGE:
     reply_plain(req, 413, NULL, r->message != NULL ? r->message : "Request Entity Too Large\n");
@@ -409,6 +418,9 @@ void rv_refuse(struct rv_req *req, const struct rv_refusal *r)
   case RV_REFUSE_READ_ONLY:
     reply_plain(req, 503, NULL, r->message);
     return;
+  case RV_REFUSE_FORBIDDEN:
+    reply_plain(req, 403, NULL, r->message != NULL ? r->message : "Forbidden\n");
+    return;
   }
 }
 
@@ -418,7 +430,7 @@ void rv_refuse_output(struct rv_req *req, const char *what, size_t need, const c
   size_t cap = req->srv->cfg.max_output_bytes;
   snprintf(msg, sizeof(msg), "%s %zu bytes, over --max-output-bytes (%zu): %s", what, need, cap,
            advice);
-  struct rv_refusal r = {RV_REFUSE_TOO_LARGE, msg, 0};
+  struct rv_refusal r = {RV_REFUSE_TOO_LARGE, msg, 0, NULL};
   req->srv->limit_hits++;
   rv_refuse(req, &r);
 }
@@ -603,6 +615,8 @@ static struct rv_route_slot *resource_or_reply(struct rv_conn *c, char **store)
   req->route = first->route;
   c->slot = first;
   c->cors = 0;
+  if (rv_origin_check(c) != 0 || rv_origin_preflight(c) != 0)
+    return NULL;
   if ((first->route->flags & RV_ROUTE_CORS) && req->method == RV_OPTIONS) {
     rv_reply(req, 200, NULL, NULL, "", 0); /* a CORS preflight, as etcd answers it */
     return NULL;
@@ -617,7 +631,7 @@ static struct rv_route_slot *row_or_reply(struct rv_conn *c, struct rv_route_slo
   struct rv_req *req = &c->req;
   struct rv_route_slot *row = row_for_method(first, req->method);
   if (row == NULL) {
-    struct rv_refusal r = {RV_REFUSE_METHOD, NULL, first->methods};
+    struct rv_refusal r = {RV_REFUSE_METHOD, NULL, first->methods, NULL};
     rv_refuse(req, &r);
     return NULL;
   }
@@ -626,6 +640,26 @@ static struct rv_route_slot *row_or_reply(struct rv_conn *c, struct rv_route_slo
   if (req->method == RV_HEAD)
     req->method = RV_GET;
   return row;
+}
+
+/* Step 9: what the request names, against its credential's scopes. Returns: 0, or -1 after
+ * refusing (403). */
+static int scope_or_reply(struct rv_req *req)
+{
+  const struct rv_api *api = req->route->api;
+  struct rv_target t;
+  if (req->cred == NULL || !req->cred->scoped || api == NULL || api->target == NULL)
+    return 0; /* a credential without runs= or keys= reaches everything (read-only: the gate) */
+  memset(&t, 0, sizeof(t));
+  if (!api->target(req, &t))
+    return 0;
+  int ok =
+      rv_cred_allows(req->cred, t.kind, t.name, t.len, t.access) ||
+      (t.kind == RV_SCOPE_KEY && t.access == RV_READ && rv_cred_above(req->cred, t.name, t.len));
+  if (!ok)
+    rv_refuse_scope(req, t.kind, t.name, t.access);
+  mu_free(t.owned);
+  return ok ? 0 : -1;
 }
 
 void rv_router_dispatch(struct rv_conn *c)
@@ -645,6 +679,8 @@ void rv_router_dispatch(struct rv_conn *c)
   /* Step 5: credentials, as soon as the route is known (before 405 and parameters) */
   if (g->auth != NULL && g->auth(g->data, req) != 0)
     return;
+  if (req->cred != NULL)
+    c->flags |= CONN_TRUSTED; /* served ahead of anonymous connections from now on */
   row = row_or_reply(c, row);
   if (row == NULL)
     return;
@@ -671,13 +707,16 @@ void rv_router_dispatch(struct rv_conn *c)
   const char *ro = NULL;
   if (b->read_only != NULL && (req->method & (RV_PUT | RV_POST | RV_DELETE | RV_PATCH)) &&
       (ro = b->read_only(b->data)) != NULL) {
-    struct rv_refusal r = {RV_REFUSE_READ_ONLY, ro, 0};
+    struct rv_refusal r = {RV_REFUSE_READ_ONLY, ro, 0, NULL};
     srv->barrier_off = 1; /* the refusal reveals no record: it is not held behind them */
     rv_refuse(req, &r);
     srv->barrier_off = 0;
     return;
   }
-  /* Step 9: quotas, right before the handler */
+  /* Step 9: the credential's scopes, before the quotas (their messages name counts) */
+  if (scope_or_reply(req) != 0)
+    return;
+  /* Step 10: quotas, right before the handler */
   if (g->admit != NULL && g->admit(g->data, req, c->peer, &c->ticket) != 0)
     return;
   srv->barrier_off = (row->route->flags & RV_ROUTE_UNHELD) != 0;

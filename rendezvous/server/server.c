@@ -21,6 +21,10 @@ void rv_server_config_init(struct rv_server_config *cfg)
   cfg->max_connections = 10000;
   cfg->max_connections_per_address = 1000;
   cfg->max_body_bytes_per_address = 8 * 1024 * 1024;
+  cfg->max_buffer_bytes = (size_t)256 << 20;
+  cfg->max_buffer_bytes_per_client = (size_t)32 << 20;
+  cfg->client_prefix_v4 = 32;
+  cfg->client_prefix_v6 = 64;
   cfg->max_body_bytes = 1024 * 1024;
   cfg->max_header_bytes = 16 * 1024;
   cfg->max_url_bytes = 8 * 1024;
@@ -47,6 +51,13 @@ struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_confi
   srv->cfg.listen_host = srv->host;
   srv->cfg.advertise_url = srv->advertise_url;
   srv->cfg.name = srv->name;
+  srv->cfg.allowed_origins = NULL;
+  if (cfg->nallowed_origins > 0) {
+    char **o = mu_calloc(cfg->nallowed_origins, sizeof(*o));
+    for (size_t i = 0; i < cfg->nallowed_origins; i++)
+      o[i] = mu_strdup(cfg->allowed_origins[i]);
+    srv->cfg.allowed_origins = (const char **)o;
+  }
   if (srv->cfg.max_connections == 0)
     srv->cfg.max_connections = 1;
   if (srv->cfg.max_connections_per_address == 0)
@@ -55,6 +66,14 @@ struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_confi
     srv->cfg.max_body_bytes_per_address = srv->cfg.max_body_bytes; /* one whole body fits */
   if (srv->cfg.max_output_bytes < 65536)
     srv->cfg.max_output_bytes = 65536;
+  if (srv->cfg.max_buffer_bytes < ((size_t)1 << 20))
+    srv->cfg.max_buffer_bytes = (size_t)1 << 20;
+  if (srv->cfg.max_buffer_bytes_per_client > srv->cfg.max_buffer_bytes)
+    srv->cfg.max_buffer_bytes_per_client = srv->cfg.max_buffer_bytes;
+  if (srv->cfg.client_prefix_v4 == 0 || srv->cfg.client_prefix_v4 > 32)
+    srv->cfg.client_prefix_v4 = 32;
+  if (srv->cfg.client_prefix_v6 == 0 || srv->cfg.client_prefix_v6 > 128)
+    srv->cfg.client_prefix_v6 = 64;
   if (srv->cfg.max_header_bytes < 256)
     srv->cfg.max_header_bytes = 256;
   if (srv->cfg.max_header_bytes > 60000) /* header offsets are 16-bit */
@@ -72,6 +91,7 @@ struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_confi
   srv->refs++;
   rv_status_register(srv);
   rv_ui_register(srv);
+  rv_origin_setup(srv);
   return srv;
 }
 
@@ -228,6 +248,8 @@ int rv_server_set_gate(struct rv_server *srv, const struct rv_gate *gate)
     return MU_EEXIST;
   srv->gate = *gate;
   srv->has_gate = 1;
+  const struct rv_cred *anyone = NULL;
+  srv->auth_required = gate->lookup != NULL && !gate->lookup(gate->data, NULL, &anyone);
   return 0;
 }
 
@@ -303,6 +325,10 @@ static void server_free(struct rv_server *srv)
   mu_free(srv->advertise_url);
   mu_free(srv->name);
   mu_free(srv->url);
+  rv_origin_release(srv);
+  for (size_t i = 0; i < srv->cfg.nallowed_origins; i++)
+    mu_free((char *)srv->cfg.allowed_origins[i]);
+  mu_free((void *)srv->cfg.allowed_origins);
   /* after the last connection: their TLS sessions and gate tickets use these */
   if (srv->gate.destroy != NULL)
     srv->gate.destroy(srv->gate.data);

@@ -16,11 +16,17 @@
 #include "list.h"
 
 #define RV_MAX_MODULES 8
+#define RV_MAX_OWN_HOSTS 8
 #define RV_MAX_HEADERS 64
 #define RV_READ_BUF_SIZE (64 * 1024)
 /* A connection stops being read (and parsing what it sent) while its unsent output is over
  * this: a client that pipelines without reading cannot make the server buffer its answers. */
 #define RV_OUT_PAUSE (64 * 1024)
+/* A connection that has not authenticated reads this much at a time and stops parsing once
+ * this much of its answers wait (budget.c): what it stashes fits a 4 KiB buffer (a mu_buf
+ * holds len + 1 in a power of two), its answers another. */
+#define RV_ANON_READ 4000
+#define RV_ANON_OUT_PAUSE 2048
 /* Bodies in progress on all connections together: at most this many times max_body_bytes. */
 #define RV_BODY_TOTAL_FACTOR 64
 
@@ -98,6 +104,12 @@ struct rv_server {
   char date[40];
   uint64_t date_sec;
 
+  /* Browsers (origin.c): the names that are musterd's own (a browser's Host must be one). */
+  char *own_hosts[RV_MAX_OWN_HOSTS];
+  size_t nown_hosts;
+  uint64_t browser_requests, origin_refused;
+  uint64_t scope_refused; /* 403s for a credential's scopes (scope.c) */
+
   /* Counters for /metrics. */
   uint64_t conns_accepted;
   uint64_t conns_rejected;
@@ -115,13 +127,20 @@ struct rv_server {
    * progress, bounded per address so that one address cannot lock out another. */
   struct mu_htab addrs;
   uint64_t addr_conns_rejected, addr_body_refused;
+  /* The budget (budget.c): what every connection buffers, at capacity. */
+  size_t buffered;
+  int evicting;
+  int auth_required; /* the gate requires credentials: a connection is trusted once it shows one */
+  uint64_t budget_refused, budget_evicted;
 };
 
-/* One client address's share: its open connections and the bodies they hold. */
+/* One client's share (a client: the addresses of one prefix, budget.c): its open connections,
+ * the bodies they hold, and all they buffer. */
 struct rv_addr {
-  struct mu_hnode h; /* key: the address (part of the allocation) */
+  struct mu_hnode h; /* key: the client, "10.0.0.7" or "2001:db8::/64" (part of the allocation) */
   unsigned conns;
   size_t body;
+  size_t held;
 };
 
 enum conn_flags {
@@ -135,6 +154,7 @@ enum conn_flags {
   CONN_RESUME_QUEUED = 1 << 7,     /* on srv->resume_head */
   CONN_HELD = 1 << 8,              /* on srv->held: output waits for durability */
   CONN_OUT_PAUSED = 1 << 9,        /* not reading: its unsent output is over RV_OUT_PAUSE */
+  CONN_TRUSTED = 1 << 10, /* authenticated (or, with no credentials required, answered once) */
 };
 
 enum conn_req_state {
@@ -176,7 +196,9 @@ struct rv_conn {
   const char *req_why; /* what to add to its answer (static), or NULL */
   int keep_alive;
   int is_head;
-  int cors; /* add etcd's CORS headers to an answer made before routing (301, 404) */
+  int cors;           /* add etcd's CORS headers to an answer made before routing (301, 404) */
+  const char *origin; /* an --allowed-origin the request came from: echoed instead of '*' */
+  int cors_off;       /* a browser's request refused: no CORS header at all */
 
   struct rv_req req;
   struct rv_route_slot *slot;
@@ -190,8 +212,9 @@ struct rv_conn {
 
   struct rv_tls_conn *tls; /* TLS session (tls.h), NULL for plain HTTP */
   struct rv_ticket ticket; /* what the gate took for the request in progress */
-  char peer[48];           /* client address ("" for rv_server_feed()) */
-  struct rv_addr *addr;    /* its per-address share, NULL when the address is unknown */
+  char peer[64];           /* its client: address or prefix ("" for rv_server_feed()) */
+  struct rv_addr *addr;    /* its client's share, NULL when the address is unknown */
+  size_t held;             /* its buffers' bytes as counted in the budget */
 };
 
 /* conn.c */
@@ -222,6 +245,34 @@ const char *rv_status_reason(int status);
 
 /* status.c */
 void rv_status_register(struct rv_server *srv);
+
+/* origin.c: who may reach musterd from a browser */
+/* Learns musterd's own names (this machine's, --listen's, --advertise-url's, --allowed-origin's).
+ */
+void rv_origin_setup(struct rv_server *srv);
+void rv_origin_release(struct rv_server *srv);
+/* Checks a routed request that comes from a browser (Origin, Sec-Fetch-*, Host); sets c->origin
+ * for an allowed foreign origin. Returns: 0 to go on, 1 after refusing (403, 421). */
+int rv_origin_check(struct rv_conn *c);
+/* Answers the CORS preflight of an allowed origin. Returns: 1 when it answered. */
+int rv_origin_preflight(struct rv_conn *c);
+
+/* budget.c: the memory budget */
+/* Writes the client key of `sa` (its address, or its prefix when shorter than the address).
+ * Returns: its length, 0 when unknown. */
+size_t rv_client_key(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits, char *out,
+                     size_t size);
+int rv_conn_anonymous(const struct rv_conn *c);
+size_t rv_budget_read_size(const struct rv_conn *c);
+size_t rv_budget_out_pause(const struct rv_conn *c);
+/* Counts what `c` buffers now; over the budget, closes anonymous connections. */
+void rv_budget_account(struct rv_conn *c);
+void rv_budget_forget(struct rv_conn *c);
+/* Returns: 1 when `len` more bytes of output fit the budget and `c`'s client's share. */
+int rv_budget_output_fits(const struct rv_conn *c, size_t len);
+/* The connection table is full: closes the oldest idle anonymous connection other than
+ * `newcomer`. Returns: 1 when one was closed. */
+int rv_budget_make_room(struct rv_server *srv, struct rv_conn *newcomer);
 
 /* ui.c: GET / and /ui, the status page. */
 void rv_ui_register(struct rv_server *srv);

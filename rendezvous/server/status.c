@@ -33,6 +33,34 @@ static void put_route_stats(struct mu_buf *b, const char *name, const struct rv_
                     (unsigned long long)st->by_status[k]);
 }
 
+/* Browsers refused (origin.c), scopes refused (scope.c) and the memory budget (budget.c). */
+static void browser_budget_metrics(const struct rv_server *srv, struct mu_buf *out)
+{
+  mu_buf_printf(out,
+                "# HELP musterd_browser_requests_total Requests from a browser (Origin or "
+                "Sec-Fetch-* headers).\n"
+                "# TYPE musterd_browser_requests_total counter\n"
+                "musterd_browser_requests_total %llu\n"
+                "# HELP musterd_origin_refused_total Browser requests refused: another page's "
+                "Origin (403) or a Host that is not musterd's (421).\n"
+                "# TYPE musterd_origin_refused_total counter\nmusterd_origin_refused_total %llu\n"
+                "# HELP musterd_scope_refused_total Requests refused (403) because the "
+                "credential's scopes do not cover them.\n"
+                "# TYPE musterd_scope_refused_total counter\nmusterd_scope_refused_total %llu\n"
+                "# HELP musterd_buffer_bytes What all connections buffer (requests, stashed "
+                "input, unsent answers), against --max-buffer-bytes.\n"
+                "# TYPE musterd_buffer_bytes gauge\nmusterd_buffer_bytes %llu\n"
+                "# HELP musterd_buffer_refused_total Answers refused (429) because they would pass "
+                "the buffer budget.\n"
+                "# TYPE musterd_buffer_refused_total counter\nmusterd_buffer_refused_total %llu\n"
+                "# HELP musterd_buffer_evicted_total Anonymous connections closed to keep the "
+                "budget or to make room in a full connection table.\n"
+                "# TYPE musterd_buffer_evicted_total counter\nmusterd_buffer_evicted_total %llu\n",
+                (unsigned long long)srv->browser_requests, (unsigned long long)srv->origin_refused,
+                (unsigned long long)srv->scope_refused, (unsigned long long)srv->buffered,
+                (unsigned long long)srv->budget_refused, (unsigned long long)srv->budget_evicted);
+}
+
 static void metrics_handler(struct rv_req *req)
 {
   struct rv_server *srv = req->srv;
@@ -111,6 +139,7 @@ static void metrics_handler(struct rv_req *req)
                 "# TYPE musterd_client_addresses gauge\nmusterd_client_addresses %zu\n",
                 (unsigned long long)srv->addr_conns_rejected,
                 (unsigned long long)srv->addr_body_refused, (size_t)srv->addrs.n);
+  browser_budget_metrics(srv, &b);
   for (size_t i = 0; i < srv->nmodules; i++)
     if (srv->modules[i].metrics != NULL)
       srv->modules[i].metrics(srv, srv->modules[i].data, &b);

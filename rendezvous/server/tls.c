@@ -154,20 +154,52 @@ const struct rv_tls_stats *rv_tls_stats(const struct rv_tls *t)
   return &t->stats;
 }
 
+/* A memory BIO that reports "retry" (not EOF) when empty. */
+static BIO *mem_bio(void)
+{
+  BIO *b = BIO_new(BIO_s_mem());
+  if (b == NULL) {
+    mu_log(MU_LOG_ERROR, "out of memory creating a TLS session");
+    abort();
+  }
+  BIO_set_mem_eof_return(b, -1);
+  return b;
+}
+
+/* Is `b` empty with a buffer over BIO_KEEP bytes? A memory BIO keeps the largest buffer it ever
+ * needed (a ClientHello, a handshake's flight, a 16 KiB record): an idle connection gives it
+ * back (the small buffer of an ordinary request is kept: it would be made again at once). */
+#define BIO_KEEP 512
+static int bio_slack(BIO *b)
+{
+  BUF_MEM *m = NULL;
+  return BIO_ctrl_pending(b) == 0 && BIO_get_mem_ptr(b, &m) == 1 && m != NULL && m->max > BIO_KEEP;
+}
+
+/* Replaces the empty BIOs that hold large buffers with new ones (the SSL frees the old). */
+static void trim_bios(struct rv_tls_conn *tc)
+{
+  if (bio_slack(tc->rbio)) {
+    tc->rbio = mem_bio();
+    SSL_set0_rbio(tc->ssl, tc->rbio);
+  }
+  if (bio_slack(tc->wbio)) {
+    tc->wbio = mem_bio();
+    SSL_set0_wbio(tc->ssl, tc->wbio);
+  }
+}
+
 struct rv_tls_conn *rv_tls_conn_new(struct rv_tls *t)
 {
   struct rv_tls_conn *tc = mu_calloc(1, sizeof(*tc));
   tc->tls = t;
   tc->ssl = SSL_new(t->ctx);
-  tc->rbio = BIO_new(BIO_s_mem());
-  tc->wbio = BIO_new(BIO_s_mem());
-  if (tc->ssl == NULL || tc->rbio == NULL || tc->wbio == NULL) {
+  if (tc->ssl == NULL) {
     mu_log(MU_LOG_ERROR, "out of memory creating a TLS session");
     abort();
   }
-  /* an empty memory BIO reports "retry" instead of EOF */
-  BIO_set_mem_eof_return(tc->rbio, -1);
-  BIO_set_mem_eof_return(tc->wbio, -1);
+  tc->rbio = mem_bio();
+  tc->wbio = mem_bio();
   SSL_set_bio(tc->ssl, tc->rbio, tc->wbio); /* the SSL owns both BIOs now */
   SSL_set_accept_state(tc->ssl);
   mu_buf_init(&tc->held, 0); /* capped as the connection's output (io->max) when used */
@@ -239,8 +271,10 @@ int rv_tls_conn_read(struct rv_tls_conn *tc, const char *cipher, size_t len, rv_
       continue;
     }
     int e = SSL_get_error(tc->ssl, n);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+      trim_bios(tc);
       return 0;
+    }
     if (e == SSL_ERROR_ZERO_RETURN)
       return RV_TLS_EOF;
     return fail(tc, "read");
@@ -301,5 +335,7 @@ int rv_tls_conn_encrypt(struct rv_tls_conn *tc, struct mu_buf *io)
     if (rc != 0)
       return rc;
   }
-  return drain(tc, io);
+  rc = drain(tc, io);
+  trim_bios(tc);
+  return rc;
 }

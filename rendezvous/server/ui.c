@@ -1,7 +1,8 @@
 /* musterd's status page: GET / and /ui serve one HTML page (server/ui.html, built into the
  * binary by scripts/embed.cmake: no file is read at run time, nothing external is loaded). The
- * page follows the server through the /v1 API (GET /v1/events, a long poll, then /v1/runs and
- * /metrics). The routes are not public: with tokens or basic auth on, the page needs them too.
+ * page follows the server through the /v1 API (GET /v1/events, a long poll, then the runs its
+ * events name and /metrics). The routes are not public: with tokens or basic auth on, the page
+ * needs them too.
  */
 #include <stddef.h>
 

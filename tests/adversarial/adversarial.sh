@@ -4,6 +4,7 @@
 # (tests/adversarial/attacks.py holds the cases; Python standard library, raw sockets).
 #   server A: --header-timeout-ms 1000 --body-timeout-ms 1000 --write-timeout-ms 1000
 #             --quota-watchers-per-client 2 (the deadlines and the watcher quota)
+#             --allowed-origin http://dash.example:8080 (browsers)
 #   server B: --data-dir --fsync batch (the half-closed client)
 #   server C: --max-output-bytes 65536 --quota-keys 300 --max-connections-per-address 20
 #             (replies too large, deep paths; unfinished bodies, per address: no short
@@ -12,12 +13,18 @@
 #   server E: --data-dir with small /v1 bounds (--v1-max-bytes 24 MiB,
 #             --v1-max-runs-per-client 5, --v1-max-lease-ms 60000), killed -9 and restarted
 #   server F: --token-file, --v1-max-runs-per-client 2 (runs counted per credential)
+#   server G: --v1-max-bytes 16 MiB (the bound counts the memory the /v1 state holds)
+#   server H: --token-file, --max-connections 400, --max-connections-per-address 40,
+#             --max-buffer-bytes 32 MiB, --max-buffer-bytes-per-client 8 MiB (the budget)
+#   server I: TLS with default deadlines (what a connection costs before a credential)
 . "$(dirname "$0")/../lib.sh"
 . "$MU_SOURCE_DIR/tests/integration/security_lib.bash" # sec_make_pki (needs openssl)
 
+ulimit -n 8192 2>/dev/null || ulimit -n 4096 2>/dev/null # the budget cases: ~1000 sockets a side
 ATT=$MU_SOURCE_DIR/tests/adversarial/attacks.py
 t_start_musterd --header-timeout-ms 1000 --body-timeout-ms 1000 --write-timeout-ms 1000 \
-  --quota-watchers-per-client 2 || { t_fail "musterd did not start"; t_done; }
+  --quota-watchers-per-client 2 --allowed-origin http://dash.example:8080 ||
+  { t_fail "musterd did not start"; t_done; }
 A_URL=$MUSTERD_URL A_PID=$MUSTERD_PID
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-a.log"
 t_start_musterd --data-dir "$T_DIR/data" --fsync batch || { t_fail "musterd (data dir) did not start"; t_done; }
@@ -48,7 +55,8 @@ run_case() {
   echo "# case $c: $((SECONDS - start)) s"
 }
 
-for c in redirect wait_spellings head_watch nul utf8 half_close slowloris no_read write_deadline; do
+for c in redirect wait_spellings head_watch nul utf8 half_close slowloris no_read write_deadline \
+  log_forge cross_origin; do
   run_case "$c" "$A_URL" "$A_PID" "$B_URL"
 done
 for c in too_large deep_path body_hoard per_address; do
@@ -91,7 +99,27 @@ t_start_musterd --token-file "$T_DIR/tokens" --v1-max-runs-per-client 2 ||
   { t_fail "musterd F did not start"; t_done; }
 F_PID=$MUSTERD_PID
 run_case v1_runs_auth "$MUSTERD_URL" "$MUSTERD_PID"
-for pid in "$A_PID" "$C_PID" "$D_PID" "$E_PID" "$F_PID"; do
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-f.log"
+t_start_musterd --v1-max-bytes 16777216 || { t_fail "musterd G did not start"; t_done; }
+G_PID=$MUSTERD_PID
+run_case v1_memory "$MUSTERD_URL" "$MUSTERD_PID"
+# server H: the memory budget (issue 24, finding 4)
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-g.log"
+echo token-hhhh >"$T_DIR/tokens-h"
+t_start_musterd --token-file "$T_DIR/tokens-h" --max-connections 400 --max-connections-per-address 40 \
+  --max-buffer-bytes 33554432 --max-buffer-bytes-per-client 8388608 ||
+  { t_fail "musterd H did not start"; t_done; }
+H_PID=$MUSTERD_PID
+for c in budget_full budget_pipeline budget_output; do
+  run_case "$c" "$MUSTERD_URL" "$MUSTERD_PID"
+done
+# server I: TLS, what a connection costs before any credential
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-h.log"
+t_start_musterd --tls-cert "$T_DIR/pki/server.pem" --tls-key "$T_DIR/pki/server.key" ||
+  { t_fail "musterd I (TLS) did not start"; t_done; }
+I_PID=$MUSTERD_PID
+run_case budget_tls "$MUSTERD_URL" "$MUSTERD_PID"
+for pid in "$A_PID" "$C_PID" "$D_PID" "$E_PID" "$F_PID" "$G_PID" "$H_PID" "$I_PID"; do
   kill -0 "$pid" 2>/dev/null || t_fail "musterd (pid $pid) died during the attacks"
 done
 if grep -lE 'AddressSanitizer|LeakSanitizer|runtime error:' "$T_DIR"/musterd*.log >/dev/null 2>&1; then

@@ -56,7 +56,7 @@ agent_start b1 --nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "$EP" --rdzv-id j
   --lease-ttl 1 --last-call 0 -- sleep 60
 wait_for_lines "$T_DIR/musterd.log" "run 'job9': round 1 closed" 1 20
 # A barrier with one of two arrivals, and the member's lease: muster rdzv shows both.
-t_spawn barrier curl -s -X POST -d '{"count": 2, "id": "rank-0", "timeout_ms": 60000}' \
+t_spawn barrier curl -s -X POST -H 'Content-Type: application/json' -d '{"count": 2, "id": "rank-0", "timeout_ms": 60000}' \
   "$MUSTERD_URL/v1/runs/job9/barrier/b1"
 t_until 10 eval "\"$MUSTER\" rdzv \"$EP\" job9 | grep -q 'barrier b1'"
 out=$("$MUSTER" rdzv "$EP" job9 2>&1)

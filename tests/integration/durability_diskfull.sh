@@ -10,6 +10,7 @@
 #      (tests/faults/faultshim.so), in the three fsync modes: the write that failed is held
 #      (never answered) until the fault ends; reads of other keys are answered meanwhile, at
 #      the last durable index, and reads that would reveal it wait for it
+#   3. a full disk that holds deleted data: musterd compacts its way out of read-only mode
 . "$(dirname "$0")/../lib.sh"
 
 t_need_built "$MUSTERD" "$MU_FAULTSHIM"
@@ -139,6 +140,65 @@ else
   fi
 fi
 
+# --- 3. a full disk that holds deleted data: compaction is the way out ------------------------
+# PUT then DELETE a 1 MiB /v1 value, 64 times, on a 48 MiB disk: the log fills the disk with
+# values deleted since; once it cannot reserve, musterd takes a snapshot (the compactor, which
+# fits: the live state is small), the old segments go, and it is writable again by itself; the
+# snapshot at shutdown fits too, and after a restart it is writable at once (issue 24, finding 5:
+# main stayed read-only for good).
+kv_put() { # KEY FILE: the HTTP status of a /v1 KV PUT
+  curl -s -o "$T_DIR/kv.out" -w '%{http_code}' --max-time 10 -X PUT \
+    "$MUSTERD_URL/v1/runs/r1/kv/$1" --data-binary @"$2"
+}
+kv_writable() { [ "$(kv_put probe "$T_DIR/one")" = 200 ]; }
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p "$MNT"
+  if mount -t tmpfs -o size=48m tmpfs "$MNT"; then
+    MOUNTED=1
+    head -c 1048000 /dev/zero | tr '\0' 'd' >"$T_DIR/mib"
+    echo 1 >"$T_DIR/one"
+    t_start_musterd --data-dir "$MNT/data" || t_done
+    curl -s -o /dev/null -X POST -H 'Content-Type: application/json' "$MUSTERD_URL/v1/runs/r1/join" \
+      -d '{"node_id":"a","addr":"10.0.0.1","min_nodes":1,"lease_ttl_ms":600000}'
+    refused=0 stuck=""
+    for i in $(seq 1 64); do
+      c=$(kv_put blob "$T_DIR/mib")
+      if [ "$c" = 503 ]; then
+        refused=$((refused + 1))
+        t_until 30 kv_writable || { stuck=$i; break; }
+        c=$(kv_put blob "$T_DIR/mib")
+      fi
+      [ "$c" = 200 ] || { stuck="$i (PUT answered $c)"; break; }
+      curl -s -o /dev/null --max-time 10 -X DELETE "$MUSTERD_URL/v1/runs/r1/kv/blob"
+    done
+    fetch_metrics
+    if [ -z "$stuck" ]; then
+      t_ok "deleted data on a full disk: 64 PUT+DELETE of 1 MiB on 48 MiB, read-only $refused times, writable again by itself each time"
+    else
+      t_fail "deleted data on a full disk: still read-only 30 s after PUT $stuck (snapshots $(metric musterd_snapshots_total), failures $(metric musterd_snapshot_failures_total))"
+      tail -5 "$T_DIR/musterd.log" | sed 's/^/#   /'
+    fi
+    t_until 30 kv_writable && t_ok "... writable after the loop" || t_fail "... read-only after the loop"
+    [ "$(metric musterd_snapshots_total)" -ge 1 ] 2>/dev/null &&
+      t_ok "... by compaction ($(metric musterd_snapshots_total) snapshots)" ||
+      t_fail "... no snapshot was taken"
+    t_stop_musterd_checked
+    if grep -q "final snapshot/sync of the data dir failed" "$T_DIR/musterd.log"; then
+      t_fail "... the snapshot at shutdown failed: $(grep -m1 'final snapshot' "$T_DIR/musterd.log")"
+    else
+      t_ok "... the snapshot at shutdown fits"
+    fi
+    t_start_musterd --data-dir "$MNT/data" || t_done
+    t_expect_eq "... after a restart a write is taken at once" "$(kv_put after "$T_DIR/one")" 200
+    t_expect_eq "... and the state is there" \
+      "$(curl -s --max-time 5 "$MUSTERD_URL/v1/runs/r1/kv/probe")" 1
+    t_stop_musterd_checked
+    umount "$MNT" && MOUNTED=0
+  else
+    t_fail "mount -t tmpfs failed"
+  fi
+fi
+
 # --- 2. injected ENOSPC and EIO, on pwrite() and on fdatasync() -------------------------------
 
 # musterd with the shim preloaded (ASan wants to come first; it need not here)
@@ -198,5 +258,32 @@ for c in "${CASES[@]}"; do
   t_expect_match "$name: logged" "$(cat "$T_DIR/musterd.log")" "failed: .*refusing writes"
   check_acked "$name" "$data"
 done
+
+# --- 4. a write held by ENOSPC, made durable by compaction -----------------------------------
+# The log's pwrite() fails with ENOSPC while the snapshot's write() works (a disk whose free space
+# a snapshot of the live state fits in): the held write becomes durable in the snapshot that
+# compacts the log, and is answered while the log still cannot grow (issue 24, finding 5).
+: >"$CTL"
+data=$T_DIR/d/compact
+MUSTERD=$FAULTY t_start_musterd --data-dir "$data" --snapshot-every 0 || t_done
+for i in 1 2 3; do # 600 KiB of log since the snapshot, all of it deleted since
+  put_big "gone/k$i" >/dev/null
+  curl -s -o /dev/null --max-time 5 -X DELETE "$MUSTERD_URL/v2/keys/gone/k$i"
+done
+for i in 1 2 3 4 5 6; do put_big "gone/k$i" >/dev/null; done
+curl -s -o /dev/null --max-time 5 -X DELETE "$MUSTERD_URL/v2/keys/gone?recursive=true"
+: >"$ACKED" # deleted since: not what check_acked looks for
+echo "pwrite ENOSPC" >"$CTL"
+sleep 0.05 # the shim reads its control file every 10 ms
+code=$(put held/k v 15)
+t_expect_match "ENOSPC on the log: the held write is answered once a snapshot compacts the log" \
+  "$code" '^20[01]$'
+t_expect_match "... logged" "$(cat "$T_DIR/musterd.log")" "compacting it \(a snapshot of the state in memory\)"
+t_expect_eq "... the next write is held again (the log still cannot grow)" "$(put held/k2 v 1)" 000
+t_until 5 read_only && t_ok "... and musterd is read-only" || t_fail "... writes are still taken"
+: >"$CTL"
+t_until 5 writable held/after ok && t_ok "... writable once the fault ends" ||
+  t_fail "... still read-only after the fault ended"
+check_acked "ENOSPC, compacted" "$data"
 
 t_done

@@ -80,7 +80,7 @@ done_run=$(curl -s "$URL/v1/runs/done")
 t_expect_eq "a shut run stays shut" "$(printf '%s' "$done_run" | field state)" shut
 t_expect_eq "with its reason" "$(printf '%s' "$done_run" | field reason)" "operator said so"
 t_expect_eq "joining a shut run is still 410" \
-  "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/runs/done/join" -d '{"node_id":"y","addr":"h","local_world_size":1,"master_port":1,"min_nodes":1,"max_nodes":1}')" 410
+  "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Content-Type: application/json" "$URL/v1/runs/done/join" -d '{"node_id":"y","addr":"h","local_world_size":1,"master_port":1,"min_nodes":1,"max_nodes":1}')" 410
 # b keeps heartbeating, a never does: after a's lease (8 s from the restart; long enough for
 # a loaded machine to send the first heartbeats in time) the round breaks
 t_until 30 t_has_lines "$T_DIR/hb-b.states" '^broken$'
@@ -88,7 +88,7 @@ kill "$HB_B"
 t_expect_eq "a member that does not come back breaks the round" \
   "$(grep -vx active "$T_DIR/hb-b.states" | sort -u | tr '\n' ' ')" "broken "
 t_expect_eq "a lost its lease" \
-  "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/runs/job/heartbeat" -d '{"node_id":"a"}')" 404
+  "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Content-Type: application/json" "$URL/v1/runs/job/heartbeat" -d '{"node_id":"a"}')" 404
 durable
 stop9
 start third

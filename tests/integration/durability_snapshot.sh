@@ -9,7 +9,30 @@
 
 metric() { grep -m1 "^$1 " "$T_DIR/metrics" | awk '{print $2}'; }
 fetch_metrics() { curl -s -o "$T_DIR/metrics" "$MUSTERD_URL/metrics"; }
-stop9() { kill -KILL "$MUSTERD_PID"; wait "$MUSTERD_PID" 2>/dev/null; }
+# kill -9, and the log kept under its own name (the next start writes musterd.log anew)
+NLOG=0
+stop9() {
+  kill -KILL "$MUSTERD_PID"
+  wait "$MUSTERD_PID" 2>/dev/null
+  NLOG=$((NLOG + 1))
+  mv "$T_DIR/musterd.log" "$T_DIR/musterd-$NLOG.log"
+}
+# After a failed check: says whether musterd still runs (or how it ended), shows its log's tail
+# and keeps $T_DIR with every musterd's log.
+explain() {
+  if kill -0 "$MUSTERD_PID" 2>/dev/null; then
+    echo "# musterd (pid $MUSTERD_PID) is running; /healthz: $(curl -s -m 5 -w ' %{http_code}' \
+      "$MUSTERD_URL/healthz")"
+  else
+    wait "$MUSTERD_PID" 2>/dev/null
+    echo "# musterd (pid $MUSTERD_PID) has exited with status $?"
+  fi
+  tail -20 "$T_DIR/musterd.log" | sed 's/^/#   /'
+  echo "# logs kept in $T_DIR"
+  T_KEEP=1
+}
+# Reads URL (10 s at most): the body, or nothing.
+get() { curl -s -m 10 "$1"; }
 # Succeeds once musterd_snapshots_total >= $1 and no snapshot is in progress.
 snapshots_done() {
   fetch_metrics
@@ -58,13 +81,14 @@ t_expect_eq "... at the same index ($snap), segment 3 after it ($seg)" \
 curl -s -X PUT "$MUSTERD_URL/v1/runs/job/kv/after" --data-binary last >/dev/null
 stop9
 t_start_musterd --data-dir "$DATA" --snapshot-every $EVERY || t_done
-n=$(curl -s "$MUSTERD_URL/v2/keys/k?recursive=true" | jq '.node.nodes | length')
+f=$T_FAILS
+n=$(get "$MUSTERD_URL/v2/keys/k?recursive=true" | jq '.node.nodes | length')
 t_expect_eq "after kill -9: every v2 key is back" "$n" $EVERY
 t_expect_eq "... and the /v1 KV (the snapshot's)" \
-  "$(curl -s "$MUSTERD_URL/v1/runs/job/kv/key2")" value-100
-t_expect_eq "... and the /v1 change after it" "$(curl -s "$MUSTERD_URL/v1/runs/job/kv/after")" last
-t_expect_eq "... and the run" \
-  "$(curl -s "$MUSTERD_URL/v1/runs/job" | jq -r '.round')" 1
+  "$(get "$MUSTERD_URL/v1/runs/job/kv/key2")" value-100
+t_expect_eq "... and the /v1 change after it" "$(get "$MUSTERD_URL/v1/runs/job/kv/after")" last
+t_expect_eq "... and the run" "$(get "$MUSTERD_URL/v1/runs/job" | jq -r '.round')" 1
+[ "$T_FAILS" = "$f" ] || explain
 stop9
 
 # ---- 2. the size trigger ----
@@ -101,10 +125,12 @@ logb=$(t_wal_bytes "$DATA")
   t_fail "... the log's records on disk are $logb bytes, over $LIMIT"
 stop9
 t_start_musterd --data-dir "$DATA" --snapshot-every 0 --snapshot-bytes $LIMIT || t_done
-got=$(curl -s "$MUSTERD_URL/v1/runs/big/kv/blob" | od -An -c -N1 | tr -d ' ')
+f=$T_FAILS
+got=$(get "$MUSTERD_URL/v1/runs/big/kv/blob" | od -An -c -N1 | tr -d ' ')
 t_expect_eq "after kill -9: the last value is back" \
-  "$got$(curl -s "$MUSTERD_URL/v1/runs/big/kv/blob" | wc -c)" \
+  "$got$(get "$MUSTERD_URL/v1/runs/big/kv/blob" | wc -c)" \
   "$(printf "\\x$(printf %x $((96 + PUTS % 26)))")$((1 << 20))"
+[ "$T_FAILS" = "$f" ] || explain
 stop9
 
 # ---- the option's errors ----

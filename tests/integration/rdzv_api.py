@@ -35,6 +35,8 @@ def call(method, path, body=None, timeout=10, raw=False):
     if body is not None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
     req = urllib.request.Request(URL + path, data=data, method=method)
+    if method == "POST" and data is not None:
+        req.add_header("Content-Type", "application/json")  # /v1 POSTs carry JSON
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             out = r.read()
@@ -230,7 +232,8 @@ check("closing a shut run is 410", s == 410, (s, body))
 # -- 7. A client that goes away withdraws its join --------------------------------------------
 sock = socket.create_connection(("127.0.0.1", int(URL.rsplit(":", 1)[1])))
 body = json.dumps({"node_id": "ghost", "addr": "h", "min_nodes": 2}).encode()
-sock.sendall(b"POST /v1/runs/ghost/join HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+sock.sendall(b"POST /v1/runs/ghost/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             b"Content-Length: %d\r\n\r\n%s"
              % (len(body), body))
 until(lambda: call("GET", "/v1/runs/ghost")[1].get("waiting") == 1)
 s, info = call("GET", "/v1/runs/ghost")

@@ -51,6 +51,14 @@ out=$(req -u "root:$PASS" "$URL/v2/keys/a")
 t_expect_match "a refused write changed nothing" "$out" '"value":"tok"'
 out=$(req "$URL/v2/keys/a?wait=true")
 t_expect_match "a watch without credentials is refused at once" "$out" '^401 '
+# Every 401 names the schemes this musterd takes: Basic first (users are configured), so that a
+# browser opening the status page asks for a user and password; Bearer (tokens are configured).
+for p in / /ui /v1/runs /v2/keys/a; do
+  hdrs=$(curl -s --max-time 10 -D - -o /dev/null "$URL$p" | tr -d '\r')
+  t_expect_match "401 on $p says WWW-Authenticate: Basic" "$hdrs" \
+    '^WWW-Authenticate: Basic realm="musterd", charset="UTF-8"$'
+  t_expect_match "... and WWW-Authenticate: Bearer" "$hdrs" '^WWW-Authenticate: Bearer realm="musterd"$'
+done
 for p in /version /healthz /metrics; do
   out=$(req "$URL$p")
   t_expect_match "$p stays open" "$out" '^200 '

@@ -1,4 +1,4 @@
-/* Tests for common/: buf, opts, strvec, err, suggest, json, fsutil, failrec. */
+/* Tests for common/: buf, opts, strvec, err, suggest, json, fsutil, failrec, log. */
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include "fsutil.h"
 #include "http_client.h"
 #include "json.h"
+#include "log.h"
 #include "opts.h"
 #include "strvec.h"
 #include "suggest.h"
@@ -245,4 +246,24 @@ TEST(failrec__hang_record_roundtrip_summary_and_root_cause)
   mu_failrec_release(&a);
   mu_failrec_release(&b);
   mu_failrec_release(&c);
+}
+
+TEST(log__escape_one_line)
+{
+  char out[64];
+  /* a forged line and a terminal escape become text; printable UTF-8 stays */
+  mu_log_escape(out, sizeof(out), "a\nb\r\tc\x1b[31md\x7f");
+  ASSERT_STR_EQ(out, "a\\nb\\r\\tc\\x1b[31md\\x7f");
+  mu_log_escape(out, sizeof(out), "caf\xc3\xa9 \xe2\x9c\x93");
+  ASSERT_STR_EQ(out, "caf\xc3\xa9 \xe2\x9c\x93");
+  /* C1 CSI in UTF-8 (U+009B), a lone continuation byte, a cut sequence, overlong */
+  mu_log_escape(out, sizeof(out), "x\xc2\x9by\x80z\xe2\x9c");
+  ASSERT_STR_EQ(out, "x\\xc2\\x9by\\x80z\\xe2\\x9c");
+  mu_log_escape(out, sizeof(out), "\xc0\xaf");
+  ASSERT_STR_EQ(out, "\\xc0\\xaf");
+  /* the cap cuts at a whole escape */
+  ASSERT_EQ(mu_log_escape(out, 5, "ab\ncd"), 4);
+  ASSERT_STR_EQ(out, "ab\\n");
+  ASSERT_EQ(mu_log_escape(out, 4, "ab\ncd"), 2);
+  ASSERT_STR_EQ(out, "ab");
 }

@@ -494,7 +494,7 @@ static int refuse_as_test(struct rv_req *req, const struct rv_refusal *r)
   return 1;
 }
 
-static const struct rv_api test_api = {"test", refuse_as_test, NULL};
+static const struct rv_api test_api = {"test", refuse_as_test, NULL, NULL};
 
 static const struct rv_route test_routes[] = {
     {RV_GET, "/t/items", RV_ROUTE_SLASH, echo_handler, "list", NULL},
@@ -567,7 +567,9 @@ TEST(http__parked_bodies_are_not_held_against_the_total)
                      "\"min_nodes\":%d,\"max_nodes\":%d,\"members\":false}",
                      i, N, N);
     mu_buf_clear(&in);
-    mu_buf_printf(&in, "POST /v1/runs/big/join HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s",
+    mu_buf_printf(&in,
+                  "POST /v1/runs/big/join HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  "application/json\r\nContent-Length: %d\r\n\r\n%s",
                   n, body);
     conns[i] = rv_server_fake_open(srv, &out);
     ASSERT_EQ(rv_server_fake_send(conns[i], in.data, in.len), 0);

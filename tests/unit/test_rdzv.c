@@ -591,6 +591,56 @@ TEST(rdzv__encode_checked_and_total_kv_bounded)
   env_done(&e);
 }
 
+/* Issue 24: --v1-max-bytes counts memory (up to 4 GiB); the state's encoding is bounded apart,
+ * so that it still fits one snapshot record (192 MiB) when the memory bound allows more. */
+TEST(rdzv__encoding_bounded_apart_from_memory)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r[4];
+  uint64_t ver = 0, used = 0, max = 0;
+  struct rdzv_limits lim = {RDZV_BYTES_MAX, 0, 0, 0};
+  rdzv_set_limits(e.rv, &lim);
+  cfg(&q, 1, 1, -1);
+  char run[8], key[16];
+  char *big = mu_calloc(1, RDZV_VALUE_MAX);
+  int rc = 0, stored = 0;
+  for (int i = 0; i < 4 && rc == 0; i++) {
+    snprintf(run, sizeof(run), "job%d", i);
+    join(&e, run, &q, "a", &r[i]);
+    for (int k = 0; k < 64 && rc == 0; k++) { /* a run's KV holds at most 64 MiB */
+      snprintf(key, sizeof(key), "k%d", k);
+      rc = rdzv_kv_set(e.rv, run, key, big, RDZV_VALUE_MAX - 64, &ver);
+      stored += rc == 0;
+    }
+  }
+  ASSERT_EQ(rc, RDZV_ETOO_LARGE);
+  ASSERT(stored >= 185 && stored <= 192); /* 192 MiB of encoding: not a 4 GiB memory bound */
+  rdzv_bytes(e.rv, &used, &max);
+  ASSERT(used < max && max == RDZV_BYTES_MAX);
+  struct mu_buf all = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  ASSERT_EQ(rdzv_encode(e.rv, &all), 0); /* and it encodes */
+  ASSERT(all.len <= ((size_t)192 << 20));
+  mu_buf_release(&all);
+  /* new runs, until one does not fit: refused for the record, not for --v1-max-bytes */
+  struct mu_buf msg = MU_BUF_INIT(4096);
+  static struct rec more[5000];
+  int n = 0;
+  for (; n < 5000; n++) {
+    snprintf(run, sizeof(run), "r%d", n);
+    rec_init(&more[n]);
+    q.node_id = "a";
+    if (rdzv_join(e.rv, run, &q, &more[n].w, &msg) != 0)
+      break;
+  }
+  ASSERT(n < 5000);
+  ASSERT(strstr(mu_buf_str(&msg), "one snapshot record") != NULL);
+  mu_buf_release(&msg);
+  mu_free(big);
+  env_done(&e);
+}
+
 TEST(rdzv__close_and_shutdown_answer_everyone)
 {
   struct env e;
@@ -751,8 +801,10 @@ TEST(rdzv__ten_thousand_joins)
 static char *feed(struct rv_server *srv, const char *method, const char *target, const char *body)
 {
   struct mu_buf in = MU_BUF_INIT(1 << 20), out = MU_BUF_INIT(1 << 22);
-  mu_buf_printf(&in, "%s %s HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n\r\n%s", method, target,
-                body ? strlen(body) : 0, body ? body : "");
+  int json = body != NULL && strcmp(method, "POST") == 0; /* /v1 POST bodies are JSON */
+  mu_buf_printf(&in, "%s %s HTTP/1.1\r\nHost: t\r\n%sContent-Length: %zu\r\n\r\n%s", method, target,
+                json ? "Content-Type: application/json\r\n" : "", body ? strlen(body) : 0,
+                body ? body : "");
   ASSERT_EQ(rv_server_feed(srv, in.data, in.len, &out), 0);
   mu_buf_release(&in);
   return mu_buf_detach(&out);

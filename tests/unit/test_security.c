@@ -418,7 +418,7 @@ static void test_usage(struct rv_req *req, struct rv_usage *u)
   u->poll = rv_req_param(req, "wait") != NULL;
 }
 
-static const struct rv_api test_api = {"test", NULL, test_usage};
+static const struct rv_api test_api = {"test", NULL, test_usage, NULL};
 static const struct rv_route poll_row = {RV_POST, "/t/{run}/join", RV_ROUTE_LONG_POLL, NULL,
                                          "t",     &test_api};
 static const struct rv_route maybe_row = {RV_GET, "/t/{run}/kv", RV_ROUTE_MAY_POLL,
@@ -512,7 +512,8 @@ TEST(security__gates_in_the_router)
   ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 401 Unauthorized\r\n"));
   ASSERT_NOT_NULL(strstr(o, "\r\n\r\n{\"message\":\"Insufficient credentials\"}"));
   mu_free(o);
-  o = feed(srv, "POST /v1/runs/x/join HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+  o = feed(srv, "POST /v1/runs/x/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: 2\r\n\r\n{}");
   ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 401 "));
   ASSERT_NOT_NULL(strstr(o, "WWW-Authenticate: Bearer realm=\"musterd\"\r\n"));
   ASSERT_NOT_NULL(strstr(o, "\"error\":\"unauthorized\""));
@@ -557,4 +558,73 @@ TEST(security__gates_in_the_router)
   rv_server_close(srv, NULL, NULL); /* frees sec */
   uv_run(&loop, UV_RUN_DEFAULT);
   ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+/* Issue 24: scopes on token and user lines, and the checks every API calls. */
+TEST(auth__scoped_credentials)
+{
+  char dir[] = "/tmp/mu-unit-scopes.XXXXXX";
+  char tokens[64], users[64], bad[64];
+  struct mu_buf err = MU_BUF_INIT(4096);
+  ASSERT_NOT_NULL(mkdtemp(dir));
+  snprintf(tokens, sizeof(tokens), "%s/tokens", dir);
+  snprintf(users, sizeof(users), "%s/users", dir);
+  snprintf(bad, sizeof(bad), "%s/bad", dir);
+  write_file(tokens, "tok-team-a  runs=a-*\tkeys=/a/ keys=/shared/x quota-watchers=3\n"
+                     "tok-reader read-only\ntok-all-of-it\n");
+  write_file(users, "ann:pass with spaces runs=a-* read-only\nbob:p runs=x\n");
+  struct sec_auth *a = sec_auth_new();
+  ASSERT_EQ(sec_auth_load_tokens(a, tokens, msgbuf(&err)), 0);
+  ASSERT_EQ(sec_auth_load_users(a, users, msgbuf(&err)), 0);
+  const struct rv_cred *c = NULL;
+  ASSERT_EQ(sec_auth_verify(a, "Bearer tok-team-a", &c), SEC_AUTH_GRANTED);
+  ASSERT_NOT_NULL(c);
+  ASSERT(strncmp(c->id, "credential#", 11) == 0 && strlen(c->id) == 19);
+  ASSERT_EQ(c->quota_watchers, 3);
+  ASSERT(rv_cred_allows(c, RV_SCOPE_KEY, "/a", 2, RV_WRITE));
+  ASSERT(rv_cred_allows(c, RV_SCOPE_KEY, "/a/b/c", 6, RV_READ));
+  ASSERT(!rv_cred_allows(c, RV_SCOPE_KEY, "/ab", 3, RV_READ)); /* a path, not a string prefix */
+  ASSERT(!rv_cred_allows(c, RV_SCOPE_KEY, "/shared", 7, RV_READ));
+  ASSERT(rv_cred_allows(c, RV_SCOPE_KEY, "/shared/x/y", 11, RV_READ));
+  ASSERT(rv_cred_above(c, "/shared", 7) && rv_cred_above(c, "/", 1) &&
+         rv_cred_above(c, "/shared/", 8));
+  ASSERT(!rv_cred_above(c, "/sh", 3) && !rv_cred_above(c, "/a", 2));
+  ASSERT(rv_cred_allows(c, RV_SCOPE_RUN, "a-1", 3, RV_WRITE));
+  ASSERT(!rv_cred_allows(c, RV_SCOPE_RUN, "b-1", 3, RV_READ));
+  char msg[640];
+  rv_cred_refusal(c, RV_SCOPE_RUN, "b-1", RV_WRITE, msg, sizeof(msg));
+  ASSERT_NOT_NULL(strstr(msg, "lacks the scope runs=b-1"));
+  ASSERT_NOT_NULL(strstr(msg, "runs=a-*, keys=/a, keys=/shared/x"));
+  ASSERT(strstr(msg, "tok-team-a") == NULL);
+  ASSERT_EQ(sec_auth_verify(a, "Bearer tok-reader", &c), SEC_AUTH_GRANTED);
+  ASSERT(rv_cred_allows(c, RV_SCOPE_KEY, "/anything", 9, RV_READ));
+  ASSERT(!rv_cred_allows(c, RV_SCOPE_RUN, "r", 1, RV_WRITE));
+  ASSERT_EQ(sec_auth_verify(a, "Bearer tok-all-of-it", &c), SEC_AUTH_GRANTED);
+  ASSERT(rv_cred_allows(c, RV_SCOPE_RUN, "r", 1, RV_WRITE) && !c->scoped && !c->read_only);
+  /* a password with spaces keeps them; the trailing scope words are the scopes */
+  ASSERT_EQ(sec_auth_verify(a, "Basic YW5uOnBhc3Mgd2l0aCBzcGFjZXM=", &c), SEC_AUTH_GRANTED);
+  ASSERT(c->read_only && c->nruns == 1);
+  ASSERT_EQ(sec_auth_verify(a, "Bearer tok-team-a runs=a-*", &c), SEC_AUTH_DENIED);
+  ASSERT_NULL(c);
+  ASSERT(rv_cred_allows(NULL, RV_SCOPE_KEY, "/x", 2, RV_WRITE)); /* no credentials: all */
+  sec_auth_free(a);
+  /* a bad scope names the line and the fix */
+  write_file(bad, "tok-good-one runs=a-*\ntok-bad-one keys=relative\n");
+  a = sec_auth_new();
+  mu_buf_clear(&err);
+  ASSERT_EQ(sec_auth_load_tokens(a, bad, msgbuf(&err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "line 2 of the token file"));
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "keys=/PREFIX"));
+  sec_auth_free(a);
+  write_file(bad, "carl:pw runs=\n");
+  a = sec_auth_new();
+  mu_buf_clear(&err);
+  ASSERT_EQ(sec_auth_load_users(a, bad, msgbuf(&err)), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&err), "bad scope 'runs='"));
+  sec_auth_free(a);
+  mu_buf_release(&err);
+  unlink(tokens);
+  unlink(users);
+  unlink(bad);
+  rmdir(dir);
 }

@@ -44,8 +44,16 @@ struct rv_server_config {
                                          * connection gets 503 and is closed */
   size_t max_body_bytes_per_address;    /* default 8 MiB: bodies in progress from one client
                                          * address; past it 503 and close */
-  int log_requests;                     /* one log line per request (mu_log at INFO) */
-  int no_v2;                            /* do not register the etcd v2 API (tests) */
+  size_t max_buffer_bytes;              /* default 256 MiB: what all connections buffer (requests,
+                                         * stashed input, unsent answers) */
+  size_t max_buffer_bytes_per_client;   /* default 32 MiB: the same for one client */
+  unsigned client_prefix_v4;    /* default 32: IPv4 addresses in one prefix are one client */
+  unsigned client_prefix_v6;    /* default 64: the same for IPv6 */
+  int log_requests;             /* one log line per request (mu_log at INFO) */
+  const char **allowed_origins; /* pages other than musterd's own that browsers may use it from
+                                 * ("https://dash.example:8443"); copied */
+  size_t nallowed_origins;
+  int no_v2;              /* do not register the etcd v2 API (tests) */
   const char *token_file; /* require `Authorization: Bearer TOKEN` on /v1 and /v2, the tokens
                            * read from this file as musterd's --token-file reads it
                            * (docs/security.md); NULL = anyone who reaches the port may */
