@@ -390,11 +390,11 @@ int rdzv_health(struct rdzv *rv, const char *run_id, const struct rdzv_join_req 
   if (rc != 0)
     return rc;
   char *kept = keep_output(output);
-  int known = mu_htab_find(&run->sick, req->node_id, strlen(req->node_id)) != NULL;
-  if (!known && (rdzv_sick_count(run) >= RDZV_SICK_MAX ||
-                 rdzv_over_bytes(rv,
-                                 rdzv_sick_cost(strlen(req->node_id)) + rdzv_str_cost(strlen(kept)),
-                                 SICK_ENC + strlen(req->node_id) + strlen(kept), err))) {
+  size_t il = strlen(req->node_id), ol = strlen(kept);
+  int known = mu_htab_find(&run->sick, req->node_id, il) != NULL;
+  if (!known &&
+      (rdzv_sick_count(run) >= RDZV_SICK_MAX ||
+       rdzv_over_bytes(rv, rdzv_sick_cost(il) + rdzv_str_cost(ol), SICK_ENC + il + ol, err))) {
     if (run->sick.n >= RDZV_SICK_MAX)
       mu_buf_printf(err, "run '%s' already holds %d unhealthy nodes; fix them or start fewer",
                     run_id, RDZV_SICK_MAX);
