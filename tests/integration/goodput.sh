@@ -154,6 +154,15 @@ case_health() {
   start y0 --nnodes 2 --nproc-per-node 1 --rdzv-id wait -- "$PY" "$W" --steps 5
   wait_for_lines "$T_DIR/$B-y0.log" "waiting for 1 more node.*1 unhealthy.*disk /data is full" 1 30 ||
     t_fail "$B health: the waiting node does not say that a node is unhealthy and why"
+  # the status page (musterd's own, in a real browser) shows the node and its check's output
+  if [ "$B" = muster ] && command -v chromium >/dev/null; then
+    mkdir -p "$T_DIR/shots"
+    "$PY" "$MU_SOURCE_DIR/tests/integration/ui_browser.py" --text "$MUSTERD_URL/" wait \
+      .unhealthy "disk /data is full" "$B health: the status page shows the unhealthy node and \
+its check's output" "$T_DIR/shots" >"$T_DIR/browser.out" 2>&1
+    grep -q '^ok - ' "$T_DIR/browser.out" && t_ok "$(sed -n 's/^ok - //p' "$T_DIR/browser.out")" ||
+      t_fail "$B health: the status page does not show the unhealthy node: $(head -c 600 "$T_DIR/browser.out")"
+  fi
   touch "$flag"
   exits "health (no standby)" 0 y0 y1
 }
