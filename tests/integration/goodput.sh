@@ -13,7 +13,8 @@
 #            rendezvous's own timestamps), the job completes at world size 4 with every rank of
 #            the last round verified, and the loss is not a restart
 #   health   a node whose health check fails never starts workers, its check's output is in its
-#            log and in the run (what the page shows); the job runs on the two healthy nodes;
+#            log, in the run and on musterd's status page (headless chromium, when installed);
+#            the job runs on the two healthy nodes;
 #            without a standby the run waits and says why, then goes on once the check passes
 #   budget   2 agents, --max-restarts 1: a failure on one node, then one on the other, ends the
 #            job (no third attempt); both nodes saw TORCHELASTIC_RESTART_COUNT=1 in the second
