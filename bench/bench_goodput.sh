@@ -104,9 +104,9 @@ standby_case() {
   t1=$(fourth_start_after 0 120)
   [ "$t1" != 0 ] || { echo "# $kind: the first round did not start" >&2; stop_case "${AGENTS[@]}"; echo 0; return; }
   sleep 3 # a few steps of training
-  victim=${AGENTS[1]}
+  victim=$(tree_pids "${AGENTS[1]}")
   t0=$(now_ns)
-  kill -KILL $(tree_pids "$victim") 2>/dev/null
+  kill -KILL $victim 2>/dev/null
   t1=$(fourth_start_after "$t0" 120)
   stop_case "${AGENTS[@]}"
   [ "$t1" != 0 ] && echo $(((t1 - t0) / 1000000)) || echo 0

@@ -331,6 +331,8 @@ const char *mu_report_event_name(enum mu_report_event ev)
     return "failed";
   case MU_REPORT_HUNG:
     return "hung";
+  case MU_REPORT_FAILING:
+    return "failing";
   }
   return "unknown";
 }

@@ -13,6 +13,10 @@
  * reported its own end). A member that answers nothing within PROBE_MS is lost: the reporter
  * deletes its key and ends the round as `lost`, uncounted (the reporter's workers failed because
  * that node went). musterd sees the same loss when the dead agent's watch connection closes.
+ *
+ * MU_REPORT_FAILING, the agent's hint as soon as a worker fails, hangs or prints a Python
+ * traceback (its process may take a second to end), runs the probe alone: a member found lost
+ * ends the round then; otherwise nothing is written and the failure report follows.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +31,10 @@
 #include "etcd3_int.h"
 #include "json.h"
 
-#define PROBE_MS 1000   /* how long a reporter waits for the members' answers */
+/* How long a reporter waits for the members' answers: a live member's watcher answers in one
+ * watch event and one put (a few ms; tens under load), so 500 ms is a wide margin. A member taken
+ * for lost by mistake only re-joins; the cost is the reporter's failure going uncounted. */
+#define PROBE_MS 500
 #define HISTORY_MAX 64  /* rounds whose timings run JSON shows (the latest) */
 #define WHY_MAX 256     /* bytes kept of why a round ended */
 #define OUTPUT_MAX 4096 /* bytes kept of a failed health check's output */
@@ -392,6 +399,8 @@ static int count_failure(struct mu_etcd3 *e, const char *run, const char *me, lo
   return rc;
 }
 
+/* A failure report (ev FAILED or HUNG), or the probe alone (FAILING: a lost member ends the
+ * round, else nothing is written). */
 static int report_failure(struct mu_etcd3 *e, const char *run, const char *me, long r,
                           enum mu_report_event ev, const char *reason, struct mu_report_answer *out)
 {
@@ -417,9 +426,12 @@ static int report_failure(struct mu_etcd3 *e, const char *run, const char *me, l
     }
     struct probe p;
     rc = probe(e, run, r, me, &f, &p);
-    if (rc == 0)
-      rc = p.left > 0 ? end_lost(e, run, r, &f, &p)
-                      : count_failure(e, run, me, r, ev, reason, &f, out);
+    if (rc == 0 && p.left > 0)
+      rc = end_lost(e, run, r, &f, &p);
+    else if (rc == 0 && ev != MU_REPORT_FAILING)
+      rc = count_failure(e, run, me, r, ev, reason, &f, out);
+    else if (rc == 0)
+      rc = 1; /* everyone answered: the report that follows counts */
     probe_release(&p);
     fstate_release(&f);
     if (rc == 1)
@@ -436,7 +448,7 @@ int mu_etcd3_report(struct mu_etcd3 *e, const char *run_id, const char *node_id,
     return MU_EINVAL;
   if (ev == MU_REPORT_STARTED || ev == MU_REPORT_PROGRESS)
     return report_mark(e, run_id, node_id, round, ev, out);
-  if (ev == MU_REPORT_FAILED || ev == MU_REPORT_HUNG)
+  if (ev == MU_REPORT_FAILED || ev == MU_REPORT_HUNG || ev == MU_REPORT_FAILING)
     return report_failure(e, run_id, node_id, round, ev, reason, out);
   mu__etcd3_say(e, "unknown report event %d", (int)ev);
   return MU_EINVAL;

@@ -704,6 +704,8 @@ static int musterd_report(struct mu_client *c, const char *run_id, const char *n
     rc = MU_EINVAL;
     goto out;
   }
+  if (ev == MU_REPORT_FAILING) /* musterd sees a lost member's closed watch at once */
+    goto out;
   req = cJSON_CreateObject();
   cJSON_AddStringToObject(req, "node_id", node_id);
   cJSON_AddNumberToObject(req, "round", (double)round);

@@ -201,6 +201,22 @@ static long long wall_ms(void)
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A worker failed, hung or printed a Python traceback (a PyTorch process whose peer died prints
+ * one at once, then may take a second to end): the rendezvous hears at once that a failure may
+ * follow. A backend that must ask the other members whether they are alive (etcd v3) asks now,
+ * so that a node lost with its agent ends the round without waiting for this node's workers;
+ * musterd has seen that loss already (no request). Once per attempt; counts nothing. */
+static void hint_failing(struct mu_agent *ag)
+{
+  if (ag->hinted || ag->signal_seen != 0)
+    return;
+  ag->hinted = 1;
+  struct mu_report_answer a;
+  if (mu_client_report(ag->rdzv, ag->cfg->run_id, ag->node_id, ag->round.round, MU_REPORT_FAILING,
+                       NULL, &a) != 0)
+    mu_agent_say(ag, MU_AGENT_DEBUG, "report 'failing' failed: %s", mu_client_errmsg(ag->rdzv));
+}
+
 static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
 {
   struct mu_agent_worker *w = p->data;
@@ -217,6 +233,7 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
     ag->failed_idx = (int)(w - ag->w);
     set_outcome(ag, MU_AGENT_WORKER_FAILED);
     begin_stop(ag, SIGTERM);
+    hint_failing(ag);
   }
   if (ag->nexited == ag->nworkers) {
     set_outcome(ag, MU_AGENT_SUCCEEDED);
@@ -245,8 +262,9 @@ static void close_pipe(uv_pipe_t *pipe, int *open_flag)
 }
 
 static void progress(struct mu_agent_worker *w, long long at_ms);
+static void hint_failing(struct mu_agent *ag);
 
-static void deliver(struct mu_agent_worker *w, int is_err, const char *data, size_t n, int eof)
+static void write_out(struct mu_agent_worker *w, int is_err, const char *data, size_t n, int eof)
 {
   struct mu_agent *ag = w->ag;
   /* a line of output is progress while the worker never touched its heartbeat file */
@@ -281,6 +299,33 @@ static void deliver(struct mu_agent_worker *w, int is_err, const char *data, siz
   if (out.len > 0)
     mu_write_all(is_err ? ag->cfg->err_fd : ag->cfg->out_fd, out.data, out.len);
   mu_buf_release(&out);
+}
+
+#define TRACEBACK_LINE "Traceback (most recent call last):"
+
+/* Does data[0..n) hold a line that starts with TRACEBACK_LINE? (a line cut between two reads is
+ * missed: the worker's end is the hint then) */
+static int has_traceback(const char *data, size_t n)
+{
+  const size_t tl = sizeof(TRACEBACK_LINE) - 1;
+  for (const char *p = data, *end = data + n; p != NULL && (size_t)(end - p) >= tl;) {
+    if (memcmp(p, TRACEBACK_LINE, tl) == 0)
+      return 1;
+    p = memchr(p, '\n', (size_t)(end - p));
+    p = p != NULL ? p + 1 : NULL;
+  }
+  return 0;
+}
+
+/* What a worker printed: to its log and the console, and a Python traceback on its stderr while
+ * the workers run is the first sign of a failure (hint_failing()). */
+static void deliver(struct mu_agent_worker *w, int is_err, const char *data, size_t n, int eof)
+{
+  struct mu_agent *ag = w->ag;
+  write_out(w, is_err, data, n, eof);
+  if (is_err && !ag->stopping && !ag->asking_stacks && ag->outcome == MU_AGENT_RUNNING &&
+      has_traceback(data, n))
+    hint_failing(ag);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -501,6 +546,7 @@ static void ask_stacks(struct mu_agent *ag, struct mu_agent_worker *w, long long
       kill(o->child.proc.pid, SIGABRT);
   }
   uv_timer_start(&ag->stacks_timer, on_stacks_timer, (uint64_t)(cfg->stop_grace_s * 1000), 0);
+  hint_failing(ag);
 }
 
 /* A tick: heartbeat files that changed are progress; then, with a hang timeout, the worker
@@ -868,6 +914,7 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
   ag->hung_at_ms = 0;
   ag->asking_stacks = 0;
   ag->reported = 0;
+  ag->hinted = 0;
   ag->left = 0;
   memset(&ag->answer, 0, sizeof(ag->answer));
   uv_signal_init(&ag->loop, &ag->sig_int);

@@ -96,6 +96,7 @@ struct mu_agent {
   int asking_stacks;           /* SIGABRT sent: the workers print their stacks and end */
   /* What the rendezvous heard when the attempt ended (before the watcher's watch closed). */
   struct mu_report_answer answer; /* its answer to the failure report */
+  int hinted;                     /* the 'failing' hint was sent this attempt */
   int reported;                   /* 1: answered; 0: not sent; < 0: the call's error */
   char report_err[256];           /* the words of that error */
   int left;                       /* after success: 1 left, < 0 the leave's error */

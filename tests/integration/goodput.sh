@@ -114,9 +114,10 @@ case_standby() {
   # training runs (a step done: past gloo's set-up, where no peer's loss is seen)
   wait_for_lines "$T_DIR/$B-s1.log" '^\[[0-3]\]:rank [0-3] step 2$' 1 60 || t_fail "$B standby: no step"
 
-  local kill_ms
+  local kill_ms pids
+  pids=$(tree_pids "$pid_s1")
   kill_ms=$(date +%s%3N)
-  kill -KILL $(tree_pids "$pid_s1") 2>/dev/null
+  kill -KILL $pids 2>/dev/null
   echo "# killed agent s1 and its workers at $kill_ms"
   exits standby 0 s0 s2
   local all started
@@ -124,6 +125,7 @@ case_standby() {
   started=$(run_get standby '[x["started_ms"] for x in r["timings"]["rounds"] if x["round"] == 2][0]')
   t_expect_eq "$B standby: the standby's workers started within 2 s of the kill ($((started - kill_ms)) ms, the rendezvous's record)" \
     "$([ -n "$started" ] && [ "$started" != None ] && [ $((started - kill_ms)) -le 2000 ] && echo yes)" yes
+  echo "# the run's rounds: $(run_get standby 'r["timings"]["rounds"]')"
   t_expect_match "$B standby: the standby is in round 2" "$(logs_of s2)" "round 2: started 2 workers"
   t_expect_eq "$B standby: every rank of the last round verified its all-reduce at world 4" \
     "$(grep -cE '^\[[0-3]\]:rank [0-3]: allreduce ok, world 4 restart 0' <<<"$all")" 4

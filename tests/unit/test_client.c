@@ -483,6 +483,11 @@ TEST(client__goodput_against_embedded_musterd)
   ASSERT_EQ(mu_client_report(c, "gp", "n1", 1, MU_REPORT_STARTED, NULL, &a), 0);
   ASSERT_STR_EQ(a.state, "open");
   ASSERT_EQ(mu_client_report(c, "gp", "n1", 1, MU_REPORT_PROGRESS, NULL, &a), 0);
+  /* the hint: nothing for musterd (it saw any lost member already), nothing counted */
+  ASSERT_EQ(mu_client_report(c, "gp", "n1", 1, MU_REPORT_FAILING, NULL, &a), 0);
+  ASSERT_EQ(a.counted, 0);
+  ASSERT_EQ(a.restart_count, 0);
+  ASSERT_STR_EQ(mu_report_event_name(MU_REPORT_FAILING), "failing");
   ASSERT_EQ(mu_client_report(c, "gp", "n1", 1, MU_REPORT_FAILED, "rank 0 exited 1", &a), 0);
   ASSERT_EQ(a.counted, 1);
   ASSERT_EQ(a.restart_count, 1);

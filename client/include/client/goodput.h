@@ -15,8 +15,13 @@ enum mu_report_event {
   MU_REPORT_PROGRESS,    /* their first progress (a heartbeat file touched, an output line) */
   MU_REPORT_FAILED,      /* a worker failed: ends the round, a restart of the run's budget */
   MU_REPORT_HUNG,        /* a worker made no progress for the hang timeout: the same */
+  MU_REPORT_FAILING,     /* a hint, as soon as a worker fails, hangs or prints a Python
+                          * traceback, that a failed or hung report may follow: a backend that
+                          * must ask the other members whether they are alive (etcd v3) asks
+                          * now and ends the round if one is gone, else writes nothing; musterd
+                          * needs nothing (no request). Counts nothing. */
 };
-/* Returns: "started", "progress", "failed", "hung". Ownership: static. */
+/* Returns: "started", "progress", "failed", "hung", "failing". Ownership: static. */
 const char *mu_report_event_name(enum mu_report_event ev);
 
 /* The rendezvous's answer to a report. */
