@@ -217,6 +217,7 @@ int mu_client_watch(struct mu_client *c, const char *run_id, const char *node_id
 int mu_client_run_info(struct mu_client *c, const char *run_id, struct mu_run_info *out)
 {
   memset(out, 0, sizeof(*out));
+  out->max_restarts = -1;
   int rc = begin(c);
   if (rc == 0)
     rc = c->ops->run_info != NULL ? c->ops->run_info(c, run_id, out)
@@ -339,4 +340,54 @@ int mu_client_changes(struct mu_client *c, const char *run_id, long long *cursor
     rc = c->ops->changes != NULL ? c->ops->changes(c, run_id, cursor, timeout_ms, events)
                                  : unsupported(c, "watching runs");
   return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Goodput (goodput.h)
+ */
+
+const char *mu_report_event_name(enum mu_report_event ev)
+{
+  switch (ev) {
+  case MU_REPORT_STARTED:
+    return "started";
+  case MU_REPORT_PROGRESS:
+    return "progress";
+  case MU_REPORT_FAILED:
+    return "failed";
+  case MU_REPORT_HUNG:
+    return "hung";
+  case MU_REPORT_FAILING:
+    return "failing";
+  }
+  return "unknown";
+}
+
+int mu_client_report(struct mu_client *c, const char *run_id, const char *node_id, long round,
+                     enum mu_report_event ev, const char *reason, struct mu_report_answer *out)
+{
+  memset(out, 0, sizeof(*out));
+  out->max_restarts = -1;
+  int rc = begin(c);
+  if (rc == 0)
+    rc = c->ops->report != NULL ? c->ops->report(c, run_id, node_id, round, ev, reason, out)
+                                : unsupported(c, "reports of workers");
+  return rc;
+}
+
+int mu_client_health(struct mu_client *c, const char *run_id, const struct mu_join_opts *o,
+                     int healthy, const char *output, long ttl_ms, int *unhealthy)
+{
+  if (unhealthy != NULL)
+    *unhealthy = 0;
+  int rc = begin(c);
+  if (rc == 0)
+    rc = c->ops->health != NULL ? c->ops->health(c, run_id, o, healthy, output, ttl_ms, unhealthy)
+                                : unsupported(c, "health reports");
+  return rc;
+}
+
+void mu_client_set_hold(struct mu_client *c, int on)
+{
+  c->hold = on != 0;
 }

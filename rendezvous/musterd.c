@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "buf.h"
 #include "c10d.h"
 #include "http.h"
 #include "security.h"
@@ -49,4 +50,19 @@ int rv_server_listen_c10d(struct rv_server *srv, const char *host, int port)
 int rv_server_c10d_port(const struct rv_server *srv)
 {
   return c10d_port(srv);
+}
+
+void rv_server_on_run_event(struct rv_server *srv, rv_run_event_cb *cb, void *data)
+{
+  v1_events_listen(srv, cb, data);
+}
+
+char *rv_server_run_json(struct rv_server *srv, const char *run_id)
+{
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  if (v1_run_json(srv, run_id, &b) != 0) {
+    mu_buf_release(&b);
+    return NULL;
+  }
+  return mu_buf_detach(&b);
 }

@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "client/backends.h"
+#include "cmd_util.h"
 #include "cmds.h"
 #include "json.h"
 #include "log.h"
@@ -55,6 +56,7 @@ static void print_run(const cJSON *r)
          mu_json_get_long(r, "max_nodes", 0), mu_json_get_long(r, "waiting", 0));
   if (str(r, "reason")[0])
     printf("  reason: %s\n", str(r, "reason"));
+  mu_cli_goodput_print(r, "  ", 0);
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(r, "config");
   if (cfg != NULL)
     printf("  lease %.1f s, last call %.1f s, join timeout %.0f s\n",

@@ -70,6 +70,7 @@ static const struct mu_runopt local_runopts[] = {
      "a directory with server.pem, server.key (for 127.0.0.1) and ca.pem: the job's musterd "
      "serves HTTPS, the agents check it with ca.pem; client.pem and client.key as well: "
      "client certificates required"},
+    MU_RUNOPT_HEALTH_CHECK,
     {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
 
@@ -477,6 +478,15 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   out->started_at = mu_json_get_double(o, "started_at", 0);
   if (mu_job_state_is_terminal(out->state))
     out->ended_at = mu_json_get_double(o, "updated_at", 0);
+  const cJSON *run = cJSON_GetObjectItemCaseSensitive(o, "rdzv_run");
+  if (cJSON_IsObject(run)) { /* the run's own count (every node's) is the job's */
+    char *t = cJSON_PrintUnformatted(run);
+    out->rdzv_run = mu_strdup(t);
+    cJSON_free(t);
+    long rc_run = mu_json_get_long(run, "restart_count", 0);
+    if (rc_run > out->num_restarts)
+      out->num_restarts = rc_run;
+  }
   cJSON_Delete(o);
   mu_free(dir);
   return 0;

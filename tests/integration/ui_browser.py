@@ -193,6 +193,8 @@ def stop_browser(proc, profile):
 def main():
     if sys.argv[1] == "--many":
         return many(*sys.argv[2:4])
+    if sys.argv[1] == "--text":
+        return text(*sys.argv[2:8])
     url, run_id, marker, out_dir = sys.argv[1:5]
     proc, profile, page = start_browser(out_dir)
     try:
@@ -235,6 +237,21 @@ def main():
               str(page.eval("document.body.innerText")))
         check("without a reload", page.eval("window.__muster_mark") == 42)
         page.screenshot(os.path.join(out_dir, "ui-after-restart.png"), 1280, 800, False)
+    finally:
+        stop_browser(proc, profile)
+    return 1 if FAILS else 0
+
+
+def text(url, run_id, selector, want, name, out_dir):
+    """The page shows `want` in the element `selector` of run `run_id`'s card (issue 21: an
+    unhealthy node with its check's output, standbys, the run's restarts and timings)."""
+    proc, profile, page = start_browser(out_dir)
+    try:
+        page.call("Page.navigate", url=url)
+        el = f'document.querySelector(\'.run[data-run="{run_id}"] {selector}\')'
+        ok = page.wait_for(f"!!{el} && {el}.innerText.includes({json.dumps(want)})", 60)
+        check(name, ok, str(page.eval("document.body.innerText"))[:1000])
+        page.screenshot(os.path.join(out_dir, f"ui-{run_id}.png"), 1280, 800, False)
     finally:
         stop_browser(proc, profile)
     return 1 if FAILS else 0

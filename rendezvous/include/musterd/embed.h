@@ -105,6 +105,17 @@ int rv_server_listen_c10d(struct rv_server *srv, const char *host, int port);
 
 /* Returns: the TCPStore listener's bound port, or 0 when it does not listen. */
 int rv_server_c10d_port(const struct rv_server *srv);
+/* Calls `cb(data, run_id)` on the server's loop after every event of a /v1 run but a join (a
+ * round closed or broke, its workers started or made their first progress, a node became
+ * unhealthy, the run ended): what the status page follows. One listener; NULL removes it. */
+typedef void rv_run_event_cb(void *data, const char *run_id);
+void rv_server_on_run_event(struct rv_server *srv, rv_run_event_cb *cb, void *data);
+
+/* The run as GET /v1/runs/{run_id} answers it (its round, members, restart budget, unhealthy
+ * nodes and timings: docs/rendezvous.md).
+ * Returns: the JSON text, or NULL when there is no such run. Ownership: caller frees with
+ * free() of the allocator (mu_free()). */
+char *rv_server_run_json(struct rv_server *srv, const char *run_id);
 
 typedef void rv_server_closed_cb(void *data);
 
