@@ -114,6 +114,15 @@ rm slurm-6-trainer-1.out slurm-6-trainer-1.err
 out=$("$MUSTER" log slurm://muster/6 2>&1)
 t_expect_eq "slurm log, a replica without files: exit 1" "$?" 1
 t_expect_match "slurm log, a replica without files: the others still print" "$out" "trainer/0 a0"
-t_expect_match "slurm log, a replica without files: named with the reason" "$out" \
-  "trainer/1: no log file .*slurm-6-trainer-1.out"
+t_expect_match "slurm log, a replica without files: the combined log named, with the reason" \
+  "$out" "trainer/1: no log file .*slurm-6-trainer-1.log"
+# a job of this muster: its combined log (muster tee's, both streams in order) is what is shown
+printf 'a0\nwarn0\nb0\n' >slurm-6-trainer-0.log
+t_expect_eq "slurm log of one replica: its .log when there is one" \
+  "$("$MUSTER" log slurm://muster/6/trainer/0 2>&1)" "a0
+warn0
+b0"
+t_expect_eq "... --streams stdout: its .out" \
+  "$("$MUSTER" log --streams stdout slurm://muster/6/trainer/0 2>&1)" "a0
+b0"
 t_done
