@@ -394,8 +394,10 @@ static void on_write(uv_write_t *w, int status)
   mu_free(w);
   c->writing = 0;
   mu_buf_clear(&c->wbuf);
-  if (c->wbuf.cap > 65536 || rv_conn_anonymous(c))
+  if (c->wbuf.cap > 65536 || rv_conn_anonymous(c)) {
     mu_buf_release(&c->wbuf);
+    rv_tls_conn_trim(c->tls);
+  }
   if (status < 0) {
     rv_conn_close(c);
     return;
@@ -447,9 +449,12 @@ static void conn_flush(struct rv_conn *c)
   int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
   if (n == (int)c->out.len) {
     mu_buf_clear(&c->out);
-    /* a parked long poll keeps no output buffer (10,000 watchers at <= 2 KB each) */
-    if (c->out.cap > 65536 || c->state != REQ_IDLE)
+    /* a parked long poll keeps no output buffer (10,000 watchers at <= 2 KB each), nor does a
+     * stranger (a TLS handshake's flight left 1 KiB in every anonymous connection) */
+    if (c->out.cap > 65536 || c->state != REQ_IDLE || rv_conn_anonymous(c)) {
       mu_buf_release(&c->out);
+      rv_tls_conn_trim(c->tls);
+    }
     if ((c->flags & CONN_CLOSE_AFTER_REPLY) && c->state == REQ_IDLE)
       rv_conn_close(c);
     else
