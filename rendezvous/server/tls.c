@@ -207,6 +207,10 @@ int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, struct mu_b
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   /* OpenSSL's record buffers (17 KiB each way) are given back whenever they are empty */
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  /* TLS 1.3: AES-128-GCM first, as etcd's Go server prefers it with AES in hardware: its
+   * contexts a session keeps are 0.2 KiB smaller than AES-256-GCM's (and it is faster) */
+  SSL_CTX_set_ciphersuites(
+      ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
   /* the context a session offered by a client is checked against (OpenSSL wants one with
    * client certificates, even though none is ever resumed) */
   SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"musterd", 7);
