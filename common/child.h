@@ -1,7 +1,8 @@
-/* A child process on a libuv loop with its stdout and stderr on pipes, in its own session (so in
- * its own process group: kill(-pid, sig) reaches it and whatever it forks). Used by `muster
- * agent` for its workers and by the local scheduler's supervisor for the replicas; both read
- * the pipes on the loop and wait for the exit callback. Library code: never prints.
+/* Child processes, all through uv_spawn. A child on a libuv loop with its stdout and stderr on
+ * pipes, in its own session (so in its own process group: kill(-pid, sig) reaches it and
+ * whatever it forks): `muster agent`'s workers and the local supervisor's replicas, which read
+ * the pipes on the loop and wait for the exit callback. And a program run to its end on a loop
+ * of its own (mu_child_run): the cluster tools (sched_exec.c). Library code: never prints.
  *
  *   struct mu_child c;
  *   struct mu_child_opts o = {file, args, env, on_exit, on_alloc, on_read, on_close, data};
@@ -13,6 +14,8 @@
 #define MU_CHILD_H
 
 #include <uv.h>
+
+#include "buf.h"
 
 struct mu_child {
   uv_process_t proc;
@@ -37,5 +40,27 @@ struct mu_child_opts {
  * Ownership: c is the caller's and must stay put until the three handles are closed; o and
  * what it points to are borrowed for the call only. */
 int mu_child_spawn(uv_loop_t *loop, struct mu_child *c, const struct mu_child_opts *o);
+
+/* ---------------------------------------------------------------------------------------------
+ * A program run to its end (the cluster tools: kubectl, sbatch, squeue, buildah...)
+ */
+
+struct mu_child_run {
+  char **args;         /* NULL-terminated, args[0] looked up on PATH */
+  const char *input;   /* written to its stdin, then EOF; NULL: stdin is /dev/null */
+  struct mu_buf *out;  /* its stdout, at most out's cap (NULL: discarded) */
+  int out_fd;          /* >= 0: its stdout goes straight to this fd instead (out unused) */
+  struct mu_buf *err;  /* its stderr, at most err's cap, the rest dropped (NULL: discarded) */
+  int status;          /* set: the exit code, or 128 + the signal that ended it */
+  int out_over;        /* set: its stdout passed out's cap (what fits is kept) */
+  int keep_stderr;     /* 1: its stderr is ours (what it says reaches the user), err unused */
+};
+
+/* Runs r->args to its end on a loop of its own (uv_spawn: same process group as ours), with the
+ * pipes r asks for, and waits for it. Blocks the calling thread.
+ * Returns: 0 when it ran (whatever r->status); the negative libuv error of uv_spawn (UV_ENOENT,
+ * UV_EACCES...) when it could not be started; MU_EIO when no loop could be made.
+ * Ownership: r and what it points to are the caller's; appends to r->out and r->err. */
+int mu_child_run(struct mu_child_run *r);
 
 #endif

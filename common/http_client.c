@@ -414,92 +414,105 @@ static int tls_handshake(struct mu_http_client *c, long long deadline)
   }
 }
 
-static int connect_to(struct mu_http_client *c, long long deadline)
+/* The addresses of c's host. Returns: 0, or MU_ECONN with the message in c->errmsg. */
+static int resolve(struct mu_http_client *c, struct addrinfo **res)
 {
-  struct addrinfo hints, *res = NULL;
+  struct addrinfo hints;
   char port[16];
-  int rc = MU_ECONN, fd = -1;
-  if (c->tls_failed) {
-    snprintf(c->errmsg, sizeof(c->errmsg), "%s", c->tls_err);
-    return MU_ECONN;
-  }
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   snprintf(port, sizeof(port), "%d", c->port);
-  int g = getaddrinfo(c->host, port, &hints, &res);
-  if (g != 0) {
-    /* A bare root filesystem (a chroot, an image FROM scratch run by hand) has neither file
-     * that glibc resolves names from: say so, it is the whole story. */
-    int bare = access("/etc/hosts", F_OK) != 0 && access("/etc/resolv.conf", F_OK) != 0;
-    snprintf(c->errmsg, sizeof(c->errmsg), "cannot resolve '%s': %s%s", c->host, gai_strerror(g),
-             bare ? " (this root filesystem has no /etc/hosts and no /etc/resolv.conf: a "
-                    "container runtime provides both; in a bare chroot bind-mount them, or "
-                    "give an IP address)"
-                  : "");
+  int g = getaddrinfo(c->host, port, &hints, res);
+  if (g == 0)
+    return 0;
+  /* A bare root filesystem (a chroot, an image FROM scratch run by hand) has neither file that
+   * glibc resolves names from: say so, it is the whole story. */
+  int bare = access("/etc/hosts", F_OK) != 0 && access("/etc/resolv.conf", F_OK) != 0;
+  snprintf(c->errmsg, sizeof(c->errmsg), "cannot resolve '%s': %s%s", c->host, gai_strerror(g),
+           bare ? " (this root filesystem has no /etc/hosts and no /etc/resolv.conf: a "
+                  "container runtime provides both; in a bare chroot bind-mount them, or give an "
+                  "IP address)"
+                : "");
+  return MU_ECONN;
+}
+
+/* Connects fd (non-blocking) to ai by the deadline. Returns: 0, an errno value, or
+ * MU_ECANCELED (the cancel fd). */
+static int connect_fd(struct mu_http_client *c, int fd, const struct addrinfo *ai,
+                      long long deadline)
+{
+  int err = 0;
+  if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+    return 0;
+  if (errno != EINPROGRESS)
+    return errno;
+  int w = wait_fd(c, fd, POLLOUT, deadline);
+  if (w == MU_ECANCELED)
+    return w;
+  if (w != 0)
+    return ETIMEDOUT;
+  socklen_t sl = sizeof(err);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) != 0)
+    err = errno;
+  return err;
+}
+
+/* fd is connected: it becomes c's connection (no Nagle, its local address noted), over TLS when
+ * c has it. Returns: 0, or the handshake's error (the connection dropped). */
+static int connected(struct mu_http_client *c, int fd, long long deadline)
+{
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof(ss);
+  if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+    if (ss.ss_family == AF_INET)
+      inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, c->local_addr,
+                sizeof(c->local_addr));
+    else if (ss.ss_family == AF_INET6)
+      inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, c->local_addr,
+                sizeof(c->local_addr));
+  }
+  c->fd = fd;
+  int rc = c->tls != NULL ? tls_handshake(c, deadline) : 0;
+  if (rc != 0)
+    drop_conn(c);
+  return rc;
+}
+
+static int connect_to(struct mu_http_client *c, long long deadline)
+{
+  struct addrinfo *res = NULL;
+  int rc = MU_ECONN;
+  if (c->tls_failed) {
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s", c->tls_err);
     return MU_ECONN;
   }
+  if (resolve(c, &res) != 0)
+    return MU_ECONN;
   long long cdeadline = now_ms() + c->connect_timeout;
   if (cdeadline > deadline)
     cdeadline = deadline;
   for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (fd < 0)
       continue;
-    int err = 0;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        err = errno;
-      } else {
-        int w = wait_fd(c, fd, POLLOUT, cdeadline);
-        if (w == MU_ECANCELED) {
-          rc = w;
-          close(fd);
-          fd = -1;
-          snprintf(c->errmsg, sizeof(c->errmsg), "canceled");
-          goto out;
-        }
-        if (w != 0) {
-          err = ETIMEDOUT;
-        } else {
-          socklen_t sl = sizeof(err);
-          if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) != 0)
-            err = errno;
-        }
-      }
-    }
+    int err = connect_fd(c, fd, ai, cdeadline);
     if (err == 0) {
-      int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      struct sockaddr_storage ss;
-      socklen_t sl = sizeof(ss);
-      if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET)
-          inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, c->local_addr,
-                    sizeof(c->local_addr));
-        else if (ss.ss_family == AF_INET6)
-          inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, c->local_addr,
-                    sizeof(c->local_addr));
-      }
-      c->fd = fd;
-      fd = -1;
-      rc = 0;
-      if (c->tls != NULL) {
-        rc = tls_handshake(c, deadline);
-        if (rc != 0)
-          drop_conn(c);
-      }
-      goto out;
+      rc = connected(c, fd, deadline);
+      break;
+    }
+    close(fd);
+    if (err == MU_ECANCELED) {
+      snprintf(c->errmsg, sizeof(c->errmsg), "canceled");
+      rc = MU_ECANCELED;
+      break;
     }
     snprintf(c->errmsg, sizeof(c->errmsg), "cannot connect to %s:%d: %s", c->host, c->port,
              strerror(err));
     rc = err == ETIMEDOUT ? MU_ETIMEDOUT : MU_ECONN;
-    close(fd);
-    fd = -1;
   }
-out:
-  if (fd >= 0)
-    close(fd);
   freeaddrinfo(res);
   return rc;
 }
@@ -609,8 +622,84 @@ static int on_message_complete(llhttp_t *p)
   return HPE_PAUSED;
 }
 
-/* One attempt on the current (or a new) connection. *sent_nothing_back is set when the
- * connection closed before any response byte, which makes a retry safe on a reused socket. */
+/* Reads what the connection has (waiting for it by the deadline) into buf. Returns: 0 with *r
+ * the bytes read (0: the peer closed), or an error with the message in c->errmsg; *no_reply is
+ * set when it is a connection that failed before the first byte of the answer (got == 0). */
+static int recv_some(struct mu_http_client *c, char *buf, size_t n, long long deadline, size_t got,
+                     int *no_reply, ssize_t *r)
+{
+  for (;;) {
+    int e = 0, rc;
+    if (c->ssl != NULL) {
+      ERR_clear_error();
+      int k = SSL_read(c->ssl, buf, (int)n);
+      *r = k > 0 ? k : 0;
+      e = k > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, k);
+      if (e == SSL_ERROR_NONE || e == SSL_ERROR_ZERO_RETURN ||
+          (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0))
+        return 0; /* data; or close_notify, or the peer just closed */
+      if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+        *no_reply = got == 0;
+        ssl_wait(c, k, "receive from", deadline);
+        return MU_ECONN;
+      }
+      rc = wait_answer(c, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+    } else {
+      *r = recv(c->fd, buf, n, 0);
+      if (*r >= 0)
+        return 0;
+      if (errno == EINTR)
+        continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        *no_reply = got == 0;
+        snprintf(c->errmsg, sizeof(c->errmsg), "receive from %s:%d: %s", c->host, c->port,
+                 strerror(errno));
+        return MU_ECONN;
+      }
+      rc = wait_answer(c, POLLIN, deadline);
+    }
+    if (rc != 0)
+      return rc;
+  }
+}
+
+/* The parser of one answer, its callbacks writing into st (which points at resp). */
+static void parser_init(llhttp_t *parser, llhttp_settings_t *settings, struct parse_state *st,
+                        struct mu_http_response *resp, const char *method)
+{
+  llhttp_settings_init(settings);
+  settings->on_header_field = on_header_field;
+  settings->on_header_value = on_header_value;
+  settings->on_headers_complete = on_headers_complete;
+  settings->on_body = on_body;
+  settings->on_message_complete = on_message_complete;
+  llhttp_init(parser, HTTP_RESPONSE, settings);
+  memset(st, 0, sizeof(*st));
+  st->resp = resp;
+  st->is_head = strcmp(method, "HEAD") == 0;
+  parser->data = st;
+}
+
+/* The peer closed: the answer is whole (no length: it ended with the connection), or it was cut.
+ * Returns: 0, or MU_ECONN with the message in c->errmsg. */
+static int closed_by_peer(struct mu_http_client *c, llhttp_t *parser, struct parse_state *st,
+                          size_t got, int *no_reply)
+{
+  if (got == 0) {
+    *no_reply = 1;
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s:%d closed the connection without an answer", c->host,
+             c->port);
+    return MU_ECONN;
+  }
+  if (llhttp_finish(parser) == HPE_OK && st->done)
+    return 0;
+  snprintf(c->errmsg, sizeof(c->errmsg), "%s:%d closed the connection mid-answer", c->host,
+           c->port);
+  return MU_ECONN;
+}
+
+/* One attempt on the current (or a new) connection. *no_reply is set when the connection
+ * closed before any response byte, which makes a retry safe on a reused socket. */
 static int attempt(struct mu_http_client *c, const char *req, size_t req_len, long long deadline,
                    struct mu_http_response *resp, const char *method, int *no_reply)
 {
@@ -627,72 +716,21 @@ static int attempt(struct mu_http_client *c, const char *req, size_t req_len, lo
     return rc;
   }
   llhttp_settings_t settings;
-  llhttp_settings_init(&settings);
-  settings.on_header_field = on_header_field;
-  settings.on_header_value = on_header_value;
-  settings.on_headers_complete = on_headers_complete;
-  settings.on_body = on_body;
-  settings.on_message_complete = on_message_complete;
   llhttp_t parser;
-  llhttp_init(&parser, HTTP_RESPONSE, &settings);
   struct parse_state st;
-  memset(&st, 0, sizeof(st));
-  st.resp = resp;
-  parser.data = &st;
-  st.is_head = strcmp(method, "HEAD") == 0;
+  parser_init(&parser, &settings, &st, resp, method);
   size_t got = 0;
   char buf[16384];
   while (!st.done) {
-    ssize_t r;
-    if (c->ssl != NULL) {
-      ERR_clear_error();
-      int n = SSL_read(c->ssl, buf, (int)sizeof(buf));
-      if (n > 0) {
-        r = n;
-      } else {
-        int e = SSL_get_error(c->ssl, n);
-        if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
-          r = 0; /* close_notify, or the peer just closed */
-        } else if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-          rc = wait_answer(c, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
-          if (rc != 0)
-            return rc;
-          continue;
-        } else {
-          *no_reply = got == 0;
-          ssl_wait(c, n, "receive from", deadline);
-          return MU_ECONN;
-        }
-      }
-    } else {
-      r = recv(c->fd, buf, sizeof(buf), 0);
-    }
-    if (r < 0) {
-      if (errno == EINTR)
-        continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        rc = wait_answer(c, POLLIN, deadline);
-        if (rc != 0)
-          return rc;
-        continue;
-      }
-      *no_reply = got == 0;
-      snprintf(c->errmsg, sizeof(c->errmsg), "receive from %s:%d: %s", c->host, c->port,
-               strerror(errno));
-      return MU_ECONN;
-    }
+    ssize_t r = 0;
+    rc = recv_some(c, buf, sizeof(buf), deadline, got, no_reply, &r);
+    if (rc != 0)
+      return rc;
     if (r == 0) {
-      if (got == 0) {
-        *no_reply = 1;
-        snprintf(c->errmsg, sizeof(c->errmsg), "%s:%d closed the connection without an answer",
-                 c->host, c->port);
-        return MU_ECONN;
-      }
-      if (llhttp_finish(&parser) == HPE_OK && st.done)
-        break;
-      snprintf(c->errmsg, sizeof(c->errmsg), "%s:%d closed the connection mid-answer", c->host,
-               c->port);
-      return MU_ECONN;
+      rc = closed_by_peer(c, &parser, &st, got, no_reply);
+      if (rc != 0)
+        return rc;
+      break;
     }
     got += (size_t)r;
     llhttp_errno_t e = llhttp_execute(&parser, buf, (size_t)r);
@@ -702,12 +740,12 @@ static int attempt(struct mu_http_client *c, const char *req, size_t req_len, lo
       c->reusable = 0;
       return 0;
     }
+    if (e != HPE_OK && st.too_big) {
+      snprintf(c->errmsg, sizeof(c->errmsg), "answer from %s:%d is over %zu bytes", c->host,
+               c->port, resp->body.max);
+      return MU_E2BIG;
+    }
     if (e != HPE_OK) {
-      if (st.too_big) {
-        snprintf(c->errmsg, sizeof(c->errmsg), "answer from %s:%d is over %zu bytes", c->host,
-                 c->port, resp->body.max);
-        return MU_E2BIG;
-      }
       snprintf(c->errmsg, sizeof(c->errmsg), "%s:%d did not answer HTTP: %s", c->host, c->port,
                llhttp_errno_name(e));
       return MU_EPROTO;

@@ -1,8 +1,10 @@
 /* Random bytes (random.h). */
 #include "random.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -36,6 +38,35 @@ int mu_random_hex(char *out, size_t nbytes)
     done += chunk;
   }
   out[2 * nbytes] = '\0';
+  return 0;
+}
+
+int mu_app_id_suffix(char out[13])
+{
+  static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  const char *pin = getenv("MUSTER_APP_ID_SUFFIX");
+  size_t k = 0;
+  if (pin != NULL && pin[0] != '\0') {
+    for (const char *q = pin; *q && k < 12; q++) {
+      char c = (char)tolower((unsigned char)*q);
+      if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+        out[k++] = c;
+    }
+    if (k == 0)
+      out[k++] = '0';
+    out[k] = '\0';
+    return 0;
+  }
+  unsigned char rnd[12];
+  int rc = mu_random_bytes(rnd, sizeof(rnd));
+  if (rc != 0) {
+    out[0] = '\0';
+    return rc;
+  }
+  out[0] = alnum[rnd[0] % 26]; /* a letter first, as TorchX's make_unique */
+  for (k = 1; k < 12; k++)
+    out[k] = alnum[rnd[k] % 36];
+  out[12] = '\0';
   return 0;
 }
 

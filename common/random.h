@@ -16,6 +16,12 @@ int mu_random_bytes(void *buf, size_t n);
  * Returns: 0, or an error as mu_random_bytes(). On error out is the empty string. */
 int mu_random_hex(char *out, size_t nbytes);
 
+/* The random part of an app id (TorchX's make_unique): a lowercase letter, then 11 of [a-z0-9];
+ * or, when $MUSTER_APP_ID_SUFFIX is set and not empty (tests pin it), its letters and digits
+ * lowercased, at most 12 ("0" when it has none). Writes it, NUL-terminated, into out.
+ * Returns: 0, or an error as mu_random_bytes() (out is then ""). */
+int mu_app_id_suffix(char out[13]);
+
 /* Writes a new 256-bit token (64 hex digits and a newline) to a file at `path` that only its
  * owner may read (0600, created anew: an existing file is an error), for a job's rendezvous
  * (docs/security.md). The token is wiped from memory; only the file holds it.

@@ -222,11 +222,12 @@ int main(int argc, char **argv)
   long round = env_long("MUSTER_ROUND", 0);
   long restart = env_long("TORCHELASTIC_RESTART_COUNT", 0);
   printf("rank %d local_rank %ld world %d group %ld/%ld role %s restart %ld master %s:%s "
-         "round %ld\n",
+         "round %ld local_world %ld\n",
          g_rank, env_long("LOCAL_RANK", -1), world, env_long("GROUP_RANK", -1),
          env_long("GROUP_WORLD_SIZE", -1), getenv("ROLE_NAME") ? getenv("ROLE_NAME") : "?", restart,
          getenv("MASTER_ADDR") ? getenv("MASTER_ADDR") : "?",
-         getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "?", round);
+         getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "?", round,
+         env_long("LOCAL_WORLD_SIZE", -1));
   fflush(stdout);
   if (g_rank == fail_rank && restart == fail_restart) {
     char msg[128];

@@ -1,13 +1,12 @@
 /* muster log HANDLE[/ROLE[/REPLICA]] [-t] [--regex R] [--streams S] [--lines N] [--since T]
  * [--previous]: print or follow logs, TorchX's options with TorchX's meanings (-t/--tail
- * follows; every line by default). Several replicas are printed with a "role/replica " prefix
- * on each line. --since and --previous reach the schedulers that can honour them (kubernetes). */
-#include <errno.h>
+ * follows; every line by default). The lines of a job or a role carry a "role/replica " prefix,
+ * one replica's are as it wrote them; --regex sees each line as written (no prefix, no newline).
+ * --since and --previous reach the schedulers that can honour them (kubernetes). */
 #include <regex.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "muster/mu.h"
@@ -18,52 +17,13 @@
 #include "log.h"
 #include "opts.h"
 
-/* Runs log_open in a child writing to a pipe and prints the lines that match re.
- * Returns: 0, or 1 when the child's log_open failed (it printed why). */
-static int log_filtered(const struct mu_cli_job *j, const char *role, long replica,
-                        const struct mu_log_opts *o, const regex_t *re)
+/* The --regex filter of a line (its prefix and newline not included): keeps a match. */
+static int regex_keep(void *data, const char *line, size_t n)
 {
-  int fds[2];
-  if (pipe(fds) != 0) {
-    mu_error("cannot create a pipe: %s", strerror(errno));
-    return MU_EXIT_FAILED;
-  }
-  fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) {
-    mu_error("cannot fork: %s", strerror(errno));
-    close(fds[0]);
-    close(fds[1]);
-    return MU_EXIT_FAILED;
-  }
-  if (pid == 0) {
-    struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-    close(fds[0]);
-    int rc = j->s->log_open(j->app_id, role, replica, o, fds[1], &j->cfg, &err);
-    if (rc != 0)
-      mu_error("%s", mu_buf_str(&err));
-    _exit(rc == 0 ? 0 : 1);
-  }
-  close(fds[1]);
-  FILE *in = fdopen(fds[0], "r");
-  char line[65536];
-  int keep = 0, at_start = 1;
-  while (in != NULL && fgets(line, sizeof(line), in) != NULL) {
-    /* A line longer than the buffer goes by its first part's verdict. */
-    if (at_start)
-      keep = regexec(re, line, 0, NULL, 0) == 0;
-    if (keep)
-      fputs(line, stdout);
-    at_start = strchr(line, '\n') != NULL;
-  }
-  if (in != NULL)
-    fclose(in);
-  else
-    close(fds[0]);
-  int ws = 0;
-  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-    ;
-  return WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? 0 : MU_EXIT_FAILED;
+  char *text = mu_strndup(line, n);
+  int keep = regexec((const regex_t *)data, text, 0, NULL, 0) == 0;
+  mu_free(text);
+  return keep;
 }
 
 /* A --since value: a duration ("90s", "5m", "1h30m") or an RFC 3339 time
@@ -106,34 +66,26 @@ static int time_window(const struct mu_sched_ops *s, const char *since, const ch
   return 0;
 }
 
-int cmd_log(int argc, char **argv)
-{
-  int follow = 0, previous = 0;
-  long lines = 0;
-  const char *streams = "combined", *regex = NULL, *since = NULL, *until = NULL;
-  const char *cfgstr = NULL;
+struct log_args {
+  int follow, previous;
+  long lines;
+  const char *streams, *regex, *since, *until, *cfgstr;
+  enum mu_log_stream stream;
   regex_t re;
-  int have_re = 0;
-  struct mu_opt opts[] = {
-      MU_OPT_BOOL('t', "tail", &follow, "follow: keep printing until the job ends (TorchX)"),
-      MU_OPT_BOOL('f', "follow", &follow, "the same as -t"),
-      MU_OPT_STRING(0, "regex", &regex, "RE", "only the lines that match RE (extended regex)"),
-      MU_OPT_STRING(0, "streams", &streams, "S", "combined (default), stdout or stderr"),
-      MU_OPT_INT('n', "lines", &lines, "N", "only the last N lines of each replica (all: 0)"),
-      MU_OPT_STRING(0, "since", &since, "TIME",
-                    "only lines newer than TIME: a duration (5m, 1h30m) or an RFC 3339 time "
-                    "(kubernetes; ignored elsewhere, as TorchX's local logs)"),
-      MU_OPT_BOOL(0, "previous", &previous,
-                  "the previous run of a restarted container (kubernetes, as kubectl logs -p)"),
-      MU_OPT_STRING(0, "until", &until, "TIME", "accepted and ignored, as TorchX's local logs"),
-      MU_CLI_OPT_CFG(&cfgstr),
-      MU_OPT_END(),
-  };
-  /* Options go before or after the handle (TorchX's argparse takes both): each pass parses up
-   * to the next word, which becomes argv[0] of the next pass. */
-  char *pos[4] = {argv[0], NULL, NULL, NULL};
-  int npos = 1, curc = argc, n = 0;
+  int have_re;
+  char *words[3]; /* the command's name and what is left: the handle (one is wanted) */
+  int nwords;
+};
+
+/* Options go before or after the handle (TorchX's argparse takes both): each pass parses up to
+ * the next word, which becomes argv[0] of the next pass. Returns: -1 to go on, else the exit
+ * code (0 after -h). */
+static int parse_words(const struct mu_opt *opts, int argc, char **argv, struct log_args *a)
+{
+  int curc = argc, n;
   char **curv = argv;
+  a->words[0] = argv[0];
+  a->nwords = 1;
   for (;;) {
     n = mu_opts_parse(opts, curc, curv, MU_OPTS_STOP_AT_NONOPT,
                       "muster log [-t] [--regex RE] [--streams S] [--lines N] [--since T] "
@@ -143,100 +95,147 @@ int cmd_log(int argc, char **argv)
     if (n < 0)
       return MU_EXIT_USAGE;
     if (n >= curc)
-      break;
-    if (npos < 3)
-      pos[npos] = curv[n];
-    npos++;
+      return -1;
+    if (a->nwords < 3)
+      a->words[a->nwords++] = curv[n];
     curv += n;
     curc -= n;
   }
-  if (npos > 3)
-    npos = 3;
-  argc = npos;
-  argv = pos;
-  n = 1;
-  if (lines < 0) {
-    mu_error("--lines must be 0 or more, got %ld", lines);
+}
+
+static const struct {
+  const char *name;
+  enum mu_log_stream stream;
+} stream_names[] = {
+    {"combined", MU_STREAM_COMBINED},
+    {"stdout", MU_STREAM_STDOUT},
+    {"stderr", MU_STREAM_STDERR},
+};
+
+/* The options' values: --lines, -t without a number, --since's form, --streams, --regex
+ * compiled. Returns: -1 to go on, or the exit code (2) after printing. */
+static int check_options(struct log_args *a)
+{
+  long num = 0;
+  if (a->lines < 0) {
+    mu_error("--lines must be 0 or more, got %ld", a->lines);
     return MU_EXIT_USAGE;
   }
-  long num = 0;
-  if (follow && n + 1 < argc && mu_parse_long(argv[n], 0, 1L << 30, &num) == 0) {
+  if (a->follow && a->nwords > 2 && mu_parse_long(a->words[1], 0, 1L << 30, &num) == 0) {
     mu_error("-t/--tail follows the log (as TorchX) and takes no number; for the last %ld lines "
              "use --lines %ld",
              num, num);
     return MU_EXIT_USAGE;
   }
-  if (since != NULL && !since_ok(since)) {
+  if (a->since != NULL && !since_ok(a->since)) {
     mu_error("--since '%s': give a duration (90s, 5m, 1h30m) or an RFC 3339 time "
              "(2026-11-30T02:00:00Z)",
-             since);
+             a->since);
     return MU_EXIT_USAGE;
   }
-  enum mu_log_stream stream;
-  if (streams == NULL)
-    streams = "combined";
-  if (strcmp(streams, "combined") == 0)
-    stream = MU_STREAM_COMBINED;
-  else if (strcmp(streams, "stdout") == 0)
-    stream = MU_STREAM_STDOUT;
-  else if (strcmp(streams, "stderr") == 0)
-    stream = MU_STREAM_STDERR;
-  else {
-    mu_error("--streams '%s': use combined, stdout or stderr", streams);
+  size_t i = 0, n = sizeof(stream_names) / sizeof(stream_names[0]);
+  while (i < n && strcmp(a->streams ? a->streams : "combined", stream_names[i].name) != 0)
+    i++;
+  if (i == n) {
+    mu_error("--streams '%s': use combined, stdout or stderr", a->streams);
     return MU_EXIT_USAGE;
   }
-  if (regex != NULL) {
-    int rrc = regcomp(&re, regex, REG_EXTENDED | REG_NOSUB);
-    if (rrc != 0) {
-      char why[256];
-      regerror(rrc, &re, why, sizeof(why));
-      mu_error("--regex '%s': %s", regex, why);
+  a->stream = stream_names[i].stream;
+  int rrc = a->regex != NULL ? regcomp(&a->re, a->regex, REG_EXTENDED | REG_NOSUB) : 0;
+  if (rrc != 0) {
+    char why[256];
+    regerror(rrc, &a->re, why, sizeof(why));
+    mu_error("--regex '%s': %s", a->regex, why);
+    return MU_EXIT_USAGE;
+  }
+  a->have_re = a->regex != NULL;
+  return -1;
+}
+
+/* ROLE[/REPLICA] after the app id into *role (NULL: every role) and *replica (-1: every one).
+ * Returns: 0, or 2 after printing. */
+static int role_replica(const struct mu_cli_job *j, char **role, long *replica)
+{
+  *role = NULL;
+  *replica = -1;
+  if (j->rest == NULL || j->rest[0] == '\0')
+    return 0;
+  char *slash = strchr(j->rest, '/');
+  if (slash != NULL) {
+    *slash = '\0';
+    if (slash[1] != '\0' && mu_parse_long(slash + 1, 0, 1 << 20, replica) != 0) {
+      mu_error("'%s' is not a replica number (HANDLE/ROLE/REPLICA)", slash + 1);
       return MU_EXIT_USAGE;
     }
-    have_re = 1;
   }
-  struct mu_cli_job j = MU_CLI_JOB_INIT;
+  *role = mu_strdup(j->rest);
+  return 0;
+}
+
+/* Writes the log to stdout. With --regex, each replica's lines are filtered as it wrote them,
+ * then prefixed (as TorchX filters each replica's log_iter) and written as they come.
+ * Returns: the exit code. */
+static int print_log(const struct mu_cli_job *j, struct log_args *a, const char *role, long replica)
+{
   struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  struct mu_log_query q = {
+      j->app_id, role, replica, {.stream = a->stream, .follow = a->follow, .tail = a->lines},
+      &j->cfg,   NULL, NULL};
+  int rc = time_window(j->s, a->since, a->until, a->previous, &q.opts);
+  if (rc != 0)
+    return rc;
+  fflush(stdout);
+  if (a->have_re) {
+    q.keep = regex_keep;
+    q.keep_data = &a->re;
+    rc = mu_sched_log(j->s, &q, STDOUT_FILENO, &err);
+  } else {
+    rc = j->s->log_open(j->app_id, role, replica, &q.opts, STDOUT_FILENO, &j->cfg, &err);
+  }
+  if (rc != 0)
+    mu_error("%s", mu_buf_str(&err));
+  mu_buf_release(&err);
+  return rc != 0 ? MU_EXIT_FAILED : 0;
+}
+
+int cmd_log(int argc, char **argv)
+{
+  struct log_args a = {.streams = "combined"};
+  struct mu_opt opts[] = {
+      MU_OPT_BOOL('t', "tail", &a.follow, "follow: keep printing until the job ends (TorchX)"),
+      MU_OPT_BOOL('f', "follow", &a.follow, "the same as -t"),
+      MU_OPT_STRING(0, "regex", &a.regex, "RE", "only the lines that match RE (extended regex)"),
+      MU_OPT_STRING(0, "streams", &a.streams, "S", "combined (default), stdout or stderr"),
+      MU_OPT_INT('n', "lines", &a.lines, "N", "only the last N lines of each replica (all: 0)"),
+      MU_OPT_STRING(0, "since", &a.since, "TIME",
+                    "only lines newer than TIME: a duration (5m, 1h30m) or an RFC 3339 time "
+                    "(kubernetes; ignored elsewhere, as TorchX's local logs)"),
+      MU_OPT_BOOL(0, "previous", &a.previous,
+                  "the previous run of a restarted container (kubernetes, as kubectl logs -p)"),
+      MU_OPT_STRING(0, "until", &a.until, "TIME", "accepted and ignored, as TorchX's local logs"),
+      MU_CLI_OPT_CFG(&a.cfgstr),
+      MU_OPT_END(),
+  };
+  struct mu_cli_job j = MU_CLI_JOB_INIT;
   char *role = NULL;
   long replica = -1;
-  int rc = mu_cli_job_open(&j, argc, argv, n, "log", "local://muster/echo-x1/echo/0", cfgstr);
-  if (rc != 0)
-    goto out;
-  if (j.rest != NULL && j.rest[0] != '\0') {
-    char *slash = strchr(j.rest, '/');
-    if (slash != NULL) {
-      *slash = '\0';
-      if (slash[1] != '\0' && mu_parse_long(slash + 1, 0, 1 << 20, &replica) != 0) {
-        mu_error("'%s' is not a replica number (HANDLE/ROLE/REPLICA)", slash + 1);
-        rc = MU_EXIT_USAGE;
-        goto out;
-      }
-    }
-    role = mu_strdup(j.rest);
-  }
-  if (j.s->log_open == NULL) {
+  int rc = parse_words(opts, argc, argv, &a);
+  if (rc < 0)
+    rc = check_options(&a);
+  if (rc >= 0)
+    return rc;
+  rc = mu_cli_job_open(&j, a.nwords, a.words, 1, "log", "local://muster/echo-x1/echo/0", a.cfgstr);
+  if (rc == 0)
+    rc = role_replica(&j, &role, &replica);
+  if (rc == 0 && j.s->log_open == NULL) {
     mu_error("the %s scheduler cannot show logs", j.s->name);
     rc = MU_EXIT_FAILED;
-    goto out;
   }
-  struct mu_log_opts o = {.stream = stream, .follow = follow, .tail = lines};
-  rc = time_window(j.s, since, until, previous, &o);
-  if (rc != 0)
-    goto out;
-  if (have_re) {
-    rc = log_filtered(&j, role, replica, &o, &re);
-    goto out;
-  }
-  fflush(stdout);
-  if (j.s->log_open(j.app_id, role, replica, &o, STDOUT_FILENO, &j.cfg, &err) != 0) {
-    mu_error("%s", mu_buf_str(&err));
-    rc = MU_EXIT_FAILED;
-  }
-out:
-  if (have_re)
-    regfree(&re);
+  if (rc == 0)
+    rc = print_log(&j, &a, role, replica);
+  if (a.have_re)
+    regfree(&a.re);
   mu_free(role);
   mu_cli_job_release(&j);
-  mu_buf_release(&err);
   return rc;
 }

@@ -8,10 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -87,40 +85,19 @@ static void summarize(const struct mu_app_status *st, char *out, size_t n)
            other ? ", others cancelled/unknown" : "");
 }
 
-/* Streams every replica's log in a child (through the backend's log_open) into a pipe whose
- * read end goes to *fd: wait_job() copies it to stderr between redraws of its progress line. */
-static pid_t start_log_stream(const struct mu_sched_ops *s, const char *app_id,
-                              const struct mu_cfg *cfg, int *fd)
+/* Streams every replica's log through a log reader (its own process group: Ctrl-C is ours, and
+ * it stops with the job): wait_job() copies its pipe to stderr between redraws of its progress
+ * line. Returns: 0, or -1 when the backend has no logs or no reader could start (r unset). */
+static int start_log_stream(const struct mu_sched_ops *s, const char *app_id,
+                            const struct mu_cfg *cfg, struct mu_log_reader *r)
 {
-  int p[2];
-  *fd = -1;
-  if (s->log_open == NULL || pipe(p) != 0)
-    return -1;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid > 0)
-    setpgid(pid, pid); /* (both sides: no race) */
-  if (pid < 0) {
-    close(p[0]);
-    close(p[1]);
-    return -1;
-  }
-  if (pid > 0) {
-    close(p[1]);
-    fcntl(p[0], F_SETFD, FD_CLOEXEC);
-    *fd = p[0];
-    return pid;
-  }
-  /* Its own process group: the log readers it starts (kubectl logs -f per pod) stop with it. */
-  setpgid(0, 0);
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_DFL);
-  close(p[0]);
-  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-  struct mu_log_opts o = {.stream = MU_STREAM_COMBINED, .follow = 1};
-  int rc = s->log_open(app_id, NULL, -1, &o, p[1], cfg, &err);
-  _exit(rc == 0 ? 0 : 1);
+  struct mu_log_query q = {app_id, NULL, -1,  {.stream = MU_STREAM_COMBINED, .follow = 1},
+                           cfg,    NULL, NULL};
+  struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
+  int rc =
+      s->log_open != NULL ? mu_log_reader_start(r, s, &q, MU_LOG_READER_OWN_GROUP, &ignore) : -1;
+  mu_buf_release(&ignore);
+  return rc == 0 ? 0 : -1;
 }
 
 /* The terminal's width in columns (80 when unknown). */
@@ -168,126 +145,165 @@ static void pump_logs(int *fd, struct mu_buf *pending, int ms, int *shown)
   pending->data[pending->len] = '\0';
 }
 
-/* Follows the job until it is terminal; returns the exit status. */
+/* ---------------------------------------------------------------------------------------------
+ * Following a job to its end: a progress line, its logs, a cancel on a signal, the summary
+ */
+
+struct follow {
+  const struct mu_sched_ops *s;
+  const char *app_id, *handle;
+  const struct mu_cfg *cfg;
+  int tty;                   /* stderr is a terminal: one progress line, redrawn */
+  int shown;                 /* that line is on screen */
+  int cancelled;             /* a signal came and the job was cancelled */
+  int ui_said;               /* the job's status page was printed */
+  struct mu_log_reader logs; /* the replicas' logs (pid -1: none) */
+  struct mu_buf pending;     /* an unfinished line of them */
+  double t0, last_rdzv;      /* when we started following; when the round was last read */
+  char last[512], rdzv[256]; /* the last summary printed; the round's line */
+  char last_reason[1024];    /* why the job was last said to be held up ("" none) */
+  enum mu_job_state last_state;
+};
+
+/* The first signal cancels the job (once): a terminal's Ctrl-C, a SIGTERM. */
+static void cancel_on_signal(struct follow *f)
+{
+  if (!got_signal || f->cancelled)
+    return;
+  f->cancelled = 1;
+  if (f->shown)
+    fprintf(stderr, "\r\033[K");
+  f->shown = 0;
+  fprintf(stderr, "muster: %s: cancelling %s\n", got_signal == SIGINT ? "interrupted" : "signalled",
+          f->handle);
+  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+  if (mu_sched_cancel(f->s, f->app_id, f->cfg, &err) != 0)
+    mu_error("cannot cancel %s: %s", f->handle, mu_buf_str(&err));
+  mu_buf_release(&err);
+}
+
+/* What changed that deserves a line of its own: the job's status page (once, when its musterd is
+ * up) and why it cannot make progress (each time the reason changes). */
+static void say_news(struct follow *f, const struct mu_app_status *st)
+{
+  if (st->ui_url != NULL && !f->ui_said++) {
+    fprintf(stderr, "%smuster: %s: status page %s\n", f->shown ? "\r\033[K" : "", f->app_id,
+            st->ui_url);
+    f->shown = 0;
+  }
+  if (st->reason != NULL && strcmp(st->reason, f->last_reason) != 0) {
+    fprintf(stderr, "%smuster: %s cannot make progress: %s\n", f->shown ? "\r\033[K" : "",
+            f->handle, st->reason);
+    f->shown = 0;
+  }
+  snprintf(f->last_reason, sizeof(f->last_reason), "%s", st->reason ? st->reason : "");
+}
+
+/* The job's state and replica counts (with its rendezvous round, read at most twice a second):
+ * redrawn in place on a terminal, else a line each time it changes. */
+static void show_progress(struct follow *f, const struct mu_app_status *st, double el)
+{
+  char sum[512];
+  summarize(st, sum, sizeof(sum));
+  if (st->rdzv_endpoint != NULL && st->state == MU_STATE_RUNNING && el - f->last_rdzv >= 0.5) {
+    f->last_rdzv = el;
+    mu_cli_rdzv_line(st, f->rdzv, sizeof(f->rdzv));
+  }
+  size_t sl = strlen(sum);
+  snprintf(sum + sl, sizeof(sum) - sl, "%s", f->rdzv);
+  if (f->tty) {
+    char line[1024];
+    int cols = term_cols();
+    snprintf(line, sizeof(line), "%s %s  [%.1fs] %s", f->app_id, mu_job_state_name(st->state), el,
+             sum);
+    if (cols - 1 < (int)sizeof(line))
+      line[cols - 1] = '\0'; /* one line, or the next \r redraw leaves a copy behind */
+    fprintf(stderr, "\r\033[K%s", line);
+    fflush(stderr);
+    f->shown = 1;
+  } else if (strcmp(sum, f->last) != 0 || st->state != f->last_state) {
+    fprintf(stderr, "muster: %s %s [%.1fs] %s\n", f->app_id, mu_job_state_name(st->state), el, sum);
+  }
+  snprintf(f->last, sizeof(f->last), "%s", sum);
+  f->last_state = st->state;
+}
+
+/* The job ended: the rest of its logs, then how it ended, the failed replicas with the command
+ * that shows each one's log, and the root cause. Returns: the exit code (0: SUCCEEDED). */
+static int finish(struct follow *f, const struct mu_app_status *st, double el)
+{
+  if (f->shown)
+    fprintf(stderr, "\n");
+  f->shown = 0;
+  if (f->logs.pid > 0) { /* the stream ends with the job: copy it to its end */
+    while (f->logs.fd >= 0)
+      pump_logs(&f->logs.fd, &f->pending, 1000, &f->shown);
+    mu_log_reader_finish(&f->logs, 0, NULL);
+  }
+  fprintf(stderr, "muster: %s finished: %s after %.1fs", f->handle, mu_job_state_name(st->state),
+          el);
+  if (st->msg && st->msg[0])
+    fprintf(stderr, " (%s)", st->msg);
+  fprintf(stderr, "\n");
+  for (size_t i = 0; i < st->nreplicas; i++) {
+    const struct mu_replica_status *rp = &st->replicas[i];
+    if (rp->state == MU_STATE_FAILED)
+      fprintf(stderr, "muster:   %s/%ld FAILED with exit code %d; see 'muster log %s/%s/%ld'\n",
+              rp->role, rp->replica_id, rp->exit_code, f->handle, rp->role, rp->replica_id);
+  }
+  if (st->root_cause != NULL)
+    fprintf(stderr, "muster: root cause: %s\n", st->root_cause);
+  return st->state == MU_STATE_SUCCEEDED ? 0 : 1;
+}
+
+/* Follows the job until it is terminal, its logs streamed with stream_logs. Returns: the exit
+ * status. */
 static int wait_job(const struct mu_sched_ops *s, const char *app_id, const char *handle,
                     const struct mu_cfg *cfg, int stream_logs)
 {
-  int tty = isatty(2);
-  int logfd = -1, shown = 0;
-  struct mu_buf pending = MU_BUF_INIT(SIZE_MAX);
-  double t0 = now_s();
-  char last[512] = "", last_reason[1024] = "";
-  char rdzv[256] = "";
-  double last_rdzv = -1;
-  enum mu_job_state last_state = MU_STATE_UNSUBMITTED;
+  struct follow f = {.s = s,
+                     .app_id = app_id,
+                     .handle = handle,
+                     .cfg = cfg,
+                     .tty = isatty(2),
+                     .logs = {-1, -1, -1, 0},
+                     .pending = MU_BUF_INIT(SIZE_MAX),
+                     .t0 = now_s(),
+                     .last_rdzv = -1,
+                     .last_state = MU_STATE_UNSUBMITTED};
   long delay = 2;
-  int cancelled = 0, ui_said = 0;
   int rc = 1;
-  pid_t logger = stream_logs ? start_log_stream(s, app_id, cfg, &logfd) : -1;
+  if (stream_logs)
+    start_log_stream(s, app_id, cfg, &f.logs);
   for (;;) {
-    if (got_signal && !cancelled) {
-      cancelled = 1;
-      if (shown)
-        fprintf(stderr, "\r\033[K");
-      shown = 0;
-      fprintf(stderr, "muster: %s: cancelling %s\n",
-              got_signal == SIGINT ? "interrupted" : "signalled", handle);
-      struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-      if (mu_sched_cancel(s, app_id, cfg, &err) != 0)
-        mu_error("cannot cancel %s: %s", handle, mu_buf_str(&err));
-      mu_buf_release(&err);
-    }
+    cancel_on_signal(&f);
     struct mu_app_status st;
     struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
     int r = mu_sched_describe(s, app_id, cfg, &st, &err);
-    if (r != 0) {
+    if (r != 0)
       mu_error("cannot follow %s: %s", handle, mu_buf_str(&err));
-      mu_buf_release(&err);
-      rc = 1;
-      break;
-    }
     mu_buf_release(&err);
-    if (st.ui_url != NULL && !ui_said++) { /* once, when the job's musterd is up */
-      fprintf(stderr, "%smuster: %s: status page %s\n", shown ? "\r\033[K" : "", app_id, st.ui_url);
-      shown = 0;
-    }
-    char sum[512];
-    summarize(&st, sum, sizeof(sum));
-    double el = now_s() - t0;
-    if (st.rdzv_endpoint != NULL && st.state == MU_STATE_RUNNING && el - last_rdzv >= 0.5) {
-      last_rdzv = el;
-      mu_cli_rdzv_line(&st, rdzv, sizeof(rdzv));
-    }
-    size_t sl = strlen(sum);
-    snprintf(sum + sl, sizeof(sum) - sl, "%s", rdzv);
-    if (tty) {
-      char line[1024];
-      int cols = term_cols();
-      snprintf(line, sizeof(line), "%s %s  [%.1fs] %s", app_id, mu_job_state_name(st.state), el,
-               sum);
-      if (cols - 1 < (int)sizeof(line))
-        line[cols - 1] = '\0'; /* one line, or the next \r redraw leaves a copy behind */
-      fprintf(stderr, "\r\033[K%s", line);
-      fflush(stderr);
-      shown = 1;
-    } else if (strcmp(sum, last) != 0 || st.state != last_state) {
-      fprintf(stderr, "muster: %s %s [%.1fs] %s\n", app_id, mu_job_state_name(st.state), el, sum);
-    }
-    snprintf(last, sizeof(last), "%s", sum);
-    last_state = st.state;
-    if (st.reason != NULL && strcmp(st.reason, last_reason) != 0) { /* why it is held up */
-      fprintf(stderr, "%smuster: %s cannot make progress: %s\n", shown ? "\r\033[K" : "", handle,
-              st.reason);
-      shown = 0;
-    }
-    snprintf(last_reason, sizeof(last_reason), "%s", st.reason ? st.reason : "");
-    int done = mu_job_state_is_terminal(st.state) || st.state == MU_STATE_UNKNOWN;
-    if (done) {
-      if (shown)
-        fprintf(stderr, "\n");
-      shown = 0;
-      if (logger > 0) { /* the stream ends with the job: copy it to its end */
-        while (logfd >= 0)
-          pump_logs(&logfd, &pending, 1000, &shown);
-        int ws;
-        while (waitpid(logger, &ws, 0) < 0 && errno == EINTR)
-          ;
-        logger = -1;
-      }
-      fprintf(stderr, "muster: %s finished: %s after %.1fs", handle, mu_job_state_name(st.state),
-              el);
-      if (st.msg && st.msg[0])
-        fprintf(stderr, " (%s)", st.msg);
-      fprintf(stderr, "\n");
-      for (size_t i = 0; i < st.nreplicas; i++) {
-        const struct mu_replica_status *rp = &st.replicas[i];
-        if (rp->state == MU_STATE_FAILED)
-          fprintf(stderr, "muster:   %s/%ld FAILED with exit code %d; see 'muster log %s/%s/%ld'\n",
-                  rp->role, rp->replica_id, rp->exit_code, handle, rp->role, rp->replica_id);
-      }
-      if (st.root_cause != NULL)
-        fprintf(stderr, "muster: root cause: %s\n", st.root_cause);
-      rc = st.state == MU_STATE_SUCCEEDED ? 0 : 1;
-      mu_app_status_release(&st);
+    if (r != 0)
       break;
-    }
+    say_news(&f, &st);
+    double el = now_s() - f.t0;
+    show_progress(&f, &st, el);
+    int done = mu_job_state_is_terminal(st.state) || st.state == MU_STATE_UNKNOWN;
+    if (done)
+      rc = finish(&f, &st, el);
     mu_app_status_release(&st);
-    long nap = tty && el > 1.0 ? 100 : delay;
-    if (logfd >= 0)
-      pump_logs(&logfd, &pending, (int)nap, &shown);
+    if (done)
+      break;
+    long nap = f.tty && el > 1.0 ? 100 : delay;
+    if (f.logs.fd >= 0)
+      pump_logs(&f.logs.fd, &f.pending, (int)nap, &f.shown);
     else
       sleep_ms(nap);
     if (delay < 100)
       delay *= 2;
   }
-  if (logger > 0) {
-    kill(-logger, SIGTERM);
-    int ws;
-    waitpid(logger, &ws, 0);
-  }
-  if (logfd >= 0)
-    close(logfd);
-  mu_buf_release(&pending);
+  mu_log_reader_finish(&f.logs, 1, NULL); /* (a reader already finished is nothing) */
+  mu_buf_release(&f.pending);
   return rc;
 }
 
@@ -380,28 +396,175 @@ static const char *misplaced_run_option(const struct mu_opt *opts, int argc, cha
   return NULL;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The steps of a run: each returns RUN_NEXT to go on, or the exit code
+ */
+
+#define RUN_NEXT (-1)
+
+struct run {
+  /* the options */
+  const char *sched_name, *cfgstr, *workspace;
+  int dryrun, wait, json, log, no_log, tee_logs;
+  const struct mu_opt *opts;
+  /* what the steps make */
+  const struct mu_sched_ops *s;
+  struct mu_config file;
+  struct mu_cfg cfg;
+  const char *comp_name;
+  int cargc; /* the component's arguments */
+  char **cargv;
+  struct mu_component *comp;
+  struct mu_app *app;
+  struct mu_dryrun req;
+  struct mu_buf err;
+};
+
+/* The config files, and the scheduler from -s or [cli:run] scheduler=. */
+static int step_scheduler(struct run *r)
+{
+  if (mu_config_load(&r->file, &r->err) != 0) {
+    mu_error("%s", mu_buf_str(&r->err));
+    return MU_EXIT_USAGE;
+  }
+  if (r->sched_name == NULL) {
+    const struct mu_config_entry *e = mu_config_find(&r->file, "cli:run", "scheduler");
+    if (e != NULL && e->value != NULL)
+      r->sched_name = e->value;
+  }
+  r->s = r->sched_name ? mu_cli_sched(r->sched_name) : mu_sched_at(0);
+  return r->s != NULL ? RUN_NEXT : MU_EXIT_USAGE;
+}
+
+/* The component: the first word, or [cli:run] component= (then every word is its argument);
+ * with --help among its arguments, its help is printed and the run ends. */
+static int step_component(struct run *r)
+{
+  if (r->cargc > 0 && r->cargv[0][0] != '-') {
+    r->comp_name = r->cargv[0];
+    r->cargc--;
+    r->cargv++;
+  } else {
+    const struct mu_config_entry *e = mu_config_find(&r->file, "cli:run", "component");
+    if (e != NULL && e->value != NULL)
+      r->comp_name = e->value;
+  }
+  if (r->comp_name == NULL) {
+    mu_error("no component given; write 'muster run COMPONENT [ARGS]' (see 'muster builtins') "
+             "or set [cli:run] component= in .musterconfig");
+    return MU_EXIT_USAGE;
+  }
+  if (mu_component_load(r->comp_name, &r->comp, &r->err) != 0) {
+    mu_error("%s", mu_buf_str(&r->err));
+    return MU_EXIT_USAGE;
+  }
+  if (!wants_help(r->cargc, r->cargv))
+    return RUN_NEXT;
+  struct mu_buf h = MU_BUF_INIT(SIZE_MAX);
+  mu_component_help(r->comp, &h);
+  fputs(mu_buf_str(&h), stdout);
+  mu_buf_release(&h);
+  return 0;
+}
+
+/* The scheduler's cfg and the job spec: the component built with its arguments, the runner's
+ * env, the workspace's image, validated. */
+static int step_job(struct run *r)
+{
+  int rc = mu_cli_cfg(r->s, r->cfgstr, &r->file, &r->cfg);
+  if (rc != 0)
+    return rc;
+  if (mu_component_build(r->comp, r->cargc, r->cargv, &r->file, &r->app, &r->err) != 0) {
+    const char *misplaced = misplaced_run_option(r->opts, r->cargc, r->cargv);
+    if (misplaced != NULL)
+      mu_error("'%s' is an option of muster run, not of %s: put it before the component (muster "
+               "run %s %s ...)",
+               misplaced, r->comp_name, misplaced, r->comp_name);
+    else
+      mu_error("%s", mu_buf_str(&r->err));
+    return MU_EXIT_USAGE;
+  }
+  add_runner_env(r->app, r->s->name);
+  const struct mu_config_entry *ws = mu_config_find(&r->file, "cli:run", "workspace");
+  if (r->workspace == NULL && (r->s->caps & MU_SCHED_IMAGES) && ws != NULL)
+    r->workspace = ws->value;
+  rc = r->workspace != NULL
+           ? mu_workspace_build(r->app, r->workspace, mu_cfg_get(&r->cfg, "image_repo"), &r->err)
+           : 0;
+  if (rc != 0) {
+    mu_error("%s", mu_buf_str(&r->err));
+    return rc == MU_EINVAL ? MU_EXIT_USAGE : MU_EXIT_FAILED; /* bad input, or the build failed */
+  }
+  if (mu_app_validate(r->app, &r->err) != 0) {
+    mu_error("invalid job spec from %s: %s", r->comp_name, mu_buf_str(&r->err));
+    return MU_EXIT_USAGE;
+  }
+  return RUN_NEXT;
+}
+
+/* The scheduler's request; with --dryrun it is printed and the run ends. */
+static int step_dryrun(struct run *r)
+{
+  if (mu_sched_dryrun(r->s, r->app, &r->cfg, &r->req, &r->err) != 0) {
+    mu_error("%s", mu_buf_str(&r->err));
+    return MU_EXIT_USAGE;
+  }
+  if (r->req.note != NULL)
+    fprintf(stderr, "muster: note: %s\n", r->req.note);
+  if (!r->dryrun)
+    return RUN_NEXT;
+  if (r->req.warning != NULL)
+    mu_warn("%s", r->req.warning);
+  print_dryrun(r->s->name, r->app, &r->req, r->json);
+  return 0;
+}
+
+/* Submits, prints the handle, and follows the job when the scheduler's jobs run here or with
+ * --wait. */
+static int step_submit(struct run *r)
+{
+  catch_signals(); /* from here a signal cancels the job instead of killing us */
+  if (mu_sched_schedule(&r->req, &r->err) != 0) {
+    mu_error("cannot submit to %s: %s", r->s->name, mu_buf_str(&r->err));
+    return MU_EXIT_FAILED;
+  }
+  char *handle = mu_asprintf("%s://%s/%s", r->s->name, MU_SESSION, r->req.app_id);
+  if (r->json)
+    printf("{\"app_handle\":\"%s\",\"app_id\":\"%s\"}\n", handle, r->req.app_id);
+  else
+    printf("%s\n", handle);
+  fflush(stdout);
+  int rc = 0, follow = (r->s->caps & MU_SCHED_FOLLOW) != 0;
+  if (follow || r->wait)
+    rc = wait_job(r->s, r->req.app_id, handle, &r->cfg, (r->log || follow) && !r->no_log);
+  mu_free(handle);
+  return rc;
+}
+
+typedef int run_step(struct run *r);
+static run_step *const steps[] = {step_scheduler, step_component, step_job, step_dryrun,
+                                  step_submit};
+
 int cmd_run(int argc, char **argv)
 {
-  const char *sched_name = NULL;
-  const char *cfgstr = NULL;
-  int dryrun = 0, wait = 0, json = 0, log = 0, no_log = 0, tee_logs = 0;
-  const char *workspace = NULL;
+  struct run r = {.file = MU_CONFIG_INIT, .cfg = {MU_KVLIST_INIT}, .err = MU_BUF_INIT(SIZE_MAX)};
+  char sched_help[256];
   struct mu_opt opts[] = {
-      MU_OPT_STRING('s', "scheduler", &sched_name, "SCHED",
-                    "the scheduler: local (default), kubernetes, slurm"),
-      MU_OPT_STRING_F(0, "cfg", &cfgstr, "K=V,...",
+      MU_OPT_STRING('s', "scheduler", &r.sched_name, "SCHED",
+                    mu_cli_sched_help(sched_help, sizeof(sched_help))),
+      MU_OPT_STRING_F(0, "cfg", &r.cfgstr, "K=V,...",
                       "scheduler options, also as -cfg (see 'muster runopts SCHED')",
                       MU_OPT_SINGLE_DASH),
-      MU_OPT_BOOL(0, "dryrun", &dryrun,
+      MU_OPT_BOOL(0, "dryrun", &r.dryrun,
                   "print the job spec and the scheduler request; submit nothing"),
-      MU_OPT_BOOL(0, "wait", &wait, "wait for the job to finish (always on for local)"),
-      MU_OPT_BOOL(0, "log", &log,
+      MU_OPT_BOOL(0, "wait", &r.wait, "wait for the job to finish (always on for local)"),
+      MU_OPT_BOOL(0, "log", &r.log,
                   "stream the replicas' logs to stderr while waiting (default for local)"),
-      MU_OPT_BOOL(0, "no-log", &no_log, "do not stream a local job's logs"),
-      MU_OPT_BOOL(0, "json", &json, "--dryrun: print JSON; otherwise the handle as JSON"),
-      MU_OPT_STRING_F(0, "scheduler-args", &cfgstr, "K=V,...", "TorchX's name of -cfg",
+      MU_OPT_BOOL(0, "no-log", &r.no_log, "do not stream a local job's logs"),
+      MU_OPT_BOOL(0, "json", &r.json, "--dryrun: print JSON; otherwise the handle as JSON"),
+      MU_OPT_STRING_F(0, "scheduler-args", &r.cfgstr, "K=V,...", "TorchX's name of -cfg",
                       MU_OPT_HIDDEN),
-      MU_OPT_BOOL(0, "tee-logs", &tee_logs,
+      MU_OPT_BOOL(0, "tee-logs", &r.tee_logs,
                   "accepted (TorchX): --log lines always carry their role/replica prefix"),
       MU_OPT_CALLBACK(
           0, "parent-run-id", "ID", "refused: muster has no experiment tracker", refused_option,
@@ -413,138 +576,32 @@ int cmd_run(int argc, char **argv)
                       MU_OPT_NOARG),
       MU_OPT_CALLBACK(0, "buck-target", "T", "refused: muster does not build with buck",
                       refused_option, (void *)"muster does not build with buck; drop it", 0),
-      MU_OPT_STRING(0, "workspace", &workspace, "DIR",
+      MU_OPT_STRING(0, "workspace", &r.workspace, "DIR",
                     "layer DIR's (or file://DIR's) files on each role's image, push it to -cfg "
                     "image_repo and run it by digest (buildah; DIR/.dockerignore excludes); \"\": "
                     "none"),
       MU_OPT_END(),
   };
-  struct mu_config file = MU_CONFIG_INIT;
-  struct mu_cfg cfg = {MU_KVLIST_INIT};
-  struct mu_component *comp = NULL;
-  struct mu_app *app = NULL;
-  struct mu_dryrun req = {0};
-  struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
-  int rc = 0;
   /* The run options end at the first word that is not one of them: the component, or (with
    * [cli:run] component=) the component's first argument, as TorchX; a misspelt run option is
    * still an error. */
-  int n =
-      mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT | MU_OPTS_STOP_AT_UNKNOWN, usage_text);
+  int rc = RUN_NEXT,
+      n = mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT | MU_OPTS_STOP_AT_UNKNOWN,
+                        usage_text);
   if (n == MU_OPTS_HELP)
-    goto out;
-  if (n < 0) {
+    rc = 0;
+  else if (n < 0)
     rc = MU_EXIT_USAGE;
-    goto out;
-  }
-  if (mu_config_load(&file, &err) != 0) {
-    mu_error("%s", mu_buf_str(&err));
-    rc = MU_EXIT_USAGE;
-    goto out;
-  }
-  if (sched_name == NULL) {
-    const struct mu_config_entry *e = mu_config_find(&file, "cli:run", "scheduler");
-    if (e != NULL && e->value != NULL)
-      sched_name = e->value;
-  }
-  const struct mu_sched_ops *s = sched_name ? mu_cli_sched(sched_name) : mu_sched_at(0);
-  if (s == NULL) {
-    rc = MU_EXIT_USAGE;
-    goto out;
-  }
-  const char *comp_name = NULL;
-  int cargc = argc - n;
-  char **cargv = argv + n;
-  if (cargc > 0 && cargv[0][0] != '-') {
-    comp_name = cargv[0];
-    cargc--;
-    cargv++;
-  } else {
-    const struct mu_config_entry *e = mu_config_find(&file, "cli:run", "component");
-    if (e != NULL && e->value != NULL)
-      comp_name = e->value;
-  }
-  if (comp_name == NULL) {
-    mu_error("no component given; write 'muster run COMPONENT [ARGS]' (see 'muster builtins') "
-             "or set [cli:run] component= in .musterconfig");
-    rc = MU_EXIT_USAGE;
-    goto out;
-  }
-  if (mu_component_load(comp_name, &comp, &err) != 0) {
-    mu_error("%s", mu_buf_str(&err));
-    rc = MU_EXIT_USAGE;
-    goto out;
-  }
-  if (wants_help(cargc, cargv)) {
-    struct mu_buf h = MU_BUF_INIT(SIZE_MAX);
-    mu_component_help(comp, &h);
-    fputs(mu_buf_str(&h), stdout);
-    mu_buf_release(&h);
-    goto out;
-  }
-  rc = mu_cli_cfg(s, cfgstr, &file, &cfg);
-  if (rc != 0)
-    goto out;
-  if (mu_component_build(comp, cargc, cargv, &file, &app, &err) != 0) {
-    const char *misplaced = misplaced_run_option(opts, cargc, cargv);
-    if (misplaced != NULL)
-      mu_error("'%s' is an option of muster run, not of %s: put it before the component (muster "
-               "run %s %s ...)",
-               misplaced, comp_name, misplaced, comp_name);
-    else
-      mu_error("%s", mu_buf_str(&err));
-    rc = MU_EXIT_USAGE;
-    goto out;
-  }
-  add_runner_env(app, s->name);
-  if (workspace == NULL && s == &mu_sched_kubernetes && /* the scheduler that runs images */
-      mu_config_find(&file, "cli:run", "workspace") != NULL)
-    workspace = mu_config_find(&file, "cli:run", "workspace")->value;
-  if (workspace != NULL &&
-      (rc = mu_workspace_build(app, workspace, mu_cfg_get(&cfg, "image_repo"), &err)) != 0) {
-    mu_error("%s", mu_buf_str(&err));
-    rc = rc == MU_EINVAL ? MU_EXIT_USAGE : MU_EXIT_FAILED; /* bad input, or the build failed */
-    goto out;
-  }
-  if (mu_app_validate(app, &err) != 0) {
-    mu_error("invalid job spec from %s: %s", comp_name, mu_buf_str(&err));
-    rc = MU_EXIT_USAGE;
-    goto out;
-  }
-  if (mu_sched_dryrun(s, app, &cfg, &req, &err) != 0) {
-    mu_error("%s", mu_buf_str(&err));
-    rc = MU_EXIT_USAGE;
-    goto out;
-  }
-  if (req.note != NULL)
-    fprintf(stderr, "muster: note: %s\n", req.note);
-  if (dryrun) {
-    if (req.warning != NULL)
-      mu_warn("%s", req.warning);
-    print_dryrun(s->name, app, &req, json);
-    goto out;
-  }
-  catch_signals(); /* from here a signal cancels the job instead of killing us */
-  if (mu_sched_schedule(&req, &err) != 0) {
-    mu_error("cannot submit to %s: %s", s->name, mu_buf_str(&err));
-    rc = MU_EXIT_FAILED;
-    goto out;
-  }
-  char *handle = mu_asprintf("%s://%s/%s", s->name, MU_SESSION, req.app_id);
-  if (json)
-    printf("{\"app_handle\":\"%s\",\"app_id\":\"%s\"}\n", handle, req.app_id);
-  else
-    printf("%s\n", handle);
-  fflush(stdout);
-  if (s == &mu_sched_local || wait)
-    rc = wait_job(s, req.app_id, handle, &cfg, (log || s == &mu_sched_local) && !no_log);
-  mu_free(handle);
-out:
-  mu_dryrun_release(&req);
-  mu_app_free(app);
-  mu_component_free(comp);
-  mu_cfg_release(&cfg);
-  mu_config_release(&file);
-  mu_buf_release(&err);
-  return rc;
+  r.opts = opts;
+  r.cargc = argc - (n > 0 ? n : 0);
+  r.cargv = argv + (n > 0 ? n : 0);
+  for (size_t i = 0; rc == RUN_NEXT && i < sizeof(steps) / sizeof(steps[0]); i++)
+    rc = steps[i](&r);
+  mu_dryrun_release(&r.req);
+  mu_app_free(r.app);
+  mu_component_free(r.comp);
+  mu_cfg_release(&r.cfg);
+  mu_config_release(&r.file);
+  mu_buf_release(&r.err);
+  return rc == RUN_NEXT ? 0 : rc;
 }

@@ -16,6 +16,10 @@ int mu_cli_handle(const char *arg, const struct mu_sched_ops **s, char **app_id,
  * Returns: the backend, or NULL. */
 const struct mu_sched_ops *mu_cli_sched(const char *name);
 
+/* The help text of a -s option, the schedulers from the table: "the scheduler: local (default),
+ * kubernetes, slurm". Returns: buf. */
+const char *mu_cli_sched_help(char *buf, size_t n);
+
 /* Loads the config files and resolves the scheduler's cfg with the -cfg string (may be NULL).
  * file may be NULL (then it is loaded and released here). Returns: 0, or 2 after printing. */
 int mu_cli_cfg(const struct mu_sched_ops *s, const char *cfgstr, const struct mu_config *file,
@@ -76,5 +80,12 @@ void mu_cli_job_release(struct mu_cli_job *j);
 void mu_cli_rdzv_line(const struct mu_app_status *st, char *out, size_t n);
 
 void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json);
+
+/* Prints where a run's time went, from its JSON (GET /v1/runs/{id}, or the rdzv_run the local
+ * scheduler keeps): time to first step, restarts of the budget, each round after a loss with
+ * its downtime and why, standbys, unhealthy nodes with their check's first line. Every line
+ * starts with `indent`; `title` 1 prints status's "Name: value" form, 0 muster rdzv's. */
+struct cJSON;
+void mu_cli_goodput_print(const struct cJSON *run, const char *indent, int title);
 
 #endif

@@ -55,11 +55,19 @@ static const struct mu_runopt k8s_runopts[] = {
     {"rdzv_token_secret", MU_RUNOPT_STR, NULL, 0,
      "a Secret of yours whose key 'token' the agents send (and the job's own musterd requires); "
      "by default muster makes a random token per job, as a Secret the job owns"},
+    {"rdzv_tls", MU_RUNOPT_STR, NULL, 0,
+     "a Secret (tls.crt, tls.key, ca.crt) whose certificate names <job>-musterd.<namespace>.svc "
+     "(*.<namespace>.svc covers every job): the job's musterd serves HTTPS with it, the agents "
+     "check it with ca.crt"},
+    {"rdzv_tls_client", MU_RUNOPT_STR, NULL, 0,
+     "with rdzv_tls, a Secret (tls.crt, tls.key) of the agents' client certificate, signed by "
+     "rdzv_tls's ca.crt: the job's musterd then requires client certificates"},
     {"muster_image", MU_RUNOPT_STR, NULL, 0,
      "the muster image (scripts/build-image.sh): the init container that puts the agent in "
      "every pod, and the job's musterd; required when the job uses either"},
     {"kubectl", MU_RUNOPT_STR, "kubectl", 0, "kubectl program (name on PATH or a path)"},
     {"context", MU_RUNOPT_STR, NULL, 0, "kubeconfig context (kubectl --context)"},
+    MU_RUNOPT_HEALTH_CHECK,
     {NULL, 0, NULL, 0, NULL},
 };
 
@@ -194,6 +202,7 @@ struct k8s_priv {
   char *manifest_json; /* the same object as JSON, for kubectl create -o json */
   struct k8s_job job;
   char *token_secret; /* the Secret of the job's token, created after the job; NULL: none */
+  cJSON *service;     /* the Service of the job's musterd (rdzv_tls), created after the job */
   char *placeholder;  /* why the plan cannot be submitted (muster_image unset), or NULL */
 };
 
@@ -239,6 +248,8 @@ static int k8s_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct
   p->manifest_json = cJSON_PrintUnformatted(plan.manifest);
   p->token_secret = plan.token_secret;
   plan.token_secret = NULL;
+  p->service = plan.service;
+  plan.service = NULL;
   if (plan.placeholder) {
     struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
     mu_k8s_explain_muster_image(app, &why);
@@ -276,64 +287,95 @@ static void k8s_dryrun_free(struct mu_dryrun *req)
   cJSON_free(p->manifest_json);
   k8s_job_release(&p->job);
   mu_free(p->token_secret);
+  cJSON_Delete(p->service);
   mu_free(p->placeholder);
   mu_free(p);
   req->priv = NULL;
 }
 
-/* Creates the job's token Secret, owned by the job just created (its `kubectl create -o json`
- * answer in created): a random token that exists nowhere else, handed to kubectl on stdin,
- * never in an argument, a manifest printed or a log. Returns: 0, or kubectl's error. */
-static int create_token_secret(const struct k8s_priv *p, const struct mu_cfg *cfg,
-                               const char *created, struct mu_buf *err)
+/* kubectl create of obj (a Secret, a Service), owned by the job that `kubectl create -o json`
+ * answered with (owner): Kubernetes deletes it with the job. The text handed to kubectl on
+ * stdin is wiped after (a Secret's holds the token). Returns: 0, or kubectl's error. */
+static int create_owned(const struct k8s_priv *p, const struct mu_cfg *cfg, cJSON *obj,
+                        const cJSON *owner, struct mu_buf *err)
 {
   static const char *const args[] = {"create", "-f", "-", NULL};
-  cJSON *obj = cJSON_Parse(created), *secret;
-  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-  const char *uid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "uid"));
-  char token[65], *text;
-  int rc = uid != NULL ? mu_random_hex(token, 32) : MU_EPARSE;
-  if (uid == NULL)
-    mu_buf_printf(err, "kubectl create printed no uid for %s", p->job.name);
-  else if (rc != 0)
-    mu_buf_printf(err, "cannot make the job's rendezvous token: %s", mu_strerror(rc));
-  if (rc != 0) {
-    cJSON_Delete(obj);
-    return rc;
-  }
-  secret = mu_k8s_token_secret(p->token_secret, p->job.name, token,
-                               cJSON_GetStringValue(cJSON_GetObjectItem(obj, "apiVersion")),
-                               cJSON_GetStringValue(cJSON_GetObjectItem(obj, "kind")), uid);
-  text = cJSON_PrintUnformatted(secret);
-  rc = kubectl_call(&p->job, cfg, args, text, NULL, err);
-  memset(token, 0, sizeof(token));
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(owner, "metadata");
+  mu_k8s_set_owner(obj, p->job.name,
+                   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(owner, "apiVersion")),
+                   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(owner, "kind")),
+                   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "uid")));
+  char *text = cJSON_PrintUnformatted(obj);
+  int rc = kubectl_call(&p->job, cfg, args, text, NULL, err);
   memset(text, 0, strlen(text));
   cJSON_free(text);
-  cJSON_Delete(secret); /* (its copy of the token goes with the heap) */
-  cJSON_Delete(obj);
   return rc;
 }
 
-/* kubectl create of the job (-o json when its token Secret needs the job's uid), then the token
- * Secret; when that fails the job is deleted again. */
+/* The job's token Secret: a random token that exists nowhere else, handed to kubectl on stdin,
+ * never in an argument, a manifest printed or a log. Returns: 0, or the error in err. */
+static int create_token_secret(const struct k8s_priv *p, const struct mu_cfg *cfg,
+                               const cJSON *owner, struct mu_buf *err)
+{
+  char token[65];
+  int rc = mu_random_hex(token, 32);
+  if (rc != 0) {
+    mu_buf_printf(err, "cannot make the job's rendezvous token: %s", mu_strerror(rc));
+    return rc;
+  }
+  cJSON *secret = mu_k8s_token_secret(p->token_secret, p->job.name, token, NULL, NULL, NULL);
+  rc = create_owned(p, cfg, secret, owner, err);
+  memset(token, 0, sizeof(token));
+  cJSON_Delete(secret); /* (its copy of the token goes with the heap) */
+  return rc;
+}
+
+/* What muster creates after the job, owned by it (created: the job's `kubectl create -o json`
+ * answer): its token Secret, and its musterd's Service (-cfg rdzv_tls). *what names the one
+ * that failed. Returns: 0, or the error in err. */
+static int create_after(const struct k8s_priv *p, const struct mu_cfg *cfg, const char *created,
+                        const char **what, struct mu_buf *err)
+{
+  cJSON *owner = cJSON_Parse(created);
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(owner, "metadata");
+  int rc = 0;
+  *what = "rendezvous token could not be stored";
+  if (cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "uid")) == NULL) {
+    mu_buf_printf(err, "kubectl create printed no uid for %s", p->job.name);
+    rc = MU_EPARSE;
+  }
+  if (rc == 0 && p->token_secret != NULL)
+    rc = create_token_secret(p, cfg, owner, err);
+  if (rc == 0 && p->service != NULL) {
+    cJSON *svc = cJSON_Duplicate(p->service, 1);
+    *what = "musterd's Service could not be created";
+    rc = create_owned(p, cfg, svc, owner, err);
+    cJSON_Delete(svc);
+  }
+  cJSON_Delete(owner);
+  return rc;
+}
+
+/* kubectl create of the job (-o json when what comes after it needs the job's uid), then its
+ * token Secret and its musterd's Service; when one fails the job is deleted again. */
 static int k8s_schedule_with(struct k8s_priv *p, const struct mu_cfg *cfg, struct mu_buf *err)
 {
   static const char *const plain[] = {"create", "-f", "-", NULL};
   static const char *const as_json[] = {"create", "-f", "-", "-o", "json", NULL};
   struct mu_buf created = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
+  const char *what = NULL;
   int rc;
   if (p->placeholder != NULL) {
     mu_buf_printf(err, "%s", p->placeholder);
     return MU_EINVAL;
   }
-  if (p->token_secret == NULL)
+  if (p->token_secret == NULL && p->service == NULL)
     return kubectl_call(&p->job, cfg, plain, p->yaml, NULL, err);
   rc = kubectl_call(&p->job, cfg, as_json, p->manifest_json, &created, err);
   if (rc == 0)
-    rc = create_token_secret(p, cfg, mu_buf_str(&created), err);
+    rc = create_after(p, cfg, mu_buf_str(&created), &what, err);
   if (rc != 0 && created.len > 0) {
-    mu_buf_printf(err, "\nthe job's rendezvous token could not be stored, so %s was deleted",
-                  p->job.name);
+    mu_buf_printf(err, "\nthe job's %s, so %s was deleted", what, p->job.name);
     kubectl_on_job(&p->job, cfg, "delete", 0, NULL, &ignore);
   }
   mu_buf_release(&created);
@@ -470,29 +512,27 @@ static int k8s_app_spec(const char *app_id, const struct mu_cfg *cfg, struct mu_
   return rc;
 }
 
-/* Why each listed job that has not ended is held up, from one read of every muster pod of the
- * namespace (the events, read for one job's status when needed, are not read here). */
+/* Why each listed job that has not ended is held up, in the words `muster status` uses: one
+ * read of every muster pod of the namespace and, when a waiting pod's own status says nothing,
+ * one read of the namespace's Warning events (get_events), whatever the number of jobs. A
+ * cluster that cannot list them leaves the reasons out. */
 static void list_reasons(const struct k8s_job *j, const struct mu_cfg *cfg,
                          struct mu_app_list_entry *l, size_t n)
 {
   static const char *const args[] = {"get", "pods", "-l", "app.kubernetes.io/managed-by=muster",
                                      "-o",  "json", NULL};
-  struct mu_buf pods = MU_BUF_INIT(K8S_OUT_MAX), ignore = MU_BUF_INIT(SIZE_MAX);
+  struct mu_buf pods = MU_BUF_INIT(K8S_OUT_MAX), events = MU_BUF_INIT(K8S_OUT_MAX);
+  struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
   size_t live = 0;
+  int want_events = 0;
   for (size_t i = 0; i < n; i++)
     live += !mu_job_state_is_terminal(l[i].state);
-  if (live > 0 && kubectl_call(j, cfg, args, NULL, &pods, &ignore) == 0)
-    for (size_t i = 0; i < n; i++) {
-      struct mu_app_status st = {.app_id = l[i].app_id, .state = l[i].state};
-      char *failed = NULL;
-      int want_events = 0;
-      if (mu_job_state_is_terminal(l[i].state) ||
-          mu_k8s_apply_pods(mu_buf_str(&pods), NULL, 0, &st, &failed, &want_events, &ignore) != 0)
-        continue;
-      l[i].reason = st.reason;
-      mu_free(failed);
-    }
+  if (live > 0 && kubectl_call(j, cfg, args, NULL, &pods, &ignore) == 0 &&
+      mu_k8s_list_reasons(mu_buf_str(&pods), NULL, l, n, &want_events, &ignore) == 0 &&
+      want_events && get_events(j, cfg, &events, &ignore) == 0)
+    mu_k8s_list_reasons(mu_buf_str(&pods), mu_buf_str(&events), l, n, &want_events, &ignore);
   mu_buf_release(&pods);
+  mu_buf_release(&events);
   mu_buf_release(&ignore);
 }
 
@@ -655,9 +695,10 @@ static int k8s_log(const char *app_id, const char *role, long replica, const str
 const struct mu_sched_ops mu_sched_kubernetes = {
     .name = "kubernetes",
     .help = "Volcano Jobs or JobSets on Kubernetes through kubectl (-cfg api=volcano|jobset)",
-    .rdzv_macro = "JOB-musterd-0.JOB:29400 (a JobSet's JOB-musterd-0-0.JOB; -cfg rdzv_port), the "
-                  "job's own musterd task, or the -cfg rdzv=HOST:PORT given: the manifest has "
-                  "the value",
+    .caps = MU_SCHED_IMAGES,
+    .rdzv_macro = "JOB-musterd-0.JOB:29400 (a JobSet's JOB-musterd-0-0.JOB; -cfg rdzv_port; with "
+                  "-cfg rdzv_tls https://JOB-musterd.NAMESPACE.svc:29400), the job's own "
+                  "musterd task, or the -cfg rdzv=HOST:PORT given: the manifest has the value",
     .runopts = k8s_runopts,
     .dryrun = k8s_dryrun,
     .schedule = k8s_schedule,

@@ -22,6 +22,13 @@
 #define MU_K8S_TOKEN_DIR "/var/run/muster/rdzv"
 #define MU_K8S_TOKEN_FILE MU_K8S_TOKEN_DIR "/token"
 
+/* With -cfg rdzv_tls=SECRET (a kubernetes.io/tls Secret: tls.crt, tls.key, ca.crt): where it is
+ * mounted read-only, in the job's musterd (tls.crt and tls.key, and ca.crt when it checks client
+ * certificates) and in the agents (ca.crt alone: MUSTER_RDZV_CACERT); and where the agents'
+ * client certificate of -cfg rdzv_tls_client=SECRET (tls.crt, tls.key) is mounted. */
+#define MU_K8S_TLS_DIR "/var/run/muster/rdzv-tls"
+#define MU_K8S_TLS_CLIENT_DIR "/var/run/muster/rdzv-tls-client"
+
 /* The annotation of a job's own object that holds the app as submitted (its JSON, job.h), which
  * `muster describe` reads back; left out when the JSON would pass MU_K8S_APP_MAX bytes. */
 #define MU_K8S_APP_ANNOTATION "muster.dev/app"
@@ -52,6 +59,9 @@ struct mu_k8s_plan {
   char *token_secret; /* the Secret of the job's rendezvous token, which muster creates when it
                        * submits the job (never in the manifest); NULL when none */
   int placeholder;    /* the manifest holds MU_K8S_IMAGE_PLACEHOLDER (muster_image unset) */
+  cJSON *service;     /* with -cfg rdzv_tls: the headless Service that names the job's musterd
+                       * (<job>-musterd.<namespace>.svc, the name its certificate covers), which
+                       * muster creates after the job, owned by it (mu_k8s_set_owner); else NULL */
 };
 
 /* Renders the job for app: a Volcano Job or a JobSet (-cfg api). job_name is the metadata.name
@@ -72,6 +82,11 @@ void mu_k8s_explain_muster_image(const struct mu_app *app, struct mu_buf *out);
 cJSON *mu_k8s_token_secret(const char *name, const char *job, const char *token,
                            const char *owner_api, const char *owner_kind, const char *owner_uid);
 
+/* Makes obj (a Secret, a Service) owned by the job just created: an ownerReference to it
+ * (owner_api, owner_kind, named job, owner_uid), so that Kubernetes deletes obj with the job. */
+void mu_k8s_set_owner(cJSON *obj, const char *job, const char *owner_api, const char *owner_kind,
+                      const char *owner_uid);
+
 /* A readiness or liveness probe: GET /healthz on port every period_s seconds; failures > 0
  * sets failureThreshold (else Kubernetes' default, 3). Returns: a new object (cJSON_Delete). */
 cJSON *mu_k8s_healthz_probe(long port, int period_s, int failures);
@@ -87,6 +102,11 @@ cJSON *mu_k8s_musterd_container(const char *image, long port);
  * lowercase letters, digits and '-', starting and ending with a letter or digit).
  * Returns: 1 or 0. */
 int mu_k8s_name_ok(const char *s);
+
+/* Whether s is a valid name of a Secret or another namespaced object (an RFC 1123 DNS
+ * subdomain: 1-253 characters, dot-separated labels of lowercase letters, digits and '-', each
+ * starting and ending with a letter or digit). Returns: 1 or 0. */
+int mu_k8s_subdomain_ok(const char *s);
 
 /* TorchX's normalize_str: lowercase, keep [a-z0-9-], drop a leading '-' (underscores
  * vanish). Returns: a new string; caller frees with mu_free(). */
@@ -146,6 +166,15 @@ int mu_k8s_parse_jobset_status(const char *json, const char *app_id, struct mu_a
 int mu_k8s_apply_pods(const char *pods, const char *events, int set_states,
                       struct mu_app_status *st, char **failed, int *want_events,
                       struct mu_buf *err);
+
+/* Why each entry of a list (mu_k8s_parse_list) that has not ended is held up, its reason as
+ * mu_k8s_apply_pods gives `muster status` one (the same words): from one `kubectl get pods -o
+ * json` of every muster pod of the namespace and, when not NULL, one `kubectl get events -o json`
+ * of its Warning events about pods. *want_events is 1 when a job's waiting pod says why only in
+ * its events (read them once for the namespace and call again).
+ * Returns: 0, or MU_EPARSE. Ownership: each l[i].reason is replaced (mu_app_list_free). */
+int mu_k8s_list_reasons(const char *pods, const char *events, struct mu_app_list_entry *l,
+                        size_t n, int *want_events, struct mu_buf *err);
 
 /* The name of replica (role, replica) of job's pod in pods (kubectl get pods -o json), the
  * newest when there were several (replica -1: the job's musterd). Returns: a new string

@@ -524,21 +524,14 @@ static void read_pod(struct pods_read *pr, const cJSON *pod, const char *job)
   mu_free(role);
 }
 
-int mu_k8s_apply_pods(const char *pods, const char *events, int set_states,
-                      struct mu_app_status *st, char **failed, int *want_events, struct mu_buf *err)
+/* mu_k8s_apply_pods on parsed lists (events NULL: not read). */
+static void apply_pods_tree(const cJSON *items, const cJSON *events, int set_states,
+                            struct mu_app_status *st, char **failed, int *want_events)
 {
-  cJSON *root = cJSON_Parse(pods), *ev = events ? cJSON_Parse(events) : NULL;
-  const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items"), *pod;
+  const cJSON *pod;
   const char *colon = strrchr(st->app_id ? st->app_id : "", ':');
-  struct pods_read pr = {st, ev, set_states, want_events, NULL, 0, NULL, NULL};
+  struct pods_read pr = {st, events, set_states, want_events, NULL, 0, NULL, NULL};
   *want_events = 0;
-  *failed = NULL;
-  if (root == NULL || !cJSON_IsArray(items)) {
-    mu_buf_puts(err, "kubectl get pods: output is not a JSON list with items");
-    cJSON_Delete(root);
-    cJSON_Delete(ev);
-    return MU_EPARSE;
-  }
   cJSON_ArrayForEach(pod, items)
       read_pod(&pr, pod, colon ? colon + 1 : (st->app_id ? st->app_id : ""));
   mu_free(st->reason);
@@ -550,9 +543,58 @@ int mu_k8s_apply_pods(const char *pods, const char *events, int set_states,
   *failed = pr.failed;
   mu_free(pr.stuck);
   mu_free(pr.failed_at);
+}
+
+/* The items of `kubectl get pods -o json` (or events). Returns: the parsed list (cJSON_Delete)
+ * and its items in *items, or NULL with the reason in err. */
+static cJSON *parse_items(const char *json, const char *what, const cJSON **items,
+                          struct mu_buf *err)
+{
+  cJSON *root = cJSON_Parse(json);
+  *items = cJSON_GetObjectItemCaseSensitive(root, "items");
+  if (root != NULL && cJSON_IsArray(*items))
+    return root;
+  mu_buf_printf(err, "kubectl get %s: output is not a JSON list with items", what);
+  cJSON_Delete(root);
+  *items = NULL;
+  return NULL;
+}
+
+int mu_k8s_apply_pods(const char *pods, const char *events, int set_states,
+                      struct mu_app_status *st, char **failed, int *want_events, struct mu_buf *err)
+{
+  const cJSON *items;
+  cJSON *root = parse_items(pods, "pods", &items, err), *ev = events ? cJSON_Parse(events) : NULL;
+  *want_events = 0;
+  *failed = NULL;
+  if (root != NULL)
+    apply_pods_tree(items, ev, set_states, st, failed, want_events);
   cJSON_Delete(root);
   cJSON_Delete(ev);
-  return 0;
+  return root != NULL ? 0 : MU_EPARSE;
+}
+
+int mu_k8s_list_reasons(const char *pods, const char *events, struct mu_app_list_entry *l, size_t n,
+                        int *want_events, struct mu_buf *err)
+{
+  const cJSON *items;
+  cJSON *root = parse_items(pods, "pods", &items, err), *ev = events ? cJSON_Parse(events) : NULL;
+  *want_events = 0;
+  for (size_t i = 0; root != NULL && i < n; i++) {
+    struct mu_app_status st = {.app_id = l[i].app_id, .state = l[i].state};
+    char *failed = NULL;
+    int want = 0;
+    if (mu_job_state_is_terminal(l[i].state))
+      continue;
+    apply_pods_tree(items, ev, 0, &st, &failed, &want);
+    *want_events |= want;
+    mu_free(l[i].reason);
+    l[i].reason = st.reason;
+    mu_free(failed);
+  }
+  cJSON_Delete(root);
+  cJSON_Delete(ev);
+  return root != NULL ? 0 : MU_EPARSE;
 }
 
 char *mu_k8s_pod_name(const char *pods, const char *job, const char *role, long replica)

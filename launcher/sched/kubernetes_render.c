@@ -26,6 +26,7 @@
 #include "config.h"
 #include "kubernetes_impl.h"
 #include "opts.h"
+#include "random.h"
 
 #define K8S_TASK_MAX 20
 #define K8S_NAME_MAX 63
@@ -94,6 +95,21 @@ int mu_k8s_name_ok(const char *s)
   return 1;
 }
 
+int mu_k8s_subdomain_ok(const char *s)
+{
+  size_t n = strlen(s);
+  if (n == 0 || n > 253)
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    int edge = i == 0 || i + 1 == n || s[i - 1] == '.' || s[i + 1] == '.';
+    if (islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]))
+      continue;
+    if ((s[i] != '-' && s[i] != '.') || edge)
+      return 0;
+  }
+  return 1;
+}
+
 /* Whether the job carries its own musterd task (a bad -cfg rdzv is reported by the render). */
 static int rdzv_in_job(const struct mu_app *app, const struct mu_cfg *cfg)
 {
@@ -108,8 +124,7 @@ static int rdzv_in_job(const struct mu_app *app, const struct mu_cfg *cfg)
 int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **out,
                     struct mu_buf *err)
 {
-  static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  const char *pin = getenv("MUSTER_APP_ID"), *sfx = getenv("MUSTER_APP_ID_SUFFIX");
+  const char *pin = getenv("MUSTER_APP_ID");
   size_t maxtask = strlen("musterd"), i, budget, ntasks;
   enum mu_k8s_api api;
   char suffix[13], digits[24], *base;
@@ -126,27 +141,9 @@ int mu_k8s_job_name(const struct mu_app *app, const struct mu_cfg *cfg, char **o
     *out = mu_strdup(pin);
     return 0;
   }
-  if (sfx != NULL && *sfx != '\0') {
-    char *n = mu_k8s_normalize(sfx);
-    cut(n, 12);
-    snprintf(suffix, sizeof suffix, "%s", *n ? n : "0");
-    mu_free(n);
-  } else {
-    unsigned char rnd[12] = {0};
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || read(fd, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
-      unsigned long x = (unsigned long)getpid() * 2654435761UL;
-      for (i = 0; i < sizeof rnd; i++) {
-        x = x * 6364136223846793005UL + 1;
-        rnd[i] = (unsigned char)(x >> 33);
-      }
-    }
-    if (fd >= 0)
-      close(fd);
-    suffix[0] = alnum[rnd[0] % 26];
-    for (i = 1; i < 12; i++)
-      suffix[i] = alnum[rnd[i] % 36];
-    suffix[12] = '\0';
+  if (mu_app_id_suffix(suffix) != 0) {
+    mu_buf_puts(err, "cannot draw a random app id: the kernel gave no random bytes");
+    return MU_EIO;
   }
   for (i = 0; i < app->nroles; i++) {
     char *t = mu_k8s_task_name(app->roles[i].name, app->roles[i].num_replicas - 1);
@@ -473,33 +470,163 @@ static int ctx_rdzv(struct mu_k8s_ctx *x, struct mu_buf *err)
     x->rdzv = mu_asprintf("%s-musterd-0-0.%s:%ld", x->job, x->job, x->port);
   else if (x->own_rdzv)
     x->rdzv = mu_asprintf("%s-musterd-0.%s:%ld", x->job, x->job, x->port);
+  if (!mu_app_mentions(x->app, "${c10d_endpoint}"))
+    return 0;
+  if (!x->own_rdzv) {
+    mu_buf_printf(err,
+                  "the job uses ${c10d_endpoint} (torchrun --rdzv_backend c10d) and -cfg "
+                  "rdzv=%s names a musterd whose TCPStore port muster does not know; use -cfg "
+                  "rdzv=auto (the job's own musterd), or --rdzv_backend etcd-v2",
+                  x->rdzv ? x->rdzv : "none");
+    return MU_EINVAL;
+  }
+  /* the musterd task's TCPStore listener: the port after its HTTP one, same DNS name */
+  x->c10d_port = x->port < 65535 ? x->port + 1 : x->port - 1;
+  x->c10d = mu_asprintf("%.*s:%ld", (int)(strrchr(x->rdzv, ':') - x->rdzv), x->rdzv, x->c10d_port);
   return 0;
 }
 
-/* Whether every role that reaches the rendezvous (mentions ${rdzv_endpoint}) does it through
- * `muster agent`, which sends the job's token: torchrun's etcd and c10d clients carry none. */
-static int rdzv_users_are_agents(const struct mu_app *app)
+/* The first role that reaches the job's musterd without `muster agent`, which sends the job's
+ * token and checks its musterd's certificate (torchrun's etcd and c10d clients do neither), or
+ * -1 when every one is an agent: a role that mentions ${rdzv_endpoint} (the musterd's HTTP
+ * APIs, which the token guards) or, with c10d_too, ${c10d_endpoint} (its TCPStore listener,
+ * which has neither credentials nor TLS). */
+static long rdzv_user_not_agent(const struct mu_app *app, int c10d_too)
 {
   for (size_t i = 0; i < app->nroles; i++) {
     const struct mu_role *r = &app->roles[i];
     struct mu_app one = {.name = app->name, .roles = (struct mu_role *)r, .nroles = 1};
-    if (mu_app_mentions(&one, "${rdzv_endpoint}") && !runs_agent(r))
-      return 0;
+    int reaches = mu_app_mentions(&one, "${rdzv_endpoint}") ||
+                  (c10d_too && mu_app_mentions(&one, "${c10d_endpoint}"));
+    if (reaches && !runs_agent(r))
+      return (long)i;
   }
-  return 1;
+  return -1;
+}
+
+/* Whether the value of -cfg opt names a Secret; else says why in err. */
+static int secret_name_ok(const char *opt, const char *v, const char *what, struct mu_buf *err)
+{
+  if (mu_k8s_subdomain_ok(v))
+    return 1;
+  if (*v == '\0') {
+    mu_buf_printf(err, "-cfg %s: the Secret's name is missing; name %s", opt, what);
+    return 0;
+  }
+  mu_buf_printf(err, "-cfg %s='", opt);
+  mu_put_shown(err, v);
+  mu_buf_printf(err,
+                "' is not a Kubernetes Secret name (lowercase letters, digits, '-' and '.', at "
+                "most 253); name %s",
+                what);
+  return 0;
 }
 
 /* The rendezvous token: a Secret the user names (rdzv_token_secret), else, when the job runs
- * its own musterd and only agents use it, one muster creates when it submits the job. */
-static void ctx_token(struct mu_k8s_ctx *x)
+ * its own musterd and only agents use it, one muster creates when it submits the job.
+ * Returns: 0, or MU_EINVAL for a name that cannot be a Secret's. */
+static int ctx_token(struct mu_k8s_ctx *x, struct mu_buf *err)
 {
   const char *user = mu_cfg_get(x->cfg, "rdzv_token_secret");
-  if (user != NULL && *user != '\0') {
+  if (user != NULL && !secret_name_ok("rdzv_token_secret", user,
+                                      "a Secret of the job's namespace whose key 'token' is the "
+                                      "rendezvous token, or leave it unset (muster makes one)",
+                                      err))
+    return MU_EINVAL;
+  if (user != NULL) {
     x->token_secret = mu_strdup(user);
-  } else if (x->own_rdzv && rdzv_users_are_agents(x->app)) {
+  } else if (x->own_rdzv && rdzv_user_not_agent(x->app, 0) < 0) {
     x->token_secret = mu_asprintf("%s-rdzv-token", x->job);
     x->token_is_ours = 1;
   }
+  return 0;
+}
+
+#define K8S_TLS_WHAT                                                                               \
+  "a Secret of the job's namespace with tls.crt, tls.key and ca.crt (kubectl create secret "       \
+  "generic NAME --type=kubernetes.io/tls --from-file=tls.crt=server.pem "                          \
+  "--from-file=tls.key=server.key --from-file=ca.crt=ca.pem, or cert-manager's Certificate), "     \
+  "not a directory as on local and Slurm (docs/kubernetes.md)"
+
+/* Whether -cfg rdzv_tls can be served: the job's own musterd, reached by agents alone.
+ * Returns: 0, or MU_EINVAL with the reason and the fix in err. */
+static int tls_servable(const struct mu_k8s_ctx *x, struct mu_buf *err)
+{
+  long ri = rdzv_user_not_agent(x->app, 1);
+  if (!x->own_rdzv && x->rdzv != NULL) {
+    mu_buf_printf(err,
+                  "-cfg rdzv_tls: the job's own musterd serves TLS, and this job uses rdzv=%s "
+                  "instead: mount the CA of that server's certificate in the pods (--mounts "
+                  "type=secret,...) and give the agents MUSTER_RDZV_CACERT, or drop rdzv_tls",
+                  x->rdzv);
+    return MU_EINVAL;
+  }
+  if (!x->own_rdzv) {
+    mu_buf_puts(err, "-cfg rdzv_tls: the job's own musterd serves TLS, and this job has none "
+                     "(no role uses ${rdzv_endpoint}, or -cfg rdzv=none): -cfg rdzv=job starts "
+                     "one, or drop rdzv_tls");
+    return MU_EINVAL;
+  }
+  if (ri >= 0) {
+    mu_buf_printf(err,
+                  "-cfg rdzv_tls: roles[%ld] (%s) reaches the job's musterd without `muster "
+                  "agent`, and torchrun's rendezvous clients cannot check its certificate: run "
+                  "the role with muster's agent (dist.ddp --launcher muster), or leave "
+                  "rdzv_tls unset",
+                  ri, x->app->roles[ri].name);
+    return MU_EINVAL;
+  }
+  if (strlen(x->job) + strlen("-musterd") > 63) {
+    mu_buf_printf(err,
+                  "-cfg rdzv_tls: the job's name '%s' leaves no room for its musterd's Service "
+                  "'%s-musterd' (63 characters at most); pick a shorter MUSTER_APP_ID",
+                  x->job, x->job);
+    return MU_EINVAL;
+  }
+  return 0;
+}
+
+/* -cfg rdzv_tls=SECRET [rdzv_tls_client=SECRET]: the job's musterd serves HTTPS with the
+ * Secret's certificate, and ${rdzv_endpoint} becomes https://<job>-musterd.<namespace>.svc:PORT,
+ * a headless Service that muster creates with the job. The pods' own names
+ * (<job>-musterd-0.<job>) would need a certificate per job, made before the job's random name is
+ * known (a wildcard covers one label, and *.<job> is too short for one); the Service is one
+ * label under the namespace's service domain, so one certificate for *.<namespace>.svc covers
+ * every job of the namespace. Returns: 0, or MU_EINVAL. */
+static int ctx_tls(struct mu_k8s_ctx *x, struct mu_buf *err)
+{
+  const char *tls = mu_cfg_get(x->cfg, "rdzv_tls"), *cl = mu_cfg_get(x->cfg, "rdzv_tls_client");
+  const char *ns = mu_cfg_get(x->cfg, "namespace");
+  if (tls == NULL && cl == NULL)
+    return 0;
+  if (tls == NULL) {
+    mu_buf_puts(err, "-cfg rdzv_tls_client: the agents present a client certificate to a "
+                     "musterd that serves TLS; name that one's Secret with -cfg rdzv_tls too");
+    return MU_EINVAL;
+  }
+  if (!secret_name_ok("rdzv_tls", tls, K8S_TLS_WHAT, err) ||
+      (cl != NULL &&
+       !secret_name_ok("rdzv_tls_client", cl,
+                       "a Secret with the agents' client certificate (tls.crt, tls.key) signed "
+                       "by rdzv_tls's ca.crt (kubectl create secret tls NAME --cert=client.pem "
+                       "--key=client.key), or leave it unset",
+                       err)))
+    return MU_EINVAL;
+  if (tls_servable(x, err) != 0)
+    return MU_EINVAL;
+  if (ns != NULL && !mu_k8s_name_ok(ns)) { /* it names the Service the agents reach */
+    mu_buf_puts(err, "-cfg namespace='");
+    mu_put_shown(err, ns);
+    mu_buf_puts(err, "' is not a Kubernetes namespace name (lowercase letters, digits and '-', "
+                     "at most 63)");
+    return MU_EINVAL;
+  }
+  x->tls_secret = tls;
+  x->tls_client = cl;
+  x->rdzv_service = mu_asprintf("%s-musterd", x->job);
+  mu_free(x->rdzv);
+  x->rdzv = mu_asprintf("https://%s.%s.svc:%ld", x->rdzv_service, ns ? ns : "default", x->port);
+  return 0;
 }
 
 /* The runopts that become objects (node selector, labels, annotations, tolerations, pull
@@ -581,12 +708,15 @@ int mu_k8s_ctx_init(struct mu_k8s_ctx *x, const struct mu_app *app, const struct
   if (rc == 0)
     rc = check_required(x, err);
   if (rc == 0)
+    rc = ctx_tls(x, err);
+  if (rc == 0)
+    rc = ctx_token(x, err);
+  if (rc == 0)
     rc = ctx_objects(x, err);
   if (rc != 0)
     return rc;
   x->placeholder = mi == NULL || *mi == '\0';
   x->muster_image = x->placeholder ? MU_K8S_IMAGE_PLACEHOLDER : mi;
-  ctx_token(x);
   ctx_rank0(x);
   return 0;
 }
@@ -599,9 +729,11 @@ void mu_k8s_ctx_release(struct mu_k8s_ctx *x)
   cJSON_Delete(x->tolerations);
   cJSON_Delete(x->pull_secrets);
   mu_free(x->rdzv);
+  mu_free(x->c10d);
   mu_free(x->rank0_env);
   mu_free(x->rank0_host);
   mu_free(x->token_secret);
+  mu_free(x->rdzv_service);
   memset(x, 0, sizeof(*x));
 }
 
@@ -661,6 +793,7 @@ static char *subst(const struct mu_k8s_ctx *x, const char *s, long ri, long k)
   m.img_root = "";
   m.rank0_env = (x->api == MU_K8S_VOLCANO && ri == 0 && k == 0) ? K8S_RANK0_ENV : x->rank0_env;
   m.rdzv_endpoint = x->rdzv;
+  m.c10d_endpoint = x->c10d;
   m.num_replicas = nrep;
   applied = mu_macros_apply(&m, s);
   lit = k8s_literal(applied);
@@ -718,8 +851,11 @@ static char *app_annotation(const struct mu_k8s_ctx *x)
   mu_buf_put_replaced(&a, line ? line : "{}", "${app_id}", x->job);
   mu_buf_put_replaced(&b, mu_buf_str(&a), "${rdzv_endpoint}",
                       x->rdzv ? x->rdzv : "${rdzv_endpoint}");
-  if (b.len <= MU_K8S_APP_MAX)
-    out = mu_buf_detach(&b);
+  mu_buf_clear(&a);
+  mu_buf_put_replaced(&a, mu_buf_str(&b), "${c10d_endpoint}",
+                      x->c10d ? x->c10d : "${c10d_endpoint}");
+  if (a.len <= MU_K8S_APP_MAX)
+    out = mu_buf_detach(&a);
   cJSON_free(line);
   cJSON_Delete(tree);
   mu_buf_release(&js);
@@ -839,6 +975,44 @@ static void token_volume(const struct mu_k8s_ctx *x, cJSON *spec, cJSON *mnts)
   add_mount(mnts, "rdzv-token", MU_K8S_TOKEN_DIR, 1);
 }
 
+/* obj's array `key`, added when obj has none. */
+static cJSON *array_of(cJSON *obj, const char *key)
+{
+  cJSON *a = cJSON_GetObjectItemCaseSensitive(obj, key);
+  return a != NULL ? a : cJSON_AddArrayToObject(obj, key);
+}
+
+/* Secret `secret` as the read-only volume vname at dir in container ctr, with only the keys
+ * listed (NULL-terminated): the Secret's other keys never reach the pod, and a key it lacks
+ * keeps the pod from starting (FailedMount, which `muster status` shows). */
+static void secret_volume(cJSON *spec, cJSON *ctr, const char *vname, const char *secret,
+                          const char *dir, const char *const *keys)
+{
+  cJSON *v = cJSON_CreateObject(), *src, *items;
+  cJSON_AddStringToObject(v, "name", vname);
+  src = cJSON_AddObjectToObject(v, "secret");
+  items = cJSON_AddArrayToObject(src, "items");
+  for (size_t i = 0; keys[i] != NULL; i++) {
+    cJSON *it = cJSON_CreateObject();
+    cJSON_AddStringToObject(it, "key", keys[i]);
+    cJSON_AddStringToObject(it, "path", keys[i]);
+    cJSON_AddItemToArray(items, it);
+  }
+  cJSON_AddStringToObject(src, "secretName", secret);
+  cJSON_AddItemToArray(array_of(spec, "volumes"), v);
+  add_mount(array_of(ctr, "volumeMounts"), vname, dir, 1);
+}
+
+/* With -cfg rdzv_tls, an agent's pod: the CA alone of the musterd's Secret (never its key), and
+ * the client certificate of rdzv_tls_client. */
+static void agent_tls(const struct mu_k8s_ctx *x, cJSON *spec, cJSON *ctr)
+{
+  static const char *const ca[] = {"ca.crt", NULL}, *const pair[] = {"tls.crt", "tls.key", NULL};
+  secret_volume(spec, ctr, "rdzv-tls", x->tls_secret, MU_K8S_TLS_DIR, ca);
+  if (x->tls_client != NULL)
+    secret_volume(spec, ctr, "rdzv-tls-client", x->tls_client, MU_K8S_TLS_CLIENT_DIR, pair);
+}
+
 /* The init container (muster_image: `muster deploy agent` into the emptyDir), the emptyDir, and
  * its read-only mount at MU_K8S_AGENT_DIR in the training container. */
 static void agent_init(const struct mu_k8s_ctx *x, cJSON *spec, cJSON *mnts)
@@ -918,6 +1092,12 @@ static void container_env(const struct mu_k8s_ctx *x, cJSON *ctr, long ri, long 
     add_env(arr, K8S_RANK0_ENV, "localhost");
   if (x->token_secret != NULL && runs_agent(r))
     add_env(arr, "MUSTER_RDZV_TOKEN_FILE", MU_K8S_TOKEN_FILE);
+  if (x->tls_secret != NULL && runs_agent(r)) /* agent_tls mounts them */
+    add_env(arr, "MUSTER_RDZV_CACERT", MU_K8S_TLS_DIR "/ca.crt");
+  if (x->tls_client != NULL && runs_agent(r)) {
+    add_env(arr, "MUSTER_RDZV_CERT", MU_K8S_TLS_CLIENT_DIR "/tls.crt");
+    add_env(arr, "MUSTER_RDZV_KEY", MU_K8S_TLS_CLIENT_DIR "/tls.key");
+  }
 }
 
 /* ports: the role's port_map, names normalised and cut to Kubernetes' 15 characters. */
@@ -1068,6 +1248,8 @@ cJSON *mu_k8s_pod_template(const struct mu_k8s_ctx *x, long ri, long k)
     agent_init(x, spec, mnts);
   if (runs_agent(r) && x->token_secret != NULL)
     token_volume(x, spec, mnts);
+  if (runs_agent(r) && x->tls_secret != NULL)
+    agent_tls(x, spec, ctr);
   return tmpl;
 }
 
@@ -1114,8 +1296,59 @@ cJSON *mu_k8s_musterd_container(const char *image, long port)
   return ctr;
 }
 
+/* torchrun --rdzv_backend c10d: the musterd container also serves PyTorch's TCPStore, which has
+ * no credentials, on the pod's own address only (docs/security.md), port `port` named c10d. */
+static void add_c10d(cJSON *ctr, long port)
+{
+  cJSON *env = cJSON_AddArrayToObject(ctr, "env"), *e, *vf, *fr, *o;
+  char listen[64];
+  e = cJSON_CreateObject();
+  cJSON_AddStringToObject(e, "name", "MUSTER_POD_IP");
+  vf = cJSON_AddObjectToObject(e, "valueFrom");
+  fr = cJSON_AddObjectToObject(vf, "fieldRef");
+  cJSON_AddStringToObject(fr, "fieldPath", "status.podIP");
+  cJSON_AddItemToArray(env, e);
+  snprintf(listen, sizeof listen, "$(MUSTER_POD_IP):%ld", port);
+  cJSON *cmd = cJSON_GetObjectItemCaseSensitive(ctr, "command");
+  cJSON_AddItemToArray(cmd, cJSON_CreateString("--c10d-listen"));
+  cJSON_AddItemToArray(cmd, cJSON_CreateString(listen));
+  o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "containerPort", (double)port);
+  cJSON_AddStringToObject(o, "name", "c10d");
+  cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(ctr, "ports"), o);
+}
+
+/* With -cfg rdzv_tls, the job's musterd serves HTTPS with the Secret's tls.crt and tls.key
+ * (with rdzv_tls_client, it requires client certificates signed by the Secret's ca.crt), and
+ * the kubelet probes it over HTTPS; with client certificates required, which the kubelet cannot
+ * present, a TCP probe says that it listens. */
+static void musterd_tls(const struct mu_k8s_ctx *x, cJSON *spec, cJSON *ctr)
+{
+  static const char *const keys[] = {"tls.crt", "tls.key", "ca.crt", NULL};
+  static const char *const flags[] = {"--tls-cert", "--tls-key", "--tls-client-ca"};
+  cJSON *cmd = cJSON_GetObjectItemCaseSensitive(ctr, "command"), *pr;
+  for (size_t i = 0; i < (x->tls_client != NULL ? 3u : 2u); i++) {
+    char *f = mu_asprintf("%s/%s", MU_K8S_TLS_DIR, keys[i]);
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(flags[i]));
+    cJSON_AddItemToArray(cmd, cJSON_CreateString(f));
+    mu_free(f);
+  }
+  if (x->tls_client != NULL) {
+    secret_volume(spec, ctr, "rdzv-tls", x->tls_secret, MU_K8S_TLS_DIR, keys);
+    pr = cJSON_CreateObject();
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(pr, "tcpSocket"), "port", (double)x->port);
+    cJSON_AddNumberToObject(pr, "periodSeconds", 2);
+  } else {
+    static const char *const pair[] = {"tls.crt", "tls.key", NULL};
+    secret_volume(spec, ctr, "rdzv-tls", x->tls_secret, MU_K8S_TLS_DIR, pair);
+    pr = mu_k8s_healthz_probe(x->port, 2, 0);
+    cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(pr, "httpGet"), "scheme", "HTTPS");
+  }
+  cJSON_ReplaceItemInObjectCaseSensitive(ctr, "readinessProbe", pr);
+}
+
 /* The job's own musterd: one container of muster_image with a /healthz readiness probe, the
- * token Secret mounted and passed as --token-file when the job has one. */
+ * token Secret mounted and passed as --token-file when the job has one, and its TLS. */
 cJSON *mu_k8s_rdzv_pod_template(const struct mu_k8s_ctx *x)
 {
   cJSON *tmpl = cJSON_CreateObject(), *meta, *spec, *l, *ctr;
@@ -1131,6 +1364,8 @@ cJSON *mu_k8s_rdzv_pod_template(const struct mu_k8s_ctx *x)
   spec = cJSON_AddObjectToObject(tmpl, "spec");
   ctr = mu_k8s_musterd_container(x->muster_image, x->port);
   cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), ctr);
+  if (x->c10d != NULL)
+    add_c10d(ctr, x->c10d_port);
   cJSON_AddItemToObject(spec, "nodeSelector", cJSON_Duplicate(x->node_sel, 1));
   cJSON_AddStringToObject(spec, "restartPolicy", "OnFailure");
   pod_common(x, spec);
@@ -1138,34 +1373,73 @@ cJSON *mu_k8s_rdzv_pod_template(const struct mu_k8s_ctx *x)
     cJSON *cmd = cJSON_GetObjectItemCaseSensitive(ctr, "command");
     cJSON_AddItemToArray(cmd, cJSON_CreateString("--token-file"));
     cJSON_AddItemToArray(cmd, cJSON_CreateString(MU_K8S_TOKEN_FILE));
-    cJSON_AddArrayToObject(spec, "volumes");
-    token_volume(x, spec, cJSON_AddArrayToObject(ctr, "volumeMounts"));
+    array_of(spec, "volumes");
+    token_volume(x, spec, array_of(ctr, "volumeMounts"));
   }
+  if (x->tls_secret != NULL)
+    musterd_tls(x, spec, ctr);
   return tmpl;
+}
+
+void mu_k8s_set_owner(cJSON *obj, const char *job, const char *owner_api, const char *owner_kind,
+                      const char *owner_uid)
+{
+  cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata"), *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "apiVersion", owner_api);
+  cJSON_AddStringToObject(o, "kind", owner_kind);
+  cJSON_AddStringToObject(o, "name", job);
+  cJSON_AddStringToObject(o, "uid", owner_uid);
+  cJSON_DeleteItemFromObjectCaseSensitive(meta, "ownerReferences");
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(meta, "ownerReferences"), o);
+}
+
+/* The metadata of an object muster makes for the job (its token Secret, its musterd's
+ * Service): name, and the labels that say whose it is and what for. */
+static void owned_meta(cJSON *obj, const char *name, const char *job, const char *component)
+{
+  cJSON *meta = cJSON_AddObjectToObject(obj, "metadata"), *l;
+  cJSON_AddStringToObject(meta, "name", name);
+  l = cJSON_AddObjectToObject(meta, "labels");
+  cJSON_AddStringToObject(l, "app.kubernetes.io/component", component);
+  cJSON_AddStringToObject(l, "app.kubernetes.io/instance", job);
+  cJSON_AddStringToObject(l, "app.kubernetes.io/managed-by", "muster");
 }
 
 cJSON *mu_k8s_token_secret(const char *name, const char *job, const char *token,
                            const char *owner_api, const char *owner_kind, const char *owner_uid)
 {
-  cJSON *s = cJSON_CreateObject(), *meta, *l, *o;
+  cJSON *s = cJSON_CreateObject();
   cJSON_AddStringToObject(s, "apiVersion", "v1");
   cJSON_AddStringToObject(s, "kind", "Secret");
-  meta = cJSON_AddObjectToObject(s, "metadata");
-  cJSON_AddStringToObject(meta, "name", name);
-  l = cJSON_AddObjectToObject(meta, "labels");
-  cJSON_AddStringToObject(l, "app.kubernetes.io/component", "rendezvous-token");
-  cJSON_AddStringToObject(l, "app.kubernetes.io/instance", job);
-  cJSON_AddStringToObject(l, "app.kubernetes.io/managed-by", "muster");
-  if (owner_uid != NULL) {
-    o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "apiVersion", owner_api);
-    cJSON_AddStringToObject(o, "kind", owner_kind);
-    cJSON_AddStringToObject(o, "name", job);
-    cJSON_AddStringToObject(o, "uid", owner_uid);
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(meta, "ownerReferences"), o);
-  }
+  owned_meta(s, name, job, "rendezvous-token");
+  if (owner_uid != NULL)
+    mu_k8s_set_owner(s, job, owner_api, owner_kind, owner_uid);
   cJSON_AddStringToObject(cJSON_AddObjectToObject(s, "stringData"), "token", token);
   cJSON_AddStringToObject(s, "type", "Opaque");
+  return s;
+}
+
+/* With -cfg rdzv_tls: the headless Service <job>-musterd that names the job's musterd pod
+ * (selected by the labels of mu_k8s_rdzv_pod_template), its address published before the pod
+ * is ready, as the svc plugin and JobSet publish theirs: the agents retry until it answers. */
+static cJSON *rdzv_service(const struct mu_k8s_ctx *x)
+{
+  cJSON *s = cJSON_CreateObject(), *spec, *port, *sel;
+  cJSON_AddStringToObject(s, "apiVersion", "v1");
+  cJSON_AddStringToObject(s, "kind", "Service");
+  owned_meta(s, x->rdzv_service, x->job, "rendezvous");
+  spec = cJSON_AddObjectToObject(s, "spec");
+  cJSON_AddStringToObject(spec, "clusterIP", "None");
+  port = cJSON_CreateObject();
+  cJSON_AddStringToObject(port, "name", "rdzv");
+  cJSON_AddNumberToObject(port, "port", (double)x->port);
+  cJSON_AddStringToObject(port, "protocol", "TCP");
+  cJSON_AddNumberToObject(port, "targetPort", (double)x->port);
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "ports"), port);
+  cJSON_AddTrueToObject(spec, "publishNotReadyAddresses");
+  sel = cJSON_AddObjectToObject(spec, "selector");
+  cJSON_AddStringToObject(sel, "app.kubernetes.io/component", "rendezvous");
+  cJSON_AddStringToObject(sel, "app.kubernetes.io/instance", x->job);
   return s;
 }
 
@@ -1275,6 +1549,8 @@ int mu_k8s_plan(const struct mu_app *app, const struct mu_cfg *cfg, const char *
     out->placeholder = x.placeholder && (x.own_rdzv || app_runs_agent(app));
     if (x.token_is_ours)
       out->token_secret = mu_strdup(x.token_secret);
+    if (x.rdzv_service != NULL)
+      out->service = rdzv_service(&x);
   }
   mu_k8s_ctx_release(&x);
   return rc;
@@ -1283,6 +1559,7 @@ int mu_k8s_plan(const struct mu_app *app, const struct mu_cfg *cfg, const char *
 void mu_k8s_plan_release(struct mu_k8s_plan *p)
 {
   cJSON_Delete(p->manifest);
+  cJSON_Delete(p->service);
   mu_free(p->token_secret);
   memset(p, 0, sizeof(*p));
 }

@@ -70,6 +70,7 @@ static const struct mu_runopt local_runopts[] = {
      "a directory with server.pem, server.key (for 127.0.0.1) and ca.pem: the job's musterd "
      "serves HTTPS, the agents check it with ca.pem; client.pem and client.key as well: "
      "client certificates required"},
+    MU_RUNOPT_HEALTH_CHECK,
     {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
 
@@ -153,6 +154,16 @@ static int plan_rdzv(struct mu_local_plan *p, const struct mu_app *app, const st
     return rc;
   p->rdzv = rz.own;
   p->rdzv_external = rz.endpoint;
+  if (p->rdzv)
+    p->c10d_endpoint = mu_strdup("127.0.0.1:<c10d port>");
+  else if (p->rdzv_external != NULL && mu_app_mentions(app, "${c10d_endpoint}")) {
+    mu_buf_printf(err,
+                  "the job uses ${c10d_endpoint} (torchrun --rdzv_backend c10d) and -cfg "
+                  "rdzv=%s names a musterd whose TCPStore port muster does not know; use "
+                  "-cfg rdzv=auto (the job's own musterd), or --rdzv_backend etcd-v2",
+                  p->rdzv_external);
+    return MU_EINVAL;
+  }
   rc = mu_cfg_rdzv_auth(cfg, app, &rz, &auth, err);
   if (rc != 0)
     return rc;
@@ -208,6 +219,9 @@ static char *plan_text(const struct mu_local_plan *p)
                   p->token_made ? "0600, made at submission, removed at the end" : "yours");
   else if (p->rdzv_external)
     mu_buf_printf(&t, "rendezvous: musterd at %s\n", p->rdzv_external);
+  if (p->rdzv)
+    mu_buf_printf(&t, "rendezvous TCPStore (c10d): the same musterd on 127.0.0.1:<another free "
+                      "port>, unauthenticated (the protocol has no credentials)\n");
   if (p->tls_dir)
     mu_buf_printf(&t, "rendezvous TLS: %s/server.pem, checked against %s/ca.pem%s\n", p->tls_dir,
                   p->tls_dir, p->tls_clients ? "; client certificates required" : "");
@@ -242,6 +256,11 @@ static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
     goto out;
   }
   p->app_id = mu_app_id_make(app->name);
+  if (p->app_id == NULL) {
+    mu_buf_printf(err, "cannot draw a random app id: the kernel gave no random bytes");
+    rc = MU_EIO;
+    goto out;
+  }
   p->root = log_root(cfg);
   p->app_dir = mu_local_path(p->root, p->app_id, NULL, -1, NULL); /* the id is ours: [a-z0-9-] */
   rc = plan_rdzv(p, app, cfg, err);
@@ -459,6 +478,15 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   out->started_at = mu_json_get_double(o, "started_at", 0);
   if (mu_job_state_is_terminal(out->state))
     out->ended_at = mu_json_get_double(o, "updated_at", 0);
+  const cJSON *run = cJSON_GetObjectItemCaseSensitive(o, "rdzv_run");
+  if (cJSON_IsObject(run)) { /* the run's own count (every node's) is the job's */
+    char *t = cJSON_PrintUnformatted(run);
+    out->rdzv_run = mu_strdup(t);
+    cJSON_free(t);
+    long rc_run = mu_json_get_long(run, "restart_count", 0);
+    if (rc_run > out->num_restarts)
+      out->num_restarts = rc_run;
+  }
   cJSON_Delete(o);
   mu_free(dir);
   return 0;
@@ -664,41 +692,42 @@ static void seek_tail(int fd, long tail)
   lseek(fd, 0, SEEK_SET);
 }
 
-static int local_log(const char *app_id, const char *role, long replica,
-                     const struct mu_log_opts *o, int out, const struct mu_cfg *cfg,
-                     struct mu_buf *err)
+/* The job's status, after its replicas started when following. Returns: 0 or describe's error. */
+static int describe_started(const char *app_id, const struct mu_cfg *cfg, int follow,
+                            struct mu_app_status *st, struct mu_buf *err)
 {
-  enum mu_log_stream s = o->stream;
-  int follow = o->follow;
-  long tail = o->tail;
-  static const char *const files[] = {"combined.log", "stdout.log", "stderr.log"};
-  struct mu_app_status st;
-  memset(&st, 0, sizeof(st));
-  int rc = local_describe(app_id, cfg, &st, err);
-  if (rc != 0)
-    return rc;
+  memset(st, 0, sizeof(*st));
+  int rc = local_describe(app_id, cfg, st, err);
   /* Following a job that has not started its replicas yet: wait for them. */
-  while (follow && st.nreplicas == 0 && !mu_job_state_is_terminal(st.state) &&
-         st.state != MU_STATE_UNKNOWN) {
+  while (rc == 0 && follow && st->nreplicas == 0 && !mu_job_state_is_terminal(st->state) &&
+         st->state != MU_STATE_UNKNOWN) {
     struct timespec ts = {0, 20 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    mu_app_status_release(&st);
-    rc = local_describe(app_id, cfg, &st, err);
-    if (rc != 0)
-      return rc;
+    mu_app_status_release(st);
+    rc = local_describe(app_id, cfg, st, err);
   }
-  char *dir = app_dir_find(app_id, cfg);
-  struct tail_src *srcs = mu_calloc(st.nreplicas ? st.nreplicas : 1, sizeof(*srcs));
-  size_t nsrc = 0;
+  return rc;
+}
+
+/* The log files to read (role NULL: every role; replica < 0: every replica), opened at their
+ * last `tail` lines; one not there yet is kept only when following. The lines of a job or a
+ * role carry "role/replica " (one replica or many); one replica asked for by name is its file
+ * as it is. Returns: 0, or MU_ENOENT with the message in err. Ownership: srcs (room for every
+ * replica) is the caller's, *n of them filled. */
+static int open_sources(const char *app_id, const struct mu_app_status *st, const char *dir,
+                        const char *role, long replica, const char *file, int follow, long tail,
+                        struct tail_src *srcs, size_t *n, struct mu_buf *err)
+{
   int role_found = role == NULL;
-  for (size_t i = 0; i < st.nreplicas; i++) {
-    if (role != NULL && strcmp(role, st.replicas[i].role) != 0)
+  for (size_t i = 0; i < st->nreplicas; i++) {
+    const struct mu_replica_status *r = &st->replicas[i];
+    if (role != NULL && strcmp(role, r->role) != 0)
       continue;
     role_found = 1;
-    if (replica >= 0 && st.replicas[i].replica_id != replica)
+    if (replica >= 0 && r->replica_id != replica)
       continue;
-    struct tail_src *t = &srcs[nsrc];
-    t->path = mu_local_path(dir, NULL, st.replicas[i].role, st.replicas[i].replica_id, files[s]);
+    struct tail_src *t = &srcs[*n];
+    t->path = mu_local_path(dir, NULL, r->role, r->replica_id, file);
     if (t->path == NULL)
       continue; /* a role in state.json that is no directory name: nothing of ours */
     t->fd = open(t->path, O_RDONLY | O_CLOEXEC);
@@ -709,32 +738,37 @@ static int local_log(const char *app_id, const char *role, long replica,
     }
     if (tail > 0 && t->fd >= 0)
       seek_tail(t->fd, tail);
-    char *prefix = mu_asprintf("%s/%ld ", st.replicas[i].role, st.replicas[i].replica_id);
+    char *prefix = mu_asprintf("%s/%ld ", r->role, r->replica_id);
     mu_line_prefixer_init(&t->lines, prefix, LOG_LINE_MAX);
     mu_free(prefix);
-    nsrc++;
+    t->prefixed = replica < 0;
+    (*n)++;
   }
   if (!role_found) {
     mu_buf_printf(err, "'%s' has no role '%s'", app_id, role);
-    rc = MU_ENOENT;
-    goto out;
+    return MU_ENOENT;
   }
-  if (nsrc == 0 && replica >= 0) {
+  if (*n == 0 && replica >= 0) {
     mu_buf_printf(err, "'%s' has no replica %s/%ld (or it has not started yet)", app_id,
                   role ? role : "*", replica);
-    rc = MU_ENOENT;
-    goto out;
+    return MU_ENOENT;
   }
-  for (size_t i = 0; i < nsrc; i++)
-    srcs[i].prefixed = nsrc > 1;
+  return 0;
+}
+
+/* Copies the sources to out: what they hold, and with follow what they get until the job is
+ * over; then every unfinished line. */
+static void copy_sources(int out, struct tail_src *srcs, size_t n, int follow, const char *app_id,
+                         const struct mu_cfg *cfg)
+{
   char *buf = mu_malloc(LOG_CHUNK);
   for (;;) {
-    int got = copy_new(out, srcs, nsrc, buf, 1);
+    int got = copy_new(out, srcs, n, buf, 1);
     if (!follow)
       break;
     if (!got && job_over(app_id, cfg)) {
       /* One last read: the supervisor writes the logs before the final state. */
-      copy_new(out, srcs, nsrc, buf, 0);
+      copy_new(out, srcs, n, buf, 0);
       break;
     }
     if (!got) {
@@ -742,10 +776,30 @@ static int local_log(const char *app_id, const char *role, long replica,
       nanosleep(&ts, NULL);
     }
   }
-  for (size_t i = 0; i < nsrc; i++)
+  for (size_t i = 0; i < n; i++)
     emit(out, &srcs[i], "", 0);
   mu_free(buf);
-out:
+}
+
+static int local_log(const char *app_id, const char *role, long replica,
+                     const struct mu_log_opts *o, int out, const struct mu_cfg *cfg,
+                     struct mu_buf *err)
+{
+  static const char *const files[] = {"combined.log", "stdout.log", "stderr.log"};
+  int follow = o->follow;
+  struct mu_app_status st;
+  int rc = describe_started(app_id, cfg, follow, &st, err);
+  if (rc != 0) {
+    mu_app_status_release(&st);
+    return rc;
+  }
+  char *dir = app_dir_find(app_id, cfg);
+  struct tail_src *srcs = mu_calloc(st.nreplicas ? st.nreplicas : 1, sizeof(*srcs));
+  size_t nsrc = 0;
+  rc = open_sources(app_id, &st, dir, role, replica, files[o->stream], follow, o->tail, srcs, &nsrc,
+                    err);
+  if (rc == 0)
+    copy_sources(out, srcs, nsrc, follow, app_id, cfg);
   for (size_t i = 0; i < nsrc; i++) {
     if (srcs[i].fd >= 0)
       close(srcs[i].fd);
@@ -766,7 +820,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
   return remove(path) == 0 || errno == ENOENT ? 0 : -1;
 }
 
-int mu_local_prune(double before, struct mu_strvec *removed, struct mu_buf *err)
+static int local_prune(double before, struct mu_strvec *removed, struct mu_buf *err)
 {
   char *root = state_root();
   int rc = 0;
@@ -824,6 +878,7 @@ static int local_app_spec(const char *app_id, const struct mu_cfg *cfg, struct m
 const struct mu_sched_ops mu_sched_local = {
     .name = "local",
     .help = "processes on this machine, one process group per replica, with an embedded musterd",
+    .caps = MU_SCHED_FOLLOW,
     .rdzv_macro = "127.0.0.1:PORT of the job's own musterd, started with the job on a free port "
                   "(muster status shows it), or the -cfg rdzv=HOST:PORT given",
     .runopts = local_runopts,
@@ -835,4 +890,5 @@ const struct mu_sched_ops mu_sched_local = {
     .log_open = local_log,
     .dryrun_free = local_dryrun_free,
     .app_spec = local_app_spec,
+    .prune = local_prune,
 };

@@ -25,6 +25,7 @@
 
 #include "alloc.h"
 #include "child.h"
+#include "failrec.h"
 #include "fsutil.h"
 #include "musterd/embed.h"
 #include "local.h"
@@ -54,6 +55,8 @@ struct replica {
   long pid;
   int exit_code; /* -1 until exited; 128+sig for signals */
   int started;
+  int has_record;     /* its agent wrote a failure record (failrec.h): a worker of its own failed */
+  long long rec_time; /* that record's time (Unix ms; 0 unknown) */
 };
 
 struct sup {
@@ -62,16 +65,76 @@ struct sup {
   struct replica *reps;
   struct rv_server *srv;
   char endpoint[128];
+  char c10d[128];   /* the TCPStore listener (torchrun --rdzv_backend c10d) */
   char ui_url[160]; /* http://ENDPOINT/ui of the embedded musterd */
   uv_signal_t sig_term, sig_int, sig_hup;
   uv_timer_t kill_timer;
   int cancelled;
   int stopping; /* SIGTERM sent to the replicas */
   int failed_fast;
+  struct replica *culprit; /* set with failed_fast: the replica whose failure stopped the others */
   char msg[512];
   double started_at; /* seconds since the epoch, with fractions (orders `list`) */
   enum mu_job_state state;
+  uv_timer_t rdzv_timer; /* a run event happened: read the run's goodput a moment later */
+  cJSON *rdzv_run;       /* the job's run as state.json keeps it (NULL before any event) */
+  char rdzv_run_id[129]; /* the run the last event was about */
 };
+
+/* ---------------------------------------------------------------------------------------------
+ * Who failed: a replica's own failure is its agent's failure record; exit order is a race
+ */
+
+/* Reads the failure record of every replica that has none yet (an agent writes it before it
+ * shuts the run down, so the replica whose worker failed has it before the others can end). */
+static void read_records(struct sup *s)
+{
+  for (size_t i = 0; i < s->p->nreplicas; i++) {
+    struct replica *r = &s->reps[i];
+    const char *path = mu_kvlist_get(&r->plan->env, "TORCHELASTIC_ERROR_FILE");
+    struct mu_buf text = MU_BUF_INIT(1u << 20);
+    struct mu_failrec rec;
+    if (!r->has_record && path != NULL && mu_read_file(path, 1u << 20, &text) == 0 &&
+        mu_failrec_parse(text.data, text.len, &rec) == 0) {
+      r->has_record = 1;
+      r->rec_time = rec.time_ms;
+      mu_failrec_release(&rec);
+    }
+    mu_buf_release(&text);
+  }
+}
+
+/* The replica whose failure comes first: the earliest failure record, else (no agent wrote
+ * one: a plain program) the first replica that ended badly. Returns: it, or NULL. */
+static struct replica *first_failure(struct sup *s)
+{
+  struct replica *best = NULL, *ended = NULL;
+  read_records(s);
+  for (size_t i = 0; i < s->p->nreplicas; i++) {
+    struct replica *r = &s->reps[i];
+    struct mu_failrec a = {.time_ms = r->rec_time}, b = {.time_ms = best ? best->rec_time : 0};
+    if (r->has_record && (best == NULL || mu_failrec_earlier(&a, &b)))
+      best = r;
+    if (ended == NULL && r->phase == R_DONE && r->open_handles == 0 && r->exit_code != 0)
+      ended = r;
+  }
+  return best != NULL ? best : ended;
+}
+
+/* A replica that ended: SUCCEEDED, FAILED, or CANCELLED (stopped by a cancel, or by the fail-fast
+ * for another replica's failure: it has no failure of its own). */
+static enum mu_job_state ended_state(const struct sup *s, const struct replica *r)
+{
+  if (r->exit_code == 0)
+    return MU_STATE_SUCCEEDED;
+  if (s->cancelled)
+    return MU_STATE_CANCELLED;
+  if (!s->failed_fast || r == s->culprit || r->has_record)
+    return MU_STATE_FAILED;
+  if (s->culprit != NULL && s->culprit->has_record)
+    return MU_STATE_CANCELLED; /* its run was shut down by the culprit's agent */
+  return r->exit_code >= 128 ? MU_STATE_CANCELLED : MU_STATE_FAILED;
+}
 
 static void write_state(struct sup *s)
 {
@@ -83,10 +146,14 @@ static void write_state(struct sup *s)
   cJSON_AddNumberToObject(o, "started_at", s->started_at);
   cJSON_AddNumberToObject(o, "updated_at", (double)time(NULL));
   cJSON_AddStringToObject(o, "rdzv_endpoint", s->endpoint);
+  if (s->c10d[0] != '\0')
+    cJSON_AddStringToObject(o, "c10d_endpoint", s->c10d);
   if (s->srv != NULL) /* the embedded musterd's status page (not an external server's) */
     cJSON_AddItemToObject(o, "ui_url", cJSON_CreateStringReference(s->ui_url));
   cJSON_AddStringToObject(o, "log_dir", s->p->app_dir);
   cJSON_AddStringToObject(o, "msg", s->msg);
+  if (s->rdzv_run != NULL)
+    cJSON_AddItemToObject(o, "rdzv_run", cJSON_Duplicate(s->rdzv_run, 1));
   cJSON *reps = cJSON_AddArrayToObject(o, "replicas");
   for (size_t i = 0; i < s->p->nreplicas; i++) {
     struct replica *r = &s->reps[i];
@@ -99,10 +166,7 @@ static void write_state(struct sup *s)
     if (r->phase == R_RUNNING)
       st = MU_STATE_RUNNING;
     else if (r->phase == R_DONE)
-      st = r->exit_code == 0
-               ? MU_STATE_SUCCEEDED
-               : (s->cancelled || (s->failed_fast && r->exit_code >= 128) ? MU_STATE_CANCELLED
-                                                                          : MU_STATE_FAILED);
+      st = ended_state(s, r);
     cJSON_AddStringToObject(jr, "state", mu_job_state_name(st));
     cJSON_AddNumberToObject(jr, "exit_code", (double)r->exit_code);
     cJSON_AddStringToObject(jr, "log_dir", r->plan->dir);
@@ -151,6 +215,55 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static void close_loop_handles(struct sup *s);
 
+/* ---------------------------------------------------------------------------------------------
+ * The job's run on the embedded musterd: after each run event, its restart count, unhealthy
+ * nodes and timings go into state.json ("rdzv_run"), for `muster status` during and after the
+ * job (docs/cli.md). The run is the job's app id (dist.ddp's --rdzv-id), else the one the
+ * event was about.
+ */
+
+static void read_run(struct sup *s)
+{
+  if (s->srv == NULL)
+    return;
+  char *txt = rv_server_run_json(s->srv, s->p->app_id);
+  if (txt == NULL && s->rdzv_run_id[0] != '\0')
+    txt = rv_server_run_json(s->srv, s->rdzv_run_id);
+  cJSON *run = txt != NULL ? cJSON_Parse(txt) : NULL;
+  mu_free(txt);
+  if (run == NULL)
+    return;
+  static const char *const keep[] = {"run_id",       "state",    "reason",    "round",
+                                     "round_state",  "nnodes",   "waiting",   "restart_count",
+                                     "max_restarts", "standbys", "unhealthy", "timings"};
+  cJSON *o = cJSON_CreateObject();
+  for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+    cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(run, keep[i]);
+    if (v != NULL)
+      cJSON_AddItemToObject(o, keep[i], v);
+  }
+  cJSON_Delete(run);
+  cJSON_Delete(s->rdzv_run);
+  s->rdzv_run = o;
+}
+
+static void on_rdzv_timer(uv_timer_t *t)
+{
+  struct sup *s = t->data;
+  read_run(s);
+  write_state(s);
+}
+
+/* A run event (a round closed, broke, started, progressed; a node unhealthy; the run ended):
+ * read the run once the rendezvous is done with it, in 50 ms (events come in bursts). */
+static void on_run_event(void *data, const char *run_id)
+{
+  struct sup *s = data;
+  snprintf(s->rdzv_run_id, sizeof(s->rdzv_run_id), "%s", run_id);
+  if (!uv_is_active((uv_handle_t *)&s->rdzv_timer) && !uv_is_closing((uv_handle_t *)&s->rdzv_timer))
+    uv_timer_start(&s->rdzv_timer, on_rdzv_timer, 50, 0);
+}
+
 static void on_srv_closed(void *data)
 {
   struct sup *s = data;
@@ -170,14 +283,13 @@ static void check_done(struct sup *s)
   }
   if (failed > 0 && s->p->fail_fast && !s->stopping && done < s->p->nreplicas) {
     s->failed_fast = 1;
-    for (size_t i = 0; i < s->p->nreplicas; i++) {
-      struct replica *r = &s->reps[i];
-      if (r->phase == R_DONE && r->exit_code != 0) {
-        snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d; stopping the others",
-                 r->plan->role, r->plan->id, r->exit_code);
-        break;
-      }
-    }
+    struct replica *r = s->culprit = first_failure(s);
+    if (r->exit_code >= 0)
+      snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d; stopping the others", r->plan->role,
+               r->plan->id, r->exit_code);
+    else
+      snprintf(s->msg, sizeof(s->msg), "%s/%ld failed; stopping the others", r->plan->role,
+               r->plan->id);
     stop_all(s);
   }
   if (done < s->p->nreplicas) {
@@ -190,16 +302,14 @@ static void check_done(struct sup *s)
     s->state = MU_STATE_FAILED;
   else
     s->state = MU_STATE_SUCCEEDED;
+  read_run(s); /* the run as it ended */
   if (s->state == MU_STATE_FAILED && !s->failed_fast) {
-    for (size_t i = 0; i < s->p->nreplicas; i++) {
-      struct replica *r = &s->reps[i];
-      if (r->exit_code != 0) {
-        snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d", r->plan->role, r->plan->id,
-                 r->exit_code);
-        break;
-      }
-    }
+    struct replica *r = first_failure(s);
+    snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d", r->plan->role, r->plan->id,
+             r->exit_code);
   }
+  if (s->failed_fast)
+    read_records(s); /* a replica that failed on its own after the first is FAILED too */
   write_state(s);
   close_loop_handles(s);
 }
@@ -347,6 +457,7 @@ static void close_loop_handles(struct sup *s)
   uv_close((uv_handle_t *)&s->sig_int, on_closed_noop);
   uv_close((uv_handle_t *)&s->sig_hup, on_closed_noop);
   uv_close((uv_handle_t *)&s->kill_timer, on_closed_noop);
+  uv_close((uv_handle_t *)&s->rdzv_timer, on_closed_noop);
   if (s->srv != NULL)
     rv_server_close(s->srv, on_srv_closed, s);
 }
@@ -383,12 +494,19 @@ static int start_rdzv(struct sup *s)
       return -1;
     }
     int rc = rv_server_listen(s->srv);
+    /* the job's musterd speaks TCPStore too, on loopback only (the protocol has no credentials) */
+    if (rc == 0)
+      rc = rv_server_listen_c10d(s->srv, "127.0.0.1", 0);
     if (rc != 0) {
       snprintf(s->msg, sizeof(s->msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
       return -1;
     }
     snprintf(s->endpoint, sizeof(s->endpoint), "%s127.0.0.1:%d", s->p->tls_dir ? "https://" : "",
              rv_server_port(s->srv));
+    snprintf(s->c10d, sizeof(s->c10d), "127.0.0.1:%d", rv_server_c10d_port(s->srv));
+    mu_free(s->p->c10d_endpoint);
+    s->p->c10d_endpoint = mu_strdup(s->c10d);
+    rv_server_on_run_event(s->srv, on_run_event, s);
     /* The status page, when a browser can read it: a private job's needs its token, which a
      * browser cannot send (docs/security.md), so it is not advertised. */
     if (s->p->token_file == NULL)
@@ -432,6 +550,8 @@ int mu_local_supervise(struct mu_local_plan *p)
   uv_signal_start(&s.sig_hup, on_signal, SIGHUP);
   uv_timer_init(&s.loop, &s.kill_timer);
   s.kill_timer.data = &s;
+  uv_timer_init(&s.loop, &s.rdzv_timer);
+  s.rdzv_timer.data = &s;
   if (start_rdzv(&s) != 0)
     return fail_early(&s);
   struct mu_buf perr = MU_BUF_INIT(SIZE_MAX);
@@ -467,6 +587,7 @@ int mu_local_supervise(struct mu_local_plan *p)
   if (p->token_made)
     unlink(p->token_file); /* the token goes with the job */
   int ok = s.state == MU_STATE_SUCCEEDED;
+  cJSON_Delete(s.rdzv_run);
   mu_free(s.reps);
   return ok ? 0 : 1;
 }

@@ -1,20 +1,16 @@
-/* The log of several replicas at once, for backends whose log_open reads one replica
- * (kubernetes, slurm): one child per replica runs the backend's log_open into a pipe; the parent
- * prefixes every line with "role/replica " and writes whole lines to the output, so that
- * following (-f) several replicas interleaves their lines as they come.
+/* The log of several replicas at once (sched.h, mu_sched_log): one log reader (log_reader.c) per
+ * replica runs the backend's one-replica log_open; the parent keeps the lines its filter keeps,
+ * prefixes those of a job or a role with "role/replica " and writes whole lines to the output
+ * as they come, so that following (-f) several replicas interleaves their lines.
  *
  * The steps: pick the replicas, start one reader each, pump their pipes into the output, reap
- * the readers (a reader that failed says why on a second pipe).
+ * the readers (a reader that failed says why).
  */
-#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "muster/errno.h"
@@ -27,54 +23,53 @@
 #define FANOUT_MAX 256          /* replicas followed at once */
 #define FANOUT_LINE (64 * 1024) /* a longer line is cut and written in pieces */
 #define FANOUT_READ 16384       /* one read of a reader's pipe */
-#define REASON_MAX 8192 /* a reader's error message: at most this much, so it fits its pipe */
 
 struct fan_src {
-  int fd;  /* the reader's output */
-  int efd; /* the reader's error message, read after it exits */
-  pid_t pid;
+  struct mu_log_reader reader;
   const char *role; /* borrowed from the status */
   long id;
   struct mu_line_prefixer lines;
 };
 
-/* The replicas of app_id to read: every one (role NULL), every one of a role (replica < 0),
- * or one. Returns: 0, or MU_ENOENT / MU_E2BIG with the message in err. Ownership: *srcs is
- * the caller's (release_sources), its roles borrowed from st. */
-static int pick_sources(const struct mu_app_status *st, const char *app_id, const char *role,
-                        long replica, struct fan_src **srcs, size_t *n, struct mu_buf *err)
+/* The replicas of q to read: every one (role NULL), every one of a role (replica < 0), or one;
+ * the lines of several are prefixed. Returns: 0, or MU_ENOENT / MU_E2BIG with the message in
+ * err. Ownership: *srcs is the caller's (release_sources), its roles borrowed from st. */
+static int pick_sources(const struct mu_app_status *st, const struct mu_log_query *q,
+                        struct fan_src **srcs, size_t *n, struct mu_buf *err)
 {
-  int role_found = role == NULL;
+  int role_found = q->role == NULL;
   *n = 0;
   *srcs = mu_calloc(st->nreplicas ? st->nreplicas : 1, sizeof(**srcs));
   for (size_t i = 0; i < st->nreplicas; i++) {
     const struct mu_replica_status *r = &st->replicas[i];
-    if (role != NULL && strcmp(role, r->role) != 0)
+    if (q->role != NULL && strcmp(q->role, r->role) != 0)
       continue;
     role_found = 1;
-    if (replica >= 0 && r->replica_id != replica)
+    if (q->replica >= 0 && r->replica_id != q->replica)
       continue;
     if (*n == FANOUT_MAX) {
-      mu_buf_printf(err, "'%s' has more than %d replicas: name a role (HANDLE/ROLE)", app_id,
+      mu_buf_printf(err, "'%s' has more than %d replicas: name a role (HANDLE/ROLE)", q->app_id,
                     FANOUT_MAX);
       return MU_E2BIG;
     }
     struct fan_src *f = &(*srcs)[(*n)++];
-    f->fd = f->efd = -1;
-    f->pid = -1;
+    f->reader.fd = f->reader.efd = -1;
+    f->reader.pid = -1;
     f->role = r->role;
     f->id = r->replica_id;
-    char *prefix = mu_asprintf("%s/%ld ", r->role, r->replica_id);
-    mu_line_prefixer_init(&f->lines, prefix, FANOUT_LINE);
+    char *prefix = q->replica < 0 ? mu_asprintf("%s/%ld ", r->role, r->replica_id) : NULL;
+    mu_line_prefixer_init(&f->lines, prefix ? prefix : "", FANOUT_LINE);
+    mu_line_prefixer_filter(&f->lines, q->keep, q->keep_data);
     mu_free(prefix);
   }
   if (!role_found) {
-    mu_buf_printf(err, "'%s' has no role '%s'; 'muster status' lists its roles", app_id, role);
+    mu_buf_printf(err, "'%s' has no role '%s'; 'muster status' lists its roles", q->app_id,
+                  q->role);
     return MU_ENOENT;
   }
   if (*n == 0) {
-    mu_buf_printf(err, "'%s' has no replica %s/%ld (yet); 'muster status' lists them", app_id,
-                  role ? role : "*", replica);
+    mu_buf_printf(err, "'%s' has no replica %s/%ld (yet); 'muster status' lists them", q->app_id,
+                  q->role ? q->role : "*", q->replica);
     return MU_ENOENT;
   }
   return 0;
@@ -87,56 +82,23 @@ static void release_sources(struct fan_src *srcs, size_t n)
   mu_free(srcs);
 }
 
-/* Forks the reader of srcs[i]: it runs the backend's log_open into a pipe and, when that
- * fails, writes the reason into a second pipe. Returns: 0, or MU_EIO with the reason in err. */
-static int start_reader(const struct mu_sched_ops *s, const char *app_id, struct fan_src *srcs,
-                        size_t i, const struct mu_log_opts *o, const struct mu_cfg *cfg,
-                        struct mu_buf *err)
+/* Starts the reader of every source: its replica's log, as log_open writes it. Returns: 0, or
+ * MU_EIO with the reason in err. */
+static int start_readers(const struct mu_sched_ops *s, const struct mu_log_query *q,
+                         struct fan_src *srcs, size_t n, struct mu_buf *err)
 {
-  int p[2], ep[2];
-  if (pipe2(p, O_CLOEXEC) != 0) {
-    mu_buf_printf(err, "pipe: %s", strerror(errno));
-    return MU_EIO;
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    struct mu_log_query one = *q;
+    one.role = srcs[i].role;
+    one.replica = srcs[i].id;
+    rc = mu_log_reader_start(&srcs[i].reader, s, &one, 0, err);
   }
-  if (pipe2(ep, O_CLOEXEC | O_NONBLOCK) != 0) {
-    mu_buf_printf(err, "pipe: %s", strerror(errno));
-    close(p[0]);
-    close(p[1]);
-    return MU_EIO;
-  }
-  pid_t pid = fork();
-  if (pid < 0) {
-    mu_buf_printf(err, "fork: %s", strerror(errno));
-    close(p[0]);
-    close(p[1]);
-    close(ep[0]);
-    close(ep[1]);
-    return MU_EIO;
-  }
-  if (pid == 0) {
-    close(p[0]);
-    close(ep[0]);
-    for (size_t k = 0; k < i; k++) {
-      close(srcs[k].fd);
-      close(srcs[k].efd);
-    }
-    signal(SIGPIPE, SIG_DFL);
-    struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-    int crc = s->log_open(app_id, srcs[i].role, srcs[i].id, o, p[1], cfg, &e);
-    if (crc != 0) /* at most REASON_MAX bytes: fits the pipe, so this never blocks */
-      mu_write_all(ep[1], mu_buf_str(&e), e.len < REASON_MAX ? e.len : REASON_MAX);
-    _exit(crc == 0 ? 0 : 1);
-  }
-  close(p[1]);
-  close(ep[1]);
-  srcs[i].fd = p[0];
-  srcs[i].efd = ep[0];
-  srcs[i].pid = pid;
-  return 0;
+  return rc;
 }
 
-/* Writes the prefixed complete lines of data (or, at the end of a source, its unfinished line)
- * to out_fd. Returns: 0, or MU_EIO when the output cannot be written. */
+/* Writes the kept, prefixed complete lines of data (or, at the end of a source, its unfinished
+ * line) to out_fd. Returns: 0, or MU_EIO when the output cannot be written. */
 static int write_lines(struct fan_src *f, const char *data, size_t n, int out_fd)
 {
   struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
@@ -159,7 +121,7 @@ static int pump(struct fan_src *srcs, size_t n, int out_fd, struct mu_buf *err)
   int rc = 0;
   while (open_n > 0 && rc == 0) {
     for (size_t i = 0; i < n; i++) {
-      pfd[i].fd = srcs[i].fd;
+      pfd[i].fd = srcs[i].reader.fd;
       pfd[i].events = POLLIN;
       pfd[i].revents = 0;
     }
@@ -171,7 +133,7 @@ static int pump(struct fan_src *srcs, size_t n, int out_fd, struct mu_buf *err)
     for (size_t i = 0; i < n && rc == 0; i++) {
       if (pfd[i].fd < 0 || pfd[i].revents == 0)
         continue;
-      ssize_t r = read(srcs[i].fd, buf, FANOUT_READ);
+      ssize_t r = read(srcs[i].reader.fd, buf, FANOUT_READ);
       if (r < 0 && errno == EINTR)
         continue;
       if (r > 0) {
@@ -181,8 +143,8 @@ static int pump(struct fan_src *srcs, size_t n, int out_fd, struct mu_buf *err)
         continue;
       }
       write_lines(&srcs[i], NULL, 0, out_fd);
-      close(srcs[i].fd);
-      srcs[i].fd = -1;
+      close(srcs[i].reader.fd);
+      srcs[i].reader.fd = -1;
       open_n--;
     }
   }
@@ -197,28 +159,13 @@ static int reap(struct fan_src *srcs, size_t n, int rc, struct mu_buf *err)
   int failed = 0;
   struct mu_buf reasons = MU_BUF_INIT(SIZE_MAX);
   for (size_t i = 0; i < n; i++) {
-    if (srcs[i].fd >= 0) {
-      close(srcs[i].fd);
-      srcs[i].fd = -1;
-    }
-    if (srcs[i].pid <= 0)
-      continue; /* not started: no pipes either */
-    if (rc != 0)
-      kill(srcs[i].pid, SIGTERM);
-    int status = 0;
-    while (waitpid(srcs[i].pid, &status, 0) < 0 && errno == EINTR)
-      ;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      char why[REASON_MAX + 1];
-      ssize_t r = read(srcs[i].efd, why, sizeof(why) - 1);
-      why[r > 0 ? r : 0] = '\0';
-      if (rc == 0)
-        mu_buf_printf(&reasons, "%s%s/%ld: %s", failed ? "; " : "", srcs[i].role, srcs[i].id,
-                      why[0] ? why : "the log reader died");
+    struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
+    if (mu_log_reader_finish(&srcs[i].reader, rc != 0, &why) != 0 && rc == 0) {
+      mu_buf_printf(&reasons, "%s%s/%ld: %s", failed ? "; " : "", srcs[i].role, srcs[i].id,
+                    mu_buf_str(&why));
       failed++;
     }
-    close(srcs[i].efd);
-    srcs[i].efd = -1;
+    mu_buf_release(&why);
   }
   if (rc == 0 && failed > 0) {
     mu_buf_printf(err, "the log of %d of %zu replicas could not be read: %s", failed, n,
@@ -229,27 +176,23 @@ static int reap(struct fan_src *srcs, size_t n, int rc, struct mu_buf *err)
   return rc;
 }
 
-int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const char *role,
-                        long replica, const struct mu_log_opts *o, int out_fd,
-                        const struct mu_cfg *cfg, struct mu_buf *err)
+int mu_sched_log(const struct mu_sched_ops *s, const struct mu_log_query *q, int out_fd,
+                 struct mu_buf *err)
 {
   struct mu_app_status st;
   struct fan_src *srcs = NULL;
   size_t n = 0;
-  int rc = mu_sched_describe(s, app_id, cfg, &st, err);
+  int rc = mu_sched_describe(s, q->app_id, q->cfg, &st, err);
   if (rc != 0)
     return rc;
-  rc = pick_sources(&st, app_id, role, replica, &srcs, &n, err);
+  rc = pick_sources(&st, q, &srcs, &n, err);
   if (rc != 0)
     goto out;
-  if (n == 1) { /* one replica: no prefix, no children */
-    rc = s->log_open(app_id, srcs[0].role, srcs[0].id, o, out_fd, cfg, err);
+  if (n == 1 && q->replica >= 0 && q->keep == NULL) { /* as it is: no reader needed */
+    rc = s->log_open(q->app_id, srcs[0].role, srcs[0].id, &q->opts, out_fd, q->cfg, err);
     goto out;
   }
-  fflush(stdout);
-  fflush(stderr);
-  for (size_t i = 0; i < n && rc == 0; i++)
-    rc = start_reader(s, app_id, srcs, i, o, cfg, err);
+  rc = start_readers(s, q, srcs, n, err);
   if (rc == 0)
     rc = pump(srcs, n, out_fd, err);
   rc = reap(srcs, n, rc, err);
@@ -257,4 +200,12 @@ out:
   release_sources(srcs, n);
   mu_app_status_release(&st);
   return rc;
+}
+
+int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const char *role,
+                        long replica, const struct mu_log_opts *o, int out_fd,
+                        const struct mu_cfg *cfg, struct mu_buf *err)
+{
+  struct mu_log_query q = {app_id, role, replica, *o, cfg, NULL, NULL};
+  return mu_sched_log(s, &q, out_fd, err);
 }

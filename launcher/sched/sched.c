@@ -9,29 +9,41 @@
 #include "failrec.h"
 #include "sched.h"
 
-/* The first entry is the default backend. */
-static const struct mu_sched_ops *const backends[] = {
-    &mu_sched_local,
-    &mu_sched_kubernetes,
-    &mu_sched_slurm,
+/* The one scheduler table: every name users see (usage, messages, completion, docs) comes from
+ * here. The first entry is the default backend. */
+static const struct {
+  const struct mu_sched_ops *ops;
+  const char *alias; /* a short name users type, or NULL */
+} backends[] = {
+    {&mu_sched_local, NULL},
+    {&mu_sched_kubernetes, "k8s"},
+    {&mu_sched_slurm, NULL},
 };
+#define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 
 const struct mu_sched_ops *mu_sched_find(const char *name)
 {
   if (name == NULL)
-    return backends[0];
-  for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-    if (backends[i]->name != NULL && strcmp(backends[i]->name, name) == 0)
-      return backends[i];
-  /* Short aliases users type. */
-  if (strcmp(name, "k8s") == 0)
-    return &mu_sched_kubernetes;
+    return backends[0].ops;
+  for (size_t i = 0; i < NBACKENDS; i++)
+    if (strcmp(backends[i].ops->name, name) == 0 ||
+        (backends[i].alias != NULL && strcmp(backends[i].alias, name) == 0))
+      return backends[i].ops;
   return NULL;
 }
 
 const struct mu_sched_ops *mu_sched_at(size_t i)
 {
-  return i < sizeof(backends) / sizeof(backends[0]) ? backends[i] : NULL;
+  return i < NBACKENDS ? backends[i].ops : NULL;
+}
+
+void mu_sched_names(struct mu_buf *out, const char *sep, const char *last, int mark_default)
+{
+  for (size_t i = 0; i < NBACKENDS; i++) {
+    if (i > 0)
+      mu_buf_puts(out, i + 1 == NBACKENDS ? last : sep);
+    mu_buf_printf(out, "%s%s", backends[i].ops->name, i == 0 && mark_default ? " (default)" : "");
+  }
 }
 
 int mu_handle_parse(const char *handle, char **sched, char **session, char **app_id)
@@ -68,6 +80,7 @@ void mu_app_status_release(struct mu_app_status *st)
   mu_free(st->reason);
   mu_free(st->root_cause);
   mu_free(st->structured_error_msg);
+  mu_free(st->rdzv_run);
   memset(st, 0, sizeof(*st));
 }
 
@@ -82,8 +95,8 @@ static void add_record(struct mu_app_status *st, size_t replica, const struct mu
   }
   if (r->restarts > st->num_restarts)
     st->num_restarts = r->restarts;
-  if (st->root_cause == NULL ||
-      (r->time_ms != 0 && (st->root_cause_ms == 0 || r->time_ms < st->root_cause_ms))) {
+  struct mu_failrec cur = {.time_ms = st->root_cause_ms}; /* the root cause so far: its time */
+  if (st->root_cause == NULL || mu_failrec_earlier(r, &cur)) {
     mu_free(st->root_cause);
     mu_free(st->structured_error_msg);
     st->root_cause = mu_strdup(mu_buf_str(&line));
@@ -144,6 +157,34 @@ static int notsup(const struct mu_sched_ops *s, const char *what, struct mu_buf 
   return MU_ENOTSUP;
 }
 
+/* -cfg health_check: a copy of `app` whose every role has MUSTER_HEALTH_CHECK (a role that
+ * sets it keeps its own). Returns: the copy, or NULL when there is no check (or the copy
+ * failed, said in err). Ownership: caller frees with mu_app_free(). */
+static struct mu_app *with_health_check(const struct mu_app *app, const struct mu_cfg *cfg, int *rc,
+                                        struct mu_buf *err)
+{
+  const char *hc = mu_cfg_get(cfg, "health_check");
+  struct mu_buf json = MU_BUF_INIT(SIZE_MAX);
+  struct mu_app *copy = NULL;
+  *rc = 0;
+  if (hc == NULL || hc[0] == '\0')
+    return NULL;
+  if (mu_app_to_json(app, &json) != 0 || mu_app_from_json(mu_buf_str(&json), &copy) != 0) {
+    mu_buf_printf(err, "cannot copy the job spec to add -cfg health_check");
+    *rc = MU_EINVAL;
+  }
+  for (size_t i = 0; copy != NULL && i < copy->nroles; i++) {
+    struct mu_kvlist *env = &copy->roles[i].env;
+    int has = 0;
+    for (size_t k = 0; k < env->n; k++)
+      has |= strcmp(env->v[k].key, "MUSTER_HEALTH_CHECK") == 0;
+    if (!has)
+      mu_kvlist_set(env, "MUSTER_HEALTH_CHECK", hc);
+  }
+  mu_buf_release(&json);
+  return copy;
+}
+
 int mu_sched_dryrun(const struct mu_sched_ops *s, const struct mu_app *app,
                     const struct mu_cfg *cfg, struct mu_dryrun *out, struct mu_buf *err)
 {
@@ -151,7 +192,13 @@ int mu_sched_dryrun(const struct mu_sched_ops *s, const struct mu_app *app,
     return notsup(s, "dryrun (it is not implemented in this build)", err);
   memset(out, 0, sizeof(*out));
   out->sched = s;
-  return s->dryrun(app, cfg, out, err);
+  int rc = 0;
+  struct mu_app *copy = with_health_check(app, cfg, &rc, err);
+  if (rc != 0)
+    return rc;
+  rc = s->dryrun(copy != NULL ? copy : app, cfg, out, err);
+  mu_app_free(copy);
+  return rc;
 }
 
 int mu_sched_schedule(struct mu_dryrun *req, struct mu_buf *err)

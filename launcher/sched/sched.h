@@ -6,7 +6,8 @@
  * Kubernetes, Slurm), submitting it and reading it back. Files: sched.c (registry, generic
  * operations), local*.c (processes on this machine under a supervisor), kubernetes*.c and
  * slurm*.c (each a pure renderer, pure parsers and the scheduler that runs the cluster's tools),
- * sched_exec.c (the tool runner), log_fanout.c (several replicas' logs at once).
+ * sched_exec.c (the tool runner), log_reader.c (a backend's log_open in a child, into a pipe),
+ * log_fanout.c (several replicas' logs at once, filtered and prefixed).
  * May call: spec/ (job.h, config.h, yaml_tree.h), common/, and musterd's embedding header
  * (local_supervisor.c only). Never cmd/ or agent/: a scheduler starts `muster agent` as a
  * program, by name, on the nodes it reaches.
@@ -17,10 +18,12 @@
 #define MU_SCHED_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "buf.h"
 #include "config.h"
 #include "job.h"
+#include "lines.h"
 #include "strvec.h"
 
 /* The printable plan that schedule() submits: for local a process list, for kubernetes the
@@ -56,9 +59,9 @@ struct mu_app_status {
   char *reason;
   struct mu_replica_status *replicas;
   size_t nreplicas;
-  char *rdzv_endpoint; /* HOST:PORT of the job's musterd when known, else NULL (local) */
+  char *rdzv_endpoint;   /* HOST:PORT of the job's musterd when known, else NULL (local) */
   char *rdzv_token_file; /* the file of the token it requires, when the job has one (local) */
-  char *ui_url;        /* the job's musterd status page while it serves one, else NULL */
+  char *ui_url;          /* the job's musterd status page while it serves one, else NULL */
   /* The job's root cause: its earliest worker failure (failrec.h), kept only when the job
    * FAILED. root_cause is one line (rank, exit, exception), structured_error_msg the record's
    * JSON; both NULL when no record was found. */
@@ -66,6 +69,10 @@ struct mu_app_status {
   char *structured_error_msg;
   long long root_cause_ms;
   double started_at, ended_at; /* Unix seconds; 0 when the backend does not know */
+  /* The job's rendezvous run as the local scheduler keeps it (GET /v1/runs/{id}'s run_id,
+   * state, round, restart_count, max_restarts, standbys, unhealthy, timings), JSON text;
+   * NULL when the backend does not know it. */
+  char *rdzv_run;
 };
 
 struct mu_app_list_entry {
@@ -95,9 +102,28 @@ enum mu_sched_log_caps {
   MU_SCHED_LOG_PREVIOUS = 1 << 1, /* it honours mu_log_opts.previous */
 };
 
+/* What a scheduler does that the others do not; a command asks these, never which one it is. */
+enum mu_sched_caps {
+  /* Its jobs run on this machine, under a process of ours: `muster run` follows every job to its
+   * end and streams its logs by default (--wait and --log are implied). */
+  MU_SCHED_FOLLOW = 1 << 0,
+  /* It runs the roles' images: a workspace ([cli:run] workspace= too) is built into them. */
+  MU_SCHED_IMAGES = 1 << 1,
+};
+/* The -cfg key every scheduler has (a row of each runopt table): the health check every node's
+ * muster agent runs before it joins, passed as MUSTER_HEALTH_CHECK in every role's environment
+ * by mu_sched_dryrun() (a role that sets it keeps its own). */
+#define MU_RUNOPT_HEALTH_CHECK                                                                     \
+  {                                                                                                \
+    "health_check", MU_RUNOPT_STR, NULL, 0,                                                        \
+        "a shell command every node's muster agent runs before it joins (MUSTER_HEALTH_CHECK); "   \
+        "a node whose check fails does not join and shows as unhealthy"                            \
+  }
+
 struct mu_sched_ops {
-  const char *name;
+  const char *name; /* the registry (sched.c) adds the aliases users type */
   const char *help;
+  unsigned caps; /* enum mu_sched_caps */
   /* What ${rdzv_endpoint} becomes on this scheduler (--dryrun and describe say it). */
   const char *rdzv_macro;
   const struct mu_runopt *runopts; /* terminated by a row with name == NULL */
@@ -120,14 +146,23 @@ struct mu_sched_ops {
    * *out is the caller's (mu_app_free). */
   int (*app_spec)(const char *app_id, const struct mu_cfg *cfg, struct mu_app **out,
                   struct mu_buf *err);
+  /* Removes the files of every finished job (SUCCEEDED, FAILED, CANCELLED) that started before
+   * `before` (Unix seconds) and appends their app ids to *removed (`muster list --prune`);
+   * NULL: the scheduler keeps no files of ours. Returns: 0 or a negative MU_E* with err. */
+  int (*prune)(double before, struct mu_strvec *removed, struct mu_buf *err);
 };
 
-/* The registry: the first entry is the default backend. Returns: the backend, or NULL for an
- * unknown name. Ownership: static. */
+/* The registry: the first entry is the default backend. Returns: the backend of a name or an
+ * alias (k8s), or NULL for an unknown name. Ownership: static. */
 const struct mu_sched_ops *mu_sched_find(const char *name);
 /* Iterates: i = 0.. until NULL. Returns: the i-th backend, or NULL past the end. Ownership:
  * static. */
 const struct mu_sched_ops *mu_sched_at(size_t i);
+
+/* Appends the names of the registry, in its order, separated by sep with `last` before the last
+ * one ("local, kubernetes or slurm"); with mark_default, the first is followed by " (default)".
+ * Every message and help text that lists the schedulers writes them with this. */
+void mu_sched_names(struct mu_buf *out, const char *sep, const char *last, int mark_default);
 
 /* Handles: "SCHED://SESSION/APP_ID". Returns: 0 or MU_EINVAL. Ownership: caller frees the
  * three strings with mu_free(). */
@@ -146,11 +181,6 @@ void mu_app_status_add_failure(struct mu_app_status *st, size_t replica, const c
 void mu_app_status_scan_failure(struct mu_app_status *st, size_t replica, const char *log,
                                 size_t len);
 
-/* Removes the files of every finished local job (SUCCEEDED, FAILED, CANCELLED) that started
- * before `before` (Unix seconds); appends the app ids removed to *removed.
- * Returns: 0, or a negative MU_E* code with the reason in err (local.c). */
-int mu_local_prune(double before, struct mu_strvec *removed, struct mu_buf *err);
-
 /* The three backends (local.c, kubernetes.c, slurm.c). */
 extern const struct mu_sched_ops mu_sched_local;
 extern const struct mu_sched_ops mu_sched_kubernetes;
@@ -163,11 +193,57 @@ extern const struct mu_sched_ops mu_sched_slurm;
 void mu_dryrun_release(struct mu_dryrun *req);
 void mu_app_list_free(struct mu_app_list_entry *l, size_t n);
 
+/* ---------------------------------------------------------------------------------------------
+ * Logs (log_reader.c, log_fanout.c)
+ */
+
+/* What to read: log_open's arguments, and a filter of the lines. */
+struct mu_log_query {
+  const char *app_id;
+  const char *role; /* NULL: every role */
+  long replica;     /* < 0: every replica (of the role) */
+  struct mu_log_opts opts;
+  const struct mu_cfg *cfg;
+  mu_line_keep_fn *keep; /* NULL: every line; else the lines it keeps (lines.h), seen as written */
+  void *keep_data;
+};
+
+/* A log reader: the backend's log_open running in a child process (it blocks, and follows for as
+ * long as the job runs), writing into a pipe the caller reads. */
+struct mu_log_reader {
+  int fd;    /* the read end: the log's bytes; the caller may close it (-1) before finishing */
+  int efd;   /* the read end of the child's reason pipe */
+  pid_t pid; /* the child; -1 when not started */
+  int flags;
+};
+
+enum mu_log_reader_flags {
+  /* The child leads its own process group (what it starts, e.g. kubectl logs -f, stops with it)
+   * and ignores SIGINT: a terminal's Ctrl-C is for the caller, which stops it with SIGTERM. */
+  MU_LOG_READER_OWN_GROUP = 1 << 0,
+};
+
+/* Starts the reader of q's log (q->keep is not applied: the bytes are as log_open wrote them).
+ * Returns: 0; MU_EIO with the reason in err when no pipe or child could be made.
+ * Ownership: q is borrowed for the call; finish r with mu_log_reader_finish(). */
+int mu_log_reader_start(struct mu_log_reader *r, const struct mu_sched_ops *s,
+                        const struct mu_log_query *q, int flags, struct mu_buf *err);
+
+/* Closes r's pipes and waits for its child, stopping it first (SIGTERM) with `stop`.
+ * Returns: 0 when its log_open succeeded; MU_EIO when it failed or died, with its reason (or
+ * "the log reader died") appended to why (may be NULL). Accepts a reader never started. */
+int mu_log_reader_finish(struct mu_log_reader *r, int stop, struct mu_buf *why);
+
 /* The log of every replica (role NULL), of every replica of a role (replica < 0), or of one,
- * through the backend's one-replica log_open, for backends that read one replica at a time:
- * several replicas are read at once by child processes and each line is prefixed with
- * "role/replica ". Returns: 0; MU_ENOENT for an unknown role or replica; the backend's error,
- * or MU_EIO with each failed replica's reason in err. (log_fanout.c) */
+ * through the backend's one-replica log_open, the replicas read at once by log readers, every
+ * line of a job or a role (replica < 0) prefixed "role/replica ", each line kept or not by
+ * q->keep before its prefix, whole lines written to out_fd as they come (nothing is buffered
+ * past a read). Returns: 0; MU_ENOENT for an unknown role or replica; the backend's error, or
+ * MU_EIO with each failed replica's reason in err. */
+int mu_sched_log(const struct mu_sched_ops *s, const struct mu_log_query *q, int out_fd,
+                 struct mu_buf *err);
+
+/* mu_sched_log() without a filter, for backends whose log_open reads one replica. */
 int mu_sched_log_fanout(const struct mu_sched_ops *s, const char *app_id, const char *role,
                         long replica, const struct mu_log_opts *o, int out_fd,
                         const struct mu_cfg *cfg, struct mu_buf *err);

@@ -38,25 +38,12 @@ static int buildah(struct mu_strvec *av, const char *what, struct mu_buf *out, s
   return rc;
 }
 
-/* One image: FROM base, DIR copied into the working directory, committed, pushed by digest.
- * Returns: as mu_workspace_build; *ref = REPO@sha256:... */
-static int build_one(const char *base, const char *dir, const char *repo, char **ref,
-                     struct mu_buf *err)
+/* DIR into working container ctr, without what DIR's .dockerignore (or .containerignore)
+ * excludes. Returns: 0, or the tool's error in err. */
+static int copy_dir(const char *ctr, const char *dir, struct mu_buf *err)
 {
   struct mu_strvec av = MU_STRVEC_INIT;
-  struct mu_buf out = MU_BUF_INIT(WS_OUT_MAX);
-  char *ctr = NULL, *tag = NULL, *digest_file = NULL, *ignore = NULL;
-  char dig[160] = "";
-  int rc;
-
-  mu_strvec_push(&av, "buildah");
-  mu_strvec_push(&av, "from");
-  mu_strvec_push(&av, "--quiet");
-  mu_strvec_push(&av, base);
-  rc = buildah(&av, "buildah from (the role's image)", &out, err);
-  if (rc != 0)
-    goto out;
-  ctr = mu_strdup(mu_exec_chomp((char *)mu_buf_str(&out)));
+  char *ignore = NULL;
   mu_strvec_push(&av, "buildah");
   mu_strvec_push(&av, "copy");
   mu_strvec_push(&av, "--quiet");
@@ -72,7 +59,61 @@ static int build_one(const char *base, const char *dir, const char *repo, char *
     mu_strvec_pushf(&av, "--ignorefile=%s", ignore);
   mu_strvec_push(&av, ctr);
   mu_strvec_push(&av, dir);
-  rc = buildah(&av, "buildah copy (the workspace)", NULL, err);
+  int rc = buildah(&av, "buildah copy (the workspace)", NULL, err);
+  mu_free(ignore);
+  return rc;
+}
+
+/* Pushes image tag to its repository. Returns: 0 with *ref = REPO@sha256:..., or an error in
+ * err. */
+static int push(const char *tag, const char *repo, char **ref, struct mu_buf *err)
+{
+  struct mu_strvec av = MU_STRVEC_INIT;
+  char dig[160] = "";
+  char *digest_file = mu_asprintf("/tmp/muster-ws-digest.%ld", (long)getpid());
+  mu_strvec_push(&av, "buildah");
+  mu_strvec_push(&av, "push");
+  mu_strvec_push(&av, "--quiet");
+  mu_strvec_push(&av, "--retry=0");
+  mu_strvec_push(&av, "--retry-delay=1ms"); /* buildah 1.28 retries 3 times anyway */
+  mu_strvec_pushf(&av, "--digestfile=%s", digest_file);
+  mu_strvec_push(&av, tag);
+  mu_strvec_pushf(&av, "docker://%s", tag);
+  int rc = buildah(&av, "buildah push (to -cfg image_repo)", NULL, err);
+  FILE *fp = rc == 0 ? fopen(digest_file, "r") : NULL;
+  if (rc == 0 &&
+      (fp == NULL || fgets(dig, sizeof dig, fp) == NULL || strncmp(dig, "sha256:", 7) != 0)) {
+    mu_buf_printf(err, "buildah push did not report the digest of %s", tag);
+    rc = MU_EIO;
+  }
+  if (fp)
+    fclose(fp);
+  if (rc == 0)
+    *ref = mu_asprintf("%s@%s", repo, mu_exec_chomp(dig));
+  unlink(digest_file);
+  mu_free(digest_file);
+  return rc;
+}
+
+/* One image: FROM base, DIR copied into the working directory, committed, pushed by digest.
+ * Returns: as mu_workspace_build; *ref = REPO@sha256:... */
+static int build_one(const char *base, const char *dir, const char *repo, char **ref,
+                     struct mu_buf *err)
+{
+  struct mu_strvec av = MU_STRVEC_INIT;
+  struct mu_buf out = MU_BUF_INIT(WS_OUT_MAX);
+  char *ctr = NULL, *tag = NULL;
+  int rc;
+
+  mu_strvec_push(&av, "buildah");
+  mu_strvec_push(&av, "from");
+  mu_strvec_push(&av, "--quiet");
+  mu_strvec_push(&av, base);
+  rc = buildah(&av, "buildah from (the role's image)", &out, err);
+  if (rc != 0)
+    goto out;
+  ctr = mu_strdup(mu_exec_chomp((char *)mu_buf_str(&out)));
+  rc = copy_dir(ctr, dir, err);
   if (rc != 0)
     goto out;
   tag = mu_asprintf("%s:ws-%lx%lx", repo, (long)time(NULL), (long)getpid());
@@ -88,29 +129,7 @@ static int build_one(const char *base, const char *dir, const char *repo, char *
     goto out;
   mu_free(ctr);
   ctr = NULL;
-  digest_file = mu_asprintf("/tmp/muster-ws-digest.%ld", (long)getpid());
-  mu_strvec_push(&av, "buildah");
-  mu_strvec_push(&av, "push");
-  mu_strvec_push(&av, "--quiet");
-  mu_strvec_push(&av, "--retry=0");
-  mu_strvec_push(&av, "--retry-delay=1ms"); /* buildah 1.28 retries 3 times anyway */
-  mu_strvec_pushf(&av, "--digestfile=%s", digest_file);
-  mu_strvec_push(&av, tag);
-  mu_strvec_pushf(&av, "docker://%s", tag);
-  rc = buildah(&av, "buildah push (to -cfg image_repo)", NULL, err);
-  if (rc != 0)
-    goto out;
-  {
-    FILE *fp = fopen(digest_file, "r");
-    if (fp == NULL || fgets(dig, sizeof dig, fp) == NULL || strncmp(dig, "sha256:", 7) != 0) {
-      mu_buf_printf(err, "buildah push did not report the digest of %s", tag);
-      rc = MU_EIO;
-    }
-    if (fp)
-      fclose(fp);
-  }
-  if (rc == 0)
-    *ref = mu_asprintf("%s@%s", repo, mu_exec_chomp(dig));
+  rc = push(tag, repo, ref, err);
 out:
   if (ctr) { /* a failed build leaves no working container behind */
     struct mu_buf ignore_err = MU_BUF_INIT(4096);
@@ -120,12 +139,8 @@ out:
     buildah(&av, "buildah rm", NULL, &ignore_err);
     mu_buf_release(&ignore_err);
   }
-  if (digest_file)
-    unlink(digest_file);
-  mu_free(digest_file);
   mu_free(ctr);
   mu_free(tag);
-  mu_free(ignore);
   mu_buf_release(&out);
   mu_strvec_release(&av);
   return rc;

@@ -144,6 +144,53 @@ static const char *const param_keys[] = {"name",         "short",       "type", 
                                          "required",     "help",        "choices", "remainder",
                                          "nnodes_param", "nproc_param", "pattern", NULL};
 
+/* A parameter's type: one of mu_ptype_names (str when t is NULL). Returns: 0, or MU_EINVAL with
+ * the message in err. */
+static int parse_type(const char *t, const char *where, const char *ctx, struct mu_param *p,
+                      struct mu_buf *err)
+{
+  p->type = MU_P_STR;
+  if (t == NULL)
+    return 0;
+  for (size_t i = 0; i < sizeof(mu_ptype_names) / sizeof(mu_ptype_names[0]); i++) {
+    if (strcmp(t, mu_ptype_names[i]) == 0) {
+      p->type = (enum mu_ptype)i;
+      return 0;
+    }
+  }
+  mu_buf_printf(err,
+                "%s: %s.type: unknown type '%s'; use str, int, float, bool, list, map or jobsize",
+                where, ctx, t);
+  return MU_EINVAL;
+}
+
+/* A str parameter's pattern, compiled as ^(pattern)$: the whole value must match. Returns: 0,
+ * or MU_EINVAL with the message in err. */
+static int parse_pattern(const char *s, const char *where, const char *ctx, struct mu_param *p,
+                         struct mu_buf *err)
+{
+  if (p->type != MU_P_STR) {
+    mu_buf_printf(err, "%s: %s.pattern: only str parameters take a pattern ('%s' is %s)", where,
+                  ctx, p->name, mu_ptype_names[p->type]);
+    return MU_EINVAL;
+  }
+  struct mu_buf anchored = MU_BUF_INIT(PATTERN_MAX_BYTES);
+  int too_long = mu_buf_printf(&anchored, "^(%s)$", s) != 0;
+  int rc = too_long ? REG_ESPACE : regcomp(&p->re, mu_buf_str(&anchored), REG_EXTENDED | REG_NOSUB);
+  mu_buf_release(&anchored);
+  if (rc != 0) {
+    char why[128] = "longer than 4 KiB";
+    if (!too_long)
+      regerror(rc, &p->re, why, sizeof(why));
+    mu_buf_printf(err, "%s: %s.pattern: '%s' is not a POSIX extended regular expression: %s", where,
+                  ctx, s, why);
+    return MU_EINVAL;
+  }
+  p->has_re = 1;
+  p->pattern = mu_strdup(s);
+  return 0;
+}
+
 static int parse_param(const cJSON *jp, size_t idx, const char *where, struct mu_param *p,
                        struct mu_buf *err)
 {
@@ -161,24 +208,8 @@ static int parse_param(const cJSON *jp, size_t idx, const char *where, struct mu
     return MU_EINVAL;
   }
   p->name = mu_strdup(name);
-  const char *t = mu_component_str(jp, "type");
-  p->type = MU_P_STR;
-  if (t != NULL) {
-    int found = 0;
-    for (size_t i = 0; i < sizeof(mu_ptype_names) / sizeof(mu_ptype_names[0]); i++) {
-      if (strcmp(t, mu_ptype_names[i]) == 0) {
-        p->type = (enum mu_ptype)i;
-        found = 1;
-      }
-    }
-    if (!found) {
-      mu_buf_printf(err,
-                    "%s: %s.type: unknown type '%s'; use str, int, float, bool, list, map or "
-                    "jobsize",
-                    where, ctx, t);
-      return MU_EINVAL;
-    }
-  }
+  if (parse_type(mu_component_str(jp, "type"), where, ctx, p, err) != 0)
+    return MU_EINVAL;
   const char *s = mu_component_str(jp, "short");
   if (s != NULL) {
     if (strlen(s) != 1) {
@@ -209,30 +240,7 @@ static int parse_param(const cJSON *jp, size_t idx, const char *where, struct mu
     return MU_EINVAL;
   }
   s = mu_component_str(jp, "pattern");
-  if (s != NULL) {
-    if (p->type != MU_P_STR) {
-      mu_buf_printf(err, "%s: %s.pattern: only str parameters take a pattern ('%s' is %s)", where,
-                    ctx, p->name, mu_ptype_names[p->type]);
-      return MU_EINVAL;
-    }
-    /* The whole value must match: compile ^(pattern)$. */
-    struct mu_buf anchored = MU_BUF_INIT(PATTERN_MAX_BYTES);
-    int too_long = mu_buf_printf(&anchored, "^(%s)$", s) != 0;
-    int rc =
-        too_long ? REG_ESPACE : regcomp(&p->re, mu_buf_str(&anchored), REG_EXTENDED | REG_NOSUB);
-    mu_buf_release(&anchored);
-    if (rc != 0) {
-      char why[128] = "longer than 4 KiB";
-      if (!too_long)
-        regerror(rc, &p->re, why, sizeof(why));
-      mu_buf_printf(err, "%s: %s.pattern: '%s' is not a POSIX extended regular expression: %s",
-                    where, ctx, s, why);
-      return MU_EINVAL;
-    }
-    p->has_re = 1;
-    p->pattern = mu_strdup(s);
-  }
-  return 0;
+  return s != NULL ? parse_pattern(s, where, ctx, p, err) : 0;
 }
 
 static const char *const top_keys[] = {"name", "description", "params", "checks", "app", NULL};

@@ -126,24 +126,26 @@ static int jobsize_why(const char *text, const char *src, struct mu_buf *err)
   return 0;
 }
 
-/* A str value: one of the choices, matching the pattern. */
+/* Converters of an argument's text into its typed value, one per type (src names it in
+ * messages): the value, or NULL with the message in err. */
+typedef cJSON *value_fn(const struct mu_param *p, const char *text, const char *src,
+                        struct mu_buf *err);
+
 static cJSON *str_value(const struct mu_param *p, const char *text, const char *src,
                         struct mu_buf *err)
 {
-  if (p->choices.n > 0) {
-    int ok = 0;
+  int ok = p->choices.n == 0;
+  for (size_t i = 0; i < p->choices.n; i++)
+    if (strcmp(p->choices.v[i], text) == 0)
+      ok = 1;
+  if (!ok) {
+    const char *best = mu_component_closest((const char *const *)p->choices.v, text);
+    mu_buf_printf(err, "%s: '%s' is not one of", src, text);
     for (size_t i = 0; i < p->choices.n; i++)
-      if (strcmp(p->choices.v[i], text) == 0)
-        ok = 1;
-    if (!ok) {
-      const char *best = mu_component_closest((const char *const *)p->choices.v, text);
-      mu_buf_printf(err, "%s: '%s' is not one of", src, text);
-      for (size_t i = 0; i < p->choices.n; i++)
-        mu_buf_printf(err, "%s %s", i ? "," : "", p->choices.v[i]);
-      if (best)
-        mu_buf_printf(err, "; did you mean '%s'?", best);
-      return NULL;
-    }
+      mu_buf_printf(err, "%s %s", i ? "," : "", p->choices.v[i]);
+    if (best)
+      mu_buf_printf(err, "; did you mean '%s'?", best);
+    return NULL;
   }
   if (p->has_re && regexec(&p->re, text, 0, NULL, 0) != 0) {
     mu_buf_printf(err, "%s: '%s' does not match the pattern %s; give a value that matches it", src,
@@ -153,83 +155,118 @@ static cJSON *str_value(const struct mu_param *p, const char *text, const char *
   return cJSON_CreateString(text);
 }
 
+static cJSON *int_value(const struct mu_param *p, const char *text, const char *src,
+                        struct mu_buf *err)
+{
+  long l;
+  (void)p;
+  if (mu_parse_long(text, LONG_MIN, LONG_MAX, &l) != 0) {
+    mu_buf_printf(err, "%s expects an int, got '%s'", src, text);
+    return NULL;
+  }
+  return cJSON_CreateNumber((double)l);
+}
+
+/* "false", "0", "no", "off" (any case but "0"). */
+static int falsy_text(const char *text)
+{
+  return strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0 || strcasecmp(text, "no") == 0 ||
+         strcasecmp(text, "off") == 0;
+}
+
+static cJSON *float_value(const struct mu_param *p, const char *text, const char *src,
+                          struct mu_buf *err)
+{
+  double d;
+  (void)p;
+  if (mu_parse_double(text, &d) != 0) {
+    mu_buf_printf(err, "%s expects a number, got '%s'", src, text);
+    return NULL;
+  }
+  return cJSON_CreateNumber(d);
+}
+
+static cJSON *bool_value(const struct mu_param *p, const char *text, const char *src,
+                         struct mu_buf *err)
+{
+  (void)p;
+  if (mu_component_truthy_text(text))
+    return cJSON_CreateTrue();
+  if (falsy_text(text))
+    return cJSON_CreateFalse();
+  mu_buf_printf(err, "%s expects a bool (True or False), got '%s'", src, text);
+  return NULL;
+}
+
+static cJSON *list_value(const struct mu_param *p, const char *text, const char *src,
+                         struct mu_buf *err)
+{
+  (void)p;
+  (void)src;
+  (void)err;
+  cJSON *a = cJSON_CreateArray();
+  const char *q = text;
+  while (*q) {
+    size_t n = strcspn(q, ",");
+    if (n > 0) {
+      char *item = mu_strndup(q, n);
+      cJSON_AddItemToArray(a, cJSON_CreateString(item));
+      mu_free(item);
+    }
+    q += n;
+    if (*q)
+      q++;
+  }
+  return a;
+}
+
+static cJSON *map_value(const struct mu_param *p, const char *text, const char *src,
+                        struct mu_buf *err)
+{
+  struct mu_kvlist kv = MU_KVLIST_INIT;
+  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+  cJSON *o = NULL;
+  (void)p;
+  if (mu_cfg_split(text, &kv, &e) != 0) {
+    mu_buf_printf(err, "%s expects KEY=VALUE,KEY2=VALUE2: %s", src, mu_buf_str(&e));
+  } else {
+    o = cJSON_CreateObject();
+    for (size_t i = 0; i < kv.n; i++)
+      cJSON_AddStringToObject(o, kv.v[i].key, kv.v[i].value);
+  }
+  mu_buf_release(&e);
+  mu_kvlist_release(&kv);
+  return o;
+}
+
+static cJSON *jobsize_value(const struct mu_param *p, const char *text, const char *src,
+                            struct mu_buf *err)
+{
+  long mn, mx, np;
+  (void)p;
+  if (mu_parse_jobsize(text, &mn, &mx, &np) != 0) {
+    if (jobsize_why(text, src, err))
+      return NULL;
+    mu_buf_printf(err,
+                  "%s expects NPROC, NNODESxNPROC or MIN:MAXxNPROC (e.g. 2x8, 1:4x8), "
+                  "got '%s'",
+                  src, text);
+    return NULL;
+  }
+  return jobsize_json(mn, mx, np);
+}
+
+static value_fn *const converters[] = {
+    [MU_P_STR] = str_value,     [MU_P_INT] = int_value, [MU_P_BOOL] = bool_value,
+    [MU_P_LIST] = list_value,   [MU_P_MAP] = map_value, [MU_P_JOBSIZE] = jobsize_value,
+    [MU_P_FLOAT] = float_value,
+};
+
 /* Converts one argument's text into its typed value. src names it in messages. */
 static cJSON *param_value(const struct mu_param *p, const char *text, const char *src,
                           struct mu_buf *err)
 {
-  long l;
-  switch (p->type) {
-  case MU_P_STR:
-    return str_value(p, text, src, err);
-  case MU_P_INT:
-    if (mu_parse_long(text, LONG_MIN, LONG_MAX, &l) != 0) {
-      mu_buf_printf(err, "%s expects an int, got '%s'", src, text);
-      return NULL;
-    }
-    return cJSON_CreateNumber((double)l);
-  case MU_P_FLOAT: {
-    double d;
-    if (mu_parse_double(text, &d) != 0) {
-      mu_buf_printf(err, "%s expects a number, got '%s'", src, text);
-      return NULL;
-    }
-    return cJSON_CreateNumber(d);
-  }
-  case MU_P_BOOL:
-    if (mu_component_truthy_text(text))
-      return cJSON_CreateTrue();
-    if (strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0 || strcasecmp(text, "no") == 0 ||
-        strcasecmp(text, "off") == 0)
-      return cJSON_CreateFalse();
-    mu_buf_printf(err, "%s expects a bool (True or False), got '%s'", src, text);
-    return NULL;
-  case MU_P_LIST: {
-    cJSON *a = cJSON_CreateArray();
-    const char *q = text;
-    while (*q) {
-      size_t n = strcspn(q, ",");
-      if (n > 0) {
-        char *item = mu_strndup(q, n);
-        cJSON_AddItemToArray(a, cJSON_CreateString(item));
-        mu_free(item);
-      }
-      q += n;
-      if (*q)
-        q++;
-    }
-    return a;
-  }
-  case MU_P_MAP: {
-    struct mu_kvlist kv = MU_KVLIST_INIT;
-    struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-    if (mu_cfg_split(text, &kv, &e) != 0) {
-      mu_buf_printf(err, "%s expects KEY=VALUE,KEY2=VALUE2: %s", src, mu_buf_str(&e));
-      mu_buf_release(&e);
-      mu_kvlist_release(&kv);
-      return NULL;
-    }
-    mu_buf_release(&e);
-    cJSON *o = cJSON_CreateObject();
-    for (size_t i = 0; i < kv.n; i++)
-      cJSON_AddStringToObject(o, kv.v[i].key, kv.v[i].value);
-    mu_kvlist_release(&kv);
-    return o;
-  }
-  case MU_P_JOBSIZE: {
-    long mn, mx, np;
-    if (mu_parse_jobsize(text, &mn, &mx, &np) != 0) {
-      if (jobsize_why(text, src, err))
-        return NULL;
-      mu_buf_printf(err,
-                    "%s expects NPROC, NNODESxNPROC or MIN:MAXxNPROC (e.g. 2x8, 1:4x8), "
-                    "got '%s'",
-                    src, text);
-      return NULL;
-    }
-    return jobsize_json(mn, mx, np);
-  }
-  }
-  return NULL;
+  return converters[p->type](p, text, src, err);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -277,75 +314,99 @@ static void unknown_arg(const struct mu_component *c, const char *arg, struct mu
                   c->name, arg, c->name);
 }
 
+/* The script arguments from argv[i] on (after '--', or from the first word that is no option)
+ * into the remainder parameter's slot. Returns: 0, or MU_EINVAL when the component takes none. */
+static int take_remainder(const struct mu_component *c, int argc, char **argv, int i,
+                          cJSON **values, struct mu_buf *err)
+{
+  const struct mu_param *rem = NULL;
+  for (size_t k = 0; k < c->nparams; k++)
+    if (c->params[k].remainder)
+      rem = &c->params[k];
+  if (rem == NULL) {
+    const char *a = argv[i];
+    mu_buf_printf(err,
+                  "%s: unexpected argument '%s'; this component takes no script "
+                  "arguments (see 'muster run %s --help')",
+                  c->name, strcmp(a, "--") == 0 && i + 1 < argc ? argv[i + 1] : a, c->name);
+    return MU_EINVAL;
+  }
+  if (strcmp(argv[i], "--") == 0)
+    i++;
+  cJSON *arr = cJSON_CreateArray();
+  for (; i < argc; i++)
+    cJSON_AddItemToArray(arr, cJSON_CreateString(argv[i]));
+  values[mu_param_index(c, rem)] = arr;
+  return 0;
+}
+
+/* The parameter option a names (--name[=VALUE] or -xVALUE), or NULL; *val its attached value
+ * (NULL: none), shown the option as written for messages. */
+static const struct mu_param *match_option(const struct mu_component *c, const char *a,
+                                           const char **val, char *shown, size_t n)
+{
+  const struct mu_param *p = NULL;
+  *val = NULL;
+  if (a[1] == '-') {
+    const char *name = a + 2;
+    const char *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    p = find_param(c, name, len);
+    if (eq != NULL)
+      *val = eq + 1;
+    snprintf(shown, n, "--%.*s", (int)len, name);
+    return p;
+  }
+  for (size_t k = 0; k < c->nparams; k++)
+    if (c->params[k].short_name == a[1])
+      p = &c->params[k];
+  if (p != NULL && a[2] != '\0')
+    *val = a + 2;
+  snprintf(shown, n, "-%c", a[1]);
+  return p;
+}
+
+/* The value of option p at argv[*i] that had none attached: the next word (a bool's only when
+ * it is a truth value: `--debug` alone means true, `--debug True|False` as TorchX), *i moved
+ * past it. Returns: the value, or NULL with the message in err. */
+static const char *next_value(const struct mu_component *c, const struct mu_param *p, int argc,
+                              char **argv, int *i, const char *shown, struct mu_buf *err)
+{
+  const char *next = *i + 1 < argc ? argv[*i + 1] : NULL;
+  if (p->type == MU_P_BOOL) {
+    if (next != NULL && next[0] != '-' && (mu_component_truthy_text(next) || falsy_text(next))) {
+      ++*i;
+      return next;
+    }
+    return "true";
+  }
+  if (next == NULL) {
+    mu_buf_printf(err, "%s: argument '%s' needs a value (%s)", c->name, shown,
+                  mu_ptype_names[p->type]);
+    return NULL;
+  }
+  ++*i;
+  return next;
+}
+
 /* Parses argv into values[] (one slot per param, NULL = not given). */
 static int parse_args(const struct mu_component *c, int argc, char **argv, cJSON **values,
                       struct mu_buf *err)
 {
-  const struct mu_param *rem = NULL;
-  for (size_t i = 0; i < c->nparams; i++)
-    if (c->params[i].remainder)
-      rem = &c->params[i];
-  int i = 0;
-  while (i < argc) {
-    const char *a = argv[i];
-    if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == '\0') {
-      if (rem == NULL) {
-        mu_buf_printf(err,
-                      "%s: unexpected argument '%s'; this component takes no script "
-                      "arguments (see 'muster run %s --help')",
-                      c->name, strcmp(a, "--") == 0 && i + 1 < argc ? argv[i + 1] : a, c->name);
-        return MU_EINVAL;
-      }
-      if (strcmp(a, "--") == 0)
-        i++;
-      cJSON *arr = cJSON_CreateArray();
-      for (; i < argc; i++)
-        cJSON_AddItemToArray(arr, cJSON_CreateString(argv[i]));
-      values[mu_param_index(c, rem)] = arr;
-      break;
-    }
-    const struct mu_param *p = NULL;
-    const char *val = NULL;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *val;
+    if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == '\0')
+      return take_remainder(c, argc, argv, i, values, err);
     char shown[160];
-    if (a[1] == '-') {
-      const char *name = a + 2;
-      const char *eq = strchr(name, '=');
-      size_t n = eq ? (size_t)(eq - name) : strlen(name);
-      p = find_param(c, name, n);
-      if (eq != NULL)
-        val = eq + 1;
-      snprintf(shown, sizeof(shown), "--%.*s", (int)n, name);
-    } else {
-      for (size_t k = 0; k < c->nparams; k++)
-        if (c->params[k].short_name == a[1])
-          p = &c->params[k];
-      if (p != NULL && a[2] != '\0')
-        val = a + 2;
-      snprintf(shown, sizeof(shown), "-%c", a[1]);
-    }
+    const struct mu_param *p = match_option(c, a, &val, shown, sizeof(shown));
     if (p == NULL) {
       unknown_arg(c, a, err);
       return MU_EINVAL;
     }
-    if (val == NULL) {
-      if (p->type == MU_P_BOOL) {
-        /* `--debug` alone means true; `--debug True|False` as TorchX. */
-        if (i + 1 < argc && argv[i + 1][0] != '-' &&
-            (mu_component_truthy_text(argv[i + 1]) || strcasecmp(argv[i + 1], "false") == 0 ||
-             strcmp(argv[i + 1], "0") == 0 || strcasecmp(argv[i + 1], "no") == 0 ||
-             strcasecmp(argv[i + 1], "off") == 0))
-          val = argv[++i];
-        else
-          val = "true";
-      } else {
-        if (i + 1 >= argc) {
-          mu_buf_printf(err, "%s: argument '%s' needs a value (%s)", c->name, shown,
-                        mu_ptype_names[p->type]);
-          return MU_EINVAL;
-        }
-        val = argv[++i];
-      }
-    }
+    if (val == NULL)
+      val = next_value(c, p, argc, argv, &i, shown, err);
+    if (val == NULL)
+      return MU_EINVAL;
     size_t idx = mu_param_index(c, p);
     if (values[idx] != NULL) {
       mu_buf_printf(err, "%s: argument '--%s' given twice; give it once", c->name, p->name);
@@ -356,7 +417,6 @@ static int parse_args(const struct mu_component *c, int argc, char **argv, cJSON
     values[idx] = param_value(p, val, src, err);
     if (values[idx] == NULL)
       return MU_EINVAL;
-    i++;
   }
   return 0;
 }

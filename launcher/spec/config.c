@@ -269,75 +269,82 @@ static size_t outside_quotes(const char *s, size_t i, size_t end, const char *ch
   return end;
 }
 
+/* The '=' of s outside quotes, into cuts (room for strlen(s) + 1). Returns: how many. */
+static size_t find_cuts(const char *s, size_t len, size_t *cuts)
+{
+  size_t n = 0;
+  for (size_t i = outside_quotes(s, 0, len, "="); i < len; i = outside_quotes(s, i + 1, len, "="))
+    cuts[n++] = i;
+  return n;
+}
+
+/* Returns: the last ',' or ';' outside quotes in s[from, to), or SIZE_MAX. */
+static size_t last_separator(const char *s, size_t from, size_t to)
+{
+  size_t d = SIZE_MAX;
+  for (size_t i = outside_quotes(s, from, to, ",;"); i < to; i = outside_quotes(s, i + 1, to, ",;"))
+    d = i;
+  return d;
+}
+
+/* Sets key = s[from, vend) (unquoted) in out. Returns: 0, or MU_EINVAL with the message in err
+ * (an empty key, no value). */
+static int add_pair(const char *s, char *key, size_t from, size_t vend, struct mu_kvlist *out,
+                    struct mu_buf *err)
+{
+  char *k = mu_strdup(trim(key));
+  int rc = 0;
+  if (*k == '\0') {
+    mu_buf_printf(err, "empty key in '%s'", s);
+    rc = MU_EINVAL;
+  } else if (vend == from) {
+    mu_buf_printf(err, "'%s' has no value; write %s=VALUE (quote an empty value: %s='')", k, k, k);
+    rc = MU_EINVAL;
+  } else {
+    char *v = unquote(s + from, vend - from);
+    mu_kvlist_set(out, k, v);
+    mu_free(v);
+  }
+  mu_free(k);
+  return rc;
+}
+
 int mu_cfg_split(const char *s, struct mu_kvlist *out, struct mu_buf *err)
 {
   if (s == NULL || *s == '\0')
     return 0;
-  /* Cut at every '=' outside quotes. */
   size_t len = strlen(s);
   size_t *cuts = mu_malloc((len + 2) * sizeof(size_t));
-  size_t ncuts = 0;
-  for (size_t i = outside_quotes(s, 0, len, "="); i < len; i = outside_quotes(s, i + 1, len, "="))
-    cuts[ncuts++] = i;
+  size_t ncuts = find_cuts(s, len, cuts);
   int rc = 0;
   char *key = NULL;
   if (ncuts == 0) {
     mu_buf_printf(err, "'%s' is not KEY=VALUE; write -cfg key=value,key2=value2", s);
     rc = MU_EINVAL;
-    goto out;
+  } else {
+    key = mu_strndup(s, cuts[0]);
   }
-  key = mu_strndup(s, cuts[0]);
-  for (size_t c = 0; c < ncuts; c++) {
-    size_t from = cuts[c] + 1;
-    size_t to = c + 1 < ncuts ? cuts[c + 1] : len;
-    size_t vend = to;
-    char *next = NULL;
-    if (c + 1 < ncuts) {
-      /* The last ',' or ';' outside quotes in [from, to) ends this value. */
-      size_t d = SIZE_MAX;
-      for (size_t i = outside_quotes(s, from, to, ",;"); i < to;
-           i = outside_quotes(s, i + 1, to, ",;"))
-        d = i;
-      if (d == SIZE_MAX) {
-        /* Most likely a value with '=' in it (kubectl's taint form k=v:Effect): show how to
-         * quote it, up to the next ',' after that '='. */
-        size_t vto = to + strcspn(s + to, ",");
-        char *k = mu_strdup(trim(key));
-        mu_buf_printf(err,
-                      "cannot split '%.*s' into VALUE,NEXTKEY: separate pairs with ',' or ';', "
-                      "and quote a value that contains '=': -cfg '%s=\"%.*s\"'",
-                      (int)(to - from), s + from, k, (int)(vto - from), s + from);
-        mu_free(k);
-        rc = MU_EINVAL;
-        goto out;
-      }
-      vend = d;
-      next = mu_strndup(s + d + 1, to - d - 1);
-    }
-    char *k = mu_strdup(trim(key));
-    if (*k == '\0') {
-      mu_buf_printf(err, "empty key in '%s'", s);
+  /* Each value runs to the last separator before the next '=', which starts the next key. */
+  for (size_t c = 0; rc == 0 && c < ncuts; c++) {
+    size_t from = cuts[c] + 1, to = c + 1 < ncuts ? cuts[c + 1] : len;
+    size_t vend = c + 1 < ncuts ? last_separator(s, from, to) : to;
+    if (vend == SIZE_MAX) {
+      /* Most likely a value with '=' in it (kubectl's taint form k=v:Effect): show how to
+       * quote it, up to the next ',' after that '='. */
+      size_t vto = to + strcspn(s + to, ",");
+      char *k = mu_strdup(trim(key));
+      mu_buf_printf(err,
+                    "cannot split '%.*s' into VALUE,NEXTKEY: separate pairs with ',' or ';', "
+                    "and quote a value that contains '=': -cfg '%s=\"%.*s\"'",
+                    (int)(to - from), s + from, k, (int)(vto - from), s + from);
       mu_free(k);
-      mu_free(next);
       rc = MU_EINVAL;
-      goto out;
+      break;
     }
-    if (vend == from) {
-      mu_buf_printf(err, "'%s' has no value; write %s=VALUE (quote an empty value: %s='')", k, k,
-                    k);
-      mu_free(k);
-      mu_free(next);
-      rc = MU_EINVAL;
-      goto out;
-    }
-    char *v = unquote(s + from, vend - from);
-    mu_kvlist_set(out, k, v);
-    mu_free(k);
-    mu_free(v);
+    rc = add_pair(s, key, from, vend, out, err);
     mu_free(key);
-    key = next;
+    key = c + 1 < ncuts ? mu_strndup(s + vend + 1, to - vend - 1) : NULL;
   }
-out:
   mu_free(key);
   mu_free(cuts);
   return rc;
@@ -601,15 +608,16 @@ int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rd
   out->form = "";
   if (v == NULL)
     v = "auto";
-  int uses = app != NULL && mu_app_mentions(app, "${rdzv_endpoint}");
+  int uses_rdzv = app != NULL && mu_app_mentions(app, "${rdzv_endpoint}");
+  int uses = uses_rdzv || (app != NULL && mu_app_mentions(app, "${c10d_endpoint}"));
   for (size_t i = 0; i < sizeof(rdzv_words) / sizeof(rdzv_words[0]); i++) {
     if (strcmp(v, rdzv_words[i].word) != 0)
       continue;
     if (rdzv_words[i].what == RDZV_NONE && uses) {
       mu_buf_printf(err,
-                    "-cfg rdzv=%s: the job uses ${rdzv_endpoint} and gets no musterd; use "
-                    "rdzv=auto, or rdzv=HOST:PORT of a running one",
-                    v);
+                    "-cfg rdzv=%s: the job uses %s and gets no musterd; use rdzv=auto, or "
+                    "rdzv=HOST:PORT of a running one",
+                    v, uses_rdzv ? "${rdzv_endpoint}" : "${c10d_endpoint}");
       return MU_EINVAL;
     }
     out->own = rdzv_words[i].what == RDZV_JOB || (rdzv_words[i].what == RDZV_AUTO && uses);

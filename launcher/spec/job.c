@@ -4,13 +4,10 @@
  */
 #include <stdint.h>
 #include <ctype.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -20,6 +17,7 @@
 #include "alloc.h"
 #include "job.h"
 #include "opts.h"
+#include "random.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Job states
@@ -446,6 +444,7 @@ char *mu_macros_apply(const struct mu_macros *m, const char *s)
       {"rank0_env", m->rank0_env},
       {"rdzv_endpoint", m->rdzv_endpoint},
       {"num_replicas", m->num_replicas},
+      {"c10d_endpoint", m->c10d_endpoint},
   };
   const char *p = s;
   while (*p) {
@@ -677,6 +676,69 @@ static int mount_finish(struct mu_role *role, size_t first, struct mu_buf *err)
   return 0;
 }
 
+/* type=VAL: a mount type (mount_types[], in enum order). Returns: 0, or MU_EINVAL (said). */
+static int mount_type(const char *val, enum mu_mount_type *t, struct mu_buf *err)
+{
+  for (size_t k = 0; val != NULL && k < sizeof(mount_types) / sizeof(mount_types[0]); k++) {
+    if (strcmp(val, mount_types[k]) == 0) {
+      *t = (enum mu_mount_type)k;
+      return 0;
+    }
+  }
+  mu_buf_printf(err,
+                "--mounts: unknown mount type '%s'; use bind, volume, device, shm, secret or "
+                "configmap",
+                val ? val : "");
+  return MU_EINVAL;
+}
+
+/* One KEY[=VAL] item (KEY the kl bytes of it) of the mount cur. Returns: 0, or MU_EINVAL with
+ * the message in err. */
+static int mount_option(struct mu_mount *cur, const char *it, size_t kl, const char *val,
+                        struct mu_buf *err)
+{
+#define KEY_IS(k) (kl == strlen(k) && strncmp(it, (k), kl) == 0)
+  int named = cur->type == MU_MOUNT_SECRET || cur->type == MU_MOUNT_CONFIGMAP;
+  int path = KEY_IS("src") || KEY_IS("source") || (named && KEY_IS("name")) || KEY_IS("dst") ||
+             KEY_IS("destination") || KEY_IS("target");
+  if (path && val == NULL) {
+    mu_buf_printf(err, "--mounts: '%.*s' needs a value (%.*s=PATH)", (int)kl, it, (int)kl, it);
+    return MU_EINVAL;
+  }
+  if (KEY_IS("src") || KEY_IS("source") || (named && KEY_IS("name"))) {
+    mu_free(cur->src);
+    if (!named && val[0] == '~' && (val[1] == '/' || val[1] == '\0') && getenv("HOME") != NULL)
+      cur->src = mu_asprintf("%s%s", getenv("HOME"), val + 1);
+    else
+      cur->src = mu_strdup(val);
+  } else if (path) {
+    mu_free(cur->dst);
+    cur->dst = mu_strdup(val);
+  } else if (KEY_IS("readonly") || KEY_IS("read_only")) {
+    cur->read_only = 1;
+  } else if (KEY_IS("perm")) {
+    if (val == NULL || val[0] == '\0' || strspn(val, "rwm") != strlen(val)) {
+      mu_buf_printf(err, "--mounts: perm='%s' must be a subset of 'rwm'", val ? val : "");
+      return MU_EINVAL;
+    }
+    mu_free(cur->perm);
+    cur->perm = mu_strdup(val);
+  } else if (KEY_IS("size") || KEY_IS("size_mb")) {
+    if (val == NULL || mu_parse_long(val, 1, LONG_MAX, &cur->size_mb) != 0) {
+      mu_buf_printf(err, "--mounts: size='%s' must be a positive number of MB", val ? val : "");
+      return MU_EINVAL;
+    }
+  } else {
+    mu_buf_printf(err,
+                  "--mounts: unknown mount option '%.*s'; use type, src, dst, readonly, perm "
+                  "or size",
+                  (int)kl, it);
+    return MU_EINVAL;
+  }
+  return 0;
+#undef KEY_IS
+}
+
 int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct mu_buf *err)
 {
   size_t first = role->nmounts;
@@ -688,28 +750,10 @@ int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct m
     const char *eq = strchr(it, '=');
     size_t kl = eq ? (size_t)(eq - it) : strlen(it);
     const char *val = eq ? eq + 1 : NULL;
-#define KEY_IS(k) (kl == strlen(k) && strncmp(it, (k), kl) == 0)
-    if (KEY_IS("type")) {
+    if (kl == 4 && strncmp(it, "type", 4) == 0) {
       enum mu_mount_type t;
-      if (val && strcmp(val, "bind") == 0)
-        t = MU_MOUNT_BIND;
-      else if (val && strcmp(val, "volume") == 0)
-        t = MU_MOUNT_VOLUME;
-      else if (val && strcmp(val, "device") == 0)
-        t = MU_MOUNT_DEVICE;
-      else if (val && strcmp(val, "shm") == 0)
-        t = MU_MOUNT_SHM;
-      else if (val && strcmp(val, "secret") == 0)
-        t = MU_MOUNT_SECRET;
-      else if (val && strcmp(val, "configmap") == 0)
-        t = MU_MOUNT_CONFIGMAP;
-      else {
-        mu_buf_printf(err,
-                      "--mounts: unknown mount type '%s'; use bind, volume, device, shm, secret or "
-                      "configmap",
-                      val ? val : "");
+      if (mount_type(val, &t, err) != 0)
         return MU_EINVAL;
-      }
       cur = mount_add(role, t);
       continue;
     }
@@ -718,46 +762,8 @@ int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct m
                     it);
       return MU_EINVAL;
     }
-    int named = cur->type == MU_MOUNT_SECRET || cur->type == MU_MOUNT_CONFIGMAP;
-    if (KEY_IS("src") || KEY_IS("source") || (named && KEY_IS("name"))) {
-      if (val == NULL)
-        goto noval;
-      mu_free(cur->src);
-      if (!named && val[0] == '~' && (val[1] == '/' || val[1] == '\0') && getenv("HOME") != NULL)
-        cur->src = mu_asprintf("%s%s", getenv("HOME"), val + 1);
-      else
-        cur->src = mu_strdup(val);
-    } else if (KEY_IS("dst") || KEY_IS("destination") || KEY_IS("target")) {
-      if (val == NULL)
-        goto noval;
-      mu_free(cur->dst);
-      cur->dst = mu_strdup(val);
-    } else if (KEY_IS("readonly") || KEY_IS("read_only")) {
-      cur->read_only = 1;
-    } else if (KEY_IS("perm")) {
-      if (val == NULL || val[0] == '\0' || strspn(val, "rwm") != strlen(val)) {
-        mu_buf_printf(err, "--mounts: perm='%s' must be a subset of 'rwm'", val ? val : "");
-        return MU_EINVAL;
-      }
-      mu_free(cur->perm);
-      cur->perm = mu_strdup(val);
-    } else if (KEY_IS("size") || KEY_IS("size_mb")) {
-      if (val == NULL || mu_parse_long(val, 1, LONG_MAX, &cur->size_mb) != 0) {
-        mu_buf_printf(err, "--mounts: size='%s' must be a positive number of MB", val ? val : "");
-        return MU_EINVAL;
-      }
-    } else {
-      mu_buf_printf(err,
-                    "--mounts: unknown mount option '%.*s'; use type, src, dst, readonly, perm "
-                    "or size",
-                    (int)kl, it);
+    if (mount_option(cur, it, kl, val, err) != 0)
       return MU_EINVAL;
-    }
-    continue;
-  noval:
-    mu_buf_printf(err, "--mounts: '%.*s' needs a value (%.*s=PATH)", (int)kl, it, (int)kl, it);
-    return MU_EINVAL;
-#undef KEY_IS
   }
   return mount_finish(role, first, err);
 }
@@ -794,35 +800,9 @@ char *mu_normalize_name(const char *s, size_t max)
 
 char *mu_app_id_make(const char *name)
 {
-  static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  char suffix[16];
-  const char *pin = getenv("MUSTER_APP_ID_SUFFIX");
-  if (pin != NULL && pin[0] != '\0') {
-    size_t k = 0;
-    for (const char *q = pin; *q && k < 12; q++) {
-      char c = (char)tolower((unsigned char)*q);
-      if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-        suffix[k++] = c;
-    }
-    suffix[k] = '\0';
-  } else {
-    unsigned char rnd[12];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd >= 0 ? read(fd, rnd, sizeof(rnd)) : -1;
-    if (fd >= 0)
-      close(fd);
-    if (got != (ssize_t)sizeof(rnd)) {
-      unsigned long x = (unsigned long)getpid() * 2654435761UL ^ (unsigned long)time(NULL);
-      for (size_t i = 0; i < sizeof(rnd); i++) {
-        x = x * 6364136223846793005UL + 1442695040888963407UL;
-        rnd[i] = (unsigned char)(x >> 33);
-      }
-    }
-    suffix[0] = alnum[rnd[0] % 26]; /* a letter first, as TorchX's make_unique */
-    for (size_t i = 1; i < 12; i++)
-      suffix[i] = alnum[rnd[i] % 36];
-    suffix[12] = '\0';
-  }
+  char suffix[13];
+  if (mu_app_id_suffix(suffix) != 0)
+    return NULL;
   size_t room = 63 - 1 - strlen(suffix);
   char *base = mu_normalize_name(name, room);
   char *id = mu_asprintf("%s-%s", base, suffix);

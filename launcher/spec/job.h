@@ -182,6 +182,7 @@ struct mu_macros {
   const char *rank0_env;
   const char *rdzv_endpoint;
   const char *num_replicas;
+  const char *c10d_endpoint; /* the job's musterd's TCPStore listener (torchrun's c10d backend) */
 };
 
 /* Substitutes ${name} in s ($$ gives $). Returns: a new string; caller frees with mu_free(). */
@@ -228,8 +229,9 @@ int mu_mounts_parse(struct mu_role *role, char *const *items, size_t n, struct m
  * [a-z0-9-] are dropped, leading non-letters are dropped, at most max chars, no trailing '-'.
  * An empty result becomes "app". Returns: a new string; caller frees with mu_free(). */
 char *mu_normalize_name(const char *s, size_t max);
-/* A unique app id "<normalised name>-<12 random chars>", at most 63 characters. The suffix
- * comes from $MUSTER_APP_ID_SUFFIX when set (tests pin it). Returns: caller frees. */
+/* A unique app id "<normalised name>-<12 random chars>", at most 63 characters; the suffix is
+ * mu_app_id_suffix()'s (random.h: $MUSTER_APP_ID_SUFFIX pins it). Returns: the id, or NULL when
+ * the kernel gave no random bytes. Ownership: caller frees with mu_free(). */
 char *mu_app_id_make(const char *name);
 
 /* Shell-quotes s for a POSIX shell (as Python's shlex.quote). Appends to out.

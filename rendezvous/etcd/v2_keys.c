@@ -122,13 +122,10 @@ static int bool_param(struct rv_req *req, const char *name, int *out, const char
   return 0;
 }
 
-/* parseKeyRequest. Returns: 0, or -1 after answering the error (request errors carry index 0,
- * as etcd's NewRequestError does). */
-static int parse_or_reply(struct rv_req *req, struct keys_req *k)
+/* The key of the path (cleaned, at most V2_MAX_DEPTH levels). Returns: 0, or -1 after answering
+ * the error. */
+static int key_or_reply(struct rv_req *req, struct keys_req *k)
 {
-  memset(k, 0, sizeof(*k));
-  k->prev_exist = -1;
-  const char *v = NULL;
   if (memchr(req->path, '\0', req->path_len) != NULL) {
     v2_error_reply(req, V2_INVALID_FORM, "invalid key: contains a NUL byte", 0);
     return -1;
@@ -143,6 +140,13 @@ static int parse_or_reply(struct rv_req *req, struct keys_req *k)
     v2_error_reply(req, V2_INVALID_FIELD, cause, 0);
     return -1;
   }
+  return 0;
+}
+
+/* The indexes, the boolean flags and prevValue. Returns: 0, or -1 after answering the error. */
+static int flags_or_reply(struct rv_req *req, struct keys_req *k)
+{
+  const char *v = NULL;
   if ((v = rv_req_param(req, "prevIndex")) != NULL && parse_u64(v, &k->prev_index) != 0) {
     v2_error_reply(req, V2_INDEX_NAN, "invalid value for \"prevIndex\"", 0);
     return -1;
@@ -169,7 +173,14 @@ static int parse_or_reply(struct rv_req *req, struct keys_req *k)
   }
   if (bool_param(req, "noValueOnSuccess", &k->no_value, "invalid value for \"noValueOnSuccess\""))
     return -1;
-  v = rv_req_param(req, "ttl");
+  return 0;
+}
+
+/* ttl, prevExist and refresh (which wants a TTL and no value). Returns: 0, or -1 after
+ * answering the error. */
+static int ttl_or_reply(struct rv_req *req, struct keys_req *k)
+{
+  const char *v = rv_req_param(req, "ttl");
   if (v != NULL && v[0] != '\0') {
     if (parse_u64(v, &k->ttl) != 0) {
       v2_error_reply(req, V2_TTL_NAN, "invalid value for \"ttl\"", 0);
@@ -204,6 +215,17 @@ static int parse_or_reply(struct rv_req *req, struct keys_req *k)
       }
     }
   }
+  return 0;
+}
+
+/* parseKeyRequest. Returns: 0, or -1 after answering the error (request errors carry index 0,
+ * as etcd's NewRequestError does). */
+static int parse_or_reply(struct rv_req *req, struct keys_req *k)
+{
+  memset(k, 0, sizeof(*k));
+  k->prev_exist = -1;
+  if (key_or_reply(req, k) != 0 || flags_or_reply(req, k) != 0 || ttl_or_reply(req, k) != 0)
+    return -1;
   k->value = rv_req_param(req, "value");
   k->value_len = k->value ? strlen(k->value) : 0;
   return 0;

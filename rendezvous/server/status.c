@@ -50,8 +50,9 @@ static void browser_budget_metrics(const struct rv_server *srv, struct mu_buf *o
                 "# HELP musterd_buffer_bytes What all connections buffer (requests, stashed "
                 "input, unsent answers), against --max-buffer-bytes.\n"
                 "# TYPE musterd_buffer_bytes gauge\nmusterd_buffer_bytes %llu\n"
-                "# HELP musterd_buffer_refused_total Answers refused (429) because they would pass "
-                "the buffer budget.\n"
+                "# HELP musterd_buffer_refused_total Answers refused (429), and TCPStore "
+                "connections closed (reason budget), because they would pass the buffer "
+                "budget.\n"
                 "# TYPE musterd_buffer_refused_total counter\nmusterd_buffer_refused_total %llu\n"
                 "# HELP musterd_buffer_evicted_total Anonymous connections closed to keep the "
                 "budget or to make room in a full connection table.\n"
@@ -61,14 +62,12 @@ static void browser_budget_metrics(const struct rv_server *srv, struct mu_buf *o
                 (unsigned long long)srv->budget_refused, (unsigned long long)srv->budget_evicted);
 }
 
-static void metrics_handler(struct rv_req *req)
+/* musterd_http_requests_total of every route: routes sharing a name (v2_keys twice) summed. */
+static void put_routes(struct mu_buf *b, const struct rv_server *srv)
 {
-  struct rv_server *srv = req->srv;
-  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  mu_buf_puts(&b, "# HELP musterd_http_requests_total HTTP requests answered, by route and "
-                  "status class.\n# TYPE musterd_http_requests_total counter\n");
-  put_route_stats(&b, "none", &srv->unrouted);
-  /* routes sharing a name (v2_keys twice) are summed */
+  mu_buf_puts(b, "# HELP musterd_http_requests_total HTTP requests answered, by route and "
+                 "status class.\n# TYPE musterd_http_requests_total counter\n");
+  put_route_stats(b, "none", &srv->unrouted);
   for (size_t i = 0; i < srv->nroutes; i++) {
     const char *name = srv->routes[i].route->name ? srv->routes[i].route->name : "unnamed";
     int seen = 0;
@@ -84,9 +83,14 @@ static void metrics_handler(struct rv_req *req)
         for (int k = 0; k < 6; k++)
           sum.by_status[k] += srv->routes[j].stats.by_status[k];
     }
-    put_route_stats(&b, name, &sum);
+    put_route_stats(b, name, &sum);
   }
-  mu_buf_printf(&b,
+}
+
+/* The connections' gauges and counters. */
+static void put_connections(struct mu_buf *b, const struct rv_server *srv)
+{
+  mu_buf_printf(b,
                 "# HELP musterd_connections Open client connections.\n"
                 "# TYPE musterd_connections gauge\nmusterd_connections %u\n"
                 "# HELP musterd_connections_accepted_total Connections accepted.\n"
@@ -128,7 +132,7 @@ static void metrics_handler(struct rv_req *req)
                 (unsigned long long)srv->conns_timed_out, (unsigned long long)srv->reads_paused,
                 (unsigned long long)srv->output_held, (unsigned long long)srv->body_total,
                 (unsigned long long)srv->body_refused);
-  mu_buf_printf(&b,
+  mu_buf_printf(b,
                 "# HELP musterd_address_refused_total Refused because one client address "
                 "reached its share (--max-connections-per-address, "
                 "--max-body-bytes-per-address).\n"
@@ -139,6 +143,14 @@ static void metrics_handler(struct rv_req *req)
                 "# TYPE musterd_client_addresses gauge\nmusterd_client_addresses %zu\n",
                 (unsigned long long)srv->addr_conns_rejected,
                 (unsigned long long)srv->addr_body_refused, (size_t)srv->addrs.n);
+}
+
+static void metrics_handler(struct rv_req *req)
+{
+  struct rv_server *srv = req->srv;
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  put_routes(&b, srv);
+  put_connections(&b, srv);
   browser_budget_metrics(srv, &b);
   for (size_t i = 0; i < srv->nmodules; i++)
     if (srv->modules[i].metrics != NULL)

@@ -41,18 +41,20 @@ t_start_musterd --tls-cert "$T_DIR/pki/server.pem" --tls-key "$T_DIR/pki/server.
 D_URL=$MUSTERD_URL D_PID=$MUSTERD_PID
 
 # run_case CASE URL PID [DATA_URL]: one case of attacks.py, its lines as this test's.
+# A case that printed no check at all fails: it asserted nothing.
 run_case() {
-  local c=$1 start=$SECONDS out rc line
+  local c=$1 start=$SECONDS out rc line checks=0
   out=$(timeout 30 "$PY" "$ATT" "$@" 2>&1)
   rc=$?
   while IFS= read -r line; do
     case $line in
-      "ok - "*) t_ok "${line#ok - }" ;;
-      "not ok - "*) t_fail "${line#not ok - }" ;;
+      "ok - "*) t_ok "${line#ok - }"; checks=$((checks + 1)) ;;
+      "not ok - "*) t_fail "${line#not ok - }"; checks=$((checks + 1)) ;;
       *) [ -n "$line" ] && echo "# $line" ;;
     esac
   done <<<"$out"
   [ "$rc" = 0 ] || t_fail "case $c exited $rc"
+  [ "$checks" -gt 0 ] || t_fail "case $c printed no check (no 'ok' or 'not ok' line): it tested nothing"
   echo "# case $c: $((SECONDS - start)) s"
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every subcommand of `muster -h` handles -h (exit 0, a usage line), even with no config.
+# Every subcommand of `muster -h` handles -h (exit 0, a usage line), even with no config; the
+# usage blocks of docs/cli.md are the -h texts; the scheduler names come from the table.
 . "$(dirname "$0")/../lib.sh"
 export HOME="$T_DIR" MUSTERCONFIG= MUSTER_LOG_DIR="$T_DIR/logs"
 cd "$T_DIR"
@@ -23,4 +24,38 @@ t_expect_match "dist.ddp --help lists -h (named resource)" "$help" '-h, --h STR'
 t_expect_match "dist.ddp --help lists --launcher choices" "$help" 'muster, torchrun'
 v=$("$MUSTER" --version); t_expect_match "--version" "$v" '^muster [0-9]+\.[0-9]+'
 "$MUSTER" nosuchcmd 2>"$T_DIR/err"; t_expect_eq "unknown command exits 2" "$?" 2
+
+# docs/cli.md shows each command's -h as the binary prints it (from the option tables): a block
+# with option rows must be the whole -h; a block of usage lines alone (muster agent's) its start.
+drift=$("$PY" - "$MUSTER" "$MU_SOURCE_DIR/docs/cli.md" <<'PY'
+import re, subprocess, sys
+muster, doc = sys.argv[1], open(sys.argv[2]).read()
+for text, cmd in re.findall(r"```\n(usage: muster (\S+).*?)```", doc, re.S):
+    out = subprocess.run([muster, cmd, "-h"], capture_output=True, text=True).stdout.strip()
+    text = text.strip()
+    rows = any(re.match(r"^ +-\S.*\S {2,}\S", l) for l in text.splitlines())  # "  -x, --y  help"
+    if (out != text) if rows else not out.startswith(text):
+        print("muster %s -h differs from its block in docs/cli.md (update the block):" % cmd)
+        import difflib
+        for l in difflib.unified_diff(text.splitlines(), out.splitlines(), "docs", "-h", lineterm=""):
+            print("#   " + l)
+PY
+)
+t_expect_eq "docs/cli.md: every command's block is its -h" "$drift" ""
+
+# The scheduler names come from the scheduler table everywhere: runopts heads each one's options;
+# the -s help, the unknown-scheduler message and the bash completion list the same.
+scheds=$("$MUSTER" runopts | sed -n 's/^\([a-z0-9_-]\+\):$/\1/p' | tr '\n' ' ')
+t_expect_match "runopts: a scheduler table" "$scheds" '^local kubernetes slurm $'
+first=${scheds%% *} rest=${scheds#* }
+t_expect_match "run -h: -s lists the table" "$("$MUSTER" run -h)" \
+  "-s, --scheduler SCHED +the scheduler: $first \(default\), $(echo ${rest% } | sed 's/ /, /g')$"
+t_expect_match "list -h: -s lists the table" "$("$MUSTER" list -h)" \
+  "-s, --scheduler SCHED +the scheduler: $first \(default\), $(echo ${rest% } | sed 's/ /, /g')$"
+err=$("$MUSTER" run -s zzzzzzzz utils.echo 2>&1)
+for s in $scheds; do t_expect_match "an unknown scheduler: the message names $s" "$err" "use .*\b$s\b"; done
+. "$MU_SOURCE_DIR/packaging/muster.bash-completion"
+COMP_WORDS=("$MUSTER" run -s "") COMP_CWORD=3
+_muster
+t_expect_eq "bash completion of -s: the table" "${COMPREPLY[*]} " "$scheds"
 t_done

@@ -71,8 +71,21 @@ t_expect_eq "nproc auto without GPUs: one per CPU" "$(printf '%s\n' "$out" | gre
 expect_err "nproc gpu without GPUs" "this node has no GPU" \
   env MUSTER_DEVICE_DIR="$T_DIR/dev-none" PATH=/usr/bin:/bin "$MUSTER" agent --standalone \
   --nproc_per_node gpu "$W"
-expect_err "c10d refused with the alternatives" "rdzv-backend c10d: c10d is torchrun's own.*--standalone" \
-  "$MUSTER" agent --rdzv_backend c10d --rdzv_endpoint h:1 --rdzv_id x "$W"
+# c10d: a musterd's TCPStore port runs (rdzv_backends.sh); a TCPStore that is not a musterd (here
+# one that closes on the key it lacks, as PyTorch 1.13's does) is refused with the alternatives
+"$PY" -c 'import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept(); c.recv(64); c.close()' >"$T_DIR/store.port" &
+store=$!
+t_until 10 test -s "$T_DIR/store.port"
+"$MUSTER" agent --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$(cat "$T_DIR/store.port")" \
+  --rdzv_id x "$W" >"$T_DIR/out" 2>"$T_DIR/err"
+t_expect_eq "c10d on a TCPStore that is not a musterd: exit 3 (rendezvous)" "$?" 3
+t_expect_match "c10d on a TCPStore that is not a musterd: the alternatives" "$(cat "$T_DIR/err")" \
+  "not a musterd.*--c10d-listen.*--rdzv-backend muster.*static"
+kill "$store"
 expect_err "unknown backend" "'etdc' is not known; did you mean 'etcd'" \
   "$MUSTER" agent --rdzv_backend etdc --rdzv_endpoint h:1 "$W"
 expect_err "static elastic refused" "static needs a fixed --nnodes" \
@@ -158,17 +171,47 @@ t_expect_eq "--scheduler_args and --tee_logs accepted: exit 0" "$?" 0
 
 # ---- muster log: TorchX's options
 out=$("$MUSTER" log -cfg log_dir="$T_DIR/l2" "$h" 2>&1)
-t_expect_eq "log: every line by default" "$out" "hello
-ERR one
-world
-ERR two"
+t_expect_eq "log: every line by default, prefixed role/replica (one replica too)" "$out" "sh/0 hello
+sh/0 ERR one
+sh/0 world
+sh/0 ERR two"
 out=$("$MUSTER" log -cfg log_dir="$T_DIR/l2" "$h" --regex '^ERR' 2>&1)
-t_expect_eq "log HANDLE --regex (options after the handle)" "$out" "ERR one
-ERR two"
+t_expect_eq "log HANDLE --regex (options after the handle; it sees the line as written)" "$out" \
+  "sh/0 ERR one
+sh/0 ERR two"
 out=$("$MUSTER" log -t -cfg log_dir="$T_DIR/l2" "$h" 2>&1)
 t_expect_eq "log -t follows (to the job's end): every line" "$(printf '%s\n' "$out" | wc -l)" 4
 out=$("$MUSTER" log --lines 1 -cfg log_dir="$T_DIR/l2" "$h" 2>&1)
-t_expect_eq "log --lines 1: the last line" "$out" "ERR two"
+t_expect_eq "log --lines 1: the last line" "$out" "sh/0 ERR two"
+out=$("$MUSTER" log --lines 1 -cfg log_dir="$T_DIR/l2" "$h/sh/0" 2>&1)
+t_expect_eq "log HANDLE/ROLE/REPLICA: that replica's lines as written" "$out" "ERR two"
+# log -f --regex into a file while the job runs: every kept line is written as it comes (the
+# filtered path once kept them in stdio's buffer until exit, and a Ctrl-C lost them), and the
+# regex sees the line without its newline ('tick [0-2]$' once matched nothing).
+"$MUSTER" run --no-log -cfg log_dir="$T_DIR/l2" utils.sh -- \
+  "for i in 0 1 2 3; do echo tick \$i; done; while [ ! -e '$T_DIR/go' ]; do sleep 0.05; done" \
+  >"$T_DIR/h3" 2>/dev/null &
+run3=$!
+t_until 20 test -s "$T_DIR/h3" || t_fail "the ticking job did not start"
+h3=$(cat "$T_DIR/h3")
+# Ctrl-C's signal, with its default action (a background job of a script ignores SIGINT).
+"$PY" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
+  "$MUSTER" log -f -cfg log_dir="$T_DIR/l2" --regex 'tick [0-2]$' "$h3" >"$T_DIR/f.out" 2>&1 &
+logf=$!
+three() { [ "$(wc -l <"$T_DIR/f.out")" -ge 3 ]; }
+t_until 20 three && t_ok "log -f --regex into a file: the lines are written while the job runs" ||
+  t_fail "log -f --regex into a file wrote '$(cat "$T_DIR/f.out")' while the job ran"
+kill -INT "$logf"
+wait "$logf" 2>/dev/null
+t_expect_eq "log -f --regex, then Ctrl-C: nothing lost, '\$' at the line's end" "$(cat "$T_DIR/f.out")" \
+  "sh/0 tick 0
+sh/0 tick 1
+sh/0 tick 2"
+touch "$T_DIR/go"
+wait "$run3"
+t_expect_eq "log --regex 'tick [0-2]\$' of the ended job" \
+  "$("$MUSTER" log -cfg log_dir="$T_DIR/l2" --regex 'tick [0-2]$' "$h3" | sed 's|^sh/0 ||' | tr '\n' ,)" \
+  "tick 0,tick 1,tick 2,"
 expect_err "log -t N: TorchX's -t takes no number" "for the last 5 lines use --lines 5" \
   "$MUSTER" log -t 5 "$h"
 "$MUSTER" log --since 10m --until 1m -cfg log_dir="$T_DIR/l2" "$h" >"$T_DIR/out" 2>"$T_DIR/err"

@@ -9,18 +9,19 @@ h=$out
 id=${h##*/}
 t_expect_match "summary on stderr" "$(cat "$T_DIR/err")" "finished: SUCCEEDED"
 t_expect_eq "a local run shows the job's output (as TorchX)" \
-  "$(grep -c '^hello muster$' "$T_DIR/err")" 1
+  "$(grep -c '^echo/0 hello muster$' "$T_DIR/err")" 1
 "$MUSTER" run utils.echo --msg hi >/dev/null 2>"$T_DIR/err.hi"
-t_expect_eq "muster run utils.echo --msg hi prints hi" "$(grep -c '^hi$' "$T_DIR/err.hi")" 1
+t_expect_eq "muster run utils.echo --msg hi prints hi, prefixed (one replica too)" \
+  "$(grep -c '^echo/0 hi$' "$T_DIR/err.hi")" 1
 "$MUSTER" run --no-log utils.echo --msg hi >/dev/null 2>"$T_DIR/err.nolog"
-t_expect_eq "--no-log: the output is not shown" "$(grep -c '^hi$' "$T_DIR/err.nolog")" 0
+t_expect_eq "--no-log: the output is not shown" "$(grep -c 'hi$' "$T_DIR/err.nolog")" 0
 "$MUSTER" run utils.sh --num_replicas 2 -- 'echo "line of $MUSTER_REPLICA_ID"' >/dev/null 2>"$T_DIR/err.two"
 t_expect_eq "several replicas: prefixed role/replica" \
   "$(grep -E '^sh/[01] line of [01]$' "$T_DIR/err.two" | sort | tr '\n' '|')" \
   "sh/0 line of 0|sh/1 line of 1|"
 t_expect_eq "stdout.log" "$(cat "$T_DIR/logs/$id/echo/0/stdout.log")" "hello muster"
 t_expect_eq "combined.log" "$(cat "$T_DIR/logs/$id/echo/0/combined.log")" "hello muster"
-t_expect_eq "muster log" "$("$MUSTER" log "$h")" "hello muster"
+t_expect_eq "muster log: one replica, prefixed as several are" "$("$MUSTER" log "$h")" "echo/0 hello muster"
 t_expect_eq "muster log ROLE/REPLICA" "$("$MUSTER" log "$h/echo/0")" "hello muster"
 t_expect_match "status" "$("$MUSTER" status "$h")" 'State: SUCCEEDED'
 t_expect_match "status --json" "$("$MUSTER" status --json "$h")" '"state":"SUCCEEDED".*"state":4'
@@ -65,11 +66,11 @@ t_expect_eq "CUDA_VISIBLE_DEVICES slices" "$("$MUSTER" log "$h" | sort | tr '\n'
 # A custom log_dir still works through the handle (a link in the default dir).
 "$MUSTER" run -cfg log_dir="$T_DIR/other" utils.echo --msg x >"$T_DIR/h" 2>/dev/null
 h=$(cat "$T_DIR/h")
-t_expect_eq "log through the link" "$("$MUSTER" log "$h")" "x"
+t_expect_eq "log through the link" "$("$MUSTER" log "$h")" "echo/0 x"
 # utils.booth and utils.python (the other builtins) to completion.
 h=$("$MUSTER" run utils.booth --x1 0 --x2 0 --trial_idx 3 2>/dev/null)
-t_expect_eq "utils.booth f(0,0) = 74" "$("$MUSTER" log "$h")" "trial 3: booth(0, 0) = 74"
+t_expect_eq "utils.booth f(0,0) = 74" "$("$MUSTER" log "$h")" "booth/0 trial 3: booth(0, 0) = 74"
 h=$("$MUSTER" run utils.python --python "$PY" -c 'import sys; print("py", sys.argv[1:])' -- a b 2>/dev/null)
-t_expect_eq "utils.python -c with args" "$("$MUSTER" log "$h")" "py ['a', 'b']"
+t_expect_eq "utils.python -c with args" "$("$MUSTER" log "$h")" "python/0 py ['a', 'b']"
 t_expect_eq "list is oldest first: the newest job is last" "$("$MUSTER" list | tail -n1 | awk '{print $1}')" "$h"
 t_done

@@ -81,6 +81,57 @@ t_until 30 rdzv_line && t_ok "status of a running job: its rendezvous round" ||
 "$MUSTER" cancel "$(cat sleepy.out)" >/dev/null 2>&1
 wait
 
+# 3c. Two failures on two nodes at different times: the root cause is the earlier one, whatever
+# order the replicas are read in. Two roles, one node each, each its own rendezvous run (so that
+# neither agent stops the other's worker), and -cfg fail_fast=false (so that the supervisor
+# does not stop the second while the first has failed): `early` fails first, `late` once early's
+# failure record is written. The mutation "the latest failure wins" (sched.c) fails this case.
+cat >two.yaml <<'EOF'
+name: tworoles
+description: two roles, one node each, each with its own rendezvous run (t1007)
+params:
+  - {name: first, type: str, help: the early role's worker}
+  - {name: second, type: str, help: the late role's worker}
+app:
+  name: tworoles
+  roles:
+    - name: early
+      image: ""
+      entrypoint: muster
+      args: [agent, --nnodes, "1", --nproc-per-node, "1", --rdzv-endpoint, "${rdzv_endpoint}",
+             --rdzv-id, "${app_id}-early", --role, early, --, "${first}"]
+      num_replicas: 1
+    - name: late
+      image: ""
+      entrypoint: muster
+      args: [agent, --nnodes, "1", --nproc-per-node, "1", --rdzv-endpoint, "${rdzv_endpoint}",
+             --rdzv-id, "${app_id}-late", --role, late, --, "${second}"]
+      num_replicas: 1
+EOF
+printf '#!/bin/sh\necho "FirstError: the early role failed" >&2\nexit 3\n' >early.sh
+cat >late.sh <<'EOF'
+#!/bin/sh
+# Fails once the early role's agent has written its failure record (60 s at most).
+rec=$MUSTER_LOG_DIR/$MUSTER_APP_ID/early/0/error.json
+i=0
+while [ ! -s "$rec" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done
+sleep 0.05
+echo 'SecondError: the late role failed' >&2
+exit 4
+EOF
+chmod +x early.sh late.sh
+timeout 120 "$MUSTER" run --no-log -cfg fail_fast=false ./two.yaml --first ./early.sh \
+  --second ./late.sh >out3c 2>err3c
+t_expect_eq "two failures: run exits 1" "$?" 1
+h=$(cat out3c)
+st=$("$MUSTER" status "$h")
+t_expect_match "two failures: both failed, each with its record" "$(tr '\n' ' ' <<<"$st")" \
+  'early\[0\]:FAILED.*error_msg: rank 0 .* exited with code 3: FirstError.*late\[0\]:FAILED.*error_msg: rank 0 .* exited with code 4: SecondError'
+t_expect_match "two failures: run's root cause is the earlier failure" "$(tail -n 1 err3c)" \
+  'root cause: rank 0 .* exited with code 3: FirstError: the early role failed'
+t_expect_match "two failures: status' root cause is the earlier failure" "$st" \
+  'Root Cause: rank 0 .* exited with code 3: FirstError: the early role failed'
+
 # 4. The documented example: examples/train_ddp.py --fail-rank 2 with torch's @record.
 if [ "$MU_SANITIZED" = 1 ]; then
   echo "# the torch example runs in the normal build only (4 workers importing torch)"

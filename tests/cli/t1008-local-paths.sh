@@ -56,7 +56,7 @@ if grep -q "outside log" <<<"$out"; then t_fail "a role ../.. in state.json led 
 
 # 4. An ordinary job still writes where it should.
 h=$("$MUSTER" run utils.echo --msg inside 2>/dev/null)
-t_expect_eq "an ordinary job's log" "$("$MUSTER" log "$h")" inside
+t_expect_eq "an ordinary job's log (one replica: prefixed role/replica, as several)" "$("$MUSTER" log "$h")" "echo/0 inside"
 t_expect_eq "its files are under MUSTER_LOG_DIR" \
   "$(find "$T_DIR/logs/${h##*/}" -name combined.log | wc -l)" 1
 t_done

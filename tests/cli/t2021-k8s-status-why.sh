@@ -5,8 +5,9 @@
 # replays, for each state of tests/fixtures/kubectl/pods/ (written from the Kubernetes API's
 # shapes, each file says where from), the job's pods in that state; the state's file also says
 # what muster must answer: the job's state, the first line of its status (the reason) and, for a
-# failed job, its root cause. Then `run --wait` printing each new reason, `list` of JobSets, and
-# the job's rendezvous token: a Secret created after the job, owned by it, deleted with it, and
+# failed job, its root cause; `muster list` says what `status` says, for every state. Then `run
+# --wait` printing each new reason, `list` reading the pods and events once for any number of
+# jobs, `list` of JobSets, and the job's rendezvous token: a Secret created after the job, owned by it, deleted with it, and
 # in no manifest and no argument.
 . "$(dirname "$0")/../lib.sh"
 t_fake_kubectl
@@ -35,6 +36,10 @@ print(e["state"]); print(e.get("reason", "")); print(e.get("root_cause", ""))' "
 d = json.loads(sys.argv[1]); print(d["state"]); print(d.get("reason", "")); print(d.get("root_cause", ""))' "$js")
     got_state=$(sed -n 1p <<<"$got") got_reason=$(sed -n 2p <<<"$got") got_root=$(sed -n 3p <<<"$got")
     t_expect_eq "$api $state: state" "$got_state" "$want_state"
+    lj=$(KUBECTL_PODS=$state "$MUSTER" list -s kubernetes -cfg "api=$api" --json 2>&1)
+    t_expect_eq "$api $state: list says what status says" "$("$PY" -c 'import json,sys
+print("".join(e["state"] + " " + e.get("reason", "") for e in json.loads(sys.argv[1])
+              if e["app_handle"] == sys.argv[2]))' "$lj" "$h")" "$got_state $got_reason"
     first=$(head -1 <<<"$out")
     if [ -n "$re_reason" ]; then
       t_expect_match "$api $state: reason" "$got_reason" "$re_reason"
@@ -99,7 +104,22 @@ for api in volcano jobset; do
 cannot make progress: echo/0: Unschedulable"
 done
 
-# list: a job held up says why after its state (one read of every muster pod of the namespace).
+# list: a job held up says why after its state, from one read of every muster pod of the
+# namespace, and of its Warning events only when a waiting pod's status says nothing: one of
+# each, however many jobs are listed.
+for k in 1 2 3; do
+  MUSTER_APP_ID=many-$k "$MUSTER" run -s kubernetes -cfg queue=q,rdzv=job,muster_image=m:1 \
+    utils.echo --image alpine --num_replicas 2 >/dev/null 2>&1
+done
+: >calls
+out=$(KUBECTL_PODS=FailedMount "$MUSTER" list -s kubernetes -cfg queue=q 2>&1)
+t_expect_eq "list of many held-up jobs: one get pods, one get events" \
+  "$(grep -c ' get pods ' calls) $(grep -c ' get events ' calls)" "1 1"
+t_expect_eq "list: each of them says why from its events" \
+  "$(grep -c 'many-[123] .*PENDING *cannot make progress: echo/0: FailedMount: MountVolume.SetUp failed for volume "mount-0" : secret "dataset-creds" not found' <<<"$out")" 3
+: >calls
+KUBECTL_PODS=ImagePullBackOff "$MUSTER" list -s kubernetes -cfg queue=q >/dev/null 2>&1
+t_expect_eq "list: no events read when the pods say why" "$(grep -c ' get events ' calls)" 0
 out=$(KUBECTL_PODS=ImagePullBackOff "$MUSTER" list -s kubernetes -cfg api=jobset 2>&1)
 t_expect_match "list: the held-up job says why" "$out" \
   "kubernetes://muster/default:jobset:echo-jobset +echo +PENDING +cannot make progress: echo/0: ImagePullBackOff: Back-off pulling image"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # muster agent: 4 agents x 2 workers run the C ring all-reduce over a real musterd and verify
-# the sum; the worker environment matches the torchrun contract.
+# the sum; the worker environment matches the torchrun contract (LOCAL_WORLD_SIZE 2 on 4
+# nodes: the per-node count, not the node count).
 . "$(dirname "$0")/agent_common.bash"
 t_start_musterd
 EP=127.0.0.1:$MUSTERD_PORT
@@ -21,7 +22,7 @@ t_expect_eq "every global rank once" \
 for r in 0 1 2 3 4 5 6 7; do
   line=$(grep -E "^\[$r\]:rank $r local_rank" <<<"$all")
   t_expect_match "rank $r env" "$line" \
-    "local_rank $((r % 2)) world 8 group $((r / 2))/4 role trainer restart 0 master 127\.0\.0\.1:[0-9]+ round 1"
+    "local_rank $((r % 2)) world 8 group $((r / 2))/4 role trainer restart 0 master 127\.0\.0\.1:[0-9]+ round 1 local_world 2$"
 done
 t_expect_eq "one master for all" "$(grep -oE 'master 127.0.0.1:[0-9]+' <<<"$all" | sort -u | wc -l)" 1
 t_expect_eq "agents report success" "$(grep -c 'all 2 workers succeeded' <<<"$all")" 4

@@ -64,6 +64,6 @@ if command -v etcd >/dev/null; then
   run etcd --server etcd --etcd "$(command -v etcd)" --port "$port" --peer-port "$peer" \
     --kills "$K_ETCD" --label "etcd 3.4 (control)"
 else
-  echo "# etcd (etcd-server) is not installed: the control run is skipped"
+  t_skip_part "the etcd control run needs 'etcd' (apt-get install etcd-server, or: sudo scripts/install-deps.sh --test)"
 fi
 t_done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Slurm end to end on a real local cluster (tests/slurm/local-slurm.sh: slurmctld and
 # 4 slurmd on loopback): `muster run -s slurm --wait dist.ddp -j 2x2` runs the C ring all-reduce
-# on 2 nodes x 2 workers through the job's own musterd; status while it runs and after; log;
+# on 2 nodes x 2 workers through the job's own musterd; a worker's arguments with shell
+# metacharacters arrive exactly; status while it runs and after; log;
 # describe (the app as submitted, read back with scontrol);
 # a long job is cancelled and gone; an unknown partition fails with Slurm's own message.
 . "$(dirname "$0")/slurm_common.bash"
@@ -50,6 +51,19 @@ if "$MUSTER" log -h >/dev/null 2>&1; then
   out=$("$MUSTER" log "$h/ring_allreduce/1" 2>&1)
   t_expect_match "log of replica 1" "$out" "rank [0-3]: allreduce ok, world 4"
 fi
+
+# 1b. Script arguments with shell metacharacters reach the worker exactly: the sbatch script
+# quotes them (mu_shell_quote) and bash, running it, must hand each one over as it was typed.
+printf '#!/bin/sh\nfor a in "$@"; do printf "<%%s>\\n" "$a"; done\n' >argv.sh
+chmod +x argv.sh
+out=$("$MUSTER" run -s slurm --wait -cfg "$CFG" dist.ddp -j 1x1 --script ./argv.sh -- \
+  'a b' '$HOME' '$(id)' "it's" ';' '*' 2>&1)
+t_expect_eq "metacharacters: run --wait exits 0" "$?" 0
+id=$(printf '%s\n' "$out" | grep -o 'slurm://muster/[0-9]*' | head -1)
+id=${id##*/}
+t_expect_eq "metacharacters: the worker's argv, word for word" \
+  "$(sed -n 's/^\[0\]://p' slurm-"$id"-argv-0.out 2>&1)" \
+  "$(printf '%s\n' '<a b>' '<$HOME>' '<$(id)>' "<it's>" '<;>' '<*>')"
 
 # 2. Without --wait: RUNNING while it runs, SUCCEEDED after.
 h=$("$MUSTER" run -s slurm -cfg "$CFG" dist.ddp -j 2x2 --script "$RING" -- --iters 8 --sleep-ms 300 2>"$T_DIR/run2.err")

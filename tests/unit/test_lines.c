@@ -53,3 +53,36 @@ TEST(lines__long_prefix_is_copied)
   mu_line_prefixer_release(&lp);
   mu_buf_release(&out);
 }
+
+/* Keeps the lines that end in a digit from 0 to 2: the filter sees the line without its newline
+ * (a regex with '$' would, too). Counts its calls in *data. */
+static int ends_low_digit(void *data, const char *line, size_t n)
+{
+  (*(int *)data)++;
+  return n > 0 && line[n - 1] >= '0' && line[n - 1] <= '2';
+}
+
+TEST(lines__filter_sees_the_line_without_its_newline)
+{
+  struct mu_line_prefixer lp;
+  struct mu_buf out = MU_BUF_INIT(SIZE_MAX);
+  int calls = 0;
+  mu_line_prefixer_init(&lp, "sh/0 ", 8);
+  mu_line_prefixer_filter(&lp, ends_low_digit, &calls);
+  mu_line_prefixer_feed(&lp, "tick 0\ntick", 11, &out); /* a line cut in two */
+  mu_line_prefixer_feed(&lp, " 1\ntick 5\ntick 2", 16, &out);
+  ASSERT_STR_EQ(mu_buf_str(&out), "sh/0 tick 0\nsh/0 tick 1\n");
+  mu_line_prefixer_flush(&lp, &out); /* the unfinished last line is judged too */
+  ASSERT_STR_EQ(mu_buf_str(&out), "sh/0 tick 0\nsh/0 tick 1\nsh/0 tick 2\n");
+  ASSERT_EQ(calls, 4);
+  /* A line over the cap (8) comes in pieces and goes by its first piece: "xxxxxxx1yy9" is kept,
+   * "xxxxxxx9yy1" dropped, whatever the later pieces end in. */
+  mu_buf_clear(&out);
+  mu_line_prefixer_feed(&lp, "xxxxxxx1yy", 10, &out);
+  mu_line_prefixer_feed(&lp, "9\n", 2, &out);
+  mu_line_prefixer_feed(&lp, "xxxxxxx9yy", 10, &out);
+  mu_line_prefixer_feed(&lp, "1\nok 2\n", 7, &out);
+  ASSERT_STR_EQ(mu_buf_str(&out), "sh/0 xxxxxxx1\nsh/0 yy9\nsh/0 ok 2\n");
+  mu_line_prefixer_release(&lp);
+  mu_buf_release(&out);
+}

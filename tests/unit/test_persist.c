@@ -1,11 +1,16 @@
 /* Durability (rendezvous/persist/persist.h): what a store logged comes back after a restart, torn
  * tails are truncated, damage in the middle refuses to start. */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -14,10 +19,14 @@
 
 #include "alloc.h"
 #include "buf.h"
+#include "http.h"
+#include "musterd/embed.h"
 #include "persist.h"
 #include "rdzv.h"
 #include "store.h"
 #include "task.h"
+#include "v1.h"
+#include "v2.h"
 #include "wal.h"
 
 struct world {
@@ -428,7 +437,7 @@ static void rz_free(uv_loop_t *loop, struct rdzv *rv)
 static struct mu_buf rz_state(uv_loop_t *loop)
 {
   struct rdzv *rv = rdzv_new(loop, 0);
-  struct rdzv_join_req req = {"node-a", "10.0.0.1", 2, 29500, 0, {2, 2, -1, -1, 5000}, NULL};
+  struct rdzv_join_req req = {"node-a", "10.0.0.1", 2, 29500, 0, {2, 2, -1, -1, 5000, -1}, NULL};
   int fa = 0, fb = 0, fc = 0;
   struct rdzv_wait wa = RDZV_WAIT_INIT(rz_answer, &fa);
   struct rdzv_wait wb = RDZV_WAIT_INIT(rz_answer, &fb);
@@ -443,7 +452,7 @@ static struct mu_buf rz_state(uv_loop_t *loop)
   ASSERT_EQ(rdzv_kv_set(rv, "job", "bin", "a\0b", 3, &version), 0);
   ASSERT_EQ(rdzv_kv_set(rv, "job", "gone", "x", 1, &version), 0);
   ASSERT_EQ(rdzv_kv_del(rv, "job", "gone"), 0);
-  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, -1}, NULL};
+  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, -1, -1}, NULL};
   ASSERT_EQ(rdzv_join(rv, "ended", &one, &wc, msgbuf(&msg)), 0);
   ASSERT_EQ(rdzv_end(rv, "ended", 1, "stopped by the test"), 0);
   struct mu_buf b = MU_BUF_INIT(1 << 20);
@@ -549,11 +558,11 @@ TEST(persist__rdzv_changes_replay_to_the_same_state)
   ASSERT_EQ(rdzv_leave(rv, "job", "node-b", 1, "crashed"), 0);
   int fa = 0, f1 = 0, f2 = 0;
   struct rdzv_wait wa = RDZV_WAIT_INIT(rz_answer, &fa);
-  struct rdzv_join_req req = {"node-a", "10.9.9.9", 4, 29501, 0, {2, 2, -1, -1, 5000}, NULL};
+  struct rdzv_join_req req = {"node-a", "10.9.9.9", 4, 29501, 0, {2, 2, -1, -1, 5000, -1}, NULL};
   ASSERT_EQ(rdzv_join(rv, "job", &req, &wa, msgbuf(&msg)), 0);
   rdzv_wait_cancel(&wa);
   struct rdzv_wait w1 = RDZV_WAIT_INIT(rz_answer, &f1), w2 = RDZV_WAIT_INIT(rz_answer, &f2);
-  struct rdzv_join_req one = {"x", "h1", 1, 1, 0, {2, 2, -1, -1, -1}, NULL};
+  struct rdzv_join_req one = {"x", "h1", 1, 1, 0, {2, 2, -1, -1, -1, -1}, NULL};
   ASSERT_EQ(rdzv_join(rv, "fresh", &one, &w1, msgbuf(&msg)), 0);
   one.node_id = "y";
   ASSERT_EQ(rdzv_join(rv, "fresh", &one, &w2, msgbuf(&msg)), 0);
@@ -614,6 +623,84 @@ TEST(persist__rdzv_changes_replay_to_the_same_state)
   mu_buf_release(&msg);
   mu_buf_release(&want);
   mu_buf_release(&got);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+/* Every goodput change of a run (the restart budget and count, reports, the round history,
+ * an unhealthy node, a member marked failed) replays to the same state, and survives a blob
+ * round trip; a version 1 blob (before goodput) still restores. */
+TEST(persist__rdzv_goodput_replays_and_roundtrips)
+{
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  struct rdzv *rv = rdzv_new(&loop, 0);
+  struct mu_buf log = MU_BUF_INIT(MU_BUF_UNBOUNDED), msg = MU_BUF_INIT(4096);
+  rdzv_set_change_hook(rv, rz_collect, &log);
+  int f[3] = {0, 0, 0};
+  struct rdzv_wait w[3] = {RDZV_WAIT_INIT(rz_answer, &f[0]), RDZV_WAIT_INIT(rz_answer, &f[1]),
+                           RDZV_WAIT_INIT(rz_answer, &f[2])};
+  struct rdzv_join_req q = {"a", "h1", 2, 1, 0, {2, 2, -1, -1, -1, 3}, NULL};
+  ASSERT_EQ(rdzv_join(rv, "gp", &q, &w[0], msgbuf(&msg)), 0);
+  q.node_id = "b";
+  ASSERT_EQ(rdzv_join(rv, "gp", &q, &w[1], msgbuf(&msg)), 0);
+  ASSERT(f[0] == 1 && f[1] == 1);
+  struct rdzv_report_answer a;
+  ASSERT_EQ(rdzv_report(rv, "gp", "a", 1, RDZV_REPORT_STARTED, NULL, &a, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_report(rv, "gp", "b", 1, RDZV_REPORT_STARTED, NULL, &a, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_report(rv, "gp", "b", 1, RDZV_REPORT_PROGRESS, NULL, &a, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_report(rv, "gp", "b", 1, RDZV_REPORT_HUNG, "hung: no progress for 4 s", &a,
+                        msgbuf(&msg)),
+            0);
+  ASSERT_EQ(a.counted, 1);
+  q.node_id = "x";
+  ASSERT_EQ(rdzv_health(rv, "gp", &q, 0, "nvidia-smi: GPU 2 lost", 0, NULL, msgbuf(&msg)), 0);
+  q.node_id = "b";
+  w[1] = (struct rdzv_wait)RDZV_WAIT_INIT(rz_answer, &f[1]);
+  ASSERT_EQ(rdzv_join(rv, "gp", &q, &w[1], msgbuf(&msg)), 0);
+  rdzv_wait_cancel(&w[1]); /* b's re-join is withdrawn: round 2 has not closed */
+  struct mu_buf want = MU_BUF_INIT(MU_BUF_UNBOUNDED), got = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  ASSERT_EQ(rdzv_encode(rv, &want), 0);
+  struct mu_buf gp = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  rdzv_run_goodput_json(rdzv_find(rv, "gp"), &gp);
+  rdzv_set_change_hook(rv, NULL, NULL);
+  rz_free(&loop, rv);
+  rv = rdzv_new(&loop, 0);
+  ASSERT(rz_replay(rv, &log) >= 6);
+  ASSERT_EQ(rdzv_encode(rv, &got), 0);
+  ASSERT_EQ(got.len, want.len);
+  ASSERT(memcmp(got.data, want.data, got.len) == 0);
+  rz_free(&loop, rv);
+  rv = rdzv_new(&loop, 0);
+  ASSERT_EQ(rdzv_restore(rv, want.data, want.len), 0);
+  struct mu_buf gp2 = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  rdzv_run_goodput_json(rdzv_find(rv, "gp"), &gp2);
+  ASSERT_STR_EQ(mu_buf_str(&gp2), mu_buf_str(&gp));
+  ASSERT(strstr(mu_buf_str(&gp2), "\"restart_count\":1,\"max_restarts\":3") != NULL);
+  ASSERT(strstr(mu_buf_str(&gp2), "GPU 2 lost") != NULL);
+  ASSERT(strstr(mu_buf_str(&gp2), "\"end\":\"hung\",\"counted\":true") != NULL);
+  rz_free(&loop, rv);
+  /* a version 1 blob: one run, no round, no KV, no goodput: restores, keeps no budget */
+  static const unsigned char v1[] = {
+      1,  0,  0, 0, 1,   0,   0, 0,             /* version 1, one run */
+      2,  0,  0, 0, 'o', 'l',                   /* "ol" */
+      1,  0,  0, 0, 1,   0,   0, 0, 0, 0, 0, 0, /* min 1, max 1, last call 0 */
+      16, 39, 0, 0, 16,  39,  0, 0,             /* join timeout, lease 10000 */
+      0,  0,  0, 0, 0,   0,   0, 0, 0, 0, 0, 0, /* open, reason "", joining */
+      0,  0,  0, 0, 0,   0,   0, 0, 0, 0, 0, 0, /* round 0 with 0 members */
+      0,  0,  0, 0, 0,   0,   0, 0, 0, 0, 0, 0, /* KV version 0, 0 keys */
+  };
+  rv = rdzv_new(&loop, 0);
+  ASSERT_EQ(rdzv_restore(rv, v1, sizeof(v1)), 0);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(rv, "ol"), &info);
+  ASSERT_EQ(info.max_restarts, -1);
+  rz_free(&loop, rv);
+  mu_buf_release(&gp);
+  mu_buf_release(&gp2);
+  mu_buf_release(&want);
+  mu_buf_release(&got);
+  mu_buf_release(&log);
+  mu_buf_release(&msg);
   ASSERT_EQ(uv_loop_close(&loop), 0);
 }
 
@@ -802,7 +889,7 @@ TEST(persist__snapshot_of_rdzv_changes_only)
   struct mu_buf msg = MU_BUF_INIT(4096);
   int joined = 0;
   struct rdzv_wait wj = RDZV_WAIT_INIT(rz_answer, &joined);
-  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000}, NULL};
+  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000, -1}, NULL};
   ASSERT_EQ(rdzv_join(w.rv, "job", &one, &wj, msgbuf(&msg)), 0);
   ASSERT_EQ(joined, 1);
   uint64_t version = 0;
@@ -897,7 +984,7 @@ TEST(persist__snapshot_by_log_size)
   struct mu_buf msg = MU_BUF_INIT(4096);
   int joined = 0;
   struct rdzv_wait wj = RDZV_WAIT_INIT(rz_answer, &joined);
-  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000}, NULL};
+  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000, -1}, NULL};
   ASSERT_EQ(rdzv_join(w.rv, "job", &one, &wj, msgbuf(&msg)), 0);
   char *value = mu_malloc((size_t)vlen);
   char *snap = mu_asprintf("%s/snap-%020d.snap", dir, 0); /* the v2 index stays 0 */
@@ -1114,4 +1201,152 @@ TEST(persist__missing_segment_refuses)
   mu_free(seg3);
   rmdir_all(dir);
   mu_free(dir);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A reply leaves only after a sync that covers its record (the durability barrier), per mode
+ */
+
+/* fdatasync() of this binary, interposed (the persist layer is linked in statically, so its
+ * calls come here): the real call, and while `watching`, a count of the syncs and of those
+ * whose file held the watched value before the sync began (so the sync made it durable). */
+static atomic_int watching, syncs_seen, syncs_covering;
+#define WATCHED "durable-7f3a9c"
+
+/* Returns: 1 when the file fd holds `needle` (read with pread: its offset is untouched). */
+static int fd_holds(int fd, const char *needle)
+{
+  struct stat st;
+  size_t nl = strlen(needle), n;
+  if (fstat(fd, &st) != 0 || st.st_size <= 0)
+    return 0;
+  char *b = mu_malloc((size_t)st.st_size);
+  ssize_t got = pread(fd, b, (size_t)st.st_size, 0);
+  int found = 0;
+  for (n = 0; got > 0 && n + nl <= (size_t)got && !found; n++)
+    found = memcmp(b + n, needle, nl) == 0;
+  mu_free(b);
+  return found;
+}
+
+/* Returns: 1 when the file open as fd (perhaps write-only) holds `needle`. */
+static int file_of_fd_holds(int fd, const char *needle)
+{
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  int rd = open(path, O_RDONLY | O_CLOEXEC);
+  int found = rd >= 0 && fd_holds(rd, needle);
+  if (rd >= 0)
+    close(rd);
+  return found;
+}
+
+int fdatasync(int fd)
+{
+  int had = atomic_load(&watching) && file_of_fd_holds(fd, WATCHED);
+  int rc = (int)syscall(SYS_fdatasync, fd);
+  if (rc == 0 && atomic_load(&watching)) {
+    atomic_fetch_add(&syncs_seen, 1);
+    if (had)
+      atomic_fetch_add(&syncs_covering, 1);
+  }
+  return rc;
+}
+
+/* Returns: 1 when a wal-* file of dir holds `needle`. */
+static int wal_holds(const char *dir, const char *needle)
+{
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int found = 0;
+  while (d != NULL && !found && (e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, "wal-", 4) != 0)
+      continue;
+    char *path = mu_asprintf("%s/%s", dir, e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    found = fd >= 0 && fd_holds(fd, needle);
+    if (fd >= 0)
+      close(fd);
+    mu_free(path);
+  }
+  if (d != NULL)
+    closedir(d);
+  return found;
+}
+
+/* A musterd on 127.0.0.1 with a data dir in `mode` (the server, the store it logs, and the
+ * barrier, as main.c puts them together) answers one PUT from a real socket (a fake connection
+ * bypasses the barrier). The loop runs a step at a time; the first step after which the client
+ * can read a byte of the reply checks what had been synced by then. */
+static void reply_after_sync(enum persist_fsync mode)
+{
+  char *dir = tmpdir();
+  uv_loop_t loop;
+  struct rv_server_config cfg;
+  struct persist_report rep;
+  struct mu_buf err = MU_BUF_INIT(4096);
+  uv_loop_init(&loop);
+  rv_server_config_init(&cfg);
+  cfg.listen_host = "127.0.0.1";
+  cfg.listen_port = 0;
+  struct rv_server *srv = rv_server_new(&loop, &cfg);
+  struct persist *p =
+      persist_open(dir, mode, 0, 0, v2_store_of(srv), v1_rdzv(srv), &loop, &rep, &err);
+  ASSERT_NOT_NULL(p);
+  persist_attach(p, srv);
+  ASSERT_EQ(rv_server_listen(srv), 0);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)rv_server_port(srv))};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0); /* the kernel's backlog takes it */
+  static const char req[] = "PUT /v2/keys/dur HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                            "application/x-www-form-urlencoded\r\nContent-Length: 20\r\n\r\n"
+                            "value=" WATCHED;
+  atomic_store(&watching, 1);
+  ASSERT_EQ(send(fd, req, sizeof(req) - 1, 0), (ssize_t)(sizeof(req) - 1));
+  char b[4096];
+  ssize_t got = -1;
+  for (int i = 0; i < 10000 && got <= 0; i++) { /* 10 s at most */
+    uv_run(&loop, UV_RUN_NOWAIT);
+    got = recv(fd, b, sizeof(b) - 1, MSG_DONTWAIT | MSG_PEEK);
+    if (got <= 0)
+      usleep(1000);
+  }
+  ASSERT(got > 0);
+  /* The reply is out: its record must be durable by now. */
+  if (mode == PERSIST_FSYNC_OFF) {
+    ASSERT_EQ(atomic_load(&syncs_seen), 0); /* off: write() only, never a sync */
+    ASSERT(wal_holds(dir, WATCHED));        /* ... but written before the reply */
+  } else {
+    ASSERT(atomic_load(&syncs_covering) > 0);
+  }
+  atomic_store(&watching, 0);
+  got = recv(fd, b, sizeof(b) - 1, 0);
+  ASSERT(got > 0);
+  b[got] = '\0';
+  ASSERT_NOT_NULL(strstr(b, "201 Created"));
+  close(fd);
+  rv_server_close(srv, NULL, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  persist_free(p);
+  persist_report_release(&rep);
+  mu_buf_release(&err);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+  rmdir_all(dir);
+  mu_free(dir);
+}
+
+TEST(persist__reply_after_its_sync_batch)
+{
+  reply_after_sync(PERSIST_FSYNC_BATCH);
+}
+
+TEST(persist__reply_after_its_sync_always)
+{
+  reply_after_sync(PERSIST_FSYNC_ALWAYS);
+}
+
+TEST(persist__reply_after_its_write_off)
+{
+  reply_after_sync(PERSIST_FSYNC_OFF);
 }

@@ -1892,3 +1892,293 @@ TEST(k8s__describe_reads_the_app_back)
     mu_buf_release(&js);
   }
 }
+
+/* ------------------------------------------------------------------------- rdzv_tls */
+
+/* The pod template of the job's musterd (which 0) or of its first role (which 1). */
+static cJSON *pod_of(cJSON *job, int which)
+{
+  cJSON *rjobs = obj_at(job, "spec", "replicatedJobs", NULL, NULL);
+  if (rjobs != NULL)
+    return obj_at(cJSON_GetArrayItem(rjobs, which), "template", "spec", "template", NULL);
+  return cJSON_GetObjectItem(task_at(job, which), "template");
+}
+
+/* "secretName: key,key" of pod's volume vname, or "" when it has none. */
+static char *secret_volume_of(cJSON *pod, const char *vname)
+{
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  cJSON *v, *it;
+  cJSON_ArrayForEach(v, obj_at(pod, "spec", "volumes", NULL, NULL))
+  {
+    if (strcmp(cJSON_GetObjectItem(v, "name")->valuestring, vname) != 0)
+      continue;
+    mu_buf_printf(&b, "%s:", obj_at(v, "secret", "secretName", NULL, NULL)->valuestring);
+    cJSON_ArrayForEach(it, obj_at(v, "secret", "items", NULL, NULL))
+    {
+      ASSERT_STR_EQ(cJSON_GetObjectItem(it, "key")->valuestring,
+                    cJSON_GetObjectItem(it, "path")->valuestring);
+      mu_buf_printf(&b, " %s", cJSON_GetObjectItem(it, "key")->valuestring);
+    }
+  }
+  return mu_buf_detach(&b);
+}
+
+/* The command of pod's first container, joined by ' '. */
+static char *command_of(cJSON *pod)
+{
+  struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+  cJSON *a;
+  cJSON_ArrayForEach(
+      a, cJSON_GetObjectItem(cJSON_GetArrayItem(obj_at(pod, "spec", "containers", NULL, NULL), 0),
+                             "command"))
+  {
+    mu_buf_printf(&b, "%s%s", b.len ? " " : "", a->valuestring);
+  }
+  return mu_buf_detach(&b);
+}
+
+/* Checks the musterd side of -cfg rdzv_tls (with client certificates or not), and that the
+ * Service of the plan selects that pod. */
+static void check_tls_musterd(cJSON *pod, const cJSON *svc, int clients)
+{
+  char *cmd = command_of(pod), *vol = secret_volume_of(pod, "rdzv-tls");
+  cJSON *ctr = cJSON_GetArrayItem(obj_at(pod, "spec", "containers", NULL, NULL), 0), *s;
+  ASSERT(strstr(cmd, " --tls-cert /var/run/muster/rdzv-tls/tls.crt --tls-key "
+                     "/var/run/muster/rdzv-tls/tls.key") != NULL);
+  ASSERT_EQ(strstr(cmd, "--tls-client-ca /var/run/muster/rdzv-tls/ca.crt") != NULL, clients);
+  ASSERT_STR_EQ(vol, clients ? "rdzv-tls: tls.crt tls.key ca.crt" : "rdzv-tls: tls.crt tls.key");
+  if (clients) /* the kubelet has no client certificate: the probe says it listens */
+    ASSERT_EQ(obj_at(ctr, "readinessProbe", "tcpSocket", "port", NULL)->valueint, 29400);
+  else
+    ASSERT_STR_EQ(obj_at(ctr, "readinessProbe", "httpGet", "scheme", NULL)->valuestring, "HTTPS");
+  ASSERT_STR_EQ(obj_at((cJSON *)svc, "metadata", "name", NULL, NULL)->valuestring,
+                "ddp-42-musterd");
+  ASSERT_STR_EQ(obj_at((cJSON *)svc, "spec", "clusterIP", NULL, NULL)->valuestring, "None");
+  ASSERT(cJSON_IsTrue(obj_at((cJSON *)svc, "spec", "publishNotReadyAddresses", NULL, NULL)));
+  ASSERT_EQ(cJSON_GetObjectItem(
+                cJSON_GetArrayItem(obj_at((cJSON *)svc, "spec", "ports", NULL, NULL), 0), "port")
+                ->valueint,
+            29400);
+  cJSON_ArrayForEach(s, obj_at((cJSON *)svc, "spec", "selector", NULL, NULL))
+  {
+    ASSERT_STR_EQ(obj_at(pod, "metadata", "labels", s->string, NULL)->valuestring, s->valuestring);
+  }
+  ASSERT_NULL(obj_at((cJSON *)svc, "metadata", "ownerReferences", NULL, NULL)); /* at schedule */
+  mu_free(cmd);
+  mu_free(vol);
+}
+
+/* Checks an agent's side: the CA alone of the musterd's Secret, the client pair, the env, and
+ * the endpoint that names the Service. */
+static void check_tls_agent(cJSON *pod, int clients)
+{
+  char *cmd = command_of(pod), *vol = secret_volume_of(pod, "rdzv-tls");
+  char *cvol = secret_volume_of(pod, "rdzv-tls-client");
+  cJSON *ctr = cJSON_GetArrayItem(obj_at(pod, "spec", "containers", NULL, NULL), 0);
+  ASSERT(strstr(cmd, " --rdzv-endpoint https://ddp-42-musterd.ml.svc:29400 ") != NULL);
+  ASSERT_STR_EQ(vol, "rdzv-tls: ca.crt"); /* never the server's key */
+  ASSERT_STR_EQ(cvol, clients ? "agent-tls: tls.crt tls.key" : "");
+  ASSERT_STR_EQ(env_value(ctr, "MUSTER_RDZV_CACERT"), "/var/run/muster/rdzv-tls/ca.crt");
+  if (clients) {
+    ASSERT_STR_EQ(env_value(ctr, "MUSTER_RDZV_CERT"), "/var/run/muster/rdzv-tls-client/tls.crt");
+    ASSERT_STR_EQ(env_value(ctr, "MUSTER_RDZV_KEY"), "/var/run/muster/rdzv-tls-client/tls.key");
+  } else {
+    ASSERT_NULL(env_value(ctr, "MUSTER_RDZV_CERT"));
+  }
+  ASSERT_STR_EQ(env_value(ctr, "MUSTER_RDZV_TOKEN_FILE"), MU_K8S_TOKEN_FILE); /* and the token */
+  mu_free(cmd);
+  mu_free(vol);
+  mu_free(cvol);
+}
+
+/* -cfg rdzv_tls=SECRET (and rdzv_tls_client=SECRET) on both APIs: the job's musterd serves
+ * HTTPS with the Secret's certificate, the agents check it with its CA alone and reach it by
+ * the Service's name, which the plan carries for schedule to create. */
+TEST(k8s__rdzv_tls_both_apis)
+{
+  static const char *const apis[] = {"volcano", "jobset"};
+  for (int a = 0; a < 6; a++) {
+    struct mu_app *app = ddp_app(2, -1);
+    struct mu_cfg cfg = {MU_KVLIST_INIT};
+    struct mu_buf err = MU_BUF_INIT(1024);
+    struct mu_k8s_plan plan;
+    char save[32];
+    int tls = a < 4, clients = a >= 2 && a < 4;
+    mu_kvlist_set(&cfg.values, "api", apis[a % 2]);
+    mu_kvlist_set(&cfg.values, "queue", a % 2 == 0 ? "q" : "");
+    mu_kvlist_set(&cfg.values, "muster_image", "m:1");
+    mu_kvlist_set(&cfg.values, "namespace", "ml");
+    if (tls)
+      mu_kvlist_set(&cfg.values, "rdzv_tls", "rdzv-tls");
+    if (clients)
+      mu_kvlist_set(&cfg.values, "rdzv_tls_client", "agent-tls");
+    ASSERT_EQ(mu_k8s_plan(app, &cfg, "ddp-42", &plan, &err), 0);
+    if (tls) {
+      ASSERT(plan.service != NULL);
+      snprintf(save, sizeof save, "unit-%s-%s", apis[a % 2], clients ? "mtls" : "tls");
+      cJSON *job = render(app, &cfg, "ddp-42", save);
+      check_tls_musterd(pod_of(job, 0), plan.service, clients);
+      check_tls_agent(pod_of(job, 1), clients);
+      cJSON_Delete(job);
+    } else { /* without rdzv_tls: no Service, no TLS volume, the pod's own name */
+      char *vol = secret_volume_of(pod_of(plan.manifest, 1), "rdzv-tls");
+      char *cmd = command_of(pod_of(plan.manifest, 1));
+      ASSERT_NULL(plan.service);
+      ASSERT_STR_EQ(vol, "");
+      ASSERT(strstr(cmd, " --rdzv-endpoint ddp-42-musterd-0") != NULL);
+      mu_free(vol);
+      mu_free(cmd);
+    }
+    mu_k8s_plan_release(&plan);
+    mu_app_free(app);
+    mu_cfg_release(&cfg);
+    mu_buf_release(&err);
+  }
+}
+
+/* Each value -cfg rdzv_tls cannot serve is refused, naming the runopt and the fix. */
+TEST(k8s__rdzv_tls_refusals)
+{
+  static const struct {
+    const char *k1, *v1, *k2, *v2, *job, *want;
+  } cases[] = {
+      {"rdzv_tls", "", NULL, NULL, "ddp-42", "-cfg rdzv_tls: the Secret's name is missing"},
+      {"rdzv_tls", "/etc/tls", NULL, NULL, "ddp-42", "not a directory as on local and Slurm"},
+      {"rdzv_tls", "Tls_Secret", NULL, NULL, "ddp-42", "'Tls_Secret' is not a Kubernetes Secret"},
+      {"rdzv_tls_client", "c", NULL, NULL, "ddp-42", "name that one's Secret with -cfg rdzv_tls"},
+      {"rdzv_tls", "t", "rdzv_tls_client", "a b", "ddp-42", "rdzv_tls_client='a b' is not a"},
+      {"rdzv_tls", "t", "rdzv", "musterd.infra:2379", "ddp-42", "uses rdzv=musterd.infra:2379"},
+      {"rdzv_tls", "t", "rdzv", "none", "plain", "-cfg rdzv=job starts one"},
+      {"rdzv_tls", "t", NULL, NULL, "a-very-long-job-name-that-fills-almost-all-of-the-63-chars",
+       "leaves no room for its musterd's Service"},
+      {"rdzv_token_secret", "Bad_Name", NULL, NULL, "ddp-42", "rdzv_token_secret='Bad_Name'"},
+      {"rdzv_tls", "t", "namespace", "ML team", "ddp-42", "namespace='ML team' is not a"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    int plain = strcmp(cases[i].job, "plain") == 0; /* a job that uses no rendezvous */
+    struct mu_app *app = plain ? case01_app() : ddp_app(2, -1);
+    struct mu_cfg cfg = {MU_KVLIST_INIT};
+    struct mu_buf err = MU_BUF_INIT(4096);
+    cJSON *job = NULL;
+    mu_kvlist_set(&cfg.values, "queue", "q");
+    mu_kvlist_set(&cfg.values, "muster_image", "m:1");
+    mu_kvlist_set(&cfg.values, cases[i].k1, cases[i].v1);
+    if (cases[i].k2 != NULL)
+      mu_kvlist_set(&cfg.values, cases[i].k2, cases[i].v2);
+    ASSERT_EQ(mu_k8s_render(app, &cfg, cases[i].job, &job, &err), MU_EINVAL);
+    if (strstr(mu_buf_str(&err), cases[i].want) == NULL)
+      MU__FAIL("case %zu: '%s' does not say '%s'", i, mu_buf_str(&err), cases[i].want);
+    cJSON_Delete(job);
+    mu_app_free(app);
+    mu_cfg_release(&cfg);
+    mu_buf_release(&err);
+  }
+}
+
+/* A role that reaches the job's musterd through torchrun cannot check its certificate; names
+ * of Secrets are DNS subdomains. */
+TEST(k8s__rdzv_tls_torchrun_and_names)
+{
+  struct mu_app *app = ddp_app(2, -1);
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_buf err = MU_BUF_INIT(4096);
+  cJSON *job = NULL;
+  mu_free(app->roles[0].entrypoint);
+  app->roles[0].entrypoint = mu_strdup("torchrun");
+  mu_strvec_release(&app->roles[0].args);
+  mu_strvec_push(&app->roles[0].args, "--rdzv_backend=etcd-v2");
+  mu_strvec_push(&app->roles[0].args, "--rdzv_endpoint=${rdzv_endpoint}");
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  mu_kvlist_set(&cfg.values, "muster_image", "m:1");
+  mu_kvlist_set(&cfg.values, "rdzv_tls", "t");
+  ASSERT_EQ(mu_k8s_render(app, &cfg, "ddp-42", &job, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "-cfg rdzv_tls: roles[0] (trainer) reaches the job's musterd "
+                                  "without `muster agent`") != NULL);
+  ASSERT(strstr(mu_buf_str(&err), "--launcher muster") != NULL);
+  cJSON_Delete(job);
+  job = NULL;
+  /* torchrun's c10d backend: PyTorch's TCPStore protocol has no TLS either */
+  mu_buf_clear(&err);
+  mu_free(app->roles[0].args.v[1]);
+  app->roles[0].args.v[1] = mu_strdup("--rdzv_endpoint=${c10d_endpoint}");
+  mu_kvlist_set(&cfg.values, "rdzv", "job");
+  ASSERT_EQ(mu_k8s_render(app, &cfg, "ddp-42", &job, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "roles[0] (trainer) reaches the job's musterd without") != NULL);
+  cJSON_Delete(job);
+  ASSERT_EQ(mu_k8s_subdomain_ok("rdzv-tls"), 1);
+  ASSERT_EQ(mu_k8s_subdomain_ok("tls.team-a.example"), 1);
+  ASSERT_EQ(mu_k8s_subdomain_ok("a"), 1);
+  static const char *const bad[] = {"", "-a", "a-", "a..b", ".a", "a.", "A", "a_b", "a/b", "a b"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    if (mu_k8s_subdomain_ok(bad[i]))
+      MU__FAIL("'%s' taken as a Secret name", bad[i]);
+  char long_name[256];
+  memset(long_name, 'a', 254);
+  long_name[254] = '\0';
+  ASSERT_EQ(mu_k8s_subdomain_ok(long_name), 0);
+  long_name[253] = '\0';
+  ASSERT_EQ(mu_k8s_subdomain_ok(long_name), 1);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
+
+/* ------------------------------------------------------------------------------ list */
+
+/* `muster list`'s reasons, in the words `muster status` gives: one read of the namespace's pods
+ * for every job, its events only when a waiting pod's own status says nothing, and then each
+ * job's from them (the newest Warning event about its pod). */
+TEST(k8s__list_reasons_read_events_once)
+{
+  static const char pods[] =
+      "{\"items\":["
+      "{\"metadata\":{\"name\":\"a-t-0-0\"},\"status\":{\"phase\":\"Pending\","
+      "\"containerStatuses\":[{\"name\":\"t-0\",\"state\":{\"waiting\":{\"reason\":"
+      "\"ContainerCreating\"}}}]}},"
+      "{\"metadata\":{\"name\":\"b-t-0-0\"},\"status\":{\"phase\":\"Pending\","
+      "\"containerStatuses\":[{\"name\":\"t-0\",\"state\":{\"waiting\":{\"reason\":"
+      "\"ImagePullBackOff\",\"message\":\"Back-off pulling image \\\"x:1\\\"\"}}}]}},"
+      "{\"metadata\":{\"name\":\"c-t-0-0\"},\"status\":{\"phase\":\"Pending\"}}]}";
+  static const char events[] =
+      "{\"items\":["
+      "{\"involvedObject\":{\"kind\":\"Pod\",\"name\":\"a-t-0-0\"},\"type\":\"Warning\","
+      "\"reason\":\"FailedScheduling\",\"message\":\"old\",\"lastTimestamp\":\"2026-01-01T00:00:"
+      "01Z\"},"
+      "{\"involvedObject\":{\"kind\":\"Pod\",\"name\":\"a-t-0-0\"},\"type\":\"Warning\","
+      "\"reason\":\"FailedMount\",\"message\":\"secret \\\"s\\\" not found\",\"lastTimestamp\":"
+      "\"2026-01-01T00:00:09Z\"},"
+      "{\"involvedObject\":{\"kind\":\"Pod\",\"name\":\"c-t-0-0\"},\"type\":\"Warning\","
+      "\"reason\":\"FailedMount\",\"message\":\"x\"}]}";
+  struct mu_app_list_entry *l = mu_calloc(3, sizeof(*l));
+  struct mu_buf err = MU_BUF_INIT(1024);
+  int want = 0;
+  l[0].app_id = mu_strdup("default:a");
+  l[0].state = MU_STATE_PENDING;
+  l[1].app_id = mu_strdup("default:b");
+  l[1].state = MU_STATE_PENDING;
+  l[2].app_id = mu_strdup("default:c");
+  l[2].state = MU_STATE_FAILED; /* ended: no reason */
+  ASSERT_EQ(mu_k8s_list_reasons(pods, NULL, l, 3, &want, &err), 0);
+  ASSERT_EQ(want, 1); /* a's pod says nothing of itself */
+  ASSERT_NULL(l[0].reason);
+  ASSERT_STR_EQ(l[1].reason, "t/0: ImagePullBackOff: Back-off pulling image \"x:1\"");
+  ASSERT_EQ(mu_k8s_list_reasons(pods, events, l, 3, &want, &err), 0);
+  ASSERT_EQ(want, 0);
+  ASSERT_STR_EQ(l[0].reason, "t/0: FailedMount: secret \"s\" not found");
+  ASSERT_STR_EQ(l[1].reason, "t/0: ImagePullBackOff: Back-off pulling image \"x:1\"");
+  ASSERT_NULL(l[2].reason);
+  /* the same words as the job's status */
+  {
+    struct mu_app_status st = {.app_id = l[0].app_id, .state = MU_STATE_PENDING};
+    char *failed = NULL;
+    ASSERT_EQ(mu_k8s_apply_pods(pods, events, 0, &st, &failed, &want, &err), 0);
+    ASSERT_STR_EQ(st.reason, l[0].reason);
+    mu_free(st.reason);
+    mu_free(failed);
+  }
+  ASSERT_EQ(mu_k8s_list_reasons("not json", NULL, l, 3, &want, &err), MU_EPARSE);
+  ASSERT(strstr(mu_buf_str(&err), "kubectl get pods: output is not a JSON list") != NULL);
+  mu_app_list_free(l, 3);
+  mu_buf_release(&err);
+}

@@ -471,6 +471,15 @@ TEST(auth__tokens_and_basic)
   ASSERT_EQ(sec_auth_check(a, "Basic Ym9iOmJvYnBhc3M="), SEC_AUTH_GRANTED);
   ASSERT_EQ(sec_auth_check(a, "Basic cm9vdDpyb290cHg="), SEC_AUTH_DENIED);
   ASSERT_EQ(sec_auth_check(a, "Basic !!!"), SEC_AUTH_DENIED);
+  /* The right password under the wrong user: alice:rootpw, bob:rootpw, root:bobpass (each
+   * password is someone's), an unknown user (mallory:rootpw), another case (Root:rootpw) and a
+   * prefix of the name (roo:rootpw) */
+  ASSERT_EQ(sec_auth_check(a, "Basic YWxpY2U6cm9vdHB3"), SEC_AUTH_DENIED);
+  ASSERT_EQ(sec_auth_check(a, "Basic Ym9iOnJvb3Rwdw=="), SEC_AUTH_DENIED);
+  ASSERT_EQ(sec_auth_check(a, "Basic cm9vdDpib2JwYXNz"), SEC_AUTH_DENIED);
+  ASSERT_EQ(sec_auth_check(a, "Basic bWFsbG9yeTpyb290cHc="), SEC_AUTH_DENIED);
+  ASSERT_EQ(sec_auth_check(a, "Basic Um9vdDpyb290cHc="), SEC_AUTH_DENIED);
+  ASSERT_EQ(sec_auth_check(a, "Basic cm9vOnJvb3Rwdw=="), SEC_AUTH_DENIED);
   ASSERT_EQ(sec_auth_check(a, "Bearer second-token-2222"), SEC_AUTH_GRANTED);
 
   struct mu_buf m = MU_BUF_INIT(1 << 16);
