@@ -157,7 +157,7 @@ static void refuse(struct rv_conn *c, int status, const char *fmt, const char *w
 static int from_browser(const struct rv_conn *c)
 {
   for (unsigned i = 0; i < c->nhdr; i++) {
-    const char *f = c->head.data + c->hdr_off[i * 2];
+    const char *f = rv_conn_hdr_name(c, i);
     if (((f[0] | 0x20) == 'o' && strcasecmp(f, "Origin") == 0) ||
         ((f[0] | 0x20) == 's' && strncasecmp(f, "Sec-Fetch-", 10) == 0))
       return 1;
