@@ -26,6 +26,11 @@
 
 #define COMPONENT_MAX_BYTES (1 << 20) /* a component file: read from disk, capped */
 #define PATTERN_MAX_BYTES 4096        /* a parameter's pattern, as compiled */
+/* The parts a pattern may spell out once its counted repeats ({m,n}, +) are written out, as
+ * glibc's regcomp writes them out: its memory grows with the square of that (a{0,1000}: 18 MB,
+ * a{0,5000}: 400 MB, ((((a{1,200}){1,200}){1,200}){1,200}): every byte the machine has). */
+#define PATTERN_MAX_PARTS 1000
+#define PATTERN_MAX_DEPTH 32 /* groups within groups */
 
 const char *const mu_ptype_names[] = {"str", "int", "bool", "list", "map", "jobsize", "float"};
 
@@ -164,6 +169,95 @@ static int parse_type(const char *t, const char *where, const char *ctx, struct 
   return MU_EINVAL;
 }
 
+/* The count of a repeat that starts at re[*i] ('{'): how many copies of the repeated part
+ * glibc's regcomp makes ({m,n}: n; {m}: m; {m,}: m + 1), at least 1, with *i past the '}'.
+ * Returns: that count, or 0 when this is no count (regcomp judges it), *i unchanged. */
+static size_t repeat_copies(const char *re, size_t *i)
+{
+  size_t k = *i + 1, m = 0, n = 0;
+  int has_n = 0, comma = 0;
+  for (; re[k] >= '0' && re[k] <= '9'; k++) /* saturates: any count past 100000 is too many */
+    m = m < 100000 ? m * 10 + (size_t)(re[k] - '0') : m;
+  if (re[k] == ',') {
+    comma = 1;
+    k++;
+    for (; re[k] >= '0' && re[k] <= '9'; k++, has_n = 1)
+      n = n < 100000 ? n * 10 + (size_t)(re[k] - '0') : n;
+  }
+  if (re[k] != '}' || k == *i + 1)
+    return 0;
+  *i = k;
+  size_t copies = has_n ? n : comma ? m + 1 : m;
+  return copies > 0 ? copies : 1;
+}
+
+/* The ']' that ends the bracket expression starting at re[i] ('['), or the last character when
+ * none does (regcomp refuses that pattern). */
+static size_t bracket_end(const char *re, size_t i)
+{
+  size_t n = strlen(re);
+  i += re[i + 1] == '^' ? 2 : 1;
+  if (re[i] == ']')
+    i++; /* a ']' first is one of the set */
+  while (i < n && re[i] != ']') {
+    char close[3] = {re[i + 1], ']', '\0'};
+    const char *end = NULL;
+    if (re[i] == '[' && (re[i + 1] == ':' || re[i + 1] == '.' || re[i + 1] == '='))
+      end = strstr(re + i + 2, close); /* [:alpha:], [.-.], [=a=] */
+    i = end != NULL ? (size_t)(end - re) + 2 : i + 1;
+  }
+  return i < n ? i : n - 1;
+}
+
+/* Adds n to a count that stops past limit. */
+static size_t add_upto(size_t a, size_t n, size_t limit)
+{
+  return a > limit || n > limit - a ? limit + 1 : a + n;
+}
+
+/* How many parts POSIX extended regular expression `re` spells out once glibc's regcomp has
+ * written its counted repeats out (a{3} is aaa, (ab){2,3} is ababab, a+ is aa*), stopping past
+ * `limit`. Each character, bracket expression or escape is one part; a repeat multiplies the
+ * part or group before it. Returns: the count, limit + 1 when it passes limit, or SIZE_MAX when
+ * the groups nest past PATTERN_MAX_DEPTH. */
+static size_t pattern_parts(const char *re, size_t limit)
+{
+  size_t total[PATTERN_MAX_DEPTH + 1] = {0}, last = 0, depth = 0;
+  for (size_t i = 0; re[i] != '\0'; i++) {
+    size_t copies = 0;
+    if (re[i] == '(') {
+      if (++depth > PATTERN_MAX_DEPTH)
+        return SIZE_MAX;
+      total[depth] = 0;
+      last = 0;
+    } else if (re[i] == ')' && depth > 0) {
+      last = total[depth--];
+      total[depth] = add_upto(total[depth], last, limit);
+    } else if (re[i] == '|') {
+      last = 0;
+    } else if (re[i] == '+') {
+      copies = 2;
+    } else if (re[i] == '{' && last > 0 && (copies = repeat_copies(re, &i)) > 0) {
+      /* copies of the part or group before */
+    } else if (re[i] != '*' && re[i] != '?' && re[i] != '^' && re[i] != '$') {
+      if (re[i] == '[')
+        i = bracket_end(re, i);
+      else if (re[i] == '\\' && re[i + 1] != '\0')
+        i++;
+      last = 1;
+      total[depth] = add_upto(total[depth], 1, limit);
+    }
+    if (copies > 1) { /* the part was counted once: copies - 1 more of it */
+      size_t more = last > limit / (copies - 1) ? limit + 1 : last * (copies - 1);
+      total[depth] = add_upto(total[depth], more, limit);
+      last = add_upto(last, more, limit);
+    }
+    if (total[depth] > limit)
+      return limit + 1;
+  }
+  return total[0] > limit ? limit + 1 : total[0];
+}
+
 /* A str parameter's pattern, compiled as ^(pattern)$: the whole value must match. Returns: 0,
  * or MU_EINVAL with the message in err. */
 static int parse_pattern(const char *s, const char *where, const char *ctx, struct mu_param *p,
@@ -172,6 +266,22 @@ static int parse_pattern(const char *s, const char *where, const char *ctx, stru
   if (p->type != MU_P_STR) {
     mu_buf_printf(err, "%s: %s.pattern: only str parameters take a pattern ('%s' is %s)", where,
                   ctx, p->name, mu_ptype_names[p->type]);
+    return MU_EINVAL;
+  }
+  size_t parts = pattern_parts(s, PATTERN_MAX_PARTS);
+  if (parts == SIZE_MAX) {
+    mu_buf_printf(err,
+                  "%s: %s.pattern: '%.200s' nests its groups ( ) more than %d deep; write it "
+                  "flatter",
+                  where, ctx, s, PATTERN_MAX_DEPTH);
+    return MU_EINVAL;
+  }
+  if (parts > PATTERN_MAX_PARTS) {
+    mu_buf_printf(err,
+                  "%s: %s.pattern: '%.200s' repeats its parts past %d once its counts ({m,n}, "
+                  "+) are spelled out, and the regular expression library takes memory by the "
+                  "square of that; write it with * or smaller counts",
+                  where, ctx, s, PATTERN_MAX_PARTS);
     return MU_EINVAL;
   }
   struct mu_buf anchored = MU_BUF_INIT(PATTERN_MAX_BYTES);
