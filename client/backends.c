@@ -20,6 +20,10 @@ const struct mu_client_backend mu_client_backends[] = {
     {"etcd-v3", etcd3_aliases, "etcd-v3", "etcd",
      "H1:P,H2:P,... (the members of an etcd v3 cluster)",
      "an etcd v3 cluster through its JSON gateway", &mu__client_etcd3_ops},
+    {"c10d", NULL, "c10d", "musterd",
+     "HOST:PORT of a musterd's TCPStore listener (musterd --c10d-listen)",
+     "torchrun's default: the TCPStore port of a musterd, asked for its /v1 API",
+     &mu__client_c10d_ops},
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -2,6 +2,7 @@
  * clears the last error, lets a resolving backend resolve, and calls its backend's slot
  * (client_int.h); a join's round is checked field by field before anyone sees it. */
 #include <limits.h>
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,11 +53,21 @@ int mu_client_new(const char *endpoint, struct mu_client **out)
   return mu_client_open(mu_client_backend_of(endpoint), endpoint, out, NULL);
 }
 
+/* The kept token, wiped (as the HTTP client wipes its copy). */
+static void forget_token(struct mu_client *c)
+{
+  OPENSSL_cleanse(c->token, strlen(c->token));
+  mu_free(c->token);
+  c->token = NULL;
+}
+
 void mu_client_free(struct mu_client *c)
 {
   if (c == NULL)
     return;
   c->ops->close(c);
+  if (c->token != NULL)
+    forget_token(c);
   mu_free(c);
 }
 
@@ -72,6 +83,8 @@ int mu__client_become(struct mu_client *c, const struct mu_client_ops *ops, cons
     ops->set_timeout(c, c->timeout_ms);
   if (ops->set_cancel_fd != NULL)
     ops->set_cancel_fd(c, c->cancel_fd);
+  if (ops->set_token != NULL && c->token != NULL) /* a token given before the hand-over */
+    ops->set_token(c, c->token);
   return 0;
 }
 
@@ -91,6 +104,9 @@ void mu_client_set_cancel_fd(struct mu_client *c, int fd)
 
 void mu_client_set_token(struct mu_client *c, const char *token)
 {
+  if (c->token != NULL)
+    forget_token(c);
+  c->token = token != NULL ? mu_strdup(token) : NULL;
   if (c->ops->set_token != NULL && c->impl != NULL)
     c->ops->set_token(c, token);
 }
@@ -201,6 +217,7 @@ int mu_client_watch(struct mu_client *c, const char *run_id, const char *node_id
 int mu_client_run_info(struct mu_client *c, const char *run_id, struct mu_run_info *out)
 {
   memset(out, 0, sizeof(*out));
+  out->max_restarts = -1;
   int rc = begin(c);
   if (rc == 0)
     rc = c->ops->run_info != NULL ? c->ops->run_info(c, run_id, out)
@@ -304,6 +321,16 @@ int mu_client_runs_json(struct mu_client *c, const char *run_id, cJSON **out)
   return rc;
 }
 
+int mu_client_c10d_json(struct mu_client *c, const char *run_id, cJSON **out)
+{
+  *out = NULL;
+  int rc = begin(c);
+  if (rc == 0)
+    rc = c->ops->c10d_json != NULL ? c->ops->c10d_json(c, run_id, out)
+                                   : unsupported(c, "reading TCPStore runs");
+  return rc;
+}
+
 int mu_client_changes(struct mu_client *c, const char *run_id, long long *cursor, long timeout_ms,
                       cJSON **events)
 {
@@ -313,4 +340,54 @@ int mu_client_changes(struct mu_client *c, const char *run_id, long long *cursor
     rc = c->ops->changes != NULL ? c->ops->changes(c, run_id, cursor, timeout_ms, events)
                                  : unsupported(c, "watching runs");
   return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Goodput (goodput.h)
+ */
+
+const char *mu_report_event_name(enum mu_report_event ev)
+{
+  switch (ev) {
+  case MU_REPORT_STARTED:
+    return "started";
+  case MU_REPORT_PROGRESS:
+    return "progress";
+  case MU_REPORT_FAILED:
+    return "failed";
+  case MU_REPORT_HUNG:
+    return "hung";
+  case MU_REPORT_FAILING:
+    return "failing";
+  }
+  return "unknown";
+}
+
+int mu_client_report(struct mu_client *c, const char *run_id, const char *node_id, long round,
+                     enum mu_report_event ev, const char *reason, struct mu_report_answer *out)
+{
+  memset(out, 0, sizeof(*out));
+  out->max_restarts = -1;
+  int rc = begin(c);
+  if (rc == 0)
+    rc = c->ops->report != NULL ? c->ops->report(c, run_id, node_id, round, ev, reason, out)
+                                : unsupported(c, "reports of workers");
+  return rc;
+}
+
+int mu_client_health(struct mu_client *c, const char *run_id, const struct mu_join_opts *o,
+                     int healthy, const char *output, long ttl_ms, int *unhealthy)
+{
+  if (unhealthy != NULL)
+    *unhealthy = 0;
+  int rc = begin(c);
+  if (rc == 0)
+    rc = c->ops->health != NULL ? c->ops->health(c, run_id, o, healthy, output, ttl_ms, unhealthy)
+                                : unsupported(c, "health reports");
+  return rc;
+}
+
+void mu_client_set_hold(struct mu_client *c, int on)
+{
+  c->hold = on != 0;
 }

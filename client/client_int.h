@@ -17,6 +17,8 @@
 
 #include "muster/client.h"
 
+#include "client/goodput.h"
+
 struct mu_client_ops;
 
 /* A client: one backend's state behind one handle, used by one thread at a time. */
@@ -26,6 +28,8 @@ struct mu_client {
   long timeout_ms;                 /* calls that do not long-poll (default 10000) */
   int cancel_fd;                   /* readable = MU_ECANCELED; -1: none */
   int last_status;                 /* the HTTP status of the last answer; 0: none */
+  char *token;                     /* mu_client_set_token's, kept for mu__client_become; NULL */
+  int hold;                        /* its watches stand for the node (mu_client_set_hold) */
   char errmsg[512];                /* the words of the last failure */
 };
 
@@ -98,14 +102,26 @@ struct mu_client_ops {
    * Ownership: *events is the caller's. */
   int (*changes)(struct mu_client *c, const char *run_id, long long *cursor, long timeout_ms,
                  cJSON **events);
+  /* Optional: the torchrun runs on the service's TCPStore listener, as musterd's GET /v1/c10d
+   * (run_id NULL) or /v1/c10d/{run_id} answers (docs/c10d.md). Returns: 0; MU_ENOENT (no such
+   * run, or none kept). Ownership: *out is the caller's. */
+  int (*c10d_json)(struct mu_client *c, const char *run_id, cJSON **out);
 
-  /* New calls (goodput's standbys, health, hang records, the run's restart budget, round
-   * timings) go here, each NULL-safe as the ones above. */
+  /* Goodput (client/goodput.h): what an agent reports of its workers, its health check */
+
+  int (*report)(struct mu_client *c, const char *run_id, const char *node_id, long round,
+                enum mu_report_event ev, const char *reason, struct mu_report_answer *out);
+  int (*health)(struct mu_client *c, const char *run_id, const struct mu_join_opts *o, int healthy,
+                const char *output, long ttl_ms, int *unhealthy);
+
+  /* New calls go here, each NULL-safe as the ones above. */
 };
 
 /* The backends (their files): musterd's native /v1 API, an etcd v3 cluster. */
 extern const struct mu_client_ops mu__client_musterd_ops;
 extern const struct mu_client_ops mu__client_etcd3_ops;
+/* torchrun's c10d: a musterd's TCPStore port, resolved to that musterd (c10d.c). */
+extern const struct mu_client_ops mu__client_c10d_ops;
 
 /* Writes the words of a failure into c->errmsg (cut at its size). */
 void mu__client_say(struct mu_client *c, const char *fmt, ...)

@@ -118,6 +118,19 @@ static int etcd3_kv_delete(struct mu_client *c, const char *run_id, const char *
   return said(c, mu_etcd3_kv_delete(etcd_of(c), run_id, key));
 }
 
+static int etcd3_report(struct mu_client *c, const char *run_id, const char *node_id, long round,
+                        enum mu_report_event ev, const char *reason, struct mu_report_answer *out)
+{
+  return said(c, mu_etcd3_report(etcd_of(c), run_id, node_id, round, ev, reason, out));
+}
+
+static int etcd3_health(struct mu_client *c, const char *run_id, const struct mu_join_opts *o,
+                        int healthy, const char *output, long ttl_ms, int *unhealthy)
+{
+  (void)ttl_ms; /* the record lives as long as the agent's lease */
+  return said(c, mu_etcd3_health(etcd_of(c), run_id, o, healthy, output, unhealthy));
+}
+
 static int etcd3_runs_json(struct mu_client *c, const char *run_id, cJSON **out)
 {
   struct mu_etcd3 *e = etcd_of(c);
@@ -156,4 +169,6 @@ const struct mu_client_ops mu__client_etcd3_ops = {
     .kv_delete = etcd3_kv_delete,
     .runs_json = etcd3_runs_json,
     .changes = etcd3_changes,
+    .report = etcd3_report,
+    .health = etcd3_health,
 };

@@ -28,6 +28,17 @@
  *   n/<L>/<id>   node id waits for (L = N - 1: is in) round L + 1; leased
  *   b/<name>/g, b/<name>/a/<G>/<id>   barrier generation and arrivals
  *   kv/<key>     the run's KV
+ * and the run's goodput (etcd3_goodput.c; docs/rendezvous.md "Goodput"):
+ *   c/restarts   {"count": N}: the run's restarts (its budget is c/cfg's max_restarts)
+ *   g/<R>        how round R ended, by the first report or loss: {"end", "counted", "why",
+ *                "node", "time_ms"}
+ *   t/<R>        round R's timings: {"closed_ms", "nnodes", "world", "restart_count"}
+ *   s/<R>/<id>   node id's workers of round R started: {"t"}
+ *   p/<R>        round R's first progress: {"t", "node"}
+ *   q/<R>/<id>   node id asks who of round R is alive (before counting its failure)
+ *   r/<R>/<id>   node id answered: alive
+ *   u/<id>       node id's health check failed: {"output", "since_ms", "last_ms", "checks"};
+ *                leased (the agent's lease)
  *
  * The files, one per section: etcd3_gateway.c (base64 and the JSON of etcd's gateway),
  * etcd3_transport.c (members, failover, login, calls), etcd3_watch.c (watch streams),
@@ -44,6 +55,8 @@
 #include <cjson/cJSON.h>
 
 #include "muster/client.h"
+
+#include "client/goodput.h"
 
 #define MU_ETCD3_SCHEME "etcd-v3://"
 
@@ -146,11 +159,30 @@ int mu_etcd3_wait_change(struct mu_etcd3 *e, const char *run_id, long long after
 /* mu_client_run_info() on etcd. Returns: as mu_etcd3_run_json(). */
 int mu_etcd3_run_info(struct mu_etcd3 *e, const char *run_id, struct mu_run_info *out);
 
+/* etcd3_goodput.c: client/goodput.h's calls on etcd, same arguments and results */
+int mu_etcd3_report(struct mu_etcd3 *e, const char *run_id, const char *node_id, long round,
+                    enum mu_report_event ev, const char *reason, struct mu_report_answer *out);
+int mu_etcd3_health(struct mu_etcd3 *e, const char *run_id, const struct mu_join_opts *o,
+                    int healthy, const char *output, int *unhealthy);
+/* Appends to run object o (mu_etcd3_run_json()) what musterd's GET /v1/runs/{id} says of the
+ * run's goodput: restart_count, max_restarts, standbys, unhealthy, timings. `cfg` is c/cfg,
+ * `round` c/round, `waiting` the nodes at the latest round's level. Returns: 0 or a call's
+ * error. */
+int mu__etcd3_goodput_json(struct mu_etcd3 *e, const char *run, const cJSON *cfg,
+                           const cJSON *round, long waiting, cJSON *o);
+/* Answers a probe of round r (q/<r>/<asker>): this node is alive (r/<r>/<id>). */
+int mu__etcd3_probe_answer(struct mu_etcd3 *e, const char *run, long r, const char *id);
+/* Creates the run's configuration as a join would, or checks this node's against it (join's
+ * begin; etcd3_join.c). Returns: 0, MU_ESTATE, MU_ECLOSED / MU_ESHUT, or a call's error. */
+int mu__etcd3_run_begin(struct mu_etcd3 *e, const char *run_id, const struct mu_join_opts *o);
+
 /* ---------------------------------------------------------------------------------------------
  * Shared by the backend's files (etcd3_transport.c unless said)
  */
 
 long long mu__etcd3_now_ms(void);
+/* The wall clock in Unix ms (the timings a run keeps). */
+long long mu__etcd3_wall_ms(void);
 /* Writes the words of a failure into e->errmsg. */
 void mu__etcd3_say(struct mu_etcd3 *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Sleeps ms or until the cancel fd is readable. Returns: 1 when canceled. */

@@ -24,6 +24,7 @@ struct joinst {
   const struct mu_join_opts *o;
   char *endk, *roundk; /* c/end, c/round of the run */
   long min, max, last_call;
+  long max_restarts;      /* the run's restart budget (c/cfg); -1: none kept */
   cJSON *round;           /* the latest round's value, NULL before round 1 */
   long long round_mod;    /* its mod revision, 0 when absent */
   long long rev;          /* the revision everything above was read at */
@@ -54,14 +55,57 @@ static int big_run(const struct joinst *s)
   return s->max > ETCD3_MEMBERS_INLINE;
 }
 
+/* Checks the run's configuration `kv` (c/cfg) against this node's; a run that keeps no restart
+ * budget takes the first one a node gives (a compare-and-swap of c/cfg). Returns: 0 with
+ * s->max_restarts the run's, MU_ESTATE (config_mismatch), or a call's error. */
+static int cfg_check(struct joinst *s, const char *cfgk, const cJSON *kv)
+{
+  struct mu_etcd3 *e = s->e;
+  cJSON *cur = mu__etcd3_kv_json(kv);
+  long hmin = mu_json_get_long(cur, "min_nodes", -1), hmax = mu_json_get_long(cur, "max_nodes", -1);
+  long hmr = mu_json_get_long(cur, "max_restarts", -1);
+  int rc = 0;
+  if (hmin != s->min || hmax != s->max) {
+    mu__etcd3_say(e, "run '%s' has --nnodes %ld:%ld, this node asks for %ld:%ld (config_mismatch)",
+                  s->run, hmin, hmax, s->min, s->max);
+    rc = MU_ESTATE;
+  } else if (s->o->budget && hmr >= 0 && hmr != s->o->max_restarts) {
+    mu__etcd3_say(e,
+                  "run '%s' has max_restarts %ld but this node asks for %ld; the restart budget "
+                  "is the run's: use the same --max-restarts on every node (config_mismatch)",
+                  s->run, hmr, s->o->max_restarts);
+    rc = MU_ESTATE;
+  } else if (s->o->budget && hmr < 0) { /* adopt it: the first budget given */
+    cJSON_AddNumberToObject(cur, "max_restarts", (double)s->o->max_restarts);
+    char *txt = cJSON_PrintUnformatted(cur);
+    struct mu__etcd3_txn t;
+    mu__etcd3_txn_init(&t);
+    cJSON_AddItemToArray(
+        t.compare, mu__etcd3_cmp(cfgk, NULL, "MOD", "EQUAL", mu__etcd3_int(kv, "mod_revision")));
+    cJSON_AddItemToArray(t.success, mu__etcd3_op_put(cfgk, txt, strlen(txt), NULL));
+    cJSON *ans = NULL;
+    rc = mu__etcd3_txn_run(e, &t, &ans); /* lost the race: another node set one; read it later */
+    cJSON_Delete(ans);
+    cJSON_free(txt);
+    hmr = s->o->max_restarts;
+  }
+  s->max_restarts = hmr;
+  cJSON_Delete(cur);
+  return rc;
+}
+
 /* Creates the run's configuration or checks ours against it; reads the end and the round. */
 static int join_begin(struct joinst *s)
 {
   struct mu_etcd3 *e = s->e;
   char *cfgk = mu__etcd3_key_of(s->run, "c/cfg");
-  char cfg[256];
-  snprintf(cfg, sizeof(cfg), "{\"min_nodes\":%ld,\"max_nodes\":%ld,\"last_call_ms\":%ld}", s->min,
-           s->max, s->last_call);
+  char cfg[320];
+  snprintf(cfg, sizeof(cfg),
+           "{\"min_nodes\":%ld,\"max_nodes\":%ld,\"last_call_ms\":%ld,\"max_restarts\":%ld,"
+           "\"created_ms\":%lld}",
+           s->min, s->max, s->last_call, s->o->budget ? s->o->max_restarts : -1,
+           mu__etcd3_wall_ms());
+  s->max_restarts = s->o->budget ? s->o->max_restarts : -1;
   /* A read first (no write when the run exists: a read-only txn costs no raft entry), then
    * the create-if-absent txn when it does not. Either answer holds cfg, end, round at 0-2. */
   cJSON *ans = NULL;
@@ -87,17 +131,9 @@ static int join_begin(struct joinst *s)
       goto out;
     int exists = create ? !mu__etcd3_txn_ok(ans) : mu__etcd3_txn_ok(ans);
     if (exists) {
-      cJSON *cur = mu__etcd3_kv_json(mu__etcd3_range_first(mu__etcd3_txn_range(ans, 0)));
-      long hmin = mu_json_get_long(cur, "min_nodes", -1);
-      long hmax = mu_json_get_long(cur, "max_nodes", -1);
-      cJSON_Delete(cur);
-      if (hmin != s->min || hmax != s->max) {
-        mu__etcd3_say(e,
-                      "run '%s' has --nnodes %ld:%ld, this node asks for %ld:%ld (config_mismatch)",
-                      s->run, hmin, hmax, s->min, s->max);
-        rc = MU_ESTATE;
+      rc = cfg_check(s, cfgk, mu__etcd3_range_first(mu__etcd3_txn_range(ans, 0)));
+      if (rc != 0)
         goto out;
-      }
       break;
     }
     fresh = create; /* created it */
@@ -173,6 +209,9 @@ static int join_put(struct joinst *s, long n)
   char lease[32];
   mu__etcd3_lease_now(e, lease, sizeof(lease));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_put(mine, val, strlen(val), lease));
+  char *sick = mu__etcd3_key_of(s->run, "u/%s", s->id); /* joining: its check passed */
+  cJSON_AddItemToArray(t.success, mu__etcd3_op_del(sick, NULL));
+  mu_free(sick);
   add_count_reads(t.success, s, n);
   add_state_reads(t.failure, s);
   cJSON *ans = NULL;
@@ -186,7 +225,7 @@ static int join_put(struct joinst *s, long n)
     e->my_key = mine;
     mine = NULL;
     e->level = n;
-    take_counts(s, ans, moved + 1, n);
+    take_counts(s, ans, moved + 2, n);
   } else {
     take_state(s, ans, 0);
   }
@@ -231,14 +270,22 @@ static int cand_cmp(const void *a, const void *b)
 }
 
 /* Reads the nodes at level n (their keys at revision *rev), sorted as the round takes them:
- * the previous round's members first in their order, then newcomers in join order.
+ * the previous round's members first in their order, then newcomers in join order; with more
+ * candidates than places, the member whose failure ended round n (g/<n>) after the newcomers
+ * (a standby takes its place). Also reads the run's restart count into *restarts.
  * Returns: 0 with *c (nc entries, pointing into *ans; both the caller's), or an error. */
 static int close_candidates(struct joinst *s, const char *lvl, const char *lvl_end, cJSON **ans,
-                            struct cand **c, size_t *nc, long long *rev)
+                            struct cand **c, size_t *nc, long long *rev, long *restarts)
 {
   struct mu__etcd3_txn t;
   mu__etcd3_txn_init(&t);
+  long n = mu__etcd3_round_no(s->round);
+  char *rk = mu__etcd3_key_of(s->run, "c/restarts"), *gk = mu__etcd3_key_of(s->run, "g/%ld", n);
   cJSON_AddItemToArray(t.success, mu__etcd3_op_range(lvl, lvl_end, E3_ALL));
+  cJSON_AddItemToArray(t.success, mu__etcd3_op_range(rk, NULL, E3_ALL));
+  cJSON_AddItemToArray(t.success, mu__etcd3_op_range(gk, NULL, E3_ALL));
+  mu_free(rk);
+  mu_free(gk);
   cJSON *prev = cJSON_Duplicate(s->round, 1); /* the previous round with its members */
   int rc = mu__etcd3_attach_members(s->e, s->run, prev);
   if (rc == 0)
@@ -250,6 +297,11 @@ static int close_candidates(struct joinst *s, const char *lvl, const char *lvl_e
     return rc;
   }
   *rev = mu__etcd3_header_rev(*ans);
+  cJSON *cnt = mu__etcd3_kv_json(mu__etcd3_range_first(mu__etcd3_txn_range(*ans, 1)));
+  cJSON *ended = mu__etcd3_kv_json(mu__etcd3_range_first(mu__etcd3_txn_range(*ans, 2)));
+  *restarts = mu_json_get_long(cnt, "count", 0);
+  const char *failed =
+      mu_json_get_bool(ended, "counted", 0) ? mu_json_get_str(ended, "node") : NULL;
   const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(mu__etcd3_txn_range(*ans, 0), "kvs"), *kv;
   size_t i = 0;
   *nc = (size_t)cJSON_GetArraySize(kvs);
@@ -266,20 +318,25 @@ static int close_candidates(struct joinst *s, const char *lvl, const char *lvl_e
     int p = prev != NULL ? mu__etcd3_member_index(prev, ci->id) : -1;
     ci->prev = p >= 0 ? p : 1 << 30;
   }
+  for (i = 0; failed != NULL && *nc > (size_t)s->max && i < *nc; i++)
+    if (strcmp((*c)[i].id, failed) == 0)
+      (*c)[i].prev = (1 << 30) + 1; /* after the standbys */
   qsort(*c, *nc, sizeof(**c), cand_cmp);
   cJSON_Delete(prev);
+  cJSON_Delete(cnt);
+  cJSON_Delete(ended);
   return 0;
 }
 
 /* The values of a closing round: the member list, the head every value starts with, and in a
  * big run the members by bucket. */
 struct closing {
-  struct mu_buf list, head;
+  struct mu_buf list, head, timing;
   struct mu_buf bucket[ETCD3_BUCKETS];
 };
 
 static void closing_build(struct joinst *s, long n, const struct cand *c, size_t take,
-                          struct closing *v)
+                          long restarts, struct closing *v)
 {
   long world = 0, port0 = 0;
   char addr0[260] = "";
@@ -307,14 +364,20 @@ static void closing_build(struct joinst *s, long n, const struct cand *c, size_t
   mu_buf_putc(&v->list, ']');
   mu_buf_printf(&v->head,
                 "{\"round\":%ld,\"max\":%ld,\"ttl\":%ld,\"nnodes\":%zu,\"world\":%ld,"
-                "\"master_addr\":\"%s\",\"master_port\":%ld,",
-                n + 1, s->max, s->e->ttl_ms, take, world, addr0, port0);
+                "\"master_addr\":\"%s\",\"master_port\":%ld,\"restart_count\":%ld,"
+                "\"max_restarts\":%ld,",
+                n + 1, s->max, s->e->ttl_ms, take, world, addr0, port0, restarts, s->max_restarts);
+  mu_buf_init(&v->timing, SIZE_MAX); /* t/<n+1>: where the time went (etcd3_goodput.c) */
+  mu_buf_printf(&v->timing,
+                "{\"closed_ms\":%lld,\"nnodes\":%zu,\"world\":%ld,\"restart_count\":%ld}",
+                mu__etcd3_wall_ms(), take, world, restarts);
 }
 
 static void closing_release(struct closing *v)
 {
   mu_buf_release(&v->list);
   mu_buf_release(&v->head);
+  mu_buf_release(&v->timing);
   for (int b = 0; b < ETCD3_BUCKETS; b++)
     mu_buf_release(&v->bucket[b]);
 }
@@ -332,6 +395,9 @@ static cJSON *closing_puts(struct joinst *s, long n, const struct closing *v, cJ
     mu_buf_printf(&val, "%s\"buckets\":%d}", mu_buf_str(&v->head), ETCD3_BUCKETS);
   }
   cJSON_AddItemToArray(ops, mu__etcd3_op_put(s->roundk, val.data, val.len, NULL));
+  char *tk = mu__etcd3_key_of(s->run, "t/" ETCD3_LEVEL, n + 1);
+  cJSON_AddItemToArray(ops, mu__etcd3_op_put(tk, v->timing.data, v->timing.len, NULL));
+  mu_free(tk);
   if (big_run(s)) {
     char *mk = mu__etcd3_key_of(s->run, "m/" ETCD3_LEVEL, n + 1);
     mu_buf_clear(&val);
@@ -363,11 +429,12 @@ static int join_close(struct joinst *s, long n)
   struct cand *c = NULL;
   size_t nc = 0;
   long long rev = 0;
-  int rc = close_candidates(s, lvl, lvl_end, &ans, &c, &nc, &rev);
+  long restarts = 0;
+  int rc = close_candidates(s, lvl, lvl_end, &ans, &c, &nc, &rev, &restarts);
   if (rc != 0)
     goto out;
   struct closing v;
-  closing_build(s, n, c, nc < (size_t)s->max ? nc : (size_t)s->max, &v);
+  closing_build(s, n, c, nc < (size_t)s->max ? nc : (size_t)s->max, restarts, &v);
   struct mu__etcd3_txn t;
   mu__etcd3_txn_init(&t);
   add_round_same(t.compare, s);
@@ -602,6 +669,20 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
       rc = join_decide(&s, n);
     }
   }
+  join_release(&s);
+  return rc;
+}
+
+int mu__etcd3_run_begin(struct mu_etcd3 *e, const char *run_id, const struct mu_join_opts *o)
+{
+  e->errmsg[0] = '\0';
+  if (!join_args_ok(e, run_id, o))
+    return MU_EINVAL;
+  struct joinst s;
+  join_init(&s, e, run_id, o);
+  int rc = join_begin(&s);
+  if (rc == 0)
+    rc = s.ended;
   join_release(&s);
   return rc;
 }

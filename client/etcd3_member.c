@@ -100,7 +100,9 @@ struct watchst {
   cJSON *round;
   long nnodes, max;
   char *endk, *roundk, *level, *old, *done;
-  char **gone; /* ids of members that left successfully */
+  char *gk, *qp, *mine_r; /* g/<n> (the round ended), q/<n>/ (probes), r/<n>/<id> (answered) */
+  int probe;              /* a probe of round n came: answer it, then watch on */
+  char **gone;            /* ids of members that left successfully */
   size_t ngone;
   char **lost; /* members whose key vanished: lost unless it is back within one TTL */
   size_t nlost;
@@ -149,7 +151,13 @@ static void back_lost(struct watchst *w, const char *id)
 
 static void watch_key(struct watchst *w, const char *k, int del, const cJSON *kv)
 {
-  if (strcmp(k, w->endk) == 0 && !del) {
+  if (strcmp(k, w->gk) == 0 && !del) { /* a member's report or a loss ended the round */
+    if (w->ev == MU_WATCH_NONE || w->ev == MU_WATCH_WAITING)
+      w->ev = MU_WATCH_BROKEN;
+  } else if (strncmp(k, w->qp, strlen(w->qp)) == 0 && !del) {
+    if (strcmp(mu__etcd3_id_of_key(k), w->id) != 0)
+      w->probe = 1; /* another member asks who is alive */
+  } else if (strcmp(k, w->endk) == 0 && !del) {
     cJSON *j = mu__etcd3_kv_json(kv);
     const char *st = mu_json_get_str(j, "state");
     w->ev = st != NULL && strcmp(st, "shut") == 0 ? MU_WATCH_SHUT : MU_WATCH_CLOSED;
@@ -189,7 +197,7 @@ static int watch_events(void *arg, const cJSON *events)
     mu_free(k);
   }
   /* a broken round wins over waiting nodes seen in the same answer */
-  int again = w->lost_new;
+  int again = w->lost_new || w->probe;
   w->lost_new = 0;
   return w->ev != before || w->ev != MU_WATCH_NONE || again;
 }
@@ -207,6 +215,9 @@ static void watch_init(struct watchst *w, struct mu_etcd3 *e, const char *run_id
   w->level = mu__etcd3_key_of(run_id, "n/" ETCD3_LEVEL "/", round);
   w->old = mu__etcd3_key_of(run_id, "n/" ETCD3_LEVEL "/", round - 1);
   w->done = mu__etcd3_key_of(run_id, "d/" ETCD3_LEVEL "/", round);
+  w->gk = mu__etcd3_key_of(run_id, "g/%ld", round);
+  w->qp = mu__etcd3_key_of(run_id, "q/%ld/", round);
+  w->mine_r = mu__etcd3_key_of(run_id, "r/%ld/%s", round, node_id);
 }
 
 static void watch_release(struct watchst *w)
@@ -223,6 +234,9 @@ static void watch_release(struct watchst *w)
   mu_free(w->level);
   mu_free(w->old);
   mu_free(w->done);
+  mu_free(w->gk);
+  mu_free(w->qp);
+  mu_free(w->mine_r);
 }
 
 /* One read of what the watch starts from: c/end, c/round, the keys of the round's members
@@ -236,6 +250,9 @@ static int watch_read(struct watchst *w, cJSON **ans)
   cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(w->old, E3_KEYS));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(w->level, E3_KEYS));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(w->done, E3_KEYS));
+  cJSON_AddItemToArray(t.success, mu__etcd3_op_range(w->gk, NULL, E3_KEYS));
+  cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(w->qp, E3_KEYS));
+  cJSON_AddItemToArray(t.success, mu__etcd3_op_range(w->mine_r, NULL, E3_KEYS));
   return mu__etcd3_txn_run(w->e, &t, ans);
 }
 
@@ -304,10 +321,21 @@ static int watch_start(struct watchst *w, const cJSON *ans)
   long r = mu__etcd3_round_no(w->round);
   if (r > w->n)
     w->ev = MU_WATCH_SUPERSEDED;
-  else if (r < w->n || mu__etcd3_member_index(w->round, w->id) < 0)
-    w->ev = MU_WATCH_BROKEN;
+  else if (r < w->n || mu__etcd3_member_index(w->round, w->id) < 0 ||
+           mu__etcd3_range_first(mu__etcd3_txn_range(ans, 5)) != NULL)
+    w->ev = MU_WATCH_BROKEN; /* not a member, or g/<n>: the round ended */
   if (w->ev != MU_WATCH_NONE)
     return 0;
+  /* a probe this node has not answered (it came while no watch was open) */
+  const cJSON *q;
+  cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(mu__etcd3_txn_range(ans, 6), "kvs"))
+  {
+    char *k = mu__etcd3_unb64(mu_json_get_str(q, "key"), NULL);
+    if (strcmp(mu__etcd3_id_of_key(k), w->id) != 0 &&
+        mu__etcd3_range_first(mu__etcd3_txn_range(ans, 7)) == NULL)
+      w->probe = 1;
+    mu_free(k);
+  }
   find_lost(w, ans);
   const cJSON *kv;
   cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(mu__etcd3_txn_range(ans, 3), "kvs"))
@@ -323,10 +351,17 @@ static int watch_start(struct watchst *w, const cJSON *ans)
  * TTL passed, or the deadline. Returns: 0 (w->ev says what), or an error. */
 static int watch_stream(struct watchst *w, long long from, long long deadline)
 {
-  char *cprefix = mu__etcd3_key_of(w->run, "c/"), *wend = mu__etcd3_prefix_end(w->level);
+  /* [c/, q/<n>/\xff): the run's c/ keys, g/<n>, the levels up to n, the probes of round n */
+  char *cprefix = mu__etcd3_key_of(w->run, "c/"), *wend = mu__etcd3_prefix_end(w->qp);
   struct mu__etcd3_range rs[1] = {{cprefix, wend, 0}};
   int rc = 0;
   for (;;) {
+    if (w->probe) { /* alive: answered at once, and the watch goes on */
+      w->probe = 0;
+      rc = mu__etcd3_probe_answer(w->e, w->run, w->n, w->id);
+      if (rc != 0)
+        break;
+    }
     long long until = w->nlost > 0 && w->lost_until < deadline ? w->lost_until : deadline;
     w->lost_new = 0;
     rc = mu__etcd3_watch_ranges(w->e, rs, 1, from, until, watch_events, w, &from);
@@ -338,6 +373,8 @@ static int watch_stream(struct watchst *w, long long from, long long deadline)
       rc = 0;
     if (rc != 0 || w->ev != MU_WATCH_NONE)
       break;
+    if (w->probe)
+      continue;
     if (w->nlost > 0 && mu__etcd3_now_ms() >= w->lost_until) {
       w->ev = MU_WATCH_BROKEN;
       break;
@@ -390,6 +427,7 @@ int mu_etcd3_end(struct mu_etcd3 *e, const char *run_id, int succeeded, const ch
   cJSON_AddStringToObject(v, "state", succeeded ? "closed" : "shut");
   if (reason != NULL)
     cJSON_AddStringToObject(v, "reason", reason);
+  cJSON_AddNumberToObject(v, "time_ms", (double)mu__etcd3_wall_ms());
   char *txt = cJSON_PrintUnformatted(v);
   cJSON_Delete(v);
   struct mu__etcd3_txn t;

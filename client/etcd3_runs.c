@@ -150,6 +150,11 @@ int mu_etcd3_run_json(struct mu_etcd3 *e, const char *run_id, cJSON **out)
     long waiting = 0, present = 0;
     count_nodes(&k, ans, round, &waiting, &present);
     *out = run_object(run_id, cfg, end, round, waiting, present);
+    rc = mu__etcd3_goodput_json(e, run_id, cfg, round, waiting, *out);
+    if (rc != 0) {
+      cJSON_Delete(*out);
+      *out = NULL;
+    }
   }
   cJSON_Delete(cfg);
   cJSON_Delete(end);
@@ -192,11 +197,13 @@ int mu_etcd3_runs_json(struct mu_etcd3 *e, cJSON **out)
       int g = mu_etcd3_run_json(e, k + strlen("/muster/"), &r);
       if (g == 0) {
         cJSON *s = cJSON_CreateObject();
-        static const char *const keep[] = {"run_id",      "state",  "round",
-                                           "round_state", "nnodes", "waiting"};
+        static const char *const keep[] = {"run_id", "state",   "round",    "round_state",
+                                           "nnodes", "waiting", "standbys", "restart_count"};
         for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
           cJSON_AddItemToObject(s, keep[i],
                                 cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(r, keep[i]), 1));
+        cJSON_AddNumberToObject(
+            s, "unhealthy", cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "unhealthy")));
         cJSON_AddItemToArray(list, s);
       } else if (g != MU_ENOENT) {
         rc = g;
@@ -228,6 +235,17 @@ int mu_etcd3_run_info(struct mu_etcd3 *e, const char *run_id, struct mu_run_info
     out->max_nodes = (int)mu_json_get_long(r, "max_nodes", 0);
     snprintf(out->state, sizeof(out->state), "%s", mu_json_get_str(r, "state"));
     snprintf(out->round_state, sizeof(out->round_state), "%s", mu_json_get_str(r, "round_state"));
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "unhealthy");
+    const cJSON *mr = cJSON_GetObjectItemCaseSensitive(r, "max_restarts");
+    const cJSON *u0 = cJSON_GetArrayItem(u, 0);
+    const char *id = mu_json_get_str(u0, "node_id"), *o = mu_json_get_str(u0, "output");
+    out->standbys = (int)mu_json_get_long(r, "standbys", 0);
+    out->restart_count = (int)mu_json_get_long(r, "restart_count", 0);
+    out->max_restarts = cJSON_IsNumber(mr) ? (long)mr->valuedouble : -1;
+    out->unhealthy = cJSON_GetArraySize(u);
+    snprintf(out->unhealthy_node, sizeof(out->unhealthy_node), "%s", id ? id : "");
+    snprintf(out->unhealthy_why, sizeof(out->unhealthy_why), "%.*s", o ? (int)strcspn(o, "\n") : 0,
+             o ? o : "");
   }
   cJSON_Delete(r);
   return rc;

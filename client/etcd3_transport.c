@@ -29,6 +29,13 @@ long long mu__etcd3_now_ms(void)
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+long long mu__etcd3_wall_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void mu__etcd3_say(struct mu_etcd3 *e, const char *fmt, ...)
 {
   va_list ap;

@@ -274,6 +274,8 @@ static cJSON *join_request(const struct mu_join_opts *o)
     cJSON_AddNumberToObject(req, "join_timeout_ms", (double)o->join_timeout_ms);
   if (o->lease_ttl_ms > 0)
     cJSON_AddNumberToObject(req, "lease_ttl_ms", (double)o->lease_ttl_ms);
+  if (o->budget)
+    cJSON_AddNumberToObject(req, "max_restarts", (double)o->max_restarts);
   return req;
 }
 
@@ -344,6 +346,10 @@ static int read_round(struct mu_client *c, const cJSON *ans, const struct mu_joi
   if (rc == 0)
     rc = mu__answer_long(ans, what, "lease_ttl_ms", 0, 10000, 1, LONG_MAX, &out->lease_ttl_ms, e,
                          en);
+  if (rc == 0)
+    rc = int_field(c, ans, what, "restart_count", 0, 0, 0, &out->restart_count);
+  if (rc == 0)
+    rc = mu__answer_long(ans, what, "max_restarts", 0, -1, 0, LONG_MAX, &out->max_restarts, e, en);
   if (rc == 0)
     rc = read_members(c, ans, out);
   return rc;
@@ -429,7 +435,8 @@ static int musterd_watch(struct mu_client *c, const char *run_id, const char *no
   if (rc == 0)
     rc = put_escaped(&q, node_id, 0);
   if (rc == 0)
-    rc = mu_buf_printf(&q, "&round=%ld&timeout_ms=%ld", round, timeout_ms);
+    rc = mu_buf_printf(&q, "&round=%ld&timeout_ms=%ld%s", round, timeout_ms,
+                       c->hold ? "&lost_on_close=1" : "");
   if (rc == 0)
     rc = run_path(&path, run_id, "watch", NULL, q.data);
   if (rc != 0) {
@@ -446,6 +453,23 @@ out:
   mu_buf_release(&path);
   mu_buf_release(&q);
   return rc;
+}
+
+/* The goodput of GET /v1/runs/{id} into `out`: standbys, unhealthy nodes (the first with its
+ * output's first line), the restart count and budget. */
+static void run_info_goodput(const cJSON *ans, struct mu_run_info *out)
+{
+  const cJSON *u = cJSON_GetObjectItemCaseSensitive(ans, "unhealthy");
+  const cJSON *mr = cJSON_GetObjectItemCaseSensitive(ans, "max_restarts");
+  out->standbys = (int)mu_json_get_long(ans, "standbys", 0);
+  out->restart_count = (int)mu_json_get_long(ans, "restart_count", 0);
+  out->max_restarts = cJSON_IsNumber(mr) ? (long)mr->valuedouble : -1;
+  out->unhealthy = cJSON_IsArray(u) ? cJSON_GetArraySize(u) : 0;
+  const cJSON *first = cJSON_IsArray(u) ? cJSON_GetArrayItem(u, 0) : NULL;
+  const char *id = mu_json_get_str(first, "node_id"), *o = mu_json_get_str(first, "output");
+  snprintf(out->unhealthy_node, sizeof(out->unhealthy_node), "%s", id ? id : "");
+  snprintf(out->unhealthy_why, sizeof(out->unhealthy_why), "%.*s", o ? (int)strcspn(o, "\n") : 0,
+           o ? o : "");
 }
 
 static int musterd_run_info(struct mu_client *c, const char *run_id, struct mu_run_info *out)
@@ -468,6 +492,7 @@ static int musterd_run_info(struct mu_client *c, const char *run_id, struct mu_r
   const char *st = mu_json_get_str(ans, "state"), *rs = mu_json_get_str(ans, "round_state");
   snprintf(out->state, sizeof(out->state), "%s", st ? st : "");
   snprintf(out->round_state, sizeof(out->round_state), "%s", rs ? rs : "");
+  run_info_goodput(ans, out);
 out:
   cJSON_Delete(ans);
   mu_buf_release(&path);
@@ -644,6 +669,22 @@ static int musterd_runs_json(struct mu_client *c, const char *run_id, cJSON **ou
   return rc;
 }
 
+static int musterd_c10d_json(struct mu_client *c, const char *run_id, cJSON **out)
+{
+  struct mu_buf path = MU_BUF_INIT(1024);
+  int rc = mu_buf_puts(&path, run_id != NULL ? "/v1/c10d/" : "/v1/c10d");
+  if (rc == 0 && run_id != NULL)
+    rc = put_escaped(&path, run_id, 0);
+  if (rc != 0) {
+    mu_buf_release(&path);
+    return MU_EINVAL;
+  }
+  struct exchange x = {"GET", path.data, NULL, NULL, 0, 0, MAX_RUNS, out, NULL};
+  rc = exchange(c, &x);
+  mu_buf_release(&path);
+  return rc;
+}
+
 static int musterd_changes(struct mu_client *c, const char *run_id, long long *cursor,
                            long timeout_ms, cJSON **events)
 {
@@ -665,6 +706,71 @@ static int musterd_changes(struct mu_client *c, const char *run_id, long long *c
   return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Goodput: reports and health checks (docs/rendezvous.md, "Goodput")
+ */
+
+static int musterd_report(struct mu_client *c, const char *run_id, const char *node_id, long round,
+                          enum mu_report_event ev, const char *reason, struct mu_report_answer *out)
+{
+  struct mu_buf path = MU_BUF_INIT(1024);
+  cJSON *req = NULL, *ans = NULL;
+  int rc = run_path(&path, run_id, "report", NULL, NULL);
+  if (rc != 0 || node_id == NULL || round < 1) {
+    rc = MU_EINVAL;
+    goto out;
+  }
+  if (ev == MU_REPORT_FAILING) /* musterd sees a lost member's closed watch at once */
+    goto out;
+  req = cJSON_CreateObject();
+  cJSON_AddStringToObject(req, "node_id", node_id);
+  cJSON_AddNumberToObject(req, "round", (double)round);
+  cJSON_AddStringToObject(req, "event", mu_report_event_name(ev));
+  if (reason != NULL)
+    cJSON_AddStringToObject(req, "reason", reason);
+  rc = call_json(c, "POST", path.data, req, 0, &ans);
+  if (rc != 0)
+    goto out;
+  const char *st = mu_json_get_str(ans, "state"), *why = mu_json_get_str(ans, "reason");
+  const cJSON *mr = cJSON_GetObjectItemCaseSensitive(ans, "max_restarts");
+  snprintf(out->state, sizeof(out->state), "%s", st ? st : "");
+  snprintf(out->reason, sizeof(out->reason), "%s", why ? why : "");
+  out->counted = mu_json_get_bool(ans, "counted", 0);
+  out->restart_count = (int)mu_json_get_long(ans, "restart_count", 0);
+  out->max_restarts = cJSON_IsNumber(mr) ? (long)mr->valuedouble : -1;
+out:
+  cJSON_Delete(req);
+  cJSON_Delete(ans);
+  mu_buf_release(&path);
+  return rc;
+}
+
+static int musterd_health(struct mu_client *c, const char *run_id, const struct mu_join_opts *o,
+                          int healthy, const char *output, long ttl_ms, int *unhealthy)
+{
+  struct mu_buf path = MU_BUF_INIT(1024);
+  cJSON *req = NULL, *ans = NULL;
+  int rc = run_path(&path, run_id, "health", NULL, NULL);
+  if (rc != 0 || o == NULL || o->node_id == NULL || o->addr == NULL) {
+    rc = MU_EINVAL;
+    goto out;
+  }
+  req = join_request(o);
+  cJSON_AddBoolToObject(req, "healthy", healthy != 0);
+  if (output != NULL)
+    cJSON_AddStringToObject(req, "output", output);
+  if (ttl_ms > 0)
+    cJSON_AddNumberToObject(req, "ttl_ms", (double)ttl_ms);
+  rc = call_json(c, "POST", path.data, req, 0, &ans);
+  if (rc == 0 && unhealthy != NULL)
+    *unhealthy = (int)mu_json_get_long(ans, "unhealthy", 0);
+out:
+  cJSON_Delete(req);
+  cJSON_Delete(ans);
+  mu_buf_release(&path);
+  return rc;
+}
+
 const struct mu_client_ops mu__client_musterd_ops = {
     .open = musterd_open,
     .close = musterd_close,
@@ -684,4 +790,7 @@ const struct mu_client_ops mu__client_musterd_ops = {
     .kv_delete = musterd_kv_delete,
     .runs_json = musterd_runs_json,
     .changes = musterd_changes,
+    .c10d_json = musterd_c10d_json,
+    .report = musterd_report,
+    .health = musterd_health,
 };

@@ -25,6 +25,7 @@ void mu_failrec_release(struct mu_failrec *r)
   mu_free(r->source);
   mu_free(r->exception);
   mu_free(r->details);
+  mu_free(r->hung);
   memset(r, 0, sizeof(*r));
 }
 
@@ -83,6 +84,10 @@ char *mu_failrec_to_json(const struct mu_failrec *r)
   cJSON_AddNumberToObject(m, "time_ms", (double)r->time_ms);
   add_str(m, "source", r->source);
   add_str(m, "exception", r->exception ? r->exception : "");
+  if (r->hung != NULL) {
+    cJSON_AddStringToObject(m, "hung", r->hung);
+    cJSON_AddBoolToObject(m, "waiting", r->waiting != 0);
+  }
   char *s = cJSON_PrintUnformatted(root);
   char *out = mu_strdup(s);
   cJSON_free(s);
@@ -140,6 +145,8 @@ int mu_failrec_parse(const char *text, size_t len, struct mu_failrec *out)
     out->time_ms = (long long)mu_json_get_double(m, "time_ms", 0);
     out->source = dup_or_null(mu_json_get_str(m, "source"));
     out->exception = dup_or_null(mu_json_get_str(m, "exception"));
+    out->hung = dup_or_null(mu_json_get_str(m, "hung"));
+    out->waiting = mu_json_get_bool(m, "waiting", 0);
   } else {
     out->source = mu_strdup("error_file");
   }
@@ -198,7 +205,11 @@ void mu_failrec_summary(const struct mu_failrec *r, struct mu_buf *out)
       mu_buf_printf(out, "on host %s", r->host);
     mu_buf_puts(out, ")");
   }
-  if (r->signal > 0) {
+  if (r->hung != NULL) {
+    mu_buf_printf(out, " hung: %s", r->hung);
+    if (r->waiting)
+      mu_buf_puts(out, ", waiting inside a library (another rank is the likely cause)");
+  } else if (r->signal > 0) {
     const char *sn = mu_failrec_signame(r->signal);
     if (sn != NULL)
       mu_buf_printf(out, " was killed by %s", sn);
@@ -217,6 +228,9 @@ void mu_failrec_summary(const struct mu_failrec *r, struct mu_buf *out)
 
 int mu_failrec_earlier(const struct mu_failrec *a, const struct mu_failrec *b)
 {
+  int aw = a->hung != NULL && a->waiting, bw = b->hung != NULL && b->waiting;
+  if (aw != bw)
+    return bw;
   if (a->time_ms == 0)
     return 0;
   if (b->time_ms == 0)
@@ -278,4 +292,90 @@ char *mu_failrec_exception_line(const char *text)
     memcpy(out, best, best_n);
   out[best_n] = '\0';
   return out;
+}
+
+/* One `  File "PATH", line N in FUNC` line of a dump: PATH, N and FUNC. Returns: 1 when it is. */
+static int frame_line(const char *p, size_t n, const char **path, size_t *pl, long *line,
+                      const char **fn, size_t *fl)
+{
+  const char *e = p + n;
+  while (p < e && *p == ' ')
+    p++;
+  if ((size_t)(e - p) < 7 || memcmp(p, "File \"", 6) != 0)
+    return 0;
+  p += 6;
+  const char *q = memchr(p, '"', (size_t)(e - p));
+  if (q == NULL || (size_t)(e - q) < 9 || memcmp(q, "\", line ", 8) != 0)
+    return 0;
+  *path = p;
+  *pl = (size_t)(q - p);
+  p = q + 8;
+  char *end = NULL;
+  *line = strtol(p, &end, 10);
+  if (end == p || end >= e || (size_t)(e - end) < 4 || memcmp(end, " in ", 4) != 0)
+    return 0;
+  *fn = end + 4;
+  *fl = (size_t)(e - *fn);
+  while (*fl > 0 && isspace((unsigned char)(*fn)[*fl - 1]))
+    (*fl)--;
+  return 1;
+}
+
+static int is_library_path(const char *path, size_t n)
+{
+  static const char *const marks[] = {"/site-packages/", "/dist-packages/", "/lib/python"};
+  for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++) {
+    size_t ml = strlen(marks[k]);
+    for (size_t i = 0; i + ml <= n; i++)
+      if (memcmp(path + i, marks[k], ml) == 0)
+        return 1;
+  }
+  return 0;
+}
+
+char *mu_failrec_innermost_frame(const char *text, int *library)
+{
+  /* the first frame of each block, and which block is which */
+  const char *best = NULL, *current = NULL, *first = NULL, *block_first = NULL;
+  int in_block = 0, block_current = 0;
+  for (const char *p = text; p != NULL && *p != '\0';) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    const char *path, *fn;
+    size_t pl, fl;
+    long line;
+    if ((n >= 7 && memcmp(p, "Thread ", 7) == 0) ||
+        (n >= 15 && memcmp(p, "Current thread ", 15) == 0)) {
+      in_block = 1;
+      block_current = p[0] == 'C';
+      block_first = NULL;
+    } else if (in_block && frame_line(p, n, &path, &pl, &line, &fn, &fl)) {
+      if (block_first == NULL) {
+        block_first = p;
+        if (first == NULL)
+          first = p;
+        if (block_current && current == NULL)
+          current = p;
+      }
+      if (best == NULL && fl == 8 && memcmp(fn, "<module>", 8) == 0)
+        best = block_first;
+    } else if (n > 0) {
+      in_block = 0;
+    }
+    p = nl ? nl + 1 : NULL;
+  }
+  const char *pick = best ? best : current ? current : first;
+  if (pick == NULL)
+    return NULL;
+  const char *path, *fn;
+  size_t pl, fl;
+  long line;
+  const char *nl = strchr(pick, '\n');
+  frame_line(pick, nl ? (size_t)(nl - pick) : strlen(pick), &path, &pl, &line, &fn, &fl);
+  if (library != NULL)
+    *library = is_library_path(path, pl);
+  const char *base = path + pl;
+  while (base > path && base[-1] != '/')
+    base--;
+  return mu_asprintf("%.*s:%ld in %.*s", (int)(path + pl - base), base, line, (int)fl, fn);
 }

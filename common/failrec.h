@@ -41,6 +41,9 @@ struct mu_failrec {
   char *exception;   /* one line: "RuntimeError: ..." or the last stderr line; "" if none */
   char *details;     /* the traceback or the last stderr lines; may be "" */
   int muster;        /* 1 when the text had the "muster" member (0: a plain torch file) */
+  char *hung;        /* NULL, or how it hung: "no progress for 4 s" (the exception is then
+                      * its innermost frame, "train.py:42 in step") */
+  int waiting;       /* hung inside a library (a collective, waiting for another rank) */
 };
 
 /* Frees the strings and zeroes the record. Accepts NULL. */
@@ -67,12 +70,21 @@ int mu_failrec_scan(const char *text, size_t len, struct mu_failrec *out);
 void mu_failrec_summary(const struct mu_failrec *r, struct mu_buf *out);
 
 /* Returns: nonzero when a is earlier than b (the root cause of a job is its earliest failure);
- * a record without time is later than one with. */
+ * a record without time is later than one with, and a rank that hung waiting inside a library
+ * (for the rank that really hung) is later than any other. */
 int mu_failrec_earlier(const struct mu_failrec *a, const struct mu_failrec *b);
 
 /* Picks the exception line out of a message or a stream's last lines: the last non-empty line
  * that looks like "Name: text" or "Name" (a Python exception), else the last non-empty line.
  * Returns: the line. Ownership: caller frees with mu_free(). */
 char *mu_failrec_exception_line(const char *text);
+
+/* The innermost frame of a Python faulthandler dump ("Thread 0x... (most recent call first):"
+ * blocks of `  File "PATH", line N in FUNC`): of the main thread (the block with a
+ * "<module>" frame), else of the "Current thread", else of the first: "train.py:42 in step".
+ * *library (may be NULL) gets 1 when that frame is in an installed package or the standard
+ * library (site-packages, dist-packages, lib/pythonX), i.e. the rank waits inside a library.
+ * Returns: the frame, or NULL when `text` holds no dump. Ownership: caller frees (mu_free). */
+char *mu_failrec_innermost_frame(const char *text, int *library);
 
 #endif

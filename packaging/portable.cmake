@@ -18,7 +18,7 @@ set(mu_portable_link -Wl,--dynamic-linker=${MU_PORTABLE_PREFIX}/lib/ld-linux-x86
 add_executable(muster_portable ${CMAKE_SOURCE_DIR}/launcher/main.c)
 target_link_libraries(muster_portable PRIVATE mulauncher_cmd)
 add_executable(musterd_portable ${CMAKE_SOURCE_DIR}/rendezvous/main.c)
-target_link_libraries(musterd_portable PRIVATE murv murv_persist murv_security)
+target_link_libraries(musterd_portable PRIVATE murv murv_persist murv_security murv_c10d)
 add_executable(ring_allreduce_portable ${CMAKE_SOURCE_DIR}/examples/ring_allreduce.c)
 target_link_libraries(ring_allreduce_portable PRIVATE muclient mucommon)
 foreach(t muster musterd ring_allreduce)

@@ -19,6 +19,7 @@
 #include "muster/mu.h"
 
 #include "alloc.h"
+#include "c10d.h"
 #include "http.h"
 #include "http_client.h"
 #include "log.h"
@@ -38,7 +39,10 @@ struct musterd_config {
   struct mu_strvec auth_users; /* --auth-user, handed to security.auth_users */
   struct mu_strvec origins;    /* --allowed-origin, handed to server.allowed_origins */
   const char *listen;
-  char host[256]; /* --listen's host, what server.listen_host points at */
+  char host[256];          /* --listen's host, what server.listen_host points at */
+  const char *c10d_listen; /* --c10d-listen HOST:PORT (NULL: no TCPStore listener) */
+  char c10d_host[256];
+  int c10d_port;
   const char *log_level;
   int version;
   const char *probe; /* --probe URL: the health check of an image without a shell */
@@ -48,6 +52,7 @@ struct musterd_config {
   uint64_t snapshot_every;
   uint64_t snapshot_bytes;
   uint64_t run_gc_seconds;
+  uint64_t c10d_run_gc_seconds;
   uint64_t v1_max_bytes, v1_max_runs, v1_max_runs_per_client, v1_max_lease_ms;
 };
 
@@ -140,6 +145,22 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
   struct mu_opt opts[] = {
       MU_OPT_STRING('l', "listen", &c->listen, "HOST:PORT",
                     "address to serve on (default 127.0.0.1:2379; port 0 = any free port)"),
+      MU_OPT_STRING(0, "c10d-listen", &c->c10d_listen, "HOST:PORT",
+                    "also serve PyTorch's TCPStore protocol (torchrun --rdzv_backend c10d) on "
+                    "exactly this address, over the same store; off by default; it has no "
+                    "credentials (docs/security.md)"),
+      MU_OPT_UINT(0, "c10d-max-value-bytes", &sv->c10d_max_value_bytes, "N",
+                  "TCPStore: one value's bytes; a bigger one closes its connection (default 8 "
+                  "MiB, torch's own bound)",
+                  1, (long)(1u << 30)),
+      MU_OPT_UINT(0, "c10d-max-keys", &sv->c10d_max_keys, "N",
+                  "TCPStore: keys and queued items held at once; a write past it closes its "
+                  "connection (default 1000000)",
+                  1, LONG_MAX),
+      MU_OPT_UINT(0, "c10d-run-gc-seconds", &c->c10d_run_gc_seconds, "N",
+                  "TCPStore: delete a torchrun run's keys N seconds after its last write (its "
+                  "agents write every 5 s while it lives); 0 = never (default 600)",
+                  0, MAX_RUN_GC_SECONDS),
       MU_OPT_STRING(0, "advertise-url", &sv->advertise_url, "URL",
                     "client URL reported by /v2/machines (default http://HOST:PORT)"),
       MU_OPT_STRING(0, "name", &sv->name, "NAME", "member name in /v2/members (default musterd)"),
@@ -287,6 +308,16 @@ static int check_options(struct musterd_config *c)
     return MU_EXIT_USAGE;
   }
   c->server.listen_host = c->host;
+  if (c->c10d_listen != NULL &&
+      parse_listen(c->c10d_listen, c->c10d_host, sizeof(c->c10d_host), &c->c10d_port) != 0) {
+    mu_error("invalid --c10d-listen '%s': expected HOST:PORT, e.g. 127.0.0.1:29400",
+             c->c10d_listen);
+    return MU_EXIT_USAGE;
+  }
+  if (c->c10d_listen != NULL && c->server.no_v2) {
+    mu_error("--c10d-listen needs the v2 store");
+    return MU_EXIT_USAGE;
+  }
   if (c->fsync != NULL && persist_fsync_parse(c->fsync, &c->fsync_mode) != 0) {
     mu_error("invalid --fsync '%s': use always, batch or off", c->fsync);
     return MU_EXIT_USAGE;
@@ -436,6 +467,7 @@ static int start(struct app *app, const struct musterd_config *c, struct sec *se
   uv_loop_init(&app->loop);
   app->srv = rv_server_new(&app->loop, &c->server);
   v1_set_run_gc_ms(app->srv, c->run_gc_seconds * 1000);
+  c10d_set_run_gc_ms(app->srv, c->c10d_run_gc_seconds * 1000);
   struct rdzv_limits lim = {c->v1_max_bytes, (uint32_t)c->v1_max_runs,
                             (uint32_t)c->v1_max_runs_per_client, (uint32_t)c->v1_max_lease_ms};
   v1_set_limits(app->srv, &lim); /* before the data dir: recovery is not refused by them */
@@ -461,6 +493,16 @@ static int start(struct app *app, const struct musterd_config *c, struct sec *se
                                  : "");
     return abandon(app);
   }
+  if (c->c10d_listen != NULL) {
+    rc = rv_server_listen_c10d(app->srv, c->c10d_host, c->c10d_port);
+    if (rc != 0) {
+      mu_error("cannot listen for TCPStore clients on %s:%d: %s%s", c->c10d_host, c->c10d_port,
+               uv_strerror(rc),
+               rc == UV_EADDRINUSE ? " (pick another port with --c10d-listen HOST:PORT, or 0)"
+                                   : "");
+      return abandon(app);
+    }
+  }
   uv_signal_init(&app->loop, &app->sigterm);
   uv_signal_init(&app->loop, &app->sigint);
   app->sigterm.data = app->sigint.data = app;
@@ -470,6 +512,15 @@ static int start(struct app *app, const struct musterd_config *c, struct sec *se
          rv_server_port(app->srv), MU_VERSION, rv_server_url(app->srv));
   if (mu_log_get_level() > MU_LOG_INFO)
     fprintf(stderr, "musterd listening on %s:%d\n", c->host, rv_server_port(app->srv));
+  if (c->c10d_listen != NULL) {
+    mu_log(MU_LOG_INFO,
+           "musterd c10d listening on %s:%d (PyTorch TCPStore protocol, no "
+           "credentials)",
+           c->c10d_host, rv_server_c10d_port(app->srv));
+    if (mu_log_get_level() > MU_LOG_INFO)
+      fprintf(stderr, "musterd c10d listening on %s:%d\n", c->c10d_host,
+              rv_server_c10d_port(app->srv));
+  }
   return 0;
 }
 
@@ -487,6 +538,7 @@ int main(int argc, char **argv)
   c.snapshot_every = PERSIST_SNAPSHOT_EVERY;
   c.snapshot_bytes = PERSIST_SNAPSHOT_BYTES;
   c.run_gc_seconds = 600;
+  c.c10d_run_gc_seconds = 600;
 
   mu_proc_startup();
   mu_log_setup("musterd", MU_LOG_INFO);

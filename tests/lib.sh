@@ -215,6 +215,8 @@ t_wait_http() {
 t_start_musterd() {
   local scheme=http a
   for a in "$@"; do [ "$a" = --tls-cert ] && scheme=https; done
+  # t_spawn's redirection runs in the background: a previous musterd's log must not be read
+  rm -f "$T_DIR/musterd.log"
   t_spawn musterd "$MUSTERD" --listen 127.0.0.1:0 "$@"
   MUSTERD_PID=$T_LAST_PID
   MUSTERD_PORT=""
@@ -236,6 +238,18 @@ t__musterd_port() { # log pid
     return 0
   fi
   ! kill -0 "$2" 2>/dev/null
+}
+
+# t_c10d_port [LOG]: sets C10D_PORT to the port of the TCPStore listener of a musterd started
+# with --c10d-listen HOST:0 (its log's "musterd c10d listening on HOST:PORT" line).
+t_c10d_port() {
+  local log=${1:-$T_DIR/musterd.log}
+  C10D_PORT=""
+  t_until 10 t__c10d_port "$log"
+}
+t__c10d_port() {
+  C10D_PORT=$(sed -n 's/.*musterd c10d listening on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$1" 2>/dev/null | tail -1)
+  [ -n "$C10D_PORT" ]
 }
 
 # Starts a private etcd 3.4 with the v2 API; sets ETCD_PORT, ETCD_URL, ETCD_PID. etcd must be

@@ -69,6 +69,9 @@ struct mu_join_opts {
   long last_call_ms;    /* < 0: the server's default */
   long join_timeout_ms; /* also bounds the call */
   long lease_ttl_ms;    /* < 0: the server's default */
+  int budget;           /* 1: max_restarts is the run's restart budget (the first node that
+                         * gives one sets it; another value is MU_ESTATE); 0: none given */
+  long max_restarts;    /* with budget: the restarts the whole run may make after failures */
 };
 
 struct mu_member {
@@ -92,6 +95,9 @@ struct mu_round {
   long lease_ttl_ms;
   struct mu_member *members; /* nmembers entries, by node rank */
   size_t nmembers;
+  int restart_count; /* the run's restarts when the round closed: TORCHELASTIC_RESTART_COUNT, the
+                      * same on every node of the round */
+  long max_restarts; /* the run's restart budget; -1 when it keeps none */
 };
 
 /* Joins run_id and waits (one long poll) until the round closes. Every field of the round is
@@ -136,6 +142,12 @@ struct mu_run_info {
   int min_nodes, max_nodes;
   char state[16]; /* "open", "closed", "shut" */
   char round_state[16];
+  int standbys;             /* pending joins beyond a full active round */
+  int unhealthy;            /* nodes whose health check failed */
+  int restart_count;        /* the run's restarts so far */
+  long max_restarts;        /* its budget; -1 when it keeps none */
+  char unhealthy_node[128]; /* one of the unhealthy nodes, "" when none */
+  char unhealthy_why[256];  /* the first line of its check's output */
 };
 /* Reads the run's state. Returns: 0; MU_ENOENT when the run does not exist (yet); MU_ECONN. */
 MU_EXTERN int mu_client_run_info(struct mu_client *c, const char *run_id, struct mu_run_info *out);

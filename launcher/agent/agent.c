@@ -33,6 +33,8 @@ void mu_agent_config_init(struct mu_agent_config *cfg)
   cfg->last_call_s = -1;
   cfg->lease_ttl_s = -1;
   cfg->stop_grace_s = 5;
+  cfg->health_check_timeout_s = 60;
+  cfg->health_check_interval_s = 30;
   cfg->out_fd = cfg->err_fd = -1;
   const char *ef = getenv("TORCHELASTIC_ERROR_FILE");
   cfg->error_file = ef != NULL && ef[0] != '\0' ? ef : NULL;
@@ -262,7 +264,8 @@ static const char *const owned_vars[] = {"RANK",
                                          "TORCHELASTIC_USE_AGENT_STORE",
                                          "MUSTER_RDZV_ENDPOINT",
                                          "MUSTER_RUN_ID",
-                                         "MUSTER_ROUND"};
+                                         "MUSTER_ROUND",
+                                         "MUSTER_HEARTBEAT_FILE"};
 
 static int is_owned(const char *kv)
 {
@@ -272,6 +275,18 @@ static int is_owned(const char *kv)
     if (strlen(owned_vars[i]) == n && strncmp(owned_vars[i], kv, n) == 0)
       return 1;
   return 0;
+}
+
+void mu_agent_progress_env(const struct mu_agent_config *cfg, const char *heartbeat_file,
+                           char *const *base, struct mu_strvec *out)
+{
+  mu_strvec_pushf(out, "MUSTER_HEARTBEAT_FILE=%s", heartbeat_file);
+  if (cfg->hang_timeout_s <= 0)
+    return;
+  for (char *const *e = base; e != NULL && *e != NULL; e++)
+    if (strncmp(*e, "PYTHONFAULTHANDLER=", 19) == 0)
+      return;
+  mu_strvec_push(out, "PYTHONFAULTHANDLER=1");
 }
 
 void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint,

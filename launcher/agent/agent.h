@@ -65,17 +65,22 @@ struct mu_agent_config {
   double stop_grace_s;       /* SIGTERM -> SIGKILL delay, default 5 */
   char **cmd;                /* the worker command, NULL-terminated (borrowed from argv) */
   const struct mu_client_backend *backend; /* NULL: the one the endpoint picks */
-  int static_rank;            /* torchrun's static rendezvous: this node's --node_rank, the
-                               * node rank it keeps in every round; -1: ranks by join order */
-  const char *master_addr;    /* static: MASTER_ADDR of every worker; NULL: rank 0's address */
-  const char *redirects_spec; /* torchrun's --redirects/--tee specs ("3", "0:1,1:2"); NULL:
-                               * not given (then --log-dir alone makes the console quiet) */
-  const char *tee_spec;       /* torchrun's --tee spec, the same form; NULL: see tee */
-  const char *ranks_filter;   /* torch 2.x --local-ranks-filter "0,2": only these local
-                               * ranks' output shows on the console; NULL: all */
-  int out_fd, err_fd;         /* where the workers' prefixed output goes; -1: nowhere */
-  const char *error_file;     /* where the failure record goes (docs/agent.md); NULL: none */
-  mu_agent_report_fn *report; /* NULL: reports are dropped */
+  int static_rank;                /* torchrun's static rendezvous: this node's --node_rank, the
+                                   * node rank it keeps in every round; -1: ranks by join order */
+  const char *master_addr;        /* static: MASTER_ADDR of every worker; NULL: rank 0's address */
+  const char *redirects_spec;     /* torchrun's --redirects/--tee specs ("3", "0:1,1:2"); NULL:
+                                   * not given (then --log-dir alone makes the console quiet) */
+  const char *tee_spec;           /* torchrun's --tee spec, the same form; NULL: see tee */
+  const char *ranks_filter;       /* torch 2.x --local-ranks-filter "0,2": only these local
+                                   * ranks' output shows on the console; NULL: all */
+  int out_fd, err_fd;             /* where the workers' prefixed output goes; -1: nowhere */
+  const char *error_file;         /* where the failure record goes (docs/agent.md); NULL: none */
+  double hang_timeout_s;          /* > 0: a worker without progress for this long is hung */
+  double hang_initial_timeout_s;  /* the same before a worker's first progress; <= 0: as above */
+  const char *health_check;       /* a shell command run before every join; NULL: none */
+  double health_check_timeout_s;  /* a check running longer failed (default 60) */
+  double health_check_interval_s; /* a failed check is run again this much later (default 30) */
+  mu_agent_report_fn *report;     /* NULL: reports are dropped */
   void *report_data;
 };
 
@@ -113,12 +118,26 @@ void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint
                          const struct mu_round *r, int local_rank, int restart_count,
                          const char *error_file, char *const *base, struct mu_strvec *out);
 
+/* The worker variables of the progress watch: MUSTER_HEARTBEAT_FILE=heartbeat_file, and with
+ * a hang timeout PYTHONFAULTHANDLER=1 unless `base` sets it (a Python worker then prints every
+ * thread's stack on SIGABRT). Ownership: appends owned strings to *out. */
+void mu_agent_progress_env(const struct mu_agent_config *cfg, const char *heartbeat_file,
+                           char *const *base, struct mu_strvec *out);
+
 /* Reads a TORCHELASTIC_ERROR_FILE and appends its message's first max_lines lines to out,
  * each prefixed by `indent`. Understands torch's {"message": {"message": ..., "extraInfo":
  * {...}}}, {"message": "..."} and plain text.
  * Returns: 0; MU_ENOENT when the file does not exist or is empty. */
 int mu_agent_error_file_summary(const char *path, size_t max_lines, const char *indent,
                                 struct mu_buf *out);
+
+/* Runs the node's health check (cfg->health_check, with /bin/sh -c) to its end, at most
+ * cfg->health_check_timeout_s. Appends its output (stdout and stderr together, the last
+ * MU_AGENT_CHECK_OUTPUT_MAX bytes) to `output`, and why it failed to `why`.
+ * Returns: 0 when it exited 0 in time; MU_EINVAL when it failed. */
+#define MU_AGENT_CHECK_OUTPUT_MAX 4096
+int mu_agent_health_check(const struct mu_agent_config *cfg, struct mu_buf *output,
+                          struct mu_buf *why);
 
 /* Returns: the oom_kill count of this process's cgroup (cgroup v2 memory.events), or -1 when
  * it cannot be read. A worker killed by SIGKILL while the count rose was likely killed for

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,8 +33,10 @@
 
 extern char **environ;
 
-#define ERROR_LINES 12 /* lines of a worker's error file in a failure report */
-#define MAX_LINE 65536 /* a longer line of a worker's output is written in pieces */
+#define ERROR_LINES 12               /* lines of a worker's error file in a failure report */
+#define MAX_LINE 65536               /* a longer line of a worker's output is written in pieces */
+#define STACKS_MAX (256u << 10)      /* a worker's stacks kept for its failure record */
+#define WAITING_REPORT_DELAY_MS 1000 /* see tell_rendezvous() */
 
 /* ---------------------------------------------------------------------------------------------
  * The watcher thread: heartbeat once, then long-poll the round's watch
@@ -99,6 +102,7 @@ static void watcher_main(void *arg)
     return;
   }
   mu_client_set_cancel_fd(r, ag->cancel_pipe[0]);
+  mu_client_set_hold(r, 1); /* its watch stands for this node: the agent gone, the node lost */
   mu_client_set_timeout(r, 5000);
   long wait = watch_timeout_ms(ag->round.lease_ttl_ms);
   int beat = 1;
@@ -185,11 +189,32 @@ static void set_outcome(struct mu_agent *ag, enum mu_agent_outcome o)
 
 static void on_drain_timer(uv_timer_t *t);
 
+static double hang_initial_s(const struct mu_agent_config *cfg)
+{
+  return cfg->hang_initial_timeout_s > 0 ? cfg->hang_initial_timeout_s : cfg->hang_timeout_s;
+}
+
 static long long wall_ms(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A worker failed, hung or printed a Python traceback (a PyTorch process whose peer died prints
+ * one at once, then may take a second to end): the rendezvous hears at once that a failure may
+ * follow. A backend that must ask the other members whether they are alive (etcd v3) asks now,
+ * so that a node lost with its agent ends the round without waiting for this node's workers;
+ * musterd has seen that loss already (no request). Once per attempt; counts nothing. */
+static void hint_failing(struct mu_agent *ag)
+{
+  if (ag->hinted || ag->signal_seen != 0)
+    return;
+  ag->hinted = 1;
+  struct mu_report_answer a;
+  if (mu_client_report(ag->rdzv, ag->cfg->run_id, ag->node_id, ag->round.round, MU_REPORT_FAILING,
+                       NULL, &a) != 0)
+    mu_agent_say(ag, MU_AGENT_DEBUG, "report 'failing' failed: %s", mu_client_errmsg(ag->rdzv));
 }
 
 static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
@@ -201,13 +226,14 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
   w->term_signal = term_signal;
   w->exit_order = ++ag->exit_seq;
   w->end_ms = wall_ms();
-  w->stopped = ag->stopping;
+  w->stopped = ag->stopping || ag->asking_stacks;
   ag->nexited++;
   uv_close((uv_handle_t *)p, on_handle_closed);
-  if ((status != 0 || term_signal != 0) && !ag->stopping) {
+  if ((status != 0 || term_signal != 0) && !w->stopped) {
     ag->failed_idx = (int)(w - ag->w);
     set_outcome(ag, MU_AGENT_WORKER_FAILED);
     begin_stop(ag, SIGTERM);
+    hint_failing(ag);
   }
   if (ag->nexited == ag->nworkers) {
     set_outcome(ag, MU_AGENT_SUCCEEDED);
@@ -235,9 +261,17 @@ static void close_pipe(uv_pipe_t *pipe, int *open_flag)
   uv_close((uv_handle_t *)pipe, on_handle_closed);
 }
 
-static void deliver(struct mu_agent_worker *w, int is_err, const char *data, size_t n, int eof)
+static void progress(struct mu_agent_worker *w, long long at_ms);
+static void hint_failing(struct mu_agent *ag);
+
+static void write_out(struct mu_agent_worker *w, int is_err, const char *data, size_t n, int eof)
 {
   struct mu_agent *ag = w->ag;
+  /* a line of output is progress while the worker never touched its heartbeat file */
+  if (n > 0 && !w->hb_touched && !ag->asking_stacks && memchr(data, '\n', n) != NULL)
+    progress(w, wall_ms());
+  if (is_err && n > 0 && ag->asking_stacks) /* what it prints now is its stacks */
+    (void)mu_buf_append(&w->stacks, data, n);
   int console = mu_agent_console(ag->cfg, w->local_rank, is_err ? 2 : 1);
   int log_fd = is_err ? w->log_err : w->log_out;
   if (is_err && n > 0) { /* keep the last bytes for a failure without error file */
@@ -265,6 +299,33 @@ static void deliver(struct mu_agent_worker *w, int is_err, const char *data, siz
   if (out.len > 0)
     mu_write_all(is_err ? ag->cfg->err_fd : ag->cfg->out_fd, out.data, out.len);
   mu_buf_release(&out);
+}
+
+#define TRACEBACK_LINE "Traceback (most recent call last):"
+
+/* Does data[0..n) hold a line that starts with TRACEBACK_LINE? (a line cut between two reads is
+ * missed: the worker's end is the hint then) */
+static int has_traceback(const char *data, size_t n)
+{
+  const size_t tl = sizeof(TRACEBACK_LINE) - 1;
+  for (const char *p = data, *end = data + n; p != NULL && (size_t)(end - p) >= tl;) {
+    if (memcmp(p, TRACEBACK_LINE, tl) == 0)
+      return 1;
+    p = memchr(p, '\n', (size_t)(end - p));
+    p = p != NULL ? p + 1 : NULL;
+  }
+  return 0;
+}
+
+/* What a worker printed: to its log and the console, and a Python traceback on its stderr while
+ * the workers run is the first sign of a failure (hint_failing()). */
+static void deliver(struct mu_agent_worker *w, int is_err, const char *data, size_t n, int eof)
+{
+  struct mu_agent *ag = w->ag;
+  write_out(w, is_err, data, n, eof);
+  if (is_err && !ag->stopping && !ag->asking_stacks && ag->outcome == MU_AGENT_RUNNING &&
+      has_traceback(data, n))
+    hint_failing(ag);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -349,19 +410,188 @@ static void close_loop_handle(uv_handle_t *h)
     uv_close(h, NULL);
 }
 
+/* The attempt ends: the rendezvous hears what happened before the watcher's watch closes (a
+ * watch that closes otherwise loses this node at once): a failure or a hang is reported (the
+ * round ends for every node; a restart of the run's budget counts, or with none left the run
+ * is shut), a success is this node's leave. A signal, a changed round, an ended run: nothing. */
+static void tell_rendezvous(struct mu_agent *ag)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  if (ag->signal_seen != 0)
+    return;
+  if (ag->outcome == MU_AGENT_SUCCEEDED) {
+    int rc = mu_client_leave(ag->rdzv, cfg->run_id, ag->node_id, 1, NULL);
+    ag->left = rc == 0 ? 1 : rc;
+    if (rc != 0)
+      snprintf(ag->report_err, sizeof(ag->report_err), "%s", mu_client_errmsg(ag->rdzv));
+    return;
+  }
+  if (ag->outcome != MU_AGENT_WORKER_FAILED || ag->failed_idx < 0)
+    return;
+  mu_agent_failure_record(ag);
+  /* Every node sees a hang; the one whose rank hung in its own code reports first, so that the
+   * round's reason names that rank: a node whose ranks only wait inside a library for it waits
+   * a moment (its report then finds the round ended, and counts nothing). */
+  if (ag->last_failure.hung != NULL && ag->last_failure.waiting)
+    nap(ag, WAITING_REPORT_DELAY_MS);
+  struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
+  mu_failrec_summary(&ag->last_failure, &why);
+  int rc = mu_client_report(ag->rdzv, cfg->run_id, ag->node_id, ag->round.round,
+                            ag->hung_idx >= 0 ? MU_REPORT_HUNG : MU_REPORT_FAILED, mu_buf_str(&why),
+                            &ag->answer);
+  ag->reported = rc == 0 ? 1 : rc;
+  if (rc != 0)
+    snprintf(ag->report_err, sizeof(ag->report_err), "%s", mu_client_errmsg(ag->rdzv));
+  mu_buf_release(&why);
+}
+
+/* A report of the workers' start or first progress (the round's timings). A failed call is a
+ * debug line: the workers go on. */
+static void report_event(struct mu_agent *ag, enum mu_report_event ev)
+{
+  struct mu_report_answer a;
+  if (mu_client_report(ag->rdzv, ag->cfg->run_id, ag->node_id, ag->round.round, ev, NULL, &a) != 0)
+    mu_agent_say(ag, MU_AGENT_DEBUG, "report '%s' failed: %s", mu_report_event_name(ev),
+                 mu_client_errmsg(ag->rdzv));
+}
+
 static void maybe_finish(struct mu_agent *ag)
 {
   if (ag->open_handles > 0 || ag->nexited < ag->nworkers || ag->loop_handles_closed)
     return;
   ag->loop_handles_closed = 1;
+  tell_rendezvous(ag);
   /* Wake the watcher thread; it is joined after uv_run() returns. */
   ssize_t wr = write(ag->cancel_pipe[1], "x", 1);
   (void)wr;
   close_loop_handle((uv_handle_t *)&ag->kill_timer);
   close_loop_handle((uv_handle_t *)&ag->drain_timer);
+  close_loop_handle((uv_handle_t *)&ag->watch_timer);
+  close_loop_handle((uv_handle_t *)&ag->stacks_timer);
   close_loop_handle((uv_handle_t *)&ag->sig_int);
   close_loop_handle((uv_handle_t *)&ag->sig_term);
   close_loop_handle((uv_handle_t *)&ag->async);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Progress and hangs: each worker's heartbeat file (its mtime) is read every tick; a line of
+ * output counts while the worker never touched the file. With --hang-timeout, a worker without
+ * progress for that long (--hang-initial-timeout before its first) is hung: every worker is
+ * asked for its stacks (SIGABRT: a Python worker with PYTHONFAULTHANDLER prints every thread's
+ * stack and ends), the others get the stop grace, then the workers are stopped and the attempt
+ * ends as a failure.
+ */
+
+static long long mtime_ns(const char *path)
+{
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return -1;
+  return (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+/* The worker's heartbeat file, empty, created before it starts: touching it (utime(), or
+ * Python's Path.touch()) changes its mtime. */
+static void heartbeat_create(struct mu_agent *ag, struct mu_agent_worker *w)
+{
+  int fd = open(w->heartbeat_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    mu_agent_say(ag, MU_AGENT_PROGRESS, "cannot create the heartbeat file '%s': %s",
+                 w->heartbeat_file, strerror(errno));
+  else
+    close(fd);
+  w->hb_mtime_ns = mtime_ns(w->heartbeat_file);
+}
+
+static void progress(struct mu_agent_worker *w, long long at_ms)
+{
+  struct mu_agent *ag = w->ag;
+  if (at_ms <= w->progress_ms)
+    return;
+  w->progress_ms = at_ms;
+  if (ag->first_progress_ms != 0)
+    return;
+  ag->first_progress_ms = at_ms;
+  long long after = at_ms - ag->start_ms;
+  mu_agent_say(ag, MU_AGENT_PROGRESS,
+               "round %ld: first progress (rank %d), %lld.%03lld s after the workers started",
+               ag->round.round, w->rank, (after > 0 ? after : 0) / 1000,
+               (after > 0 ? after : 0) % 1000);
+  report_event(ag, MU_REPORT_PROGRESS);
+}
+
+static void on_stacks_timer(uv_timer_t *t)
+{
+  begin_stop(t->data, SIGTERM);
+}
+
+/* Worker `w` made no progress for `idle_ms`: ask every worker for its stacks. */
+static void ask_stacks(struct mu_agent *ag, struct mu_agent_worker *w, long long idle_ms)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  ag->hung_idx = (int)(w - ag->w);
+  ag->hung_at_ms = wall_ms();
+  ag->failed_idx = ag->hung_idx;
+  set_outcome(ag, MU_AGENT_WORKER_FAILED);
+  mu_agent_say(ag, MU_AGENT_PROGRESS,
+               "no progress from rank %d for %lld.%lld s (--hang-timeout %g s%s): hung; asking "
+               "every worker for its stacks (SIGABRT), then stopping them",
+               w->rank, idle_ms / 1000, idle_ms % 1000 / 100,
+               w->progress_ms ? cfg->hang_timeout_s : hang_initial_s(cfg),
+               w->progress_ms ? "" : ", before its first progress");
+  ag->asking_stacks = 1;
+  for (int i = 0; i < ag->nworkers; i++) {
+    struct mu_agent_worker *o = &ag->w[i];
+    if (o->spawned && !o->exited)
+      kill(o->child.proc.pid, SIGABRT);
+  }
+  uv_timer_start(&ag->stacks_timer, on_stacks_timer, (uint64_t)(cfg->stop_grace_s * 1000), 0);
+  hint_failing(ag);
+}
+
+/* A tick: heartbeat files that changed are progress; then, with a hang timeout, the worker
+ * idle longest past its limit is hung. */
+static void on_watch_timer(uv_timer_t *t)
+{
+  struct mu_agent *ag = t->data;
+  const struct mu_agent_config *cfg = ag->cfg;
+  if (ag->stopping || ag->asking_stacks)
+    return;
+  long long now = wall_ms();
+  struct mu_agent_worker *worst = NULL;
+  long long worst_idle = 0;
+  for (int i = 0; i < ag->nworkers; i++) {
+    struct mu_agent_worker *w = &ag->w[i];
+    if (!w->spawned || w->exited)
+      continue;
+    long long m = mtime_ns(w->heartbeat_file);
+    if (m >= 0 && m != w->hb_mtime_ns) {
+      w->hb_mtime_ns = m;
+      w->hb_touched = 1;
+      progress(w, m / 1000000);
+    }
+    long long since = w->progress_ms ? w->progress_ms : ag->start_ms;
+    double limit = w->progress_ms ? cfg->hang_timeout_s : hang_initial_s(cfg);
+    long long idle = now - since;
+    if (cfg->hang_timeout_s > 0 && idle >= (long long)(limit * 1000) && idle > worst_idle) {
+      worst = w;
+      worst_idle = idle;
+    }
+  }
+  if (worst != NULL)
+    ask_stacks(ag, worst, worst_idle);
+  else if (cfg->hang_timeout_s <= 0 && ag->first_progress_ms != 0)
+    uv_timer_stop(&ag->watch_timer); /* only the first progress was wanted */
+}
+
+/* The watch's tick: an eighth of the hang timeout (so a hang is seen within it plus 1/8), at
+ * most 500 ms, at least 50 ms; 500 ms with no hang timeout (only the first progress). */
+static uint64_t watch_tick_ms(const struct mu_agent_config *cfg)
+{
+  double t = cfg->hang_timeout_s > 0 ? cfg->hang_timeout_s * 1000 / 8 : 500;
+  double i = cfg->hang_timeout_s > 0 ? hang_initial_s(cfg) * 1000 / 8 : 500;
+  t = i < t ? i : t;
+  return t > 500 ? 500 : t < 50 ? 50 : (uint64_t)t;
 }
 
 static int open_log(const char *dir, const char *name)
@@ -383,6 +613,8 @@ static void spawn_worker(struct mu_agent *ag, struct mu_agent_worker *w)
     mu_agent_say(ag, MU_AGENT_PROGRESS, "cannot create '%s': %s", dir, strerror(errno));
   w->error_file = mu_asprintf("%s/error.json", dir);
   unlink(w->error_file);
+  w->heartbeat_file = mu_asprintf("%s/heartbeat", dir);
+  heartbeat_create(ag, w);
   w->log_out = w->log_err = -1;
   if (cfg->log_dir != NULL) {
     w->log_out = open_log(dir, "stdout.log");
@@ -394,6 +626,7 @@ static void spawn_worker(struct mu_agent *ag, struct mu_agent_worker *w)
   mu_line_prefixer_init(&w->perr, prefix, MAX_LINE);
   mu_agent_worker_env(cfg, ag->endpoint, &ag->round, w->local_rank, ag->restart_count,
                       w->error_file, environ, &env);
+  mu_agent_progress_env(cfg, w->heartbeat_file, environ, &env);
 
   struct mu_child_opts o = {cfg->cmd[0], cfg->cmd,         env.v, on_exit_cb, on_alloc,
                             on_read,     on_handle_closed, w};
@@ -435,9 +668,20 @@ static void spawn_worker(struct mu_agent *ag, struct mu_agent_worker *w)
  * Reports and one attempt
  */
 
+/* How long worker `w` had made no progress when the agent saw the hang, in ms. */
+static long long hung_for_ms(const struct mu_agent *ag, const struct mu_agent_worker *w)
+{
+  long long since = w->progress_ms ? w->progress_ms : ag->start_ms;
+  return ag->hung_at_ms > since ? ag->hung_at_ms - since : 0;
+}
+
 void mu_agent_describe_exit(const struct mu_agent_worker *w, char *out, size_t n)
 {
-  if (w->spawn_error != 0)
+  const struct mu_agent *ag = w->ag;
+  if (ag != NULL && ag->hung_idx >= 0 && ag->failed_idx == (int)(w - ag->w))
+    snprintf(out, n, "hung: no progress for %lld s, stopped for its stacks",
+             (hung_for_ms(ag, w) + 500) / 1000);
+  else if (w->spawn_error != 0)
     snprintf(out, n, "could not start: %s", uv_strerror(w->spawn_error));
   else if (w->term_signal != 0)
     snprintf(out, n, "killed by signal %d (%s)", w->term_signal, strsignal(w->term_signal));
@@ -471,17 +715,64 @@ static char *tail_lines(const struct mu_agent_worker *w, int max)
   return out;
 }
 
+/* After a hang: the worker that hung is the one whose stacks end in its own code (not inside a
+ * library, where a rank waits for the one that hung), else the one seen first. Returns: its
+ * index, with its innermost frame (caller frees) and whether that is library code. */
+static int pick_hung(const struct mu_agent *ag, char **frame, int *library)
+{
+  int best = -1, best_class = 3;
+  *frame = NULL;
+  *library = 0;
+  for (int k = -1; k < ag->nworkers; k++) {
+    int i = k < 0 ? ag->hung_idx : k; /* the one seen first, on a tie */
+    const struct mu_agent_worker *w = &ag->w[i];
+    int lib = 0;
+    char *f = mu_failrec_innermost_frame(mu_buf_str((struct mu_buf *)&w->stacks), &lib);
+    int cls = f == NULL ? 2 : lib ? 1 : 0;
+    if (cls < best_class) {
+      mu_free(*frame);
+      *frame = f;
+      *library = lib;
+      best = i;
+      best_class = cls;
+    } else {
+      mu_free(f);
+    }
+  }
+  return best;
+}
+
+/* The record of a hang: the hung worker's innermost frame as the exception, its stacks as the
+ * details. Takes `frame`. */
+static void hang_record(const struct mu_agent *ag, const struct mu_agent_worker *w, char *frame,
+                        int library, struct mu_failrec *r)
+{
+  long long idle = hung_for_ms(ag, w);
+  r->hung = mu_asprintf("no progress for %lld s", (idle + 500) / 1000);
+  r->waiting = frame != NULL && library;
+  r->source = mu_strdup(frame != NULL ? "stacks" : "stderr");
+  if (frame != NULL) {
+    r->exception = frame;
+    r->details = mu_strdup(mu_buf_str((struct mu_buf *)&w->stacks));
+  } else { /* not a Python worker, or it printed nothing: its last stderr lines */
+    r->details = tail_lines(w, 20);
+    r->exception = mu_failrec_exception_line(r->details);
+  }
+}
+
 /* Fills the failure record of worker w: its error file when it wrote one, else the last lines
- * of its stderr. */
+ * of its stderr; after a hang, its stacks. */
 static void make_record(const struct mu_agent *ag, const struct mu_agent_worker *w, int restarts,
-                        struct mu_failrec *r)
+                        char *hang_frame, int hang_library, struct mu_failrec *r)
 {
   struct mu_buf text = MU_BUF_INIT(1u << 20);
   char host[256] = "?";
   gethostname(host, sizeof(host) - 1);
   memset(r, 0, sizeof(*r));
-  if (w->error_file != NULL && mu_read_file(w->error_file, 1u << 20, &text) == 0 &&
-      mu_failrec_parse(text.data, text.len, r) == 0) {
+  if (ag->hung_idx >= 0) {
+    hang_record(ag, w, hang_frame, hang_library, r);
+  } else if (w->error_file != NULL && mu_read_file(w->error_file, 1u << 20, &text) == 0 &&
+             mu_failrec_parse(text.data, text.len, r) == 0) {
     mu_free(r->source);
     r->source = mu_strdup("error_file");
   } else {
@@ -507,29 +798,60 @@ static void make_record(const struct mu_agent *ag, const struct mu_agent_worker 
   r->signal = w->term_signal;
   long oom = w->term_signal == SIGKILL ? mu_agent_oom_kills() : -1;
   r->oom = oom > 0 && oom > ag->oom_kills_start;
-  r->time_ms = w->end_ms;
+  r->time_ms = ag->hung_idx >= 0 ? ag->hung_at_ms : w->end_ms;
   mu_buf_release(&text);
 }
 
-void mu_agent_failure_report(struct mu_agent *ag, int restarts_left)
+void mu_agent_failure_record(struct mu_agent *ag)
+{
+  char *frame = NULL;
+  int library = 0;
+  if (ag->hung_idx >= 0)
+    ag->failed_idx = pick_hung(ag, &frame, &library);
+  mu_failrec_release(&ag->last_failure);
+  make_record(ag, &ag->w[ag->failed_idx], ag->restart_count, frame, library, &ag->last_failure);
+}
+
+/* "restarts left: 2", "none left: the run is shut down", from the rendezvous's answer. */
+static void restarts_left(const struct mu_agent *ag, char *out, size_t n)
+{
+  const struct mu_report_answer *a = &ag->answer;
+  if (ag->reported != 1)
+    snprintf(out, n, "restarts left: unknown, the rendezvous did not answer");
+  else if (strcmp(a->state, "shut") == 0)
+    snprintf(out, n, "restarts left: 0, the run is shut down");
+  else if (a->max_restarts >= 0)
+    snprintf(out, n, "restarts left: %ld", a->max_restarts - a->restart_count);
+  else
+    snprintf(out, n, "restarts: %d", a->restart_count);
+}
+
+void mu_agent_failure_report(struct mu_agent *ag)
 {
   const struct mu_agent_worker *w = &ag->w[ag->failed_idx];
-  char how[160];
+  char how[160], left[96];
   mu_agent_describe_exit(w, how, sizeof(how));
-  mu_failrec_release(&ag->last_failure);
-  make_record(ag, w, restarts_left > 0 ? ag->restart_count + 1 : ag->restart_count,
-              &ag->last_failure);
-  const struct mu_failrec *r = &ag->last_failure;
+  restarts_left(ag, left, sizeof(left));
+  struct mu_failrec *r = &ag->last_failure;
+  if (ag->reported == 1) /* restarts of the run done after this failure */
+    r->restarts = ag->answer.restart_count;
   struct mu_buf s = MU_BUF_INIT(SIZE_MAX);
   (void)mu_buf_printf(&s,
-                      "worker failure in run '%s', round %ld, attempt %d "
-                      "(restarts left: %d):\n"
+                      "worker failure in run '%s', round %ld, attempt %d (%s):\n"
                       "  rank %d (local rank %d, node rank %d) on host %s (%s), pid %d: %s%s\n",
-                      ag->cfg->run_id, ag->round.round, ag->attempt, restarts_left, w->rank,
-                      w->local_rank, ag->round.node_rank, r->host, ag->addr, (int)r->pid, how,
+                      ag->cfg->run_id, ag->round.round, ag->attempt, left, w->rank, w->local_rank,
+                      ag->round.node_rank, r->host, ag->addr, (int)r->pid, how,
                       r->oom ? " (likely killed for memory: the cgroup counted an OOM kill)" : "");
   struct mu_buf ef = MU_BUF_INIT(SIZE_MAX);
-  if (mu_agent_error_file_summary(w->error_file, ERROR_LINES, "    | ", &ef) == 0)
+  if (r->hung != NULL && strcmp(r->source, "stacks") == 0)
+    (void)mu_buf_printf(&s, "  its stacks (above, [%d]:) end in %s%s\n", w->rank, r->exception,
+                        r->waiting ? ", inside a library: it waited for another rank" : "");
+  else if (r->hung != NULL)
+    (void)mu_buf_printf(&s,
+                        "  (no Python stack in its output: not a Python worker? its last stderr "
+                        "line: %s)\n",
+                        r->exception[0] ? r->exception : "none");
+  else if (mu_agent_error_file_summary(w->error_file, ERROR_LINES, "    | ", &ef) == 0)
     (void)mu_buf_printf(&s, "  error file %s:\n%s", w->error_file, ef.data);
   else
     (void)mu_buf_printf(&s,
@@ -583,7 +905,18 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
   }
   uv_timer_init(&ag->loop, &ag->kill_timer);
   uv_timer_init(&ag->loop, &ag->drain_timer);
+  uv_timer_init(&ag->loop, &ag->watch_timer);
+  uv_timer_init(&ag->loop, &ag->stacks_timer);
   ag->kill_timer.data = ag->drain_timer.data = ag;
+  ag->watch_timer.data = ag->stacks_timer.data = ag;
+  ag->first_progress_ms = 0;
+  ag->hung_idx = -1;
+  ag->hung_at_ms = 0;
+  ag->asking_stacks = 0;
+  ag->reported = 0;
+  ag->hinted = 0;
+  ag->left = 0;
+  memset(&ag->answer, 0, sizeof(ag->answer));
   uv_signal_init(&ag->loop, &ag->sig_int);
   uv_signal_init(&ag->loop, &ag->sig_term);
   ag->sig_int.data = ag->sig_term.data = ag;
@@ -598,9 +931,14 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
     w->local_rank = i;
     w->rank = ag->round.rank_offset + i;
     w->log_out = w->log_err = -1;
+    w->stacks = (struct mu_buf)MU_BUF_INIT(STACKS_MAX);
   }
+  ag->start_ms = wall_ms();
   for (int i = 0; i < ag->nworkers; i++)
     spawn_worker(ag, &ag->w[i]);
+  uint64_t tick = watch_tick_ms(cfg);
+  uv_timer_start(&ag->watch_timer, on_watch_timer, tick, tick);
+  report_event(ag, MU_REPORT_STARTED);
   char ranks[48];
   mu_agent_say(ag, MU_AGENT_PROGRESS, "round %ld: started %d worker%s (%s of %d)", ag->round.round,
                ag->nworkers, ag->nworkers == 1 ? "" : "s",
@@ -630,6 +968,8 @@ void mu_agent_workers_free(struct mu_agent *ag)
     mu_line_prefixer_release(&w->pout);
     mu_line_prefixer_release(&w->perr);
     mu_free(w->error_file);
+    mu_free(w->heartbeat_file);
+    mu_buf_release(&w->stacks);
   }
   mu_free(ag->w);
   ag->w = NULL;

@@ -12,6 +12,8 @@
 
 #include "muster/client.h"
 
+#include "client/goodput.h"
+
 #include "agent.h"
 #include "child.h"
 #include "failrec.h"
@@ -45,6 +47,13 @@ struct mu_agent_worker {
   long long end_ms;    /* wall clock when it ended (Unix ms) */
   char err_tail[4096]; /* the last bytes of its stderr, for a failure without error file */
   size_t err_tail_len;
+  /* progress (agent_attempt.c): its heartbeat file touched, or a line of output while it never
+   * touched it */
+  char *heartbeat_file;
+  long long hb_mtime_ns; /* the file's mtime when last seen (as the agent created it first) */
+  int hb_touched;        /* it touched the file at least once: only touches count now */
+  long long progress_ms; /* wall clock of its last progress; 0: none yet */
+  struct mu_buf stacks;  /* its stderr after the agent asked for its stacks (SIGABRT) */
 };
 
 struct mu_agent {
@@ -78,6 +87,19 @@ struct mu_agent {
   uv_signal_t sig_int, sig_term;
   uv_async_t async;
   int loop_handles_closed;
+  uv_timer_t watch_timer;      /* the progress and hang watch: heartbeat files, every tick */
+  uv_timer_t stacks_timer;     /* the grace after asking for stacks, then stop */
+  long long start_ms;          /* wall clock when the workers started */
+  long long first_progress_ms; /* the attempt's first progress (any worker), 0: none yet */
+  int hung_idx;                /* the worker seen hung first, -1 */
+  long long hung_at_ms;        /* wall clock when the agent saw it */
+  int asking_stacks;           /* SIGABRT sent: the workers print their stacks and end */
+  /* What the rendezvous heard when the attempt ended (before the watcher's watch closed). */
+  struct mu_report_answer answer; /* its answer to the failure report */
+  int hinted;                     /* the 'failing' hint was sent this attempt */
+  int reported;                   /* 1: answered; 0: not sent; < 0: the call's error */
+  char report_err[256];           /* the words of that error */
+  int left;                       /* after success: 1 left, < 0 the leave's error */
 
   /* Watcher thread. */
   uv_thread_t watcher;
@@ -107,11 +129,15 @@ const char *mu_agent_ranks(char *buf, size_t n, int first, int count);
  * Returns: how the attempt ended. */
 enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag);
 
+/* Builds the failure record of the attempt's failed (or hung) worker into ag->last_failure
+ * (after a hang the hung one is picked now: ag->failed_idx). */
+void mu_agent_failure_record(struct mu_agent *ag);
+
 /* Reports the failure of ag->w[ag->failed_idx] (and of any other worker that failed on its
- * own) as one MU_AGENT_FAILURE report, with the worker's error file; then its failure record
- * (failrec.h) as a progress line and into cfg->error_file. Keeps the record in
- * ag->last_failure. */
-void mu_agent_failure_report(struct mu_agent *ag, int restarts_left);
+ * own) as one MU_AGENT_FAILURE report, with the worker's error file and the restarts the run
+ * has left (from the rendezvous's answer); then its failure record (failrec.h) as a progress
+ * line and into cfg->error_file. */
+void mu_agent_failure_report(struct mu_agent *ag);
 
 /* Describes how a worker ended ("exit code 3", "killed by signal 9 (Killed)").
  * Ownership: writes at most n bytes to out. */

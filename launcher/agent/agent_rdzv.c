@@ -18,15 +18,6 @@
   "node rank 0's agent serves it (torchrun's static rendezvous; the default without\n"             \
   "            --rdzv-endpoint): --node-rank R --master-addr HOST --master-port PORT"
 
-/* torchrun's backends muster does not run, with the clear word. */
-static const struct {
-  const char *name, *why;
-} refused[] = {
-    {"c10d", "c10d is torchrun's own TCPStore rendezvous, which muster does not run; use "
-             "--standalone (one node), --rdzv-backend static with --node-rank/--master-addr/"
-             "--master-port, or --rdzv-backend muster with --rdzv-endpoint HOST:PORT of a musterd"},
-};
-
 void mu_agent_rdzv_names(struct mu_buf *out)
 {
   mu_client_backend_names(out);
@@ -103,12 +94,6 @@ static int pick_backend(const struct mu_agent_rdzv_args *a, const struct mu_clie
   *b = name != NULL ? mu_client_backend_find(name) : mu_client_backend_of(a->endpoint);
   if (*b != NULL)
     return 0;
-  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-    if (strcmp(refused[i].name, name) == 0) {
-      mu_buf_printf(err, "--rdzv-backend %s: %s", name, refused[i].why);
-      return MU_AGENT_EXIT_USAGE;
-    }
-  }
   struct mu_suggest sg;
   mu_suggest_init(&sg, name);
   for (const struct mu_client_backend *r = mu_client_backends; r->name != NULL; r++) {

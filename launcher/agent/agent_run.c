@@ -216,15 +216,25 @@ static void say_waiting(struct mu_agent *ag, struct mu_client *r, long long secs
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
   int rc = r != NULL ? mu_agent_said(r, mu_client_run_info(r, cfg->run_id, &in), &e) : MU_ENOTSUP;
   int need = rc == 0 ? cfg->min_nodes - in.waiting : 0;
-  if (rc == 0 && strcmp(in.round_state, "active") == 0 && in.waiting > 0)
+  char sick[512] = ""; /* why the run cannot reach its minimum: nodes whose check failed */
+  if (rc == 0 && in.unhealthy > 0)
+    snprintf(sick, sizeof(sick), "; %d unhealthy: node %s: %s", in.unhealthy, in.unhealthy_node,
+             in.unhealthy_why);
+  if (rc == 0 && strcmp(in.round_state, "active") == 0 && in.nnodes >= in.max_nodes)
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "standby: round %ld of run '%s' at %s is active and full (%d of %d nodes); this "
+                 "node takes the place of one that is lost or fails, %lld s",
+                 in.round, cfg->run_id, ag->endpoint, in.nnodes, in.max_nodes, secs);
+  else if (rc == 0 && strcmp(in.round_state, "active") == 0 && in.waiting > 0)
     mu_agent_say(ag, MU_AGENT_PROGRESS,
                  "waiting to be admitted: round %ld of run '%s' at %s is active with %d of at most "
                  "%d nodes (%d waiting), %lld s",
                  in.round, cfg->run_id, ag->endpoint, in.nnodes, in.max_nodes, in.waiting, secs);
   else if (rc == 0 && need > 0)
     mu_agent_say(ag, MU_AGENT_PROGRESS,
-                 "waiting for %d more node%s (%d of %d joined) in run '%s' at %s, %lld s", need,
-                 need == 1 ? "" : "s", in.waiting, cfg->min_nodes, cfg->run_id, ag->endpoint, secs);
+                 "waiting for %d more node%s (%d of %d joined%s) in run '%s' at %s, %lld s", need,
+                 need == 1 ? "" : "s", in.waiting, cfg->min_nodes, sick, cfg->run_id, ag->endpoint,
+                 secs);
   else if (rc == 0)
     mu_agent_say(ag, MU_AGENT_PROGRESS,
                  "waiting for the round to close (%d joined, %d to %d wanted; last call) in run "
@@ -383,8 +393,30 @@ out:
   return code;
 }
 
+/* What this node asks of the run when it joins (and when it reports its health): its id,
+ * address and workers, the run's size, timings and restart budget. */
+static void join_opts(const struct mu_agent *ag, struct mu_join_opts *o)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  memset(o, 0, sizeof(*o));
+  o->node_id = ag->node_id;
+  o->addr = ag->addr[0] != '\0' ? ag->addr : "0.0.0.0"; /* not known before the first call */
+  o->local_world_size = cfg->nproc_per_node;
+  o->min_nodes = cfg->min_nodes;
+  o->max_nodes = cfg->max_nodes;
+  o->last_call_ms = cfg->last_call_s >= 0 ? (long)(cfg->last_call_s * 1000) : -1;
+  o->join_timeout_ms = (long)(cfg->join_timeout_s * 1000);
+  o->lease_ttl_ms = cfg->lease_ttl_s > 0 ? (long)(cfg->lease_ttl_s * 1000) : -1;
+  o->budget = 1; /* --max-restarts is the run's budget, kept by the rendezvous */
+  o->max_restarts = cfg->max_restarts;
+}
+
+/* join()'s answer when the run finished successfully while this node waited to join (a
+ * standby that was not needed): the agent ends with success. */
+#define JOIN_RUN_DONE (-2)
+
 /* Joins, retrying an unreachable endpoint until the join deadline (at most 30 s of retries).
- * Returns: 0, or an exit code with the message in err. */
+ * Returns: 0, JOIN_RUN_DONE, or an exit code with the message in err. */
 static int join(struct mu_agent *ag, struct mu_buf *err)
 {
   const struct mu_agent_config *cfg = ag->cfg;
@@ -392,15 +424,18 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
   long long retry_until =
       now_ms() + (cfg->join_timeout_s < 30 ? (long long)(cfg->join_timeout_s * 1000) : 30000);
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  int warned = 0, code = 0, offered_port = 0;
+  int warned = 0, code = 0, offered_port = 0, probed = 0;
   char ranks[48];
   struct waiter waiter;
   waiter_start(&waiter, ag);
   for (;;) {
     mu_round_release(&ag->round);
     mu_buf_clear(&e);
-    if (ag->addr[0] == '\0' || cfg->local_addr == NULL) {
+    /* the probe also tells a run that ended already (an error) from one that ends while this
+     * join waits (a standby not needed: JOIN_RUN_DONE) */
+    if (!probed || ag->addr[0] == '\0' || cfg->local_addr == NULL) {
       code = probe_endpoint(ag, retry_until, &warned, err);
+      probed = code == 0;
       if (code < 0) {
         code = 0;
         usleep(250 * 1000);
@@ -419,19 +454,19 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
       break;
     }
     struct mu_join_opts o;
-    memset(&o, 0, sizeof(o));
-    o.node_id = ag->node_id;
-    o.addr = ag->addr;
-    o.local_world_size = cfg->nproc_per_node;
+    join_opts(ag, &o);
     o.master_port = offered_port = pick_free_port();
-    o.min_nodes = cfg->min_nodes;
-    o.max_nodes = cfg->max_nodes;
-    o.last_call_ms = cfg->last_call_s >= 0 ? (long)(cfg->last_call_s * 1000) : -1;
     o.join_timeout_ms = (long)left;
-    o.lease_ttl_ms = cfg->lease_ttl_s > 0 ? (long)(cfg->lease_ttl_s * 1000) : -1;
     int rc = mu_agent_said(ag->rdzv, mu_client_join(ag->rdzv, cfg->run_id, &o, &ag->round), &e);
     if (rc == 0)
       break;
+    if (rc == MU_ECLOSED) { /* the run was open when this join began (the probe said so) */
+      mu_agent_say(ag, MU_AGENT_PROGRESS,
+                   "run '%s' finished while this node waited to join (%s); nothing to do",
+                   cfg->run_id, mu_buf_str(&e));
+      code = JOIN_RUN_DONE;
+      break;
+    }
     if ((rc == MU_ECONN || rc == MU_EPROTO) && now_ms() < retry_until) {
       if (!warned++)
         mu_agent_say(ag, MU_AGENT_PROGRESS, "join failed (%s); retrying", mu_buf_str(&e));
@@ -443,16 +478,105 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
   }
   waiter_stop(&waiter);
   mu_buf_release(&e);
+  if (code == JOIN_RUN_DONE)
+    return code;
   if (code == 0 && cfg->static_rank >= 0)
     code = static_ranks(ag, offered_port, err);
   if (code != 0)
     return code;
+  ag->restart_count = ag->round.restart_count; /* the run's: TORCHELASTIC_RESTART_COUNT */
   mu_agent_say(
       ag, MU_AGENT_PROGRESS, "run '%s' round %ld: node rank %d of %d, %s of world %d, master %s:%d",
       cfg->run_id, ag->round.round, ag->round.node_rank, ag->round.nnodes,
       mu_agent_ranks(ranks, sizeof(ranks), ag->round.rank_offset, ag->round.local_world_size),
       ag->round.world_size, ag->round.master_addr, ag->round.master_port);
   return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The health check: before every join
+ */
+
+/* Sleeps `ms` or until a signal arrives (the join's signal pipe). Returns: 1 on a signal. */
+static int nap_or_signal(long long ms)
+{
+  struct pollfd p = {sig_pipe[0], POLLIN, 0};
+  if (sig_pipe[0] < 0)
+    return usleep((useconds_t)(ms * 1000)) != 0 && sig_seen != 0;
+  return poll(&p, 1, (int)ms) > 0 || sig_seen != 0;
+}
+
+/* Tells the rendezvous this node's check failed (output: what it said) or passed again.
+ * Returns: 0 to go on checking (a call that failed is a debug line); JOIN_RUN_DONE when the run
+ * finished meanwhile; or an exit code with the message in err (the run shut down, another
+ * configuration). */
+static int health_tell(struct mu_agent *ag, int healthy, const char *output, struct mu_buf *err)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  struct mu_join_opts o;
+  join_opts(ag, &o);
+  long ttl = (long)((cfg->health_check_interval_s + cfg->health_check_timeout_s) * 1000) + 10000;
+  int rc = mu_client_health(ag->rdzv, cfg->run_id, &o, healthy, output, ttl, NULL);
+  if (rc == MU_ECLOSED) {
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "run '%s' finished while this node was unhealthy; nothing to do", cfg->run_id);
+    return JOIN_RUN_DONE;
+  }
+  if (rc == MU_ESHUT || rc == MU_ESTATE) {
+    mu_buf_printf(err, "cannot join run '%s': %s", cfg->run_id, mu_client_errmsg(ag->rdzv));
+    return rc == MU_ESHUT ? MU_AGENT_EXIT_FAILED : MU_AGENT_EXIT_RENDEZVOUS;
+  }
+  if (rc != 0)
+    mu_agent_say(ag, MU_AGENT_DEBUG, "health report failed: %s", mu_client_errmsg(ag->rdzv));
+  return 0;
+}
+
+/* Runs --health-check until it passes: a node whose check fails does not join; it says why
+ * with the check's output, tells the rendezvous (which shows the node unhealthy with that
+ * output), and runs the check again every --health-check-interval.
+ * Returns: 0 once it passed (or with no check), JOIN_RUN_DONE when the run finished meanwhile,
+ * or an exit code (a signal, the run shut down) with err set. */
+static int health_gate(struct mu_agent *ag, struct mu_buf *err)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  if (cfg->health_check == NULL)
+    return 0;
+  struct mu_buf out = MU_BUF_INIT(SIZE_MAX), why = MU_BUF_INIT(SIZE_MAX);
+  int code = 0;
+  for (int n = 1;; n++) {
+    mu_buf_clear(&out);
+    mu_buf_clear(&why);
+    if (mu_agent_health_check(cfg, &out, &why) == 0) {
+      if (n > 1) {
+        mu_agent_say(ag, MU_AGENT_PROGRESS, "health check passed (check %d); joining", n);
+        code = health_tell(ag, 1, NULL, err);
+      }
+      break;
+    }
+    struct mu_buf shown = MU_BUF_INIT(SIZE_MAX); /* each line of the output as "    | ..." */
+    for (const char *p = mu_buf_str(&out); *p != '\0';) {
+      size_t len = strcspn(p, "\n");
+      mu_buf_printf(&shown, "\n    | %.*s", (int)len, p);
+      p += len + (p[len] == '\n');
+    }
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "health check failed (%s): this node does not join run '%s'; checking again in "
+                 "%g s. Its output:%s",
+                 mu_buf_str(&why), cfg->run_id, cfg->health_check_interval_s,
+                 shown.len > 0 ? mu_buf_str(&shown) : " none");
+    mu_buf_release(&shown);
+    code = health_tell(ag, 0, out.len > 0 ? mu_buf_str(&out) : mu_buf_str(&why), err);
+    if (code != 0)
+      break;
+    if (nap_or_signal((long long)(cfg->health_check_interval_s * 1000))) {
+      code = MU_AGENT_EXIT_SIGNAL_BASE + sig_seen;
+      mu_buf_clear(err);
+      break;
+    }
+  }
+  mu_buf_release(&out);
+  mu_buf_release(&why);
+  return code;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -515,54 +639,6 @@ static int make_base_dir(struct mu_agent *ag, struct mu_buf *err)
   return 0;
 }
 
-/* After a worker failed with no restart left: leave, shut the run down for every node.
- * Returns: the exit code, with the reason in err. */
-static int give_up(struct mu_agent *ag, struct mu_buf *err)
-{
-  const struct mu_agent_config *cfg = ag->cfg;
-  const struct mu_agent_worker *w = &ag->w[ag->failed_idx];
-  char how[160];
-  mu_agent_describe_exit(w, how, sizeof(how));
-  const char *exc = ag->last_failure.exception;
-  char *reason = mu_asprintf("rank %d on node %s failed (%s)%s%s, no restart left", w->rank,
-                             ag->node_id, how, exc && exc[0] ? ": " : "", exc ? exc : "");
-  mu_client_leave(ag->rdzv, cfg->run_id, ag->node_id, 0, reason);
-  mu_client_shutdown(ag->rdzv, cfg->run_id, reason);
-  mu_buf_printf(err, "run '%s' failed: %s", cfg->run_id, reason);
-  mu_free(reason);
-  return MU_AGENT_EXIT_FAILED;
-}
-
-/* A worker ended badly: was the round changing at that moment (another node's workers restarted,
- * left, or a node waits to scale the run up)? Its workers stopped then and this node's lost
- * their peers: a membership change, not this node's failure, so no restart is counted (as
- * torchrun counts none when it sees nodes waiting). The first node to see a failure finds the
- * round still active and counts it: a job whose workers keep failing still runs out of
- * restarts. Returns: 1 when it was changing (said), 0 when not or when the run cannot be read. */
-static int round_changing(struct mu_agent *ag)
-{
-  struct mu_run_info in;
-  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  int rc = mu_agent_said(ag->rdzv, mu_client_run_info(ag->rdzv, ag->cfg->run_id, &in), &e);
-  mu_buf_release(&e);
-  if (rc != 0)
-    return 0;
-  const char *why = NULL;
-  if (in.round != ag->round.round)
-    why = "a newer round formed";
-  else if (strcmp(in.round_state, "active") != 0)
-    why = in.round_state;
-  else if (in.waiting > 0 && in.nnodes < in.max_nodes)
-    why = "a node waits to join it";
-  if (why == NULL)
-    return 0;
-  mu_agent_say(ag, MU_AGENT_PROGRESS,
-               "a worker ended while round %ld of run '%s' was changing (%s): re-joining without "
-               "counting a restart",
-               ag->round.round, ag->cfg->run_id, why);
-  return 1;
-}
-
 /* The run's client, the signal pipe that cancels its calls, the attempts' directory.
  * Returns: 0, or an exit code with the message in err. */
 static int start(struct mu_agent *ag, struct mu_buf *err)
@@ -586,38 +662,67 @@ static int start(struct mu_agent *ag, struct mu_buf *err)
   return make_base_dir(ag, err);
 }
 
+/* After a worker failed or hung, as the rendezvous answered the attempt's report: the run shut
+ * down (no restart left: exit 1), a restart counted, or the round had already ended another
+ * way (another node's failure, a loss, a change: no restart counted). Returns: -1 to join
+ * again, or the exit code with the message in err. */
+static int after_failure(struct mu_agent *ag, struct mu_buf *err)
+{
+  const struct mu_agent_config *cfg = ag->cfg;
+  const struct mu_report_answer *a = &ag->answer;
+  mu_agent_failure_report(ag);
+  if (ag->reported == MU_ESHUT || ag->reported == MU_ECLOSED) { /* ended by another node */
+    mu_buf_printf(err, "run '%s' failed: %s", cfg->run_id, ag->report_err);
+    return MU_AGENT_EXIT_FAILED;
+  }
+  if (ag->reported != 1) {
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "cannot report the failure to the rendezvous (%s); re-joining run '%s'",
+                 ag->report_err, cfg->run_id);
+  } else if ((strcmp(a->state, "shut") == 0 || strcmp(a->state, "closed") == 0) && a->counted) {
+    struct mu_buf why = MU_BUF_INIT(SIZE_MAX); /* this node's failure spent the budget */
+    mu_failrec_summary(&ag->last_failure, &why);
+    mu_buf_printf(err, "run '%s' failed: %s, no restart left (--max-restarts %ld, the run's)",
+                  cfg->run_id, mu_buf_str(&why), a->max_restarts);
+    mu_buf_release(&why);
+    return MU_AGENT_EXIT_FAILED;
+  } else if (strcmp(a->state, "shut") == 0 || strcmp(a->state, "closed") == 0) {
+    mu_buf_printf(err, "run '%s' failed: %s", cfg->run_id, a->reason);
+    return MU_AGENT_EXIT_FAILED;
+  } else if (!a->counted) {
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "round %ld of run '%s' had already ended (another node's failure, a lost node "
+                 "or a change): re-joining without counting a restart",
+                 ag->round.round, cfg->run_id);
+  } else if (a->max_restarts >= 0) {
+    mu_agent_say(ag, MU_AGENT_PROGRESS, "restarting workers (restart %d of %ld, the run's)",
+                 a->restart_count, a->max_restarts);
+  } else {
+    mu_agent_say(ag, MU_AGENT_PROGRESS, "restarting workers (restart %d of the run)",
+                 a->restart_count);
+  }
+  return -1;
+}
+
 /* What an attempt's end means. Returns: -1 to join again, or the exit code (with the message
  * in err). */
 static int after_attempt(struct mu_agent *ag, enum mu_agent_outcome oc, struct mu_buf *err)
 {
   const struct mu_agent_config *cfg = ag->cfg;
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  int code = MU_AGENT_EXIT_FAILED, left = (int)(cfg->max_restarts - ag->restart_count);
+  int code = MU_AGENT_EXIT_FAILED;
   switch (oc) {
   case MU_AGENT_SUCCEEDED:
     if (ag->nworkers == 1)
       mu_agent_say(ag, MU_AGENT_PROGRESS, "the worker succeeded");
     else
       mu_agent_say(ag, MU_AGENT_PROGRESS, "all %d workers succeeded", ag->nworkers);
-    if (mu_agent_said(ag->rdzv, mu_client_leave(ag->rdzv, cfg->run_id, ag->node_id, 1, NULL), &e) !=
-        0)
-      mu_agent_say(ag, MU_AGENT_PROGRESS, "leave failed: %s", mu_buf_str(&e));
+    if (ag->left < 0) /* the attempt left the run before its watch closed */
+      mu_agent_say(ag, MU_AGENT_PROGRESS, "leave failed: %s", ag->report_err);
     code = MU_AGENT_EXIT_OK;
     break;
   case MU_AGENT_WORKER_FAILED:
-    if (round_changing(ag)) {
-      code = -1;
-      break;
-    }
-    mu_agent_failure_report(ag, left);
-    if (left <= 0) {
-      code = give_up(ag, err);
-      break;
-    }
-    ag->restart_count++;
-    mu_agent_say(ag, MU_AGENT_PROGRESS, "restarting workers (restart %d of %ld)", ag->restart_count,
-                 cfg->max_restarts);
-    code = -1;
+    code = after_failure(ag, err);
     break;
   case MU_AGENT_REJOIN:
     code = -1;
@@ -652,10 +757,16 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
   while (code == 0) {
     if (sig_pipe[0] >= 0)
       arm_join_signals();
-    code = join(&ag, err);
+    code = health_gate(&ag, err);
+    if (code == 0)
+      code = join(&ag, err);
     if (sig_seen != 0) { /* during the join, or between it and the attempt's own handlers */
       mu_buf_clear(err);
       code = MU_AGENT_EXIT_SIGNAL_BASE + sig_seen;
+    }
+    if (code == JOIN_RUN_DONE) {
+      code = MU_AGENT_EXIT_OK;
+      break;
     }
     if (code != 0)
       break;

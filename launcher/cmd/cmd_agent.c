@@ -94,7 +94,8 @@ static int parse(struct agent_cli *a, struct mu_agent_config *cfg, int argc, cha
       MU_OPT_BOOL_ENV(0, "standalone", &a->rz.standalone,
                       "start an embedded musterd on a free port", "PET_STANDALONE"),
       MU_OPT_STRING_ENV(0, "max-restarts", &a->max_restarts, "K",
-                        "restarts after a worker failure (0)", "PET_MAX_RESTARTS"),
+                        "the run's restarts after worker failures, shared by every node (0)",
+                        "PET_MAX_RESTARTS"),
       MU_OPT_STRING_ENV(0, "monitor-interval", &a->monitor, "S",
                         "accepted for torchrun; worker exits are noticed at once",
                         "PET_MONITOR_INTERVAL"),
@@ -136,6 +137,17 @@ static int parse(struct agent_cli *a, struct mu_agent_config *cfg, int argc, cha
       MU_OPT_DOUBLE(0, "lease-ttl", &a->lease_ttl, "S",
                     "a node silent for S s is dropped (server default 10)"),
       MU_OPT_DOUBLE(0, "stop-grace", &a->stop_grace, "S", "SIGTERM to SIGKILL delay (5)"),
+      MU_OPT_DOUBLE(0, "hang-timeout", &cfg->hang_timeout_s, "S",
+                    "a worker without progress for S s is hung: its stacks, then a restart"),
+      MU_OPT_DOUBLE(0, "hang-initial-timeout", &cfg->hang_initial_timeout_s, "S",
+                    "the same before a worker's first progress (default --hang-timeout)"),
+      MU_OPT_STRING_ENV(0, "health-check", &cfg->health_check, "CMD",
+                        "a shell command run before every join; a node whose check fails waits",
+                        "MUSTER_HEALTH_CHECK"),
+      MU_OPT_DOUBLE(0, "health-check-timeout", &cfg->health_check_timeout_s, "S",
+                    "a check running longer failed (60)"),
+      MU_OPT_DOUBLE(0, "health-check-interval", &cfg->health_check_interval_s, "S",
+                    "a failed check runs again S s later (30)"),
       MU_OPT_END(),
   };
   return mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT | MU_OPTS_KEEP_DASHDASH, usage);
@@ -195,6 +207,23 @@ static int apply_counts(const struct agent_cli *a, struct mu_agent_config *cfg, 
   return 0;
 }
 
+/* The hang watch and the health check. Returns: 0, or -1 after printing the error. */
+static int apply_goodput(const struct mu_agent_config *cfg)
+{
+  if (cfg->hang_timeout_s < 0 || cfg->hang_initial_timeout_s < 0)
+    return mu_error("--hang-timeout and --hang-initial-timeout are seconds (0: no hang watch), "
+                    "not negative");
+  if (cfg->hang_initial_timeout_s > 0 && cfg->hang_timeout_s <= 0)
+    return mu_error("--hang-initial-timeout needs --hang-timeout (the watch is on only with it)");
+  if (cfg->health_check_timeout_s <= 0 || cfg->health_check_interval_s <= 0)
+    return mu_error("--health-check-timeout and --health-check-interval must be positive "
+                    "(seconds)");
+  if (cfg->health_check != NULL && cfg->health_check[0] == '\0')
+    return mu_error("--health-check needs a command (a shell command line: "
+                    "'/opt/check-gpus.sh --quick')");
+  return 0;
+}
+
 /* The workers' output and the timings: --role, --log-dir, --redirects, --tee,
  * --local-ranks-filter, --rdzv-conf and the seconds. Returns: 0, or -1 after printing. */
 static int apply_output(const struct agent_cli *a, struct mu_agent_config *cfg, struct mu_buf *err)
@@ -227,7 +256,7 @@ static int apply_output(const struct agent_cli *a, struct mu_agent_config *cfg, 
     return mu_error("--join-timeout must be positive (seconds)");
   if (cfg->role[0] == '\0')
     return mu_error("--role must not be empty");
-  return 0;
+  return apply_goodput(cfg);
 }
 
 /* The usage, named as called (compat/torchrun is a link to muster), with the backends.

@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "client/backends.h"
+#include "cmd_util.h"
 #include "cmds.h"
 #include "json.h"
 #include "log.h"
@@ -29,8 +30,9 @@
 static const char usage_head[] =
     "muster rdzv [--json] [--watch] [--token T] ENDPOINT [RUN]\n"
     "muster rdzv [options] --endpoint ENDPOINT [RUN]\n\n"
-    "The runs of a rendezvous (or one RUN): state, round, members, last events (musterd);\n"
-    "--watch prints them again at every change. ENDPOINT, by rendezvous backend:\n  ";
+    "The runs of a rendezvous (or one RUN): state, round, members, last events, and torchrun's\n"
+    "c10d runs on its TCPStore listener (musterd); --watch prints them again at every change.\n"
+    "ENDPOINT, by rendezvous backend:\n  ";
 static const char usage_tail[] =
     "\nTLS and etcd's user/password come from MUSTER_RDZV_CACERT, _CERT, _KEY, _USER, _PASSWORD";
 
@@ -54,6 +56,7 @@ static void print_run(const cJSON *r)
          mu_json_get_long(r, "max_nodes", 0), mu_json_get_long(r, "waiting", 0));
   if (str(r, "reason")[0])
     printf("  reason: %s\n", str(r, "reason"));
+  mu_cli_goodput_print(r, "  ", 0);
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(r, "config");
   if (cfg != NULL)
     printf("  lease %.1f s, last call %.1f s, join timeout %.0f s\n",
@@ -114,6 +117,48 @@ static void print_events(const cJSON *ev, const char *run, long limit)
   }
 }
 
+/* The torchrun runs on a musterd's TCPStore listener (GET /v1/c10d, or /v1/c10d/RUN): NULL on a
+ * backend or a musterd that keeps none. */
+static cJSON *get_c10d(struct conn *k, const char *run)
+{
+  cJSON *o = NULL;
+  if (mu_client_c10d_json(k->c, run, &o) != 0) {
+    cJSON_Delete(o);
+    o = NULL;
+  }
+  return o;
+}
+
+/* torchrun --rdzv_backend c10d runs on musterd's TCPStore listener (docs/c10d.md). */
+static void print_c10d(const cJSON *c, const char *run)
+{
+  const cJSON *r;
+  if (run != NULL) {
+    printf("c10d run %s: %d keys\n", run,
+           cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(c, "keys")));
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "keys"))
+    {
+      printf("  %s  %ld bytes", str(r, "key"), mu_json_get_long(r, "bytes", 0));
+      if (mu_json_get_long(r, "round", -1) >= 0)
+        printf(", round %ld", mu_json_get_long(r, "round", -1));
+      printf("\n");
+    }
+    return;
+  }
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "runs"))
+  {
+    long round = mu_json_get_long(r, "round", -1);
+    printf("c10d run %s: ", str(r, "run_id"));
+    if (round >= 0)
+      printf("round %ld, ", round);
+    printf("%ld keys (%ld bytes)%s\n", mu_json_get_long(r, "keys", 0),
+           mu_json_get_long(r, "bytes", 0),
+           mu_json_get_bool(r, "state", 0) ? "" : ", no state key");
+  }
+  if (mu_json_get_long(c, "other_keys", 0) > 0)
+    printf("c10d: %ld keys of no torchrun run\n", mu_json_get_long(c, "other_keys", 0));
+}
+
 /* The run list (run NULL) or one run, in musterd's JSON.
  * Returns: 0, 1 when there is no such run, or -1 with the error printed. */
 static int get_runs(struct conn *k, const char *run, cJSON **out)
@@ -132,7 +177,7 @@ static int get_runs(struct conn *k, const char *run, cJSON **out)
 /* One picture of the server (or of one run). Returns: 0, or an exit code. */
 static int show(struct conn *k, const char *run, int json, const cJSON *ev)
 {
-  cJSON *runs = NULL, *out = cJSON_CreateArray();
+  cJSON *runs = NULL, *out = cJSON_CreateArray(), *c10d = get_c10d(k, run);
   int rc = 0;
   if (run != NULL) {
     runs = cJSON_CreateObject();
@@ -149,6 +194,8 @@ static int show(struct conn *k, const char *run, int json, const cJSON *ev)
   {
     cJSON *full = NULL;
     int g = get_runs(k, str(r, "run_id"), &full);
+    if (g == 1 && run != NULL && c10d != NULL)
+      continue; /* a torchrun run on the TCPStore listener only */
     if (g == 1 && run != NULL) {
       mu_error("'%s' has no run '%s' (see 'muster rdzv %s')", k->endpoint, run, k->endpoint);
       rc = 1;
@@ -165,6 +212,10 @@ static int show(struct conn *k, const char *run, int json, const cJSON *ev)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "runs", out);
     out = NULL;
+    if (c10d != NULL) {
+      cJSON_AddItemToObject(o, "c10d", c10d);
+      c10d = NULL;
+    }
     if (ev != NULL)
       cJSON_AddItemToObject(o, "events",
                             cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(ev, "events"), 1));
@@ -173,9 +224,13 @@ static int show(struct conn *k, const char *run, int json, const cJSON *ev)
     cJSON_free(s);
     cJSON_Delete(o);
   } else {
-    if (cJSON_GetArraySize(out) == 0)
+    if (cJSON_GetArraySize(out) == 0 &&
+        (c10d == NULL || (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(c10d, "runs")) == 0 &&
+                          mu_json_get_long(c10d, "other_keys", 0) == 0 && run == NULL)))
       printf("no runs on %s\n", k->endpoint);
     cJSON_ArrayForEach(r, out) print_run(r);
+    if (c10d != NULL)
+      print_c10d(c10d, run);
     if (ev != NULL && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ev, "events")) > 0) {
       printf("events:\n");
       print_events(ev, run, 10);
@@ -185,6 +240,7 @@ static int show(struct conn *k, const char *run, int json, const cJSON *ev)
 out:
   cJSON_Delete(out);
   cJSON_Delete(runs);
+  cJSON_Delete(c10d);
   return rc;
 }
 

@@ -10,8 +10,11 @@
 #include "muster/client.h"
 #include "muster/mu.h"
 
+#include "client/backends.h"
+
 #include "alloc.h"
 #include "cmd_util.h"
+#include "json.h"
 #include "log.h"
 #include "opts.h"
 #include "suggest.h"
@@ -264,6 +267,78 @@ void mu_cli_rdzv_line(const struct mu_app_status *st, char *out, size_t n)
   mu_client_free(c);
 }
 
+/* The job's run read from its rendezvous now (a job on an external one: etcd v3 or a musterd
+ * that outlives it), or NULL when it cannot be read within 2 s. Ownership: the caller's. */
+static cJSON *live_run(const char *endpoint, const char *app_id)
+{
+  struct mu_client *c = NULL;
+  cJSON *run = NULL;
+  if (endpoint == NULL || endpoint[0] == '\0' || mu_client_new(endpoint, &c) != 0)
+    return NULL;
+  mu_client_set_timeout(c, 2000);
+  if (mu_client_runs_json(c, app_id, &run) != 0) {
+    cJSON_Delete(run);
+    run = NULL;
+  }
+  mu_client_free(c);
+  return run;
+}
+
+/* The run whose goodput status shows: the one the scheduler kept, else the live one. */
+static cJSON *status_run(const struct mu_app_status *st)
+{
+  if (st->rdzv_run != NULL)
+    return cJSON_Parse(st->rdzv_run);
+  return st->rdzv_endpoint != NULL ? live_run(st->rdzv_endpoint, st->app_id) : NULL;
+}
+
+/* "1.23s" of ms, or "-" when the field is null. */
+static const char *secs(const cJSON *o, const char *k, char *buf, size_t n)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (!cJSON_IsNumber(v))
+    return "-";
+  snprintf(buf, n, "%.2fs", v->valuedouble / 1000);
+  return buf;
+}
+
+void mu_cli_goodput_print(const struct cJSON *run, const char *indent, int title)
+{
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(run, "timings");
+  char b1[32], b2[32];
+  if (t != NULL)
+    printf("%s%s %s\n", indent, title ? "Time To First Step:" : "time to first step",
+           secs(t, "time_to_first_step_ms", b1, sizeof(b1)));
+  const cJSON *mr = cJSON_GetObjectItemCaseSensitive(run, "max_restarts");
+  long rc = mu_json_get_long(run, "restart_count", 0);
+  if (cJSON_IsNumber(mr))
+    printf("%s%s %ld of %ld (the run's budget)\n", indent, title ? "Restarts:" : "restarts", rc,
+           (long)mr->valuedouble);
+  const cJSON *r, *prev = NULL;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(t, "rounds"))
+  {
+    if (prev != NULL && mu_json_get_str(prev, "end") != NULL && mu_json_get_str(prev, "end")[0])
+      printf("%s%s round %ld after round %ld %s: downtime %s (%s)\n", indent,
+             title ? "Restart Downtime:" : "downtime:", mu_json_get_long(r, "round", 0),
+             mu_json_get_long(prev, "round", 0), mu_json_get_str(prev, "end"),
+             secs(r, "downtime_ms", b2, sizeof(b2)),
+             mu_json_get_str(prev, "why") ? mu_json_get_str(prev, "why") : "");
+    prev = r;
+  }
+  long standbys = mu_json_get_long(run, "standbys", 0);
+  if (standbys > 0)
+    printf("%s%s %ld\n", indent, title ? "Standbys:" : "standbys", standbys);
+  const cJSON *u;
+  cJSON_ArrayForEach(u, cJSON_GetObjectItemCaseSensitive(run, "unhealthy"))
+  {
+    const char *out = mu_json_get_str(u, "output");
+    int n = out != NULL ? (int)strcspn(out, "\n") : 0;
+    printf("%s%s node %s: %.*s (%ld failed checks)\n", indent, title ? "Unhealthy:" : "unhealthy",
+           mu_json_get_str(u, "node_id") ? mu_json_get_str(u, "node_id") : "?", n,
+           out != NULL ? out : "", mu_json_get_long(u, "checks", 0));
+  }
+}
+
 /* Seconds the job ran (to its end, or to now while it runs). */
 static double status_duration(const struct mu_app_status *st)
 {
@@ -318,6 +393,9 @@ static void status_json(const struct mu_app_status *st, const char *handle)
     cJSON_AddNumberToObject(o, "started_at", st->started_at);
     cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
   }
+  cJSON *run = status_run(st);
+  if (run != NULL)
+    cJSON_AddItemToObject(o, "rdzv_run", run);
   if (st->ui_url != NULL)
     cJSON_AddStringToObject(o, "url", st->ui_url);
   else
@@ -355,6 +433,10 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
     mu_cli_rdzv_line(st, rdzv, sizeof(rdzv));
   if (rdzv[0] != '\0')
     printf("    Rendezvous: %s\n", rdzv + 8); /* past " | rdzv " */
+  cJSON *run = status_run(st);
+  if (run != NULL)
+    mu_cli_goodput_print(run, "    ", 1);
+  cJSON_Delete(run);
   printf("    Roles:\n");
   for (size_t i = 0; i < st->nreplicas; i++) {
     const struct mu_replica_status *r = &st->replicas[i];

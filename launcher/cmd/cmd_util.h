@@ -81,4 +81,11 @@ void mu_cli_rdzv_line(const struct mu_app_status *st, char *out, size_t n);
 
 void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int json);
 
+/* Prints where a run's time went, from its JSON (GET /v1/runs/{id}, or the rdzv_run the local
+ * scheduler keeps): time to first step, restarts of the budget, each round after a loss with
+ * its downtime and why, standbys, unhealthy nodes with their check's first line. Every line
+ * starts with `indent`; `title` 1 prints status's "Name: value" form, 0 muster rdzv's. */
+struct cJSON;
+void mu_cli_goodput_print(const struct cJSON *run, const char *indent, int title);
+
 #endif

@@ -67,6 +67,7 @@ static const struct mu_runopt k8s_runopts[] = {
      "every pod, and the job's musterd; required when the job uses either"},
     {"kubectl", MU_RUNOPT_STR, "kubectl", 0, "kubectl program (name on PATH or a path)"},
     {"context", MU_RUNOPT_STR, NULL, 0, "kubeconfig context (kubectl --context)"},
+    MU_RUNOPT_HEALTH_CHECK,
     {NULL, 0, NULL, 0, NULL},
 };
 

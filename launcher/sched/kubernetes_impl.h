@@ -23,6 +23,8 @@ struct mu_k8s_ctx {
   char *token_secret;       /* the Secret (key "token") of the rendezvous token, or NULL */
   int token_is_ours;        /* muster creates token_secret at schedule time */
   char *rdzv;               /* ${rdzv_endpoint}, NULL when none */
+  char *c10d;               /* ${c10d_endpoint}: the musterd's TCPStore listener, or NULL */
+  long c10d_port;           /* ... its port */
   const char *tls_secret;   /* -cfg rdzv_tls: the job's musterd serves HTTPS, else NULL */
   const char *tls_client;   /* -cfg rdzv_tls_client: the agents' client certificate, else NULL */
   char *rdzv_service;       /* with TLS: the Service <job>-musterd that names the musterd */

@@ -470,6 +470,19 @@ static int ctx_rdzv(struct mu_k8s_ctx *x, struct mu_buf *err)
     x->rdzv = mu_asprintf("%s-musterd-0-0.%s:%ld", x->job, x->job, x->port);
   else if (x->own_rdzv)
     x->rdzv = mu_asprintf("%s-musterd-0.%s:%ld", x->job, x->job, x->port);
+  if (!mu_app_mentions(x->app, "${c10d_endpoint}"))
+    return 0;
+  if (!x->own_rdzv) {
+    mu_buf_printf(err,
+                  "the job uses ${c10d_endpoint} (torchrun --rdzv_backend c10d) and -cfg "
+                  "rdzv=%s names a musterd whose TCPStore port muster does not know; use -cfg "
+                  "rdzv=auto (the job's own musterd), or --rdzv_backend etcd-v2",
+                  x->rdzv ? x->rdzv : "none");
+    return MU_EINVAL;
+  }
+  /* the musterd task's TCPStore listener: the port after its HTTP one, same DNS name */
+  x->c10d_port = x->port < 65535 ? x->port + 1 : x->port - 1;
+  x->c10d = mu_asprintf("%.*s:%ld", (int)(strrchr(x->rdzv, ':') - x->rdzv), x->rdzv, x->c10d_port);
   return 0;
 }
 
@@ -716,6 +729,7 @@ void mu_k8s_ctx_release(struct mu_k8s_ctx *x)
   cJSON_Delete(x->tolerations);
   cJSON_Delete(x->pull_secrets);
   mu_free(x->rdzv);
+  mu_free(x->c10d);
   mu_free(x->rank0_env);
   mu_free(x->rank0_host);
   mu_free(x->token_secret);
@@ -779,6 +793,7 @@ static char *subst(const struct mu_k8s_ctx *x, const char *s, long ri, long k)
   m.img_root = "";
   m.rank0_env = (x->api == MU_K8S_VOLCANO && ri == 0 && k == 0) ? K8S_RANK0_ENV : x->rank0_env;
   m.rdzv_endpoint = x->rdzv;
+  m.c10d_endpoint = x->c10d;
   m.num_replicas = nrep;
   applied = mu_macros_apply(&m, s);
   lit = k8s_literal(applied);
@@ -836,8 +851,11 @@ static char *app_annotation(const struct mu_k8s_ctx *x)
   mu_buf_put_replaced(&a, line ? line : "{}", "${app_id}", x->job);
   mu_buf_put_replaced(&b, mu_buf_str(&a), "${rdzv_endpoint}",
                       x->rdzv ? x->rdzv : "${rdzv_endpoint}");
-  if (b.len <= MU_K8S_APP_MAX)
-    out = mu_buf_detach(&b);
+  mu_buf_clear(&a);
+  mu_buf_put_replaced(&a, mu_buf_str(&b), "${c10d_endpoint}",
+                      x->c10d ? x->c10d : "${c10d_endpoint}");
+  if (a.len <= MU_K8S_APP_MAX)
+    out = mu_buf_detach(&a);
   cJSON_free(line);
   cJSON_Delete(tree);
   mu_buf_release(&js);
@@ -1278,6 +1296,28 @@ cJSON *mu_k8s_musterd_container(const char *image, long port)
   return ctr;
 }
 
+/* torchrun --rdzv_backend c10d: the musterd container also serves PyTorch's TCPStore, which has
+ * no credentials, on the pod's own address only (docs/security.md), port `port` named c10d. */
+static void add_c10d(cJSON *ctr, long port)
+{
+  cJSON *env = cJSON_AddArrayToObject(ctr, "env"), *e, *vf, *fr, *o;
+  char listen[64];
+  e = cJSON_CreateObject();
+  cJSON_AddStringToObject(e, "name", "MUSTER_POD_IP");
+  vf = cJSON_AddObjectToObject(e, "valueFrom");
+  fr = cJSON_AddObjectToObject(vf, "fieldRef");
+  cJSON_AddStringToObject(fr, "fieldPath", "status.podIP");
+  cJSON_AddItemToArray(env, e);
+  snprintf(listen, sizeof listen, "$(MUSTER_POD_IP):%ld", port);
+  cJSON *cmd = cJSON_GetObjectItemCaseSensitive(ctr, "command");
+  cJSON_AddItemToArray(cmd, cJSON_CreateString("--c10d-listen"));
+  cJSON_AddItemToArray(cmd, cJSON_CreateString(listen));
+  o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "containerPort", (double)port);
+  cJSON_AddStringToObject(o, "name", "c10d");
+  cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(ctr, "ports"), o);
+}
+
 /* With -cfg rdzv_tls, the job's musterd serves HTTPS with the Secret's tls.crt and tls.key
  * (with rdzv_tls_client, it requires client certificates signed by the Secret's ca.crt), and
  * the kubelet probes it over HTTPS; with client certificates required, which the kubelet cannot
@@ -1324,6 +1364,8 @@ cJSON *mu_k8s_rdzv_pod_template(const struct mu_k8s_ctx *x)
   spec = cJSON_AddObjectToObject(tmpl, "spec");
   ctr = mu_k8s_musterd_container(x->muster_image, x->port);
   cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), ctr);
+  if (x->c10d != NULL)
+    add_c10d(ctr, x->c10d_port);
   cJSON_AddItemToObject(spec, "nodeSelector", cJSON_Duplicate(x->node_sel, 1));
   cJSON_AddStringToObject(spec, "restartPolicy", "OnFailure");
   pod_common(x, spec);

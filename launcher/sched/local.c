@@ -70,6 +70,7 @@ static const struct mu_runopt local_runopts[] = {
      "a directory with server.pem, server.key (for 127.0.0.1) and ca.pem: the job's musterd "
      "serves HTTPS, the agents check it with ca.pem; client.pem and client.key as well: "
      "client certificates required"},
+    MU_RUNOPT_HEALTH_CHECK,
     {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
 
@@ -153,6 +154,16 @@ static int plan_rdzv(struct mu_local_plan *p, const struct mu_app *app, const st
     return rc;
   p->rdzv = rz.own;
   p->rdzv_external = rz.endpoint;
+  if (p->rdzv)
+    p->c10d_endpoint = mu_strdup("127.0.0.1:<c10d port>");
+  else if (p->rdzv_external != NULL && mu_app_mentions(app, "${c10d_endpoint}")) {
+    mu_buf_printf(err,
+                  "the job uses ${c10d_endpoint} (torchrun --rdzv_backend c10d) and -cfg "
+                  "rdzv=%s names a musterd whose TCPStore port muster does not know; use "
+                  "-cfg rdzv=auto (the job's own musterd), or --rdzv_backend etcd-v2",
+                  p->rdzv_external);
+    return MU_EINVAL;
+  }
   rc = mu_cfg_rdzv_auth(cfg, app, &rz, &auth, err);
   if (rc != 0)
     return rc;
@@ -208,6 +219,9 @@ static char *plan_text(const struct mu_local_plan *p)
                   p->token_made ? "0600, made at submission, removed at the end" : "yours");
   else if (p->rdzv_external)
     mu_buf_printf(&t, "rendezvous: musterd at %s\n", p->rdzv_external);
+  if (p->rdzv)
+    mu_buf_printf(&t, "rendezvous TCPStore (c10d): the same musterd on 127.0.0.1:<another free "
+                      "port>, unauthenticated (the protocol has no credentials)\n");
   if (p->tls_dir)
     mu_buf_printf(&t, "rendezvous TLS: %s/server.pem, checked against %s/ca.pem%s\n", p->tls_dir,
                   p->tls_dir, p->tls_clients ? "; client certificates required" : "");
@@ -464,6 +478,15 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   out->started_at = mu_json_get_double(o, "started_at", 0);
   if (mu_job_state_is_terminal(out->state))
     out->ended_at = mu_json_get_double(o, "updated_at", 0);
+  const cJSON *run = cJSON_GetObjectItemCaseSensitive(o, "rdzv_run");
+  if (cJSON_IsObject(run)) { /* the run's own count (every node's) is the job's */
+    char *t = cJSON_PrintUnformatted(run);
+    out->rdzv_run = mu_strdup(t);
+    cJSON_free(t);
+    long rc_run = mu_json_get_long(run, "restart_count", 0);
+    if (rc_run > out->num_restarts)
+      out->num_restarts = rc_run;
+  }
   cJSON_Delete(o);
   mu_free(dir);
   return 0;

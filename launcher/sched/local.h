@@ -28,13 +28,15 @@ struct mu_local_plan {
   char *app_dir;       /* <root>/<app_id> */
   int rdzv;            /* 1 = start an embedded musterd */
   char *rdzv_external; /* HOST:PORT of an existing musterd, or NULL */
+  char *c10d_endpoint; /* HOST:PORT of the embedded musterd's TCPStore listener (the macro
+                        * ${c10d_endpoint}: torchrun --rdzv_backend c10d), or NULL */
   /* The rendezvous token (docs/security.md): the file the embedded musterd reads its token from
    * and every replica gets as MUSTER_RDZV_TOKEN_FILE (its MUSTER_RDZV_TOKEN dropped), or NULL.
    * token_made: schedule makes it (<app dir>/rdzv.token, 0600) and the supervisor removes it
    * when the job ends; else it is the user's -cfg rdzv_token_file. */
   char *token_file;
   int token_made;
-  char *open_why; /* the job's musterd is open by rdzv_auth=auto: why (mu_rdzv_auth) */
+  char *open_why;  /* the job's musterd is open by rdzv_auth=auto: why (mu_rdzv_auth) */
   char *tls_dir;   /* -cfg rdzv_tls: the embedded musterd serves HTTPS (mu_rdzv_auth), or NULL */
   int tls_clients; /* ... and asks for client certificates */
   long grace;
@@ -56,7 +58,8 @@ char *mu_local_path(const char *root, const char *app_id, const char *role, long
                     const char *file);
 
 /* (Re)fills p->replicas from p->app: argv and env with the macros applied, ${rdzv_endpoint}
- * being endpoint (a placeholder in a dryrun) (local_plan.c).
+ * being endpoint and ${c10d_endpoint} p->c10d_endpoint (placeholders in a dryrun)
+ * (local_plan.c).
  * Returns: 0, or MU_EINVAL with the role named in err when its name cannot be a directory
  * (mu_app_validate refuses such names first). */
 int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct mu_buf *err);

@@ -1,5 +1,6 @@
 /* The local scheduler's plan: one command line and environment per replica, the macros applied
- * (${app_id}, ${replica_id}, ${rdzv_endpoint}, ...) and the variables every replica gets
+ * (${app_id}, ${replica_id}, ${rdzv_endpoint}, ${c10d_endpoint}, ...) and the variables every
+ * replica gets
  * (MUSTER_*, TORCHELASTIC_ERROR_FILE, a device slice).
  */
 #include <limits.h>
@@ -37,6 +38,7 @@ void mu_local_plan_free(struct mu_local_plan *p)
   mu_free(p->root);
   mu_free(p->app_dir);
   mu_free(p->rdzv_external);
+  mu_free(p->c10d_endpoint);
   mu_free(p->token_file);
   mu_free(p->open_why);
   mu_free(p->tls_dir);
@@ -99,7 +101,8 @@ int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct
       char rid[32];
       snprintf(rid, sizeof(rid), "%ld", id);
       /* ${rank0_env} names TorchX's variable, as its local_cwd scheduler does. */
-      struct mu_macros m = {p->app_id, rid, cwd, "TORCHX_RANK0_HOST", endpoint, nrep};
+      struct mu_macros m = {p->app_id,       rid, cwd, "TORCHX_RANK0_HOST", endpoint, nrep,
+                            p->c10d_endpoint};
       rp->role = mu_strdup(r->name);
       rp->id = id;
       rp->dir = mu_local_path(p->root, p->app_id, r->name, id, NULL);

@@ -65,6 +65,7 @@ struct sup {
   struct replica *reps;
   struct rv_server *srv;
   char endpoint[128];
+  char c10d[128];   /* the TCPStore listener (torchrun --rdzv_backend c10d) */
   char ui_url[160]; /* http://ENDPOINT/ui of the embedded musterd */
   uv_signal_t sig_term, sig_int, sig_hup;
   uv_timer_t kill_timer;
@@ -75,6 +76,9 @@ struct sup {
   char msg[512];
   double started_at; /* seconds since the epoch, with fractions (orders `list`) */
   enum mu_job_state state;
+  uv_timer_t rdzv_timer; /* a run event happened: read the run's goodput a moment later */
+  cJSON *rdzv_run;       /* the job's run as state.json keeps it (NULL before any event) */
+  char rdzv_run_id[129]; /* the run the last event was about */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -142,10 +146,14 @@ static void write_state(struct sup *s)
   cJSON_AddNumberToObject(o, "started_at", s->started_at);
   cJSON_AddNumberToObject(o, "updated_at", (double)time(NULL));
   cJSON_AddStringToObject(o, "rdzv_endpoint", s->endpoint);
+  if (s->c10d[0] != '\0')
+    cJSON_AddStringToObject(o, "c10d_endpoint", s->c10d);
   if (s->srv != NULL) /* the embedded musterd's status page (not an external server's) */
     cJSON_AddItemToObject(o, "ui_url", cJSON_CreateStringReference(s->ui_url));
   cJSON_AddStringToObject(o, "log_dir", s->p->app_dir);
   cJSON_AddStringToObject(o, "msg", s->msg);
+  if (s->rdzv_run != NULL)
+    cJSON_AddItemToObject(o, "rdzv_run", cJSON_Duplicate(s->rdzv_run, 1));
   cJSON *reps = cJSON_AddArrayToObject(o, "replicas");
   for (size_t i = 0; i < s->p->nreplicas; i++) {
     struct replica *r = &s->reps[i];
@@ -207,6 +215,55 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static void close_loop_handles(struct sup *s);
 
+/* ---------------------------------------------------------------------------------------------
+ * The job's run on the embedded musterd: after each run event, its restart count, unhealthy
+ * nodes and timings go into state.json ("rdzv_run"), for `muster status` during and after the
+ * job (docs/cli.md). The run is the job's app id (dist.ddp's --rdzv-id), else the one the
+ * event was about.
+ */
+
+static void read_run(struct sup *s)
+{
+  if (s->srv == NULL)
+    return;
+  char *txt = rv_server_run_json(s->srv, s->p->app_id);
+  if (txt == NULL && s->rdzv_run_id[0] != '\0')
+    txt = rv_server_run_json(s->srv, s->rdzv_run_id);
+  cJSON *run = txt != NULL ? cJSON_Parse(txt) : NULL;
+  mu_free(txt);
+  if (run == NULL)
+    return;
+  static const char *const keep[] = {"run_id",       "state",    "reason",    "round",
+                                     "round_state",  "nnodes",   "waiting",   "restart_count",
+                                     "max_restarts", "standbys", "unhealthy", "timings"};
+  cJSON *o = cJSON_CreateObject();
+  for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+    cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(run, keep[i]);
+    if (v != NULL)
+      cJSON_AddItemToObject(o, keep[i], v);
+  }
+  cJSON_Delete(run);
+  cJSON_Delete(s->rdzv_run);
+  s->rdzv_run = o;
+}
+
+static void on_rdzv_timer(uv_timer_t *t)
+{
+  struct sup *s = t->data;
+  read_run(s);
+  write_state(s);
+}
+
+/* A run event (a round closed, broke, started, progressed; a node unhealthy; the run ended):
+ * read the run once the rendezvous is done with it, in 50 ms (events come in bursts). */
+static void on_run_event(void *data, const char *run_id)
+{
+  struct sup *s = data;
+  snprintf(s->rdzv_run_id, sizeof(s->rdzv_run_id), "%s", run_id);
+  if (!uv_is_active((uv_handle_t *)&s->rdzv_timer) && !uv_is_closing((uv_handle_t *)&s->rdzv_timer))
+    uv_timer_start(&s->rdzv_timer, on_rdzv_timer, 50, 0);
+}
+
 static void on_srv_closed(void *data)
 {
   struct sup *s = data;
@@ -245,6 +302,7 @@ static void check_done(struct sup *s)
     s->state = MU_STATE_FAILED;
   else
     s->state = MU_STATE_SUCCEEDED;
+  read_run(s); /* the run as it ended */
   if (s->state == MU_STATE_FAILED && !s->failed_fast) {
     struct replica *r = first_failure(s);
     snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d", r->plan->role, r->plan->id,
@@ -399,6 +457,7 @@ static void close_loop_handles(struct sup *s)
   uv_close((uv_handle_t *)&s->sig_int, on_closed_noop);
   uv_close((uv_handle_t *)&s->sig_hup, on_closed_noop);
   uv_close((uv_handle_t *)&s->kill_timer, on_closed_noop);
+  uv_close((uv_handle_t *)&s->rdzv_timer, on_closed_noop);
   if (s->srv != NULL)
     rv_server_close(s->srv, on_srv_closed, s);
 }
@@ -435,12 +494,19 @@ static int start_rdzv(struct sup *s)
       return -1;
     }
     int rc = rv_server_listen(s->srv);
+    /* the job's musterd speaks TCPStore too, on loopback only (the protocol has no credentials) */
+    if (rc == 0)
+      rc = rv_server_listen_c10d(s->srv, "127.0.0.1", 0);
     if (rc != 0) {
       snprintf(s->msg, sizeof(s->msg), "cannot start the embedded musterd: %s", uv_strerror(rc));
       return -1;
     }
     snprintf(s->endpoint, sizeof(s->endpoint), "%s127.0.0.1:%d", s->p->tls_dir ? "https://" : "",
              rv_server_port(s->srv));
+    snprintf(s->c10d, sizeof(s->c10d), "127.0.0.1:%d", rv_server_c10d_port(s->srv));
+    mu_free(s->p->c10d_endpoint);
+    s->p->c10d_endpoint = mu_strdup(s->c10d);
+    rv_server_on_run_event(s->srv, on_run_event, s);
     /* The status page, when a browser can read it: a private job's needs its token, which a
      * browser cannot send (docs/security.md), so it is not advertised. */
     if (s->p->token_file == NULL)
@@ -484,6 +550,8 @@ int mu_local_supervise(struct mu_local_plan *p)
   uv_signal_start(&s.sig_hup, on_signal, SIGHUP);
   uv_timer_init(&s.loop, &s.kill_timer);
   s.kill_timer.data = &s;
+  uv_timer_init(&s.loop, &s.rdzv_timer);
+  s.rdzv_timer.data = &s;
   if (start_rdzv(&s) != 0)
     return fail_early(&s);
   struct mu_buf perr = MU_BUF_INIT(SIZE_MAX);
@@ -519,6 +587,7 @@ int mu_local_supervise(struct mu_local_plan *p)
   if (p->token_made)
     unlink(p->token_file); /* the token goes with the job */
   int ok = s.state == MU_STATE_SUCCEEDED;
+  cJSON_Delete(s.rdzv_run);
   mu_free(s.reps);
   return ok ? 0 : 1;
 }

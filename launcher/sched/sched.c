@@ -80,6 +80,7 @@ void mu_app_status_release(struct mu_app_status *st)
   mu_free(st->reason);
   mu_free(st->root_cause);
   mu_free(st->structured_error_msg);
+  mu_free(st->rdzv_run);
   memset(st, 0, sizeof(*st));
 }
 
@@ -156,6 +157,34 @@ static int notsup(const struct mu_sched_ops *s, const char *what, struct mu_buf 
   return MU_ENOTSUP;
 }
 
+/* -cfg health_check: a copy of `app` whose every role has MUSTER_HEALTH_CHECK (a role that
+ * sets it keeps its own). Returns: the copy, or NULL when there is no check (or the copy
+ * failed, said in err). Ownership: caller frees with mu_app_free(). */
+static struct mu_app *with_health_check(const struct mu_app *app, const struct mu_cfg *cfg, int *rc,
+                                        struct mu_buf *err)
+{
+  const char *hc = mu_cfg_get(cfg, "health_check");
+  struct mu_buf json = MU_BUF_INIT(SIZE_MAX);
+  struct mu_app *copy = NULL;
+  *rc = 0;
+  if (hc == NULL || hc[0] == '\0')
+    return NULL;
+  if (mu_app_to_json(app, &json) != 0 || mu_app_from_json(mu_buf_str(&json), &copy) != 0) {
+    mu_buf_printf(err, "cannot copy the job spec to add -cfg health_check");
+    *rc = MU_EINVAL;
+  }
+  for (size_t i = 0; copy != NULL && i < copy->nroles; i++) {
+    struct mu_kvlist *env = &copy->roles[i].env;
+    int has = 0;
+    for (size_t k = 0; k < env->n; k++)
+      has |= strcmp(env->v[k].key, "MUSTER_HEALTH_CHECK") == 0;
+    if (!has)
+      mu_kvlist_set(env, "MUSTER_HEALTH_CHECK", hc);
+  }
+  mu_buf_release(&json);
+  return copy;
+}
+
 int mu_sched_dryrun(const struct mu_sched_ops *s, const struct mu_app *app,
                     const struct mu_cfg *cfg, struct mu_dryrun *out, struct mu_buf *err)
 {
@@ -163,7 +192,13 @@ int mu_sched_dryrun(const struct mu_sched_ops *s, const struct mu_app *app,
     return notsup(s, "dryrun (it is not implemented in this build)", err);
   memset(out, 0, sizeof(*out));
   out->sched = s;
-  return s->dryrun(app, cfg, out, err);
+  int rc = 0;
+  struct mu_app *copy = with_health_check(app, cfg, &rc, err);
+  if (rc != 0)
+    return rc;
+  rc = s->dryrun(copy != NULL ? copy : app, cfg, out, err);
+  mu_app_free(copy);
+  return rc;
 }
 
 int mu_sched_schedule(struct mu_dryrun *req, struct mu_buf *err)

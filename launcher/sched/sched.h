@@ -69,6 +69,10 @@ struct mu_app_status {
   char *structured_error_msg;
   long long root_cause_ms;
   double started_at, ended_at; /* Unix seconds; 0 when the backend does not know */
+  /* The job's rendezvous run as the local scheduler keeps it (GET /v1/runs/{id}'s run_id,
+   * state, round, restart_count, max_restarts, standbys, unhealthy, timings), JSON text;
+   * NULL when the backend does not know it. */
+  char *rdzv_run;
 };
 
 struct mu_app_list_entry {
@@ -106,6 +110,15 @@ enum mu_sched_caps {
   /* It runs the roles' images: a workspace ([cli:run] workspace= too) is built into them. */
   MU_SCHED_IMAGES = 1 << 1,
 };
+/* The -cfg key every scheduler has (a row of each runopt table): the health check every node's
+ * muster agent runs before it joins, passed as MUSTER_HEALTH_CHECK in every role's environment
+ * by mu_sched_dryrun() (a role that sets it keeps its own). */
+#define MU_RUNOPT_HEALTH_CHECK                                                                     \
+  {                                                                                                \
+    "health_check", MU_RUNOPT_STR, NULL, 0,                                                        \
+        "a shell command every node's muster agent runs before it joins (MUSTER_HEALTH_CHECK); "   \
+        "a node whose check fails does not join and shows as unhealthy"                            \
+  }
 
 struct mu_sched_ops {
   const char *name; /* the registry (sched.c) adds the aliases users type */

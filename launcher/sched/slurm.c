@@ -71,6 +71,7 @@ static const struct mu_runopt slurm_runopts[] = {
     {"user", MU_RUNOPT_STR, NULL, 0,
      "muster list: whose jobs (squeue --user; ALL for every user; default: yours); "
      "partition= narrows the list to a partition"},
+    MU_RUNOPT_HEALTH_CHECK,
     {NULL, 0, NULL, 0, NULL},
 };
 

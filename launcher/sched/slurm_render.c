@@ -41,11 +41,16 @@
 #define VAR_RDZV                                                                                   \
   "\001"                                                                                           \
   "2"
+#define VAR_C10D                                                                                   \
+  "\001"                                                                                           \
+  "3"
 
 static const struct {
   const char *mark;
   const char *shell; /* what the script says instead: a double-quoted expansion */
-} script_vars[] = {{VAR_APP_ID, "\"$SLURM_JOB_ID\""}, {VAR_RDZV, "\"$MUSTER_RDZV_ENDPOINT\""}};
+} script_vars[] = {{VAR_APP_ID, "\"$SLURM_JOB_ID\""},
+                   {VAR_RDZV, "\"$MUSTER_RDZV_ENDPOINT\""},
+                   {VAR_C10D, "\"$MUSTER_C10D_ENDPOINT\""}};
 
 /* One shell word that may hold script_vars' marks (TorchX's srun token quoting): the pieces
  * between the marks each mu_shell_quote()d, '' for an empty one, the variables in double
@@ -141,6 +146,7 @@ struct render {
   const struct mu_slurm_env *env;
   const char *rdzv;       /* an existing service's endpoint, or NULL (the job's own, or none) */
   int own_rdzv;           /* the script starts the job's musterd */
+  int c10d;               /* ... which listens for TCPStore too: the job uses ${c10d_endpoint} */
   long port;              /* -cfg rdzv_port, 0 = from the job id */
   long min_retries;       /* the smallest max_retries of the roles: the script's requeues */
   const char *muster_bin; /* the program a role with entrypoint "muster" runs */
@@ -175,6 +181,15 @@ static int check(struct render *r)
   r->own_rdzv = rz.own;
   r->rdzv = rz.endpoint != NULL ? mu_cfg_get(r->cfg, "rdzv") : NULL;
   mu_free(rz.endpoint);
+  r->c10d = mu_app_mentions(app, "${c10d_endpoint}");
+  if (r->rdzv != NULL && r->c10d) {
+    mu_buf_printf(r->err,
+                  "the job uses ${c10d_endpoint} (torchrun --rdzv_backend c10d) and -cfg "
+                  "rdzv=%s names a musterd whose TCPStore port muster does not know; use -cfg "
+                  "rdzv=auto (the job's own musterd), or --rdzv_backend etcd-v2",
+                  r->rdzv);
+    return MU_EINVAL;
+  }
   const char *v = mu_cfg_get(r->cfg, "rdzv_port");
   if (v && mu_parse_long(v, 1, 65535, &r->port) != 0) {
     mu_buf_printf(r->err, "-cfg rdzv_port: '%s' is not a port number (1-65535)", v);
@@ -287,7 +302,8 @@ static int srun_group(struct render *r, size_t ri, long k, const char *name, int
                         role->image ? role->image : "",
                         SLURM_RANK0_ENV,
                         r->rdzv ? r->rdzv : VAR_RDZV,
-                        nrep};
+                        nrep,
+                        VAR_C10D};
   mu_buf_puts(&r->srun, first ? "srun " : " :\\\n     ");
   char *s = mu_asprintf("--output=slurm-" VAR_APP_ID "-%s.out", name);
   int rc = shell_word(s, &r->srun);
@@ -392,6 +408,9 @@ static void musterd_line(struct render *r, const char *host, const char *bin)
   /* With an explicit rdzv_host musterd listens on that address only; else on all. */
   mu_buf_printf(r->script, " --listen \"%s:$MUSTER_RDZV_PORT\"",
                 host ? "$MUSTER_RDZV_HOST" : "0.0.0.0");
+  if (r->c10d)
+    mu_buf_puts(r->script,
+                " --c10d-listen \"${MUSTER_C10D_ADDR:-$MUSTER_RDZV_HOST}:$MUSTER_C10D_PORT\"");
   if (r->env->token_file != NULL)
     mu_buf_puts(r->script, " --token-file \"$MUSTER_RDZV_TOKEN_FILE\"");
   for (size_t i = 0; r->env->tls_dir && i < (r->env->tls_clients ? 3u : 2u); i++) {
@@ -425,6 +444,18 @@ static void own_musterd(struct render *r)
   mu_buf_printf(r->script,
                 "export MUSTER_RDZV_ENDPOINT=\"%s$MUSTER_RDZV_HOST:$MUSTER_RDZV_PORT\"\n",
                 r->env->tls_dir ? "https://" : "");
+  /* A job that uses ${c10d_endpoint} (torchrun --rdzv_backend c10d): musterd speaks PyTorch's
+   * TCPStore too, which has no credentials: on the batch host's own address only, never
+   * 0.0.0.0 (docs/security.md) */
+  if (r->c10d && r->port > 0)
+    mu_buf_puts(r->script, "MUSTER_C10D_PORT=$((MUSTER_RDZV_PORT + 1))\n");
+  else if (r->c10d)
+    mu_buf_puts(r->script, "MUSTER_C10D_PORT=$((31400 + SLURM_JOB_ID % 2000))\n");
+  if (r->c10d)
+    mu_buf_puts(r->script,
+                "MUSTER_C10D_ADDR=$(getent ahostsv4 \"$MUSTER_RDZV_HOST\" | awk 'NR==1{print "
+                "$1}')\n"
+                "export MUSTER_C10D_ENDPOINT=\"$MUSTER_RDZV_HOST:$MUSTER_C10D_PORT\"\n");
   musterd_line(r, host, bin);
   exit_trap(r);
   mu_buf_puts(r->script,

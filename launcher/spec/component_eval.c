@@ -1,5 +1,6 @@
 /* The component template language: ${param} references with filters and ?? fallbacks in strings,
- * {if: COND, then: X, else: Y} conditionals, and lists that splice (docs/components.md). The
+ * {if: COND, then: X, else: Y} conditionals, {sum: [...]} of integers, and lists that splice
+ * (docs/components.md). The
  * template is evaluated with the parameter values into a plain tree of strings, lists and maps;
  * ${...} that names no parameter is a scheduler macro (${app_id}, ${rdzv_endpoint}) and stays.
  */
@@ -423,7 +424,8 @@ static int eval_expr(const struct eval *ev, const char *s, size_t n, struct mu_b
 /* The scheduler macros (mu_macros_apply(), docs/components.md): the only ${...} that may name
  * no parameter. */
 static const char *const scheduler_macros[] = {
-    "app_id", "replica_id", "img_root", "rank0_env", "num_replicas", "rdzv_endpoint", NULL};
+    "app_id",       "replica_id",    "img_root",      "rank0_env",
+    "num_replicas", "rdzv_endpoint", "c10d_endpoint", NULL};
 
 /* A ${ref} that is no parameter must be a scheduler macro: else an error naming it with the
  * closest parameter or macro. Returns: 0, or MU_EINVAL with the message in ev->err. */
@@ -448,7 +450,7 @@ static int unknown_macro(const struct eval *ev, const char *ref, size_t n)
     mu_buf_printf(ev->err, "; did you mean '${%s}'?", best);
   else
     mu_buf_puts(ev->err, " (app_id, replica_id, img_root, rank0_env, num_replicas, "
-                         "rdzv_endpoint); write $${ for a literal ${");
+                         "rdzv_endpoint, c10d_endpoint); write $${ for a literal ${");
   return MU_EINVAL;
 }
 
@@ -665,6 +667,49 @@ static int is_if(const cJSON *t)
   return cJSON_IsObject(t) && cJSON_GetObjectItemCaseSensitive(t, "if") != NULL;
 }
 
+static int is_sum(const cJSON *t)
+{
+  return cJSON_IsObject(t) && cJSON_GetObjectItemCaseSensitive(t, "sum") != NULL;
+}
+
+/* Evaluates {sum: [A, B, ...]}: each item an integer (after interpolation; empty counts 0),
+ * the sum as text (num_replicas: {sum: ["${nnodes}", "${spares}"]}). Returns: NULL after
+ * writing err. */
+static cJSON *eval_sum(const struct eval *ev, const cJSON *t, int depth)
+{
+  static const char *const keys[] = {"sum", NULL};
+  if (mu_component_check_keys(t, keys, ev->c->where, ev->path, ev->err) != 0)
+    return NULL;
+  const cJSON *items = cJSON_GetObjectItemCaseSensitive(t, "sum");
+  if (!cJSON_IsArray(items)) {
+    mu_buf_printf(ev->err, "%s: %s: 'sum' must be a list of integers", ev->c->where, ev->path);
+    return NULL;
+  }
+  cJSON *v = eval_node(ev, items, depth + 1);
+  long total = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, v)
+  {
+    struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+    long n = 0;
+    mu_component_value_text(it, &b);
+    int bad = b.len > 0 && (mu_parse_long(mu_buf_str(&b), -(1L << 40), 1L << 40, &n) != 0);
+    if (bad)
+      mu_buf_printf(ev->err, "%s: %s: 'sum' of '%s', which is not an integer", ev->c->where,
+                    ev->path, mu_buf_str(&b));
+    mu_buf_release(&b);
+    if (bad) {
+      cJSON_Delete(v);
+      return NULL;
+    }
+    total += n;
+  }
+  cJSON_Delete(v);
+  char text[32];
+  snprintf(text, sizeof(text), "%ld", total);
+  return cJSON_CreateString(text);
+}
+
 /* Returns a new tree, or NULL after writing err. Lists splice: an item that evaluates to a
  * list (a conditional's branch, or "${list_param}") contributes its items. */
 static cJSON *eval_node(const struct eval *ev, const cJSON *t, int depth)
@@ -726,6 +771,8 @@ static cJSON *eval_node(const struct eval *ev, const cJSON *t, int depth)
         return NULL;
       return v ? v : cJSON_CreateNull();
     }
+    if (is_sum(t))
+      return eval_sum(ev, t, depth);
     cJSON *o = cJSON_CreateObject();
     const cJSON *it;
     cJSON_ArrayForEach(it, t)

@@ -608,15 +608,16 @@ int mu_cfg_rdzv(const struct mu_cfg *cfg, const struct mu_app *app, struct mu_rd
   out->form = "";
   if (v == NULL)
     v = "auto";
-  int uses = app != NULL && mu_app_mentions(app, "${rdzv_endpoint}");
+  int uses_rdzv = app != NULL && mu_app_mentions(app, "${rdzv_endpoint}");
+  int uses = uses_rdzv || (app != NULL && mu_app_mentions(app, "${c10d_endpoint}"));
   for (size_t i = 0; i < sizeof(rdzv_words) / sizeof(rdzv_words[0]); i++) {
     if (strcmp(v, rdzv_words[i].word) != 0)
       continue;
     if (rdzv_words[i].what == RDZV_NONE && uses) {
       mu_buf_printf(err,
-                    "-cfg rdzv=%s: the job uses ${rdzv_endpoint} and gets no musterd; use "
-                    "rdzv=auto, or rdzv=HOST:PORT of a running one",
-                    v);
+                    "-cfg rdzv=%s: the job uses %s and gets no musterd; use rdzv=auto, or "
+                    "rdzv=HOST:PORT of a running one",
+                    v, uses_rdzv ? "${rdzv_endpoint}" : "${c10d_endpoint}");
       return MU_EINVAL;
     }
     out->own = rdzv_words[i].what == RDZV_JOB || (rdzv_words[i].what == RDZV_AUTO && uses);

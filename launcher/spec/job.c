@@ -444,6 +444,7 @@ char *mu_macros_apply(const struct mu_macros *m, const char *s)
       {"rank0_env", m->rank0_env},
       {"rdzv_endpoint", m->rdzv_endpoint},
       {"num_replicas", m->num_replicas},
+      {"c10d_endpoint", m->c10d_endpoint},
   };
   const char *p = s;
   while (*p) {

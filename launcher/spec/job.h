@@ -182,6 +182,7 @@ struct mu_macros {
   const char *rank0_env;
   const char *rdzv_endpoint;
   const char *num_replicas;
+  const char *c10d_endpoint; /* the job's musterd's TCPStore listener (torchrun's c10d backend) */
 };
 
 /* Substitutes ${name} in s ($$ gives $). Returns: a new string; caller frees with mu_free(). */

@@ -629,7 +629,10 @@ const struct v2_event *v2_store_set(struct v2_store *s, const struct v2_write *w
     value = n->value ? n->value : "";
     vlen = n->value ? n->value_len : 0;
   }
-  char *vcopy = mu_strndup(value, vlen); /* n->value may be rewritten in place */
+  /* n->value may be rewritten in place; a copy of every byte (a c10d value holds NULs) */
+  char *vcopy = mu_malloc(vlen + 1);
+  memcpy(vcopy, value, vlen);
+  vcopy[vlen] = '\0';
   e = internal_create(s, w->key, w->dir, vcopy, vlen, 0, 1, w->expire_ns, V2_EV_SET, w->refresh,
                       err);
   mu_free(vcopy);

@@ -3,19 +3,24 @@
  * hands both back at start-up, where the changes are applied in order over the blob).
  *
  * What is kept: each run's config, state and reason; its latest round (number, state) with
- * every member's place (id, addr, local world size, master port, rank offset, left/gone); its
- * KV. Not kept: pending joins, watches and barrier arrivals (their clients see the connection
- * drop and retry). A restored member's lease restarts at restore time, so it has one lease TTL
- * to heartbeat again before the round breaks.
+ * every member's place (id, addr, local world size, master port, rank offset, left/gone/
+ * failed); its KV; its goodput (restart budget and count, creation and first progress, the
+ * round history, the unhealthy nodes). Not kept: pending joins (standbys too), watches and
+ * barrier arrivals (their clients see the connection drop and retry). A restored member's lease
+ * restarts at restore time, so it has one lease TTL to heartbeat again before the round breaks;
+ * an unhealthy node's record gets three.
  *
  * Layout (little-endian): u32 version, u32 runs, then per run the fields in the order
- * rdzv_encode() writes them; strings are u32 length + bytes.
+ * rdzv_encode() writes them; strings are u32 length + bytes. Version 1 (before goodput) has
+ * no goodput section and is still read.
  *
  * A change (rdzv_encode_change()): u32 version, u32 kind, the run id, then by kind
- *   RUN     the run's fields as in the blob (config, state, reason, round state, KV version)
+ *   RUN     the run's fields as in the blob (config, state, reason, round state, KV version,
+ *           and from version 2 the goodput section without the unhealthy nodes)
  *   ROUND   the round state and the round as in the blob (number, members)
  *   MEMBER  the round number, the member's rank, and the member as in the blob
  *   KV      the key, u32 1 + the value + its version, or u32 0 (deleted)
+ *   SICK    the node id, u32 1 + output, since, last, checks, or u32 0 (forgotten)
  *   DROP    nothing
  * Each says what a piece of the state is now, not what happened to it, so replaying the log
  * needs no clock and no waits: the last record about a piece wins.
@@ -27,8 +32,11 @@
 #include "alloc.h"
 #include "rdzv_int.h"
 
-#define RDZV_BLOB_VERSION 1u
-#define RDZV_CHANGE_VERSION 1u
+#define RDZV_BLOB_VERSION 2u
+#define RDZV_CHANGE_VERSION 2u
+#define MEMBER_LEFT_OK 1u
+#define MEMBER_GONE 2u
+#define MEMBER_FAILED 4u
 
 /* ---------------------------------------------------------------------------------------------
  * Encoding
@@ -78,7 +86,8 @@ static void put_member(struct enc *out, const struct rdzv_node *n)
   put_u32(out, n->lws);
   put_u32(out, n->master_port);
   put_u64(out, n->rank_offset);
-  put_u32(out, (uint32_t)((n->left_ok ? 1 : 0) | (n->gone ? 2 : 0)));
+  put_u32(out, (n->left_ok ? MEMBER_LEFT_OK : 0) | (n->gone ? MEMBER_GONE : 0) |
+                   (n->failed ? MEMBER_FAILED : 0));
 }
 
 static void put_round(struct enc *out, const struct rdzv_round *r)
@@ -120,6 +129,52 @@ static void put_kv(struct enc *out, const struct rdzv_run *run)
   }
 }
 
+static void put_hist(struct enc *out, const struct rdzv_hist *h)
+{
+  put_u64(out, h->number);
+  put_u64(out, h->world_size);
+  put_u32(out, h->nnodes);
+  put_u32(out, h->restart_count);
+  put_u32(out, h->started_nodes);
+  put_u32(out, (uint32_t)h->end | (uint32_t)h->counted << 8);
+  put_u64(out, (uint64_t)h->closed_ms);
+  put_u64(out, (uint64_t)h->started_ms);
+  put_u64(out, (uint64_t)h->progress_ms);
+  put_u64(out, (uint64_t)h->ended_ms);
+  put_str(out, h->why, strlen(h->why));
+}
+
+/* The run's goodput: budget, count, times, the round history (not the unhealthy nodes). */
+static void put_goodput(struct enc *out, const struct rdzv_run *run)
+{
+  put_u64(out, (uint64_t)run->max_restarts);
+  put_u32(out, run->restarts);
+  put_u64(out, (uint64_t)run->created_ms);
+  put_u64(out, (uint64_t)run->first_progress_ms);
+  put_u64(out, run->hist_dropped);
+  put_u32(out, run->nhist);
+  for (uint32_t i = 0; i < run->nhist; i++)
+    put_hist(out, &run->hist[i]);
+}
+
+static void put_sick_one(struct enc *out, const struct rdzv_sick *s)
+{
+  put_str(out, s->output, strlen(s->output));
+  put_u64(out, (uint64_t)s->since_ms);
+  put_u64(out, (uint64_t)s->last_ms);
+  put_u32(out, s->checks);
+}
+
+static void put_sick(struct enc *out, const struct rdzv_run *run)
+{
+  put_u32(out, (uint32_t)run->sick.n);
+  for (const struct mu_hnode *h = mu_htab_next(&run->sick, NULL); h != NULL;
+       h = mu_htab_next(&run->sick, h)) {
+    put_str(out, h->key, h->len);
+    put_sick_one(out, MU_CONTAINER_OF(h, const struct rdzv_sick, h));
+  }
+}
+
 int rdzv_encode(const struct rdzv *rv, struct mu_buf *buf)
 {
   size_t before = buf->len;
@@ -134,6 +189,8 @@ int rdzv_encode(const struct rdzv *rv, struct mu_buf *buf)
     put_round(out, run->round);
     put_u64(out, run->kv_version);
     put_kv(out, run);
+    put_goodput(out, run);
+    put_sick(out, run);
   }
   if (e.rc != 0 && buf->data != NULL) {
     buf->len = before; /* nothing half-written is left behind */
@@ -154,6 +211,7 @@ int rdzv_encode_change(const struct rdzv_change *c, struct mu_buf *buf)
   case RDZV_CH_RUN:
     put_run_head(&e, run);
     put_u64(&e, run->kv_version);
+    put_goodput(&e, run);
     break;
   case RDZV_CH_ROUND:
     put_u32(&e, (uint32_t)run->rstate);
@@ -175,6 +233,14 @@ int rdzv_encode_change(const struct rdzv_change *c, struct mu_buf *buf)
     }
     break;
   }
+  case RDZV_CH_SICK: {
+    const struct mu_hnode *h = mu_htab_find(&run->sick, c->key, strlen(c->key));
+    put_str(&e, c->key, strlen(c->key));
+    put_u32(&e, h != NULL);
+    if (h != NULL)
+      put_sick_one(&e, MU_CONTAINER_OF(h, const struct rdzv_sick, h));
+    break;
+  }
   case RDZV_CH_DROP:
     break;
   }
@@ -193,6 +259,7 @@ struct rd {
   const unsigned char *p;
   size_t n, off;
   int bad;
+  uint32_t version; /* of the blob or change being read */
 };
 
 static uint32_t get_u32(struct rd *r)
@@ -281,17 +348,19 @@ static void get_members(struct rd *r, struct rdzv_run *run, struct rdzv_round *r
     n->round = rd;
     n->rank = i;
     n->rank_offset = rank_offset;
-    n->left_ok = (flags & 1) != 0;
+    n->left_ok = (flags & MEMBER_LEFT_OK) != 0;
+    n->failed = (flags & MEMBER_FAILED) != 0;
     n->refs = 1; /* the round's */
     rd->members[i] = n;
     rd->nnodes = i + 1;
     off = rank_offset + lws;
-    if (flags & 2) {
+    if (flags & MEMBER_GONE) {
       n->gone = 1;
       run->round_gone++;
       run->left_ok += n->left_ok;
       continue;
     }
+    run->round_failed += n->failed != 0;
     n->refs++; /* the run's table */
     mu_htab_add(&run->nodes, &n->h, n->h.key, n->h.len);
     rv->st.nodes++;
@@ -322,6 +391,89 @@ static void get_kv(struct rd *r, struct rdzv_run *run)
   }
 }
 
+/* Reads one round record (put_hist()) into the run's history. */
+static void get_hist(struct rd *r, struct rdzv_run *run)
+{
+  struct rdzv_hist h;
+  memset(&h, 0, sizeof(h));
+  h.number = get_u64(r);
+  h.world_size = get_u64(r);
+  h.nnodes = get_u32(r);
+  h.restart_count = get_u32(r);
+  h.started_nodes = get_u32(r);
+  uint32_t end = get_u32(r);
+  h.end = (uint8_t)(end & 0xff);
+  h.counted = (uint8_t)((end >> 8) & 1);
+  h.closed_ms = (int64_t)get_u64(r);
+  h.started_ms = (int64_t)get_u64(r);
+  h.progress_ms = (int64_t)get_u64(r);
+  h.ended_ms = (int64_t)get_u64(r);
+  h.why = get_str(r, RDZV_WHY_MAX, NULL);
+  if (r->bad || h.why == NULL || h.end >= RDZV_END__COUNT) {
+    mu_free(h.why);
+    r->bad = 1;
+    return;
+  }
+  rdzv_hist_push(run, &h);
+}
+
+/* Reads the goodput section (put_goodput()) of a version 2 blob or change over `run`'s. */
+static void get_goodput(struct rd *r, struct rdzv_run *run)
+{
+  if (r->version < 2)
+    return;
+  int64_t max_restarts = (int64_t)get_u64(r);
+  uint32_t restarts = get_u32(r);
+  int64_t created = (int64_t)get_u64(r), progress = (int64_t)get_u64(r);
+  uint64_t dropped = get_u64(r);
+  uint32_t nhist = get_u32(r);
+  if (r->bad || max_restarts < -1 || max_restarts > RDZV_RESTARTS_MAX || nhist > RDZV_HISTORY_MAX) {
+    r->bad = 1;
+    return;
+  }
+  rdzv_hist_clear(run); /* a change says what the history is now */
+  run->max_restarts = max_restarts;
+  run->restarts = restarts;
+  run->created_ms = created;
+  run->first_progress_ms = progress;
+  for (uint32_t i = 0; i < nhist && !r->bad; i++)
+    get_hist(r, run);
+  run->hist_dropped = dropped;
+}
+
+/* Reads one unhealthy node's record after its id (put_sick_one()); `id` is borrowed. */
+static void get_sick_one(struct rd *r, struct rdzv_run *run, const char *id)
+{
+  char *output = get_str(r, RDZV_SICK_OUTPUT_MAX, NULL);
+  int64_t since = (int64_t)get_u64(r), last = (int64_t)get_u64(r);
+  uint32_t checks = get_u32(r);
+  if (r->bad || output == NULL) {
+    mu_free(output);
+    r->bad = 1;
+    return;
+  }
+  struct rdzv_sick *s = rdzv_sick_set(run, id, output, 3 * (uint64_t)run->lease_ttl_ms);
+  s->since_ms = since;
+  s->last_ms = last;
+  s->checks = checks;
+}
+
+static void get_sick(struct rd *r, struct rdzv_run *run)
+{
+  if (r->version < 2)
+    return;
+  uint32_t n = get_u32(r);
+  for (uint32_t i = 0; i < n && !r->bad; i++) {
+    char *id = get_str(r, RDZV_NODE_ID_MAX, NULL);
+    if (id == NULL) {
+      r->bad = 1;
+      return;
+    }
+    get_sick_one(r, run, id);
+    mu_free(id);
+  }
+}
+
 /* Reads a run's own fields (put_run_head()). Returns: 0, or -1 (nothing left to free). */
 static int get_run_head(struct rd *r, struct rdzv_config *c, uint32_t *state, char **reason,
                         uint32_t *rstate)
@@ -331,6 +483,7 @@ static int get_run_head(struct rd *r, struct rdzv_config *c, uint32_t *state, ch
   c->last_call_ms = get_u32(r);
   c->join_timeout_ms = get_u32(r);
   c->lease_ttl_ms = get_u32(r);
+  c->max_restarts = -1; /* the goodput section says (version 2) */
   *state = get_u32(r);
   *reason = get_str(r, 4096, NULL);
   *rstate = get_u32(r);
@@ -361,8 +514,9 @@ static void get_round(struct rd *r, struct rdzv_run *run, uint64_t number, uint3
 
 int rdzv_restore(struct rdzv *rv, const void *data, size_t len)
 {
-  struct rd r = {data, len, 0, 0};
-  if (rv->runs.n != 0 || get_u32(&r) != RDZV_BLOB_VERSION)
+  struct rd r = {data, len, 0, 0, 0};
+  r.version = get_u32(&r);
+  if (rv->runs.n != 0 || r.version < 1 || r.version > RDZV_BLOB_VERSION)
     return -1;
   uint32_t nruns = get_u32(&r);
   for (uint32_t ri = 0; ri < nruns && !r.bad; ri++) {
@@ -384,6 +538,8 @@ int rdzv_restore(struct rdzv *rv, const void *data, size_t len)
     uint64_t number = get_u64(&r);
     get_round(&r, run, number, get_u32(&r));
     get_kv(&r, run);
+    get_goodput(&r, run);
+    get_sick(&r, run);
     rdzv_gc_check(run);
   }
   return r.bad || r.off != r.n ? -1 : 0;
@@ -408,6 +564,7 @@ static void apply_run(struct rd *r, struct rdzv *rv, struct rdzv_run **runp, con
   struct rdzv_run *run = *runp;
   if (run == NULL)
     run = *runp = rdzv_run_new(rv, id, &c);
+  get_goodput(r, run);
   if (run->state == RDZV_RUN_OPEN && state != RDZV_RUN_OPEN) {
     /* ended: as rdzv_end() leaves it, no lease runs out any more */
     rdzv_deadline_clear(rv, &run->lease_dl);
@@ -436,6 +593,7 @@ static void apply_round(struct rd *r, struct rdzv_run *run)
   run->round = NULL;
   run->round_gone = 0;
   run->left_ok = 0;
+  run->round_failed = 0;
   run->rstate = (enum rdzv_round_state)rstate;
   get_round(r, run, number, nmembers);
 }
@@ -450,7 +608,7 @@ static void apply_member(struct rd *r, struct rdzv_run *run)
   struct rdzv_round *rd = run->round;
   struct rdzv_node *n =
       rd != NULL && rd->number == number && rank < rd->nnodes ? rd->members[rank] : NULL;
-  int gone = (m.flags & 2) != 0;
+  int gone = (m.flags & MEMBER_GONE) != 0;
   if (n == NULL || strcmp(n->h.key, m.id) != 0 || (n->gone && !gone)) {
     mu_free(m.id);
     mu_free(m.addr);
@@ -462,8 +620,13 @@ static void apply_member(struct rd *r, struct rdzv_run *run)
   n->lws = m.lws;
   n->master_port = m.port;
   n->rank_offset = m.rank_offset;
-  n->left_ok = (m.flags & 1) != 0;
+  n->left_ok = (m.flags & MEMBER_LEFT_OK) != 0;
+  int failed = (m.flags & MEMBER_FAILED) != 0;
+  if (!n->gone) /* the count of failed members that are still in the run */
+    run->round_failed += (uint32_t)(failed - (n->failed != 0));
+  n->failed = failed;
   if (gone && !n->gone) {
+    run->round_failed -= n->failed != 0;
     run->round_gone++;
     run->left_ok += n->left_ok;
     rdzv_node_drop(run, n);
@@ -487,10 +650,27 @@ static void apply_kv(struct rd *r, struct rdzv_run *run)
   mu_free(key);
 }
 
+static void apply_sick(struct rd *r, struct rdzv_run *run)
+{
+  char *id = get_str(r, RDZV_NODE_ID_MAX, NULL);
+  uint32_t has = get_u32(r);
+  if (r->bad || id == NULL || has > 1) {
+    mu_free(id);
+    r->bad = 1;
+    return;
+  }
+  if (has)
+    get_sick_one(r, run, id);
+  else
+    rdzv_sick_drop(run, id);
+  mu_free(id);
+}
+
 int rdzv_apply_change(struct rdzv *rv, const void *data, size_t len)
 {
-  struct rd r = {data, len, 0, 0};
-  if (get_u32(&r) != RDZV_CHANGE_VERSION)
+  struct rd r = {data, len, 0, 0, 0};
+  r.version = get_u32(&r);
+  if (r.version < 1 || r.version > RDZV_CHANGE_VERSION)
     return -1;
   uint32_t kind = get_u32(&r);
   char *id = get_str(&r, RDZV_ID_MAX, NULL);
@@ -509,6 +689,8 @@ int rdzv_apply_change(struct rdzv *rv, const void *data, size_t len)
     apply_member(&r, run);
   else if (kind == RDZV_CH_KV)
     apply_kv(&r, run);
+  else if (kind == RDZV_CH_SICK && r.version >= 2)
+    apply_sick(&r, run);
   else if (kind == RDZV_CH_DROP)
     rdzv_run_free(run);
   else

@@ -1,5 +1,6 @@
 /* What the status page and `muster rdzv` show of a run beyond its round: each node's lease (or
- * what holds it) and each barrier with the ids that arrived. Read-only, O(nodes + arrivals). */
+ * what holds it: "standby" for a pending join beyond a full active round) and each barrier
+ * with the ids that arrived. Read-only, O(nodes + arrivals). */
 #include <inttypes.h>
 #include <string.h>
 
@@ -9,12 +10,16 @@
 void rdzv_run_detail_json(const struct rdzv_run *run, struct mu_buf *b)
 {
   uint64_t now = rdzv_now(run->rv);
+  uint32_t standbys = rdzv_standbys(run); /* while it is nonzero, every pending join is one */
   int first = 1;
   mu_buf_puts(b, ",\"leases\":[");
   for (struct mu_hnode *h = mu_htab_next(&run->nodes, NULL); h != NULL;
        h = mu_htab_next(&run->nodes, h)) {
     const struct rdzv_node *n = node_of(h);
-    const char *state = n->join ? "joining" : n->nwatch > 0 ? "watching" : "lease";
+    const char *state = n->join && standbys > 0 && n->round != run->round ? "standby"
+                        : n->join                                         ? "joining"
+                        : n->nwatch > 0                                   ? "watching"
+                                                                          : "lease";
     mu_buf_puts(b, first ? "{\"node_id\":" : ",{\"node_id\":");
     first = 0;
     mu_json_str(b, n->h.key, strlen(n->h.key));

@@ -101,6 +101,14 @@ uint64_t rdzv_now(const struct rdzv *rv)
   return uv_now(rv->loop);
 }
 
+int64_t rdzv_wall_ms(void)
+{
+  uv_timeval64_t tv;
+  if (uv_gettimeofday(&tv) != 0)
+    return 0;
+  return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
 /* Returns: the deadline that fires first (the heap's top or a FIFO's head), or NULL. */
 static struct rdzv_deadline *earliest(struct rdzv *rv)
 {
@@ -359,6 +367,18 @@ void rdzv_wait_cancel(struct rdzv_wait *w)
   case RDZV_W_NONE:
     break;
   }
+  w->run = NULL;
+  rdzv_gc_check(run);
+}
+
+void rdzv_wait_gone(struct rdzv_wait *w)
+{
+  if (w == NULL || w->kind != RDZV_W_WATCH || w->run == NULL) {
+    rdzv_wait_cancel(w);
+    return;
+  }
+  struct rdzv_run *run = w->run;
+  rdzv_watch_gone(w);
   w->run = NULL;
   rdzv_gc_check(run);
 }

@@ -50,6 +50,7 @@
 #define RDZV_RUNS_MAX 10000       /* runs held at once (musterd --v1-max-runs, at most this) */
 #define RDZV_NODES_MAX 1000000    /* max_nodes of one run */
 #define RDZV_MEMBERS_IN_REPLY 256 /* join answers list members up to this many nodes */
+#define RDZV_RESTARTS_MAX 1000000 /* max_restarts of one run */
 
 /* The /v1 error map: every error the API answers with. Each row: the enum suffix, the code
  * string the API puts in `"error"`, and the HTTP status it answers with. The state machine
@@ -140,7 +141,9 @@ struct rdzv_answer {
   struct rdzv_member self;
   struct rdzv_member master;
   uint32_t lease_ttl_ms;
-  int with_members; /* the join asked for the member list and the round is small enough */
+  uint32_t restart_count; /* the run's restarts so far: TORCHELASTIC_RESTART_COUNT */
+  int64_t max_restarts;   /* the run's restart budget; -1 when the run keeps none */
+  int with_members;       /* the join asked for the member list and the round is small enough */
   /* heartbeat: the round state for this node ("active", "broken", "joining") */
   const char *state;
   /* watch */
@@ -170,10 +173,18 @@ struct rdzv_deadline {
   int kind;
 };
 
-/* A pending long poll. Caller-owned: set cb and data, zero the rest (RDZV_WAIT_INIT). */
+/* What a caller may ask of a wait (set in `flags` before starting it). */
+enum rdzv_wait_flags {
+  /* A watch whose client goes away (rdzv_wait_gone()) while it holds a member of the active
+   * round it watches: the member is lost at once, as if its lease had expired. */
+  RDZV_WAIT_LOST_ON_CLOSE = 1 << 0,
+};
+
+/* A pending long poll. Caller-owned: set cb, data and flags, zero the rest (RDZV_WAIT_INIT). */
 struct rdzv_wait {
   rdzv_wait_cb *cb;
   void *data;
+  unsigned flags; /* enum rdzv_wait_flags */
   /* private */
   enum rdzv_wait_kind kind;
   struct rdzv_run *run;
@@ -199,6 +210,8 @@ struct rdzv_config {
   int64_t last_call_ms;    /* -1: default (1000, or 0 when min == max) */
   int64_t join_timeout_ms; /* -1: default 600000 */
   int64_t lease_ttl_ms;    /* -1: default 10000 */
+  int64_t max_restarts;    /* -1: the run keeps no restart budget (its agents count); else
+                            * the restarts the whole run may make after failures */
 };
 
 /* A join's request. Strings are borrowed for the call; the state machine copies them. */
@@ -226,6 +239,10 @@ struct rdzv_run_info {
   uint32_t last_call_ms, join_timeout_ms, lease_ttl_ms;
   uint32_t nodes;                      /* nodes known (members with a lease + pending joins) */
   const struct rdzv_round *last_round; /* NULL before the first round closes */
+  uint32_t standbys;  /* pending joins beyond a full active round (or left over at its close) */
+  uint32_t unhealthy; /* nodes whose last health check failed (rdzv_health()) */
+  uint32_t restarts;  /* restarts of the run so far */
+  int64_t max_restarts;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -296,6 +313,63 @@ int rdzv_leave(struct rdzv *rv, const char *run_id, const char *node_id, int fai
  * Returns: 0, RDZV_ENO_SUCH_RUN, or RUN_CLOSED/RUN_SHUT when it already ended the other way. */
 int rdzv_end(struct rdzv *rv, const char *run_id, int shut, const char *reason);
 
+/* ---------------------------------------------------------------------------------------------
+ * Goodput (goodput.c): what the agents report of their workers, the run's restart budget,
+ * unhealthy nodes and where the time went (docs/rendezvous.md, "Goodput")
+ */
+
+/* What a member reports of round `round`'s workers on its node. */
+enum rdzv_report_kind {
+  RDZV_REPORT_STARTED = 1, /* its workers started */
+  RDZV_REPORT_PROGRESS,    /* their first progress (a heartbeat file touched, an output line) */
+  RDZV_REPORT_FAILED,      /* a worker failed: the round restarts, counted against the budget */
+  RDZV_REPORT_HUNG,        /* a worker made no progress for the hang timeout: the same */
+};
+/* Returns: "started", "progress", "failed", "hung"; NULL for another value. Ownership: static. */
+const char *rdzv_report_name(enum rdzv_report_kind k);
+/* Returns: the kind named `s`, or 0. */
+enum rdzv_report_kind rdzv_report_kind(const char *s);
+
+/* The answer to a report. Strings borrowed until the next call. */
+struct rdzv_report_answer {
+  const char *state;  /* the run's state after the report: "open", "closed", "shut" */
+  const char *reason; /* why it ended ("" when open) */
+  uint64_t round;     /* the latest round */
+  const char *round_state;
+  int counted;            /* failed/hung: this report counted a restart (or, with none left,
+                           * shut the run); 0 when the round had already ended another way */
+  uint32_t restart_count; /* restarts of the run so far */
+  int64_t max_restarts;   /* -1: the run keeps no budget */
+};
+
+/* Member `node_id` reports `kind` about round `round` (`reason`: one line, may be NULL; for
+ * failed/hung what failed). started/progress fill the round's timings. failed/hung end the
+ * round if it is still the active one: with a restart left the run counts it (the next round's
+ * restart count is one more) and breaks the round so that every node re-joins; with none left
+ * the run is shut with `reason`. A member whose workers failed or hung goes after the standbys
+ * when the next round has more candidates than places.
+ * Returns: 0 with `out` filled, or NO_SUCH_RUN, NOT_MEMBER (a node the run does not know),
+ * RUN_CLOSED / RUN_SHUT (the run had ended before the report; `err` says why), BAD_REQUEST. */
+int rdzv_report(struct rdzv *rv, const char *run_id, const char *node_id, uint64_t round,
+                enum rdzv_report_kind kind, const char *reason, struct rdzv_report_answer *out,
+                struct mu_buf *err);
+
+/* A node's health check: `healthy` 0 records it as unhealthy with the check's `output` (up to
+ * 4 KiB kept) for `ttl_ms` (0: three lease TTLs), creating the run with `req->config` when it
+ * does not exist yet (`req` as for a join; its node_id and addr name the node). An unhealthy
+ * member of the run is lost at once (its round breaks) and a pending join of it is withdrawn.
+ * `healthy` 1 forgets the record. `*unhealthy` (may be NULL) gets the run's unhealthy nodes.
+ * Returns: 0, or RDZV_EBAD_REQUEST / RDZV_ETOO_MANY / RDZV_ECONFIG_MISMATCH / RUN_CLOSED /
+ * RUN_SHUT with `err` saying why. */
+int rdzv_health(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *req, int healthy,
+                const char *output, uint64_t ttl_ms, uint32_t *unhealthy, struct mu_buf *err);
+
+/* Appends `,"restart_count":..,"max_restarts":..,"standbys":..,"unhealthy":[...],"timings":{...}`
+ * for GET /v1/runs/{id}: the budget, the unhealthy nodes with their checks' output, and each
+ * kept round's timings (closed, workers started, first progress, ended and why) with the run's
+ * time to first step and every restart's downtime. */
+void rdzv_run_goodput_json(const struct rdzv_run *run, struct mu_buf *b);
+
 /* Returns: the run, or NULL. Ownership: borrowed until the next call that may change state. */
 struct rdzv_run *rdzv_find(struct rdzv *rv, const char *run_id);
 /* Fills `out` about `run`. */
@@ -357,6 +431,10 @@ int rdzv_kv_add(struct rdzv *rv, const char *run_id, const char *key, int64_t de
 /* Withdraws a pending wait (the client went away): its callback never fires. A pending join
  * withdrawn leaves the node out of the next round. Accepts a wait that is not pending. */
 void rdzv_wait_cancel(struct rdzv_wait *w);
+/* The same, because the client's connection closed: a watch started with
+ * RDZV_WAIT_LOST_ON_CLOSE that holds a member of the active round it watches loses that member
+ * at once (its round breaks); any other wait is withdrawn as by rdzv_wait_cancel(). */
+void rdzv_wait_gone(struct rdzv_wait *w);
 
 /* ---------------------------------------------------------------------------------------------
  * Run events (what musterd logs at info level and its status page lists)
@@ -387,12 +465,13 @@ enum rdzv_change_kind {
   RDZV_CH_MEMBER,  /* one member of the latest round: left, lost, or joined again */
   RDZV_CH_KV,      /* a KV key was set (or deleted: it holds no value now) */
   RDZV_CH_DROP,    /* the run is forgotten (GC) */
+  RDZV_CH_SICK,    /* a node's health record was set (or forgotten: it holds none now) */
 };
 struct rdzv_change {
   enum rdzv_change_kind kind;
   const struct rdzv_run *run;
   const struct rdzv_node *node; /* RDZV_CH_MEMBER */
-  const char *key;              /* RDZV_CH_KV */
+  const char *key;              /* RDZV_CH_KV: the key; RDZV_CH_SICK: the node id */
 };
 typedef void rdzv_change_fn(void *data, const struct rdzv_change *c);
 

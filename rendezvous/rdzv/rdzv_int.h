@@ -24,6 +24,11 @@
 #define DEFAULT_LEASE_TTL_MS 10000
 #define MAX_TIMEOUT_MS (7LL * 24 * 3600 * 1000) /* one week */
 
+#define RDZV_HISTORY_MAX 64       /* rounds whose timings a run keeps (the latest) */
+#define RDZV_WHY_MAX 256          /* bytes kept of why a round ended */
+#define RDZV_SICK_MAX 1024        /* unhealthy nodes one run keeps */
+#define RDZV_SICK_OUTPUT_MAX 4096 /* bytes kept of a failed health check's output */
+
 /* The runs one client created that are still held (the per-client run bound). */
 struct rdzv_client {
   struct mu_hnode h; /* key: the client (part of the allocation) */
@@ -38,6 +43,8 @@ struct rdzv_node {
   uint32_t refs; /* +1 while in the run's table, +1 per round that lists it */
   int gone;      /* removed from the run */
   int left_ok;   /* left the active round with success */
+  int failed;    /* its workers failed or hung in its latest round (goes after the standbys) */
+  uint64_t started_round; /* the latest round whose workers it reported started */
   /* lease order (only while it has no pending join) */
   struct mu_list_node lease;
   int in_lease;
@@ -67,6 +74,41 @@ struct kv {
 
 enum dl_kind { DL_WAIT = 1, DL_LEASE, DL_LAST_CALL, DL_GC };
 
+/* How a round ended (its record in the run's history). Stored: never renumbered. */
+enum rdzv_end {
+  RDZV_END_NONE = 0,  /* still the active round */
+  RDZV_END_FAILED,    /* a worker failed (a report) */
+  RDZV_END_HUNG,      /* a worker hung (a report) */
+  RDZV_END_LOST,      /* a member was lost: its lease expired or its watch's connection closed */
+  RDZV_END_LEFT,      /* a member left as failed (its agent stopped) */
+  RDZV_END_REJOINED,  /* a member joined again (its agent restarted) */
+  RDZV_END_SCALE_UP,  /* members re-joined to take in waiting nodes */
+  RDZV_END_UNHEALTHY, /* a member's health check failed */
+  RDZV_END_CLOSED,    /* the run finished successfully */
+  RDZV_END_SHUT,      /* the run was shut down */
+  RDZV_END__COUNT
+};
+const char *rdzv_end_name(enum rdzv_end e);
+
+/* One round in the run's history: when it closed, when its workers started on every member,
+ * when the first progress came, when and why it ended. Wall-clock ms, 0 for not (yet). */
+struct rdzv_hist {
+  uint64_t number, world_size;
+  uint32_t nnodes, restart_count, started_nodes;
+  uint8_t end, counted; /* enum rdzv_end; its end counted a restart */
+  int64_t closed_ms, started_ms, progress_ms, ended_ms;
+  char *why; /* owned; "" when none */
+};
+
+/* A node whose health check failed (rdzv_health()). */
+struct rdzv_sick {
+  struct mu_hnode h;         /* key: node id (part of the allocation) */
+  char *output;              /* the check's output, owned */
+  int64_t since_ms, last_ms; /* wall clock: the first and the latest failed check */
+  uint64_t expires;          /* rdzv_now(): forgotten then unless reported again */
+  uint32_t checks;           /* failed checks reported */
+};
+
 struct rdzv_run {
   struct mu_hnode h; /* key: run id (owned) */
   struct rdzv *rv;
@@ -82,6 +124,8 @@ struct rdzv_run {
   struct mu_htab nodes;
   struct mu_list joins;   /* pending joins, in join order */
   uint32_t joins_prev;    /* pending joins from members of `round` */
+  uint32_t round_failed;  /* members of `round` (not gone) whose workers failed or hung */
+  uint32_t joins_failed;  /* pending joins from those */
   struct mu_list watches; /* pending watches */
   struct mu_list leases;  /* members in lease order: the head expires first */
   struct rdzv_deadline lease_dl, last_call_dl, gc_dl;
@@ -90,6 +134,15 @@ struct rdzv_run {
   size_t kv_bytes;
   uint32_t pending_other; /* barrier arrivals and KV waiters */
   uint64_t kv_version;
+  /* goodput (goodput.c) */
+  int64_t max_restarts;      /* -1: no budget kept by the run */
+  uint32_t restarts;         /* restarts so far: the next round's restart count */
+  int64_t created_ms;        /* wall clock */
+  int64_t first_progress_ms; /* the run's first progress: its time to first step */
+  struct rdzv_hist *hist;    /* the latest rounds, oldest first */
+  uint32_t nhist;
+  uint64_t hist_dropped; /* older rounds no longer kept */
+  struct mu_htab sick;   /* struct rdzv_sick by node id */
 };
 
 /* Deadlines of one duration, in the order they were set: since uv_now() never goes back, that
@@ -183,6 +236,24 @@ static inline uint64_t rdzv_value_cost(const char *val, size_t len)
 {
   return val != NULL ? rdzv_str_cost(len) : 0;
 }
+/* A run's round history (struct rdzv_hist, RDZV_HISTORY_MAX of them, allocated at its first
+ * round), and one round's record of it besides the array: why it ended. */
+#define HIST_ENC 64
+static inline uint64_t rdzv_hist_array_cost(void)
+{
+  return mu_alloc_size(RDZV_HISTORY_MAX * sizeof(struct rdzv_hist));
+}
+static inline uint64_t rdzv_why_cost(size_t len)
+{
+  return rdzv_str_cost(len);
+}
+/* An unhealthy node's record (the id inside) and its place in the run's table, without its
+ * check's output (a string: rdzv_str_cost()). */
+#define SICK_ENC 64
+static inline uint64_t rdzv_sick_cost(size_t idlen)
+{
+  return mu_alloc_size(sizeof(struct rdzv_sick) + idlen + 1) + RDZV_SLOT;
+}
 
 static inline struct rdzv_node *node_of(struct mu_hnode *h)
 {
@@ -196,6 +267,8 @@ static inline struct rdzv_wait *wait_of(struct mu_list_node *x)
 
 /* rdzv.c: time, deadlines, waits */
 uint64_t rdzv_now(const struct rdzv *rv);
+/* The wall clock in Unix ms (the timings the API shows). */
+int64_t rdzv_wall_ms(void);
 /* Reports a run event to the event hook (printf-style text). */
 void rdzv_note(const struct rdzv_run *run, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -264,10 +337,55 @@ void rdzv_lease_renew(struct rdzv_run *run, struct rdzv_node *n);
 /* Expires every lease of `run` due at `now` (its lease deadline fired). */
 void rdzv_leases_expire(struct rdzv_run *run, uint64_t now);
 void rdzv_maybe_close(struct rdzv_run *run, int last_call_over);
+/* Ends the active round of `run` (no-op when it is not active): it becomes broken, its record
+ * says how (`end`, `counted`, `why`), and the watches fire. */
+void rdzv_break_round(struct rdzv_run *run, enum rdzv_end end, int counted, const char *why);
+/* Removes node `n` from the run; a member of the active round breaks it with `end` when
+ * `breaks` (lease expired, left as failed, lost, unhealthy). */
+void rdzv_node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks, enum rdzv_end end,
+                      const char *why);
+/* Member `n` of the latest round reported that its workers failed or hung: it goes after the
+ * standbys when the next round has more candidates than places. */
+void rdzv_mark_failed(struct rdzv_run *run, struct rdzv_node *n);
+/* Pending joins beyond a full active round: nodes waiting to take a lost member's place. */
+uint32_t rdzv_standbys(const struct rdzv_run *run);
+/* The config checks of a join (fills the defaults into `out`). Returns: 0 or BAD_REQUEST. */
+int rdzv_join_checks(const struct rdzv *rv, const char *run_id, const struct rdzv_join_req *req,
+                     struct rdzv_config *out, struct mu_buf *err);
+/* Finds the run, or creates it with `cfg` (the bounds of a new run checked). A run that exists
+ * with another config, or that ended, answers as a join would. Returns: 0 with *out, or an
+ * RDZV_E* code with `err` saying why. */
+int rdzv_run_for(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *req,
+                 const struct rdzv_config *cfg, struct rdzv_run **out, struct mu_buf *err);
 void rdzv_join_timed_out(struct rdzv_wait *w);
 void rdzv_join_cancel(struct rdzv_wait *w);
 void rdzv_watch_timed_out(struct rdzv_wait *w);
 void rdzv_watch_cancel(struct rdzv_wait *w);
+void rdzv_watch_gone(struct rdzv_wait *w);
+
+/* goodput.c: the round history, unhealthy nodes */
+/* A round closed: opens its record. */
+void rdzv_hist_open(struct rdzv_run *run, const struct rdzv_round *r);
+/* The active round's record (NULL when none). */
+struct rdzv_hist *rdzv_hist_cur(struct rdzv_run *run);
+/* Ends the latest round's record if it is still open. */
+void rdzv_hist_end(struct rdzv_run *run, enum rdzv_end end, int counted, const char *why);
+/* Appends a record as restored (codec.c); takes `why`. */
+void rdzv_hist_push(struct rdzv_run *run, const struct rdzv_hist *h);
+/* Forgets the history of `run` (recovery: a change says what it is now). */
+void rdzv_hist_clear(struct rdzv_run *run);
+/* Frees the history and the unhealthy nodes of `run`. */
+void rdzv_goodput_free(struct rdzv_run *run);
+/* Forgets unhealthy records past their time; Returns: how many are left. */
+uint32_t rdzv_sick_count(struct rdzv_run *run);
+/* Forgets node `node_id`'s unhealthy record (it joined, left, or is healthy again), and tells
+ * the change hook. */
+void rdzv_sick_forget(struct rdzv_run *run, const char *node_id);
+/* The same without telling (recovery). Returns: 1 when there was one. */
+int rdzv_sick_drop(struct rdzv_run *run, const char *node_id);
+/* Sets node `id`'s unhealthy record (recovery, or a report): takes `output`. */
+struct rdzv_sick *rdzv_sick_set(struct rdzv_run *run, const char *id, char *output,
+                                uint64_t ttl_ms);
 
 /* barrier_kv.c: barriers and KV */
 void rdzv_barrier_timed_out(struct rdzv_wait *w);

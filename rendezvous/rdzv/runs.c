@@ -182,13 +182,14 @@ static void kick_watches(struct rdzv_run *run)
   }
 }
 
-static void break_round(struct rdzv_run *run, const char *why)
+void rdzv_break_round(struct rdzv_run *run, enum rdzv_end end, int counted, const char *why)
 {
   if (run->rstate != RDZV_ROUND_ACTIVE)
     return;
   rdzv_note(run, "broken", "round %" PRIu64 " broken: %s", run->round ? run->round->number : 0,
             why);
   run->rstate = RDZV_ROUND_BROKEN;
+  rdzv_hist_end(run, end, counted, why);
   rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);
   kick_watches(run);
 }
@@ -200,16 +201,18 @@ static void join_withdraw(struct rdzv_run *run, struct rdzv_node *n)
   if (w == NULL)
     return;
   n->join = NULL;
-  if (in_round(run, n))
+  if (in_round(run, n)) {
     run->joins_prev--;
+    run->joins_failed -= n->failed != 0;
+  }
   rdzv_wait_detach(run->rv, w);
   run->rv->st.pending_joins--;
   if (run->state == RDZV_RUN_OPEN)
     rdzv_lease_renew(run, n);
 }
 
-/* Removes node `n` from the run (lease expired, left, failed). */
-static void node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks, const char *why)
+void rdzv_node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks, enum rdzv_end end,
+                      const char *why)
 {
   if (n->join) {
     struct rdzv_wait *w = n->join;
@@ -223,10 +226,11 @@ static void node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks, c
   n->gone = 1;
   if (member) {
     run->round_gone++;
+    run->round_failed -= n->failed != 0;
     if (breaks) {
       char b[300];
       snprintf(b, sizeof(b), "node '%s' %s", n->h.key, why);
-      break_round(run, b);
+      rdzv_break_round(run, end, 0, b);
     }
   }
   if (member) /* what the round records of it changed: it left (or was lost) */
@@ -244,7 +248,8 @@ void rdzv_leases_expire(struct rdzv_run *run, uint64_t now)
     rv->st.leases_expired++;
     rdzv_note(run, "lost", "node '%s' lost: its lease expired (no heartbeat for %" PRIu32 " ms)",
               lease_node(run->leases.head)->h.key, run->lease_ttl_ms);
-    node_remove(run, lease_node(run->leases.head), 1, "was lost (lease expired)");
+    rdzv_node_remove(run, lease_node(run->leases.head), 1, RDZV_END_LOST,
+                     "was lost (lease expired)");
   }
   if (run->leases.head != NULL && !rdzv_deadline_queued(&run->lease_dl) &&
       run->state == RDZV_RUN_OPEN)
@@ -296,30 +301,57 @@ const char *rdzv_round_members_json(const struct rdzv_round *round, size_t *len)
 
 /* The pending joins that make the next round, in rank order: members of the previous round
  * first, in their old order (bucketed by old rank, O(n)), then newcomers in join order, up to
- * `k`. Returns: how many were written to `chosen`. */
+ * `k`. When there are more candidates than places, members whose workers failed or hung go
+ * last, after the standbys: a standby takes a failed node's place. Returns: how many were
+ * written to `chosen`. */
 static uint32_t choose_members(struct rdzv_run *run, struct rdzv_wait **chosen, uint32_t k)
 {
   struct rdzv_round *old = run->round;
   int reorder = old != NULL && run->joins_prev > 0;
+  int demote = reorder && run->joins.n > k; /* failed members after the standbys */
   uint32_t nchosen = 0;
+  struct rdzv_wait **bucket = NULL;
   if (reorder) {
-    struct rdzv_wait **bucket = mu_calloc(old->nnodes, sizeof(*bucket));
+    bucket = mu_calloc(old->nnodes, sizeof(*bucket));
     for (struct mu_list_node *x = run->joins.head; x != NULL; x = x->next) {
       struct rdzv_node *n = wait_of(x)->obj;
       if (in_round(run, n))
         bucket[n->rank] = wait_of(x);
     }
-    for (uint32_t i = 0; i < old->nnodes && nchosen < k; i++)
-      if (bucket[i])
+    for (uint32_t i = 0; i < old->nnodes && nchosen < k; i++) {
+      struct rdzv_node *n = bucket[i] != NULL ? bucket[i]->obj : NULL;
+      if (n != NULL && !(demote && n->failed))
         chosen[nchosen++] = bucket[i];
-    mu_free(bucket);
+    }
   }
   for (struct mu_list_node *x = run->joins.head; x != NULL && nchosen < k; x = x->next) {
     struct rdzv_node *n = wait_of(x)->obj;
     if (!(reorder && in_round(run, n)))
       chosen[nchosen++] = wait_of(x);
   }
+  for (uint32_t i = 0; demote && i < old->nnodes && nchosen < k; i++)
+    if (bucket[i] != NULL && ((struct rdzv_node *)bucket[i]->obj)->failed)
+      chosen[nchosen++] = bucket[i];
+  mu_free(bucket);
   return nchosen;
+}
+
+void rdzv_mark_failed(struct rdzv_run *run, struct rdzv_node *n)
+{
+  if (n->failed || !in_round(run, n))
+    return;
+  n->failed = 1;
+  run->round_failed++;
+  run->joins_failed += n->join != NULL;
+  rdzv_changed(run, RDZV_CH_MEMBER, n, NULL);
+}
+
+uint32_t rdzv_standbys(const struct rdzv_run *run)
+{
+  if (run->state != RDZV_RUN_OPEN || run->rstate != RDZV_ROUND_ACTIVE || run->round == NULL ||
+      run->round->nnodes < run->max_nodes)
+    return 0;
+  return (uint32_t)run->joins.n - run->joins_prev;
 }
 
 /* Closes a round with the pending joins (see choose_members()), up to max_nodes. */
@@ -348,6 +380,7 @@ static void close_round(struct rdzv_run *run)
     n->rank = i;
     n->rank_offset = off;
     n->left_ok = 0;
+    n->failed = 0;
     off += n->lws;
   }
   r->nnodes = nchosen;
@@ -356,12 +389,16 @@ static void close_round(struct rdzv_run *run)
   run->round_gone = 0;
   run->left_ok = 0;
   run->joins_prev = 0;
+  run->round_failed = 0;
+  run->joins_failed = 0;
   rdzv_deadline_clear(rv, &run->last_call_dl);
   rv->st.rounds_closed++;
   rdzv_note(run, "round",
             "round %" PRIu64 " closed with %" PRIu32 " node%s (world size %" PRIu64 ")", r->number,
             nchosen, nchosen == 1 ? "" : "s", off);
+  rdzv_hist_open(run, r);
   rdzv_changed(run, RDZV_CH_ROUND, NULL, NULL); /* logged before any answer reveals it */
+  rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);   /* its record in the history */
 
   /* Detach the chosen waits and start their leases, then answer. */
   for (uint32_t i = 0; i < nchosen; i++) {
@@ -378,6 +415,8 @@ static void close_round(struct rdzv_run *run)
   a.round = r;
   a.round_number = r->number;
   a.lease_ttl_ms = run->lease_ttl_ms;
+  a.restart_count = run->restarts;
+  a.max_restarts = run->max_restarts;
   if (nchosen > 0)
     rdzv_round_member(r, 0, &a.master);
   for (uint32_t i = 0; i < nchosen; i++) {
@@ -402,12 +441,19 @@ void rdzv_maybe_close(struct rdzv_run *run, int last_call_over)
     rdzv_deadline_clear(run->rv, &run->last_call_dl);
     return;
   }
+  /* After a round: every surviving member re-joined (a known membership), or the round is
+   * full and no healthy member of the last one is still to re-join (a standby takes only a
+   * lost or failed member's place, never a slow survivor's). */
   int known = 0;
-  if (run->round && run->joins_prev > 0) {
+  int64_t healthy_left = 0;
+  if (run->round) {
     uint32_t survivors = run->round->nnodes - run->round_gone;
-    known = run->joins_prev >= survivors;
+    known = run->joins_prev > 0 && run->joins_prev >= survivors;
+    healthy_left =
+        ((int64_t)survivors - run->round_failed) - ((int64_t)run->joins_prev - run->joins_failed);
   }
-  if (n >= run->max_nodes || known || last_call_over || run->last_call_ms == 0) {
+  int full = n >= run->max_nodes && healthy_left <= 0;
+  if (full || known || last_call_over || (run->last_call_ms == 0 && healthy_left <= 0)) {
     close_round(run);
     return;
   }
@@ -447,6 +493,7 @@ static void answer_all(struct rdzv_run *run, int err, const char *msg)
     rdzv_fire_error(w, run->h.key, err, msg);
   }
   run->joins_prev = 0;
+  run->joins_failed = 0;
   while (run->watches.head != NULL) {
     struct rdzv_wait *w = wait_of(run->watches.head);
     struct rdzv_answer a;
@@ -513,6 +560,7 @@ void rdzv_run_free(struct rdzv_run *run)
   if (run->round)
     rdzv_round_unref(run->round);
   rdzv_barriers_kv_free(run);
+  rdzv_goodput_free(run);
   mu_htab_del(&rv->runs, &run->h);
   mu_list_remove(&rv->runs_list, &run->link);
   rv->st.runs--;
@@ -570,6 +618,10 @@ void rdzv_run_info(const struct rdzv_run *run, struct rdzv_run_info *out)
   out->lease_ttl_ms = run->lease_ttl_ms;
   out->nodes = (uint32_t)run->nodes.n;
   out->last_round = run->round;
+  out->standbys = rdzv_standbys(run);
+  out->unhealthy = rdzv_sick_count((struct rdzv_run *)run); /* forgets what timed out: a cache */
+  out->restarts = run->restarts;
+  out->max_restarts = run->max_restarts;
 }
 
 /* Checks a join's configuration and fills in the defaults. */
@@ -593,6 +645,11 @@ static int config_check(const struct rdzv *rv, const struct rdzv_config *in,
     out->last_call_ms = out->min_nodes == out->max_nodes ? 0 : DEFAULT_LAST_CALL_MS;
   if (out->join_timeout_ms < 0)
     out->join_timeout_ms = DEFAULT_JOIN_TIMEOUT_MS;
+  if (out->max_restarts < -1 || out->max_restarts > RDZV_RESTARTS_MAX) {
+    mu_buf_printf(err, "max_restarts must be between 0 and %d, got %lld", RDZV_RESTARTS_MAX,
+                  (long long)out->max_restarts);
+    return RDZV_EBAD_REQUEST;
+  }
   if (out->lease_ttl_ms < 0)
     out->lease_ttl_ms = DEFAULT_LEASE_TTL_MS;
   if (out->last_call_ms > MAX_TIMEOUT_MS || out->join_timeout_ms > MAX_TIMEOUT_MS ||
@@ -627,6 +684,9 @@ struct rdzv_run *rdzv_run_new(struct rdzv *rv, const char *run_id, const struct 
   run->last_call_ms = (uint32_t)c->last_call_ms;
   run->join_timeout_ms = (uint32_t)c->join_timeout_ms;
   run->lease_ttl_ms = (uint32_t)c->lease_ttl_ms;
+  run->max_restarts = c->max_restarts;
+  run->created_ms = rdzv_wall_ms();
+  mu_htab_init(&run->sick, 0);
   run->lease_dl.kind = DL_LEASE;
   run->last_call_dl.kind = DL_LAST_CALL;
   run->gc_dl.kind = DL_GC;
@@ -696,6 +756,36 @@ static int join_check(const char *run_id, const struct rdzv_join_req *req, struc
   return 0;
 }
 
+/* Does `cfg` ask for another run than `run` (nnodes, restart budget)? Says how in `m`. */
+static int config_differs(const struct rdzv_run *run, const char *run_id,
+                          const struct rdzv_config *cfg, struct mu_buf *m)
+{
+  if (cfg->min_nodes != run->min_nodes || cfg->max_nodes != run->max_nodes) {
+    mu_buf_printf(m,
+                  "run '%s' has nnodes %" PRIu32 ":%" PRIu32 " but this join asks for %" PRIu32
+                  ":%" PRIu32 "; use the same --nnodes on every node, or a new run id",
+                  run_id, run->min_nodes, run->max_nodes, cfg->min_nodes, cfg->max_nodes);
+    return 1;
+  }
+  if (cfg->max_restarts >= 0 && run->max_restarts >= 0 && cfg->max_restarts != run->max_restarts) {
+    mu_buf_printf(m,
+                  "run '%s' has max_restarts %lld but this node asks for %lld; the restart "
+                  "budget is the run's: use the same --max-restarts on every node, or a new run id",
+                  run_id, (long long)run->max_restarts, (long long)cfg->max_restarts);
+    return 1;
+  }
+  return 0;
+}
+
+/* A run created by a node that gave no budget takes the first one a node gives. */
+static void adopt_budget(struct rdzv_run *run, const struct rdzv_config *cfg)
+{
+  if (run->max_restarts < 0 && cfg->max_restarts >= 0) {
+    run->max_restarts = cfg->max_restarts;
+    rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);
+  }
+}
+
 /* A join the run cannot take (ended, other nnodes): answered at once through `w`. */
 static int join_refuse(struct rdzv_run *run, const char *run_id, const struct rdzv_config *cfg,
                        struct rdzv_wait *w)
@@ -704,13 +794,10 @@ static int join_refuse(struct rdzv_run *run, const char *run_id, const struct rd
   int err;
   if (run->state != RDZV_RUN_OPEN) {
     err = rdzv_ended_err(run, &m);
-  } else if (cfg->min_nodes != run->min_nodes || cfg->max_nodes != run->max_nodes) {
-    mu_buf_printf(&m,
-                  "run '%s' has nnodes %" PRIu32 ":%" PRIu32 " but this join asks for %" PRIu32
-                  ":%" PRIu32 "; use the same --nnodes on every node, or a new run id",
-                  run_id, run->min_nodes, run->max_nodes, cfg->min_nodes, cfg->max_nodes);
+  } else if (config_differs(run, run_id, cfg, &m)) {
     err = RDZV_ECONFIG_MISMATCH;
   } else {
+    adopt_budget(run, cfg);
     return 0;
   }
   w->kind = RDZV_W_NONE;
@@ -756,6 +843,38 @@ static int new_run_check(struct rdzv *rv, const char *run_id, const struct rdzv_
   if (cl != NULL)
     cl->runs++;
   *owner = cl;
+  return 0;
+}
+
+int rdzv_join_checks(const struct rdzv *rv, const char *run_id, const struct rdzv_join_req *req,
+                     struct rdzv_config *out, struct mu_buf *err)
+{
+  int rc = join_check(run_id, req, err);
+  return rc != 0 ? rc : config_check(rv, &req->config, out, err);
+}
+
+int rdzv_run_for(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *req,
+                 const struct rdzv_config *cfg, struct rdzv_run **out, struct mu_buf *err)
+{
+  struct rdzv_run *run = rdzv_find(rv, run_id);
+  *out = NULL;
+  if (run == NULL) {
+    struct rdzv_client *owner = NULL;
+    int rc = new_run_check(rv, run_id, req, &owner, err);
+    if (rc != 0)
+      return rc;
+    run = rdzv_run_new(rv, run_id, cfg);
+    run->owner = owner;
+    rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);
+    rdzv_gc_check(run);
+  } else if (run->state != RDZV_RUN_OPEN) {
+    return rdzv_ended_err(run, err);
+  } else if (config_differs(run, run_id, cfg, err)) {
+    return RDZV_ECONFIG_MISMATCH;
+  } else {
+    adopt_budget(run, cfg);
+  }
+  *out = run;
   return 0;
 }
 
@@ -808,6 +927,7 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     mu_htab_add(&run->nodes, &n->h, n->h.key, idlen);
     rv->st.nodes++;
   }
+  rdzv_sick_forget(run, req->node_id); /* its check passed: it joins */
   if (n->addr == NULL || strcmp(n->addr, req->addr) != 0)
     rdzv_node_set_addr(n, mu_strdup(req->addr));
   n->lws = req->local_world_size;
@@ -824,10 +944,14 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
   if (in_round(run, n)) {
     rdzv_changed(run, RDZV_CH_MEMBER, n, NULL); /* its address or workers may be new */
     run->joins_prev++;
-    /* A member that joins again has restarted: its round is over. */
+    run->joins_failed += n->failed != 0;
+    /* A member that joins again has restarted: its round is over. With nodes waiting and room
+     * in the round, the members re-join to take them in (they were told "waiting"). */
     char b[300];
-    snprintf(b, sizeof(b), "member '%s' joined again (restarted)", req->node_id);
-    break_round(run, b);
+    int grow = run->joins.n > run->joins_prev && run->round->nnodes < run->max_nodes;
+    snprintf(b, sizeof(b), "member '%s' joined again (%s)", req->node_id,
+             grow ? "to take in waiting nodes" : "restarted");
+    rdzv_break_round(run, grow ? RDZV_END_SCALE_UP : RDZV_END_REJOINED, 0, b);
   } else if (run->rstate == RDZV_ROUND_ACTIVE && run->round->nnodes < run->max_nodes) {
     /* A newcomer: members learn of it if their round has room. A full round's watches are
      * left alone (O(1) per join, not O(members)): a newcomer changes neither the round, its
@@ -949,6 +1073,25 @@ void rdzv_watch_cancel(struct rdzv_wait *w)
   run->rv->st.pending_watches--;
 }
 
+void rdzv_watch_gone(struct rdzv_wait *w)
+{
+  struct rdzv_run *run = w->run;
+  struct rdzv_node *n = w->node;
+  int lost = (w->flags & RDZV_WAIT_LOST_ON_CLOSE) && n != NULL && n->nwatch == 1 &&
+             in_round(run, n) && n->join == NULL && run->rstate == RDZV_ROUND_ACTIVE &&
+             w->round == run->round->number && run->state == RDZV_RUN_OPEN;
+  if (lost)
+    n->refs++; /* kept through the cancel, which drops the watch's reference */
+  rdzv_watch_cancel(w);
+  if (!lost)
+    return;
+  if (!n->gone) {
+    rdzv_note(run, "lost", "node '%s' lost: its watch's connection closed", n->h.key);
+    rdzv_node_remove(run, n, 1, RDZV_END_LOST, "was lost (its connection closed)");
+  }
+  rdzv_node_unref(n);
+}
+
 int rdzv_leave(struct rdzv *rv, const char *run_id, const char *node_id, int failed,
                const char *reason)
 {
@@ -962,19 +1105,20 @@ int rdzv_leave(struct rdzv *rv, const char *run_id, const char *node_id, int fai
   snprintf(why, sizeof(why), "left %s%s%.512s", failed ? "failed" : "with success",
            reason && reason[0] ? ": " : "", reason ? reason : "");
   rdzv_note(run, "leave", "node '%s' %s", node_id, why);
+  rdzv_sick_forget(run, node_id);
   if (run->state != RDZV_RUN_OPEN) {
-    node_remove(run, n, 0, why);
+    rdzv_node_remove(run, n, 0, RDZV_END_LEFT, why);
     return 0;
   }
   int member_active = in_round(run, n) && run->rstate == RDZV_ROUND_ACTIVE && !n->join;
   if (failed || !member_active) {
-    node_remove(run, n, 1, why);
+    rdzv_node_remove(run, n, 1, RDZV_END_LEFT, why);
     return 0;
   }
   struct rdzv_round *r = run->round;
   n->left_ok = 1;
   run->left_ok++;
-  node_remove(run, n, 0, why);
+  rdzv_node_remove(run, n, 0, RDZV_END_LEFT, why);
   if (run->round == r && run->left_ok >= r->nnodes)
     rdzv_end(rv, run_id, 0, "every member left with success");
   return 0;
@@ -998,6 +1142,7 @@ int rdzv_end(struct rdzv *rv, const char *run_id, int shut, const char *reason)
             run->reason);
   rdzv_deadline_clear(rv, &run->last_call_dl);
   rdzv_deadline_clear(rv, &run->lease_dl);
+  rdzv_hist_end(run, shut ? RDZV_END_SHUT : RDZV_END_CLOSED, 0, run->reason);
   struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   int err = rdzv_ended_err(run, &msg);
   rdzv_changed(run, RDZV_CH_RUN, NULL, NULL);

@@ -33,6 +33,17 @@ void v1_set_run_gc_ms(struct rv_server *srv, uint64_t gc_ms);
 struct rdzv_limits;
 void v1_set_limits(struct rv_server *srv, const struct rdzv_limits *l);
 
+/* Calls fn(data, run_id) after every run event but a join (the events of GET /v1/events); one
+ * listener, NULL removes it. The listener must not call back into the rendezvous but to read
+ * (v1_run_json()). */
+typedef void v1_run_event_fn(void *data, const char *run_id);
+void v1_events_listen(struct rv_server *srv, v1_run_event_fn *fn, void *data);
+
+/* The JSON object that GET /v1/runs/{run_id} answers, appended to `out`.
+ * Returns: 0, or -1 when there is no such run (nothing appended). */
+struct mu_buf;
+int v1_run_json(struct rv_server *srv, const char *run_id, struct mu_buf *out);
+
 /* Returns: the server's rendezvous state, or NULL if /v1 is not registered.
  * Ownership: borrowed, lives as long as the server. */
 struct rdzv *v1_rdzv(struct rv_server *srv);

@@ -86,7 +86,7 @@ static void h_no_endpoint(struct rv_req *req)
   char msg[512];
   snprintf(msg, sizeof(msg),
            "no endpoint '%.200s' under /v1/runs/%s/; use join, heartbeat, watch, leave, close, "
-           "shutdown, barrier/{name} or kv/{key}",
+           "shutdown, report, health, barrier/{name} or kv/{key}",
            req->vars[1], req->vars[0]);
   v1_error_reply(req, RDZV_ENOT_FOUND, msg, NULL, NULL);
 }
@@ -215,6 +215,8 @@ static const struct rv_route v1_routes[] = {
     {RV_POST, V1_RUN "/leave", 0, v1_leave, "v1", &v1_api},
     {RV_POST, V1_RUN "/close", 0, v1_close_run, "v1", &v1_api},
     {RV_POST, V1_RUN "/shutdown", 0, v1_shutdown_run, "v1", &v1_api},
+    {RV_POST, V1_RUN "/report", 0, v1_report, "v1", &v1_api},
+    {RV_POST, V1_RUN "/health", 0, v1_health, "v1", &v1_api},
     {RV_POST, V1_RUN "/barrier/{name}", RV_ROUTE_REST | RV_ROUTE_LONG_POLL, v1_barrier, "v1",
      &v1_api},
     {RV_GET, V1_KV, RV_ROUTE_REST | RV_ROUTE_MAY_POLL, v1_kv_get, "v1", &v1_api},

@@ -14,6 +14,7 @@
 #include "json.h"
 #include "list.h"
 #include "log.h"
+#include "v1.h"
 #include "v1_int.h"
 
 #define RING 256
@@ -42,6 +43,8 @@ struct events {
   struct mu_list waiters;
   uv_timer_t timer;
   int closed;
+  v1_run_event_fn *listener; /* v1_events_listen() */
+  void *listener_data;
 };
 
 static int64_t wall_ms(void)
@@ -162,6 +165,17 @@ static void on_event(void *data, const char *run_id, const char *kind, const cha
   snprintf(e->kind, sizeof(e->kind), "%s", kind);
   snprintf(e->text, sizeof(e->text), "%s", text);
   answer(ev, 0);
+  if (ev->listener != NULL && strcmp(kind, "join") != 0)
+    ev->listener(ev->listener_data, run_id);
+}
+
+void v1_events_listen(struct rv_server *srv, v1_run_event_fn *fn, void *data)
+{
+  struct events *ev = rv_server_module_data(srv, "rdzv_events");
+  if (ev == NULL)
+    return;
+  ev->listener = fn;
+  ev->listener_data = data;
 }
 
 static void events_handler(struct rv_req *req)

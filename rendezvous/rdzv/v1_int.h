@@ -48,6 +48,8 @@ void v1_close_run(struct rv_req *req);
 void v1_shutdown_run(struct rv_req *req);
 void v1_run(struct rv_req *req);
 void v1_runs(struct rv_req *req);
+void v1_report(struct rv_req *req);
+void v1_health(struct rv_req *req);
 void v1_barrier(struct rv_req *req);
 void v1_kv_get(struct rv_req *req);
 void v1_kv_put(struct rv_req *req);

@@ -63,7 +63,7 @@ static void on_gone(struct rv_req *req, void *data)
 {
   (void)req;
   struct v1_pend *p = data;
-  rdzv_wait_cancel(&p->w);
+  rdzv_wait_gone(&p->w);
   v1_pend_free(p);
 }
 

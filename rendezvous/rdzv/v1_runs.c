@@ -6,6 +6,7 @@
 #include "decimal.h"
 #include "htab.h"
 #include "json.h"
+#include "v1.h"
 #include "v1_int.h"
 
 #define DEFAULT_WATCH_MS 30000
@@ -24,6 +25,9 @@ static void on_join(struct rdzv_wait *w, const struct rdzv_answer *a)
                 a->run_id, a->round->number, a->self.node_rank, a->round->nnodes,
                 a->self.rank_offset, a->round->world_size, a->self.local_world_size, a->master.addr,
                 a->master.master_port, a->lease_ttl_ms);
+  mu_buf_printf(&b, ",\"restart_count\":%" PRIu32, a->restart_count);
+  if (a->max_restarts >= 0)
+    mu_buf_printf(&b, ",\"max_restarts\":%lld", (long long)a->max_restarts);
   if (a->with_members) {
     size_t len = 0;
     const char *m = rdzv_round_members_json(a->round, &len);
@@ -47,6 +51,40 @@ static void on_watch(struct rdzv_wait *w, const struct rdzv_answer *a)
   v1_pend_answered(p);
 }
 
+/* The fields of a join (also those of a health report) into `q`.
+ * Returns: 0, or -1 after answering 400. */
+static int join_fields_or_reply(struct rv_req *req, const cJSON *j, struct rdzv_join_req *q)
+{
+  int64_t lws = 0, port = 0, min = 0, max = 0, lc = -1, jt = -1, ttl = -1, mr = -1;
+  int with_members = 1;
+  memset(q, 0, sizeof(*q));
+  /* who creates runs: the verified credential when auth is on (by its id, a hash: never a
+   * secret), else the client address */
+  q->client = req->cred != NULL ? req->cred->id : rv_req_peer(req);
+  if (v1_field_str_or_reply(req, j, "node_id", 1, &q->node_id) != 0 ||
+      v1_field_str_or_reply(req, j, "addr", 1, &q->addr) != 0 ||
+      v1_field_int_or_reply(req, j, "local_world_size", 0, 1, 65536, 1, &lws) != 0 ||
+      v1_field_int_or_reply(req, j, "master_port", 0, 0, 65535, 0, &port) != 0 ||
+      v1_field_int_or_reply(req, j, "min_nodes", 1, 1, RDZV_NODES_MAX, 0, &min) != 0 ||
+      v1_field_int_or_reply(req, j, "max_nodes", 0, 0, RDZV_NODES_MAX, 0, &max) != 0 ||
+      v1_field_int_or_reply(req, j, "last_call_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, -1, &lc) != 0 ||
+      v1_field_int_or_reply(req, j, "join_timeout_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, -1, &jt) != 0 ||
+      v1_field_int_or_reply(req, j, "lease_ttl_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, -1, &ttl) != 0 ||
+      v1_field_int_or_reply(req, j, "max_restarts", 0, 0, RDZV_RESTARTS_MAX, -1, &mr) != 0 ||
+      v1_field_bool_or_reply(req, j, "members", 1, &with_members) != 0)
+    return -1;
+  q->with_members = with_members;
+  q->local_world_size = (uint32_t)lws;
+  q->master_port = (uint32_t)port;
+  q->config.min_nodes = (uint32_t)min;
+  q->config.max_nodes = (uint32_t)max;
+  q->config.last_call_ms = lc;
+  q->config.join_timeout_ms = jt;
+  q->config.lease_ttl_ms = ttl;
+  q->config.max_restarts = mr;
+  return 0;
+}
+
 void v1_join(struct rv_req *req)
 {
   struct v1 *v = v1_begin_or_reply(req);
@@ -57,31 +95,8 @@ void v1_join(struct rv_req *req)
   if (j == NULL)
     return;
   struct rdzv_join_req q;
-  int64_t lws = 0, port = 0, min = 0, max = 0, lc = -1, jt = -1, ttl = -1;
-  int with_members = 1;
-  memset(&q, 0, sizeof(q));
-  /* who creates runs: the verified credential when auth is on (by its id, a hash: never a
-   * secret), else the client address */
-  q.client = req->cred != NULL ? req->cred->id : rv_req_peer(req);
-  if (v1_field_str_or_reply(req, j, "node_id", 1, &q.node_id) != 0 ||
-      v1_field_str_or_reply(req, j, "addr", 1, &q.addr) != 0 ||
-      v1_field_int_or_reply(req, j, "local_world_size", 0, 1, 65536, 1, &lws) != 0 ||
-      v1_field_int_or_reply(req, j, "master_port", 0, 0, 65535, 0, &port) != 0 ||
-      v1_field_int_or_reply(req, j, "min_nodes", 1, 1, RDZV_NODES_MAX, 0, &min) != 0 ||
-      v1_field_int_or_reply(req, j, "max_nodes", 0, 0, RDZV_NODES_MAX, 0, &max) != 0 ||
-      v1_field_int_or_reply(req, j, "last_call_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, -1, &lc) != 0 ||
-      v1_field_int_or_reply(req, j, "join_timeout_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, -1, &jt) != 0 ||
-      v1_field_int_or_reply(req, j, "lease_ttl_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, -1, &ttl) != 0 ||
-      v1_field_bool_or_reply(req, j, "members", 1, &with_members) != 0)
+  if (join_fields_or_reply(req, j, &q) != 0)
     goto out;
-  q.with_members = with_members;
-  q.local_world_size = (uint32_t)lws;
-  q.master_port = (uint32_t)port;
-  q.config.min_nodes = (uint32_t)min;
-  q.config.max_nodes = (uint32_t)max;
-  q.config.last_call_ms = lc;
-  q.config.join_timeout_ms = jt;
-  q.config.lease_ttl_ms = ttl;
   struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   struct v1_pend *p = v1_pend_new(v, req, on_join);
   int rc = rdzv_join(v->rv, run_id, &q, &p->w, &msg);
@@ -160,16 +175,19 @@ void v1_watch(struct rv_req *req)
     return;
   const char *run_id = req->vars[0];
   const char *node_id = rv_req_param(req, "node_id");
-  long round = 0, timeout = 0;
+  long round = 0, timeout = 0, lost_on_close = 0;
   if (node_id == NULL || *node_id == '\0') {
     v1_bad_request(req, "query parameter 'node_id' is missing: GET .../watch?node_id=ID&round=N");
     return;
   }
   if (v1_param_int_or_reply(req, "round", 1, 0, (long)INT64_MAX, 0, &round) != 0 ||
       v1_param_int_or_reply(req, "timeout_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, DEFAULT_WATCH_MS,
-                            &timeout) != 0)
+                            &timeout) != 0 ||
+      v1_param_int_or_reply(req, "lost_on_close", 0, 0, 1, 0, &lost_on_close) != 0)
     return;
   struct v1_pend *p = v1_pend_new(v, req, on_watch);
+  if (lost_on_close)
+    p->w.flags |= RDZV_WAIT_LOST_ON_CLOSE;
   int rc = rdzv_watch(v->rv, run_id, node_id, (uint64_t)round, (uint64_t)timeout, &p->w);
   if (rc != 0) {
     v1_pend_free(p);
@@ -292,6 +310,40 @@ static void put_members(struct mu_buf *b, const struct rdzv_run_info *i)
   }
 }
 
+/* GET /v1/runs/{id}'s object for `run`, appended to `out`. */
+static void run_json(struct rdzv_run *run, struct mu_buf *out)
+{
+  struct rdzv_run_info i;
+  rdzv_run_info(run, &i);
+  mu_buf_printf(out, "{\"run_id\":\"%s\",\"state\":\"%s\",\"reason\":", i.run_id,
+                rdzv_run_state_name(i.state));
+  mu_json_str(out, i.reason, strlen(i.reason));
+  mu_buf_printf(out,
+                ",\"round\":%" PRIu64 ",\"round_state\":\"%s\",\"min_nodes\":%" PRIu32
+                ",\"max_nodes\":%" PRIu32 ",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32
+                ",\"nodes\":%" PRIu32,
+                i.round, rdzv_round_state_name(i.round_state), i.min_nodes, i.max_nodes, i.nnodes,
+                i.waiting, i.nodes);
+  put_members(out, &i);
+  rdzv_run_detail_json(run, out);
+  rdzv_run_goodput_json(run, out);
+  mu_buf_printf(out,
+                ",\"config\":{\"min_nodes\":%" PRIu32 ",\"max_nodes\":%" PRIu32
+                ",\"last_call_ms\":%" PRIu32 ",\"join_timeout_ms\":%" PRIu32
+                ",\"lease_ttl_ms\":%" PRIu32 "}}",
+                i.min_nodes, i.max_nodes, i.last_call_ms, i.join_timeout_ms, i.lease_ttl_ms);
+}
+
+int v1_run_json(struct rv_server *srv, const char *run_id, struct mu_buf *out)
+{
+  struct v1 *v = rv_server_module_data(srv, "rdzv");
+  struct rdzv_run *run = v != NULL && v->rv != NULL ? rdzv_find(v->rv, run_id) : NULL;
+  if (run == NULL)
+    return -1;
+  run_json(run, out);
+  return 0;
+}
+
 void v1_run(struct rv_req *req)
 {
   struct v1 *v = v1_begin_or_reply(req);
@@ -303,25 +355,8 @@ void v1_run(struct rv_req *req)
     v1_fail(req, RDZV_ENO_SUCH_RUN, run_id, "");
     return;
   }
-  struct rdzv_run_info i;
-  rdzv_run_info(run, &i);
   struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  mu_buf_printf(&b, "{\"run_id\":\"%s\",\"state\":\"%s\",\"reason\":", i.run_id,
-                rdzv_run_state_name(i.state));
-  mu_json_str(&b, i.reason, strlen(i.reason));
-  mu_buf_printf(&b,
-                ",\"round\":%" PRIu64 ",\"round_state\":\"%s\",\"min_nodes\":%" PRIu32
-                ",\"max_nodes\":%" PRIu32 ",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32
-                ",\"nodes\":%" PRIu32,
-                i.round, rdzv_round_state_name(i.round_state), i.min_nodes, i.max_nodes, i.nnodes,
-                i.waiting, i.nodes);
-  put_members(&b, &i);
-  rdzv_run_detail_json(run, &b);
-  mu_buf_printf(&b,
-                ",\"config\":{\"min_nodes\":%" PRIu32 ",\"max_nodes\":%" PRIu32
-                ",\"last_call_ms\":%" PRIu32 ",\"join_timeout_ms\":%" PRIu32
-                ",\"lease_ttl_ms\":%" PRIu32 "}}",
-                i.min_nodes, i.max_nodes, i.last_call_ms, i.join_timeout_ms, i.lease_ttl_ms);
+  run_json(run, &b);
   v1_reply_buf(req, 200, &b);
 }
 
@@ -340,11 +375,110 @@ void v1_runs(struct rv_req *req)
       continue; /* runs outside the credential's scopes are not listed */
     mu_buf_printf(&b,
                   "%s{\"run_id\":\"%s\",\"state\":\"%s\",\"round\":%" PRIu64
-                  ",\"round_state\":\"%s\",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32 "}",
+                  ",\"round_state\":\"%s\",\"nnodes\":%" PRIu32 ",\"waiting\":%" PRIu32
+                  ",\"standbys\":%" PRIu32 ",\"unhealthy\":%" PRIu32 ",\"restart_count\":%" PRIu32
+                  "}",
                   first ? "" : ",", i.run_id, rdzv_run_state_name(i.state), i.round,
-                  rdzv_round_state_name(i.round_state), i.nnodes, i.waiting);
+                  rdzv_round_state_name(i.round_state), i.nnodes, i.waiting, i.standbys,
+                  i.unhealthy, i.restarts);
     first = 0;
   }
   mu_buf_puts(&b, "]}");
   v1_reply_buf(req, 200, &b);
+}
+
+/* POST .../report {"node_id", "round", "event", "reason"}: a member's workers started, made
+ * their first progress, failed or hung (docs/rendezvous.md, "Goodput"). */
+void v1_report(struct rv_req *req)
+{
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0];
+  const char *node_id = NULL, *event = NULL, *reason = NULL;
+  int64_t round = 0;
+  cJSON *j = v1_body_or_reply(req, 0);
+  if (j == NULL)
+    return;
+  if (v1_field_str_or_reply(req, j, "node_id", 1, &node_id) != 0 ||
+      v1_field_str_or_reply(req, j, "event", 1, &event) != 0 ||
+      v1_field_str_or_reply(req, j, "reason", 0, &reason) != 0 ||
+      v1_field_int_or_reply(req, j, "round", 1, 1, INT64_MAX, 0, &round) != 0)
+    goto out;
+  enum rdzv_report_kind kind = rdzv_report_kind(event);
+  if (kind == 0) {
+    v1_bad_request(req,
+                   "field 'event' must be \"started\", \"progress\", \"failed\" or \"hung\", "
+                   "got \"%.64s\"",
+                   event);
+    goto out;
+  }
+  struct rdzv_report_answer a;
+  struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  int rc = rdzv_report(v->rv, run_id, node_id, (uint64_t)round, kind, reason, &a, &msg);
+  if (rc == RDZV_ENO_SUCH_RUN) {
+    v1_fail(req, rc, run_id, node_id);
+  } else if (rc != 0) {
+    v1_error_reply(req, rc, mu_buf_str(&msg), run_id, NULL);
+  } else {
+    struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+    mu_buf_printf(&b, "{\"run_id\":\"%s\",\"state\":\"%s\",\"reason\":", run_id, a.state);
+    mu_json_str(&b, a.reason, strlen(a.reason));
+    mu_buf_printf(&b,
+                  ",\"round\":%" PRIu64 ",\"round_state\":\"%s\",\"counted\":%s"
+                  ",\"restart_count\":%" PRIu32,
+                  a.round, a.round_state, a.counted ? "true" : "false", a.restart_count);
+    if (a.max_restarts >= 0)
+      mu_buf_printf(&b, ",\"max_restarts\":%lld}", (long long)a.max_restarts);
+    else
+      mu_buf_puts(&b, ",\"max_restarts\":null}");
+    v1_reply_buf(req, 200, &b);
+  }
+  mu_buf_release(&msg);
+out:
+  cJSON_Delete(j);
+}
+
+/* POST .../health {join's fields, "healthy", "output", "ttl_ms"}: a node's health check before
+ * it joins; a failed one is kept with its output (and may create the run). */
+void v1_health(struct rv_req *req)
+{
+  struct v1 *v = v1_begin_or_reply(req);
+  if (v == NULL)
+    return;
+  const char *run_id = req->vars[0];
+  cJSON *j = v1_body_or_reply(req, 0);
+  if (j == NULL)
+    return;
+  struct rdzv_join_req q;
+  const char *output = NULL;
+  int healthy = 0;
+  int64_t ttl = 0;
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "healthy");
+  if (join_fields_or_reply(req, j, &q) != 0 ||
+      v1_field_bool_or_reply(req, j, "healthy", 0, &healthy) != 0 ||
+      v1_field_str_or_reply(req, j, "output", 0, &output) != 0 ||
+      v1_field_int_or_reply(req, j, "ttl_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, 0, &ttl) != 0)
+    goto out;
+  if (h == NULL) {
+    v1_bad_request(req, "field 'healthy' is missing: true when the node's check passed, false "
+                        "when it failed (with its 'output')");
+    goto out;
+  }
+  uint32_t unhealthy = 0;
+  struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  int rc = rdzv_health(v->rv, run_id, &q, healthy, output, (uint64_t)ttl, &unhealthy, &msg);
+  if (rc != 0) {
+    v1_error_reply(req, rc, mu_buf_str(&msg), run_id, NULL);
+  } else {
+    struct rdzv_run *run = rdzv_find(v->rv, run_id);
+    struct rdzv_run_info i;
+    if (run != NULL)
+      rdzv_run_info(run, &i);
+    v1_reply_json(req, "{\"run_id\":\"%s\",\"state\":\"%s\",\"unhealthy\":%" PRIu32 "}", run_id,
+                  run != NULL ? rdzv_run_state_name(i.state) : "gone", unhealthy);
+  }
+  mu_buf_release(&msg);
+out:
+  cJSON_Delete(j);
 }

@@ -17,6 +17,7 @@
  */
 #include <string.h>
 
+#include "muster/errno.h"
 #include "server.h"
 
 static size_t caps(const struct rv_conn *c)
@@ -51,6 +52,32 @@ size_t rv_client_key(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bi
     return (size_t)snprintf(out, size, bits == 128 ? "%s" : "%s/%u", name, bits);
   }
   return 0;
+}
+
+size_t rv_server_client_key(const struct rv_server *srv, const struct sockaddr *sa, char *out,
+                            size_t size)
+{
+  return rv_client_key(sa, srv->cfg.client_prefix_v4, srv->cfg.client_prefix_v6, out, size);
+}
+
+int rv_server_budget_take(struct rv_server *srv, struct rv_addr *a, size_t n)
+{
+  if (srv->buffered + n > srv->cfg.max_buffer_bytes ||
+      (a != NULL && a->held + n > srv->cfg.max_buffer_bytes_per_client)) {
+    srv->budget_refused++;
+    return MU_E2BIG;
+  }
+  srv->buffered += n;
+  if (a != NULL)
+    a->held += n;
+  return 0;
+}
+
+void rv_server_budget_put(struct rv_server *srv, struct rv_addr *a, size_t n)
+{
+  srv->buffered -= n;
+  if (a != NULL)
+    a->held -= n;
 }
 
 int rv_conn_anonymous(const struct rv_conn *c)

@@ -64,23 +64,77 @@ static void body_uncount(struct rv_conn *c)
   c->body_counted = 0;
 }
 
-/* Takes one connection's share of the client address `c->peer`. */
-static void addr_take(struct rv_conn *c)
+/* Finds or adds the share of address `peer` (n bytes), without counting anything. */
+static struct rv_addr *addr_find(struct rv_server *srv, const char *peer, size_t n)
 {
-  struct rv_server *srv = c->srv;
-  size_t n = strlen(c->peer);
-  if (n == 0)
-    return;
-  struct mu_hnode *h = mu_htab_find(&srv->addrs, c->peer, n);
+  struct mu_hnode *h = mu_htab_find(&srv->addrs, peer, n);
   struct rv_addr *a = h != NULL ? MU_CONTAINER_OF(h, struct rv_addr, h) : NULL;
   if (a == NULL) {
     a = mu_calloc(1, sizeof(*a) + n + 1);
     a->h.key = (char *)(a + 1);
-    memcpy(a->h.key, c->peer, n);
+    memcpy(a->h.key, peer, n);
     mu_htab_add(&srv->addrs, &a->h, a->h.key, n);
   }
+  return a;
+}
+
+void rv_server_addr_put(struct rv_server *srv, struct rv_addr *a)
+{
+  if (a == NULL || --a->conns > 0)
+    return;
+  mu_htab_del(&srv->addrs, &a->h);
+  mu_free(a);
+}
+
+int rv_server_addr_take(struct rv_server *srv, const char *peer, struct rv_addr **out)
+{
+  size_t n = strlen(peer);
+  *out = NULL;
+  if (n == 0)
+    return 0;
+  struct rv_addr *a = addr_find(srv, peer, n);
   a->conns++;
-  c->addr = a;
+  if (a->conns > srv->cfg.max_connections_per_address) {
+    srv->addr_conns_rejected++;
+    rv_server_addr_put(srv, a);
+    return MU_E2BIG;
+  }
+  *out = a;
+  return 0;
+}
+
+int rv_server_bytes_take(struct rv_server *srv, struct rv_addr *a, size_t n)
+{
+  if (srv->body_total + n > RV_BODY_TOTAL_FACTOR * srv->cfg.max_body_bytes) {
+    srv->body_refused++;
+    return MU_E2BIG;
+  }
+  if (a != NULL && a->body + n > srv->cfg.max_body_bytes_per_address) {
+    srv->addr_body_refused++;
+    return MU_E2BIG;
+  }
+  srv->body_total += n;
+  if (a != NULL)
+    a->body += n;
+  return 0;
+}
+
+void rv_server_bytes_put(struct rv_server *srv, struct rv_addr *a, size_t n)
+{
+  srv->body_total -= n;
+  if (a != NULL)
+    a->body -= n;
+}
+
+/* Takes one connection's share of the client address `c->peer` (counted even over the limit:
+ * the connection is answered 503 and closed, and gives it back then). */
+static void addr_take(struct rv_conn *c)
+{
+  size_t n = strlen(c->peer);
+  if (n == 0)
+    return;
+  c->addr = addr_find(c->srv, c->peer, n);
+  c->addr->conns++;
 }
 
 /* Gives back the connection's share of its address (and the body it holds). */
@@ -89,10 +143,7 @@ static void addr_put(struct rv_conn *c)
   body_uncount(c);
   struct rv_addr *a = c->addr;
   c->addr = NULL;
-  if (a == NULL || --a->conns > 0)
-    return;
-  mu_htab_del(&c->srv->addrs, &a->h);
-  mu_free(a);
+  rv_server_addr_put(c->srv, a);
 }
 
 static int on_message_begin(llhttp_t *p)

@@ -32,6 +32,7 @@
 #include <uv.h>
 
 #include "buf.h"
+#include "list.h"
 #include "musterd/embed.h"
 
 struct rv_req;
@@ -129,6 +130,75 @@ uint64_t rv_server_read_index(struct rv_server *srv, const char *key);
 /* Calls fn(data) with the output it queues not held by the barrier: for a reply that reveals no
  * record still held (see read_index). */
 void rv_server_unheld(struct rv_server *srv, void (*fn)(void *data), void *data);
+
+/* ---------------------------------------------------------------------------------------------
+ * Other listeners: what a protocol outside HTTP (rendezvous/c10d/, PyTorch's TCPStore) shares
+ * with the HTTP connections: the durability barrier, the read-only state, the per-address
+ * shares
+ */
+
+/* Output that does not go through rv_reply() waits for the barrier on one of these: a listener
+ * stamps what it queues with rv_server_barrier_need(), and while rv_server_is_durable() says
+ * no, holds it with rv_server_hold(). */
+struct rv_hold {
+  struct mu_list_node link; /* on the server's list while held */
+  uint64_t need;            /* the sequence number the output waits for */
+  int held;                 /* on the list */
+  /* Called once rv_server_durable() passes `need` (or the barrier is removed), after `h` is off
+   * the list: send the output now. */
+  void (*release)(struct rv_hold *h);
+};
+
+/* Returns: the barrier's sequence number for output queued now (0: nothing to wait for). */
+uint64_t rv_server_barrier_need(struct rv_server *srv);
+
+/* Returns: 1 when output stamped `need` may be sent now, else 0. */
+int rv_server_is_durable(const struct rv_server *srv, uint64_t need);
+
+/* Holds `h` (h->need set) until rv_server_durable() passes h->need; a held `h` only moves its
+ * need up. Ownership: `h` is borrowed until released or rv_server_unhold(). */
+void rv_server_hold(struct rv_server *srv, struct rv_hold *h);
+
+/* Takes `h` off the list without calling release (its owner goes away). Accepts one not held. */
+void rv_server_unhold(struct rv_server *srv, struct rv_hold *h);
+
+/* Returns: why writes are refused now (the barrier's read_only: a disk error), or NULL.
+ * Ownership: borrowed until the next call. */
+const char *rv_server_read_only(struct rv_server *srv);
+
+struct rv_addr;
+
+/* Takes one connection's share of client address `peer` ("" takes nothing: *out NULL), as an
+ * HTTP connection does: both kinds count against --max-connections-per-address together.
+ * Returns: 0 with *out set, or MU_E2BIG (counted, nothing taken) when the address is at its
+ * limit. Ownership: give it back with rv_server_addr_put(). */
+int rv_server_addr_take(struct rv_server *srv, const char *peer, struct rv_addr **out);
+
+/* Gives back a share from rv_server_addr_take() (NULL is a no-op). */
+void rv_server_addr_put(struct rv_server *srv, struct rv_addr *a);
+
+/* Counts `n` bytes of a message in progress (a frame not complete yet) against the bounds of
+ * request bodies: all connections together (64 x --max-body-bytes) and the address `a` (may
+ * be NULL) (--max-body-bytes-per-address). Returns: 0, or MU_E2BIG (counted, nothing taken). */
+int rv_server_bytes_take(struct rv_server *srv, struct rv_addr *a, size_t n);
+
+/* Gives back `n` bytes counted by rv_server_bytes_take(). */
+void rv_server_bytes_put(struct rv_server *srv, struct rv_addr *a, size_t n);
+
+/* The client of peer address `sa` as HTTP connections count it (budget.c): the address, or its
+ * prefix under --client-prefix-v4/-v6 ("10.0.0.0/24"), written into out (size >= 64).
+ * Returns: its length, 0 when `sa` is neither IPv4 nor IPv6 (out ""). */
+size_t rv_server_client_key(const struct rv_server *srv, const struct sockaddr *sa, char *out,
+                            size_t size);
+
+/* Counts `n` more bytes buffered by a connection that is not HTTP in the one memory budget
+ * (budget.c): all connections' buffers together (--max-buffer-bytes) and client `a`'s (may be
+ * NULL) (--max-buffer-bytes-per-client). Returns: 0, or MU_E2BIG (counted in
+ * musterd_budget_refused_total, nothing taken). */
+int rv_server_budget_take(struct rv_server *srv, struct rv_addr *a, size_t n);
+
+/* Gives back `n` bytes counted by rv_server_budget_take(). */
+void rv_server_budget_put(struct rv_server *srv, struct rv_addr *a, size_t n);
 
 /* ---------------------------------------------------------------------------------------------
  * Routes

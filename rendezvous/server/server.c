@@ -82,6 +82,7 @@ struct rv_server *rv_server_create(uv_loop_t *loop, const struct rv_server_confi
     srv->cfg.max_url_bytes = srv->cfg.max_header_bytes;
   mu_list_init(&srv->conns);
   mu_list_init(&srv->held);
+  mu_list_init(&srv->holds);
   mu_htab_init(&srv->addrs, 0);
   uv_timer_init(loop, &srv->sweep);
   srv->sweep.data = srv;
@@ -278,6 +279,48 @@ void rv_server_durable(struct rv_server *srv, uint64_t done)
     if (c->out_need <= srv->durable || srv->barrier.need == NULL)
       rv_conn_release_held(c);
   }
+  for (struct mu_list_node *x = srv->holds.head; x != NULL; x = next) {
+    next = x->next;
+    struct rv_hold *h = MU_CONTAINER_OF(x, struct rv_hold, link);
+    if (h->need <= srv->durable || srv->barrier.need == NULL) {
+      rv_server_unhold(srv, h);
+      h->release(h);
+    }
+  }
+}
+
+uint64_t rv_server_barrier_need(struct rv_server *srv)
+{
+  const struct rv_barrier *b = &srv->barrier;
+  return b->need != NULL && !srv->barrier_off ? b->need(b->data) : 0;
+}
+
+int rv_server_is_durable(const struct rv_server *srv, uint64_t need)
+{
+  return need <= srv->durable || srv->barrier.need == NULL;
+}
+
+void rv_server_hold(struct rv_server *srv, struct rv_hold *h)
+{
+  if (h->held)
+    return;
+  h->held = 1;
+  srv->output_held++;
+  mu_list_push_back(&srv->holds, &h->link);
+}
+
+void rv_server_unhold(struct rv_server *srv, struct rv_hold *h)
+{
+  if (!h->held)
+    return;
+  h->held = 0;
+  mu_list_remove(&srv->holds, &h->link);
+}
+
+const char *rv_server_read_only(struct rv_server *srv)
+{
+  const struct rv_barrier *b = &srv->barrier;
+  return b->read_only != NULL ? b->read_only(b->data) : NULL;
 }
 
 uint64_t rv_server_read_index(struct rv_server *srv, const char *key)

@@ -99,6 +99,7 @@ struct rv_server {
   uint64_t durable;
   int barrier_off; /* the output queued now reveals no record (RV_ROUTE_UNHELD, a refusal) */
   struct mu_list held;
+  struct mu_list holds; /* struct rv_hold of other listeners (rv_server_hold()) */
 
   /* Cached Date header value, refreshed once per second. */
   char date[40];

@@ -1012,13 +1012,16 @@ def case_budget_pipeline(url, pid, data_url):
         socks.append(s)
     time.sleep(1.0)
     after = rss_kb(pid)
+    st, _, _ = v1(url, "GET", "/v1/runs", source="127.0.2.3", token=H_TOKEN, timeout=5)
     for s in socks:
         s.close()
+    ok = out(st == 200, "an authenticated client is served while %d connections pipeline "
+             "unread requests" % n, st)
     each = (after - before) / float(n)
     if SANITIZED:
         print("# %.1f KiB per connection (not asserted under ASan)" % each)
-        return True
-    return out(each < 16, "%d anonymous connections pipelining unread requests: %.1f KiB of RSS "
+        return ok
+    return ok and out(each < 16, "%d anonymous connections pipelining unread requests: %.1f KiB of RSS "
                "each (bound 16)" % (n, each), "RSS %d -> %d kB" % (before, after))
 
 
@@ -1053,6 +1056,16 @@ def case_budget_output(url, pid, data_url):
                % ((after - before) / 1024.0), "%d -> %d kB" % (before, after)) and ok
 
 
+def tls_get(ctx, url):
+    """One GET over a fresh TLS connection. Returns: the status, or None if nothing came."""
+    try:
+        with ctx.wrap_socket(conn(url, source="127.0.2.4")) as s:
+            s.sendall(b"GET /v2/keys/x HTTP/1.1\r\nHost: x\r\n\r\n")
+            return read_response(s)[0]
+    except (OSError, ValueError, ConnectionError):
+        return None
+
+
 def case_budget_tls(url, pid, data_url):
     """Server I (TLS, a P-256 certificate): what a TLS connection costs before any credential.
     A silent socket gets no TLS session until its first byte (main: OpenSSL's ~10 KiB at once);
@@ -1075,8 +1088,11 @@ def case_budget_tls(url, pid, data_url):
             socks.append(s)
         time.sleep(0.5)
         each = (rss_kb(pid) - before) / float(n)
+        st = tls_get(ctx, url)
         for s in socks:
             s.close()
+        ok &= out(st is not None and 200 <= st < 500, "a TLS client is answered while %d %s TLS "
+                  "connections are held" % (n, mode), st)
         bound = 4 if mode == "silent" else 20
         if SANITIZED:
             print("# TLS %s: %.1f KiB per connection (not asserted under ASan)" % (mode, each))

@@ -24,9 +24,9 @@ t_expect_eq "libmuster.so exports the whole API (missing: $(tr '\n' ' ' <<<"$mis
 help=$("$MUSTER" agent -h)
 names=$(sed -n '/^rendezvous backends/,/^$/ s/^  \([a-z0-9][a-z0-9-]*\) .*/\1/p' <<<"$help" |
   tr '\n' ' ')
-t_expect_eq "muster agent -h lists the backends of the table" "$names" "muster etcd-v3 static "
+t_expect_eq "muster agent -h lists the backends of the table" "$names" "muster etcd-v3 c10d static "
 t_expect_match "muster agent -h: --rdzv-backend names them with their aliases" "$help" \
-  "--rdzv-backend NAME +muster \(musterd, etcd, etcd-v2\), etcd-v3 \(etcd3\), static"
+  "--rdzv-backend NAME +muster \(musterd, etcd, etcd-v2\), etcd-v3 \(etcd3\), c10d, static"
 out=$("$MUSTER" agent --rdzv-backend stattic --rdzv-endpoint h:1 -- true 2>&1)
 t_expect_match "an unknown backend: the closest name and the table's" "$out" \
   "'stattic' is not known; did you mean 'static'\?; use muster \(musterd, etcd, etcd-v2\), etcd-v3"
@@ -36,6 +36,6 @@ compl=$(bash -c '
   echo "${COMPREPLY[*]}"
   COMP_WORDS=("$2" agent --rdzv_backend e); COMP_CWORD=3; _muster
   echo "${COMPREPLY[*]}"' _ "$MU_SOURCE_DIR/packaging/muster.bash-completion" "$MUSTER")
-t_expect_eq "the completion offers the table's backends" "$(head -1 <<<"$compl")" "muster etcd-v3 static"
+t_expect_eq "the completion offers the table's backends" "$(head -1 <<<"$compl")" "muster etcd-v3 c10d static"
 t_expect_eq "... by prefix, for torchrun's spelling too" "$(tail -1 <<<"$compl")" "etcd-v3"
 t_done

@@ -29,7 +29,9 @@ t_expect_eq "json: scheduler" "$(check 'd["scheduler"]')" local
 
 out=$("$MUSTER" run --dryrun dist.ddp --nnodes 3 --nproc_per_node 5 --script w --launcher torchrun -h gpu.small --mounts type=bind,src=/data,dst=/data,readonly)
 t_expect_match "--nnodes/--nproc_per_node synonyms" "$out" '--nnodes 3 --nproc_per_node 5'
-t_expect_match "torchrun launcher against musterd (etcd-v2)" "$out" "torchrun --rdzv_backend etcd-v2 --rdzv_endpoint '127.0.0.1:<port>'"
+t_expect_match "torchrun launcher against musterd's TCPStore (c10d)" "$out" "torchrun --rdzv_backend c10d --rdzv_endpoint '127.0.0.1:<c10d port>' --rdzv_conf is_host=false"
+out2=$("$MUSTER" run --dryrun dist.ddp -j 2x1 --script w --launcher torchrun --rdzv_backend etcd-v2)
+t_expect_match "torchrun launcher against musterd's etcd v2 API" "$out2" "torchrun --rdzv_backend etcd-v2 --rdzv_endpoint '127.0.0.1:<port>' --rdzv_id"
 t_expect_match "torch 1.13 workaround flags" "$out" '--redirects=1 --tee=1'
 t_expect_match "non-.py script gets --no_python" "$out" '--no_python w'
 t_expect_match "named resource gpu.small" "$out" '"gpu":	1'

@@ -71,8 +71,21 @@ t_expect_eq "nproc auto without GPUs: one per CPU" "$(printf '%s\n' "$out" | gre
 expect_err "nproc gpu without GPUs" "this node has no GPU" \
   env MUSTER_DEVICE_DIR="$T_DIR/dev-none" PATH=/usr/bin:/bin "$MUSTER" agent --standalone \
   --nproc_per_node gpu "$W"
-expect_err "c10d refused with the alternatives" "rdzv-backend c10d: c10d is torchrun's own.*--standalone" \
-  "$MUSTER" agent --rdzv_backend c10d --rdzv_endpoint h:1 --rdzv_id x "$W"
+# c10d: a musterd's TCPStore port runs (rdzv_backends.sh); a TCPStore that is not a musterd (here
+# one that closes on the key it lacks, as PyTorch 1.13's does) is refused with the alternatives
+"$PY" -c 'import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept(); c.recv(64); c.close()' >"$T_DIR/store.port" &
+store=$!
+t_until 10 test -s "$T_DIR/store.port"
+"$MUSTER" agent --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$(cat "$T_DIR/store.port")" \
+  --rdzv_id x "$W" >"$T_DIR/out" 2>"$T_DIR/err"
+t_expect_eq "c10d on a TCPStore that is not a musterd: exit 3 (rendezvous)" "$?" 3
+t_expect_match "c10d on a TCPStore that is not a musterd: the alternatives" "$(cat "$T_DIR/err")" \
+  "not a musterd.*--c10d-listen.*--rdzv-backend muster.*static"
+kill "$store"
 expect_err "unknown backend" "'etdc' is not known; did you mean 'etcd'" \
   "$MUSTER" agent --rdzv_backend etdc --rdzv_endpoint h:1 "$W"
 expect_err "static elastic refused" "static needs a fixed --nnodes" \

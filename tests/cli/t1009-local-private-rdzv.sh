@@ -91,15 +91,25 @@ t_until 30 eval '[ ! -e "$dir/rdzv.token" ]' && t_ok "the token file goes with t
 
 # torchrun's etcd backends send no token: with rdzv_auth=auto (the default) that job's musterd
 # runs open and says so, also without --dryrun; rdzv_auth=token refuses the job.
-out=$("$MUSTER" run --dryrun dist.ddp -j 2x1 --launcher torchrun --script "$RING" 2>"$T_DIR/note")
+out=$("$MUSTER" run --dryrun dist.ddp -j 2x1 --launcher torchrun --rdzv_backend etcd-v2 \
+  --script "$RING" 2>"$T_DIR/note")
 t_expect_match "torchrun etcd-v2: open, and why" "$out" \
   "open to anyone on this machine \(roles\[0\] runs torchrun with an etcd rendezvous backend, which sends no token"
 t_expect_match "torchrun etcd-v2: a note on stderr" "$(cat "$T_DIR/note")" \
   "^muster: note: the job's musterd is open to anyone on this machine: roles\[0\] runs torchrun"
-out=$("$MUSTER" run --dryrun -cfg rdzv_auth=token dist.ddp --launcher torchrun --script "$RING" 2>&1)
+out=$("$MUSTER" run --dryrun -cfg rdzv_auth=token dist.ddp --launcher torchrun \
+  --rdzv_backend etcd-v2 --script "$RING" 2>&1)
 t_expect_eq "rdzv_auth=token with torchrun etcd-v2: exit 2" "$?" 2
 t_expect_match "... says why and the ways out" "$out" \
   "-cfg rdzv_auth=token: roles\[0\] runs torchrun with an etcd rendezvous backend, which cannot send the token.*c10d"
+# torchrun's c10d backend (dist.ddp's default) talks to the TCPStore listener, which has no
+# credentials (docs/security.md): the job's HTTP port stays private, the dryrun says so.
+out=$("$MUSTER" run --dryrun -cfg rdzv_auth=token dist.ddp -j 2x1 --launcher torchrun \
+  --script "$RING" 2>&1)
+t_expect_eq "rdzv_auth=token with torchrun c10d: accepted" "$?" 0
+t_expect_match "... its HTTP port private" "$out" "embedded musterd on 127\.0\.0\.1:<a free port>, private to the job"
+t_expect_match "... its TCPStore port unauthenticated" "$out" \
+  "TCPStore \(c10d\): the same musterd on 127\.0\.0\.1:<another free port>, unauthenticated"
 
 # On top: -cfg rdzv_tls=DIR, the job's musterd over HTTPS with client certificates, the agents
 # check it with DIR/ca.pem and present DIR/client.pem; a plain or certificate-less client

@@ -42,6 +42,25 @@ dry echo -cfg queue=default utils.echo --image alpine --msg hi
 dry python -cfg queue=default utils.python --image python:3 -c 'print(1)'
 dry ddp -cfg queue=default dist.ddp --image img -j 2x4 --script train.py -- --lr 0.1
 dry ddp-elastic -cfg queue=default dist.ddp --image img -j 1:3x2 --script train.py
+dry ddp-torchrun-c10d -cfg queue=default dist.ddp --image img -j 2x2 --launcher torchrun --script train.py
+got=$($PY -c 'import sys, yaml
+d = yaml.safe_load(open(sys.argv[1])); t = d["spec"]["tasks"]; m = t[0]["template"]["spec"]["containers"][0]
+a = t[1]["template"]["spec"]["containers"][0]["command"] + t[1]["template"]["spec"]["containers"][0].get("args", [])
+c = m["command"]; print(c[c.index("--c10d-listen"):][:2], m["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], a[a.index("--rdzv_endpoint") + 1].split(".")[-1])' \
+  "$M/ddp-torchrun-c10d.yaml" 2>&1)
+t_expect_eq "torchrun c10d: musterd serves TCPStore on the pod's own address, the workers' endpoint" \
+  "$got" "['--c10d-listen', '\$(MUSTER_POD_IP):29401'] status.podIP ${got##* }"
+t_expect_match "torchrun c10d: the endpoint is the musterd task's port 29401" "${got##* }" ':29401$'
+dry jobset-torchrun-c10d -cfg api=jobset dist.ddp --image img -j 2x2 --launcher torchrun --script train.py
+got=$($PY -c 'import sys, yaml
+d = yaml.safe_load(open(sys.argv[1])); j = d["spec"]["replicatedJobs"]; n = d["metadata"]["name"]
+m = j[0]["template"]["spec"]["template"]["spec"]["containers"][0]["command"]
+w = j[1]["template"]["spec"]["template"]["spec"]["containers"][0]
+a = w["command"] + w.get("args", [])
+print(m[m.index("--c10d-listen"):][:2], a[a.index("--rdzv_endpoint") + 1] == n + "-musterd-0-0." + n + ":29401")' \
+  "$M/jobset-torchrun-c10d.yaml" 2>&1)
+t_expect_eq "torchrun c10d on a JobSet: the musterd job serves TCPStore, the workers point at its pod" \
+  "$got" "['--c10d-listen', '\$(MUSTER_POD_IP):29401'] True"
 dry tensorboard -cfg queue=default metrics.tensorboard
 dry trn1-2xl -cfg queue=default aws.trn1_ddp --nnodes 1 --nproc_per_node 2 --image i --script t.py --instance_type trn1.2xlarge
 dry trn1-script-args -cfg queue=default aws.trn1_ddp --nnodes 2 --image i --script t.py --script_args "--lr 0.1 --msg 'a b'" --cacheset run_2

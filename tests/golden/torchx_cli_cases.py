@@ -215,10 +215,10 @@ def c11_appdefs(it):
                                                 r["entrypoint"]),
               ("bash", "-c", "torchrun", "torchrun"))
         for flag in ("--nnodes", "--nproc_per_node", "--rdzv_backend"):
-            if flag == "--rdzv_backend" and after(theirs, flag) == "c10d":
-                it.eq(tag + ": rendezvous on musterd (D2)", after(r["args"], flag), "etcd-v2")
-            else:
-                it.eq(tag + ": " + flag, after(r["args"], flag), after(theirs, flag))
+            it.eq(tag + ": " + flag, after(r["args"], flag), after(theirs, flag))
+        it.eq(tag + ": rendezvous on the job's musterd (D2)", after(r["args"], "--rdzv_endpoint"),
+              "${c10d_endpoint}" if after(theirs, "--rdzv_backend") == "c10d"
+              else "${rdzv_endpoint}")
         script = theirs[theirs.index("--role") + 2:]
         if "--node_rank" in script:  # static: TorchX passes the replica id (D3)
             script = script[2:]

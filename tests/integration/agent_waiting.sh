@@ -49,7 +49,8 @@ wait_for_lines "$T_DIR/musterd.log" "run 'job8': run closed: every member left w
 t_expect_match "musterd: the round" "$(cat "$T_DIR/musterd.log")" \
   "INFO run 'job8': round 1 closed with 2 nodes \(world size 2\)"
 
-# 3. A member lost: its lease expires, the round breaks and says why.
+# 3. A member lost: its agent is killed, its watch's connection closes (at once), the round
+#    breaks and says why.
 t_spawn watch "$MUSTER" rdzv --watch --json "$EP"
 agent_start b1 --nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "$EP" --rdzv-id job9 \
   --lease-ttl 1 --last-call 0 -- sleep 60
@@ -62,10 +63,10 @@ out=$("$MUSTER" rdzv "$EP" job9 2>&1)
 t_expect_match "muster rdzv: the barrier and who arrived" "$out" "barrier b1: 1 of 2 arrived \(rank-0\)"
 t_expect_match "muster rdzv: the member's lease" "$out" "node [^ ]+: (live \(its watch holds the lease\)|lease, last seen [0-9.]+ s ago)"
 kill -KILL -- "-$AGENT_PID" 2>/dev/null
-wait_for_lines "$T_DIR/musterd.log" "run 'job9': node '[^']*' lost: its lease expired" 1 20 &&
+wait_for_lines "$T_DIR/musterd.log" "run 'job9': node '[^']*' lost: its watch's connection closed" 1 20 &&
   t_ok "musterd: member lost" || t_fail "musterd: no 'lost' line"
 t_expect_match "musterd: round broken and why" "$(cat "$T_DIR/musterd.log")" \
-  "run 'job9': round 1 broken: node '[^']*' was lost \(lease expired\)"
+  "run 'job9': round 1 broken: node '[^']*' was lost \(its connection closed\)"
 wait_for_lines "$T_DIR/watch.log" '"kind":"lost"' 1 10 &&
   t_ok "muster rdzv --watch: printed again at the loss" || t_fail "rdzv --watch: $(cat "$T_DIR/watch.log")"
 t_stop_musterd_checked

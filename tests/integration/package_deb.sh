@@ -125,7 +125,7 @@ int main(int argc, char **argv)
   struct mu_client *c = NULL;
   char *v = NULL;
   size_t n = 0;
-  struct mu_join_opts o = {"n0", "127.0.0.1", 1, 29500, 1, 1, 0, 10000, -1};
+  struct mu_join_opts o = {"n0", "127.0.0.1", 1, 29500, 1, 1, 0, 10000, -1, 0, 0};
   struct mu_round r;
   if (argc < 2 || mu_client_new(argv[1], &c) != 0)
     return 2;

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# muster agent on both rendezvous backends, the same cases and the same expectations: musterd
-# (--rdzv-backend muster) and a 3-member etcd 3.4 cluster on loopback (--rdzv-backend etcd-v3,
-# every member listed). Per backend: 2 agents x 2 workers of the C ring all-reduce; a worker
+# muster agent on every rendezvous backend, the same cases and the same expectations: musterd
+# (--rdzv-backend muster), a 3-member etcd 3.4 cluster on loopback (--rdzv-backend etcd-v3,
+# every member listed) and a musterd's TCPStore port (--rdzv-backend c10d: the agents ask it
+# for its musterd, and their workers' clients resolve the c10d:// endpoint the same way). Per backend: 2 agents x 2 workers of the C ring all-reduce; a worker
 # failing once with --max-restarts 2; elastic 1:3 with a third node joining late. On etcd also
 # the faults: kill -9 the leader while the agents wait in the round; kill -9 a member that a
 # node's client talks to during the job; SIGSTOP a member for longer than the lease TTL and
 # resume it. Each time the job completes, every rank verifies, and no worker restarts.
-#   BACKENDS="muster etcd-v3"  the backends to run (default both)
+#   BACKENDS="muster etcd-v3 c10d"  the backends to run (default all)
 #   CASES="allreduce restart elastic schedulers stop leader follower"  (default all)
 # On etcd also -cfg rdzv=etcd-v3://... : local end to end, Slurm and Kubernetes rendered.
 # Under MU_SANITIZED=1 a smaller set runs (musterd: allreduce; etcd: restart, leader, follower).
@@ -190,11 +191,17 @@ case_schedulers() {
   t_expect_eq "kubernetes etcd-v3: no musterd task" "$(grep -c 'name: musterd' <<<"$out")" 0
 }
 
-for B in ${BACKENDS:-muster etcd-v3}; do
+for B in ${BACKENDS:-muster etcd-v3 c10d}; do
   case $B in
   muster)
     t_start_musterd || { t_fail "musterd did not start"; continue; }
     EP=127.0.0.1:$MUSTERD_PORT
+    ;;
+  c10d)
+    [ -n "${MUSTERD_PID:-}" ] && t_stop_musterd_checked # the muster backend's
+    t_start_musterd --c10d-listen 127.0.0.1:0 || { t_fail "musterd did not start"; continue; }
+    t_c10d_port || { t_fail "no c10d start line"; continue; }
+    EP=127.0.0.1:$C10D_PORT
     ;;
   etcd-v3)
     etcd3_start || { t_fail "the etcd cluster did not start"; continue; }
@@ -204,7 +211,7 @@ for B in ${BACKENDS:-muster etcd-v3}; do
   echo "# backend $B at $EP"
   all="allreduce restart elastic schedulers stop leader follower"
   # the sanitized build runs the cases that exercise the most code once, within the budget
-  [ "$MU_SANITIZED" = 1 ] && all=$([ "$B" = muster ] && echo allreduce || echo "restart leader follower")
+  [ "$MU_SANITIZED" = 1 ] && all=$([ "$B" != etcd-v3 ] && echo allreduce || echo "restart leader follower")
   want() { [[ " ${CASES:-$all} " == *" $1 "* ]]; }
   want allreduce && case_allreduce
   want restart && case_restart

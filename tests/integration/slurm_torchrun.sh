@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Slurm + unmodified torchrun: `muster run -s slurm --wait dist.ddp -j 2x2 --launcher torchrun`
 # on a real local Slurm (4 fake nodes on loopback). The batch script's own musterd serves
-# torchrun's etcd-v2 rendezvous; each of the 4 workers (tests/integration/torchrun_worker.py,
-# gloo all_reduce + barrier) writes "ok 4 ...".
+# torchrun's default c10d rendezvous on its TCPStore listener, bound to the batch host's address
+# (rdzv_host) only; each of the 4 workers (tests/integration/torchrun_worker.py, gloo all_reduce
+# + barrier) writes "ok 4 ...".
 . "$(dirname "$0")/slurm_common.bash"
 TORCHRUN=/usr/bin/torchrun
 t_need_cmd "$TORCHRUN" python3-torch
@@ -19,9 +20,21 @@ out=$("$MUSTER" run -s slurm --wait \
   --script "$MU_SOURCE_DIR/tests/integration/torchrun_worker.py" -- "$T_DIR/out" 2>&1)
 rc=$?
 t_expect_eq "torchrun job exits 0" "$rc" 0
-[ "$rc" = 0 ] || { printf '%s\n' "$out" | tail -5; tail -n 20 slurm-*.err 2>/dev/null; }
+[ "$rc" = 0 ] || {
+  printf '%s\n' "$out" | tail -5
+  tail -n 20 slurm-*.err 2>/dev/null
+  grep -h -B2 -A8 -iE 'error|failed to bind|timed out' slurm-*.err 2>/dev/null | head -60
+  tail -n 20 slurm-*-musterd.log 2>/dev/null
+}
 t_expect_eq "4 workers all-reduced" "$(cat "$T_DIR"/out/rank* 2>/dev/null | grep -c '^ok 4 ')" 4
 id=$(printf '%s\n' "$out" | grep -o 'slurm://muster/[0-9]*' | head -1)
-grep -q 'etcd-v2' slurm-"${id##*/}".out && t_ok "torchrun used the etcd-v2 backend" ||
-  t_fail "torchrun used the etcd-v2 backend"
+grep -q -- '--rdzv_backend c10d' slurm-"${id##*/}".out && t_ok "torchrun used the c10d backend" ||
+  t_fail "torchrun used the c10d backend"
+t_expect_match "the job's musterd served TCPStore on the batch host's address only" \
+  "$(cat slurm-"${id##*/}"-musterd.log 2>/dev/null)" 'musterd c10d listening on 127\.0\.0\.1:[0-9]+'
+# torch 1.13 would host the store when the endpoint's host is this machine (it is): the job says
+# is_host=false, so no agent tries (a failed try is silent: torch falls back to a client)
+grep -q -- '--rdzv_conf is_host=false' slurm-"${id##*/}".out &&
+  t_ok "the agents were told not to host the store (is_host=false)" ||
+  t_fail "the agents were told not to host the store (is_host=false)"
 t_done

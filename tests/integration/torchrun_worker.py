@@ -4,9 +4,12 @@ Joins the gloo process group that torchrun set up, runs two all_reduces and a ba
 checks the results, and writes <outdir>/rank<RANK>.<id> with "ok <world> <restart>" or
 "bad ...". With MU_FAIL_RANK set, that global rank exits 3 on the first attempt
 (TORCHELASTIC_RESTART_COUNT == 0) right after joining the group, to force a re-rendezvous.
+With MU_WANT_WORLD set, a worker in a smaller world waits (up to 10 min) for the agent to
+restart it into a bigger one: the elastic cases' first round, before their late node.
 """
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -21,6 +24,13 @@ def main() -> int:
     print(f"worker rank={rank} world={world} local_rank={os.environ.get('LOCAL_RANK')} "
           f"group_rank={os.environ.get('GROUP_RANK')} restart={restart} run_id={run_id} "
           f"master={os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}", flush=True)
+    want = os.environ.get("MU_WANT_WORLD")
+    if want is not None and world < int(want):
+        # an elastic case's first round, before its late node: wait to be restarted into the
+        # bigger world (the agent stops this worker when the node arrives)
+        print(f"worker rank={rank}: world {world} < {want}, waiting for the late node", flush=True)
+        time.sleep(600)
+        return 1
     dist.init_process_group("gloo")
     fail_rank = os.environ.get("MU_FAIL_RANK")
     if fail_rank is not None and int(fail_rank) == rank and restart == 0:

@@ -161,14 +161,18 @@ def start_browser(out_dir, extra=()):
         port_file = os.path.join(profile, "DevToolsActivePort")
         deadline = time.monotonic() + 60
         port = None
+        # chromium creates the file before it writes the port: wait for the number itself
         while port is None and time.monotonic() < deadline:
             try:
                 with open(port_file) as f:
-                    port = int(f.readline())
-            except (OSError, ValueError):
+                    line = f.readline().strip()
+                port = int(line) if line.isdigit() else None
+            except OSError:
+                pass
+            if port is None:
                 time.sleep(0.1)
         if port is None:
-            raise RuntimeError("chromium wrote no DevTools port within 60 s (see chromium.log)")
+            raise RuntimeError(f"chromium wrote no port to {port_file} in 60 s")
         targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
         page = Page(next(t for t in targets if t["type"] == "page")["webSocketDebuggerUrl"])
         page.call("Page.enable")
@@ -193,6 +197,8 @@ def main():
         return many(*sys.argv[2:4])
     if sys.argv[1] == "--rebind":
         return rebind(*sys.argv[2:5])
+    if sys.argv[1] == "--text":
+        return text(*sys.argv[2:8])
     url, run_id, marker, out_dir = sys.argv[1:5]
     proc, profile, page = start_browser(out_dir)
     try:
@@ -203,9 +209,14 @@ def main():
                            f"{run}.querySelectorAll('tr.member').length === 2", 60)
         check("the page shows the run, round 1 active, with both members", ok,
               str(page.eval("document.body.innerText")))
-        live = "document.querySelector('#live').textContent"
-        check("the page is live (long poll)", page.wait_for(f"{live} === 'live'", 20),
-              str(page.eval(live)))
+        c10d = 'document.querySelector(\'.c10d-run[data-run="job-c10d"]\')'
+        check("the page shows the TCPStore (c10d) run, its round and keys",
+              page.wait_for(f"!!{c10d} && /round 2/.test({c10d}.textContent) && "
+                            f"/2 keys/.test({c10d}.textContent)", 30),
+              str(page.eval("document.querySelector('#c10d').innerText")))
+        check("the page is live (long poll)",
+              page.wait_for("document.querySelector('#live').textContent === 'live'", 30),
+              str(page.eval("document.querySelector('#live').textContent")))
         check("each member's lease is shown",
               page.eval(f"[...{run}.querySelectorAll('tr.member td:last-child')].every("
                         "td => /live|seen|joining/.test(td.textContent))"))
@@ -230,6 +241,21 @@ def main():
               str(page.eval("document.body.innerText")))
         check("without a reload", page.eval("window.__muster_mark") == 42)
         page.screenshot(os.path.join(out_dir, "ui-after-restart.png"), 1280, 800, False)
+    finally:
+        stop_browser(proc, profile)
+    return 1 if FAILS else 0
+
+
+def text(url, run_id, selector, want, name, out_dir):
+    """The page shows `want` in the element `selector` of run `run_id`'s card (issue 21: an
+    unhealthy node with its check's output, standbys, the run's restarts and timings)."""
+    proc, profile, page = start_browser(out_dir)
+    try:
+        page.call("Page.navigate", url=url)
+        el = f'document.querySelector(\'.run[data-run="{run_id}"] {selector}\')'
+        ok = page.wait_for(f"!!{el} && {el}.innerText.includes({json.dumps(want)})", 60)
+        check(name, ok, str(page.eval("document.body.innerText"))[:1000])
+        page.screenshot(os.path.join(out_dir, f"ui-{run_id}.png"), 1280, 800, False)
     finally:
         stop_browser(proc, profile)
     return 1 if FAILS else 0

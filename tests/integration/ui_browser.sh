@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # musterd's status page in a real browser (Debian's headless chromium, driven through its
 # DevTools protocol by ui_browser.py): musterd and a 2-node x 2-worker job; the page shows the
-# run, both members and the round; one node's worker is killed and the page shows the round
+# run, both members and the round, and a torchrun run's keys on the TCPStore listener; one node's worker is killed and the page shows the round
 # breaking and the next round without a reload. Then: the page is served from the binary with
 # no external script or font; with 200 runs and 60 events it asks for what the events name (tens
 # of requests, not thousands); a page whose name was rebound to musterd's address (DNS rebinding)
 # reads nothing; and it needs credentials when musterd requires them.
 . "$(dirname "$0")/agent_common.bash"
 t_need_cmd chromium chromium
-t_start_musterd || t_done
+MU_C10D_CLIENT=${MU_C10D_CLIENT:-$MU_BUILD_DIR/tests/c10d_client}
+t_need_built "$MU_C10D_CLIENT"
+t_start_musterd --c10d-listen 127.0.0.1:0 || t_done
+t_c10d_port || { t_fail "no c10d start line"; t_done; }
+# a torchrun run's keys on the TCPStore listener: the page shows them by run
+printf 'set /torch.rendezvous.job-c10d state\nset /torch.rendezvous.job-c10d.2/MASTER_ADDR h\n' |
+  "$MU_C10D_CLIENT" --legacy 127.0.0.1 "$C10D_PORT"
 EP=127.0.0.1:$MUSTERD_PORT
 marker=$((RANDOM + 300000))
 for n in a b; do

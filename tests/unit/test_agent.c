@@ -92,7 +92,7 @@ TEST(agent__client_backend_musterd)
   ASSERT_EQ(mu_client_open(b, ep, &r, &err), 0);
   ASSERT_EQ(mu_client_local_addr(r, addr, sizeof(addr)), MU_ENOENT); /* nothing connected yet */
 
-  struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000};
+  struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000, 0, 0};
   struct mu_round round;
   ASSERT_EQ(mu_client_join(r, "be", &o, &round), 0);
   ASSERT_EQ(round.round, 1);
@@ -255,4 +255,69 @@ TEST(agent__error_file_summary)
   unlink(path);
   ASSERT_EQ(mu_agent_error_file_summary(path, 5, "", &out), MU_ENOENT);
   mu_buf_release(&out);
+}
+
+TEST(agent__progress_env)
+{
+  struct mu_agent_config cfg;
+  mu_agent_config_init(&cfg);
+  struct mu_strvec env = MU_STRVEC_INIT;
+  char *base[] = {(char *)"PATH=/bin", NULL};
+  mu_agent_progress_env(&cfg, "/t/a/0/heartbeat", base, &env);
+  ASSERT_STR_EQ(env_get(&env, "MUSTER_HEARTBEAT_FILE"), "/t/a/0/heartbeat");
+  ASSERT_NULL(env_get(&env, "PYTHONFAULTHANDLER")); /* no hang watch: no stacks asked for */
+  mu_strvec_release(&env);
+  cfg.hang_timeout_s = 4;
+  mu_agent_progress_env(&cfg, "/t/a/0/heartbeat", base, &env);
+  ASSERT_STR_EQ(env_get(&env, "PYTHONFAULTHANDLER"), "1");
+  mu_strvec_release(&env);
+  char *own[] = {(char *)"PYTHONFAULTHANDLER=0", NULL}; /* the user's own setting stays */
+  mu_agent_progress_env(&cfg, "/h", own, &env);
+  ASSERT_NULL(env_get(&env, "PYTHONFAULTHANDLER"));
+  mu_strvec_release(&env);
+  /* an inherited MUSTER_HEARTBEAT_FILE (a nested agent) is the agent's own */
+  struct mu_round r;
+  memset(&r, 0, sizeof(r));
+  r.world_size = r.local_world_size = r.nnodes = 1;
+  cfg.run_id = "j";
+  char *inh[] = {(char *)"MUSTER_HEARTBEAT_FILE=/old", NULL};
+  mu_agent_worker_env(&cfg, "h:1", &r, 0, 0, NULL, inh, &env);
+  mu_agent_progress_env(&cfg, "/new", inh, &env);
+  ASSERT_STR_EQ(env_get(&env, "MUSTER_HEARTBEAT_FILE"), "/new");
+  mu_strvec_release(&env);
+}
+
+TEST(agent__health_check)
+{
+  struct mu_agent_config cfg;
+  mu_agent_config_init(&cfg);
+  struct mu_buf out = MU_BUF_INIT(SIZE_MAX), why = MU_BUF_INIT(SIZE_MAX);
+  cfg.health_check = "echo all good";
+  ASSERT_EQ(mu_agent_health_check(&cfg, &out, &why), 0);
+  ASSERT_STR_EQ(mu_buf_str(&out), "all good\n");
+  ASSERT_EQ(why.len, 0);
+  mu_buf_clear(&out);
+  cfg.health_check = "echo 'GPU 3: ECC errors' >&2; exit 4";
+  ASSERT_EQ(mu_agent_health_check(&cfg, &out, &why), MU_EINVAL);
+  ASSERT_STR_EQ(mu_buf_str(&out), "GPU 3: ECC errors\n");
+  ASSERT_STR_EQ(mu_buf_str(&why), "it exited with code 4");
+  /* longer than the timeout: killed (with what it started), failed */
+  mu_buf_clear(&out);
+  mu_buf_clear(&why);
+  cfg.health_check = "echo checking; sleep 30 & sleep 30";
+  cfg.health_check_timeout_s = 0.3;
+  ASSERT_EQ(mu_agent_health_check(&cfg, &out, &why), MU_EINVAL);
+  ASSERT_STR_EQ(mu_buf_str(&out), "checking\n");
+  ASSERT(strstr(mu_buf_str(&why), "longer than --health-check-timeout (0.3 s)") != NULL);
+  /* only the last bytes of a long output are kept */
+  mu_buf_clear(&out);
+  mu_buf_clear(&why);
+  cfg.health_check_timeout_s = 20;
+  cfg.health_check = "i=0; while [ $i -lt 2000 ]; do echo line $i; i=$((i+1)); done; exit 1";
+  ASSERT_EQ(mu_agent_health_check(&cfg, &out, &why), MU_EINVAL);
+  ASSERT_EQ(out.len, MU_AGENT_CHECK_OUTPUT_MAX);
+  ASSERT(strstr(mu_buf_str(&out), "line 1999\n") != NULL);
+  ASSERT(strstr(mu_buf_str(&out), "line 1\n") == NULL);
+  mu_buf_release(&out);
+  mu_buf_release(&why);
 }

@@ -14,6 +14,8 @@
 #include "muster/client.h"
 #include "muster/errno.h"
 
+#include "client/goodput.h"
+
 #include "agent.h"
 #include "alloc.h"
 #include "http_client.h"
@@ -236,7 +238,7 @@ TEST(client__join_answer_and_errors)
   snprintf(ep, sizeof(ep), "127.0.0.1:%d", cs.port);
   struct mu_client *c = NULL;
   ASSERT_EQ(mu_client_new(ep, &c), 0);
-  struct mu_join_opts o = {"b", "127.0.0.1", 2, 0, 2, 2, -1, 5000, -1};
+  struct mu_join_opts o = {"b", "127.0.0.1", 2, 0, 2, 2, -1, 5000, -1, 0, 0};
   struct mu_round r;
   ASSERT_EQ(mu_client_join(c, "j", &o, &r), 0);
   ASSERT(strstr(cs.last_request, "POST /v1/runs/j/join") != NULL);
@@ -349,7 +351,7 @@ TEST(client__hostile_join_answers_are_refused)
   snprintf(ep, sizeof(ep), "127.0.0.1:%d", cs.port);
   struct mu_client *c = NULL;
   ASSERT_EQ(mu_client_new(ep, &c), 0);
-  struct mu_join_opts o = {"b", "127.0.0.1", 2, 0, 2, 2, -1, 5000, -1};
+  struct mu_join_opts o = {"b", "127.0.0.1", 2, 0, 2, 2, -1, 5000, -1, 0, 0};
   for (int i = 0; i < N; i++) {
     struct mu_round r;
     int rc = mu_client_join(c, "j", &o, &r);
@@ -406,7 +408,7 @@ TEST(client__against_embedded_musterd)
   struct mu_client *c = NULL;
   ASSERT_EQ(mu_client_new(ep, &c), 0);
 
-  struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000};
+  struct mu_join_opts o = {"n1", "127.0.0.1", 2, 29999, 1, 1, 0, 5000, 3000, 0, 0};
   struct mu_round r;
   ASSERT_EQ(mu_client_join(c, "unit", &o, &r), 0);
   ASSERT_EQ(r.round, 1);
@@ -448,16 +450,79 @@ TEST(client__against_embedded_musterd)
 
   /* The only member leaves with success: the run is closed; a late join hears so. */
   ASSERT_EQ(mu_client_leave(c, "unit", "n1", 1, NULL), 0);
-  struct mu_join_opts late = {"n2", "127.0.0.1", 1, 0, 1, 1, 0, 2000, -1};
+  struct mu_join_opts late = {"n2", "127.0.0.1", 1, 0, 1, 1, 0, 2000, -1, 0, 0};
   ASSERT_EQ(mu_client_join(c, "unit", &late, &r), MU_ECLOSED);
   /* A config that differs from the run's. */
   ASSERT_EQ(mu_client_join(c, "other", &o, &r), 0);
   mu_round_release(&r);
-  struct mu_join_opts bad = {"n3", "127.0.0.1", 1, 0, 2, 2, 0, 2000, -1};
+  struct mu_join_opts bad = {"n3", "127.0.0.1", 1, 0, 2, 2, 0, 2000, -1, 0, 0};
   ASSERT_EQ(mu_client_join(c, "other", &bad, &r), MU_ESTATE);
   ASSERT(strstr(mu_client_errmsg(c), "config_mismatch") != NULL);
   ASSERT_EQ(mu_client_shutdown(c, "other", "unit test"), 0);
   ASSERT_EQ(mu_client_heartbeat(c, "other", "n1", NULL, NULL), MU_ESHUT);
+  mu_client_free(c);
+  mu_agent_standalone_stop(srv);
+}
+
+/* client/goodput.h against an embedded musterd: the budget in the join and its answer, the
+ * reports (a failure counts once per round; none left shuts the run), the health record. */
+TEST(client__goodput_against_embedded_musterd)
+{
+  struct mu_agent_standalone *srv = NULL;
+  char ep[64];
+  ASSERT_EQ(mu_agent_standalone_start(&srv, ep, sizeof(ep)), 0);
+  struct mu_client *c = NULL;
+  ASSERT_EQ(mu_client_new(ep, &c), 0);
+  struct mu_join_opts o = {"n1", "127.0.0.1", 1, 29999, 1, 1, 0, 5000, 3000, 1, 1};
+  struct mu_round r;
+  ASSERT_EQ(mu_client_join(c, "gp", &o, &r), 0);
+  ASSERT_EQ(r.restart_count, 0);
+  ASSERT_EQ(r.max_restarts, 1);
+  mu_round_release(&r);
+  struct mu_report_answer a;
+  ASSERT_EQ(mu_client_report(c, "gp", "n1", 1, MU_REPORT_STARTED, NULL, &a), 0);
+  ASSERT_STR_EQ(a.state, "open");
+  ASSERT_EQ(mu_client_report(c, "gp", "n1", 1, MU_REPORT_PROGRESS, NULL, &a), 0);
+  /* the hint: nothing for musterd (it saw any lost member already), nothing counted */
+  ASSERT_EQ(mu_client_report(c, "gp", "n1", 1, MU_REPORT_FAILING, NULL, &a), 0);
+  ASSERT_EQ(a.counted, 0);
+  ASSERT_EQ(a.restart_count, 0);
+  ASSERT_STR_EQ(mu_report_event_name(MU_REPORT_FAILING), "failing");
+  ASSERT_EQ(mu_client_report(c, "gp", "n1", 1, MU_REPORT_FAILED, "rank 0 exited 1", &a), 0);
+  ASSERT_EQ(a.counted, 1);
+  ASSERT_EQ(a.restart_count, 1);
+  ASSERT_EQ(mu_client_report(c, "gp", "n1", 1, MU_REPORT_HUNG, NULL, &a), 0);
+  ASSERT_EQ(a.counted, 0); /* round 1 already ended */
+  ASSERT_EQ(mu_client_join(c, "gp", &o, &r), 0);
+  ASSERT_EQ(r.round, 2);
+  ASSERT_EQ(r.restart_count, 1); /* TORCHELASTIC_RESTART_COUNT */
+  mu_round_release(&r);
+  /* another budget is a config mismatch */
+  struct mu_join_opts other = o;
+  other.max_restarts = 5;
+  ASSERT_EQ(mu_client_join(c, "gp", &other, &r), MU_ESTATE);
+  /* a health check of a node of the run: recorded with its output, counted */
+  struct mu_join_opts sick = o;
+  sick.node_id = "n9";
+  int unhealthy = 0;
+  ASSERT_EQ(mu_client_health(c, "gp", &sick, 0, "GPU 1: lost\n", 0, &unhealthy), 0);
+  ASSERT_EQ(unhealthy, 1);
+  struct mu_run_info in;
+  ASSERT_EQ(mu_client_run_info(c, "gp", &in), 0);
+  ASSERT_EQ(in.unhealthy, 1);
+  ASSERT_STR_EQ(in.unhealthy_node, "n9");
+  ASSERT_STR_EQ(in.unhealthy_why, "GPU 1: lost");
+  ASSERT_EQ(in.restart_count, 1);
+  ASSERT_EQ(in.max_restarts, 1);
+  ASSERT_EQ(mu_client_health(c, "gp", &sick, 1, NULL, 0, &unhealthy), 0);
+  ASSERT_EQ(unhealthy, 0);
+  /* no restart left: the run is shut, with the reason */
+  ASSERT_EQ(mu_client_report(c, "gp", "n1", 2, MU_REPORT_FAILED, "rank 0 exited 1", &a), 0);
+  ASSERT_EQ(a.counted, 1);
+  ASSERT_STR_EQ(a.state, "shut");
+  ASSERT(strstr(a.reason, "no restart left") != NULL);
+  ASSERT_EQ(mu_client_report(c, "gp", "n1", 2, MU_REPORT_FAILED, NULL, &a), MU_ESHUT);
+  ASSERT_EQ(mu_client_health(c, "gp", &sick, 0, "x", 0, NULL), MU_ESHUT);
   mu_client_free(c);
   mu_agent_standalone_stop(srv);
 }

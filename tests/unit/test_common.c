@@ -1,4 +1,4 @@
-/* Tests for common/: buf, opts, strvec, err, suggest, json, fsutil, log. */
+/* Tests for common/: buf, opts, strvec, err, suggest, json, fsutil, failrec, log. */
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "buf.h"
+#include "failrec.h"
 #include "fsutil.h"
 #include "http_client.h"
 #include "json.h"
@@ -193,6 +194,86 @@ TEST(random__app_id_suffix)
   ASSERT_EQ(mu_app_id_suffix(a), 0);
   ASSERT_EQ(strlen(a), 12);
   unsetenv("MUSTER_APP_ID_SUFFIX");
+}
+
+/* A faulthandler dump as Python 3.11 prints it on SIGABRT: a waiting thread, then the main
+ * thread (the one with "<module>") sleeping in the user's step(). */
+static const char dump[] = "[3]:rank 3: hanging at step 6\n"
+                           "Fatal Python error: Aborted\n"
+                           "\n"
+                           "Thread 0x00007f0a3effd6c0 (most recent call first):\n"
+                           "  File \"/usr/lib/python3.11/threading.py\", line 327 in wait\n"
+                           "  File \"/usr/lib/python3.11/threading.py\", line 982 in run\n"
+                           "\n"
+                           "Current thread 0x00007f0a4d1a3040 (most recent call first):\n"
+                           "  File \"/home/me/train.py\", line 42 in step\n"
+                           "  File \"/home/me/train.py\", line 60 in main\n"
+                           "  File \"/home/me/train.py\", line 74 in <module>\n"
+                           "\n"
+                           "Extension modules: torch._C, numpy.core._multiarray_umath\n";
+
+TEST(failrec__innermost_frame_of_a_dump)
+{
+  int lib = -1;
+  char *f = mu_failrec_innermost_frame(dump, &lib);
+  ASSERT_STR_EQ(f, "train.py:42 in step");
+  ASSERT_EQ(lib, 0);
+  mu_free(f);
+  /* a rank that waits in a collective: the frame is the library's */
+  const char *waiting = "Current thread 0x1 (most recent call first):\n"
+                        "  File \"/usr/lib/python3/dist-packages/torch/distributed/"
+                        "distributed_c10d.py\", line 1541 in all_reduce\n"
+                        "  File \"/w/x.py\", line 9 in <module>\n";
+  f = mu_failrec_innermost_frame(waiting, &lib);
+  ASSERT_STR_EQ(f, "distributed_c10d.py:1541 in all_reduce");
+  ASSERT_EQ(lib, 1);
+  mu_free(f);
+  /* no <module> frame: the current thread's; no dump at all: NULL */
+  f = mu_failrec_innermost_frame("Thread 0x2 (most recent call first):\n  File \"/a/b.py\", "
+                                 "line 3 in f\n\nCurrent thread 0x3 (most recent call first):\n"
+                                 "  File \"/a/c.py\", line 7 in g\n",
+                                 NULL);
+  ASSERT_STR_EQ(f, "c.py:7 in g");
+  mu_free(f);
+  ASSERT_NULL(mu_failrec_innermost_frame("segfault\n  File \"x\" nothing\n", &lib));
+  ASSERT_NULL(mu_failrec_innermost_frame("", &lib));
+}
+
+TEST(failrec__hang_record_roundtrip_summary_and_root_cause)
+{
+  struct mu_failrec a, b, c;
+  memset(&a, 0, sizeof(a));
+  a.rank = 3;
+  a.node_rank = 1;
+  a.host = mu_strdup("vm");
+  a.exit_code = -1;
+  a.signal = 6;
+  a.time_ms = 2000;
+  a.exception = mu_strdup("train.py:42 in step");
+  a.hung = mu_strdup("no progress for 4 s");
+  char *json = mu_failrec_to_json(&a);
+  ASSERT(strstr(json, "\"hung\":\"no progress for 4 s\",\"waiting\":false") != NULL);
+  ASSERT_EQ(mu_failrec_parse(json, strlen(json), &b), 0);
+  ASSERT_STR_EQ(b.hung, "no progress for 4 s");
+  ASSERT_EQ(b.waiting, 0);
+  struct mu_buf s = MU_BUF_INIT(SIZE_MAX);
+  mu_failrec_summary(&b, &s);
+  ASSERT_STR_EQ(mu_buf_str(&s),
+                "rank 3 (node rank 1 on host vm) hung: no progress for 4 s: train.py:42 in step");
+  /* a rank that hung waiting inside a library, even if seen earlier, is not the root cause */
+  memset(&c, 0, sizeof(c));
+  c.time_ms = 1000;
+  c.hung = mu_strdup("no progress for 4 s");
+  c.waiting = 1;
+  ASSERT(mu_failrec_earlier(&b, &c));
+  ASSERT(!mu_failrec_earlier(&c, &b));
+  c.waiting = 0;
+  ASSERT(mu_failrec_earlier(&c, &b));
+  mu_buf_release(&s);
+  mu_free(json);
+  mu_failrec_release(&a);
+  mu_failrec_release(&b);
+  mu_failrec_release(&c);
 }
 
 TEST(log__escape_one_line)

@@ -114,9 +114,9 @@ TEST(component__ddp_appdef)
   ASSERT_STR_EQ(mu_kvlist_get(&r->env, "TORCH_SHOW_CPP_STACKTRACES"), "1");
   ASSERT_EQ(r->max_retries, 3);
   cmd = joined_args(r);
-  ASSERT_STR_EQ(cmd, "torchrun --rdzv_backend etcd-v2 --rdzv_endpoint ${rdzv_endpoint} --rdzv_id "
-                     "${app_id} --nnodes 2 --nproc_per_node 1 --max_restarts 3 --redirects=1 "
-                     "--tee=1 --role foo foo.py");
+  ASSERT_STR_EQ(cmd, "torchrun --rdzv_backend c10d --rdzv_endpoint ${c10d_endpoint} --rdzv_conf "
+                     "is_host=false --rdzv_id ${app_id} --nnodes 2 --nproc_per_node 1 "
+                     "--max_restarts 3 --redirects=1 --tee=1 --role foo foo.py");
   mu_free(cmd);
   mu_app_free(app);
 

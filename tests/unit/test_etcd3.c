@@ -330,7 +330,7 @@ TEST(etcd3__hostile_rounds_are_refused)
                          "\"lws\":2,\"port\":0},{\"id\":\"b\",\"addr\":\"h\",\"lws\":2}]}");
   struct mu_round out;
   ASSERT_EQ(mu__etcd3_fill_round(e, "run", r, 1, &out), 0);
-  struct mu_join_opts o = {"b", "h", 2, 0, 2, 2, 0, 1000, -1};
+  struct mu_join_opts o = {"b", "h", 2, 0, 2, 2, 0, 1000, -1, 0, 0};
   ASSERT_EQ(mu__round_check(&out, "run", &o, err, sizeof(err)), MU_EPROTO);
   ASSERT_NOT_NULL(strstr(err, "master_port=0"));
   mu_round_release(&out);

@@ -161,9 +161,11 @@ TEST(job__validate_names_and_text)
 
 TEST(job__macros)
 {
-  struct mu_macros m = {"app-1", "3", "/img", "MUSTER_RANK0_HOST", "127.0.0.1:9", "4"};
-  char *s = mu_macros_apply(&m, "--id=${app_id}/${replica_id} ${rdzv_endpoint} $${x} ${nope}");
-  ASSERT_STR_EQ(s, "--id=app-1/3 127.0.0.1:9 ${x} ${nope}");
+  struct mu_macros m = {"app-1", "3", "/img", "MUSTER_RANK0_HOST", "127.0.0.1:9", "4",
+                        "127.0.0.1:29400"};
+  char *s = mu_macros_apply(&m, "--id=${app_id}/${replica_id} ${rdzv_endpoint} $${x} ${nope} "
+                                "${c10d_endpoint}");
+  ASSERT_STR_EQ(s, "--id=app-1/3 127.0.0.1:9 ${x} ${nope} 127.0.0.1:29400");
   mu_free(s);
   struct mu_macros none = {0};
   s = mu_macros_apply(&none, "${app_id}");

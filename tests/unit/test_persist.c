@@ -437,7 +437,7 @@ static void rz_free(uv_loop_t *loop, struct rdzv *rv)
 static struct mu_buf rz_state(uv_loop_t *loop)
 {
   struct rdzv *rv = rdzv_new(loop, 0);
-  struct rdzv_join_req req = {"node-a", "10.0.0.1", 2, 29500, 0, {2, 2, -1, -1, 5000}, NULL};
+  struct rdzv_join_req req = {"node-a", "10.0.0.1", 2, 29500, 0, {2, 2, -1, -1, 5000, -1}, NULL};
   int fa = 0, fb = 0, fc = 0;
   struct rdzv_wait wa = RDZV_WAIT_INIT(rz_answer, &fa);
   struct rdzv_wait wb = RDZV_WAIT_INIT(rz_answer, &fb);
@@ -452,7 +452,7 @@ static struct mu_buf rz_state(uv_loop_t *loop)
   ASSERT_EQ(rdzv_kv_set(rv, "job", "bin", "a\0b", 3, &version), 0);
   ASSERT_EQ(rdzv_kv_set(rv, "job", "gone", "x", 1, &version), 0);
   ASSERT_EQ(rdzv_kv_del(rv, "job", "gone"), 0);
-  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, -1}, NULL};
+  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, -1, -1}, NULL};
   ASSERT_EQ(rdzv_join(rv, "ended", &one, &wc, msgbuf(&msg)), 0);
   ASSERT_EQ(rdzv_end(rv, "ended", 1, "stopped by the test"), 0);
   struct mu_buf b = MU_BUF_INIT(1 << 20);
@@ -558,11 +558,11 @@ TEST(persist__rdzv_changes_replay_to_the_same_state)
   ASSERT_EQ(rdzv_leave(rv, "job", "node-b", 1, "crashed"), 0);
   int fa = 0, f1 = 0, f2 = 0;
   struct rdzv_wait wa = RDZV_WAIT_INIT(rz_answer, &fa);
-  struct rdzv_join_req req = {"node-a", "10.9.9.9", 4, 29501, 0, {2, 2, -1, -1, 5000}, NULL};
+  struct rdzv_join_req req = {"node-a", "10.9.9.9", 4, 29501, 0, {2, 2, -1, -1, 5000, -1}, NULL};
   ASSERT_EQ(rdzv_join(rv, "job", &req, &wa, msgbuf(&msg)), 0);
   rdzv_wait_cancel(&wa);
   struct rdzv_wait w1 = RDZV_WAIT_INIT(rz_answer, &f1), w2 = RDZV_WAIT_INIT(rz_answer, &f2);
-  struct rdzv_join_req one = {"x", "h1", 1, 1, 0, {2, 2, -1, -1, -1}, NULL};
+  struct rdzv_join_req one = {"x", "h1", 1, 1, 0, {2, 2, -1, -1, -1, -1}, NULL};
   ASSERT_EQ(rdzv_join(rv, "fresh", &one, &w1, msgbuf(&msg)), 0);
   one.node_id = "y";
   ASSERT_EQ(rdzv_join(rv, "fresh", &one, &w2, msgbuf(&msg)), 0);
@@ -623,6 +623,84 @@ TEST(persist__rdzv_changes_replay_to_the_same_state)
   mu_buf_release(&msg);
   mu_buf_release(&want);
   mu_buf_release(&got);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+/* Every goodput change of a run (the restart budget and count, reports, the round history,
+ * an unhealthy node, a member marked failed) replays to the same state, and survives a blob
+ * round trip; a version 1 blob (before goodput) still restores. */
+TEST(persist__rdzv_goodput_replays_and_roundtrips)
+{
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  struct rdzv *rv = rdzv_new(&loop, 0);
+  struct mu_buf log = MU_BUF_INIT(MU_BUF_UNBOUNDED), msg = MU_BUF_INIT(4096);
+  rdzv_set_change_hook(rv, rz_collect, &log);
+  int f[3] = {0, 0, 0};
+  struct rdzv_wait w[3] = {RDZV_WAIT_INIT(rz_answer, &f[0]), RDZV_WAIT_INIT(rz_answer, &f[1]),
+                           RDZV_WAIT_INIT(rz_answer, &f[2])};
+  struct rdzv_join_req q = {"a", "h1", 2, 1, 0, {2, 2, -1, -1, -1, 3}, NULL};
+  ASSERT_EQ(rdzv_join(rv, "gp", &q, &w[0], msgbuf(&msg)), 0);
+  q.node_id = "b";
+  ASSERT_EQ(rdzv_join(rv, "gp", &q, &w[1], msgbuf(&msg)), 0);
+  ASSERT(f[0] == 1 && f[1] == 1);
+  struct rdzv_report_answer a;
+  ASSERT_EQ(rdzv_report(rv, "gp", "a", 1, RDZV_REPORT_STARTED, NULL, &a, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_report(rv, "gp", "b", 1, RDZV_REPORT_STARTED, NULL, &a, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_report(rv, "gp", "b", 1, RDZV_REPORT_PROGRESS, NULL, &a, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_report(rv, "gp", "b", 1, RDZV_REPORT_HUNG, "hung: no progress for 4 s", &a,
+                        msgbuf(&msg)),
+            0);
+  ASSERT_EQ(a.counted, 1);
+  q.node_id = "x";
+  ASSERT_EQ(rdzv_health(rv, "gp", &q, 0, "nvidia-smi: GPU 2 lost", 0, NULL, msgbuf(&msg)), 0);
+  q.node_id = "b";
+  w[1] = (struct rdzv_wait)RDZV_WAIT_INIT(rz_answer, &f[1]);
+  ASSERT_EQ(rdzv_join(rv, "gp", &q, &w[1], msgbuf(&msg)), 0);
+  rdzv_wait_cancel(&w[1]); /* b's re-join is withdrawn: round 2 has not closed */
+  struct mu_buf want = MU_BUF_INIT(MU_BUF_UNBOUNDED), got = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  ASSERT_EQ(rdzv_encode(rv, &want), 0);
+  struct mu_buf gp = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  rdzv_run_goodput_json(rdzv_find(rv, "gp"), &gp);
+  rdzv_set_change_hook(rv, NULL, NULL);
+  rz_free(&loop, rv);
+  rv = rdzv_new(&loop, 0);
+  ASSERT(rz_replay(rv, &log) >= 6);
+  ASSERT_EQ(rdzv_encode(rv, &got), 0);
+  ASSERT_EQ(got.len, want.len);
+  ASSERT(memcmp(got.data, want.data, got.len) == 0);
+  rz_free(&loop, rv);
+  rv = rdzv_new(&loop, 0);
+  ASSERT_EQ(rdzv_restore(rv, want.data, want.len), 0);
+  struct mu_buf gp2 = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  rdzv_run_goodput_json(rdzv_find(rv, "gp"), &gp2);
+  ASSERT_STR_EQ(mu_buf_str(&gp2), mu_buf_str(&gp));
+  ASSERT(strstr(mu_buf_str(&gp2), "\"restart_count\":1,\"max_restarts\":3") != NULL);
+  ASSERT(strstr(mu_buf_str(&gp2), "GPU 2 lost") != NULL);
+  ASSERT(strstr(mu_buf_str(&gp2), "\"end\":\"hung\",\"counted\":true") != NULL);
+  rz_free(&loop, rv);
+  /* a version 1 blob: one run, no round, no KV, no goodput: restores, keeps no budget */
+  static const unsigned char v1[] = {
+      1,  0,  0, 0, 1,   0,   0, 0,             /* version 1, one run */
+      2,  0,  0, 0, 'o', 'l',                   /* "ol" */
+      1,  0,  0, 0, 1,   0,   0, 0, 0, 0, 0, 0, /* min 1, max 1, last call 0 */
+      16, 39, 0, 0, 16,  39,  0, 0,             /* join timeout, lease 10000 */
+      0,  0,  0, 0, 0,   0,   0, 0, 0, 0, 0, 0, /* open, reason "", joining */
+      0,  0,  0, 0, 0,   0,   0, 0, 0, 0, 0, 0, /* round 0 with 0 members */
+      0,  0,  0, 0, 0,   0,   0, 0, 0, 0, 0, 0, /* KV version 0, 0 keys */
+  };
+  rv = rdzv_new(&loop, 0);
+  ASSERT_EQ(rdzv_restore(rv, v1, sizeof(v1)), 0);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(rv, "ol"), &info);
+  ASSERT_EQ(info.max_restarts, -1);
+  rz_free(&loop, rv);
+  mu_buf_release(&gp);
+  mu_buf_release(&gp2);
+  mu_buf_release(&want);
+  mu_buf_release(&got);
+  mu_buf_release(&log);
+  mu_buf_release(&msg);
   ASSERT_EQ(uv_loop_close(&loop), 0);
 }
 
@@ -811,7 +889,7 @@ TEST(persist__snapshot_of_rdzv_changes_only)
   struct mu_buf msg = MU_BUF_INIT(4096);
   int joined = 0;
   struct rdzv_wait wj = RDZV_WAIT_INIT(rz_answer, &joined);
-  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000}, NULL};
+  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000, -1}, NULL};
   ASSERT_EQ(rdzv_join(w.rv, "job", &one, &wj, msgbuf(&msg)), 0);
   ASSERT_EQ(joined, 1);
   uint64_t version = 0;
@@ -906,7 +984,7 @@ TEST(persist__snapshot_by_log_size)
   struct mu_buf msg = MU_BUF_INIT(4096);
   int joined = 0;
   struct rdzv_wait wj = RDZV_WAIT_INIT(rz_answer, &joined);
-  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000}, NULL};
+  struct rdzv_join_req one = {"solo", "h", 1, 1, 0, {1, 1, -1, -1, 60000, -1}, NULL};
   ASSERT_EQ(rdzv_join(w.rv, "job", &one, &wj, msgbuf(&msg)), 0);
   char *value = mu_malloc((size_t)vlen);
   char *snap = mu_asprintf("%s/snap-%020d.snap", dir, 0); /* the v2 index stays 0 */

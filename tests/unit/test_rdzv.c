@@ -1256,3 +1256,335 @@ TEST(rdzv__deadline_fifo_reused_and_head_withdrawn)
   ASSERT_EQ(seq, 4);
   env_done(&e);
 }
+
+/* -- goodput: reports, the run's restart budget, standbys, health, timings ------------------ */
+
+static int report(struct env *e, const char *node, uint64_t round, enum rdzv_report_kind k,
+                  struct rdzv_report_answer *a)
+{
+  struct mu_buf msg = MU_BUF_INIT(4096);
+  int rc = rdzv_report(e->rv, "job", node, round, k, "rank 3 failed: exit code 1", a, &msg);
+  mu_buf_release(&msg);
+  return rc;
+}
+
+/* The run's GET /v1/runs/{id} goodput part. Ownership: caller frees. */
+static char *goodput_json(struct env *e)
+{
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  rdzv_run_goodput_json(rdzv_find(e->rv, "job"), &b);
+  return mu_buf_detach(&b);
+}
+
+TEST(rdzv__failure_counts_once_per_round_and_the_budget_is_the_runs)
+{
+  /* max_restarts 1 for the run: a's failure in round 1 counts (both nodes' next round has
+   * restart count 1), b's report of the same round does not; b's failure in round 2 finds no
+   * restart left and shuts the run. */
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r[2];
+  struct rdzv_report_answer a;
+  cfg(&q, 2, 2, -1);
+  q.config.max_restarts = 1;
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(r[1].fired, 1);
+  ASSERT_EQ(report(&e, "a", 1, RDZV_REPORT_FAILED, &a), 0);
+  ASSERT_EQ(a.counted, 1);
+  ASSERT_EQ(a.restart_count, 1);
+  ASSERT_EQ(a.max_restarts, 1);
+  ASSERT_STR_EQ(a.round_state, "broken");
+  ASSERT_EQ(report(&e, "b", 1, RDZV_REPORT_FAILED, &a), 0);
+  ASSERT_EQ(a.counted, 0);
+  ASSERT_EQ(a.restart_count, 1);
+  /* an agent that restarts (b's join gives no budget: it keeps the run's) */
+  q.config.max_restarts = -1;
+  join(&e, "job", &q, "b", &r[1]);
+  q.config.max_restarts = 1;
+  join(&e, "job", &q, "a", &r[0]);
+  ASSERT_EQ(r[0].fired, 1);
+  ASSERT_EQ(r[0].round, 2);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.restarts, 1);
+  ASSERT_EQ(report(&e, "b", 2, RDZV_REPORT_HUNG, &a), 0);
+  ASSERT_EQ(a.counted, 1);
+  ASSERT_STR_EQ(a.state, "shut");
+  ASSERT(strstr(a.reason, "no restart left") != NULL);
+  ASSERT(strstr(a.reason, "rank 3 failed") != NULL);
+  struct mu_buf msg = MU_BUF_INIT(4096);
+  ASSERT_EQ(rdzv_report(e.rv, "job", "a", 2, RDZV_REPORT_FAILED, NULL, &a, &msg), RDZV_ERUN_SHUT);
+  mu_buf_release(&msg);
+  char *j = goodput_json(&e);
+  ASSERT(strstr(j, "\"end\":\"failed\",\"counted\":true") != NULL);
+  ASSERT(strstr(j, "\"round\":2,") != NULL);
+  ASSERT(strstr(j, "\"end\":\"shut\"") != NULL);
+  mu_free(j);
+  env_done(&e);
+}
+
+TEST(rdzv__restart_budget_config_and_the_join_answer)
+{
+  /* The first node that names a budget sets it; another budget is a config mismatch; a join
+   * answer carries the run's restart count. */
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r[3];
+  cfg(&q, 2, 2, -1);
+  q.config.max_restarts = -1;
+  join(&e, "job", &q, "a", &r[0]);
+  q.config.max_restarts = 3;
+  join(&e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(r[1].fired, 1);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.max_restarts, 3);
+  q.config.max_restarts = 2;
+  join(&e, "job", &q, "c", &r[2]);
+  ASSERT_EQ(r[2].fired, 1);
+  ASSERT_EQ(r[2].err, RDZV_ECONFIG_MISMATCH);
+  ASSERT(strstr(r[2].message, "max_restarts 3") != NULL);
+  q.config.max_restarts = 1000001;
+  struct mu_buf msg = MU_BUF_INIT(4096);
+  rec_init(&r[2]);
+  q.node_id = "d";
+  ASSERT_EQ(rdzv_join(e.rv, "job", &q, &r[2].w, &msg), RDZV_EBAD_REQUEST);
+  mu_buf_release(&msg);
+  env_done(&e);
+}
+
+TEST(rdzv__a_standby_takes_a_failed_members_place)
+{
+  /* Three nodes for max 2: c waits as a standby (shown as such). b's workers fail: the next
+   * round is a and c at the same world size, closed as soon as both joined; b waits. */
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r[3];
+  struct rdzv_report_answer a;
+  cfg(&q, 2, 2, -1);
+  q.config.max_restarts = 5;
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  join(&e, "job", &q, "c", &r[2]);
+  ASSERT_EQ(r[2].fired, 0);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.standbys, 1);
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  rdzv_run_detail_json(rdzv_find(e.rv, "job"), &b);
+  ASSERT(strstr(mu_buf_str(&b), "\"node_id\":\"c\",\"state\":\"standby\"") != NULL);
+  mu_buf_release(&b);
+  ASSERT_EQ(report(&e, "b", 1, RDZV_REPORT_FAILED, &a), 0);
+  ASSERT_EQ(a.counted, 1);
+  join(&e, "job", &q, "b", &r[1]); /* the failed node re-joins first ... */
+  ASSERT_EQ(r[1].fired, 0);        /* (b and c: 2 candidates, but a survivor is missing) */
+  join(&e, "job", &q, "a", &r[0]);
+  ASSERT_EQ(r[0].fired, 1);
+  ASSERT_EQ(r[2].fired, 1); /* ... the standby takes its place */
+  ASSERT_EQ(r[1].fired, 0);
+  ASSERT_EQ(r[0].round, 2);
+  ASSERT_EQ(r[0].rank, 0);
+  ASSERT_EQ(r[2].rank, 1);
+  ASSERT_EQ(r[2].world, 4);
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.standbys, 1); /* b now */
+  env_done(&e);
+}
+
+TEST(rdzv__a_closed_watch_loses_its_member_at_once)
+{
+  /* A watch asked with RDZV_WAIT_LOST_ON_CLOSE whose connection closes: its member is lost
+   * now, not one lease later; the other member's watch says broken and the standby's round
+   * closes as soon as the survivor re-joins. The loss is not a restart. */
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r[3], w[2];
+  cfg(&q, 2, 2, -1);
+  q.config.max_restarts = 0;
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  join(&e, "job", &q, "c", &r[2]);
+  for (int i = 0; i < 2; i++) {
+    rec_init(&w[i]);
+    w[i].w.flags = RDZV_WAIT_LOST_ON_CLOSE;
+    ASSERT_EQ(rdzv_watch(e.rv, "job", i ? "b" : "a", 1, 60000, &w[i].w), 0);
+  }
+  rdzv_wait_gone(&w[1].w);
+  ASSERT_EQ(w[1].fired, 0);
+  ASSERT_EQ(w[0].fired, 1);
+  ASSERT_STR_EQ(w[0].event, "broken");
+  struct rdzv_answer hb;
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "b", &hb), RDZV_ENOT_MEMBER);
+  join(&e, "job", &q, "a", &r[0]);
+  ASSERT_EQ(r[0].fired, 1);
+  ASSERT_EQ(r[2].fired, 1);
+  ASSERT_EQ(r[2].round, 2);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.restarts, 0);
+  char *j = goodput_json(&e);
+  ASSERT(strstr(j, "\"end\":\"lost\",\"counted\":false") != NULL);
+  mu_free(j);
+  /* without the flag a closed watch only restarts the lease (as before) */
+  rec_init(&w[0]);
+  ASSERT_EQ(rdzv_watch(e.rv, "job", "a", 2, 60000, &w[0].w), 0);
+  rdzv_wait_gone(&w[0].w);
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "a", &hb), 0);
+  ASSERT_STR_EQ(hb.state, "active");
+  env_done(&e);
+}
+
+TEST(rdzv__unhealthy_nodes_are_kept_with_their_output)
+{
+  /* A failed check creates the run and is kept with its output for its TTL; a member that
+   * becomes unhealthy is lost (its round breaks); a join or a passing check forgets it. */
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r[2];
+  struct mu_buf msg = MU_BUF_INIT(4096);
+  uint32_t sick = 0;
+  cfg(&q, 2, 2, -1);
+  q.node_id = "x";
+  ASSERT_EQ(rdzv_health(e.rv, "job", &q, 0, "GPU 3: ECC error\nsecond line", 150, &sick, &msg), 0);
+  ASSERT_EQ(sick, 1);
+  char *j = goodput_json(&e);
+  ASSERT(strstr(j, "\"unhealthy\":[{\"node_id\":\"x\",\"output\":\"GPU 3: ECC error\\nsecond "
+                   "line\"") != NULL);
+  mu_free(j);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.unhealthy, 1);
+  spin(&e.loop, 200); /* its agent stopped reporting: forgotten */
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.unhealthy, 0);
+  /* a member's failed check breaks its round */
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(r[1].fired, 1);
+  q.node_id = "b";
+  ASSERT_EQ(rdzv_health(e.rv, "job", &q, 0, "disk full", 0, &sick, &msg), 0);
+  struct rdzv_answer hb;
+  ASSERT_EQ(rdzv_heartbeat(e.rv, "job", "a", &hb), 0);
+  ASSERT_STR_EQ(hb.state, "broken");
+  j = goodput_json(&e);
+  ASSERT(strstr(j, "\"end\":\"unhealthy\"") != NULL);
+  mu_free(j);
+  ASSERT_EQ(rdzv_health(e.rv, "job", &q, 1, NULL, 0, &sick, &msg), 0);
+  ASSERT_EQ(sick, 0);
+  /* another config is refused as a join would be */
+  cfg(&q, 3, 3, -1);
+  q.node_id = "y";
+  ASSERT_EQ(rdzv_health(e.rv, "job", &q, 0, "x", 0, &sick, msgbuf(&msg)), RDZV_ECONFIG_MISMATCH);
+  mu_buf_release(&msg);
+  env_done(&e);
+}
+
+TEST(rdzv__timings_of_each_round_and_the_downtime_of_a_restart)
+{
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r[2];
+  struct rdzv_report_answer a;
+  cfg(&q, 2, 2, -1);
+  q.config.max_restarts = 2;
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(report(&e, "a", 1, RDZV_REPORT_STARTED, &a), 0);
+  char *j = goodput_json(&e);
+  ASSERT(strstr(j, "\"started_ms\":null") != NULL); /* one of two nodes */
+  ASSERT(strstr(j, "\"time_to_first_step_ms\":null") != NULL);
+  mu_free(j);
+  ASSERT_EQ(report(&e, "a", 1, RDZV_REPORT_STARTED, &a), 0); /* a repeat counts once */
+  ASSERT_EQ(report(&e, "b", 1, RDZV_REPORT_STARTED, &a), 0);
+  ASSERT_EQ(report(&e, "b", 1, RDZV_REPORT_PROGRESS, &a), 0);
+  j = goodput_json(&e);
+  ASSERT(strstr(j, "\"started_ms\":null") == NULL);
+  ASSERT(strstr(j, "\"time_to_first_step_ms\":null") == NULL);
+  ASSERT(strstr(j, "\"downtime_ms\":null,\"end\":\"\"") != NULL);
+  mu_free(j);
+  ASSERT_EQ(report(&e, "b", 1, RDZV_REPORT_FAILED, &a), 0);
+  uv_sleep(20);
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(r[1].round, 2);
+  ASSERT_EQ(report(&e, "a", 2, RDZV_REPORT_PROGRESS, &a), 0);
+  j = goodput_json(&e);
+  const char *r2 = strstr(j, "{\"round\":2,");
+  ASSERT(r2 != NULL);
+  ASSERT(strstr(r2, "\"downtime_ms\":null") == NULL);
+  long down = 0;
+  const char *d = strstr(r2, "\"downtime_ms\":");
+  ASSERT(d != NULL && sscanf(d, "\"downtime_ms\":%ld", &down) == 1);
+  ASSERT(down >= 20);
+  ASSERT(strstr(r2, "\"restart_count\":1") != NULL);
+  mu_free(j);
+  env_done(&e);
+}
+
+TEST(v1__goodput_report_health_and_lost_on_close)
+{
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  struct rv_server_config cfg;
+  rv_server_config_init(&cfg);
+  cfg.no_v2 = 1;
+  struct rv_server *srv = rv_server_new(&loop, &cfg);
+  const char *j1 = "{\"node_id\":\"n1\",\"addr\":\"127.0.0.1\",\"local_world_size\":1,"
+                   "\"min_nodes\":1,\"max_nodes\":1,\"max_restarts\":2}";
+  expect(srv, "POST", "/v1/runs/job/join", j1, "HTTP/1.1 200",
+         "\"restart_count\":0,\"max_restarts\":2");
+  expect(srv, "POST", "/v1/runs/job/join",
+         "{\"node_id\":\"n1\",\"addr\":\"a\",\"min_nodes\":1,\"max_restarts\":-2}", "HTTP/1.1 400",
+         "'max_restarts' must be an integer between 0 and");
+  expect(srv, "POST", "/v1/runs/job/report",
+         "{\"node_id\":\"n1\",\"round\":2,\"event\":\"exploded\"}", "HTTP/1.1 400",
+         "field 'event' must be \\\"started\\\", \\\"progress\\\", \\\"failed\\\" or \\\"hung\\\", "
+         "got \\\"exploded\\\"");
+  expect(srv, "POST", "/v1/runs/job/report", "{\"node_id\":\"n1\",\"event\":\"started\"}",
+         "HTTP/1.1 400", "field 'round' is missing");
+  expect(srv, "POST", "/v1/runs/job/report", "{\"node_id\":\"zz\",\"round\":2,\"event\":\"hung\"}",
+         "HTTP/1.1 404", "not_member");
+  expect(srv, "POST", "/v1/runs/nope/report", "{\"node_id\":\"n1\",\"round\":2,\"event\":\"hung\"}",
+         "HTTP/1.1 404", "no_such_run");
+  expect(srv, "POST", "/v1/runs/job/report",
+         "{\"node_id\":\"n1\",\"round\":1,\"event\":\"failed\",\"reason\":\"rank 0: exit 1\"}",
+         "HTTP/1.1 200",
+         "\"round_state\":\"broken\",\"counted\":true,\"restart_count\":1,\"max_restarts\":2}");
+  expect(srv, "POST", "/v1/runs/job/health", "{\"node_id\":\"n9\",\"addr\":\"h\",\"min_nodes\":1}",
+         "HTTP/1.1 400", "field 'healthy' is missing");
+  expect(srv, "POST", "/v1/runs/job/health",
+         "{\"node_id\":\"n9\",\"addr\":\"h\",\"min_nodes\":1,\"healthy\":false,\"output\":\"no "
+         "GPU\\n\"}",
+         "HTTP/1.1 200", "\"state\":\"open\",\"unhealthy\":1}");
+  expect(srv, "GET", "/v1/runs", NULL, "HTTP/1.1 200",
+         "\"standbys\":0,\"unhealthy\":1,\"restart_count\":1}");
+  expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200", "\"output\":\"no GPU\\n\"");
+  expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200",
+         "\"end\":\"failed\",\"counted\":true,\"why\":\"node 'n1': rank 0: exit 1\"}");
+  expect(srv, "POST", "/v1/runs/job/health",
+         "{\"node_id\":\"n9\",\"addr\":\"h\",\"min_nodes\":2,\"healthy\":false}", "HTTP/1.1 409",
+         "config_mismatch");
+  /* round 2: a watch that holds the member and says lost_on_close; its client goes away */
+  expect(srv, "POST", "/v1/runs/job/join", j1, "HTTP/1.1 200", "\"round\":2");
+  expect(srv, "GET", "/v1/runs/job/watch?node_id=n1&round=2&lost_on_close=2", NULL, "HTTP/1.1 400",
+         "lost_on_close");
+  expect(srv, "GET", "/v1/runs/job/watch?node_id=n1&round=2&timeout_ms=60000&lost_on_close=1", NULL,
+         "", NULL);
+  expect(srv, "POST", "/v1/runs/job/heartbeat", "{\"node_id\":\"n1\"}", "HTTP/1.1 404",
+         "not_member");
+  expect(
+      srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200",
+      "\"end\":\"lost\",\"counted\":false,\"why\":\"node 'n1' was lost (its connection closed)\"");
+  int closed = 0;
+  rv_server_close(srv, on_srv_closed, &closed);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(closed, 1);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+}

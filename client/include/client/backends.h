@@ -68,6 +68,11 @@ void mu_client_set_token(struct mu_client *c, const char *token);
  * Returns: 0; MU_ENOENT (no such run); a call's error (words in mu_client_errmsg()).
  * Ownership: *out is the caller's (cJSON_Delete). */
 int mu_client_runs_json(struct mu_client *c, const char *run_id, cJSON **out);
+/* The torchrun runs kept on the service's TCPStore listener (musterd --c10d-listen), as
+ * musterd's GET /v1/c10d (run_id NULL) or /v1/c10d/{run_id} answers (docs/c10d.md).
+ * Returns: 0; MU_ENOENT (no such run, or a service that keeps none); MU_ENOTSUP (a backend
+ * without them); a call's error. Ownership: *out is the caller's (cJSON_Delete). */
+int mu_client_c10d_json(struct mu_client *c, const char *run_id, cJSON **out);
 /* Waits up to timeout_ms for the runs (run_id's, NULL: any) to change after *cursor (-1: now,
  * at once); *events gets musterd's run events that came (NULL on a backend without them).
  * Returns: 0; MU_ETIMEDOUT when nothing changed; a call's error.

@@ -11,6 +11,9 @@
  *   ... uv_run(loop) ...
  *   rv_server_close(srv, on_closed, data);               (on_closed fires once srv is freed)
  *
+ * rv_server_listen_c10d() adds PyTorch's TCPStore protocol (torchrun --rdzv_backend c10d) on a
+ * second address, over the same store.
+ *
  * One struct rv_server per loop; it uses no globals, so several can run in one process on
  * different loops (threads). Everything runs on the loop's thread. The names keep the server
  * core's `rv_` prefix: this is the core's own lifecycle, seen from outside.
@@ -53,7 +56,12 @@ struct rv_server_config {
   const char **allowed_origins; /* pages other than musterd's own that browsers may use it from
                                  * ("https://dash.example:8443"); copied */
   size_t nallowed_origins;
-  int no_v2;              /* do not register the etcd v2 API (tests) */
+  int no_v2; /* do not register the etcd v2 API (tests) */
+
+  /* the TCPStore listener (rv_server_listen_c10d) */
+  uint64_t c10d_max_value_bytes; /* one value's bytes (0: 8 MiB, torch's) */
+  uint64_t c10d_max_keys;        /* keys and queued items (0: 1,000,000) */
+
   const char *token_file; /* require `Authorization: Bearer TOKEN` on /v1 and /v2, the tokens
                            * read from this file as musterd's --token-file reads it
                            * (docs/security.md); NULL = anyone who reaches the port may */
@@ -87,6 +95,27 @@ int rv_server_port(const struct rv_server *srv);
 /* Returns: the advertised client URL ("http://127.0.0.1:2379"). Ownership: borrowed, lives as
  * long as the server. */
 const char *rv_server_url(const struct rv_server *srv);
+
+/* Serves PyTorch's TCPStore protocol (docs/c10d.md) on host:port, exactly that address (port 0:
+ * any free port), over the server's store: its keys are kept, logged and synced as /v2's. The
+ * protocol has no credentials: bind it to an address only the job reaches (docs/security.md).
+ * Returns: 0, or a negative libuv code (UV_EADDRINUSE, UV_EINVAL for an unparsable host), or
+ * MU_ENOENT when the server has no v2 store (cfg.no_v2), MU_EEXIST when listening already. */
+int rv_server_listen_c10d(struct rv_server *srv, const char *host, int port);
+
+/* Returns: the TCPStore listener's bound port, or 0 when it does not listen. */
+int rv_server_c10d_port(const struct rv_server *srv);
+/* Calls `cb(data, run_id)` on the server's loop after every event of a /v1 run but a join (a
+ * round closed or broke, its workers started or made their first progress, a node became
+ * unhealthy, the run ended): what the status page follows. One listener; NULL removes it. */
+typedef void rv_run_event_cb(void *data, const char *run_id);
+void rv_server_on_run_event(struct rv_server *srv, rv_run_event_cb *cb, void *data);
+
+/* The run as GET /v1/runs/{run_id} answers it (its round, members, restart budget, unhealthy
+ * nodes and timings: docs/rendezvous.md).
+ * Returns: the JSON text, or NULL when there is no such run. Ownership: caller frees with
+ * free() of the allocator (mu_free()). */
+char *rv_server_run_json(struct rv_server *srv, const char *run_id);
 
 typedef void rv_server_closed_cb(void *data);
 

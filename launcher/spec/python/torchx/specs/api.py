@@ -60,7 +60,8 @@ class macros:
     """Placeholders substituted per replica in Role.args, the values of Role.env and metadata
     strings: img_root, app_id, replica_id, rank0_env (the NAME of the variable holding the rank-0
     host), base_img_root (deprecated). muster adds rdzv_endpoint (HOST:PORT of the job's
-    rendezvous: its own musterd, or -cfg rdzv=HOST:PORT) and num_replicas."""
+    rendezvous: its own musterd, or -cfg rdzv=HOST:PORT), c10d_endpoint (HOST:PORT of that
+    musterd's TCPStore listener: torchrun --rdzv_backend c10d) and num_replicas."""
 
     img_root = "${img_root}"
     base_img_root = "${base_img_root}"
@@ -68,6 +69,7 @@ class macros:
     replica_id = "${replica_id}"
     rank0_env = "${rank0_env}"
     rdzv_endpoint = "${rdzv_endpoint}"
+    c10d_endpoint = "${c10d_endpoint}"
     num_replicas = "${num_replicas}"
 
     @dataclass

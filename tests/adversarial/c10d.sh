@@ -1,0 +1,62 @@
+#!/bin/bash
+# The adversarial suite's TCPStore cases (docs/c10d.md, "Bounds"): hostile clients against
+# musterd's c10d listener, each bounded to seconds (tests/adversarial/c10d_attacks.py: Python
+# standard library, raw sockets). Server A: --c10d-max-value-bytes 65536 --body-timeout-ms 1000
+# --max-body-bytes-per-address 1048576
+#   huge        a 2^62-byte key, a value over the bound, a WAIT of 2^40 keys, an unknown query:
+#               closed at once, counted by reason, nothing allocated
+#   unfinished  a frame that never ends (closed at the deadline), unfinished frames hoarding
+#               bytes from one address (closed past its share)
+# Server B: --max-connections-per-address 50 (and the default deadlines: its big frames take
+# their time under ASan)
+#   no_read     2,000 GETs of an 8 KiB value pipelined by a client that does not read: reading
+#               stops, memory stays flat, every answer comes once it reads
+#   wait_flood  waits from one address: connections past its share, 2,000 WAITs pipelined on
+#               one connection, WAITs past 131,072 waited keys
+# Server C: --max-buffer-bytes-per-client 1048576 --client-prefix-v4 24
+#   budget      clients that do not read their answers: the buffers of a client's connections
+#               (all its addresses in one /24) count in the memory budget HTTP's connections
+#               share; the connection past its share is closed, another client is served
+# After each case another client is still served; musterd exits cleanly at the end.
+. "$(dirname "$0")/../lib.sh"
+
+ATT=$MU_SOURCE_DIR/tests/adversarial/c10d_attacks.py
+t_need_built "$MUSTERD"
+t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-max-value-bytes 65536 --body-timeout-ms 1000 \
+  --max-body-bytes-per-address 1048576 || { t_fail "musterd A did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
+A="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-a.log"
+A_PID=$MUSTERD_PID
+t_start_musterd --c10d-listen 127.0.0.1:0 --max-connections-per-address 50 ||
+  { t_fail "musterd B did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
+B="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-b.log"
+B_PID=$MUSTERD_PID
+t_start_musterd --c10d-listen 127.0.0.1:0 --max-buffer-bytes-per-client 1048576 \
+  --client-prefix-v4 24 || { t_fail "musterd C did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
+C="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
+
+for c in huge:A unfinished:A no_read:B wait_flood:B budget:C; do
+  start=$SECONDS
+  srv=${c#*:}
+  c=${c%:*}
+  case $srv in A) set -- $A ;; B) set -- $B ;; *) set -- $C ;; esac
+  out=$(timeout 90 "$PY" "$ATT" "$c" "$@" 2>&1)
+  rc=$?
+  while IFS= read -r line; do
+    case $line in
+      "ok - "*) t_ok "${line#ok - }" ;;
+      "not ok - "*) t_fail "${line#not ok - }" ;;
+      *) [ -n "$line" ] && echo "# $line" ;;
+    esac
+  done <<<"$out"
+  [ "$rc" = 0 ] || t_fail "case $c exited $rc"
+  echo "# case $c: $((SECONDS - start)) s"
+done
+t_stop_musterd_checked "$A_PID" "$T_DIR/musterd-a.log"
+t_stop_musterd_checked "$B_PID" "$T_DIR/musterd-b.log"
+t_stop_musterd_checked
+t_done

@@ -1,0 +1,284 @@
+"""Hostile TCPStore clients against musterd's c10d listener (tests/adversarial/c10d.sh runs
+each case against one musterd). Python standard library, raw sockets, torch 1.13's framing
+(docs/c10d.md). Prints TAP lines.
+
+  c10d_attacks.py CASE HTTP_URL C10D_PORT MUSTERD_PID
+"""
+import socket
+import struct
+import sys
+import time
+import urllib.request
+
+FAILS = 0
+SET, CAS, GET, ADD, CHECK, WAIT, NUMKEYS, WATCH, DELETE = range(9)
+
+
+def out(ok, what, why=""):
+    global FAILS
+    if not ok:
+        FAILS += 1
+    print(("ok - " if ok else "not ok - ") + what + (f": {why}" if why and not ok else ""))
+
+
+def conn(port, source=None, timeout=5.0):
+    s = socket.socket()
+    s.settimeout(timeout)
+    if source:
+        s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def string(b):
+    return struct.pack("<Q", len(b)) + b
+
+
+def closed_within(s, limit):
+    """True when the server closes `s` within `limit` seconds (reading what it sends)."""
+    end = time.time() + limit
+    while time.time() < end:
+        s.settimeout(max(0.05, end - time.time()))
+        try:
+            if s.recv(65536) == b"":
+                return True
+        except socket.timeout:
+            return False
+        except OSError:
+            return True
+    return False
+
+
+def metric(url, name):
+    body = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    for line in body.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def closes(url, reason):
+    return metric(url, f'musterd_c10d_closed_total{{reason="{reason}"}}')
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def still_serves(port, what, source="127.0.0.9"):
+    """A fresh client from another address can set and get."""
+    try:
+        s = conn(port, source=source)
+        s.sendall(bytes([SET]) + string(b"/alive") + string(what.encode()))
+        s.sendall(bytes([GET]) + string(b"/alive"))
+        n = struct.unpack("<Q", s.recv(8))[0]
+        got = s.recv(n) if n else b""
+        s.close()
+        out(got == what.encode(), f"{what}: another client is still served", repr(got))
+    except OSError as e:
+        out(False, f"{what}: another client is still served", str(e))
+
+
+def case_huge(url, port, pid):
+    rss0 = rss_kb(pid)
+    tries = [
+        ("a key length of 2^62", "key_too_long", bytes([SET]) + struct.pack("<Q", 1 << 62)),
+        ("a value over --c10d-max-value-bytes", "value_too_large",
+         bytes([SET]) + string(b"/k") + struct.pack("<Q", 65537)),
+        ("a WAIT of 2^40 keys", "too_many_keys", bytes([WAIT]) + struct.pack("<Q", 1 << 40)),
+        ("an unknown query id", "unknown_query", bytes([200])),
+    ]
+    for what, reason, frame in tries:
+        before = closes(url, reason)
+        s = conn(port)
+        s.sendall(frame)
+        ok = closed_within(s, 5)
+        s.close()
+        out(ok and closes(url, reason) == before + 1,
+            f"{what} closes the connection at once, counted as {reason}",
+            f"closed={ok} count {before}->{closes(url, reason)}")
+    grew = rss_kb(pid) - rss0
+    out(grew < 16 * 1024, "the announced lengths allocated nothing (RSS grew < 16 MiB)",
+        f"{grew} KiB")
+    still_serves(port, "huge lengths")
+
+
+def case_unfinished(url, port, pid):
+    before = closes(url, "frame_timeout")
+    s = conn(port)
+    s.sendall(bytes([SET]) + string(b"/slow") + struct.pack("<Q", 100) + b"x" * 10)
+    t0 = time.time()
+    ok = closed_within(s, 6)
+    took = time.time() - t0
+    out(ok and 0.5 <= took <= 6, "a frame left unfinished is closed at --body-timeout-ms (1 s)",
+        f"closed={ok} after {took:.1f} s")
+    out(closes(url, "frame_timeout") == before + 1, "counted as frame_timeout")
+    # frames in progress hold bytes: one address's are bounded (--max-body-bytes-per-address)
+    before = closes(url, "memory")
+    socks, shut = [], 0
+    for i in range(24):
+        c = conn(port, source="127.0.0.3")
+        c.sendall(bytes([SET]) + string(b"/hoard%d" % i) + struct.pack("<Q", 65000) +
+                  b"y" * 60000)
+        socks.append(c)
+    time.sleep(0.2)  # well inside the 1 s frame deadline
+    for c in socks:
+        shut += closed_within(c, 0.01)
+        c.close()
+    out(shut >= 1 and closes(url, "memory") >= before + 1,
+        "unfinished frames from one address past its byte share are closed (memory)",
+        f"{shut} closed, count {before}->{closes(url, 'memory')}")
+    still_serves(port, "unfinished frames")
+
+
+def case_no_read(url, port, pid):
+    """A client pipelines 2,000 GETs of an 8 KiB value (16 MB of answers) without reading: the
+    server stops reading it once 64 KiB of answers wait, holds no more than that plus the
+    kernel's buffers, and answers every GET, in order, once the client reads."""
+    s = conn(port)
+    value = bytes(range(256)) * 32
+    s.sendall(bytes([SET]) + string(b"/big") + string(value))
+    rss0 = rss_kb(pid)
+    s.sendall((bytes([GET]) + string(b"/big")) * 2000)
+    time.sleep(0.5)
+    grew = rss_kb(pid) - rss0
+    out(grew < 16 * 1024, "answers nobody reads are not piled up in memory (RSS grew < 16 MiB)",
+        f"{grew} KiB")
+    want, got, buf = 2000, 0, b""
+    s.settimeout(10)
+    try:
+        while got < want:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 8 + len(value):
+                n = struct.unpack("<Q", buf[:8])[0]
+                if n != len(value) or buf[8:8 + n] != value:
+                    raise ValueError("answer %d: length %d" % (got, n))
+                buf = buf[8 + n:]
+                got += 1
+    except (OSError, ValueError) as e:
+        out(False, "every GET is answered once the client reads", str(e))
+        return
+    out(got == want, "every GET is answered, in order, once the client reads", f"{got} of {want}")
+    s.close()
+    still_serves(port, "a client that did not read")
+
+
+def case_wait_flood(url, port, pid):
+    # one address opens more connections than its share, each parking a WAIT
+    socks, refused = [], 0
+    for i in range(80):
+        try:
+            c = conn(port, source="127.0.0.4")
+            c.sendall(bytes([WAIT]) + struct.pack("<Q", 1) + string(b"/flood%d" % i))
+            socks.append(c)
+        except OSError:
+            refused += 1
+    time.sleep(0.5)
+    alive = [c for c in socks if not closed_within(c, 0.05)]
+    out(len(alive) == 50, "one address keeps at most --max-connections-per-address (50) waits",
+        f"{len(alive)} connections still open")
+    out(closes(url, "address_limit") >= 30, "the others are closed, counted as address_limit",
+        str(closes(url, "address_limit")))
+    waited = metric(url, "musterd_c10d_waited_keys")
+    out(waited == 50, "50 keys are waited on", str(waited))
+    # pipelined WAITs on one connection replace each other: still one key waited
+    c = alive[0]
+    c.sendall(b"".join(bytes([WAIT]) + struct.pack("<Q", 1) + string(b"/re%d" % i)
+                       for i in range(2000)))
+    time.sleep(0.5)
+    waited = metric(url, "musterd_c10d_waited_keys")
+    out(waited == 50, "2,000 WAITs pipelined on one connection hold one waited key", str(waited))
+    # a set wakes exactly its waiter
+    s = conn(port, source="127.0.0.5")
+    s.sendall(bytes([SET]) + string(b"/re1999") + string(b"v"))
+    c.settimeout(5)
+    out(c.recv(1) == b"\x00", "the last WAIT is woken by a SET of its key (STOP_WAITING)")
+    for c in alive:
+        c.close()
+    s.close()
+    # waited keys per address: WAITs of 30,000 keys each from one address, 131,072 at most
+    before = closes(url, "wait_bound")
+    big = []
+    for j in range(5):
+        c = conn(port, source="127.0.0.6")
+        keys = b"".join(string(b"/big%d_%d" % (j, i)) for i in range(30000))
+        c.sendall(bytes([WAIT]) + struct.pack("<Q", 30000) + keys)
+        big.append(c)
+    time.sleep(1)
+    shut = sum(closed_within(c, 0.1) for c in big)
+    out(shut == 1 and closes(url, "wait_bound") == before + 1,
+        "the WAIT that takes one address past 131,072 waited keys is closed (wait_bound)",
+        f"{shut} closed")
+    for c in big:
+        c.close()
+    t0 = time.time()
+    while metric(url, "musterd_c10d_waited_keys") != 0 and time.time() - t0 < 5:
+        time.sleep(0.05)
+    out(metric(url, "musterd_c10d_waited_keys") == 0,
+        "closed connections give their waited keys back")
+    still_serves(port, "wait flood")
+
+
+def case_budget(url, port, pid):
+    """Server C: --max-buffer-bytes-per-client 1 MiB, --client-prefix-v4 24. Connections from
+    five addresses of one /24 (one client, as HTTP counts it) each pipeline 40 GETs of a 200 KB
+    value and do not read: past what the kernel takes, each holds about 257 KiB, less than the
+    client's share, together more, so the ones that take the client past it are closed (budget)
+    while a client of another /24 is served, big value too."""
+    value = bytes(range(256)) * 800  # 204,800 bytes
+    s = conn(port, source="127.0.1.9")
+    s.sendall(bytes([SET]) + string(b"/budget") + string(value))
+    s.sendall(bytes([GET]) + string(b"/budget"))
+    got = b""
+    while len(got) < 8 + len(value):
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        got += chunk
+    out(got[8:] == value, "a 200 KB value is set and read back")
+    before = closes(url, "budget")
+    socks = []
+    for i in range(5):
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.settimeout(5)
+        c.bind(("127.0.0.%d" % (20 + i), 0))
+        c.connect(("127.0.0.1", port))
+        c.sendall((bytes([GET]) + string(b"/budget")) * 40)
+        socks.append(c)
+        time.sleep(0.2)
+    end = time.time() + 5
+    while closes(url, "budget") == before and time.time() < end:
+        time.sleep(0.05)
+    shut = closes(url, "budget") - before
+    out(1 <= shut <= 4,
+        "connections of one client (5 addresses of a /24) past --max-buffer-bytes-per-client: "
+        "those over it are closed (budget), the first keep theirs",
+        f"{shut} closed for budget")
+    out(metric(url, "musterd_buffer_refused_total") >= shut,
+        "musterd_budget_refused_total counts it with HTTP's refusals")
+    s.sendall(bytes([GET]) + string(b"/budget"))
+    got = b""
+    while len(got) < 8 + len(value):
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        got += chunk
+    out(got[8:] == value, "meanwhile a client of another /24 reads the 200 KB value")
+    s.close()
+    for c in socks:
+        c.close()
+    still_serves(port, "a client over its buffer share", source="127.0.2.9")
+
+
+if __name__ == "__main__":
+    case, url, port, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    globals()["case_" + case](url, port, pid)
+    sys.exit(1 if FAILS else 0)
