@@ -52,7 +52,8 @@ t_expect_match "builtins: the others still list" "$OUT" ' utils\.echo +'
 # A parameter's pattern is the same class: glibc's regcomp spells counted repeats out and takes
 # memory by the square of that (a{0,5000}: 400 MB; four nested {1,200}: all there is).
 for bomb in 'a{0,5000}' '((((a{1,200}){1,200}){1,200}){1,200})'; do
-  printf 'name: rx\nparams: [{name: p, default: a, pattern: "%s"}]\n' "$bomb" >"$T_DIR/comps/rx.yaml"
+  printf 'name: rx\nparams: [{name: p, default: a, pattern: "%s"}]\n' "$bomb" \
+    >"$T_DIR/comps/rx.yaml"
   echo 'app: {name: x, roles: [{name: r, entrypoint: echo}]}' >>"$T_DIR/comps/rx.yaml"
   bounded "$MUSTER" run --dryrun ./comps/rx.yaml
   t_expect_eq "pattern $bomb: exit 2 (not killed, not out of memory)" "$RC" 2
