@@ -170,9 +170,10 @@ static int parse_type(const char *t, const char *where, const char *ctx, struct 
 }
 
 /* The count of a repeat that starts at re[*i] ('{'): how many copies of the repeated part
- * glibc's regcomp makes ({m,n}: n; {m}: m; {m,}: m + 1), at least 1, with *i past the '}'.
- * Returns: that count, or 0 when this is no count (regcomp judges it), *i unchanged. */
-static size_t repeat_copies(const char *re, size_t *i)
+ * glibc's regcomp makes ({m,n}: n; {m}: m; {m,}: m + 1), at least 1, with *i past the '}' and
+ * *min its m. Returns: that count, or 0 when this is no count (regcomp judges it), *i
+ * unchanged. */
+static size_t repeat_copies(const char *re, size_t *i, size_t *min)
 {
   size_t k = *i + 1, m = 0, n = 0;
   int has_n = 0, comma = 0;
@@ -187,6 +188,7 @@ static size_t repeat_copies(const char *re, size_t *i)
   if (re[k] != '}' || k == *i + 1)
     return 0;
   *i = k;
+  *min = m;
   size_t copies = has_n ? n : comma ? m + 1 : m;
   return copies > 0 ? copies : 1;
 }
@@ -215,47 +217,102 @@ static size_t add_upto(size_t a, size_t n, size_t limit)
   return a > limit || n > limit - a ? limit + 1 : a + n;
 }
 
+#define PATTERN_DEEP SIZE_MAX               /* pattern_parts(): groups nest too deep */
+#define PATTERN_EMPTY_REPEAT (SIZE_MAX - 1) /* pattern_parts(): a group that can match "" repeats  \
+                                             */
+
+/* What pattern_parts() knows at one depth of groups. */
+struct pattern_level {
+  size_t total;  /* parts so far, every alternative's */
+  int alt_empty; /* the alternative so far can match the empty string */
+  int any_empty; /* an alternative before it could */
+};
+
 /* How many parts POSIX extended regular expression `re` spells out once glibc's regcomp has
  * written its counted repeats out (a{3} is aaa, (ab){2,3} is ababab, a+ is aa*), stopping past
  * `limit`. Each character, bracket expression or escape is one part; a repeat multiplies the
- * part or group before it. Returns: the count, limit + 1 when it passes limit, or SIZE_MAX when
- * the groups nest past PATTERN_MAX_DEPTH. */
+ * part or group before it. Returns: the count, limit + 1 when it passes limit, PATTERN_DEEP when
+ * the groups nest past PATTERN_MAX_DEPTH, PATTERN_EMPTY_REPEAT when a repeat (*, +, ?, {m,n})
+ * follows a group that can match the empty string ((a*)*, (a?){0,9}, (|a)+: regcomp's time and
+ * memory grow exponentially with those; 32 of (a*)* take minutes, 300 of (a*)? 3 GB). */
 static size_t pattern_parts(const char *re, size_t limit)
 {
-  size_t total[PATTERN_MAX_DEPTH + 1] = {0}, last = 0, depth = 0;
+  struct pattern_level lv[PATTERN_MAX_DEPTH + 1] = {{0, 1, 0}};
+  size_t last = 0, depth = 0;
+  int last_group = 0, last_empty = 0, alt_before = 1; /* the item before, the alternative before */
   for (size_t i = 0; re[i] != '\0'; i++) {
-    size_t copies = 0;
-    if (re[i] == '(') {
+    size_t copies = 0, min = 1;
+    char c = re[i];
+    if (c == '(') {
       if (++depth > PATTERN_MAX_DEPTH)
-        return SIZE_MAX;
-      total[depth] = 0;
+        return PATTERN_DEEP;
+      lv[depth] = (struct pattern_level){0, 1, 0};
       last = 0;
-    } else if (re[i] == ')' && depth > 0) {
-      last = total[depth--];
-      total[depth] = add_upto(total[depth], last, limit);
-    } else if (re[i] == '|') {
+    } else if (c == ')' && depth > 0) {
+      last_empty = lv[depth].any_empty || lv[depth].alt_empty;
+      last = lv[depth--].total;
+      lv[depth].total = add_upto(lv[depth].total, last, limit);
+      last += last == 0; /* an empty group is an item still: (^)* repeats it */
+      alt_before = lv[depth].alt_empty;
+      lv[depth].alt_empty = alt_before && last_empty;
+      last_group = 1;
+    } else if (c == '|') {
+      lv[depth].any_empty |= lv[depth].alt_empty;
+      lv[depth].alt_empty = 1;
       last = 0;
-    } else if (re[i] == '+') {
-      copies = 2;
-    } else if (re[i] == '{' && last > 0 && (copies = repeat_copies(re, &i)) > 0) {
+    } else if (c == '+' || c == '*' || c == '?') {
+      copies = c == '+' ? 2 : 1;
+      min = c == '+';
+    } else if (c == '{' && last > 0 && (copies = repeat_copies(re, &i, &min)) > 0) {
       /* copies of the part or group before */
-    } else if (re[i] != '*' && re[i] != '?' && re[i] != '^' && re[i] != '$') {
-      if (re[i] == '[')
+    } else if (c != '^' && c != '$') {
+      if (c == '[')
         i = bracket_end(re, i);
-      else if (re[i] == '\\' && re[i + 1] != '\0')
+      else if (c == '\\' && re[i + 1] != '\0')
         i++;
       last = 1;
-      total[depth] = add_upto(total[depth], 1, limit);
+      lv[depth].total = add_upto(lv[depth].total, 1, limit);
+      alt_before = lv[depth].alt_empty;
+      lv[depth].alt_empty = last_group = last_empty = 0;
     }
-    if (copies > 1) { /* the part was counted once: copies - 1 more of it */
-      size_t more = last > limit / (copies - 1) ? limit + 1 : last * (copies - 1);
-      total[depth] = add_upto(total[depth], more, limit);
+    if (copies > 0 && last > 0) { /* a repeat of the part or group before */
+      if (last_group && last_empty)
+        return PATTERN_EMPTY_REPEAT;
+      size_t more = last > limit / copies ? limit + 1 : last * (copies - 1);
+      lv[depth].total = add_upto(lv[depth].total, more, limit);
       last = add_upto(last, more, limit);
+      if (min == 0) /* the item may now match nothing */
+        lv[depth].alt_empty = alt_before, last_empty = 1;
     }
-    if (total[depth] > limit)
+    if (lv[depth].total > limit)
       return limit + 1;
   }
-  return total[0] > limit ? limit + 1 : total[0];
+  return lv[0].total > limit ? limit + 1 : lv[0].total;
+}
+
+/* The refusal of a pattern for what pattern_parts() found. Returns: MU_EINVAL. */
+static int pattern_refusal(size_t parts, const char *s, const char *where, const char *ctx,
+                           struct mu_buf *err)
+{
+  if (parts == PATTERN_DEEP)
+    mu_buf_printf(err,
+                  "%s: %s.pattern: '%.200s' nests its groups ( ) more than %d deep; write "
+                  "it flatter",
+                  where, ctx, s, PATTERN_MAX_DEPTH);
+  else if (parts == PATTERN_EMPTY_REPEAT)
+    mu_buf_printf(err,
+                  "%s: %s.pattern: '%.200s' repeats (*, +, ?, {m,n}) a group that can "
+                  "match the empty string, which the regular expression library compiles in "
+                  "exponential time and memory; repeat what must match something ((a*)* is a*, "
+                  "(a?){0,9} is a{0,9})",
+                  where, ctx, s);
+  else
+    mu_buf_printf(err,
+                  "%s: %s.pattern: '%.200s' repeats its parts past %d once its counts "
+                  "({m,n}, +) are spelled out, and the regular expression library takes memory "
+                  "by the square of that; write it with * or smaller counts",
+                  where, ctx, s, PATTERN_MAX_PARTS);
+  return MU_EINVAL;
 }
 
 /* A str parameter's pattern, compiled as ^(pattern)$: the whole value must match. Returns: 0,
@@ -269,21 +326,8 @@ static int parse_pattern(const char *s, const char *where, const char *ctx, stru
     return MU_EINVAL;
   }
   size_t parts = pattern_parts(s, PATTERN_MAX_PARTS);
-  if (parts == SIZE_MAX) {
-    mu_buf_printf(err,
-                  "%s: %s.pattern: '%.200s' nests its groups ( ) more than %d deep; write it "
-                  "flatter",
-                  where, ctx, s, PATTERN_MAX_DEPTH);
-    return MU_EINVAL;
-  }
-  if (parts > PATTERN_MAX_PARTS) {
-    mu_buf_printf(err,
-                  "%s: %s.pattern: '%.200s' repeats its parts past %d once its counts ({m,n}, "
-                  "+) are spelled out, and the regular expression library takes memory by the "
-                  "square of that; write it with * or smaller counts",
-                  where, ctx, s, PATTERN_MAX_PARTS);
-    return MU_EINVAL;
-  }
+  if (parts > PATTERN_MAX_PARTS)
+    return pattern_refusal(parts, s, where, ctx, err);
   struct mu_buf anchored = MU_BUF_INIT(PATTERN_MAX_BYTES);
   int too_long = mu_buf_printf(&anchored, "^(%s)$", s) != 0;
   int rc = too_long ? REG_ESPACE : regcomp(&p->re, mu_buf_str(&anchored), REG_EXTENDED | REG_NOSUB);

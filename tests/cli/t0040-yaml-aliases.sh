@@ -50,7 +50,19 @@ t_expect_match "builtins: the bomb cannot be loaded, and says why" \
 t_expect_match "builtins: the others still list" "$OUT" ' utils\.echo +'
 
 # A parameter's pattern is the same class: glibc's regcomp spells counted repeats out and takes
-# memory by the square of that (a{0,5000}: 400 MB; four nested {1,200}: all there is).
+# memory by the square of that (a{0,5000}: 400 MB; four nested {1,200}: all there is), and takes
+# exponential time and memory for a repeated group that can match nothing (32 of (a*)*: minutes;
+# 300 of (a*)?: 3 GB).
+rep() { local s='' i; for ((i = 0; i < $2; i++)); do s+=$1; done; printf '%s' "$s"; }
+for bomb in "$(rep '(a*)*' 32)" "$(rep '((a*)?)' 300)"; do
+  printf 'name: rx\nparams: [{name: p, default: a, pattern: "%s"}]\n' "$bomb" \
+    >"$T_DIR/comps/rx.yaml"
+  echo 'app: {name: x, roles: [{name: r, entrypoint: echo}]}' >>"$T_DIR/comps/rx.yaml"
+  bounded "$MUSTER" run --dryrun ./comps/rx.yaml
+  t_expect_eq "pattern ${bomb:0:12}...: exit 2 (not killed, not timed out)" "$RC" 2
+  t_expect_match "pattern ${bomb:0:12}...: names the cause and the fix" "$OUT" \
+    "params\[0\]\.pattern: .* a group that can match the empty string.*\(a\*\)\* is a\*"
+done
 for bomb in 'a{0,5000}' '((((a{1,200}){1,200}){1,200}){1,200})'; do
   printf 'name: rx\nparams: [{name: p, default: a, pattern: "%s"}]\n' "$bomb" \
     >"$T_DIR/comps/rx.yaml"
