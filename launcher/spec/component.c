@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -31,6 +33,17 @@
  * a{0,5000}: 400 MB, ((((a{1,200}){1,200}){1,200}){1,200}): every byte the machine has). */
 #define PATTERN_MAX_PARTS 1000
 #define PATTERN_MAX_DEPTH 32 /* groups within groups */
+/* What a pattern with groups may cost to compile, tried in a child process first */
+#define PATTERN_TRIAL_CPU_S 2
+#define PATTERN_TRIAL_BYTES (256UL << 20) /* of address space, past what muster has mapped */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MU_UNDER_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define MU_UNDER_ASAN 1
+#endif
 
 const char *const mu_ptype_names[] = {"str", "int", "bool", "list", "map", "jobsize", "float"};
 
@@ -217,9 +230,10 @@ static size_t add_upto(size_t a, size_t n, size_t limit)
   return a > limit || n > limit - a ? limit + 1 : a + n;
 }
 
-#define PATTERN_DEEP SIZE_MAX               /* pattern_parts(): groups nest too deep */
-#define PATTERN_EMPTY_REPEAT (SIZE_MAX - 1) /* pattern_parts(): a group that can match "" repeats  \
-                                             */
+#define PATTERN_DEEP SIZE_MAX /* pattern_parts(): groups nest too deep */
+#define PATTERN_EMPTY_REPEAT                                                                       \
+  (SIZE_MAX - 1) /* pattern_parts(): a group that can match "" repeats                             \
+                  */
 
 /* What pattern_parts() knows at one depth of groups. */
 struct pattern_level {
@@ -315,6 +329,42 @@ static int pattern_refusal(size_t parts, const char *s, const char *where, const
   return MU_EINVAL;
 }
 
+/* Does regcomp compile `anchored` within PATTERN_TRIAL_CPU_S seconds of CPU and
+ * PATTERN_TRIAL_BYTES more memory? Tried in a child process, for what no count of the pattern
+ * foresees in glibc's regcomp ((a*|b*) 300 times: minutes). Under ASan, whose shadow memory no
+ * address-space limit holds, only the CPU time is bounded. Returns: 1 when it does, or when no
+ * child can be made (the compile here then judges); 0 when the child ran out. */
+static int trial_compile(const char *anchored)
+{
+  pid_t pid = fork();
+  if (pid < 0)
+    return 1;
+  if (pid == 0) {
+    struct rlimit cpu = {PATTERN_TRIAL_CPU_S, PATTERN_TRIAL_CPU_S + 1}, core = {0, 0};
+    setrlimit(RLIMIT_CORE, &core); /* SIGXCPU dumps core by default */
+    setrlimit(RLIMIT_CPU, &cpu);
+#ifndef MU_UNDER_ASAN
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL && fscanf(f, "%lu", &pages) != 1)
+      pages = 0;
+    if (f != NULL)
+      fclose(f);
+    rlim_t as = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + PATTERN_TRIAL_BYTES;
+    struct rlimit mem = {as, as};
+    setrlimit(RLIMIT_AS, &mem);
+#endif
+    regex_t re;
+    _exit(regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) == REG_ESPACE ? 3 : 0);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR)
+      return 1;
+  }
+  return !WIFSIGNALED(status) && !(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+}
+
 /* A str parameter's pattern, compiled as ^(pattern)$: the whole value must match. Returns: 0,
  * or MU_EINVAL with the message in err. */
 static int parse_pattern(const char *s, const char *where, const char *ctx, struct mu_param *p,
@@ -330,6 +380,15 @@ static int parse_pattern(const char *s, const char *where, const char *ctx, stru
     return pattern_refusal(parts, s, where, ctx, err);
   struct mu_buf anchored = MU_BUF_INIT(PATTERN_MAX_BYTES);
   int too_long = mu_buf_printf(&anchored, "^(%s)$", s) != 0;
+  if (!too_long && strchr(s, '(') != NULL && !trial_compile(mu_buf_str(&anchored))) {
+    mu_buf_release(&anchored);
+    mu_buf_printf(err,
+                  "%s: %s.pattern: '%.200s' takes the regular expression library more than %d s "
+                  "or %lu MiB to compile (its cost explodes on groups that can match the empty "
+                  "string, such as (a*|b*) many times); write it simpler",
+                  where, ctx, s, PATTERN_TRIAL_CPU_S, PATTERN_TRIAL_BYTES >> 20);
+    return MU_EINVAL;
+  }
   int rc = too_long ? REG_ESPACE : regcomp(&p->re, mu_buf_str(&anchored), REG_EXTENDED | REG_NOSUB);
   mu_buf_release(&anchored);
   if (rc != 0) {

@@ -63,6 +63,15 @@ for bomb in "$(rep '(a*)*' 32)" "$(rep '((a*)?)' 300)"; do
   t_expect_match "pattern ${bomb:0:12}...: names the cause and the fix" "$OUT" \
     "params\[0\]\.pattern: .* a group that can match the empty string.*\(a\*\)\* is a\*"
 done
+# What no count foresees is bounded by compiling it first in a child with 2 s of CPU and 256 MiB
+# more memory: 300 of (a*|b*) take regcomp minutes.
+printf 'name: rx\nparams: [{name: p, default: a, pattern: "%s"}]\n' "$(rep '(a*|b*)' 300)" \
+  >"$T_DIR/comps/rx.yaml"
+echo 'app: {name: x, roles: [{name: r, entrypoint: echo}]}' >>"$T_DIR/comps/rx.yaml"
+bounded "$MUSTER" run --dryrun ./comps/rx.yaml
+t_expect_eq "pattern (a*|b*) x300: exit 2 (not timed out)" "$RC" 2
+t_expect_match "pattern (a*|b*) x300: names the cause" "$OUT" \
+  "params\[0\]\.pattern: .* takes the regular expression library more than 2 s or 256 MiB"
 for bomb in 'a{0,5000}' '((((a{1,200}){1,200}){1,200}){1,200})'; do
   printf 'name: rx\nparams: [{name: p, default: a, pattern: "%s"}]\n' "$bomb" \
     >"$T_DIR/comps/rx.yaml"
