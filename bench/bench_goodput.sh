@@ -190,7 +190,7 @@ watch_cpu() {
   "$MUSTER" agent --standalone --rdzv-id "$id" --nproc-per-node 64 "$@" -- "$T_DIR/toucher.sh" \
     >"$T_DIR/watch-$id.log" 2>&1 &
   pid=$!
-  t_until 60 grep -q "started 64 workers" "$T_DIR/watch-$id.log"
+  t_until 60 grep -qs "started 64 workers" "$T_DIR/watch-$id.log"
   sleep 3
   a=$(awk '{print $14 + $15}' "/proc/$pid/stat")
   sleep "$secs"

@@ -27,7 +27,9 @@ size_t mu_alloc_size(size_t n);
 /* printf into a fresh string. Returns: the string; caller frees with mu_free(). */
 char *mu_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Routes libuv and cJSON through mu_malloc & co. Call once at start-up, before any loop. */
+/* Routes libuv and cJSON through mu_malloc & co, and (with jemalloc, on glibc) OpenSSL through
+ * glibc's malloc, whose 16-byte steps fit its per-connection objects better than jemalloc's size
+ * classes. Call once at start-up, before any loop and any OpenSSL call. */
 void mu_alloc_install_hooks(void);
 
 #endif

@@ -19,10 +19,12 @@
 
 #include "muster/errno.h"
 #include "server.h"
+#include "tls.h"
 
 static size_t caps(const struct rv_conn *c)
 {
-  return c->in.cap + c->out.cap + c->wbuf.cap + c->head.cap + c->body.cap;
+  return c->in.cap + c->out.cap + c->wbuf.cap + c->head.cap + c->body.cap +
+         rv_tls_conn_buffered(c->tls);
 }
 
 size_t rv_client_key(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits, char *out,

@@ -164,7 +164,7 @@ static void refuse(struct rv_conn *c, int status, const char *fmt, const char *w
 static int from_browser(const struct rv_conn *c)
 {
   for (unsigned i = 0; i < c->nhdr; i++) {
-    const char *f = c->head.data + c->hdr_off[i * 2];
+    const char *f = rv_conn_hdr_name(c, i);
     switch (f[0] | 0x20) {
     case 'o':
       if (strcasecmp(f, "Origin") == 0)
@@ -180,7 +180,7 @@ static int from_browser(const struct rv_conn *c)
       break;
     case 'u':
       if (strcasecmp(f, "User-Agent") == 0 &&
-          strncmp(c->head.data + c->hdr_off[i * 2 + 1], "Mozilla/", 8) == 0)
+          strncmp(rv_conn_hdr_value(c, i), "Mozilla/", 8) == 0)
         return 1;
       break;
     default:

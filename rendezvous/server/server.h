@@ -6,6 +6,7 @@
 #define MUSTERD_SERVER_SERVER_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include <llhttp.h>
 #include <uv.h>
@@ -181,15 +182,15 @@ struct rv_conn {
   struct mu_buf wbuf;            /* output being written by uv_write */
   uint64_t out_need;             /* the barrier's sequence number `out` waits for (0: none) */
   struct mu_list_node held_link; /* on srv->held while CONN_HELD */
-  uv_write_t wreq;
-  int writing;
+  int writing;                   /* a uv_write (its request allocated for it) is in progress */
 
   /* The request being parsed: the URL, then "name\0value\0" pairs. */
   struct mu_buf head;
   size_t url_len;
   int in_url;
   int last_was_value;
-  uint16_t hdr_off[RV_MAX_HEADERS * 2]; /* max_header_bytes is capped below 64 KiB */
+  uint16_t hdr_name[RV_MAX_HEADERS]; /* where each name starts in `head` (its value follows its
+                                      * '\0'); max_header_bytes is capped below 64 KiB */
   unsigned nhdr;
   struct mu_buf body;
   size_t body_counted; /* bytes of `body` counted in srv->body_total */
@@ -217,6 +218,18 @@ struct rv_conn {
   struct rv_addr *addr;    /* its client's share, NULL when the address is unknown */
   size_t held;             /* its buffers' bytes as counted in the budget */
 };
+
+/* Header i of the request being parsed: its name, and its value (after the name's '\0').
+ * Returns: borrowed from `head` until the next request. */
+static inline const char *rv_conn_hdr_name(const struct rv_conn *c, unsigned i)
+{
+  return c->head.data + c->hdr_name[i];
+}
+static inline const char *rv_conn_hdr_value(const struct rv_conn *c, unsigned i)
+{
+  const char *name = rv_conn_hdr_name(c, i);
+  return name + strlen(name) + 1;
+}
 
 /* conn.c */
 /* Sends what the connection holds (its records are durable now). */

@@ -1,7 +1,12 @@
-/* TLS over memory BIOs (see tls.h). One SSL per connection reads ciphertext from `rbio`
- * (filled by rv_tls_conn_read) and writes records to `wbio` (drained by rv_tls_conn_encrypt).
- * Memory BIOs never block, so SSL_write always takes the whole buffer once the handshake is
- * done, and SSL_read/SSL_do_handshake only ever want more input (SSL_ERROR_WANT_READ).
+/* TLS for the listener (see tls.h). One SSL per connection, made at its first whole record,
+ * over one BIO of the server's that holds nothing: during rv_tls_conn_read() it hands OpenSSL
+ * the whole records just read (the start of a record whose end has not come waits in the
+ * session, so OpenSSL never holds a record buffer for it), and what OpenSSL writes goes into a
+ * buffer of the connection. The BIO never blocks, so SSL_write always takes the whole buffer
+ * once the handshake is done, and SSL_read/SSL_do_handshake only ever want more input
+ * (SSL_ERROR_WANT_READ). Measured on loopback (issue 24): a connection after its TLS 1.3
+ * handshake with a partial header holds 15.0-15.2 KiB of RSS, ~14 of them OpenSSL's (the SSL
+ * object 7.6 KB, the session, the AES-GCM contexts, the key shares and handshake hash it keeps).
  */
 #include <stdio.h>
 #include <string.h>
@@ -18,18 +23,34 @@
 
 struct rv_tls {
   SSL_CTX *ctx;
+  BIO_METHOD *bio_method; /* conn_bio_* */
+  BIO *bio;               /* one for every session: the loop runs one SSL call at a time, and
+                           * points it at its session first (point_bio) */
   int verify_clients;
   struct rv_tls_stats stats;
 };
 
+/* What a session holds beside OpenSSL's own state: no memory BIOs (two per session, 0.6 KiB, and
+ * each kept the largest buffer it ever needed and copied every byte twice). The server's BIO
+ * hands OpenSSL the ciphertext of the call in progress (`in`) and appends what OpenSSL writes to
+ * `sink` (`out` while reading). */
 struct rv_tls_conn {
   struct rv_tls *tls;
-  SSL *ssl;
-  BIO *rbio; /* ciphertext in: we write, SSL reads */
-  BIO *wbio; /* ciphertext out: SSL writes, we read */
-  int ready; /* handshake done */
-  int failed;
-  struct mu_buf held; /* plaintext queued before the handshake finished */
+  SSL *ssl;            /* made at the first whole record (a silent or slow client costs none) */
+  const char *in;      /* whole records OpenSSL may read now (only during a call) */
+  size_t in_len;       /* bytes of them left */
+  struct mu_buf *sink; /* where OpenSSL's records go during a call (`out` or the caller's) */
+  char *part;          /* the start of a record whose end has not arrived: OpenSSL never holds
+                        * one (its record buffer takes 20 KiB); this holds what came of it */
+  uint32_t part_len;
+  uint32_t part_cap;
+  struct mu_buf out;     /* records owed to the peer (the handshake's, alerts, key updates),
+                          * then the plaintext's buffer kept for the next answer */
+  struct mu_buf held;    /* plaintext queued before the handshake finished */
+  unsigned ready : 1;    /* handshake done */
+  unsigned failed : 1;   /* a failure was counted and logged */
+  unsigned raw : 1;      /* the bytes are no TLS records: OpenSSL gets them as they come */
+  unsigned overflow : 1; /* a record did not fit its buffer's cap */
 };
 
 /* The first queued OpenSSL error as text ("certificate verify failed"), or `fallback`. */
@@ -99,6 +120,65 @@ static int load_client_ca(SSL_CTX *ctx, const char *ca_file, struct mu_buf *err)
   return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The server's BIO, under every session: it holds nothing. OpenSSL reads the whole records of
+ * the call in progress straight from the socket's buffer and writes its records into a buffer
+ * of the connection.
+ */
+
+static int conn_bio_create(BIO *b)
+{
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+static int conn_bio_read(BIO *b, char *p, int n)
+{
+  struct rv_tls_conn *tc = BIO_get_data(b);
+  BIO_clear_retry_flags(b);
+  if (tc->in_len == 0 || n <= 0) {
+    BIO_set_retry_read(b); /* more when the socket has it */
+    return -1;
+  }
+  size_t k = (size_t)n < tc->in_len ? (size_t)n : tc->in_len;
+  memcpy(p, tc->in, k);
+  tc->in += k;
+  tc->in_len -= k;
+  return (int)k;
+}
+
+static int conn_bio_write(BIO *b, const char *p, int n)
+{
+  struct rv_tls_conn *tc = BIO_get_data(b);
+  BIO_clear_retry_flags(b);
+  if (n < 0 || tc->sink == NULL || mu_buf_append(tc->sink, p, (size_t)n) != 0) {
+    tc->overflow = 1; /* the SSL call fails: the connection closes */
+    return -1;
+  }
+  return n;
+}
+
+static long conn_bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+  (void)b;
+  (void)num;
+  (void)ptr;
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0; /* nothing waits here; nothing else applies */
+}
+
+/* Returns: the method, or NULL without memory. Ownership: free with BIO_meth_free(). */
+static BIO_METHOD *conn_bio_method(void)
+{
+  BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "musterd connection");
+  if (m == NULL)
+    return NULL;
+  BIO_meth_set_create(m, conn_bio_create);
+  BIO_meth_set_read(m, conn_bio_read);
+  BIO_meth_set_write(m, conn_bio_write);
+  BIO_meth_set_ctrl(m, conn_bio_ctrl);
+  return m;
+}
+
 int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, struct mu_buf *err)
 {
   SSL_CTX *ctx = NULL;
@@ -117,20 +197,41 @@ int rv_tls_new(const struct rv_tls_config *cfg, struct rv_tls **out, struct mu_b
     return MU_EINVAL;
   }
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  /* no resumption: the session cache kept every TLS 1.2 session for 5 minutes (up to 20,480 of
+   * them, ~1 KiB each, for anyone who can connect), and every TLS 1.3 handshake made and sent
+   * two tickets while musterd's clients (muster's, python-etcd's urllib3, etcdctl) never
+   * resume: every connection makes a full handshake */
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
-                               SSL_OP_CIPHER_SERVER_PREFERENCE);
+                               SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_TICKET);
+  SSL_CTX_set_num_tickets(ctx, 0);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  /* OpenSSL's record buffers (17 KiB each way) are given back whenever they are empty */
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-  /* resumed sessions must carry the same verification context (else OpenSSL refuses them) */
+  /* TLS 1.3: AES-128-GCM first, as etcd's Go server prefers it with AES in hardware: its
+   * contexts a session keeps are 0.2 KiB smaller than AES-256-GCM's (and it is faster) */
+  SSL_CTX_set_ciphersuites(
+      ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
+  /* the context a session offered by a client is checked against (OpenSSL wants one with
+   * client certificates, even though none is ever resumed) */
   SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"musterd", 7);
   rc = load_identity(ctx, cfg, err);
   if (rc == 0 && cfg->client_ca_file != NULL)
     rc = load_client_ca(ctx, cfg->client_ca_file, err);
+  BIO_METHOD *m = rc == 0 ? conn_bio_method() : NULL;
+  BIO *bio = m != NULL ? BIO_new(m) : NULL;
+  if (rc == 0 && bio == NULL) {
+    mu_buf_puts(err, "cannot create a TLS context: out of memory");
+    BIO_meth_free(m);
+    rc = MU_EINVAL;
+  }
   if (rc != 0) {
     SSL_CTX_free(ctx);
     return rc;
   }
   struct rv_tls *t = mu_calloc(1, sizeof(*t));
   t->ctx = ctx;
+  t->bio_method = m;
+  t->bio = bio;
   t->verify_clients = cfg->client_ca_file != NULL;
   *out = t;
   return 0;
@@ -141,6 +242,8 @@ void rv_tls_free(struct rv_tls *t)
   if (t == NULL)
     return;
   SSL_CTX_free(t->ctx);
+  BIO_free(t->bio);
+  BIO_meth_free(t->bio_method);
   mu_free(t);
 }
 
@@ -154,56 +257,55 @@ const struct rv_tls_stats *rv_tls_stats(const struct rv_tls *t)
   return &t->stats;
 }
 
-/* A memory BIO that reports "retry" (not EOF) when empty. */
-static BIO *mem_bio(void)
-{
-  BIO *b = BIO_new(BIO_s_mem());
-  if (b == NULL) {
-    mu_log(MU_LOG_ERROR, "out of memory creating a TLS session");
-    abort();
-  }
-  BIO_set_mem_eof_return(b, -1);
-  return b;
-}
+/* ---------------------------------------------------------------------------------------------
+ * Sessions
+ */
 
-/* Is `b` empty with a buffer over BIO_KEEP bytes? A memory BIO keeps the largest buffer it ever
- * needed (a ClientHello, a handshake's flight, a 16 KiB record): an idle connection gives it
- * back (the small buffer of an ordinary request is kept: it would be made again at once). */
-#define BIO_KEEP 512
-static int bio_slack(BIO *b)
-{
-  BUF_MEM *m = NULL;
-  return BIO_ctrl_pending(b) == 0 && BIO_get_mem_ptr(b, &m) == 1 && m != NULL && m->max > BIO_KEEP;
-}
+#define REC_HDR 5                 /* a record's header: type, version, length */
+#define REC_MAX (16384 + 2048)    /* the largest fragment a record may carry (RFC 5246 6.2.3) */
+#define OUT_MAX ((size_t)1 << 20) /* records owed while reading: a flight, alerts */
 
-/* Replaces the empty BIOs that hold large buffers with new ones (the SSL frees the old). */
-static void trim_bios(struct rv_tls_conn *tc)
+/* Returns: the size (header and fragment) of the record at `p`, 0 while its header is not all
+ * there, or SIZE_MAX when the bytes are no TLS record (OpenSSL gets them as they are and says
+ * what they are: an HTTP request, an SSLv2 hello). */
+static size_t record_size(const unsigned char *p, size_t n)
 {
-  if (bio_slack(tc->rbio)) {
-    tc->rbio = mem_bio();
-    SSL_set0_rbio(tc->ssl, tc->rbio);
-  }
-  if (bio_slack(tc->wbio)) {
-    tc->wbio = mem_bio();
-    SSL_set0_wbio(tc->ssl, tc->wbio);
-  }
+  if (n >= 1 && (p[0] < 20 || p[0] > 24)) /* change_cipher_spec .. heartbeat */
+    return SIZE_MAX;
+  if (n >= 2 && p[1] != 3)
+    return SIZE_MAX;
+  if (n < REC_HDR)
+    return 0;
+  size_t len = (size_t)p[3] << 8 | p[4];
+  return len > REC_MAX ? SIZE_MAX : REC_HDR + len;
 }
 
 struct rv_tls_conn *rv_tls_conn_new(struct rv_tls *t)
 {
   struct rv_tls_conn *tc = mu_calloc(1, sizeof(*tc));
   tc->tls = t;
-  tc->ssl = SSL_new(t->ctx);
-  if (tc->ssl == NULL) {
+  mu_buf_init(&tc->out, OUT_MAX);
+  mu_buf_init(&tc->held, 0); /* capped as the connection's output (io->max) when used */
+  return tc;
+}
+
+/* The SSL, at the first record, on the server's BIO. */
+static void session_start(struct rv_tls_conn *tc)
+{
+  tc->ssl = SSL_new(tc->tls->ctx);
+  if (tc->ssl == NULL || BIO_up_ref(tc->tls->bio) != 1) {
     mu_log(MU_LOG_ERROR, "out of memory creating a TLS session");
     abort();
   }
-  tc->rbio = mem_bio();
-  tc->wbio = mem_bio();
-  SSL_set_bio(tc->ssl, tc->rbio, tc->wbio); /* the SSL owns both BIOs now */
+  SSL_set_bio(tc->ssl, tc->tls->bio, tc->tls->bio); /* takes the reference just made */
   SSL_set_accept_state(tc->ssl);
-  mu_buf_init(&tc->held, 0); /* capped as the connection's output (io->max) when used */
-  return tc;
+}
+
+static void part_release(struct rv_tls_conn *tc)
+{
+  mu_free(tc->part);
+  tc->part = NULL;
+  tc->part_len = tc->part_cap = 0;
 }
 
 void rv_tls_conn_free(struct rv_tls_conn *tc)
@@ -211,8 +313,25 @@ void rv_tls_conn_free(struct rv_tls_conn *tc)
   if (tc == NULL)
     return;
   SSL_free(tc->ssl);
+  part_release(tc);
+  mu_buf_release(&tc->out);
   mu_buf_release(&tc->held);
   mu_free(tc);
+}
+
+void rv_tls_conn_trim(struct rv_tls_conn *tc)
+{
+  if (tc == NULL)
+    return;
+  if (tc->out.len == 0)
+    mu_buf_release(&tc->out);
+  if (tc->held.len == 0)
+    mu_buf_release(&tc->held);
+}
+
+size_t rv_tls_conn_buffered(const struct rv_tls_conn *tc)
+{
+  return tc == NULL ? 0 : tc->part_cap + tc->out.cap + tc->held.cap;
 }
 
 int rv_tls_conn_ready(const struct rv_tls_conn *tc)
@@ -238,70 +357,170 @@ static int fail(struct rv_tls_conn *tc, const char *stage)
   return MU_EPROTO;
 }
 
-int rv_tls_conn_read(struct rv_tls_conn *tc, const char *cipher, size_t len, rv_tls_plain_cb *cb,
-                     void *data)
+enum { FEED_STOP = 2 }; /* `cb` closed the connection */
+
+/* Points the server's BIO at `tc` and its writes at `sink`, before each SSL call: calls nest
+ * (`cb` may flush this connection's answer, or let a write release another's held answer),
+ * and each call leaves the BIO pointing where it last used it. */
+static void point_bio(struct rv_tls_conn *tc, struct mu_buf *sink)
+{
+  BIO_set_data(tc->tls->bio, tc);
+  tc->sink = sink;
+}
+
+/* Hands OpenSSL whole records (or, once `raw`, any bytes): the handshake, then the plaintext to
+ * `cb`. What OpenSSL answers meanwhile waits in `out`. Returns: as rv_tls_conn_read(), or
+ * FEED_STOP. */
+static int feed(struct rv_tls_conn *tc, const char *p, size_t n, rv_tls_plain_cb *cb, void *data)
 {
   char plain[16384];
-  if (tc->failed)
-    return MU_EPROTO;
-  while (len > 0) {
-    int chunk = len > 1u << 30 ? 1 << 30 : (int)len;
-    int n = BIO_write(tc->rbio, cipher, chunk);
-    if (n <= 0)
-      return fail(tc, "input");
-    cipher += n;
-    len -= (size_t)n;
-  }
+  int rc = 0;
+  if (tc->ssl == NULL)
+    session_start(tc);
+  tc->in = p;
+  tc->in_len = n;
   if (!tc->ready) {
+    point_bio(tc, &tc->out);
     int r = SSL_do_handshake(tc->ssl);
     if (r != 1) {
       int e = SSL_get_error(tc->ssl, r);
-      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-        return 0;
-      return fail(tc, "handshake");
+      rc = e == SSL_ERROR_WANT_READ ? 0 : fail(tc, "handshake");
+      goto out;
     }
     tc->ready = 1;
     tc->tls->stats.handshakes++;
   }
   for (;;) {
-    int n = SSL_read(tc->ssl, plain, (int)sizeof(plain));
-    if (n > 0) {
-      if (cb(data, plain, (size_t)n) != 0)
-        return 0;
+    point_bio(tc, &tc->out);
+    int k = SSL_read(tc->ssl, plain, (int)sizeof(plain));
+    if (k > 0) {
+      if (cb(data, plain, (size_t)k) != 0) {
+        rc = FEED_STOP; /* the connection closed: the rest is dropped */
+        goto out;
+      }
       continue;
     }
-    int e = SSL_get_error(tc->ssl, n);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-      trim_bios(tc);
-      return 0;
-    }
-    if (e == SSL_ERROR_ZERO_RETURN)
-      return RV_TLS_EOF;
-    return fail(tc, "read");
-  }
-}
-
-/* Moves every pending record from the write BIO to `io`. */
-static int drain(struct rv_tls_conn *tc, struct mu_buf *io)
-{
-  char tmp[16384];
-  while (BIO_ctrl_pending(tc->wbio) > 0) {
-    int n = BIO_read(tc->wbio, tmp, (int)sizeof(tmp));
-    if (n <= 0)
+    int e = SSL_get_error(tc->ssl, k);
+    if (e == SSL_ERROR_WANT_READ)
       break;
-    if (mu_buf_append(io, tmp, (size_t)n) != 0)
-      return MU_E2BIG;
+    rc = e == SSL_ERROR_ZERO_RETURN ? RV_TLS_EOF : fail(tc, "read");
+    break;
   }
-  return 0;
+out:
+  tc->in = NULL;
+  tc->in_len = 0;
+  tc->sink = NULL;
+  return rc;
 }
 
-static int write_plain(struct rv_tls_conn *tc, const char *p, size_t len)
+/* Returns: how many bytes at `p` are whole records; sets *raw when the first is no record. */
+static size_t whole_records(const char *p, size_t n, int *raw)
+{
+  size_t off = 0;
+  for (;;) {
+    size_t r = record_size((const unsigned char *)p + off, n - off);
+    if (r == SIZE_MAX && off == 0)
+      *raw = 1;
+    if (r == 0 || r == SIZE_MAX || r > n - off)
+      return off;
+    off += r;
+  }
+}
+
+/* Moves to `part` what `p` has of the record `part` holds the start of (the header's 5 bytes
+ * first, then the fragment). Returns: the bytes taken; sets *whole once the record is all there,
+ * *raw when the bytes turn out to be no record. */
+static size_t part_fill(struct rv_tls_conn *tc, const char *p, size_t n, int *whole, int *raw)
+{
+  size_t size = record_size((const unsigned char *)tc->part, tc->part_len);
+  if (size == SIZE_MAX) {
+    *raw = 1;
+    return 0;
+  }
+  size_t want = (size == 0 ? REC_HDR : size) - tc->part_len;
+  size_t k = n < want ? n : want;
+  if (tc->part_cap < tc->part_len + k) { /* what came, not what the header announces */
+    tc->part_cap = tc->part_len + (uint32_t)k;
+    tc->part = mu_realloc(tc->part, tc->part_cap);
+  }
+  memcpy(tc->part + tc->part_len, p, k);
+  tc->part_len += (uint32_t)k;
+  size = record_size((const unsigned char *)tc->part, tc->part_len);
+  *raw = size == SIZE_MAX;
+  *whole = size != 0 && size == tc->part_len;
+  return k;
+}
+
+int rv_tls_conn_read(struct rv_tls_conn *tc, const char *cipher, size_t len, rv_tls_plain_cb *cb,
+                     void *data)
+{
+  int rc = 0;
+  if (tc->failed)
+    return MU_EPROTO;
+  while (len > 0 && rc == 0) {
+    int raw = tc->raw, whole = 0;
+    if (!raw && tc->part_len > 0) { /* the end of a record an earlier read began */
+      size_t k = part_fill(tc, cipher, len, &whole, &raw);
+      cipher += k;
+      len -= k;
+    }
+    if (raw || whole) { /* what `part` holds goes first */
+      tc->raw = raw;
+      if (tc->part_len > 0)
+        rc = feed(tc, tc->part, tc->part_len, cb, data);
+      part_release(tc);
+      if (raw && rc == 0 && len > 0)
+        rc = feed(tc, cipher, len, cb, data);
+      if (raw)
+        break;
+      continue;
+    }
+    if (tc->part_len > 0)
+      continue; /* the record's header was all `part` lacked: now its fragment */
+    size_t n = whole_records(cipher, len, &raw);
+    if (raw) {
+      tc->raw = 1;
+      n = len;
+    }
+    if (n > 0) {
+      rc = feed(tc, cipher, n, cb, data);
+      cipher += n;
+      len -= n;
+      continue;
+    }
+    size_t k = part_fill(tc, cipher, len, &whole, &raw); /* the start of a record */
+    cipher += k;
+    len -= k;
+  }
+  return rc == FEED_STOP ? 0 : rc;
+}
+
+/* Moves the records owed to the peer into `io`, after what it holds. Returns: 0 or MU_E2BIG. */
+static int take_owed(struct rv_tls_conn *tc, struct mu_buf *io)
+{
+  if (tc->out.len == 0)
+    return 0;
+  if (io->len == 0) { /* no copy: the buffers change places */
+    struct mu_buf b = *io;
+    *io = tc->out;
+    io->max = b.max;
+    tc->out = b;
+    tc->out.max = OUT_MAX;
+    return 0;
+  }
+  int rc = mu_buf_append(io, tc->out.data, tc->out.len) != 0 ? MU_E2BIG : 0;
+  mu_buf_clear(&tc->out);
+  return rc;
+}
+
+static int write_plain(struct rv_tls_conn *tc, struct mu_buf *io, const char *p, size_t len)
 {
   while (len > 0) {
     int chunk = len > 1u << 20 ? 1 << 20 : (int)len;
+    point_bio(tc, io);
     int n = SSL_write(tc->ssl, p, chunk);
     if (n <= 0)
-      return fail(tc, "write");
+      return tc->overflow ? MU_E2BIG : fail(tc, "write");
     p += n;
     len -= (size_t)n;
   }
@@ -312,30 +531,31 @@ int rv_tls_conn_encrypt(struct rv_tls_conn *tc, struct mu_buf *io)
 {
   int rc = 0;
   if (tc->failed) {
-    mu_buf_clear(io);
-    /* a failed handshake may still owe the client its alert */
-    return drain(tc, io) == 0 ? 0 : MU_E2BIG;
+    mu_buf_clear(io); /* a failed handshake may still owe the client its alert */
+    return take_owed(tc, io);
   }
   if (!tc->ready) {
     tc->held.max = io->max;
     if (io->len > 0 && mu_buf_append(&tc->held, io->data, io->len) != 0)
       return MU_E2BIG;
     mu_buf_clear(io);
-    return drain(tc, io);
+    return take_owed(tc, io);
   }
+  if (io->len == 0 && tc->held.len == 0)
+    return take_owed(tc, io);
+  /* the plaintext moves aside; the records take its place, after those owed */
+  struct mu_buf plain = *io;
+  *io = tc->out;
+  io->max = plain.max;
+  tc->out = plain;
   if (tc->held.len > 0) {
-    rc = write_plain(tc, tc->held.data, tc->held.len);
+    rc = write_plain(tc, io, tc->held.data, tc->held.len);
     mu_buf_release(&tc->held);
-    if (rc != 0)
-      return rc;
   }
-  if (io->len > 0) {
-    rc = write_plain(tc, io->data, io->len);
-    mu_buf_clear(io);
-    if (rc != 0)
-      return rc;
-  }
-  rc = drain(tc, io);
-  trim_bios(tc);
+  if (rc == 0)
+    rc = write_plain(tc, io, tc->out.data, tc->out.len);
+  tc->sink = NULL;
+  mu_buf_clear(&tc->out); /* kept for the next answer (rv_tls_conn_trim gives it back) */
+  tc->out.max = OUT_MAX;
   return rc;
 }

@@ -1,4 +1,4 @@
-/* TLS for musterd's listener: OpenSSL over memory BIOs, driven by the libuv stream.
+/* TLS for musterd's listener: OpenSSL driven by the libuv stream, through a BIO that holds nothing.
  *
  * libuv and llhttp have no TLS, and etcd's clients (torchrun's rdzv_conf protocol=https with
  * cacert/cert/key, etcdctl --ca-file/--cert-file/--key-file, python-etcd) speak it. Nothing
@@ -53,13 +53,23 @@ void rv_tls_free(struct rv_tls *t);
 /* Returns: the counters (borrowed, live as long as `t`). */
 const struct rv_tls_stats *rv_tls_stats(const struct rv_tls *t);
 
-/* A server-side TLS session for one connection (accept state, memory BIOs).
+/* A server-side TLS session for one connection. OpenSSL's part of it (~14 KiB) is made when the
+ * first whole record arrives; until then it holds the start of that record at most.
  * Returns: the session (never NULL; aborts on OOM). Ownership: free with rv_tls_conn_free();
  * `t` must outlive it. */
 struct rv_tls_conn *rv_tls_conn_new(struct rv_tls *t);
 
 /* Frees the session. Accepts NULL. */
 void rv_tls_conn_free(struct rv_tls_conn *tc);
+
+/* Gives back the buffer kept for the next answer (as the connection gives back its own: when it
+ * is anonymous, parked, or the buffer grew large). Accepts NULL. */
+void rv_tls_conn_trim(struct rv_tls_conn *tc);
+
+/* Returns: the bytes the session's buffers hold (a record not yet whole, records owed, plaintext
+ * held back, the kept buffer), for the memory budget; 0 for NULL. OpenSSL's own state is not
+ * counted. */
+size_t rv_tls_conn_buffered(const struct rv_tls_conn *tc);
 
 /* Called with each piece of decrypted application data, in order. Return nonzero to stop
  * (the connection was closed); remaining ciphertext is dropped. */
@@ -70,15 +80,17 @@ enum {
 };
 
 /* Feeds `len` bytes of ciphertext read from the socket: advances the handshake and calls `cb`
- * for every piece of plaintext. Handshake records to send back are kept until the next
- * rv_tls_conn_encrypt().
+ * for every piece of plaintext. OpenSSL gets whole records only: the start of one whose end has
+ * not come is kept here (what came of it, at most a record: 16 KiB + 2 KiB). Handshake records
+ * to send back are kept until the next rv_tls_conn_encrypt().
  * Returns: 0, RV_TLS_EOF, or MU_EPROTO for a failed handshake or a broken record (close the
  * connection; the reason is logged at INFO level and counted in the stats). */
 int rv_tls_conn_read(struct rv_tls_conn *tc, const char *cipher, size_t len, rv_tls_plain_cb *cb,
                      void *data);
 
 /* Turns the plaintext in `io` into what must go on the wire: `io` is replaced by every
- * pending TLS record (handshake messages first, then the encrypted data). Before the
+ * pending TLS record (handshake messages first, then the encrypted data); the plaintext's buffer
+ * is kept for the next answer, so `io` may come back with another buffer (same max). Before the
  * handshake completes, plaintext is held back (at most io->max bytes) and sent once it does.
  * Returns: 0, MU_E2BIG when `io` cannot hold the records (close the connection), or
  * MU_EPROTO. */

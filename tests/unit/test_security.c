@@ -164,9 +164,9 @@ static int collect(void *data, const char *plain, size_t len)
   return mu_buf_append(data, plain, len) != 0;
 }
 
-/* Moves bytes both ways until neither side has anything to say. Returns: the last
- * rv_tls_conn_read() result. */
-static int pump(struct client *c, struct rv_tls_conn *tc, struct mu_buf *plain)
+/* Moves bytes both ways until neither side has anything to say, the client's `step` bytes at
+ * a time (0: as they come). Returns: the last rv_tls_conn_read() result. */
+static int pump_by(struct client *c, struct rv_tls_conn *tc, struct mu_buf *plain, int step)
 {
   char tmp[16384];
   int rc = 0;
@@ -175,7 +175,7 @@ static int pump(struct client *c, struct rv_tls_conn *tc, struct mu_buf *plain)
       SSL_do_handshake(c->ssl);
     int moved = 0;
     while (BIO_ctrl_pending(c->wbio) > 0) {
-      int n = BIO_read(c->wbio, tmp, sizeof(tmp));
+      int n = BIO_read(c->wbio, tmp, step > 0 ? step : (int)sizeof(tmp));
       if (n <= 0)
         break;
       moved = 1;
@@ -196,6 +196,11 @@ static int pump(struct client *c, struct rv_tls_conn *tc, struct mu_buf *plain)
       break;
   }
   return rc;
+}
+
+static int pump(struct client *c, struct rv_tls_conn *tc, struct mu_buf *plain)
+{
+  return pump_by(c, tc, plain, 0);
 }
 
 TEST(tls__handshake_and_data_both_ways)
@@ -254,6 +259,99 @@ TEST(tls__handshake_and_data_both_ways)
   mu_buf_release(&plain);
   client_free(&c);
   rv_tls_conn_free(tc);
+  rv_tls_free(t);
+  pki_remove(&p);
+  mu_buf_release(&err);
+}
+
+/* OpenSSL gets whole records only: records cut anywhere (a byte at a time, 7 at a time) make
+ * the same plaintext, and the start of a record waits in the session, counted, until its end. */
+TEST(tls__records_cut_anywhere)
+{
+  struct pki p;
+  struct rv_tls *t = NULL;
+  struct mu_buf err = MU_BUF_INIT(4096);
+  pki_make(&p);
+  struct rv_tls_config cfg = {p.srv_cert, p.srv_key, NULL};
+  ASSERT_EQ(rv_tls_new(&cfg, &t, msgbuf(&err)), 0);
+  struct rv_tls_conn *tc = rv_tls_conn_new(t);
+  struct client c;
+  client_new(&c, &p, 0);
+  struct mu_buf plain = MU_BUF_INIT(1 << 20);
+  ASSERT_EQ(pump_by(&c, tc, &plain, 1), 0);
+  ASSERT(SSL_is_init_finished(c.ssl));
+  ASSERT(rv_tls_conn_ready(tc));
+
+  static char big[40000]; /* three records */
+  for (size_t i = 0; i < sizeof(big); i++)
+    big[i] = (char)('a' + i % 26);
+  ASSERT_EQ(SSL_write(c.ssl, big, (int)sizeof(big)), (int)sizeof(big));
+  ASSERT_EQ(pump_by(&c, tc, &plain, 7), 0);
+  ASSERT_EQ(plain.len, sizeof(big));
+  ASSERT(memcmp(plain.data, big, sizeof(big)) == 0);
+
+  /* one record, all but its last byte: nothing yet, and the session holds those bytes */
+  mu_buf_clear(&plain);
+  rv_tls_conn_trim(tc);
+  ASSERT_EQ(rv_tls_conn_buffered(tc), 0u);
+  ASSERT_EQ(SSL_write(c.ssl, "abc", 3), 3);
+  char rec[256];
+  int n = BIO_read(c.wbio, rec, sizeof(rec));
+  ASSERT(n > 5 && n < (int)sizeof(rec));
+  ASSERT_EQ(rv_tls_conn_read(tc, rec, (size_t)n - 1, collect, &plain), 0);
+  ASSERT_EQ(plain.len, 0u);
+  ASSERT_EQ(rv_tls_conn_buffered(tc), (size_t)n - 1);
+  ASSERT_EQ(rv_tls_conn_read(tc, rec + n - 1, 1, collect, &plain), 0);
+  ASSERT_STR_EQ(mu_buf_str(&plain), "abc");
+  ASSERT_EQ(rv_tls_conn_buffered(tc), 0u);
+
+  mu_buf_release(&plain);
+  client_free(&c);
+  rv_tls_conn_free(tc);
+  rv_tls_free(t);
+  pki_remove(&p);
+  mu_buf_release(&err);
+}
+
+/* musterd keeps no session and hands out no ticket (TLS 1.2, 1.3): a client gets nothing to
+ * resume with, and one that offers its last session anyway gets a full handshake. */
+TEST(tls__no_resumption)
+{
+  struct pki p;
+  struct rv_tls *t = NULL;
+  struct mu_buf err = MU_BUF_INIT(4096);
+  pki_make(&p);
+  struct rv_tls_config cfg = {p.srv_cert, p.srv_key, NULL};
+  ASSERT_EQ(rv_tls_new(&cfg, &t, msgbuf(&err)), 0);
+  const int versions[] = {TLS1_2_VERSION, TLS1_3_VERSION};
+  for (int v = 0; v < 2; v++) {
+    SSL_SESSION *sess = NULL;
+    for (int round = 0; round < 2; round++) {
+      struct rv_tls_conn *tc = rv_tls_conn_new(t);
+      struct client c;
+      client_new(&c, &p, 0);
+      SSL_set_max_proto_version(c.ssl, versions[v]);
+      if (sess != NULL)
+        ASSERT_EQ(SSL_set_session(c.ssl, sess), 1);
+      struct mu_buf plain = MU_BUF_INIT(1 << 20);
+      ASSERT_EQ(pump(&c, tc, &plain), 0);
+      ASSERT(SSL_is_init_finished(c.ssl));
+      char b[16];
+      ASSERT(SSL_read(c.ssl, b, sizeof(b)) <= 0); /* would take TLS 1.3 tickets */
+      ASSERT_EQ(SSL_version(c.ssl), versions[v]);
+      ASSERT_EQ(SSL_session_reused(c.ssl), 0);
+      if (sess == NULL) {
+        sess = SSL_get1_session(c.ssl);
+        ASSERT(!SSL_SESSION_has_ticket(sess));
+        ASSERT(!SSL_SESSION_is_resumable(sess));
+      }
+      SSL_shutdown(c.ssl); /* freed without it, the client would drop the session */
+      mu_buf_release(&plain);
+      client_free(&c);
+      rv_tls_conn_free(tc);
+    }
+    SSL_SESSION_free(sess);
+  }
   rv_tls_free(t);
   pki_remove(&p);
   mu_buf_release(&err);
