@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -26,6 +28,22 @@
 
 #define COMPONENT_MAX_BYTES (1 << 20) /* a component file: read from disk, capped */
 #define PATTERN_MAX_BYTES 4096        /* a parameter's pattern, as compiled */
+/* The parts a pattern may spell out once its counted repeats ({m,n}, +) are written out, as
+ * glibc's regcomp writes them out: its memory grows with the square of that (a{0,1000}: 18 MB,
+ * a{0,5000}: 400 MB, ((((a{1,200}){1,200}){1,200}){1,200}): every byte the machine has). */
+#define PATTERN_MAX_PARTS 1000
+#define PATTERN_MAX_DEPTH 32 /* groups within groups */
+/* What a pattern with groups may cost to compile, tried in a child process first */
+#define PATTERN_TRIAL_CPU_S 2
+#define PATTERN_TRIAL_BYTES (256UL << 20) /* of address space, past what muster has mapped */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MU_UNDER_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define MU_UNDER_ASAN 1
+#endif
 
 const char *const mu_ptype_names[] = {"str", "int", "bool", "list", "map", "jobsize", "float"};
 
@@ -164,6 +182,189 @@ static int parse_type(const char *t, const char *where, const char *ctx, struct 
   return MU_EINVAL;
 }
 
+/* The count of a repeat that starts at re[*i] ('{'): how many copies of the repeated part
+ * glibc's regcomp makes ({m,n}: n; {m}: m; {m,}: m + 1), at least 1, with *i past the '}' and
+ * *min its m. Returns: that count, or 0 when this is no count (regcomp judges it), *i
+ * unchanged. */
+static size_t repeat_copies(const char *re, size_t *i, size_t *min)
+{
+  size_t k = *i + 1, m = 0, n = 0;
+  int has_n = 0, comma = 0;
+  for (; re[k] >= '0' && re[k] <= '9'; k++) /* saturates: any count past 100000 is too many */
+    m = m < 100000 ? m * 10 + (size_t)(re[k] - '0') : m;
+  if (re[k] == ',') {
+    comma = 1;
+    k++;
+    for (; re[k] >= '0' && re[k] <= '9'; k++, has_n = 1)
+      n = n < 100000 ? n * 10 + (size_t)(re[k] - '0') : n;
+  }
+  if (re[k] != '}' || k == *i + 1)
+    return 0;
+  *i = k;
+  *min = m;
+  size_t copies = has_n ? n : comma ? m + 1 : m;
+  return copies > 0 ? copies : 1;
+}
+
+/* The ']' that ends the bracket expression starting at re[i] ('['), or the last character when
+ * none does (regcomp refuses that pattern). */
+static size_t bracket_end(const char *re, size_t i)
+{
+  size_t n = strlen(re);
+  i += re[i + 1] == '^' ? 2 : 1;
+  if (re[i] == ']')
+    i++; /* a ']' first is one of the set */
+  while (i < n && re[i] != ']') {
+    char close[3] = {re[i + 1], ']', '\0'};
+    const char *end = NULL;
+    if (re[i] == '[' && (re[i + 1] == ':' || re[i + 1] == '.' || re[i + 1] == '='))
+      end = strstr(re + i + 2, close); /* [:alpha:], [.-.], [=a=] */
+    i = end != NULL ? (size_t)(end - re) + 2 : i + 1;
+  }
+  return i < n ? i : n - 1;
+}
+
+/* Adds n to a count that stops past limit. */
+static size_t add_upto(size_t a, size_t n, size_t limit)
+{
+  return a > limit || n > limit - a ? limit + 1 : a + n;
+}
+
+#define PATTERN_DEEP SIZE_MAX /* pattern_parts(): groups nest too deep */
+#define PATTERN_EMPTY_REPEAT                                                                       \
+  (SIZE_MAX - 1) /* pattern_parts(): a group that can match "" repeats                             \
+                  */
+
+/* What pattern_parts() knows at one depth of groups. */
+struct pattern_level {
+  size_t total;  /* parts so far, every alternative's */
+  int alt_empty; /* the alternative so far can match the empty string */
+  int any_empty; /* an alternative before it could */
+};
+
+/* How many parts POSIX extended regular expression `re` spells out once glibc's regcomp has
+ * written its counted repeats out (a{3} is aaa, (ab){2,3} is ababab, a+ is aa*), stopping past
+ * `limit`. Each character, bracket expression or escape is one part; a repeat multiplies the
+ * part or group before it. Returns: the count, limit + 1 when it passes limit, PATTERN_DEEP when
+ * the groups nest past PATTERN_MAX_DEPTH, PATTERN_EMPTY_REPEAT when a repeat (*, +, ?, {m,n})
+ * follows a group that can match the empty string ((a*)*, (a?){0,9}, (|a)+: regcomp's time and
+ * memory grow exponentially with those; 32 of (a*)* take minutes, 300 of (a*)? 3 GB). */
+static size_t pattern_parts(const char *re, size_t limit)
+{
+  struct pattern_level lv[PATTERN_MAX_DEPTH + 1] = {{0, 1, 0}};
+  size_t last = 0, depth = 0;
+  int last_group = 0, last_empty = 0, alt_before = 1; /* the item before, the alternative before */
+  for (size_t i = 0; re[i] != '\0'; i++) {
+    size_t copies = 0, min = 1;
+    char c = re[i];
+    if (c == '(') {
+      if (++depth > PATTERN_MAX_DEPTH)
+        return PATTERN_DEEP;
+      lv[depth] = (struct pattern_level){0, 1, 0};
+      last = 0;
+    } else if (c == ')' && depth > 0) {
+      last_empty = lv[depth].any_empty || lv[depth].alt_empty;
+      last = lv[depth--].total;
+      lv[depth].total = add_upto(lv[depth].total, last, limit);
+      last += last == 0; /* an empty group is an item still: (^)* repeats it */
+      alt_before = lv[depth].alt_empty;
+      lv[depth].alt_empty = alt_before && last_empty;
+      last_group = 1;
+    } else if (c == '|') {
+      lv[depth].any_empty |= lv[depth].alt_empty;
+      lv[depth].alt_empty = 1;
+      last = 0;
+    } else if (c == '+' || c == '*' || c == '?') {
+      copies = c == '+' ? 2 : 1;
+      min = c == '+';
+    } else if (c == '{' && last > 0 && (copies = repeat_copies(re, &i, &min)) > 0) {
+      /* copies of the part or group before */
+    } else if (c != '^' && c != '$') {
+      if (c == '[')
+        i = bracket_end(re, i);
+      else if (c == '\\' && re[i + 1] != '\0')
+        i++;
+      last = 1;
+      lv[depth].total = add_upto(lv[depth].total, 1, limit);
+      alt_before = lv[depth].alt_empty;
+      lv[depth].alt_empty = last_group = last_empty = 0;
+    }
+    if (copies > 0 && last > 0) { /* a repeat of the part or group before */
+      if (last_group && last_empty)
+        return PATTERN_EMPTY_REPEAT;
+      size_t more = last > limit / copies ? limit + 1 : last * (copies - 1);
+      lv[depth].total = add_upto(lv[depth].total, more, limit);
+      last = add_upto(last, more, limit);
+      if (min == 0) /* the item may now match nothing */
+        lv[depth].alt_empty = alt_before, last_empty = 1;
+    }
+    if (lv[depth].total > limit)
+      return limit + 1;
+  }
+  return lv[0].total > limit ? limit + 1 : lv[0].total;
+}
+
+/* The refusal of a pattern for what pattern_parts() found. Returns: MU_EINVAL. */
+static int pattern_refusal(size_t parts, const char *s, const char *where, const char *ctx,
+                           struct mu_buf *err)
+{
+  if (parts == PATTERN_DEEP)
+    mu_buf_printf(err,
+                  "%s: %s.pattern: '%.200s' nests its groups ( ) more than %d deep; write "
+                  "it flatter",
+                  where, ctx, s, PATTERN_MAX_DEPTH);
+  else if (parts == PATTERN_EMPTY_REPEAT)
+    mu_buf_printf(err,
+                  "%s: %s.pattern: '%.200s' repeats (*, +, ?, {m,n}) a group that can "
+                  "match the empty string, which the regular expression library compiles in "
+                  "exponential time and memory; repeat what must match something ((a*)* is a*, "
+                  "(a?){0,9} is a{0,9})",
+                  where, ctx, s);
+  else
+    mu_buf_printf(err,
+                  "%s: %s.pattern: '%.200s' repeats its parts past %d once its counts "
+                  "({m,n}, +) are spelled out, and the regular expression library takes memory "
+                  "by the square of that; write it with * or smaller counts",
+                  where, ctx, s, PATTERN_MAX_PARTS);
+  return MU_EINVAL;
+}
+
+/* Does regcomp compile `anchored` within PATTERN_TRIAL_CPU_S seconds of CPU and
+ * PATTERN_TRIAL_BYTES more memory? Tried in a child process, for what no count of the pattern
+ * foresees in glibc's regcomp ((a*|b*) 300 times: minutes). Under ASan, whose shadow memory no
+ * address-space limit holds, only the CPU time is bounded. Returns: 1 when it does, or when no
+ * child can be made (the compile here then judges); 0 when the child ran out. */
+static int trial_compile(const char *anchored)
+{
+  pid_t pid = fork();
+  if (pid < 0)
+    return 1;
+  if (pid == 0) {
+    struct rlimit cpu = {PATTERN_TRIAL_CPU_S, PATTERN_TRIAL_CPU_S + 1}, core = {0, 0};
+    setrlimit(RLIMIT_CORE, &core); /* SIGXCPU dumps core by default */
+    setrlimit(RLIMIT_CPU, &cpu);
+#ifndef MU_UNDER_ASAN
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL && fscanf(f, "%lu", &pages) != 1)
+      pages = 0;
+    if (f != NULL)
+      fclose(f);
+    rlim_t as = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + PATTERN_TRIAL_BYTES;
+    struct rlimit mem = {as, as};
+    setrlimit(RLIMIT_AS, &mem);
+#endif
+    regex_t re;
+    _exit(regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) == REG_ESPACE ? 3 : 0);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR)
+      return 1;
+  }
+  return !WIFSIGNALED(status) && !(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+}
+
 /* A str parameter's pattern, compiled as ^(pattern)$: the whole value must match. Returns: 0,
  * or MU_EINVAL with the message in err. */
 static int parse_pattern(const char *s, const char *where, const char *ctx, struct mu_param *p,
@@ -174,8 +375,20 @@ static int parse_pattern(const char *s, const char *where, const char *ctx, stru
                   ctx, p->name, mu_ptype_names[p->type]);
     return MU_EINVAL;
   }
+  size_t parts = pattern_parts(s, PATTERN_MAX_PARTS);
+  if (parts > PATTERN_MAX_PARTS)
+    return pattern_refusal(parts, s, where, ctx, err);
   struct mu_buf anchored = MU_BUF_INIT(PATTERN_MAX_BYTES);
   int too_long = mu_buf_printf(&anchored, "^(%s)$", s) != 0;
+  if (!too_long && strchr(s, '(') != NULL && !trial_compile(mu_buf_str(&anchored))) {
+    mu_buf_release(&anchored);
+    mu_buf_printf(err,
+                  "%s: %s.pattern: '%.200s' takes the regular expression library more than %d s "
+                  "or %lu MiB to compile (its cost explodes on groups that can match the empty "
+                  "string, such as (a*|b*) many times); write it simpler",
+                  where, ctx, s, PATTERN_TRIAL_CPU_S, PATTERN_TRIAL_BYTES >> 20);
+    return MU_EINVAL;
+  }
   int rc = too_long ? REG_ESPACE : regcomp(&p->re, mu_buf_str(&anchored), REG_EXTENDED | REG_NOSUB);
   mu_buf_release(&anchored);
   if (rc != 0) {

@@ -124,38 +124,49 @@ static void put_run(struct c10d *m, struct mu_buf *b, const struct key_ref *refs
                 (long long)c10d_gc_idle_ms(m, refs[i].run, refs[i].run_len));
 }
 
+/* GET /v1/c10d. A credential with scopes sees, and has counted, only the runs it may read (and
+ * the keys of no run when it may read their dir). */
 static void c10d_overview(struct rv_req *req)
 {
   struct c10d *m = module_of(req->srv);
-  size_t n = 0, other = 0;
+  size_t n = 0, other = 0, hidden = 0;
   struct key_ref *refs = collect(m, &n);
-  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  mu_buf_puts(&b, "{\"listen\":");
-  if (m->listening)
-    mu_buf_printf(&b, "\"%s:%d\"", m->host, m->port);
-  else
-    mu_buf_puts(&b, "null");
-  mu_buf_printf(&b, ",\"keys\":%zu,\"connections\":%zu,\"waited_keys\":%llu,\"runs\":[", n,
-                (size_t)m->conns.n, (unsigned long long)m->wait_keys);
-  int first = 1;
+  int see_other = rv_cred_allows(req->cred, RV_SCOPE_KEY, C10D_DIR, strlen(C10D_DIR), RV_READ);
+  struct mu_buf runs = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   for (size_t i = 0; i < n;) {
     size_t j = i + 1;
     if (refs[i].run == NULL) {
-      other++;
+      other += see_other;
+      hidden += !see_other;
       i = j;
       continue;
     }
     while (j < n && refs[j].run != NULL && refs[j].run_len == refs[i].run_len &&
            memcmp(refs[j].run, refs[i].run, refs[i].run_len) == 0)
       j++;
-    if (!first)
-      mu_buf_putc(&b, ',');
-    first = 0;
-    put_run(m, &b, refs, i, j);
+    if (!rv_cred_allows(req->cred, RV_SCOPE_RUN, refs[i].run, refs[i].run_len, RV_READ)) {
+      hidden += j - i; /* runs outside the credential's scopes: neither listed nor counted */
+      i = j;
+      continue;
+    }
+    if (runs.len > 0)
+      mu_buf_putc(&runs, ',');
+    put_run(m, &runs, refs, i, j);
     i = j;
   }
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  mu_buf_puts(&b, "{\"listen\":");
+  if (m->listening)
+    mu_buf_printf(&b, "\"%s:%d\"", m->host, m->port);
+  else
+    mu_buf_puts(&b, "null");
+  mu_buf_printf(&b, ",\"keys\":%zu,\"connections\":%zu,\"waited_keys\":%llu,\"runs\":[", n - hidden,
+                (size_t)m->conns.n, (unsigned long long)m->wait_keys);
+  if (runs.len > 0)
+    mu_buf_puts(&b, mu_buf_str(&runs));
   mu_buf_printf(&b, "],\"other_keys\":%zu}\n", other);
   refs_free(refs, n);
+  mu_buf_release(&runs);
   rv_reply_take(req, 200, "application/json", NULL, &b);
   mu_buf_release(&b);
 }
@@ -195,9 +206,32 @@ static void c10d_run(struct rv_req *req)
   mu_buf_release(&b);
 }
 
+/* A credential's scopes: a run's keys are the run's (runs=GLOB), as for /v1/runs; the keys of no
+ * run are the v2 dir they live in (keys=/_c10d or above). */
+static int c10d_refuse(struct rv_req *req, const struct rv_refusal *r)
+{
+  if (r->kind != RV_REFUSE_FORBIDDEN)
+    return 0; /* the server words the others */
+  rv_reply_error(req, 403, NULL, "forbidden", r->message, NULL);
+  return 1;
+}
+
+static int c10d_target(struct rv_req *req, struct rv_target *t)
+{
+  if (req->nvars == 0)
+    return 0; /* /v1/c10d: the handler lists what the credential may read */
+  t->kind = RV_SCOPE_RUN;
+  t->name = req->vars[0];
+  t->len = strlen(req->vars[0]);
+  t->access = RV_READ;
+  return 1;
+}
+
+static const struct rv_api c10d_api = {"c10d", c10d_refuse, NULL, c10d_target};
+
 static const struct rv_route c10d_routes[] = {
-    {RV_GET, "/v1/c10d", RV_ROUTE_SLASH, c10d_overview, "c10d", NULL},
-    {RV_GET, "/v1/c10d/{run_id}", RV_ROUTE_REST, c10d_run, "c10d", NULL},
+    {RV_GET, "/v1/c10d", RV_ROUTE_SLASH, c10d_overview, "c10d", &c10d_api},
+    {RV_GET, "/v1/c10d/{run_id}", RV_ROUTE_REST, c10d_run, "c10d", &c10d_api},
     {0, NULL, 0, NULL, NULL, NULL},
 };
 

@@ -13,10 +13,16 @@
  *     the host of --advertise-url or --listen, or the host of an --allowed-origin; else 421, as
  *     etcd's --host-whitelist answers (a rebound name is none of these). Over TLS the name is
  *     the certificate's: no check, as etcd.
- * A request is a browser's when it carries Origin or a Sec-Fetch-* header: curl, etcdctl,
- * python-etcd, torchrun and muster send none, and keep etcd 3.4's behaviour (any Host, and
- * etcd's CORS headers with Access-Control-Allow-Origin: * on /v2, which no browser can use
- * without an Origin). A browser gets no wildcard: an allowed cross-origin request gets its
+ * A request is a browser's when it carries Origin, a Sec-Fetch-* header, Accept-Language or a
+ * User-Agent that starts "Mozilla/" (every browser's). The last two matter: a browser sends
+ * Sec-Fetch-* only to https:// and loopback URLs, and no Origin with a GET of its own origin,
+ * so a rebound page's reads (fetch("/v2/keys/?recursive=true") from http://evil.example:PORT)
+ * carry neither. curl, etcdctl, python-etcd, torchrun and muster send none of these, and keep
+ * etcd 3.4's behaviour (any Host, and etcd's CORS headers with Access-Control-Allow-Origin: * on
+ * /v2, which no browser can use without an Origin). A page's script may replace User-Agent and
+ * Accept-Language in some browsers (Firefox): a rebound page that does both is taken for a
+ * client that is no browser; a token is the defence there. A browser gets no wildcard: an
+ * allowed cross-origin request gets its
  * Origin echoed (with Vary: Origin), on /v2 and /v1 alike, and its preflight (OPTIONS) an
  * answer; musterd's own page needs no CORS header and gets none.
  */
@@ -152,15 +158,34 @@ static void refuse(struct rv_conn *c, int status, const char *fmt, const char *w
            strlen(body));
 }
 
-/* Does the request carry a header a browser sends (Origin, Sec-Fetch-*)? One pass over the
- * names, looking at their first letter first: every request of every client comes here. */
+/* Does the request carry a header a browser sends (Origin, Sec-Fetch-*, Accept-Language, a
+ * User-Agent of "Mozilla/...")? One pass over the names, looking at their first letter first:
+ * every request of every client comes here. */
 static int from_browser(const struct rv_conn *c)
 {
   for (unsigned i = 0; i < c->nhdr; i++) {
     const char *f = rv_conn_hdr_name(c, i);
-    if (((f[0] | 0x20) == 'o' && strcasecmp(f, "Origin") == 0) ||
-        ((f[0] | 0x20) == 's' && strncasecmp(f, "Sec-Fetch-", 10) == 0))
-      return 1;
+    switch (f[0] | 0x20) {
+    case 'o':
+      if (strcasecmp(f, "Origin") == 0)
+        return 1;
+      break;
+    case 's':
+      if (strncasecmp(f, "Sec-Fetch-", 10) == 0)
+        return 1;
+      break;
+    case 'a':
+      if (strcasecmp(f, "Accept-Language") == 0)
+        return 1;
+      break;
+    case 'u':
+      if (strcasecmp(f, "User-Agent") == 0 &&
+          strncmp(rv_conn_hdr_value(c, i), "Mozilla/", 8) == 0)
+        return 1;
+      break;
+    default:
+      break;
+    }
   }
   return 0;
 }

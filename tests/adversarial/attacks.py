@@ -924,6 +924,23 @@ def case_cross_origin(url, pid, data_url):
     ok &= out(st == 421 and st2 == 421 and b"--allowed-origin" in b,
               "DNS rebinding: a browser calling musterd by another name is refused (421, as "
               "etcd's --host-whitelist)", "%d %d %r" % (st, st2, b[:160]))
+    # The same rebound page reading its own origin: a browser sends that GET with no Origin,
+    # and Sec-Fetch-* only to https:// and loopback URLs; it always sends its User-Agent and
+    # Accept-Language (main answered 200 with every key).
+    chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126"
+    raw(url, "PUT", "/v2/keys/adv/rebind-secret", form, b"value=s3cret")
+    for hdrs, what in (({"User-Agent": chrome, "Accept-Language": "en-US,en;q=0.9"}, "both"),
+                       ({"User-Agent": chrome}, "a browser's User-Agent"),
+                       ({"Accept-Language": "en"}, "Accept-Language")):
+        st, _, b = raw(url, "GET", "/v2/keys/?recursive=true", dict(hdrs, Host=host))
+        ok &= out(st == 421 and b"s3cret" not in b,
+                  "DNS rebinding: the rebound page's own GET, with no Origin or Sec-Fetch-* (%s), "
+                  "is refused (421) and shows no key" % what, "%d %r" % (st, b[:160]))
+    st, _, _ = raw(url, "GET", "/v2/keys/adv/csrf", {"User-Agent": chrome})
+    ok &= out(st == 404, "... a browser that calls musterd by its address is served", st)
+    st, _, _ = raw(url, "GET", "/v2/keys/adv/csrf",
+                   {"Host": host, "User-Agent": "python-urllib3/1.26.12"})
+    ok &= out(st == 404, "... and a client that is no browser by any name (etcd's answer)", st)
     st, h, _ = raw(url, "PUT", "/v2/keys/adv/own", dict(form, Origin=own), b"value=1")
     ok &= out(st == 201 and "access-control-allow-origin" not in h,
               "musterd's own page writes (no CORS header: it needs none)", "%d %r" % (st, h))

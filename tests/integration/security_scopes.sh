@@ -3,7 +3,8 @@
 # keys=/PREFIX, read-only, quota-watchers=N, quota-value-bytes=N). Team A's token reads and
 # writes its own keys and runs, gets 403 (naming the scope it lacks by its id, never the secret,
 # never whether the thing exists) for team B's keys, runs, KV and watches, and sees nothing of
-# team B in a listing, a recursive GET, a watch of the root, /v1/runs or /v1/events; a
+# team B in a listing, a recursive GET, a watch of the root, /v1/runs, /v1/events or /v1/c10d
+# (the TCPStore's keys by torchrun run, which are the run's: runs=GLOB); a
 # read-only token reads and cannot write; a line without scopes may everything; the per-credential
 # quotas hold; an agent whose token does not cover its run exits naming the scope.
 . "$(dirname "$0")/agent_common.bash"
@@ -23,8 +24,12 @@ $QT keys=/q runs=q-* quota-watchers=1 quota-value-bytes=100
 EOF
 printf 'alice:pa ss runs=team-a-* keys=/team-a\n' >"$T_DIR/users"
 chmod 600 "$T_DIR/tokens" "$T_DIR/users"
-t_start_musterd --token-file "$T_DIR/tokens" --auth-users "$T_DIR/users" ||
+MU_C10D_CLIENT=${MU_C10D_CLIENT:-$MU_BUILD_DIR/tests/c10d_client}
+t_need_built "$MU_C10D_CLIENT"
+t_start_musterd --token-file "$T_DIR/tokens" --auth-users "$T_DIR/users" \
+  --c10d-listen 127.0.0.1:0 ||
   { t_fail "musterd did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 U=$MUSTERD_URL
 idof() { grep -o "credential#[0-9a-f]* (line $1 of the token file)" "$T_DIR/musterd.log" | cut -d' ' -f1; }
 IA=$(idof 2) IB=$(idof 3)
@@ -96,6 +101,26 @@ t_expect_eq "... and none of B's" "$(grep -c 'team-b' <<<"$out")" 0
 out=$(curl -s --max-time 10 -u 'alice:pa ss' "$U/v1/runs")
 t_expect_match "a basic-auth user with scopes (the status page's /v1/runs): A's run" "$out" 'team-a-1'
 t_expect_eq "... not B's" "$(grep -c 'team-b' <<<"$out")" 0
+
+# --- the TCPStore's keys by run (/v1/c10d): a torchrun run's keys are the run's ---
+printf 'set /torch.rendezvous.%s\n' 'team-a-c state-a' 'team-b-c b-c10d-secret' |
+  timeout 20 "$MU_C10D_CLIENT" --legacy 127.0.0.1 "$C10D_PORT" >/dev/null 2>&1
+printf 'set /free k\n' |
+  timeout 20 "$MU_C10D_CLIENT" --legacy 127.0.0.1 "$C10D_PORT" >/dev/null 2>&1
+out=$(req "$TA" "$U/v1/c10d")
+t_expect_match "A's /v1/c10d: its torchrun run" "$out" '^200 .*"run_id":"team-a-c","keys":1'
+t_expect_eq "... not B's" "$(grep -c 'team-b' <<<"$out")" 0
+t_expect_match "... and counts only its own keys" "$out" '"keys":1,"connections".*"other_keys":0'
+out=$(req "$TA" "$U/v1/c10d/team-b-c")
+t_expect_match "A reading B's c10d run: 403 forbidden naming runs=" "$out" \
+  "^403 \{\"error\":\"forbidden\",\"message\":\"$IA lacks the scope runs=team-b-c"
+t_expect_eq "... without B's value" "$(grep -c 'b-c10d-secret' <<<"$out")" 0
+t_expect_eq "... the same answer for a run of B's that does not exist (no hint)" \
+  "$(req "$TA" "$U/v1/c10d/team-b-none" | sed 's/team-b-none/team-b-c/g')" "$out"
+t_expect_match "A reads its c10d run" "$(req "$TA" "$U/v1/c10d/team-a-c")" \
+  '^200 .*"value":"state-a"'
+t_expect_match "a line without scopes sees both runs and the key of no run" \
+  "$(req "$ROOT" "$U/v1/c10d")" '"keys":3,.*team-a-c.*team-b-c.*"other_keys":1'
 
 # --- a watch of the root takes A's events only ---
 seq=$(req "$TA" "$U/v1/events?after=0&timeout_ms=0" | sed 's/^200 //' | jq .seq)

@@ -3,13 +3,15 @@
 the standard library) against musterd's status page. Used by ui_browser.sh.
 
   ui_browser.py URL RUN_ID KILL_MARKER OUT_DIR
+  ui_browser.py --many URL OUT_DIR
+  ui_browser.py --rebind URL SECRET OUT_DIR
 
 Opens URL, waits until the page shows run RUN_ID in round 1 (active) with both members, marks
 the page (window.__muster_mark), kills the oldest process whose command line is exactly
 `sleep KILL_MARKER` (one worker of one node), then waits until the page shows round 1 broken
 and a later round active, and checks that the mark survived (no reload). Screenshots of the
-page at 1280x800 and 390x844 go to OUT_DIR. Prints "ok - ..." / "not ok - ..." lines; exits 1
-when a check failed.
+page at 1280x800 and 390x844 go to OUT_DIR. --many and --rebind: see their functions. Prints
+"ok - ..." / "not ok - ..." lines; exits 1 when a check failed.
 """
 import base64
 import json
@@ -143,7 +145,7 @@ def check(name, ok, detail=""):
     sys.stdout.flush()
 
 
-def start_browser(out_dir):
+def start_browser(out_dir, extra=()):
     """Headless Chromium with its DevTools port. Returns: (process, profile dir, Page)."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     profile = tempfile.mkdtemp(prefix="mu-chromium-")
@@ -151,7 +153,7 @@ def start_browser(out_dir):
         [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
          "--disable-extensions", "--disable-background-networking", "--remote-debugging-port=0",
          "--remote-allow-origins=*", f"--user-data-dir={profile}", "--window-size=1280,800",
-         "about:blank"],
+         *extra, "about:blank"],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(out_dir, "chromium.log"), "w"),
         start_new_session=True)
     try:
@@ -193,6 +195,8 @@ def stop_browser(proc, profile):
 def main():
     if sys.argv[1] == "--many":
         return many(*sys.argv[2:4])
+    if sys.argv[1] == "--rebind":
+        return rebind(*sys.argv[2:5])
     if sys.argv[1] == "--text":
         return text(*sys.argv[2:8])
     url, run_id, marker, out_dir = sys.argv[1:5]
@@ -299,6 +303,45 @@ def many(url, out_dir):
         check(f"{nevents} events over {nruns} runs cost the page {used:.0f} /v1 requests "
               "(bound 600; main's page asked for every run after each event)", used < 600,
               f"{used:.0f}")
+    finally:
+        stop_browser(proc, profile)
+    return 1 if FAILS else 0
+
+
+def fetch_in(page, path, method="GET"):
+    """What the page's own script gets from fetch(path): [status, body], or [0, error]."""
+    return page.call("Runtime.evaluate", awaitPromise=True, returnByValue=True, expression=(
+        f"fetch({json.dumps(path)}, {{method: {json.dumps(method)}}})"
+        ".then(r => r.text().then(t => [r.status, t]), e => [0, String(e)])"))["result"]["value"]
+
+
+def rebind(url, secret, out_dir):
+    """Issue 24, finding 3, DNS rebinding: a page of http://rebind.example:PORT, whose name now
+    resolves to musterd's address (Chromium's --host-resolver-rules, as a rebinding DNS server
+    answers), reads from its own origin. Chromium sends such a GET with neither Origin nor
+    Sec-Fetch-* (those go to https:// and loopback URLs only), so musterd must know the browser
+    by what it always sends. Main answered it 200 with every key."""
+    port = url.rstrip("/").rsplit(":", 1)[1]
+    rebound = f"http://rebind.example:{port}"
+    proc, profile, page = start_browser(out_dir, [
+        "--host-resolver-rules=MAP rebind.example 127.0.0.1", "--proxy-server=direct://"])
+    try:
+        page.call("Page.navigate", url=url.rstrip("/") + "/version")
+        page.wait_for("document.readyState === 'complete'", 30)
+        st, body = fetch_in(page, "/v2/keys/?recursive=true")
+        check("musterd's own page (by its address) reads the keys: the browser can read",
+              st == 200 and secret in body, f"{st} {body[:200]}")
+        page.call("Page.navigate", url=rebound + "/version")
+        page.wait_for("document.readyState === 'complete'", 30)
+        check("the rebound page is of its own origin",
+              page.eval("location.origin") == rebound, str(page.eval("location.origin")))
+        for path in ("/v2/keys/?recursive=true", "/v1/runs", "/ui"):
+            st, body = fetch_in(page, path)
+            check(f"the rebound page's GET {path} is refused (421) and shows nothing",
+                  st == 421 and secret not in body and "--allowed-origin" in body,
+                  f"{st} {body[:200]}")
+        st, body = fetch_in(page, "/v2/keys/rebound", "PUT")
+        check("... and its PUT (421)", st == 421, f"{st} {body[:200]}")
     finally:
         stop_browser(proc, profile)
     return 1 if FAILS else 0

@@ -4,7 +4,8 @@
 # run, both members and the round, and a torchrun run's keys on the TCPStore listener; one node's worker is killed and the page shows the round
 # breaking and the next round without a reload. Then: the page is served from the binary with
 # no external script or font; with 200 runs and 60 events it asks for what the events name (tens
-# of requests, not thousands); and it needs credentials when musterd requires them.
+# of requests, not thousands); a page whose name was rebound to musterd's address (DNS rebinding)
+# reads nothing; and it needs credentials when musterd requires them.
 . "$(dirname "$0")/agent_common.bash"
 t_need_cmd chromium chromium
 MU_C10D_CLIENT=${MU_C10D_CLIENT:-$MU_BUILD_DIR/tests/c10d_client}
@@ -49,6 +50,14 @@ t_stop_musterd_checked
 # 200 runs and 60 events: the page fetches what the events name, not every run each time.
 t_start_musterd || t_done
 browser --many "$MUSTERD_URL/" "$T_DIR/shots"
+t_stop_musterd_checked
+
+# DNS rebinding (issue 24, finding 3): a page whose name was rebound to musterd's address reads
+# nothing, though Chromium sends its same-origin GETs with neither Origin nor Sec-Fetch-*.
+t_start_musterd || t_done
+secret="rebind-secret-$RANDOM"
+curl -s -o /dev/null -X PUT "$MUSTERD_URL/v2/keys/team/key" -d "value=$secret"
+browser --rebind "$MUSTERD_URL" "$secret" "$T_DIR/shots"
 t_stop_musterd_checked
 
 # With tokens on, the page needs them too.

@@ -313,6 +313,61 @@ TEST(component__pattern)
   mu_buf_release(&err);
 }
 
+/* A pattern whose counted repeats, spelled out as regcomp spells them, pass 1000 parts is refused
+ * before regcomp (whose memory grows by the square of that); the count follows groups, brackets,
+ * escapes and alternatives. */
+TEST(component__pattern_parts)
+{
+  struct mu_buf err = MU_BUF_INIT(4096);
+  struct mu_buf yaml = MU_BUF_INIT(4096);
+  const char *ok[] = {"a{0,1000}",   "(ab){500}",  "a{999,}",           "a+{500}",   "\\{{1000}",
+                      "[]{(]{1000}", "(a|b){500}", "[[:alpha:]]{1000}", "a|b{1,998}"};
+  const char *bad[] = {"a{0,1001}",      "(ab){501}",
+                       "a{1000,}",       "a+{501}",
+                       "\\{{1001}",      "[]{(]{1001}",
+                       "(a|b){501}",     "(a{1,200}){1,200}",
+                       "a{99999999999}", "(a{2}){2}{2}{2}{2}{2}{2}{2}{2}{2}"};
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]) + sizeof(bad) / sizeof(bad[0]); i++) {
+    int good = i < sizeof(ok) / sizeof(ok[0]);
+    const char *re = good ? ok[i] : bad[i - sizeof(ok) / sizeof(ok[0])];
+    mu_buf_clear(&yaml);
+    mu_buf_clear(&err);
+    mu_buf_printf(&yaml, "name: t\nparams: [{name: a, pattern: '%s'}]\napp: {roles: []}\n", re);
+    struct mu_component *c = NULL;
+    int rc = mu_component_parse(mu_buf_str(&yaml), yaml.len, "test.yaml", &c, &err);
+    mu_component_free(c);
+    if (good) {
+      if (rc != 0)
+        fprintf(stderr, "pattern %s: %s\n", re, mu_buf_str(&err));
+      ASSERT_EQ(rc, 0);
+      continue;
+    }
+    ASSERT_EQ(rc, MU_EINVAL);
+    ASSERT(strstr(mu_buf_str(&err), "repeats its parts past 1000") != NULL);
+  }
+  /* A repeat of a group that can match the empty string: regcomp's time and memory explode
+   * (32 of (a*)* take minutes, 300 of (a*)? 3 GB), whatever the count. */
+  const char *fine[] = {"(a*b)*", "(a|b)*", "([a-z]+)?", "(a*)(b?)", "(x(a*))+", "(a?b?c)*"};
+  const char *empty[] = {"(a*)*", "(a?){0,9}", "(|a)+", "((a*))?",   "(a|b*){2}",
+                         "(^)*",  "((ab)*)*",  "(a*)?", "x(y|(z?))*"};
+  for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]) + sizeof(empty) / sizeof(empty[0]); i++) {
+    int good = i < sizeof(fine) / sizeof(fine[0]);
+    const char *re = good ? fine[i] : empty[i - sizeof(fine) / sizeof(fine[0])];
+    mu_buf_clear(&yaml);
+    mu_buf_clear(&err);
+    mu_buf_printf(&yaml, "name: t\nparams: [{name: a, pattern: '%s'}]\napp: {roles: []}\n", re);
+    struct mu_component *c = NULL;
+    int rc = mu_component_parse(mu_buf_str(&yaml), yaml.len, "test.yaml", &c, &err);
+    mu_component_free(c);
+    if (rc != (good ? 0 : MU_EINVAL))
+      fprintf(stderr, "pattern %s: %d %s\n", re, rc, mu_buf_str(&err));
+    ASSERT_EQ(rc, good ? 0 : MU_EINVAL);
+    ASSERT(good || strstr(mu_buf_str(&err), "a group that can match the empty string") != NULL);
+  }
+  mu_buf_release(&yaml);
+  mu_buf_release(&err);
+}
+
 TEST(component__format_errors)
 {
   struct mu_buf err = MU_BUF_INIT(4096);
