@@ -71,6 +71,19 @@ etcd3_leader() {
   return 1
 }
 
+# Moves the leadership from member $1 (the leader) to another live member; prints the new
+# leader's index once it leads.
+etcd3_move_leader() {
+  local from=$1 to st id
+  for to in 0 1 2; do
+    [ "$to" != "$from" ] && kill -0 "${EC_PID[$to]}" 2>/dev/null && break
+  done
+  st=$(curl -s --max-time 1 -X POST -d '{}' "http://127.0.0.1:${EC_PORT[$to]}/v3/maintenance/status")
+  id=$("$PY" -c 'import json,sys; print("%x" % int(json.loads(sys.argv[1])["header"]["member_id"]))' "$st") || return 1
+  ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:${EC_PORT[$from]}" move-leader "$id" >/dev/null || return 1
+  t_until 10 eval '[ "$(etcd3_leader)" = "$to" ]' && echo "$to"
+}
+
 # The members (indexes) that process $1 has a TCP connection to.
 etcd3_members_of() {
   local i conns
