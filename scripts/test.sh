@@ -127,7 +127,7 @@ if [ "$fast" = 0 ]; then
     echo "-- $name: ${MU_FUZZ_SECONDS:-30}s"
     set +e
     # shellcheck disable=SC2046
-    "$f" -max_total_time="${MU_FUZZ_SECONDS:-30}" -print_final_stats=0 \
+    "$f" -max_total_time="${MU_FUZZ_SECONDS:-30}" -print_final_stats=0 -artifact_prefix=build-fuzz/ \
       "build-fuzz/corpus-$name" $([ -d "$corpus" ] && echo "$corpus") >"build-fuzz/$name.log" 2>&1
     rc=$?
     set -e
