@@ -758,9 +758,11 @@ int mu_cfg_rdzv_auth(const struct mu_cfg *cfg, const struct mu_app *app,
     out->open = 1;
   } else if (strcmp(v, "auto") == 0 && role >= 0) {
     out->open = 1;
-    out->why_open = mu_asprintf("roles[%ld] runs torchrun with an etcd rendezvous backend, which "
-                                "sends no token (torchrun's c10d backend keeps the job private)",
-                                role);
+    out->why_open = mu_asprintf(
+        "roles[%ld] runs torchrun with an etcd rendezvous backend, which "
+        "sends no token (with torchrun's c10d backend the job's HTTP API keeps its token; "
+        "its TCPStore port has none: docs/security.md)",
+        role);
   } else if (strcmp(v, "token") == 0 && role >= 0) {
     mu_buf_printf(err,
                   "-cfg rdzv_auth=token: roles[%ld] runs torchrun with an etcd rendezvous "
