@@ -132,6 +132,7 @@ struct fstate {
   long long round_mod, restarts_mod;
   char **present; /* ids with a key at level R - 1 */
   size_t npresent;
+  int ending; /* a key at level R: a member re-joined, or a newcomer waits and R has room */
 };
 
 static void fstate_release(struct fstate *f)
@@ -147,10 +148,30 @@ static void fstate_release(struct fstate *f)
   memset(f, 0, sizeof(*f));
 }
 
+/* Is round r ending another way, as musterd's round is broken or its watches told "waiting"?
+ * A key at level r is a member of r that re-joined (r is over), or a newcomer that r takes in
+ * when it has room (r ends to grow: a scale-up counts nothing). Standbys beside a full round
+ * leave it running. */
+static int round_ending(const cJSON *round, const cJSON *next)
+{
+  const cJSON *kv;
+  long nnodes = (long)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(round, "members"));
+  long max = mu_json_get_long(round, "max", nnodes);
+  int ending = 0;
+  cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(next, "kvs"))
+  {
+    char *k = mu__etcd3_unb64(mu_json_get_str(kv, "key"), NULL);
+    ending |= mu__etcd3_member_index(round, mu__etcd3_id_of_key(k)) >= 0 || nnodes < max;
+    mu_free(k);
+  }
+  return ending;
+}
+
 static int fstate_read(struct mu_etcd3 *e, const char *run, long r, struct fstate *f)
 {
   const char *names[] = {"c/end", "c/round", "c/cfg", "c/restarts"};
-  char *keys[5], *old = mu__etcd3_key_of(run, "n/" ETCD3_LEVEL "/", r - 1);
+  char *keys[5], *old = mu__etcd3_key_of(run, "n/" ETCD3_LEVEL "/", r - 1),
+                 *next = mu__etcd3_key_of(run, "n/" ETCD3_LEVEL "/", r);
   struct mu__etcd3_txn t;
   mu__etcd3_txn_init(&t);
   for (int i = 0; i < 4; i++)
@@ -159,6 +180,7 @@ static int fstate_read(struct mu_etcd3 *e, const char *run, long r, struct fstat
   for (int i = 0; i < 5; i++)
     cJSON_AddItemToArray(t.success, mu__etcd3_op_range(keys[i], NULL, E3_ALL));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(old, E3_KEYS));
+  cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(next, E3_KEYS));
   cJSON *ans = NULL;
   int rc = mu__etcd3_txn_run(e, &t, &ans);
   if (rc == 0) {
@@ -180,11 +202,14 @@ static int fstate_read(struct mu_etcd3 *e, const char *run, long r, struct fstat
       mu_free(k);
     }
     rc = mu__etcd3_attach_members(e, run, f->round);
+    if (rc == 0)
+      f->ending = round_ending(f->round, mu__etcd3_txn_range(ans, 6));
   }
   cJSON_Delete(ans);
   for (int i = 0; i < 5; i++)
     mu_free(keys[i]);
   mu_free(old);
+  mu_free(next);
   return rc;
 }
 
@@ -420,7 +445,7 @@ static int report_failure(struct mu_etcd3 *e, const char *run, const char *me, l
       break;
     }
     fill_answer(NULL, f.restarts, f.cfg, out);
-    if (mu__etcd3_round_no(f.round) != r || f.ended != NULL || !present(&f, me)) {
+    if (mu__etcd3_round_no(f.round) != r || f.ended != NULL || !present(&f, me) || f.ending) {
       fstate_release(&f); /* round r had ended another way: nothing counted */
       return 0;
     }

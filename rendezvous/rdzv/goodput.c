@@ -280,6 +280,9 @@ static int report_failure(struct rdzv_run *run, struct rdzv_node *n, uint64_t ro
   if (run->round == NULL || run->round->number != round || run->rstate != RDZV_ROUND_ACTIVE ||
       n->round != run->round)
     return 0; /* that round already ended (another node's report, a loss, a re-join) */
+  if (run->joins.n > 0 && run->round->nnodes < run->max_nodes)
+    return 0; /* it is ending to take in waiting nodes (its members were told "waiting"): a
+               * worker that failed as its peers stopped for the scale-up is no restart */
   char why[RDZV_WHY_MAX + 64];
   snprintf(why, sizeof(why), "node '%.*s': %.*s", 96, n->h.key, RDZV_WHY_MAX - 64,
            reason != NULL && reason[0] ? reason

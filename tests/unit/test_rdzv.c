@@ -1325,6 +1325,32 @@ TEST(rdzv__failure_counts_once_per_round_and_the_budget_is_the_runs)
   env_done(&e);
 }
 
+TEST(rdzv__a_failure_during_a_scale_up_is_no_restart)
+{
+  /* 2:3 nodes, no restart: c comes while round 1 (a, b) runs, so a and b are told "waiting"
+   * and stop their workers to take it in; a worker of a that fails because b's stopped first
+   * is reported, and counts nothing (the run was shut by it in rdzv_backends' elastic case). */
+  struct env e;
+  env_init(&e, 0);
+  struct rdzv_join_req q;
+  struct rec r[3];
+  struct rdzv_report_answer a;
+  cfg(&q, 2, 3, 0);
+  q.config.max_restarts = 0;
+  join(&e, "job", &q, "a", &r[0]);
+  join(&e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(r[1].fired, 1);
+  join(&e, "job", &q, "c", &r[2]);
+  ASSERT_EQ(r[2].fired, 0);
+  ASSERT_EQ(report(&e, "a", 1, RDZV_REPORT_FAILED, &a), 0);
+  ASSERT_EQ(a.counted, 0);
+  ASSERT(strcmp(a.state, "shut") != 0);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.restarts, 0);
+  env_done(&e);
+}
+
 TEST(rdzv__restart_budget_config_and_the_join_answer)
 {
   /* The first node that names a budget sets it; another budget is a config mismatch; a join
