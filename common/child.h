@@ -55,14 +55,14 @@ int mu_child_spawn_flags(uv_loop_t *loop, struct mu_child *c, const struct mu_ch
  */
 
 struct mu_child_run {
-  char **args;         /* NULL-terminated, args[0] looked up on PATH */
-  const char *input;   /* written to its stdin, then EOF; NULL: stdin is /dev/null */
-  struct mu_buf *out;  /* its stdout, at most out's cap (NULL: discarded) */
-  int out_fd;          /* >= 0: its stdout goes straight to this fd instead (out unused) */
-  struct mu_buf *err;  /* its stderr, at most err's cap, the rest dropped (NULL: discarded) */
-  int status;          /* set: the exit code, or 128 + the signal that ended it */
-  int out_over;        /* set: its stdout passed out's cap (what fits is kept) */
-  int keep_stderr;     /* 1: its stderr is ours (what it says reaches the user), err unused */
+  char **args;        /* NULL-terminated, args[0] looked up on PATH */
+  const char *input;  /* written to its stdin, then EOF; NULL: stdin is /dev/null */
+  struct mu_buf *out; /* its stdout, at most out's cap (NULL: discarded) */
+  int out_fd;         /* >= 0: its stdout goes straight to this fd instead (out unused) */
+  struct mu_buf *err; /* its stderr, at most err's cap, the rest dropped (NULL: discarded) */
+  int status;         /* set: the exit code, or 128 + the signal that ended it */
+  int out_over;       /* set: its stdout passed out's cap (what fits is kept) */
+  int keep_stderr;    /* 1: its stderr is ours (what it says reaches the user), err unused */
 };
 
 /* Runs r->args to its end on a loop of its own (uv_spawn: same process group as ours), with the

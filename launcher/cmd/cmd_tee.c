@@ -55,8 +55,8 @@ int cmd_tee(int argc, char **argv)
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
     /* No combined log: the command runs all the same, its output where it always went. */
-    mu_warn("cannot open the combined log '%s': %s; running '%s' without it", path,
-            strerror(errno), cmd[0]);
+    mu_warn("cannot open the combined log '%s': %s; running '%s' without it", path, strerror(errno),
+            cmd[0]);
     fflush(NULL);
     execvp(cmd[0], cmd);
     mu_error("cannot run '%s': %s", cmd[0], strerror(errno));
@@ -72,6 +72,7 @@ int cmd_tee(int argc, char **argv)
   }
   if (log_err != 0)
     mu_warn("writing the combined log '%s' failed: %s (the command's output is whole in "
-            "srun's files)", path, strerror(-log_err));
+            "srun's files)",
+            path, strerror(-log_err));
   return end_like(code, sig);
 }

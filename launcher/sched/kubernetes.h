@@ -173,8 +173,8 @@ int mu_k8s_apply_pods(const char *pods, const char *events, int set_states,
  * of its Warning events about pods. *want_events is 1 when a job's waiting pod says why only in
  * its events (read them once for the namespace and call again).
  * Returns: 0, or MU_EPARSE. Ownership: each l[i].reason is replaced (mu_app_list_free). */
-int mu_k8s_list_reasons(const char *pods, const char *events, struct mu_app_list_entry *l,
-                        size_t n, int *want_events, struct mu_buf *err);
+int mu_k8s_list_reasons(const char *pods, const char *events, struct mu_app_list_entry *l, size_t n,
+                        int *want_events, struct mu_buf *err);
 
 /* The name of replica (role, replica) of job's pod in pods (kubectl get pods -o json), the
  * newest when there were several (replica -1: the job's musterd). Returns: a new string

@@ -23,10 +23,11 @@
 #include "lines.h"
 #include "slurm.h"
 
-#define TEE_READ 65536     /* one read of a pipe */
-#define TEE_LINE 65536     /* a longer line goes to the log in pieces of this size, each a line */
-#define TEE_DRAIN_MS 2000  /* after the command's exit: how long its pipes may stay open (a child
-                            * it left behind that still holds them) before the tee stops */
+#define TEE_READ 65536 /* one read of a pipe */
+#define TEE_LINE 65536 /* a longer line goes to the log in pieces of this size, each a line */
+#define TEE_DRAIN_MS                                                                               \
+  2000 /* after the command's exit: how long its pipes may stay open (a child                      \
+        * it left behind that still holds them) before the tee stops */
 
 struct tee {
   uv_loop_t loop;

@@ -179,8 +179,7 @@ static int from_browser(const struct rv_conn *c)
         return 1;
       break;
     case 'u':
-      if (strcasecmp(f, "User-Agent") == 0 &&
-          strncmp(rv_conn_hdr_value(c, i), "Mozilla/", 8) == 0)
+      if (strcasecmp(f, "User-Agent") == 0 && strncmp(rv_conn_hdr_value(c, i), "Mozilla/", 8) == 0)
         return 1;
       break;
     default:

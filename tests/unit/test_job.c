@@ -161,8 +161,8 @@ TEST(job__validate_names_and_text)
 
 TEST(job__macros)
 {
-  struct mu_macros m = {"app-1", "3", "/img", "MUSTER_RANK0_HOST", "127.0.0.1:9", "4",
-                        "127.0.0.1:29400"};
+  struct mu_macros m = {"app-1",       "3", "/img",           "MUSTER_RANK0_HOST",
+                        "127.0.0.1:9", "4", "127.0.0.1:29400"};
   char *s = mu_macros_apply(&m, "--id=${app_id}/${replica_id} ${rdzv_endpoint} $${x} ${nope} "
                                 "${c10d_endpoint}");
   ASSERT_STR_EQ(s, "--id=app-1/3 127.0.0.1:9 ${x} ${nope} 127.0.0.1:29400");

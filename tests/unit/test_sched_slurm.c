@@ -43,7 +43,7 @@ static void drop_version_line(char *s)
 static void untee(char *s)
 {
   static const char tee[] = " tee slurm-\"$SLURM_JOB_ID\"-", block[] = "\n# Each replica's "
-                                                                      "stdout and stderr";
+                                                                       "stdout and stderr";
   char *p = strstr(s, block), *e;
   ASSERT_NOT_NULL(p);
   ASSERT_NOT_NULL((e = strstr(p, "; done\n")));
@@ -1161,7 +1161,7 @@ TEST(slurm__quote_export)
       {"a,b", "\"K=a,b\""},
       {"a\nb", "K=a\nb"},
       {"x=y", "K=x=y"},
-      {"'q'", "K='q'"},   /* balanced quotes without a ',': read as they are */
+      {"'q'", "K='q'"},     /* balanced quotes without a ',': read as they are */
       {"a','b", "K=a','b"}, /* a ',' inside balanced quotes: read as it is */
       {"say \"hi\"", "K=say \"hi\""},
       {"a,'b'", "\"K=a,'b'\""},
