@@ -1,6 +1,7 @@
 /* Inside the kubernetes scheduler (kubernetes*.c only): the render context that both APIs'
- * renderers share, and the pieces of a pod they both use. kubernetes_render.c builds the context
- * from the app and its cfg, the pods and the Volcano Job; kubernetes_jobset.c the JobSet.
+ * renderers share, and the pieces of a pod they both use. kubernetes_ctx.c builds the context
+ * from the app and its cfg, kubernetes_render.c the pods and the Volcano Job; kubernetes_jobset.c
+ * the JobSet.
  */
 #ifndef MU_KUBERNETES_IMPL_H
 #define MU_KUBERNETES_IMPL_H
@@ -11,6 +12,28 @@
 #include "config.h"
 #include "job.h"
 #include "kubernetes.h"
+
+/* A role whose entrypoint is `muster` (dist.ddp's --launcher muster) runs the portable agent
+ * that the pod's init container copied into the emptyDir at MU_K8S_AGENT_DIR: the user's image
+ * needs nothing from muster. */
+#define MU_K8S_AGENT_DIR "/muster"
+#define MU_K8S_AGENT_VOLUME "muster-agent"
+#define MU_K8S_AGENT_COPY "/mnt/muster"
+
+/* Cuts s to at most max characters, then drops trailing '-'. */
+void mu_k8s_cut(char *s, size_t max);
+
+/* Label values: at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends. Returns: a new
+ * string (mu_free). */
+char *mu_k8s_label_value(const char *s);
+
+/* Whether argument i of the role's command line (-1: the entrypoint) is the `muster` of
+ * `muster agent`. */
+int mu_k8s_is_agent_token(const struct mu_role *r, long i);
+
+/* Whether the role runs `muster agent`; whether any role of app does. */
+int mu_k8s_runs_agent(const struct mu_role *r);
+int mu_k8s_app_runs_agent(const struct mu_app *app);
 
 /* What every part of a manifest needs, resolved once from the app and its cfg. */
 struct mu_k8s_ctx {
