@@ -65,6 +65,9 @@ static const struct mu_runopt k8s_runopts[] = {
     {"muster_image", MU_RUNOPT_STR, NULL, 0,
      "the muster image (scripts/build-image.sh): the init container that puts the agent in "
      "every pod, and the job's musterd; required when the job uses either"},
+    {"neuron_resource", MU_RUNOPT_STR, "aws.amazon.com/neuron", 0,
+     "the extended resource a pod asks for Neuron devices by: the device plugin's name since "
+     "Neuron 2.20; set aws.amazon.com/neurondevice only on a cluster whose plugin is older"},
     {"kubectl", MU_RUNOPT_STR, "kubectl", 0, "kubectl program (name on PATH or a path)"},
     {"context", MU_RUNOPT_STR, NULL, 0, "kubeconfig context (kubectl --context)"},
     MU_RUNOPT_HEALTH_CHECK,

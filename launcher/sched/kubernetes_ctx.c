@@ -713,6 +713,15 @@ int mu_k8s_ctx_init(struct mu_k8s_ctx *x, const struct mu_app *app, const struct
     rc = ctx_objects(x, err);
   if (rc != 0)
     return rc;
+  x->neuron_res = mu_cfg_get(cfg, "neuron_resource");
+  if (x->neuron_res != NULL &&
+      (strchr(x->neuron_res, '/') == NULL || !label_key_ok(x->neuron_res))) {
+    mu_buf_printf(err,
+                  "-cfg neuron_resource=%s: not an extended resource name (DOMAIN/NAME); use "
+                  "aws.amazon.com/neuron (Neuron 2.20 and later) or aws.amazon.com/neurondevice",
+                  x->neuron_res);
+    return MU_EINVAL;
+  }
   x->placeholder = mi == NULL || *mi == '\0';
   x->muster_image = x->placeholder ? MU_K8S_IMAGE_PLACEHOLDER : mi;
   ctx_rank0(x);

@@ -56,6 +56,7 @@ struct mu_k8s_ctx {
   const char *muster_image; /* -cfg muster_image, or MU_K8S_IMAGE_PLACEHOLDER */
   int placeholder;          /* muster_image is the placeholder */
   const char *sched;        /* schedulerName, NULL for the cluster's default */
+  const char *neuron_res;   /* -cfg neuron_resource: what aws.amazon.com/neuron is asked as */
   cJSON *node_sel, *labels, *annotations; /* from cfg; never NULL */
   cJSON *tolerations, *pull_secrets;      /* from cfg; NULL when none */
 };

@@ -405,7 +405,8 @@ static void container_ports(cJSON *ctr, const struct mu_role *r)
 
 /* resources: TorchX's limits and requests (requests leave 100m CPU and 1 GB of memory to the
  * node's daemons), GPUs and the other devices. */
-static void container_resources(cJSON *ctr, const struct mu_resource *res)
+static void container_resources(const struct mu_k8s_ctx *x, cJSON *ctr,
+                                const struct mu_resource *res)
 {
   cJSON *o = cJSON_AddObjectToObject(ctr, "resources");
   cJSON *lim = cJSON_AddObjectToObject(o, "limits");
@@ -422,8 +423,12 @@ static void container_resources(cJSON *ctr, const struct mu_resource *res)
     add_fmt(lim, "nvidia.com/gpu", "%ld", res->gpu);
     add_fmt(req, "nvidia.com/gpu", "%ld", res->gpu);
   }
-  for (size_t i = 0; i < res->ndevices; i++)
-    add_fmt(lim, res->devices[i].name, "%ld", res->devices[i].count);
+  for (size_t i = 0; i < res->ndevices; i++) {
+    const char *name = res->devices[i].name;
+    if (x->neuron_res != NULL && strcmp(name, "aws.amazon.com/neuron") == 0)
+      name = x->neuron_res; /* -cfg neuron_resource: a device plugin older than Neuron 2.20 */
+    add_fmt(lim, name, "%ld", res->devices[i].count);
+  }
 }
 
 /* The volume of one mount: a PVC, a Secret, a ConfigMap, or a hostPath (bind, device). */
@@ -507,7 +512,7 @@ static cJSON *role_container(const struct mu_k8s_ctx *x, long ri, long k)
   cJSON_AddStringToObject(ctr, "name", *name ? name : "main");
   mu_free(name);
   container_ports(ctr, r);
-  container_resources(ctr, &r->resource);
+  container_resources(x, ctr, &r->resource);
   cJSON_AddObjectToObject(ctr, "securityContext");
   cJSON_AddArrayToObject(ctr, "volumeMounts");
   return ctr;

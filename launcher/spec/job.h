@@ -210,6 +210,10 @@ void mu_resource_add_device(struct mu_resource *r, const char *name, long count)
 int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *err);
 /* The i-th known named resource, NULL past the end. Ownership: static. */
 const char *mu_named_resource_at(size_t i);
+/* The NeuronCores one node of an instance type shows at logical-core setting lnc (1 or 2; LNC
+ * applies on Trainium2 only, trn1/inf2 show 2 per device at either). Returns: the count, 0 for
+ * a type that is not in the table or has no Neuron device. */
+long mu_instance_neuron_cores(const char *type, int lnc);
 
 /* Checks each role that names an instance type (the node.kubernetes.io/instance-type
  * capability) of the table against what that type has (resources.c): GPUs, EFA adapters, Neuron

@@ -142,7 +142,7 @@ t_expect_eq "named resources, Resource, resource(), sentinels" "$(role 'r["args"
   "['small=8/1/32768', 'p4d=96/8/1132416/p4d.24xlarge/4', 'trn=8/16/trn1.32xlarge', 'trn1n=16', 'copy=yes/1', 'resource=4/0/1024', 'default=2/0/1024', 'named=1', 'null=-1', 'has=True/False', 'tables=True/True', 'sentinels=all/<MISSING>/<NONE>/-1']"
 t_expect_eq "a named resource as the role's resource" \
   "$(role 'r["resource"]["cpu"], r["resource"]["devices"]')" \
-  "128 {'vpc.amazonaws.com/efa': 8, 'aws.amazon.com/neurondevice': 16}"
+  "128 {'vpc.amazonaws.com/efa': 8, 'aws.amazon.com/neuron': 16}"
 err_is "named_resources: unknown name, the closest" \
   "bad_named raised KeyError: 'No named resource found for .gpu.smal.. Did you mean .gpu.small.\?'" \
   "$MUSTER" run --dryrun "$N:bad_named"

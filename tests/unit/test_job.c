@@ -315,3 +315,81 @@ TEST(job__shell_quote)
   ASSERT_STR_EQ(mu_buf_str(&b), "plain-word_1.py 'it'\"'\"'s' ''");
   mu_buf_release(&b);
 }
+
+/* Issue 36: every named resource asks for devices by the names today's device plugins advertise
+ * (the Neuron plugin dropped aws.amazon.com/neurondevice in Neuron 2.20, so a pod asking for it
+ * stays Pending), and the Neuron types have the devices, EFA interfaces and cores of their
+ * instance type (docs/components.md). */
+TEST(job__named_resources_use_current_device_names)
+{
+  static const char *const current[] = {"vpc.amazonaws.com/efa", "aws.amazon.com/neuron"};
+  struct mu_buf err = MU_BUF_INIT(1024);
+  size_t n = 0, neuron_types = 0;
+  for (const char *name; (name = mu_named_resource_at(n)) != NULL; n++) {
+    struct mu_app *app = mu_app_new("x");
+    struct mu_role *r = mu_app_add_role(app, "r");
+    ASSERT_EQ(mu_named_resource(name, &r->resource, &err), 0);
+    for (size_t d = 0; d < r->resource.ndevices; d++) {
+      const char *dev = r->resource.devices[d].name;
+      int ok = strcmp(dev, current[0]) == 0 || strcmp(dev, current[1]) == 0;
+      if (!ok)
+        MU__FAIL("%s asks for device '%s', which no current device plugin advertises", name, dev);
+      neuron_types += strcmp(dev, current[1]) == 0;
+    }
+    mu_app_free(app);
+  }
+  ASSERT(n > 50);
+  ASSERT_EQ(neuron_types, 9); /* trn1 x3, trn2, trn2u, inf2 x4 */
+  mu_buf_release(&err);
+}
+
+static long device_of(const char *named, const char *dev)
+{
+  struct mu_app *app = mu_app_new("x");
+  struct mu_role *r = mu_app_add_role(app, "r");
+  struct mu_buf err = MU_BUF_INIT(256);
+  long n = 0;
+  ASSERT_EQ(mu_named_resource(named, &r->resource, &err), 0);
+  for (size_t d = 0; d < r->resource.ndevices; d++)
+    if (strcmp(r->resource.devices[d].name, dev) == 0)
+      n += r->resource.devices[d].count;
+  mu_app_free(app);
+  mu_buf_release(&err);
+  return n;
+}
+
+TEST(job__trainium_types_and_logical_cores)
+{
+  ASSERT_EQ(device_of("aws_trn1.32xlarge", "aws.amazon.com/neuron"), 16);
+  ASSERT_EQ(device_of("aws_trn1.32xlarge", "vpc.amazonaws.com/efa"), 8);
+  ASSERT_EQ(device_of("aws_trn2.48xlarge", "aws.amazon.com/neuron"), 16);
+  ASSERT_EQ(device_of("aws_trn2.48xlarge", "vpc.amazonaws.com/efa"), 16);
+  ASSERT_EQ(device_of("aws_trn2u.48xlarge", "vpc.amazonaws.com/efa"), 16);
+  ASSERT_EQ(mu_instance_neuron_cores("trn2.48xlarge", 2), 64);
+  ASSERT_EQ(mu_instance_neuron_cores("trn2.48xlarge", 1), 128);
+  ASSERT_EQ(mu_instance_neuron_cores("trn2u.48xlarge", 2), 64);
+  ASSERT_EQ(mu_instance_neuron_cores("trn1.32xlarge", 2), 32); /* no LNC on trn1 */
+  ASSERT_EQ(mu_instance_neuron_cores("trn1.32xlarge", 1), 32);
+  ASSERT_EQ(mu_instance_neuron_cores("p4d.24xlarge", 2), 0);
+  ASSERT_EQ(mu_instance_neuron_cores("nope", 2), 0);
+
+  /* A trn2 node holds 128 NeuronCores (LNC=1) and not 129; 16 devices and not 17. */
+  struct mu_app *app = mu_app_new("x");
+  struct mu_role *r = mu_app_add_role(app, "r");
+  struct mu_buf err = MU_BUF_INIT(1024);
+  r->entrypoint = mu_strdup("true");
+  r->image = mu_strdup("img");
+  ASSERT_EQ(mu_named_resource("aws_trn2.48xlarge", &r->resource, &err), 0);
+  mu_resource_add_device(&r->resource, "aws.amazon.com/neuroncore", 128);
+  ASSERT_EQ(mu_instance_check(app, &err), 0);
+  mu_resource_add_device(&r->resource, "aws.amazon.com/neuroncore", 129);
+  ASSERT_EQ(mu_instance_check(app, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "129 asked for") != NULL);
+  mu_buf_clear(&err);
+  mu_resource_add_device(&r->resource, "aws.amazon.com/neuroncore", 128);
+  mu_resource_add_device(&r->resource, "aws.amazon.com/neuron", 17);
+  ASSERT_EQ(mu_instance_check(app, &err), MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "aws.amazon.com/neuron: 17 asked for") != NULL);
+  mu_app_free(app);
+  mu_buf_release(&err);
+}

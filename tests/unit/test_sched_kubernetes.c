@@ -2182,3 +2182,57 @@ TEST(k8s__list_reasons_read_events_once)
   mu_app_list_free(l, 3);
   mu_buf_release(&err);
 }
+
+/* Issue 36: a trn1.32xlarge pod asks for aws.amazon.com/neuron (never neurondevice) and its EFA
+ * interfaces; -cfg neuron_resource renames the Neuron request for a cluster older than Neuron
+ * 2.20, and a value that is no extended resource name is refused naming the fix. */
+static cJSON *trn_limits(const char *neuron_resource, struct mu_buf *err, int *rc)
+{
+  struct mu_app *app = case01_app();
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  cJSON *tree = NULL, *lim = NULL;
+  if (app->roles[0].image == NULL)
+    app->roles[0].image = mu_strdup("img");
+  ASSERT_EQ(mu_named_resource("aws_trn1.32xlarge", &app->roles[0].resource, err), 0);
+  mu_kvlist_set(&cfg.values, "queue", "q");
+  if (neuron_resource != NULL)
+    mu_kvlist_set(&cfg.values, "neuron_resource", neuron_resource);
+  *rc = mu_k8s_render(app, &cfg, "trn-job", &tree, err);
+  if (*rc == 0) {
+    cJSON *res = cJSON_GetObjectItemCaseSensitive(container_of(task_at(tree, 0)), "resources");
+    lim = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(res, "limits"), 1);
+  }
+  cJSON_Delete(tree);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  return lim;
+}
+
+TEST(k8s__neuron_resource_name)
+{
+  struct mu_buf err = MU_BUF_INIT(4096);
+  int rc;
+  cJSON *lim = trn_limits(NULL, &err, &rc);
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_EQ(
+      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lim, "aws.amazon.com/neuron")), "16");
+  ASSERT_STR_EQ(
+      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lim, "vpc.amazonaws.com/efa")), "8");
+  ASSERT(cJSON_GetObjectItemCaseSensitive(lim, "aws.amazon.com/neurondevice") == NULL);
+  cJSON_Delete(lim);
+
+  lim = trn_limits("aws.amazon.com/neurondevice", &err, &rc);
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_EQ(
+      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lim, "aws.amazon.com/neurondevice")),
+      "16");
+  ASSERT(cJSON_GetObjectItemCaseSensitive(lim, "aws.amazon.com/neuron") == NULL);
+  cJSON_Delete(lim);
+
+  lim = trn_limits("neurondevice", &err, &rc);
+  ASSERT_EQ(rc, MU_EINVAL);
+  ASSERT(lim == NULL);
+  ASSERT(strstr(mu_buf_str(&err), "-cfg neuron_resource=neurondevice") != NULL);
+  ASSERT(strstr(mu_buf_str(&err), "aws.amazon.com/neuron") != NULL);
+  mu_buf_release(&err);
+}
