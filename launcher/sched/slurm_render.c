@@ -261,6 +261,13 @@ static int group_directive(struct render *r, const struct mu_role *role, const c
     else
       mu_buf_printf(r->script, " --gpus-per-task=%ld --ntasks=1", res->gpu);
   }
+  /* Neuron devices are no GRES (AWS's Trainium Slurm examples take whole nodes): the role gets
+   * its nodes exclusively instead. */
+  for (size_t i = 0; i < res->ndevices; i++)
+    if (strncmp(res->devices[i].name, "aws.amazon.com/neuron", 21) == 0) {
+      mu_buf_puts(r->script, " --exclusive");
+      break;
+    }
   return mu_buf_putc(r->script, '\n');
 }
 

@@ -1257,3 +1257,28 @@ TEST(slurm__describe_reads_the_app_line)
   ASSERT(strstr(mu_buf_str(&err), "carries no job spec") != NULL);
   mu_buf_release(&err);
 }
+
+/* Issue 36: a role asking for Neuron devices (trn2.48xlarge) takes its nodes with --exclusive and
+ * asks for no GRES; a role without them does not get --exclusive. */
+TEST(slurm__trainium_exclusive_no_gres)
+{
+  struct mu_app *app = mu_app_new("trn");
+  struct mu_role *r = mu_app_add_role(app, "trainer");
+  struct mu_cfg cfg = {MU_KVLIST_INIT};
+  struct mu_buf err = MU_BUF_INIT(256);
+  r->entrypoint = mu_strdup("python3");
+  r->image = mu_strdup("/img");
+  r->num_replicas = 2;
+  char *plain = render(app, &cfg, 24, 11, 0, NULL);
+  ASSERT(strstr(plain, "--exclusive") == NULL);
+  ASSERT_EQ(mu_named_resource("aws_trn2.48xlarge", &r->resource, &err), 0);
+  char *s = render(app, &cfg, 24, 11, 0, NULL);
+  ASSERT(strstr(s, "--exclusive") != NULL);
+  ASSERT(strstr(s, "--gres") == NULL);
+  ASSERT(strstr(s, "neuron") == NULL);
+  mu_free(plain);
+  mu_free(s);
+  mu_app_free(app);
+  mu_cfg_release(&cfg);
+  mu_buf_release(&err);
+}
