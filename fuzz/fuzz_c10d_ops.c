@@ -67,6 +67,7 @@ static int connect_client(void)
 static void pump(int fd, const uint8_t *p, size_t n, int until_eof)
 {
   size_t sent = 0;
+  int shut = 0;
   char sink[65536];
   for (long idle = 0; idle < 10000; idle++) {
     if (sent < n) {
@@ -77,8 +78,10 @@ static void pump(int fd, const uint8_t *p, size_t n, int until_eof)
       } else if (w < 0 && errno != EAGAIN) {
         return; /* closed by musterd (a bound): fine */
       }
-      if (sent == n && until_eof)
-        shutdown(fd, SHUT_WR);
+    }
+    if (sent == n && until_eof && !shut) {
+      shutdown(fd, SHUT_WR);
+      shut = 1;
     }
     uv_run(&loop, UV_RUN_NOWAIT);
     ssize_t r = recv(fd, sink, sizeof(sink), 0);

@@ -213,7 +213,11 @@ def case_wait_flood(url, port, pid):
         keys = b"".join(string(b"/big%d_%d" % (j, i)) for i in range(30000))
         c.sendall(bytes([WAIT]) + struct.pack("<Q", 30000) + keys)
         big.append(c)
-    time.sleep(1)
+    # wait for the server to have read them all (waited keys and the close), not a fixed time
+    end = time.time() + 30
+    while time.time() < end and (closes(url, "wait_bound") == before
+                                 or metric(url, "musterd_c10d_waited_keys") != 120000):
+        time.sleep(0.1)
     shut = sum(closed_within(c, 0.1) for c in big)
     out(shut == 1 and closes(url, "wait_bound") == before + 1,
         "the WAIT that takes one address past 131,072 waited keys is closed (wait_bound)",
