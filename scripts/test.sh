@@ -128,6 +128,7 @@ if [ "$fast" = 0 ]; then
     set +e
     # shellcheck disable=SC2046
     "$f" -max_total_time="${MU_FUZZ_SECONDS:-30}" -print_final_stats=0 -artifact_prefix=build-fuzz/ \
+      $([ -f "fuzz/$name.dict" ] && echo "-dict=fuzz/$name.dict") \
       "build-fuzz/corpus-$name" $([ -d "$corpus" ] && echo "$corpus") >"build-fuzz/$name.log" 2>&1
     rc=$?
     set -e

@@ -22,6 +22,9 @@
 #define C10D_OUT_PAUSE (64 * 1024)
 /* How often parked connections try their write again (a disk error, a big GET in slices). */
 #define C10D_PARK_RETRY_MS 10
+/* Fairness: the frames one connection runs in one loop turn; the rest of its pipelined input
+ * waits for the next turn, after the other clients' I/O (redis's max-requests-per-event). */
+#define C10D_FRAMES_PER_TURN 64
 
 struct c10d_wait;
 
@@ -43,19 +46,23 @@ struct c10d {
   int port;
   char host[64];
   struct mu_list conns;  /* struct c10d_conn.link */
+  size_t conns_closing;  /* of them, closed and not yet freed */
   struct mu_list parked; /* struct c10d_conn.park_link: a write waiting for the store */
   uv_timer_t sweep;      /* deadlines, once a second */
   uv_timer_t retry;      /* parked connections, every C10D_PARK_RETRY_MS while any */
   uv_timer_t gc;         /* forgets idle torchrun runs (gc.c) */
+  uv_idle_t turn;        /* runs the next share of the connections on `ready`, once a turn */
+  struct mu_list ready;  /* struct c10d_conn.ready_link: frames left over from their turn */
   struct mu_htab runs;   /* struct c10d_run_seen by run id: its last write */
   int gc_scanned;        /* the runs in the store at start-up are in `runs` */
   uint64_t runs_forgotten, keys_forgotten;
   int timers_closed;
-  unsigned handles;     /* open handles (listener, timers, connections): freed at 0 once closing */
-  struct mu_htab addrs; /* struct c10d_addr by address */
-  uint64_t wait_keys;   /* keys waited on now (WAIT and watch_key), all connections */
-  uint64_t watch_keys;  /* watch_key subscriptions open */
-  struct mu_buf path;   /* scratch: a store path */
+  unsigned handles;      /* open handles (listener, timers, connections): freed at 0 once closing */
+  struct mu_htab addrs;  /* struct c10d_addr by address */
+  struct mu_htab queues; /* struct c10d_queue by queue path: items in push order (queue.c) */
+  uint64_t wait_keys;    /* keys waited on now (WAIT and watch_key), all connections */
+  uint64_t watch_keys;   /* watch_key subscriptions open */
+  struct mu_buf path;    /* scratch: a store path */
   struct mu_buf path2;
   /* watch_key: the value a c10d write replaces, for its KEY_UPDATED (only while watched) */
   struct mu_buf stash_key, stash_val;
@@ -66,7 +73,7 @@ struct c10d {
   uint64_t queries[C10D_OP_COUNT];
   uint64_t closed[C10D_R_COUNT];
   uint64_t by_proto[3];
-  uint64_t waits_woken, parked_total;
+  uint64_t waits_woken, parked_total, yielded_total, evicted;
 };
 
 enum c10d_conn_flags {
@@ -76,13 +83,17 @@ enum c10d_conn_flags {
   C10D_CONN_PARKED = 1 << 3,    /* not read: a write waits for the store */
   C10D_CONN_READING = 1 << 4,   /* uv_read_start in effect */
   C10D_CONN_VALIDATED = 1 << 5, /* V2: the handshake came */
+  C10D_CONN_YIELDED = 1 << 6,   /* not read: its turn's share of frames ran, more wait (ready) */
+  C10D_CONN_SPOKE = 1 << 7,     /* a whole frame came (until then: --header-timeout-ms, evicted
+                                   first at --max-connections) */
 };
 
 struct c10d_conn {
   uv_tcp_t tcp;
   struct c10d *m;
-  struct mu_list_node link;      /* on m->conns */
-  struct mu_list_node park_link; /* on m->parked while C10D_CONN_PARKED */
+  struct mu_list_node link;       /* on m->conns */
+  struct mu_list_node park_link;  /* on m->parked while C10D_CONN_PARKED */
+  struct mu_list_node ready_link; /* on m->ready while C10D_CONN_YIELDED */
   unsigned flags;
   enum c10d_proto proto;
   struct mu_buf in; /* input not processed yet: a frame's start at pos */
@@ -91,6 +102,7 @@ struct c10d_conn {
   size_t held;      /* capacity of in, out and wbuf counted in the server's memory budget */
   struct c10d_frame frame;
   uint64_t frame_since; /* uv_now() when the unfinished frame's first byte came; 0 none */
+  uint64_t accepted_at; /* uv_now() at accept */
   struct mu_buf out;    /* answers not handed to the kernel */
   struct mu_buf wbuf;   /* being written */
   uv_write_t wreq;
@@ -159,6 +171,16 @@ int c10d_key_decode(const char *name, size_t n, struct mu_buf *out);
 struct v2_node *c10d_lookup_key(struct c10d *m, const char *path);
 /* Returns: the items queued under queue path `qpath`. */
 size_t c10d_queue_len(struct c10d *m, const char *qpath);
+
+/* queue.c: each queue's items in push order, for QUEUE_POP in O(1) */
+/* QUEUE_PUSH made item `item_key` in the queue at `qpath`. */
+void c10d_queue_pushed(struct c10d *m, const char *qpath, const char *item_key);
+/* Returns: the oldest item of the queue at `qpath` (its dir `d`, with items), taken out of the
+ * order (the caller deletes it), or NULL when it holds none. */
+struct v2_node *c10d_queue_oldest(struct c10d *m, const char *qpath, const struct v2_node *d);
+/* Frees the order of the queue at `qpath` once it holds nothing. */
+void c10d_queue_forget(struct c10d *m, const char *qpath);
+void c10d_queues_release(struct c10d *m);
 
 /* wait.c */
 /* WAIT for the frame's keys: STOP_WAITING now, or once every key exists. Returns: 0, or -1

@@ -1,8 +1,10 @@
 /* The c10d listener and its connections: accept (with the server's per-address shares), read,
  * frames out of the input, answers out (held by the durability barrier as HTTP replies are),
  * back-pressure, parking while the store takes no writes, deadlines, closing with a counted
- * reason. A TCPStore connection lives as long as its job and may be idle for hours: there is
- * no idle timeout, only deadlines on a frame in progress and on a write that makes no progress.
+ * reason, a bounded share of frames per loop turn. A TCPStore connection lives as long as its job
+ * and may be idle for hours: once it has sent a frame there is no idle timeout, only deadlines on
+ * a frame in progress and on a write that makes no progress; before its first frame it has the
+ * deadline of a request's headers and is the first evicted at --max-connections.
  */
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +49,7 @@ static void on_conn_closed(uv_handle_t *h)
   rv_server_addr_put(srv, c->addr);
   c10d_addr_put(m, c->waddr);
   mu_list_remove(&m->conns, &c->link);
+  m->conns_closing--;
   c10d_frame_release(&c->frame);
   mu_buf_release(&c->in);
   mu_buf_release(&c->out);
@@ -61,6 +64,7 @@ void c10d_conn_close(struct c10d_conn *c, enum c10d_reason why)
     return;
   struct c10d *m = c->m;
   c->flags |= C10D_CONN_CLOSING;
+  m->conns_closing++;
   m->closed[why]++;
   if (why != C10D_R_EOF && why != C10D_R_SHUTDOWN && why != C10D_R_READ_ERROR)
     mu_log(MU_LOG_INFO, "c10d: closing the connection of %s: %s", c->peer[0] ? c->peer : "?",
@@ -70,6 +74,10 @@ void c10d_conn_close(struct c10d_conn *c, enum c10d_reason why)
   if (c->flags & C10D_CONN_PARKED) {
     c->flags &= ~C10D_CONN_PARKED;
     mu_list_remove(&m->parked, &c->park_link);
+  }
+  if (c->flags & C10D_CONN_YIELDED) {
+    c->flags &= ~C10D_CONN_YIELDED;
+    mu_list_remove(&m->ready, &c->ready_link);
   }
   rv_server_unhold(m->srv, &c->hold);
   uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
@@ -247,7 +255,7 @@ static void read_update(struct c10d_conn *c)
     conn_process(c); /* what came before the pause (it reads again when it is done) */
     return;
   }
-  int want = !(c->flags & (C10D_CONN_PAUSED | C10D_CONN_PARKED));
+  int want = !(c->flags & (C10D_CONN_PAUSED | C10D_CONN_PARKED | C10D_CONN_YIELDED));
   if (want && !(c->flags & C10D_CONN_READING)) {
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
       c10d_conn_close(c, C10D_R_READ_ERROR);
@@ -288,11 +296,46 @@ static int keep_rest(struct c10d_conn *c)
   return 0;
 }
 
-/* Runs every complete frame in the input, in order. */
+static void on_turn(uv_idle_t *h)
+{
+  struct c10d *m = h->data;
+  /* take the list: a connection with frames left again queues for the next turn */
+  struct mu_list todo = m->ready;
+  mu_list_init(&m->ready);
+  while (todo.head != NULL) {
+    struct c10d_conn *c = MU_CONTAINER_OF(todo.head, struct c10d_conn, ready_link);
+    mu_list_remove(&todo, &c->ready_link);
+    c->flags &= ~C10D_CONN_YIELDED;
+    conn_process(c);
+  }
+  if (m->ready.head == NULL)
+    uv_idle_stop(&m->turn);
+}
+
+/* Ends `c`'s share of this loop turn: its other frames run in the next turn, after the I/O of
+ * every other client, and it is not read meanwhile. */
+static void yield_turn(struct c10d_conn *c)
+{
+  struct c10d *m = c->m;
+  c->flags |= C10D_CONN_YIELDED;
+  m->yielded_total++;
+  mu_list_push_back(&m->ready, &c->ready_link);
+  if (!uv_is_active((uv_handle_t *)&m->turn))
+    uv_idle_start(&m->turn, on_turn);
+}
+
+/* Runs the complete frames in the input, in order, at most C10D_FRAMES_PER_TURN of them. */
 static void run_frames(struct c10d_conn *c)
 {
   struct c10d *m = c->m;
-  while (!(c->flags & (C10D_CONN_CLOSING | C10D_CONN_PAUSED | C10D_CONN_PARKED))) {
+  unsigned share = C10D_FRAMES_PER_TURN;
+  while (
+      !(c->flags & (C10D_CONN_CLOSING | C10D_CONN_PAUSED | C10D_CONN_PARKED | C10D_CONN_YIELDED))) {
+    if (share-- == 0) {
+      if (c->pos < c->in.len)
+        yield_turn(c);
+      return;
+    }
     const uint8_t *p = (const uint8_t *)c->in.data + c->pos;
     size_t n = c->in.len - c->pos;
     if (c->proto == C10D_PROTO_UNKNOWN) {
@@ -308,6 +351,7 @@ static void run_frames(struct c10d_conn *c)
     }
     if (rc == 0)
       return;
+    c->flags |= C10D_CONN_SPOKE;
     rc = c10d_dispatch(c);
     if (rc <= 0)
       return; /* parked (the frame runs again later) or closed */
@@ -390,9 +434,26 @@ static void on_sweep(uv_timer_t *t)
     if (c->frame_since != 0 && !(c->flags & C10D_CONN_PARKED) && cfg->body_timeout_ms > 0 &&
         now - c->frame_since >= cfg->body_timeout_ms)
       c10d_conn_close(c, C10D_R_FRAME_TIMEOUT);
+    /* its first frame has the deadline of a request's headers: a torch client sends it at once */
+    else if (!(c->flags & C10D_CONN_SPOKE) && cfg->header_timeout_ms > 0 &&
+             now - c->accepted_at >= cfg->header_timeout_ms)
+      c10d_conn_close(c, C10D_R_FRAME_TIMEOUT);
     else if (c->writing && cfg->write_timeout_ms > 0 &&
              now - c->write_since >= cfg->write_timeout_ms)
       c10d_conn_close(c, C10D_R_WRITE_TIMEOUT);
+  }
+}
+
+/* Closes the oldest connection, other than `keep`, that has sent no whole frame yet. */
+static void evict_silent(struct c10d *m, struct c10d_conn *keep)
+{
+  for (struct mu_list_node *x = m->conns.head; x != NULL; x = x->next) {
+    struct c10d_conn *c = MU_CONTAINER_OF(x, struct c10d_conn, link);
+    if (c != keep && !(c->flags & (C10D_CONN_SPOKE | C10D_CONN_CLOSING))) {
+      m->evicted++;
+      c10d_conn_close(c, C10D_R_CONN_LIMIT);
+      return;
+    }
   }
 }
 
@@ -420,8 +481,12 @@ static void conn_accept(struct c10d *m)
   /* the client as HTTP counts it: its address, or its prefix (--client-prefix-v4/-v6) */
   if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0)
     rv_server_client_key(srv, (struct sockaddr *)&sa, c->peer, sizeof(c->peer));
+  c->accepted_at = uv_now(rv_server_loop(srv));
+  /* full: a connection that has not sent a frame yet goes before a new one is refused */
+  if (m->conns.n - m->conns_closing > rv_server_config(srv)->max_connections)
+    evict_silent(m, c);
   /* TCPStore has no error answer: a connection over a bound is closed at once */
-  if (m->conns.n > rv_server_config(srv)->max_connections) {
+  if (m->conns.n - m->conns_closing > rv_server_config(srv)->max_connections) {
     m->refused++;
     c10d_conn_close(c, C10D_R_CONN_LIMIT);
     return;
@@ -515,5 +580,6 @@ void c10d_shutdown(struct c10d *m)
     uv_close((uv_handle_t *)&m->sweep, on_timer_closed);
     uv_close((uv_handle_t *)&m->retry, on_timer_closed);
     uv_close((uv_handle_t *)&m->gc, on_timer_closed);
+    uv_close((uv_handle_t *)&m->turn, on_timer_closed);
   }
 }

@@ -260,6 +260,9 @@ static void c10d_metrics(struct rv_server *srv, void *data, struct mu_buf *b)
                 "# HELP musterd_c10d_parked_total Writes that waited for the store (a disk "
                 "error, a GET in slices).\n"
                 "# TYPE musterd_c10d_parked_total counter\nmusterd_c10d_parked_total %llu\n"
+                "# HELP musterd_c10d_yielded_total Turns a connection's pipelined frames "
+                "yielded to other clients (their share of a loop turn ran).\n"
+                "# TYPE musterd_c10d_yielded_total counter\nmusterd_c10d_yielded_total %llu\n"
                 "# HELP musterd_c10d_runs_forgotten_total torchrun runs whose keys were "
                 "deleted after --c10d-run-gc-seconds without a write.\n"
                 "# TYPE musterd_c10d_runs_forgotten_total counter\n"
@@ -273,7 +276,8 @@ static void c10d_metrics(struct rv_server *srv, void *data, struct mu_buf *b)
                 (unsigned long long)m->by_proto[C10D_PROTO_LEGACY],
                 (unsigned long long)m->by_proto[C10D_PROTO_V2], (unsigned long long)m->wait_keys,
                 (unsigned long long)m->waits_woken, (unsigned long long)m->parked_total,
-                (unsigned long long)m->runs_forgotten, (unsigned long long)m->keys_forgotten);
+                (unsigned long long)m->yielded_total, (unsigned long long)m->runs_forgotten,
+                (unsigned long long)m->keys_forgotten);
   for (int i = 0; i < C10D_OP_COUNT; i++)
     if (m->queries[i] > 0)
       mu_buf_printf(b, "musterd_c10d_queries_total{query=\"%s\"} %llu\n",
@@ -290,6 +294,7 @@ void c10d_free(struct c10d *m)
 {
   c10d_gc_release(m);
   mu_htab_release(&m->addrs);
+  c10d_queues_release(m);
   mu_buf_release(&m->path);
   mu_buf_release(&m->path2);
   c10d_watch_unstash(m);
@@ -316,10 +321,16 @@ int c10d_register(struct rv_server *srv, const struct c10d_config *cfg)
   m->cfg = *cfg;
   if (m->cfg.max_value_bytes == 0)
     m->cfg.max_value_bytes = C10D_MAX_VALUE_DEFAULT;
+  /* no value is taken that cannot be read back: a GET answers its u64 length and its bytes, and
+   * unsent answers are bounded by --max-output-bytes */
+  size_t out_max = rv_server_config(srv)->max_output_bytes;
+  if (out_max > 8 && m->cfg.max_value_bytes > out_max - 8)
+    m->cfg.max_value_bytes = out_max - 8;
   c10d_limits_init(&m->lim, m->cfg.max_value_bytes);
   mu_list_init(&m->conns);
   mu_list_init(&m->parked);
   mu_htab_init(&m->addrs, 0);
+  mu_htab_init(&m->queues, 0);
   mu_htab_init(&m->runs, 0);
   mu_buf_init(&m->path, MU_BUF_UNBOUNDED);
   mu_buf_init(&m->path2, MU_BUF_UNBOUNDED);
@@ -328,7 +339,10 @@ int c10d_register(struct rv_server *srv, const struct c10d_config *cfg)
   uv_timer_init(rv_server_loop(srv), &m->sweep);
   uv_timer_init(rv_server_loop(srv), &m->retry);
   uv_timer_init(rv_server_loop(srv), &m->gc);
-  m->sweep.data = m->retry.data = m->gc.data = m;
+  uv_idle_init(rv_server_loop(srv), &m->turn);
+  mu_list_init(&m->ready);
+  m->sweep.data = m->retry.data = m->gc.data = m->turn.data = m;
+  c10d_ref(m);
   c10d_ref(m);
   c10d_ref(m);
   c10d_ref(m);

@@ -165,14 +165,19 @@ static int del(struct c10d *m, const char *path)
  * The queries
  */
 
+/* Span i of the frame: its bytes and length. Checked before use: a span the frame does not have
+ * (the parser gives each query the spans of its program, so none should be asked for) reads as
+ * empty, never past the array. */
 static const uint8_t *frame_at(const struct c10d_conn *c, size_t i)
 {
+  if (i >= c->frame.nspans)
+    return (const uint8_t *)"";
   return (const uint8_t *)c->in.data + c->pos + c->frame.spans[i].off;
 }
 
 static size_t frame_len(const struct c10d_conn *c, size_t i)
 {
-  return c->frame.spans[i].len;
+  return i < c->frame.nspans ? c->frame.spans[i].len : 0;
 }
 
 /* The store path of the frame's span i (m->path). */
@@ -356,24 +361,23 @@ static int q_queue_push(struct c10d_conn *c)
   w.key = qpath;
   w.value = (const char *)frame_at(c, 1);
   w.value_len = frame_len(c, 1);
-  if (v2_store_create(m->store, &w, 1, &err) == NULL) /* in order: <dir>/<index, 20 digits> */
+  const struct v2_event *e = v2_store_create(m->store, &w, 1, &err);
+  if (e == NULL) /* in order: <dir>/<index, 20 digits> */
     return refused(c, qpath, &err);
+  c10d_queue_pushed(m, qpath, e->key);
   return 0;
 }
 
 static int q_queue_pop(struct c10d_conn *c)
 {
   struct v2_node *d = NULL;
-  size_t len = dir_size(c->m, queue_path(c), &d);
+  const char *qpath = queue_path(c);
+  size_t len = dir_size(c->m, qpath, &d);
   if (c10d_out_u64(c, len) != 0)
     return -1;
   if (len == 0)
     return 0;
-  struct v2_node *first = NULL; /* the oldest item: the smallest index (names are zero-padded) */
-  for (uint32_t i = 0; i < d->nchildren; i++)
-    if (!d->children[i]->is_dir &&
-        (first == NULL || strcmp(d->children[i]->hn.key, first->hn.key) < 0))
-      first = d->children[i];
+  struct v2_node *first = c10d_queue_oldest(c->m, qpath, d); /* the smallest index, O(1) */
   if (first == NULL)
     return c10d_out_bytes(c, NULL, 0);
   if (c10d_out_bytes(c, first->value, first->value_len) != 0)
@@ -383,6 +387,7 @@ static int q_queue_pop(struct c10d_conn *c)
   v2_store_delete(c->m->store, key, 0, 0, &err);
   v2_err_release(&err);
   mu_free(key);
+  c10d_queue_forget(c->m, qpath);
   return 0;
 }
 

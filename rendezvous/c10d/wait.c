@@ -149,22 +149,25 @@ static void on_key_event(void *data, const struct v2_event *e, struct v2_watcher
     c10d_flush(c);
 }
 
-/* Counts the frame's keys that do not exist yet (c->m->path scratch). */
+/* Whether span `s` of the frame names a key that is not there yet (a V2 queue with items counts
+ * as there). Leaves the key's store path in m->path and, for V2, its queue's in m->path2. */
+static int span_missing(struct c10d_conn *c, const uint8_t *base, const struct c10d_span *s)
+{
+  struct c10d *m = c->m;
+  const char *path = c10d_key_path(&m->path, C10D_DIR, base + s->off, s->len);
+  if (c->proto == C10D_PROTO_V2)
+    c10d_key_path(&m->path2, C10D_QUEUE_DIR, base + s->off, s->len);
+  if (c10d_lookup_key(m, path) != NULL)
+    return 0;
+  return c->proto != C10D_PROTO_V2 || c10d_queue_len(m, mu_buf_str(&m->path2)) == 0;
+}
+
+/* Counts the frame's keys that do not exist yet. */
 static size_t count_missing(struct c10d_conn *c, const uint8_t *base)
 {
   size_t missing = 0;
-  for (size_t i = 0; i < c->frame.nspans; i++) {
-    const struct c10d_span *s = &c->frame.spans[i];
-    struct c10d_wkey k = {NULL, NULL, NULL, NULL, NULL, 0};
-    k.path = (char *)c10d_key_path(&c->m->path, C10D_DIR, base + s->off, s->len);
-    if (c10d_lookup_key(c->m, k.path) != NULL)
-      continue;
-    if (c->proto == C10D_PROTO_V2 &&
-        c10d_queue_len(c->m, c10d_key_path(&c->m->path2, C10D_QUEUE_DIR, base + s->off, s->len)) >
-            0)
-      continue;
-    missing++;
-  }
+  for (size_t i = 0; i < c->frame.nspans; i++)
+    missing += (size_t)span_missing(c, base, &c->frame.spans[i]);
   return missing;
 }
 
@@ -180,27 +183,28 @@ int c10d_wait_start(struct c10d_conn *c)
     return -1;
   struct c10d_wait *wt = mu_calloc(1, sizeof(*wt) + missing * sizeof(wt->keys[0]));
   wt->c = c;
-  wt->missing = missing;
-  for (size_t i = 0; i < c->frame.nspans; i++) {
-    const struct c10d_span *s = &c->frame.spans[i];
-    struct c10d_wkey *k = &wt->keys[wt->n];
-    k->wait = wt;
-    k->path = mu_strdup(c10d_key_path(&m->path, C10D_DIR, base + s->off, s->len));
-    if (c->proto == C10D_PROTO_V2)
-      k->qpath = mu_strdup(c10d_key_path(&m->path, C10D_QUEUE_DIR, base + s->off, s->len));
-    if (wkey_ready(m, k)) {
-      mu_free(k->path);
-      mu_free(k->qpath);
-      memset(k, 0, sizeof(*k));
+  /* A slot is taken only for a key found missing, and only while one is left: the array has
+   * `missing` slots, however many keys the frame names, repeats or has ready. */
+  for (size_t i = 0; i < c->frame.nspans && wt->n < missing; i++) {
+    if (!span_missing(c, base, &c->frame.spans[i]))
       continue;
-    }
+    struct c10d_wkey *k = &wt->keys[wt->n++];
+    k->wait = wt;
+    k->path = mu_strdup(mu_buf_str(&m->path));
+    if (c->proto == C10D_PROTO_V2)
+      k->qpath = mu_strdup(mu_buf_str(&m->path2));
     k->w = watch(m, k->path, 0, k);
     if (k->qpath != NULL)
       k->wq = watch(m, k->qpath, 1, k);
-    wt->n++;
   }
+  /* the same test twice, nothing changed between: every slot is filled */
+  wt->missing = wt->n;
+  wait_keys_put(c, missing - wt->n);
   c->wait = wt;
-  return 0;
+  if (wt->n > 0)
+    return 0;
+  wait_free(wt);
+  return c10d_out_u8(c, 0); /* STOP_WAITING */
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -13,10 +13,22 @@
 #               stops, memory stays flat, every answer comes once it reads
 #   wait_flood  waits from one address: connections past its share, 2,000 WAITs pipelined on
 #               one connection, WAITs past 131,072 waited keys
+#   wait_repeats  SET b, then 300 WAITs of [a, b, b, b] pipelined (issue 33/1, a heap overflow):
+#               each holds a slot for its missing key only; the SET of a wakes the last once
 # Server C: --max-buffer-bytes-per-client 1048576 --client-prefix-v4 24
 #   budget      clients that do not read their answers: the buffers of a client's connections
 #               (all its addresses in one /24) count in the memory budget HTTP's connections
 #               share; the connection past its share is closed, another client is served
+# Server D: --max-output-bytes 65536
+#   value_readback  a value whose GET answer would not fit --max-output-bytes is refused by SET
+#               (value_too_large); the largest that fits reads back (issue 33, LOW)
+#   queue_flood 3,000 QUEUE_POPs in one write against a 200k-item queue (40k under ASan): the
+#               pops are O(1) and the flooder yields its turn: /health and another client are
+#               answered meanwhile (issue 33/3)
+# Server E: --max-connections 60 --header-timeout-ms 3000
+#   silent      60 connections that send nothing fill the TCPStore listener: a client that
+#               speaks is served (a silent one is evicted), the silent ones are closed at the
+#               deadline of a request's headers (issue 33/4)
 # After each case another client is still served; musterd exits cleanly at the end.
 . "$(dirname "$0")/../lib.sh"
 
@@ -38,12 +50,24 @@ t_start_musterd --c10d-listen 127.0.0.1:0 --max-buffer-bytes-per-client 1048576 
   --client-prefix-v4 24 || { t_fail "musterd C did not start"; t_done; }
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 C="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-c.log"
+C_PID=$MUSTERD_PID
+t_start_musterd --c10d-listen 127.0.0.1:0 --max-output-bytes 65536 ||
+  { t_fail "musterd D did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
+D="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-d.log"
+D_PID=$MUSTERD_PID
+t_start_musterd --c10d-listen 127.0.0.1:0 --max-connections 60 --header-timeout-ms 3000 ||
+  { t_fail "musterd E did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
+E="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
 
-for c in huge:A unfinished:A no_read:B wait_flood:B budget:C; do
+for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C value_readback:D queue_flood:D silent:E; do
   start=$SECONDS
   srv=${c#*:}
   c=${c%:*}
-  case $srv in A) set -- $A ;; B) set -- $B ;; *) set -- $C ;; esac
+  case $srv in A) set -- $A ;; B) set -- $B ;; C) set -- $C ;; D) set -- $D ;; *) set -- $E ;; esac
   out=$(timeout 90 "$PY" "$ATT" "$c" "$@" 2>&1)
   rc=$?
   while IFS= read -r line; do
@@ -58,5 +82,7 @@ for c in huge:A unfinished:A no_read:B wait_flood:B budget:C; do
 done
 t_stop_musterd_checked "$A_PID" "$T_DIR/musterd-a.log"
 t_stop_musterd_checked "$B_PID" "$T_DIR/musterd-b.log"
+t_stop_musterd_checked "$C_PID" "$T_DIR/musterd-c.log"
+t_stop_musterd_checked "$D_PID" "$T_DIR/musterd-d.log"
 t_stop_musterd_checked
 t_done

@@ -4,6 +4,7 @@ each case against one musterd). Python standard library, raw sockets, torch 1.13
 
   c10d_attacks.py CASE HTTP_URL C10D_PORT MUSTERD_PID
 """
+import os
 import socket
 import struct
 import sys
@@ -11,6 +12,7 @@ import time
 import urllib.request
 
 FAILS = 0
+SANITIZED = os.environ.get("MU_SANITIZED", "0") == "1"
 SET, CAS, GET, ADD, CHECK, WAIT, NUMKEYS, WATCH, DELETE = range(9)
 
 
@@ -211,7 +213,11 @@ def case_wait_flood(url, port, pid):
         keys = b"".join(string(b"/big%d_%d" % (j, i)) for i in range(30000))
         c.sendall(bytes([WAIT]) + struct.pack("<Q", 30000) + keys)
         big.append(c)
-    time.sleep(1)
+    # wait for the server to have read them all (waited keys and the close), not a fixed time
+    end = time.time() + 30
+    while time.time() < end and (closes(url, "wait_bound") == before
+                                 or metric(url, "musterd_c10d_waited_keys") != 120000):
+        time.sleep(0.1)
     shut = sum(closed_within(c, 0.1) for c in big)
     out(shut == 1 and closes(url, "wait_bound") == before + 1,
         "the WAIT that takes one address past 131,072 waited keys is closed (wait_bound)",
@@ -276,6 +282,188 @@ def case_budget(url, port, pid):
     for c in socks:
         c.close()
     still_serves(port, "a client over its buffer share", source="127.0.2.9")
+
+
+def case_wait_repeats(url, port, pid):
+    """Issue 33/1 (HIGH): WAIT sized its array for the keys missing then wrote a slot for every
+    key named, so SET b then WAIT [a, b, b, b] wrote past it (ASan at once, the release build
+    died after 56-94 such frames; torch's store.wait(["a", "b"]) with b set does it). Principle:
+    bounds checked before use: a WAIT holds a slot for each key missing, whatever it names."""
+    s = conn(port, source="127.0.0.7")
+    s.sendall(bytes([SET]) + string(b"/rep_b") + string(b"v"))
+    frames = b"".join(bytes([WAIT]) + struct.pack("<Q", 4) + string(b"/rep_a%d" % i)
+                      + string(b"/rep_b") * 3 for i in range(300))
+    frames += bytes([WAIT]) + struct.pack("<Q", 5) + string(b"/rep_b") + string(b"/rep_a") \
+        + string(b"/rep_b") + string(b"/rep_a") + string(b"/rep_b")
+    s.sendall(frames)
+    t0 = time.time()
+    while metric(url, "musterd_c10d_waited_keys") != 2 and time.time() - t0 < 10:
+        time.sleep(0.05)
+    waited = metric(url, "musterd_c10d_waited_keys")
+    out(waited == 2, "301 WAITs naming a key that is there (3 times) hold only the last one's "
+        "missing keys (/rep_a twice)", str(waited))
+    w = conn(port, source="127.0.0.8")
+    w.sendall(bytes([SET]) + string(b"/rep_a") + string(b"v"))
+    s.settimeout(10)
+    try:
+        got = s.recv(2)
+    except OSError as e:
+        got = repr(e).encode()
+    out(got == b"\x00", "the last WAIT is woken by the SET of its missing key (STOP_WAITING once)",
+        repr(got))
+    s.sendall(bytes([WAIT]) + struct.pack("<Q", 4) + string(b"/rep_a") + string(b"/rep_b") * 3)
+    try:
+        got = s.recv(2)
+    except OSError as e:
+        got = repr(e).encode()
+    out(got == b"\x00", "a WAIT of keys all there (repeated) answers STOP_WAITING at once",
+        repr(got))
+    s.close()
+    w.close()
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except OSError:
+        alive = False
+    out(alive, "musterd is still running")
+    out(metric(url, "musterd_c10d_waited_keys") == 0, "no key is waited on after the wake")
+    still_serves(port, "repeated keys in WAITs")
+
+
+def case_value_readback(url, port, pid):
+    """Issue 33 LOW: with --max-output-bytes as large as the largest value, a value of exactly
+    that size was taken by SET and could never be read back (its GET's answer, 8 bytes more,
+    closed the connection). Principle: no value is accepted that cannot be read back. Server D:
+    --max-output-bytes 65536, the c10d value bound at its default (8 MiB)."""
+    before = closes(url, "value_too_large")
+    s = conn(port, source="127.0.0.11")
+    s.sendall(bytes([SET]) + string(b"/rb_over") + string(b"x" * 65536))
+    out(closed_within(s, 10), "a SET of 65,536 bytes (its GET would be 65,544) closes its "
+        "connection")
+    out(closes(url, "value_too_large") == before + 1, "counted as value_too_large",
+        str(closes(url, "value_too_large") - before))
+    s.close()
+    s = conn(port, source="127.0.0.11")
+    s.sendall(bytes([SET]) + string(b"/rb_max") + string(b"y" * 65528))
+    s.sendall(bytes([GET]) + string(b"/rb_max"))
+    got = b""
+    s.settimeout(10)
+    try:
+        while len(got) < 8 + 65528:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk
+    except OSError:
+        pass
+    out(got[:8] == struct.pack("<Q", 65528) and got[8:] == b"y" * 65528,
+        "a value of 65,528 bytes (the bound: its answer fills --max-output-bytes) reads back",
+        f"{len(got)} bytes")
+    s.close()
+    still_serves(port, "a value too large to read back", source="127.0.0.12")
+
+
+def v2_conn(port, source):
+    """A TCPStore connection of torch 2.x's numbering, its VALIDATE sent."""
+    s = conn(port, source=source, timeout=30)
+    s.sendall(b"\x00" + struct.pack("<I", 0x3C85F7CE))
+    return s
+
+
+def recv_exact(s, n):
+    got = b""
+    while len(got) < n:
+        chunk = s.recv(min(1 << 20, n - len(got)))
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def case_queue_flood(url, port, pid):
+    """Issue 33/3: each QUEUE_POP scanned the whole queue and a client's pipelined frames ran
+    without yielding: 3,000 pops in one write against a 200k-item queue cost 12 s of CPU and
+    /health waited 57 s. Principle: queue operations are O(1); a client's pipelined frames get a
+    bounded share of a loop turn; /health and other clients stay answered while one floods."""
+    V2_GET, V2_QPUSH, V2_QPOP = 3, 14, 15
+    items = 40000 if SANITIZED else 200000
+    pops = 3000
+    s = v2_conn(port, "127.0.0.13")
+    batch = 20000
+    for start in range(0, items, batch):
+        s.sendall(b"".join(bytes([V2_QPUSH]) + string(b"/q") + string(b"%08d" % i)
+                           for i in range(start, min(items, start + batch))))
+    # a GET after the pushes answers once they all ran
+    s.sendall(bytes([V2_GET]) + string(b"/nokey"))
+    got = recv_exact(s, 8)
+    out(len(got) == 8, f"{items} items pushed (QUEUE_PUSH pipelined)", repr(got))
+    before = metric(url, "musterd_c10d_yielded_total")
+    s.sendall((bytes([V2_QPOP]) + string(b"/q")) * pops)
+    t0 = time.time()
+    try:
+        urllib.request.urlopen(url + "/health", timeout=60).read()
+        health = time.time() - t0
+    except OSError as e:
+        health = 999.0
+        print(f"# /health: {e}")
+    o = v2_conn(port, "127.0.0.14")
+    t1 = time.time()
+    o.sendall(bytes([V2_GET]) + string(b"/nokey"))
+    other = len(recv_exact(o, 8)) == 8
+    other_s = time.time() - t1
+    o.close()
+    # each answer: u64 items queued, then the value (u64 length + 8 bytes)
+    want = b"".join(struct.pack("<Q", items - i) + string(b"%08d" % i) for i in range(pops))
+    got = recv_exact(s, len(want))
+    elapsed = time.time() - t0
+    out(got == want, f"{pops} pops in one write answer the oldest items in order",
+        f"{len(got)} of {len(want)} bytes")
+    bound = 20.0 if SANITIZED else 5.0
+    out(elapsed < bound, f"the {pops} pops of a {items}-item queue take under {bound:.0f} s "
+        "(each is O(1))", f"{elapsed:.1f} s")
+    out(health < bound, f"/health is answered while they run (under {bound:.0f} s)",
+        f"{health:.1f} s")
+    out(other and other_s < bound, "another TCPStore client is answered while they run",
+        f"{other_s:.1f} s")
+    out(metric(url, "musterd_c10d_yielded_total") > before,
+        "the flooding connection yielded its turn (musterd_c10d_yielded_total)")
+    s.close()
+    still_serves(port, "a queue flood", source="127.0.0.15")
+
+
+def case_silent(url, port, pid):
+    """Issue 33/4 (MED): 3,050 idle sockets from 4 addresses against --max-connections 3000 left
+    a torch client 0 of 5 answers; TCPStore connections had no idle deadline at all. Principle:
+    connections nobody vouched for go first: a connection that has sent no whole frame has the
+    deadline of a request's headers, and at --max-connections it is evicted before a new client
+    is refused. Server E: --max-connections 60 --header-timeout-ms 3000."""
+    silent = []
+    for i in range(60):
+        silent.append(conn(port, source="127.0.0.%d" % (30 + i % 4)))
+    time.sleep(0.2)  # accepted (the server's count is what the client below meets)
+    served = 0
+    for i in range(5):
+        try:
+            s = conn(port, source="127.0.0.40")
+            s.sendall(bytes([SET]) + string(b"/silent%d" % i) + string(b"v"))
+            s.sendall(bytes([GET]) + string(b"/silent%d" % i))
+            got = recv_exact(s, 9)
+            served += got == struct.pack("<Q", 1) + b"v"
+            s.close()
+        except OSError as e:
+            print(f"# client {i}: {e}")
+    out(served == 5, "with --max-connections (60) held by silent connections, a client that "
+        "speaks is served 5 of 5 times (a silent one is evicted)", f"{served} of 5")
+    end = time.time() + 30
+    left = len(silent)
+    while left > 0 and time.time() < end:
+        left = sum(not closed_within(c, 0.01) for c in silent)
+        time.sleep(0.2)
+    out(left == 0, "silent connections are closed after --header-timeout-ms (3 s)",
+        f"{left} still open")
+    for c in silent:
+        c.close()
+    still_serves(port, "silent connections", source="127.0.0.41")
 
 
 if __name__ == "__main__":

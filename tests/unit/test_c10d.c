@@ -320,20 +320,26 @@ static void *closer_main(void *arg)
   return NULL;
 }
 
+/* Starts a musterd (HTTP and TCPStore on loopback, ports chosen by the kernel) on a thread. */
+static void srv_start(struct srv_thread *t)
+{
+  memset(t, 0, sizeof(*t));
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->cv, NULL);
+  uv_loop_init(&t->loop);
+  uv_async_init(&t->loop, &t->stop, on_stop);
+  t->stop.data = t;
+  pthread_create(&t->th, NULL, srv_main, t);
+  pthread_mutex_lock(&t->mu);
+  while (!t->ready)
+    pthread_cond_wait(&t->cv, &t->mu);
+  pthread_mutex_unlock(&t->mu);
+}
+
 TEST(c10d__probe)
 {
   struct srv_thread t;
-  memset(&t, 0, sizeof(t));
-  pthread_mutex_init(&t.mu, NULL);
-  pthread_cond_init(&t.cv, NULL);
-  uv_loop_init(&t.loop);
-  uv_async_init(&t.loop, &t.stop, on_stop);
-  t.stop.data = &t;
-  pthread_create(&t.th, NULL, srv_main, &t);
-  pthread_mutex_lock(&t.mu);
-  while (!t.ready)
-    pthread_cond_wait(&t.cv, &t.mu);
-  pthread_mutex_unlock(&t.mu);
+  srv_start(&t);
 
   struct mu_buf url = MU_BUF_INIT(1024), err = MU_BUF_INIT(1024);
   char want[64];
@@ -369,4 +375,114 @@ TEST(c10d__probe)
   close(ls);
   mu_buf_release(&url);
   mu_buf_release(&err);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * WAIT over random key sets (issue 33/1: a WAIT naming keys that were there, or one key twice,
+ * wrote past its array): for any keys set and any multiset waited on, STOP_WAITING comes at
+ * once when every key is there, else exactly when the last missing one is set, never before.
+ */
+
+static int tcp_to(int port)
+{
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons((uint16_t)port);
+  struct timeval tv = {10, 0}; /* a lost answer fails the case, it does not hang it */
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ASSERT_EQ(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  return fd;
+}
+
+static void send_buf(int fd, struct mu_buf *b)
+{
+  ASSERT_EQ(write(fd, b->data, b->len), (ssize_t)b->len);
+  mu_buf_clear(b);
+}
+
+/* Reads n bytes (or fails the case). */
+static void recv_n(int fd, void *p, size_t n)
+{
+  for (size_t got = 0; got < n;) {
+    ssize_t r = read(fd, (char *)p + got, n - got);
+    ASSERT(r > 0);
+    got += (size_t)r;
+  }
+}
+
+/* Whether fd has bytes to read now. */
+static int readable(int fd)
+{
+  char c;
+  return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+/* SET key=v on `fd`, then a GET of it: once its answer is read the server has run the SET and
+ * every waiter it woke has had its answer written. */
+static void set_synced(int fd, const char *key)
+{
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  raw(&b, "\x00", 1); /* legacy SET */
+  str(&b, key);
+  str(&b, "v");
+  raw(&b, "\x02", 1); /* legacy GET */
+  str(&b, key);
+  send_buf(fd, &b);
+  uint8_t ans[9];
+  recv_n(fd, ans, sizeof(ans));
+  ASSERT_EQ(ans[0], 1); /* u64 length 1 */
+  ASSERT_EQ(ans[8], 'v');
+  mu_buf_release(&b);
+}
+
+TEST(c10d__wait_random_key_sets)
+{
+  struct srv_thread t;
+  srv_start(&t);
+  int waiter = tcp_to(t.c10d_port), setter = tcp_to(t.c10d_port);
+  unsigned seed = 33;
+  for (int round = 0; round < 300; round++) {
+    enum { NAMES = 6 };
+    char keys[NAMES][32];
+    int set[NAMES], want[NAMES];
+    size_t nwait = 1 + (size_t)(rand_r(&seed) % 12); /* repeats likely: up to 12 of 6 names */
+    for (int i = 0; i < NAMES; i++) {
+      snprintf(keys[i], sizeof(keys[i]), "/r%d/k%d", round, i);
+      set[i] = rand_r(&seed) % 2;
+      want[i] = 0;
+      if (set[i])
+        set_synced(setter, keys[i]);
+    }
+    struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+    raw(&b, "\x05", 1); /* legacy WAIT */
+    u64(&b, nwait);
+    for (size_t i = 0; i < nwait; i++) {
+      int k = rand_r(&seed) % NAMES;
+      want[k] = 1;
+      str(&b, keys[k]);
+    }
+    send_buf(waiter, &b);
+    mu_buf_release(&b);
+    int missing = 0;
+    for (int i = 0; i < NAMES; i++)
+      missing += want[i] && !set[i];
+    for (int i = 0; i < NAMES && missing > 0; i++) {
+      if (!want[i] || set[i])
+        continue;
+      set_synced(setter, keys[i]); /* the WAIT was read before: the setter's GET answers after */
+      if (--missing > 0)
+        ASSERT(!readable(waiter)); /* a key still missing: no answer yet */
+    }
+    uint8_t stop = 0xff;
+    recv_n(waiter, &stop, 1);
+    ASSERT_EQ(stop, 0);        /* STOP_WAITING */
+    ASSERT(!readable(waiter)); /* exactly one answer */
+  }
+  close(waiter);
+  close(setter);
+  uv_async_send(&t.stop);
+  pthread_join(t.th, NULL);
 }
