@@ -295,3 +295,36 @@ int mu_copy_tree(const char *src, const char *dst, struct mu_buf *err)
   closedir(d);
   return rc;
 }
+
+int mu_own_dir(const char *path, unsigned mode, unsigned forbid, struct mu_buf *err)
+{
+  struct stat st;
+  if (mkdir(path, (mode_t)mode) != 0 && errno != EEXIST) {
+    int e = errno;
+    mu_buf_printf(err, "cannot create the directory '%s': %s", path, strerror(e));
+    return -e;
+  }
+  if (lstat(path, &st) != 0) {
+    int e = errno;
+    mu_buf_printf(err, "cannot check the directory '%s': %s", path, strerror(e));
+    return -e;
+  }
+  if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+    mu_buf_printf(err,
+                  "'%s' is %s, owned by uid %ld, not a directory of yours (uid %ld): someone "
+                  "else may have made it first to read or replace your files; not used. Remove "
+                  "it (as its owner or root), or choose another directory",
+                  path,
+                  S_ISLNK(st.st_mode)   ? "a symbolic link"
+                  : S_ISDIR(st.st_mode) ? "a directory"
+                                        : "not a directory",
+                  (long)st.st_uid, (long)geteuid());
+    return -EPERM;
+  }
+  if ((st.st_mode & forbid) != 0 && chmod(path, st.st_mode & 07777 & ~(mode_t)forbid) != 0) {
+    int e = errno;
+    mu_buf_printf(err, "cannot make '%s' private (chmod): %s", path, strerror(e));
+    return -e;
+  }
+  return 0;
+}

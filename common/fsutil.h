@@ -18,6 +18,14 @@ int mu_write_all(int fd, const void *p, size_t n);
  * Ownership: borrows path. */
 int mu_mkdir_p(const char *path);
 
+/* Makes `path` (its parent must exist) with `mode` when it is absent, then checks with lstat()
+ * that it is a directory of this user's, not a symbolic link: a directory someone else made
+ * first, in a shared place like /tmp, is refused, never used. When it is ours but has a bit of
+ * `forbid` (e.g. 077: anyone else may read it; 022: anyone else may write in it), those bits are
+ * taken away. Returns: 0; -EPERM with the owner and the fix in err when it is another user's or
+ * a link; -errno with err set otherwise. Ownership: borrows everything. */
+int mu_own_dir(const char *path, unsigned mode, unsigned forbid, struct mu_buf *err);
+
 /* Appends the whole file at `path` to `out`, reading at most `max` bytes (then MU_E2BIG; what
  * was read stays in `out`). The data stays NUL-terminated (a mu_buf always is).
  * Returns: 0; MU_E2BIG over `max`; -errno when the file cannot be opened or read (-ENOENT when

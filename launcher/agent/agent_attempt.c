@@ -494,7 +494,7 @@ static long long mtime_ns(const char *path)
  * Python's Path.touch()) changes its mtime. */
 static void heartbeat_create(struct mu_agent *ag, struct mu_agent_worker *w)
 {
-  int fd = open(w->heartbeat_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(w->heartbeat_file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
     mu_agent_say(ag, MU_AGENT_PROGRESS, "cannot create the heartbeat file '%s': %s",
                  w->heartbeat_file, strerror(errno));
@@ -594,12 +594,41 @@ static uint64_t watch_tick_ms(const struct mu_agent_config *cfg)
   return t > 500 ? 500 : t < 50 ? 50 : (uint64_t)t;
 }
 
+int mu_agent_own_log_dir(const char *log_dir, const char *base_dir, struct mu_buf *err)
+{
+  struct stat st;
+  if (stat(log_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    mu_buf_printf(err, "--log-dir '%s' is not a directory; check --log-dir", log_dir);
+    return MU_AGENT_EXIT_USAGE;
+  }
+  /* Someone who may rename the entries of --log-dir could swap the run's directory after the
+   * check below: its owner (when not us or root), or anyone, when it is writable by all and
+   * not sticky (as /tmp is). */
+  if ((st.st_uid != geteuid() && st.st_uid != 0) ||
+      ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)) {
+    mu_buf_printf(err,
+                  "--log-dir '%s' belongs to uid %ld or is writable by anyone without the "
+                  "sticky bit: someone else could replace the logs in it; use a directory of "
+                  "yours",
+                  log_dir, (long)st.st_uid);
+    return MU_AGENT_EXIT_USAGE;
+  }
+  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+  int rc = mu_own_dir(base_dir, 0700, 077, &e);
+  if (rc != 0)
+    mu_buf_printf(err, "the run's log directory: %s; check --log-dir and --run-id", mu_buf_str(&e));
+  mu_buf_release(&e);
+  return rc != 0 ? MU_AGENT_EXIT_USAGE : 0;
+}
+
+/* A worker's log: never through a symbolic link (the directory is the run's own, made private
+ * by mu_agent_own_log_dir(); this is the second guard). */
 static int open_log(const char *dir, const char *name)
 {
   char path[PATH_MAX];
   if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
     return -1;
-  return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 }
 
 static void spawn_worker(struct mu_agent *ag, struct mu_agent_worker *w)

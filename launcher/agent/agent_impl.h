@@ -110,6 +110,13 @@ struct mu_agent {
   char posted_msg[256];
 };
 
+/* The run's log directory `base_dir` (<--log-dir>/<run id>), made private (0700) when absent
+ * and refused when it is someone else's or a link (a planted one would take the workers'
+ * output, or point their logs' O_TRUNC at another file): torchrun makes it with mkdtemp().
+ * `log_dir` itself must not be renamable by others. Returns: 0, or an exit code with the
+ * message in err. */
+int mu_agent_own_log_dir(const char *log_dir, const char *base_dir, struct mu_buf *err);
+
 /* A client of the run's rendezvous (a connection per thread: the main thread, the watcher, the
  * waiting line). Returns: 0, or MU_EINVAL with the words in err. Ownership: *out is the
  * caller's (mu_client_free). */

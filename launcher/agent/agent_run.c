@@ -620,12 +620,12 @@ static int make_base_dir(struct mu_agent *ag, struct mu_buf *err)
   if (cfg->log_dir != NULL) {
     if (snprintf(ag->base_dir, sizeof(ag->base_dir), "%s/%s", cfg->log_dir, cfg->run_id) >=
             (int)sizeof(ag->base_dir) ||
-        mu_mkdir_p(ag->base_dir) != 0) {
+        mu_mkdir_p(cfg->log_dir) != 0) {
       mu_buf_printf(err, "cannot create the log directory '%s/%s': %s; check --log-dir",
                     cfg->log_dir, cfg->run_id, strerror(errno));
       return MU_AGENT_EXIT_USAGE;
     }
-    return 0;
+    return mu_agent_own_log_dir(cfg->log_dir, ag->base_dir, err);
   }
   const char *tmp = getenv("TMPDIR");
   snprintf(ag->base_dir, sizeof(ag->base_dir), "%s/muster-agent-XXXXXX",

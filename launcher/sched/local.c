@@ -33,8 +33,10 @@
 #include "fsutil.h"
 #include "json.h"
 #include "lines.h"
+#include "log.h"
 #include "local.h"
 #include "opts.h"
+#include "proc.h"
 #include "random.h"
 #include "sched.h"
 
@@ -44,7 +46,8 @@
 
 static const struct mu_runopt local_runopts[] = {
     {"log_dir", MU_RUNOPT_STR, NULL, 0,
-     "where logs and job state go (default $MUSTER_LOG_DIR, else /tmp/muster/$USER)"},
+     "where logs and job state go (default $MUSTER_LOG_DIR, else $XDG_RUNTIME_DIR/muster, "
+     "else /tmp/muster/$USER)"},
     {"prepend_cwd", MU_RUNOPT_BOOL, "false", 0,
      "put the working directory first on PATH instead of last"},
     {"devices_per_replica", MU_RUNOPT_INT, "0", 0,
@@ -83,13 +86,51 @@ static char *state_root(void)
   const char *env = getenv("MUSTER_LOG_DIR");
   if (env != NULL && env[0] != '\0')
     return mu_strdup(env);
+  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  struct stat st;
+  if (xdg != NULL && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode))
+    return mu_asprintf("%s/muster", xdg);
   const char *user = getenv("USER");
   struct passwd *pw = NULL;
-  if (user == NULL || user[0] == '\0') {
+  if (user == NULL || user[0] == '\0' || strchr(user, '/') != NULL || user[0] == '.') {
     pw = getpwuid(getuid());
     user = pw != NULL ? pw->pw_name : "nobody";
   }
   return mu_asprintf("/tmp/muster/%s", user);
+}
+
+/* The default state root is checked before it is used, as it is in a place others can write
+ * to (/tmp/muster/$USER): it must be a directory of this user's, not a link, with no access
+ * for others (made so: 0700; an own one that is not is made private). Someone else's is
+ * refused, never used: they could read the job's output and swap its files. With `create`, it
+ * is made (and /tmp/muster, shared like /tmp: 01777); without, a missing one is fine (no jobs).
+ * $MUSTER_LOG_DIR is the user's own choice and is taken as it is.
+ * Returns: 0, or -errno with err set. */
+static int state_root_check(const char *root, int create, struct mu_buf *err)
+{
+  const char *env = getenv("MUSTER_LOG_DIR");
+  struct stat st;
+  if (env != NULL && env[0] != '\0')
+    return 0;
+  if (!create && lstat(root, &st) != 0 && errno == ENOENT)
+    return 0;
+  if (create) {
+    char *parent = mu_strdup(root);
+    char *slash = strrchr(parent, '/');
+    if (slash != NULL && slash != parent) {
+      *slash = '\0';
+      if (mkdir(parent, 01777) == 0)
+        chmod(parent, 01777); /* shared like /tmp: every user makes their own below it */
+    }
+    mu_free(parent);
+  }
+  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+  int rc = mu_own_dir(root, 0700, 077, &e);
+  if (rc != 0)
+    mu_buf_printf(err, "the local scheduler's state directory: %s (or set MUSTER_LOG_DIR)",
+                  mu_buf_str(&e));
+  mu_buf_release(&e);
+  return rc;
 }
 
 static char *log_root(const struct mu_cfg *cfg)
@@ -294,12 +335,18 @@ static void local_dryrun_free(struct mu_dryrun *req)
  * Returns: 0, or -errno with err set. */
 static int job_files(const struct mu_local_plan *p, struct mu_buf *err)
 {
-  int rc = mu_mkdir_p(p->app_dir);
+  char *root = state_root();
+  int rc = state_root_check(root, 1, err);
   if (rc != 0) {
-    mu_buf_printf(err, "cannot create the log directory '%s': %s", p->app_dir, mu_strerror(rc));
+    mu_free(root);
     return rc;
   }
-  char *root = state_root();
+  rc = mu_mkdir_p(p->app_dir);
+  if (rc != 0) {
+    mu_buf_printf(err, "cannot create the log directory '%s': %s", p->app_dir, mu_strerror(rc));
+    mu_free(root);
+    return rc;
+  }
   if (strcmp(root, p->root) != 0) {
     mu_mkdir_p(root);
     char *link = mu_local_path(root, p->app_id, NULL, -1, NULL);
@@ -389,6 +436,11 @@ static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
 static int load_state(const char *app_id, const struct mu_cfg *cfg, cJSON **out, char **dir,
                       struct mu_buf *err)
 {
+  char *root = state_root();
+  int rc = state_root_check(root, 0, err);
+  mu_free(root);
+  if (rc != 0)
+    return rc;
   char *d = app_dir_find(app_id, cfg);
   if (d == NULL) {
     mu_buf_printf(err, "no local job '%s' (see 'muster list')", app_id);
@@ -424,6 +476,16 @@ static int pid_alive(long pid)
   return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
+/* Whether state.json's process `pid` is one this job started: its start time, recorded at
+ * launch (member `start_key`), is the one the process has now. A pid alone proves nothing: it
+ * is reused, and state.json is a file (a planted "pid": 1 would be kill(-1, ...)). */
+static int proven(const cJSON *o, const char *pid_key, const char *start_key, long *pid)
+{
+  *pid = mu_json_get_long(o, pid_key, 0);
+  double start = mu_json_get_double(o, start_key, 0);
+  return start >= 1 && mu_proc_is(*pid, (unsigned long long)start);
+}
+
 static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct mu_app_status *out,
                           struct mu_buf *err)
 {
@@ -446,8 +508,11 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
   }
   if (js(o, "ui_url")[0] != '\0' && !mu_job_state_is_terminal(out->state))
     out->ui_url = mu_strdup(js(o, "ui_url")); /* the embedded musterd stops with the job */
-  long sup = mu_json_get_long(o, "supervisor_pid", 0);
-  if (!mu_job_state_is_terminal(out->state) && sup > 0 && !pid_alive(sup)) {
+  long sup = 0;
+  int sup_here = mu_json_get_double(o, "supervisor_start", 0) >= 1
+                     ? proven(o, "supervisor_pid", "supervisor_start", &sup)
+                     : pid_alive(sup = mu_json_get_long(o, "supervisor_pid", 0));
+  if (!mu_job_state_is_terminal(out->state) && sup > 0 && !sup_here) {
     out->state = MU_STATE_UNKNOWN;
     mu_free(out->msg);
     out->msg = mu_strdup("the supervisor process is gone (killed?) before the job ended");
@@ -498,17 +563,24 @@ static int local_cancel(const char *app_id, const struct mu_cfg *cfg, struct mu_
   int rc = load_state(app_id, cfg, &o, NULL, err);
   if (rc != 0)
     return rc;
-  long sup = mu_json_get_long(o, "supervisor_pid", 0);
-  if (pid_alive(sup)) {
+  long sup = 0;
+  if (proven(o, "supervisor_pid", "supervisor_start", &sup)) {
     kill((pid_t)sup, SIGTERM);
   } else {
-    /* No supervisor: stop what is left by hand. */
+    /* No supervisor: stop what is left by hand, each process group only when its leader is
+     * proven to be the replica this job started. */
     const cJSON *r;
     cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(o, "replicas"))
     {
-      long pid = mu_json_get_long(r, "pid", 0);
-      if (pid > 0 && strcmp(js(r, "state"), "RUNNING") == 0)
+      long pid = 0;
+      if (strcmp(js(r, "state"), "RUNNING") != 0)
+        continue;
+      if (proven(r, "pid", "start", &pid))
         kill(-(pid_t)pid, SIGKILL);
+      else if (pid_alive(pid) && pid != getpid())
+        mu_warn("not signalling pid %ld of '%s': it is not the process the job started "
+                "(its start time differs from the one state.json recorded)",
+                pid, app_id);
     }
   }
   cJSON_Delete(o);
@@ -549,9 +621,12 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
 {
   char *root = state_root();
   (void)cfg;
-  (void)err;
   *out = NULL;
   *n = 0;
+  if (state_root_check(root, 0, err) != 0) {
+    mu_free(root);
+    return -EPERM;
+  }
   DIR *d = opendir(root);
   if (d == NULL) {
     mu_free(root);
@@ -823,7 +898,11 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 static int local_prune(double before, struct mu_strvec *removed, struct mu_buf *err)
 {
   char *root = state_root();
-  int rc = 0;
+  int rc = state_root_check(root, 0, err);
+  if (rc != 0) {
+    mu_free(root);
+    return rc;
+  }
   DIR *d = opendir(root);
   if (d == NULL) {
     mu_free(root);

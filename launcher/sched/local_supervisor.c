@@ -27,6 +27,7 @@
 #include "child.h"
 #include "failrec.h"
 #include "fsutil.h"
+#include "proc.h"
 #include "musterd/embed.h"
 #include "local.h"
 #include "sched.h"
@@ -53,7 +54,8 @@ struct replica {
   int open_handles; /* proc + pipes not yet closed */
   int phase;
   long pid;
-  int exit_code; /* -1 until exited; 128+sig for signals */
+  unsigned long long start; /* the process's start time (proc.h): cancel proves it by it */
+  int exit_code;            /* -1 until exited; 128+sig for signals */
   int started;
   int has_record;     /* its agent wrote a failure record (failrec.h): a worker of its own failed */
   long long rec_time; /* that record's time (Unix ms; 0 unknown) */
@@ -143,6 +145,7 @@ static void write_state(struct sup *s)
   cJSON_AddStringToObject(o, "name", s->p->app->name);
   cJSON_AddStringToObject(o, "state", mu_job_state_name(s->state));
   cJSON_AddNumberToObject(o, "supervisor_pid", (double)getpid());
+  cJSON_AddNumberToObject(o, "supervisor_start", (double)mu_proc_start_time(getpid()));
   cJSON_AddNumberToObject(o, "started_at", s->started_at);
   cJSON_AddNumberToObject(o, "updated_at", (double)time(NULL));
   cJSON_AddStringToObject(o, "rdzv_endpoint", s->endpoint);
@@ -162,6 +165,7 @@ static void write_state(struct sup *s)
     cJSON_AddStringToObject(jr, "role", r->plan->role);
     cJSON_AddNumberToObject(jr, "id", (double)r->plan->id);
     cJSON_AddNumberToObject(jr, "pid", (double)r->pid);
+    cJSON_AddNumberToObject(jr, "start", (double)r->start);
     enum mu_job_state st = MU_STATE_PENDING;
     if (r->phase == R_RUNNING)
       st = MU_STATE_RUNNING;
@@ -442,6 +446,7 @@ static int start_replica(struct sup *s, struct replica *r)
     return 0;
   }
   r->pid = r->child.proc.pid;
+  r->start = mu_proc_start_time(r->pid);
   r->phase = R_RUNNING;
   return 0;
 }
