@@ -32,6 +32,7 @@ static const struct cmd commands[] = {
     {"describe", cmd_describe, "print the job spec of a submitted job"},
     {"builtins", cmd_builtins, "list the builtin components"},
     {"runopts", cmd_runopts, "list the -cfg options of the schedulers"},
+    {"configure", cmd_configure, "write ./.musterconfig with a scheduler's options"},
     {"agent", cmd_agent, "per-node agent: join the rendezvous and run the workers"},
     {"deploy", cmd_deploy, "print manifests for a cluster-wide musterd"},
     {"rdzv", cmd_rdzv, "show the runs, rounds and members of a musterd"},

@@ -74,7 +74,14 @@ if [ ${#missing[@]} -eq 0 ]; then
 else
   echo "install-deps: installing ${missing[*]}"
   SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      echo "install-deps: apt-get needs root and there is no sudo here: run this as root" \
+        "(e.g. su -c $0), or install sudo" >&2
+      exit 1
+    fi
+    SUDO="sudo"
+  fi
   $SUDO apt-get update -qq
   # Debian starts etcd on 2379 from its postinst on a systemd host; we never use that one.
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -84,8 +84,13 @@ int cmd_builtins(int argc, char **argv)
   struct mu_strvec names = MU_STRVEC_INIT, descs = MU_STRVEC_INIT;
   mu_component_builtins(&names, &descs);
   printf("Found %zu builtin components:\n", names.n);
-  for (size_t i = 0; i < names.n; i++)
-    printf("%3zu. %-22s %s\n", i + 1, names.v[i], descs.v[i]);
+  for (size_t i = 0; i < names.n; i++) { /* the descriptions wrapped under their column */
+    struct mu_buf line = MU_BUF_INIT(SIZE_MAX);
+    mu_buf_printf(&line, "%3zu. %-22s ", i + 1, names.v[i]);
+    mu_component_wrap(&line, descs.v[i], 100, line.len);
+    fwrite(line.data, 1, line.len, stdout);
+    mu_buf_release(&line);
+  }
   mu_strvec_release(&names);
   mu_strvec_release(&descs);
   return 0;

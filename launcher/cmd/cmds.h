@@ -28,6 +28,7 @@ int cmd_list(int argc, char **argv);
 int cmd_describe(int argc, char **argv);
 int cmd_builtins(int argc, char **argv);
 int cmd_runopts(int argc, char **argv);
+int cmd_configure(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_deploy(int argc, char **argv);
 int cmd_rdzv(int argc, char **argv);

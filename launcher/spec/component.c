@@ -48,7 +48,34 @@
 #define MU_UNDER_ASAN 1
 #endif
 
-const char *const mu_ptype_names[] = {"str", "int", "bool", "list", "map", "jobsize", "float"};
+const char *const mu_ptype_names[MU_P__COUNT] = {
+#define MU__PT(e, name, fn) [MU_P_##e] = name,
+    MU_PTYPE_MAP(MU__PT)
+#undef MU__PT
+};
+
+int mu_ptype_find(const char *name)
+{
+  for (int i = 0; name != NULL && i < MU_P__COUNT; i++)
+    if (strcmp(name, mu_ptype_names[i]) == 0)
+      return i;
+  return -1;
+}
+
+const char *mu_ptype_list(void)
+{
+  static char list[256];
+  if (list[0] == '\0') {
+    size_t n = 0;
+    for (int i = 0; i < MU_P__COUNT && n < sizeof(list); i++)
+      n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s",
+                            i == 0                 ? ""
+                            : i + 1 == MU_P__COUNT ? " or "
+                                                   : ", ",
+                            mu_ptype_names[i]);
+  }
+  return list;
+}
 
 /* ---------------------------------------------------------------------------------------------
  * The model and the helpers the steps share
@@ -99,10 +126,25 @@ const char *mu_component_str(const cJSON *o, const char *key)
   return cJSON_IsString(it) ? it->valuestring : NULL;
 }
 
+/* The truth words, true ones first. */
+static const char *const bool_words[] = {"true", "yes", "1", "on", "false", "no", "0", "off", NULL};
+
+int mu_component_bool_text(const char *s)
+{
+  for (size_t i = 0; s != NULL && bool_words[i] != NULL; i++)
+    if (strcasecmp(s, bool_words[i]) == 0)
+      return i < 4;
+  return -1;
+}
+
+const char *mu_component_bool_closest(const char *s)
+{
+  return mu_component_closest(bool_words, s);
+}
+
 int mu_component_truthy_text(const char *s)
 {
-  return s != NULL && (strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0 ||
-                       strcmp(s, "1") == 0 || strcasecmp(s, "on") == 0);
+  return mu_component_bool_text(s) == 1;
 }
 
 const char *mu_component_closest(const char *const *words, const char *w)
@@ -173,15 +215,19 @@ static int parse_type(const char *t, const char *where, const char *ctx, struct 
   p->type = MU_P_STR;
   if (t == NULL)
     return 0;
-  for (size_t i = 0; i < sizeof(mu_ptype_names) / sizeof(mu_ptype_names[0]); i++) {
-    if (strcmp(t, mu_ptype_names[i]) == 0) {
-      p->type = (enum mu_ptype)i;
-      return 0;
-    }
+  int type = mu_ptype_find(t);
+  if (type >= 0) {
+    p->type = (enum mu_ptype)type;
+    return 0;
   }
-  mu_buf_printf(err,
-                "%s: %s.type: unknown type '%s'; use str, int, float, bool, list, map or jobsize",
-                where, ctx, t);
+  struct mu_suggest s;
+  mu_suggest_init(&s, t);
+  for (int i = 0; i < MU_P__COUNT; i++)
+    mu_suggest_add(&s, mu_ptype_names[i]);
+  const char *best = mu_suggest_best(&s);
+  mu_buf_printf(err, "%s: %s.type: unknown type '%s'%s%s%s; use %s", where, ctx, t,
+                best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "",
+                mu_ptype_list());
   return MU_EINVAL;
 }
 
@@ -471,6 +517,17 @@ static int parse_param(const cJSON *jp, size_t idx, const char *where, struct mu
 
 static const char *const top_keys[] = {"name", "description", "params", "checks", "app", NULL};
 
+/* After an unknown top-level key: the keys the top level takes, and where an app's keys go
+ * (a file with `roles:` at the top level, as a TorchX AppDef written out, is the usual case). */
+static void top_keys_hint(const cJSON *root, struct mu_buf *err)
+{
+  mu_buf_printf(err, "; the top level takes name, description, params, checks and app");
+  if (cJSON_GetObjectItemCaseSensitive(root, "roles") != NULL)
+    mu_buf_printf(err, "; roles go under 'app:', as app: {name: NAME, roles: [...]}");
+  else if (cJSON_GetObjectItemCaseSensitive(root, "metadata") != NULL)
+    mu_buf_printf(err, "; metadata goes under 'app:', as app: {name: NAME, metadata: {...}}");
+}
+
 int mu_component_parse(const char *text, size_t len, const char *where, struct mu_component **out,
                        struct mu_buf *err)
 {
@@ -482,6 +539,7 @@ int mu_component_parse(const char *text, size_t len, const char *where, struct m
   c->root = root;
   c->where = mu_strdup(where);
   if (mu_component_check_keys(root, top_keys, where, "top level", err) != 0) {
+    top_keys_hint(root, err);
     rc = MU_EINVAL;
     goto out;
   }
@@ -713,15 +771,50 @@ int mu_component_source(const struct mu_component *c, struct mu_buf *out, struct
   return rc;
 }
 
+#define HELP_WIDTH 100
+
+void mu_component_wrap(struct mu_buf *out, const char *text, size_t width, size_t indent)
+{
+  size_t col = indent; /* the first line's start too: the caller wrote what goes before */
+  const char *p = text, *end = text + strlen(text);
+  while (end > text && (end[-1] == '\n' || end[-1] == ' '))
+    end--;
+  while (p < end) {
+    if (*p == '\n') {
+      mu_buf_printf(out, "\n%*s", (int)indent, "");
+      col = indent;
+      p++;
+      continue;
+    }
+    size_t sp = strspn(p, " ");
+    size_t w = strcspn(p + sp, " \n");
+    if (w == 0) { /* spaces before a line break or the end: dropped */
+      p += sp;
+      continue;
+    }
+    if (col > indent && col + sp + w > width) {
+      mu_buf_printf(out, "\n%*s", (int)indent, "");
+      col = indent;
+    } else { /* at a line's start: its own indent */
+      mu_buf_printf(out, "%*s", (int)sp, "");
+      col += sp;
+    }
+    mu_buf_printf(out, "%.*s", (int)w, p + sp);
+    col += w;
+    p += sp + w;
+  }
+  mu_buf_putc(out, '\n');
+}
+
 void mu_component_help(const struct mu_component *c, struct mu_buf *out)
 {
   mu_buf_printf(out, "usage: muster run [RUN OPTIONS] %s [ARGS]", c->name);
   for (size_t i = 0; i < c->nparams; i++)
     if (c->params[i].remainder)
       mu_buf_printf(out, " [-- %s...]", c->params[i].name);
-  mu_buf_printf(out, "\n\n%s\n", c->description);
-  if (c->description[0] && c->description[strlen(c->description) - 1] != '\n')
-    mu_buf_putc(out, '\n');
+  mu_buf_printf(out, "\n\n");
+  mu_component_wrap(out, c->description, HELP_WIDTH, 0);
+  mu_buf_putc(out, '\n');
   mu_buf_printf(out, "arguments (from %s):\n", c->where);
   for (size_t i = 0; i < c->nparams; i++) {
     const struct mu_param *p = &c->params[i];

@@ -43,6 +43,10 @@ void mu_component_free(struct mu_component *c);
 /* Returns: the component's name / one-paragraph description. Ownership: borrowed. */
 const char *mu_component_name(const struct mu_component *c);
 const char *mu_component_description(const struct mu_component *c);
+/* text into out wrapped at spaces to at most width columns (a longer word stays whole), its own
+ * line breaks kept, every line after the first starting with indent spaces, and a line break
+ * at the end. (A description's trailing spaces and those before a break are dropped.) */
+void mu_component_wrap(struct mu_buf *out, const char *text, size_t width, size_t indent);
 
 /* Appends the component's source: its file as it is (YAML, or the Python file).
  * Returns: 0, or a negative MU_E* code with the reason in err. */

@@ -167,13 +167,6 @@ static cJSON *int_value(const struct mu_param *p, const char *text, const char *
   return cJSON_CreateNumber((double)l);
 }
 
-/* "false", "0", "no", "off" (any case but "0"). */
-static int falsy_text(const char *text)
-{
-  return strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0 || strcasecmp(text, "no") == 0 ||
-         strcasecmp(text, "off") == 0;
-}
-
 static cJSON *float_value(const struct mu_param *p, const char *text, const char *src,
                           struct mu_buf *err)
 {
@@ -186,15 +179,25 @@ static cJSON *float_value(const struct mu_param *p, const char *text, const char
   return cJSON_CreateNumber(d);
 }
 
+/* A word that is no truth value for a bool: the word, the words it takes and the closest. */
+static void bool_error(const char *src, const char *text, struct mu_buf *err)
+{
+  const char *best = mu_component_bool_closest(text);
+  mu_buf_printf(err,
+                "%s is a bool and takes true/false, 1/0, yes/no or on/off (any case), got '%s'",
+                src, text);
+  if (best != NULL)
+    mu_buf_printf(err, "; did you mean '%s'?", best);
+}
+
 static cJSON *bool_value(const struct mu_param *p, const char *text, const char *src,
                          struct mu_buf *err)
 {
   (void)p;
-  if (mu_component_truthy_text(text))
-    return cJSON_CreateTrue();
-  if (falsy_text(text))
-    return cJSON_CreateFalse();
-  mu_buf_printf(err, "%s expects a bool (True or False), got '%s'", src, text);
+  int b = mu_component_bool_text(text);
+  if (b >= 0)
+    return cJSON_CreateBool(b);
+  bool_error(src, text, err);
   return NULL;
 }
 
@@ -256,10 +259,10 @@ static cJSON *jobsize_value(const struct mu_param *p, const char *text, const ch
   return jobsize_json(mn, mx, np);
 }
 
-static value_fn *const converters[] = {
-    [MU_P_STR] = str_value,     [MU_P_INT] = int_value, [MU_P_BOOL] = bool_value,
-    [MU_P_LIST] = list_value,   [MU_P_MAP] = map_value, [MU_P_JOBSIZE] = jobsize_value,
-    [MU_P_FLOAT] = float_value,
+static value_fn *const converters[MU_P__COUNT] = {
+#define MU__PT(e, name, fn) [MU_P_##e] = fn,
+    MU_PTYPE_MAP(MU__PT)
+#undef MU__PT
 };
 
 /* Converts one argument's text into its typed value. src names it in messages. */
@@ -366,19 +369,26 @@ static const struct mu_param *match_option(const struct mu_component *c, const c
   return p;
 }
 
-/* The value of option p at argv[*i] that had none attached: the next word (a bool's only when
- * it is a truth value: `--debug` alone means true, `--debug True|False` as TorchX), *i moved
- * past it. Returns: the value, or NULL with the message in err. */
+/* The value of option p at argv[*i] that had none attached: the next word (a bool alone means
+ * true; a word after it must be a truth value, `--debug True|False` as TorchX: any other word is
+ * an error rather than a script argument), *i moved past it. Returns: the value, or NULL with the
+ * message in err. */
 static const char *next_value(const struct mu_component *c, const struct mu_param *p, int argc,
                               char **argv, int *i, const char *shown, struct mu_buf *err)
 {
   const char *next = *i + 1 < argc ? argv[*i + 1] : NULL;
   if (p->type == MU_P_BOOL) {
-    if (next != NULL && next[0] != '-' && (mu_component_truthy_text(next) || falsy_text(next))) {
-      ++*i;
-      return next;
+    if (next == NULL || next[0] == '-')
+      return "true";
+    if (mu_component_bool_text(next) < 0) { /* never taken silently as a script argument */
+      char src[200];
+      snprintf(src, sizeof(src), "%s: argument '%s'", c->name, shown);
+      bool_error(src, next, err);
+      mu_buf_printf(err, " (script arguments go after '--')");
+      return NULL;
     }
-    return "true";
+    ++*i;
+    return next;
   }
   if (next == NULL) {
     mu_buf_printf(err, "%s: argument '%s' needs a value (%s)", c->name, shown,

@@ -28,9 +28,36 @@
 #include "job.h"
 #include "strvec.h"
 
-enum mu_ptype { MU_P_STR = 0, MU_P_INT, MU_P_BOOL, MU_P_LIST, MU_P_MAP, MU_P_JOBSIZE, MU_P_FLOAT };
+/* The parameter types, one row each, as include/muster/errno.h's MU_ERRNO_MAP:
+ * XX(ENUM, "name in YAML and describe", converter). The enum, mu_ptype_names and the converters
+ * (component_args.c) all come from this list, so adding a type is one row here and one
+ * converter there; the order is free. */
+#define MU_PTYPE_MAP(XX)                                                                           \
+  XX(STR, "str", str_value)                                                                        \
+  XX(INT, "int", int_value)                                                                        \
+  XX(FLOAT, "float", float_value)                                                                  \
+  XX(BOOL, "bool", bool_value)                                                                     \
+  XX(LIST, "list", list_value)                                                                     \
+  XX(MAP, "map", map_value)                                                                        \
+  XX(JOBSIZE, "jobsize", jobsize_value)
+
+enum mu_ptype {
+#define MU__PT(e, name, fn) MU_P_##e,
+  MU_PTYPE_MAP(MU__PT)
+#undef MU__PT
+      MU_P__COUNT
+};
 /* "str", "int", ... by enum mu_ptype. */
-extern const char *const mu_ptype_names[];
+extern const char *const mu_ptype_names[MU_P__COUNT];
+/* The type called name; -1 when there is none. */
+int mu_ptype_find(const char *name);
+/* "str, int, ... or jobsize": the types for a message. Ownership: static. */
+const char *mu_ptype_list(void);
+/* Truth words for bools ("true", "yes", "1", "on" and their opposites, any case): 1, 0, or -1
+ * when s is none of them. */
+int mu_component_bool_text(const char *s);
+/* The truth word closest to s (for "did you mean"), or NULL. Ownership: static. */
+const char *mu_component_bool_closest(const char *s);
 
 struct mu_param {
   char *name;

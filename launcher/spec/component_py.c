@@ -212,11 +212,9 @@ static int param_from(const cJSON *jp, const char *where, struct mu_param *p, st
   const char *type = mu_component_str(jp, "type");
   const char *s;
   p->name = mu_strdup(name ? name : "?");
-  p->type = MU_P_STR;
-  for (size_t i = 0; type != NULL && i <= MU_P_FLOAT; i++)
-    if (strcmp(type, mu_ptype_names[i]) == 0)
-      p->type = (enum mu_ptype)i;
-  if (name == NULL || type == NULL || strcmp(type, mu_ptype_names[p->type]) != 0) {
+  int t = mu_ptype_find(type);
+  p->type = t < 0 ? MU_P_STR : (enum mu_ptype)t;
+  if (name == NULL || t < 0) {
     mu_buf_printf(err, "%s: the runner described a parameter it should not ('%s' of type '%s')",
                   where, p->name, type ? type : "?");
     return MU_EINVAL;

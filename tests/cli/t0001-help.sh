@@ -13,7 +13,7 @@ for c in $cmds; do
   t_expect_match "muster $c -h prints usage" "$help" "usage: muster $c"
 done
 # The component help is generated from the YAML file, for every builtin.
-for comp in $("$MUSTER" builtins | awk 'NR>1 {print $2}'); do
+for comp in $("$MUSTER" builtins | awk '$1 ~ /^[0-9]+\.$/ {print $2}'); do
   help=$("$MUSTER" run "$comp" --help 2>&1); rc=$?
   t_expect_eq "muster run $comp --help exits 0" "$rc" 0
   t_expect_match "muster run $comp --help shows its arguments" "$help" "arguments \(from .*$comp.yaml\)"
@@ -58,4 +58,20 @@ for s in $scheds; do t_expect_match "an unknown scheduler: the message names $s"
 COMP_WORDS=("$MUSTER" run -s "") COMP_CWORD=3
 _muster
 t_expect_eq "bash completion of -s: the table" "${COMPREPLY[*]} " "$scheds"
+# Each builtin's help has its description wrapped (issue 34: they were single 300-450 character
+# lines), and the words all kept.
+list=$("$MUSTER" builtins)
+t_expect_eq "builtins: lines over 100 columns" "$(printf '%s\n' "$list" | awk 'length($0) > 100' | wc -l)" 0
+t_expect_match "builtins: a wrapped description continues under its column" \
+  "$(printf '%s\n' "$list" | grep -A1 ' aws\.trn1_ddp  ' | tail -1)" '^ {28}[a-z(]'
+names=$(printf '%s\n' "$list" | awk '$1 ~ /^[0-9]+\.$/ {print $2}')
+t_expect_eq "builtins: every component listed" "$(echo $names | wc -w)" "$(ls "$MU_SOURCE_DIR"/components/*.yaml | wc -l)"
+for name in $names; do
+  help=$("$MUSTER" run "$name" --help 2>&1)
+  desc=$(printf '%s\n' "$help" | sed -n '3,/^arguments (from/p' | sed '$d')
+  t_expect_eq "run $name --help: description lines over 100 columns" \
+    "$(printf '%s\n' "$desc" | awk 'length($0) > 100' | wc -l)" 0
+  src_words=$("$MUSTER" builtins --print "$name" | python3 -c 'import sys, yaml; print(len(str(yaml.safe_load(sys.stdin)["description"]).split()))')
+  t_expect_eq "run $name --help: every word of the description" "$(printf '%s\n' "$desc" | wc -w)" "$src_words"
+done
 t_done

@@ -146,7 +146,7 @@ kill -TERM "$wp"
 t_wait_exit "$wp" 20
 t_expect_eq "SIGTERM while joining: exit 143" "$T_RC" 143
 t_expect_eq "SIGTERM while joining: the temporary directory is removed" "$(ls "$T_DIR/tmp")" ""
-out=$("$MUSTER" builtins)
+out=$("$MUSTER" builtins | sed -e ':a' -e '$!N;s/\n \{28\}/ /;ta' -e 'P;D') # wrapped lines joined
 t_expect_eq "builtins: every description is a whole sentence" \
   "$(printf '%s\n' "$out" | tail -n +2 | grep -cvE '[.)]$')" 0
 t_expect_match "builtins: not cut mid-sentence" "$out" "utils.python +Runs Python: .*\(as TorchX's utils.python\)\."
