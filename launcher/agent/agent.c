@@ -39,6 +39,7 @@ void mu_agent_config_init(struct mu_agent_config *cfg)
   const char *ef = getenv("TORCHELASTIC_ERROR_FILE");
   cfg->error_file = ef != NULL && ef[0] != '\0' ? ef : NULL;
   cfg->static_rank = -1;
+  cfg->signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
 }
 
 long mu_agent_oom_kills(void)
@@ -262,6 +263,7 @@ static const char *const owned_vars[] = {"RANK",
                                          "TORCHELASTIC_RUN_ID",
                                          "TORCHELASTIC_ERROR_FILE",
                                          "TORCHELASTIC_USE_AGENT_STORE",
+                                         "TORCHELASTIC_SIGNALS_TO_HANDLE",
                                          "MUSTER_RDZV_ENDPOINT",
                                          "MUSTER_RUN_ID",
                                          "MUSTER_ROUND",
@@ -289,11 +291,32 @@ void mu_agent_progress_env(const struct mu_agent_config *cfg, const char *heartb
   mu_strvec_push(out, "PYTHONFAULTHANDLER=1");
 }
 
+/* --virtual-local-rank: CUDA_VISIBLE_DEVICES names the worker's one device, the local_rank-th
+ * of the agent's list (`cuda`, NULL when unset: device local_rank). */
+static void push_one_device(struct mu_strvec *out, const char *cuda, int local_rank)
+{
+  if (cuda == NULL || cuda[0] == '\0') {
+    mu_strvec_pushf(out, "CUDA_VISIBLE_DEVICES=%d", local_rank);
+    return;
+  }
+  const char *p = cuda;
+  for (int i = 0; i < local_rank && p != NULL; i++) {
+    p = strchr(p, ',');
+    p = p != NULL ? p + 1 : NULL;
+  }
+  if (p == NULL) { /* fewer devices than workers: the list as it is */
+    mu_strvec_pushf(out, "CUDA_VISIBLE_DEVICES=%s", cuda);
+    return;
+  }
+  mu_strvec_pushf(out, "CUDA_VISIBLE_DEVICES=%.*s", (int)strcspn(p, ","), p);
+}
+
 void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint,
                          const struct mu_round *r, int local_rank, int restart_count,
                          const char *error_file, char *const *base, struct mu_strvec *out)
 {
-  int has_omp = 0, has_nccl = 0;
+  int has_omp = 0, has_nccl = 0, has_torch_nccl = 0;
+  const char *cuda = NULL;
   for (char *const *e = base; e != NULL && *e != NULL; e++) {
     if (is_owned(*e))
       continue;
@@ -301,11 +324,19 @@ void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint
       has_omp = 1;
     if (strncmp(*e, "NCCL_ASYNC_ERROR_HANDLING=", 26) == 0)
       has_nccl = 1;
+    if (strncmp(*e, "TORCH_NCCL_ASYNC_ERROR_HANDLING=", 32) == 0)
+      has_torch_nccl = 1;
+    if (cfg->virtual_local_rank && strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) {
+      cuda = *e + 21; /* replaced below by this worker's one device */
+      continue;
+    }
     mu_strvec_push(out, *e);
   }
   int rank = r->rank_offset + local_rank;
   mu_strvec_pushf(out, "RANK=%d", rank);
-  mu_strvec_pushf(out, "LOCAL_RANK=%d", local_rank);
+  mu_strvec_pushf(out, "LOCAL_RANK=%d", cfg->virtual_local_rank ? 0 : local_rank);
+  if (cfg->virtual_local_rank)
+    push_one_device(out, cuda, local_rank);
   mu_strvec_pushf(out, "WORLD_SIZE=%d", r->world_size);
   mu_strvec_pushf(out, "LOCAL_WORLD_SIZE=%d", r->local_world_size);
   mu_strvec_pushf(out, "GROUP_RANK=%d", r->node_rank);
@@ -326,6 +357,11 @@ void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint
   mu_strvec_push(out, "TORCHELASTIC_USE_AGENT_STORE=False");
   if (!has_nccl)
     mu_strvec_push(out, "NCCL_ASYNC_ERROR_HANDLING=1");
+  if (!has_torch_nccl) /* torch >= 2.2's name of the same switch, as torchrun 2.x sets it */
+    mu_strvec_push(out, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1");
+  mu_strvec_pushf(out, "TORCHELASTIC_SIGNALS_TO_HANDLE=%s",
+                  cfg->signals_to_handle ? cfg->signals_to_handle
+                                         : "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
   /* torchrun sets OMP_NUM_THREADS=1 only when a node runs more than one worker. */
   if (!has_omp && r->local_world_size > 1)
     mu_strvec_push(out, "OMP_NUM_THREADS=1");

@@ -80,6 +80,9 @@ struct mu_agent_config {
   const char *health_check;       /* a shell command run before every join; NULL: none */
   double health_check_timeout_s;  /* a check running longer failed (default 60) */
   double health_check_interval_s; /* a failed check is run again this much later (default 30) */
+  const char *signals_to_handle;  /* torch 2.x's TORCHELASTIC_SIGNALS_TO_HANDLE for the workers
+                                   * (default SIGTERM,SIGINT,SIGHUP,SIGQUIT) */
+  int virtual_local_rank;         /* torch 2.x: LOCAL_RANK=0 and one CUDA device per worker */
   mu_agent_report_fn *report;     /* NULL: reports are dropped */
   void *report_data;
 };

@@ -28,6 +28,10 @@ static const char usage_text[] =
 struct agent_cli {
   const char *nnodes, *nproc, *rdzv_conf, *redirects, *tee, *max_restarts, *monitor;
   const char *start_method, *log_dir, *role, *ranks_filter;
+  /* torchrun 2.14's options (docs/agent.md, "torchrun 2.x options") */
+  const char *shutdown_timeout, *signals, *numa, *prefix_template, *dup_out, *dup_err;
+  const char *event_log, *logs_specs;
+  int virtual_local_rank;
   struct mu_agent_rdzv_args rz;
   int no_python, module, run_path;
   double join_timeout, last_call, lease_ttl, stop_grace;
@@ -121,6 +125,34 @@ static int parse(struct agent_cli *a, struct mu_agent_config *cfg, int argc, cha
       MU_OPT_STRING_ENV(0, "local-ranks-filter", &a->ranks_filter, "R,R",
                         "only these local ranks' output shows on the console (torch 2.x)",
                         "PET_LOCAL_RANKS_FILTER"),
+      MU_OPT_STRING_ENV(0, "shutdown-timeout", &a->shutdown_timeout, "S",
+                        "torch 2.x: SIGTERM to SIGKILL delay (as --stop-grace)",
+                        "PET_SHUTDOWN_TIMEOUT"),
+      MU_OPT_STRING_ENV(
+          0, "signals-to-handle", &a->signals, "SIG,...",
+          "torch 2.x: signals passed on to the workers (SIGTERM,SIGINT,SIGHUP,SIGQUIT)",
+          "PET_SIGNALS_TO_HANDLE"),
+      MU_OPT_BOOL_ENV(0, "virtual-local-rank", &a->virtual_local_rank,
+                      "torch 2.x: every worker sees LOCAL_RANK=0 and its own one device",
+                      "PET_VIRTUAL_LOCAL_RANK"),
+      MU_OPT_STRING_ENV(0, "numa-binding", &a->numa, "MODE",
+                        "torch 2.x: node, socket, exclusive, core-complex (accepted; no binding)",
+                        "PET_NUMA_BINDING"),
+      MU_OPT_STRING_ENV(0, "log-line-prefix-template", &a->prefix_template, "T",
+                        "torch 2.x: accepted; lines keep muster's [RANK] prefix",
+                        "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"),
+      MU_OPT_STRING_ENV(0, "duplicate-stdout-filters", &a->dup_out, "S,...",
+                        "torch 2.x: accepted; --log-dir files keep every line",
+                        "PET_DUPLICATE_STDOUT_FILTERS"),
+      MU_OPT_STRING_ENV(0, "duplicate-stderr-filters", &a->dup_err, "S,...",
+                        "torch 2.x: accepted; --log-dir files keep every line",
+                        "PET_DUPLICATE_STDERR_FILTERS"),
+      MU_OPT_STRING_ENV(0, "event-log-handler", &a->event_log, "NAME",
+                        "torch 2.x: accepted; events are the agent's [muster agent] lines",
+                        "PET_EVENT_LOG_HANDLER"),
+      MU_OPT_STRING_ENV(0, "logs-specs", &a->logs_specs, "NAME",
+                        "torch 2.x: accepted; the --log-dir layout is muster's own",
+                        "PET_LOGS_SPECS"),
       MU_OPT_STRING_ENV(0, "node-rank", &a->rz.node_rank, "R", "static: this node's rank (0)",
                         "PET_NODE_RANK"),
       MU_OPT_STRING_ENV(0, "master-addr", &a->rz.master_addr, "HOST",
@@ -259,6 +291,52 @@ static int apply_output(const struct agent_cli *a, struct mu_agent_config *cfg, 
   return apply_goodput(cfg);
 }
 
+/* Whether every name of the comma-separated `list` is a signal torchrun 2.x handles. */
+static int signals_ok(const char *list)
+{
+  static const char *const known[] = {"SIGTERM", "SIGINT",  "SIGHUP",
+                                      "SIGQUIT", "SIGUSR1", "SIGUSR2"};
+  const char *p = list;
+  for (;;) {
+    size_t n = strcspn(p, ",");
+    int ok = 0;
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]) && !ok; i++)
+      ok = strlen(known[i]) == n && strncmp(known[i], p, n) == 0;
+    if (!ok)
+      return 0;
+    if (p[n] == '\0')
+      return 1;
+    p += n + 1;
+  }
+}
+
+/* torchrun 2.14's options: --shutdown-timeout, --signals-to-handle, --virtual-local-rank,
+ * --numa-binding; the rest are accepted as they are (docs/agent.md). Returns: 0, or -1 after
+ * printing the error. */
+static int apply_torch2(const struct agent_cli *a, struct mu_agent_config *cfg)
+{
+  double st = 0;
+  if (a->shutdown_timeout != NULL) {
+    if (mu_parse_double(a->shutdown_timeout, &st) != 0 || st < 0)
+      return mu_error("--shutdown-timeout '%s': expected seconds (0 or more)", a->shutdown_timeout);
+    if (a->stop_grace < 0)
+      cfg->stop_grace_s = st;
+  }
+  if (a->signals != NULL) {
+    if (!signals_ok(a->signals))
+      return mu_error("--signals-to-handle '%s': expected signal names separated by commas, "
+                      "from SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2",
+                      a->signals);
+    cfg->signals_to_handle = a->signals;
+  }
+  const char *numa = a->numa;
+  if (numa != NULL && strcmp(numa, "node") != 0 && strcmp(numa, "socket") != 0 &&
+      strcmp(numa, "exclusive") != 0 && strcmp(numa, "core-complex") != 0)
+    return mu_error("--numa-binding '%s': expected node, socket, exclusive or core-complex", numa);
+  cfg->virtual_local_rank = a->virtual_local_rank;
+  return 0;
+}
+
 /* The usage, named as called (compat/torchrun is a link to muster), with the backends.
  * Ownership: the caller's (mu_free). */
 static char *usage_of(const char *argv0)
@@ -298,7 +376,8 @@ int cmd_agent(int argc, char **argv)
   if (first == MU_OPTS_HELP)
     code = MU_AGENT_EXIT_OK;
   if (first < 0 || worker_command(&a, argc, argv, first, &cmd) != 0 ||
-      apply_counts(&a, &cfg, &err) != 0 || apply_output(&a, &cfg, &err) != 0)
+      apply_counts(&a, &cfg, &err) != 0 || apply_output(&a, &cfg, &err) != 0 ||
+      apply_torch2(&a, &cfg) != 0)
     goto out;
   cfg.cmd = cmd.v;
   cfg.out_fd = STDOUT_FILENO;

@@ -171,6 +171,9 @@ int c10d_key_decode(const char *name, size_t n, struct mu_buf *out);
 struct v2_node *c10d_lookup_key(struct c10d *m, const char *path);
 /* Returns: the items queued under queue path `qpath`. */
 size_t c10d_queue_len(struct c10d *m, const char *qpath);
+/* Reads s[0..n) as std::stoll does (blanks, a sign, digits, anything after).
+ * Returns: 0 with `*out` set, or -1 when it is not a number or overflows. */
+int c10d_parse_ll(const char *s, size_t n, int64_t *out);
 
 /* queue.c: each queue's items in push order, for QUEUE_POP in O(1) */
 /* QUEUE_PUSH made item `item_key` in the queue at `qpath`. */
@@ -186,6 +189,9 @@ void c10d_queues_release(struct c10d *m);
 /* WAIT for the frame's keys: STOP_WAITING now, or once every key exists. Returns: 0, or -1
  * when `c` was closed (a bound). */
 int c10d_wait_start(struct c10d_conn *c);
+/* BARRIER: parks `c` until the counter at key path `path` reaches `need`, then answers
+ * STOP_WAITING (CANCEL_WAIT drops it like a WAIT). Returns: 0, or -1 when `c` was closed. */
+int c10d_barrier_wait(struct c10d_conn *c, const char *path, int64_t need);
 /* Drops the connection's WAIT without an answer. */
 void c10d_wait_cancel(struct c10d_conn *c);
 /* watch_key (legacy): registers key k[0..n) on `c`. Returns: 0, or -1 when closed. */

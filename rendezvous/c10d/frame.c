@@ -7,10 +7,12 @@
 #include "alloc.h"
 #include "frame.h"
 
-static const char *const op_names[C10D_OP_COUNT] = {
-    "validate", "set",        "compare_set", "get",       "add",       "check",     "wait",
-    "num_keys", "watch_key",  "delete_key",  "append",    "multi_get", "multi_set", "cancel_wait",
-    "ping",     "queue_push", "queue_pop",   "queue_len", "list",
+/* The rows of C10D_QUERY_MAP (frame.h); the handler column is ops.c's. */
+static const struct c10d_query queries[C10D_OP_COUNT] = {
+#define XX(op, name, legacy, v2, fields, handler, flags, torch)                                    \
+  {name, legacy, v2, fields, flags, torch},
+    C10D_QUERY_MAP(XX)
+#undef XX
 };
 
 static const char *const reason_names[C10D_R_COUNT] = {
@@ -22,35 +24,14 @@ static const char *const reason_names[C10D_R_COUNT] = {
     "budget",
 };
 
-/* The fields of each query (see the top of this file). */
-static const char *const programs[C10D_OP_COUNT] = {
-    [C10D_OP_VALIDATE] = "U",    [C10D_OP_SET] = "SB",       [C10D_OP_COMPARE_SET] = "SBB",
-    [C10D_OP_GET] = "S",         [C10D_OP_ADD] = "SI",       [C10D_OP_CHECK] = "NS",
-    [C10D_OP_WAIT] = "NS",       [C10D_OP_GETNUMKEYS] = "",  [C10D_OP_WATCH_KEY] = "S",
-    [C10D_OP_DELETE_KEY] = "S",  [C10D_OP_APPEND] = "SB",    [C10D_OP_MULTI_GET] = "NS",
-    [C10D_OP_MULTI_SET] = "NSB", [C10D_OP_CANCEL_WAIT] = "", [C10D_OP_PING] = "U",
-    [C10D_OP_QUEUE_PUSH] = "SB", [C10D_OP_QUEUE_POP] = "S",  [C10D_OP_QUEUE_LEN] = "S",
-    [C10D_OP_LIST] = "",
-};
-
-/* Query ids on the wire, by numbering. Legacy: torch 1.13's nine, then the four that main had
- * in mid-2023 before the handshake (no release sent them; accepted all the same). */
-static const int8_t legacy_ops[] = {
-    C10D_OP_SET,       C10D_OP_COMPARE_SET, C10D_OP_GET,         C10D_OP_ADD,        C10D_OP_CHECK,
-    C10D_OP_WAIT,      C10D_OP_GETNUMKEYS,  C10D_OP_WATCH_KEY,   C10D_OP_DELETE_KEY, C10D_OP_APPEND,
-    C10D_OP_MULTI_GET, C10D_OP_MULTI_SET,   C10D_OP_CANCEL_WAIT,
-};
-static const int8_t v2_ops[] = {
-    C10D_OP_VALIDATE,    C10D_OP_SET,    C10D_OP_COMPARE_SET, C10D_OP_GET,
-    C10D_OP_ADD,         C10D_OP_CHECK,  C10D_OP_WAIT,        C10D_OP_GETNUMKEYS,
-    C10D_OP_DELETE_KEY,  C10D_OP_APPEND, C10D_OP_MULTI_GET,   C10D_OP_MULTI_SET,
-    C10D_OP_CANCEL_WAIT, C10D_OP_PING,   C10D_OP_QUEUE_PUSH,  C10D_OP_QUEUE_POP,
-    C10D_OP_QUEUE_LEN,   C10D_OP_LIST,
-};
+const struct c10d_query *c10d_query(enum c10d_op op)
+{
+  return (unsigned)op < C10D_OP_COUNT ? &queries[op] : NULL;
+}
 
 const char *c10d_op_name(enum c10d_op op)
 {
-  return (unsigned)op < C10D_OP_COUNT ? op_names[op] : "?";
+  return (unsigned)op < C10D_OP_COUNT ? queries[op].name : "?";
 }
 
 const char *c10d_reason_name(enum c10d_reason r)
@@ -60,11 +41,17 @@ const char *c10d_reason_name(enum c10d_reason r)
 
 int c10d_op_id(enum c10d_proto proto, enum c10d_op op)
 {
-  const int8_t *t = proto == C10D_PROTO_V2 ? v2_ops : legacy_ops;
-  size_t n = proto == C10D_PROTO_V2 ? sizeof(v2_ops) : sizeof(legacy_ops);
-  for (size_t i = 0; i < n; i++)
-    if (t[i] == (int8_t)op)
-      return (int)i;
+  if ((unsigned)op >= C10D_OP_COUNT)
+    return -1;
+  return proto == C10D_PROTO_V2 ? queries[op].v2_id : queries[op].legacy_id;
+}
+
+/* Returns: the op with wire id `id` in `proto`, or -1 (a scan of the rows: twenty compares). */
+static int op_of(enum c10d_proto proto, uint8_t id)
+{
+  for (int op = 0; op < C10D_OP_COUNT; op++)
+    if ((proto == C10D_PROTO_V2 ? queries[op].v2_id : queries[op].legacy_id) == (int)id)
+      return op;
   return -1;
 }
 
@@ -126,13 +113,12 @@ static void add_span(struct c10d_frame *f, size_t off, size_t len)
 /* Starts the frame at p[0]. Returns: 1, or -(reason) for an id the numbering lacks. */
 static int start(struct c10d_frame *f, enum c10d_proto proto, uint8_t id)
 {
-  const int8_t *t = proto == C10D_PROTO_V2 ? v2_ops : legacy_ops;
-  size_t n = proto == C10D_PROTO_V2 ? sizeof(v2_ops) : sizeof(legacy_ops);
-  if (id >= n)
+  int op = op_of(proto, id);
+  if (op < 0)
     return -C10D_R_UNKNOWN_QUERY;
   f->id = id;
-  f->op = (enum c10d_op)t[id];
-  f->prog = programs[f->op];
+  f->op = (enum c10d_op)op;
+  f->prog = queries[op].fields;
   f->off = 1;
   f->started = 1;
   return 1;

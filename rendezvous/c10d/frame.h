@@ -32,29 +32,63 @@ enum c10d_proto {
   C10D_PROTO_V2,          /* torch >= 2.1: VALIDATE first */
 };
 
+/* The torch releases whose client sends a query (the tiers the tests run: Debian's 1.13, 2.6 and
+ * 2.14; docs/c10d.md names the pull request of each). */
+#define C10D_T1_13 0x1u
+#define C10D_T2_6 0x2u
+#define C10D_T2_14 0x4u
+#define C10D_T2X (C10D_T2_6 | C10D_T2_14)
+
+/* A query's flags. */
+#define C10D_QF_WRITE 0x1u /* writes the store: waits while it takes no writes, wakes waiters */
+
+/* Every TCPStore query, one row each: adding a query is one row here and one handler in ops.c.
+ *   XX(OP, name, legacy id, v2 id, fields, handler, flags, torch)
+ * OP names enum c10d_op (C10D_OP_<OP>) and /metrics' label `name`. The ids are the query's byte
+ * in each numbering (-1: that numbering lacks it; legacy = torch 1.13/2.0, v2 = torch >= 2.1).
+ * `fields` is the frame's program for the parser (frame.c): S a key, B a value, I an i64, U a
+ * u32, N a count repeating the rest. `handler` is the function in ops.c that answers it;
+ * `torch` the C10D_T* releases whose client sends it. The rows are in enum order. */
+#define C10D_QUERY_MAP(XX)                                                                         \
+  XX(VALIDATE, "validate", -1, 0, "U", q_validate, 0, C10D_T2X)                                    \
+  XX(SET, "set", 0, 1, "SB", q_set, C10D_QF_WRITE, C10D_T1_13 | C10D_T2X)                          \
+  XX(COMPARE_SET, "compare_set", 1, 2, "SBB", q_compare_set, C10D_QF_WRITE, C10D_T1_13 | C10D_T2X) \
+  XX(GET, "get", 2, 3, "S", q_get, 0, C10D_T1_13 | C10D_T2X)                                       \
+  XX(ADD, "add", 3, 4, "SI", q_add, C10D_QF_WRITE, C10D_T1_13 | C10D_T2X)                          \
+  XX(CHECK, "check", 4, 5, "NS", q_check, 0, C10D_T1_13 | C10D_T2X)                                \
+  XX(WAIT, "wait", 5, 6, "NS", q_wait, 0, C10D_T1_13 | C10D_T2X)                                   \
+  XX(GETNUMKEYS, "num_keys", 6, 7, "", q_num_keys, 0, C10D_T1_13 | C10D_T2X)                       \
+  XX(WATCH_KEY, "watch_key", 7, -1, "S", q_watch_key, 0, C10D_T1_13)                               \
+  XX(DELETE_KEY, "delete_key", 8, 8, "S", q_delete, C10D_QF_WRITE, C10D_T1_13 | C10D_T2X)          \
+  XX(APPEND, "append", 9, 9, "SB", q_append, C10D_QF_WRITE, C10D_T2X)                              \
+  XX(MULTI_GET, "multi_get", 10, 10, "NS", q_multi_get, 0, C10D_T2X)                               \
+  XX(MULTI_SET, "multi_set", 11, 11, "NSB", q_multi_set, C10D_QF_WRITE, C10D_T2X)                  \
+  XX(CANCEL_WAIT, "cancel_wait", 12, 12, "", q_cancel_wait, 0, C10D_T2X)                           \
+  XX(PING, "ping", -1, 13, "U", q_ping, 0, C10D_T2X)                                               \
+  XX(QUEUE_PUSH, "queue_push", -1, 14, "SB", q_queue_push, C10D_QF_WRITE, C10D_T2_14)              \
+  XX(QUEUE_POP, "queue_pop", -1, 15, "S", q_queue_pop, C10D_QF_WRITE, C10D_T2_14)                  \
+  XX(QUEUE_LEN, "queue_len", -1, 16, "S", q_queue_len, 0, C10D_T2_14)                              \
+  XX(LIST, "list", -1, 17, "", q_list, 0, C10D_T2_14)                                              \
+  XX(BARRIER, "barrier", -1, 18, "SI", q_barrier, C10D_QF_WRITE, C10D_T2_14)
+
 /* What a query asks, whatever its id on the wire. Also the index of /metrics' counters. */
 enum c10d_op {
-  C10D_OP_VALIDATE = 0,
-  C10D_OP_SET,
-  C10D_OP_COMPARE_SET,
-  C10D_OP_GET,
-  C10D_OP_ADD,
-  C10D_OP_CHECK,
-  C10D_OP_WAIT,
-  C10D_OP_GETNUMKEYS,
-  C10D_OP_WATCH_KEY,
-  C10D_OP_DELETE_KEY,
-  C10D_OP_APPEND,
-  C10D_OP_MULTI_GET,
-  C10D_OP_MULTI_SET,
-  C10D_OP_CANCEL_WAIT,
-  C10D_OP_PING,
-  C10D_OP_QUEUE_PUSH,
-  C10D_OP_QUEUE_POP,
-  C10D_OP_QUEUE_LEN,
-  C10D_OP_LIST,
-  C10D_OP_COUNT
+#define XX(op, name, legacy, v2, fields, handler, flags, torch) C10D_OP_##op,
+  C10D_QUERY_MAP(XX)
+#undef XX
+      C10D_OP_COUNT
 };
+
+/* One row of C10D_QUERY_MAP, as data. */
+struct c10d_query {
+  const char *name;
+  int8_t legacy_id, v2_id;
+  const char *fields;
+  unsigned flags, torch;
+};
+
+/* Returns: the row of `op`, or NULL for an op out of range. Ownership: static. */
+const struct c10d_query *c10d_query(enum c10d_op op);
 
 /* Why a connection is closed (a frame's fault, or the server's bounds): /metrics' labels. */
 enum c10d_reason {

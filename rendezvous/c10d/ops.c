@@ -225,7 +225,7 @@ static int q_get(struct c10d_conn *c)
 }
 
 /* std::stoll: blanks, a sign, digits (at least one), anything after. Returns: 0 or -1. */
-static int parse_ll(const char *s, size_t n, int64_t *out)
+int c10d_parse_ll(const char *s, size_t n, int64_t *out)
 {
   size_t i = 0;
   while (i < n && isspace((unsigned char)s[i]))
@@ -247,24 +247,48 @@ static int parse_ll(const char *s, size_t n, int64_t *out)
   return 0;
 }
 
-static int q_add(struct c10d_conn *c)
+/* Adds `amount` to the counter at key span 0, as ADD does. Returns: 0 with the new value in
+ * `*sum`, or -1 when `c` was closed. */
+static int add_by(struct c10d_conn *c, int64_t amount, int64_t *sum)
 {
   const char *path = span_path(c, 0);
   struct v2_node *n = c10d_lookup_key(c->m, path);
-  uint64_t sum = (uint64_t)c->frame.amount;
+  uint64_t v = (uint64_t)amount;
   if (n != NULL) {
     int64_t old = 0;
-    if (parse_ll(n->value, n->value_len, &old) != 0) {
+    if (c10d_parse_ll(n->value, n->value_len, &old) != 0) {
       c10d_conn_close(c, C10D_R_NOT_INTEGER);
       return -1;
     }
-    sum += (uint64_t)old; /* wraps as torch's int64 does on x86 */
+    v += (uint64_t)old; /* wraps as torch's int64 does on x86 */
   }
   char num[24];
-  int len = snprintf(num, sizeof(num), "%lld", (long long)(int64_t)sum);
+  int len = snprintf(num, sizeof(num), "%lld", (long long)(int64_t)v);
   if (put(c, 0, path, num, (size_t)len) != 0)
     return -1;
-  return c10d_out_u64(c, sum);
+  *sum = (int64_t)v;
+  return 0;
+}
+
+static int q_add(struct c10d_conn *c)
+{
+  int64_t sum = 0;
+  if (add_by(c, c->frame.amount, &sum) != 0)
+    return -1;
+  return c10d_out_u64(c, (uint64_t)sum);
+}
+
+/* BARRIER (torch 2.14's store.barrier): counts one more arrival at the key (its value, a
+ * decimal counter as ADD keeps it) and answers STOP_WAITING once it reaches the world size sent:
+ * at once for the last arrival, and to every earlier one when that arrival writes the count. */
+static int q_barrier(struct c10d_conn *c)
+{
+  int64_t count = 0, world = c->frame.amount;
+  if (add_by(c, 1, &count) != 0)
+    return -1;
+  if (count >= world)
+    return c10d_out_u8(c, 0); /* STOP_WAITING */
+  return c10d_barrier_wait(c, span_path(c, 0), world);
 }
 
 /* Returns: 1 when key span i exists (or, after VALIDATE, a queue of that name holds items). */
@@ -419,13 +443,6 @@ static int q_list(struct c10d_conn *c)
  * Dispatch
  */
 
-static int is_write(enum c10d_op op)
-{
-  return op == C10D_OP_SET || op == C10D_OP_COMPARE_SET || op == C10D_OP_ADD ||
-         op == C10D_OP_DELETE_KEY || op == C10D_OP_APPEND || op == C10D_OP_MULTI_SET ||
-         op == C10D_OP_QUEUE_PUSH || op == C10D_OP_QUEUE_POP;
-}
-
 static int q_validate(struct c10d_conn *c)
 {
   if ((c->flags & C10D_CONN_VALIDATED) || c->frame.u32 != C10D_MAGIC) {
@@ -436,51 +453,48 @@ static int q_validate(struct c10d_conn *c)
   return 0;
 }
 
+static int q_wait(struct c10d_conn *c)
+{
+  return c10d_wait_start(c);
+}
+
+static int q_watch_key(struct c10d_conn *c)
+{
+  return c10d_watch_add(c, frame_at(c, 0), frame_len(c, 0));
+}
+
+static int q_cancel_wait(struct c10d_conn *c)
+{
+  c10d_wait_cancel(c);
+  return c10d_out_u8(c, 1); /* WAIT_CANCELED */
+}
+
+static int q_ping(struct c10d_conn *c)
+{
+  return c10d_out_u32(c, c->frame.u32);
+}
+
+static int q_queue_len(struct c10d_conn *c)
+{
+  return c10d_out_u64(c, c10d_queue_len(c->m, queue_path(c)));
+}
+
+/* The handler column of C10D_QUERY_MAP (frame.h). */
+static int (*const handlers[C10D_OP_COUNT])(struct c10d_conn *c) = {
+#define XX(op, name, legacy, v2, fields, handler, flags, torch) handler,
+    C10D_QUERY_MAP(XX)
+#undef XX
+};
+
+static int is_write(enum c10d_op op)
+{
+  return (c10d_query(op)->flags & C10D_QF_WRITE) != 0;
+}
+
 static int run(struct c10d_conn *c)
 {
-  switch (c->frame.op) {
-  case C10D_OP_VALIDATE:
-    return q_validate(c);
-  case C10D_OP_SET:
-    return q_set(c);
-  case C10D_OP_COMPARE_SET:
-    return q_compare_set(c);
-  case C10D_OP_GET:
-    return q_get(c);
-  case C10D_OP_ADD:
-    return q_add(c);
-  case C10D_OP_CHECK:
-    return q_check(c);
-  case C10D_OP_WAIT:
-    return c10d_wait_start(c);
-  case C10D_OP_GETNUMKEYS:
-    return q_num_keys(c);
-  case C10D_OP_WATCH_KEY:
-    return c10d_watch_add(c, frame_at(c, 0), frame_len(c, 0));
-  case C10D_OP_DELETE_KEY:
-    return q_delete(c);
-  case C10D_OP_APPEND:
-    return q_append(c);
-  case C10D_OP_MULTI_GET:
-    return q_multi_get(c);
-  case C10D_OP_MULTI_SET:
-    return q_multi_set(c);
-  case C10D_OP_CANCEL_WAIT:
-    c10d_wait_cancel(c);
-    return c10d_out_u8(c, 1); /* WAIT_CANCELED */
-  case C10D_OP_PING:
-    return c10d_out_u32(c, c->frame.u32);
-  case C10D_OP_QUEUE_PUSH:
-    return q_queue_push(c);
-  case C10D_OP_QUEUE_POP:
-    return q_queue_pop(c);
-  case C10D_OP_QUEUE_LEN:
-    return c10d_out_u64(c, c10d_queue_len(c->m, queue_path(c)));
-  case C10D_OP_LIST:
-    return q_list(c);
-  default:
-    break;
-  }
+  if ((unsigned)c->frame.op < C10D_OP_COUNT)
+    return handlers[c->frame.op](c);
   c10d_conn_close(c, C10D_R_UNKNOWN_QUERY);
   return -1;
 }

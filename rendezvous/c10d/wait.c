@@ -21,6 +21,7 @@ struct c10d_wkey {
 
 struct c10d_wait {
   struct c10d_conn *c;
+  int64_t need; /* BARRIER: the count its key must reach (0 for a WAIT) */
   size_t n, missing;
   struct c10d_wkey keys[];
 };
@@ -86,6 +87,12 @@ static void wait_keys_put(struct c10d_conn *c, uint64_t n)
 
 static int wkey_ready(struct c10d *m, const struct c10d_wkey *k)
 {
+  if (k->wait->need > 0) {
+    struct v2_node *n = c10d_lookup_key(m, k->path);
+    int64_t count = 0;
+    return n != NULL && c10d_parse_ll(n->value, n->value_len, &count) == 0 &&
+           count >= k->wait->need;
+  }
   return c10d_lookup_key(m, k->path) != NULL || (k->qpath && c10d_queue_len(m, k->qpath) > 0);
 }
 
@@ -205,6 +212,22 @@ int c10d_wait_start(struct c10d_conn *c)
     return 0;
   wait_free(wt);
   return c10d_out_u8(c, 0); /* STOP_WAITING */
+}
+
+int c10d_barrier_wait(struct c10d_conn *c, const char *path, int64_t need)
+{
+  c10d_wait_cancel(c); /* like a WAIT, it replaces the one in progress */
+  if (wait_keys_take(c, 1) != 0)
+    return -1;
+  struct c10d_wait *wt = mu_calloc(1, sizeof(*wt) + sizeof(wt->keys[0]));
+  wt->c = c;
+  wt->need = need;
+  wt->n = wt->missing = 1;
+  wt->keys[0].wait = wt;
+  wt->keys[0].path = mu_strdup(path);
+  wt->keys[0].w = watch(c->m, path, 0, &wt->keys[0]);
+  c->wait = wt;
+  return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -33,6 +33,10 @@ t_expect_match "torchrun launcher against musterd's TCPStore (c10d)" "$out" "tor
 out2=$("$MUSTER" run --dryrun dist.ddp -j 2x1 --script w --launcher torchrun --rdzv_backend etcd-v2)
 t_expect_match "torchrun launcher against musterd's etcd v2 API" "$out2" "torchrun --rdzv_backend etcd-v2 --rdzv_endpoint '127.0.0.1:<port>' --rdzv_id"
 t_expect_match "torch 1.13 workaround flags" "$out" '--redirects=1 --tee=1'
+t_expect_match "--launcher torchrun: torch >= 2.4's shared store is off (docs/c10d.md)" "$out" \
+  'TORCH_DISABLE_SHARE_RDZV_TCP_STORE.{1,6}1'
+t_expect_eq "--launcher muster: no TORCH_DISABLE_SHARE_RDZV_TCP_STORE" \
+  "$("$MUSTER" run --dryrun dist.ddp --script w | grep -c TORCH_DISABLE_SHARE_RDZV_TCP_STORE)" 0
 t_expect_match "non-.py script gets --no_python" "$out" '--no_python w'
 t_expect_match "named resource gpu.small" "$out" '"gpu":	1'
 t_expect_match "named resource memory" "$out" '"memMB":	32768'

@@ -189,6 +189,26 @@ TEST(agent__worker_env)
   mu_agent_worker_env(&cfg, "h:1", &r, 0, 0, NULL, base3, &env);
   ASSERT_NULL(env_get(&env, "OMP_NUM_THREADS"));
   ASSERT_STR_EQ(env_get(&env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
+  /* torchrun 2.x's names beside the old ones */
+  ASSERT_STR_EQ(env_get(&env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+  ASSERT_STR_EQ(env_get(&env, "TORCHELASTIC_SIGNALS_TO_HANDLE"), "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  ASSERT_STR_EQ(env_get(&env, "LOCAL_RANK"), "0");
+  mu_strvec_release(&env);
+  /* --virtual-local-rank: LOCAL_RANK 0 and the worker's one device of the agent's list; a
+   * user's TORCH_NCCL_ASYNC_ERROR_HANDLING and --signals-to-handle are passed on */
+  char f[] = "CUDA_VISIBLE_DEVICES=4,5,6", g[] = "TORCH_NCCL_ASYNC_ERROR_HANDLING=3";
+  char *base4[] = {f, g, NULL};
+  cfg.virtual_local_rank = 1;
+  cfg.signals_to_handle = "SIGTERM,SIGUSR1";
+  mu_agent_worker_env(&cfg, "h:1", &r, 2, 0, NULL, base4, &env);
+  ASSERT_STR_EQ(env_get(&env, "LOCAL_RANK"), "0");
+  ASSERT_STR_EQ(env_get(&env, "CUDA_VISIBLE_DEVICES"), "6");
+  ASSERT_STR_EQ(env_get(&env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
+  ASSERT_STR_EQ(env_get(&env, "TORCHELASTIC_SIGNALS_TO_HANDLE"), "SIGTERM,SIGUSR1");
+  mu_strvec_release(&env);
+  char *base5[] = {NULL};
+  mu_agent_worker_env(&cfg, "h:1", &r, 1, 0, NULL, base5, &env);
+  ASSERT_STR_EQ(env_get(&env, "CUDA_VISIBLE_DEVICES"), "1");
   mu_strvec_release(&env);
 }
 

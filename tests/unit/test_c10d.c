@@ -159,11 +159,55 @@ TEST(c10d__v2_queries)
     enum c10d_op op;
   } ids[] = {{1, C10D_OP_SET},         {8, C10D_OP_DELETE_KEY}, {12, C10D_OP_CANCEL_WAIT},
              {14, C10D_OP_QUEUE_PUSH}, {15, C10D_OP_QUEUE_POP}, {16, C10D_OP_QUEUE_LEN},
-             {17, C10D_OP_LIST}};
+             {17, C10D_OP_LIST},       {18, C10D_OP_BARRIER}};
   for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
     ASSERT_EQ(c10d_op_id(C10D_PROTO_V2, ids[i].op), ids[i].id);
     ASSERT_EQ(c10d_op_id(C10D_PROTO_LEGACY, C10D_OP_QUEUE_POP), -1);
   }
+  mu_buf_release(&b);
+}
+
+/* The query table (C10D_QUERY_MAP): no two rows share an id in one numbering; each row parses
+ * at its id; the ids just past the last of each numbering are refused; BARRIER is key + i64. */
+TEST(c10d__query_table)
+{
+  int seen_v2[256] = {0}, seen_legacy[256] = {0}, max_v2 = -1, max_legacy = -1;
+  for (int op = 0; op < C10D_OP_COUNT; op++) {
+    const struct c10d_query *q = c10d_query((enum c10d_op)op);
+    ASSERT(q != NULL && q->name != NULL && q->fields != NULL && q->torch != 0);
+    if (q->v2_id >= 0) {
+      ASSERT_EQ(seen_v2[q->v2_id]++, 0);
+      max_v2 = q->v2_id > max_v2 ? q->v2_id : max_v2;
+      ASSERT_EQ(c10d_op_id(C10D_PROTO_V2, (enum c10d_op)op), q->v2_id);
+    }
+    if (q->legacy_id >= 0) {
+      ASSERT_EQ(seen_legacy[q->legacy_id]++, 0);
+      max_legacy = q->legacy_id > max_legacy ? q->legacy_id : max_legacy;
+    }
+  }
+  ASSERT(c10d_query(C10D_OP_COUNT) == NULL);
+  ASSERT_EQ(max_v2, 18);
+  ASSERT_EQ(max_legacy, 12);
+  ASSERT(c10d_query(C10D_OP_BARRIER)->flags & C10D_QF_WRITE);
+  ASSERT(!(c10d_query(C10D_OP_GET)->flags & C10D_QF_WRITE));
+
+  struct c10d_limits l = lim();
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  struct c10d_frame f;
+  memset(&f, 0, sizeof(f));
+  raw(&b, "\x12", 1); /* BARRIER */
+  str(&b, "/b");
+  raw(&b, "\x03\x00\x00\x00\x00\x00\x00\x00", 8);
+  parse_one(&b, C10D_PROTO_V2, &f);
+  ASSERT_EQ(f.op, C10D_OP_BARRIER);
+  ASSERT_EQ(f.amount, 3);
+  ASSERT_EQ(f.nspans, 1);
+  c10d_frame_reset(&f);
+  uint8_t past_v2 = 19, past_legacy = 13;
+  ASSERT_EQ(c10d_frame_parse(&f, C10D_PROTO_V2, &l, &past_v2, 1), -C10D_R_UNKNOWN_QUERY);
+  c10d_frame_reset(&f);
+  ASSERT_EQ(c10d_frame_parse(&f, C10D_PROTO_LEGACY, &l, &past_legacy, 1), -C10D_R_UNKNOWN_QUERY);
+  c10d_frame_release(&f);
   mu_buf_release(&b);
 }
 
