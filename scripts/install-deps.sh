@@ -4,9 +4,6 @@
 #   scripts/install-deps.sh --test           plus what the test suite and benchmarks use
 #                                            (scripts/test-packages.txt) and the npm packages
 #                                            of the Kubernetes (Volcano Job, JobSet) validator
-#                                            and the torch 2.6 / 2.14 roots of the torch tier
-#                                            (scripts/torch-roots.sh: about 7 min and 2 GB once
-#                                            per machine, in /var/cache/muster/torch-roots)
 #   scripts/install-deps.sh [--test] --check install nothing: list what is missing, exit 1
 #                                            if anything is (scripts/test.sh runs this first)
 # apt-get runs through sudo when you are not root; run the script itself as the user who runs
@@ -59,9 +56,6 @@ if [ "$check" = 1 ]; then
     echo "install-deps: missing Debian packages: ${missing[*]}"
     bad=1
   fi
-  if [ "$test" = 1 ] && ! "$here/torch-roots.sh" check; then
-    bad=1
-  fi
   if [ "$test" = 1 ] && ! vjv_ok; then
     echo "install-deps: missing npm packages ${vjv_pkgs[*]} in $vjv (the Kubernetes validator)"
     bad=1
@@ -103,10 +97,3 @@ if [ "$test" = 1 ]; then
   fi
 fi
 
-if [ "$test" = 1 ]; then
-  # The torch 2.x tier: one Debian root per suite (trixie: torch 2.6, sid: torch 2.14), built
-  # side by side when missing; a failure stops here, naming the suite and its log.
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO "$here/torch-roots.sh" build
-fi
