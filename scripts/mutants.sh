@@ -51,7 +51,7 @@ flock -n 9 || { echo "mutants.sh: another run uses $S (set MU_MUTANTS_DIR for a 
 PY=$(command -v python3) || { echo "mutants.sh: python3 is needed (scripts/install-deps.sh)" >&2; exit 1; }
 T0=$(date +%s)
 
-# --- 1. the list: every line valid; the selected ones written to $S/plan (tab-separated) ------
+# --- 1. the list: every line valid; the selected ones written to $S/plan (fields split by 0x1f) ------
 "$PY" - "$LIST" "$ROOT" "$S/plan" "$filtered" "${#files[@]}" "${files[@]}" "${lines[@]}" <<'PY' || exit 1
 import os, sys
 lst, root, plan, filtered = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
@@ -106,7 +106,7 @@ for no, raw in enumerate(open(lst, encoding="utf-8"), 1):
         continue
     if filtered and os.path.normpath(path) not in files and no not in lines:
         continue
-    out.append("\t".join([str(no), path, text, repl, " ".join(tests)]))
+    out.append("\x1f".join([str(no), path, text, repl, " ".join(tests)]))
 open(plan, "w").write("".join(l + "\n" for l in out))
 if bad:
     print("mutants.sh: %d line%s of %s to fix (above)" % (bad, "" if bad == 1 else "s", rel))
@@ -174,7 +174,7 @@ run_tests() {
   return 0
 }
 
-all_tests=$(cut -f5 "$S/plan" | tr ' ' '\n' | grep -v '=' | sort -u | tr '\n' ' ')
+all_tests=$(cut -d$'\x1f' -f5 "$S/plan" | tr ' ' '\n' | grep -v '=' | sort -u | tr '\n' ' ')
 # shellcheck disable=SC2046
 if ! build $(targets $all_tests); then
   tail -30 "$S/build.log"
@@ -191,7 +191,7 @@ fi
 
 # --- 3. each mutant ---------------------------------------------------------------------------
 killed=0 total=0
-while IFS=$'\t' read -r -u 3 no path text repl tests; do
+while IFS=$'\x1f' read -r -u 3 no path text repl tests; do
   total=$((total + 1))
   f=$S/src/$path
   cp -p "$f" "$S/orig"
