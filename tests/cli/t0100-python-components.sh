@@ -322,7 +322,7 @@ def b() -> specs.AppDef:
 PY
 dry "$T_DIR/bools.py:b"
 t_expect_eq "a Python True/False in args: true/false" "$(role 'r["args"][1:4:2]')" "['true', 'false']"
-t_expect_eq "... in env: true/false" "$(role 'r["env"]["ON"], r["env"]["OFF"]')" "('true', 'false')"
+t_expect_eq "... in env: true/false" "$(role 'r["env"]["ON"], r["env"]["OFF"]')" "true false"
 
 # ---- a real local run, and builtins --print of a Python file
 out=$("$MUSTER" run "$N:model" --msg real -n 2 -- tail 2>&1)
