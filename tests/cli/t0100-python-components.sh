@@ -311,6 +311,19 @@ t_expect_match "no python3: says so and how to fix it" "$out" \
 out=$(MUSTER_PYTHON=$T_DIR/no-python "$MUSTER" run --dryrun utils.echo 2>&1)
 t_expect_eq "no python3: YAML components do not need it" "$?" 0
 
+# ---- a Python bool in a role's args, env or metadata: "true"/"false", as a YAML component's bool
+# renders (docs/components.md). TorchX would write str(v), "True"; muster keeps one spelling for
+# both kinds of component, so a job is the same whichever way its component is written.
+cat >"$T_DIR/bools.py" <<'PY'
+import torchx.specs as specs
+def b() -> specs.AppDef:
+    return specs.AppDef("b", [specs.Role("r", "alpine", entrypoint="echo", args=["--on", True, "--off", False],
+                                          env={"ON": True, "OFF": False})])
+PY
+dry "$T_DIR/bools.py:b"
+t_expect_eq "a Python True/False in args: true/false" "$(role 'r["args"][1:4:2]')" "['true', 'false']"
+t_expect_eq "... in env: true/false" "$(role 'r["env"]["ON"], r["env"]["OFF"]')" "true false"
+
 # ---- a real local run, and builtins --print of a Python file
 out=$("$MUSTER" run "$N:model" --msg real -n 2 -- tail 2>&1)
 t_expect_eq "local run of a Python component: exit 0" "$?" 0

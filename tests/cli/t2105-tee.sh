@@ -44,4 +44,14 @@ out=$("$MUSTER" tee /nonexistent/dir/x.log -- echo still 2>err.txt)
 t_expect_eq "FILE cannot be opened: the command runs all the same" "$out" still
 t_expect_match "... with a warning naming FILE" "$(cat err.txt)" \
   "cannot open the combined log '/nonexistent/dir/x.log'"
+
+# 5. A child the command leaves behind holding the pipes open: tee drains them for a moment after
+#    the command ends, then ends with the command's status instead of waiting for the child.
+timeout 15 "$MUSTER" tee left.log -- sh -c 'sleep 60 & echo $! >left.pid; echo hi; exit 4' \
+  >out.txt 2>&1
+rc=$?
+[ -s left.pid ] && kill "$(cat left.pid)" 2>/dev/null
+t_expect_eq "a child left holding the pipes: tee ends with the command's status, not the child" \
+  "$rc" 4
+t_expect_eq "... the command's line is in FILE" "$(cat left.log)" hi
 t_done

@@ -21,7 +21,9 @@
 #   local    muster run dist.ddp on the local scheduler: time to first step and the restart's
 #            downtime in `muster status`; with no restart left, the root cause says hung and
 #            names the line, in `muster run` and `muster status`
-#   BACKENDS="muster etcd-v3"  CASES="hang output standby health budget local"  (default all)
+#   standbyfail  3 agents for --nnodes 2, --max-restarts 1: a worker fails while the third waits
+#            as a standby beside the full round: one restart counted, on both backends
+#   BACKENDS="muster etcd-v3"  CASES="hang output standby standbyfail health budget local"  (default all)
 # Under MU_SANITIZED=1 a smaller set runs (musterd: hang, standby, budget; etcd: standby).
 . "$(dirname "$0")/agent_common.bash"
 . "$(dirname "$0")/etcd3_cluster.bash"
@@ -173,6 +175,32 @@ its check's output" "$T_DIR/shots" >"$T_DIR/browser.out" 2>&1
   exits "health (no standby)" 0 y0 y1
 }
 
+# A worker fails while a standby waits beside the full round: that counts a restart (the standby
+# does not make the round "ending" as a scale-up would), on both backends: the count itself.
+case_standbyfail() {
+  local n
+  for n in f0 f1; do
+    start "$n" --nnodes 2 --nproc-per-node 1 --rdzv-id standbyfail --max-restarts 1 \
+      -- "$PY" "$W" --steps 60 --step-ms 250 --fail 1:0:40
+  done
+  for n in f0 f1; do
+    wait_for_lines "$T_DIR/$B-$n.log" 'started 1 worker' 1 60 ||
+      t_fail "$B standbyfail: agent $n did not start its worker"
+  done
+  start f2 --nnodes 2 --nproc-per-node 1 --rdzv-id standbyfail --max-restarts 1 \
+    -- "$PY" "$W" --steps 60 --step-ms 250 --fail 1:0:40
+  wait_for_lines "$T_DIR/$B-f2.log" '^\[muster agent\] standby: ' 1 60 ||
+    t_fail "$B standbyfail: the third agent does not say it is a standby"
+  if grep -q 'restart 1' <<<"$(logs_of f0 f1)"; then
+    t_fail "$B standbyfail: the failure came before the standby waited (the machine is slow?)"
+  fi
+  for n in f0 f1 f2; do eval "agent_wait \$pid_$n 180"; done
+  echo "# the run's rounds: $(run_get standbyfail 'r["timings"]["rounds"]')"
+  t_expect_eq "$B standbyfail: the failure counted one restart (round 1 ended failed)" \
+    "$(run_get standbyfail '(r["restart_count"], r["timings"]["rounds"][0]["end"])')" \
+    "(1, 'failed')"
+}
+
 case_budget() {
   local n
   for n in b0 b1; do
@@ -230,10 +258,10 @@ for B in ${BACKENDS:-muster etcd-v3}; do
     ;;
   esac
   echo "# backend $B at $EP"
-  all="hang output standby health budget local"
+  all="hang output standby standbyfail health budget local"
   [ "$MU_SANITIZED" = 1 ] && all=$([ "$B" = muster ] && echo "hang standby budget" || echo standby)
   want() { [[ " ${CASES:-$all} " == *" $1 "* ]]; }
-  for c in hang output standby health budget local; do
+  for c in hang output standby standbyfail health budget local; do
     want "$c" && "case_$c"
   done
   [ "$B" = muster ] && t_stop_musterd_checked # a clean exit, no sanitizer report

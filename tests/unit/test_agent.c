@@ -321,6 +321,13 @@ TEST(agent__health_check)
   ASSERT_EQ(mu_agent_health_check(&cfg, &out, &why), MU_EINVAL);
   ASSERT_STR_EQ(mu_buf_str(&out), "GPU 3: ECC errors\n");
   ASSERT_STR_EQ(mu_buf_str(&why), "it exited with code 4");
+  /* killed by a signal (its exit code reads 0): failed, naming the signal */
+  mu_buf_clear(&out);
+  mu_buf_clear(&why);
+  cfg.health_check = "echo dying; kill -9 $$";
+  ASSERT_EQ(mu_agent_health_check(&cfg, &out, &why), MU_EINVAL);
+  ASSERT_STR_EQ(mu_buf_str(&out), "dying\n");
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&why), "killed by signal 9"));
   /* longer than the timeout: killed (with what it started), failed */
   mu_buf_clear(&out);
   mu_buf_clear(&why);

@@ -9,6 +9,7 @@
 
 #include "muster/errno.h"
 
+#include "alloc.h"
 #include "buf.h"
 #include "c10d_int.h"
 #include "c10d_probe.h"
@@ -278,6 +279,54 @@ TEST(c10d__bounds_refused_at_their_length)
   ASSERT_EQ(c10d_frame_parse(&f, C10D_PROTO_V2, &l, (const uint8_t *)b.data, b.len),
             -C10D_R_FRAME_TOO_LARGE);
   c10d_frame_release(&f);
+  mu_buf_release(&b);
+}
+
+/* Issue 35: each bound at exactly its limit is taken and at one past it refused (a key of
+ * C10D_MAX_KEY_BYTES, a value of max_value, a count of C10D_MAX_QUERY_KEYS). */
+TEST(c10d__bounds_at_max_and_max_plus_one)
+{
+  struct c10d_limits l = lim(); /* values of 1 KiB, keys of 8 KiB */
+  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  struct c10d_frame f;
+  char *key = mu_calloc(1, C10D_MAX_KEY_BYTES + 2);
+  memset(key, 'k', C10D_MAX_KEY_BYTES + 1);
+  char val[1026];
+  memset(val, 'v', sizeof(val) - 1);
+  val[sizeof(val) - 1] = '\0';
+  for (int over = 0; over <= 1; over++) {
+    /* SET key value: the key at max (taken), then max+1 (refused) */
+    key[C10D_MAX_KEY_BYTES + over] = '\0';
+    val[1024] = '\0';
+    mu_buf_clear(&b);
+    raw(&b, "\x00", 1);
+    str(&b, key);
+    str(&b, "v");
+    memset(&f, 0, sizeof(f));
+    ASSERT_EQ(c10d_frame_parse(&f, C10D_PROTO_LEGACY, &l, (const uint8_t *)b.data, b.len),
+              over ? -C10D_R_KEY_TOO_LONG : 1);
+    c10d_frame_release(&f);
+    key[C10D_MAX_KEY_BYTES + over] = 'k';
+    /* SET /k value: the value at max (taken), then max+1 (refused) */
+    val[1024] = over ? 'v' : '\0';
+    mu_buf_clear(&b);
+    raw(&b, "\x00", 1);
+    str(&b, "/k");
+    str(&b, val);
+    memset(&f, 0, sizeof(f));
+    ASSERT_EQ(c10d_frame_parse(&f, C10D_PROTO_LEGACY, &l, (const uint8_t *)b.data, b.len),
+              over ? -C10D_R_VALUE_TOO_LARGE : 1);
+    c10d_frame_release(&f);
+    /* a multi-key query's count: at max it waits for its keys (0), past it refused */
+    mu_buf_clear(&b);
+    raw(&b, "\x05", 1);
+    u64(&b, (uint64_t)C10D_MAX_QUERY_KEYS + (uint64_t)over);
+    memset(&f, 0, sizeof(f));
+    ASSERT_EQ(c10d_frame_parse(&f, C10D_PROTO_LEGACY, &l, (const uint8_t *)b.data, b.len),
+              over ? -C10D_R_TOO_MANY_KEYS : 0);
+    c10d_frame_release(&f);
+  }
+  mu_free(key);
   mu_buf_release(&b);
 }
 

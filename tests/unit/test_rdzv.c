@@ -1534,6 +1534,10 @@ TEST(rdzv__timings_of_each_round_and_the_downtime_of_a_restart)
   ASSERT(strstr(j, "\"started_ms\":null") == NULL);
   ASSERT(strstr(j, "\"time_to_first_step_ms\":null") == NULL);
   ASSERT(strstr(j, "\"downtime_ms\":null,\"end\":\"\"") != NULL);
+  long first = 0; /* the run's first progress: round 1's, never a later round's */
+  const char *fp = strstr(j, "\"timings\":{");
+  ASSERT(fp != NULL && (fp = strstr(fp, "\"first_progress_ms\":")) != NULL);
+  ASSERT(sscanf(fp, "\"first_progress_ms\":%ld", &first) == 1 && first > 0);
   mu_free(j);
   ASSERT_EQ(report(&e, "b", 1, RDZV_REPORT_FAILED, &a), 0);
   uv_sleep(20);
@@ -1550,6 +1554,11 @@ TEST(rdzv__timings_of_each_round_and_the_downtime_of_a_restart)
   ASSERT(d != NULL && sscanf(d, "\"downtime_ms\":%ld", &down) == 1);
   ASSERT(down >= 20);
   ASSERT(strstr(r2, "\"restart_count\":1") != NULL);
+  long again = 0;
+  fp = strstr(j, "\"timings\":{");
+  ASSERT(fp != NULL && (fp = strstr(fp, "\"first_progress_ms\":")) != NULL);
+  ASSERT(sscanf(fp, "\"first_progress_ms\":%ld", &again) == 1);
+  ASSERT_EQ(again, first); /* round 2's progress came 20 ms later and changed nothing */
   mu_free(j);
   env_done(&e);
 }

@@ -2236,3 +2236,51 @@ TEST(k8s__neuron_resource_name)
   ASSERT(strstr(mu_buf_str(&err), "aws.amazon.com/neuron") != NULL);
   mu_buf_release(&err);
 }
+
+/* Issue 35: every waiting reason muster calls stuck has a fixture written from the Kubernetes
+ * API's shapes (tests/fixtures/kubectl/pods/REASON.json, the same files t2021 replays through
+ * kubectl), and each is said from the pod's status alone, without asking for events. */
+TEST(k8s__every_stuck_reason_from_its_fixture)
+{
+  static const char *const reasons[] = {
+      "ErrImagePull",      "ImagePullBackOff",           "InvalidImageName",
+      "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError",
+      "CrashLoopBackOff",  "RunContainerError",          "PreCreateHookError",
+      "PostStartHookError"};
+  struct mu_buf err = MU_BUF_INIT(1024);
+  for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+    char *rel = mu_asprintf("../fixtures/kubectl/pods/%s.json", reasons[i]);
+    char *txt = golden_slurp(rel);
+    cJSON *fx = cJSON_Parse(txt);
+    ASSERT_NOT_NULL(fx);
+    cJSON *status = cJSON_DetachItemFromObjectCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(fx, "pod"), "status");
+    ASSERT_NOT_NULL(status);
+    cJSON *items = cJSON_CreateArray(), *pod = cJSON_CreateObject(), *md = cJSON_CreateObject();
+    cJSON_AddStringToObject(md, "name", "a-t-0-0");
+    cJSON_AddItemToObject(pod, "metadata", md);
+    cJSON_AddItemToObject(pod, "status", status);
+    cJSON_AddItemToArray(items, pod);
+    cJSON *list = cJSON_CreateObject();
+    cJSON_AddItemToObject(list, "items", items);
+    char *pods = cJSON_PrintUnformatted(list);
+    struct mu_app_list_entry *l = mu_calloc(1, sizeof(*l));
+    l[0].app_id = mu_strdup("default:a");
+    l[0].state = MU_STATE_PENDING;
+    int want = -1;
+    ASSERT_EQ(mu_k8s_list_reasons(pods, NULL, l, 1, &want, &err), 0);
+    if (l[0].reason == NULL || strstr(l[0].reason, reasons[i]) == NULL)
+      fprintf(stderr, "# %s: reason %s, want %d\n", rel, l[0].reason ? l[0].reason : "(none)",
+              want);
+    ASSERT_NOT_NULL(l[0].reason);
+    ASSERT_NOT_NULL(strstr(l[0].reason, reasons[i]));
+    ASSERT_EQ(want, 0); /* stuck: no need for the events */
+    mu_app_list_free(l, 1);
+    cJSON_free(pods);
+    cJSON_Delete(list);
+    cJSON_Delete(fx);
+    mu_free(txt);
+    mu_free(rel);
+  }
+  mu_buf_release(&err);
+}

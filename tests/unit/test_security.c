@@ -735,3 +735,61 @@ TEST(auth__scoped_credentials)
   unlink(bad);
   rmdir(dir);
 }
+
+/* Issue 35: a read-only credential is refused every verb that may write (PUT, POST, DELETE,
+ * PATCH), on the v2 keys and on /v1, with a 403 saying it is read-only; its reads still work and
+ * the keys it tried to change are unchanged. */
+TEST(security__read_only_refuses_every_write_verb)
+{
+  char dir[] = "/tmp/mu-unit-ro.XXXXXX", tokens[64];
+  struct mu_buf err = MU_BUF_INIT(4096);
+  ASSERT_NOT_NULL(mkdtemp(dir));
+  snprintf(tokens, sizeof(tokens), "%s/tokens", dir);
+  write_file(tokens, "tok-reader-1 read-only\ntok-writer-1\n");
+  uv_loop_t loop;
+  struct rv_server_config cfg;
+  uv_loop_init(&loop);
+  rv_server_config_init(&cfg);
+  struct rv_server *srv = rv_server_new(&loop, &cfg);
+  struct sec *sec = mu_calloc(1, sizeof(*sec));
+  struct sec_quota_config qc = {0, 0, 0, 0, 0, 0, 0};
+  sec->auth = sec_auth_new();
+  ASSERT_EQ(sec_auth_load_tokens(sec->auth, tokens, msgbuf(&err)), 0);
+  sec->quota = sec_quota_new(&qc);
+  ASSERT_EQ(sec_attach(srv, sec), 0);
+  char *o = feed(srv, "PUT /v2/keys/team/k?value=orig HTTP/1.1\r\nHost: x\r\n"
+                      "Authorization: Bearer tok-writer-1\r\n\r\n");
+  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 201 "));
+  mu_free(o);
+  static const char *const writes[] = {
+      "PUT /v2/keys/team/k?value=ro",   "POST /v2/keys/team?value=ro",
+      "DELETE /v2/keys/team/k",         "DELETE /v2/keys/team?recursive=true",
+      "PATCH /v2/keys/team/k?value=ro", "PUT /v1/runs/r1/kv/k",
+      "POST /v1/runs/r1/kv/k",          "DELETE /v1/runs/r1/kv/k",
+      "PATCH /v1/runs/r1/kv/k",         "POST /v1/runs/r1/join",
+  };
+  for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++) {
+    char in[256];
+    snprintf(in, sizeof(in),
+             "%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-reader-1\r\n"
+             "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+             writes[i]);
+    o = feed(srv, in);
+    if (strstr(o, "HTTP/1.1 403 ") == NULL || strstr(o, "is read-only") == NULL)
+      fprintf(stderr, "# %s answered: %.300s\n", writes[i], o);
+    ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 403 "));
+    ASSERT_NOT_NULL(strstr(o, "is read-only"));
+    mu_free(o);
+  }
+  o = feed(srv, "GET /v2/keys/team/k HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-reader-1"
+                "\r\n\r\n");
+  ASSERT_NOT_NULL(strstr(o, "HTTP/1.1 200 "));
+  ASSERT_NOT_NULL(strstr(o, "\"value\":\"orig\""));
+  mu_free(o);
+  rv_server_close(srv, NULL, NULL); /* frees sec */
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+  mu_buf_release(&err);
+  unlink(tokens);
+  rmdir(dir);
+}

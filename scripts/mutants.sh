@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# The mutation check (issue 35): each mutant of tests/mutants.txt is applied, one at a time, to a
+# scratch copy of the tree; the tests it names must then fail. A mutant whose tests all pass
+# SURVIVED: the tests cannot see that bug.
+#
+#   scripts/mutants.sh [--list FILE] [--files PATH...] [--line N...]
+#
+#   --files PATH...  only the mutants of these files (what .ci/run passes: the touched files)
+#   --line N...      only the mutants on these lines of the list (with --files: either)
+#
+# Every line of the list is checked first, selected or not: its file must exist and its text
+# must be in it exactly once; otherwise the run fails naming the list's line (a refactor that
+# moves or rewrites the code must move its mutants along).
+#
+# The scratch copy lives in $MU_MUTANTS_DIR (default /tmp/muster-mutants-$UID): src/ (the tree's
+# tracked and untracked-not-ignored files, copied when they differ) and build/ (one
+# RelWithDebInfo build, kept between runs, so a run rebuilds only what a mutant changed). The
+# first run builds everything there (several minutes on a loaded machine).
+#
+# Prints one line per mutant ("killed", "SURVIVED", "NOT BUILT") and closes with
+# "N mutants, K killed". Exits 0 when every selected mutant was killed and every line is valid,
+# 1 otherwise, 2 on a usage error.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+LIST=$ROOT/tests/mutants.txt
+files=()
+lines=()
+mode=""
+filtered=0 # --files or --line given: only what they select (possibly nothing)
+while [ $# -gt 0 ]; do
+  case $1 in
+    --list) LIST=$(realpath "$2"); shift 2; continue ;;
+    --files) mode=files filtered=1 ;;
+    --line) mode=line filtered=1 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "mutants.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *)
+      case $mode in
+        files) files+=("$1") ;;
+        line) lines+=("$1") ;;
+        *) echo "mutants.sh: '$1': use --files PATH... or --line N..." >&2; exit 2 ;;
+      esac ;;
+  esac
+  shift
+done
+S=${MU_MUTANTS_DIR:-/tmp/muster-mutants-$(id -u)}
+mkdir -p "$S"
+exec 9>"$S/lock"
+flock -n 9 || { echo "mutants.sh: another run uses $S (set MU_MUTANTS_DIR for a second one)" >&2; exit 1; }
+PY=$(command -v python3) || { echo "mutants.sh: python3 is needed (scripts/install-deps.sh)" >&2; exit 1; }
+T0=$(date +%s)
+
+# --- 1. the list: every line valid; the selected ones written to $S/plan (fields split by 0x1f) ------
+"$PY" - "$LIST" "$ROOT" "$S/plan" "$filtered" "${#files[@]}" "${files[@]}" "${lines[@]}" <<'PY' || exit 1
+import os, sys
+lst, root, plan, filtered = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+nf = int(sys.argv[5])
+files = set(os.path.normpath(f) for f in sys.argv[6:6 + nf])
+lines = set(int(x) for x in sys.argv[6 + nf:])
+bad, out, seen = 0, [], set()
+rel = os.path.relpath(lst, root)
+for no, raw in enumerate(open(lst, encoding="utf-8"), 1):
+    line = raw.rstrip("\n")
+    if not line.strip() or line.lstrip().startswith("#"):
+        continue
+    def err(msg):
+        global bad
+        bad += 1
+        print("%s:%d: %s\n    %s" % (rel, no, msg, line))
+    try:
+        path, rest = line.split(": ", 1)
+        text, rest = rest.split(" => ", 1)
+        repl, tests = rest.split(" :: ", 1)
+    except ValueError:
+        err("not 'FILE: TEXT => REPLACEMENT :: TESTS'")
+        continue
+    path, text, repl, tests = path.strip(), text.strip(), repl.strip(), tests.split()
+    if repl == "<nothing>":
+        repl = ""
+    import re
+    if not any(t.startswith(("unit:", "ctest:")) for t in tests) or any(
+            not (t.startswith(("unit:", "ctest:")) or re.match(r"[A-Z_][A-Z0-9_]*=", t))
+            for t in tests):
+        err("its tests must be unit:CASE, ctest:NAME or VAR=VALUE words, one test at least")
+        continue
+    if (path, text, repl) in seen:
+        err("listed twice")
+        continue
+    seen.add((path, text, repl))
+    p = os.path.join(root, path)
+    if not os.path.isfile(p):
+        err("%s is not there any more: move this mutant to the file that has its code now" % path)
+        continue
+    n = open(p, encoding="utf-8").read().count(text)
+    if n == 0:
+        err("the text '%s' is no longer in %s: move this mutant to where that code is now "
+            "(or rewrite it for the new code)" % (text, path))
+        continue
+    if n > 1:
+        err("the text '%s' is in %s %d times: make it longer, so it names one place"
+            % (text, path, n))
+        continue
+    if text == repl:
+        err("the replacement is the text itself")
+        continue
+    if filtered and os.path.normpath(path) not in files and no not in lines:
+        continue
+    out.append("\x1f".join([str(no), path, text, repl, " ".join(tests)]))
+open(plan, "w").write("".join(l + "\n" for l in out))
+if bad:
+    print("mutants.sh: %d line%s of %s to fix (above)" % (bad, "" if bad == 1 else "s", rel))
+    sys.exit(1)
+PY
+n=$(wc -l <"$S/plan")
+if [ "$n" -eq 0 ]; then
+  echo "0 mutants, 0 killed (none of the list's mutants is in the files selected)"
+  exit 0
+fi
+
+# --- 2. the scratch copy: files that differ are copied, files gone are removed --------------
+mkdir -p "$S/src"
+git -C "$ROOT" ls-files -co --exclude-standard -z | "$PY" -c '
+import os, sys, shutil, filecmp
+root, dst = sys.argv[1], sys.argv[2]
+keep = set(p for p in sys.stdin.read().split("\0") if p and os.path.isfile(os.path.join(root, p)))
+for p in keep:
+    s, d = os.path.join(root, p), os.path.join(dst, p)
+    if os.path.isfile(d) and filecmp.cmp(s, d, shallow=False):
+        continue
+    os.makedirs(os.path.dirname(d), exist_ok=True)
+    shutil.copyfile(s, d)  # a new mtime: make rebuilds it
+    shutil.copymode(s, d)
+for dp, dn, fn in os.walk(dst):
+    for f in fn:
+        p = os.path.relpath(os.path.join(dp, f), dst)
+        if p not in keep:
+            os.unlink(os.path.join(dp, f))
+' "$ROOT" "$S/src"
+
+B=$S/build
+if [ ! -f "$B/CMakeCache.txt" ]; then
+  echo "# configuring the scratch build in $B (the first run builds everything: minutes)"
+  cmake -S "$S/src" -B "$B" -DMU_DEVELOPER=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$S/cmake.log" 2>&1 ||
+    { tail -20 "$S/cmake.log"; echo "mutants.sh: cmake failed (log: $S/cmake.log)"; exit 1; }
+fi
+JOBS=${MU_MUTANTS_JOBS:-2}
+# targets TESTS...: what the named tests need built
+targets() {
+  local t want=(mu_unit_tests)
+  for t in "$@"; do
+    case $t in ctest:*) want=(mu_unit_tests muster musterd c10d_client mu_faultshim) ;; esac
+  done
+  echo "${want[@]}"
+}
+build() { # TARGETS...: 0 built
+  nice cmake --build "$B" -j"$JOBS" --target "$@" >"$S/build.log" 2>&1
+}
+# run_tests TESTS...: 0 when all pass; the first that fails is in $failed
+run_tests() {
+  local t envs=()
+  failed=""
+  for t in "$@"; do
+    case $t in unit:*|ctest:*) ;; *=*) envs+=("$t") ;; esac
+  done
+  for t in "$@"; do
+    case $t in
+      unit:*) nice "$B/mu_unit_tests" --timeout 120 "${t#unit:}" >"$S/test.log" 2>&1 ;;
+      ctest:*) (cd "$B" && env "${envs[@]}" nice ctest -R "^${t#ctest:}\$" --timeout 600 \
+        --output-on-failure >"$S/test.log" 2>&1 && ! grep -q "No tests were found" "$S/test.log") ;;
+      *) continue ;;
+    esac || { failed=$t; return 1; }
+  done
+  return 0
+}
+
+all_tests=$(cut -d$'\x1f' -f5 "$S/plan" | tr ' ' '\n' | grep -v '=' | sort -u | tr '\n' ' ')
+# shellcheck disable=SC2046
+if ! build $(targets $all_tests); then
+  tail -30 "$S/build.log"
+  echo "mutants.sh: the unmutated tree does not build in $B (log: $S/build.log)"
+  exit 1
+fi
+# The unit cases must pass on the real code (else every mutant would look killed).
+units=$(tr ' ' '\n' <<<"$all_tests" | sed -n 's/^unit://p' | tr '\n' ' ')
+if [ -n "$units" ] && ! run_tests $(sed 's/[^ ]*/unit:&/g' <<<"$units"); then
+  tail -30 "$S/test.log"
+  echo "mutants.sh: $failed fails on the unmutated tree: fix it before counting mutants"
+  exit 1
+fi
+
+# --- 3. each mutant ---------------------------------------------------------------------------
+killed=0 total=0
+while IFS=$'\x1f' read -r -u 3 no path text repl tests; do
+  total=$((total + 1))
+  f=$S/src/$path
+  cp -p "$f" "$S/orig"
+  "$PY" - "$f" "$text" "$repl" <<'PY'
+import sys
+p, text, repl = sys.argv[1:4]
+s = open(p, encoding="utf-8").read()
+open(p, "w", encoding="utf-8").write(s.replace(text, repl, 1))
+PY
+  t1=$(date +%s)
+  what="line $no: $path: '$text' => '$repl'"
+  # shellcheck disable=SC2086
+  if ! build $(targets $tests); then
+    echo "NOT BUILT $what (the mutant does not compile: rewrite it; $S/build.log)"
+  elif run_tests $tests; then
+    echo "SURVIVED  $what: $tests all pass ($(( $(date +%s) - t1 )) s)"
+  else
+    killed=$((killed + 1))
+    echo "killed    $what: by $failed ($(( $(date +%s) - t1 )) s)"
+  fi
+  cat "$S/orig" >"$f" # the original text, with a new mtime: the next build recompiles it
+  touch "$f"
+done 3<"$S/plan"
+echo "# $(( $(date +%s) - T0 )) s in all; scratch copy and build: $S"
+echo "$total mutants, $killed killed"
+[ "$killed" -eq "$total" ]
