@@ -60,14 +60,32 @@ static int nap(struct mu_agent *ag, int ms)
   return poll(&p, 1, ms) > 0;
 }
 
-/* Heart-beats once; returns 1 when the watcher must stop (the event was posted). */
-static int watcher_heartbeat(struct mu_agent *ag, struct mu_client *r)
+static long long mono_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Heart-beats once; returns 1 when the watcher must stop (the event was posted). *down_since:
+ * when the rendezvous stopped answering (0: it answers). Unreachable for longer than the lease,
+ * this node is lost there already: it stops its workers and re-joins (join() keeps trying). */
+static int watcher_heartbeat(struct mu_agent *ag, struct mu_client *r, long long *down_since)
 {
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
   int stop = 1;
   int rc = mu_agent_said(r, mu_client_heartbeat(r, ag->cfg->run_id, ag->node_id, NULL, NULL), &e);
+  long ttl = ag->round.lease_ttl_ms > 0 ? ag->round.lease_ttl_ms : 10000;
+  if (rc == MU_ECONN || rc == MU_ETIMEDOUT) {
+    if (*down_since == 0)
+      *down_since = mono_ms();
+  } else {
+    *down_since = 0;
+  }
   if (rc == MU_ENOENT)
     post_event(ag, MU_WATCH_BROKEN, "this node's lease expired");
+  else if (*down_since != 0 && mono_ms() - *down_since > ttl)
+    post_event(ag, MU_WATCH_BROKEN, "the rendezvous did not answer for longer than the lease");
   else if (rc == MU_ECLOSED || rc == MU_ESHUT)
     post_event(ag, rc == MU_ECLOSED ? MU_WATCH_CLOSED : MU_WATCH_SHUT, mu_buf_str(&e));
   else if (rc != MU_ECANCELED)
@@ -106,8 +124,9 @@ static void watcher_main(void *arg)
   mu_client_set_timeout(r, 5000);
   long wait = watch_timeout_ms(ag->round.lease_ttl_ms);
   int beat = 1;
+  long long down_since = 0;
   for (;;) {
-    if (beat && watcher_heartbeat(ag, r))
+    if (beat && watcher_heartbeat(ag, r, &down_since))
       break;
     beat = 0;
     enum mu_watch_event ev = MU_WATCH_NONE;
@@ -126,6 +145,8 @@ static void watcher_main(void *arg)
     }
     if (rc != 0) {
       mu_agent_say(ag, MU_AGENT_DEBUG, "watch failed: %s", mu_buf_str(&e));
+      if (down_since == 0 && (rc == MU_ECONN || rc == MU_ETIMEDOUT))
+        down_since = mono_ms();
       beat = 1;
       if (nap(ag, 200))
         break;

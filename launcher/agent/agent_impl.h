@@ -67,6 +67,7 @@ struct mu_agent {
   struct mu_client *rdzv;  /* the main thread's client of the rendezvous */
   struct mu_round round;
   int restart_count;
+  int reached; /* the rendezvous answered once: join() retries for the whole join timeout */
   int attempt;
   long oom_kills_start;           /* the cgroup's oom_kill count when the attempt began; -1 */
   struct mu_failrec last_failure; /* the last failure reported (give_up's reason) */
