@@ -109,6 +109,15 @@ struct mu_agent {
   uv_mutex_t mu;
   int posted; /* enum mu_watch_event + 1, or 0; read under mu */
   char posted_msg[256];
+
+  /* Reporter thread: the reports made from the loop's callbacks (the workers' start, their
+   * first progress, the 'failing' hint) go out on it, so a slow rendezvous never stops the
+   * loop (the hang watch, the worker monitor). Its state is under mu. */
+  uv_thread_t reporter;
+  int reporter_started;
+  uv_cond_t rep_cond;
+  unsigned rep_pending; /* 1 << enum mu_report_event, not sent yet */
+  int rep_stop;         /* send what is pending, then end */
 };
 
 /* A client of the run's rendezvous (a connection per thread: the main thread, the watcher, the

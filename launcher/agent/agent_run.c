@@ -770,6 +770,7 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
   ag.cfg = cfg;
   ag.endpoint = cfg->endpoint;
   uv_mutex_init(&ag.mu);
+  uv_cond_init(&ag.rep_cond);
   identify(&ag);
   int code = start(&ag, err);
   while (code == 0) {
@@ -803,6 +804,7 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
   mu_client_free(ag.rdzv);
   if (ag.own_base_dir)
     nftw(ag.base_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  uv_cond_destroy(&ag.rep_cond);
   uv_mutex_destroy(&ag.mu);
   return code;
 }
