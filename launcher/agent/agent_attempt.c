@@ -955,6 +955,24 @@ void mu_agent_failure_report(struct mu_agent *ag)
   mu_buf_release(&s);
 }
 
+/* After the loop: every worker ended and the loop's handles are closed. What is queued goes
+ * out, then the attempt's end, then the watcher's watch closes (woken by the cancel pipe). The
+ * loop is closed only after the threads end (the watcher may still post to its async handle). */
+static void attempt_end(struct mu_agent *ag)
+{
+  reporter_stop(ag);
+  tell_rendezvous(ag);
+  ssize_t wr = write(ag->cancel_pipe[1], "x", 1);
+  (void)wr;
+  if (ag->watcher_started)
+    uv_thread_join(&ag->watcher);
+  int lc = uv_loop_close(&ag->loop);
+  if (lc != 0)
+    mu_agent_say(ag, MU_AGENT_DEBUG, "agent loop did not close cleanly: %s", uv_strerror(lc));
+  close(ag->cancel_pipe[0]);
+  close(ag->cancel_pipe[1]);
+}
+
 enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
 {
   const struct mu_agent_config *cfg = ag->cfg;
@@ -1022,20 +1040,7 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
   ag->reporter_started = uv_thread_create(&ag->reporter, reporter_main, ag) == 0;
   maybe_finish(ag); /* every spawn may have failed */
   uv_run(&ag->loop, UV_RUN_DEFAULT);
-  /* Every worker ended and the loop's handles are closed: what is queued goes out, then the
-   * attempt's end, then the watcher's watch closes (woken by the cancel pipe). The loop is
-   * closed only after the threads end (the watcher may still post to its async handle). */
-  reporter_stop(ag);
-  tell_rendezvous(ag);
-  ssize_t wr = write(ag->cancel_pipe[1], "x", 1);
-  (void)wr;
-  if (ag->watcher_started)
-    uv_thread_join(&ag->watcher);
-  int lc = uv_loop_close(&ag->loop);
-  if (lc != 0)
-    mu_agent_say(ag, MU_AGENT_DEBUG, "agent loop did not close cleanly: %s", uv_strerror(lc));
-  close(ag->cancel_pipe[0]);
-  close(ag->cancel_pipe[1]);
+  attempt_end(ag);
   return ag->outcome;
 }
 
