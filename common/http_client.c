@@ -27,6 +27,7 @@
 #include "buf.h"
 #include "fsutil.h"
 #include "http_client.h"
+#include "keepalive.h"
 #include "opts.h"
 
 struct mu_http_client {
@@ -464,6 +465,7 @@ static int connected(struct mu_http_client *c, int fd, long long deadline)
 {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  mu_net_keepalive(fd); /* a peer cut off without a word is lost in seconds */
   struct sockaddr_storage ss;
   socklen_t sl = sizeof(ss);
   if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {

@@ -60,14 +60,32 @@ static int nap(struct mu_agent *ag, int ms)
   return poll(&p, 1, ms) > 0;
 }
 
-/* Heart-beats once; returns 1 when the watcher must stop (the event was posted). */
-static int watcher_heartbeat(struct mu_agent *ag, struct mu_client *r)
+static long long mono_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Heart-beats once; returns 1 when the watcher must stop (the event was posted). *down_since:
+ * when the rendezvous stopped answering (0: it answers). Unreachable for longer than the lease,
+ * this node is lost there already: it stops its workers and re-joins (join() keeps trying). */
+static int watcher_heartbeat(struct mu_agent *ag, struct mu_client *r, long long *down_since)
 {
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
   int stop = 1;
   int rc = mu_agent_said(r, mu_client_heartbeat(r, ag->cfg->run_id, ag->node_id, NULL, NULL), &e);
+  long ttl = ag->round.lease_ttl_ms > 0 ? ag->round.lease_ttl_ms : 10000;
+  if (rc == MU_ECONN || rc == MU_ETIMEDOUT) {
+    if (*down_since == 0)
+      *down_since = mono_ms();
+  } else {
+    *down_since = 0;
+  }
   if (rc == MU_ENOENT)
     post_event(ag, MU_WATCH_BROKEN, "this node's lease expired");
+  else if (*down_since != 0 && mono_ms() - *down_since > ttl)
+    post_event(ag, MU_WATCH_BROKEN, "the rendezvous did not answer for longer than the lease");
   else if (rc == MU_ECLOSED || rc == MU_ESHUT)
     post_event(ag, rc == MU_ECLOSED ? MU_WATCH_CLOSED : MU_WATCH_SHUT, mu_buf_str(&e));
   else if (rc != MU_ECANCELED)
@@ -106,8 +124,9 @@ static void watcher_main(void *arg)
   mu_client_set_timeout(r, 5000);
   long wait = watch_timeout_ms(ag->round.lease_ttl_ms);
   int beat = 1;
+  long long down_since = 0;
   for (;;) {
-    if (beat && watcher_heartbeat(ag, r))
+    if (beat && watcher_heartbeat(ag, r, &down_since))
       break;
     beat = 0;
     enum mu_watch_event ev = MU_WATCH_NONE;
@@ -126,6 +145,8 @@ static void watcher_main(void *arg)
     }
     if (rc != 0) {
       mu_agent_say(ag, MU_AGENT_DEBUG, "watch failed: %s", mu_buf_str(&e));
+      if (down_since == 0 && (rc == MU_ECONN || rc == MU_ETIMEDOUT))
+        down_since = mono_ms();
       beat = 1;
       if (nap(ag, 200))
         break;
@@ -133,6 +154,73 @@ static void watcher_main(void *arg)
   }
   mu_client_free(r);
   mu_buf_release(&e);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The reporter thread: the reports the loop's callbacks make, sent off the loop in the order
+ * they happen (started, progress, failing; each at most once an attempt)
+ */
+
+/* A report of the workers' start, their first progress (the round's timings) or the 'failing'
+ * hint: queued for the reporter thread, so that the loop never waits for the rendezvous. */
+static void report_event(struct mu_agent *ag, enum mu_report_event ev)
+{
+  uv_mutex_lock(&ag->mu);
+  ag->rep_pending |= 1u << ev;
+  uv_cond_signal(&ag->rep_cond);
+  uv_mutex_unlock(&ag->mu);
+}
+
+/* The next report to send (the lowest event pending), or -1 to end. Waits for one. */
+static int reporter_next(struct mu_agent *ag)
+{
+  int ev = -1;
+  uv_mutex_lock(&ag->mu);
+  while (ag->rep_pending == 0 && !ag->rep_stop)
+    uv_cond_wait(&ag->rep_cond, &ag->mu);
+  if (ag->rep_pending != 0) {
+    ev = __builtin_ctz(ag->rep_pending);
+    ag->rep_pending &= ~(1u << ev);
+  }
+  uv_mutex_unlock(&ag->mu);
+  return ev;
+}
+
+/* Sends each queued report on its own connection. A failed call is a debug line: the workers
+ * go on. */
+static void reporter_main(void *arg)
+{
+  struct mu_agent *ag = arg;
+  struct mu_client *r = NULL;
+  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+  if (mu_agent_client(ag, &r, &e) != 0) {
+    mu_buf_release(&e);
+    return;
+  }
+  mu_client_set_timeout(r, 5000);
+  int ev;
+  while ((ev = reporter_next(ag)) >= 0) {
+    struct mu_report_answer a;
+    if (mu_client_report(r, ag->cfg->run_id, ag->node_id, ag->round.round, (enum mu_report_event)ev,
+                         NULL, &a) != 0)
+      mu_agent_say(ag, MU_AGENT_DEBUG, "report '%s' failed: %s",
+                   mu_report_event_name((enum mu_report_event)ev), mu_client_errmsg(r));
+  }
+  mu_client_free(r);
+  mu_buf_release(&e);
+}
+
+/* Sends what is queued, then ends the reporter thread (after the loop). */
+static void reporter_stop(struct mu_agent *ag)
+{
+  if (!ag->reporter_started)
+    return;
+  uv_mutex_lock(&ag->mu);
+  ag->rep_stop = 1;
+  uv_cond_signal(&ag->rep_cond);
+  uv_mutex_unlock(&ag->mu);
+  uv_thread_join(&ag->reporter);
+  ag->reporter_started = 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -211,10 +299,7 @@ static void hint_failing(struct mu_agent *ag)
   if (ag->hinted || ag->signal_seen != 0)
     return;
   ag->hinted = 1;
-  struct mu_report_answer a;
-  if (mu_client_report(ag->rdzv, ag->cfg->run_id, ag->node_id, ag->round.round, MU_REPORT_FAILING,
-                       NULL, &a) != 0)
-    mu_agent_say(ag, MU_AGENT_DEBUG, "report 'failing' failed: %s", mu_client_errmsg(ag->rdzv));
+  report_event(ag, MU_REPORT_FAILING);
 }
 
 static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
@@ -445,25 +530,12 @@ static void tell_rendezvous(struct mu_agent *ag)
   mu_buf_release(&why);
 }
 
-/* A report of the workers' start or first progress (the round's timings). A failed call is a
- * debug line: the workers go on. */
-static void report_event(struct mu_agent *ag, enum mu_report_event ev)
-{
-  struct mu_report_answer a;
-  if (mu_client_report(ag->rdzv, ag->cfg->run_id, ag->node_id, ag->round.round, ev, NULL, &a) != 0)
-    mu_agent_say(ag, MU_AGENT_DEBUG, "report '%s' failed: %s", mu_report_event_name(ev),
-                 mu_client_errmsg(ag->rdzv));
-}
-
 static void maybe_finish(struct mu_agent *ag)
 {
   if (ag->open_handles > 0 || ag->nexited < ag->nworkers || ag->loop_handles_closed)
     return;
   ag->loop_handles_closed = 1;
-  tell_rendezvous(ag);
-  /* Wake the watcher thread; it is joined after uv_run() returns. */
-  ssize_t wr = write(ag->cancel_pipe[1], "x", 1);
-  (void)wr;
+  /* The rendezvous hears the attempt's end after uv_run() returns, off the loop. */
   close_loop_handle((uv_handle_t *)&ag->kill_timer);
   close_loop_handle((uv_handle_t *)&ag->drain_timer);
   close_loop_handle((uv_handle_t *)&ag->watch_timer);
@@ -912,6 +984,24 @@ void mu_agent_failure_report(struct mu_agent *ag)
   mu_buf_release(&s);
 }
 
+/* After the loop: every worker ended and the loop's handles are closed. What is queued goes
+ * out, then the attempt's end, then the watcher's watch closes (woken by the cancel pipe). The
+ * loop is closed only after the threads end (the watcher may still post to its async handle). */
+static void attempt_end(struct mu_agent *ag)
+{
+  reporter_stop(ag);
+  tell_rendezvous(ag);
+  ssize_t wr = write(ag->cancel_pipe[1], "x", 1);
+  (void)wr;
+  if (ag->watcher_started)
+    uv_thread_join(&ag->watcher);
+  int lc = uv_loop_close(&ag->loop);
+  if (lc != 0)
+    mu_agent_say(ag, MU_AGENT_DEBUG, "agent loop did not close cleanly: %s", uv_strerror(lc));
+  close(ag->cancel_pipe[0]);
+  close(ag->cancel_pipe[1]);
+}
+
 enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
 {
   const struct mu_agent_config *cfg = ag->cfg;
@@ -926,6 +1016,8 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
   ag->oom_kills_start = mu_agent_oom_kills();
   ag->loop_handles_closed = 0;
   ag->posted = 0;
+  ag->rep_pending = 0;
+  ag->rep_stop = 0;
   uv_loop_init(&ag->loop);
   if (pipe(ag->cancel_pipe) != 0 || fcntl(ag->cancel_pipe[0], F_SETFD, FD_CLOEXEC) != 0 ||
       fcntl(ag->cancel_pipe[1], F_SETFD, FD_CLOEXEC) != 0) {
@@ -974,15 +1066,10 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
                mu_agent_ranks(ranks, sizeof(ranks), ag->round.rank_offset, ag->nworkers),
                ag->round.world_size);
   ag->watcher_started = uv_thread_create(&ag->watcher, watcher_main, ag) == 0;
+  ag->reporter_started = uv_thread_create(&ag->reporter, reporter_main, ag) == 0;
   maybe_finish(ag); /* every spawn may have failed */
   uv_run(&ag->loop, UV_RUN_DEFAULT);
-  if (ag->watcher_started)
-    uv_thread_join(&ag->watcher);
-  int lc = uv_loop_close(&ag->loop);
-  if (lc != 0)
-    mu_agent_say(ag, MU_AGENT_DEBUG, "agent loop did not close cleanly: %s", uv_strerror(lc));
-  close(ag->cancel_pipe[0]);
-  close(ag->cancel_pipe[1]);
+  attempt_end(ag);
   return ag->outcome;
 }
 

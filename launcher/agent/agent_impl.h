@@ -67,6 +67,7 @@ struct mu_agent {
   struct mu_client *rdzv;  /* the main thread's client of the rendezvous */
   struct mu_round round;
   int restart_count;
+  int reached; /* the rendezvous answered once: join() retries for the whole join timeout */
   int attempt;
   long oom_kills_start;           /* the cgroup's oom_kill count when the attempt began; -1 */
   struct mu_failrec last_failure; /* the last failure reported (give_up's reason) */
@@ -108,6 +109,15 @@ struct mu_agent {
   uv_mutex_t mu;
   int posted; /* enum mu_watch_event + 1, or 0; read under mu */
   char posted_msg[256];
+
+  /* Reporter thread: the reports made from the loop's callbacks (the workers' start, their
+   * first progress, the 'failing' hint) go out on it, so a slow rendezvous never stops the
+   * loop (the hang watch, the worker monitor). Its state is under mu. */
+  uv_thread_t reporter;
+  int reporter_started;
+  uv_cond_t rep_cond;
+  unsigned rep_pending; /* 1 << enum mu_report_event, not sent yet */
+  int rep_stop;         /* send what is pending, then end */
 };
 
 /* The run's log directory `base_dir` (<--log-dir>/<run id>), made private (0700) when absent

@@ -415,16 +415,31 @@ static void join_opts(const struct mu_agent *ag, struct mu_join_opts *o)
  * standby that was not needed): the agent ends with success. */
 #define JOIN_RUN_DONE (-2)
 
-/* Joins, retrying an unreachable endpoint until the join deadline (at most 30 s of retries).
+/* How long join() retries an endpoint it cannot reach: an agent that never reached it (a wrong
+ * --rdzv-endpoint, a musterd not up yet) tries for 30 s at most; one that was in the run (a
+ * network partition, musterd's host cut) tries for as long as the run can use it, the run's
+ * join timeout, so that it comes back after the heal. */
+static long long retry_window_ms(const struct mu_agent *ag)
+{
+  long long join_ms = (long long)(ag->cfg->join_timeout_s * 1000);
+  return ag->reached || join_ms < 30000 ? join_ms : 30000;
+}
+
+/* The pause before retry n (0, 1, ...): 250 ms doubling to 2 s. */
+static long long backoff_ms(int n)
+{
+  return n >= 3 ? 2000 : 250LL << n;
+}
+
+/* Joins, retrying an unreachable endpoint with backoff (retry_window_ms()).
  * Returns: 0, JOIN_RUN_DONE, or an exit code with the message in err. */
 static int join(struct mu_agent *ag, struct mu_buf *err)
 {
   const struct mu_agent_config *cfg = ag->cfg;
   long long deadline = now_ms() + (long long)(cfg->join_timeout_s * 1000);
-  long long retry_until =
-      now_ms() + (cfg->join_timeout_s < 30 ? (long long)(cfg->join_timeout_s * 1000) : 30000);
+  long long retry_until = now_ms() + retry_window_ms(ag);
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  int warned = 0, code = 0, offered_port = 0, probed = 0;
+  int warned = 0, code = 0, offered_port = 0, probed = 0, tries = 0;
   char ranks[48];
   struct waiter waiter;
   waiter_start(&waiter, ag);
@@ -438,9 +453,10 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
       probed = code == 0;
       if (code < 0) {
         code = 0;
-        usleep(250 * 1000);
+        usleep((useconds_t)(backoff_ms(tries++) * 1000));
         continue;
       }
+      ag->reached = 1;
       if (code != 0)
         break;
     }
@@ -467,10 +483,12 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
       code = JOIN_RUN_DONE;
       break;
     }
-    if ((rc == MU_ECONN || rc == MU_EPROTO) && now_ms() < retry_until) {
+    /* a connection dropped mid-join (the network, musterd's host cut): not the run's answer */
+    int dropped = rc == MU_ECONN || rc == MU_EPROTO || (rc == MU_ETIMEDOUT && now_ms() < deadline);
+    if (dropped && now_ms() < retry_until) {
       if (!warned++)
         mu_agent_say(ag, MU_AGENT_PROGRESS, "join failed (%s); retrying", mu_buf_str(&e));
-      usleep(250 * 1000);
+      usleep((useconds_t)(backoff_ms(tries++) * 1000));
       continue;
     }
     code = join_failed(ag, rc, mu_buf_str(&e), err);
@@ -752,6 +770,7 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
   ag.cfg = cfg;
   ag.endpoint = cfg->endpoint;
   uv_mutex_init(&ag.mu);
+  uv_cond_init(&ag.rep_cond);
   identify(&ag);
   int code = start(&ag, err);
   while (code == 0) {
@@ -785,6 +804,7 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
   mu_client_free(ag.rdzv);
   if (ag.own_base_dir)
     nftw(ag.base_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  uv_cond_destroy(&ag.rep_cond);
   uv_mutex_destroy(&ag.mu);
   return code;
 }

@@ -24,6 +24,7 @@
 #include "alloc.h"
 #include "decimal.h"
 #include "json.h"
+#include "keepalive.h"
 #include "log.h"
 #include "server.h"
 #include "tls.h"
@@ -1133,6 +1134,15 @@ static void on_close_unlinked(uv_handle_t *h)
   mu_free(h->data);
 }
 
+/* A client host cut off without a word (no FIN, no RST) is lost in seconds, not when its watch
+ * times out: its connection drops, and with it what the connection holds (a member's lease). */
+static void conn_keepalive(struct rv_conn *c)
+{
+  uv_os_fd_t fd;
+  if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0)
+    mu_net_keepalive(fd);
+}
+
 void rv_conn_accept(struct rv_server *srv)
 {
   struct rv_conn *c = mu_malloc(sizeof(*c));
@@ -1149,6 +1159,7 @@ void rv_conn_accept(struct rv_server *srv)
   srv->refs++;
   srv->conns_accepted++;
   uv_tcp_nodelay(&c->tcp, 1);
+  conn_keepalive(c);
   /* full: an anonymous connection makes room (the oldest), else the newcomer gets 503 */
   if (srv->conns.n > srv->cfg.max_connections && !rv_budget_make_room(srv, c)) {
     static const char msg[] = "503 too many connections\n";

@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# musterd's host cut off for 15 s while a job runs: it completes (net_musterd_cut.bash).
+CUT_S=15
+. "$(dirname "$0")/net_musterd_cut.bash"
