@@ -277,19 +277,22 @@ static void report_progress(struct rdzv_run *run, struct rdzv_hist *h)
 static int report_failure(struct rdzv_run *run, struct rdzv_node *n, uint64_t round,
                           enum rdzv_report_kind kind, const char *reason)
 {
-  if (run->round == NULL || run->round->number != round || run->rstate != RDZV_ROUND_ACTIVE ||
-      n->round != run->round)
-    return 0; /* that round already ended (another node's report, a loss, a re-join) */
-  if (run->joins.n > 0 && run->round->nnodes < run->max_nodes)
-    return 0; /* it is ending to take in waiting nodes (its members were told "waiting"): a
-               * worker that failed as its peers stopped for the scale-up is no restart */
+  struct mu_rules_view v;
+  rdzv_rules_view(run, &v);
+  uint64_t cur = run->round != NULL ? run->round->number : 0;
+  uint64_t mine = run->round != NULL && n->round == run->round && !n->gone ? cur : 0;
+  enum mu_rule rule = mu_rule_failure(&v, cur, round, mine);
+  if (rule == MU_RULE_FAILURE_LATE || rule == MU_RULE_FAILURE_SCALE_UP)
+    return 0; /* that round already ended (another node's report, a loss, a re-join), or it is
+               * ending to take in waiting nodes: a worker that failed as its peers stopped for
+               * the scale-up is no restart */
   char why[RDZV_WHY_MAX + 64];
   snprintf(why, sizeof(why), "node '%.*s': %.*s", 96, n->h.key, RDZV_WHY_MAX - 64,
            reason != NULL && reason[0] ? reason
            : kind == RDZV_REPORT_HUNG  ? "a worker hung"
                                        : "a worker failed");
   rdzv_mark_failed(run, n);
-  if (run->max_restarts >= 0 && run->restarts >= (uint64_t)run->max_restarts) {
+  if (rule == MU_RULE_BUDGET_SPENT) {
     char shut[RDZV_WHY_MAX + 128];
     snprintf(shut, sizeof(shut), "%s; no restart left (max_restarts %lld, %" PRIu32 " done)", why,
              (long long)run->max_restarts, run->restarts);

@@ -17,6 +17,7 @@
 #include "htab.h"
 #include "list.h"
 #include "rdzv.h"
+#include "rules.h"
 
 #define DEFAULT_GC_MS 600000u
 #define DEFAULT_LAST_CALL_MS 1000
@@ -337,6 +338,9 @@ void rdzv_lease_renew(struct rdzv_run *run, struct rdzv_node *n);
 /* Expires every lease of `run` due at `now` (its lease deadline fired). */
 void rdzv_leases_expire(struct rdzv_run *run, uint64_t now);
 void rdzv_maybe_close(struct rdzv_run *run, int last_call_over);
+/* The run's counts as the rules read them (rules/rules.h): every decision of the rendezvous is
+ * a mu_rule_*() call on this view; the code here keeps the I/O. */
+void rdzv_rules_view(const struct rdzv_run *run, struct mu_rules_view *v);
 /* Ends the active round of `run` (no-op when it is not active): it becomes broken, its record
  * says how (`end`, `counted`, `why`), and the watches fire. */
 void rdzv_break_round(struct rdzv_run *run, enum rdzv_end end, int counted, const char *why);

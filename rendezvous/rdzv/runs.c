@@ -128,6 +128,24 @@ static uint32_t waiting_count(const struct rdzv_run *run)
   return (uint32_t)run->joins.n;
 }
 
+void rdzv_rules_view(const struct rdzv_run *run, struct mu_rules_view *v)
+{
+  memset(v, 0, sizeof(*v));
+  v->min_nodes = run->min_nodes;
+  v->max_nodes = run->max_nodes;
+  v->last_call_ms = run->last_call_ms;
+  v->max_restarts = run->max_restarts;
+  v->restarts = run->restarts;
+  v->has_round = run->round != NULL;
+  v->round_active = run->round != NULL && run->rstate == RDZV_ROUND_ACTIVE;
+  v->round_nodes = run->round ? run->round->nnodes : 0;
+  v->round_gone = run->round_gone;
+  v->round_failed = run->round_failed;
+  v->joins = (uint32_t)run->joins.n;
+  v->joins_prev = run->joins_prev;
+  v->joins_failed = run->joins_failed;
+}
+
 /* The event a watch of round `round` by `node_id` should get now, or NULL (healthy). */
 static const char *watch_event(struct rdzv_run *run, const char *node_id, uint64_t round)
 {
@@ -145,7 +163,9 @@ static const char *watch_event(struct rdzv_run *run, const char *node_id, uint64
   struct rdzv_node *n = rdzv_find_node(run, node_id);
   if (n == NULL || !in_round(run, n))
     return "broken";
-  if (run->joins.n > 0 && run->round->nnodes < run->max_nodes)
+  struct mu_rules_view v;
+  rdzv_rules_view(run, &v);
+  if (mu_rule_newcomers_wait(&v)) /* MU_RULE_SCALE_UP */
     return "waiting";
   return NULL;
 }
@@ -307,8 +327,9 @@ const char *rdzv_round_members_json(const struct rdzv_round *round, size_t *len)
 static uint32_t choose_members(struct rdzv_run *run, struct rdzv_wait **chosen, uint32_t k)
 {
   struct rdzv_round *old = run->round;
+  struct mu_rules_view v;
+  rdzv_rules_view(run, &v);
   int reorder = old != NULL && run->joins_prev > 0;
-  int demote = reorder && run->joins.n > k; /* failed members after the standbys */
   uint32_t nchosen = 0;
   struct rdzv_wait **bucket = NULL;
   if (reorder) {
@@ -320,7 +341,7 @@ static uint32_t choose_members(struct rdzv_run *run, struct rdzv_wait **chosen, 
     }
     for (uint32_t i = 0; i < old->nnodes && nchosen < k; i++) {
       struct rdzv_node *n = bucket[i] != NULL ? bucket[i]->obj : NULL;
-      if (n != NULL && !(demote && n->failed))
+      if (n != NULL && mu_rule_order(&v, 1, n->failed) == 0)
         chosen[nchosen++] = bucket[i];
     }
   }
@@ -329,8 +350,9 @@ static uint32_t choose_members(struct rdzv_run *run, struct rdzv_wait **chosen, 
     if (!(reorder && in_round(run, n)))
       chosen[nchosen++] = wait_of(x);
   }
-  for (uint32_t i = 0; demote && i < old->nnodes && nchosen < k; i++)
-    if (bucket[i] != NULL && ((struct rdzv_node *)bucket[i]->obj)->failed)
+  for (uint32_t i = 0; reorder && i < old->nnodes && nchosen < k; i++)
+    if (bucket[i] != NULL &&
+        mu_rule_order(&v, 1, ((struct rdzv_node *)bucket[i]->obj)->failed) == 2)
       chosen[nchosen++] = bucket[i];
   mu_free(bucket);
   return nchosen;
@@ -348,10 +370,11 @@ void rdzv_mark_failed(struct rdzv_run *run, struct rdzv_node *n)
 
 uint32_t rdzv_standbys(const struct rdzv_run *run)
 {
-  if (run->state != RDZV_RUN_OPEN || run->rstate != RDZV_ROUND_ACTIVE || run->round == NULL ||
-      run->round->nnodes < run->max_nodes)
+  if (run->state != RDZV_RUN_OPEN)
     return 0;
-  return (uint32_t)run->joins.n - run->joins_prev;
+  struct mu_rules_view v;
+  rdzv_rules_view(run, &v);
+  return mu_rule_standbys(&v); /* MU_RULE_STANDBY */
 }
 
 /* Closes a round with the pending joins (see choose_members()), up to max_nodes. */
@@ -359,7 +382,9 @@ static void close_round(struct rdzv_run *run)
 {
   struct rdzv *rv = run->rv;
   struct rdzv_round *old = run->round;
-  uint32_t k = run->joins.n < run->max_nodes ? (uint32_t)run->joins.n : run->max_nodes;
+  struct mu_rules_view v;
+  rdzv_rules_view(run, &v);
+  uint32_t k = mu_rule_round_size(&v);
   struct rdzv_round *r = mu_calloc(1, sizeof(*r));
   r->number = (old ? old->number : 0) + 1;
   r->members = mu_calloc(k ? k : 1, sizeof(*r->members));
@@ -431,34 +456,26 @@ static void close_round(struct rdzv_run *run)
   rdzv_round_unref(r);
 }
 
-/* Closes the round if the pending joins allow it, or starts the last call. */
+/* Closes the round if the pending joins allow it, or starts the last call (rules/rules.h,
+ * MU_RULE_CLOSE_* and MU_RULE_LAST_CALL). */
 void rdzv_maybe_close(struct rdzv_run *run, int last_call_over)
 {
   if (run->state != RDZV_RUN_OPEN || run->rstate == RDZV_ROUND_ACTIVE)
     return;
-  uint32_t n = (uint32_t)run->joins.n;
-  if (n < run->min_nodes || n == 0) {
+  struct mu_rules_view v;
+  rdzv_rules_view(run, &v);
+  switch (mu_rule_close(&v, last_call_over)) {
+  case MU_RULE_BELOW_MIN:
     rdzv_deadline_clear(run->rv, &run->last_call_dl);
     return;
-  }
-  /* After a round: every surviving member re-joined (a known membership), or the round is
-   * full and no healthy member of the last one is still to re-join (a standby takes only a
-   * lost or failed member's place, never a slow survivor's). */
-  int known = 0;
-  int64_t healthy_left = 0;
-  if (run->round) {
-    uint32_t survivors = run->round->nnodes - run->round_gone;
-    known = run->joins_prev > 0 && run->joins_prev >= survivors;
-    healthy_left =
-        ((int64_t)survivors - run->round_failed) - ((int64_t)run->joins_prev - run->joins_failed);
-  }
-  int full = n >= run->max_nodes && healthy_left <= 0;
-  if (full || known || last_call_over || (run->last_call_ms == 0 && healthy_left <= 0)) {
+  case MU_RULE_LAST_CALL:
+    if (!rdzv_deadline_queued(&run->last_call_dl))
+      rdzv_deadline_set(run->rv, &run->last_call_dl, rdzv_now(run->rv) + run->last_call_ms);
+    return;
+  default:
     close_round(run);
     return;
   }
-  if (!rdzv_deadline_queued(&run->last_call_dl))
-    rdzv_deadline_set(run->rv, &run->last_call_dl, rdzv_now(run->rv) + run->last_call_ms);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -948,7 +965,9 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     /* A member that joins again has restarted: its round is over. With nodes waiting and room
      * in the round, the members re-join to take them in (they were told "waiting"). */
     char b[300];
-    int grow = run->joins.n > run->joins_prev && run->round->nnodes < run->max_nodes;
+    struct mu_rules_view v;
+    rdzv_rules_view(run, &v);
+    int grow = mu_rule_rejoin(&v) == MU_RULE_SCALE_UP;
     snprintf(b, sizeof(b), "member '%s' joined again (%s)", req->node_id,
              grow ? "to take in waiting nodes" : "restarted");
     rdzv_break_round(run, grow ? RDZV_END_SCALE_UP : RDZV_END_REJOINED, 0, b);
@@ -1119,7 +1138,9 @@ int rdzv_leave(struct rdzv *rv, const char *run_id, const char *node_id, int fai
   n->left_ok = 1;
   run->left_ok++;
   rdzv_node_remove(run, n, 0, RDZV_END_LEFT, why);
-  if (run->round == r && run->left_ok >= r->nnodes)
+  struct mu_rules_view v;
+  rdzv_rules_view(run, &v);
+  if (run->round == r && mu_rule_succeeded(&v, run->left_ok)) /* MU_RULE_SUCCEEDED */
     rdzv_end(rv, run_id, 0, "every member left with success");
   return 0;
 }
