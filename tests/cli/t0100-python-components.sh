@@ -126,7 +126,7 @@ err_is "a list of int with a word" "argument '--ports': 'x' is not an int" \
   "$MUSTER" run --dryrun "$N:model" --ports 1,x
 err_is "a float that is not" "argument '--ratio' expects a number, got 'half'" \
   "$MUSTER" run --dryrun "$N:model" --ratio half
-err_is "a bool that is not" "argument '--loud' expects a bool" \
+err_is "a bool that is not" "argument '--loud' is a bool and takes true/false, 1/0, yes/no or on/off .*, got 'maybe'" \
   "$MUSTER" run --dryrun "$N:model" --loud=maybe
 dry "$N:from_dataclass" --lr 0.1 --tags a -- x
 t_expect_eq "one dataclass argument: its fields" "$(role 'r["args"]')" \

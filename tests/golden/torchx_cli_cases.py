@@ -209,7 +209,9 @@ def c11_appdefs(it):
         it.eq(tag + ": resource", r["resource"], w["resource"])
         it.eq(tag + ": env", r["env"],
               dict({ENV_NAMES.get(k, k): v for k, v in w["env"].items()},
-                   MUSTER_JOB_ID="local://muster/${app_id}"))
+                   MUSTER_JOB_ID="local://muster/${app_id}",
+                   # D8: no torch >= 2.4 shared store (docs/c10d.md)
+                   TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1"))
         theirs = shlex.split(w["args"][1])
         it.eq(tag + ": torchrun as argv (D1)", (w["entrypoint"], w["args"][0], theirs[0],
                                                 r["entrypoint"]),

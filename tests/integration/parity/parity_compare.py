@@ -65,6 +65,13 @@ def norm(var, v):
     return v
 
 
+# The variables torchrun 2.x sets that torch 1.13's does not, with the value 2.x gives each.
+TORCH2_VARS = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": lambda env: env.get("NCCL_ASYNC_ERROR_HANDLING", "1"),
+    "TORCHELASTIC_SIGNALS_TO_HANDLE": lambda env: "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+}
+
+
 def load(d):
     out = {}
     for f in sorted(os.listdir(d)):
@@ -107,6 +114,13 @@ for rank in sorted(set(tr) & set(mu)):
             bad.append("%s: torchrun %r, muster %r" % (var, tset[var], me[var]))
     extra = sorted(k for k in mset if k not in tset and not k.startswith("MUSTER_"))
     for var in extra:
+        # torchrun 2.x's names, which muster sets beside the old ones (docs/agent.md); a torchrun
+        # older than 2.x (Debian 12's 1.13) sets neither, so only their values are checked here
+        want = TORCH2_VARS.get(var)
+        if want is not None:
+            if me[var] != want(me):
+                bad.append("%s=%r, torchrun 2.x sets %r" % (var, me[var], want(me)))
+            continue
         bad.append("%s=%r set by muster only" % (var, me[var]))
     check(not bad, "rank %s: the %d variables torchrun sets (%s)%s" % (
         rank, len(tset), " ".join(sorted(tset)), "" if not bad else ": " + "; ".join(bad)))
