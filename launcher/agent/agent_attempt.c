@@ -106,6 +106,20 @@ static long watch_timeout_ms(long ttl_ms)
   return t < 100 ? 100 : t;
 }
 
+/* A rendezvous client of its own for a thread beside the loop (the watcher, the reporter), each
+ * call bounded by 5 s. Returns NULL, with a debug line, when none can be made. */
+static struct mu_client *thread_client(struct mu_agent *ag)
+{
+  struct mu_client *r = NULL;
+  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
+  if (mu_agent_client(ag, &r, &e) != 0)
+    mu_agent_say(ag, MU_AGENT_DEBUG, "no rendezvous client for a thread: %s", mu_buf_str(&e));
+  else
+    mu_client_set_timeout(r, 5000);
+  mu_buf_release(&e);
+  return r;
+}
+
 /* Heart-beats once, then long-polls `watch` back to back: each open watch holds this member's
  * lease, so a healthy member needs no further heartbeats. After a failed watch (the server was
  * unreachable for a moment, the reply was lost) it heart-beats again, which also tells it when
@@ -113,15 +127,12 @@ static long watch_timeout_ms(long ttl_ms)
 static void watcher_main(void *arg)
 {
   struct mu_agent *ag = arg;
-  struct mu_client *r = NULL;
+  struct mu_client *r = thread_client(ag);
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  if (mu_agent_client(ag, &r, &e) != 0) {
-    mu_buf_release(&e);
+  if (r == NULL)
     return;
-  }
   mu_client_set_cancel_fd(r, ag->cancel_pipe[0]);
   mu_client_set_hold(r, 1); /* its watch stands for this node: the agent gone, the node lost */
-  mu_client_set_timeout(r, 5000);
   long wait = watch_timeout_ms(ag->round.lease_ttl_ms);
   int beat = 1;
   long long down_since = 0;
@@ -191,13 +202,9 @@ static int reporter_next(struct mu_agent *ag)
 static void reporter_main(void *arg)
 {
   struct mu_agent *ag = arg;
-  struct mu_client *r = NULL;
-  struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
-  if (mu_agent_client(ag, &r, &e) != 0) {
-    mu_buf_release(&e);
+  struct mu_client *r = thread_client(ag);
+  if (r == NULL)
     return;
-  }
-  mu_client_set_timeout(r, 5000);
   int ev;
   while ((ev = reporter_next(ag)) >= 0) {
     struct mu_report_answer a;
@@ -207,7 +214,6 @@ static void reporter_main(void *arg)
                    mu_report_event_name((enum mu_report_event)ev), mu_client_errmsg(r));
   }
   mu_client_free(r);
-  mu_buf_release(&e);
 }
 
 /* Sends what is queued, then ends the reporter thread (after the loop). */

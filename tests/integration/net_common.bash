@@ -34,6 +34,21 @@ net_agent() {
   AGENT_PID=$T_LAST_PID
 }
 
+# net_members ARGS...: muster agent ARGS on h2, h3 and h4 (logs a2..a4, pids MEMBER_PIDS[2..4]),
+# then waits until each has started its worker as one of ranks 0-2 of world 3.
+net_members() {
+  local i
+  MEMBER_PIDS=()
+  for i in 2 3 4; do
+    net_agent "$i" "a$i" "$@"
+    MEMBER_PIDS[i]=$AGENT_PID
+  done
+  for i in 2 3 4; do
+    wait_for_lines "$T_DIR/a$i.log" 'started 1 worker \(rank [0-2] of 3\)' 1 60 ||
+      { t_fail "member a$i did not start"; net_dump_logs; t_done; }
+  done
+}
+
 # net_ranks_once WORLD LOG...: every rank 0..WORLD-1 said "allreduce ok, world WORLD" exactly
 # once across the logs (the workers' own lines): no rank was held by two hosts, none missing.
 net_ranks_once() {

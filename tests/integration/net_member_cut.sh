@@ -9,16 +9,9 @@
 net_up 5
 net_musterd 1
 common=(--nnodes 3 --nproc-per-node 1 --rdzv-endpoint "$NET_EP" --rdzv-id cut --max-restarts 3)
-for i in 2 3 4; do
-  net_agent "$i" "a$i" "${common[@]}" -- "$RING" --iters 150 --sleep-ms 100
-  eval "p$i=$AGENT_PID"
-done
-for i in 2 3 4; do
-  wait_for_lines "$T_DIR/a$i.log" 'started 1 worker \(rank [0-2] of 3\)' 1 60 ||
-    { t_fail "member a$i did not start"; net_dump_logs; t_done; }
-done
+net_members "${common[@]}" -- "$RING" --iters 150 --sleep-ms 100
 net_agent 5 a5 "${common[@]}" -- "$RING" --iters 150 --sleep-ms 100
-p5=$AGENT_PID
+MEMBER_PIDS[5]=$AGENT_PID # the standby
 wait_for_lines "$T_DIR/a5.log" 'standby' 1 30 || t_fail "a5 did not wait as a standby"
 # the workers stepped a while; then h3 goes silent
 wait_for_lines "$T_DIR/a2.log" 'rank [0-2] local_rank' 1 30 || true
@@ -44,7 +37,7 @@ else
   t_fail "the standby's workers did not start within $((5 * NET_SLOW)) s of the cut"
 fi
 for i in 2 4 5; do
-  eval "agent_wait \$p$i 120"
+  agent_wait "${MEMBER_PIDS[i]}" 120
   t_expect_eq "agent on h$i exits 0" "$RC" 0
 done
 net_ranks_once 3 "$T_DIR"/a[245].log

@@ -7,20 +7,13 @@ net_up 4
 net_musterd 1
 common=(--nnodes 3 --nproc-per-node 1 --rdzv-endpoint "$NET_EP" --rdzv-id mcut --max-restarts 3)
 ring=("$RING" --iters $((CUT_S * 10 + 150)) --sleep-ms 100 --timeout-ms 900000)
-for i in 2 3 4; do
-  net_agent "$i" "a$i" "${common[@]}" -- "${ring[@]}"
-  eval "p$i=$AGENT_PID"
-done
-for i in 2 3 4; do
-  wait_for_lines "$T_DIR/a$i.log" 'started 1 worker \(rank [0-2] of 3\)' 1 60 ||
-    { t_fail "member a$i did not start"; net_dump_logs; t_done; }
-done
+net_members "${common[@]}" -- "${ring[@]}"
 net_cut 1
 start=$SECONDS
 t_until $((CUT_S + 5)) eval '[ $((SECONDS - start)) -ge '"$CUT_S"' ]'
 net_heal 1
 for i in 2 3 4; do
-  eval "agent_wait \$p$i $((CUT_S * 3 + 240))"
+  agent_wait "${MEMBER_PIDS[i]}" $((CUT_S * 3 + 240))
   t_expect_eq "agent on h$i exits 0 after a ${CUT_S} s cut of musterd's host" "$RC" 0
 done
 net_ranks_once 3 "$T_DIR"/a[234].log
