@@ -10,7 +10,11 @@
  *                 grow or "all", ERRNO "ENOSPC" or "EIO" (e.g. "fdatasync EIO"). grow is a
  *                 fallocate() that reserves space past the start of a file (offset > 0, no
  *                 FALLOC_FL_PUNCH_HOLE): a log segment's reserve growing; a new file's first
- *                 reserve (offset 0) works, as on a disk that has room again just then
+ *                 reserve (offset 0) works, as on a disk that has room again just then;
+ *                 hold is no error: write(), fsync() and the like on a file named snap.tmp
+ *                 (a snapshot being written, by the compactor's thread) wait while the
+ *                 control file still says hold, so a test can see the state a compaction
+ *                 ends, then let it end (e.g. "grow,hold ENOSPC", then "grow ENOSPC")
  *
  * A faulted call does nothing and returns -1 with errno set, as a full or failing disk does.
  * It works in the threads and the children of the process too (the control file is shared).
@@ -34,6 +38,7 @@ enum fault_op {
   OP_FSYNC = 1 << 3,
   OP_FDATASYNC = 1 << 4,
   OP_GROW = 1 << 5,
+  OP_HOLD = 1 << 6,
 };
 
 /* The state read from the control file: which ops fail, with which errno. Threads may read it
@@ -59,6 +64,7 @@ static int parse_ops(const char *s)
                {"fsync", OP_FSYNC},
                {"fdatasync", OP_FDATASYNC},
                {"grow", OP_GROW},
+               {"hold", OP_HOLD},
                {"all", OP_WRITE | OP_PWRITE | OP_WRITEV | OP_FSYNC | OP_FDATASYNC | OP_GROW}};
   int ops = 0;
   while (*s != '\0' && *s != ' ') {
@@ -99,21 +105,49 @@ static void refresh(void)
   __atomic_store_n(&g_ops, ops, __ATOMIC_RELAXED);
 }
 
+/* Returns: 1 when `fd` is a file under MU_FAULT_DIR (its path in `path`, `size` bytes). */
+static int in_dir(int fd, char *path, size_t size)
+{
+  const char *dir = getenv("MU_FAULT_DIR");
+  char link[64];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, path, size - 1);
+  size_t dl = dir != NULL ? strlen(dir) : 0;
+  if (n <= 0 || dl == 0 || (size_t)n < dl || strncmp(path, dir, dl) != 0)
+    return 0;
+  path[n] = '\0';
+  return 1;
+}
+
+/* Waits while the control file says hold and `fd` is a snapshot being written (snap.tmp). */
+static void held(int fd)
+{
+  int saved = errno;
+  char path[4096];
+  size_t n;
+  refresh();
+  if ((__atomic_load_n(&g_ops, __ATOMIC_RELAXED) & OP_HOLD) && in_dir(fd, path, sizeof(path)) &&
+      (n = strlen(path)) >= 9 && strcmp(path + n - 9, "/snap.tmp") == 0) {
+    struct timespec ts = {0, 10000000L};
+    while (__atomic_load_n(&g_ops, __ATOMIC_RELAXED) & OP_HOLD) {
+      nanosleep(&ts, NULL);
+      refresh();
+    }
+  }
+  errno = saved;
+}
+
 /* Returns: 1 when `op` on `fd` is to fail now (errno is then set). */
 static int faulted(int fd, int op)
 {
   int saved = errno;
-  refresh();
+  held(fd);
   if (!(__atomic_load_n(&g_ops, __ATOMIC_RELAXED) & op)) {
     errno = saved;
     return 0;
   }
-  const char *dir = getenv("MU_FAULT_DIR");
-  char link[64], path[4096];
-  snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-  ssize_t n = readlink(link, path, sizeof(path) - 1);
-  size_t dl = dir != NULL ? strlen(dir) : 0;
-  if (n <= 0 || dl == 0 || (size_t)n < dl || strncmp(path, dir, dl) != 0) {
+  char path[4096];
+  if (!in_dir(fd, path, sizeof(path))) {
     errno = saved;
     return 0;
   }

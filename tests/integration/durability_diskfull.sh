@@ -359,10 +359,13 @@ check_acked "ENOSPC, compacted" "$data"
 # by itself. Main stayed read-only for good, even once the fault ended: only a failed reserve
 # re-armed the retry, and the new segment's reserve skipped the check that ends the refusal
 # (case 1 met it under load: the compaction's retry came before the reserve's).
+# The compaction is held (the shim's "hold": its snapshot's writes wait) until the test has seen
+# the refusal, then let go: musterd refuses for as long as the test looks, however slow the
+# machine, and the refusal must end by itself once the compaction does (issue 33, item 8).
 : >"$CTL"
 data=$T_DIR/d/grow
 MUSTERD=$FAULTY t_start_musterd --data-dir "$data" --snapshot-every 0 || t_done
-echo "grow ENOSPC" >"$CTL"
+echo "grow,hold ENOSPC" >"$CTL"
 sleep 0.05 # the shim reads its control file every 10 ms
 codes=""
 for i in $(seq 1 60); do # the reserve grows after 4 MiB of log (20 of these)
@@ -371,6 +374,10 @@ for i in $(seq 1 60); do # the reserve grows after 4 MiB of log (20 of these)
   [ "$c" = 500 ] && break
 done
 t_expect_match "reserve cannot grow: writes are taken, then refused" "$codes" "^( 20[01])+ 500$"
+t_expect_eq "... and refused again while the compaction is held" "$(put grow/held v)" 500
+fetch_metrics
+t_expect_eq "... the gauge says read-only" "$(metric musterd_disk_read_only)" 1
+echo "grow ENOSPC" >"$CTL" # the compaction goes on; the reserve still cannot grow
 t_until 10 writable grow/after ok &&
   t_ok "... writable again once a compaction opened a segment with its reserve" ||
   t_fail "... still read-only 10 s after the compaction (snapshots: $(fetch_metrics;
