@@ -19,6 +19,7 @@
 #include "muster/mu.h"
 
 #include "alloc.h"
+#include "allow.h"
 #include "c10d.h"
 #include "http.h"
 #include "http_client.h"
@@ -41,6 +42,7 @@ struct musterd_config {
   const char *listen;
   char host[256];          /* --listen's host, what server.listen_host points at */
   const char *c10d_listen; /* --c10d-listen HOST:PORT (NULL: no TCPStore listener) */
+  const char *c10d_allow;  /* --c10d-allow LIST (NULL: every peer) */
   char c10d_host[256];
   int c10d_port;
   const char *log_level;
@@ -149,6 +151,10 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                     "also serve PyTorch's TCPStore protocol (torchrun --rdzv_backend c10d) on "
                     "exactly this address, over the same store; off by default; it has no "
                     "credentials (docs/security.md)"),
+      MU_OPT_STRING(0, "c10d-allow", &c->c10d_allow, "LIST",
+                    "TCPStore: admit only peers in LIST, comma-separated addresses and "
+                    "prefixes (10.0.0.5,10.0.1.0/24,::1); others are closed at accept; the "
+                    "Slurm scheduler passes the allocation's nodes (default: every peer)"),
       MU_OPT_UINT(0, "c10d-max-value-bytes", &sv->c10d_max_value_bytes, "N",
                   "TCPStore: one value's bytes; a bigger one closes its connection (default 8 "
                   "MiB, torch's own bound)",
@@ -293,6 +299,27 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
   return -1;
 }
 
+/* --c10d-allow: a list musterd can read, and a listener for it. Returns: 0, or -1 after the
+ * error. */
+static int check_c10d_allow(const struct musterd_config *c)
+{
+  if (c->c10d_allow == NULL)
+    return 0;
+  if (c->c10d_listen == NULL) {
+    mu_error("--c10d-allow needs --c10d-listen HOST:PORT (it says who may use that listener)");
+    return -1;
+  }
+  struct c10d_allow a = {0};
+  char err[256];
+  int rc = c10d_allow_parse(c->c10d_allow, &a, err, sizeof(err));
+  c10d_allow_free(&a);
+  if (rc != 0)
+    mu_error("invalid --c10d-allow '%s': %s; give addresses or prefixes separated by commas, "
+             "e.g. 10.0.0.5,10.0.1.0/24,::1",
+             c->c10d_allow, err);
+  return rc;
+}
+
 /* The checks that span options, and the strings parsed into their values.
  * Returns: -1 to go on, or the exit status after printing the error. */
 static int check_options(struct musterd_config *c)
@@ -318,6 +345,8 @@ static int check_options(struct musterd_config *c)
     mu_error("--c10d-listen needs the v2 store");
     return MU_EXIT_USAGE;
   }
+  if (check_c10d_allow(c) != 0)
+    return MU_EXIT_USAGE;
   if (c->fsync != NULL && persist_fsync_parse(c->fsync, &c->fsync_mode) != 0) {
     mu_error("invalid --fsync '%s': use always, batch or off", c->fsync);
     return MU_EXIT_USAGE;
@@ -494,6 +523,11 @@ static int start(struct app *app, const struct musterd_config *c, struct sec *se
     return abandon(app);
   }
   if (c->c10d_listen != NULL) {
+    char err[256];
+    if (c->c10d_allow != NULL && c10d_set_allow(app->srv, c->c10d_allow, err, sizeof(err)) != 0) {
+      mu_error("invalid --c10d-allow '%s': %s", c->c10d_allow, err);
+      return abandon(app);
+    }
     rc = rv_server_listen_c10d(app->srv, c->c10d_host, c->c10d_port);
     if (rc != 0) {
       mu_error("cannot listen for TCPStore clients on %s:%d: %s%s", c->c10d_host, c->c10d_port,
@@ -515,8 +549,9 @@ static int start(struct app *app, const struct musterd_config *c, struct sec *se
   if (c->c10d_listen != NULL) {
     mu_log(MU_LOG_INFO,
            "musterd c10d listening on %s:%d (PyTorch TCPStore protocol, no "
-           "credentials)",
-           c->c10d_host, rv_server_c10d_port(app->srv));
+           "credentials; peers admitted: %s)",
+           c->c10d_host, rv_server_c10d_port(app->srv),
+           c->c10d_allow != NULL ? c->c10d_allow : "all (no --c10d-allow)");
     if (mu_log_get_level() > MU_LOG_INFO)
       fprintf(stderr, "musterd c10d listening on %s:%d\n", c->c10d_host,
               rv_server_c10d_port(app->srv));

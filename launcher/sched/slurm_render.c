@@ -428,7 +428,8 @@ static void musterd_line(struct render *r, const char *host, const char *bin)
                 host ? "$MUSTER_RDZV_HOST" : "0.0.0.0");
   if (r->c10d)
     mu_buf_puts(r->script,
-                " --c10d-listen \"${MUSTER_C10D_ADDR:-$MUSTER_RDZV_HOST}:$MUSTER_C10D_PORT\"");
+                " --c10d-listen \"${MUSTER_C10D_ADDR:-$MUSTER_RDZV_HOST}:$MUSTER_C10D_PORT\""
+                " --c10d-allow \"$MUSTER_C10D_ALLOW\"");
   if (r->env->token_file != NULL)
     mu_buf_puts(r->script, " --token-file \"$MUSTER_RDZV_TOKEN_FILE\"");
   for (size_t i = 0; r->env->tls_dir && i < (r->env->tls_clients ? 3u : 2u); i++) {
@@ -473,7 +474,13 @@ static void own_musterd(struct render *r)
     mu_buf_puts(r->script,
                 "MUSTER_C10D_ADDR=$(getent ahostsv4 \"$MUSTER_RDZV_HOST\" | awk 'NR==1{print "
                 "$1}')\n"
-                "export MUSTER_C10D_ENDPOINT=\"$MUSTER_RDZV_HOST:$MUSTER_C10D_PORT\"\n");
+                "export MUSTER_C10D_ENDPOINT=\"$MUSTER_RDZV_HOST:$MUSTER_C10D_PORT\"\n"
+                "# TCPStore has no credential: only the allocation's nodes (and this host's\n"
+                "# loopback) may use it (musterd --c10d-allow, docs/security.md)\n"
+                "MUSTER_C10D_ALLOW=$({ echo 127.0.0.0/8; echo ::1; echo \"$MUSTER_C10D_ADDR\"\n"
+                "  for h in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do\n"
+                "    getent ahosts \"$h\" | awk '{print $1}'; done; } | awk 'NF && !seen[$1]++' "
+                "| paste -sd, -)\n");
   musterd_line(r, host, bin);
   exit_trap(r);
   mu_buf_puts(r->script,

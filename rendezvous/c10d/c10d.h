@@ -69,4 +69,9 @@ int c10d_port(const struct rv_server *srv);
  * the loop runs. Returns: 0, or MU_ENOENT when the module is not registered. */
 int c10d_set_run_gc_ms(struct rv_server *srv, uint64_t gc_ms);
 
+/* Admits only peers in LIST (--c10d-allow: addresses and prefixes, allow.h) to the TCPStore
+ * listener. Call before the loop runs. Returns: 0, MU_ENOENT when the module is not
+ * registered, or MU_EINVAL with the reason in err. */
+int c10d_set_allow(struct rv_server *srv, const char *list, char *err, size_t errlen);
+
 #endif

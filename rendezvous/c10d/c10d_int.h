@@ -9,6 +9,7 @@
 
 #include <uv.h>
 
+#include "allow.h"
 #include "buf.h"
 #include "c10d.h"
 #include "frame.h"
@@ -41,6 +42,7 @@ struct c10d {
   struct v2_store *store;
   struct c10d_config cfg;
   struct c10d_limits lim;
+  struct c10d_allow allow; /* --c10d-allow: the peers admitted (n 0: all) */
   uv_tcp_t listener;
   int listening, closing;
   int port;

@@ -479,9 +479,17 @@ static void conn_accept(struct c10d *m)
   struct sockaddr_storage sa;
   int salen = sizeof(sa);
   /* the client as HTTP counts it: its address, or its prefix (--client-prefix-v4/-v6) */
-  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0)
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) != 0)
+    sa.ss_family = AF_UNSPEC;
+  else
     rv_server_client_key(srv, (struct sockaddr *)&sa, c->peer, sizeof(c->peer));
   c->accepted_at = uv_now(rv_server_loop(srv));
+  /* a stranger (outside --c10d-allow) goes before it is read or holds any share */
+  if (!c10d_allow_match(&m->allow, (struct sockaddr *)&sa)) {
+    m->refused++;
+    c10d_conn_close(c, C10D_R_NOT_ALLOWED);
+    return;
+  }
   /* full: a connection that has not sent a frame yet goes before a new one is refused */
   if (m->conns.n - m->conns_closing > rv_server_config(srv)->max_connections)
     evict_silent(m, c);

@@ -21,7 +21,7 @@ static const char *const reason_names[C10D_R_COUNT] = {
     "frame_timeout", "memory",          "output_overflow",  "write_timeout",
     "not_integer",   "missing_key",     "wait_bound",       "store_full",
     "store_error",   "address_limit",   "connection_limit", "shutdown",
-    "budget",
+    "budget",        "not_allowed",
 };
 
 const struct c10d_query *c10d_query(enum c10d_op op)

@@ -113,6 +113,7 @@ enum c10d_reason {
   C10D_R_CONN_LIMIT,      /* c10d connections at --max-connections */
   C10D_R_SHUTDOWN,        /* musterd is stopping */
   C10D_R_BUDGET,          /* buffers over --max-buffer-bytes(-per-client), HTTP's with them */
+  C10D_R_NOT_ALLOWED,     /* a peer outside --c10d-allow */
   C10D_R_COUNT
 };
 

@@ -293,6 +293,7 @@ static void c10d_metrics(struct rv_server *srv, void *data, struct mu_buf *b)
 void c10d_free(struct c10d *m)
 {
   c10d_gc_release(m);
+  c10d_allow_free(&m->allow);
   mu_htab_release(&m->addrs);
   c10d_queues_release(m);
   mu_buf_release(&m->path);
@@ -368,6 +369,14 @@ int c10d_set_run_gc_ms(struct rv_server *srv, uint64_t gc_ms)
   uv_timer_stop(&m->gc);
   c10d_gc_start(m);
   return 0;
+}
+
+int c10d_set_allow(struct rv_server *srv, const char *list, char *err, size_t errlen)
+{
+  struct c10d *m = module_of(srv);
+  if (m == NULL)
+    return MU_ENOENT;
+  return c10d_allow_parse(list, &m->allow, err, errlen) == 0 ? 0 : MU_EINVAL;
 }
 
 int c10d_listen(struct rv_server *srv, const char *host, int port)

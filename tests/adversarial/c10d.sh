@@ -25,7 +25,9 @@
 #   queue_flood 3,000 QUEUE_POPs in one write against a 200k-item queue (40k under ASan): the
 #               pops are O(1) and the flooder yields its turn: /health and another client are
 #               answered meanwhile (issue 33/3)
-# Server E: --max-connections 60 --header-timeout-ms 3000
+# Server E: --max-connections 60 --header-timeout-ms 3000 --c10d-allow 127.0.0.0/26
+#   allow       peers outside --c10d-allow (127.0.0.64, .200) are closed at accept and counted;
+#               their SET never lands; the last address inside (.63) is served (issue 33/5)
 #   silent      60 connections that send nothing fill the TCPStore listener: a client that
 #               speaks is served (a silent one is evicted), the silent ones are closed at the
 #               deadline of a request's headers (issue 33/4)
@@ -58,12 +60,13 @@ t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t
 D="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-d.log"
 D_PID=$MUSTERD_PID
-t_start_musterd --c10d-listen 127.0.0.1:0 --max-connections 60 --header-timeout-ms 3000 ||
+t_start_musterd --c10d-listen 127.0.0.1:0 --max-connections 60 --header-timeout-ms 3000 \
+  --c10d-allow 127.0.0.0/26 ||
   { t_fail "musterd E did not start"; t_done; }
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 E="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
 
-for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C value_readback:D queue_flood:D silent:E; do
+for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C value_readback:D queue_flood:D allow:E silent:E; do
   start=$SECONDS
   srv=${c#*:}
   c=${c%:*}

@@ -466,6 +466,34 @@ def case_silent(url, port, pid):
     still_serves(port, "silent connections", source="127.0.0.41")
 
 
+def case_allow(url, port, pid):
+    """Issue 33/5 (MED): the job's TCPStore port answered strangers, who read and rewrote
+    torch.rendezvous.<run>. Principle: the port answers only the job: --c10d-allow lists the
+    job's nodes, and a peer outside it is closed at accept, before a byte is read. Server E:
+    --c10d-allow 127.0.0.0/26 (the last address in it is 127.0.0.63, the first outside .64)."""
+    before = closes(url, "not_allowed")
+    for source in ("127.0.0.64", "127.0.0.200"):
+        try:
+            s = conn(port, source=source)
+            try:
+                s.sendall(bytes([SET]) + string(b"/stranger") + string(b"x"))
+            except OSError:
+                pass
+            out(closed_within(s, 5), f"a peer outside --c10d-allow ({source}) is closed")
+            s.close()
+        except OSError as e:
+            out(True, f"a peer outside --c10d-allow ({source}) is closed", str(e))
+    out(closes(url, "not_allowed") - before == 2, "... counted as not_allowed in /metrics",
+        f"{closes(url, 'not_allowed') - before}")
+    s = conn(port, source="127.0.0.9")
+    s.sendall(bytes([CHECK]) + struct.pack("<Q", 1) + string(b"/stranger"))
+    got = recv_exact(s, 1)
+    s.close()
+    out(got == b"\x01", "... and its SET never reached the store (CHECK says missing)",
+        repr(got))
+    still_serves(port, "the last address inside the prefix", source="127.0.0.63")
+
+
 if __name__ == "__main__":
     case, url, port, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     globals()["case_" + case](url, port, pid)

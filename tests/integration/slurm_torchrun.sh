@@ -32,6 +32,9 @@ grep -q -- '--rdzv_backend c10d' slurm-"${id##*/}".out && t_ok "torchrun used th
   t_fail "torchrun used the c10d backend"
 t_expect_match "the job's musterd served TCPStore on the batch host's address only" \
   "$(cat slurm-"${id##*/}"-musterd.log 2>/dev/null)" 'musterd c10d listening on 127\.0\.0\.1:[0-9]+'
+t_expect_match "... admitting only the allocation's nodes and loopback (--c10d-allow)" \
+  "$(cat slurm-"${id##*/}"-musterd.log 2>/dev/null)" \
+  'musterd c10d listening on .*peers admitted: 127\.0\.0\.0/8,::1,127\.0\.0\.1[,)]'
 # torch 1.13 would host the store when the endpoint's host is this machine (it is): the job says
 # is_host=false, so no agent tries (a failed try is silent: torch falls back to a client)
 grep -q -- '--rdzv_conf is_host=false' slurm-"${id##*/}".out &&

@@ -10,6 +10,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "allow.h"
 #include "buf.h"
 #include "c10d_int.h"
 #include "c10d_probe.h"
@@ -358,6 +359,62 @@ TEST(c10d__key_names)
   ASSERT_EQ(c10d_key_decode("%zz", 3, &k), -1);
   mu_buf_release(&p);
   mu_buf_release(&k);
+}
+
+/* --c10d-allow (rendezvous/c10d/allow.c): the list's errors name the entry, prefixes are kept
+ * at their maximum and refused at maximum + 1, and an IPv4 peer on a dual-stack socket matches
+ * its IPv4 network. */
+static int admits(const struct c10d_allow *a, const char *ip)
+{
+  struct sockaddr_storage ss = {0};
+  if (strchr(ip, ':') != NULL) {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    s6->sin6_family = AF_INET6;
+    ASSERT_EQ(inet_pton(AF_INET6, ip, &s6->sin6_addr), 1);
+  } else {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    s4->sin_family = AF_INET;
+    ASSERT_EQ(inet_pton(AF_INET, ip, &s4->sin_addr), 1);
+  }
+  return c10d_allow_match(a, (struct sockaddr *)&ss);
+}
+
+TEST(c10d__allow_list)
+{
+  struct c10d_allow a = {0};
+  char err[256];
+  ASSERT_EQ(admits(&a, "203.0.113.9"), 1); /* no list: everyone */
+  ASSERT_EQ(c10d_allow_parse("127.0.0.0/8,198.18.1.0/25,::1,fd00::/128", &a, err, sizeof(err)),
+            0);
+  ASSERT_EQ(a.n, 4);
+  ASSERT_EQ(admits(&a, "127.9.9.9"), 1);
+  ASSERT_EQ(admits(&a, "198.18.1.127"), 1);
+  ASSERT_EQ(admits(&a, "198.18.1.128"), 0); /* just outside the /25 */
+  ASSERT_EQ(admits(&a, "::ffff:198.18.1.5"), 1);
+  ASSERT_EQ(admits(&a, "::1"), 1);
+  ASSERT_EQ(admits(&a, "fd00::1"), 0); /* /128: the one address */
+  ASSERT_EQ(admits(&a, "fd00::"), 1);
+  ASSERT_EQ(admits(&a, "10.0.0.1"), 0);
+  ASSERT_EQ(c10d_allow_parse("10.0.0.1/32", &a, err, sizeof(err)), 0);
+  ASSERT_EQ(admits(&a, "10.0.0.1"), 1);
+  ASSERT_EQ(admits(&a, "10.0.0.0"), 0);
+  const struct {
+    const char *list, *says;
+  } bad[] = {
+      {"10.0.0.1/33", "prefix length must be 0-32"},
+      {"::1/129", "prefix length must be 0-128"},
+      {"10.0.0.1/", "prefix length"},
+      {"10.0.0.1/-1", "prefix length"},
+      {"node-1", "resolve it first"},
+      {"10.0.0.1,,10.0.0.2", "an empty entry"},
+      {"", "an empty entry"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    ASSERT_EQ(c10d_allow_parse(bad[i].list, &a, err, sizeof(err)), -1);
+    ASSERT(strstr(err, bad[i].says) != NULL);
+    ASSERT_EQ(a.n, 0);
+  }
+  c10d_allow_free(&a);
 }
 
 /* ---------------------------------------------------------------------------------------------
