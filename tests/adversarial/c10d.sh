@@ -32,6 +32,7 @@
 #               speaks is served (a silent one is evicted), the silent ones are closed at the
 #               deadline of a request's headers (issue 33/4)
 # After each case another client is still served; musterd exits cleanly at the end.
+#   CASES="huge silent"  only these cases (default all; the mutation check runs one at a time)
 . "$(dirname "$0")/../lib.sh"
 
 ATT=$MU_SOURCE_DIR/tests/adversarial/c10d_attacks.py
@@ -70,6 +71,7 @@ for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C valu
   start=$SECONDS
   srv=${c#*:}
   c=${c%:*}
+  case " ${CASES:-$c} " in *" $c "*) ;; *) continue ;; esac
   case $srv in A) set -- $A ;; B) set -- $B ;; C) set -- $C ;; D) set -- $D ;; *) set -- $E ;; esac
   out=$(timeout 90 "$PY" "$ATT" "$c" "$@" 2>&1)
   rc=$?

@@ -120,6 +120,43 @@ TEST(http__limits_and_errors)
   srv_done(srv, &loop);
 }
 
+/* --max-body-bytes (256 here) at max and max+1, by Content-Length and chunked: a body of exactly
+ * the bound is stored, one byte more is 413 (issue 35: bounds are tested at the edge). */
+static char *put_body(struct rv_server *srv, size_t len, int chunked)
+{
+  struct mu_buf in = MU_BUF_INIT(1 << 16);
+  mu_buf_printf(&in, "PUT /v2/keys/edge HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     "application/x-www-form-urlencoded\r\n");
+  if (chunked)
+    mu_buf_printf(&in, "Transfer-Encoding: chunked\r\n\r\n%zx\r\n", len);
+  else
+    mu_buf_printf(&in, "Content-Length: %zu\r\n\r\n", len);
+  mu_buf_puts(&in, "value=");
+  for (size_t i = 6; i < len; i++)
+    mu_buf_putc(&in, 'v');
+  if (chunked)
+    mu_buf_puts(&in, "\r\n0\r\n\r\n");
+  char *out = feed(srv, in.data);
+  mu_buf_release(&in);
+  return out;
+}
+
+TEST(http__body_bound_at_max_and_max_plus_one)
+{
+  for (int chunked = 0; chunked <= 1; chunked++) {
+    uv_loop_t loop;
+    struct rv_server *srv = srv_new(&loop);
+    char *out = put_body(srv, 256, chunked);
+    ASSERT_NOT_NULL(strstr(out, "HTTP/1.1 201 "));
+    mu_free(out);
+    out = put_body(srv, 257, chunked);
+    ASSERT_NOT_NULL(strstr(out, "HTTP/1.1 413 "));
+    ASSERT_NULL(strstr(out, "HTTP/1.1 20"));
+    mu_free(out);
+    srv_done(srv, &loop);
+  }
+}
+
 TEST(http__watch_headers_at_once_then_gone)
 {
   uv_loop_t loop;
