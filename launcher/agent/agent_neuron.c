@@ -420,45 +420,83 @@ static void check_efa(struct probe *p)
   mu_free(dir);
 }
 
-/* Whether `want` is a mount point in the mounts file (its second field, with the kernel's octal
- * escapes of space, tab, newline and backslash). */
-static int mounted(const char *mounts, const char *want)
+/* Copies field `k` (0-based, blank-separated) of the mounts line [l, end) into out, decoding the
+ * kernel's octal escapes (\040 for a space, ...). Returns: 0, or -1 when the line is shorter. */
+static int mount_field(const char *l, const char *end, int k, char *out, size_t n)
 {
-  for (const char *l = mounts; *l != '\0';) {
-    size_t len = strcspn(l, "\n");
-    const char *f = memchr(l, ' ', len);
-    char dir[PATH_MAX];
-    size_t k = 0;
-    for (const char *q = f ? f + 1 : l + len; q < l + len && *q != ' ' && k + 1 < sizeof(dir);) {
-      if (q[0] == '\\' && q + 3 < l + len && isdigit((unsigned char)q[1])) {
-        dir[k++] = (char)((q[1] - '0') * 64 + (q[2] - '0') * 8 + (q[3] - '0'));
-        q += 4;
-      } else {
-        dir[k++] = *q++;
-      }
-    }
-    dir[k] = '\0';
-    if (f != NULL && strcmp(dir, want) == 0)
-      return 1;
-    l += len + (l[len] == '\n');
+  for (; k > 0 && l < end; k--) {
+    l = memchr(l, ' ', (size_t)(end - l));
+    if (l == NULL)
+      return -1;
+    l++;
   }
-  return 0;
+  size_t i = 0;
+  while (l < end && *l != ' ' && i + 1 < n) {
+    if (l[0] == '\\' && end - l > 3 && isdigit((unsigned char)l[1])) {
+      out[i++] = (char)((l[1] - '0') * 64 + (l[2] - '0') * 8 + (l[3] - '0'));
+      l += 4;
+    } else {
+      out[i++] = *l++;
+    }
+  }
+  out[i] = '\0';
+  return k == 0 && i > 0 ? 0 : -1;
 }
 
+/* Whether fstype is a shared (network or cluster) file system. */
+static int shared_fs(const char *fstype)
+{
+  static const char *const shared[] = {"nfs",  "nfs4",      "lustre", "cifs",   "smb3",
+                                       "ceph", "glusterfs", "gpfs",   "beegfs", "wekafs"};
+  for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
+    if (strcmp(fstype, shared[i]) == 0)
+      return 1;
+  return strncmp(fstype, "fuse", 4) == 0; /* fuse.s3fs, mountpoint-s3, fuse.glusterfs, ... */
+}
+
+/* The mount that holds `want` in the mounts file (the longest mount point over it): its mount
+ * point into dir and type into fstype. */
+static void mount_of(const char *mounts, const char *want, char *dir, char *fstype, size_t n)
+{
+  char d[PATH_MAX], t[64];
+  size_t best = 0;
+  snprintf(dir, n, "/");
+  snprintf(fstype, n, "?");
+  for (const char *l = mounts; *l != '\0';) {
+    const char *end = l + strcspn(l, "\n");
+    size_t dl;
+    if (mount_field(l, end, 1, d, sizeof(d)) == 0 && mount_field(l, end, 2, t, sizeof(t)) == 0 &&
+        (dl = strlen(d)) >= best && strncmp(want, d, dl) == 0 &&
+        (want[dl] == '\0' || want[dl] == '/' || strcmp(d, "/") == 0)) {
+      best = dl;
+      snprintf(dir, n, "%s", d);
+      snprintf(fstype, n, "%s", t);
+    }
+    l = end + (*end == '\n');
+  }
+}
+
+/* The job's shared volume: `mount` is a mount point of its own (the pod's volume), or lies on a
+ * shared file system (a Slurm cluster's /fsx holding it), not on the node's own disk. */
 static void check_mount(struct probe *p)
 {
   if (p->n->mount == NULL)
     return;
   char *path = mu_asprintf("%s" MOUNTS, p->root);
+  char dir[PATH_MAX], fstype[PATH_MAX];
   struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
   int rc = mu_read_file(path, 16 << 20, &b);
-  if (rc != 0)
+  if (rc != 0) {
     problem(p, "mount: cannot read %s (%s) to find %s", path, mu_strerror(rc), p->n->mount);
-  else if (!mounted(mu_buf_str(&b), p->n->mount))
-    problem(p,
-            "mount: %s is not a mount point (not in %s): the job's shared volume is not mounted; "
-            "check the volume (on Kubernetes: the PersistentVolumeClaim, --claim)",
-            p->n->mount, path);
+  } else {
+    mount_of(mu_buf_str(&b), p->n->mount, dir, fstype, sizeof(dir));
+    if (strcmp(dir, p->n->mount) != 0 && !shared_fs(fstype))
+      problem(p,
+              "mount: %s is not mounted: it is on %s (%s, this node's own; %s), not on a shared "
+              "volume; check the job's volume (on Kubernetes the PersistentVolumeClaim, --claim; "
+              "elsewhere the shared file system)",
+              p->n->mount, dir, fstype, path);
+  }
   mu_buf_release(&b);
   mu_free(path);
 }
@@ -481,7 +519,7 @@ static void pass_note(const struct probe *p, int ls_ran, struct mu_buf *note)
   if (n->efa > 0)
     mu_buf_printf(note, ", %ld EFA interfaces", n->efa);
   if (n->mount != NULL)
-    mu_buf_printf(note, ", %s mounted", n->mount);
+    mu_buf_printf(note, ", %s on a shared volume", n->mount);
 }
 
 int mu_agent_neuron_run(const struct mu_agent_neuron *n, const char *root, double timeout_s,

@@ -61,7 +61,8 @@ static char *healthy_tree(int devices, int cores, int efa)
   }
   put(tmpl, "proc/self/mounts",
       "overlay / overlay rw 0 0\nfs-1.fsx.aws:/x /data lustre rw 0 0\n"
-      "tmpfs /mnt/with\\040space tmpfs rw 0 0\n");
+      "tmpfs /mnt/with\\040space tmpfs rw 0 0\n/dev/nvme1n1 /local xfs rw 0 0\n"
+      "fs-2.fsx.aws@tcp:/y /fsx lustre rw 0 0\n");
   return mu_strdup(tmpl);
 }
 
@@ -174,7 +175,7 @@ TEST(neuron__check_devices_and_ecc)
   ASSERT_NOT_NULL(strstr(mu_buf_str(&note), "Neuron check passed: 16 Neuron devices "
                                             "(trn2.48xlarge), 4 NeuronCores each at LNC=2"));
   ASSERT_NOT_NULL(strstr(mu_buf_str(&note), "neuron-ls is not on PATH"));
-  ASSERT_NOT_NULL(strstr(mu_buf_str(&note), "16 EFA interfaces, /data mounted"));
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&note), "16 EFA interfaces, /data on a shared volume"));
   /* the mount point with an escaped space */
   ASSERT_EQ(run("neuron:type=trn2.48xlarge,mount=/mnt/with space", root, &out, &note), 0);
 
@@ -227,8 +228,15 @@ TEST(neuron__check_efa_mount_and_no_driver)
   ASSERT_NOT_NULL(strstr(mu_buf_str(&out), "; a trn1.32xlarge has 8"));
   put(root, "sys/class/infiniband/rdmap7s27/node_type", "1: CA\n");
   ASSERT_EQ(run("neuron:type=trn1.32xlarge,mount=/data", root, &out, &note), 0);
-  ASSERT_EQ(run("neuron:type=trn1.32xlarge,mount=/fsx", root, &out, &note), MU_EINVAL);
-  ASSERT_NOT_NULL(strstr(mu_buf_str(&out), "mount: /fsx is not a mount point"));
+  /* not mounted: on the node's own disk, the root's or another; on a shared one it is fine */
+  ASSERT_EQ(run("neuron:type=trn1.32xlarge,mount=/datum", root, &out, &note), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&out), "mount: /datum is not mounted: it is on / (overlay, "
+                                           "this node's own; "));
+  ASSERT_EQ(run("neuron:type=trn1.32xlarge,mount=/local/data", root, &out, &note), MU_EINVAL);
+  ASSERT_NOT_NULL(strstr(mu_buf_str(&out), "it is on /local (xfs, "));
+  ASSERT_EQ(run("neuron:type=trn1.32xlarge,mount=/fsx/data", root, &out, &note), 0);
+  ASSERT_EQ(run("neuron:type=trn1.32xlarge,mount=/fsxdata", root, &out, &note), MU_EINVAL);
+  ASSERT_EQ(run("neuron:type=trn1.32xlarge,mount=/local", root, &out, &note), 0);
   /* trn1n has 16; a user's count replaces the type's */
   ASSERT_EQ(run("neuron:type=trn1n.32xlarge", root, &out, &note), MU_EINVAL);
   ASSERT_NOT_NULL(strstr(mu_buf_str(&out), "efa: 8 EFA interfaces"));
