@@ -80,6 +80,8 @@ struct mu_agent_config {
   const char *health_check;       /* a shell command run before every join; NULL: none */
   double health_check_timeout_s;  /* a check running longer failed (default 60) */
   double health_check_interval_s; /* a failed check is run again this much later (default 30) */
+  const char *health_root;        /* the builtin checks read their files under this directory
+                                   * (/sys/..., /proc/self/mounts) instead of /; NULL: / */
   const char *signals_to_handle;  /* torch 2.x's TORCHELASTIC_SIGNALS_TO_HANDLE for the workers
                                    * (default SIGTERM,SIGINT,SIGHUP,SIGQUIT) */
   int virtual_local_rank;         /* torch 2.x: LOCAL_RANK=0 and one CUDA device per worker */
@@ -134,13 +136,43 @@ void mu_agent_progress_env(const struct mu_agent_config *cfg, const char *heartb
 int mu_agent_error_file_summary(const char *path, size_t max_lines, const char *indent,
                                 struct mu_buf *out);
 
-/* Runs the node's health check (cfg->health_check, with /bin/sh -c) to its end, at most
- * cfg->health_check_timeout_s. Appends its output (stdout and stderr together, the last
- * MU_AGENT_CHECK_OUTPUT_MAX bytes) to `output`, and why it failed to `why`.
- * Returns: 0 when it exited 0 in time; MU_EINVAL when it failed. */
+/* Runs the node's health check (cfg->health_check, with /bin/sh -c; or the builtin Neuron check,
+ * below) to its end, at most cfg->health_check_timeout_s. Appends its output (stdout and stderr
+ * together, the last MU_AGENT_CHECK_OUTPUT_MAX bytes; the builtin's: one line per problem) to
+ * `output`, and why it failed to `why`; a builtin that passed may leave a note in `why` (what it
+ * checked, or why it skipped), for the log.
+ * Returns: 0 when it exited 0 in time (the builtin: found no problem); MU_EINVAL when it failed. */
 #define MU_AGENT_CHECK_OUTPUT_MAX 4096
 int mu_agent_health_check(const struct mu_agent_config *cfg, struct mu_buf *output,
                           struct mu_buf *why);
+
+/* The builtin Neuron check, `--health-check neuron[:KEY=VALUE,...]` (agent_neuron.c;
+ * docs/agent.md, "The Neuron health check"): keys type= (an instance type of
+ * common/neuron_types.c: the device, core and EFA counts to expect), lnc=1|2 (default 2),
+ * devices=N and efa=N (instead of or over the type's), mount=DIR (the job's shared volume). */
+struct mu_neuron_type;
+struct mu_agent_neuron {
+  const struct mu_neuron_type *type; /* NULL: no type given */
+  int lnc;                           /* 1 or 2 */
+  long devices, efa;                 /* expected per node; -1: not checked */
+  char *mount;                       /* a directory that must be a mount point; NULL: none */
+};
+
+/* Returns: 1 when `check` names the builtin ("neuron" or "neuron:..."), else 0 (also for NULL). */
+int mu_agent_neuron_is_builtin(const char *check);
+
+/* Parses a builtin check's text into *n. Returns: 0, or MU_EINVAL with the problem and the fix
+ * in err. Ownership: n's strings are its own (mu_agent_neuron_release). */
+int mu_agent_neuron_parse(const char *check, struct mu_agent_neuron *n, struct mu_buf *err);
+void mu_agent_neuron_release(struct mu_agent_neuron *n);
+
+/* Runs the Neuron check against the files under `root` (NULL: /): devices and their cores,
+ * uncorrectable ECC counters, `neuron-ls -j` when it is on PATH (run at most timeout_s), EFA
+ * interfaces, the mount. Appends one line per problem to `out`, each naming the device and the
+ * counter; on a pass, what was checked to `note`; without the Neuron driver it passes with the
+ * reason in `note`. Returns: 0 on a pass; MU_EINVAL with the count of problems in `note`. */
+int mu_agent_neuron_run(const struct mu_agent_neuron *n, const char *root, double timeout_s,
+                        struct mu_buf *out, struct mu_buf *note);
 
 /* Returns: the oom_kill count of this process's cgroup (cgroup v2 memory.events), or -1 when
  * it cannot be read. A worker killed by SIGKILL while the count rose was likely killed for

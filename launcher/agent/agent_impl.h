@@ -163,4 +163,15 @@ void mu_agent_describe_exit(const struct mu_agent_worker *w, char *out, size_t n
 /* Closes the workers' log files and frees them. */
 void mu_agent_workers_free(struct mu_agent *ag);
 
+/* Runs args (args[0] looked up on PATH) to its end, at most timeout_s, in its own process group
+ * (killed with it at the timeout), keeping its stdout and stderr together: the last `cap` bytes
+ * when `tail`, else the first `cap` (more is a failure), appended to `output`; why it failed to
+ * `why` (agent_health.c). Returns: 0 when it exited 0 in time; MU_EINVAL when it failed. */
+int mu_agent_run_check(char **args, double timeout_s, size_t cap, int tail, struct mu_buf *output,
+                       struct mu_buf *why);
+
+/* The builtin Neuron check of cfg->health_check (agent_neuron.c), as mu_agent_health_check. */
+int mu_agent_neuron_health(const struct mu_agent_config *cfg, struct mu_buf *output,
+                           struct mu_buf *why);
+
 #endif

@@ -565,6 +565,8 @@ static int health_gate(struct mu_agent *ag, struct mu_buf *err)
     mu_buf_clear(&out);
     mu_buf_clear(&why);
     if (mu_agent_health_check(cfg, &out, &why) == 0) {
+      if (why.len > 0) /* a builtin's note: what it checked, or why it skipped */
+        mu_agent_say(ag, MU_AGENT_PROGRESS, "health check: %s", mu_buf_str(&why));
       if (n > 1) {
         mu_agent_say(ag, MU_AGENT_PROGRESS, "health check passed (check %d); joining", n);
         code = health_tell(ag, 1, NULL, err);

@@ -174,8 +174,12 @@ static int parse(struct agent_cli *a, struct mu_agent_config *cfg, int argc, cha
       MU_OPT_DOUBLE(0, "hang-initial-timeout", &cfg->hang_initial_timeout_s, "S",
                     "the same before a worker's first progress (default --hang-timeout)"),
       MU_OPT_STRING_ENV(0, "health-check", &cfg->health_check, "CMD",
-                        "a shell command run before every join; a node whose check fails waits",
+                        "a shell command run before every join; a node whose check fails waits "
+                        "(neuron[:type=T,lnc=N,mount=DIR]: the builtin Neuron check)",
                         "MUSTER_HEALTH_CHECK"),
+      MU_OPT_STRING_ENV(0, "health-root", &cfg->health_root, "DIR",
+                        "the builtin checks read /sys and /proc under DIR (for tests; default /)",
+                        "MUSTER_HEALTH_ROOT"),
       MU_OPT_DOUBLE(0, "health-check-timeout", &cfg->health_check_timeout_s, "S",
                     "a check running longer failed (60)"),
       MU_OPT_DOUBLE(0, "health-check-interval", &cfg->health_check_interval_s, "S",
@@ -253,6 +257,16 @@ static int apply_goodput(const struct mu_agent_config *cfg)
   if (cfg->health_check != NULL && cfg->health_check[0] == '\0')
     return mu_error("--health-check needs a command (a shell command line: "
                     "'/opt/check-gpus.sh --quick')");
+  if (mu_agent_neuron_is_builtin(cfg->health_check)) {
+    struct mu_agent_neuron n;
+    struct mu_buf err = MU_BUF_INIT(SIZE_MAX);
+    int rc = mu_agent_neuron_parse(cfg->health_check, &n, &err);
+    mu_agent_neuron_release(&n);
+    if (rc != 0)
+      rc = mu_error("%s", mu_buf_str(&err));
+    mu_buf_release(&err);
+    return rc;
+  }
   return 0;
 }
 
