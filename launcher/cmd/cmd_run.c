@@ -328,6 +328,17 @@ static void add_runner_env(struct mu_app *app, const char *sched)
   mu_free(job);
 }
 
+/* text as YAML comments under a heading: "# " before every line. */
+static void print_commented(const char *heading, const char *text)
+{
+  printf("# %s:\n# ", heading);
+  for (const char *p = text; *p; p++) {
+    putchar(*p);
+    if (*p == '\n' && p[1] != '\0')
+      printf("# ");
+  }
+}
+
 /* --dryrun: the job spec and the scheduler's request, as text or as one JSON object. */
 static void print_dryrun(const char *sched, const struct mu_app *app, const struct mu_dryrun *req,
                          int json)
@@ -340,6 +351,8 @@ static void print_dryrun(const char *sched, const struct mu_app *app, const stru
     cJSON_AddStringToObject(o, "app_id", req->app_id ? req->app_id : "");
     cJSON_AddItemToObject(o, "app", cJSON_Parse(mu_buf_str(&js)));
     cJSON_AddStringToObject(o, "request", req->text ? req->text : "");
+    if (req->objects != NULL)
+      cJSON_AddStringToObject(o, "objects", req->objects);
     char *t = cJSON_Print(o);
     printf("%s\n", t);
     cJSON_free(t);
@@ -351,6 +364,8 @@ static void print_dryrun(const char *sched, const struct mu_app *app, const stru
     printf("\n=== SCHEDULER REQUEST ===\n%s", req->text ? req->text : "");
     if (req->text && req->text[0] && req->text[strlen(req->text) - 1] != '\n')
       printf("\n");
+    if (req->objects != NULL) /* as comments: the request stays one YAML document */
+      print_commented("created with the job and owned by it (--json: \"objects\")", req->objects);
   }
   mu_buf_release(&js);
 }

@@ -68,6 +68,17 @@ static const struct mu_runopt k8s_runopts[] = {
     {"neuron_resource", MU_RUNOPT_STR, "aws.amazon.com/neuron", 0,
      "the extended resource a pod asks for Neuron devices by: the device plugin's name since "
      "Neuron 2.20; set aws.amazon.com/neurondevice only on a cluster whose plugin is older"},
+    {"neuron_devices", MU_RUNOPT_STR, "plugin", 0,
+     "how pods get Neuron devices and EFA interfaces: plugin (device plugin limits) or dra "
+     "(a ResourceClaimTemplate per role for classes neuron.aws.com and efa.networking.k8s.aws, "
+     "created with the job; Kubernetes 1.34+ with the Neuron DRA driver)"},
+    {"topology", MU_RUNOPT_STR, NULL, 0,
+     "LABEL[:required|preferred] (default preferred): keep the job within one domain of the "
+     "node label, e.g. topology.k8s.aws/network-node-layer-3; JobSet: Kueue's podset topology "
+     "annotations, Volcano: the job's networkTopology (soft or hard)"},
+    {"topology_tier", MU_RUNOPT_STR, NULL, 0,
+     "Volcano: the HyperNode tier for -cfg topology, a number or a tier name (default: EKS's "
+     "network-node-layer-3, -2, -1 are tiers 1, 2, 3)"},
     {"kubectl", MU_RUNOPT_STR, "kubectl", 0, "kubectl program (name on PATH or a path)"},
     {"context", MU_RUNOPT_STR, NULL, 0, "kubeconfig context (kubectl --context)"},
     MU_RUNOPT_HEALTH_CHECK,
@@ -206,6 +217,7 @@ struct k8s_priv {
   struct k8s_job job;
   char *token_secret; /* the Secret of the job's token, created after the job; NULL: none */
   cJSON *service;     /* the Service of the job's musterd (rdzv_tls), created after the job */
+  cJSON *owned;       /* the claim templates and NetworkPolicy, created after the job */
   char *placeholder;  /* why the plan cannot be submitted (muster_image unset), or NULL */
 };
 
@@ -226,6 +238,20 @@ static int manifest_yaml(const cJSON *m, struct mu_buf *y, struct mu_buf *err)
     return MU_EINVAL;
   }
   return mu_yaml_emit(m, y);
+}
+
+/* The objects created with the job as YAML documents (---), for --dryrun. Returns: mu_free. */
+static char *owned_yaml(const cJSON *owned)
+{
+  struct mu_buf y = MU_BUF_INIT(SIZE_MAX);
+  const cJSON *o;
+  cJSON_ArrayForEach(o, owned)
+  {
+    mu_buf_puts(&y, "---\n");
+    if (mu_yaml_emit(o, &y) != 0)
+      mu_buf_puts(&y, "# (cannot be shown as YAML)\n");
+  }
+  return mu_buf_detach(&y);
 }
 
 static int k8s_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
@@ -253,6 +279,10 @@ static int k8s_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct
   plan.token_secret = NULL;
   p->service = plan.service;
   plan.service = NULL;
+  p->owned = plan.owned;
+  plan.owned = NULL;
+  if (cJSON_GetArraySize(p->owned) > 0)
+    out->objects = owned_yaml(p->owned);
   if (plan.placeholder) {
     struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
     mu_k8s_explain_muster_image(app, &why);
@@ -291,6 +321,7 @@ static void k8s_dryrun_free(struct mu_dryrun *req)
   k8s_job_release(&p->job);
   mu_free(p->token_secret);
   cJSON_Delete(p->service);
+  cJSON_Delete(p->owned);
   mu_free(p->placeholder);
   mu_free(p);
   req->priv = NULL;
@@ -333,6 +364,28 @@ static int create_token_secret(const struct k8s_priv *p, const struct mu_cfg *cf
   return rc;
 }
 
+/* The claim templates and the NetworkPolicy, each owned by the job (owner); *what names the
+ * one that failed. Returns: 0, or the error in err. */
+static int create_owned_all(const struct k8s_priv *p, const struct mu_cfg *cfg, const cJSON *owner,
+                            const char **what, struct mu_buf *err)
+{
+  const cJSON *o;
+  int rc = 0;
+  cJSON_ArrayForEach(o, p->owned)
+  {
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "kind"));
+    cJSON *dup = cJSON_Duplicate(o, 1);
+    *what = kind != NULL && strcmp(kind, "NetworkPolicy") == 0
+                ? "musterd's NetworkPolicy could not be created"
+                : "device claim template could not be created";
+    rc = create_owned(p, cfg, dup, owner, err);
+    cJSON_Delete(dup);
+    if (rc != 0)
+      break;
+  }
+  return rc;
+}
+
 /* What muster creates after the job, owned by it (created: the job's `kubectl create -o json`
  * answer): its token Secret, and its musterd's Service (-cfg rdzv_tls). *what names the one
  * that failed. Returns: 0, or the error in err. */
@@ -355,6 +408,8 @@ static int create_after(const struct k8s_priv *p, const struct mu_cfg *cfg, cons
     rc = create_owned(p, cfg, svc, owner, err);
     cJSON_Delete(svc);
   }
+  if (rc == 0)
+    rc = create_owned_all(p, cfg, owner, what, err);
   cJSON_Delete(owner);
   return rc;
 }
@@ -372,7 +427,7 @@ static int k8s_schedule_with(struct k8s_priv *p, const struct mu_cfg *cfg, struc
     mu_buf_printf(err, "%s", p->placeholder);
     return MU_EINVAL;
   }
-  if (p->token_secret == NULL && p->service == NULL)
+  if (p->token_secret == NULL && p->service == NULL && cJSON_GetArraySize(p->owned) == 0)
     return kubectl_call(&p->job, cfg, plain, p->yaml, NULL, err);
   rc = kubectl_call(&p->job, cfg, as_json, p->manifest_json, &created, err);
   if (rc == 0)

@@ -62,6 +62,9 @@ struct mu_k8s_plan {
   cJSON *service;     /* with -cfg rdzv_tls: the headless Service that names the job's musterd
                        * (<job>-musterd.<namespace>.svc, the name its certificate covers), which
                        * muster creates after the job, owned by it (mu_k8s_set_owner); else NULL */
+  cJSON *owned;       /* what else muster creates after the job, owned by it: the roles'
+                       * ResourceClaimTemplates (-cfg neuron_devices=dra) and the NetworkPolicy
+                       * of the job's musterd; an array, maybe empty */
 };
 
 /* Renders the job for app: a Volcano Job or a JobSet (-cfg api). job_name is the metadata.name

@@ -711,6 +711,8 @@ int mu_k8s_ctx_init(struct mu_k8s_ctx *x, const struct mu_app *app, const struct
     rc = ctx_token(x, err);
   if (rc == 0)
     rc = ctx_objects(x, err);
+  if (rc == 0)
+    rc = mu_k8s_ctx_trn(x, err);
   if (rc != 0)
     return rc;
   x->neuron_res = mu_cfg_get(cfg, "neuron_resource");
@@ -741,5 +743,6 @@ void mu_k8s_ctx_release(struct mu_k8s_ctx *x)
   mu_free(x->rank0_host);
   mu_free(x->token_secret);
   mu_free(x->rdzv_service);
+  mu_free(x->topo_label);
   memset(x, 0, sizeof(*x));
 }

@@ -59,6 +59,11 @@ struct mu_k8s_ctx {
   const char *neuron_res;   /* -cfg neuron_resource: what aws.amazon.com/neuron is asked as */
   cJSON *node_sel, *labels, *annotations; /* from cfg; never NULL */
   cJSON *tolerations, *pull_secrets;      /* from cfg; NULL when none */
+  int dra;                    /* -cfg neuron_devices=dra: Neuron and EFA through claim templates */
+  char *topo_label;           /* -cfg topology's node label, or NULL */
+  int topo_required;          /* ... :required (else preferred) */
+  long topo_tier;             /* Volcano: highestTierAllowed (when topo_tier_name is NULL) */
+  const char *topo_tier_name; /* Volcano: -cfg topology_tier as a tier name, or NULL */
 };
 
 /* Fills x for app and cfg: every required value checked (all the missing ones named at once),
@@ -84,6 +89,25 @@ cJSON *mu_k8s_object_meta(const struct mu_k8s_ctx *x);
 /* The smallest max_retries of the roles whose retry policy restarts more than one replica
  * (APPLICATION, ROLE), or of every role when none does. Returns: >= 0. */
 long mu_k8s_job_retries(const struct mu_app *app);
+
+/* kubernetes_dra.c. Parses -cfg neuron_devices, topology and topology_tier into x (called by
+ * mu_k8s_ctx_init). Returns: 0, or MU_EINVAL with the choices (and the closest) in err. */
+int mu_k8s_ctx_trn(struct mu_k8s_ctx *x, struct mu_buf *err);
+
+/* Whether the device (an extended resource name) comes through a claim, not a limit. */
+int mu_k8s_claimed(const struct mu_k8s_ctx *x, const char *device);
+
+/* With neuron_devices=dra: role ri's pod spec's resourceClaims and its container's
+ * resources.claims, one per claim template of the role. */
+void mu_k8s_pod_claims(const struct mu_k8s_ctx *x, long ri, cJSON *spec, cJSON *ctr);
+
+/* What muster creates after the job, owned by it: the roles' claim templates (dra) and the
+ * musterd's NetworkPolicy (when the job runs its own). Returns: a new array (cJSON_Delete). */
+cJSON *mu_k8s_owned_objects(const struct mu_k8s_ctx *x);
+
+/* -cfg topology on a Volcano Job's spec; on every replicated job of a JobSet. */
+void mu_k8s_volcano_topology(const struct mu_k8s_ctx *x, cJSON *spec);
+void mu_k8s_jobset_topology(const struct mu_k8s_ctx *x, cJSON *rjobs);
 
 /* The JobSet (kubernetes_jobset.c). Returns: a new object (cJSON_Delete). */
 cJSON *mu_k8s_jobset(const struct mu_k8s_ctx *x);

@@ -82,6 +82,7 @@ cJSON *mu_k8s_jobset(const struct mu_k8s_ctx *x)
         rjobs, replicated_job("musterd", 1, job_template(mu_k8s_rdzv_pod_template(x), 0), NULL));
   for (long ri = 0; ri < (long)x->app->nroles; ri++)
     cJSON_AddItemToArray(rjobs, role_job(x, ri));
+  mu_k8s_jobset_topology(x, rjobs);
   if (x->own_rdzv) {
     sp = cJSON_AddObjectToObject(spec, "successPolicy");
     cJSON_AddStringToObject(sp, "operator", "All");

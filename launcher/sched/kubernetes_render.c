@@ -425,6 +425,8 @@ static void container_resources(const struct mu_k8s_ctx *x, cJSON *ctr,
   }
   for (size_t i = 0; i < res->ndevices; i++) {
     const char *name = res->devices[i].name;
+    if (mu_k8s_claimed(x, name))
+      continue; /* -cfg neuron_devices=dra: through the pod's resourceClaims */
     if (x->neuron_res != NULL && strcmp(name, "aws.amazon.com/neuron") == 0)
       name = x->neuron_res; /* -cfg neuron_resource: a device plugin older than Neuron 2.20 */
     add_fmt(lim, name, "%ld", res->devices[i].count);
@@ -529,6 +531,7 @@ cJSON *mu_k8s_pod_template(const struct mu_k8s_ctx *x, long ri, long k)
   spec = cJSON_AddObjectToObject(tmpl, "spec");
   ctr = role_container(x, ri, k);
   cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "containers"), ctr);
+  mu_k8s_pod_claims(x, ri, spec, ctr);
   mnts = cJSON_GetObjectItemCaseSensitive(ctr, "volumeMounts");
   cJSON_AddItemToObject(spec, "nodeSelector", node_selector(x, r));
   cJSON_AddStringToObject(spec, "restartPolicy", "Never");
@@ -819,6 +822,7 @@ static cJSON *volcano_job(const struct mu_k8s_ctx *x)
   if (queue && *queue)
     cJSON_AddStringToObject(spec, "queue", queue);
   cJSON_AddStringToObject(spec, "schedulerName", x->sched ? x->sched : "volcano");
+  mu_k8s_volcano_topology(x, spec);
   tasks = cJSON_AddArrayToObject(spec, "tasks");
   if (x->own_rdzv)
     cJSON_AddItemToArray(tasks, render_rdzv_task(x));
@@ -842,6 +846,7 @@ int mu_k8s_plan(const struct mu_app *app, const struct mu_cfg *cfg, const char *
       out->token_secret = mu_strdup(x.token_secret);
     if (x.rdzv_service != NULL)
       out->service = rdzv_service(&x);
+    out->owned = mu_k8s_owned_objects(&x);
   }
   mu_k8s_ctx_release(&x);
   return rc;
@@ -851,6 +856,7 @@ void mu_k8s_plan_release(struct mu_k8s_plan *p)
 {
   cJSON_Delete(p->manifest);
   cJSON_Delete(p->service);
+  cJSON_Delete(p->owned);
   mu_free(p->token_secret);
   memset(p, 0, sizeof(*p));
 }

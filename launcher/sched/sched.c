@@ -138,6 +138,7 @@ void mu_dryrun_release(struct mu_dryrun *req)
   mu_free(req->app_id);
   mu_free(req->note);
   mu_free(req->warning);
+  mu_free(req->objects);
   memset(req, 0, sizeof(*req));
 }
 

@@ -34,6 +34,8 @@ struct mu_dryrun {
   char *note;    /* what the user should know even without --dryrun (cmd_run prints it to
                   * stderr: "the job's musterd is open: ..."), or NULL */
   char *warning; /* what --dryrun says on stderr about the plan (a placeholder in it), or NULL */
+  char *objects; /* YAML documents of what the scheduler creates with the job besides text
+                  * (Kubernetes: claim templates, NetworkPolicy), or NULL */
   void *priv;    /* backend data; freed by the backend's dryrun_free */
   const struct mu_sched_ops *sched;
 };

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Every manifest the suite generates is valid: each Volcano Job against the Volcano v1.15.1 CRDs
+# (and each object created with a job, a ResourceClaimTemplate or NetworkPolicy, against the
+# Kubernetes API's schemas in tests/schemas/kubernetes-api/)
 # and admission rules, each JobSet against the JobSet v0.9.1 CRD and its webhook's rules
 # (tests/schemas/validate-k8s.mjs with tests/schemas/volcano-v1.15.1/ and jobset-v0.9.1/,
 # unknown fields rejected): the unit tests' manifests (TorchX cases 01-06, runopts, long names,
@@ -35,7 +37,11 @@ dry() { # name component-and-args...
   local name=$1; shift
   "$MUSTER" run -s kubernetes --dryrun --json "$@" >"$T_DIR/$name.json" 2>"$T_DIR/$name.err" &&
     $PY -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)["request"])' \
-      <"$T_DIR/$name.json" >"$M/$name.yaml" && t_ok "dryrun $name" ||
+      <"$T_DIR/$name.json" >"$M/$name.yaml" &&
+    $PY -c 'import json,sys
+o = json.load(open(sys.argv[1])).get("objects")
+o and open(sys.argv[2], "w").write(o)' "$T_DIR/$name.json" "$M/$name-objects.yaml" &&
+    t_ok "dryrun $name" ||
     { cat "$T_DIR/$name.err"; t_fail "dryrun $name"; }
 }
 dry echo -cfg queue=default utils.echo --image alpine --msg hi
@@ -87,6 +93,11 @@ for api in volcano jobset; do
     dist.ddp --image img -j 2x1 --script t.py
 done
 dry jobset-torchrun -cfg api=jobset aws.trn1_ddp --nnodes 2 --image i --script t.py --launcher torchrun
+# Neuron through DRA claim templates, and topology-aware placement (t2080 checks what they say).
+dry volcano-dra-topology -cfg queue=q,neuron_devices=dra,topology=topology.k8s.aws/network-node-layer-3 \
+  aws.trn1_ddp --nnodes 2 --image i --script t.py
+dry jobset-dra-topology -cfg api=jobset,neuron_devices=dra,topology=topology.k8s.aws/network-node-layer-3:required \
+  aws.trn1_ddp --nnodes 2 --image i --script t.py
 # The job's musterd serving HTTPS from a TLS Secret (-cfg rdzv_tls), with client certificates.
 dry volcano-tls -cfg queue=default,rdzv_tls=rdzv-tls,rdzv_tls_client=agent-tls dist.ddp --image img -j 2x1 --script t.py
 dry jobset-tls -cfg api=jobset,rdzv_tls=rdzv-tls aws.trn1_ddp --nnodes 2 --image i --script t.py

@@ -152,10 +152,12 @@ for api in volcano jobset; do
   cp calls.stdin "$T_DIR/manifest-$api.yaml"
 done
 res=(jobs.batch.volcano.sh jobsets.jobset.x-k8s.io)
-t_expect_eq "the job first (its uid back as JSON), then its token Secret" "$(cat calls)" \
-  "-n default create -f - -o json
+t_expect_eq "the job first (its uid back as JSON), then its token Secret and its NetworkPolicy" \
+  "$(cat calls)" "-n default create -f - -o json
+-n default create -f -
 -n default create -f -
 -n default create -f - -o json
+-n default create -f -
 -n default create -f -"
 out=$("$PY" - calls.secrets "$T_DIR"/manifest-*.yaml calls <<'PY'
 import json, sys, yaml

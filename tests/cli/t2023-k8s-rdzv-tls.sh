@@ -49,8 +49,9 @@ for api in volcano jobset; do
     -cfg "${opt}api=$api,namespace=ml,muster_image=m:1,rdzv_tls=rdzv-tls" dist.ddp --image img \
     -j 2x1 --script t.py 2>"$T_DIR/run-$api.err")
   t_expect_eq "$api: submitted" "$?" 0
-  t_expect_eq "$api: the job, its token Secret, then its musterd's Service" "$(cat calls)" \
-    "-n ml create -f - -o json
+  t_expect_eq "$api: the job, its token Secret, its musterd's Service, then its NetworkPolicy" \
+    "$(cat calls)" "-n ml create -f - -o json
+-n ml create -f -
 -n ml create -f -
 -n ml create -f -"
   cp calls.stdin "$T_DIR/manifest-$api.yaml"

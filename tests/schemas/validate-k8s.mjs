@@ -7,8 +7,11 @@
 //   node tests/schemas/validate-k8s.mjs [--modules DIR] --print FILE...
 //
 // A FILE holds YAML documents (---) or one JSON document. Each document is checked
-//  1. against the openAPIV3Schema of its kind in the CRDs of the DIRs (default: volcano-v1.15.1/
-//     and jobset-v0.9.1/ next to this file), with unknown fields rejected as
+//  1. against the openAPIV3Schema of its kind in the CRDs of the DIRs (default: volcano-v1.15.1/,
+//     jobset-v0.9.1/ and kubernetes-api/ next to this file; a DIR's *.json files are the JSON
+//     schemas of built-in kinds, named by their x-kubernetes-group-version-kind: the
+//     resource.k8s.io/v1 ResourceClaimTemplate and networking.k8s.io/v1 NetworkPolicy that muster
+//     creates with a job, kubernetes-api/PROVENANCE.md), with unknown fields rejected as
 //     `kubectl --validate=strict` does;
 //  2. against the create-time rules a schema cannot express: for a Volcano Job, Volcano's
 //     ValidatingAdmissionPolicy (volcano-v1.15.1/jobs-validating-admission-policy.yaml, which
@@ -32,7 +35,8 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const DEFAULT_CRDS = [path.join(HERE, 'volcano-v1.15.1'), path.join(HERE, 'jobset-v0.9.1')];
+const DEFAULT_CRDS = [path.join(HERE, 'volcano-v1.15.1'), path.join(HERE, 'jobset-v0.9.1'),
+  path.join(HERE, 'kubernetes-api')];
 
 function die(msg) {
   process.stderr.write(`validate-k8s: ${msg}\n`);
@@ -215,6 +219,12 @@ for (const dir of args.crds) {
     die(`cannot read the CRD folder ${dir}: ${e.message}`);
   }
   const before = kinds.size;
+  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.json')).sort()) {
+    const schema = JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'));
+    for (const gvk of schema['x-kubernetes-group-version-kind'] || []) {
+      kinds.set(`${gvk.group ? `${gvk.group}/` : ''}${gvk.version} ${gvk.kind}`, { schema, validate: null });
+    }
+  }
   for (const file of files.sort()) {
     for (const d of parseDocuments(fs.readFileSync(file, 'utf8'))) {
       const crd = d.value;
@@ -226,7 +236,7 @@ for (const dir of args.crds) {
       }
     }
   }
-  if (kinds.size === before) die(`no CustomResourceDefinition in ${dir}`);
+  if (kinds.size === before) die(`no CustomResourceDefinition or kind schema in ${dir}`);
 }
 
 function schemaProblems(kind, doc) {
@@ -335,6 +345,17 @@ function checkPodTemplate(tmpl, where, p) {
   if (!Array.isArray(spec.containers) || spec.containers.length === 0) {
     p.push(`${where}.spec.containers: at least one container is required`);
   }
+  const claims = new Set();
+  (Array.isArray(spec.resourceClaims) ? spec.resourceClaims : []).forEach((c, i) => {
+    if (!isMap(c)) return;
+    const w = `${where}.spec.resourceClaims[${i}]`;
+    if (!dnsLabel(c.name)) p.push(`${w}.name: ${q(c.name)} is not a DNS-1123 label`);
+    if (claims.has(c.name)) p.push(`${w}.name: claim ${q(c.name)} appears twice`);
+    claims.add(c.name);
+    if ((c.resourceClaimName === undefined) === (c.resourceClaimTemplateName === undefined)) {
+      p.push(`${w}: exactly one of resourceClaimName and resourceClaimTemplateName is required`);
+    }
+  });
   const names = new Set();
   for (const field of ['initContainers', 'containers']) {
     (Array.isArray(spec[field]) ? spec[field] : []).forEach((c, ci) => {
@@ -369,6 +390,11 @@ function checkPodTemplate(tmpl, where, p) {
         }
       });
       const res = isMap(c.resources) ? c.resources : {};
+      (Array.isArray(res.claims) ? res.claims : []).forEach((cl, i) => {
+        if (isMap(cl) && !claims.has(cl.name)) {
+          p.push(`${w}.resources.claims[${i}].name: no claim ${q(cl.name)} in the pod's resourceClaims`);
+        }
+      });
       const limits = isMap(res.limits) ? res.limits : {};
       const requests = isMap(res.requests) ? res.requests : {};
       for (const name of new Set([...Object.keys(limits), ...Object.keys(requests)])) {
@@ -389,6 +415,57 @@ function checkPodTemplate(tmpl, where, p) {
       }
     });
   }
+}
+
+// resource.k8s.io/v1 validation (pkg/apis/resource/validation) a schema cannot say.
+function admitClaimTemplate(t) {
+  const p = [];
+  checkMeta(t.metadata, 'metadata', p);
+  if (isMap(t.metadata) && !dnsSubdomain(t.metadata.name)) p.push(`metadata.name: ${q(t.metadata.name)} is not a DNS-1123 subdomain`);
+  const dev = isMap(t.spec) && isMap(t.spec.spec) && isMap(t.spec.spec.devices) ? t.spec.spec.devices : {};
+  const reqs = new Set();
+  (Array.isArray(dev.requests) ? dev.requests : []).forEach((r, i) => {
+    if (!isMap(r)) return;
+    const w = `spec.spec.devices.requests[${i}]`;
+    if (!dnsLabel(r.name)) p.push(`${w}.name: ${q(r.name)} is not a DNS-1123 label`);
+    if (reqs.has(r.name)) p.push(`${w}.name: request ${q(r.name)} appears twice`);
+    reqs.add(r.name);
+    if ((r.exactly === undefined) === (r.firstAvailable === undefined)) p.push(`${w}: exactly one of exactly and firstAvailable is required`);
+    const ex = isMap(r.exactly) ? r.exactly : null;
+    if (ex === null) return;
+    if (!dnsSubdomain(ex.deviceClassName)) p.push(`${w}.exactly.deviceClassName: ${q(ex.deviceClassName)} is not a DNS-1123 subdomain`);
+    const mode = ex.allocationMode === undefined ? 'ExactCount' : ex.allocationMode;
+    if (!['All', 'ExactCount'].includes(mode)) p.push(`${w}.exactly.allocationMode: ${q(mode)} is not All or ExactCount`);
+    if (mode === 'All' && ex.count !== undefined) p.push(`${w}.exactly.count: must not be set with allocationMode All`);
+    if (mode === 'ExactCount' && ex.count !== undefined && !(ex.count > 0)) p.push(`${w}.exactly.count: must be greater than zero`);
+  });
+  for (const field of ['constraints', 'config']) {
+    (Array.isArray(dev[field]) ? dev[field] : []).forEach((c, i) => {
+      (isMap(c) && Array.isArray(c.requests) ? c.requests : []).forEach((n, j) => {
+        if (!reqs.has(n)) p.push(`spec.spec.devices.${field}[${i}].requests[${j}]: no request ${q(n)} in the claim`);
+      });
+    });
+  }
+  return p;
+}
+
+// networking.k8s.io/v1 NetworkPolicy validation (pkg/apis/networking/validation) in brief.
+function admitNetworkPolicy(np) {
+  const p = [];
+  checkMeta(np.metadata, 'metadata', p);
+  if (isMap(np.metadata) && !dnsSubdomain(np.metadata.name)) p.push(`metadata.name: ${q(np.metadata.name)} is not a DNS-1123 subdomain`);
+  const spec = isMap(np.spec) ? np.spec : {};
+  (Array.isArray(spec.policyTypes) ? spec.policyTypes : []).forEach((t, i) => {
+    if (!['Ingress', 'Egress'].includes(t)) p.push(`spec.policyTypes[${i}]: ${q(t)} is not Ingress or Egress`);
+  });
+  (Array.isArray(spec.ingress) ? spec.ingress : []).forEach((r, i) => {
+    (isMap(r) && Array.isArray(r.ports) ? r.ports : []).forEach((port, j) => {
+      const w = `spec.ingress[${i}].ports[${j}]`;
+      if (isMap(port) && typeof port.port === 'number' && (port.port < 1 || port.port > 65535)) p.push(`${w}.port: must be 1-65535`);
+      if (isMap(port) && port.protocol !== undefined && !['TCP', 'UDP', 'SCTP'].includes(port.protocol)) p.push(`${w}.protocol: ${q(port.protocol)} is not TCP, UDP or SCTP`);
+    });
+  });
+  return p;
 }
 
 const PLUGINS = ['ssh', 'env', 'svc', 'tensorflow', 'mpi', 'pytorch', 'hcclrank', 'ray'];
@@ -555,7 +632,8 @@ for (const file of args.files) {
       return;
     }
     const problems = schemaProblems(kind, doc);
-    const admit = doc.kind === 'Job' ? admitJob : doc.kind === 'JobSet' ? admitJobSet : null;
+    const admit = { Job: admitJob, JobSet: admitJobSet, ResourceClaimTemplate: admitClaimTemplate,
+      NetworkPolicy: admitNetworkPolicy }[doc.kind] || null;
     if (admit) {
       for (const problem of admit(doc)) if (!problems.includes(problem)) problems.push(problem);
     }
