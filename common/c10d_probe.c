@@ -73,6 +73,15 @@ static int dial(const char *host, int port, long long deadline, struct mu_buf *e
   return fd;
 }
 
+int mu_tcp_reachable(const char *host, int port, int timeout_ms, struct mu_buf *err)
+{
+  int fd = dial(host, port, now_ms() + timeout_ms, err);
+  if (fd < 0)
+    return MU_ECONN;
+  close(fd);
+  return 0;
+}
+
 /* Reads n bytes before `deadline`. Returns: 0, 1 the peer closed, 2 timed out, -1 error. */
 static int read_all(int fd, unsigned char *p, size_t n, long long deadline)
 {

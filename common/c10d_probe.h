@@ -22,4 +22,8 @@
 int mu_c10d_probe(const char *host, int port, int timeout_ms, struct mu_buf *url,
                   struct mu_buf *err);
 
+/* Opens a TCP connection to host:port within timeout_ms and closes it. Returns: 0, or MU_ECONN
+ * with what happened in `err` ("cannot connect to 127.0.0.1:1: Connection refused"). */
+int mu_tcp_reachable(const char *host, int port, int timeout_ms, struct mu_buf *err);
+
 #endif

@@ -482,6 +482,20 @@ static int step_component(struct run *r)
   return 0;
 }
 
+/* --workspace: the image built and pushed, or with --dryrun what would be (on stderr). */
+static int workspace(struct run *r)
+{
+  const char *repo = mu_cfg_get(&r->cfg, "image_repo");
+  if (!r->dryrun)
+    return mu_workspace_build(r->app, r->workspace, repo, &r->err);
+  struct mu_buf note = MU_BUF_INIT(SIZE_MAX);
+  int rc = mu_workspace_plan(r->app, r->workspace, repo, &note, &r->err);
+  if (rc == 0 && note.len)
+    fprintf(stderr, "muster: note: %s\n", mu_buf_str(&note));
+  mu_buf_release(&note);
+  return rc;
+}
+
 /* The scheduler's cfg and the job spec: the component built with its arguments, the runner's
  * env, the workspace's image, validated. */
 static int step_job(struct run *r)
@@ -503,9 +517,7 @@ static int step_job(struct run *r)
   const struct mu_config_entry *ws = mu_config_find(&r->file, "cli:run", "workspace");
   if (r->workspace == NULL && (r->s->caps & MU_SCHED_IMAGES) && ws != NULL)
     r->workspace = ws->value;
-  rc = r->workspace != NULL
-           ? mu_workspace_build(r->app, r->workspace, mu_cfg_get(&r->cfg, "image_repo"), &r->err)
-           : 0;
+  rc = r->workspace != NULL ? workspace(r) : 0;
   if (rc != 0) {
     mu_error("%s", mu_buf_str(&r->err));
     return rc == MU_EINVAL ? MU_EXIT_USAGE : MU_EXIT_FAILED; /* bad input, or the build failed */
@@ -517,6 +529,56 @@ static int step_job(struct run *r)
   return RUN_NEXT;
 }
 
+/* The endpoint after --rdzv_endpoint / --rdzv-endpoint (or =VALUE) in one word or in a bash -c
+ * line (TorchX's components), into out; "" when there is none. */
+static void rdzv_flag_value(const char *arg, char *out, size_t n)
+{
+  static const char *const flags[] = {"--rdzv_endpoint", "--rdzv-endpoint", NULL};
+  out[0] = '\0';
+  for (size_t i = 0; flags[i] != NULL && out[0] == '\0'; i++) {
+    const char *f = strstr(arg, flags[i]);
+    if (f == NULL)
+      continue;
+    f += strlen(flags[i]);
+    if (*f != '=' && *f != ' ' && *f != '\0')
+      continue;
+    f += *f != '\0';
+    size_t len = strcspn(f, " \t\n'\"");
+    snprintf(out, n, "%.*s", (int)len, f);
+  }
+}
+
+/* A role that names a fixed rendezvous server (the trn1 tutorial's etcd-server:2379) needs one
+ * running there, which the job does not start: say so once per endpoint, with the command that
+ * serves it on Kubernetes. Endpoints the scheduler fills (${...}) and loopback are left alone. */
+static void note_fixed_rdzv(const struct mu_app *app)
+{
+  char said[256] = "";
+  for (size_t i = 0; i < app->nroles; i++) {
+    const struct mu_role *r = &app->roles[i];
+    char ep[256] = "";
+    for (size_t a = 0; a < r->args.n && ep[0] == '\0'; a++) {
+      const char *w = r->args.v[a];
+      if ((strcmp(w, "--rdzv_endpoint") == 0 || strcmp(w, "--rdzv-endpoint") == 0) &&
+          a + 1 < r->args.n)
+        snprintf(ep, sizeof(ep), "%s", r->args.v[a + 1]);
+      else
+        rdzv_flag_value(w, ep, sizeof(ep));
+    }
+    const char *colon = strrchr(ep, ':');
+    if (ep[0] == '\0' || colon == NULL || strchr(ep, '$') != NULL || strcmp(ep, said) == 0 ||
+        strncmp(ep, "127.", 4) == 0 || strncmp(ep, "localhost:", 10) == 0)
+      continue;
+    fprintf(stderr,
+            "muster: note: role '%s' joins the rendezvous at %s, a server this job does not "
+            "start: on Kubernetes, 'muster deploy rendezvous --name %.*s --port %s | kubectl "
+            "apply -f -' serves it (etcd's v2 API, docs/kubernetes.md); elsewhere start musterd "
+            "or etcd there\n",
+            r->name, ep, (int)(colon - ep), ep, colon + 1);
+    snprintf(said, sizeof(said), "%s", ep);
+  }
+}
+
 /* The scheduler's request; with --dryrun it is printed and the run ends. */
 static int step_dryrun(struct run *r)
 {
@@ -526,6 +588,7 @@ static int step_dryrun(struct run *r)
   }
   if (r->req.note != NULL)
     fprintf(stderr, "muster: note: %s\n", r->req.note);
+  note_fixed_rdzv(r->app);
   if (!r->dryrun)
     return RUN_NEXT;
   if (r->req.warning != NULL)

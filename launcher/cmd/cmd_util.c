@@ -351,6 +351,25 @@ static double status_duration(const struct mu_app_status *st)
   return end > st->started_at ? end - st->started_at : 0;
 }
 
+/* The status's UI URL line: the job's musterd status page, or why there is none and what shows
+ * the same (a private job's page needs its token, which a browser cannot send). */
+static void ui_url_line(const struct mu_app_status *st)
+{
+  if (st->ui_url != NULL)
+    printf("    UI URL: %s\n", st->ui_url);
+  else if (st->rdzv_token_file != NULL && !mu_job_state_is_terminal(st->state))
+    printf("    UI URL: None (the job's musterd is private: its page needs the token in %s, "
+           "which a browser cannot send; watch the rendezvous with "
+           "'MUSTER_RDZV_TOKEN_FILE=%s muster rdzv --watch %s', or run the job with "
+           "-cfg rdzv_auth=none for an open page)\n",
+           st->rdzv_token_file, st->rdzv_token_file,
+           st->rdzv_endpoint ? st->rdzv_endpoint : "ENDPOINT");
+  else if (mu_job_state_is_terminal(st->state))
+    printf("    UI URL: None (the job ended)\n");
+  else
+    printf("    UI URL: None\n");
+}
+
 /* --json: TorchX's AppStatus.to_json, plus muster's fields. */
 static void status_json(const struct mu_app_status *st, const char *handle)
 {
@@ -453,7 +472,7 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
   printf("    Msg: %s\n", st->msg ? st->msg : "");
   if (st->root_cause != NULL)
     printf("    Root Cause: %s\n", st->root_cause);
-  printf("    Structured Error Msg: %s\n    UI URL: %s\n",
-         st->structured_error_msg ? st->structured_error_msg : "<NONE>",
-         st->ui_url ? st->ui_url : "None");
+  printf("    Structured Error Msg: %s\n",
+         st->structured_error_msg ? st->structured_error_msg : "<NONE>");
+  ui_url_line(st);
 }

@@ -718,9 +718,10 @@ static int replica_log(const struct k8s_job *j, const struct mu_cfg *cfg, const 
         mu_buf_puts(&why, missing);
         mu_free(missing);
       } else if (rc == 0 && status != 0) {
-        mu_buf_printf(&why, "kubectl logs %s failed (exit %d): %s", pod, status,
-                      mu_exec_chomp(eb.data ? eb.data : (char *)""));
-        rc = strstr(mu_buf_str(&eb), "NotFound") ? MU_ENOENT : MU_EIO;
+        char *what = mu_asprintf("kubectl logs %s", pod);
+        rc = mu_exec_failure(what, status, mu_exec_chomp(eb.data ? eb.data : (char *)""),
+                             kubectl_hints, &why);
+        mu_free(what);
       }
     }
     int wait = rc != 0 && o->follow && not_started(mu_buf_str(&why)) && !job_over(j, cfg);

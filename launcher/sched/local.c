@@ -30,7 +30,9 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "c10d_probe.h"
 #include "fsutil.h"
+#include "http_client.h"
 #include "json.h"
 #include "lines.h"
 #include "log.h"
@@ -378,9 +380,41 @@ static int job_files(const struct mu_local_plan *p, struct mu_buf *err)
   return 0;
 }
 
+/* -cfg rdzv=HOST:PORT[,HOST:PORT...]: one of them answers a TCP connect within 3 s, else an
+ * error naming what the user typed, before any replica starts (the agents would retry for half
+ * a minute, then blame their own --rdzv-endpoint). Returns: 0 or MU_ECONN. */
+static int rdzv_reachable(const char *eps, struct mu_buf *err)
+{
+  struct mu_buf why = MU_BUF_INIT(4096);
+  const char *s = eps;
+  for (;;) {
+    size_t n = strcspn(s, ",");
+    char host[256];
+    int port = 0, https = 0;
+    mu_buf_clear(&why);
+    if (mu_http_endpoint_parse(s, n, host, sizeof(host), &port, &https) == 0 &&
+        mu_tcp_reachable(host, port, 3000, &why) == 0) {
+      mu_buf_release(&why);
+      return 0;
+    }
+    if (s[n] == '\0')
+      break;
+    s += n + 1;
+  }
+  mu_buf_printf(err,
+                "-cfg rdzv=%s: no musterd answers there (%s); start one (musterd --listen "
+                "HOST:PORT, or muster deploy rendezvous on a cluster), or drop -cfg rdzv for the "
+                "job's own musterd (rdzv=auto)",
+                eps, why.len ? mu_buf_str(&why) : "not HOST:PORT");
+  mu_buf_release(&why);
+  return MU_ECONN;
+}
+
 static int local_schedule(struct mu_dryrun *req, struct mu_buf *err)
 {
   struct mu_local_plan *p = req->priv;
+  if (p->rdzv_external != NULL && rdzv_reachable(p->rdzv_external, err) != 0)
+    return MU_ECONN;
   int rc = job_files(p, err);
   if (rc != 0)
     return rc;

@@ -31,4 +31,11 @@ struct mu_exec_hint {
 int mu_exec_tool(char *const argv[], const char *input, const char *what, const char *missing,
                  const struct mu_exec_hint *hints, struct mu_buf *out, struct mu_buf *err);
 
+/* mu_exec_tool's message for a tool that exited with `status`: "WHAT failed (exit N): STDERR"
+ * (kubectl's repeated klog lines left out when its own summary line is there) and the hint of
+ * the first matching row. Returns: MU_ENOENT when a row with a NULL hint matched, else MU_EIO.
+ * Ownership: appends to err. */
+int mu_exec_failure(const char *what, int status, const char *stderr_text,
+                    const struct mu_exec_hint *hints, struct mu_buf *err);
+
 #endif

@@ -28,14 +28,34 @@ static const struct mu_exec_hint ws_hints[] = {
     {{NULL}, NULL},
 };
 
-static int buildah(struct mu_strvec *av, const char *what, struct mu_buf *out, struct mu_buf *err)
+/* Pulling the role's image (buildah from): a failure is the base image's, not image_repo's. */
+static const struct mu_exec_hint from_hints[] = {
+    {{"connection refused", "no such host", "dial tcp", "i/o timeout", NULL},
+     "the registry of the role's image (--image, the base the workspace is layered on) cannot "
+     "be reached: check the image's name and that its registry runs"},
+    {{"unauthorized", "authentication required", "denied", "manifest unknown", NULL},
+     "the role's image (--image) cannot be pulled: check its name and tag, or log in to its "
+     "registry (buildah login REGISTRY)"},
+    {{"http: server gave HTTP response to HTTPS client", NULL},
+     "the role's image is on a plain-HTTP registry: mark it insecure in registries.conf "
+     "([[registry]] location=... insecure=true)"},
+    {{NULL}, NULL},
+};
+
+static int buildah_with(struct mu_strvec *av, const char *what, const struct mu_exec_hint *hints,
+                        struct mu_buf *out, struct mu_buf *err)
 {
   int rc = mu_exec_tool(av->v, NULL, what,
                         "buildah is not installed: --workspace builds images with it (apt-get "
                         "install buildah)",
-                        ws_hints, out, err);
+                        hints, out, err);
   mu_strvec_release(av);
   return rc;
+}
+
+static int buildah(struct mu_strvec *av, const char *what, struct mu_buf *out, struct mu_buf *err)
+{
+  return buildah_with(av, what, ws_hints, out, err);
 }
 
 /* DIR into working container ctr, without what DIR's .dockerignore (or .containerignore)
@@ -109,7 +129,14 @@ static int build_one(const char *base, const char *dir, const char *repo, char *
   mu_strvec_push(&av, "from");
   mu_strvec_push(&av, "--quiet");
   mu_strvec_push(&av, base);
-  rc = buildah(&av, "buildah from (the role's image)", &out, err);
+  char *what = mu_asprintf("buildah from %s (pulling the role's image)", base);
+  rc = buildah_with(&av, what, from_hints, &out, err);
+  mu_free(what);
+  if (rc != 0 && rc != MU_ENOENT)
+    mu_buf_printf(err,
+                  "\nthe base image is %s (the role's --image); -cfg image_repo is only where "
+                  "the workspace image is pushed",
+                  base);
   if (rc != 0)
     goto out;
   ctr = mu_strdup(mu_exec_chomp((char *)mu_buf_str(&out)));
@@ -165,7 +192,20 @@ static const char *workspace_dir(const char *spec, struct mu_buf *err, int *bad)
   return spec[0] != '\0' ? spec : NULL;
 }
 
-int mu_workspace_build(struct mu_app *app, const char *spec, const char *repo, struct mu_buf *err)
+/* --dryrun: what one role's workspace image would be, built by nothing. */
+static void plan_one(const char *base, const char *dir, const char *repo, char **ref,
+                     struct mu_buf *note)
+{
+  mu_buf_printf(note,
+                "%s--workspace with --dryrun builds nothing: muster run would layer %s on %s "
+                "with buildah and push it to %s (the role's image becomes %s@sha256:...)",
+                note->len ? "\n" : "", dir, base, repo, repo);
+  *ref = mu_asprintf("%s@sha256:<built at submission>", repo);
+}
+
+/* Both: with note != NULL nothing is built and note says what would be. */
+static int workspace_apply(struct mu_app *app, const char *spec, const char *repo,
+                           struct mu_buf *note, struct mu_buf *err)
 {
   struct stat st;
   int bad;
@@ -201,7 +241,10 @@ int mu_workspace_build(struct mu_app *app, const char *spec, const char *repo, s
       if (strcmp(bases.v[j], r->image) == 0)
         ref = mu_strdup(refs.v[j]);
     if (ref == NULL) {
-      rc = build_one(r->image, dir, repo, &ref, err);
+      if (note != NULL)
+        plan_one(r->image, dir, repo, &ref, note);
+      else
+        rc = build_one(r->image, dir, repo, &ref, err);
       if (rc != 0)
         break;
       mu_strvec_push(&bases, r->image);
@@ -213,4 +256,15 @@ int mu_workspace_build(struct mu_app *app, const char *spec, const char *repo, s
   mu_strvec_release(&bases);
   mu_strvec_release(&refs);
   return rc;
+}
+
+int mu_workspace_build(struct mu_app *app, const char *spec, const char *repo, struct mu_buf *err)
+{
+  return workspace_apply(app, spec, repo, NULL, err);
+}
+
+int mu_workspace_plan(struct mu_app *app, const char *spec, const char *repo, struct mu_buf *note,
+                      struct mu_buf *err)
+{
+  return workspace_apply(app, spec, repo, note, err);
 }

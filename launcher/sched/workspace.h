@@ -18,4 +18,11 @@
  * the registry and quotes buildah). Ownership: changes app's role images; appends to err. */
 int mu_workspace_build(struct mu_app *app, const char *spec, const char *repo, struct mu_buf *err);
 
+/* --dryrun's mu_workspace_build: the same checks, nothing pulled, built or pushed; each role's
+ * image becomes REPO@sha256:<built at submission> and `note` gets one line per image saying
+ * what muster run would build. Returns: 0 or MU_EINVAL as mu_workspace_build.
+ * Ownership: appends to note and err. */
+int mu_workspace_plan(struct mu_app *app, const char *spec, const char *repo, struct mu_buf *note,
+                      struct mu_buf *err);
+
 #endif

@@ -92,6 +92,7 @@ static void param_release(struct mu_param *p)
     regfree(&p->re);
   mu_free(p->nnodes_param);
   mu_free(p->nproc_param);
+  mu_free(p->nproc_from);
 }
 
 void mu_component_free(struct mu_component *c)
@@ -203,9 +204,9 @@ static int yaml_to_json(const char *text, size_t len, const char *where, cJSON *
 }
 
 /* The keys of a parameter declaration. */
-static const char *const param_keys[] = {"name",         "short",       "type",    "default",
-                                         "required",     "help",        "choices", "remainder",
-                                         "nnodes_param", "nproc_param", "pattern", NULL};
+static const char *const param_keys[] = {
+    "name",      "short",        "type",        "default", "required",   "help", "choices",
+    "remainder", "nnodes_param", "nproc_param", "pattern", "nproc_from", NULL};
 
 /* A parameter's type: one of mu_ptype_names (str when t is NULL). Returns: 0, or MU_EINVAL with
  * the message in err. */
@@ -500,6 +501,8 @@ static int parse_param(const cJSON *jp, size_t idx, const char *where, struct mu
   p->nnodes_param = s ? mu_strdup(s) : NULL;
   s = mu_component_str(jp, "nproc_param");
   p->nproc_param = s ? mu_strdup(s) : NULL;
+  s = mu_component_str(jp, "nproc_from");
+  p->nproc_from = s ? mu_strdup(s) : NULL;
   const cJSON *ch = cJSON_GetObjectItemCaseSensitive(jp, "choices");
   const cJSON *c;
   cJSON_ArrayForEach(c, ch)

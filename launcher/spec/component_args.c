@@ -246,7 +246,14 @@ static cJSON *jobsize_value(const struct mu_param *p, const char *text, const ch
                             struct mu_buf *err)
 {
   long mn, mx, np;
-  (void)p;
+  if (p->nproc_from != NULL && strchr(text, 'x') == NULL) {
+    /* N or MIN:MAX nodes; nproc 0 until jobsize_overrides reads the resource's GPUs */
+    char *nodes = mu_asprintf("%sx1", text);
+    int bad = mu_parse_jobsize(nodes, &mn, &mx, &np) != 0;
+    mu_free(nodes);
+    if (!bad)
+      return jobsize_json(mn, mx, 0);
+  }
   if (mu_parse_jobsize(text, &mn, &mx, &np) != 0) {
     if (jobsize_why(text, src, err))
       return NULL;
@@ -498,6 +505,34 @@ static int file_defaults(const struct mu_component *c, cJSON **values, struct mu
   return 0;
 }
 
+/* A bare -j N of a jobsize with nproc_from: nproc is the GPU count of the named resource in
+ * that parameter (TorchX's dist.spmd), an error when it has none. Returns: 0 or MU_EINVAL. */
+static int jobsize_nproc_from(const struct mu_component *c, const struct mu_param *p,
+                              cJSON **values, long nodes, long *np, struct mu_buf *err)
+{
+  const struct mu_param *ph = find_param(c, p->nproc_from, strlen(p->nproc_from));
+  const char *h = ph ? cJSON_GetStringValue(values[mu_param_index(c, ph)]) : NULL;
+  long gpus = h && *h ? mu_named_resource_gpus(h) : -1;
+  if (gpus > 0) {
+    *np = gpus;
+    return 0;
+  }
+  if (h == NULL || *h == '\0')
+    mu_buf_printf(err,
+                  "%s: '-%s %ld' takes the workers per node from the GPUs of '--%s', which is "
+                  "not set; give -%s %ldxNPROC_PER_NODE (e.g. -%s %ldx8) or --%s",
+                  c->name, p->name, nodes, p->nproc_from, p->name, nodes, p->name, nodes,
+                  p->nproc_from);
+  else
+    mu_buf_printf(err,
+                  "%s: '-%s %ld' takes the workers per node from the GPUs of '--%s %s', "
+                  "which %s; give -%s %ldxNPROC_PER_NODE (e.g. -%s %ldx8)",
+                  c->name, p->name, nodes, p->nproc_from, h,
+                  gpus == 0 ? "has none" : "is not a named resource", p->name, nodes, p->name,
+                  nodes);
+  return MU_EINVAL;
+}
+
 /* A jobsize's nnodes_param (N or MIN:MAX) and nproc_param (P) win over its own parts. */
 static int jobsize_overrides(const struct mu_component *c, cJSON **values, struct mu_buf *err)
 {
@@ -533,6 +568,9 @@ static int jobsize_overrides(const struct mu_component *c, cJSON **values, struc
         mu_buf_printf(err, "%s: argument '--%s' must be 1 or more", c->name, pp->name);
         return MU_EINVAL;
       }
+    } else if (np == 0 && p->nproc_from != NULL &&
+               jobsize_nproc_from(c, p, values, mx, &np, err) != 0) {
+      return MU_EINVAL;
     }
     cJSON_Delete(values[i]);
     values[i] = jobsize_json(mn, mx, np);

@@ -73,6 +73,8 @@ struct mu_param {
   int has_re;
   char *nnodes_param; /* jobsize: a str param that overrides the node part */
   char *nproc_param;  /* jobsize: an int param that overrides nproc */
+  char *nproc_from;   /* jobsize: a str param naming a named resource: a bare N is N nodes
+                       * with that resource's GPU count as nproc (TorchX's dist.spmd) */
 };
 
 struct mu_component {

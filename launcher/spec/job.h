@@ -208,6 +208,8 @@ void mu_resource_add_device(struct mu_resource *r, const char *name, long count)
  * TorchX's named_resources (resources.c). Returns: 0, or MU_ENOENT (err names the closest known
  * one). */
 int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *err);
+/* The GPUs of one node of the named resource; -1 when there is no such name. */
+long mu_named_resource_gpus(const char *name);
 /* The i-th known named resource, NULL past the end. Ownership: static. */
 const char *mu_named_resource_at(size_t i);
 /* The NeuronCores one node of an instance type shows at logical-core setting lnc (1 or 2; LNC

@@ -100,6 +100,14 @@ const char *mu_named_resource_at(size_t i)
   return i < NNAMED ? named_resources[i].name : NULL;
 }
 
+long mu_named_resource_gpus(const char *name)
+{
+  for (size_t i = 0; i < NNAMED; i++)
+    if (strcmp(named_resources[i].name, name) == 0)
+      return named_resources[i].gpu;
+  return -1;
+}
+
 int mu_named_resource(const char *name, struct mu_resource *r, struct mu_buf *err)
 {
   struct mu_suggest sg;

@@ -110,8 +110,8 @@ t_expect_match "describe: \${rdzv_endpoint} said on stderr" "$(cat "$T_DIR/desc.
 touch "$T_DIR/stop"
 t_wait_exit "$jobpid" 60
 t_expect_eq "the job ends: exit 0" "$T_RC" 0
-t_expect_eq "after the job: UI URL None (its musterd stopped)" \
-  "$("$MUSTER" status "$handle" | sed -n 's/^ *UI URL: //p')" None
+t_expect_eq "after the job: UI URL None, saying why (its musterd stopped)" \
+  "$("$MUSTER" status "$handle" | sed -n 's/^ *UI URL: //p')" "None (the job ended)"
 out=$("$MUSTER" run --dryrun dist.ddp --script t.py 2>&1)
 t_expect_match "--dryrun says what \${rdzv_endpoint} is (local)" "$out" \
   "\(\\\$\{rdzv_endpoint\} is the rendezvous: 127\.0\.0\.1:PORT of the job's own musterd"

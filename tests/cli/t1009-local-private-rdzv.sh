@@ -68,8 +68,11 @@ t_expect_match "... saying it was refused and where the token goes, not 'not a m
 out=$(timeout 30 "$MUSTER" rdzv "$ep" "$id" 2>&1)
 t_expect_match "stranger: muster rdzv is refused" "$out" "HTTP 401"
 t_expect_eq "the job still runs" "$("$MUSTER" status "$h" | sed -n 's/^ *State: //p')" RUNNING
-t_expect_eq "its status page (which a browser cannot open without the token) is not advertised" \
-  "$("$MUSTER" status "$h" | sed -n 's/^ *UI URL: //p')" None
+ui=$("$MUSTER" status "$h" | sed -n 's/^ *UI URL: //p')
+t_expect_match "its status page (which a browser cannot open without the token) is not advertised" \
+  "$ui" "^None \\(the job's musterd is private"
+t_expect_match "UI URL says how to see it: the token file, muster rdzv, or rdzv_auth=none (issue 34)" \
+  "$ui" "token in $dir/rdzv.token.*'MUSTER_RDZV_TOKEN_FILE=$dir/rdzv.token muster rdzv --watch [^']*$ep'.*-cfg rdzv_auth=none"
 
 # The job's own token works (the file is the job's, readable by its user).
 t_expect_eq "with the token: GET /v1/runs/ID" \
