@@ -9,7 +9,9 @@
 #     namespace, /dev/shm is a tmpfs, --mounts are bound in, and what it writes into the image
 #     does not reach the cache; a second run does not unpack the image again.
 #  3. cancel stops a running job: CANCELLED, its processes gone, no mount left.
-#  4. Bad input: no --image, an image the registry does not have, a missing skopeo, a
+#  4. A trn1 user's aws.trn1_ddp --nproc_per_node 2 runs in the image on this CPU box, saying
+#     that the Neuron-only steps (devices, EFA) are skipped; --claim is a local volume.
+#  5. Bad input: no --image, an image the registry does not have, a missing skopeo, a
 #     muster_dir that is no portable bundle: each a clear error naming the fix.
 # The agent inside is the portable bundle (build/portable/muster, with its own loader); the ASan
 # build has none (sanitizers need the host's loader), so there the normal build's is used, and
@@ -28,7 +30,7 @@ CACHE=$T_DIR/cache
 CFG="image_cache=$CACHE,tls_verify=false,muster_dir=$B/portable/muster"
 # Every job of ours is cancelled and every mount under $T_DIR gone whatever the exit path.
 lc_cleanup() {
-  "$MUSTER" list -s local_container 2>/dev/null | awk '$NF == "RUNNING" || $NF == "PENDING" {print $1}' |
+  "$MUSTER" list -s local_container 2>/dev/null | awk '$3 == "RUNNING" || $3 == "PENDING" {print $1}' |
     while read -r h; do "$MUSTER" cancel "$h"; done
   awk -v d="$T_DIR" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
   t_cancel_jobs
@@ -52,8 +54,13 @@ IMG=$T_DIR/img
 mkdir -p "$IMG/app" "$IMG/bin" "$IMG/tmp" && chmod 1777 "$IMG/tmp"
 cp "$B/examples/ring_allreduce" "$IMG/app/ring_allreduce"
 cp "$(readlink -f /bin/dash)" "$IMG/bin/sh"
+# A stand-in for a trn1 user's training script: what a worker of aws.trn1_ddp sees.
+cat >"$IMG/app/train.sh" <<'SH'
+echo "trn worker $RANK of $WORLD_SIZE, local $LOCAL_RANK, cache ${NEURON_CC_FLAGS#*=}"
+echo "rank $RANK" >"/data/rank$RANK"
+SH
 # The libraries of both programs at their own paths (ldd: "name => /path (addr)" or "/path (addr)").
-for lib in $(ldd "$B/examples/ring_allreduce" /bin/dash | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u); do
+for lib in $(ldd "$B/examples/ring_allreduce" /bin/dash | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && $1 !~ /:$/ {print $1}' | sort -u); do
   mkdir -p "$IMG$(dirname "$lib")" && cp -L "$lib" "$IMG$lib"
 done
 BS=$T_DIR/buildah
@@ -94,7 +101,7 @@ ino=$(stat -c %i "$CACHE/rootfs/$roots/rootfs")
 mkdir -p "$T_DIR/data" && echo host-data >"$T_DIR/data/f"
 h2=$(timeout 120 "$MUSTER" run -s local_container -cfg "$CFG" utils.sh --image "$REG/ring:test" \
   --mounts "type=bind,src=$T_DIR/data,dst=/data" -- \
-  'echo "root: $(echo /*)"; echo "pid: $$"; echo "cwd: $(pwd)"; echo "var: $IMAGE_VAR";' \
+  'echo "root: $(echo /*)"; read pid rest </proc/self/stat; echo "pid: $pid"; echo "cwd: $(pwd)"; echo "var: $IMAGE_VAR";' \
   'read d </data/f; echo "data: $d"; echo junk >/app/written; echo "shm: $(echo /dev/shm/.)"' 2>"$T_DIR/run2.err"); rc=$?
 t_expect_eq "utils.sh in the image exits 0" "$rc" 0
 out=$("$MUSTER" log "$h2" 2>&1)
@@ -115,14 +122,15 @@ setsid "$MUSTER" run -s local_container -cfg "$CFG,grace_period=5" utils.sh --im
   --mounts "type=bind,src=$T_DIR/ctl,dst=/ctl" -- 'echo waiting; read x </ctl/fifo' \
   >"$T_DIR/run3.out" 2>"$T_DIR/run3.err" &
 T_PIDS+=("$!")
-running() { "$MUSTER" list -s local_container 2>/dev/null | awk '$NF == "RUNNING" {print $1}' | grep -q .; }
+# list's columns: handle, name, status, age
+running() { "$MUSTER" list -s local_container 2>/dev/null | awk '$3 == "RUNNING" {print $1}' | grep -q .; }
 waiting() { grep -qs waiting "$T_DIR"/logs/sh-*/sh/0/stdout.log; }
 if t_until 60 running && t_until 60 waiting; then
-  h3=$("$MUSTER" list -s local_container | awk '$NF == "RUNNING" {print $1; exit}')
+  h3=$("$MUSTER" list -s local_container | awk '$3 == "RUNNING" {print $1; exit}')
   sup=$(grep -o '"supervisor_pid":[0-9]*' "$T_DIR/logs/${h3##*/}/state.json" | cut -d: -f2)
-  pid=$(grep -o '"pid":[0-9]*' "$T_DIR/logs/${h3##*/}/state.json" | head -1 | cut -d: -f2)
+  pid=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["replicas"][0]["pid"])' "$T_DIR/logs/${h3##*/}/state.json")
   t_expect_match "the replica's mounts exist while it runs (in its own namespace only)" \
-    "$(mounts_left) $(cat /proc/"$pid"/mounts 2>/dev/null | grep -c "$T_DIR")" '^0 [1-9]'
+    "$(mounts_left) $(grep -c "$T_DIR" /proc/"$pid"/mounts 2>&1) (replica pid $pid)" '^0 [1-9]'
   "$MUSTER" cancel "$h3" >"$T_DIR/cancel.out" 2>&1
   t_expect_eq "cancel exits 0" "$?" 0
   gone() { ! kill -0 "$pid" 2>/dev/null && ! kill -0 "$sup" 2>/dev/null; }
@@ -133,13 +141,28 @@ else
   t_fail "the job to cancel never ran: $(tail -5 "$T_DIR/run3.err" "$T_DIR"/logs/sh-*/sh/0/*.log 2>/dev/null)"
 fi
 
-# --- 4. bad input ------------------------------------------------------------------------------
+# --- 4. a trn1 user's job on a CPU box: aws.trn1_ddp --nproc_per_node 2 ------------------------
+h4=$(timeout 120 "$MUSTER" run -s local_container -cfg "$CFG" aws.trn1_ddp --nnodes 1 --nproc_per_node 2 \
+  --image "$REG/ring:test" --python /bin/sh --script /app/train.sh 2>"$T_DIR/run4.err"); rc=$?
+t_expect_eq "aws.trn1_ddp in the image exits 0" "$rc" 0
+t_expect_match "the Neuron-only steps are said to be skipped" "$(cat "$T_DIR/run4.err")" \
+  "role 'role1' asks for 16 Neuron device\(s\) and this machine has none.*Neuron-only steps are skipped"
+t_expect_match "... and the EFA adapters" "$(cat "$T_DIR/run4.err")" "asks for 8 EFA adapter\(s\): skipped"
+out=$("$MUSTER" log "$h4" 2>&1)
+for r in 0 1; do
+  t_expect_match "trn1 worker $r ran" "$out" "trn worker $r of 2, local $r, cache /data/neuron_cache/default_0"
+done
+t_expect_eq "the claim is a volume under the image cache" "$(cat "$CACHE"/volumes/fsx-claim/rank* 2>&1 | sort | tr '\n' ' ')" "rank 0 rank 1 "
+[ "$rc" = 0 ] || { tail -20 "$T_DIR/run4.err" | sed 's/^/# /'; printf '%s\n' "$out" | tail -20 | sed 's/^/# /'; }
+
+# --- 5. bad input ------------------------------------------------------------------------------
 out=$("$MUSTER" run -s local_container -cfg "$CFG" utils.sh -- echo hi 2>&1)
-t_expect_eq "no --image: exit 1" "$?" 1
+t_expect_eq "no --image: exit 2 (a usage error)" "$?" 2
 t_expect_match "... naming --image" "$out" "role 'sh' has no image.*--image"
 out=$("$MUSTER" run -s local_container -cfg "$CFG" utils.sh --image "$REG/nope:1" -- echo hi 2>&1)
 t_expect_eq "an image the registry lacks: exit 1" "$?" 1
-t_expect_match "... says so and how to check" "$out" "pulling the image '$REG/nope:1'.*(manifest unknown|name unknown|not found).*hint: the registry has no such image"
+t_expect_match "... names the image and what the registry said" "$out" "pulling the image '$REG/nope:1'.*manifest unknown"
+t_expect_match "... and how to check" "$out" "hint: the registry has no such image or tag: check --image"
 out=$("$MUSTER" run -s local_container -cfg "image_cache=$CACHE" utils.sh --image "$REG/ring:test" -- echo hi 2>&1)
 t_expect_match "a plain-HTTP registry: the hint names tls_verify=false" "$out" "tls_verify=false"
 out=$(PATH=/nonexistent "$MUSTER" run -s local_container -cfg "$CFG" utils.sh --image "$REG/ring:test" -- echo hi 2>&1)
