@@ -99,7 +99,10 @@ ino=$(stat -c %i "$CACHE/rootfs/$roots/rootfs")
 
 # --- 2. inside: the image's root, PID 1, /dev/shm, --mounts; a second run reuses the root ----
 mkdir -p "$T_DIR/data" && echo host-data >"$T_DIR/data/f"
-h2=$(timeout 120 "$MUSTER" run -s local_container -cfg "$CFG" utils.sh --image "$REG/ring:test" \
+# A umoci that fails first on PATH: the second run must not unpack the image again.
+mkdir -p "$T_DIR/no-umoci" && printf '#!/bin/sh\necho "umoci was run: $*" >&2\nexit 1\n' >"$T_DIR/no-umoci/umoci"
+chmod +x "$T_DIR/no-umoci/umoci"
+h2=$(PATH=$T_DIR/no-umoci:$PATH timeout 120 "$MUSTER" run -s local_container -cfg "$CFG" utils.sh --image "$REG/ring:test" \
   --mounts "type=bind,src=$T_DIR/data,dst=/data" -- \
   'echo "root: $(echo /*)"; read pid rest </proc/self/stat; echo "pid: $pid"; echo "cwd: $(pwd)"; echo "var: $IMAGE_VAR";' \
   'read d </data/f; echo "data: $d"; echo junk >/app/written; echo "shm: $(echo /dev/shm/.)"' 2>"$T_DIR/run2.err"); rc=$?
