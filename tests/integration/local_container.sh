@@ -166,7 +166,7 @@ out=$("$MUSTER" run -s local_container -cfg "$CFG" utils.sh --image "$REG/nope:1
 t_expect_eq "an image the registry lacks: exit 1" "$?" 1
 t_expect_match "... names the image and what the registry said" "$out" "pulling the image '$REG/nope:1'.*manifest unknown"
 t_expect_match "... and how to check" "$out" "hint: the registry has no such image or tag: check --image"
-out=$("$MUSTER" run -s local_container -cfg "image_cache=$CACHE" utils.sh --image "$REG/ring:test" -- echo hi 2>&1)
+out=$("$MUSTER" run -s local_container -cfg "image_cache=$CACHE,muster_dir=$B/portable/muster" utils.sh --image "$REG/ring:test" -- echo hi 2>&1)
 t_expect_match "a plain-HTTP registry: the hint names tls_verify=false" "$out" "tls_verify=false"
 out=$(PATH=/nonexistent "$MUSTER" run -s local_container -cfg "$CFG" utils.sh --image "$REG/ring:test" -- echo hi 2>&1)
 t_expect_match "no skopeo: apt-get install skopeo" "$out" "apt-get install skopeo"
