@@ -47,35 +47,7 @@
 #define LOG_LINE_MAX (1 << 20)    /* a longer line of a replica's log is written in pieces */
 
 static const struct mu_runopt local_runopts[] = {
-    {"log_dir", MU_RUNOPT_STR, NULL, 0,
-     "where logs and job state go (default $MUSTER_LOG_DIR, else $XDG_RUNTIME_DIR/muster, "
-     "else /tmp/muster/$USER)"},
-    {"prepend_cwd", MU_RUNOPT_BOOL, "false", 0,
-     "put the working directory first on PATH instead of last"},
-    {"devices_per_replica", MU_RUNOPT_INT, "0", 0,
-     "give each replica its own N devices: a slice of 0..N*replicas-1 in device_env"},
-    {"device_env", MU_RUNOPT_STR, "CUDA_VISIBLE_DEVICES", 0,
-     "the variable that carries the slice (CUDA_VISIBLE_DEVICES, NEURON_RT_VISIBLE_CORES)"},
-    {"grace_period", MU_RUNOPT_INT, "10", 0,
-     "seconds between SIGTERM and SIGKILL when the job is cancelled"},
-    {"fail_fast", MU_RUNOPT_BOOL, "true", 0,
-     "stop the other replicas as soon as one fails (false: wait for all, as TorchX)"},
-    {"rdzv", MU_RUNOPT_STR, "auto", 0,
-     "rendezvous for ${rdzv_endpoint}: auto (an embedded musterd when a role uses it), job "
-     "(always), none, HOST:PORT of a running musterd or etcd, or etcd-v3://H1:P,H2:P (an etcd "
-     "v3 cluster)"},
-    {"rdzv_auth", MU_RUNOPT_STR, "auto", 0,
-     "who may use the job's musterd: auto (only the job, by a token made for it in a 0600 "
-     "file; anyone on this machine when torchrun's etcd backend, which sends none, must reach "
-     "it), token (always the token), none (anyone)"},
-    {"rdzv_token_file", MU_RUNOPT_STR, NULL, 0,
-     "a file whose first line is the token: of the musterd of rdzv=HOST:PORT, or the job's "
-     "own instead of a new one"},
-    {"rdzv_tls", MU_RUNOPT_STR, NULL, 0,
-     "a directory with server.pem, server.key (for 127.0.0.1) and ca.pem: the job's musterd "
-     "serves HTTPS, the agents check it with ca.pem; client.pem and client.key as well: "
-     "client certificates required"},
-    MU_RUNOPT_HEALTH_CHECK,
+    MU_LOCAL_RUNOPTS,
     {NULL, MU_RUNOPT_STR, NULL, 0, NULL},
 };
 
@@ -247,8 +219,10 @@ static int plan_opts(struct mu_local_plan *p, const struct mu_cfg *cfg, struct m
 static char *plan_text(const struct mu_local_plan *p)
 {
   struct mu_buf t = MU_BUF_INIT(STATE_MAX_BYTES);
-  mu_buf_printf(&t, "app_id: %s\nhandle: local://%s/%s\nlog_dir: %s\n", p->app_id, MU_SESSION,
-                p->app_id, p->app_dir);
+  mu_buf_printf(&t, "app_id: %s\nhandle: %s://%s/%s\nlog_dir: %s\n", p->app_id,
+                p->container ? "local_container" : "local", MU_SESSION, p->app_id, p->app_dir);
+  if (p->container != NULL)
+    mu_local_container_text(p, &t);
   if (p->rdzv && p->token_file == NULL)
     mu_buf_printf(&t,
                   "rendezvous: embedded musterd on 127.0.0.1:<a free port>, open to anyone "
@@ -286,11 +260,12 @@ static char *plan_text(const struct mu_local_plan *p)
   return mu_buf_detach(&t);
 }
 
-static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
-                        struct mu_buf *err)
+int mu_local_dryrun_with(const struct mu_app *app, const struct mu_cfg *cfg,
+                         struct mu_local_container *c, struct mu_dryrun *out, struct mu_buf *err)
 {
   struct mu_buf js = MU_BUF_INIT(STATE_MAX_BYTES);
   struct mu_local_plan *p = mu_calloc(1, sizeof(*p));
+  p->container = c;
   int rc = mu_app_to_json(app, &js);
   if (rc == 0)
     rc = mu_app_from_json(mu_buf_str(&js), &p->app);
@@ -324,6 +299,12 @@ out:
   mu_local_plan_free(p);
   mu_buf_release(&js);
   return rc;
+}
+
+static int local_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, struct mu_dryrun *out,
+                        struct mu_buf *err)
+{
+  return mu_local_dryrun_with(app, cfg, NULL, out, err);
 }
 
 static void local_dryrun_free(struct mu_dryrun *req)
@@ -650,8 +631,8 @@ static int cmp_entry(const void *a, const void *b)
   return strcmp(x->e.app_id, y->e.app_id);
 }
 
-static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
-                      struct mu_buf *err)
+int mu_local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
+                  int container, struct mu_buf *err)
 {
   char *root = state_root();
   (void)cfg;
@@ -670,8 +651,11 @@ static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
   size_t nv = 0, cap = 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.')
-      continue;
+    char *mark = mu_local_path(root, e->d_name, NULL, -1, MU_LOCAL_CONTAINER_MARK);
+    int theirs = mark == NULL || (access(mark, F_OK) == 0) != container;
+    mu_free(mark);
+    if (e->d_name[0] == '.' || theirs)
+      continue; /* the other scheduler's job: local or local_container */
     struct mu_buf ignore = MU_BUF_INIT(SIZE_MAX);
     struct mu_app_status st;
     int rc = local_describe(e->d_name, NULL, &st, &ignore);
@@ -927,6 +911,12 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
   (void)flag;
   (void)ftw;
   return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+static int local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
+                      struct mu_buf *err)
+{
+  return mu_local_list(cfg, out, n, 0, err);
 }
 
 static int local_prune(double before, struct mu_strvec *removed, struct mu_buf *err)

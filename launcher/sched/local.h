@@ -10,7 +10,44 @@
 
 #include "buf.h"
 #include "job.h"
+#include "sched.h"
 #include "strvec.h"
+
+/* The runopts of the local scheduler, which local_container has as well (its table adds its
+ * own). */
+#define MU_LOCAL_RUNOPTS                                                                           \
+  {"log_dir", MU_RUNOPT_STR, NULL, 0,                                                              \
+   "where logs and job state go (default $MUSTER_LOG_DIR, else $XDG_RUNTIME_DIR/muster, "          \
+   "else /tmp/muster/$USER)"},                                                                     \
+      {"prepend_cwd", MU_RUNOPT_BOOL, "false", 0,                                                  \
+       "put the working directory first on PATH instead of last"},                                 \
+      {"devices_per_replica", MU_RUNOPT_INT, "0", 0,                                               \
+       "give each replica its own N devices: a slice of 0..N*replicas-1 in device_env"},           \
+      {"device_env", MU_RUNOPT_STR, "CUDA_VISIBLE_DEVICES", 0,                                     \
+       "the variable that carries the slice (CUDA_VISIBLE_DEVICES, NEURON_RT_VISIBLE_CORES)"},     \
+      {"grace_period", MU_RUNOPT_INT, "10", 0,                                                     \
+       "seconds between SIGTERM and SIGKILL when the job is cancelled"},                           \
+      {"fail_fast", MU_RUNOPT_BOOL, "true", 0,                                                     \
+       "stop the other replicas as soon as one fails (false: wait for all, as TorchX)"},           \
+      {"rdzv", MU_RUNOPT_STR, "auto", 0,                                                           \
+       "rendezvous for ${rdzv_endpoint}: auto (an embedded musterd when a role uses it), job "     \
+       "(always), none, HOST:PORT of a running musterd or etcd, or etcd-v3://H1:P,H2:P (an etcd "  \
+       "v3 cluster)"},                                                                             \
+      {"rdzv_auth", MU_RUNOPT_STR, "auto", 0,                                                      \
+       "who may use the job's musterd: auto (only the job, by a token made for it in a 0600 "      \
+       "file; anyone on this machine when torchrun's etcd backend, which sends none, must reach "  \
+       "it), token (always the token), none (anyone)"},                                            \
+      {"rdzv_token_file", MU_RUNOPT_STR, NULL, 0,                                                  \
+       "a file whose first line is the token: of the musterd of rdzv=HOST:PORT, or the job's "     \
+       "own instead of a new one"},                                                                \
+      {"rdzv_tls", MU_RUNOPT_STR, NULL, 0,                                                         \
+       "a directory with server.pem, server.key (for 127.0.0.1) and ca.pem: the job's musterd "    \
+       "serves HTTPS, the agents check it with ca.pem; client.pem and client.key as well: "        \
+       "client certificates required"},                                                            \
+      MU_RUNOPT_HEALTH_CHECK
+
+/* The images of a local_container job and where they are unpacked (local_container.c). */
+struct mu_local_container;
 
 /* One replica: its command line and environment with the macros applied. */
 struct mu_local_replica {
@@ -46,6 +83,9 @@ struct mu_local_plan {
   char *device_env;
   struct mu_local_replica *replicas;
   size_t nreplicas;
+  /* -s local_container: each replica runs in its role's image (local_container.c); NULL for
+   * -s local. Owned by the plan. */
+  struct mu_local_container *container;
 };
 
 /* The path of one of the scheduler's files from what a user named (local_plan.c): ROOT/APP_ID,
@@ -65,6 +105,26 @@ char *mu_local_path(const char *root, const char *app_id, const char *role, long
 int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct mu_buf *err);
 /* Frees the plan. Accepts NULL. */
 void mu_local_plan_free(struct mu_local_plan *p);
+
+/* The local scheduler's dryrun with the images of a local_container job (c; NULL for -s
+ * local), which the plan takes over (local.c). Returns: as mu_sched_ops.dryrun. */
+int mu_local_dryrun_with(const struct mu_app *app, const struct mu_cfg *cfg,
+                         struct mu_local_container *c, struct mu_dryrun *out, struct mu_buf *err);
+
+/* The jobs of -s local (container 0) or of -s local_container (1: those whose app dir holds
+ * MU_LOCAL_CONTAINER_MARK), as mu_sched_ops.list (local.c). */
+#define MU_LOCAL_CONTAINER_MARK "local_container"
+int mu_local_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, size_t *n,
+                  int container, struct mu_buf *err);
+
+/* local_container.c, called by the local scheduler when p->container is set:
+ * wrap: turns each planned replica's command into that command in its image (a private mount
+ * and PID namespace, chrooted); called at the end of mu_local_plan_replicas.
+ * Returns: 0, or MU_EINVAL with err set.
+ * text: the lines --dryrun prints about the images. free: accepts NULL. */
+int mu_local_container_wrap(struct mu_local_plan *p, struct mu_buf *err);
+void mu_local_container_text(const struct mu_local_plan *p, struct mu_buf *t);
+void mu_local_container_free(struct mu_local_container *c);
 
 /* The supervisor's body, in the forked child (local_supervisor.c): runs the job's replicas to
  * their end, writing <app dir>/state.json as they go. Returns: its exit status, 0 when the job

@@ -44,6 +44,7 @@ void mu_local_plan_free(struct mu_local_plan *p)
   mu_free(p->tls_dir);
   mu_free(p->device_env);
   plan_replicas_clear(p);
+  mu_local_container_free(p->container);
   mu_free(p);
 }
 
@@ -150,5 +151,5 @@ int mu_local_plan_replicas(struct mu_local_plan *p, const char *endpoint, struct
     }
   }
   p->nreplicas = k;
-  return 0;
+  return p->container != NULL ? mu_local_container_wrap(p, err) : 0;
 }

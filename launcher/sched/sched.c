@@ -18,6 +18,7 @@ static const struct {
     {&mu_sched_local, NULL},
     {&mu_sched_kubernetes, "k8s"},
     {&mu_sched_slurm, NULL},
+    {&mu_sched_local_container, NULL},
 };
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 

@@ -183,8 +183,9 @@ void mu_app_status_add_failure(struct mu_app_status *st, size_t replica, const c
 void mu_app_status_scan_failure(struct mu_app_status *st, size_t replica, const char *log,
                                 size_t len);
 
-/* The three backends (local.c, kubernetes.c, slurm.c). */
+/* The backends (local.c, local_container.c, kubernetes.c, slurm.c). */
 extern const struct mu_sched_ops mu_sched_local;
+extern const struct mu_sched_ops mu_sched_local_container;
 extern const struct mu_sched_ops mu_sched_kubernetes;
 extern const struct mu_sched_ops mu_sched_slurm;
 

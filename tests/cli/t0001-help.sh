@@ -46,7 +46,7 @@ t_expect_eq "docs/cli.md: every command's block is its -h" "$drift" ""
 # The scheduler names come from the scheduler table everywhere: runopts heads each one's options;
 # the -s help, the unknown-scheduler message and the bash completion list the same.
 scheds=$("$MUSTER" runopts | sed -n 's/^\([a-z0-9_-]\+\):$/\1/p' | tr '\n' ' ')
-t_expect_match "runopts: a scheduler table" "$scheds" '^local kubernetes slurm $'
+t_expect_match "runopts: a scheduler table" "$scheds" '^local kubernetes slurm local_container $'
 first=${scheds%% *} rest=${scheds#* }
 t_expect_match "run -h: -s lists the table" "$("$MUSTER" run -h)" \
   "-s, --scheduler SCHED +the scheduler: $first \(default\), $(echo ${rest% } | sed 's/ /, /g')$"

@@ -99,18 +99,19 @@ TEST(sched__table_names_and_capabilities)
   ASSERT_NULL(mu_sched_find("k9s"));
   struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
   mu_sched_names(&b, ", ", " or ", 0);
-  ASSERT_STR_EQ(mu_buf_str(&b), "local, kubernetes or slurm");
+  ASSERT_STR_EQ(mu_buf_str(&b), "local, kubernetes, slurm or local_container");
   mu_buf_clear(&b);
   mu_sched_names(&b, ", ", ", ", 1);
-  ASSERT_STR_EQ(mu_buf_str(&b), "local (default), kubernetes, slurm");
+  ASSERT_STR_EQ(mu_buf_str(&b), "local (default), kubernetes, slurm, local_container");
   mu_buf_release(&b);
   size_t follow = 0, prune = 0;
   for (size_t i = 0; mu_sched_at(i) != NULL; i++) {
     follow += (mu_sched_at(i)->caps & MU_SCHED_FOLLOW) != 0;
     prune += mu_sched_at(i)->prune != NULL;
   }
-  ASSERT_EQ(follow, 1); /* local: its jobs run under a process of ours */
-  ASSERT_EQ(prune, 1);
+  ASSERT_EQ(follow, 2); /* local, local_container: its jobs run under a process of ours */
+  ASSERT_EQ(prune, 2);
+  ASSERT(mu_sched_find("local_container")->caps & MU_SCHED_FOLLOW);
   ASSERT(mu_sched_find("local")->caps & MU_SCHED_FOLLOW);
   ASSERT_NOT_NULL(mu_sched_find("local")->prune);
 }
