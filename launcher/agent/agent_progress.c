@@ -356,7 +356,13 @@ static void sharer_main(void *arg)
     uv_mutex_lock(&ag->mu);
     if (s.put_auto > ag->auto_ms)
       ag->auto_ms = s.put_auto;
+    long long in_use = ag->auto_ms;
     uv_mutex_unlock(&ag->mu);
+    if (s.put_auto > 0)
+      mu_agent_say(ag, MU_AGENT_PROGRESS,
+                   "hang timeout (--hang-timeout auto): %lld.%03lld s in use, kept by the "
+                   "rendezvous from an earlier attempt (%lld.%03lld s)",
+                   in_use / 1000, in_use % 1000, s.put_auto / 1000, s.put_auto % 1000);
   }
   for (;;) {
     unsigned long seq;

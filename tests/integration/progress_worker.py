@@ -11,6 +11,8 @@ nothing at all, as most DDP scripts' ranks 1..N do. Faults and shapes:
   --heartbeat           the talking ranks write "step N" to MUSTER_HEARTBEAT_FILE instead
   --noise               the talking ranks also print a line that is no step between steps
   --never               no rank ever makes progress: every rank sleeps (first attempts too)
+  --fail-at K           rank 0 raises at step K in the first attempt
+  --checkpoint-every K  with --heartbeat: "checkpoint N" instead of "step N" every K steps
 """
 import argparse
 import os
@@ -29,6 +31,8 @@ def main():
     ap.add_argument("--heartbeat", action="store_true")
     ap.add_argument("--noise", action="store_true")
     ap.add_argument("--never", action="store_true")
+    ap.add_argument("--fail-at", type=int, default=-1)
+    ap.add_argument("--checkpoint-every", type=int, default=0)
     args = ap.parse_args()
     if args.never:
         time.sleep(10 ** 9)
@@ -44,13 +48,16 @@ def main():
     for i in range(1, args.steps + 1):
         if rank == args.hang_rank and restart == 0 and i == args.hang_after + 1:
             time.sleep(10 ** 9)  # the hang: rank R in its own code
+        if rank == 0 and restart == 0 and i == args.fail_at:
+            raise RuntimeError(f"progress_worker: injected failure at step {i}")
         t = torch.full((4,), float(rank + 1))
         dist.all_reduce(t)
         if t[0].item() != world * (world + 1) / 2:
             raise RuntimeError(f"rank {rank}: all-reduce gave {t[0].item()}")
         if talk and args.heartbeat:
             with open(os.environ["MUSTER_HEARTBEAT_FILE"], "w") as f:
-                f.write(f"step {i}\n")
+                ck = args.checkpoint_every and i % args.checkpoint_every == 0
+                f.write(f"checkpoint {i}\n" if ck else f"step {i}\n")
         elif talk:
             print(f"rank {rank} step {i} restart {restart}", flush=True)
         if talk and args.noise:
