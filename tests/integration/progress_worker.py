@@ -12,7 +12,8 @@ nothing at all, as most DDP scripts' ranks 1..N do. Faults and shapes:
   --noise               the talking ranks also print a line that is no step between steps
   --never               no rank ever makes progress: every rank sleeps (first attempts too)
   --fail-at K           rank 0 raises at step K in the first attempt
-  --checkpoint-every K  with --heartbeat: "checkpoint N" instead of "step N" every K steps
+  --checkpoint-every K  with --heartbeat: "checkpoint N" instead of "step N" every K steps,
+                        then 1 s more (the agent reads the file's last line every tick)
 """
 import argparse
 import os
@@ -58,6 +59,8 @@ def main():
             with open(os.environ["MUSTER_HEARTBEAT_FILE"], "w") as f:
                 ck = args.checkpoint_every and i % args.checkpoint_every == 0
                 f.write(f"checkpoint {i}\n" if ck else f"step {i}\n")
+            if ck:
+                time.sleep(1.0)  # a checkpoint takes a while: the agent reads the last line
         elif talk:
             print(f"rank {rank} step {i} restart {restart}", flush=True)
         if talk and args.noise:
