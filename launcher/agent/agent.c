@@ -35,6 +35,7 @@ void mu_agent_config_init(struct mu_agent_config *cfg)
   cfg->stop_grace_s = 5;
   cfg->health_check_timeout_s = 60;
   cfg->health_check_interval_s = 30;
+  cfg->max_no_progress_restarts = 3; /* MU_NO_PROGRESS_RESTARTS_DEFAULT */
   cfg->out_fd = cfg->err_fd = -1;
   const char *ef = getenv("TORCHELASTIC_ERROR_FILE");
   cfg->error_file = ef != NULL && ef[0] != '\0' ? ef : NULL;

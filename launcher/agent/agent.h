@@ -32,8 +32,17 @@ enum mu_agent_exit {
   MU_AGENT_EXIT_FAILED = 1,       /* a worker failed with no restart left, or the run was shut */
   MU_AGENT_EXIT_USAGE = 2,        /* bad command line */
   MU_AGENT_EXIT_RENDEZVOUS = 3,   /* cannot reach/join the rendezvous (endpoint, timeout, ...) */
+  MU_AGENT_EXIT_NO_PROGRESS = 93, /* stop retrying: no progress over N consecutive restarts */
   MU_AGENT_EXIT_SIGNAL_BASE = 128 /* + N: stopped by signal N (SIGINT 130, SIGTERM 143) */
 };
+
+/* The timeout before the job's first progress after a (re)start, when --hang-timeout is on and
+ * --hang-initial-timeout is not given: 10 minutes covers `import torch`, the process group's
+ * set-up and a first Neuron/XLA graph compilation of a model whose cache is warm, while a job
+ * that hangs before its first step still restarts within minutes (docs/agent.md). */
+#define MU_AGENT_HANG_INITIAL_DEFAULT_S 600.0
+/* --hang-timeout auto's floor, seconds (rules/progress.h's MU_AUTO_FLOOR_MS) */
+#define MU_AGENT_AUTO_FLOOR_S 5.0
 
 /* What the agent reports while it runs (the text has no trailing newline unless said). */
 enum mu_agent_report {
@@ -75,8 +84,15 @@ struct mu_agent_config {
                                    * ranks' output shows on the console; NULL: all */
   int out_fd, err_fd;             /* where the workers' prefixed output goes; -1: nowhere */
   const char *error_file;         /* where the failure record goes (docs/agent.md); NULL: none */
-  double hang_timeout_s;          /* > 0: a worker without progress for this long is hung */
-  double hang_initial_timeout_s;  /* the same before a worker's first progress; <= 0: as above */
+  double hang_timeout_s;          /* > 0: the job without progress for this long is hung */
+  double hang_initial_timeout_s;  /* the same before the job's first progress after a (re)start;
+                                   * <= 0: MU_AGENT_HANG_INITIAL_DEFAULT_S (or hang_timeout_s
+                                   * when longer) */
+  int hang_auto;                  /* --hang-timeout auto: the step timeout is learned (then
+                                   * hang_timeout_s is its floor, only turning the watch on) */
+  const char *progress_regex;     /* --progress-regex: only matching output lines are progress */
+  int max_no_progress_restarts;   /* stop retrying (exit MU_AGENT_EXIT_NO_PROGRESS) after this
+                                   * many consecutive restarts without progress; 0: never */
   const char *health_check;       /* a shell command run before every join; NULL: none */
   double health_check_timeout_s;  /* a check running longer failed (default 60) */
   double health_check_interval_s; /* a failed check is run again this much later (default 30) */
@@ -128,6 +144,11 @@ void mu_agent_worker_env(const struct mu_agent_config *cfg, const char *endpoint
  * thread's stack on SIGABRT). Ownership: appends owned strings to *out. */
 void mu_agent_progress_env(const struct mu_agent_config *cfg, const char *heartbeat_file,
                            char *const *base, struct mu_strvec *out);
+
+/* The heartbeat file's line protocol (docs/agent.md, "Progress"): `line` (len bytes, no '\n')
+ * is `step N` or `checkpoint N` (N: 1 to 18 decimal digits; spaces or tabs around the words).
+ * Returns: 1 step, 2 checkpoint, with *n; 0 for anything else (plain progress, never an error). */
+int mu_agent_parse_progress_line(const char *line, size_t len, long long *n);
 
 /* Reads a TORCHELASTIC_ERROR_FILE and appends its message's first max_lines lines to out,
  * each prefixed by `indent`. Understands torch's {"message": {"message": ..., "extraInfo":

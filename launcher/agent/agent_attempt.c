@@ -29,6 +29,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "fsutil.h"
+#include "progress.h"
 #include "strvec.h"
 
 extern char **environ;
@@ -283,11 +284,6 @@ static void set_outcome(struct mu_agent *ag, enum mu_agent_outcome o)
 
 static void on_drain_timer(uv_timer_t *t);
 
-static double hang_initial_s(const struct mu_agent_config *cfg)
-{
-  return cfg->hang_initial_timeout_s > 0 ? cfg->hang_initial_timeout_s : cfg->hang_timeout_s;
-}
-
 static long long wall_ms(void)
 {
   struct timespec ts;
@@ -359,7 +355,7 @@ static void write_out(struct mu_agent_worker *w, int is_err, const char *data, s
 {
   struct mu_agent *ag = w->ag;
   /* a line of output is progress while the worker never touched its heartbeat file */
-  if (n > 0 && !w->hb_touched && !ag->asking_stacks && memchr(data, '\n', n) != NULL)
+  if (n > 0 && !w->hb_touched && !ag->asking_stacks && mu_agent_output_progress(w, is_err, data, n))
     progress(w, wall_ms());
   if (is_err && n > 0 && ag->asking_stacks) /* what it prints now is its stacks */
     (void)mu_buf_append(&w->stacks, data, n);
@@ -587,6 +583,7 @@ static void progress(struct mu_agent_worker *w, long long at_ms)
   if (at_ms <= w->progress_ms)
     return;
   w->progress_ms = at_ms;
+  mu_agent_job_progress(ag, at_ms);
   if (ag->first_progress_ms != 0)
     return;
   ag->first_progress_ms = at_ms;
@@ -603,20 +600,37 @@ static void on_stacks_timer(uv_timer_t *t)
   begin_stop(t->data, SIGTERM);
 }
 
-/* Worker `w` made no progress for `idle_ms`: ask every worker for its stacks. */
-static void ask_stacks(struct mu_agent *ag, struct mu_agent_worker *w, long long idle_ms)
+/* The job made no progress for `idle_ms` (rule `rule`): ask every worker for its stacks. `w` is
+ * this node's worker whose last progress is oldest (the suspect until the stacks say more). */
+static void ask_stacks(struct mu_agent *ag, struct mu_agent_worker *w, long long idle_ms,
+                       enum mu_progress_rule rule)
 {
   const struct mu_agent_config *cfg = ag->cfg;
+  long long now = wall_ms();
+  long long own = now - (w->progress_ms ? w->progress_ms : ag->start_ms);
   ag->hung_idx = (int)(w - ag->w);
-  ag->hung_at_ms = wall_ms();
+  ag->hung_at_ms = now;
+  ag->hung_idle_ms = idle_ms;
+  ag->hung_first = rule == MU_PROGRESS_HUNG_START;
   ag->failed_idx = ag->hung_idx;
   set_outcome(ag, MU_AGENT_WORKER_FAILED);
+  long long limit =
+      ag->hung_first ? mu_agent_initial_timeout_ms(cfg) : mu_agent_step_timeout_ms(ag);
+  char step[48] = "";
+  if (ag->step >= 0)
+    snprintf(step, sizeof(step), "; the last step reported: %lld", ag->step);
   mu_agent_say(ag, MU_AGENT_PROGRESS,
-               "no progress from rank %d for %lld.%lld s (--hang-timeout %g s%s): hung; asking "
-               "every worker for its stacks (SIGABRT), then stopping them",
-               w->rank, idle_ms / 1000, idle_ms % 1000 / 100,
-               w->progress_ms ? cfg->hang_timeout_s : hang_initial_s(cfg),
-               w->progress_ms ? "" : ", before its first progress");
+               "no progress from rank %d for %lld.%lld s, nor from any rank of the job for "
+               "%lld.%lld s (%s %lld.%lld s%s%s): hung (rule %s); asking every worker for its "
+               "stacks (SIGABRT), then stopping them",
+               w->rank, own / 1000, own % 1000 / 100, idle_ms / 1000, idle_ms % 1000 / 100,
+               ag->hung_first ? "--hang-initial-timeout" : "--hang-timeout", limit / 1000,
+               limit % 1000 / 100,
+               ag->hung_first   ? ", the timeout before the job's first progress since the workers "
+                                  "started"
+               : cfg->hang_auto ? ", learned by --hang-timeout auto"
+                                : "",
+               step, mu_progress_rule_name(rule));
   ag->asking_stacks = 1;
   for (int i = 0; i < ag->nworkers; i++) {
     struct mu_agent_worker *o = &ag->w[i];
@@ -627,17 +641,16 @@ static void ask_stacks(struct mu_agent *ag, struct mu_agent_worker *w, long long
   hint_failing(ag);
 }
 
-/* A tick: heartbeat files that changed are progress; then, with a hang timeout, the worker
- * idle longest past its limit is hung. */
+/* A tick: heartbeat files that changed are progress (their last line may say the step); then,
+ * with a hang timeout, the job's rule (rules/progress.h): hung when no rank of the job, on any
+ * node, progressed for the timeout. */
 static void on_watch_timer(uv_timer_t *t)
 {
   struct mu_agent *ag = t->data;
   const struct mu_agent_config *cfg = ag->cfg;
   if (ag->stopping || ag->asking_stacks)
     return;
-  long long now = wall_ms();
-  struct mu_agent_worker *worst = NULL;
-  long long worst_idle = 0;
+  struct mu_agent_worker *oldest = NULL;
   for (int i = 0; i < ag->nworkers; i++) {
     struct mu_agent_worker *w = &ag->w[i];
     if (!w->spawned || w->exited)
@@ -646,20 +659,25 @@ static void on_watch_timer(uv_timer_t *t)
     if (m >= 0 && m != w->hb_mtime_ns) {
       w->hb_mtime_ns = m;
       w->hb_touched = 1;
+      mu_agent_heartbeat_line(ag, w);
       progress(w, m / 1000000);
     }
-    long long since = w->progress_ms ? w->progress_ms : ag->start_ms;
-    double limit = w->progress_ms ? cfg->hang_timeout_s : hang_initial_s(cfg);
-    long long idle = now - since;
-    if (cfg->hang_timeout_s > 0 && idle >= (long long)(limit * 1000) && idle > worst_idle) {
-      worst = w;
-      worst_idle = idle;
-    }
+    /* the suspect by progress: the oldest among those that progressed (else the first) */
+    if (oldest == NULL ||
+        (w->progress_ms != 0 && (oldest->progress_ms == 0 || w->progress_ms < oldest->progress_ms)))
+      oldest = w;
   }
-  if (worst != NULL)
-    ask_stacks(ag, worst, worst_idle);
-  else if (cfg->hang_timeout_s <= 0 && ag->first_progress_ms != 0)
-    uv_timer_stop(&ag->watch_timer); /* only the first progress was wanted */
+  if (cfg->hang_timeout_s <= 0) {
+    if (ag->first_progress_ms != 0)
+      uv_timer_stop(&ag->watch_timer); /* only the first progress was wanted */
+    return;
+  }
+  struct mu_progress_view v = {ag->start_ms, mu_agent_job_last(ag), mu_agent_step_timeout_ms(ag),
+                               mu_agent_initial_timeout_ms(cfg)};
+  int64_t idle = 0;
+  enum mu_progress_rule rule = mu_rule_progress(&v, wall_ms(), &idle);
+  if (oldest != NULL && (rule == MU_PROGRESS_HUNG || rule == MU_PROGRESS_HUNG_START))
+    ask_stacks(ag, oldest, idle, rule);
 }
 
 /* The watch's tick: an eighth of the hang timeout (so a hang is seen within it plus 1/8), at
@@ -667,7 +685,7 @@ static void on_watch_timer(uv_timer_t *t)
 static uint64_t watch_tick_ms(const struct mu_agent_config *cfg)
 {
   double t = cfg->hang_timeout_s > 0 ? cfg->hang_timeout_s * 1000 / 8 : 500;
-  double i = cfg->hang_timeout_s > 0 ? hang_initial_s(cfg) * 1000 / 8 : 500;
+  double i = cfg->hang_timeout_s > 0 ? (double)mu_agent_initial_timeout_ms(cfg) / 8 : 500;
   t = i < t ? i : t;
   return t > 500 ? 500 : t < 50 ? 50 : (uint64_t)t;
 }
@@ -778,8 +796,8 @@ static void spawn_worker(struct mu_agent *ag, struct mu_agent_worker *w)
 /* How long worker `w` had made no progress when the agent saw the hang, in ms. */
 static long long hung_for_ms(const struct mu_agent *ag, const struct mu_agent_worker *w)
 {
-  long long since = w->progress_ms ? w->progress_ms : ag->start_ms;
-  return ag->hung_at_ms > since ? ag->hung_at_ms - since : 0;
+  (void)w; /* the job's time without progress: a hang is the job's */
+  return ag->hung_idle_ms;
 }
 
 void mu_agent_describe_exit(const struct mu_agent_worker *w, char *out, size_t n)
@@ -822,30 +840,51 @@ static char *tail_lines(const struct mu_agent_worker *w, int max)
   return out;
 }
 
-/* After a hang: the worker that hung is the one whose stacks end in its own code (not inside a
- * library, where a rank waits for the one that hung), else the one seen first. Returns: its
- * index, with its innermost frame (caller frees) and whether that is library code. */
+/* After a hang: the suspects (rules/progress.h, mu_rule_suspects()): the ranks whose stacks end
+ * in their own code (not inside a library, where a rank waits in a collective), else those whose
+ * last progress is oldest. Says them; returns the first (the one seen first, on a tie), with its
+ * innermost frame (caller frees) and whether that is library code. */
 static int pick_hung(const struct mu_agent *ag, char **frame, int *library)
 {
-  int best = -1, best_class = 3;
-  *frame = NULL;
-  *library = 0;
-  for (int k = -1; k < ag->nworkers; k++) {
-    int i = k < 0 ? ag->hung_idx : k; /* the one seen first, on a tie */
-    const struct mu_agent_worker *w = &ag->w[i];
-    int lib = 0;
-    char *f = mu_failrec_innermost_frame(mu_buf_str((struct mu_buf *)&w->stacks), &lib);
-    int cls = f == NULL ? 2 : lib ? 1 : 0;
-    if (cls < best_class) {
-      mu_free(*frame);
-      *frame = f;
-      *library = lib;
-      best = i;
-      best_class = cls;
-    } else {
-      mu_free(f);
-    }
+  int n = ag->nworkers;
+  int64_t *last = mu_calloc((size_t)n, sizeof(*last));
+  enum mu_stack_kind *kind = mu_calloc((size_t)n, sizeof(*kind));
+  enum mu_progress_rule *verdict = mu_calloc((size_t)n, sizeof(*verdict));
+  char **frames = mu_calloc((size_t)n, sizeof(*frames));
+  int *lib = mu_calloc((size_t)n, sizeof(*lib));
+  for (int i = 0; i < n; i++) {
+    last[i] = ag->w[i].progress_ms;
+    frames[i] = mu_failrec_innermost_frame(mu_buf_str((struct mu_buf *)&ag->w[i].stacks), &lib[i]);
+    kind[i] = frames[i] == NULL ? MU_STACK_UNKNOWN
+              : lib[i]          ? MU_STACK_COLLECTIVE
+                                : MU_STACK_OWN_CODE;
   }
+  mu_rule_suspects(n, last, kind, verdict);
+  int best = verdict[ag->hung_idx] != MU_SUSPECT_NONE ? ag->hung_idx : -1;
+  struct mu_buf say = MU_BUF_INIT(SIZE_MAX);
+  for (int i = 0; i < n; i++) {
+    if (verdict[i] == MU_SUSPECT_NONE)
+      continue;
+    best = best < 0 ? i : best;
+    (void)mu_buf_printf(&say, "%srank %d (%s%s%s)", say.len ? ", " : "", ag->w[i].rank,
+                        mu_progress_rule_name(verdict[i]), frames[i] ? ": " : "",
+                        frames[i] ? frames[i] : "");
+  }
+  mu_agent_say((struct mu_agent *)ag, MU_AGENT_PROGRESS,
+               "round %ld: suspects of the hang on this node: %s", ag->round.round,
+               mu_buf_str(&say));
+  best = best < 0 ? ag->hung_idx : best;
+  *frame = frames[best];
+  *library = lib[best];
+  frames[best] = NULL;
+  for (int i = 0; i < n; i++)
+    mu_free(frames[i]);
+  mu_buf_release(&say);
+  mu_free(frames);
+  mu_free(lib);
+  mu_free(verdict);
+  mu_free(kind);
+  mu_free(last);
   return best;
 }
 
@@ -999,6 +1038,7 @@ static void attempt_end(struct mu_agent *ag)
   tell_rendezvous(ag);
   ssize_t wr = write(ag->cancel_pipe[1], "x", 1);
   (void)wr;
+  mu_agent_sharer_stop(ag);
   if (ag->watcher_started)
     uv_thread_join(&ag->watcher);
   int lc = uv_loop_close(&ag->loop);
@@ -1040,6 +1080,7 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
   ag->hung_idx = -1;
   ag->hung_at_ms = 0;
   ag->asking_stacks = 0;
+  mu_agent_progress_begin(ag);
   ag->reported = 0;
   ag->hinted = 0;
   ag->left = 0;
@@ -1058,6 +1099,7 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
     w->local_rank = i;
     w->rank = ag->round.rank_offset + i;
     w->log_out = w->log_err = -1;
+    w->step = -1;
     w->stacks = (struct mu_buf)MU_BUF_INIT(STACKS_MAX);
   }
   ag->start_ms = wall_ms();
@@ -1073,6 +1115,7 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
                ag->round.world_size);
   ag->watcher_started = uv_thread_create(&ag->watcher, watcher_main, ag) == 0;
   ag->reporter_started = uv_thread_create(&ag->reporter, reporter_main, ag) == 0;
+  mu_agent_sharer_start(ag);
   maybe_finish(ag); /* every spawn may have failed */
   uv_run(&ag->loop, UV_RUN_DEFAULT);
   attempt_end(ag);

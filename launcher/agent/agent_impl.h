@@ -6,6 +6,7 @@
 #define MU_AGENT_IMPL_H
 
 #include <limits.h>
+#include <regex.h>
 #include <stdint.h>
 
 #include <uv.h>
@@ -53,7 +54,10 @@ struct mu_agent_worker {
   long long hb_mtime_ns; /* the file's mtime when last seen (as the agent created it first) */
   int hb_touched;        /* it touched the file at least once: only touches count now */
   long long progress_ms; /* wall clock of its last progress; 0: none yet */
-  struct mu_buf stacks;  /* its stderr after the agent asked for its stacks (SIGABRT) */
+  long long step;        /* the last `step N` of its heartbeat file; -1: none */
+  char re_line[2][512];  /* --progress-regex: the line being read (stdout, stderr), cut */
+  size_t re_len[2];
+  struct mu_buf stacks; /* its stderr after the agent asked for its stacks (SIGABRT) */
 };
 
 struct mu_agent {
@@ -71,6 +75,10 @@ struct mu_agent {
   int attempt;
   long oom_kills_start;           /* the cgroup's oom_kill count when the attempt began; -1 */
   struct mu_failrec last_failure; /* the last failure reported (give_up's reason) */
+  regex_t progress_re;            /* --progress-regex, compiled (has_progress_re) */
+  int has_progress_re;
+  int no_progress_restarts; /* consecutive restarts whose job made no progress (item 7) */
+  long long auto_kept_ms;   /* --hang-timeout auto: the value in use, kept across attempts */
 
   /* Per attempt. */
   uv_loop_t loop;
@@ -95,6 +103,23 @@ struct mu_agent {
   int hung_idx;                /* the worker seen hung first, -1 */
   long long hung_at_ms;        /* wall clock when the agent saw it */
   int asking_stacks;           /* SIGABRT sent: the workers print their stacks and end */
+  long long hung_idle_ms;      /* the job's time without progress when the hang was seen */
+  int hung_first;              /* the hang came before the job's first progress */
+  /* The job's progress (agent_progress.c). Under mu: job_seen_ms, prog_seq, step, checkpoint,
+   * auto_ms, share_stop. */
+  long long job_local_ms;    /* this node's last progress (loop only), 0: none this attempt */
+  long long job_seen_ms;     /* when the sharer last saw another node's progress, 0: never */
+  unsigned long prog_seq;    /* this node's progress events this attempt */
+  long long step;            /* the highest `step N` of this node's heartbeat files, -1 */
+  long long checkpoint;      /* the last `checkpoint N`, -1 */
+  long long auto_ms;         /* auto: the step timeout in use this attempt, 0 while learning */
+  long long auto_slowest_ms; /* auto: the slowest interval between the job's progress (loop) */
+  uint32_t auto_intervals;   /* auto: how many were seen (loop) */
+  long long auto_prev_ms;    /* auto: the job's progress before (loop) */
+  uv_thread_t sharer;
+  int sharer_started;
+  int share_stop;
+  uv_cond_t share_cond;
   /* What the rendezvous heard when the attempt ended (before the watcher's watch closed). */
   struct mu_report_answer answer; /* its answer to the failure report */
   int hinted;                     /* the 'failing' hint was sent this attempt */
@@ -159,6 +184,42 @@ void mu_agent_failure_report(struct mu_agent *ag);
 /* Describes how a worker ended ("exit code 3", "killed by signal 9 (Killed)").
  * Ownership: writes at most n bytes to out. */
 void mu_agent_describe_exit(const struct mu_agent_worker *w, char *out, size_t n);
+
+/* ---------------------------------------------------------------------------------------------
+ * The job's progress (agent_progress.c): shared through the rendezvous, the hang decision's
+ * inputs, the heartbeat file's lines, --progress-regex, --hang-timeout auto.
+ */
+
+/* Compiles --progress-regex (once per agent). Returns: 0, or MU_AGENT_EXIT_USAGE with the
+ * message in err. */
+int mu_agent_progress_init(struct mu_agent *ag, struct mu_buf *err);
+void mu_agent_progress_release(struct mu_agent *ag);
+/* Per attempt: clears the job's progress, starts and stops the sharer thread. */
+void mu_agent_progress_begin(struct mu_agent *ag);
+void mu_agent_sharer_start(struct mu_agent *ag);
+void mu_agent_sharer_stop(struct mu_agent *ag);
+/* A worker of this node progressed at at_ms (loop). */
+void mu_agent_job_progress(struct mu_agent *ag, long long at_ms);
+/* The job's last progress seen on this node (any rank on any node), 0: none this attempt. */
+long long mu_agent_job_last(struct mu_agent *ag);
+/* The step timeout and the initial timeout in use, ms. */
+long long mu_agent_step_timeout_ms(struct mu_agent *ag);
+long long mu_agent_initial_timeout_ms(const struct mu_agent_config *cfg);
+/* Worker w's heartbeat file changed: its last line may say `step N` or `checkpoint N`. */
+void mu_agent_heartbeat_line(struct mu_agent *ag, struct mu_agent_worker *w);
+/* What w printed (a read of n bytes): does a line of it count as progress? Without
+ * --progress-regex every complete line does; with it, only matching ones. */
+int mu_agent_output_progress(struct mu_agent_worker *w, int is_err, const char *data, size_t n);
+
+/* Item 7, "stop retrying": after an attempt that failed, counts the consecutive restarts whose
+ * job made no progress; at --max-no-progress-restarts it shuts the run down with a reason that
+ * starts with MU_AGENT_STOP_RETRYING (every node then exits MU_AGENT_EXIT_NO_PROGRESS) and
+ * returns 1 with the message in err. */
+#define MU_AGENT_STOP_RETRYING "stop retrying:"
+int mu_agent_stop_retrying(struct mu_agent *ag, struct mu_buf *err);
+/* The exit code of a run shut down for `why`: MU_AGENT_EXIT_NO_PROGRESS for a stop-retrying
+ * shutdown, else MU_AGENT_EXIT_FAILED. */
+int mu_agent_shut_exit(const char *why);
 
 /* Closes the workers' log files and frees them. */
 void mu_agent_workers_free(struct mu_agent *ag);

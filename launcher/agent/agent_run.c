@@ -166,7 +166,7 @@ static int probe_endpoint(struct mu_agent *ag, long long retry_until, int *warne
   } else if (rc == MU_ECLOSED || rc == MU_ESHUT) {
     mu_buf_printf(err, "cannot join run '%s': %s; use a new --rdzv-id", cfg->run_id,
                   mu_buf_str(&e));
-    code = rc == MU_ESHUT ? MU_AGENT_EXIT_FAILED : MU_AGENT_EXIT_RENDEZVOUS;
+    code = rc == MU_ESHUT ? mu_agent_shut_exit(mu_buf_str(&e)) : MU_AGENT_EXIT_RENDEZVOUS;
   } else if (cfg->local_addr == NULL &&
              mu_client_local_addr(ag->rdzv, ag->addr, sizeof(ag->addr)) != 0) {
     snprintf(ag->addr, sizeof(ag->addr), "127.0.0.1");
@@ -191,7 +191,7 @@ static int join_failed(const struct mu_agent *ag, int rc, const char *e, struct 
   case MU_ECLOSED:
   case MU_ESHUT:
     mu_buf_printf(err, "cannot join run '%s': %s", cfg->run_id, e);
-    return rc == MU_ESHUT ? MU_AGENT_EXIT_FAILED : MU_AGENT_EXIT_RENDEZVOUS;
+    return rc == MU_ESHUT ? mu_agent_shut_exit(e) : MU_AGENT_EXIT_RENDEZVOUS;
   default:
     mu_buf_printf(err, "cannot join run '%s' at '%s': %s", cfg->run_id, ag->endpoint, e);
     break;
@@ -542,7 +542,8 @@ static int health_tell(struct mu_agent *ag, int healthy, const char *output, str
   }
   if (rc == MU_ESHUT || rc == MU_ESTATE) {
     mu_buf_printf(err, "cannot join run '%s': %s", cfg->run_id, mu_client_errmsg(ag->rdzv));
-    return rc == MU_ESHUT ? MU_AGENT_EXIT_FAILED : MU_AGENT_EXIT_RENDEZVOUS;
+    return rc == MU_ESHUT ? mu_agent_shut_exit(mu_client_errmsg(ag->rdzv))
+                          : MU_AGENT_EXIT_RENDEZVOUS;
   }
   if (rc != 0)
     mu_agent_say(ag, MU_AGENT_DEBUG, "health report failed: %s", mu_client_errmsg(ag->rdzv));
@@ -693,8 +694,10 @@ static int after_failure(struct mu_agent *ag, struct mu_buf *err)
   mu_agent_failure_report(ag);
   if (ag->reported == MU_ESHUT || ag->reported == MU_ECLOSED) { /* ended by another node */
     mu_buf_printf(err, "run '%s' failed: %s", cfg->run_id, ag->report_err);
-    return MU_AGENT_EXIT_FAILED;
+    return mu_agent_shut_exit(ag->report_err);
   }
+  if (mu_agent_stop_retrying(ag, err))
+    return MU_AGENT_EXIT_NO_PROGRESS;
   if (ag->reported != 1) {
     mu_agent_say(ag, MU_AGENT_PROGRESS,
                  "cannot report the failure to the rendezvous (%s); re-joining run '%s'",
@@ -708,7 +711,7 @@ static int after_failure(struct mu_agent *ag, struct mu_buf *err)
     return MU_AGENT_EXIT_FAILED;
   } else if (strcmp(a->state, "shut") == 0 || strcmp(a->state, "closed") == 0) {
     mu_buf_printf(err, "run '%s' failed: %s", cfg->run_id, a->reason);
-    return MU_AGENT_EXIT_FAILED;
+    return mu_agent_shut_exit(a->reason);
   } else if (!a->counted) {
     mu_agent_say(ag, MU_AGENT_PROGRESS,
                  "round %ld of run '%s' had already ended (another node's failure, a lost node "
@@ -753,6 +756,7 @@ static int after_attempt(struct mu_agent *ag, enum mu_agent_outcome oc, struct m
     break;
   case MU_AGENT_RUN_SHUT:
     mu_buf_printf(err, "run '%s' was shut down by another node; workers stopped", cfg->run_id);
+    code = mu_agent_shut_exit(ag->posted_msg);
     break;
   case MU_AGENT_SIGNALED:
     mu_client_leave(ag->rdzv, cfg->run_id, ag->node_id, 0, "agent stopped by a signal");
@@ -773,8 +777,11 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
   ag.endpoint = cfg->endpoint;
   uv_mutex_init(&ag.mu);
   uv_cond_init(&ag.rep_cond);
+  uv_cond_init(&ag.share_cond);
   identify(&ag);
-  int code = start(&ag, err);
+  int code = mu_agent_progress_init(&ag, err);
+  if (code == 0)
+    code = start(&ag, err);
   while (code == 0) {
     if (sig_pipe[0] >= 0)
       arm_join_signals();
@@ -806,6 +813,8 @@ int mu_agent_run(const struct mu_agent_config *cfg, struct mu_buf *err)
   mu_client_free(ag.rdzv);
   if (ag.own_base_dir)
     nftw(ag.base_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  mu_agent_progress_release(&ag);
+  uv_cond_destroy(&ag.share_cond);
   uv_cond_destroy(&ag.rep_cond);
   uv_mutex_destroy(&ag.mu);
   return code;

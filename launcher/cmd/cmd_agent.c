@@ -2,6 +2,7 @@
  * spellings and its PET_* variables included), hands over to agent/ (the rendezvous:
  * mu_agent_rdzv_resolve(); the run: mu_agent_run()) and prints what it reports. */
 #include <limits.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,18 @@ static const char usage_text[] =
     "       (torchrun's command line; compat/torchrun is a link to muster: docs/agent.md)\n"
     "Options also come from torchrun's PET_<OPTION> variables (PET_NNODES=2).\n\n";
 
+/* What counts as progress: said in --help and docs/agent.md ("Progress"). */
+static const char progress_text[] =
+    "\nprogress (the hang watch of --hang-timeout; docs/agent.md):\n"
+    "  progress is a change of a worker's MUSTER_HEARTBEAT_FILE modification time (a touch;\n"
+    "  its last line may be 'step N' or 'checkpoint N'), or, for a worker that never touched\n"
+    "  it, a complete line on its stdout or stderr (with --progress-regex, a line matching it).\n"
+    "  It is the job's: the agents share it through the rendezvous, and the job is hung only\n"
+    "  when no rank on any node progressed for --hang-timeout (--hang-initial-timeout, default\n"
+    "  600 s, before the first progress after a start). A hung job: every rank's stack, the\n"
+    "  suspects named, a restart. No progress over --max-no-progress-restarts consecutive\n"
+    "  restarts (3): every agent exits 93.\n";
+
 /* What the command line (and PET_*) says, before it is checked. */
 struct agent_cli {
   const char *nnodes, *nproc, *rdzv_conf, *redirects, *tee, *max_restarts, *monitor;
@@ -31,6 +44,7 @@ struct agent_cli {
   /* torchrun 2.14's options (docs/agent.md, "torchrun 2.x options") */
   const char *shutdown_timeout, *signals, *numa, *prefix_template, *dup_out, *dup_err;
   const char *event_log, *logs_specs;
+  const char *hang_timeout, *no_progress; /* --hang-timeout S|auto, --max-no-progress-restarts */
   int virtual_local_rank;
   struct mu_agent_rdzv_args rz;
   int no_python, module, run_path;
@@ -169,10 +183,15 @@ static int parse(struct agent_cli *a, struct mu_agent_config *cfg, int argc, cha
       MU_OPT_DOUBLE(0, "lease-ttl", &a->lease_ttl, "S",
                     "a node silent for S s is dropped (server default 10)"),
       MU_OPT_DOUBLE(0, "stop-grace", &a->stop_grace, "S", "SIGTERM to SIGKILL delay (5)"),
-      MU_OPT_DOUBLE(0, "hang-timeout", &cfg->hang_timeout_s, "S",
-                    "a worker without progress for S s is hung: its stacks, then a restart"),
+      MU_OPT_STRING(0, "hang-timeout", &a->hang_timeout, "S|auto",
+                    "the job without progress on any rank for S s is hung: stacks, restart; "
+                    "auto: 10 x the slowest step interval, at least 5 s"),
       MU_OPT_DOUBLE(0, "hang-initial-timeout", &cfg->hang_initial_timeout_s, "S",
-                    "the same before a worker's first progress (default --hang-timeout)"),
+                    "the same before the job's first progress after a start (600)"),
+      MU_OPT_STRING(0, "progress-regex", &cfg->progress_regex, "ERE",
+                    "only output lines matching this POSIX extended regex are progress"),
+      MU_OPT_STRING(0, "max-no-progress-restarts", &a->no_progress, "N",
+                    "exit 93 after N consecutive restarts without progress (3; 0: never)"),
       MU_OPT_STRING_ENV(0, "health-check", &cfg->health_check, "CMD",
                         "a shell command run before every join; a node whose check fails waits "
                         "(neuron[:type=T,lnc=N,mount=DIR]: the builtin Neuron check)",
@@ -243,9 +262,44 @@ static int apply_counts(const struct agent_cli *a, struct mu_agent_config *cfg, 
   return 0;
 }
 
-/* The hang watch and the health check. Returns: 0, or -1 after printing the error. */
-static int apply_goodput(const struct mu_agent_config *cfg)
+/* --hang-timeout S|auto, --progress-regex, --max-no-progress-restarts. Returns: 0, or -1
+ * after printing the error. */
+static int apply_progress(const struct agent_cli *a, struct mu_agent_config *cfg)
 {
+  long n = 0;
+  if (a->hang_timeout != NULL && strcmp(a->hang_timeout, "auto") == 0) {
+    cfg->hang_auto = 1;
+    cfg->hang_timeout_s = MU_AGENT_AUTO_FLOOR_S; /* the floor; turns the watch on */
+  } else if (a->hang_timeout != NULL &&
+             mu_parse_double(a->hang_timeout, &cfg->hang_timeout_s) != 0) {
+    return mu_error("--hang-timeout '%s': expected seconds (0: no hang watch) or 'auto'",
+                    a->hang_timeout);
+  }
+  if (a->no_progress != NULL && mu_parse_long(a->no_progress, 0, 1000000, &n) != 0)
+    return mu_error("--max-no-progress-restarts '%s': expected a number from 0 (0: never stop)",
+                    a->no_progress);
+  if (a->no_progress != NULL)
+    cfg->max_no_progress_restarts = (int)n;
+  if (cfg->progress_regex != NULL) {
+    regex_t re;
+    int rc = regcomp(&re, cfg->progress_regex, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+      char why[256];
+      regerror(rc, &re, why, sizeof(why));
+      return mu_error("--progress-regex '%s': %s; give a POSIX extended regular expression "
+                      "(e.g. '^step [0-9]+')",
+                      cfg->progress_regex, why);
+    }
+    regfree(&re);
+  }
+  return 0;
+}
+
+/* The hang watch and the health check. Returns: 0, or -1 after printing the error. */
+static int apply_goodput(const struct agent_cli *a, struct mu_agent_config *cfg)
+{
+  if (apply_progress(a, cfg) != 0)
+    return -1;
   if (cfg->hang_timeout_s < 0 || cfg->hang_initial_timeout_s < 0)
     return mu_error("--hang-timeout and --hang-initial-timeout are seconds (0: no hang watch), "
                     "not negative");
@@ -302,7 +356,7 @@ static int apply_output(const struct agent_cli *a, struct mu_agent_config *cfg, 
     return mu_error("--join-timeout must be positive (seconds)");
   if (cfg->role[0] == '\0')
     return mu_error("--role must not be empty");
-  return apply_goodput(cfg);
+  return apply_goodput(a, cfg);
 }
 
 /* Whether every name of the comma-separated `list` is a signal torchrun 2.x handles. */
@@ -362,6 +416,7 @@ static char *usage_of(const char *argv0)
   else
     mu_buf_puts(&u, usage_text);
   mu_agent_rdzv_help(&u);
+  mu_buf_puts(&u, progress_text);
   if (u.len > 0 && u.data[u.len - 1] == '\n')
     u.data[--u.len] = '\0';
   return mu_buf_detach(&u);

@@ -413,3 +413,123 @@ TEST(rules__exhaustive_invariants)
           (double)(clock() - t0) / CLOCKS_PER_SEC);
   mu_free(c.seen);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The job's progress rules (progress.h): one row a rule, at the bounds (the timeout's ms and the
+ * ms before it).
+ */
+#include "progress.h"
+
+struct progress_row {
+  const char *name;
+  int64_t start, last, timeout, initial, now;
+  const char *rule;
+  int64_t idle;
+};
+
+static const struct progress_row progress_rows[] = {
+    {"no hang timeout: never hung", 0, 0, 0, 0, 1000000, "progress-off", 1000000},
+    {"one rank moved within the timeout", 1000, 9000, 5000, 600000, 13999, "progress-moving", 4999},
+    {"no rank moved for the timeout: the job is hung", 1000, 9000, 5000, 600000, 14000, "hung-job",
+     5000},
+    {"an 8 s import is within the initial timeout", 1000, 0, 5000, 600000, 9000,
+     "progress-starting", 8000},
+    {"the initial timeout's ms before", 1000, 0, 5000, 600000, 600999, "progress-starting", 599999},
+    {"no progress since the start for the initial timeout", 1000, 0, 5000, 600000, 601000,
+     "hung-before-first-progress", 600000},
+    {"a clock behind the last progress is not idle", 1000, 9000, 5000, 600000, 8000,
+     "progress-moving", 0},
+};
+
+TEST(rules__progress_rows)
+{
+  for (size_t i = 0; i < sizeof(progress_rows) / sizeof(progress_rows[0]); i++) {
+    const struct progress_row *r = &progress_rows[i];
+    struct mu_progress_view v = {r->start, r->last, r->timeout, r->initial};
+    int64_t idle = -1;
+    const char *got = mu_progress_rule_name(mu_rule_progress(&v, r->now, &idle));
+    if (strcmp(got, r->rule) != 0 || idle != r->idle)
+      MU__FAIL("%s: got %s idle %lld, want %s idle %lld", r->name, got, (long long)idle, r->rule,
+               (long long)r->idle);
+  }
+}
+
+struct suspect_row {
+  const char *name;
+  int n;
+  int64_t last[4];
+  enum mu_stack_kind stack[4];
+  const char *want; /* per rank: o own code, d oldest, - none */
+  int count;
+};
+
+static const struct suspect_row suspect_rows[] = {
+    {"the rank in its own code, not the silent ones",
+     4,
+     {9000, 0, 0, 0},
+     {MU_STACK_COLLECTIVE, MU_STACK_OWN_CODE, MU_STACK_COLLECTIVE, MU_STACK_COLLECTIVE},
+     "-o--",
+     1},
+    {"no stack says more: the oldest that progressed",
+     3,
+     {9000, 7000, 0},
+     {MU_STACK_UNKNOWN, MU_STACK_COLLECTIVE, MU_STACK_UNKNOWN},
+     "-d-",
+     1},
+    {"none progressed: every rank", 2, {0, 0}, {MU_STACK_UNKNOWN, MU_STACK_COLLECTIVE}, "dd", 2},
+};
+
+TEST(rules__suspect_rows)
+{
+  for (size_t i = 0; i < sizeof(suspect_rows) / sizeof(suspect_rows[0]); i++) {
+    const struct suspect_row *r = &suspect_rows[i];
+    enum mu_progress_rule v[4];
+    char got[5] = {0};
+    int count = mu_rule_suspects(r->n, r->last, r->stack, v);
+    for (int k = 0; k < r->n; k++)
+      got[k] = v[k] == MU_SUSPECT_OWN_CODE ? 'o' : v[k] == MU_SUSPECT_OLDEST ? 'd' : '-';
+    if (strcmp(got, r->want) != 0 || count != r->count)
+      MU__FAIL("%s: got %s (%d), want %s (%d)", r->name, got, count, r->want, r->count);
+  }
+}
+
+struct auto_row {
+  const char *name;
+  int64_t slowest;
+  uint32_t intervals;
+  int64_t kept;
+  const char *rule;
+  int64_t timeout;
+};
+
+static const struct auto_row auto_rows[] = {
+    {"too few intervals: learning", 200, MU_AUTO_MIN_INTERVALS - 1, 0, "auto-learning", 0},
+    {"0.2 s steps: the floor", 200, MU_AUTO_MIN_INTERVALS, 0, "auto-learned", MU_AUTO_FLOOR_MS},
+    {"2 s steps: ten times the slowest", 2000, 40, 0, "auto-learned", 20000},
+    {"a kept value from an earlier attempt counts at once", 0, 0, 30000, "auto-learned", 30000},
+    {"it never shrinks below the kept value", 2000, 40, 30000, "auto-learned", 30000},
+};
+
+TEST(rules__auto_timeout_rows)
+{
+  for (size_t i = 0; i < sizeof(auto_rows) / sizeof(auto_rows[0]); i++) {
+    const struct auto_row *r = &auto_rows[i];
+    int64_t t = -1;
+    const char *got =
+        mu_progress_rule_name(mu_rule_auto_timeout(r->slowest, r->intervals, r->kept, &t));
+    if (strcmp(got, r->rule) != 0 || t != r->timeout)
+      MU__FAIL("%s: got %s %lld, want %s %lld", r->name, got, (long long)t, r->rule,
+               (long long)r->timeout);
+  }
+}
+
+TEST(rules__retry_rows)
+{
+  ASSERT_STR_EQ(mu_progress_rule_name(mu_rule_retry(2, 3)), "retry");
+  ASSERT_STR_EQ(mu_progress_rule_name(mu_rule_retry(3, 3)), "stop-retrying");
+  ASSERT_STR_EQ(mu_progress_rule_name(mu_rule_retry(100, 0)), "retry");
+  for (int r = 0; r < MU_PROGRESS_RULE_COUNT; r++) /* every rule has its own name */
+    for (int k = r + 1; k < MU_PROGRESS_RULE_COUNT; k++)
+      ASSERT(strcmp(mu_progress_rule_name((enum mu_progress_rule)r),
+                    mu_progress_rule_name((enum mu_progress_rule)k)) != 0);
+}
