@@ -105,7 +105,7 @@ def barrier(port, s):
     for t in th:
         t.start()
     deadline = time.monotonic() + 20
-    while s.add("b2", 0) < 2 and time.monotonic() < deadline:  # both others arrived
+    while counter(s, "b2") < 2 and time.monotonic() < deadline:  # both others arrived
         time.sleep(0.05)
     out("barrier-before-last", len(got))
     s.barrier("b2", 3, timedelta(seconds=20))
@@ -119,6 +119,35 @@ def barrier(port, s):
     except Exception as e:  # noqa: BLE001
         out("barrier-timeout", err(e))
     out("get-after-barrier-timeout", s.get("k"))
+    released_by_add(port, s)
+
+
+def counter(s, key):
+    """A barrier's arrivals so far, read without writing the key (a write wakes its waiters on
+    torch's classic server: released_by_add)."""
+    return int(s.get(key)) if s.check([key]) else 0
+
+
+def released_by_add(port, s):
+    """Does a write to a barrier's key release the waiters before the last arrival? (server:)
+    torch's classic server parks a barrier's waiters as WAIT waiters on its key, so any write
+    to the key wakes them; musterd releases them only when the count reaches the world size."""
+    res = []
+    def waiter():
+        w = store(port)
+        try:
+            w.barrier("b4", 3, timedelta(seconds=3))
+            res.append("released")
+        except Exception as e:  # noqa: BLE001
+            res.append(err(e))
+    t = threading.Thread(target=waiter)
+    t.start()
+    deadline = time.monotonic() + 20
+    while counter(s, "b4") < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    s.add("b4", 0)
+    t.join(10)
+    print(f"server: barrier-released-by-add: {res[0] if res else 'hung'!r}", flush=True)
 
 
 def woke(port, s):
