@@ -167,7 +167,8 @@ t_torch_lock() {
 }
 
 # t_torch_root SUITE: the torch 2.x root of SUITE (trixie: torch 2.6, sid: torch 2.14; see
-# scripts/torch-roots.sh), built now when missing (once per machine, about 7 min). A root that
+# scripts/torch-roots.sh), built now when missing (once per machine; scripts/test.sh starts it
+# in the background first). A root that
 # cannot be built fails the test, saying why: the torch 2.x tier is never skipped.
 t_torch_root() {
   local roots=$MU_SOURCE_DIR/scripts/torch-roots.sh

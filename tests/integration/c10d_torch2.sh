@@ -11,7 +11,8 @@
 . "$(dirname "$0")/../lib.sh"
 
 t_need_built "$MUSTERD"
-t_torch_lock
+# no t_torch_lock: at most two torch processes at a time (a server and a client), lighter than
+# the other tests that run beside it
 for s in trixie sid; do t_torch_root "$s"; done
 DIFF_PY=$MU_SOURCE_DIR/tests/integration/c10d_torch2_diff.py
 
