@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Writes docs/compat.md, the compatibility table (torch version x launcher x backend x case),
-# from the rows the tests recorded (t_compat in tests/lib.sh: $BUILD/compat/*.tsv). Nobody
+# from the rows the tests recorded (t_compat in tests/lib.sh: $BUILD/compat-rows/*.tsv). Nobody
 # writes the table by hand: run the tests, then this.
 #   scripts/compat-table.sh [BUILD_DIR]      default ./build; prints the table's path
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 out=$here/../docs/compat.md
-rows=$(cat "$build"/compat/*.tsv 2>/dev/null || true)
-[ -n "$rows" ] || { echo "compat-table: no rows in $build/compat: run the tests first (ctest -R 'c10d_torch2|torchrun')" >&2; exit 1; }
+rows=$(cat "$build"/compat-rows/*.tsv 2>/dev/null || true)
+[ -n "$rows" ] || { echo "compat-table: no rows in $build/compat-rows: run the tests first (ctest -R 'c10d_torch2|torchrun')" >&2; exit 1; }
 {
   echo "# Compatibility with PyTorch (generated)"
   echo

@@ -198,9 +198,9 @@ t_in_root() {
 
 # t_compat TORCH LAUNCHER BACKEND CASE RESULT: one cell of the compatibility table
 # (docs/compat.md, made by scripts/compat-table.sh from these rows; nobody writes it by hand).
-# RESULT is pass or fail. The rows go to $MU_BUILD_DIR/compat/<test>.tsv, rewritten by each run.
+# RESULT is pass or fail. The rows go to $MU_BUILD_DIR/compat-rows/<test>.tsv, rewritten by each run.
 t_compat() {
-  local d=$MU_BUILD_DIR/compat
+  local d=$MU_BUILD_DIR/compat-rows
   mkdir -p "$d"
   if [ -z "${T_COMPAT_STARTED:-}" ]; then
     : >"$d/$T_NAME.tsv"
