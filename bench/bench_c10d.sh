@@ -76,7 +76,10 @@ run() {
   local s=$1 op=$2 n=$3 port pid t0 t1 line rate
   eval "port=\$PORT_$s pid=\$PID_$s"
   t0=$(cpu_ticks "$pid")
-  line=$("$B/c10d_load" "$op" --port "$port" --clients "$n" --seconds "$SECS") ||
+  # torch 2.14's classic server takes only torch >= 2.1's numbering (VALIDATE first)
+  local v2=()
+  [ "$s" = torch214 ] && v2=(--v2)
+  line=$("$B/c10d_load" "$op" --port "$port" --clients "$n" --seconds "$SECS" "${v2[@]}") ||
     echo "# warning: $s $op $n: $line" >&2
   t1=$(cpu_ticks "$pid")
   rate=$(bench_field rate "$line")
@@ -104,7 +107,7 @@ for n in $CLIENTS; do
       [ "$op" = wait ] && [ "$s" = ceiling ] && continue
       rate=$(for ((r = 0; r < ROUNDS; r++)); do echo "${R[$s.$r]}"; done | awk '{print $1}' | median)
       pick=$(for ((r = 0; r < ROUNDS; r++)); do echo "${R[$s.$r]}"; done | awk -v x="$rate" '$1 == x' | head -1)
-      set -- $pick
+      set -- $pick 0 0 0 0 # a server whose rounds all failed: zeros, not an unbound $3
       eval "rate_$s=$1 p99_$s=$3"
       line+=" $s ${1}/s p50 ${2} p99 ${3} ms ${4} us-cpu/op;"
     done
