@@ -2,7 +2,10 @@
  * own TCPStore(is_master=True)), speaking torch 1.13's numbering (what both servers of Debian's
  * torch take; docs/c10d.md).
  *
- *   c10d_load OP --port P --clients N [--seconds S] [--value-bytes B]
+ *   c10d_load OP --port P --clients N [--seconds S] [--value-bytes B] [--v2]
+ *
+ * --v2: torch >= 2.1's numbering, each connection opening with VALIDATE (what torch 2.x's own
+ * servers take: the classic one closes a connection whose first query is not VALIDATE).
  *
  * N connections, each a closed loop (the next query once the last is answered), for S seconds:
  *   set   SET of the client's key, with a CHECK of it in the same write (SET has no answer: the
@@ -50,6 +53,7 @@ struct bench {
   uv_loop_t *loop;
   int op, nclients, connected, seconds, value_bytes;
   int port;
+  int v2; /* torch >= 2.1's numbering: VALIDATE first, every id here one higher */
   struct client *c;
   int running, stopping;
   uint64_t start_ns, stop_ns;
@@ -115,7 +119,7 @@ static size_t put_str(char *p, const char *s, size_t n)
 static size_t query(struct bench *b, char *buf, int id, const char *key)
 {
   size_t n = 0, kl = strlen(key);
-  buf[n++] = (char)id;
+  buf[n++] = (char)(b->v2 ? id + 1 : id); /* SET GET ADD CHECK WAIT: each id + 1 in 2.x */
   if (id == Q_CHECK || id == Q_WAIT)
     n += put_u64(buf + n, 1);
   n += put_str(buf + n, key, kl);
@@ -293,6 +297,10 @@ static void on_connect(uv_connect_t *r, int status)
   }
   uv_tcp_nodelay(&c->tcp, 1);
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  if (b->v2) { /* VALIDATE: id 0, the magic 0x3C85F7CE little-endian; no answer */
+    static const char validate[] = {0, (char)0xce, (char)0xf7, (char)0x85, 0x3c};
+    send_bytes(c, validate, sizeof(validate));
+  }
   if (++b->connected == b->nclients)
     all_connected(b);
 }
@@ -308,6 +316,7 @@ int main(int argc, char **argv)
   static const char *const ops[] = {"set", "get", "add", "wait"};
   struct bench b;
   unsigned long port = 0, clients = 64, seconds = 3, vbytes = 64;
+  int v2 = 0;
   memset(&b, 0, sizeof(b));
   struct mu_opt opts[] = {
       MU_OPT_UINT(0, "port", &port, "P", "the TCPStore server's port on 127.0.0.1", 1, 65535),
@@ -315,6 +324,7 @@ int main(int argc, char **argv)
       MU_OPT_UINT(0, "seconds", &seconds, "S", "measured seconds, after 1 s of warm-up (3)", 1,
                   3600),
       MU_OPT_UINT(0, "value-bytes", &vbytes, "B", "value size for set and get (64)", 1, 65000),
+      MU_OPT_BOOL(0, "v2", &v2, "torch >= 2.1's numbering, VALIDATE first"),
       MU_OPT_END(),
   };
   if (argc < 2)
@@ -338,6 +348,7 @@ int main(int argc, char **argv)
   b.value = mu_malloc((size_t)vbytes);
   memset(b.value, 'v', (size_t)vbytes);
   b.port = (int)port;
+  b.v2 = v2;
   b.c = mu_calloc((size_t)b.nclients, sizeof(*b.c));
   struct sockaddr_in sa;
   uv_ip4_addr("127.0.0.1", b.port, &sa);

@@ -5,6 +5,12 @@
 #
 #   scripts/test.sh [--fast]     --fast: the normal build only, no fuzzing
 #
+# The torch 2.x tier (tests labelled torch2: torch 2.6 and 2.14 in Debian roots) needs the roots
+# of scripts/torch-roots.sh, built once per machine: when one is missing the build starts at
+# once in the background (it needs no build of muster), the normal build's other tests run
+# meanwhile, and the tier runs when the roots are there. A root that cannot be built fails the
+# run, saying why (the tier is never skipped).
+#
 # The closing lines count, per build, the CTest tests that passed, failed and were skipped, and
 # the TAP checks ("ok"/"not ok" lines) those tests printed. A skipped test (exit 77: a tool from
 # outside is missing) fails the run unless MU_ALLOW_SKIP=1; a test that did not run for any
@@ -40,19 +46,50 @@ fi
 
 bash scripts/checksrc.sh
 
+# --- 2. the torch 2.x roots, in the background ------------------------------------------------
+roots_log=$PWD/build-torch-roots.log
+roots_pid=""
+if bash scripts/torch-roots.sh check >/dev/null 2>&1; then
+  echo "== torch 2.x roots: present ($(bash scripts/torch-roots.sh path sid | xargs dirname))"
+elif [ "$(id -u)" -ne 0 ]; then
+  echo "test.sh: the torch 2.x roots are missing and building them needs root:"
+  echo "test.sh:   sudo scripts/torch-roots.sh build    (once per machine), then run this again"
+  exit 1
+else
+  echo "== torch 2.x roots: building in the background (log: $roots_log)"
+  roots_t0=$SECONDS
+  bash scripts/torch-roots.sh build >"$roots_log" 2>&1 &
+  roots_pid=$!
+fi
+# wait_roots: 0 once the roots are there; else prints why not and returns 1.
+wait_roots() {
+  if [ -n "$roots_pid" ]; then
+    local rc=0
+    wait "$roots_pid" || rc=$?
+    roots_pid=""
+    sed 's/^/test.sh: roots: /' "$roots_log"
+    echo "test.sh: the torch 2.x roots took $((SECONDS - roots_t0)) s (exit $rc)"
+  fi
+  bash scripts/torch-roots.sh check && return 0
+  echo "test.sh: the torch 2.x tier cannot run: a root could not be built (above; $roots_log)"
+  return 1
+}
+
 summary=()  # one line per build or fuzz run
 bad=0       # set when anything failed, or was skipped without MU_ALLOW_SKIP=1
 
 # run_ctest BUILD_DIR LABEL: runs the suite, prints the failures' output, and adds a counted
 # line to the summary. Counts come from CTest's JUnit file, never from its "N tests failed out
 # of M" line (whose M includes the skipped tests).
+# Further arguments go to ctest (a label selection).
 run_ctest() {
   local dir=$1 label=$2 xml counts rc
-  xml=$PWD/$dir/ctest-results.xml
+  shift 2
+  xml=$PWD/$dir/ctest-results-${label//[^a-zA-Z0-9]/_}.xml
   rm -f "$xml"
   set +e
   (cd "$dir" && ctest --output-on-failure -j"$jobs" --output-junit "$xml" \
-    --test-output-size-passed 4000000 --test-output-size-failed 4000000)
+    --test-output-size-passed 4000000 --test-output-size-failed 4000000 "$@")
   rc=$?
   set -e
   if [ ! -s "$xml" ]; then
@@ -100,8 +137,15 @@ total_pass=0 total_fail=0 total_skip=0
 echo "== build: normal"
 cmake -S . -B build -DMU_DEVELOPER=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
-echo "== tests: normal build"
-run_ctest build "normal build"
+echo "== tests: normal build (without the torch 2.x tier)"
+run_ctest build "normal build" -LE torch2
+echo "== tests: normal build, the torch 2.x tier"
+if wait_roots; then
+  run_ctest build "normal build, torch 2.x tier" -L torch2
+else
+  summary+=("normal build, torch 2.x tier: not run: a torch root could not be built")
+  bad=1
+fi
 
 if [ "$fast" = 0 ]; then
   echo "== build: ASan + UBSan"
@@ -111,7 +155,13 @@ if [ "$fast" = 0 ]; then
   echo "== tests: ASan + UBSan build"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  run_ctest build-asan "ASan+UBSan build"
+  if bash scripts/torch-roots.sh check >/dev/null 2>&1; then
+    run_ctest build-asan "ASan+UBSan build"
+  else
+    run_ctest build-asan "ASan+UBSan build" -LE torch2
+    summary+=("ASan+UBSan build, torch 2.x tier: not run: a torch root could not be built")
+    bad=1
+  fi
 
   echo "== fuzz: libFuzzer, short budget"
   CC=clang cmake -S . -B build-fuzz -DMU_FUZZ=ON -DMU_USE_JEMALLOC=OFF \

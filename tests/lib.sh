@@ -166,6 +166,49 @@ t_torch_lock() {
   [ $((SECONDS - t0)) -lt 2 ] || echo "# waited $((SECONDS - t0)) s for the torchrun lock"
 }
 
+# t_torch_root SUITE: the torch 2.x root of SUITE (trixie: torch 2.6, sid: torch 2.14; see
+# scripts/torch-roots.sh), built now when missing (once per machine; scripts/test.sh starts it
+# in the background first). A root that
+# cannot be built fails the test, saying why: the torch 2.x tier is never skipped.
+t_torch_root() {
+  local roots=$MU_SOURCE_DIR/scripts/torch-roots.sh
+  "$roots" check "$1" 2>/dev/null && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "not ok - the torch $1 root is missing and building it needs root: sudo $roots build $1"
+    exit 1
+  fi
+  echo "# building the torch $1 root (once per machine): $roots build $1"
+  local rc=0
+  "$roots" build "$1" >"$T_DIR/torch-root-$1.log" 2>&1 || rc=$?
+  sed 's/^/#   /' "$T_DIR/torch-root-$1.log"
+  if [ "$rc" != 0 ]; then
+    echo "not ok - the torch $1 root could not be built (the lines above say why; $roots build $1)"
+    exit 1
+  fi
+  "$roots" check "$1" || { echo "not ok - the torch $1 root is still missing after a build"; exit 1; }
+}
+
+# t_in_root SUITE CMD...: CMD inside SUITE's torch root (chroot, /proc and /dev/shm mounted),
+# with this test's directory and the source tree at their own paths.
+t_in_root() {
+  local s=$1
+  shift
+  "$MU_SOURCE_DIR/scripts/torch-roots.sh" run -b "$T_DIR" -b "$MU_SOURCE_DIR" "$s" "$@"
+}
+
+# t_compat TORCH LAUNCHER BACKEND CASE RESULT: one cell of the compatibility table
+# (docs/compat.md, made by scripts/compat-table.sh from these rows; nobody writes it by hand).
+# RESULT is pass or fail. The rows go to $MU_BUILD_DIR/compat-rows/<test>.tsv, rewritten by each run.
+t_compat() {
+  local d=$MU_BUILD_DIR/compat-rows
+  mkdir -p "$d"
+  if [ -z "${T_COMPAT_STARTED:-}" ]; then
+    : >"$d/$T_NAME.tsv"
+    T_COMPAT_STARTED=1
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$T_NAME" >>"$d/$T_NAME.tsv"
+}
+
 # t_skip_part REASON: a part of the test could not run. The rest still runs and t_done ends
 # with exit 77 (skipped) if nothing failed, so the missing part is counted, not hidden.
 t_skip_part() {

@@ -38,7 +38,7 @@ agent() {
 # finish CASE ID PID_A PID_B: both agents exit 0; four ranks verified a world of 4. Sets
 # TR_MAX_RESTART (the largest TORCHELASTIC_RESTART_COUNT a rank ran with).
 finish() {
-  local c=$1 id=$2 a=$3 b=$4 rca rcb r line bad=0 t0=$SECONDS
+  local c=$1 id=$2 a=$3 b=$4 rca rcb r line bad=0 t0=$SECONDS fails0=$T_FAILS
   wait "$a"; rca=$?
   wait "$b"; rcb=$?
   echo "# $c: agents exited $rca/$rcb after $((SECONDS - t0)) s more"
@@ -59,6 +59,8 @@ finish() {
   v=$(curl -s --max-time 5 "$MUSTERD_URL/v1/c10d")
   t_expect_match "$c: musterd holds the run's rendezvous state (/v1/c10d)" "$v" \
     "\"run_id\":\"$id\",\"keys\":[0-9]+,\"bytes\":[0-9]+,\"round\":[0-9]+,\"state\":true"
+  # one cell of docs/compat.md (scripts/compat-table.sh): torch 1.13's torchrun, c10d
+  t_compat 1.13 torchrun "c10d (musterd)" "$c" "$([ "$T_FAILS" = "$fails0" ] && echo pass || echo fail)"
   if [ "$rca$rcb" != 00 ] || [ "$bad" = 1 ]; then
     for ag in A B; do
       echo "# --- last lines of agent $ag ($c)"

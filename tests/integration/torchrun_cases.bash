@@ -53,7 +53,7 @@ if [ "$TR_BACKEND" = etcd ]; then tr_join=timeout; else tr_join=join_timeout; fi
 tr_case() {
   local name=$1; shift
   local id="mu${name}$$${RANDOM}" out="$T_DIR/out-$name" a b rca rcb t0 t1 r line
-  local worlds=4 max_restart=0 bad=0
+  local worlds=4 max_restart=0 bad=0 fails0=$T_FAILS
   mkdir -p "$out"
   t0=$(date +%s%N)
   for ag in A B; do
@@ -86,6 +86,9 @@ tr_case() {
   fi
   TR_MAX_RESTART=$max_restart
   tr_check_server "$name" "$id"
+  # one cell of docs/compat.md (scripts/compat-table.sh): torch 1.13's torchrun, this backend
+  t_compat 1.13 torchrun "$TR_BACKEND ($TARGET)" "$name" \
+    "$([ "$T_FAILS" = "$fails0" ] && echo pass || echo fail)"
   if [ "$rca$rcb" != 00 ] || [ "$bad" = 1 ]; then
     for ag in A B; do
       echo "# --- last lines of agent $ag ($name)"
