@@ -30,6 +30,7 @@
 #include "buf.h"
 #include "etcd3_int.h"
 #include "json.h"
+#include "rules.h"
 
 /* How long a reporter waits for the members' answers: a live member's watcher answers in one
  * watch event and one put (a few ms; tens under load), so 500 ms is a wide margin. A member taken
@@ -126,13 +127,16 @@ static int report_mark(struct mu_etcd3 *e, const char *run, const char *id, long
  */
 
 /* What a failure report reads: the run's end, round, config, restart count, round R's end,
- * and the keys of level R - 1 (the members of round R that did not re-join). */
+ * the keys of level R - 1 (the members of round R that did not re-join), the members of R that
+ * left with success (d/<R>/) and the joins waiting at level R. */
 struct fstate {
   cJSON *end, *round, *cfg, *restarts, *ended;
   long long round_mod, restarts_mod;
   char **present; /* ids with a key at level R - 1 */
   size_t npresent;
-  int ending; /* a key at level R: a member re-joined, or a newcomer waits and R has room */
+  char **done; /* ids of members of R that left with success */
+  size_t ndone;
+  uint32_t joins, joins_prev; /* keys at level R; of which members of R (re-joined) */
 };
 
 static void fstate_release(struct fstate *f)
@@ -145,26 +149,36 @@ static void fstate_release(struct fstate *f)
   for (size_t i = 0; i < f->npresent; i++)
     mu_free(f->present[i]);
   mu_free(f->present);
+  for (size_t i = 0; i < f->ndone; i++)
+    mu_free(f->done[i]);
+  mu_free(f->done);
   memset(f, 0, sizeof(*f));
 }
 
-/* Is round r ending another way, as musterd's round is broken or its watches told "waiting"?
- * A key at level r is a member of r that re-joined (r is over), or a newcomer that r takes in
- * when it has room (r ends to grow: a scale-up counts nothing). Standbys beside a full round
- * leave it running. */
-static int round_ending(const cJSON *round, const cJSON *next)
+/* The ids of a range's keys, appended to *ids. */
+static void ids_of(const cJSON *range, char ***ids, size_t *n)
 {
   const cJSON *kv;
-  long nnodes = (long)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(round, "members"));
-  long max = mu_json_get_long(round, "max", nnodes);
-  int ending = 0;
+  cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(range, "kvs"))
+  {
+    char *k = mu__etcd3_unb64(mu_json_get_str(kv, "key"), NULL);
+    *ids = mu_realloc(*ids, (*n + 1) * sizeof(**ids));
+    (*ids)[(*n)++] = mu_strdup(mu__etcd3_id_of_key(k));
+    mu_free(k);
+  }
+}
+
+/* The joins waiting at level r: how many, and how many are members of r (re-joined). */
+static void count_joins(struct fstate *f, const cJSON *next)
+{
+  const cJSON *kv;
   cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(next, "kvs"))
   {
     char *k = mu__etcd3_unb64(mu_json_get_str(kv, "key"), NULL);
-    ending |= mu__etcd3_member_index(round, mu__etcd3_id_of_key(k)) >= 0 || nnodes < max;
+    f->joins++;
+    f->joins_prev += mu__etcd3_member_index(f->round, mu__etcd3_id_of_key(k)) >= 0;
     mu_free(k);
   }
-  return ending;
 }
 
 static int fstate_read(struct mu_etcd3 *e, const char *run, long r, struct fstate *f)
@@ -177,10 +191,12 @@ static int fstate_read(struct mu_etcd3 *e, const char *run, long r, struct fstat
   for (int i = 0; i < 4; i++)
     keys[i] = mu__etcd3_key_of(run, "%s", names[i]);
   keys[4] = mu__etcd3_key_of(run, "g/%ld", r);
+  char *done = mu__etcd3_key_of(run, "d/" ETCD3_LEVEL "/", r);
   for (int i = 0; i < 5; i++)
     cJSON_AddItemToArray(t.success, mu__etcd3_op_range(keys[i], NULL, E3_ALL));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(old, E3_KEYS));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(next, E3_KEYS));
+  cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(done, E3_KEYS));
   cJSON *ans = NULL;
   int rc = mu__etcd3_txn_run(e, &t, &ans);
   if (rc == 0) {
@@ -193,32 +209,53 @@ static int fstate_read(struct mu_etcd3 *e, const char *run, long r, struct fstat
         mu__etcd3_int(mu__etcd3_range_first(mu__etcd3_txn_range(ans, 1)), "mod_revision");
     f->restarts_mod =
         mu__etcd3_int(mu__etcd3_range_first(mu__etcd3_txn_range(ans, 3)), "mod_revision");
-    const cJSON *kv;
-    cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(mu__etcd3_txn_range(ans, 5), "kvs"))
-    {
-      char *k = mu__etcd3_unb64(mu_json_get_str(kv, "key"), NULL);
-      f->present = mu_realloc(f->present, (f->npresent + 1) * sizeof(*f->present));
-      f->present[f->npresent++] = mu_strdup(mu__etcd3_id_of_key(k));
-      mu_free(k);
-    }
+    ids_of(mu__etcd3_txn_range(ans, 5), &f->present, &f->npresent);
+    ids_of(mu__etcd3_txn_range(ans, 7), &f->done, &f->ndone);
     rc = mu__etcd3_attach_members(e, run, f->round);
     if (rc == 0)
-      f->ending = round_ending(f->round, mu__etcd3_txn_range(ans, 6));
+      count_joins(f, mu__etcd3_txn_range(ans, 6));
   }
   cJSON_Delete(ans);
   for (int i = 0; i < 5; i++)
     mu_free(keys[i]);
   mu_free(old);
   mu_free(next);
+  mu_free(done);
   return rc;
+}
+
+static int in_ids(char *const *ids, size_t n, const char *id)
+{
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(ids[i], id) == 0)
+      return 1;
+  return 0;
 }
 
 static int present(const struct fstate *f, const char *id)
 {
-  for (size_t i = 0; i < f->npresent; i++)
-    if (strcmp(f->present[i], id) == 0)
-      return 1;
-  return 0;
+  return in_ids(f->present, f->npresent, id);
+}
+
+/* The rules' decision on a failure report of round r by `me` (rules/rules.h, mu_rule_failure):
+ * round r is active while it is the run's, has no end record and no member re-joined. */
+static enum mu_rule failure_rule(const struct fstate *f, long r, const char *me)
+{
+  struct mu_rules_view v;
+  memset(&v, 0, sizeof(v));
+  long nnodes = (long)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(f->round, "members"));
+  long cur = mu__etcd3_round_no(f->round);
+  v.min_nodes = (uint32_t)mu_json_get_long(f->cfg, "min_nodes", 1);
+  v.max_nodes = (uint32_t)mu_json_get_long(f->round, "max", nnodes);
+  v.max_restarts = mu_json_get_long(f->cfg, "max_restarts", -1);
+  v.restarts = (uint32_t)mu_json_get_long(f->restarts, "count", 0);
+  v.has_round = cur > 0;
+  v.round_active = cur == r && f->ended == NULL && f->joins_prev == 0;
+  v.round_nodes = (uint32_t)nnodes;
+  v.joins = f->joins;
+  v.joins_prev = f->joins_prev;
+  uint64_t mine = present(f, me) ? (uint64_t)cur : 0;
+  return mu_rule_failure(&v, (uint64_t)(cur > 0 ? cur : 0), (uint64_t)r, mine);
 }
 
 /* The probe's wait: who answered (r/<R>/<id>) or re-joined (n/<R>/<id>: alive too). */
@@ -252,7 +289,9 @@ static int probe_events(void *arg, const cJSON *events)
   return p->left == 0;
 }
 
-/* Asks the members of round r other than `me` still at level r - 1 whether they are alive.
+/* Finds the members of round r other than `me` that are lost: those whose key at level r - 1
+ * is gone without a success record (lost already: nobody is asked), else those still there
+ * that do not answer whether they are alive.
  * Returns: 0 with *missing (the caller's, NULL-separated list of nmissing ids) the ones that
  * did not answer within PROBE_MS, or a call's error. */
 static int probe(struct mu_etcd3 *e, const char *run, long r, const char *me,
@@ -260,14 +299,22 @@ static int probe(struct mu_etcd3 *e, const char *run, long r, const char *me,
 {
   const cJSON *m;
   memset(p, 0, sizeof(*p));
-  cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(f->round, "members"))
-  {
-    const char *id = mu_json_get_str(m, "id");
-    if (id != NULL && strcmp(id, me) != 0 && present(f, id)) {
+  for (int gone = 1; gone >= 0 && p->left == 0; gone--) {
+    /* First the members whose key is gone and that did not leave with success: they are lost
+     * already (MU_RULE_LOST), as musterd's lease expired, and nobody need be asked. Then the
+     * others, who must answer. */
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(f->round, "members"))
+    {
+      const char *id = mu_json_get_str(m, "id");
+      if (id == NULL || strcmp(id, me) == 0 || in_ids(f->done, f->ndone, id) ||
+          present(f, id) == gone)
+        continue;
       p->ids = mu_realloc(p->ids, (p->n + 1) * sizeof(*p->ids));
       p->ids[p->n++] = mu_strdup(id);
       p->left++;
     }
+    if (gone && p->left > 0)
+      return 0;
   }
   if (p->left == 0)
     return 0;
@@ -373,12 +420,11 @@ static int end_lost(struct mu_etcd3 *e, const char *run, long r, const struct fs
 /* Counts this failure (or, with no restart left, shuts the run). Returns: 1 done (out filled),
  * 0 lost a race, or an error. */
 static int count_failure(struct mu_etcd3 *e, const char *run, const char *me, long r,
-                         enum mu_report_event ev, const char *reason, const struct fstate *f,
-                         struct mu_report_answer *out)
+                         enum mu_report_event ev, const char *reason, int shut,
+                         const struct fstate *f, struct mu_report_answer *out)
 {
   long k = mu_json_get_long(f->restarts, "count", 0),
        mr = mu_json_get_long(f->cfg, "max_restarts", -1);
-  int shut = mr >= 0 && k >= mr;
   char why[WHY_MAX + 128], shutwhy[WHY_MAX + 256];
   snprintf(why, sizeof(why), "node '%s': %.*s", me, WHY_MAX - 64,
            reason != NULL && reason[0] ? reason
@@ -445,8 +491,9 @@ static int report_failure(struct mu_etcd3 *e, const char *run, const char *me, l
       break;
     }
     fill_answer(NULL, f.restarts, f.cfg, out);
-    if (mu__etcd3_round_no(f.round) != r || f.ended != NULL || !present(&f, me) || f.ending) {
-      fstate_release(&f); /* round r had ended another way: nothing counted */
+    enum mu_rule rule = failure_rule(&f, r, me);
+    if (rule == MU_RULE_FAILURE_LATE || rule == MU_RULE_FAILURE_SCALE_UP) {
+      fstate_release(&f); /* round r had ended another way, or ends to grow: nothing counted */
       return 0;
     }
     struct probe p;
@@ -454,7 +501,7 @@ static int report_failure(struct mu_etcd3 *e, const char *run, const char *me, l
     if (rc == 0 && p.left > 0)
       rc = end_lost(e, run, r, &f, &p);
     else if (rc == 0 && ev != MU_REPORT_FAILING)
-      rc = count_failure(e, run, me, r, ev, reason, &f, out);
+      rc = count_failure(e, run, me, r, ev, reason, rule == MU_RULE_BUDGET_SPENT, &f, out);
     else if (rc == 0)
       rc = 1; /* everyone answered: the report that follows counts */
     probe_release(&p);
