@@ -329,7 +329,9 @@ t_local_jobs() {
   trap t_cancel_jobs EXIT
 }
 t_cancel_jobs() {
-  "$MUSTER" list 2>/dev/null | awk '$NF == "RUNNING" || $NF == "PENDING" {print $1}' |
+  # the state is the third column (the second when a job has no name); AGE and a reason follow
+  "$MUSTER" list 2>/dev/null |
+    awk 'NR > 1 && ($3 ~ /^(RUNNING|PENDING)$/ || $2 ~ /^(RUNNING|PENDING)$/) {print $1}' |
     while read -r h; do "$MUSTER" cancel "$h"; done
   t_cleanup
 }
