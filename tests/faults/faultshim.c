@@ -11,16 +11,16 @@
  *                 fallocate() that reserves space past the start of a file (offset > 0, no
  *                 FALLOC_FL_PUNCH_HOLE): a log segment's reserve growing; a new file's first
  *                 reserve (offset 0) works, as on a disk that has room again just then;
- *                 hold is no error: write(), fsync() and the like on a file named snap.tmp
- *                 (a snapshot being written, by the compactor's thread) wait while the
- *                 control file still says hold, so a test can see the state a compaction
- *                 ends, then let it end (e.g. "grow,hold ENOSPC", then "grow ENOSPC")
+ *                 hold is open() of a new file (O_CREAT) failing: no new log segment or
+ *                 snapshot can be made, so a compaction cannot start and what it would end
+ *                 lasts until the test lets it go (e.g. "grow,hold ENOSPC", then "grow ENOSPC")
  *
  * A faulted call does nothing and returns -1 with errno set, as a full or failing disk does.
  * It works in the threads and the children of the process too (the control file is shared).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -119,29 +119,11 @@ static int in_dir(int fd, char *path, size_t size)
   return 1;
 }
 
-/* Waits while the control file says hold and `fd` is a snapshot being written (snap.tmp). */
-static void held(int fd)
-{
-  int saved = errno;
-  char path[4096];
-  size_t n;
-  refresh();
-  if ((__atomic_load_n(&g_ops, __ATOMIC_RELAXED) & OP_HOLD) && in_dir(fd, path, sizeof(path)) &&
-      (n = strlen(path)) >= 9 && strcmp(path + n - 9, "/snap.tmp") == 0) {
-    struct timespec ts = {0, 10000000L};
-    while (__atomic_load_n(&g_ops, __ATOMIC_RELAXED) & OP_HOLD) {
-      nanosleep(&ts, NULL);
-      refresh();
-    }
-  }
-  errno = saved;
-}
-
 /* Returns: 1 when `op` on `fd` is to fail now (errno is then set). */
 static int faulted(int fd, int op)
 {
   int saved = errno;
-  held(fd);
+  refresh();
   if (!(__atomic_load_n(&g_ops, __ATOMIC_RELAXED) & op)) {
     errno = saved;
     return 0;
@@ -221,4 +203,63 @@ int fallocate(int fd, int mode, off_t off, off_t len)
   if (off > 0 && !(mode & FALLOC_FL_PUNCH_HOLE) && faulted(fd, OP_GROW))
     return -1;
   return real(fd, mode, off, len);
+}
+
+/* open(), open64() and openat() of a new file under MU_FAULT_DIR fail while the control file
+ * says hold; every other open goes through (the shim's own read of its control file among them:
+ * that one has no O_CREAT). */
+typedef int (*open_fn)(const char *, int, ...);
+typedef int (*openat_fn)(int, const char *, int, ...);
+
+static int open_held(const char *path, int flags)
+{
+  if (!(flags & O_CREAT))
+    return 0;
+  int saved = errno;
+  refresh();
+  const char *dir = getenv("MU_FAULT_DIR");
+  size_t dl = dir != NULL ? strlen(dir) : 0;
+  if (!(__atomic_load_n(&g_ops, __ATOMIC_RELAXED) & OP_HOLD) || dl == 0 ||
+      strncmp(path, dir, dl) != 0) {
+    errno = saved;
+    return 0;
+  }
+  errno = __atomic_load_n(&g_errno, __ATOMIC_RELAXED);
+  return 1;
+}
+
+#define OPEN_MODE(flags, mode)                                                                     \
+  mode_t mode = 0;                                                                                 \
+  if ((flags) & (O_CREAT | O_TMPFILE)) {                                                           \
+    va_list ap;                                                                                    \
+    va_start(ap, flags);                                                                           \
+    mode = (mode_t)va_arg(ap, int);                                                                \
+    va_end(ap);                                                                                    \
+  }
+
+int open(const char *path, int flags, ...)
+{
+  REAL(open_fn, "open");
+  OPEN_MODE(flags, mode);
+  if (open_held(path, flags))
+    return -1;
+  return real(path, flags, mode);
+}
+
+int open64(const char *path, int flags, ...)
+{
+  REAL(open_fn, "open64");
+  OPEN_MODE(flags, mode);
+  if (open_held(path, flags))
+    return -1;
+  return real(path, flags, mode);
+}
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+  REAL(openat_fn, "openat");
+  OPEN_MODE(flags, mode);
+  if (open_held(path, flags))
+    return -1;
+  return real(dirfd, path, flags, mode);
 }

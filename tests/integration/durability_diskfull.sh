@@ -359,9 +359,10 @@ check_acked "ENOSPC, compacted" "$data"
 # by itself. Main stayed read-only for good, even once the fault ended: only a failed reserve
 # re-armed the retry, and the new segment's reserve skipped the check that ends the refusal
 # (case 1 met it under load: the compaction's retry came before the reserve's).
-# The compaction is held (the shim's "hold": its snapshot's writes wait) until the test has seen
-# the refusal, then let go: musterd refuses for as long as the test looks, however slow the
-# machine, and the refusal must end by itself once the compaction does (issue 33, item 8).
+# The compaction is held (the shim's "hold": no new file, so no new segment) until the test has
+# seen the refusal, then let go: musterd refuses for as long as the test looks, however slow the
+# machine, and the refusal must end by itself once the compaction's retry opens its segment with
+# the reserve (issue 33, item 8; the refusal lasted 0.25 s and sixty PUTs could miss it).
 : >"$CTL"
 data=$T_DIR/d/grow
 MUSTERD=$FAULTY t_start_musterd --data-dir "$data" --snapshot-every 0 || t_done
@@ -377,10 +378,13 @@ t_expect_match "reserve cannot grow: writes are taken, then refused" "$codes" "^
 t_expect_eq "... and refused again while the compaction is held" "$(put grow/held v)" 500
 fetch_metrics
 t_expect_eq "... the gauge says read-only" "$(metric musterd_disk_read_only)" 1
-echo "grow ENOSPC" >"$CTL" # the compaction goes on; the reserve still cannot grow
-t_until 10 writable grow/after ok &&
+t_expect_match "... the compaction could not start" "$(cat "$T_DIR/musterd.log")" \
+  "writing a snapshot failed"
+echo "grow ENOSPC" >"$CTL" # the compaction's retry goes on; the reserve still cannot grow
+# its retry backs off (1 s, then twice as long each time the test kept it from starting)
+t_until 40 writable grow/after ok &&
   t_ok "... writable again once a compaction opened a segment with its reserve" ||
-  t_fail "... still read-only 10 s after the compaction (snapshots: $(fetch_metrics;
+  t_fail "... still read-only 40 s after the compaction was let go (snapshots: $(fetch_metrics;
     metric musterd_snapshots_total))"
 t_expect_match "... logged" "$(cat "$T_DIR/musterd.log")" "space is back after"
 : >"$CTL"

@@ -211,13 +211,20 @@ echo "print('model')" >"$WS/sub/model.py"
 echo "secret" >"$WS/sub/creds.key"
 echo "ref" >"$WS/.git/HEAD"
 printf '*.key\n**/*.key\n.git\n' >"$WS/.dockerignore"
-"$MUSTER" run -s kubernetes --dryrun --json --workspace "$WS" \
+# A dryrun builds nothing (t0070), so these runs submit for real, to the recording kubectl
+# (tests/fixtures/bin/kubectl: no API server runs here); the image is built and pushed for real.
+kube_run() {
+  PATH=$MU_SOURCE_DIR/tests/fixtures/bin:$PATH KUBECTL_RECORD=$T_DIR/kcalls \
+    KUBECTL_STATE=$T_DIR/kjobs "$MUSTER" run -s kubernetes "$@"
+}
+mkdir -p "$T_DIR/kjobs"
+kube_run --workspace "$WS" \
   -cfg "queue=q,muster_image=$REG/muster:test,image_repo=$REG/ws" dist.ddp -j 2x2 \
-  --image "$REG/user:test" --script /app/sum_static >"$T_DIR/ws.json" 2>"$T_DIR/ws.err"
+  --image "$REG/user:test" --script /app/sum_static >"$T_DIR/ws.out" 2>"$T_DIR/ws.err"
 t_expect_eq "run --workspace exits 0" "$?" 0
-img=$($PY -c 'import json,sys,yaml
-j = yaml.safe_load(json.load(open(sys.argv[1]))["request"])
-print(" ".join(sorted({t["template"]["spec"]["containers"][0]["image"] for t in j["spec"]["tasks"] if t["name"] != "musterd"})))' "$T_DIR/ws.json" 2>&1)
+img=$($PY -c 'import sys,yaml
+j = yaml.safe_load(open(sys.argv[1]))
+print(" ".join(sorted({t["template"]["spec"]["containers"][0]["image"] for t in j["spec"]["tasks"] if t["name"] != "musterd"})))' "$T_DIR/kcalls.stdin" 2>&1)
 t_expect_match "the manifest names the pushed image by digest" "$img" "^$REG/ws@sha256:[0-9a-f]{64}$"
 if skopeo copy --quiet --src-tls-verify=false "docker://$img" "oci:$T_DIR/oci-ws:ws" >"$T_DIR/pull-ws.log" 2>&1 &&
   umoci unpack --image "$T_DIR/oci-ws:ws" "$T_DIR/wsimg" >>"$T_DIR/pull-ws.log" 2>&1; then
@@ -227,7 +234,7 @@ if skopeo copy --quiet --src-tls-verify=false "docker://$img" "oci:$T_DIR/oci-ws
 else
   t_fail "pull the workspace image by digest: $(tail -3 "$T_DIR/pull-ws.log") $(cat "$T_DIR/ws.err")"
 fi
-out=$("$MUSTER" run -s kubernetes --dryrun --workspace "$WS" \
+out=$(kube_run --workspace "$WS" \
   -cfg "queue=q,muster_image=m:1,image_repo=127.0.0.1:$(t_free_port)/ws" dist.ddp -j 1x1 \
   --image "$REG/user:test" --script /app/sum_static 2>&1)
 t_expect_eq "--workspace to a registry that is not there: exit 1" "$?" 1
@@ -245,7 +252,9 @@ YML
 t_spawn roreg docker-registry serve "$T_DIR/roreg/config.yml"
 if t_wait_http "http://127.0.0.1:$ROP/v2/" 20 "$T_LAST_PID"; then
   printf '[[registry]]\nlocation = "127.0.0.1:%s"\ninsecure = true\n' "$ROP" >>"$T_DIR/registries.conf"
-  out=$(timeout 120 "$MUSTER" run -s kubernetes --dryrun --workspace "$WS" \
+  out=$(timeout 120 env PATH="$MU_SOURCE_DIR/tests/fixtures/bin:$PATH" \
+    KUBECTL_RECORD="$T_DIR/kcalls" KUBECTL_STATE="$T_DIR/kjobs" \
+    "$MUSTER" run -s kubernetes --workspace "$WS" \
     -cfg "queue=q,muster_image=m:1,image_repo=127.0.0.1:$ROP/ws" dist.ddp -j 1x1 \
     --image "$REG/user:test" --script /app/sum_static 2>&1)
   t_expect_eq "--workspace to a registry that refuses the push: exit 1" "$?" 1

@@ -89,7 +89,8 @@ comp() { # words... (the last is the one completed)
 }
 t_expect_eq "completion of 'muster st'" "$(comp st)" status
 t_expect_eq "completion of 'muster run --dr'" "$(comp run --dr)" --dryrun
-t_expect_match "completion of 'muster run dist'" "$(comp run dist)" '^dist\.ddp$'
+t_expect_eq "completion of 'muster run dist.d'" "$(comp run dist.d)" dist.ddp
+t_expect_eq "completion of 'muster run dist' (every dist builtin)" "$(comp run dist)" "dist.ddp dist.spmd"
 
 # 6. Copy the shared libraries of the installed programs into the root (what apt would have
 # installed from the Depends line), then run the demo in a chroot with /proc and /dev.
