@@ -61,9 +61,9 @@ stub squeue 0 "4242+0|a-0|COMPLETED|n1
 4242+2|b-0|COMPLETED|n3
 " ""
 out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" log slurm://muster/4242/a/1 2>&1)
-t_expect_eq "log: stdout then stderr of a/1, from the job dir" "$out" "hello
-world
-oops"
+t_expect_eq "log: stdout then stderr of a/1, from the job dir" "$out" "a/1 hello
+a/1 world
+a/1 oops"
 out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" status slurm://muster/4242 2>&1)
 t_expect_match "status from squeue" "$out" "State: SUCCEEDED"
 t_expect_match "squeue args" "$(tail -1 calls)" "squeue --noheader --jobs=4242 --states=all --format=%i\|%j\|%T\|%N"

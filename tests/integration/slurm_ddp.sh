@@ -49,7 +49,7 @@ t_expect_eq "describe: the app as submitted, from the cluster" "$got" \
   "ring_allreduce 2 slurm://muster/$id muster ['$RING', '--count', '4096']"
 if "$MUSTER" log -h >/dev/null 2>&1; then
   out=$("$MUSTER" log "$h/ring_allreduce/1" 2>&1)
-  t_expect_match "log of replica 1" "$out" "rank [0-3]: allreduce ok, world 4"
+  t_expect_match "log of replica 1, prefixed" "$out" "^ring_allreduce/1 rank [0-3]: allreduce ok, world 4"
 fi
 
 # 1b. Script arguments with shell metacharacters reach the worker exactly: the sbatch script
