@@ -68,6 +68,21 @@ out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" status slurm://muster/4242 2>&1)
 t_expect_match "status from squeue" "$out" "State: SUCCEEDED"
 t_expect_match "squeue args" "$(tail -1 calls)" "squeue --noheader --jobs=4242 --states=all --format=%i\|%j\|%T\|%N"
 
+# A failed replica is named by its index, beside the node rank its agent joined the rendezvous
+# with (join order: replica 0 may be node rank 1): the record is in the last lines of a-0's .err.
+rec='{"message":{"message":"ValueError: bad shard 7","extraInfo":{"py_callstack":"","timestamp":"5"}},"muster":{"rank":2,"local_rank":0,"node_rank":1,"host":"n1","exit_code":3,"time_ms":5000,"exception":"ValueError: bad shard 7"}}'
+printf 'worker output\n[muster agent] failure record: %s\n' "$rec" >jd/slurm-4242-a-0.err
+stub squeue 0 "4242+0|a-0|FAILED|n1
+4242+1|a-1|CANCELLED|n2
+4242+2|b-0|CANCELLED|n3
+" ""
+out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" status slurm://muster/4242 2>&1)
+t_expect_match "failed replica: a[0]'s error names replica a/0, then its node rank ($out)" \
+  "$(grep -A2 'a\[0\]:FAILED' <<<"$out" | grep error_msg)" \
+  "error_msg: rank 2 \(replica a/0, node rank 1 on host n1\) exited with code 3: ValueError: bad shard 7$"
+t_expect_match "failed replica: the root cause names replica a/0" "$out" \
+  "Root Cause: rank 2 \(replica a/0, node rank 1 on host n1\) exited with code 3"
+
 # Gone from squeue, accounting disabled: a clear "not found".
 stub squeue 1 "" "slurm_load_jobs error: Invalid job id specified
 "
