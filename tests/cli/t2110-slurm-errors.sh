@@ -35,6 +35,18 @@ t_expect_eq "federated id, job_dir: handle" "$out" "slurm://muster/4242"
 t_expect_match "job_dir: --chdir and the script inside it" "$(tail -1 calls)" \
   "sbatch --parsable --chdir=jd --comment=c1 jd/muster-sbatch.sh"
 t_expect_eq "job_dir recorded" "$(head -1 .musterslurmjobdirs)" "4242 = $T_DIR/jd"
+t_expect_eq "the app's name recorded" "$(sed -n 's/^4242 name = //p' .musterslurmjobdirs)" foo
+# muster list shows the app's name, as local does (Slurm's job name is the first replica's, a-0);
+# a job not submitted from here keeps Slurm's name.
+stub squeue 0 "4242+0|a-0|RUNNING
+4242+1|a-1|RUNNING
+4242+2|b-0|RUNNING
+99|other-0|PENDING
+" ""
+out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" list -s slurm 2>&1)
+t_expect_match "list: the app's name, not its first replica's job name ($out)" "$out" \
+  "slurm://muster/4242 +foo +RUNNING"
+t_expect_match "list: a job submitted elsewhere keeps Slurm's name" "$out" "slurm://muster/99 +other-0 +PENDING"
 spool=$(sed -n 's/^4242 spool = //p' .musterslurmjobdirs)
 t_expect_match "its spool recorded, in the job dir" "$spool" "^$T_DIR/jd/\.muster-spool-[0-9a-f]{12}$"
 t_expect_eq "the spool is 0700, the token 0600" "$(stat -c %a "$spool" "$spool/rdzv.token" | tr '\n' ' ')" "700 600 "
