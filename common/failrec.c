@@ -193,12 +193,22 @@ int mu_failrec_scan(const char *text, size_t len, struct mu_failrec *out)
 
 void mu_failrec_summary(const struct mu_failrec *r, struct mu_buf *out)
 {
+  mu_failrec_summary_replica(r, NULL, -1, out);
+}
+
+void mu_failrec_summary_replica(const struct mu_failrec *r, const char *role, long replica,
+                                struct mu_buf *out)
+{
   if (r->rank >= 0)
     mu_buf_printf(out, "rank %d", r->rank);
   else
     mu_buf_puts(out, "a worker");
-  if (r->node_rank >= 0 || (r->host && r->host[0])) {
+  int named = role != NULL && replica >= 0;
+  if (named || r->node_rank >= 0 || (r->host && r->host[0])) {
     mu_buf_puts(out, " (");
+    if (named)
+      mu_buf_printf(out, "replica %s/%ld%s", role, replica,
+                    r->node_rank >= 0 || (r->host && r->host[0]) ? ", " : "");
     if (r->node_rank >= 0)
       mu_buf_printf(out, "node rank %d%s", r->node_rank, r->host && r->host[0] ? " " : "");
     if (r->host && r->host[0])

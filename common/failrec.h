@@ -69,6 +69,12 @@ int mu_failrec_scan(const char *text, size_t len, struct mu_failrec *out);
  * RuntimeError: boom", with the signal and the memory hint when there is one. */
 void mu_failrec_summary(const struct mu_failrec *r, struct mu_buf *out);
 
+/* The same, naming the replica whose log or error file held the record first: "rank 2
+ * (replica trainer/0, node rank 1 on host vm) ...". The node rank is the rendezvous's (the order
+ * the nodes joined in), which need not be the replica's index. role NULL: mu_failrec_summary. */
+void mu_failrec_summary_replica(const struct mu_failrec *r, const char *role, long replica,
+                                struct mu_buf *out);
+
 /* Returns: nonzero when a is earlier than b (the root cause of a job is its earliest failure);
  * a record without time is later than one with, and a rank that hung waiting inside a library
  * (for the rank that really hung) is later than any other. */

@@ -7,7 +7,8 @@
  *   kueue       Kueue's ResourceFlavor, ClusterQueue and LocalQueue for JobSets
  *               (-cfg api=jobset,kueue_queue=NAME).
  *   storage     the FSx for Lustre StorageClass and its claim (the tutorial's storageclass.yaml
- *               and claim.yaml), for --mounts type=volume,src=CLAIM,dst=/data.
+ *               and claim.yaml), for aws.trn1_ddp's --claim CLAIM, or the other builtins'
+ *               --mounts type=volume,src=CLAIM,dst=/data.
  *   agent DIR   copies this portable muster (its bin/, lib/ and share/) into DIR: the init
  *               container of every pod runs it to fill the emptyDir the training container
  *               runs /muster/bin/muster agent from (sched/kubernetes_render.c).
@@ -510,8 +511,9 @@ static int deploy_kueue(int argc, char **argv)
   "muster deploy storage --subnet-id SUBNET --security-group SG [--name CLAIM] [--size SIZE]\n"    \
   "                      [--namespace NS] [--class NAME] [--throughput N]\n\n"                     \
   "Prints the FSx for Lustre StorageClass (fsx.csi.aws.com) and a ReadWriteMany claim on it,\n"    \
-  "as the trn1 tutorial's storageclass.yaml and claim.yaml; jobs mount it with\n"                  \
-  "--mounts type=volume,src=CLAIM,dst=/data."
+  "as the trn1 tutorial's storageclass.yaml and claim.yaml. Jobs mount the claim at /data:\n"      \
+  "aws.trn1_ddp with --claim CLAIM (fsx-claim is its default), dist.ddp, dist.spmd and\n"          \
+  "the others with --mounts type=volume,src=CLAIM,dst=/data."
 
 static int deploy_storage(int argc, char **argv)
 {
@@ -578,9 +580,14 @@ static int deploy_storage(int argc, char **argv)
   req = cJSON_AddObjectToObject(cJSON_AddObjectToObject(spec, "resources"), "requests");
   cJSON_AddStringToObject(req, "storage", size);
   {
-    char *c = mu_asprintf("FSx for Lustre: StorageClass %s and claim %s/%s; mount it with "
-                          "--mounts type=volume,src=%s,dst=/data",
-                          cls, ns, claim, claim);
+    char *c =
+        mu_asprintf("FSx for Lustre: StorageClass %s and claim %s/%s. Jobs mount the "
+                    "claim at /data:\n"
+                    "#   aws.trn1_ddp: --claim %s%s\n"
+                    "#   dist.ddp, dist.spmd and the others: "
+                    "--mounts type=volume,src=%s,dst=/data",
+                    cls, ns, claim, claim,
+                    strcmp(claim, "fsx-claim") == 0 ? " (its default: nothing to add)" : "", claim);
     print_objects(c, objs, 2);
     mu_free(c);
   }

@@ -1,7 +1,7 @@
 /* muster log HANDLE[/ROLE[/REPLICA]] [-t] [--regex R] [--streams S] [--lines N] [--since T]
  * [--previous]: print or follow logs, TorchX's options with TorchX's meanings (-t/--tail
- * follows; every line by default). The lines of a job or a role carry a "role/replica " prefix,
- * one replica's are as it wrote them; --regex sees each line as written (no prefix, no newline).
+ * follows; every line by default). Every line carries its "role/replica " prefix, as TorchX's
+ * (one replica's too); --regex sees each line as written (no prefix, no newline).
  * --since and --previous reach the schedulers that can honour them (kubernetes). */
 #include <regex.h>
 #include <stdint.h>
@@ -172,8 +172,10 @@ static int role_replica(const struct mu_cli_job *j, char **role, long *replica)
   return 0;
 }
 
-/* Writes the log to stdout. With --regex, each replica's lines are filtered as it wrote them,
- * then prefixed (as TorchX filters each replica's log_iter) and written as they come.
+/* Writes the log to stdout, every line prefixed "role/replica ". With --regex, each replica's
+ * lines are filtered as it wrote them, then prefixed (as TorchX filters each replica's log_iter)
+ * and written as they come. A job or a role goes to the backend's log_open (which prefixes
+ * them); one replica, or a filter, to mu_sched_log (the backends write one replica as is).
  * Returns: the exit code. */
 static int print_log(const struct mu_cli_job *j, struct log_args *a, const char *role, long replica)
 {
@@ -185,8 +187,8 @@ static int print_log(const struct mu_cli_job *j, struct log_args *a, const char 
   if (rc != 0)
     return rc;
   fflush(stdout);
-  if (a->have_re) {
-    q.keep = regex_keep;
+  if (a->have_re || replica >= 0) {
+    q.keep = a->have_re ? regex_keep : NULL;
     q.keep_data = &a->re;
     rc = mu_sched_log(j->s, &q, STDOUT_FILENO, &err);
   } else {

@@ -1,7 +1,7 @@
 /* The log of several replicas at once (sched.h, mu_sched_log): one log reader (log_reader.c) per
  * replica runs the backend's one-replica log_open; the parent keeps the lines its filter keeps,
- * prefixes those of a job or a role with "role/replica " and writes whole lines to the output
- * as they come, so that following (-f) several replicas interleaves their lines.
+ * prefixes each with "role/replica " (as TorchX, one replica's too) and writes whole lines to
+ * the output as they come, so that following (-f) several replicas interleaves their lines.
  *
  * The steps: pick the replicas, start one reader each, pump their pipes into the output, reap
  * the readers (a reader that failed says why).
@@ -32,8 +32,9 @@ struct fan_src {
 };
 
 /* The replicas of q to read: every one (role NULL), every one of a role (replica < 0), or one;
- * the lines of several are prefixed. Returns: 0, or MU_ENOENT / MU_E2BIG with the message in
- * err. Ownership: *srcs is the caller's (release_sources), its roles borrowed from st. */
+ * the lines of each are prefixed with its "role/replica ". Returns: 0, or MU_ENOENT / MU_E2BIG
+ * with the message in err. Ownership: *srcs is the caller's (release_sources), its roles
+ * borrowed from st. */
 static int pick_sources(const struct mu_app_status *st, const struct mu_log_query *q,
                         struct fan_src **srcs, size_t *n, struct mu_buf *err)
 {
@@ -57,8 +58,8 @@ static int pick_sources(const struct mu_app_status *st, const struct mu_log_quer
     f->reader.pid = -1;
     f->role = r->role;
     f->id = r->replica_id;
-    char *prefix = q->replica < 0 ? mu_asprintf("%s/%ld ", r->role, r->replica_id) : NULL;
-    mu_line_prefixer_init(&f->lines, prefix ? prefix : "", FANOUT_LINE);
+    char *prefix = mu_asprintf("%s/%ld ", r->role, r->replica_id);
+    mu_line_prefixer_init(&f->lines, prefix, FANOUT_LINE);
     mu_line_prefixer_filter(&f->lines, q->keep, q->keep_data);
     mu_free(prefix);
   }
@@ -73,6 +74,22 @@ static int pick_sources(const struct mu_app_status *st, const struct mu_log_quer
     return MU_ENOENT;
   }
   return 0;
+}
+
+/* One replica named by q (role and replica given): its backend's log_open says when there is
+ * no such replica, so no status is asked for. Ownership: as pick_sources. */
+static struct fan_src *one_source(const struct mu_log_query *q)
+{
+  struct fan_src *f = mu_calloc(1, sizeof(*f));
+  f->reader.fd = f->reader.efd = -1;
+  f->reader.pid = -1;
+  f->role = q->role;
+  f->id = q->replica;
+  char *prefix = mu_asprintf("%s/%ld ", q->role, q->replica);
+  mu_line_prefixer_init(&f->lines, prefix, FANOUT_LINE);
+  mu_line_prefixer_filter(&f->lines, q->keep, q->keep_data);
+  mu_free(prefix);
+  return f;
 }
 
 static void release_sources(struct fan_src *srcs, size_t n)
@@ -153,21 +170,28 @@ static int pump(struct fan_src *srcs, size_t n, int out_fd, struct mu_buf *err)
 }
 
 /* Waits for every reader (stopping them first when rc says the pump failed) and collects the
- * reasons of those that failed. Returns: rc, or MU_EIO with the reasons in err. */
-static int reap(struct fan_src *srcs, size_t n, int rc, struct mu_buf *err)
+ * reasons of those that failed (`one`: the one replica asked for, its reason as it is).
+ * Returns: rc, or MU_EIO with the reasons in err. */
+static int reap(struct fan_src *srcs, size_t n, int one, int rc, struct mu_buf *err)
 {
   int failed = 0;
   struct mu_buf reasons = MU_BUF_INIT(SIZE_MAX);
   for (size_t i = 0; i < n; i++) {
     struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
     if (mu_log_reader_finish(&srcs[i].reader, rc != 0, &why) != 0 && rc == 0) {
-      mu_buf_printf(&reasons, "%s%s/%ld: %s", failed ? "; " : "", srcs[i].role, srcs[i].id,
-                    mu_buf_str(&why));
+      if (one)
+        mu_buf_puts(&reasons, mu_buf_str(&why));
+      else
+        mu_buf_printf(&reasons, "%s%s/%ld: %s", failed ? "; " : "", srcs[i].role, srcs[i].id,
+                      mu_buf_str(&why));
       failed++;
     }
     mu_buf_release(&why);
   }
-  if (rc == 0 && failed > 0) {
+  if (rc == 0 && failed > 0 && one) {
+    mu_buf_puts(err, mu_buf_str(&reasons));
+    rc = MU_EIO;
+  } else if (rc == 0 && failed > 0) {
     mu_buf_printf(err, "the log of %d of %zu replicas could not be read: %s", failed, n,
                   mu_buf_str(&reasons));
     rc = MU_EIO;
@@ -182,20 +206,23 @@ int mu_sched_log(const struct mu_sched_ops *s, const struct mu_log_query *q, int
   struct mu_app_status st;
   struct fan_src *srcs = NULL;
   size_t n = 0;
-  int rc = mu_sched_describe(s, q->app_id, q->cfg, &st, err);
-  if (rc != 0)
-    return rc;
-  rc = pick_sources(&st, q, &srcs, &n, err);
-  if (rc != 0)
-    goto out;
-  if (n == 1 && q->replica >= 0 && q->keep == NULL) { /* as it is: no reader needed */
-    rc = s->log_open(q->app_id, srcs[0].role, srcs[0].id, &q->opts, out_fd, q->cfg, err);
-    goto out;
+  int one = q->role != NULL && q->replica >= 0, rc = 0;
+  memset(&st, 0, sizeof(st));
+  if (one) {
+    srcs = one_source(q);
+    n = 1;
+  } else {
+    rc = mu_sched_describe(s, q->app_id, q->cfg, &st, err);
+    if (rc != 0)
+      return rc;
+    rc = pick_sources(&st, q, &srcs, &n, err);
   }
+  if (rc != 0)
+    goto out;
   rc = start_readers(s, q, srcs, n, err);
   if (rc == 0)
     rc = pump(srcs, n, out_fd, err);
-  rc = reap(srcs, n, rc, err);
+  rc = reap(srcs, n, one, rc, err);
 out:
   release_sources(srcs, n);
   mu_app_status_release(&st);

@@ -89,7 +89,12 @@ static void add_record(struct mu_app_status *st, size_t replica, const struct mu
                        const char *json)
 {
   struct mu_buf line = MU_BUF_INIT(SIZE_MAX);
-  mu_failrec_summary(r, &line);
+  /* named by the replica it came from: its node rank is the order it joined in */
+  if (replica < st->nreplicas)
+    mu_failrec_summary_replica(r, st->replicas[replica].role, st->replicas[replica].replica_id,
+                               &line);
+  else
+    mu_failrec_summary(r, &line);
   if (replica < st->nreplicas) {
     mu_free(st->replicas[replica].msg);
     st->replicas[replica].msg = mu_strdup(mu_buf_str(&line));

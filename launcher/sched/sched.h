@@ -239,7 +239,7 @@ int mu_log_reader_finish(struct mu_log_reader *r, int stop, struct mu_buf *why);
 
 /* The log of every replica (role NULL), of every replica of a role (replica < 0), or of one,
  * through the backend's one-replica log_open, the replicas read at once by log readers, every
- * line of a job or a role (replica < 0) prefixed "role/replica ", each line kept or not by
+ * line prefixed "role/replica " (one replica's too, as TorchX), each line kept or not by
  * q->keep before its prefix, whole lines written to out_fd as they come (nothing is buffered
  * past a read). Returns: 0; MU_ENOENT for an unknown role or replica; the backend's error, or
  * MU_EIO with each failed replica's reason in err. */

@@ -84,6 +84,7 @@ struct slurm_priv {
   char *muster_bin, *musterd_bin; /* what the script calls (struct mu_slurm_env) */
   struct mu_strvec opts;          /* --chdir, --comment, ... */
   char *job_dir;
+  char *app_name;   /* the app's name, recorded for `muster list` */
   char *token_file; /* the rendezvous token's file (struct mu_slurm_env), or NULL */
   char *spool;      /* the job's spool that schedule makes, with the token in it, or NULL */
   char *tls_dir;    /* -cfg rdzv_tls (struct mu_slurm_env), or NULL */
@@ -250,6 +251,7 @@ static int slurm_dryrun(const struct mu_app *app, const struct mu_cfg *cfg, stru
   mu_buf_putc(&script, '\n');
   p->script = mu_strdup(mu_buf_str(&script));
   p->job_dir = jd ? mu_strdup(jd) : NULL;
+  p->app_name = app->name ? mu_strdup(app->name) : NULL;
   out->text = mu_buf_detach(&script);
   out->app_id = mu_strdup("<assigned by sbatch>");
   return 0;
@@ -268,6 +270,7 @@ static void slurm_dryrun_free(struct mu_dryrun *req)
   mu_free(p->token_file);
   mu_free(p->spool);
   mu_free(p->tls_dir);
+  mu_free(p->app_name);
   mu_free(p);
   req->priv = NULL;
 }
@@ -308,10 +311,11 @@ static int make_dirs(const struct slurm_priv *p, char **dir, struct mu_buf *err)
 }
 
 /* Notes in ./.musterslurmjobdirs where job `id` lives: "ID = DIR" for a job_dir (logs), "ID
- * spool = DIR" for its spool (cancel removes it). */
+ * spool = DIR" for its spool (cancel removes it), "ID name = APP" for its app's name (muster
+ * list: Slurm's job name is the first replica's, ROLE-0). */
 static void record(const struct slurm_priv *p, const char *id)
 {
-  FILE *fp = p->job_dir || p->spool ? fopen(SLURM_JOBDIRS, "a") : NULL;
+  FILE *fp = p->job_dir || p->spool || p->app_name ? fopen(SLURM_JOBDIRS, "a") : NULL;
   if (fp == NULL)
     return;
   if (p->job_dir) {
@@ -321,6 +325,8 @@ static void record(const struct slurm_priv *p, const char *id)
   }
   if (p->spool)
     fprintf(fp, "%s spool = %s\n", id, p->spool);
+  if (p->app_name && p->app_name[0] && strpbrk(p->app_name, "\r\n") == NULL)
+    fprintf(fp, "%s name = %s\n", id, p->app_name);
   fclose(fp);
 }
 
@@ -512,6 +518,14 @@ static int slurm_list(const struct mu_cfg *cfg, struct mu_app_list_entry **out, 
   int rc = slurm_run(&av, &o, err);
   if (rc == 0)
     mu_slurm_parse_list(mu_buf_str(&o), out, n);
+  /* The app's name, as local lists it, for the jobs submitted from here (recorded) */
+  for (size_t i = 0; rc == 0 && i < *n; i++) {
+    char *name = recorded((*out)[i].app_id, " name = ");
+    if (name != NULL) {
+      mu_free((*out)[i].name);
+      (*out)[i].name = name;
+    }
+  }
   mu_strvec_release(&av);
   mu_buf_release(&o);
   return rc;

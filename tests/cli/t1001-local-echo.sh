@@ -22,7 +22,8 @@ t_expect_eq "several replicas: prefixed role/replica" \
 t_expect_eq "stdout.log" "$(cat "$T_DIR/logs/$id/echo/0/stdout.log")" "hello muster"
 t_expect_eq "combined.log" "$(cat "$T_DIR/logs/$id/echo/0/combined.log")" "hello muster"
 t_expect_eq "muster log: one replica, prefixed as several are" "$("$MUSTER" log "$h")" "echo/0 hello muster"
-t_expect_eq "muster log ROLE/REPLICA" "$("$MUSTER" log "$h/echo/0")" "hello muster"
+t_expect_eq "muster log ROLE/REPLICA: the role/replica prefix kept (as TorchX)" \
+  "$("$MUSTER" log "$h/echo/0")" "echo/0 hello muster"
 t_expect_match "status" "$("$MUSTER" status "$h")" 'State: SUCCEEDED'
 t_expect_match "status --json" "$("$MUSTER" status --json "$h")" '"state":"SUCCEEDED".*"state":4'
 t_expect_match "describe" "$("$MUSTER" describe "$h")" '"entrypoint":	"echo"'
@@ -58,7 +59,16 @@ t_expect_eq "replica 2 stdout" "$(cat "$T_DIR/logs/$id/sh/2/stdout.log")" "out 2
 t_expect_eq "replica 2 stderr" "$(cat "$T_DIR/logs/$id/sh/2/stderr.log")" "err"
 t_expect_eq "all replicas prefixed" "$("$MUSTER" log --streams stdout "$h" | sort | tr '\n' '|')" \
   "sh/0 out 0|sh/1 out 1|sh/2 out 2|"
-t_expect_eq "--lines 1" "$("$MUSTER" log --lines 1 "$h/sh/1")" "err"
+t_expect_eq "--lines 1 of one replica: prefixed" "$("$MUSTER" log --lines 1 "$h/sh/1")" "sh/1 err"
+# Every selection keeps the "role/replica " prefix (TorchX's torchx log): a role, one replica,
+# one replica followed, one replica through --regex (matched against the line as written).
+t_expect_eq "log ROLE: prefixed" "$("$MUSTER" log --streams stdout "$h/sh" | sort | tr '\n' '|')" \
+  "sh/0 out 0|sh/1 out 1|sh/2 out 2|"
+t_expect_eq "log ROLE/REPLICA: prefixed" "$("$MUSTER" log --streams stdout "$h/sh/2")" "sh/2 out 2"
+t_expect_eq "log -t ROLE/REPLICA: prefixed" \
+  "$("$MUSTER" log -t "$h/sh/2" | sort | tr '\n' '|')" "sh/2 err|sh/2 out 2|"
+t_expect_eq "log --regex '^out' ROLE/REPLICA: matched as written, printed prefixed" \
+  "$("$MUSTER" log --regex '^out' "$h/sh/1")" "sh/1 out 1"
 # Device slices per replica.
 "$MUSTER" run -cfg devices_per_replica=2 utils.sh --num_replicas 2 -- 'echo $CUDA_VISIBLE_DEVICES' >"$T_DIR/h" 2>/dev/null
 h=$(cat "$T_DIR/h")

@@ -22,7 +22,7 @@ t_expect_eq "fail_fast: nothing left" "$(pgrep -f "^sleep $marker" | wc -l)" 0
 out=$("$MUSTER" run -cfg fail_fast=false utils.sh --num_replicas 2 -- \
   '[ $MUSTER_REPLICA_ID = 0 ] && exit 4; sleep 0.3; echo survivor' 2>"$T_DIR/err"); rc=$?
 t_expect_eq "fail_fast=false: run exits 1" "$rc" 1
-t_expect_eq "fail_fast=false: the other replica finished" "$("$MUSTER" log "$out/sh/1")" survivor
+t_expect_eq "fail_fast=false: the other replica finished" "$("$MUSTER" log "$out/sh/1")" "sh/1 survivor"
 t_expect_match "fail_fast=false: replica 1 SUCCEEDED" "$("$MUSTER" status "$out")" 'sh\[1\]:SUCCEEDED'
 
 out=$("$MUSTER" run utils.sh --entrypoint /nonexistent/prog -- x 2>"$T_DIR/err"); rc=$?

@@ -33,8 +33,12 @@ chmod +x fail.sh
 t_expect_eq "failing job: run exits 1" "$?" 1
 h=$(cat out)
 last=$(tail -n 3 err)
-t_expect_match "run's last lines: the root cause" "$last" \
-  'root cause: rank 2 \(node rank [01] on host [^)]*\) exited with code 3: ValueError: bad shard 7'
+t_expect_match "run's last lines: the root cause, its replica and node rank named" "$last" \
+  'root cause: rank 2 \(replica fail/[01], node rank 1 on host [^)]*\) exited with code 3: ValueError: bad shard 7'
+# the replica named is the one whose agent wrote the record (its node rank is the join order's)
+k=$(sed -n 's|.*root cause: rank 2 (replica fail/\([01]\),.*|\1|p' <<<"$last")
+t_expect_match "the replica named (fail/$k) is the one whose error file has rank 2's record" \
+  "$(cat "$T_DIR/logs/$(basename "$(cat out)")/fail/${k:-x}/error.json" 2>&1)" '"rank":2,'
 "$MUSTER" status "$h" >st.txt
 t_expect_match "status: Root Cause line" "$(cat st.txt)" \
   'Root Cause: rank 2 .* exited with code 3: ValueError: bad shard 7'

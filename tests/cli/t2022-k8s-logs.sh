@@ -26,7 +26,7 @@ for api in volcano jobset; do
   # --previous: the run before the container's restart; kubectl's refusal when there was none.
   : >calls
   out=$(KUBECTL_PODS=Restarted "$MUSTER" log --previous "$h/echo/1" 2>&1)
-  t_expect_match "$api: --previous reads the previous run" "$out" "^previous log line 1 from logs-$api-echo-1-0"
+  t_expect_match "$api: --previous reads the previous run" "$out" "^echo/1 previous log line 1 from logs-$api-echo-1-0"
   t_expect_match "$api: --previous reaches kubectl" "$(grep ' logs ' calls)" " logs logs-$api-echo-1-0[-0-9a-f]* --previous$"
   out=$("$MUSTER" log --previous "$h/echo/1" 2>&1)
   t_expect_eq "$api: --previous without a restart: exit 1" "$?" 1
@@ -52,7 +52,7 @@ for api in volcano jobset; do
   : >calls
   out=$(KUBECTL_SEQUENCE=$T_DIR/seq-$api timeout 60 "$MUSTER" log -t "$h/echo/2" 2>&1)
   t_expect_eq "$api: -t waits for the pod to start, then follows it" "$out" \
-    "$(printf 'log line 1 from %s\nlog line 2 from %s' "$(grep -o 'logs-[^ ]*' calls | tail -1)" "$(grep -o 'logs-[^ ]*' calls | tail -1)")"
+    "$(printf 'echo/2 log line 1 from %s\necho/2 log line 2 from %s' "$(grep -o 'logs-[^ ]*' calls | tail -1)" "$(grep -o 'logs-[^ ]*' calls | tail -1)")"
   n=$(grep -c ' logs .* -f$' calls)
   [ "$n" -ge 2 ] && t_ok "$api: -t tried kubectl logs -f until the pod ran ($n calls)" ||
     t_fail "$api: -t tried kubectl logs -f once only"

@@ -116,6 +116,40 @@ q = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d][0]
 print(q["metadata"]["name"], q["spec"]["weight"], q["spec"]["reclaimable"], q["spec"]["capability"])' "$M/queue-capped.yaml")
 t_expect_eq "queue: options applied" "$got" "trn1 3 True {'cpu': '256', 'memory': '2Ti'}"
 
+# The storage hint names each component's own way to mount the claim (issue 34), and each one
+# works: aws.trn1_ddp takes --claim, dist.ddp and dist.spmd --mounts; the dryrun's pods mount the
+# claim at /data.
+hint=$(grep '^#' "$M/storage-custom.yaml")
+t_expect_match "storage hint: aws.trn1_ddp's --claim" "$hint" '^#   aws\.trn1_ddp: --claim data$'
+t_expect_match "storage hint: --mounts for dist.ddp and dist.spmd" "$hint" \
+  '^#   dist\.ddp, dist\.spmd and the others: --mounts type=volume,src=data,dst=/data$'
+t_expect_match "storage hint: the default claim is aws.trn1_ddp's default" "$(grep '^#' "$M/storage.yaml")" \
+  '^#   aws\.trn1_ddp: --claim fsx-claim \(its default: nothing to add\)$'
+claim_mounts() { # a dryrun on stdin: "claim:path" of each volume its pods mount from a claim
+  sed '1,/^=== SCHEDULER REQUEST ===$/d' | $PY -c 'import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    for t in ((d or {}).get("spec") or {}).get("tasks") or []:
+        ps = t["template"]["spec"]
+        vols = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in ps.get("volumes") or [] if "persistentVolumeClaim" in v}
+        for c in ps["containers"]:
+            for m in c.get("volumeMounts") or []:
+                if m["name"] in vols:
+                    print(vols[m["name"]] + ":" + m["mountPath"])'
+}
+K8S="-cfg queue=q,muster_image=muster:0.1.0,namespace=ml"
+trn=$(sed -n 's/^#   aws\.trn1_ddp: //p' "$M/storage-custom.yaml")
+ddp=$(sed -n 's/^#   dist\.ddp, dist\.spmd and the others: //p' "$M/storage-custom.yaml")
+# shellcheck disable=SC2086 # the hint's words, as a user pastes them
+got=$("$MUSTER" run -s kubernetes --dryrun $K8S aws.trn1_ddp --nnodes 1 --image i --script t.py $trn 2>"$T_DIR/d.err" | claim_mounts)
+t_expect_eq "aws.trn1_ddp $trn: the claim at /data ($(tail -2 "$T_DIR/d.err"))" "$got" "data:/data"
+for c in dist.ddp dist.spmd; do
+  # shellcheck disable=SC2086
+  got=$("$MUSTER" run -s kubernetes --dryrun $K8S $c --image i --script t.py $ddp 2>"$T_DIR/d.err" | claim_mounts)
+  t_expect_eq "$c $ddp: the claim at /data ($(tail -2 "$T_DIR/d.err"))" "$got" "data:/data"
+done
+out=$("$MUSTER" run -s kubernetes --dryrun $K8S aws.trn1_ddp --nnodes 1 --image i --script t.py $ddp 2>&1)
+t_expect_eq "aws.trn1_ddp does not take --mounts (hence the hint's --claim)" "$?" 2
+
 # Bad input.
 out=$("$MUSTER" deploy storage --security-group sg-1 2>&1); t_expect_eq "storage without subnet: exit 2" "$?" 2
 t_expect_match "... names --subnet-id" "$out" "--subnet-id is required"

@@ -70,8 +70,8 @@ if grep -q musterd calls; then t_fail "k8s log all: not the musterd task"; else 
 out=$(KUBECTL_PHASE=Running "$MUSTER" log kubernetes://muster/ml:echo-42/echo 2>&1)
 t_expect_eq "k8s log of a role: both replicas" "$(printf '%s\n' "$out" | grep -c '^echo/[01] log line')" 4
 out=$(KUBECTL_PHASE=Running "$MUSTER" log kubernetes://muster/ml:echo-42/echo/1 2>&1)
-t_expect_eq "k8s log of one replica: no prefix" "$out" "log line 1 from echo-42-echo-1-0
-log line 2 from echo-42-echo-1-0"
+t_expect_eq "k8s log of one replica: prefixed too (as TorchX)" "$out" "echo/1 log line 1 from echo-42-echo-1-0
+echo/1 log line 2 from echo-42-echo-1-0"
 out=$(KUBECTL_TAIL=5 KUBECTL_PHASE=Running "$MUSTER" log -t --lines 5 \
   kubernetes://muster/ml:echo-42 2>&1)
 t_expect_eq "k8s log -t --lines 5 all: exit 0" "$?" 0
@@ -80,8 +80,8 @@ t_expect_match "k8s log -t --lines 5 all: -f and --tail=5 reach kubectl" \
 : >calls
 out=$(KUBECTL_PHASE=Running "$MUSTER" log -t kubernetes://muster/ml:echo-42/echo/0 2>&1)
 t_expect_eq "k8s log -t (TorchX: follow): every line, no --tail" "$out" \
-  "log line 1 from echo-42-echo-0-0
-log line 2 from echo-42-echo-0-0"
+  "echo/0 log line 1 from echo-42-echo-0-0
+echo/0 log line 2 from echo-42-echo-0-0"
 t_expect_eq "k8s log -t: kubectl logs -f, nothing else" "$(cat calls)" \
   "-n ml logs echo-42-echo-0-0 -f"
 out=$(KUBECTL_PHASE=Running "$MUSTER" log kubernetes://muster/ml:echo-42/nope 2>&1)
@@ -108,8 +108,8 @@ trainer/0 b0
 trainer/1 a1
 trainer/1 warn1"
 out=$("$MUSTER" log slurm://muster/6/trainer/0 2>&1)
-t_expect_eq "slurm log of one replica" "$out" "a0
-b0"
+t_expect_eq "slurm log of one replica: prefixed" "$out" "trainer/0 a0
+trainer/0 b0"
 rm slurm-6-trainer-1.out slurm-6-trainer-1.err
 out=$("$MUSTER" log slurm://muster/6 2>&1)
 t_expect_eq "slurm log, a replica without files: exit 1" "$?" 1
@@ -119,10 +119,10 @@ t_expect_match "slurm log, a replica without files: the combined log named, with
 # a job of this muster: its combined log (muster tee's, both streams in order) is what is shown
 printf 'a0\nwarn0\nb0\n' >slurm-6-trainer-0.log
 t_expect_eq "slurm log of one replica: its .log when there is one" \
-  "$("$MUSTER" log slurm://muster/6/trainer/0 2>&1)" "a0
-warn0
-b0"
+  "$("$MUSTER" log slurm://muster/6/trainer/0 2>&1)" "trainer/0 a0
+trainer/0 warn0
+trainer/0 b0"
 t_expect_eq "... --streams stdout: its .out" \
-  "$("$MUSTER" log --streams stdout slurm://muster/6/trainer/0 2>&1)" "a0
-b0"
+  "$("$MUSTER" log --streams stdout slurm://muster/6/trainer/0 2>&1)" "trainer/0 a0
+trainer/0 b0"
 t_done

@@ -35,6 +35,18 @@ t_expect_eq "federated id, job_dir: handle" "$out" "slurm://muster/4242"
 t_expect_match "job_dir: --chdir and the script inside it" "$(tail -1 calls)" \
   "sbatch --parsable --chdir=jd --comment=c1 jd/muster-sbatch.sh"
 t_expect_eq "job_dir recorded" "$(head -1 .musterslurmjobdirs)" "4242 = $T_DIR/jd"
+t_expect_eq "the app's name recorded" "$(sed -n 's/^4242 name = //p' .musterslurmjobdirs)" foo
+# muster list shows the app's name, as local does (Slurm's job name is the first replica's, a-0);
+# a job not submitted from here keeps Slurm's name.
+stub squeue 0 "4242+0|a-0|RUNNING
+4242+1|a-1|RUNNING
+4242+2|b-0|RUNNING
+99|other-0|PENDING
+" ""
+out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" list -s slurm 2>&1)
+t_expect_match "list: the app's name, not its first replica's job name ($out)" "$out" \
+  "slurm://muster/4242 +foo +RUNNING"
+t_expect_match "list: a job submitted elsewhere keeps Slurm's name" "$out" "slurm://muster/99 +other-0 +PENDING"
 spool=$(sed -n 's/^4242 spool = //p' .musterslurmjobdirs)
 t_expect_match "its spool recorded, in the job dir" "$spool" "^$T_DIR/jd/\.muster-spool-[0-9a-f]{12}$"
 t_expect_eq "the spool is 0700, the token 0600" "$(stat -c %a "$spool" "$spool/rdzv.token" | tr '\n' ' ')" "700 600 "
@@ -61,12 +73,27 @@ stub squeue 0 "4242+0|a-0|COMPLETED|n1
 4242+2|b-0|COMPLETED|n3
 " ""
 out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" log slurm://muster/4242/a/1 2>&1)
-t_expect_eq "log: stdout then stderr of a/1, from the job dir" "$out" "hello
-world
-oops"
+t_expect_eq "log: stdout then stderr of a/1, from the job dir" "$out" "a/1 hello
+a/1 world
+a/1 oops"
 out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" status slurm://muster/4242 2>&1)
 t_expect_match "status from squeue" "$out" "State: SUCCEEDED"
 t_expect_match "squeue args" "$(tail -1 calls)" "squeue --noheader --jobs=4242 --states=all --format=%i\|%j\|%T\|%N"
+
+# A failed replica is named by its index, beside the node rank its agent joined the rendezvous
+# with (join order: replica 0 may be node rank 1): the record is in the last lines of a-0's .err.
+rec='{"message":{"message":"ValueError: bad shard 7","extraInfo":{"py_callstack":"","timestamp":"5"}},"muster":{"rank":2,"local_rank":0,"node_rank":1,"host":"n1","exit_code":3,"time_ms":5000,"exception":"ValueError: bad shard 7"}}'
+printf 'worker output\n[muster agent] failure record: %s\n' "$rec" >jd/slurm-4242-a-0.err
+stub squeue 0 "4242+0|a-0|FAILED|n1
+4242+1|a-1|CANCELLED|n2
+4242+2|b-0|CANCELLED|n3
+" ""
+out=$(PATH=$T_DIR/bin:$PATH "$MUSTER" status slurm://muster/4242 2>&1)
+t_expect_match "failed replica: a[0]'s error names replica a/0, then its node rank ($out)" \
+  "$(grep -A2 'a\[0\]:FAILED' <<<"$out" | grep error_msg)" \
+  "error_msg: rank 2 \(replica a/0, node rank 1 on host n1\) exited with code 3: ValueError: bad shard 7$"
+t_expect_match "failed replica: the root cause names replica a/0" "$out" \
+  "Root Cause: rank 2 \(replica a/0, node rank 1 on host n1\) exited with code 3"
 
 # Gone from squeue, accounting disabled: a clear "not found".
 stub squeue 1 "" "slurm_load_jobs error: Invalid job id specified

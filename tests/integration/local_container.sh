@@ -88,7 +88,7 @@ done
 st=$("$MUSTER" status "$h" 2>&1)
 t_expect_match "status: SUCCEEDED" "$st" 'State: SUCCEEDED'
 t_expect_match "status: both nodes" "$st" 'ring_allreduce\[1\]:SUCCEEDED'
-t_expect_match "log keeps the role prefix" "$("$MUSTER" log "$h/ring_allreduce/1" 2>&1)" 'allreduce ok'
+t_expect_match "log keeps the role prefix" "$("$MUSTER" log "$h/ring_allreduce/1" 2>&1)" '^ring_allreduce/1 (\[[0-3]\]:)?rank [0-3]: allreduce ok'
 t_expect_match "list -s local_container shows it" "$("$MUSTER" list -s local_container 2>&1)" "${h##*/}"
 if "$MUSTER" list -s local 2>&1 | grep -q "${h##*/}"; then t_fail "list -s local shows a container job"; else t_ok "list -s local does not"; fi
 t_expect_match "describe gives the image" "$("$MUSTER" describe "$h" 2>&1)" "$REG/ring:test"

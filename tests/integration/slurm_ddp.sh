@@ -49,7 +49,7 @@ t_expect_eq "describe: the app as submitted, from the cluster" "$got" \
   "ring_allreduce 2 slurm://muster/$id muster ['$RING', '--count', '4096']"
 if "$MUSTER" log -h >/dev/null 2>&1; then
   out=$("$MUSTER" log "$h/ring_allreduce/1" 2>&1)
-  t_expect_match "log of replica 1" "$out" "rank [0-3]: allreduce ok, world 4"
+  t_expect_match "log of replica 1, prefixed" "$out" "^ring_allreduce/1 (\[[0-3]\]:)?rank [0-3]: allreduce ok, world 4"
 fi
 
 # 1b. Script arguments with shell metacharacters reach the worker exactly: the sbatch script
@@ -73,6 +73,8 @@ s=$(wait_state "$h" "SUCCEEDED|FAILED" 40)
 t_expect_eq "status after: SUCCEEDED" "$s" SUCCEEDED
 out=$("$MUSTER" list -s slurm 2>&1)
 t_expect_match "list shows it" "$out" "$h"
+t_expect_match "list: the app's name, as local shows it (not Slurm's ring_allreduce-0)" "$out" \
+  "$h +ring_allreduce +SUCCEEDED"
 
 # 3. Cancel a long job: CANCELLED, then gone from the active queue.
 h=$("$MUSTER" run -s slurm utils.sh -- sleep 300 2>"$T_DIR/run3.err")
@@ -105,8 +107,13 @@ t_expect_eq "failing rank: run --wait exits 1" "$rc" 1
 t_expect_match "failing rank: run's last lines" "$(printf '%s\n' "$out" | tail -n 3)" \
   "root cause: rank 2 .* exited with code $code: $want"
 h=$(printf '%s\n' "$out" | grep -o 'slurm://muster/[0-9]*' | head -1)
-t_expect_match "failing rank: status" "$("$MUSTER" status "$h" 2>&1)" \
-  "Root Cause: rank 2 .* exited with code $code: $want"
+st=$("$MUSTER" status "$h" 2>&1)
+t_expect_match "failing rank: status" "$st" "Root Cause: rank 2 .* exited with code $code: $want"
+# the replica named is the one whose .err holds rank 2's record, whatever node rank it joined as
+k=$(sed -n 's|.*Root Cause: rank 2 (replica [a-z_]*/\([01]\), node rank 1 .*|\1|p' <<<"$st")
+t_expect_match "failing rank: the root cause names its replica ($k) and node rank 1" "$k" '^[01]$'
+t_expect_match "... replica $k's .err holds the record of rank 2" \
+  "$(grep 'failure record' slurm-"${h##*/}"-*-"${k:-x}".err 2>&1)" '"rank":2,'
 js=$("$MUSTER" status --json "$h" | "$PY" -c 'import json, sys
 r = json.loads(json.load(sys.stdin)["structured_error_msg"])
 print(r["muster"]["rank"], r["muster"]["exit_code"], r["message"]["message"])')

@@ -64,10 +64,11 @@ got=$(printf '%s\n' "$out" | sed -E 's/^sh\/0[ |:]+//' | grep -E '^(out|err) [0-
 t_expect_eq "muster run --log: stdout and stderr lines in the order written" "$got" "$want"
 got=$("$MUSTER" log "$h" 2>&1 | sed -E 's/^sh\/0[ |:]+//' | grep -E '^(out|err) [0-9]|^the end')
 t_expect_eq "muster log APP: in the order written" "$got" "$want"
-got=$("$MUSTER" log "$h/sh/0" 2>&1 | grep -E '^(out|err) [0-9]|^the end')
-t_expect_eq "muster log APP/sh/0: in the order written" "$got" "$want"
-got=$("$MUSTER" log --streams stderr "$h/sh/0" 2>&1 | grep -E '^(out|err) [0-9]|^the end')
-t_expect_eq "muster log --streams stderr: stderr alone" "$got" "$(printf 'err %s\n' 1 2 3 4)"
+got=$("$MUSTER" log "$h/sh/0" 2>&1 | grep -E '^sh/0 ((out|err) [0-9]|the end)')
+t_expect_eq "muster log APP/sh/0: in the order written, prefixed sh/0" "$got" \
+  "$(printf '%s\n' "$want" | sed 's|^|sh/0 |')"
+got=$("$MUSTER" log --streams stderr "$h/sh/0" 2>&1 | grep -E '^sh/0 ((out|err) [0-9]|the end)')
+t_expect_eq "muster log --streams stderr: stderr alone" "$got" "$(printf 'sh/0 err %s\n' 1 2 3 4)"
 [ "$T_FAILS" = "$fails" ] ||
   { printf '%s\n' "$out" | tail -20 | sed 's/^/# run: /'; tail -n 5 slurm-"${h##*/}"-* | sed 's/^/# /'; }
 t_done

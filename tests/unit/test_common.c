@@ -239,6 +239,36 @@ TEST(failrec__innermost_frame_of_a_dump)
   ASSERT_NULL(mu_failrec_innermost_frame("", &lib));
 }
 
+/* A status names the replica whose file held the record: on Slurm the node rank is the order
+ * the agents joined in, so replica 0 may well be node rank 1 (issue 34). */
+TEST(failrec__summary_names_the_replica_beside_its_node_rank)
+{
+  struct mu_failrec r;
+  memset(&r, 0, sizeof(r));
+  r.rank = 2;
+  r.node_rank = 1;
+  r.host = mu_strdup("vm");
+  r.exit_code = 3;
+  r.exception = mu_strdup("ValueError: bad shard 7");
+  struct mu_buf s = MU_BUF_INIT(SIZE_MAX);
+  mu_failrec_summary_replica(&r, "trainer", 0, &s);
+  ASSERT_STR_EQ(mu_buf_str(&s), "rank 2 (replica trainer/0, node rank 1 on host vm) exited with "
+                                "code 3: ValueError: bad shard 7");
+  mu_buf_clear(&s);
+  mu_failrec_summary_replica(&r, NULL, 0, &s); /* no replica known: as mu_failrec_summary */
+  ASSERT_STR_EQ(mu_buf_str(&s), "rank 2 (node rank 1 on host vm) exited with code 3: "
+                                "ValueError: bad shard 7");
+  mu_buf_clear(&s);
+  r.node_rank = -1;
+  mu_free(r.host);
+  r.host = NULL;
+  mu_failrec_summary_replica(&r, "trainer", 1, &s);
+  ASSERT_STR_EQ(mu_buf_str(&s), "rank 2 (replica trainer/1) exited with code 3: ValueError: bad "
+                                "shard 7");
+  mu_buf_release(&s);
+  mu_failrec_release(&r);
+}
+
 TEST(failrec__hang_record_roundtrip_summary_and_root_cause)
 {
   struct mu_failrec a, b, c;

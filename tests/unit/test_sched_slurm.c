@@ -598,7 +598,7 @@ static void c09_job_dir(const cJSON *c, const cJSON *item)
   ASSERT_STR_EQ(cJSON_GetArrayItem(argv, 3)->valuestring, "dir/torchx-sbatch.sh");
   ASSERT_EQ(access("dir/muster-sbatch.sh", R_OK), 0);
   ASSERT_EQ(mu_read_file(".musterslurmjobdirs", 4096, &dirs), 0);
-  line = mu_asprintf("%s = %s/%s\n", id, cwd, jd);
+  line = mu_asprintf("%s = %s/%s\n%s name = %s\n", id, cwd, jd, id, app->name);
   ASSERT_STR_EQ(mu_buf_str(&dirs), line);
   mu_dryrun_release(&req);
   c09_names_release(&n);
