@@ -184,7 +184,7 @@ t_expect_eq "log -t follows (to the job's end): every line" "$(printf '%s\n' "$o
 out=$("$MUSTER" log --lines 1 -cfg log_dir="$T_DIR/l2" "$h" 2>&1)
 t_expect_eq "log --lines 1: the last line" "$out" "sh/0 ERR two"
 out=$("$MUSTER" log --lines 1 -cfg log_dir="$T_DIR/l2" "$h/sh/0" 2>&1)
-t_expect_eq "log HANDLE/ROLE/REPLICA: that replica's lines as written" "$out" "ERR two"
+t_expect_eq "log HANDLE/ROLE/REPLICA: that replica's lines, its prefix kept (as torchx log does)" "$out" "sh/0 ERR two"
 # log -f --regex into a file while the job runs: every kept line is written as it comes (the
 # filtered path once kept them in stdio's buffer until exit, and a Ctrl-C lost them), and the
 # regex sees the line without its newline ('tick [0-2]$' once matched nothing).
