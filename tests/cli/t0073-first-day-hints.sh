@@ -4,7 +4,8 @@
 # roles it has; a run whose worker cannot import a module says that --python picks the
 # interpreter (the first python3 on PATH by default); an option muster run does not know,
 # before the component, is named as such (not "no component given"); deploy --dryrun (run's
-# habit) says that deploy only prints.
+# habit) says that deploy only prints; a submission with no API server does not pass on kubectl's
+# advice to turn validation off (--validate=false would not help).
 . "$(dirname "$0")/../lib.sh"
 t_need_built "$MUSTER" "$MU_BUILD_DIR/examples/ring_allreduce"
 t_local_jobs
@@ -49,4 +50,20 @@ for target in rendezvous storage queue; do
 done
 "$MUSTER" deploy rendezvous --name etcd-server --port 2379 >"$T_DIR/rdzv.yaml" 2>/dev/null
 t_expect_eq "deploy rendezvous without --dryrun still prints" "$(grep -c 'kind: Service' "$T_DIR/rdzv.yaml")" 1
+# ---- kubectl create with no API server (as kubectl 1.2x prints it): no --validate=false advice
+kb=$T_DIR/kbin
+mkdir -p "$kb"
+cat >"$kb/kubectl" <<'KEOF'
+#!/bin/sh
+cat >/dev/null
+echo 'error: error validating "STDIN": error validating data: failed to download openapi: Get "http://localhost:8080/openapi/v2?timeout=32s": dial tcp 127.0.0.1:8080: connect: connection refused; if you choose to ignore these errors, turn validation off with --validate=false' >&2
+exit 1
+KEOF
+chmod +x "$kb/kubectl"
+out=$(PATH="$kb:$PATH" "$MUSTER" run -s kubernetes -cfg queue=q,muster_image=reg/muster:1 dist.ddp \
+  --image img:1 --script t.py 2>&1)
+t_expect_eq "k8s submit, no cluster: exit 1 ($out)" "$?" 1
+t_expect_match "... kubectl's reason" "$out" "kubectl create failed \(exit 1\): .*failed to download openapi: .*connection refused$"
+t_expect_eq "... no --validate=false advice" "$(grep -c -- '--validate=false' <<<"$out")" 0
+t_expect_match "... the hint" "$out" "hint: kubectl cannot reach a cluster"
 t_done
