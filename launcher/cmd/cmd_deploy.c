@@ -673,6 +673,15 @@ int cmd_deploy(int argc, char **argv)
     }
     return MU_EXIT_OK;
   }
+  const char *target = argc >= 2 && argv[1][0] != '-' ? argv[1] : "rendezvous";
+  for (int i = 1; i < argc && strcmp(target, "agent") != 0; i++)
+    if (strcmp(argv[i], "--dryrun") == 0 || strcmp(argv[i], "--dry-run") == 0) {
+      /* run's habit: deploy applies nothing, it prints */
+      mu_error("muster deploy %s has no %s: it applies nothing, it prints the manifests; read "
+               "them, or apply them with 'muster deploy %s ... | kubectl apply -f -'",
+               target, argv[i], target);
+      return MU_EXIT_USAGE;
+    }
   if (argc >= 2)
     for (size_t i = 1; i < sizeof(targets) / sizeof(targets[0]); i++)
       if (strcmp(argv[1], targets[i].name) == 0)

@@ -16,6 +16,7 @@
 #include "cmds.h"
 #include "log.h"
 #include "opts.h"
+#include "suggest.h"
 
 /* The --regex filter of a line (its prefix and newline not included): keeps a match. */
 static int regex_keep(void *data, const char *line, size_t n)
@@ -172,6 +173,43 @@ static int role_replica(const struct mu_cli_job *j, char **role, long *replica)
   return 0;
 }
 
+/* A role the job does not have: appends the roles it has (from describe) and the closest one,
+ * so that "muster log HANDLE/train/0" on a job whose role is the script's stem names it. */
+static void name_roles(const struct mu_cli_job *j, const char *role, long replica,
+                       struct mu_buf *err)
+{
+  struct mu_app_status st = {0};
+  struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
+  if (j->s->describe == NULL || j->s->describe(j->app_id, &j->cfg, &st, &why) != 0 ||
+      st.nreplicas == 0) {
+    mu_app_status_release(&st);
+    mu_buf_release(&why);
+    return;
+  }
+  struct mu_suggest sg;
+  mu_suggest_init(&sg, role);
+  mu_buf_puts(err, " (its roles: ");
+  for (size_t i = 0; i < st.nreplicas; i++) {
+    const char *r = st.replicas[i].role;
+    size_t k = 0;
+    while (k < i && strcmp(st.replicas[k].role, r) != 0)
+      k++;
+    if (k < i) /* named already */
+      continue;
+    mu_buf_printf(err, "%s%s", i > 0 ? ", " : "", r);
+    mu_suggest_add(&sg, r);
+  }
+  const char *best = mu_suggest_best(&sg);
+  if (best == NULL && st.nreplicas > 0)
+    best = st.replicas[0].role;
+  mu_buf_printf(err, "); did you mean 'muster log %s://muster/%s/%s", j->s->name, j->app_id, best);
+  if (replica >= 0)
+    mu_buf_printf(err, "/%ld", replica);
+  mu_buf_puts(err, "'?");
+  mu_app_status_release(&st);
+  mu_buf_release(&why);
+}
+
 /* Writes the log to stdout, every line prefixed "role/replica ". With --regex, each replica's
  * lines are filtered as it wrote them, then prefixed (as TorchX filters each replica's log_iter)
  * and written as they come. A job or a role goes to the backend's log_open (which prefixes
@@ -194,6 +232,8 @@ static int print_log(const struct mu_cli_job *j, struct log_args *a, const char 
   } else {
     rc = j->s->log_open(j->app_id, role, replica, &q.opts, STDOUT_FILENO, &j->cfg, &err);
   }
+  if (rc != 0 && role != NULL && strstr(mu_buf_str(&err), "has no role") != NULL)
+    name_roles(j, role, replica, &err);
   if (rc != 0)
     mu_error("%s", mu_buf_str(&err));
   mu_buf_release(&err);

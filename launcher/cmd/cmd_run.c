@@ -251,8 +251,13 @@ static int finish(struct follow *f, const struct mu_app_status *st, double el)
       fprintf(stderr, "muster:   %s/%ld FAILED with exit code %d; see 'muster log %s/%s/%ld'\n",
               rp->role, rp->replica_id, rp->exit_code, f->handle, rp->role, rp->replica_id);
   }
-  if (st->root_cause != NULL)
+  if (st->root_cause != NULL) {
     fprintf(stderr, "muster: root cause: %s\n", st->root_cause);
+    if (strstr(st->root_cause, "No module named") != NULL) /* often the wrong python3 */
+      fprintf(stderr, "muster: hint: a .py script or -m runs under --python, by default the "
+                      "first python3 on PATH; if the module is installed for another "
+                      "interpreter, name it (Debian's python3-torch: --python /usr/bin/python3)\n");
+  }
   return st->state == MU_STATE_SUCCEEDED ? 0 : 1;
 }
 
@@ -463,6 +468,12 @@ static int step_component(struct run *r)
     const struct mu_config_entry *e = mu_config_find(&r->file, "cli:run", "component");
     if (e != NULL && e->value != NULL)
       r->comp_name = e->value;
+  }
+  if (r->comp_name == NULL && r->cargc > 0) { /* an option run does not know, and no component */
+    mu_error("unknown option '%s' for muster run (its options: 'muster run -h'); the component "
+             "comes after them: 'muster run [OPTIONS] COMPONENT [ARGS]' (see 'muster builtins')",
+             r->cargv[0]);
+    return MU_EXIT_USAGE;
   }
   if (r->comp_name == NULL) {
     mu_error("no component given; write 'muster run COMPONENT [ARGS]' (see 'muster builtins') "
