@@ -555,6 +555,16 @@ static int local_describe(const char *app_id, const struct mu_cfg *cfg, struct m
     mu_buf_release(&ef);
     mu_free(path);
   }
+  /* a lost process no retry or standby covered (local_supervisor.c), when it came first */
+  const char *lost = js(o, "root_cause");
+  long long lost_ms = (long long)mu_json_get_double(o, "root_cause_ms", 0);
+  if (lost[0] != '\0' && (out->root_cause == NULL || lost_ms <= out->root_cause_ms)) {
+    mu_free(out->root_cause);
+    mu_free(out->structured_error_msg);
+    out->root_cause = mu_strdup(lost);
+    out->structured_error_msg = NULL;
+    out->root_cause_ms = lost_ms;
+  }
   out->started_at = mu_json_get_double(o, "started_at", 0);
   if (mu_job_state_is_terminal(out->state))
     out->ended_at = mu_json_get_double(o, "updated_at", 0);

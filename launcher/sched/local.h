@@ -28,7 +28,10 @@
       {"grace_period", MU_RUNOPT_INT, "10", 0,                                                     \
        "seconds between SIGTERM and SIGKILL when the job is cancelled"},                           \
       {"fail_fast", MU_RUNOPT_BOOL, "true", 0,                                                     \
-       "stop the other replicas as soon as one fails (false: wait for all, as TorchX)"},           \
+       "no more retries: when a replica fails and nothing covers it (a process killed by a "       \
+       "signal is first restarted while its role's max_retries lasts, and a standby of the "       \
+       "rendezvous may take its place), stop the others at once (false: let them run to their "    \
+       "own end, as TorchX)"},                                                                     \
       {"rdzv", MU_RUNOPT_STR, "auto", 0,                                                           \
        "rendezvous for ${rdzv_endpoint}: auto (an embedded musterd when a role uses it), job "     \
        "(always), none, HOST:PORT of a running musterd or etcd, or etcd-v3://H1:P,H2:P (an etcd "  \

@@ -59,6 +59,9 @@ struct replica {
   int started;
   int has_record;     /* its agent wrote a failure record (failrec.h): a worker of its own failed */
   long long rec_time; /* that record's time (Unix ms; 0 unknown) */
+  int term_signal;    /* the signal that killed its last process, 0 when it exited */
+  long retries;       /* how often the scheduler restarted it (its role's max_retries) */
+  int covered;        /* its last loss was covered: 1 by a standby, 2 by a restart */
 };
 
 struct sup {
@@ -76,7 +79,10 @@ struct sup {
   int failed_fast;
   struct replica *culprit; /* set with failed_fast: the replica whose failure stopped the others */
   char msg[512];
-  double started_at; /* seconds since the epoch, with fractions (orders `list`) */
+  char root_cause[512]; /* a lost process no retry or standby covered (state.json) */
+  long long root_cause_ms;
+  struct replica *lost; /* that process's replica */
+  double started_at;    /* seconds since the epoch, with fractions (orders `list`) */
   enum mu_job_state state;
   uv_timer_t rdzv_timer; /* a run event happened: read the run's goodput a moment later */
   cJSON *rdzv_run;       /* the job's run as state.json keeps it (NULL before any event) */
@@ -117,7 +123,8 @@ static struct replica *first_failure(struct sup *s)
     struct mu_failrec a = {.time_ms = r->rec_time}, b = {.time_ms = best ? best->rec_time : 0};
     if (r->has_record && (best == NULL || mu_failrec_earlier(&a, &b)))
       best = r;
-    if (ended == NULL && r->phase == R_DONE && r->open_handles == 0 && r->exit_code != 0)
+    if (ended == NULL && r->phase == R_DONE && r->open_handles == 0 && r->exit_code != 0 &&
+        !r->covered)
       ended = r;
   }
   return best != NULL ? best : ended;
@@ -155,6 +162,10 @@ static void write_state(struct sup *s)
     cJSON_AddItemToObject(o, "ui_url", cJSON_CreateStringReference(s->ui_url));
   cJSON_AddStringToObject(o, "log_dir", s->p->app_dir);
   cJSON_AddStringToObject(o, "msg", s->msg);
+  if (s->root_cause[0] != '\0')
+    cJSON_AddStringToObject(o, "root_cause", s->root_cause);
+  if (s->root_cause[0] != '\0')
+    cJSON_AddNumberToObject(o, "root_cause_ms", (double)s->root_cause_ms);
   if (s->rdzv_run != NULL)
     cJSON_AddItemToObject(o, "rdzv_run", cJSON_Duplicate(s->rdzv_run, 1));
   cJSON *reps = cJSON_AddArrayToObject(o, "replicas");
@@ -173,6 +184,7 @@ static void write_state(struct sup *s)
       st = ended_state(s, r);
     cJSON_AddStringToObject(jr, "state", mu_job_state_name(st));
     cJSON_AddNumberToObject(jr, "exit_code", (double)r->exit_code);
+    cJSON_AddNumberToObject(jr, "retries", (double)r->retries);
     cJSON_AddStringToObject(jr, "log_dir", r->plan->dir);
   }
   char *txt = cJSON_Print(o);
@@ -274,6 +286,8 @@ static void on_srv_closed(void *data)
   s->srv = NULL;
 }
 
+static void loss_line(const struct replica *r, char *out, size_t n);
+
 /* Called when a replica has exited and its pipes are drained. */
 static void check_done(struct sup *s)
 {
@@ -281,14 +295,18 @@ static void check_done(struct sup *s)
   for (size_t i = 0; i < s->p->nreplicas; i++) {
     if (s->reps[i].phase == R_DONE && s->reps[i].open_handles == 0) {
       done++;
-      if (s->reps[i].exit_code != 0)
+      if (s->reps[i].exit_code != 0 && !s->reps[i].covered)
         failed++;
     }
   }
   if (failed > 0 && s->p->fail_fast && !s->stopping && done < s->p->nreplicas) {
     s->failed_fast = 1;
-    struct replica *r = s->culprit = first_failure(s);
-    if (r->exit_code >= 0)
+    struct replica *r = s->culprit = s->lost != NULL ? s->lost : first_failure(s);
+    char what[256];
+    if (r == s->lost) {
+      loss_line(r, what, sizeof(what));
+      snprintf(s->msg, sizeof(s->msg), "%s; stopping the others", what);
+    } else if (r->exit_code >= 0)
       snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d; stopping the others", r->plan->role,
                r->plan->id, r->exit_code);
     else
@@ -308,7 +326,7 @@ static void check_done(struct sup *s)
     s->state = MU_STATE_SUCCEEDED;
   read_run(s); /* the run as it ended */
   if (s->state == MU_STATE_FAILED && !s->failed_fast) {
-    struct replica *r = first_failure(s);
+    struct replica *r = s->lost != NULL ? s->lost : first_failure(s);
     snprintf(s->msg, sizeof(s->msg), "%s/%ld exited with %d", r->plan->role, r->plan->id,
              r->exit_code);
   }
@@ -316,6 +334,111 @@ static void check_done(struct sup *s)
     read_records(s); /* a replica that failed on its own after the first is FAILED too */
   write_state(s);
   close_loop_handles(s);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A lost process (docs/cli.md, "Lost processes"): a replica killed by a signal (kill -9, the OOM
+ * killer) while the job runs, with no failure record of its own. The scheduler restarts it while
+ * its role's max_retries lasts (one budget for the role's replicas, as a pod or a Slurm step is
+ * retried); the restarted agent joins the rendezvous again. With no retry left, the role's
+ * other running replicas cover it when there are at least min_replicas of them (a standby takes
+ * its place, or an elastic run goes on smaller). A covered loss does not fail the job.
+ */
+
+static const struct mu_role *role_of(const struct sup *s, const struct replica *r)
+{
+  for (size_t i = 0; i < s->p->app->nroles; i++)
+    if (strcmp(s->p->app->roles[i].name, r->plan->role) == 0)
+      return &s->p->app->roles[i];
+  return NULL;
+}
+
+/* The role's replicas: the restarts spent (retries) and those running. */
+static void role_counts(const struct sup *s, const struct replica *r, long *retries, long *running)
+{
+  *retries = *running = 0;
+  for (size_t i = 0; i < s->p->nreplicas; i++) {
+    const struct replica *o = &s->reps[i];
+    if (strcmp(o->plan->role, r->plan->role) != 0)
+      continue;
+    *retries += o->retries;
+    if (o != r && o->phase == R_RUNNING)
+      (*running)++;
+  }
+}
+
+/* "node ROLE/ID's agent was killed by SIGKILL" (process, for a program that is no agent). */
+static void loss_line(const struct replica *r, char *out, size_t n)
+{
+  const struct mu_strvec *av = &r->plan->argv;
+  const char *base = av->n > 0 ? strrchr(av->v[0], '/') : NULL;
+  base = base != NULL ? base + 1 : (av->n > 0 ? av->v[0] : "");
+  int agent = av->n > 1 && strcmp(base, "muster") == 0 && strcmp(av->v[1], "agent") == 0;
+  const char *sig = mu_failrec_signame(r->term_signal);
+  char num[32];
+  snprintf(num, sizeof(num), "signal %d", r->term_signal);
+  snprintf(out, n, "node %s/%ld's %s was killed by %s", r->plan->role, r->plan->id,
+           agent ? "agent" : "process", sig != NULL ? sig : num);
+}
+
+static int start_replica(struct sup *s, struct replica *r);
+
+/* r's process was killed by a signal while the job runs. Returns: 1 when a restart or a standby
+ * covers the loss (s->msg says which), else 0 with s->root_cause set. */
+static int cover_loss(struct sup *s, struct replica *r)
+{
+  const struct mu_role *role = role_of(s, r);
+  long max = role != NULL ? role->max_retries : 0, used, running;
+  long need = role == NULL ? 1 : role->min_replicas >= 0 ? role->min_replicas : role->num_replicas;
+  char what[256];
+  role_counts(s, r, &used, &running);
+  loss_line(r, what, sizeof(what));
+  if (used < max) {
+    r->retries++;
+    snprintf(s->msg, sizeof(s->msg), "%s; restarted (retry %ld of %ld)", what, used + 1, max);
+    r->exit_code = -1;
+    r->term_signal = 0;
+    r->phase = R_PENDING;
+    if (start_replica(s, r) != 0 || r->phase != R_RUNNING) {
+      r->exit_code = 127;
+      r->phase = R_DONE;
+      r->open_handles = 0;
+      return 0;
+    }
+    char *line = mu_asprintf("muster: %s\n", s->msg);
+    mu_write_all(r->fd_err, line, strlen(line));
+    mu_write_all(r->fd_comb, line, strlen(line));
+    mu_free(line);
+    return 1;
+  }
+  if (running > 0 && running >= need) {
+    r->covered = 1;
+    snprintf(s->msg, sizeof(s->msg),
+             "%s; a standby took its place (%ld nodes of '%s' run, %ld needed; no retry left)",
+             what, running, r->plan->role, need);
+    return 1;
+  }
+  snprintf(s->root_cause, sizeof(s->root_cause),
+           "%s; no retry left (max_retries %ld) and no standby to take its place", what, max);
+  s->root_cause_ms = (long long)time(NULL) * 1000;
+  s->lost = r;
+  return 0;
+}
+
+/* A replica's process ended and its pipes are closed: a loss is covered or not, then the job
+ * goes on or ends. */
+static void replica_ended(struct sup *s, struct replica *r)
+{
+  int others = 0;
+  for (size_t i = 0; i < s->p->nreplicas; i++)
+    others |= &s->reps[i] != r && s->reps[i].phase == R_RUNNING;
+  read_records(s);
+  if (r->term_signal != 0 && !r->has_record && !s->stopping && !s->cancelled && others &&
+      s->lost == NULL && cover_loss(s, r) && r->phase == R_RUNNING) {
+    write_state(s);
+    return; /* restarted */
+  }
+  check_done(s);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -330,7 +453,7 @@ static void on_handle_closed(uv_handle_t *h)
     if (r->fd_comb >= 0)
       close(r->fd_comb);
     r->fd_out = r->fd_err = r->fd_comb = -1;
-    check_done(r->sup);
+    replica_ended(r->sup, r);
   }
 }
 
@@ -358,15 +481,21 @@ static void on_exit_cb(uv_process_t *proc, int64_t status, int term_signal)
 {
   struct replica *r = proc->data;
   r->exit_code = term_signal ? 128 + term_signal : (int)status;
+  r->term_signal = term_signal;
+  r->covered = 0;
   r->phase = R_DONE;
+  /* its workers go with it (a restart must not meet them), unless the job is stopping anyway */
+  if (term_signal != 0 && r->sup->stopping == 0 && r->pid > 0)
+    kill(-(pid_t)r->pid, SIGKILL);
   uv_close((uv_handle_t *)proc, on_handle_closed);
 }
 
-static int open_log(const char *dir, const char *name)
+/* A replica's log: a restart appends to its first process's. */
+static int open_log(const char *dir, const char *name, int restart)
 {
   char path[PATH_MAX];
   snprintf(path, sizeof(path), "%s/%s", dir, name);
-  return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  return open(path, O_WRONLY | O_CREAT | (restart ? 0 : O_TRUNC) | O_APPEND | O_CLOEXEC, 0644);
 }
 
 /* Builds "K=V" strings: the inherited environment, PATH adjusted, then the replica's. */
@@ -427,9 +556,9 @@ static int start_replica(struct sup *s, struct replica *r)
     snprintf(s->msg, sizeof(s->msg), "cannot create %s: %s", rp->dir, mu_strerror(rc));
     return rc;
   }
-  r->fd_out = open_log(rp->dir, "stdout.log");
-  r->fd_err = open_log(rp->dir, "stderr.log");
-  r->fd_comb = open_log(rp->dir, "combined.log");
+  r->fd_out = open_log(rp->dir, "stdout.log", r->retries > 0);
+  r->fd_err = open_log(rp->dir, "stderr.log", r->retries > 0);
+  r->fd_comb = open_log(rp->dir, "combined.log", r->retries > 0);
   char **env = build_env(s, rp);
   struct mu_child_opts opt = {rp->argv.v[0], rp->argv.v,       env, on_exit_cb, on_alloc,
                               on_read,       on_handle_closed, r};

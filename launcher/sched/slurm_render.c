@@ -149,6 +149,8 @@ struct render {
   int c10d;               /* ... which listens for TCPStore too: the job uses ${c10d_endpoint} */
   long port;              /* -cfg rdzv_port, 0 = from the job id */
   long min_retries;       /* the smallest max_retries of the roles: the script's requeues */
+  int covered;            /* a role has more replicas than it needs (standbys, an elastic floor):
+                           * the rendezvous covers a lost one, so srun keeps the step going */
   const char *muster_bin; /* the program a role with entrypoint "muster" runs */
   struct mu_buf *script;  /* the #SBATCH lines, the set-up, then the srun */
   struct mu_buf srun;     /* the srun command, one group per replica */
@@ -204,9 +206,12 @@ static int check(struct render *r)
     return MU_EINVAL;
   }
   r->min_retries = -1;
-  for (size_t i = 0; i < app->nroles; i++)
+  for (size_t i = 0; i < app->nroles; i++) {
     if (r->min_retries < 0 || app->roles[i].max_retries < r->min_retries)
       r->min_retries = app->roles[i].max_retries;
+    if (app->roles[i].min_replicas >= 0 && app->roles[i].min_replicas < app->roles[i].num_replicas)
+      r->covered = 1;
+  }
   return 0;
 }
 
@@ -320,7 +325,10 @@ static int srun_group(struct render *r, size_t ri, long k, const char *name, int
   mu_buf_putc(&r->srun, ' ');
   rc = rc ? rc : shell_word(s, &r->srun);
   mu_free(s);
-  mu_buf_puts(&r->srun, " --wait=60 --kill-on-bad-exit=1");
+  /* A task that ends badly ends the step, others 60 s after the first task ended; not when the
+   * rendezvous covers a lost task (docs/slurm.md): then every task runs to its own end. */
+  mu_buf_puts(&r->srun,
+              r->covered ? " --wait=0 --kill-on-bad-exit=0" : " --wait=60 --kill-on-bad-exit=1");
   if (rc == 0 && role->env.n > 0)
     rc = export_word(r, ri, &m);
   /* muster tee: both streams also in one file, in the order they come (muster log reads it) */
