@@ -115,7 +115,19 @@ static double step_ms_of(const struct mu_goodput_steps *s)
 struct walk {
   int64_t cur, end;
   int64_t acc[MU_GP__COUNT + 1];
+  struct mu_goodput_seg *segs; /* the timeline (NULL: not wanted) */
+  size_t cap, n;
 };
+
+static void seg_add(struct walk *w, int cat, int64_t until)
+{
+  struct mu_goodput_seg *last = w->n > 0 ? &w->segs[w->n - 1] : NULL;
+  if (last != NULL && (last->cat == cat || w->n == w->cap)) { /* merged: the same, or full */
+    last->to_ms = until;
+    return;
+  }
+  w->segs[w->n++] = (struct mu_goodput_seg){cat, w->cur, until};
+}
 
 static void take(struct walk *w, int cat, int64_t until)
 {
@@ -123,6 +135,8 @@ static void take(struct walk *w, int cat, int64_t until)
     until = w->end;
   if (until <= w->cur)
     return;
+  if (w->segs != NULL && w->cap > 0)
+    seg_add(w, cat, until);
   w->acc[cat] += until - w->cur;
   w->cur = until;
 }
@@ -218,6 +232,8 @@ int mu_goodput_account(const struct mu_goodput_in *in, struct mu_goodput *out)
   memset(&w, 0, sizeof(w));
   w.cur = in->start_ms;
   w.end = in->end_ms > in->start_ms ? in->end_ms : in->start_ms;
+  w.segs = in->segs;
+  w.cap = in->cap_segs;
   if (in->running_ms > 0)
     take(&w, MU_GP_SCHEDULER_WAIT, in->running_ms);
   if (in->created_ms <= 0 || in->nrounds == 0) { /* no round yet: all start-up, or waiting */
@@ -237,6 +253,8 @@ int mu_goodput_account(const struct mu_goodput_in *in, struct mu_goodput *out)
   out->productive_ms = w.acc[PRODUCTIVE];
   memcpy(out->badput_ms, w.acc, sizeof(out->badput_ms));
   rate(in, out);
+  if (in->nsegs != NULL)
+    *in->nsegs = w.n;
   return 0;
 }
 
@@ -312,7 +330,7 @@ int mu_goodput_of_run(const struct cJSON *run, int64_t start_ms, int64_t end_ms,
     if (k < (size_t)n)
       round_of(x, &rs[k++]);
   }
-  struct mu_goodput_in in = {start_ms, 0, ms_of(t, "created_ms"), end_ms, rs, k};
+  struct mu_goodput_in in = {start_ms, 0, ms_of(t, "created_ms"), end_ms, rs, k, NULL, 0, NULL};
   if (in.start_ms <= 0) /* the scheduler does not know: from the run's creation */
     in.start_ms = in.created_ms;
   mu_goodput_account(&in, out);

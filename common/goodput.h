@@ -83,6 +83,12 @@ struct mu_goodput_round {
   struct mu_goodput_steps steps;
 };
 
+/* One stretch of the wall time in one category (a timeline's bar). */
+struct mu_goodput_seg {
+  int cat; /* enum mu_gp_cat, or MU_GP__COUNT for productive */
+  int64_t from_ms, to_ms;
+};
+
 struct mu_goodput_in {
   int64_t start_ms;   /* the wall time's start: the job's submission */
   int64_t running_ms; /* when the scheduler ran it; 0: not known (no scheduler wait counted) */
@@ -90,6 +96,10 @@ struct mu_goodput_in {
   int64_t end_ms;     /* the job's end, or now while it runs */
   const struct mu_goodput_round *rounds; /* oldest first */
   size_t nrounds;
+  /* Optional: the timeline, in order, adjacent stretches of one category merged (at most
+   * 3 + 5 per round; more are merged into the last). NULL: not wanted. */
+  struct mu_goodput_seg *segs;
+  size_t cap_segs, *nsegs;
 };
 
 struct mu_goodput {

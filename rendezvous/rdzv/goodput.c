@@ -471,9 +471,8 @@ static void put_hist(struct mu_buf *b, const struct rdzv_hist *h, const struct r
 #define PROGRESS_PFX "muster.progress."
 #define AUTO_KEY "muster.hang_timeout_auto"
 
-/* The kept rounds' steps, folded over their nodes' lines (one pass over the KV).
- * Ownership: the caller's (mu_free); NULL without kept rounds. */
-static struct mu_goodput_steps *hist_steps(struct rdzv_run *run)
+/* The kept rounds' steps, folded over their nodes' lines (one pass over the KV). */
+struct mu_goodput_steps *rdzv_hist_steps(struct rdzv_run *run)
 {
   if (run->nhist == 0)
     return NULL;
@@ -549,7 +548,7 @@ void rdzv_run_goodput_json(const struct rdzv_run *crun, struct mu_buf *b)
   else
     mu_buf_puts(b, ",\"hang_timeout_auto_ms\":null");
   mu_buf_printf(b, ",\"rounds_dropped\":%" PRIu64 ",\"rounds\":[", run->hist_dropped);
-  struct mu_goodput_steps *steps = hist_steps(run);
+  struct mu_goodput_steps *steps = rdzv_hist_steps(run);
   for (uint32_t i = 0; i < run->nhist; i++) {
     if (i > 0)
       mu_buf_putc(b, ',');
@@ -557,4 +556,5 @@ void rdzv_run_goodput_json(const struct rdzv_run *crun, struct mu_buf *b)
   }
   mu_free(steps);
   mu_buf_puts(b, "]}");
+  rdzv_run_goodput_account_json(run, b);
 }

@@ -43,7 +43,10 @@ static void account_row(const struct gp_row *row, struct mu_goodput *g)
                              row->created ? T0 + row->created : 0,
                              T0 + row->end,
                              rs,
-                             row->nrounds};
+                             row->nrounds,
+                             NULL,
+                             0,
+                             NULL};
   mu_goodput_account(&in, g);
 }
 
@@ -168,6 +171,8 @@ TEST(goodput__the_sum_holds_on_garbage)
   uint64_t x = 88172645463325252ULL;
   for (int k = 0; k < 20000; k++) {
     struct mu_goodput_round rs[3];
+    struct mu_goodput_seg segs[12];
+    size_t nsegs = 99;
     int64_t *f[3][8];
     for (int i = 0; i < 3; i++) {
       memset(&rs[i], 0, sizeof(rs[i]));
@@ -185,9 +190,15 @@ TEST(goodput__the_sum_holds_on_garbage)
       rs[i].steps.first = (int64_t)(x % 30) - 5;
       rs[i].end = (enum mu_gp_end)(x % 10);
     }
-    struct mu_goodput_in in = {
-        T0, (x & 1) ? T0 + 700 : 0, (x & 2) ? T0 + 1500 : 0, T0 + (int64_t)(x % 35000),
-        rs, (size_t)(x % 4)};
+    struct mu_goodput_in in = {T0,
+                               (x & 1) ? T0 + 700 : 0,
+                               (x & 2) ? T0 + 1500 : 0,
+                               T0 + (int64_t)(x % 35000),
+                               rs,
+                               (size_t)(x % 4),
+                               segs,
+                               (size_t)(x % 12),
+                               &nsegs};
     struct mu_goodput g;
     mu_goodput_account(&in, &g);
     ASSERT_EQ(g.wall_ms, (int64_t)(x % 35000));
@@ -195,6 +206,15 @@ TEST(goodput__the_sum_holds_on_garbage)
     ASSERT(g.productive_ms >= 0);
     for (int c = 0; c < MU_GP__COUNT; c++)
       ASSERT(g.badput_ms[c] >= 0);
+    /* the timeline covers the wall time in order, within its capacity */
+    ASSERT(nsegs <= in.cap_segs);
+    int64_t t = T0;
+    for (size_t i = 0; i < nsegs; i++) {
+      ASSERT_EQ(segs[i].from_ms, t);
+      ASSERT(segs[i].to_ms > segs[i].from_ms);
+      t = segs[i].to_ms;
+    }
+    ASSERT(nsegs == 0 ? in.cap_segs == 0 || g.wall_ms == 0 : t == T0 + g.wall_ms);
   }
 }
 
@@ -202,7 +222,7 @@ TEST(goodput__steps_per_second_and_eta)
 {
   struct mu_goodput_round r = at((struct mu_goodput_round){
       1000, 1100, 1500, 0, MU_GP_END_NONE, 0, {60, 6000, 10, 1000, 50, 1000}});
-  struct mu_goodput_in in = {T0, 0, T0 + 500, T0 + 6500, &r, 1};
+  struct mu_goodput_in in = {T0, 0, T0 + 500, T0 + 6500, &r, 1, NULL, 0, NULL};
   struct mu_goodput g;
   mu_goodput_account(&in, &g);
   ASSERT_EQ(g.step, 60);

@@ -1603,6 +1603,14 @@ TEST(v1__goodput_report_health_and_lost_on_close)
          "\"steps\":{\"step\":42,\"step_ms\":5200,\"first_step\":1,\"first_step_ms\":1000,"
          "\"checkpoint\":25,\"total\":500}}]");
   expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200", "\"hang_timeout_auto_ms\":2500,");
+  /* the run's goodput (its wall time from its creation) with its timeline, and in /metrics */
+  expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200", "\"goodput\":{\"wall_ms\":");
+  expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200",
+         "\"timeline\":[{\"category\":\"");
+  expect(srv, "GET", "/metrics", NULL, "HTTP/1.1 200",
+         "muster_goodput_badput_seconds{run=\"job\",category=\"wasted_progress\"} ");
+  expect(srv, "GET", "/metrics", NULL, "HTTP/1.1 200",
+         "muster_goodput_productive_seconds{run=\"job\"} ");
   expect(srv, "POST", "/v1/runs/job/report",
          "{\"node_id\":\"n1\",\"round\":1,\"event\":\"failed\",\"reason\":\"rank 0: exit 1\"}",
          "HTTP/1.1 200",
