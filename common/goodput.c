@@ -178,10 +178,15 @@ static int64_t walk_productive(struct walk *w, const struct mu_goodput_round *r,
   return lost_steps;
 }
 
-/* Round i: the gap before it closed, its start-up, its progress. */
-static int64_t walk_round(struct walk *w, const struct mu_goodput_in *in, size_t i)
+/* Round i: the gap before it closed, its start-up, its progress. ckpt: the latest checkpoint
+ * of the rounds before (a restart resumes from it: a round that saved none yet loses what it
+ * did since that one). */
+static int64_t walk_round(struct walk *w, const struct mu_goodput_in *in, size_t i, int64_t ckpt)
 {
-  const struct mu_goodput_round *r = &in->rounds[i];
+  struct mu_goodput_round cur = in->rounds[i];
+  const struct mu_goodput_round *r = &cur;
+  if (cur.steps.step >= 0 && cur.steps.checkpoint < ckpt)
+    cur.steps.checkpoint = ckpt;
   enum mu_gp_end prev = i > 0 ? in->rounds[i - 1].end : MU_GP_END_NONE;
   int gap = MU_GP_RENDEZVOUS, start = MU_GP_PROGRAM_STARTUP;
   if (prev == MU_GP_END_UNHEALTHY) {
@@ -241,10 +246,13 @@ int mu_goodput_account(const struct mu_goodput_in *in, struct mu_goodput *out)
     take(&w, MU_GP_RENDEZVOUS, w.end);
   } else {
     take(&w, MU_GP_STARTUP, in->created_ms);
+    int64_t ckpt = -1;
     for (size_t i = 0; i < in->nrounds; i++) {
-      int64_t lost = walk_round(&w, in, i);
-      if (lost > 0 || (disrupted(in->rounds[i].end) && in->rounds[i].steps.checkpoint >= 0))
+      const struct mu_goodput_round *r = &in->rounds[i];
+      int64_t lost = walk_round(&w, in, i, ckpt);
+      if (lost > 0 || (disrupted(r->end) && (r->steps.checkpoint >= 0 || ckpt >= 0)))
         out->lost_steps = (out->lost_steps < 0 ? 0 : out->lost_steps) + lost;
+      ckpt = r->steps.checkpoint > ckpt ? r->steps.checkpoint : ckpt;
     }
     const struct mu_goodput_round *last = &in->rounds[in->nrounds - 1];
     take(&w, last->end == MU_GP_END_NONE ? PRODUCTIVE : MU_GP_OTHER, w.end);

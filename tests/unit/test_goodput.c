@@ -145,6 +145,19 @@ TEST(goodput__wall_is_productive_plus_badput_by_category)
        {[SU] = 1000, [RV] = 1000, [PS] = 1000, [WP] = 5000, [RD] = 2000},
        2000,
        55},
+      /* a restart resumes from checkpoint 100 and fails at step 130 before saving another:
+       * its 30 steps since checkpoint 100 are lost too */
+      {"checkpoint of the round before",
+       0,
+       1000,
+       25000,
+       {{2000, 2500, 3000, 15000, MU_GP_END_FAILED, 0, {119, 14800, 1, 3000, 100, -1}},
+        {16000, 16500, 17000, 20000, MU_GP_END_FAILED, 0, {130, 19900, 101, 17000, -1, -1}},
+        {21000, 21500, 22000, 0, MU_GP_END_NONE, 0, {135, 24500, 101, 22000, -1, -1}}},
+       3,
+       {[SU] = 1000, [RV] = 1000, [PS] = 1000, [WP] = 2100 + 3000, [RD] = 2000 + 2000},
+       9900 + 3000,
+       19 + 30},
   };
   for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
     struct mu_goodput g;
