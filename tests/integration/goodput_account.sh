@@ -12,7 +12,9 @@
 #   - `muster status --json`'s goodput object: wall_s = productive_s + the badput_s (to 1 ms),
 #     the same categories, lost_steps;
 #   - musterd's /metrics (musterd only): muster_goodput_wall_seconds, _productive_seconds and
-#     _badput_seconds{category} for every category of the job's run, adding up to its wall.
+#     _badput_seconds{category} for every category of the job's run, adding up to its wall;
+#   - musterd's status page (musterd only; headless chromium): the run's goodput timeline, its
+#     restart downtime in the legend and a bar for the steps lost since the checkpoint.
 #   BACKENDS="muster etcd-v3" (default both)
 . "$(dirname "$0")/agent_common.bash"
 . "$(dirname "$0")/etcd3_cluster.bash"
@@ -86,6 +88,21 @@ ok = wall and prod is not None and len(bad) == 9
 ok = ok and abs(prod + sum(float(v) for _, v in bad) - wall) < 0.011
 ok = ok and "# TYPE muster_goodput_badput_seconds gauge" in m
 print("yes" if ok else "no: wall %s productive %s badput %s" % (wall, prod, bad))' "$m" "$run")" yes
+  # the status page (musterd's own, in a real browser) draws the run's goodput timeline
+  command -v chromium >/dev/null || { t_fail "no chromium for the status page (apt-get install chromium)"; return; }
+  mkdir -p "$T_DIR/shots"
+  "$PY" "$MU_SOURCE_DIR/tests/integration/ui_browser.py" --text "$MUSTERD_URL/" "$run" \
+    '.goodput .gp-cat[data-category="infrastructure_recovery"]' "restart downtime" \
+    "$B status page: the run's goodput timeline, with its restart downtime" "$T_DIR/shots" \
+    >"$T_DIR/browser.out" 2>&1
+  grep -q '^ok - ' "$T_DIR/browser.out" && t_ok "$(sed -n 's/^ok - //p' "$T_DIR/browser.out")" ||
+    t_fail "$B status page: no goodput timeline: $(head -c 600 "$T_DIR/browser.out")"
+  "$PY" "$MU_SOURCE_DIR/tests/integration/ui_browser.py" --text "$MUSTERD_URL/" "$run" \
+    '.goodput .gp-bar .gp-seg[data-category="wasted_progress"]' "" \
+    "$B status page: the timeline has a bar for the steps lost since the checkpoint" \
+    "$T_DIR/shots" >"$T_DIR/browser2.out" 2>&1
+  grep -q '^ok - ' "$T_DIR/browser2.out" && t_ok "$(sed -n 's/^ok - //p' "$T_DIR/browser2.out")" ||
+    t_fail "$B status page: no wasted_progress bar: $(head -c 600 "$T_DIR/browser2.out")"
 }
 
 t_local_jobs
