@@ -556,5 +556,4 @@ void rdzv_run_goodput_json(const struct rdzv_run *crun, struct mu_buf *b)
   }
   mu_free(steps);
   mu_buf_puts(b, "]}");
-  rdzv_run_goodput_account_json(run, b);
 }

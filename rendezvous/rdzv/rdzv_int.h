@@ -390,9 +390,6 @@ int rdzv_sick_drop(struct rdzv_run *run, const char *node_id);
 /* The kept rounds' steps, as the agents shared them in the run's KV (run->nhist of them).
  * Ownership: the caller's (mu_free); NULL without kept rounds. */
 struct mu_goodput_steps *rdzv_hist_steps(struct rdzv_run *run);
-/* goodput_account.c: the run's goodput over [created, its end or now] (common/goodput.h) as the
- * run JSON's "goodput" object with its timeline. */
-void rdzv_run_goodput_account_json(struct rdzv_run *run, struct mu_buf *b);
 /* Sets node `id`'s unhealthy record (recovery, or a report): takes `output`. */
 struct rdzv_sick *rdzv_sick_set(struct rdzv_run *run, const char *id, char *output,
                                 uint64_t ttl_ms);
