@@ -9,17 +9,23 @@
 #   hang     a rank that sleeps forever after step 5: the time from its hang to the 4th worker
 #            of the next attempt starting, muster agent --hang-timeout 5 vs torchrun (which
 #            never restarts a hung rank: the line says what torchrun did in the same window).
+#   checkpoint  a job that checkpoints every 50 of its 200 steps (2 nodes x 2 gloo workers,
+#            0.05 s steps, 1 s a checkpoint; a restart resumes after the last checkpoint) and
+#            whose rank 0 is killed (SIGKILL) at step 120: under muster agent (--hang-timeout
+#            30, so the agents share their steps) the steps lost since the checkpoint and the
+#            badput per category (the run's goodput, musterd's accounting); under torchrun
+#            (etcd-v2 on the same musterd) its total time, as muster's.
 #   watch    the watch itself: one agent with 64 workers that touch their heartbeat file every
 #            second, --hang-timeout 60: the agent's CPU (utime + stime of /proc/PID/stat) over
 #            20 s, as a share of one core, against the same agent without --hang-timeout.
 #
-#   bench/bench_goodput.sh [ROUNDS]     (default 2; PARTS="standby hang watch" picks parts)
+#   bench/bench_goodput.sh [ROUNDS]     (default 2; PARTS="standby hang checkpoint watch")
 #
 # Each part prints one summary line. torchrun runs with its defaults (monitor interval 5 s)
 # unless TORCHRUN_MONITOR_INTERVAL is set; --redirects 2 --tee 2 as bench/bench_agent.sh says.
 set -u
 ROUNDS=${1:-2}
-PARTS=${PARTS:-standby hang watch}
+PARTS=${PARTS:-standby hang checkpoint watch}
 . "$(dirname "$0")/lib.sh"
 TORCHRUN=/usr/bin/torchrun
 MON=${TORCHRUN_MONITOR_INTERVAL:-}
@@ -78,13 +84,14 @@ start_agents() { # kind id n extra-worker-args...: starts n agents; AGENTS holds
     case $kind in
     muster)
       "$MUSTER" agent --nnodes 2 --nproc-per-node 2 --rdzv-endpoint "127.0.0.1:$MUSTERD_PORT" \
-        --rdzv-id "$id" --max-restarts 3 $EXTRA -- "$T_DIR/worker.sh" "$@" \
+        --rdzv-id "$id" --max-restarts 3 $EXTRA -- "${WORKER_SH:-$T_DIR/worker.sh}" "$@" \
         >"$BENCH_OUT/agent$i.log" 2>&1 &
       ;;
     torchrun)
       "$TORCHRUN" --nnodes 2 --nproc_per_node 2 --rdzv_backend etcd-v2 \
         --rdzv_endpoint "127.0.0.1:$MUSTERD_PORT" --rdzv_id "$id" --max_restarts 3 \
-        ${MON:+--monitor_interval $MON} --redirects 2 --tee 2 --no_python "$T_DIR/worker.sh" "$@" \
+        ${MON:+--monitor_interval $MON} --redirects 2 --tee 2 --no_python \
+        "${WORKER_SH:-$T_DIR/worker.sh}" "$@" \
         >"$BENCH_OUT/agent$i.log" 2>&1 &
       ;;
     esac
@@ -176,6 +183,64 @@ part_hang() {
     "(--hang-timeout 5 s, median of $ROUNDS); torchrun in ${window} s: ${what}, no restart"
 }
 
+# --- checkpoint -------------------------------------------------------------------------------
+
+cat >"$T_DIR/ckworker.sh" <<W
+#!/bin/sh
+echo "\$(date +%s%N) \$RANK \${TORCHELASTIC_RESTART_COUNT:-0}" >>"\$BENCH_OUT/starts"
+exec $PY $MU_SOURCE_DIR/tests/integration/progress_worker.py "\$@"
+W
+chmod +x "$T_DIR/ckworker.sh"
+
+# Runs the job under `kind`; prints its total ms (0: it did not end in 300 s), and for muster
+# the run's goodput JSON into $BENCH_OUT/goodput.json.
+checkpoint_case() {
+  local kind=$1 id="ck$RANDOM$RANDOM" t0 t1 a i=0
+  export BENCH_OUT=$T_DIR/ck-$kind-$id
+  mkdir -p "$BENCH_OUT"
+  t0=$(now_ns)
+  WORKER_SH=$T_DIR/ckworker.sh EXTRA="--hang-timeout 30" start_agents "$kind" "$id" 2 \
+    --steps 200 --step-ms 50 --heartbeat --total --checkpoint-every 50 --kill-at 120 \
+    --ckpt-file "$BENCH_OUT/ckpt"
+  while [ "$(for a in "${AGENTS[@]}"; do kill -0 "$a" 2>/dev/null && echo x; done)" != "" ]; do
+    i=$((i + 1))
+    [ "$i" -gt 6000 ] && { stop_case "${AGENTS[@]}"; echo 0; return; }
+    sleep 0.05
+  done
+  t1=$(now_ns)
+  for a in "${AGENTS[@]}"; do wait "$a" 2>/dev/null; done
+  if [ "$kind" = muster ]; then
+    "$MUSTER" rdzv --json "127.0.0.1:$MUSTERD_PORT" "$id" 2>/dev/null |
+      "$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["runs"][0]["goodput"]))' \
+        >"$BENCH_OUT/goodput.json"
+    cp "$BENCH_OUT/goodput.json" "$T_DIR/last-goodput.json"
+  fi
+  echo $(((t1 - t0) / 1000000))
+}
+
+part_checkpoint() {
+  local m=() t=() r a b
+  for r in $(seq 1 "$ROUNDS"); do
+    a=$(checkpoint_case muster)
+    b=$(checkpoint_case torchrun)
+    echo "# checkpoint round $r: muster ${a} ms, torchrun ${b} ms;" \
+      "muster's goodput: $(cat "$T_DIR/last-goodput.json" 2>/dev/null)"
+    m+=("$a")
+    t+=("$b")
+  done
+  a=$(printf '%s\n' "${m[@]}" | median)
+  b=$(printf '%s\n' "${t[@]}" | median)
+  echo "checkpoint: 200 steps, a checkpoint every 50, rank 0 killed at step 120: muster" \
+    "${a} ms total, torchrun etcd-v2 ${b} ms total (median of $ROUNDS); muster's last run:" \
+    "$("$PY" -c '
+import json, sys
+g = json.load(open(sys.argv[1]))
+bad = ", ".join("%s %.2f s" % (k, v / 1000) for k, v in g["badput_ms"].items() if v > 0)
+print("%s steps lost since the checkpoint; wall %.2f s = productive %.2f s + %s"
+      % (g["lost_steps"], g["wall_ms"] / 1000, g["productive_ms"] / 1000, bad))' \
+      "$T_DIR/last-goodput.json" 2>/dev/null || echo "no goodput (the run failed?)")"
+}
+
 # --- watch ------------------------------------------------------------------------------------
 
 cat >"$T_DIR/toucher.sh" <<'W'
@@ -220,7 +285,8 @@ for p in $PARTS; do
   case $p in
   standby) part_standby ;;
   hang) part_hang ;;
+  checkpoint) part_checkpoint ;;
   watch) part_watch ;;
-  *) die "unknown part '$p' (standby, hang, watch)" ;;
+  *) die "unknown part '$p' (standby, hang, checkpoint, watch)" ;;
   esac
 done

@@ -29,6 +29,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "etcd3_int.h"
+#include "goodput.h"
 #include "json.h"
 #include "rules.h"
 
@@ -661,11 +662,51 @@ int mu_etcd3_health(struct mu_etcd3 *e, const char *run_id, const struct mu_join
  * The run's goodput in musterd's shape (GET /v1/runs/{id})
  */
 
-/* What the goodput read holds: c/restarts, and the values of g/, t/, s/, p/, u/. */
+/* What the goodput read holds: c/restarts, and the values of g/, t/, s/, p/, u/ and the KV's
+ * muster.* keys (the agents' progress lines and --hang-timeout auto's value). */
 struct gread {
-  const cJSON *g, *t, *s, *p, *u; /* each a range answer's kvs */
-  char *gp, *tp, *sp, *pp, *up;   /* their prefixes */
+  const cJSON *g, *t, *s, *p, *u, *k; /* each a range answer's kvs */
+  char *gp, *tp, *sp, *pp, *up, *kp;  /* their prefixes */
 };
+
+/* Round r's steps: its nodes' lines `kv/muster.progress.<r>.<node rank>` folded. */
+static void round_steps(const struct gread *rd, long r, struct mu_goodput_steps *st)
+{
+  const cJSON *kv;
+  *st = (struct mu_goodput_steps)MU_GOODPUT_STEPS_INIT;
+  cJSON_ArrayForEach(kv, rd->k)
+  {
+    char *k = mu__etcd3_unb64(mu_json_get_str(kv, "key"), NULL), *end = NULL;
+    const char *rest = k + strlen(rd->kp);
+    long kr = strncmp(rest, "progress.", 9) == 0 ? strtol(rest + 9, &end, 10) : -1;
+    if (kr == r && end != rest + 9 && *end == '.') {
+      size_t len = 0;
+      char *v = mu__etcd3_unb64(mu_json_get_str(kv, "value"), &len);
+      if (v != NULL)
+        mu_goodput_steps_fold(st, v, len);
+      mu_free(v);
+    }
+    mu_free(k);
+  }
+}
+
+/* --hang-timeout auto's value in use, ms (0: none kept). */
+static double auto_timeout_ms(const struct gread *rd)
+{
+  const cJSON *kv;
+  double t = 0;
+  cJSON_ArrayForEach(kv, rd->k)
+  {
+    char *k = mu__etcd3_unb64(mu_json_get_str(kv, "key"), NULL);
+    if (strcmp(k + strlen(rd->kp), "hang_timeout_auto") == 0) {
+      char *v = mu__etcd3_unb64(mu_json_get_str(kv, "value"), NULL);
+      t = v != NULL ? strtod(v, NULL) : 0;
+      mu_free(v);
+    }
+    mu_free(k);
+  }
+  return t > 0 ? t : 0;
+}
 
 /* The value of the key prefix + "%ld" (+ "/..." for s/) of round r in kvs, or NULL; for s/,
  * *count gets how many keys round r has and *max_t the latest "t". Ownership: the caller's. */
@@ -740,6 +781,12 @@ static cJSON *round_timing(const struct gread *rd, long r, const cJSON *tv, cons
   cJSON_AddStringToObject(x, "end", end != NULL ? end : "");
   cJSON_AddBoolToObject(x, "counted", counted);
   cJSON_AddStringToObject(x, "why", why != NULL ? why : "");
+  struct mu_goodput_steps st;
+  round_steps(rd, r, &st);
+  struct mu_buf sb = MU_BUF_INIT(SIZE_MAX);
+  mu_goodput_steps_json(&st, &sb);
+  cJSON_AddItemToObject(x, "steps", cJSON_Parse(mu_buf_str(&sb)));
+  mu_buf_release(&sb);
   cJSON_Delete(sv);
   cJSON_Delete(pv);
   cJSON_Delete(gv);
@@ -779,6 +826,7 @@ static cJSON *timings(const struct gread *rd, const cJSON *cfg, const cJSON *end
   put_ms(t, "created_ms", created);
   put_ms(t, "first_progress_ms", first);
   put_ms(t, "time_to_first_step_ms", first > 0 && created > 0 ? first - created : 0);
+  put_ms(t, "hang_timeout_auto_ms", auto_timeout_ms(rd));
   cJSON_AddNumberToObject(t, "rounds_dropped", n > HISTORY_MAX ? n - HISTORY_MAX : 0);
   cJSON_AddItemToObject(t, "rounds", rounds);
   return t;
@@ -811,18 +859,19 @@ int mu__etcd3_goodput_json(struct mu_etcd3 *e, const char *run, const cJSON *cfg
   rd.sp = mu__etcd3_key_of(run, "s/");
   rd.pp = mu__etcd3_key_of(run, "p/");
   rd.up = mu__etcd3_key_of(run, "u/");
+  rd.kp = mu__etcd3_key_of(run, "kv/muster.");
   struct mu__etcd3_txn t;
   mu__etcd3_txn_init(&t);
   cJSON_AddItemToArray(t.success, mu__etcd3_op_range(rk, NULL, E3_ALL));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_range(ek, NULL, E3_ALL));
-  const char *pre[] = {rd.gp, rd.tp, rd.sp, rd.pp, rd.up};
-  for (int i = 0; i < 5; i++)
+  const char *pre[] = {rd.gp, rd.tp, rd.sp, rd.pp, rd.up, rd.kp};
+  for (int i = 0; i < 6; i++)
     cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(pre[i], E3_ALL));
   cJSON *ans = NULL;
   int rc = mu__etcd3_txn_run(e, &t, &ans);
   if (rc == 0) {
-    const cJSON **ranges[] = {&rd.g, &rd.t, &rd.s, &rd.p, &rd.u};
-    for (int i = 0; i < 5; i++)
+    const cJSON **ranges[] = {&rd.g, &rd.t, &rd.s, &rd.p, &rd.u, &rd.k};
+    for (int i = 0; i < 6; i++)
       *ranges[i] = cJSON_GetObjectItemCaseSensitive(mu__etcd3_txn_range(ans, i + 2), "kvs");
     cJSON *cnt = value_at(ans, 0), *endv = value_at(ans, 1);
     long mr = mu_json_get_long(cfg, "max_restarts", -1), r = mu__etcd3_round_no(round);
@@ -848,7 +897,7 @@ int mu__etcd3_goodput_json(struct mu_etcd3 *e, const char *run, const cJSON *cfg
   cJSON_Delete(ans);
   mu_free(rk);
   mu_free(ek);
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     mu_free((char *)pre[i]);
   return rc;
 }

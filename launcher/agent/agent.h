@@ -146,9 +146,11 @@ void mu_agent_progress_env(const struct mu_agent_config *cfg, const char *heartb
                            char *const *base, struct mu_strvec *out);
 
 /* The heartbeat file's line protocol (docs/agent.md, "Progress"): `line` (len bytes, no '\n')
- * is `step N` or `checkpoint N` (N: 1 to 18 decimal digits; spaces or tabs around the words).
- * Returns: 1 step, 2 checkpoint, with *n; 0 for anything else (plain progress, never an error). */
-int mu_agent_parse_progress_line(const char *line, size_t len, long long *n);
+ * is `step N`, `step N/T` (T: the job's total steps) or `checkpoint N` (N, T: 1 to 18 decimal
+ * digits; spaces or tabs around the words). Returns: 1 step, 2 checkpoint, with *n, and *total
+ * (T, or -1 without one; total may be NULL); 0 for anything else (plain progress, never an
+ * error). */
+int mu_agent_parse_progress_line(const char *line, size_t len, long long *n, long long *total);
 
 /* Reads a TORCHELASTIC_ERROR_FILE and appends its message's first max_lines lines to out,
  * each prefixed by `indent`. Understands torch's {"message": {"message": ..., "extraInfo":

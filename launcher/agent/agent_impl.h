@@ -112,6 +112,9 @@ struct mu_agent {
   unsigned long prog_seq;    /* this node's progress events this attempt */
   long long step;            /* the highest `step N` of this node's heartbeat files, -1 */
   long long checkpoint;      /* the last `checkpoint N`, -1 */
+  long long first_step;      /* the attempt's first `step N`, -1 */
+  long long first_step_ms;   /* when it was seen, Unix ms */
+  long long total_steps;     /* the job's total (`step N/T`), -1 */
   long long auto_ms;         /* auto: the step timeout in use this attempt, 0 while learning */
   long long auto_slowest_ms; /* auto: the slowest interval between the job's progress (loop) */
   uint32_t auto_intervals;   /* auto: how many were seen (loop) */

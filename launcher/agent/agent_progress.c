@@ -71,6 +71,9 @@ void mu_agent_progress_begin(struct mu_agent *ag)
   ag->prog_seq = 0;
   ag->step = -1;
   ag->checkpoint = -1;
+  ag->first_step = -1;
+  ag->first_step_ms = 0;
+  ag->total_steps = -1;
   ag->auto_ms = ag->auto_kept_ms;
   ag->auto_slowest_ms = 0;
   ag->auto_intervals = 0;
@@ -150,11 +153,25 @@ void mu_agent_job_progress(struct mu_agent *ag, long long at_ms)
   uv_mutex_unlock(&ag->mu);
 }
 
+/* N: 1 to 18 decimal digits at p (before end). Returns: the digits read (0 or 19: not a
+ * number); *v the value. */
+static int digits_at(const char **pp, const char *end, long long *v)
+{
+  const char *q = *pp;
+  int digits = 0;
+  *v = 0;
+  for (; q < end && *q >= '0' && *q <= '9' && digits < 19; q++, digits++)
+    *v = *v * 10 + (*q - '0');
+  *pp = q;
+  return digits;
+}
+
 /* The heartbeat file's line protocol (docs/agent.md, "Progress"): its last line, when it is
- * exactly `step N` or `checkpoint N` (N decimal digits, at most 18; spaces or tabs between and
- * around; a line ends at '\n'), tells the step or the last checkpoint. Anything else is plain
- * progress. Returns: 1 step, 2 checkpoint, 0 neither; *n the number. */
-int mu_agent_parse_progress_line(const char *line, size_t len, long long *n)
+ * exactly `step N`, `step N/T` or `checkpoint N` (N, T decimal digits, at most 18; spaces or
+ * tabs between and around; a line ends at '\n'), tells the step (and the job's total) or the
+ * last checkpoint. Anything else is plain progress. Returns: 1 step, 2 checkpoint, 0 neither;
+ * *n the number, *total T or -1. */
+int mu_agent_parse_progress_line(const char *line, size_t len, long long *n, long long *total)
 {
   static const char *const words[] = {"step", "checkpoint"};
   const char *p = line, *end = line + len;
@@ -167,15 +184,21 @@ int mu_agent_parse_progress_line(const char *line, size_t len, long long *n)
     const char *q = p + wl;
     while (q < end && (*q == ' ' || *q == '\t'))
       q++;
-    long long v = 0;
-    int digits = 0;
-    for (; q < end && *q >= '0' && *q <= '9' && digits < 19; q++, digits++)
-      v = v * 10 + (*q - '0');
+    long long v = 0, t = -1;
+    int digits = digits_at(&q, end, &v);
+    if (k == 0 && q < end && *q == '/') { /* step N/T */
+      q++;
+      int td = digits_at(&q, end, &t);
+      if (td == 0 || td > 18)
+        return 0;
+    }
     while (q < end && (*q == ' ' || *q == '\t' || *q == '\r'))
       q++;
     if (digits == 0 || digits > 18 || q != end)
       return 0;
     *n = v;
+    if (total != NULL)
+      *total = t;
     return k + 1;
   }
   return 0;
@@ -199,14 +222,19 @@ void mu_agent_heartbeat_line(struct mu_agent *ag, struct mu_agent_worker *w)
   const char *b = e;
   while (b > buf && b[-1] != '\n')
     b--;
-  long long v = 0;
-  int kind = mu_agent_parse_progress_line(b, (size_t)(e - b), &v);
+  long long v = 0, total = -1;
+  int kind = mu_agent_parse_progress_line(b, (size_t)(e - b), &v, &total);
   if (kind == 0)
     return;
   uv_mutex_lock(&ag->mu);
   if (kind == 1) {
     w->step = v;
     ag->step = v > ag->step ? v : ag->step;
+    if (ag->first_step < 0) { /* the attempt's first step: where its steps per second start */
+      ag->first_step = v;
+      ag->first_step_ms = now_ms();
+    }
+    ag->total_steps = total > 0 ? total : ag->total_steps;
   }
   long long was = ag->checkpoint;
   if (kind == 2)
@@ -252,29 +280,40 @@ static long share_period_ms(struct mu_agent *ag)
   return t < 100 ? 100 : t > 1000 ? 1000 : (long)t;
 }
 
+/* What a node shares of its steps (-1: not known). */
+struct steps {
+  long long step, ckpt, first, first_ms, total;
+};
+
 /* Waits until this node progressed since `put_seq` (and SHARE_GAP_MS passed), the period ended
  * or the attempt ends. Returns: 1 to end. Takes a snapshot of what to share. */
 static int share_wait(struct mu_agent *ag, unsigned long put_seq, long period, unsigned long *seq,
-                      long long *step, long long *ckpt, long long *auto_ms)
+                      struct steps *step, long long *auto_ms)
 {
   uv_mutex_lock(&ag->mu);
   if (!ag->share_stop && ag->prog_seq == put_seq)
     (void)uv_cond_timedwait(&ag->share_cond, &ag->mu, (uint64_t)period * 1000000);
   int stop = ag->share_stop;
   *seq = ag->prog_seq;
-  *step = ag->step;
-  *ckpt = ag->checkpoint;
+  step->step = ag->step;
+  step->ckpt = ag->checkpoint;
+  step->first = ag->first_step;
+  step->first_ms = ag->first_step_ms;
+  step->total = ag->total_steps;
   *auto_ms = ag->auto_ms;
   uv_mutex_unlock(&ag->mu);
   return stop;
 }
 
-/* This node's line: `<last progress, Unix ms> step N checkpoint C` (-1: not known). */
-static void share_node(struct mu_agent *ag, struct mu_client *r, long long step, long long ckpt)
+/* This node's line: `<last progress, Unix ms> step N checkpoint C first S <ms> total T` (-1:
+ * not known; S the attempt's first step and when it was seen): the rendezvous's run JSON folds
+ * the nodes' lines into each round's steps (common/goodput.h). */
+static void share_node(struct mu_agent *ag, struct mu_client *r, const struct steps *st)
 {
-  char key[96], val[128];
+  char key[96], val[192];
   snprintf(key, sizeof(key), "muster.progress.%ld.%d", ag->round.round, ag->round.node_rank);
-  int n = snprintf(val, sizeof(val), "%lld step %lld checkpoint %lld", now_ms(), step, ckpt);
+  int n = snprintf(val, sizeof(val), "%lld step %lld checkpoint %lld first %lld %lld total %lld",
+                   now_ms(), st->step, st->ckpt, st->first, st->first_ms, st->total);
   (void)mu_client_kv_put(r, ag->cfg->run_id, key, val, (size_t)n, NULL);
 }
 
@@ -302,7 +341,7 @@ struct share {
 /* One share: add this node's progress, or read the counter; a change by another node is the
  * job's progress, now. */
 static void share_once(struct mu_agent *ag, struct mu_client *r, struct share *s, unsigned long seq,
-                       long long step, long long ckpt)
+                       const struct steps *st)
 {
   long v = 0;
   int rc;
@@ -313,8 +352,8 @@ static void share_once(struct mu_agent *ag, struct mu_client *r, struct share *s
       s->put_seq = seq;
       s->mine++;
       s->last_add = now_ms();
-      if (multi || step >= 0 || ckpt >= 0)
-        share_node(ag, r, step, ckpt);
+      if (multi || st->step >= 0 || st->ckpt >= 0)
+        share_node(ag, r, st);
     }
   } else if (multi) {
     char *val = NULL;
@@ -366,10 +405,11 @@ static void sharer_main(void *arg)
   }
   for (;;) {
     unsigned long seq;
-    long long step, ckpt, auto_ms;
-    if (share_wait(ag, s.put_seq, share_period_ms(ag), &seq, &step, &ckpt, &auto_ms))
+    struct steps st;
+    long long auto_ms;
+    if (share_wait(ag, s.put_seq, share_period_ms(ag), &seq, &st, &auto_ms))
       break;
-    share_once(ag, r, &s, seq, step, ckpt);
+    share_once(ag, r, &s, seq, &st);
     if (ag->cfg->hang_auto && auto_ms > s.put_auto) {
       char val[32];
       int n = snprintf(val, sizeof(val), "%lld", auto_ms);

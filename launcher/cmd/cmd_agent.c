@@ -29,8 +29,9 @@ static const char usage_text[] =
 static const char progress_text[] =
     "\nprogress (the hang watch of --hang-timeout; docs/agent.md):\n"
     "  progress is a change of a worker's MUSTER_HEARTBEAT_FILE modification time (a touch;\n"
-    "  its last line may be 'step N' or 'checkpoint N'), or, for a worker that never touched\n"
-    "  it, a complete line on its stdout or stderr (with --progress-regex, a line matching it).\n"
+    "  its last line may be 'step N', 'step N/TOTAL' or 'checkpoint N'), or, for a worker\n"
+    "  that never touched it, a complete line on its stdout or stderr (with --progress-regex,\n"
+    "  a line matching it).\n"
     "  It is the job's: the agents share it through the rendezvous, and the job is hung only\n"
     "  when no rank on any node progressed for --hang-timeout (--hang-initial-timeout, default\n"
     "  600 s, before the first progress after a start). A hung job: every rank's stack, the\n"

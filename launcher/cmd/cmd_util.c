@@ -413,6 +413,7 @@ static void status_json(const struct mu_app_status *st, const char *handle)
     cJSON_AddNumberToObject(o, "duration_s", status_duration(st));
   }
   cJSON *run = status_run(st);
+  mu_cli_goodput_add_json(o, run, st);
   if (run != NULL)
     cJSON_AddItemToObject(o, "rdzv_run", run);
   if (st->ui_url != NULL)
@@ -453,8 +454,10 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
   if (rdzv[0] != '\0')
     printf("    Rendezvous: %s\n", rdzv + 8); /* past " | rdzv " */
   cJSON *run = status_run(st);
-  if (run != NULL)
+  if (run != NULL) {
     mu_cli_goodput_print(run, "    ", 1);
+    mu_cli_goodput_table(run, st);
+  }
   cJSON_Delete(run);
   printf("    Roles:\n");
   for (size_t i = 0; i < st->nreplicas; i++) {

@@ -88,4 +88,16 @@ void mu_cli_status_print(const struct mu_app_status *st, const char *handle, int
 struct cJSON;
 void mu_cli_goodput_print(const struct cJSON *run, const char *indent, int title);
 
+/* cmd_status_goodput.c: where the job's wall time went (common/goodput.h), from its run JSON
+ * over the job's wall time (st's start to its end, or now). */
+struct mu_goodput;
+/* Returns: 1 with *g filled, 0 when the run has no round (yet). */
+int mu_cli_goodput_of(const struct cJSON *run, const struct mu_app_status *st,
+                      struct mu_goodput *g);
+/* Prints status's goodput table, the steps line and --hang-timeout auto's value in use. */
+void mu_cli_goodput_table(const struct cJSON *run, const struct mu_app_status *st);
+/* Adds --json's "goodput" object to o (null without a round). */
+void mu_cli_goodput_add_json(struct cJSON *o, const struct cJSON *run,
+                             const struct mu_app_status *st);
+
 #endif

@@ -15,9 +15,11 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
+#include "goodput.h"
 #include "json.h"
 #include "rdzv_int.h"
 
@@ -434,7 +436,8 @@ static void put_ms(struct mu_buf *b, const char *name, int64_t ms)
     mu_buf_printf(b, ",\"%s\":null", name);
 }
 
-static void put_hist(struct mu_buf *b, const struct rdzv_hist *h, const struct rdzv_hist *prev)
+static void put_hist(struct mu_buf *b, const struct rdzv_hist *h, const struct rdzv_hist *prev,
+                     const struct mu_goodput_steps *steps)
 {
   mu_buf_printf(b,
                 "{\"round\":%" PRIu64 ",\"nnodes\":%" PRIu32 ",\"world_size\":%" PRIu64
@@ -455,7 +458,59 @@ static void put_hist(struct mu_buf *b, const struct rdzv_hist *h, const struct r
   mu_buf_printf(b, ",\"end\":\"%s\",\"counted\":%s,\"why\":", rdzv_end_name(h->end),
                 h->counted ? "true" : "false");
   mu_json_str(b, h->why, strlen(h->why));
+  mu_buf_puts(b, ",\"steps\":");
+  mu_goodput_steps_json(steps, b);
   mu_buf_putc(b, '}');
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * What the agents share in the run's KV (launcher/agent/agent_progress.c): each node's steps,
+ * `muster.progress.<round>.<node rank>`, and --hang-timeout auto's value in use
+ */
+
+#define PROGRESS_PFX "muster.progress."
+#define AUTO_KEY "muster.hang_timeout_auto"
+
+/* The kept rounds' steps, folded over their nodes' lines (one pass over the KV). */
+struct mu_goodput_steps *rdzv_hist_steps(struct rdzv_run *run)
+{
+  if (run->nhist == 0)
+    return NULL;
+  struct mu_goodput_steps *st = mu_malloc(run->nhist * sizeof(*st));
+  for (uint32_t i = 0; i < run->nhist; i++)
+    st[i] = (struct mu_goodput_steps)MU_GOODPUT_STEPS_INIT;
+  const size_t pl = strlen(PROGRESS_PFX);
+  for (struct mu_hnode *h = mu_htab_next(&run->kv, NULL); h != NULL;
+       h = mu_htab_next(&run->kv, h)) {
+    const struct kv *k = MU_CONTAINER_OF(h, struct kv, h);
+    char key[64];
+    if (k->val == NULL || h->len <= pl || h->len >= sizeof(key) || memcmp(h->key, PROGRESS_PFX, pl))
+      continue;
+    memcpy(key, h->key, h->len);
+    key[h->len] = '\0';
+    char *end = NULL;
+    unsigned long long r = strtoull(key + pl, &end, 10);
+    if (end == key + pl || *end != '.') /* the round's counter, or no round */
+      continue;
+    for (uint32_t i = 0; i < run->nhist; i++)
+      if (run->hist[i].number == r)
+        mu_goodput_steps_fold(&st[i], k->val, k->len);
+  }
+  return st;
+}
+
+/* --hang-timeout auto's value in use (ms), 0 when no agent keeps one. */
+static long long auto_timeout_ms(struct rdzv_run *run)
+{
+  struct mu_hnode *h = mu_htab_find(&run->kv, AUTO_KEY, strlen(AUTO_KEY));
+  const struct kv *k = h != NULL ? MU_CONTAINER_OF(h, struct kv, h) : NULL;
+  char v[24];
+  if (k == NULL || k->val == NULL || k->len == 0 || k->len >= sizeof(v))
+    return 0;
+  memcpy(v, k->val, k->len);
+  v[k->len] = '\0';
+  long long t = strtoll(v, NULL, 10);
+  return t > 0 ? t : 0;
 }
 
 void rdzv_run_goodput_json(const struct rdzv_run *crun, struct mu_buf *b)
@@ -487,11 +542,18 @@ void rdzv_run_goodput_json(const struct rdzv_run *crun, struct mu_buf *b)
                   run->first_progress_ms - run->created_ms);
   else
     mu_buf_puts(b, ",\"time_to_first_step_ms\":null");
+  long long auto_ms = auto_timeout_ms(run);
+  if (auto_ms > 0)
+    mu_buf_printf(b, ",\"hang_timeout_auto_ms\":%lld", auto_ms);
+  else
+    mu_buf_puts(b, ",\"hang_timeout_auto_ms\":null");
   mu_buf_printf(b, ",\"rounds_dropped\":%" PRIu64 ",\"rounds\":[", run->hist_dropped);
+  struct mu_goodput_steps *steps = rdzv_hist_steps(run);
   for (uint32_t i = 0; i < run->nhist; i++) {
     if (i > 0)
       mu_buf_putc(b, ',');
-    put_hist(b, &run->hist[i], i > 0 ? &run->hist[i - 1] : NULL);
+    put_hist(b, &run->hist[i], i > 0 ? &run->hist[i - 1] : NULL, &steps[i]);
   }
+  mu_free(steps);
   mu_buf_puts(b, "]}");
 }

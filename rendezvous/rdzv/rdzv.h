@@ -369,6 +369,13 @@ int rdzv_health(struct rdzv *rv, const char *run_id, const struct rdzv_join_req 
  * kept round's timings (closed, workers started, first progress, ended and why) with the run's
  * time to first step and every restart's downtime. */
 void rdzv_run_goodput_json(const struct rdzv_run *run, struct mu_buf *b);
+/* The run's goodput over [created, its end or now] (common/goodput.h; goodput_account.c) as the
+ * run JSON's "goodput" member (`,"goodput":{...}`) with its timeline. It reads the clock: not
+ * part of the durable state that rdzv_run_goodput_json() writes. */
+void rdzv_run_goodput_account_json(struct rdzv_run *run, struct mu_buf *b);
+/* The Prometheus lines of every run's goodput (muster_goodput_*{run=...}; docs/rendezvous.md,
+ * "Metrics"), for /metrics. */
+void rdzv_goodput_metrics(struct rdzv *rv, struct mu_buf *out);
 
 /* Returns: the run, or NULL. Ownership: borrowed until the next call that may change state. */
 struct rdzv_run *rdzv_find(struct rdzv *rv, const char *run_id);

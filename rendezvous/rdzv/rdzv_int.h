@@ -387,6 +387,9 @@ uint32_t rdzv_sick_count(struct rdzv_run *run);
 void rdzv_sick_forget(struct rdzv_run *run, const char *node_id);
 /* The same without telling (recovery). Returns: 1 when there was one. */
 int rdzv_sick_drop(struct rdzv_run *run, const char *node_id);
+/* The kept rounds' steps, as the agents shared them in the run's KV (run->nhist of them).
+ * Ownership: the caller's (mu_free); NULL without kept rounds. */
+struct mu_goodput_steps *rdzv_hist_steps(struct rdzv_run *run);
 /* Sets node `id`'s unhealthy record (recovery, or a report): takes `output`. */
 struct rdzv_sick *rdzv_sick_set(struct rdzv_run *run, const char *id, char *output,
                                 uint64_t ttl_ms);

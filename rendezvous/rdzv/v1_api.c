@@ -279,6 +279,7 @@ static void v1_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
                 "muster_rdzv_heartbeats_total %" PRIu64 "\n",
                 s.runs, s.nodes, s.pending_joins, s.pending_watches, s.rounds_closed,
                 s.leases_expired, s.heartbeats);
+  rdzv_goodput_metrics(v->rv, out);
 }
 
 int v1_register(struct rv_server *srv)

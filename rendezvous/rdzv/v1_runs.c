@@ -327,6 +327,7 @@ static void run_json(struct rdzv_run *run, struct mu_buf *out)
   put_members(out, &i);
   rdzv_run_detail_json(run, out);
   rdzv_run_goodput_json(run, out);
+  rdzv_run_goodput_account_json(run, out); /* of now: not part of the durable state */
   mu_buf_printf(out,
                 ",\"config\":{\"min_nodes\":%" PRIu32 ",\"max_nodes\":%" PRIu32
                 ",\"last_call_ms\":%" PRIu32 ",\"join_timeout_ms\":%" PRIu32

@@ -26,6 +26,15 @@ t_expect_match "... naming it" "$out" "argument '--spares': '-1' does not match"
 out=$("$MUSTER" run --dryrun dist.ddp -j 2x2 --hang_timeout 4x --script train.py 2>&1)
 t_expect_match "a hang timeout that is no number is refused, naming it" "$out" \
   "argument '--hang_timeout': '4x' does not match"
+# auto (the agent learns the timeout from the job's step intervals) on every builtin that has it
+for c in "dist.ddp -j 2x2 --script train.py" "dist.spmd -j 2x2 --script train.py" \
+  "aws.trn1_ddp --nnodes 2 --image img --script train.py"; do
+  out=$("$MUSTER" run --dryrun ${c%% *} --hang_timeout auto ${c#* } 2>&1)
+  t_expect_match "${c%% *}: --hang_timeout auto reaches the agents" "$out" "--hang-timeout auto"
+  out=$("$MUSTER" run --dryrun ${c%% *} --hang_timeout autox ${c#* } 2>&1)
+  t_expect_match "${c%% *}: --hang_timeout autox is refused, naming it" "$out" \
+    "argument '--hang_timeout': 'autox' does not match"
+done
 
 # -cfg health_check: every scheduler has it; it reaches every role as MUSTER_HEALTH_CHECK
 for s in local kubernetes slurm; do

@@ -14,9 +14,14 @@ nothing at all, as most DDP scripts' ranks 1..N do. Faults and shapes:
   --fail-at K           rank 0 raises at step K in the first attempt
   --checkpoint-every K  with --heartbeat: "checkpoint N" instead of "step N" every K steps,
                         then 1 s more (the agent reads the file's last line every tick)
+  --total               with --heartbeat: "step N/T" (T the job's total, --steps): the ETA
+  --kill-at K           rank 0 kills itself (SIGKILL) at step K in the first attempt
+  --ckpt-file PATH      every checkpoint's step is saved there, and a restart resumes after it
+                        (bench/bench_goodput.sh's checkpoint part)
 """
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -34,6 +39,9 @@ def main():
     ap.add_argument("--never", action="store_true")
     ap.add_argument("--fail-at", type=int, default=-1)
     ap.add_argument("--checkpoint-every", type=int, default=0)
+    ap.add_argument("--total", action="store_true")
+    ap.add_argument("--kill-at", type=int, default=-1)
+    ap.add_argument("--ckpt-file", default="")
     args = ap.parse_args()
     if args.never:
         time.sleep(10 ** 9)
@@ -46,7 +54,14 @@ def main():
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     talk = rank in [int(r) for r in args.talk.split(",") if r != ""]
     dist.init_process_group("gloo", init_method="env://")
-    for i in range(1, args.steps + 1):
+    first = 1
+    if args.ckpt_file and os.path.exists(args.ckpt_file):
+        with open(args.ckpt_file) as f:
+            first = int(f.read().strip() or 0) + 1  # resume after the checkpoint
+    hb = os.environ.get("MUSTER_HEARTBEAT_FILE")  # none under torchrun
+    for i in range(first, args.steps + 1):
+        if rank == 0 and restart == 0 and i == args.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
         if rank == args.hang_rank and restart == 0 and i == args.hang_after + 1:
             time.sleep(10 ** 9)  # the hang: rank R in its own code
         if rank == 0 and restart == 0 and i == args.fail_at:
@@ -55,12 +70,17 @@ def main():
         dist.all_reduce(t)
         if t[0].item() != world * (world + 1) / 2:
             raise RuntimeError(f"rank {rank}: all-reduce gave {t[0].item()}")
-        if talk and args.heartbeat:
-            with open(os.environ["MUSTER_HEARTBEAT_FILE"], "w") as f:
-                ck = args.checkpoint_every and i % args.checkpoint_every == 0
-                f.write(f"checkpoint {i}\n" if ck else f"step {i}\n")
-            if ck:
-                time.sleep(1.0)  # a checkpoint takes a while: the agent reads the last line
+        ck = args.checkpoint_every and i % args.checkpoint_every == 0
+        if ck and args.ckpt_file and rank == 0:
+            with open(args.ckpt_file + ".tmp", "w") as f:
+                f.write(f"{i}\n")
+            os.replace(args.ckpt_file + ".tmp", args.ckpt_file)
+        if talk and args.heartbeat and hb:
+            with open(hb, "w") as f:
+                total = f"/{args.steps}" if args.total else ""
+                f.write(f"checkpoint {i}\n" if ck else f"step {i}{total}\n")
+        if ck and args.heartbeat:
+            time.sleep(1.0)  # a checkpoint takes a while: the agent reads the last line
         elif talk:
             print(f"rank {rank} step {i} restart {restart}", flush=True)
         if talk and args.noise:

@@ -349,35 +349,43 @@ TEST(agent__health_check)
   mu_buf_release(&why);
 }
 
-/* The heartbeat file's line protocol (docs/agent.md, "Progress"): `step N`, `checkpoint N`;
+/* The heartbeat file's line protocol (docs/agent.md, "Progress"): `step N[/T]`, `checkpoint N`;
  * anything else is plain progress (0), never an error. N: 1 to 18 digits (max and max+1). */
 TEST(agent__progress_lines)
 {
   static const struct {
     const char *line;
     int kind;
-    long long n;
+    long long n, total;
   } rows[] = {
-      {"step 1200", 1, 1200},
-      {"checkpoint 1000", 2, 1000},
-      {"  step\t7 \r", 1, 7},
-      {"step 999999999999999999", 1, 999999999999999999LL},
-      {"step 1000000000000000000", 0, 0},
-      {"step", 0, 0},
-      {"step ", 0, 0},
-      {"step -1", 0, 0},
-      {"step 12x", 0, 0},
-      {"steps 12", 0, 0},
-      {"Step 12", 0, 0},
-      {"step 1 2", 0, 0},
-      {"checkpoint", 0, 0},
-      {"", 0, 0},
-      {"epoch 3 step 4", 0, 0},
+      {"step 1200", 1, 1200, -1},
+      {"checkpoint 1000", 2, 1000, -1},
+      {"  step\t7 \r", 1, 7, -1},
+      {"step 999999999999999999", 1, 999999999999999999LL, -1},
+      {"step 1000000000000000000", 0, 0, -1},
+      {"step", 0, 0, -1},
+      {"step ", 0, 0, -1},
+      {"step -1", 0, 0, -1},
+      {"step 12x", 0, 0, -1},
+      {"steps 12", 0, 0, -1},
+      {"Step 12", 0, 0, -1},
+      {"step 1 2", 0, 0, -1},
+      {"checkpoint", 0, 0, -1},
+      {"", 0, 0, -1},
+      {"epoch 3 step 4", 0, 0, -1},
+      {"step 120/1000", 1, 120, 1000},
+      {"step 7 / 9", 0, 0, 0},
+      {"step 7/", 0, 0, 0},
+      {"step 7/x", 0, 0, 0},
+      {"step 7/999999999999999999", 1, 7, 999999999999999999LL},
+      {"step 7/1000000000000000000", 0, 0, 0},
+      {"checkpoint 50/100", 0, 0, 0},
   };
   for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-    long long n = 0;
-    int kind = mu_agent_parse_progress_line(rows[i].line, strlen(rows[i].line), &n);
-    if (kind != rows[i].kind || (kind != 0 && n != rows[i].n))
-      MU__FAIL("'%s': got %d %lld, want %d %lld", rows[i].line, kind, n, rows[i].kind, rows[i].n);
+    long long n = 0, total = -2;
+    int kind = mu_agent_parse_progress_line(rows[i].line, strlen(rows[i].line), &n, &total);
+    if (kind != rows[i].kind || (kind != 0 && (n != rows[i].n || total != rows[i].total)))
+      MU__FAIL("'%s': got %d %lld/%lld, want %d %lld/%lld", rows[i].line, kind, n, total,
+               rows[i].kind, rows[i].n, rows[i].total);
   }
 }

@@ -1588,6 +1588,28 @@ TEST(v1__goodput_report_health_and_lost_on_close)
          "HTTP/1.1 404", "not_member");
   expect(srv, "POST", "/v1/runs/nope/report", "{\"node_id\":\"n1\",\"round\":2,\"event\":\"hung\"}",
          "HTTP/1.1 404", "no_such_run");
+  /* the agents' progress lines (two nodes of round 1, one of round 9 that is not kept, the
+   * round's counter) fold into round 1's steps; auto's value in use is in the timings */
+  expect(srv, "PUT", "/v1/runs/job/kv/muster.progress.1.0",
+         "5000 step 40 checkpoint 25 first 1 1000 total 500", "HTTP/1.1 200", "\"version\"");
+  expect(srv, "PUT", "/v1/runs/job/kv/muster.progress.1.1",
+         "5200 step 42 checkpoint -1 first 3 1100 total -1", "HTTP/1.1 200", "\"version\"");
+  expect(srv, "PUT", "/v1/runs/job/kv/muster.progress.9.0", "9000 step 900 checkpoint 800",
+         "HTTP/1.1 200", "\"version\"");
+  expect(srv, "POST", "/v1/runs/job/kv/muster.progress.1?add=7", NULL, "HTTP/1.1 200", "7");
+  expect(srv, "PUT", "/v1/runs/job/kv/muster.hang_timeout_auto", "2500", "HTTP/1.1 200",
+         "\"version\"");
+  expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200",
+         "\"steps\":{\"step\":42,\"step_ms\":5200,\"first_step\":1,\"first_step_ms\":1000,"
+         "\"checkpoint\":25,\"total\":500}}]");
+  expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200", "\"hang_timeout_auto_ms\":2500,");
+  /* the run's goodput (its wall time from its creation) with its timeline, and in /metrics */
+  expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200", "\"goodput\":{\"wall_ms\":");
+  expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200", "\"timeline\":[");
+  expect(srv, "GET", "/metrics", NULL, "HTTP/1.1 200",
+         "muster_goodput_badput_seconds{run=\"job\",category=\"wasted_progress\"} ");
+  expect(srv, "GET", "/metrics", NULL, "HTTP/1.1 200",
+         "muster_goodput_productive_seconds{run=\"job\"} ");
   expect(srv, "POST", "/v1/runs/job/report",
          "{\"node_id\":\"n1\",\"round\":1,\"event\":\"failed\",\"reason\":\"rank 0: exit 1\"}",
          "HTTP/1.1 200",
@@ -1602,7 +1624,8 @@ TEST(v1__goodput_report_health_and_lost_on_close)
          "\"standbys\":0,\"unhealthy\":1,\"restart_count\":1}");
   expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200", "\"output\":\"no GPU\\n\"");
   expect(srv, "GET", "/v1/runs/job", NULL, "HTTP/1.1 200",
-         "\"end\":\"failed\",\"counted\":true,\"why\":\"node 'n1': rank 0: exit 1\"}");
+         "\"end\":\"failed\",\"counted\":true,\"why\":\"node 'n1': rank 0: exit "
+         "1\",\"steps\":{\"step\":42,");
   expect(srv, "POST", "/v1/runs/job/health",
          "{\"node_id\":\"n9\",\"addr\":\"h\",\"min_nodes\":2,\"healthy\":false}", "HTTP/1.1 409",
          "config_mismatch");
