@@ -292,15 +292,13 @@ static int report_failure(struct rdzv_run *run, struct rdzv_node *n, uint64_t ro
            : kind == RDZV_REPORT_HUNG  ? "a worker hung"
                                        : "a worker failed");
   rdzv_mark_failed(run, n);
-  if (rule == MU_RULE_BUDGET_SPENT) {
-    char shut[RDZV_WHY_MAX + 128];
-    snprintf(shut, sizeof(shut), "%s; no restart left (max_restarts %lld, %" PRIu32 " done)", why,
-             (long long)run->max_restarts, run->restarts);
-    rdzv_end(run->rv, run->h.key, 1, shut);
-    return 1;
-  }
-  run->restarts++;
-  rdzv_break_round(run, kind == RDZV_REPORT_HUNG ? RDZV_END_HUNG : RDZV_END_FAILED, 1, why);
+  char shut[RDZV_WHY_MAX + 128];
+  snprintf(shut, sizeof(shut), "%s; no restart left (max_restarts %lld, %" PRIu32 " done)", why,
+           (long long)run->max_restarts, run->restarts);
+  /* partition.c: counted (or, with none left, the shut when the next round could close),
+   * given back if a member of the round is lost first (MU_RULE_FAILURE_PARTITION) */
+  rdzv_failure_counted(run, kind == RDZV_REPORT_HUNG ? RDZV_END_HUNG : RDZV_END_FAILED, why,
+                       rule == MU_RULE_BUDGET_SPENT ? shut : NULL);
   return 1;
 }
 
