@@ -337,7 +337,7 @@ int rdzv_report(struct rdzv *rv, const char *run_id, const char *node_id, uint64
     break;
   }
   out->state = rdzv_run_state_name(run->state);
-  out->reason = run->reason != NULL ? run->reason : "";
+  out->reason = run->reason != NULL ? run->reason : run->shut_why != NULL ? run->shut_why : "";
   out->round = run->round != NULL ? run->round->number : 0;
   out->round_state = rdzv_round_state_name(run->rstate);
   out->restart_count = run->restarts;
