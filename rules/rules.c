@@ -256,6 +256,8 @@ static void maybe_close(struct mu_rules_state *s, int last_call_over, uint64_t n
   enum mu_rule r = mu_rule_close(&v, last_call_over);
   if (fx->rule == MU_RULE_COUNT)
     fx->rule = r;
+  if (r == MU_RULE_SHUT_WAITS)
+    fx->rule = r;
   if (r == MU_RULE_BELOW_MIN || r == MU_RULE_SHUT_WAITS) {
     if (s->last_call_at != 0)
       fx_add(fx, MU_FX_CLEAR_LAST_CALL, r, 0);

@@ -94,6 +94,8 @@ static const struct scenario scenarios[] = {
      MU_RUN_OPEN, 0, "01", "failure-partition"},
     {"the standby then takes the lost node's place", 3, 3, 0, 3, 4, "J0 J1 J2 J3 H0 E2 J1 J0", 2, 1,
      MU_RUN_OPEN, 0, "013", "close-full"},
+    {"no restart left: the next round waits for the failed round's survivors", 2, 2, 0, 0, 3,
+     "J0 J1 J2 F0 J0", 1, 0, MU_RUN_OPEN, 0, "01", "shut-waits"},
     {"no restart left, then a healthy member lost: no shut", 2, 2, 0, 0, 3, "J0 J1 J2 F0 E1 J0", 2,
      1, MU_RUN_OPEN, 0, "02", "close-full"},
     {"the reporter's own loss gives nothing back", 2, 2, 0, 3, 2, "J0 J1 F0 E0", 1, 0, MU_RUN_OPEN,
