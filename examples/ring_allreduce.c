@@ -9,6 +9,9 @@
  *   ring_allreduce [--count N] [--iters K] [--sleep-ms MS] [--fail-rank R [--fail-restart C]]
  *                  [--timeout-ms MS]
  *
+ * With MUSTER_HEARTBEAT_FILE set (muster agent sets it), each iteration writes "step N" to it:
+ * the agent's hang watch sees the ring move, and sees it stop when a peer's host goes silent.
+ *
  * --fail-rank makes rank R exit 1 (after writing TORCHELASTIC_ERROR_FILE as torch's error
  * handler does) while TORCHELASTIC_RESTART_COUNT == C (default 0): a worker that fails once.
  */
@@ -68,6 +71,19 @@ static void check_parent(void)
     die("parent agent exited; stopping");
   if (now_ms() > g_deadline)
     die("timed out");
+}
+
+/* One step done: "step N" to the agent's heartbeat file (its mtime is the progress). */
+static void beat(long step)
+{
+  const char *path = getenv("MUSTER_HEARTBEAT_FILE");
+  if (path == NULL || path[0] == '\0')
+    return;
+  FILE *f = fopen(path, "w");
+  if (f == NULL)
+    return;
+  fprintf(f, "step %ld\n", step);
+  fclose(f);
 }
 
 static void write_error_file(const char *msg)
@@ -307,6 +323,8 @@ int main(int argc, char **argv)
         break;
       }
     }
+    if (ok)
+      beat(it + 1);
     if (ok && sleep_ms > 0) {
       for (long t = 0; t < sleep_ms; t += 50) {
         usleep(50 * 1000);

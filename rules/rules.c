@@ -22,6 +22,11 @@ static const char *const rule_names[MU_RULE_COUNT] = {
     [MU_RULE_SUCCEEDED] = "succeeded",
     [MU_RULE_STANDBY] = "standby",
     [MU_RULE_ORDER] = "order",
+    [MU_RULE_LOST_AFTER_SUCCESS] = "lost-after-success",
+    [MU_RULE_SUCCEEDED_LOST] = "succeeded-lost",
+    [MU_RULE_FAILURE_PARTITION] = "failure-partition",
+    [MU_RULE_UNREACHABLE] = "unreachable",
+    [MU_RULE_SHUT_WAITS] = "shut-waits",
 };
 
 const char *mu_rule_name(enum mu_rule r)
@@ -43,14 +48,20 @@ enum mu_rule mu_rule_close(const struct mu_rules_view *v, int last_call_over)
   if (v->joins < v->min_nodes || v->joins == 0)
     return MU_RULE_BELOW_MIN;
   int64_t due = healthy_due(v);
+  enum mu_rule r = MU_RULE_LAST_CALL;
   if (v->joins >= v->max_nodes && due <= 0)
-    return MU_RULE_CLOSE_FULL;
-  if (v->has_round && v->joins_prev > 0 &&
-      (int64_t)v->joins_prev >= (int64_t)v->round_nodes - v->round_gone)
-    return MU_RULE_CLOSE_KNOWN;
-  if (last_call_over || (v->last_call_ms == 0 && due <= 0))
-    return MU_RULE_CLOSE_LAST_CALL;
-  return MU_RULE_LAST_CALL;
+    r = MU_RULE_CLOSE_FULL;
+  else if (v->has_round && v->joins_prev > 0 &&
+           (int64_t)v->joins_prev >= (int64_t)v->round_nodes - v->round_gone)
+    r = MU_RULE_CLOSE_KNOWN;
+  else if (last_call_over || (v->last_call_ms == 0 && due <= 0))
+    r = MU_RULE_CLOSE_LAST_CALL;
+  /* a failure that found no restart left: the next round waits for the failed round's healthy
+   * survivors; once they re-joined and it could close, the shut stands (a loss of one of them
+   * would have called it off: MU_RULE_FAILURE_PARTITION) */
+  if (v->shut_pending)
+    return due > 0 ? MU_RULE_SHUT_WAITS : r != MU_RULE_LAST_CALL ? MU_RULE_BUDGET_SPENT : r;
+  return r;
 }
 
 uint32_t mu_rule_round_size(const struct mu_rules_view *v)
@@ -89,7 +100,28 @@ enum mu_rule mu_rule_failure(const struct mu_rules_view *v, uint64_t cur_round,
 
 int mu_rule_succeeded(const struct mu_rules_view *v, uint32_t left_ok)
 {
-  return v->has_round && left_ok >= v->round_nodes;
+  return v->has_round && !v->round_spoiled && left_ok > 0 &&
+         (uint64_t)left_ok + v->round_lost >= v->round_nodes;
+}
+
+enum mu_rule mu_rule_lost(const struct mu_rules_view *v, int member, int failed, int suspect)
+{
+  if (!member)
+    return suspect && v->prev_counted ? MU_RULE_FAILURE_PARTITION : MU_RULE_LOST;
+  if (v->round_ok > 0 && !v->round_spoiled)
+    return MU_RULE_LOST_AFTER_SUCCESS;
+  if (!v->round_active && (v->round_counted || v->shut_pending) && !failed)
+    return MU_RULE_FAILURE_PARTITION;
+  return MU_RULE_LOST;
+}
+
+int mu_rule_unreachable(const struct mu_rules_view *v)
+{
+  if (!v->has_round || v->round_active || v->round_ok == 0)
+    return 0;
+  if (!v->round_spoiled && healthy_due(v) > 0)
+    return 0; /* a member still runs toward its success */
+  return v->present < v->min_nodes;
 }
 
 int mu_rule_order(const struct mu_rules_view *v, int member, int failed)
@@ -128,8 +160,15 @@ void mu_rules_view_of(const struct mu_rules_state *s, struct mu_rules_view *v)
   v->round_active = s->active;
   v->round_nodes = s->round_nodes;
   v->round_gone = s->round_gone;
+  v->round_ok = s->left_ok;
+  v->round_lost = s->round_lost;
+  v->round_spoiled = s->spoiled;
+  v->round_counted = s->counted;
+  v->shut_pending = s->shut_pending;
+  v->prev_counted = s->prev_counted;
   for (uint8_t i = 0; i < s->nnodes; i++) {
     const struct mu_rules_node *n = &s->node[i];
+    v->present += n->present;
     v->round_failed += n->member && n->failed;
     v->joins += n->joining;
     v->joins_prev += n->joining && n->member;
@@ -171,9 +210,13 @@ static void close_round(struct mu_rules_state *s, const struct mu_rules_view *v,
     idx[j] = i;
   }
   uint32_t k = mu_rule_round_size(v);
+  s->prev_counted = s->counted;
   for (uint8_t i = 0; i < s->nnodes; i++) {
+    struct mu_rules_node *m = &s->node[i];
+    m->suspect = m->member && !m->failed && !m->joining; /* due, and left out */
     s->node[i].member = 0;
     s->node[i].failed = 0;
+    s->node[i].lost = 0;
   }
   for (uint32_t i = 0; i < k; i++) {
     struct mu_rules_node *m = &s->node[idx[i]];
@@ -186,8 +229,20 @@ static void close_round(struct mu_rules_state *s, const struct mu_rules_view *v,
   s->round_nodes = k;
   s->round_gone = 0;
   s->left_ok = 0;
+  s->round_lost = 0;
+  s->spoiled = 0;
+  s->counted = 0;
+  s->shut_pending = 0;
   s->last_call_at = 0;
   fx_add(fx, MU_FX_ROUND_CLOSED, r, 0);
+}
+
+static void end_run(struct mu_rules_state *s, uint8_t how, enum mu_rule r,
+                    struct mu_rules_effects *fx)
+{
+  s->run = how;
+  s->last_call_at = 0;
+  fx_add(fx, MU_FX_RUN_ENDED, r, 0);
 }
 
 /* Closes the round if the pending joins allow it, or starts or clears the last call. */
@@ -201,7 +256,9 @@ static void maybe_close(struct mu_rules_state *s, int last_call_over, uint64_t n
   enum mu_rule r = mu_rule_close(&v, last_call_over);
   if (fx->rule == MU_RULE_COUNT)
     fx->rule = r;
-  if (r == MU_RULE_BELOW_MIN) {
+  if (r == MU_RULE_SHUT_WAITS)
+    fx->rule = r;
+  if (r == MU_RULE_BELOW_MIN || r == MU_RULE_SHUT_WAITS) {
     if (s->last_call_at != 0)
       fx_add(fx, MU_FX_CLEAR_LAST_CALL, r, 0);
     s->last_call_at = 0;
@@ -210,6 +267,9 @@ static void maybe_close(struct mu_rules_state *s, int last_call_over, uint64_t n
       s->last_call_at = now + s->last_call_ms + 1; /* +1: 0 means "not armed" */
       fx_add(fx, MU_FX_ARM_LAST_CALL, r, s->last_call_at);
     }
+  } else if (r == MU_RULE_BUDGET_SPENT) {
+    fx->rule = r;
+    end_run(s, MU_RUN_SHUT, r, fx);
   } else {
     close_round(s, &v, r, fx);
   }
@@ -221,14 +281,6 @@ static void break_round(struct mu_rules_state *s, enum mu_rule r, struct mu_rule
     return;
   s->active = 0;
   fx_add(fx, MU_FX_ROUND_ENDED, r, 0);
-}
-
-static void end_run(struct mu_rules_state *s, uint8_t how, enum mu_rule r,
-                    struct mu_rules_effects *fx)
-{
-  s->run = how;
-  s->last_call_at = 0;
-  fx_add(fx, MU_FX_RUN_ENDED, r, 0);
 }
 
 static void remove_node(struct mu_rules_state *s, uint8_t i, int breaks, enum mu_rule r,
@@ -245,6 +297,18 @@ static void remove_node(struct mu_rules_state *s, uint8_t i, int breaks, enum mu
   maybe_close(s, 0, now, fx);
 }
 
+/* MU_RULE_SUCCEEDED(_LOST): the run closes when the round's members all succeeded (or were lost
+ * after a success). */
+static void maybe_succeeded(struct mu_rules_state *s, struct mu_rules_effects *fx)
+{
+  struct mu_rules_view v;
+  mu_rules_view_of(s, &v);
+  if (s->run != MU_RUN_OPEN || !mu_rule_succeeded(&v, s->left_ok))
+    return;
+  fx->rule = s->round_lost > 0 ? MU_RULE_SUCCEEDED_LOST : MU_RULE_SUCCEEDED;
+  end_run(s, MU_RUN_CLOSED, fx->rule, fx);
+}
+
 static int on_join(struct mu_rules_state *s, uint8_t i, uint64_t now, struct mu_rules_effects *fx)
 {
   struct mu_rules_node *n = &s->node[i];
@@ -252,10 +316,12 @@ static int on_join(struct mu_rules_state *s, uint8_t i, uint64_t now, struct mu_
     return -1;
   n->present = 1;
   n->joining = 1;
+  n->suspect = 0; /* alive: it was not lost */
   n->seq = ++s->seq;
   struct mu_rules_view v;
   mu_rules_view_of(s, &v);
   if (n->member) {
+    s->spoiled = 1; /* its workers were stopped: it restarted */
     fx->rule = mu_rule_rejoin(&v);
     break_round(s, fx->rule, fx);
   } else if (s->active && mu_rule_newcomers_wait(&v)) {
@@ -268,23 +334,57 @@ static int on_join(struct mu_rules_state *s, uint8_t i, uint64_t now, struct mu_
   return 0;
 }
 
+/* A success: of a member still running (the round active or ended without it yet), or late,
+ * of a member lost before its report came. */
 static int on_leave_ok(struct mu_rules_state *s, uint8_t i, uint64_t now,
                        struct mu_rules_effects *fx)
 {
   struct mu_rules_node *n = &s->node[i];
-  if (!(n->member && s->active && !n->joining)) {
+  if (!n->present) { /* n->lost: its success came after its loss */
+    n->lost = 0;
+    s->round_lost--;
+    s->left_ok++;
+    fx->rule = MU_RULE_LEFT;
+    maybe_succeeded(s, fx);
+    return 0;
+  }
+  if (!(n->member && !n->joining && !n->failed)) {
+    s->spoiled |= n->member;
     remove_node(s, i, 1, MU_RULE_LEFT, now, fx);
     return 0;
   }
   s->left_ok++;
   remove_node(s, i, 0, MU_RULE_LEFT, now, fx);
+  maybe_succeeded(s, fx);
+  return 0;
+}
+
+/* A lease expired or a connection closed (mu_rule_lost()). */
+static void on_lost(struct mu_rules_state *s, uint8_t i, uint64_t now, struct mu_rules_effects *fx)
+{
+  struct mu_rules_node *n = &s->node[i];
   struct mu_rules_view v;
   mu_rules_view_of(s, &v);
-  if (s->run == MU_RUN_OPEN && mu_rule_succeeded(&v, s->left_ok)) {
-    fx->rule = MU_RULE_SUCCEEDED;
-    end_run(s, MU_RUN_CLOSED, MU_RULE_SUCCEEDED, fx);
+  enum mu_rule r = mu_rule_lost(&v, n->member, n->failed, n->suspect);
+  if (!n->member) {
+    if (r == MU_RULE_FAILURE_PARTITION) {
+      s->restarts--;
+      s->prev_counted = 0;
+    }
+    remove_node(s, i, 1, r, now, fx);
+    return;
   }
-  return 0;
+  if (r == MU_RULE_FAILURE_PARTITION) {
+    s->restarts -= s->counted;
+    s->counted = 0;
+    s->shut_pending = 0;
+  }
+  uint64_t round = s->round;
+  s->round_lost++;
+  remove_node(s, i, r != MU_RULE_LOST_AFTER_SUCCESS, r, now, fx);
+  n->lost = s->round == round; /* (unless the loss let a new round close) */
+  if (r == MU_RULE_LOST_AFTER_SUCCESS)
+    maybe_succeeded(s, fx);
 }
 
 static int on_failure(struct mu_rules_state *s, const struct mu_rules_event *ev,
@@ -299,23 +399,20 @@ static int on_failure(struct mu_rules_state *s, const struct mu_rules_event *ev,
   if (fx->rule == MU_RULE_FAILURE_LATE || fx->rule == MU_RULE_FAILURE_SCALE_UP)
     return 0;
   n->failed = 1;
+  s->spoiled = 1;
   fx->counted = 1;
-  if (fx->rule == MU_RULE_BUDGET_SPENT) {
-    end_run(s, MU_RUN_SHUT, MU_RULE_BUDGET_SPENT, fx);
-    return 0;
-  }
-  s->restarts++;
-  break_round(s, MU_RULE_FAILURE, fx);
+  if (fx->rule == MU_RULE_BUDGET_SPENT)
+    s->shut_pending = 1; /* shut when the next round could close, unless a loss calls it off */
+  else
+    s->restarts++;
+  s->counted = fx->rule == MU_RULE_FAILURE;
+  break_round(s, fx->rule, fx);
   return 0;
 }
 
-int mu_rules_step(struct mu_rules_state *s, const struct mu_rules_event *ev,
-                  struct mu_rules_effects *fx)
+static int step(struct mu_rules_state *s, const struct mu_rules_event *ev,
+                struct mu_rules_effects *fx)
 {
-  memset(fx, 0, sizeof(*fx));
-  fx->rule = MU_RULE_COUNT;
-  if (ev->node >= s->nnodes && ev->kind != MU_EV_TIMER)
-    return -1;
   struct mu_rules_node *n = &s->node[ev->node < s->nnodes ? ev->node : 0];
   if (s->run != MU_RUN_OPEN) {
     if ((ev->kind != MU_EV_LEAVE_OK && ev->kind != MU_EV_LEAVE_FAIL) || !n->present)
@@ -327,23 +424,26 @@ int mu_rules_step(struct mu_rules_state *s, const struct mu_rules_event *ev,
   case MU_EV_JOIN:
     return on_join(s, ev->node, ev->now, fx);
   case MU_EV_LEAVE_OK:
-    if (!n->present)
+    if (!n->present && !n->lost)
       return -1;
     return on_leave_ok(s, ev->node, ev->now, fx);
   case MU_EV_LEAVE_FAIL:
     if (!n->present)
       return -1;
+    s->spoiled |= n->member;
     remove_node(s, ev->node, 1, MU_RULE_LEFT, ev->now, fx);
     return 0;
   case MU_EV_LEASE_EXPIRED:
   case MU_EV_CONN_LOST: /* a pending join holds no lease; its connection's end cancels it */
     if (!n->present || n->joining)
       return -1;
-    remove_node(s, ev->node, 1, MU_RULE_LOST, ev->now, fx);
+    on_lost(s, ev->node, ev->now, fx);
     return 0;
   case MU_EV_UNHEALTHY:
-    if (n->present)
+    if (n->present) {
+      s->spoiled |= n->member;
       remove_node(s, ev->node, 1, MU_RULE_UNHEALTHY, ev->now, fx);
+    }
     return 0;
   case MU_EV_FAILED:
   case MU_EV_HUNG:
@@ -362,4 +462,23 @@ int mu_rules_step(struct mu_rules_state *s, const struct mu_rules_event *ev,
     break;
   }
   return -1;
+}
+
+int mu_rules_step(struct mu_rules_state *s, const struct mu_rules_event *ev,
+                  struct mu_rules_effects *fx)
+{
+  memset(fx, 0, sizeof(*fx));
+  fx->rule = MU_RULE_COUNT;
+  if (ev->node >= s->nnodes && ev->kind != MU_EV_TIMER)
+    return -1;
+  int open = s->run == MU_RUN_OPEN;
+  if (step(s, ev, fx) != 0)
+    return -1;
+  struct mu_rules_view v;
+  mu_rules_view_of(s, &v);
+  if (open && s->run == MU_RUN_OPEN && mu_rule_unreachable(&v)) {
+    fx->rule = MU_RULE_UNREACHABLE;
+    end_run(s, MU_RUN_SHUT, MU_RULE_UNREACHABLE, fx);
+  }
+  return 0;
 }

@@ -34,27 +34,43 @@ struct mu_rules_view {
   uint32_t joins;                /* pending joins (members re-joining, newcomers, standbys) */
   uint32_t joins_prev;           /* of which members of the round */
   uint32_t joins_failed;         /* of which members marked failed */
+  uint32_t round_ok;             /* members of the round that left with success */
+  uint32_t round_lost;           /* members of the round lost (lease, connection), not left */
+  int round_spoiled;             /* a member of the round failed, hung, left failed, re-joined or
+                                  * was unhealthy: the round cannot end succeeded */
+  int round_counted;             /* a failure of the round counted a restart (refundable) */
+  int shut_pending;              /* a failure of the round found no restart left */
+  int prev_counted;              /* the round before counted a restart for a failure */
+  uint32_t present;              /* nodes the run knows now (members, joins, standbys) */
 };
 
 /* The rules' names, as the docs and the round history use them. */
 enum mu_rule {
-  MU_RULE_CLOSE_FULL,       /* max_nodes joined and no healthy survivor is still due: close */
-  MU_RULE_CLOSE_KNOWN,      /* every survivor of the last round re-joined: close */
-  MU_RULE_CLOSE_LAST_CALL,  /* min_nodes joined and the last call ended (or is 0): close */
-  MU_RULE_BELOW_MIN,        /* fewer than min_nodes joined: wait, no last call */
-  MU_RULE_LAST_CALL,        /* min_nodes joined, room left: start the last call and wait */
-  MU_RULE_REJOIN,           /* a member that joins again ends its round; counts nothing */
-  MU_RULE_SCALE_UP,         /* newcomers wait and the round has room: it ends; counts nothing */
-  MU_RULE_LOST,             /* a member lost (lease, connection) ends its round; counts nothing */
-  MU_RULE_LEFT,             /* a member that left failed ends its round; counts nothing */
-  MU_RULE_UNHEALTHY,        /* a member whose health check failed is removed; counts nothing */
-  MU_RULE_FAILURE,          /* the first failed/hung report of an active round counts one */
-  MU_RULE_FAILURE_LATE,     /* a report of a round already ended counts nothing */
-  MU_RULE_FAILURE_SCALE_UP, /* a report while the round ends for a scale-up counts nothing */
-  MU_RULE_BUDGET_SPENT,     /* a counting failure with no restart left shuts the run down */
-  MU_RULE_SUCCEEDED,        /* every member of the round left with success: the run closes */
-  MU_RULE_STANDBY,          /* a join beyond a full active round waits as a standby */
-  MU_RULE_ORDER,            /* ranks: old members by old rank, newcomers, failed members last */
+  MU_RULE_CLOSE_FULL,         /* max_nodes joined and no healthy survivor is still due: close */
+  MU_RULE_CLOSE_KNOWN,        /* every survivor of the last round re-joined: close */
+  MU_RULE_CLOSE_LAST_CALL,    /* min_nodes joined and the last call ended (or is 0): close */
+  MU_RULE_BELOW_MIN,          /* fewer than min_nodes joined: wait, no last call */
+  MU_RULE_LAST_CALL,          /* min_nodes joined, room left: start the last call and wait */
+  MU_RULE_REJOIN,             /* a member that joins again ends its round; counts nothing */
+  MU_RULE_SCALE_UP,           /* newcomers wait and the round has room: it ends; counts nothing */
+  MU_RULE_LOST,               /* a member lost (lease, connection) ends its round; counts nothing */
+  MU_RULE_LEFT,               /* a member that left failed ends its round; counts nothing */
+  MU_RULE_UNHEALTHY,          /* a member whose health check failed is removed; counts nothing */
+  MU_RULE_FAILURE,            /* the first failed/hung report of an active round counts one */
+  MU_RULE_FAILURE_LATE,       /* a report of a round already ended counts nothing */
+  MU_RULE_FAILURE_SCALE_UP,   /* a report while the round ends for a scale-up counts nothing */
+  MU_RULE_BUDGET_SPENT,       /* a counting failure with no restart left shuts the run down */
+  MU_RULE_SUCCEEDED,          /* every member of the round left with success: the run closes */
+  MU_RULE_STANDBY,            /* a join beyond a full active round waits as a standby */
+  MU_RULE_ORDER,              /* ranks: old members by old rank, newcomers, failed members last */
+  MU_RULE_LOST_AFTER_SUCCESS, /* a member lost after another succeeded: done, the round goes on */
+  MU_RULE_SUCCEEDED_LOST,     /* every member succeeded or was lost after a success: closes */
+  MU_RULE_FAILURE_PARTITION,  /* a healthy member of a failed round is lost: the failure was the
+                               * partition's; its restart is given back (or the shut called off) */
+  MU_RULE_UNREACHABLE,        /* members finished and too few nodes are left: shut at once */
+  MU_RULE_SHUT_WAITS,         /* no restart left: the next round waits for the failed round's
+                               * healthy survivors (a re-join confirms the shut, a loss calls it
+                               * off) */
   MU_RULE_COUNT
 };
 const char *mu_rule_name(enum mu_rule r);
@@ -83,8 +99,27 @@ enum mu_rule mu_rule_rejoin(const struct mu_rules_view *v);
 enum mu_rule mu_rule_failure(const struct mu_rules_view *v, uint64_t cur_round,
                              uint64_t report_round, uint64_t node_round);
 
-/* MU_RULE_SUCCEEDED: `left_ok` of the round's members left with success: the run closes. */
+/* MU_RULE_SUCCEEDED: `left_ok` of the round's members left with success, and the others (if
+ * any: MU_RULE_SUCCEEDED_LOST) were lost, and nothing spoiled the round: the run closes. */
 int mu_rule_succeeded(const struct mu_rules_view *v, uint32_t left_ok);
+
+/* What the loss (lease expired, connection closed) of a node does, read before it is removed
+ * (`member`: of the latest round; `failed`: it reported its workers failed or hung; `suspect`:
+ * not a member, but a healthy member of the round before that never re-joined):
+ *  - MU_RULE_LOST_AFTER_SUCCESS: another member left with success and nothing spoiled the
+ *    round: the lost one counts as done and the round goes on (a member's success means the
+ *    job's workers reached their end; the lost one may never have heard the answer);
+ *  - MU_RULE_FAILURE_PARTITION: the round ended on a failure or hang that counted (or found no
+ *    restart left), and the lost member had not failed: the loss caused the others' failure,
+ *    so the restart is given back (the shut called off); the same for a suspect lost after the
+ *    next round closed without it (a standby took its place) while the restart still stands;
+ *  - MU_RULE_LOST: the round ends; counts nothing. */
+enum mu_rule mu_rule_lost(const struct mu_rules_view *v, int member, int failed, int suspect);
+
+/* MU_RULE_UNREACHABLE: members of the latest round left with success (they never join again),
+ * the round is not active, none of its members still runs toward a success, and the nodes
+ * the run knows are fewer than min_nodes: no round can close again, the run ends now. */
+int mu_rule_unreachable(const struct mu_rules_view *v);
 
 /* MU_RULE_ORDER: the class that places a pending join in the next round's rank order: 0 a
  * member of the last round (by its old rank), 1 a newcomer (in join order), 2 a failed member
@@ -148,6 +183,8 @@ struct mu_rules_node {
   uint8_t member;  /* member of the current round */
   uint8_t failed;  /* member marked failed or hung */
   uint8_t rank;    /* node rank in the current round (member only) */
+  uint8_t lost;    /* not present: a member of the current round lost (its success may come) */
+  uint8_t suspect; /* a healthy member of the round before, not re-joined since */
   uint32_t seq;    /* join order */
 };
 
@@ -160,7 +197,10 @@ struct mu_rules_state {
   uint64_t round; /* its number (0: none yet) */
   uint32_t restarts;
   uint32_t round_nodes, round_gone, left_ok;
-  uint64_t last_call_at; /* 0: not armed */
+  uint32_t round_lost;                    /* members of the round lost, not heard of since */
+  uint8_t spoiled, counted, shut_pending; /* struct mu_rules_view's round_* */
+  uint8_t prev_counted;                   /* struct mu_rules_view's prev_counted */
+  uint64_t last_call_at;                  /* 0: not armed */
   uint32_t seq;
   struct mu_rules_node node[MU_RULES_NODES_MAX];
 };

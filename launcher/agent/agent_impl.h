@@ -73,7 +73,8 @@ struct mu_agent {
   int restart_count;
   int reached; /* the rendezvous answered once: join() retries for the whole join timeout */
   int attempt;
-  long oom_kills_start;           /* the cgroup's oom_kill count when the attempt began; -1 */
+  int shut_pending;     /* its failure found no restart left: the run is shut once others re-join */
+  long oom_kills_start; /* the cgroup's oom_kill count when the attempt began; -1 */
   struct mu_failrec last_failure; /* the last failure reported (give_up's reason) */
   regex_t progress_re;            /* --progress-regex, compiled (has_progress_re) */
   int has_progress_re;

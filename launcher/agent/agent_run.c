@@ -129,6 +129,24 @@ static void arm_join_signals(void)
 /* Before the long poll: learns this node's address (the one that reaches the service) and
  * checks that the endpoint answers as a rendezvous service.
  * Returns: 0; -1 to retry (not reachable yet); or an exit code with the message in err. */
+/* The run was shut after this node's failure found no restart left (the shut waited for the
+ * others to re-join): the same words as a shut at once. Returns: the exit code. */
+static int failed_for_good(const struct mu_agent *ag, struct mu_buf *err)
+{
+  struct mu_buf why = MU_BUF_INIT(SIZE_MAX);
+  mu_failrec_summary(&ag->last_failure, &why);
+  mu_buf_clear(err);
+  mu_buf_printf(err, "run '%s' failed: %s, no restart left (--max-restarts %ld, the run's)",
+                ag->cfg->run_id, mu_buf_str(&why), ag->answer.max_restarts);
+  mu_buf_release(&why);
+  return MU_AGENT_EXIT_FAILED;
+}
+
+/* join()'s answer when the run finished successfully while this node waited to join (a
+ * standby that was not needed), or while this node, a member before, was cut off from it: the
+ * agent ends with success. */
+#define JOIN_RUN_DONE (-2)
+
 static int probe_endpoint(struct mu_agent *ag, long long retry_until, int *warned,
                           struct mu_buf *err)
 {
@@ -163,6 +181,14 @@ static int probe_endpoint(struct mu_agent *ag, long long retry_until, int *warne
     mu_buf_printf(err, "'%s' is not a musterd rendezvous endpoint: %s", ag->endpoint,
                   mu_buf_str(&e));
     code = MU_AGENT_EXIT_RENDEZVOUS;
+  } else if (rc == MU_ECLOSED && ag->attempt > 0) { /* issue 30 item 3 */
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "run '%s' ended succeeded while this node was cut off from it (%s); nothing to "
+                 "do",
+                 cfg->run_id, mu_buf_str(&e));
+    code = JOIN_RUN_DONE;
+  } else if (rc == MU_ESHUT && ag->shut_pending) {
+    code = failed_for_good(ag, err);
   } else if (rc == MU_ECLOSED || rc == MU_ESHUT) {
     mu_buf_printf(err, "cannot join run '%s': %s; use a new --rdzv-id", cfg->run_id,
                   mu_buf_str(&e));
@@ -190,6 +216,8 @@ static int join_failed(const struct mu_agent *ag, int rc, const char *e, struct 
     break;
   case MU_ECLOSED:
   case MU_ESHUT:
+    if (rc == MU_ESHUT && ag->shut_pending)
+      return failed_for_good(ag, err);
     mu_buf_printf(err, "cannot join run '%s': %s", cfg->run_id, e);
     return rc == MU_ESHUT ? mu_agent_shut_exit(e) : MU_AGENT_EXIT_RENDEZVOUS;
   default:
@@ -411,10 +439,6 @@ static void join_opts(const struct mu_agent *ag, struct mu_join_opts *o)
   o->max_restarts = cfg->max_restarts;
 }
 
-/* join()'s answer when the run finished successfully while this node waited to join (a
- * standby that was not needed): the agent ends with success. */
-#define JOIN_RUN_DONE (-2)
-
 /* How long join() retries an endpoint it cannot reach: an agent that never reached it (a wrong
  * --rdzv-endpoint, a musterd not up yet) tries for 30 s at most; one that was in the run (a
  * network partition, musterd's host cut) tries for as long as the run can use it, the run's
@@ -451,7 +475,7 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
     if (!probed || ag->addr[0] == '\0' || cfg->local_addr == NULL) {
       code = probe_endpoint(ag, retry_until, &warned, err);
       probed = code == 0;
-      if (code < 0) {
+      if (code < 0 && code != JOIN_RUN_DONE) {
         code = 0;
         usleep((useconds_t)(backoff_ms(tries++) * 1000));
         continue;
@@ -717,6 +741,13 @@ static int after_failure(struct mu_agent *ag, struct mu_buf *err)
                  "round %ld of run '%s' had already ended (another node's failure, a lost node "
                  "or a change): re-joining without counting a restart",
                  ag->round.round, cfg->run_id);
+  } else if (strcmp(a->state, "open") == 0 && a->reason[0] != '\0') { /* the shut waits */
+    ag->shut_pending = 1;
+    mu_agent_say(ag, MU_AGENT_PROGRESS,
+                 "no restart left (--max-restarts %ld, the run's): the run is shut once the "
+                 "others re-join, unless a node of the round is found lost first (then the "
+                 "loss caused this failure and it counts nothing); re-joining",
+                 a->max_restarts);
   } else if (a->max_restarts >= 0) {
     mu_agent_say(ag, MU_AGENT_PROGRESS, "restarting workers (restart %d of %ld, the run's)",
                  a->restart_count, a->max_restarts);

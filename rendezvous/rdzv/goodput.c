@@ -294,15 +294,13 @@ static int report_failure(struct rdzv_run *run, struct rdzv_node *n, uint64_t ro
            : kind == RDZV_REPORT_HUNG  ? "a worker hung"
                                        : "a worker failed");
   rdzv_mark_failed(run, n);
-  if (rule == MU_RULE_BUDGET_SPENT) {
-    char shut[RDZV_WHY_MAX + 128];
-    snprintf(shut, sizeof(shut), "%s; no restart left (max_restarts %lld, %" PRIu32 " done)", why,
-             (long long)run->max_restarts, run->restarts);
-    rdzv_end(run->rv, run->h.key, 1, shut);
-    return 1;
-  }
-  run->restarts++;
-  rdzv_break_round(run, kind == RDZV_REPORT_HUNG ? RDZV_END_HUNG : RDZV_END_FAILED, 1, why);
+  char shut[RDZV_WHY_MAX + 128];
+  snprintf(shut, sizeof(shut), "%s; no restart left (max_restarts %lld, %" PRIu32 " done)", why,
+           (long long)run->max_restarts, run->restarts);
+  /* partition.c: counted (or, with none left, the shut when the next round could close),
+   * given back if a member of the round is lost first (MU_RULE_FAILURE_PARTITION) */
+  rdzv_failure_counted(run, kind == RDZV_REPORT_HUNG ? RDZV_END_HUNG : RDZV_END_FAILED, why,
+                       rule == MU_RULE_BUDGET_SPENT ? shut : NULL);
   return 1;
 }
 
@@ -341,7 +339,7 @@ int rdzv_report(struct rdzv *rv, const char *run_id, const char *node_id, uint64
     break;
   }
   out->state = rdzv_run_state_name(run->state);
-  out->reason = run->reason != NULL ? run->reason : "";
+  out->reason = run->reason != NULL ? run->reason : run->shut_why != NULL ? run->shut_why : "";
   out->round = run->round != NULL ? run->round->number : 0;
   out->round_state = rdzv_round_state_name(run->rstate);
   out->restart_count = run->restarts;

@@ -44,6 +44,8 @@ struct rdzv_node {
   uint32_t refs; /* +1 while in the run's table, +1 per round that lists it */
   int gone;      /* removed from the run */
   int left_ok;   /* left the active round with success */
+  int lost;      /* a member of its round lost (lease, connection): its success may still come */
+  int suspect;   /* a healthy member of the round before, left out of the latest, silent since */
   int failed;    /* its workers failed or hung in its latest round (goes after the standbys) */
   uint64_t started_round; /* the latest round whose workers it reported started */
   /* lease order (only while it has no pending join) */
@@ -122,6 +124,12 @@ struct rdzv_run {
   struct rdzv_round *round; /* the latest closed round, NULL before the first */
   uint32_t round_gone;      /* members of `round` removed since it closed */
   uint32_t left_ok;         /* members of `round` that left with success */
+  uint32_t round_lost;      /* members of `round` lost, not heard of since (partition.c) */
+  uint8_t round_spoiled;    /* a member of `round` failed, left failed, re-joined, unhealthy */
+  uint8_t round_counted;    /* a failure of `round` counted a restart (given back on a loss) */
+  uint8_t prev_counted;     /* the round before `round` counted one, not given back yet */
+  char *shut_why;           /* a failure of `round` found no restart left: the shut's reason,
+                             * carried out when the next round could close (NULL: none) */
   struct mu_htab nodes;
   struct mu_list joins;   /* pending joins, in join order */
   uint32_t joins_prev;    /* pending joins from members of `round` */
@@ -348,6 +356,18 @@ void rdzv_break_round(struct rdzv_run *run, enum rdzv_end end, int counted, cons
  * `breaks` (lease expired, left as failed, lost, unhealthy). */
 void rdzv_node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks, enum rdzv_end end,
                       const char *why);
+/* partition.c (issue 30 items 3, 4): a node lost (its lease expired, its watch's connection
+ * closed), through mu_rule_lost(): the round ends, or goes on when another member succeeded, and
+ * a restart counted for the round's failure is given back when the lost member had not failed. */
+void rdzv_node_lost(struct rdzv_run *run, struct rdzv_node *n, const char *why);
+/* Ends an open run that succeeded (mu_rule_succeeded()) or can no longer reach its minimum
+ * (mu_rule_unreachable()), with the reason naming the missing nodes. */
+void rdzv_check_end(struct rdzv_run *run);
+/* Member `n`'s failure or hang counted (`shut_why` NULL) or found no restart left: the round
+ * breaks; without a restart left the shut (`shut_why`) waits for the next round to close
+ * (MU_RULE_BUDGET_SPENT) unless a loss calls it off. */
+void rdzv_failure_counted(struct rdzv_run *run, enum rdzv_end end, const char *why,
+                          const char *shut_why);
 /* Member `n` of the latest round reported that its workers failed or hung: it goes after the
  * standbys when the next round has more candidates than places. */
 void rdzv_mark_failed(struct rdzv_run *run, struct rdzv_node *n);

@@ -144,6 +144,13 @@ void rdzv_rules_view(const struct rdzv_run *run, struct mu_rules_view *v)
   v->joins = (uint32_t)run->joins.n;
   v->joins_prev = run->joins_prev;
   v->joins_failed = run->joins_failed;
+  v->round_ok = run->left_ok;
+  v->round_lost = run->round_lost;
+  v->round_spoiled = run->round_spoiled;
+  v->round_counted = run->round_counted;
+  v->shut_pending = run->shut_why != NULL;
+  v->prev_counted = run->prev_counted;
+  v->present = (uint32_t)run->nodes.n;
 }
 
 /* The event a watch of round `round` by `node_id` should get now, or NULL (healthy). */
@@ -204,6 +211,8 @@ static void kick_watches(struct rdzv_run *run)
 
 void rdzv_break_round(struct rdzv_run *run, enum rdzv_end end, int counted, const char *why)
 {
+  /* a member re-joined: its workers were stopped, the round cannot end succeeded */
+  run->round_spoiled |= end == RDZV_END_REJOINED || end == RDZV_END_SCALE_UP;
   if (run->rstate != RDZV_ROUND_ACTIVE)
     return;
   rdzv_note(run, "broken", "round %" PRIu64 " broken: %s", run->round ? run->round->number : 0,
@@ -247,6 +256,7 @@ void rdzv_node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks, enu
   if (member) {
     run->round_gone++;
     run->round_failed -= n->failed != 0;
+    run->round_spoiled |= breaks && end != RDZV_END_LOST; /* left failed, unhealthy */
     if (breaks) {
       char b[300];
       snprintf(b, sizeof(b), "node '%s' %s", n->h.key, why);
@@ -259,17 +269,18 @@ void rdzv_node_remove(struct rdzv_run *run, struct rdzv_node *n, int breaks, enu
   run->rv->st.nodes--;
   rdzv_maybe_close(run, 0);
   rdzv_gc_check(run);
+  rdzv_check_end(run); /* partition.c: succeeded, or the minimum out of reach */
 }
 
 void rdzv_leases_expire(struct rdzv_run *run, uint64_t now)
 {
   struct rdzv *rv = run->rv;
-  while (run->leases.head != NULL && lease_node(run->leases.head)->expires <= now) {
+  while (run->leases.head != NULL && lease_node(run->leases.head)->expires <= now &&
+         run->state == RDZV_RUN_OPEN) {
     rv->st.leases_expired++;
     rdzv_note(run, "lost", "node '%s' lost: its lease expired (no heartbeat for %" PRIu32 " ms)",
               lease_node(run->leases.head)->h.key, run->lease_ttl_ms);
-    rdzv_node_remove(run, lease_node(run->leases.head), 1, RDZV_END_LOST,
-                     "was lost (lease expired)");
+    rdzv_node_lost(run, lease_node(run->leases.head), "was lost (lease expired)");
   }
   if (run->leases.head != NULL && !rdzv_deadline_queued(&run->lease_dl) &&
       run->state == RDZV_RUN_OPEN)
@@ -377,6 +388,30 @@ uint32_t rdzv_standbys(const struct rdzv_run *run)
   return mu_rule_standbys(&v); /* MU_RULE_STANDBY */
 }
 
+/* Healthy members of the old round left out of the new one (a standby took their place):
+ * suspects, whose loss later gives back the restart the old round counted (partition.c). */
+static void mark_suspects(struct rdzv_run *run, struct rdzv_round *old)
+{
+  run->prev_counted = run->round_counted;
+  for (uint32_t i = 0; old != NULL && i < old->nnodes; i++) {
+    struct rdzv_node *o = old->members[i];
+    o->suspect = !o->gone && !o->failed && o->join == NULL && o->round == old;
+  }
+}
+
+/* A new round: nothing of it counted yet. */
+static void reset_counts(struct rdzv_run *run)
+{
+  run->round_gone = 0;
+  run->left_ok = 0;
+  run->round_lost = 0;
+  run->round_spoiled = 0;
+  run->round_counted = 0;
+  run->joins_prev = 0;
+  run->round_failed = 0;
+  run->joins_failed = 0;
+}
+
 /* Closes a round with the pending joins (see choose_members()), up to max_nodes. */
 static void close_round(struct rdzv_run *run)
 {
@@ -391,7 +426,7 @@ static void close_round(struct rdzv_run *run)
   r->refs = 1;
   struct rdzv_wait **chosen = mu_calloc(k ? k : 1, sizeof(*chosen));
   uint32_t nchosen = choose_members(run, chosen, k);
-
+  mark_suspects(run, old);
   /* Leave the old round: its members' places are cleared. */
   run->round = r;
   if (old)
@@ -406,16 +441,14 @@ static void close_round(struct rdzv_run *run)
     n->rank_offset = off;
     n->left_ok = 0;
     n->failed = 0;
+    n->lost = 0;
+    n->suspect = 0;
     off += n->lws;
   }
   r->nnodes = nchosen;
   r->world_size = off;
   run->rstate = RDZV_ROUND_ACTIVE;
-  run->round_gone = 0;
-  run->left_ok = 0;
-  run->joins_prev = 0;
-  run->round_failed = 0;
-  run->joins_failed = 0;
+  reset_counts(run);
   rdzv_deadline_clear(rv, &run->last_call_dl);
   rv->st.rounds_closed++;
   rdzv_note(run, "round",
@@ -466,11 +499,15 @@ void rdzv_maybe_close(struct rdzv_run *run, int last_call_over)
   rdzv_rules_view(run, &v);
   switch (mu_rule_close(&v, last_call_over)) {
   case MU_RULE_BELOW_MIN:
+  case MU_RULE_SHUT_WAITS: /* the failed round's healthy survivors: a re-join or a loss */
     rdzv_deadline_clear(run->rv, &run->last_call_dl);
     return;
   case MU_RULE_LAST_CALL:
     if (!rdzv_deadline_queued(&run->last_call_dl))
       rdzv_deadline_set(run->rv, &run->last_call_dl, rdzv_now(run->rv) + run->last_call_ms);
+    return;
+  case MU_RULE_BUDGET_SPENT: /* the next round could close: the failure's shut stands */
+    rdzv_end(run->rv, run->h.key, 1, run->shut_why);
     return;
   default:
     close_round(run);
@@ -583,6 +620,7 @@ void rdzv_run_free(struct rdzv_run *run)
   rv->st.runs--;
   mu_free(run->h.key);
   mu_free(run->reason);
+  mu_free(run->shut_why);
   mu_free(run);
 }
 
@@ -973,13 +1011,13 @@ int rdzv_join(struct rdzv *rv, const char *run_id, const struct rdzv_join_req *r
     rdzv_break_round(run, grow ? RDZV_END_SCALE_UP : RDZV_END_REJOINED, 0, b);
   } else if (run->rstate == RDZV_ROUND_ACTIVE && run->round->nnodes < run->max_nodes) {
     /* A newcomer: members learn of it if their round has room. A full round's watches are
-     * left alone (O(1) per join, not O(members)): a newcomer changes neither the round, its
-     * state nor who is in it, only the pending joins, which a watch's answer counts only
-     * while the round has room (watch_event()); a watch of the newcomer's id by a non-member
-     * is answered "broken" when it is made, so none is pending. */
+     * left alone (O(1) per join): a newcomer changes only the pending joins, which a watch's
+     * answer counts only while the round has room (watch_event()); a watch of the newcomer's
+     * id by a non-member is answered "broken" when it is made, so none is pending. */
     kick_watches(run);
   }
   rdzv_maybe_close(run, 0);
+  rdzv_check_end(run); /* a re-join may leave the minimum out of reach */
   return 0;
 }
 
@@ -1106,43 +1144,9 @@ void rdzv_watch_gone(struct rdzv_wait *w)
     return;
   if (!n->gone) {
     rdzv_note(run, "lost", "node '%s' lost: its watch's connection closed", n->h.key);
-    rdzv_node_remove(run, n, 1, RDZV_END_LOST, "was lost (its connection closed)");
+    rdzv_node_lost(run, n, "was lost (its connection closed)");
   }
   rdzv_node_unref(n);
-}
-
-int rdzv_leave(struct rdzv *rv, const char *run_id, const char *node_id, int failed,
-               const char *reason)
-{
-  struct rdzv_run *run = rdzv_find(rv, run_id);
-  if (run == NULL)
-    return RDZV_ENO_SUCH_RUN;
-  struct rdzv_node *n = rdzv_find_node(run, node_id);
-  if (n == NULL)
-    return run->state == RDZV_RUN_OPEN ? RDZV_ENOT_MEMBER : 0;
-  char why[600];
-  snprintf(why, sizeof(why), "left %s%s%.512s", failed ? "failed" : "with success",
-           reason && reason[0] ? ": " : "", reason ? reason : "");
-  rdzv_note(run, "leave", "node '%s' %s", node_id, why);
-  rdzv_sick_forget(run, node_id);
-  if (run->state != RDZV_RUN_OPEN) {
-    rdzv_node_remove(run, n, 0, RDZV_END_LEFT, why);
-    return 0;
-  }
-  int member_active = in_round(run, n) && run->rstate == RDZV_ROUND_ACTIVE && !n->join;
-  if (failed || !member_active) {
-    rdzv_node_remove(run, n, 1, RDZV_END_LEFT, why);
-    return 0;
-  }
-  struct rdzv_round *r = run->round;
-  n->left_ok = 1;
-  run->left_ok++;
-  rdzv_node_remove(run, n, 0, RDZV_END_LEFT, why);
-  struct mu_rules_view v;
-  rdzv_rules_view(run, &v);
-  if (run->round == r && mu_rule_succeeded(&v, run->left_ok)) /* MU_RULE_SUCCEEDED */
-    rdzv_end(rv, run_id, 0, "every member left with success");
-  return 0;
 }
 
 int rdzv_end(struct rdzv *rv, const char *run_id, int shut, const char *reason)

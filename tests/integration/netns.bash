@@ -105,8 +105,8 @@ net_heal() {
     return
   fi
   ip netns exec "$br" nft -a list chain bridge mu forward |
-    sed -n 's/.*comment "\([^"]*\)".*# handle \([0-9]*\).*/\1 \2/p' |
-    while read -r h handle; do
+    sed -n 's/.*comment "\([^"]*\)".*# handle \([0-9]*\).*/\2 \1/p' |
+    while read -r handle h; do # (a one-way rule's tag names two hosts: "hI hJ")
       case " $h " in *" h$1 "*) ip netns exec "$br" nft delete rule bridge mu forward handle "$handle" ;; esac
     done
 }

@@ -1311,16 +1311,28 @@ TEST(rdzv__failure_counts_once_per_round_and_the_budget_is_the_runs)
   ASSERT_EQ(info.restarts, 1);
   ASSERT_EQ(report(&e, "b", 2, RDZV_REPORT_HUNG, &a), 0);
   ASSERT_EQ(a.counted, 1);
-  ASSERT_STR_EQ(a.state, "shut");
-  ASSERT(strstr(a.reason, "no restart left") != NULL);
-  ASSERT(strstr(a.reason, "rank 3 failed") != NULL);
+  /* the shut waits until the next round could close: a member lost first would call it off
+   * (the loss caused the failure, issue 30 item 4); both re-join, so it stands */
+  ASSERT_STR_EQ(a.state, "open");
+  ASSERT_STR_EQ(a.round_state, "broken");
+  join(&e, "job", &q, "b", &r[1]);
+  ASSERT_EQ(r[1].fired, 0);
+  join(&e, "job", &q, "a", &r[0]);
+  ASSERT_EQ(r[0].fired, 1);
+  ASSERT_EQ(r[0].err, RDZV_ERUN_SHUT);
+  ASSERT_EQ(r[1].err, RDZV_ERUN_SHUT);
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.state, RDZV_RUN_SHUT);
+  ASSERT(strstr(info.reason, "no restart left") != NULL);
+  ASSERT(strstr(info.reason, "rank 3 failed") != NULL);
   struct mu_buf msg = MU_BUF_INIT(4096);
   ASSERT_EQ(rdzv_report(e.rv, "job", "a", 2, RDZV_REPORT_FAILED, NULL, &a, &msg), RDZV_ERUN_SHUT);
   mu_buf_release(&msg);
   char *j = goodput_json(&e);
   ASSERT(strstr(j, "\"end\":\"failed\",\"counted\":true") != NULL);
   ASSERT(strstr(j, "\"round\":2,") != NULL);
-  ASSERT(strstr(j, "\"end\":\"shut\"") != NULL);
+  /* round 2 ended on the hang, which found no restart to count; the run was shut after */
+  ASSERT(strstr(j, "\"end\":\"hung\",\"counted\":false") != NULL);
   mu_free(j);
   env_done(&e);
 }
@@ -1645,4 +1657,126 @@ TEST(v1__goodput_report_health_and_lost_on_close)
   uv_run(&loop, UV_RUN_DEFAULT);
   ASSERT_EQ(closed, 1);
   ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+/* -- issue 30: a finished run is never lost, a partition is a lost node ---------------------- */
+
+/* Three members a, b, c of run "job" (3:3, budget `max_restarts`) and a standby d when `standby`,
+ * each member with a watch that stands for it (RDZV_WAIT_LOST_ON_CLOSE). */
+static void env_three(struct env *e, struct rec *r, struct rec *w, long max_restarts, int standby,
+                      struct rdzv_join_req *q_out)
+{
+  struct rdzv_join_req q;
+  env_init(e, 0);
+  cfg(&q, 3, 3, -1);
+  q.config.max_restarts = max_restarts;
+  q.config.lease_ttl_ms = 300; /* only a node with no join pending and no watch open has one */
+  if (q_out != NULL)
+    *q_out = q;
+  static const char *const ids[] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 3 + standby; i++)
+    join(e, "job", &q, ids[i], &r[i]);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(r[i].fired, 1);
+    rec_init(&w[i]);
+    w[i].w.flags = RDZV_WAIT_LOST_ON_CLOSE;
+    ASSERT_EQ(rdzv_watch(e->rv, "job", ids[i], 1, 60000, &w[i].w), 0);
+  }
+}
+
+TEST(rdzv__a_member_lost_after_the_others_succeeded_ends_the_run_succeeded)
+{
+  /* The one-way partition: a and b leave with success, c's watch's connection closes (it never
+   * heard the answer): the run ends succeeded at once, naming c; c's success leave that comes
+   * after its loss is answered as for an ended run. */
+  struct env e;
+  struct rec r[3], w[3];
+  env_three(&e, r, w, 3, 0, NULL);
+  ASSERT_EQ(rdzv_leave(e.rv, "job", "a", 0, NULL), 0);
+  ASSERT_EQ(rdzv_leave(e.rv, "job", "b", 0, NULL), 0);
+  rdzv_wait_gone(&w[2].w);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.state, RDZV_RUN_CLOSED);
+  ASSERT(strstr(info.reason, "'c' lost") != NULL);
+  ASSERT_EQ(rdzv_leave(e.rv, "job", "c", 0, NULL), 0);
+  env_done(&e);
+}
+
+TEST(rdzv__a_lost_members_late_success_counts)
+{
+  /* c is lost first (the round breaks); a and b had finished and leave with success in the
+   * broken round, then c's own success comes: the run ends succeeded with every member's. */
+  struct env e;
+  struct rec r[3], w[3];
+  env_three(&e, r, w, 3, 0, NULL);
+  rdzv_wait_gone(&w[2].w);
+  ASSERT_STR_EQ(w[0].event, "broken");
+  ASSERT_EQ(rdzv_leave(e.rv, "job", "c", 0, NULL), 0); /* late: it was lost */
+  ASSERT_EQ(rdzv_leave(e.rv, "job", "a", 0, NULL), 0);
+  struct rdzv_run_info info;
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.state, RDZV_RUN_OPEN); /* b still runs toward its success */
+  ASSERT_EQ(rdzv_leave(e.rv, "job", "b", 0, NULL), 0);
+  rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+  ASSERT_EQ(info.state, RDZV_RUN_CLOSED);
+  ASSERT_STR_EQ(info.reason, "every member left with success");
+  env_done(&e);
+}
+
+TEST(rdzv__a_run_that_cannot_reach_its_minimum_ends_at_once)
+{
+  /* a finished with success, then b's workers fail: a never joins again, so b and c alone can
+   * never make 3: the run is shut now (not at the join timeout), naming a. */
+  struct env e;
+  struct rec r[3], w[3];
+  struct rdzv_report_answer a;
+  env_three(&e, r, w, 3, 0, NULL);
+  ASSERT_EQ(rdzv_leave(e.rv, "job", "a", 0, NULL), 0);
+  ASSERT_EQ(report(&e, "b", 1, RDZV_REPORT_FAILED, &a), 0);
+  ASSERT_STR_EQ(a.state, "shut");
+  ASSERT(strstr(a.reason, "can no longer reach its minimum of 3 nodes (2 left)") != NULL);
+  ASSERT(strstr(a.reason, "'a' finished") != NULL);
+  env_done(&e);
+}
+
+TEST(rdzv__a_hang_that_a_lost_peer_caused_counts_nothing)
+{
+  /* a reports a hang (its peer c went silent); c is found lost before the next round closes
+   * (its watch was answered to a dead connection: its lease runs out): the restart is given
+   * back, and with no restart left the shut is called off; the standby d takes c's place. */
+  for (int budget = 0; budget <= 1; budget++) {
+    struct env e;
+    struct rec r[4], w[3];
+    struct rdzv_report_answer a;
+    struct rdzv_join_req q;
+    env_three(&e, r, w, budget, 1, &q);
+    ASSERT_EQ(report(&e, "a", 1, RDZV_REPORT_HUNG, &a), 0);
+    ASSERT_EQ(a.counted, 1);
+    ASSERT_STR_EQ(a.state, "open");
+    struct rdzv_run_info info;
+    rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+    ASSERT_EQ(info.restarts, (uint32_t)budget); /* counted, or the shut waits */
+    join(&e, "job", &q, "a", &r[0]);
+    join(&e, "job", &q, "b", &r[1]);
+    /* with a restart left the round closes at once with d in c's place (c counts as slow);
+     * with none, the shut waits for c: its re-join would confirm it, its loss calls it off */
+    spin(&e.loop, 50); /* (the last call of 0 ms runs on the loop) */
+    if (leases_expired(&e) == 0)
+      ASSERT_EQ(r[0].fired, budget);
+    for (int i = 0; i < 300 && leases_expired(&e) == 0; i++)
+      spin(&e.loop, 10);             /* c's lease runs out */
+    ASSERT(leases_expired(&e) >= 1); /* c's (round 2's members' may follow: no watch here) */
+    ASSERT_EQ(r[0].fired, 1);
+    ASSERT_EQ(r[0].err, 0);
+    ASSERT_EQ(r[3].fired, 1);
+    ASSERT_EQ(r[3].round, 2);
+    rdzv_run_info(rdzv_find(e.rv, "job"), &info);
+    ASSERT_EQ(info.state, RDZV_RUN_OPEN);
+    ASSERT_EQ(info.restarts, 0);
+    char *j = goodput_json(&e);
+    ASSERT(strstr(j, "\"end\":\"hung\",\"counted\":false") != NULL);
+    mu_free(j);
+    env_done(&e);
+  }
 }

@@ -51,8 +51,8 @@ static const struct scenario scenarios[] = {
      1, "01", "failure-late"},
     {"a report of an older round counts nothing", 2, 2, 0, 3, 2, "J0 J1 F1 J0 J1 F0@1", 2, 1,
      MU_RUN_OPEN, 1, "01", "failure-late"},
-    {"no restart left: the run is shut", 2, 2, 0, 0, 2, "J0 J1 F0", 1, 1, MU_RUN_SHUT, 0, "01",
-     "budget-spent"},
+    {"no restart left: the run is shut once the next round could close", 2, 2, 0, 0, 2,
+     "J0 J1 F0 J1 J0", 1, 0, MU_RUN_SHUT, 0, "01", "budget-spent"},
     {"a lost lease ends the round, counts nothing", 2, 2, 0, 3, 2, "J0 J1 E1", 1, 0, MU_RUN_OPEN, 0,
      "0", "lost"},
     {"a closed connection is a loss", 2, 2, 0, 3, 2, "J0 J1 C0", 1, 0, MU_RUN_OPEN, 0, "1", "lost"},
@@ -74,6 +74,32 @@ static const struct scenario scenarios[] = {
      "12", "close-full"},
     {"a re-join keeps the standby out", 2, 2, 0, 3, 3, "J0 J1 J2 J0 J1", 2, 1, MU_RUN_OPEN, 0, "01",
      "close-full"},
+    /* issue 30 item 3: a finished run is never lost */
+    {"a member lost after another succeeded: the round goes on", 3, 3, 0, 3, 3, "J0 J1 J2 O0 E2", 1,
+     1, MU_RUN_OPEN, 0, "1", "lost-after-success"},
+    {"the others succeeded, one was lost after: the run closes", 3, 3, 0, 3, 3, "J0 J1 J2 O0 E2 O1",
+     1, 1, MU_RUN_CLOSED, 0, "", "succeeded-lost"},
+    {"a loss before the successes: the run still closes", 3, 3, 0, 3, 3, "J0 J1 J2 C2 O0 O1", 1, 0,
+     MU_RUN_CLOSED, 0, "", "succeeded-lost"},
+    {"a lost member's late success counts", 2, 2, 0, 3, 2, "J0 J1 E1 O1 O0", 1, 0, MU_RUN_CLOSED, 0,
+     "", "succeeded"},
+    {"a member finished, too few nodes left: shut at once", 3, 3, 0, 3, 3, "J0 J1 J2 O0 F1", 1, 0,
+     MU_RUN_SHUT, 1, "12", "unreachable"},
+    {"a member finished, enough nodes left: no shut", 2, 3, 100, 3, 3, "J0 J1 J2 O0 F1", 1, 0,
+     MU_RUN_OPEN, 1, "12", "failure"},
+    {"a success then a re-join spoils the round: shut at once", 3, 3, 0, 3, 3, "J0 J1 J2 C2 O0 J1",
+     1, 0, MU_RUN_SHUT, 0, "1", "unreachable"},
+    /* issue 30 item 4: a partition is a lost node, not a failure */
+    {"a hang the loss of a peer caused counts nothing", 3, 3, 0, 3, 4, "J0 J1 J2 J3 H0 E2", 1, 0,
+     MU_RUN_OPEN, 0, "01", "failure-partition"},
+    {"the standby then takes the lost node's place", 3, 3, 0, 3, 4, "J0 J1 J2 J3 H0 E2 J1 J0", 2, 1,
+     MU_RUN_OPEN, 0, "013", "close-full"},
+    {"no restart left: the next round waits for the failed round's survivors", 2, 2, 0, 0, 3,
+     "J0 J1 J2 F0 J0", 1, 0, MU_RUN_OPEN, 0, "01", "shut-waits"},
+    {"no restart left, then a healthy member lost: no shut", 2, 2, 0, 0, 3, "J0 J1 J2 F0 E1 J0", 2,
+     1, MU_RUN_OPEN, 0, "02", "close-full"},
+    {"the reporter's own loss gives nothing back", 2, 2, 0, 3, 2, "J0 J1 F0 E0", 1, 0, MU_RUN_OPEN,
+     1, "1", "lost"},
 };
 
 static int parse_event(const char **p, struct mu_rules_event *ev, uint64_t now)
@@ -186,10 +212,16 @@ TEST(rules__bad_events_change_nothing)
  */
 struct frame {
   struct mu_rules_state s;
-  uint8_t closed_mask; /* members at the round's close */
-  uint8_t ok_mask;     /* of which left with success */
-  uint8_t lost;        /* a member was lost or failed since */
-  uint8_t was_full;    /* the round closed with max_nodes */
+  uint8_t closed_mask;  /* members at the round's close */
+  uint8_t ok_mask;      /* of which left with success (before or after being lost) */
+  uint8_t lost_mask;    /* of which lost (lease, connection) */
+  uint8_t lost;         /* a member was lost or failed since */
+  uint8_t was_full;     /* the round closed with max_nodes */
+  uint8_t spoiled;      /* a member failed (counted), left failed, was unhealthy or re-joined */
+  uint8_t counted;      /* a failure of the round counted a restart, or found none left */
+  uint8_t suspects;     /* healthy members of the round before, left out of this one, not
+                         * re-joined since */
+  uint8_t prev_counted; /* the round before counted a restart, not given back */
 };
 
 struct checker {
@@ -254,22 +286,57 @@ static int scale_up_pending(const struct mu_rules_state *s)
 
 /* Does the restart count move as docs/agent.md says ("Restarts are the run's")? Only the first
  * failed/hung report of an active round by one of its members counts, unless the round is
- * ending for a scale-up; with no restart left the run is shut instead. */
+ * ending for a scale-up; with no restart left the run is shut instead, once the next round
+ * could close. A healthy member of that round lost before the next round closes gives the
+ * restart back (or calls the shut off): the loss caused the failure (issue 30 item 4). */
 static void check_restarts(struct checker *c, int at, const struct frame *a,
-                           const struct mu_rules_event *ev, const struct frame *b)
+                           const struct mu_rules_event *ev, struct frame *b)
 {
   const struct mu_rules_state *s = &a->s;
-  if (b->s.restarts < s->restarts)
-    fail_trail(c, at, "the restart count decreased");
+  const struct mu_rules_node *n = &s->node[ev->node < s->nnodes ? ev->node : 0];
   int report = ev->kind == MU_EV_FAILED || ev->kind == MU_EV_HUNG;
-  int counts = report && s->run == MU_RUN_OPEN && s->active && s->node[ev->node].member &&
+  int counts = report && s->run == MU_RUN_OPEN && s->active && n->member &&
                (ev->round == 0 || ev->round == s->round) && !scale_up_pending(s);
   int left = s->max_restarts < 0 || (int64_t)s->restarts < s->max_restarts;
-  uint32_t want = s->restarts + (counts && left);
+  int loss = ev->kind == MU_EV_LEASE_EXPIRED || ev->kind == MU_EV_CONN_LOST;
+  int refund = loss && s->run == MU_RUN_OPEN && n->member && !n->failed && a->counted != 0;
+  int bit = 1 << (ev->node & 7);
+  int refund_prev =
+      loss && s->run == MU_RUN_OPEN && !n->member && (a->suspects & bit) && a->prev_counted;
+  uint32_t want = s->restarts + (counts && left) - (refund && a->counted == 1) - refund_prev;
   if (b->s.restarts != want)
     fail_trail(c, at, "the restart count moved for what does not count, or not for a failure");
-  if (counts && !left && b->s.run != MU_RUN_SHUT)
-    fail_trail(c, at, "a failure with no restart left did not shut the run");
+  if (counts)
+    b->counted = left ? 1 : 2;
+  if (refund)
+    b->counted = 0;
+  if (refund_prev)
+    b->prev_counted = 0;
+  if (ev->kind == MU_EV_JOIN || loss)
+    b->suspects &= (uint8_t)~bit;
+  if (counts && !left && !(b->s.run == MU_RUN_SHUT || b->s.shut_pending))
+    fail_trail(c, at, "a failure with no restart left did not shut the run (or wait to)");
+  if (counts || (ev->kind == MU_EV_JOIN && n->member) ||
+      ((ev->kind == MU_EV_LEAVE_FAIL || ev->kind == MU_EV_UNHEALTHY) && n->member) ||
+      (ev->kind == MU_EV_LEAVE_OK && n->member && (n->joining || n->failed)))
+    b->spoiled = 1;
+}
+
+/* Can the run no longer reach its minimum (issue 30 item 3)? Members of its round finished with
+ * success, the round ended, no member still runs toward a success (or the round is spoiled),
+ * and fewer nodes than min_nodes are left. */
+static int unreachable(const struct frame *f)
+{
+  const struct mu_rules_state *s = &f->s;
+  if (s->round == 0 || s->active || f->ok_mask == 0)
+    return 0;
+  uint32_t present = 0, running = 0;
+  for (uint8_t i = 0; i < s->nnodes; i++) {
+    const struct mu_rules_node *n = &s->node[i];
+    present += n->present;
+    running += n->present && n->member && !n->joining && !n->failed;
+  }
+  return (f->spoiled || running == 0) && present < s->min_nodes;
 }
 
 static void check_round(struct checker *c, int at, const struct frame *a, struct frame *b,
@@ -297,8 +364,19 @@ static void check_round(struct checker *c, int at, const struct frame *a, struct
   if (a->s.round > 0 && a->was_full && (now & ~a->closed_mask) != 0 && !b->lost &&
       ev->kind != MU_EV_TIMER)
     fail_trail(c, at, "a standby took a place though no member was lost");
+  /* the healthy members of the round that ended, left out of this one */
+  b->suspects = 0;
+  for (uint8_t i = 0; i < a->s.nnodes; i++) {
+    const struct mu_rules_node *o = &a->s.node[i];
+    if (o->member && !o->failed && !o->joining)
+      b->suspects |= (uint8_t)(1u << i);
+  }
+  b->prev_counted = b->counted == 1;
   b->closed_mask = now;
   b->ok_mask = 0;
+  b->lost_mask = 0;
+  b->spoiled = 0;
+  b->counted = 0;
   b->lost = 0;
   b->was_full = s->round_nodes == s->max_nodes;
 }
@@ -312,20 +390,33 @@ static void check_step(struct checker *c, int at, const struct frame *a,
   int removes = ev->kind == MU_EV_LEAVE_OK || ev->kind == MU_EV_LEAVE_FAIL ||
                 ev->kind == MU_EV_LEASE_EXPIRED || ev->kind == MU_EV_CONN_LOST ||
                 ev->kind == MU_EV_UNHEALTHY;
-  if (ev->kind == MU_EV_LEAVE_OK && member && a->s.active && !n->joining)
-    b->ok_mask |= (uint8_t)(1u << ev->node);
+  uint8_t bit = (uint8_t)(1u << (ev->node & 7));
+  int open = a->s.run == MU_RUN_OPEN;
+  if (ev->kind == MU_EV_LEAVE_OK && member && !n->joining && !n->failed)
+    b->ok_mask |= bit;
+  if (ev->kind == MU_EV_LEAVE_OK && open && !n->present && (a->lost_mask & bit))
+    b->ok_mask |= bit; /* a success that came after the member's loss */
+  if ((ev->kind == MU_EV_LEASE_EXPIRED || ev->kind == MU_EV_CONN_LOST) && member)
+    b->lost_mask |= bit;
   if (member && removes)
     b->lost = 1; /* gone from the round: its place is free (a success frees it too) */
   if (member && b->s.node[ev->node].failed && !n->failed)
     b->lost = 1;
   check_restarts(c, at, a, ev, b);
   check_round(c, at, a, b, ev);
-  int all_ok = a->closed_mask != 0 && (b->ok_mask & a->closed_mask) == a->closed_mask &&
+  /* the run ends succeeded when every member of the round succeeded, or was lost after or
+   * before the others' success, and nothing spoiled the round */
+  int all_ok = a->closed_mask != 0 && b->ok_mask != 0 && !b->spoiled &&
+               ((b->ok_mask | b->lost_mask) & a->closed_mask) == a->closed_mask &&
                b->s.round == a->s.round;
-  if (a->s.run == MU_RUN_OPEN && all_ok && b->s.run != MU_RUN_CLOSED)
+  if (open && all_ok && b->s.run != MU_RUN_CLOSED)
     fail_trail(c, at, "every member succeeded but the run did not end succeeded");
-  if (a->s.run == MU_RUN_OPEN && b->s.run == MU_RUN_CLOSED && !all_ok)
+  if (open && b->s.run == MU_RUN_CLOSED && !all_ok)
     fail_trail(c, at, "the run ended succeeded though a member did not succeed");
+  if (b->s.run == MU_RUN_OPEN && unreachable(b))
+    fail_trail(c, at, "a run that can no longer reach its minimum did not end at once");
+  if (open && b->s.run == MU_RUN_SHUT && !unreachable(b) && a->counted != 2 && b->counted != 2)
+    fail_trail(c, at, "the run was shut with a restart left and its minimum in reach");
 }
 
 static const char ev_letter[MU_EV_COUNT] = {
