@@ -5,13 +5,13 @@
 #include <string.h>
 #include <time.h>
 
-/* Bytes mu_json_str() must look at: controls, '"', '\\', '<', '>', '&', and every byte of a
- * multi-byte UTF-8 sequence (checked, as Go's encoder does). Every other byte is copied as
- * is, in runs. */
+/* Bytes mu_json_str() must look at, each with the length of its escape: controls (\u00XX, or
+ * \n \r \t), '"', '\\', '<', '>', '&' (\u003c ...). Every byte of a multi-byte UTF-8 sequence is
+ * checked too (as Go's encoder does). Every other byte is copied as is, in runs. */
 static const unsigned char json_special[128] = {
-    1, 1, 1, 1, 1, 1, 1,         1,          1,         1,         1,         1, 1,
-    1, 1, 1, 1, 1, 1, 1,         1,          1,         1,         1,         1, 1,
-    1, 1, 1, 1, 1, 1, ['"'] = 1, ['\\'] = 1, ['<'] = 1, ['>'] = 1, ['&'] = 1,
+    6, 6, 6, 6, 6, 6, 6,         6,          6,         2,         2,         6, 6,
+    2, 6, 6, 6, 6, 6, 6,         6,          6,         6,         6,         6, 6,
+    6, 6, 6, 6, 6, 6, ['"'] = 2, ['\\'] = 2, ['<'] = 6, ['>'] = 6, ['&'] = 6,
 };
 
 /* The length of the valid UTF-8 sequence at u[0..n) (n >= 1, u[0] >= 0x80), or 0 when it is
@@ -42,67 +42,95 @@ static size_t utf8_len(const unsigned char *u, size_t n)
   return len;
 }
 
-void mu_json_str(struct mu_buf *b, const char *s, size_t n)
+/* The escape for the special byte at u[i] (u[i] >= 0x80 or json_special): writes it to `esc`
+ * (or leaves `esc` empty when the bytes stay as they are) and returns how many input bytes it
+ * covers. */
+static size_t json_escape(const unsigned char *u, size_t i, size_t n, char esc[8])
 {
   static const char hex[] = "0123456789abcdef";
+  unsigned char ch = u[i];
+  esc[0] = '\\';
+  esc[2] = '\0';
+  if (ch >= 0x80) {
+    size_t len = utf8_len(u + i, n - i);
+    if (len == 0) { /* invalid UTF-8: U+FFFD, as Go's encoder (and so etcd) writes it */
+      memcpy(esc, "\\ufffd", 7);
+      return 1;
+    }
+    if (len == 3 && ch == 0xe2 && u[i + 1] == 0x80 && (u[i + 2] == 0xa8 || u[i + 2] == 0xa9)) {
+      memcpy(esc, u[i + 2] == 0xa8 ? "\\u2028" : "\\u2029", 7); /* Go escapes these too */
+      return 3;
+    }
+    esc[0] = '\0';
+    return len;
+  }
+  const char *two = ch == '"'    ? "\""
+                    : ch == '\\' ? "\\"
+                    : ch == '\n' ? "n"
+                    : ch == '\r' ? "r"
+                    : ch == '\t' ? "t"
+                                 : NULL;
+  if (two != NULL) {
+    esc[1] = two[0];
+    return 1;
+  }
+  memcpy(esc, "\\u00", 4);
+  esc[4] = hex[ch >> 4];
+  esc[5] = hex[ch & 15];
+  esc[6] = '\0';
+  return 1;
+}
+
+/* Walks `s` once: writes its JSON form at `p` when p is not NULL (room for it reserved).
+ * Returns: that form's length, quotes included. */
+static size_t json_walk(char *p, const char *s, size_t n)
+{
   const unsigned char *u = (const unsigned char *)s;
-  size_t start = 0;
-  mu_buf_putc(b, '"');
+  size_t start = 0, out = n + 2;
+  char *w = p;
+  if (w != NULL)
+    *w++ = '"';
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = u[i];
-    if (ch < 0x80 && !json_special[ch])
+    if (ch < 0x80 && (!json_special[ch] || w == NULL)) {
+      out += ch < 0x80 && json_special[ch] ? json_special[ch] - 1u : 0;
       continue;
-    const char *rep = NULL;
-    char esc[7];
-    if (ch >= 0x80) {
-      size_t len = utf8_len(u + i, n - i);
-      if (len == 0) {
-        /* invalid UTF-8: U+FFFD, as Go's encoder (and so etcd) writes it */
-        mu_buf_append(b, s + start, i - start);
-        mu_buf_puts(b, "\\ufffd");
-        start = i + 1;
-      } else if (len == 3 && ch == 0xe2 && u[i + 1] == 0x80 &&
-                 (u[i + 2] == 0xa8 || u[i + 2] == 0xa9)) {
-        /* U+2028 and U+2029 are escaped by Go as well */
-        mu_buf_append(b, s + start, i - start);
-        mu_buf_puts(b, u[i + 2] == 0xa8 ? "\\u2028" : "\\u2029");
-        start = i + 3;
+    }
+    char esc[8];
+    size_t took = json_escape(u, i, n, esc);
+    if (esc[0] != '\0') {
+      size_t elen = strlen(esc);
+      out = out - took + elen;
+      if (w != NULL) {
+        memcpy(w, s + start, i - start);
+        w += i - start;
+        memcpy(w, esc, elen);
+        w += elen;
       }
-      i += len > 0 ? len - 1 : 0;
-      continue;
+      start = i + took;
     }
-    switch (ch) {
-    case '"':
-      rep = "\\\"";
-      break;
-    case '\\':
-      rep = "\\\\";
-      break;
-    case '\n':
-      rep = "\\n";
-      break;
-    case '\r':
-      rep = "\\r";
-      break;
-    case '\t':
-      rep = "\\t";
-      break;
-    default:
-      esc[0] = '\\';
-      esc[1] = 'u';
-      esc[2] = '0';
-      esc[3] = '0';
-      esc[4] = hex[ch >> 4];
-      esc[5] = hex[ch & 15];
-      esc[6] = '\0';
-      rep = esc;
-    }
-    mu_buf_append(b, s + start, i - start);
-    mu_buf_puts(b, rep);
-    start = i + 1;
+    i += took - 1;
   }
-  mu_buf_append(b, s + start, n - start);
-  mu_buf_putc(b, '"');
+  if (w != NULL) {
+    memcpy(w, s + start, n - start);
+    w[n - start] = '"';
+  }
+  return out;
+}
+
+void mu_json_str(struct mu_buf *b, const char *s, size_t n)
+{
+  size_t len = json_walk(NULL, s, n); /* measured first: one allocation, no append per escape */
+  if (mu_buf_reserve(b, len) != 0)
+    return;
+  json_walk(b->data + b->len, s, n);
+  b->len += len;
+  b->data[b->len] = '\0';
+}
+
+size_t mu_json_str_len(const char *s, size_t n)
+{
+  return json_walk(NULL, s, n);
 }
 
 void mu_json_time(struct mu_buf *b, int64_t unix_ns)

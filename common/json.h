@@ -13,8 +13,12 @@
 
 /* Appends `n` bytes of `s` as a quoted JSON string, escaped as Go's encoding/json does
  * (controls, '"', '\\', and \u003c \u003e \u0026 for < > &, \u2028 and \u2029).
- * Ownership: borrows s. Errors: an append over b's cap is dropped (check b's cap first). */
+ * Ownership: borrows s. Errors: over b's cap nothing is appended (check b's cap first). */
 void mu_json_str(struct mu_buf *b, const char *s, size_t n);
+
+/* The length mu_json_str() would append for `s`, quotes included, without writing it: what an
+ * answer will take, known before it is rendered. */
+size_t mu_json_str_len(const char *s, size_t n);
 
 /* Appends an expiration as a quoted RFC3339Nano time (Go's, trailing zeros of the fraction
  * trimmed): "2026-12-01T08:44:17.5Z". */

@@ -763,6 +763,14 @@ static void keys_get(struct rv_req *req)
     keys_end(req, &c, 0);
     return;
   }
+  /* a file's answer holds its key and value escaped, at least: when that much would be refused
+   * (a client that does not read its answers), it is refused before it is rendered */
+  if (n != NULL && !n->is_dir &&
+      rv_reply_refused(req, mu_json_str_len(n->value, n->value_len) +
+                                mu_json_str_len(n->hn.key, n->hn.len) + 64)) {
+    keys_end(req, &c, 0);
+    return;
+  }
   get_in_slices(req, c.v2, &c, rv_server_read_index(req->srv, c.k.key));
   keys_end(req, &c, 0);
 }

@@ -680,19 +680,16 @@ static void count_status(struct rv_conn *c, int status)
            c->req.target ? c->req.target : "-", status);
 }
 
-void rv_reply(struct rv_req *req, int status, const char *content_type, const char *extra_headers,
-              const void *body, size_t len)
+int rv_reply_refused(struct rv_req *req, size_t len)
 {
   struct rv_conn *c = req_conn(req);
-  if (c->state != REQ_HANDLING)
-    return;
   size_t cap = c->srv->cfg.max_output_bytes;
   if (len > 4096 && !c->is_head && len + 4096 + c->out.len + c->wbuf.len > cap) {
     /* too large to send: a status that says so (in the API's shape), not a dropped connection */
     rv_refuse_output(req, "the answer takes", len,
                      "ask for less (a smaller directory, without recursive) or raise "
                      "--max-output-bytes");
-    return;
+    return 1;
   }
   if (len > 4096 && !c->is_head && !(c->flags & CONN_FAKE) &&
       !(c->slot != NULL && (c->slot->route->flags & RV_ROUTE_UNHELD)) &&
@@ -707,8 +704,17 @@ void rv_reply(struct rv_req *req, int status, const char *content_type, const ch
     struct rv_refusal r = {RV_REFUSE_TOO_MANY, msg, 0, NULL};
     c->srv->budget_refused++;
     rv_refuse(req, &r);
-    return;
+    return 1;
   }
+  return 0;
+}
+
+void rv_reply(struct rv_req *req, int status, const char *content_type, const char *extra_headers,
+              const void *body, size_t len)
+{
+  struct rv_conn *c = req_conn(req);
+  if (c->state != REQ_HANDLING || rv_reply_refused(req, len))
+    return;
   count_status(c, status);
   write_head(c, status, content_type, extra_headers, (long long)len);
   if (!c->is_head && len > 0)

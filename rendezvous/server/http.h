@@ -480,6 +480,12 @@ const char *rv_req_header(const struct rv_req *req, const char *name);
 void rv_reply(struct rv_req *req, int status, const char *content_type, const char *extra_headers,
               const void *body, size_t len);
 
+/* When an answer of `len` bytes would not be sent (over --max-output-bytes, or over the budget
+ * for answers not yet read), answers the refusal rv_reply() would, and returns 1: the request is
+ * finished. Returns 0 otherwise. A handler asks before it renders a large answer, so that a
+ * client that never reads costs no rendering (rv_reply() asks again). */
+int rv_reply_refused(struct rv_req *req, size_t len);
+
 /* As rv_reply() with a NUL-terminated body. */
 void rv_reply_text(struct rv_req *req, int status, const char *content_type, const char *body);
 

@@ -1043,7 +1043,7 @@ def case_budget_output(url, pid, data_url):
     time.sleep(1.5)
     after = rss_kb(pid)
     held = metric(url, "musterd_buffer_bytes") or 0
-    st2, _, _ = v1(url, "GET", "/v1/runs", source="127.0.2.2", token=H_TOKEN, timeout=5)
+    st2, _, _ = v1(url, "GET", "/v1/runs", source="127.0.2.2", token=H_TOKEN, timeout=15)
     for s in socks:
         s.close()
     ok = out(st == 201 and st2 == 200, "another client is served meanwhile", "%d %d" % (st, st2))

@@ -118,6 +118,41 @@ TEST(json__escape_and_getters)
   cJSON_Delete(o);
 }
 
+/* mu_json_str_len() is what mu_json_str() writes, for every byte and for random strings rich
+ * in what is escaped (UTF-8 valid, cut, overlong, surrogates, U+2028). */
+TEST(json__str_len_is_what_str_writes)
+{
+  struct mu_buf b = MU_BUF_INIT(1 << 16);
+  char s[64];
+  for (int c = 0; c < 256; c++) {
+    s[0] = (char)c;
+    mu_buf_clear(&b);
+    mu_json_str(&b, s, 1);
+    ASSERT_EQ(mu_json_str_len(s, 1), b.len);
+  }
+  static const unsigned char pick[] = {'a',  '<',  '"',  '\\', '\n', 0x01, 0x7f, 0xc3, 0xa9, 0xe2,
+                                       0x80, 0xa8, 0xed, 0xa0, 0xf0, 0x9f, 0x98, 0xff, 0xc0};
+  uint32_t x = 12345;
+  for (int round = 0; round < 20000; round++) {
+    size_t n = 1 + round % (sizeof(s) - 1);
+    for (size_t i = 0; i < n; i++) {
+      x = x * 1103515245u + 12345u;
+      s[i] = (char)pick[(x >> 16) % sizeof(pick)];
+    }
+    mu_buf_clear(&b);
+    mu_json_str(&b, s, n);
+    ASSERT_EQ(mu_json_str_len(s, n), b.len);
+    ASSERT_EQ(strlen(b.data), b.len); /* what was written is all there, and parses */
+    ASSERT_EQ(b.data[b.len - 1], '"');
+    cJSON *j = cJSON_Parse(b.data);
+    ASSERT(cJSON_IsString(j));
+    cJSON_Delete(j);
+  }
+  ASSERT_EQ(mu_json_str_len("", 0), 2);
+  ASSERT_EQ(mu_json_str_len("\xe2\x80\xa9", 3), 8);
+  mu_buf_release(&b);
+}
+
 TEST(fsutil__atomic_write_and_capped_read)
 {
   char dir[] = "/tmp/mu-test-fsutil-XXXXXX";
