@@ -29,6 +29,7 @@
 #include "fsutil.h"
 #include "opts.h"
 #include "proc.h"
+#include "random.h"
 
 void mu_agent_say(const struct mu_agent *ag, enum mu_agent_report kind, const char *fmt, ...)
 {
@@ -72,23 +73,57 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
   return 0;
 }
 
-/* A port that is free right now, offered as MASTER_PORT (the master's workers bind it). */
-static int pick_free_port(void)
+/* The low end of the ports the kernel hands out to binds of port 0 and to outgoing connections
+ * (ip_local_port_range), or 32768, Linux's default, when it cannot be read. */
+static int ephemeral_low(void)
+{
+  int lo = 32768;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+  if (f != NULL) {
+    if (fscanf(f, "%d", &lo) != 1 || lo < 2048 || lo > 65535)
+      lo = 32768;
+    fclose(f);
+  }
+  return lo;
+}
+
+/* Binds `port` (0: any) on every address. Returns: the port bound then released, or 0. */
+static int try_port(int port)
 {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int port = 0;
   if (fd < 0)
     return 0;
   struct sockaddr_in a;
   memset(&a, 0, sizeof(a));
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons((uint16_t)port);
   socklen_t sl = sizeof(a);
+  int got = 0;
   if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
       getsockname(fd, (struct sockaddr *)&a, &sl) == 0)
-    port = ntohs(a.sin_port);
+    got = ntohs(a.sin_port);
   close(fd);
-  return port;
+  return got;
+}
+
+/* A port that is free right now, offered as MASTER_PORT (the master's workers bind it). It is
+ * drawn below the kernel's ephemeral range: a port from that range (what a bind of port 0
+ * answers, torchrun's way) can be taken by any outgoing connection of the host before rank 0's
+ * store binds it (EADDRINUSE on a busy host), while below it only an explicit bind takes one.
+ * Port 0's answer is the fallback. */
+static int pick_free_port(void)
+{
+  int hi = ephemeral_low(), lo = hi - 12000 > 1024 ? hi - 12000 : 1024;
+  for (int i = 0; i < 64 && hi - lo >= 256; i++) {
+    uint32_t r = 0;
+    if (mu_random_bytes(&r, sizeof(r)) != 0)
+      break;
+    int port = try_port(lo + (int)(r % (uint32_t)(hi - lo)));
+    if (port != 0)
+      return port;
+  }
+  return try_port(0);
 }
 
 const char *mu_agent_ranks(char *buf, size_t n, int first, int count)

@@ -25,6 +25,12 @@ for r in 0 1 2 3 4 5 6 7; do
     "local_rank $((r % 2)) world 8 group $((r / 2))/4 role trainer restart 0 master 127\.0\.0\.1:[0-9]+ round 1 local_world 2$"
 done
 t_expect_eq "one master for all" "$(grep -oE 'master 127.0.0.1:[0-9]+' <<<"$all" | sort -u | wc -l)" 1
+# MASTER_PORT is drawn below the kernel's ephemeral range, where no outgoing connection or
+# bind of port 0 can take it before rank 0's store binds it
+port=$(grep -oE 'master 127.0.0.1:[0-9]+' <<<"$all" | head -1 | cut -d: -f2)
+read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range
+t_expect_eq "MASTER_PORT $port is below the ephemeral range ($eph_lo..)" \
+  "$([ -n "$port" ] && [ "$port" -lt "$eph_lo" ] && [ "$port" -ge 1024 ] && echo yes || echo no)" yes
 t_expect_eq "agents report success" "$(grep -c 'all 2 workers succeeded' <<<"$all")" 4
 agent_dump_logs
 t_done
