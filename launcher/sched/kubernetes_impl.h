@@ -90,6 +90,12 @@ cJSON *mu_k8s_object_meta(const struct mu_k8s_ctx *x);
  * (APPLICATION, ROLE), or of every role when none does. Returns: >= 0. */
 long mu_k8s_job_retries(const struct mu_app *app);
 
+/* The lost pods a role with a replica to spare (min_replicas < num_replicas: --spares K, an
+ * elastic -j MIN:MAX) has replaced alone, the others running on while the rendezvous covers the
+ * loss: its max_retries plus its spares (num_replicas - min_replicas), as many losses as the
+ * local scheduler restarts and covers. Returns: 0 for a role with none to spare, else >= 1. */
+long mu_k8s_role_cover(const struct mu_role *r);
+
 /* kubernetes_dra.c. Parses -cfg neuron_devices, topology and topology_tier into x (called by
  * mu_k8s_ctx_init). Returns: 0, or MU_EINVAL with the choices (and the closest) in err. */
 int mu_k8s_ctx_trn(struct mu_k8s_ctx *x, struct mu_buf *err);

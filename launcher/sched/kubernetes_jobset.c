@@ -10,6 +10,8 @@
  *   Ready: JobSet creates them once its readiness probe passes);
  * - failurePolicy.maxRestarts from the roles' retries (APPLICATION, ROLE: the JobSet restarts
  *   every Job), a REPLICA role's retries as its Jobs' backoffLimit (the Job replaces the pod);
+ *   a role with a replica to spare has its Jobs' backoffLimit from mu_k8s_role_cover: a lost
+ *   pod is replaced alone, the rendezvous covering the loss, and the JobSet restarts nothing;
  * - successPolicy: the JobSet succeeds when every Job of the roles has (musterd never ends);
  * - with kueue_queue, Kueue's queue label and spec.suspend, as Kueue admits a JobSet.
  * What a JobSet cannot say: an elastic role's minimum (min_replicas); every replica is created
@@ -49,11 +51,15 @@ static cJSON *replicated_job(const char *name, long replicas, cJSON *tmpl, const
 }
 
 /* The replicated job of role ri: its pods restart only through the JobSet, or through the Job
- * (backoffLimit) for a REPLICA retry policy. */
+ * (backoffLimit) for a REPLICA retry policy. A role with a replica to spare: each Job replaces
+ * its lost pod (up to mu_k8s_role_cover times) and no Job fails for one loss, so the JobSet
+ * restarts nothing while the rendezvous covers it. */
 static cJSON *role_job(const struct mu_k8s_ctx *x, long ri)
 {
   const struct mu_role *r = &x->app->roles[ri];
   long backoff = r->retry_policy == MU_RETRY_REPLICA && r->max_retries > 0 ? r->max_retries : 0;
+  if (mu_k8s_role_cover(r) > 0)
+    backoff = mu_k8s_role_cover(r);
   char *name = mu_k8s_rjob_name(r->name, r->num_replicas);
   cJSON *rj =
       replicated_job(name, r->num_replicas, job_template(mu_k8s_pod_template(x, ri, -1), backoff),

@@ -187,6 +187,24 @@ long mu_k8s_job_retries(const struct mu_app *app)
   return min_retry > 0 ? min_retry : 0;
 }
 
+long mu_k8s_role_cover(const struct mu_role *r)
+{
+  if (r->min_replicas < 0 || r->min_replicas >= r->num_replicas)
+    return 0;
+  return (r->max_retries > 0 ? r->max_retries : 0) + (r->num_replicas - r->min_replicas);
+}
+
+/* The Volcano Job's maxRetry: TorchX's (mu_k8s_job_retries), or, when a role has a replica to
+ * spare, one more than the lost pods of those roles it replaces: Volcano counts every
+ * RestartTask in the job's one retryCount and fails the job when the count reaches maxRetry. */
+static long volcano_max_retry(const struct mu_app *app)
+{
+  long cover = 0, torchx = mu_k8s_job_retries(app);
+  for (size_t i = 0; i < app->nroles; i++)
+    cover += mu_k8s_role_cover(&app->roles[i]);
+  return cover > 0 && cover + 1 > torchx ? cover + 1 : torchx;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Pods
  */
@@ -741,18 +759,25 @@ static cJSON *rdzv_service(const struct mu_k8s_ctx *x)
  * The Volcano Job
  */
 
-/* Volcano's retry policy of one replica's task: TorchX's mapping of the role's retry_policy. */
+/* Volcano's retry policy of one replica's task. A role with a replica to spare: its lost pod
+ * alone is replaced (RestartTask on PodEvicted and PodFailed) while the others run on, the
+ * rendezvous covering the loss (a standby takes its place; the new pod joins as one), up to
+ * mu_k8s_role_cover losses. Otherwise TorchX's mapping of the role's retry_policy. */
 static void task_retries(cJSON *task, const struct mu_role *r)
 {
   static const char *const app_events[] = {"PodEvicted", "PodFailed", NULL};
   static const char *const role_events[] = {"PodFailed", NULL};
   const char *const *events = NULL;
   const char *action = NULL;
-  if (r->max_retries <= 0)
+  long cover = mu_k8s_role_cover(r);
+  if (r->max_retries <= 0 && cover == 0)
     return;
-  cJSON_AddNumberToObject(task, "maxRetry", (double)r->max_retries);
+  cJSON_AddNumberToObject(task, "maxRetry", (double)(cover > 0 ? cover : r->max_retries));
   cJSON *arr = cJSON_AddArrayToObject(task, "policies");
-  if (r->retry_policy == MU_RETRY_APPLICATION) {
+  if (cover > 0) {
+    events = app_events;
+    action = "RestartTask";
+  } else if (r->retry_policy == MU_RETRY_APPLICATION) {
     events = app_events;
     action = "RestartJob";
   } else if (r->retry_policy == MU_RETRY_ROLE) {
@@ -810,7 +835,7 @@ static cJSON *volcano_job(const struct mu_k8s_ctx *x)
   spec = cJSON_AddObjectToObject(job, "spec");
   for (size_t ri = 0; ri < x->app->nroles; ri++)
     total += x->app->roles[ri].num_replicas;
-  cJSON_AddNumberToObject(spec, "maxRetry", (double)mu_k8s_job_retries(x->app));
+  cJSON_AddNumberToObject(spec, "maxRetry", (double)volcano_max_retry(x->app));
   if (x->own_rdzv)
     cJSON_AddNumberToObject(spec, "minSuccess", (double)total);
   plugins = cJSON_AddObjectToObject(spec, "plugins");

@@ -781,6 +781,14 @@ static void c05_min_replicas(const cJSON *c, const cJSON *item)
   /* the rule: no job-level spec.minAvailable */
   ASSERT(strstr(golden_str(item, "rule"), "no job-level spec.minAvailable") != NULL);
   ASSERT_NULL(golden_at(job, "spec", "minAvailable", (const char *)NULL));
+  /* muster's divergence (DIVERGENCES.md): a replica to spare, so each task replaces its own
+   * lost pod (RestartTask, max_retries 3 + 1 spare), not TorchX's RestartJob of them all */
+  t = cJSON_GetArrayItem(golden_at(job, "spec", "tasks", (const char *)NULL), 0);
+  ASSERT_STR_EQ(
+      golden_str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "policies"), 1), "action"),
+      "RestartTask");
+  ASSERT_EQ(cJSON_GetObjectItemCaseSensitive(t, "maxRetry")->valueint, 4);
+  ASSERT_EQ(golden_at(job, "spec", "maxRetry", (const char *)NULL)->valueint, 5);
   /* the rule: the key is omitted when min_replicas is unset */
   cJSON_Delete(job);
   app->roles[0].min_replicas = -1;
@@ -1699,14 +1707,21 @@ TEST(k8s__jobset_elastic_retries_and_names)
   rj = cJSON_GetArrayItem(obj_at(js, "spec", "replicatedJobs", NULL, NULL), 1);
   ASSERT_EQ(cJSON_GetObjectItem(rj, "replicas")->valueint, 4);
   cJSON_Delete(js);
-  /* REPLICA retries: the Job replaces its pod (backoffLimit); the JobSet does not restart */
+  /* REPLICA retries: the Job replaces its pod (backoffLimit); the JobSet does not restart.
+   * Elastic 2 of 4 (2 to spare): max_retries + spares; 4 of 4 (none): max_retries. */
   app->roles[0].retry_policy = MU_RETRY_REPLICA;
   app->roles[0].max_retries = 5;
   js = render(app, &cfg, "ddp-42", "jobset-replica-retries");
   rj = cJSON_GetArrayItem(obj_at(js, "spec", "replicatedJobs", NULL, NULL), 1);
-  ASSERT_EQ(obj_at(rj, "template", "spec", "backoffLimit", NULL)->valueint, 5);
+  ASSERT_EQ(obj_at(rj, "template", "spec", "backoffLimit", NULL)->valueint, 7);
   ASSERT_EQ(obj_at(js, "spec", "failurePolicy", "maxRestarts", NULL)->valueint, 5);
   cJSON_Delete(js);
+  app->roles[0].min_replicas = 4;
+  js = render(app, &cfg, "ddp-42", NULL);
+  rj = cJSON_GetArrayItem(obj_at(js, "spec", "replicatedJobs", NULL, NULL), 1);
+  ASSERT_EQ(obj_at(rj, "template", "spec", "backoffLimit", NULL)->valueint, 5);
+  cJSON_Delete(js);
+  app->roles[0].min_replicas = 2;
   /* names: the longest pod name <jobset>-<role>-<k>-0-<5> stays within 63 */
   mu_free(app->name);
   app->name = mu_strdup("A_Very_Long_Application_Name_That_Goes_On_And_On_For_Far_Too_Many");
