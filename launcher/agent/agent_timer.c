@@ -44,7 +44,7 @@ struct timer {
 struct mu_agent_timer {
   struct mu_agent *ag;
   char path[PATH_MAX];
-  int own_path; /* made up by the agent (else the user's TORCHELASTIC_TIMER_FILE) */
+  int made; /* the pipe was made */
   int rfd, wfd;
   uv_poll_t poll;
   uv_timer_t tick;
@@ -94,10 +94,10 @@ int mu_timer_parse(const char *line, size_t n, struct mu_timer_req *out, struct 
   memset(out, 0, sizeof(*out));
   if (n > MU_TIMER_LINE_MAX) {
     mu_buf_printf(err,
-                  "a timer request of %zu bytes, over the %d of a pipe's atomic write "
-                  "(PIPE_BUF): dropped; torch's FileTimerClient never sends one (a shorter "
-                  "scope name fixes it)",
-                  n, MU_TIMER_LINE_MAX);
+                  "a timer request longer than %d bytes (PIPE_BUF: a pipe's atomic write) was "
+                  "dropped; torch's FileTimerClient never sends one (a shorter scope name fixes "
+                  "it)",
+                  MU_TIMER_LINE_MAX);
     return MU_E2BIG;
   }
   cJSON *j = cJSON_ParseWithLength(line, n);
@@ -272,8 +272,8 @@ static void on_readable(uv_poll_t *h, int status, int events)
 static void reap(struct mu_agent_timer *s, const struct timer *t, double now)
 {
   struct mu_agent_worker *w = &s->ag->w[t->widx];
-  if (w->timer_scope != NULL)
-    return; /* reaped already: its end is on its way */
+  if (w->exited || w->timer_scope != NULL)
+    return; /* ended, or reaped already: its end is on its way */
   const char *name = mu_failrec_signame(t->signal);
   mu_agent_say(s->ag, MU_AGENT_PROGRESS,
                "file timer: the timer '%s' of rank %d (pid %ld) expired %.1f s ago; killing it "
@@ -348,7 +348,6 @@ static int pick_path(struct mu_agent_timer *s)
       (void)mu_mkdir_p(s->path);
     n = snprintf(s->path, sizeof(s->path), "%s/attempt_%d/watchdog_timer", s->ag->base_dir,
                  s->ag->attempt);
-    s->own_path = 1;
   }
   return n > 0 && n < (int)sizeof(s->path) ? 0 : -1;
 }
@@ -362,6 +361,7 @@ static int open_pipe(struct mu_agent_timer *s)
   /* as torch's server: a file already there is replaced */
   if ((unlink(s->path) != 0 && errno != ENOENT) || mkfifo(s->path, 0600) != 0)
     return -1;
+  s->made = 1;
   s->rfd = open(s->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (s->rfd < 0)
     return -1;
@@ -385,6 +385,8 @@ void mu_agent_timer_start(struct mu_agent *ag)
                  s->path, strerror(errno));
     if (s->rfd >= 0)
       close(s->rfd);
+    if (s->made)
+      unlink(s->path);
     mu_free(s);
     return;
   }

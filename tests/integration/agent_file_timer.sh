@@ -4,8 +4,8 @@
 # pipe of TORCHELASTIC_TIMER_FILE as torchrun's FileTimerServer does. Torch 1.13's own
 # FileTimerClient (/usr/bin/python3) in tests/integration/timer_worker.py, 2 workers, standalone:
 #   intime  every timer is released before it expires (the work goes on 2.5 s past the expiry):
-#           nobody is killed, the agent exits 0; a line that is not JSON is said and the pipe
-#           keeps serving; a timer for a process that is not a worker (a `sleep` of this test,
+#           nobody is killed, the agent exits 0; a line that is not JSON and one over 4096 bytes
+#           are said and the pipe keeps serving (the requests after them are read); a timer for a process that is not a worker (a `sleep` of this test,
 #           already expired, SIGKILL) is refused, and that process lives
 #   slow    rank 1's `with expires(after=2): time.sleep(600)`: killed by SIGKILL no earlier than
 #           2 s and at most 2 + 5 s after it acquired (the agent's ticks are 0.1 s); the agent
@@ -44,6 +44,8 @@ else
 fi
 t_expect_match "intime: the line that is not JSON is said" "$(cat "$T_DIR/intime.log")" \
   "file timer: not a JSON object; a request is one JSON object per line"
+t_expect_match "intime: the line over 4096 bytes is said" "$(cat "$T_DIR/intime.log")" \
+  "file timer: a timer request longer than 4096 bytes \(PIPE_BUF: a pipe's atomic write\) was dropped"
 t_expect_match "intime: the timer of a process that is no worker is refused" \
   "$(cat "$T_DIR/intime.log")" "file timer: refused a timer of pid $VICTIM: not a worker of this agent"
 if kill -0 "$VICTIM" 2>/dev/null; then t_ok "intime: that process lives"; else t_fail "intime: the agent killed pid $VICTIM, no worker of it"; fi
