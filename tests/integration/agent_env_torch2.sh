@@ -26,7 +26,7 @@ t_start_musterd --c10d-listen 127.0.0.1:0 ||
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 
 # The one environment both launchers start with (the test's shell adds nothing to it).
-BASE=(PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 PYTHONUNBUFFERED=1
+BASE=(PATH=/usr/bin:/bin HOME="$HOME" LANG=C.UTF-8 PYTHONUNBUFFERED=1
   GLOO_SOCKET_IFNAME=lo TORCHELASTIC_ENABLE_FILE_TIMER=1)
 
 # launch SIDE CASE: the agents of CASE with torchrun 2.14 (tr) or muster (mu); PIDS gets theirs
