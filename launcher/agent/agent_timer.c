@@ -230,7 +230,7 @@ static void take_bytes(struct mu_agent_timer *s, const char *p, size_t n)
     const char *nl = memchr(p, '\n', n);
     size_t k = nl ? (size_t)(nl - p) : n;
     if (!s->skipping && s->len + k > MU_TIMER_LINE_MAX) {
-      take_line(s, p, MU_TIMER_LINE_MAX + 1); /* says it is too long */
+      take_line(s, s->line, sizeof(s->line)); /* over the limit: says so, reads nothing */
       s->skipping = 1;
     }
     if (!s->skipping) {
@@ -362,10 +362,10 @@ static int open_pipe(struct mu_agent_timer *s)
   if ((unlink(s->path) != 0 && errno != ENOENT) || mkfifo(s->path, 0600) != 0)
     return -1;
   s->made = 1;
-  s->rfd = open(s->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  s->rfd = open(s->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
   if (s->rfd < 0)
     return -1;
-  s->wfd = open(s->path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  s->wfd = open(s->path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
   return s->wfd < 0 ? -1 : 0;
 }
 
