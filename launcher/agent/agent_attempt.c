@@ -545,6 +545,7 @@ static void maybe_finish(struct mu_agent *ag)
   close_loop_handle((uv_handle_t *)&ag->sig_int);
   close_loop_handle((uv_handle_t *)&ag->sig_term);
   close_loop_handle((uv_handle_t *)&ag->async);
+  mu_agent_timer_close(ag);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -752,6 +753,8 @@ static void spawn_worker(struct mu_agent *ag, struct mu_agent_worker *w)
   mu_agent_worker_env(cfg, ag->endpoint, &ag->round, w->local_rank, ag->restart_count,
                       w->error_file, environ, &env);
   mu_agent_progress_env(cfg, w->heartbeat_file, environ, &env);
+  if (mu_agent_timer_path(ag) != NULL && getenv("TORCHELASTIC_TIMER_FILE") == NULL)
+    mu_strvec_pushf(&env, "TORCHELASTIC_TIMER_FILE=%s", mu_agent_timer_path(ag));
 
   struct mu_child_opts o = {cfg->cmd[0], cfg->cmd,         env.v, on_exit_cb, on_alloc,
                             on_read,     on_handle_closed, w};
@@ -808,7 +811,13 @@ void mu_agent_describe_exit(const struct mu_agent_worker *w, char *out, size_t n
              (hung_for_ms(ag, w) + 500) / 1000);
   else if (w->spawn_error != 0)
     snprintf(out, n, "could not start: %s", uv_strerror(w->spawn_error));
-  else if (w->term_signal != 0)
+  else if (w->term_signal != 0 && w->timer_scope != NULL) {
+    struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+    mu_agent_timer_describe(w, &b);
+    snprintf(out, n, "killed by signal %d (%s): %s", w->term_signal, strsignal(w->term_signal),
+             mu_buf_str(&b));
+    mu_buf_release(&b);
+  } else if (w->term_signal != 0)
     snprintf(out, n, "killed by signal %d (%s)", w->term_signal, strsignal(w->term_signal));
   else if (w->exit_status == 127)
     snprintf(out, n, "exit code 127 (command not found or not executable?)");
@@ -917,6 +926,13 @@ static void make_record(const struct mu_agent *ag, const struct mu_agent_worker 
   memset(r, 0, sizeof(*r));
   if (ag->hung_idx >= 0) {
     hang_record(ag, w, hang_frame, hang_library, r);
+  } else if (w->timer_scope != NULL && w->term_signal != 0) { /* reaped by the file timer */
+    struct mu_buf b = MU_BUF_INIT(SIZE_MAX);
+    mu_agent_timer_describe(w, &b);
+    r->exception = mu_strdup(mu_buf_str(&b));
+    r->details = tail_lines(w, 20);
+    r->source = mu_strdup("timer");
+    mu_buf_release(&b);
   } else if (w->error_file != NULL && mu_read_file(w->error_file, 1u << 20, &text) == 0 &&
              mu_failrec_parse(text.data, text.len, r) == 0) {
     mu_free(r->source);
@@ -975,7 +991,7 @@ static void restarts_left(const struct mu_agent *ag, char *out, size_t n)
 void mu_agent_failure_report(struct mu_agent *ag)
 {
   const struct mu_agent_worker *w = &ag->w[ag->failed_idx];
-  char how[160], left[96];
+  char how[640], left[96];
   mu_agent_describe_exit(w, how, sizeof(how));
   restarts_left(ag, left, sizeof(left));
   struct mu_failrec *r = &ag->last_failure;
@@ -997,6 +1013,9 @@ void mu_agent_failure_report(struct mu_agent *ag)
                         "  (no Python stack in its output: not a Python worker? its last stderr "
                         "line: %s)\n",
                         r->exception[0] ? r->exception : "none");
+  else if (strcmp(r->source, "timer") == 0)
+    (void)mu_buf_printf(&s, "  (reaped by its file timer: a timeout of its own code, not a "
+                            "crash; no error file is written when a worker is killed)\n");
   else if (mu_agent_error_file_summary(w->error_file, ERROR_LINES, "    | ", &ef) == 0)
     (void)mu_buf_printf(&s, "  error file %s:\n%s", w->error_file, ef.data);
   else
@@ -1044,6 +1063,7 @@ static void attempt_end(struct mu_agent *ag)
   int lc = uv_loop_close(&ag->loop);
   if (lc != 0)
     mu_agent_say(ag, MU_AGENT_DEBUG, "agent loop did not close cleanly: %s", uv_strerror(lc));
+  mu_agent_timer_free(ag);
   close(ag->cancel_pipe[0]);
   close(ag->cancel_pipe[1]);
 }
@@ -1102,6 +1122,7 @@ enum mu_agent_outcome mu_agent_attempt(struct mu_agent *ag)
     w->step = -1;
     w->stacks = (struct mu_buf)MU_BUF_INIT(STACKS_MAX);
   }
+  mu_agent_timer_start(ag); /* before the workers: they get its path */
   ag->start_ms = wall_ms();
   for (int i = 0; i < ag->nworkers; i++)
     spawn_worker(ag, &ag->w[i]);
@@ -1134,6 +1155,7 @@ void mu_agent_workers_free(struct mu_agent *ag)
     mu_line_prefixer_release(&w->perr);
     mu_free(w->error_file);
     mu_free(w->heartbeat_file);
+    mu_free(w->timer_scope);
     mu_buf_release(&w->stacks);
   }
   mu_free(ag->w);

@@ -16,6 +16,7 @@
 #include "client/goodput.h"
 
 #include "agent.h"
+#include "agent_timer.h"
 #include "child.h"
 #include "failrec.h"
 
@@ -58,6 +59,10 @@ struct mu_agent_worker {
   char re_line[2][512];  /* --progress-regex: the line being read (stdout, stderr), cut */
   size_t re_len[2];
   struct mu_buf stacks; /* its stderr after the agent asked for its stacks (SIGABRT) */
+  /* the file timer (agent_timer.c) that reaped it: its scope (NULL: none), signal, lateness */
+  char *timer_scope;
+  int timer_signal;
+  long long timer_late_ms;
 };
 
 struct mu_agent {
@@ -130,6 +135,8 @@ struct mu_agent {
   int reported;                   /* 1: answered; 0: not sent; < 0: the call's error */
   char report_err[256];           /* the words of that error */
   int left;                       /* after success: 1 left, < 0 the leave's error */
+
+  struct mu_agent_timer *timer; /* the file timer of this attempt (agent_timer.c), NULL: off */
 
   /* Watcher thread. */
   uv_thread_t watcher;
@@ -224,6 +231,19 @@ int mu_agent_stop_retrying(struct mu_agent *ag, struct mu_buf *err);
 /* The exit code of a run shut down for `why`: MU_AGENT_EXIT_NO_PROGRESS for a stop-retrying
  * shutdown, else MU_AGENT_EXIT_FAILED. */
 int mu_agent_shut_exit(const char *why);
+
+/* The file timer of torch.distributed.elastic.timer (agent_timer.c), per attempt: started on
+ * the attempt's loop before the workers when the agent's environment has
+ * TORCHELASTIC_ENABLE_FILE_TIMER=1 (ag->timer stays NULL otherwise, or when the pipe cannot be
+ * made, which is said); its handles closed with the loop's; freed (the pipe removed) after the
+ * loop closed. */
+void mu_agent_timer_start(struct mu_agent *ag);
+void mu_agent_timer_close(struct mu_agent *ag);
+void mu_agent_timer_free(struct mu_agent *ag);
+/* The pipe's path for the workers' TORCHELASTIC_TIMER_FILE; NULL when the timer is off. */
+const char *mu_agent_timer_path(const struct mu_agent *ag);
+/* Appends why the file timer reaped w (w->timer_scope set): its scope, the delay, the signal. */
+void mu_agent_timer_describe(const struct mu_agent_worker *w, struct mu_buf *out);
 
 /* Closes the workers' log files and frees them. */
 void mu_agent_workers_free(struct mu_agent *ag);
