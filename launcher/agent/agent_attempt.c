@@ -117,6 +117,8 @@ static struct mu_client *thread_client(struct mu_agent *ag)
     mu_agent_say(ag, MU_AGENT_DEBUG, "no rendezvous client for a thread: %s", mu_buf_str(&e));
   else
     mu_client_set_timeout(r, 5000);
+  if (r != NULL) /* it speaks for this node: with the node's session */
+    mu_client_set_session(r, ag->round.session);
   mu_buf_release(&e);
   return r;
 }

@@ -418,7 +418,22 @@ TEST(client__against_embedded_musterd)
   ASSERT_EQ(r.master_port, 29999);
   ASSERT_STR_EQ(r.master_addr, "127.0.0.1");
   ASSERT_EQ(r.nmembers, 1);
+  /* the node's session (issue 33 item 7): only a client with it speaks for n1 */
+  char session[sizeof(r.session)];
+  memcpy(session, r.session, sizeof(session));
+  ASSERT_EQ(strlen(session), 32);
+  ASSERT_EQ(strspn(session, "0123456789abcdef"), 32);
   mu_round_release(&r);
+  struct mu_client *other = NULL;
+  ASSERT_EQ(mu_client_new(ep, &other), 0);
+  ASSERT_EQ(mu_client_heartbeat(other, "unit", "n1", NULL, NULL), MU_ESESSION);
+  ASSERT(strstr(mu_client_errmsg(other), "wrong_session: node 'n1' of run 'unit' speaks only for "
+                                         "itself: no session was sent") != NULL);
+  mu_client_set_session(other, session);
+  ASSERT_EQ(mu_client_heartbeat(other, "unit", "n1", NULL, NULL), 0);
+  mu_client_set_session(other, NULL);
+  ASSERT_EQ(mu_client_heartbeat(other, "unit", "n1", NULL, NULL), MU_ESESSION);
+  mu_client_free(other);
   long round = 0;
   ASSERT_EQ(mu_client_heartbeat(c, "unit", "n1", &round, NULL), 0);
   ASSERT_EQ(round, 1);
