@@ -369,7 +369,7 @@ static void get_members(struct rd *r, struct rdzv_run *run, struct rdzv_round *r
     n->rank_offset = rank_offset;
     n->left_ok = (flags & MEMBER_LEFT_OK) != 0;
     n->failed = (flags & MEMBER_FAILED) != 0;
-    memcpy(n->session, m.session, sizeof(n->session));
+    memcpy(n->session, m.session, sizeof(m.session));
     n->refs = 1; /* the round's */
     rd->members[i] = n;
     rd->nnodes = i + 1;

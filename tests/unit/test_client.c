@@ -335,8 +335,17 @@ TEST(client__hostile_join_answers_are_refused)
       {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":3,\"world_size\":4,"
        "\"master_port\":1}",
        "passes world_size 4"},
+      /* the session goes into a header: 64 lowercase hex digits at most, nothing else */
       {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
-       "\"master_port\":29400}",
+       "\"master_port\":1,\"session\":"
+       "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0\"}",
+       "session is not 1-64 lowercase hex digits"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
+       "\"master_port\":1,\"session\":\"ab\\r\\nX-Evil: 1\"}",
+       "session is not 1-64 lowercase hex digits"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
+       "\"master_port\":29400,\"session\":"
+       "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}",
        NULL},
   };
 #undef HEAD
@@ -359,6 +368,7 @@ TEST(client__hostile_join_answers_are_refused)
       ASSERT_EQ(rc, 0);
       ASSERT_EQ(r.rank_offset, 2);
       ASSERT_EQ(r.master_port, 29400);
+      ASSERT_STR_EQ(r.session, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
       mu_round_release(&r);
       continue;
     }

@@ -1260,6 +1260,18 @@ TEST(v1__a_node_speaks_only_for_itself)
             RDZV_EWRONG_SESSION);
   ASSERT_EQ(rdzv_session_check(v1_rdzv(srv), "s", "nobody", NULL, 0, msgbuf(&msg)), 0);
   ASSERT_EQ(rdzv_session_check(v1_rdzv(srv), "none", "a", NULL, 0, msgbuf(&msg)), 0);
+  /* a member lost (its lost_on_close watch's connection closed) may still leave with success:
+   * with its own session only */
+  const char *jx = "{\"node_id\":\"x\",\"addr\":\"h\",\"min_nodes\":1,\"max_nodes\":1}";
+  expect_as(srv, "POST", "/v1/runs/t/join", jx, NULL, "HTTP/1.1 200", "\"session\":\"");
+  char sx[RDZV_SESSION_HEX + 1];
+  memcpy(sx, feed_session, sizeof(sx));
+  expect_as(srv, "GET", "/v1/runs/t/watch?node_id=x&round=1&timeout_ms=60000&lost_on_close=1", NULL,
+            sx, "", NULL);
+  expect(srv, "GET", "/v1/runs/t", NULL, "HTTP/1.1 200", "\"end\":\"lost\"");
+  const char *leave_x = "{\"node_id\":\"x\",\"status\":\"succeeded\"}";
+  expect_as(srv, "POST", "/v1/runs/t/leave", leave_x, rb.session, "HTTP/1.1 403", "wrong_session");
+  expect_as(srv, "POST", "/v1/runs/t/leave", leave_x, sx, "HTTP/1.1 200", "\"state\":\"closed\"");
   mu_buf_release(&msg);
   int closed = 0;
   rv_server_close(srv, on_srv_closed, &closed);
