@@ -85,6 +85,8 @@ static int watcher_heartbeat(struct mu_agent *ag, struct mu_client *r, long long
   }
   if (rc == MU_ENOENT)
     post_event(ag, MU_WATCH_BROKEN, "this node's lease expired");
+  else if (rc == MU_ESESSION) /* the run knows this node id by another session: re-join */
+    post_event(ag, MU_WATCH_BROKEN, mu_buf_str(&e));
   else if (*down_since != 0 && mono_ms() - *down_since > ttl)
     post_event(ag, MU_WATCH_BROKEN, "the rendezvous did not answer for longer than the lease");
   else if (rc == MU_ECLOSED || rc == MU_ESHUT)
