@@ -16,17 +16,19 @@ IDLE=${IDLE:-1200}
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 
 LOG=$(mktemp /tmp/bench_soak_c10d.XXXXXX)
-PID= TPID=
+PID=""
+TPID=""
 cleanup() {
   for p in $PID $TPID; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -f "$LOG" "$LOG.torch"
+  rm -f "$LOG" "$LOG.torch" "$LOG.out"
 }
 trap cleanup EXIT
 
 # shellcheck disable=SC2086
 "$MUSTERD" --listen 127.0.0.1:0 --c10d-listen 127.0.0.1:0 ${MUSTERD_ARGS:-} >"$LOG" 2>&1 &
 PID=$!
-HTTP_PORT= C10D_PORT=
+HTTP_PORT=""
+C10D_PORT=""
 for _ in $(seq 200); do
   HTTP_PORT=$(sed -n 's/.*musterd listening on [0-9.]*:\([0-9]*\).*/\1/p' "$LOG" | head -1)
   C10D_PORT=$(sed -n 's/.*musterd c10d listening on [0-9.]*:\([0-9]*\).*/\1/p' "$LOG" | head -1)
