@@ -5,7 +5,7 @@ the server's memory moved. Driven by bench/bench_soak.sh --c10d (once against mu
 hostile side (raw sockets, torch 1.13's framing, docs/c10d.md), torch for the normal client.
 
   soak_c10d.py --label NAME --port C10D_PORT --pid SERVER_PID --duration S
-               [--http-port P] [--torch-python PY] [--queues]
+               [--http-port P] [--torch-python PY] [--queues] [--skip idle,waits,big,churn]
 
 Hostile load, all at once for the whole duration:
   idle     IDLE sockets (4 source addresses) that never send a byte, reopened when closed
@@ -256,14 +256,19 @@ def main():
     ap.add_argument("--torch-python", default="/usr/bin/python3")
     ap.add_argument("--queues", action="store_true")
     ap.add_argument("--idle", type=int, default=1200)
+    ap.add_argument("--skip", default="", help="hostile parts left out: idle,waits,big,churn")
     a = ap.parse_args()
+    skip = set(a.skip.split(","))
     normal = subprocess.Popen([a.torch_python, "-c", NORMAL, str(a.port), str(a.duration)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     hlat, hfail = [], []
-    ts = [threading.Thread(target=idle, args=(a.port, a.idle))]
-    ts += [threading.Thread(target=waits, args=(a.port, i)) for i in range(4)]
-    ts += [threading.Thread(target=big, args=(a.port, i)) for i in range(2)]
-    ts.append(threading.Thread(target=churn, args=(a.port,)))
+    ts = [] if "idle" in skip else [threading.Thread(target=idle, args=(a.port, a.idle))]
+    if "waits" not in skip:
+        ts += [threading.Thread(target=waits, args=(a.port, i)) for i in range(4)]
+    if "big" not in skip:
+        ts += [threading.Thread(target=big, args=(a.port, i)) for i in range(2)]
+    if "churn" not in skip:
+        ts.append(threading.Thread(target=churn, args=(a.port,)))
     if a.queues:
         ts.append(threading.Thread(target=queues, args=(a.port,)))
     if a.http_port:
