@@ -8,8 +8,22 @@
 #        MAX_GROWTH (10), MUSTERD (the binary), MUSTERD_ARGS (extra options, e.g. a token file)
 # The test suite never runs the 10-minute version; tests/integration/security_soak.sh runs a
 # short one.
+#
+# bench/bench_soak.sh --c10d [BUILD_DIR]: the hostile TCPStore soak (issue 33): for DURATION
+# seconds (default 300) hostile clients (idle sockets, WAIT frames, 4 MiB SETs, connection
+# churn, pipelined queue pops; bench/soak_c10d.py) load musterd's --c10d-listen beside normal
+# clients (a torch 1.13 TCPStore client at TORCH_PY, default /usr/bin/python3, and GET
+# /health), sampling musterd's RSS every 5 s; then the same load (without the queues, which
+# torch 1.13 does not speak) against torch's own TCPStore server, side by side. Prints each
+# side's block: the normal clients' success rate and latency percentiles, RSS first/max/last
+# and the ratios. Exits 1 when musterd died or a normal client's success fell below 99 %.
+# Not a test (no CTest entry): it runs for minutes.
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = "--c10d" ]; then
+  shift
+  exec bash "$SRC/bench/bench_soak_c10d.sh" "$@"
+fi
 BUILD=${1:-${MU_BUILD_DIR:-$SRC/build}}
 MUSTERD=${MUSTERD:-$BUILD/musterd}
 SOAK=${SOAK:-$BUILD/bench/soak}

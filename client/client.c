@@ -68,6 +68,7 @@ void mu_client_free(struct mu_client *c)
   c->ops->close(c);
   if (c->token != NULL)
     forget_token(c);
+  OPENSSL_cleanse(c->session, sizeof(c->session));
   mu_free(c);
 }
 
@@ -188,7 +189,14 @@ int mu_client_join(struct mu_client *c, const char *run_id, const struct mu_join
     mu_round_release(out);
     rc = MU_EPROTO;
   }
+  if (rc == 0) /* the node speaks with it from now on */
+    mu_client_set_session(c, out->session);
   return rc;
+}
+
+void mu_client_set_session(struct mu_client *c, const char *session)
+{
+  snprintf(c->session, sizeof(c->session), "%s", session != NULL ? session : "");
 }
 
 int mu_client_heartbeat(struct mu_client *c, const char *run_id, const char *node_id, long *round,

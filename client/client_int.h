@@ -30,6 +30,7 @@ struct mu_client {
   int last_status;                 /* the HTTP status of the last answer; 0: none */
   char *token;                     /* mu_client_set_token's, kept for mu__client_become; NULL */
   int hold;                        /* its watches stand for the node (mu_client_set_hold) */
+  char session[65];                /* the node's session, sent by the musterd backend; "" */
   char errmsg[512];                /* the words of the last failure */
 };
 

@@ -23,6 +23,7 @@
 
 struct musterd {
   struct mu_http_client *http;
+  char session[65]; /* the session its header lines carry ("": none) */
 };
 
 static struct mu_http_client *http_of(const struct mu_client *c)
@@ -181,6 +182,8 @@ static int map_error(struct mu_client *c, const char *path, struct mu_http_respo
     rc = MU_ENOENT;
   else if (strcmp(s, "unauthorized") == 0 || strcmp(s, "forbidden") == 0)
     rc = MU_EAUTH; /* a musterd that refuses this credential: not "not a musterd" */
+  else if (strcmp(s, "wrong_session") == 0)
+    rc = MU_ESESSION; /* the run holds this node id under another session */
   mu__client_say(c, "%s: %s%s%s%s", s, cJSON_IsString(msg) ? msg->valuestring : "(no message)",
                  cJSON_IsString(reason) ? " (reason: " : "",
                  cJSON_IsString(reason) ? reason->valuestring : "",
@@ -200,8 +203,21 @@ struct exchange {
   struct mu_buf *raw; /* or the body itself, moved here */
 };
 
+/* Every call carries the node's session once it has one (docs/rendezvous.md, "Sessions"). */
+static void session_header(struct mu_client *c)
+{
+  struct musterd *m = c->impl;
+  if (strcmp(m->session, c->session) == 0)
+    return;
+  memcpy(m->session, c->session, sizeof(m->session));
+  char line[128];
+  snprintf(line, sizeof(line), "X-Muster-Session: %s\r\n", c->session);
+  mu_http_client_set_headers(m->http, c->session[0] != '\0' ? line : NULL);
+}
+
 static int exchange(struct mu_client *c, const struct exchange *x)
 {
+  session_header(c);
   struct mu_http_response r;
   mu_http_response_init(&r, x->cap != 0 ? x->cap : MAX_ANSWER);
   long t = c->timeout_ms + (x->extra_ms > 0 ? x->extra_ms + LONG_POLL_SLACK_MS : 0);
@@ -319,6 +335,22 @@ static int read_members(struct mu_client *c, const cJSON *ans, struct mu_round *
 }
 
 /* The answer's fields, each in its range (mu__round_check() then checks them together). */
+/* The answer's session: absent (a musterd before sessions), or 1-64 lowercase hex digits.
+ * Returns: 0, or MU_EPROTO naming it. */
+static int read_session(struct mu_client *c, const cJSON *ans, struct mu_round *out)
+{
+  const cJSON *s = cJSON_GetObjectItemCaseSensitive(ans, "session");
+  if (s == NULL)
+    return 0;
+  size_t n = cJSON_IsString(s) ? strlen(s->valuestring) : 0;
+  if (n == 0 || n >= sizeof(out->session) || strspn(s->valuestring, "0123456789abcdef") != n) {
+    mu__client_say(c, "invalid join answer: session is not 1-64 lowercase hex digits");
+    return MU_EPROTO;
+  }
+  memcpy(out->session, s->valuestring, n + 1);
+  return 0;
+}
+
 static int read_round(struct mu_client *c, const cJSON *ans, const struct mu_join_opts *o,
                       struct mu_round *out)
 {
@@ -350,6 +382,8 @@ static int read_round(struct mu_client *c, const cJSON *ans, const struct mu_joi
     rc = int_field(c, ans, what, "restart_count", 0, 0, 0, &out->restart_count);
   if (rc == 0)
     rc = mu__answer_long(ans, what, "max_restarts", 0, -1, 0, LONG_MAX, &out->max_restarts, e, en);
+  if (rc == 0)
+    rc = read_session(c, ans, out);
   if (rc == 0)
     rc = read_members(c, ans, out);
   return rc;

@@ -98,6 +98,10 @@ struct mu_round {
   int restart_count; /* the run's restarts when the round closed: TORCHELASTIC_RESTART_COUNT, the
                       * same on every node of the round */
   long max_restarts; /* the run's restart budget; -1 when it keeps none */
+  char session[65];  /* this node's session ("" when the backend gives none): what tells musterd
+                      * that a later call for the node comes from the node itself (docs/
+                      * rendezvous.md, "Sessions"); mu_client_join keeps it for the client's
+                      * later calls, mu_client_set_session hands it to another client */
 };
 
 /* Joins run_id and waits (one long poll) until the round closes. Every field of the round is
@@ -112,6 +116,9 @@ MU_EXTERN int mu_client_join(struct mu_client *c, const char *run_id, const stru
                              struct mu_round *out);
 /* Frees the strings and members; the struct can be reused. Accepts NULL. */
 MU_EXTERN void mu_round_release(struct mu_round *r);
+/* The session `c` sends with every later call (a join answer's `session`, for a client of
+ * another thread; NULL or "" = none). mu_client_join sets it from its answer. Copied. */
+MU_EXTERN void mu_client_set_session(struct mu_client *c, const char *session);
 
 /* Renews this node's lease. round / waiting may be NULL.
  * Returns: 0; MU_ENOENT when no longer a member (re-join); MU_ECLOSED / MU_ESHUT; MU_ECONN. */

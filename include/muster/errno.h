@@ -33,7 +33,8 @@
   XX(EUSAGE, "usage error")                                                                        \
   XX(ESTATE, "invalid state")                                                                      \
   XX(EFULL, "run is full")                                                                         \
-  XX(EAUTH, "not authorized")
+  XX(EAUTH, "not authorized")                                                                      \
+  XX(ESESSION, "not this node's session")
 
 /* Slot numbers, in list order (MU__IDX_EINVAL = 1, ...). */
 enum mu__errno_idx {

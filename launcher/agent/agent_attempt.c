@@ -85,6 +85,8 @@ static int watcher_heartbeat(struct mu_agent *ag, struct mu_client *r, long long
   }
   if (rc == MU_ENOENT)
     post_event(ag, MU_WATCH_BROKEN, "this node's lease expired");
+  else if (rc == MU_ESESSION) /* the run knows this node id by another session: re-join */
+    post_event(ag, MU_WATCH_BROKEN, mu_buf_str(&e));
   else if (*down_since != 0 && mono_ms() - *down_since > ttl)
     post_event(ag, MU_WATCH_BROKEN, "the rendezvous did not answer for longer than the lease");
   else if (rc == MU_ECLOSED || rc == MU_ESHUT)
@@ -117,6 +119,8 @@ static struct mu_client *thread_client(struct mu_agent *ag)
     mu_agent_say(ag, MU_AGENT_DEBUG, "no rendezvous client for a thread: %s", mu_buf_str(&e));
   else
     mu_client_set_timeout(r, 5000);
+  if (r != NULL) /* it speaks for this node: with the node's session */
+    mu_client_set_session(r, ag->round.session);
   mu_buf_release(&e);
   return r;
 }

@@ -542,9 +542,11 @@ static int join(struct mu_agent *ag, struct mu_buf *err)
       code = JOIN_RUN_DONE;
       break;
     }
-    /* a connection dropped mid-join (the network, musterd's host cut): not the run's answer */
+    /* a connection dropped mid-join (the network, musterd's host cut): not the run's answer;
+     * ESESSION: the run holds this node id (a lost answer, a restart under a fixed id) until its
+     * lease ends (docs/rendezvous.md, "Sessions") */
     int dropped = rc == MU_ECONN || rc == MU_EPROTO || (rc == MU_ETIMEDOUT && now_ms() < deadline);
-    if (dropped && now_ms() < retry_until) {
+    if ((dropped && now_ms() < retry_until) || (rc == MU_ESESSION && now_ms() < deadline)) {
       if (!warned++)
         mu_agent_say(ag, MU_AGENT_PROGRESS, "join failed (%s); retrying", mu_buf_str(&e));
       usleep((useconds_t)(backoff_ms(tries++) * 1000));

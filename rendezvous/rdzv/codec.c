@@ -4,7 +4,8 @@
  *
  * What is kept: each run's config, state and reason; its latest round (number, state) with
  * every member's place (id, addr, local world size, master port, rank offset, left/gone/
- * failed); its KV; its goodput (restart budget and count, creation and first progress, the
+ * failed) and, from version 3, its session (session.c: after a restart each member is known by
+ * it, as before); its KV; its goodput (restart budget and count, creation and first progress, the
  * round history, the unhealthy nodes). Not kept: pending joins (standbys too), watches and
  * barrier arrivals (their clients see the connection drop and retry). A restored member's lease
  * restarts at restore time, so it has one lease TTL to heartbeat again before the round breaks;
@@ -12,7 +13,8 @@
  *
  * Layout (little-endian): u32 version, u32 runs, then per run the fields in the order
  * rdzv_encode() writes them; strings are u32 length + bytes. Version 1 (before goodput) has
- * no goodput section and is still read.
+ * no goodput section, and versions 1-2 no member sessions (such a member keeps none: it is not
+ * checked until it leaves the run); all are still read.
  *
  * A change (rdzv_encode_change()): u32 version, u32 kind, the run id, then by kind
  *   RUN     the run's fields as in the blob (config, state, reason, round state, KV version,
@@ -32,8 +34,8 @@
 #include "alloc.h"
 #include "rdzv_int.h"
 
-#define RDZV_BLOB_VERSION 2u
-#define RDZV_CHANGE_VERSION 2u
+#define RDZV_BLOB_VERSION 3u
+#define RDZV_CHANGE_VERSION 3u
 #define MEMBER_LEFT_OK 1u
 #define MEMBER_GONE 2u
 #define MEMBER_FAILED 4u
@@ -88,6 +90,7 @@ static void put_member(struct enc *out, const struct rdzv_node *n)
   put_u64(out, n->rank_offset);
   put_u32(out, (n->left_ok ? MEMBER_LEFT_OK : 0) | (n->gone ? MEMBER_GONE : 0) |
                    (n->failed ? MEMBER_FAILED : 0));
+  put_str(out, n->session, strlen(n->session)); /* version 3 */
 }
 
 static void put_round(struct enc *out, const struct rdzv_round *r)
@@ -299,10 +302,23 @@ static char *get_str(struct rd *r, size_t max, size_t *len)
 /* One member as put_member() wrote it. */
 struct member_rec {
   char *id, *addr; /* owned */
+  char session[RDZV_SESSION_HEX + 1];
   size_t idlen;
   uint32_t lws, port, flags;
   uint64_t rank_offset;
 };
+
+/* A member's session: "", or exactly RDZV_SESSION_HEX hex digits (anything else: r->bad). */
+static void get_session(struct rd *r, char out[RDZV_SESSION_HEX + 1])
+{
+  size_t n = 0;
+  char *s = get_str(r, RDZV_SESSION_HEX, &n);
+  if (s != NULL && (n == 0 || n == RDZV_SESSION_HEX) && strspn(s, "0123456789abcdef") == n)
+    memcpy(out, s, n + 1);
+  else
+    r->bad = 1;
+  mu_free(s);
+}
 
 /* Returns: 0, or -1 (r->bad) with nothing left to free. */
 static int get_member(struct rd *r, struct member_rec *m)
@@ -313,6 +329,9 @@ static int get_member(struct rd *r, struct member_rec *m)
   m->port = get_u32(r);
   m->rank_offset = get_u64(r);
   m->flags = get_u32(r);
+  m->session[0] = '\0';
+  if (r->version >= 3 && !r->bad)
+    get_session(r, m->session);
   if (!r->bad && m->id != NULL && m->addr != NULL)
     return 0;
   mu_free(m->id);
@@ -350,6 +369,7 @@ static void get_members(struct rd *r, struct rdzv_run *run, struct rdzv_round *r
     n->rank_offset = rank_offset;
     n->left_ok = (flags & MEMBER_LEFT_OK) != 0;
     n->failed = (flags & MEMBER_FAILED) != 0;
+    memcpy(n->session, m.session, sizeof(m.session));
     n->refs = 1; /* the round's */
     rd->members[i] = n;
     rd->nnodes = i + 1;
@@ -621,6 +641,7 @@ static void apply_member(struct rd *r, struct rdzv_run *run)
   n->master_port = m.port;
   n->rank_offset = m.rank_offset;
   n->left_ok = (m.flags & MEMBER_LEFT_OK) != 0;
+  memcpy(n->session, m.session, sizeof(n->session));
   int failed = (m.flags & MEMBER_FAILED) != 0;
   if (!n->gone) /* the count of failed members that are still in the run */
     run->round_failed += (uint32_t)(failed - (n->failed != 0));

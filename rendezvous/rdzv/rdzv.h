@@ -33,13 +33,15 @@
 #include "list.h"
 
 /* Limits: every input is capped. */
-#define RDZV_ID_MAX 128               /* run ids: [A-Za-z0-9._-]{1,128} */
-#define RDZV_NODE_ID_MAX 256          /* node ids, barrier ids, barrier names */
-#define RDZV_ADDR_MAX 255             /* a node's address */
-#define RDZV_KEY_MAX 512              /* a KV key */
-#define RDZV_VALUE_MAX (1 << 20)      /* one KV value */
-#define RDZV_KV_BYTES_MAX (64u << 20) /* all KV values of one run */
-#define RDZV_KV_KEYS_MAX 100000       /* keys of one run */
+#define RDZV_ID_MAX 128      /* run ids: [A-Za-z0-9._-]{1,128} */
+#define RDZV_NODE_ID_MAX 256 /* node ids, barrier ids, barrier names */
+#define RDZV_ADDR_MAX 255    /* a node's address */
+#define RDZV_SESSION_HEX 32  /* a member's session: 128 random bits as hex digits */
+#define RDZV_SESSION_HEADER "X-Muster-Session" /* where a /v1 client sends its session */
+#define RDZV_KEY_MAX 512                       /* a KV key */
+#define RDZV_VALUE_MAX (1 << 20)               /* one KV value */
+#define RDZV_KV_BYTES_MAX (64u << 20)          /* all KV values of one run */
+#define RDZV_KV_KEYS_MAX 100000                /* keys of one run */
 /* The memory of all /v1 state of the server (runs, nodes, barriers, KV keys and values, each
  * counted as the allocator holds it): the server-wide bound (musterd --v1-max-bytes) that keeps
  * the memory bounded whatever the number of runs. Apart from it, the state's encoding is kept
@@ -78,7 +80,9 @@
   XX(METHOD_NOT_ALLOWED, "method_not_allowed", 405)                                                \
   XX(UNAUTHORIZED, "unauthorized", 401)                                                            \
   XX(FORBIDDEN, "forbidden", 403)                                                                  \
-  XX(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415)
+  XX(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415)                                        \
+  /* a node spoke for another: its session is missing or not the node's (rdzv_session_check) */    \
+  XX(WRONG_SESSION, "wrong_session", 403)
 
 enum rdzv_err {
   RDZV_OK = 0,
@@ -144,6 +148,7 @@ struct rdzv_answer {
   uint32_t restart_count; /* the run's restarts so far: TORCHELASTIC_RESTART_COUNT */
   int64_t max_restarts;   /* the run's restart budget; -1 when the run keeps none */
   int with_members;       /* the join asked for the member list and the round is small enough */
+  const char *session;    /* the member's session: only its own join answer carries it */
   /* heartbeat: the round state for this node ("active", "broken", "joining") */
   const char *state;
   /* watch */
@@ -307,6 +312,18 @@ int rdzv_watch(struct rdzv *rv, const char *run_id, const char *node_id, uint64_
  * Returns: 0, RDZV_ENO_SUCH_RUN, RDZV_ENOT_MEMBER. */
 int rdzv_leave(struct rdzv *rv, const char *run_id, const char *node_id, int failed,
                const char *reason);
+
+/* A node speaks only for itself (docs/rendezvous.md, "Sessions"): every member gets a random
+ * session when a round first takes it in (its join answer carries it; it is kept across a
+ * restart of musterd and never logged), and a join, heartbeat, watch, leave, report or health
+ * check that names node `node_id` of run `run_id` must carry it in `session` (NULL: none sent).
+ * A node the run does not hold, or one without a session yet (its first join still pending),
+ * passes: the call itself then answers for it. With `lost_too`, a member of the latest round
+ * that was lost (no longer held: a leave's late success still counts) is checked too.
+ * Returns: 0, or RDZV_EWRONG_SESSION with a sentence (the problem and the fix) in `err`; then
+ * nothing changed. */
+int rdzv_session_check(struct rdzv *rv, const char *run_id, const char *node_id,
+                       const char *session, int lost_too, struct mu_buf *err);
 
 /* Ends a run: successfully (`shut` == 0, "closed") or as failed ("shut"). Answers every
  * pending join, watch, barrier and KV wait. Idempotent on a run already ended the same way.
@@ -516,6 +533,7 @@ int rdzv_restore(struct rdzv *rv, const void *data, size_t len);
 struct rdzv_stats {
   uint64_t runs, nodes, pending_joins, pending_watches, pending_other, rounds_closed,
       leases_expired, heartbeats;
+  uint64_t wrong_sessions; /* calls refused: a node spoke for another (rdzv_session_check) */
 };
 void rdzv_stats(const struct rdzv *rv, struct rdzv_stats *out);
 

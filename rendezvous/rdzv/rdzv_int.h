@@ -58,6 +58,7 @@ struct rdzv_node {
   struct rdzv_round *round;
   uint32_t rank;
   uint64_t rank_offset;
+  char session[RDZV_SESSION_HEX + 1]; /* "" until a round first takes it in (session.c) */
 };
 
 struct barrier {
@@ -201,7 +202,7 @@ struct rdzv {
  * against RDZV_ENC_MAX, so that the whole state fits one snapshot record whatever memory
  * --v1-max-bytes allows (a run's reason, at most 512 bytes, up front). */
 #define RUN_ENC (128 + 512)
-#define NODE_ENC 48
+#define NODE_ENC (48 + 4 + RDZV_SESSION_HEX) /* and its session */
 #define KV_ENC 32
 #define BARRIER_ENC 64
 #define RDZV_ENC_MAX ((uint64_t)192 << 20) /* below the log's 256 MiB record */
@@ -327,6 +328,8 @@ struct rdzv_node *rdzv_node_new(struct rdzv *rv, const char *node_id, size_t idl
 /* Gives node `n` the address `addr` (taken; its bytes counted instead of the old one's). */
 void rdzv_node_set_addr(struct rdzv_node *n, char *addr);
 void rdzv_node_unref(struct rdzv_node *n);
+/* Gives `n` its session if it has none yet (a round takes it in: close_round()). */
+void rdzv_session_issue(struct rdzv_node *n);
 struct rdzv_run *rdzv_run_new(struct rdzv *rv, const char *run_id, const struct rdzv_config *c);
 struct rdzv_node *rdzv_find_node(struct rdzv_run *run, const char *node_id);
 /* Answers every wait of `run` with `err` and frees it. */

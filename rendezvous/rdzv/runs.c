@@ -443,6 +443,7 @@ static void close_round(struct rdzv_run *run)
     n->failed = 0;
     n->lost = 0;
     n->suspect = 0;
+    rdzv_session_issue(n); /* before the ROUND record below: kept with the member */
     off += n->lws;
   }
   r->nnodes = nchosen;
@@ -479,6 +480,7 @@ static void close_round(struct rdzv_run *run)
     rdzv_round_member(r, 0, &a.master);
   for (uint32_t i = 0; i < nchosen; i++) {
     rdzv_round_member(r, i, &a.self);
+    a.session = r->members[i]->session;
     a.with_members = chosen[i]->with_members && nchosen <= RDZV_MEMBERS_IN_REPLY;
     rdzv_fire(chosen[i], &a);
   }

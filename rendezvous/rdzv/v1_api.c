@@ -276,9 +276,11 @@ static void v1_metrics(struct rv_server *srv, void *data, struct mu_buf *out)
                 "# TYPE muster_rdzv_leases_expired_total counter\n"
                 "muster_rdzv_leases_expired_total %" PRIu64 "\n"
                 "# TYPE muster_rdzv_heartbeats_total counter\n"
-                "muster_rdzv_heartbeats_total %" PRIu64 "\n",
+                "muster_rdzv_heartbeats_total %" PRIu64 "\n"
+                "# TYPE muster_rdzv_wrong_sessions_total counter\n"
+                "muster_rdzv_wrong_sessions_total %" PRIu64 "\n",
                 s.runs, s.nodes, s.pending_joins, s.pending_watches, s.rounds_closed,
-                s.leases_expired, s.heartbeats);
+                s.leases_expired, s.heartbeats, s.wrong_sessions);
   rdzv_goodput_metrics(v->rv, out);
 }
 

@@ -11,6 +11,21 @@
 
 #define DEFAULT_WATCH_MS 30000
 
+/* A call that names node `node_id` carries that node's session (rdzv_session_check(); the
+ * header RDZV_SESSION_HEADER); `lost_too` for a leave. Returns: 0, or -1 after answering 403
+ * `wrong_session`. */
+static int session_or_reply(struct v1 *v, struct rv_req *req, const char *run_id,
+                            const char *node_id, int lost_too)
+{
+  struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
+  int rc = rdzv_session_check(v->rv, run_id, node_id, rv_req_header(req, RDZV_SESSION_HEADER),
+                              lost_too, &msg);
+  if (rc != 0)
+    v1_error_reply(req, rc, mu_buf_str(&msg), run_id, NULL);
+  mu_buf_release(&msg);
+  return rc != 0 ? -1 : 0;
+}
+
 static void on_join(struct rdzv_wait *w, const struct rdzv_answer *a)
 {
   struct v1_pend *p = w->data;
@@ -28,6 +43,8 @@ static void on_join(struct rdzv_wait *w, const struct rdzv_answer *a)
   mu_buf_printf(&b, ",\"restart_count\":%" PRIu32, a->restart_count);
   if (a->max_restarts >= 0)
     mu_buf_printf(&b, ",\"max_restarts\":%lld", (long long)a->max_restarts);
+  if (a->session != NULL && a->session[0] != '\0') /* hex digits: nothing to escape */
+    mu_buf_printf(&b, ",\"session\":\"%s\"", a->session);
   if (a->with_members) {
     size_t len = 0;
     const char *m = rdzv_round_members_json(a->round, &len);
@@ -95,7 +112,7 @@ void v1_join(struct rv_req *req)
   if (j == NULL)
     return;
   struct rdzv_join_req q;
-  if (join_fields_or_reply(req, j, &q) != 0)
+  if (join_fields_or_reply(req, j, &q) != 0 || session_or_reply(v, req, run_id, q.node_id, 0) != 0)
     goto out;
   struct mu_buf msg = MU_BUF_INIT(MU_BUF_UNBOUNDED);
   struct v1_pend *p = v1_pend_new(v, req, on_join);
@@ -158,6 +175,8 @@ void v1_heartbeat(struct rv_req *req)
     v1_bad_request(req, "field 'node_id' is missing; send {\"node_id\": \"...\"}");
     goto out;
   }
+  if (session_or_reply(v, req, run_id, node_id, 0) != 0)
+    goto out;
   struct rdzv_answer a;
   int rc = rdzv_heartbeat(v->rv, run_id, node_id, &a);
   if (rc != 0)
@@ -183,7 +202,8 @@ void v1_watch(struct rv_req *req)
   if (v1_param_int_or_reply(req, "round", 1, 0, (long)INT64_MAX, 0, &round) != 0 ||
       v1_param_int_or_reply(req, "timeout_ms", 0, 0, V1_MAX_REQ_TIMEOUT_MS, DEFAULT_WATCH_MS,
                             &timeout) != 0 ||
-      v1_param_int_or_reply(req, "lost_on_close", 0, 0, 1, 0, &lost_on_close) != 0)
+      v1_param_int_or_reply(req, "lost_on_close", 0, 0, 1, 0, &lost_on_close) != 0 ||
+      session_or_reply(v, req, run_id, node_id, 0) != 0)
     return;
   struct v1_pend *p = v1_pend_new(v, req, on_watch);
   if (lost_on_close)
@@ -223,7 +243,8 @@ void v1_leave(struct rv_req *req)
     return;
   if (v1_field_str_or_reply(req, j, "node_id", 1, &node_id) != 0 ||
       v1_field_str_or_reply(req, j, "status", 1, &status) != 0 ||
-      v1_field_str_or_reply(req, j, "reason", 0, &reason) != 0)
+      v1_field_str_or_reply(req, j, "reason", 0, &reason) != 0 ||
+      session_or_reply(v, req, run_id, node_id, 1) != 0)
     goto out;
   int failed;
   if (strcmp(status, "succeeded") == 0) {
@@ -404,7 +425,8 @@ void v1_report(struct rv_req *req)
   if (v1_field_str_or_reply(req, j, "node_id", 1, &node_id) != 0 ||
       v1_field_str_or_reply(req, j, "event", 1, &event) != 0 ||
       v1_field_str_or_reply(req, j, "reason", 0, &reason) != 0 ||
-      v1_field_int_or_reply(req, j, "round", 1, 1, INT64_MAX, 0, &round) != 0)
+      v1_field_int_or_reply(req, j, "round", 1, 1, INT64_MAX, 0, &round) != 0 ||
+      session_or_reply(v, req, run_id, node_id, 0) != 0)
     goto out;
   enum rdzv_report_kind kind = rdzv_report_kind(event);
   if (kind == 0) {
@@ -459,7 +481,8 @@ void v1_health(struct rv_req *req)
   if (join_fields_or_reply(req, j, &q) != 0 ||
       v1_field_bool_or_reply(req, j, "healthy", 0, &healthy) != 0 ||
       v1_field_str_or_reply(req, j, "output", 0, &output) != 0 ||
-      v1_field_int_or_reply(req, j, "ttl_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, 0, &ttl) != 0)
+      v1_field_int_or_reply(req, j, "ttl_ms", 0, 1, V1_MAX_REQ_TIMEOUT_MS, 0, &ttl) != 0 ||
+      session_or_reply(v, req, run_id, q.node_id, 0) != 0)
     goto out;
   if (h == NULL) {
     v1_bad_request(req, "field 'healthy' is missing: true when the node's check passed, false "

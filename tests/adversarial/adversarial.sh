@@ -12,7 +12,8 @@
 #   server D: TLS (certificates made with the openssl CLI) --header-timeout-ms 1000
 #   server E: --data-dir with small /v1 bounds (--v1-max-bytes 24 MiB,
 #             --v1-max-runs-per-client 5, --v1-max-lease-ms 60000), killed -9 and restarted
-#   server F: --token-file, --v1-max-runs-per-client 2 (runs counted per credential)
+#   server F: --token-file, --v1-max-runs-per-client 2 (runs counted per credential); its
+#             third token runs session_spoof (a node speaks only for itself)
 #   server G: --v1-max-bytes 16 MiB (the bound counts the memory the /v1 state holds)
 #   server H: --token-file, --max-connections 400, --max-connections-per-address 40,
 #             --max-buffer-bytes 32 MiB, --max-buffer-bytes-per-client 8 MiB (the budget)
@@ -97,11 +98,12 @@ run_case v1_runs "$MUSTERD_URL" "$MUSTERD_PID"
 restart_same TERM 2 c2-run0 "a graceful stop (a snapshot of the whole state) and a start"
 grep -q 'snap-' <(ls "$T_DIR/v1data") || t_fail "row 5: no snapshot was written at the stop"
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-e3.log"
-printf 'token-aaaa\ntoken-bbbb\n' >"$T_DIR/tokens"
+printf 'token-aaaa\ntoken-bbbb\ntoken-cccc\n' >"$T_DIR/tokens"
 t_start_musterd --token-file "$T_DIR/tokens" --v1-max-runs-per-client 2 ||
   { t_fail "musterd F did not start"; t_done; }
 F_PID=$MUSTERD_PID
 run_case v1_runs_auth "$MUSTERD_URL" "$MUSTERD_PID"
+run_case session_spoof "$MUSTERD_URL" "$MUSTERD_PID"
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-f.log"
 t_start_musterd --v1-max-bytes 16777216 || { t_fail "musterd G did not start"; t_done; }
 G_PID=$MUSTERD_PID

@@ -12,6 +12,7 @@ standard library only; raw sockets where the attack is about bytes on the wire.
 """
 import json
 import os
+import re
 import socket
 import struct
 import sys
@@ -581,9 +582,26 @@ def case_deep_path(url, pid, data_url):
 # Row 10: runs per client, and the lease a join may ask for, are bounded
 
 
-def v1(url, method, path, obj=None, raw=None, source=None, timeout=15.0, token=None):
-    """One /v1 request (from `source` address when given). Returns: (status, parsed or bytes,
-    headers)."""
+# Each node's session from its join answer (docs/rendezvous.md, "Sessions"), by (run, node):
+# v1() sends it with every later call that names the node, as the node's own client does.
+SESSIONS = {}
+
+
+def speaker(path, obj):
+    """The (run, node) a /v1 call names, or None."""
+    m = re.match(r"/v1/runs/([^/?]+)/(join|heartbeat|watch|leave|report|health)(\?.*)?$", path)
+    if not m:
+        return None
+    node = obj.get("node_id") if isinstance(obj, dict) else None
+    q = re.search(r"[?&]node_id=([^&]*)", path)
+    node = q.group(1) if q else node
+    return (m.group(1), node) if isinstance(node, str) else None
+
+
+def v1(url, method, path, obj=None, raw=None, source=None, timeout=15.0, token=None,
+       session=None):
+    """One /v1 request (from `source` address when given), with the session of the node it
+    names (`session`: that one instead; "" none). Returns: (status, parsed or bytes, headers)."""
     h, p = hostport(url)
     c = __import__("http.client").client.HTTPConnection(
         h, p, timeout=timeout, source_address=(source, 0) if source else None)
@@ -591,15 +609,23 @@ def v1(url, method, path, obj=None, raw=None, source=None, timeout=15.0, token=N
     hdrs = {"Content-Type": "application/json"}
     if token:
         hdrs["Authorization"] = "Bearer " + token
+    who = speaker(path, obj)
+    if session is None:
+        session = SESSIONS.get(who, "")
+    if session:
+        hdrs["X-Muster-Session"] = session
     c.request(method, path, body=body, headers=hdrs)
     r = c.getresponse()
     data = r.read()
     hdrs = dict((k.lower(), v) for k, v in r.getheaders())
     c.close()
     try:
-        return r.status, json.loads(data), hdrs
+        parsed = json.loads(data)
     except ValueError:
         return r.status, data, hdrs
+    if who is not None and isinstance(parsed, dict) and isinstance(parsed.get("session"), str):
+        SESSIONS[who] = parsed["session"]
+    return r.status, parsed, hdrs
 
 
 def join(url, run, node, n=1, source=None, token=None, **kw):
@@ -763,6 +789,60 @@ def case_v1_runs_auth(url, pid, data_url):
         ok &= out(made == 2 and st == 429 and "credential#" in msg and tok not in msg,
                   "row 10: with auth, %s creates 2 runs, the 3rd is refused for its credential "
                   "(named by a hash, not the secret)" % tok, "made %d, then %d %r" % (made, st, b))
+    return ok
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 33 LOW / item 7: a node speaks only for itself. One job token, two nodes: a holder of
+# the token reports a failure (and leaves, heart-beats, watches, checks health) as the other
+# node; musterd wants that node's session from its own join answer
+
+
+def case_session_spoof(url, pid, data_url):
+    import threading
+    ok, tok, res = True, "token-cccc", {}
+    ts = [threading.Thread(target=lambda n=n: res.__setitem__(
+        n, join(url, "spoof", n, 2, token=tok, max_nodes=2, max_restarts=3)))
+        for n in ("node-a", "node-b")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    sa, sb = (res[n][1].get("session", "") if isinstance(res[n][1], dict) else ""
+              for n in ("node-a", "node-b"))
+    ok &= out(all(res[n][0] == 200 for n in res) and len(sa) == 32 and len(sb) == 32 and sa != sb,
+              "a round of 2 closed; each join answer carries the node's own session",
+              repr([res[n][:2] for n in res]))
+
+    def restarts():
+        st, b, _ = v1(url, "GET", "/v1/runs/spoof", token=tok)
+        return (b.get("restart_count"), b.get("round_state")) if st == 200 else (st, b)
+    fail_a = {"node_id": "node-a", "round": 1, "event": "failed", "reason": "spoofed"}
+    for name, sess in (("no session", ""), ("node-b's session", sb), ("a guessed session", "0" * 32)):
+        st, b, _ = v1(url, "POST", "/v1/runs/spoof/report", fail_a, token=tok, session=sess)
+        msg = b.get("message", "") if isinstance(b, dict) else ""
+        ok &= out(st == 403 and b.get("error") == "wrong_session" and "node-a" in msg and
+                  "X-Muster-Session" in msg and sa not in msg,
+                  "a token holder's failure report as node-a with %s is refused 403, naming the "
+                  "node and the header" % name, "%d %r" % (st, b))
+    ok &= out(restarts() == (0, "active"), "the budget is unchanged and the round still active",
+              repr(restarts()))
+    for what, path, obj in (
+            ("leave", "/v1/runs/spoof/leave", {"node_id": "node-a", "status": "failed"}),
+            ("heartbeat", "/v1/runs/spoof/heartbeat", {"node_id": "node-a"}),
+            ("watch", "/v1/runs/spoof/watch?node_id=node-a&round=1&lost_on_close=1", None),
+            ("health", "/v1/runs/spoof/health", {"node_id": "node-a", "addr": "h", "min_nodes": 2,
+                                                  "max_nodes": 2, "healthy": False})):
+        st, b, _ = v1(url, "GET" if obj is None else "POST", path, obj, token=tok, session=sb)
+        ok &= out(st == 403, "a %s as node-a with node-b's session is refused" % what,
+                  "%d %r" % (st, b))
+    ok &= out(restarts() == (0, "active"), "after all of them, nothing changed", repr(restarts()))
+    st, b, _ = v1(url, "POST", "/v1/runs/spoof/report", fail_a, token=tok, session=sa)
+    ok &= out(st == 200 and b.get("counted") is True and b.get("restart_count") == 1,
+              "node-a's own report (its session) counts one restart", "%d %r" % (st, b))
+    with open("/proc/%d/fd/2" % pid, "rb") as f:  # musterd's stderr: its log file
+        log = f.read()
+    ok &= out(sa.encode() not in log and sb.encode() not in log, "no log line shows a session")
     return ok
 
 
@@ -1291,6 +1371,7 @@ CASES = {
     "v1_log": case_v1_log,
     "per_address": case_per_address,
     "v1_runs_auth": case_v1_runs_auth,
+    "session_spoof": case_session_spoof,
     "v1_dump": case_v1_dump,
     "v1_runs": case_v1_runs,
     "log_forge": case_log_forge,

@@ -2,7 +2,9 @@
 # Native rendezvous runs survive a restart of musterd --data-dir (issue #7): a closed round
 # keeps its number, members and ranks; members re-attach by heartbeating within their lease
 # (the round stays active); a member that never comes back breaks the round when its lease
-# runs out; run KV, ended runs and their reasons come back too.
+# runs out; run KV, ended runs and their reasons come back too. Each member's session (issue 33
+# item 7) comes back with it: only its own speaks for it, after a SIGKILL (the log replayed)
+# and a snapshot, and no log line ever shows one.
 . "$(dirname "$0")/../lib.sh"
 
 DATA=$T_DIR/data
@@ -16,6 +18,12 @@ start() {
 }
 stop9() { kill -KILL "$MPID"; wait "$MPID" 2>/dev/null; }
 post() { curl -s -X POST -H 'Content-Type: application/json' "$URL$1" -d "$2"; }
+# as post, as the node whose session is $1
+post_as() { curl -s -X POST -H 'Content-Type: application/json' -H "X-Muster-Session: $1" "$URL$2" -d "$3"; }
+code_as() {
+  curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    -H "X-Muster-Session: $1" "$URL$2" -d "$3"
+}
 field() { "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d.get(sys.argv[1]))' "$1"; }
 wal_has() { grep -qaF -- "$1" "$DATA"/wal-*.log 2>/dev/null; }
 # Waits until every rendezvous change made so far is in the write-ahead log, so that a SIGKILL
@@ -37,6 +45,10 @@ JB=$!
 wait "$JA" "$JB"
 t_expect_eq "round 1 closes before the restart" "$(field round <"$T_DIR/ja")" 1
 RANK_B=$(field node_rank <"$T_DIR/jb")
+SA=$(field session <"$T_DIR/ja")
+SB=$(field session <"$T_DIR/jb")
+t_expect_match "a's join answer carries its session" "$SA" '^[0-9a-f]{32}$'
+[ "$SA" != "$SB" ] && t_ok "each node has its own session" || t_fail "a and b got one session: $SA"
 curl -s -X PUT "$URL/v1/runs/job/kv/master" --data-binary 'tcp://10.0.0.1:29500' >/dev/null
 post /v1/runs/done/join "{\"node_id\":\"x\",\"addr\":\"h\",\"local_world_size\":1,\"master_port\":1,\"min_nodes\":1,\"max_nodes\":1}" >/dev/null
 post /v1/runs/done/shutdown '{"reason":"operator said so"}' >/dev/null
@@ -48,10 +60,11 @@ start second
 # lease on a loaded machine); it writes the state of each answer to hb-b.states.
 t_spawn hb-b "$PY" -c '
 import json, sys, time, urllib.request, urllib.error
-url, out = sys.argv[1], sys.argv[2]
+url, out, session = sys.argv[1], sys.argv[2], sys.argv[3]
 while True:
     req = urllib.request.Request(url + "/v1/runs/job/heartbeat", data=b"{\"node_id\":\"b\"}",
-                                 headers={"Content-Type": "application/json"}, method="POST")
+                                 headers={"Content-Type": "application/json",
+                                          "X-Muster-Session": session}, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
             state = json.load(r).get("state")
@@ -62,14 +75,17 @@ while True:
     with open(out, "a") as f:
         f.write("%s\n" % state)
     time.sleep(0.2)
-' "$URL" "$T_DIR/hb-b.states"
+' "$URL" "$T_DIR/hb-b.states" "$SB"
 HB_B=$T_LAST_PID
 grep -q "2 rendezvous runs" "$T_DIR/second.log" && t_ok "recovery report counts 2 runs" ||
   t_fail "recovery report: $(grep recovered "$T_DIR/second.log")"
-hb=$(post /v1/runs/job/heartbeat '{"node_id":"a"}')
+t_expect_eq "after the SIGKILL, b's session does not speak for a (403)" \
+  "$(code_as "$SB" /v1/runs/job/heartbeat '{"node_id":"a"}')" 403
+t_expect_eq "nor does none" "$(code_as "" /v1/runs/job/report '{"node_id":"a","round":1,"event":"failed"}')" 403
+hb=$(post_as "$SA" /v1/runs/job/heartbeat '{"node_id":"a"}')
 t_expect_eq "member a re-attaches: round" "$(printf '%s' "$hb" | field round)" 1
 t_expect_eq "member a re-attaches: state" "$(printf '%s' "$hb" | field state)" active
-hb=$(post /v1/runs/job/heartbeat '{"node_id":"b"}')
+hb=$(post_as "$SB" /v1/runs/job/heartbeat '{"node_id":"b"}')
 t_expect_eq "member b re-attaches: state" "$(printf '%s' "$hb" | field state)" active
 run=$(curl -s "$URL/v1/runs/job")
 t_expect_eq "run keeps its round state" "$(printf '%s' "$run" | field round_state)" active
@@ -92,7 +108,9 @@ t_expect_eq "a lost its lease" \
 durable
 stop9
 start third
-hb=$(post /v1/runs/job/heartbeat '{"node_id":"b"}')
+t_expect_eq "after another restart, a's session does not speak for b (403)" \
+  "$(code_as "$SA" /v1/runs/job/heartbeat '{"node_id":"b"}')" 403
+hb=$(post_as "$SB" /v1/runs/job/heartbeat '{"node_id":"b"}')
 t_expect_eq "the broken round is still broken after another restart" "$(printf '%s' "$hb" | field state)" broken
 
 # rendezvous changes only (the v2 index never moved): a graceful stop snapshots them, and
@@ -111,4 +129,11 @@ kill -TERM "$MPID"
 wait "$MPID" 2>/dev/null
 start sixth
 t_expect_eq "KV after two graceful stops" "$(curl -s "$URL/v1/runs/job/kv/master")" third
+t_expect_eq "after snapshots, b's own session still speaks for b" \
+  "$(code_as "$SB" /v1/runs/job/heartbeat '{"node_id":"b"}')" 200
+t_expect_eq "and a's does not" "$(code_as "$SA" /v1/runs/job/heartbeat '{"node_id":"b"}')" 403
+for f in first second third fourth fifth sixth; do
+  if grep -qF -e "$SA" -e "$SB" "$T_DIR/$f.log"; then t_fail "musterd's log ($f) shows a session"; fi
+done
+t_ok "no log line shows a session"
 t_done

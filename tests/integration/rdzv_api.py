@@ -29,6 +29,25 @@ def check(name, cond, detail=""):
     sys.stdout.flush()
 
 
+# Each node's session from its join answer (docs/rendezvous.md, "Sessions"): call() sends it
+# with every later call that names the node, as the node's own client does.
+SESSIONS = {}
+
+
+def speaker(path, body):
+    """(run, node) a call names, or None."""
+    m = re.match(r"/v1/runs/([^/?]+)/(join|heartbeat|watch|leave|report|health)(\?.*)?$", path)
+    if not m:
+        return None
+    node = None
+    if isinstance(body, dict):
+        node = body.get("node_id")
+    q = re.search(r"[?&]node_id=([^&]*)", path)
+    if q:
+        node = q.group(1)
+    return (m.group(1), node) if isinstance(node, str) else None
+
+
 def call(method, path, body=None, timeout=10, raw=False):
     """Returns (status, parsed JSON or raw bytes)."""
     data = None
@@ -37,6 +56,9 @@ def call(method, path, body=None, timeout=10, raw=False):
     req = urllib.request.Request(URL + path, data=data, method=method)
     if method == "POST" and data is not None:
         req.add_header("Content-Type", "application/json")  # /v1 POSTs carry JSON
+    who = speaker(path, body)
+    if who in SESSIONS:
+        req.add_header("X-Muster-Session", SESSIONS[who])
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             out = r.read()
@@ -47,9 +69,12 @@ def call(method, path, body=None, timeout=10, raw=False):
     if raw:
         return status, out
     try:
-        return status, json.loads(out) if out else None
+        parsed = json.loads(out) if out else None
     except ValueError:
         return status, out
+    if who is not None and isinstance(parsed, dict) and isinstance(parsed.get("session"), str):
+        SESSIONS[who] = parsed["session"]
+    return status, parsed
 
 
 def join(run, node, min_nodes, max_nodes=None, lws=2, **kw):

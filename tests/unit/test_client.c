@@ -335,8 +335,17 @@ TEST(client__hostile_join_answers_are_refused)
       {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":3,\"world_size\":4,"
        "\"master_port\":1}",
        "passes world_size 4"},
+      /* the session goes into a header: 64 lowercase hex digits at most, nothing else */
       {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
-       "\"master_port\":29400}",
+       "\"master_port\":1,\"session\":"
+       "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0\"}",
+       "session is not 1-64 lowercase hex digits"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
+       "\"master_port\":1,\"session\":\"ab\\r\\nX-Evil: 1\"}",
+       "session is not 1-64 lowercase hex digits"},
+      {"{" HEAD "\"node_rank\":1,\"nnodes\":2,\"rank_offset\":2,\"world_size\":4,"
+       "\"master_port\":29400,\"session\":"
+       "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}",
        NULL},
   };
 #undef HEAD
@@ -359,6 +368,7 @@ TEST(client__hostile_join_answers_are_refused)
       ASSERT_EQ(rc, 0);
       ASSERT_EQ(r.rank_offset, 2);
       ASSERT_EQ(r.master_port, 29400);
+      ASSERT_STR_EQ(r.session, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
       mu_round_release(&r);
       continue;
     }
@@ -418,7 +428,22 @@ TEST(client__against_embedded_musterd)
   ASSERT_EQ(r.master_port, 29999);
   ASSERT_STR_EQ(r.master_addr, "127.0.0.1");
   ASSERT_EQ(r.nmembers, 1);
+  /* the node's session (issue 33 item 7): only a client with it speaks for n1 */
+  char session[sizeof(r.session)];
+  memcpy(session, r.session, sizeof(session));
+  ASSERT_EQ(strlen(session), 32);
+  ASSERT_EQ(strspn(session, "0123456789abcdef"), 32);
   mu_round_release(&r);
+  struct mu_client *other = NULL;
+  ASSERT_EQ(mu_client_new(ep, &other), 0);
+  ASSERT_EQ(mu_client_heartbeat(other, "unit", "n1", NULL, NULL), MU_ESESSION);
+  ASSERT(strstr(mu_client_errmsg(other), "wrong_session: node 'n1' of run 'unit' speaks only for "
+                                         "itself: no session was sent") != NULL);
+  mu_client_set_session(other, session);
+  ASSERT_EQ(mu_client_heartbeat(other, "unit", "n1", NULL, NULL), 0);
+  mu_client_set_session(other, NULL);
+  ASSERT_EQ(mu_client_heartbeat(other, "unit", "n1", NULL, NULL), MU_ESESSION);
+  mu_client_free(other);
   long round = 0;
   ASSERT_EQ(mu_client_heartbeat(c, "unit", "n1", &round, NULL), 0);
   ASSERT_EQ(round, 1);

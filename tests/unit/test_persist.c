@@ -414,9 +414,14 @@ TEST(persist__dir_locked)
 
 /* ---- the native rendezvous state (rdzv.h rdzv_encode/rdzv_restore) ---- */
 
+/* The session of the latest join answered (issue 33 item 7), and node-b's of rz_state(). */
+static char rz_session[RDZV_SESSION_HEX + 1], rz_b_session[RDZV_SESSION_HEX + 1];
+
 static void rz_answer(struct rdzv_wait *w, const struct rdzv_answer *a)
 {
   *(int *)w->data = a->err == 0 ? 1 : -1;
+  if (a->session != NULL)
+    snprintf(rz_session, sizeof(rz_session), "%s", a->session);
 }
 
 static void rz_free_done(void *data)
@@ -448,6 +453,8 @@ static struct mu_buf rz_state(uv_loop_t *loop)
   req.addr = "10.0.0.2";
   ASSERT_EQ(rdzv_join(rv, "job", &req, &wb, msgbuf(&msg)), 0);
   ASSERT(fa == 1 && fb == 1);
+  ASSERT_EQ(strlen(rz_session), RDZV_SESSION_HEX); /* node-b's: answered after node-a */
+  memcpy(rz_b_session, rz_session, sizeof(rz_b_session));
   uint64_t version = 0;
   ASSERT_EQ(rdzv_kv_set(rv, "job", "bin", "a\0b", 3, &version), 0);
   ASSERT_EQ(rdzv_kv_set(rv, "job", "gone", "x", 1, &version), 0);
@@ -483,6 +490,12 @@ TEST(persist__rdzv_roundtrip)
   ASSERT_STR_EQ(m.addr, "10.0.0.2");
   ASSERT_EQ(m.rank_offset, 2);
   ASSERT_EQ(info.last_round->world_size, 4);
+  /* each member keeps its session across the restart: only node-b's speaks for node-b */
+  struct mu_buf err = MU_BUF_INIT(4096);
+  ASSERT_EQ(rdzv_session_check(rv, "job", "node-b", rz_b_session, 0, &err), 0);
+  ASSERT_EQ(rdzv_session_check(rv, "job", "node-a", rz_b_session, 0, &err), RDZV_EWRONG_SESSION);
+  ASSERT_EQ(rdzv_session_check(rv, "job", "node-b", NULL, 0, &err), RDZV_EWRONG_SESSION);
+  mu_buf_release(&err);
   struct rdzv_answer a;
   ASSERT_EQ(rdzv_heartbeat(rv, "job", "node-b", &a), 0);
   ASSERT_STR_EQ(a.state, "active");

@@ -23,6 +23,7 @@ struct rec {
   uint32_t master_port;
   char value[64];
   char members[4096];
+  char session[RDZV_SESSION_HEX + 1];
 };
 
 /* The error text of the next call: the buffer emptied first. */
@@ -51,6 +52,7 @@ static void on_answer(struct rdzv_wait *w, const struct rdzv_answer *a)
     r->world = a->round->world_size;
     snprintf(r->master, sizeof(r->master), "%s", a->master.addr);
     r->master_port = a->master.master_port;
+    snprintf(r->session, sizeof(r->session), "%s", a->session ? a->session : "");
     if (a->with_members) {
       size_t len = 0;
       const char *j = rdzv_round_members_json(a->round, &len);
@@ -798,16 +800,34 @@ TEST(rdzv__ten_thousand_joins)
 #include "http.h"
 #include "v1.h"
 
-static char *feed(struct rv_server *srv, const char *method, const char *target, const char *body)
+/* The session of the latest join answer fed: feed() sends it (X-Muster-Session), as a node's
+ * client does with its own; the tests of one node need nothing more. */
+static char feed_session[RDZV_SESSION_HEX + 1];
+
+/* Feeds one request with `session` as its X-Muster-Session (NULL: none). */
+static char *feed_as(struct rv_server *srv, const char *method, const char *target,
+                     const char *body, const char *session)
 {
   struct mu_buf in = MU_BUF_INIT(1 << 20), out = MU_BUF_INIT(1 << 22);
   int json = body != NULL && strcmp(method, "POST") == 0; /* /v1 POST bodies are JSON */
-  mu_buf_printf(&in, "%s %s HTTP/1.1\r\nHost: t\r\n%sContent-Length: %zu\r\n\r\n%s", method, target,
-                json ? "Content-Type: application/json\r\n" : "", body ? strlen(body) : 0,
-                body ? body : "");
+  mu_buf_printf(&in, "%s %s HTTP/1.1\r\nHost: t\r\n%sContent-Length: %zu\r\n", method, target,
+                json ? "Content-Type: application/json\r\n" : "", body ? strlen(body) : 0);
+  if (session != NULL)
+    mu_buf_printf(&in, "X-Muster-Session: %s\r\n", session);
+  mu_buf_printf(&in, "\r\n%s", body ? body : "");
   ASSERT_EQ(rv_server_feed(srv, in.data, in.len, &out), 0);
   mu_buf_release(&in);
+  const char *s = out.data != NULL ? strstr(out.data, "\"session\":\"") : NULL;
+  if (s != NULL && strlen(s + 11) > RDZV_SESSION_HEX && s[11 + RDZV_SESSION_HEX] == '"') {
+    memcpy(feed_session, s + 11, RDZV_SESSION_HEX);
+    feed_session[RDZV_SESSION_HEX] = '\0';
+  }
   return mu_buf_detach(&out);
+}
+
+static char *feed(struct rv_server *srv, const char *method, const char *target, const char *body)
+{
+  return feed_as(srv, method, target, body, feed_session[0] != '\0' ? feed_session : NULL);
 }
 
 static void expect(struct rv_server *srv, const char *method, const char *target, const char *body,
@@ -1119,6 +1139,140 @@ TEST(v1__watch_client_gone_restarts_lease)
   ASSERT_EQ(st.leases_expired, 1);
   expect(srv, "POST", "/v1/runs/job/heartbeat", "{\"node_id\":\"n1\"}", "HTTP/1.1 404",
          "not_member");
+  int closed = 0;
+  rv_server_close(srv, on_srv_closed, &closed);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(closed, 1);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+/* Issue 33 item 7: a node speaks only for itself. Two members of one run, each with its own
+ * session from its join answer; one token (here: none) for both. */
+static void expect_as(struct rv_server *srv, const char *method, const char *target,
+                      const char *body, const char *session, const char *status, const char *needle)
+{
+  char *got = feed_as(srv, method, target, body, session);
+  if (strstr(got, status) == NULL || (needle && strstr(got, needle) == NULL))
+    MU__FAIL("%s %s: want '%s' and '%s', got:\n%s", method, target, status, needle ? needle : "",
+             got);
+  mu_free(got);
+}
+
+/* Joins `node` to run "s" (2 nodes, budget 3) with `session` (NULL: none); the join stays
+ * pending until the second node comes. Returns: the answer (caller frees). */
+static char *join_s(struct rv_server *srv, const char *node, const char *session)
+{
+  char body[256];
+  snprintf(body, sizeof(body),
+           "{\"node_id\":\"%s\",\"addr\":\"127.0.0.1\",\"min_nodes\":2,\"max_nodes\":2,"
+           "\"max_restarts\":3,\"last_call_ms\":0}",
+           node);
+  return feed_as(srv, "POST", "/v1/runs/s/join", body, session);
+}
+
+static uint32_t run_restarts(struct rv_server *srv, const char *run_id)
+{
+  struct rdzv_run_info i;
+  rdzv_run_info(rdzv_find(v1_rdzv(srv), run_id), &i);
+  return i.restarts;
+}
+
+TEST(v1__a_node_speaks_only_for_itself)
+{
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  struct rv_server_config scfg;
+  rv_server_config_init(&scfg);
+  scfg.no_v2 = 1;
+  struct rv_server *srv = rv_server_new(&loop, &scfg);
+  /* a and b join (through the state machine: one feed answers one request at a time); each
+   * answer carries the node's own session */
+  struct rdzv_join_req q;
+  struct rec ra, rb;
+  rec_init(&ra);
+  rec_init(&rb);
+  cfg(&q, 2, 2, 0);
+  q.config.max_restarts = 3;
+  struct mu_buf msg = MU_BUF_INIT(4096);
+  q.node_id = "a";
+  ASSERT_EQ(rdzv_join(v1_rdzv(srv), "s", &q, &ra.w, msgbuf(&msg)), 0);
+  q.node_id = "b";
+  ASSERT_EQ(rdzv_join(v1_rdzv(srv), "s", &q, &rb.w, msgbuf(&msg)), 0);
+  ASSERT(ra.fired == 1 && rb.fired == 1);
+  ASSERT_EQ(strlen(ra.session), RDZV_SESSION_HEX);
+  ASSERT_EQ(strlen(rb.session), RDZV_SESSION_HEX);
+  ASSERT(strcmp(ra.session, rb.session) != 0);
+  const char *fail_a = "{\"node_id\":\"a\",\"round\":1,\"event\":\"failed\",\"reason\":\"x\"}";
+  /* b's session, no session, a malformed one: 403 naming the problem and the fix, no restart */
+  expect_as(srv, "POST", "/v1/runs/s/report", fail_a, rb.session, "HTTP/1.1 403",
+            "the session sent is not this node's; send header 'X-Muster-Session'");
+  expect_as(srv, "POST", "/v1/runs/s/report", fail_a, NULL, "HTTP/1.1 403",
+            "\"error\":\"wrong_session\",\"message\":\"node 'a' of run 's' speaks only for "
+            "itself: no session was sent");
+  expect_as(srv, "POST", "/v1/runs/s/report", fail_a, "", "HTTP/1.1 403", "no session was sent");
+  char longer[RDZV_SESSION_HEX + 2];
+  snprintf(longer, sizeof(longer), "%s0", ra.session); /* its session and one more digit */
+  expect_as(srv, "POST", "/v1/runs/s/report", fail_a, longer, "HTTP/1.1 403", "not this node's");
+  ASSERT_EQ(run_restarts(srv, "s"), 0);
+  /* every call that names a: leave, heartbeat, watch, health, re-join; none changes a thing */
+  expect_as(srv, "POST", "/v1/runs/s/leave", "{\"node_id\":\"a\",\"status\":\"failed\"}",
+            rb.session, "HTTP/1.1 403", "wrong_session");
+  expect_as(srv, "POST", "/v1/runs/s/heartbeat", "{\"node_id\":\"a\"}", NULL, "HTTP/1.1 403",
+            "wrong_session");
+  expect_as(srv, "GET", "/v1/runs/s/watch?node_id=a&round=1&lost_on_close=1", NULL, rb.session,
+            "HTTP/1.1 403", "wrong_session");
+  expect_as(srv, "POST", "/v1/runs/s/health",
+            "{\"node_id\":\"a\",\"addr\":\"h\",\"min_nodes\":2,\"max_nodes\":2,\"healthy\":false}",
+            NULL, "HTTP/1.1 403", "wrong_session");
+  char *got = join_s(srv, "a", rb.session);
+  ASSERT(strstr(got, "HTTP/1.1 403") != NULL && strstr(got, "wrong_session") != NULL);
+  mu_free(got);
+  struct rdzv_run_info i;
+  rdzv_run_info(rdzv_find(v1_rdzv(srv), "s"), &i);
+  ASSERT_EQ(i.round_state, RDZV_ROUND_ACTIVE);
+  ASSERT_EQ(i.nnodes, 2);
+  ASSERT_EQ(i.unhealthy, 0);
+  struct rdzv_stats st;
+  rdzv_stats(v1_rdzv(srv), &st);
+  ASSERT_EQ(st.wrong_sessions, 9);
+  expect(srv, "GET", "/metrics", NULL, "HTTP/1.1 200", "muster_rdzv_wrong_sessions_total 9\n");
+  /* no GET shows a session */
+  got = feed_as(srv, "GET", "/v1/runs/s", NULL, NULL);
+  ASSERT(strstr(got, ra.session) == NULL && strstr(got, rb.session) == NULL);
+  ASSERT(strstr(got, "session") == NULL);
+  mu_free(got);
+  /* the nodes' own calls work: a heartbeat, then a's own failure report counts one restart */
+  expect_as(srv, "POST", "/v1/runs/s/heartbeat", "{\"node_id\":\"b\"}", rb.session, "HTTP/1.1 200",
+            "\"state\":\"active\"");
+  expect_as(srv, "POST", "/v1/runs/s/report", fail_a, ra.session, "HTTP/1.1 200",
+            "\"counted\":true,\"restart_count\":1");
+  ASSERT_EQ(run_restarts(srv, "s"), 1);
+  /* a node the run does not hold is not checked: the call answers for it */
+  expect_as(srv, "POST", "/v1/runs/s/report",
+            "{\"node_id\":\"zz\",\"round\":1,\"event\":\"failed\"}", NULL, "HTTP/1.1 404",
+            "not_member");
+  /* a re-join with its own session keeps it: the same session in the new answer */
+  got = join_s(srv, "a", ra.session); /* pending (b not back yet): the feed ends, withdrawn */
+  ASSERT(strstr(got, "403") == NULL);
+  mu_free(got);
+  ASSERT_EQ(rdzv_session_check(v1_rdzv(srv), "s", "a", ra.session, 0, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_session_check(v1_rdzv(srv), "s", "a", rb.session, 0, msgbuf(&msg)),
+            RDZV_EWRONG_SESSION);
+  ASSERT_EQ(rdzv_session_check(v1_rdzv(srv), "s", "nobody", NULL, 0, msgbuf(&msg)), 0);
+  ASSERT_EQ(rdzv_session_check(v1_rdzv(srv), "none", "a", NULL, 0, msgbuf(&msg)), 0);
+  /* a member lost (its lost_on_close watch's connection closed) may still leave with success:
+   * with its own session only */
+  const char *jx = "{\"node_id\":\"x\",\"addr\":\"h\",\"min_nodes\":1,\"max_nodes\":1}";
+  expect_as(srv, "POST", "/v1/runs/t/join", jx, NULL, "HTTP/1.1 200", "\"session\":\"");
+  char sx[RDZV_SESSION_HEX + 1];
+  memcpy(sx, feed_session, sizeof(sx));
+  expect_as(srv, "GET", "/v1/runs/t/watch?node_id=x&round=1&timeout_ms=60000&lost_on_close=1", NULL,
+            sx, "", NULL);
+  expect(srv, "GET", "/v1/runs/t", NULL, "HTTP/1.1 200", "\"end\":\"lost\"");
+  const char *leave_x = "{\"node_id\":\"x\",\"status\":\"succeeded\"}";
+  expect_as(srv, "POST", "/v1/runs/t/leave", leave_x, rb.session, "HTTP/1.1 403", "wrong_session");
+  expect_as(srv, "POST", "/v1/runs/t/leave", leave_x, sx, "HTTP/1.1 200", "\"state\":\"closed\"");
+  mu_buf_release(&msg);
   int closed = 0;
   rv_server_close(srv, on_srv_closed, &closed);
   uv_run(&loop, UV_RUN_DEFAULT);
