@@ -11,8 +11,9 @@
 #    round (h3's agent after the heal) ends the run succeeded by the same rule.
 # After the heal, h3's agent, which stopped its workers and kept re-joining, finds the run ended
 # succeeded and exits 0. Every rank held once (workers' lines). Outcomes and upper bounds only.
+# A second case (linger, below) loses a member while another still runs toward its success.
 #
-#   BACKENDS="muster etcd-v3" (default both)
+#   BACKENDS="muster etcd-v3" (default both)  CASES="oneway linger" (default both)
 . "$(dirname "$0")/net_common.bash"
 
 oneway() {
@@ -76,5 +77,55 @@ EOF
   net_dump_logs
   [ "$T_FAILS" -eq 0 ] || net_backend_log
 }
-net_each_backend oneway
+# A member lost after another succeeded does not break the round for those still running
+# (the rules' lost-after-success): h2 succeeds at once, h4's workers take 30 s more after the
+# ring (a slow checkpoint), h3's linger and h3 is cut both ways. h4 keeps its workers (its
+# watch sees h3's key vanish and, one TTL later, counts it done), leaves with success and so
+# closes the run; h3's agent, back after the heal, finds it closed and exits 0.
+linger() {
+  local b=$1 i
+  net_up 4
+  net_backend "$b"
+  cat >"$T_DIR/worker.sh" <<EOF
+#!/usr/bin/env bash
+"$RING" "\$@" || exit \$?
+case \$NET_HOST in h2) exit 0 ;; h4) n=300 ;; *) n=3000 ;; esac
+for ((i = 0; i < n; i++)); do sleep 0.1; done
+EOF
+  chmod +x "$T_DIR/worker.sh"
+  local common=(--nnodes 3 --nproc-per-node 1 --rdzv-endpoint "$NET_EP" --rdzv-id linger
+    --max-restarts 3)
+  MEMBER_PIDS=()
+  for i in 2 3 4; do
+    net_spawn "$i" "a$i" env NET_HOST="h$i" "$MUSTER" agent "${common[@]}" -- \
+      "$T_DIR/worker.sh" --iters 30 --sleep-ms 100
+    MEMBER_PIDS[i]=$T_LAST_PID
+  done
+  if ! wait_for_lines "$T_DIR/a3.log" 'allreduce ok, world 3' 1 $((60 * NET_SLOW)); then
+    t_fail "$b: h3's worker did not finish its ring"
+    net_dump_logs
+    return
+  fi
+  agent_wait "${MEMBER_PIDS[2]}" $((30 * NET_SLOW))
+  t_expect_eq "$b: agent on h2 exits 0 (its workers succeeded)" "$RC" 0
+  net_cut 3
+  agent_wait "${MEMBER_PIDS[4]}" $((90 * NET_SLOW))
+  t_expect_eq "$b: agent on h4 exits 0: h3's loss after h2's success did not break the round" \
+    "$RC" 0
+  t_expect_eq "$b: h4's agent never stopped its workers" \
+    "$(grep -c 'stopping workers' "$T_DIR/a4.log")" 0
+  if [ "$b" = muster ]; then
+    t_expect_eq "$b: the run closed" "$(grep -c 'run closed' "$T_DIR/musterd.log")" 1
+  else
+    t_expect_match "$b: h4's leave closed the run" "$(net_etcd_get /muster/linger/c/end)" \
+      '"state":"closed"'
+  fi
+  net_heal 3
+  agent_wait "${MEMBER_PIDS[3]}" $((60 * NET_SLOW))
+  t_expect_eq "$b: h3's agent exits 0 once it reaches the closed run" "$RC" 0
+  net_ranks_once 3 "$T_DIR"/a[234].log
+  net_dump_logs
+  [ "$T_FAILS" -eq 0 ] || net_backend_log
+}
+for c in ${CASES:-oneway linger}; do net_each_backend "$c"; done
 t_done
