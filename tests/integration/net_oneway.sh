@@ -123,6 +123,10 @@ EOF
     t_expect_match "$b: h4's leave closed the run" "$(net_etcd_get /muster/linger/c/end)" \
       '"state":"closed"'
   fi
+  # h3's agent, cut off, stops its lingering workers before the heal (one lease without an
+  # answer), so that it comes back as a node re-joining, not one whose workers still run
+  wait_for_lines "$T_DIR/a3.log" 'stopping workers' 1 $((40 * NET_SLOW)) ||
+    t_fail "$b: h3's agent did not stop its workers while cut off"
   net_heal 3
   agent_wait "${MEMBER_PIDS[3]}" $((60 * NET_SLOW))
   t_expect_eq "$b: h3's agent exits 0 once it reaches the closed run" "$RC" 0
