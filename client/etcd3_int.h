@@ -25,6 +25,7 @@
  *   a/<R>/<b>    {"round": R, "m": [[id, rank, offset, lws]...]}: the members of round R whose
  *                id hashes to bucket b (what a joining node watches to learn its rank)
  *   d/<N>/<id>   node id left round N successfully
+ *   l/<N>/<id>   node id left round N failed (the round cannot end succeeded)
  *   n/<L>/<id>   node id waits for (L = N - 1: is in) round L + 1; leased
  *   b/<name>/g, b/<name>/a/<G>/<id>   barrier generation and arrivals
  *   kv/<key>     the run's KV
@@ -51,6 +52,7 @@
 #define MU_ETCD3_INT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -69,8 +71,9 @@
  * round took 5 s to reach its last node that way). As musterd's join answer, the list is then
  * left out of the round a join returns; each node finds its rank in its bucket a/<R>/<b>. */
 #define ETCD3_MEMBERS_INLINE 256
-#define ETCD3_BUCKETS 64 /* one put each in the close txn, under etcd's default --max-txn-ops 128  \
-                          */
+#define ETCD3_BUCKETS                                                                              \
+  64 /* one put each in the close txn, under etcd's default --max-txn-ops 128                      \
+      */
 
 struct mu_http_client;
 struct mu_http_response;
@@ -91,7 +94,9 @@ struct mu_etcd3 {
   long attempt_ms; /* one member's share of a call */
   int cancel_fd;
   char errmsg[512];
-  int unreached; /* the last watch reached no member: every attempt failed to connect */
+  int unreached;   /* the last watch reached no member: every attempt failed to connect */
+  int watch_econn; /* a watch ends with MU_ECONN once a full turn of members could not be
+                    * reached (the membership watch: a node cut off learns it in seconds) */
   char addr[64];
   /* this node's membership (a join made it) */
   char lease[32];
@@ -175,6 +180,24 @@ int mu__etcd3_probe_answer(struct mu_etcd3 *e, const char *run, long r, const ch
 /* Creates the run's configuration as a join would, or checks this node's against it (join's
  * begin; etcd3_join.c). Returns: 0, MU_ESTATE, MU_ECLOSED / MU_ESHUT, or a call's error. */
 int mu__etcd3_run_begin(struct mu_etcd3 *e, const char *run_id, const struct mu_join_opts *o);
+
+/* etcd3_finish.c: a finished round (issue 30 item 3; the rules' MU_RULE_SUCCEEDED_LOST) */
+struct mu_rules_view;
+/* Appends the five reads mu__etcd3_finish_view() takes about round n to a txn's ops: the
+ * members' keys (level n - 1), d/<n>/, l/<n>/ (left failed), level n (re-joins), g/<n>. */
+void mu__etcd3_add_finish_reads(cJSON *ops, const char *run, long n);
+/* The rules' view of round `round` (members attached) from those reads at responses[at..]:
+ * has_round, round_nodes, round_ok (left with success), round_lost (keys gone without a
+ * success), round_spoiled. Returns: round_ok. */
+uint32_t mu__etcd3_finish_view(const cJSON *round, const cJSON *ans, int at,
+                               struct mu_rules_view *v);
+/* Ends the run succeeded when round `round` (c/round's value) is finished by the rules
+ * (mu_rule_succeeded: every member left with success or was lost after one did, nothing spoiled
+ * it). `self` (may be NULL): the node that asks, about to re-join: a member of the round that
+ * did not succeed counts as lost even while its key is there. Returns: 0 (open), MU_ECLOSED
+ * (closed now or before; errmsg says why), or an error. */
+int mu__etcd3_close_if_finished(struct mu_etcd3 *e, const char *run, const cJSON *round,
+                                const char *self);
 
 /* ---------------------------------------------------------------------------------------------
  * Shared by the backend's files (etcd3_transport.c unless said)

@@ -143,6 +143,9 @@ static int join_begin(struct joinst *s)
     goto out;
   set_round(s, mu__etcd3_range_first(mu__etcd3_txn_range(ans, 2)));
   s->rev = mu__etcd3_header_rev(ans);
+  /* a node back from a partition may find the round its peers finished: it ends succeeded */
+  if (s->round != NULL)
+    rc = mu__etcd3_close_if_finished(e, s->run, s->round, s->id);
 out:
   cJSON_Delete(ans);
   mu_free(cfgk);

@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "etcd3_int.h"
 #include "json.h"
+#include "rules.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Membership: heartbeat, watch, leave, end
@@ -99,7 +100,8 @@ struct watchst {
   long n;
   cJSON *round;
   long nnodes, max;
-  char *endk, *roundk, *level, *old, *done;
+  char *endk, *roundk, *level, *old, *done, *lf; /* lf: l/<n>/ (members that left failed) */
+  int spoiled;            /* a member left failed: the round cannot end succeeded */
   char *gk, *qp, *mine_r; /* g/<n> (the round ended), q/<n>/ (probes), r/<n>/<id> (answered) */
   int probe;              /* a probe of round n came: answer it, then watch on */
   char **gone;            /* ids of members that left successfully */
@@ -169,6 +171,8 @@ static void watch_key(struct watchst *w, const char *k, int del, const cJSON *kv
     cJSON_Delete(j);
   } else if (strncmp(k, w->done, strlen(w->done)) == 0 && !del) {
     add_gone(w, mu__etcd3_id_of_key(k));
+  } else if (strncmp(k, w->lf, strlen(w->lf)) == 0 && !del) {
+    w->spoiled = 1;
   } else if (strncmp(k, w->old, strlen(w->old)) == 0) {
     const char *id = mu__etcd3_id_of_key(k);
     if (!del)
@@ -215,6 +219,7 @@ static void watch_init(struct watchst *w, struct mu_etcd3 *e, const char *run_id
   w->level = mu__etcd3_key_of(run_id, "n/" ETCD3_LEVEL "/", round);
   w->old = mu__etcd3_key_of(run_id, "n/" ETCD3_LEVEL "/", round - 1);
   w->done = mu__etcd3_key_of(run_id, "d/" ETCD3_LEVEL "/", round);
+  w->lf = mu__etcd3_key_of(run_id, "l/" ETCD3_LEVEL "/", round);
   w->gk = mu__etcd3_key_of(run_id, "g/%ld", round);
   w->qp = mu__etcd3_key_of(run_id, "q/%ld/", round);
   w->mine_r = mu__etcd3_key_of(run_id, "r/%ld/%s", round, node_id);
@@ -234,6 +239,7 @@ static void watch_release(struct watchst *w)
   mu_free(w->level);
   mu_free(w->old);
   mu_free(w->done);
+  mu_free(w->lf);
   mu_free(w->gk);
   mu_free(w->qp);
   mu_free(w->mine_r);
@@ -253,6 +259,7 @@ static int watch_read(struct watchst *w, cJSON **ans)
   cJSON_AddItemToArray(t.success, mu__etcd3_op_range(w->gk, NULL, E3_KEYS));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(w->qp, E3_KEYS));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_range(w->mine_r, NULL, E3_KEYS));
+  cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(w->lf, E3_COUNT));
   return mu__etcd3_txn_run(w->e, &t, ans);
 }
 
@@ -336,6 +343,7 @@ static int watch_start(struct watchst *w, const cJSON *ans)
       w->probe = 1;
     mu_free(k);
   }
+  w->spoiled = mu__etcd3_int(mu__etcd3_txn_range(ans, 8), "count") > 0;
   find_lost(w, ans);
   const cJSON *kv;
   cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(mu__etcd3_txn_range(ans, 3), "kvs"))
@@ -345,6 +353,27 @@ static int watch_start(struct watchst *w, const cJSON *ans)
     mu_free(k);
   }
   return 0;
+}
+
+/* The lost members (one TTL passed) after another member left with success, in a round that
+ * nothing spoiled, count as done and the round goes on (rules/rules.h, mu_rule_lost:
+ * MU_RULE_LOST_AFTER_SUCCESS): its last member to leave with success closes the run. Returns: 1
+ * (the lost are forgotten), 0 (the round is broken). */
+static int lost_after_success(struct watchst *w)
+{
+  struct mu_rules_view v;
+  memset(&v, 0, sizeof(v));
+  for (size_t i = 0; i < w->ngone; i++)
+    v.round_ok += mu__etcd3_member_index(w->round, w->gone[i]) >= 0;
+  v.has_round = 1;
+  v.round_nodes = (uint32_t)w->nnodes;
+  v.round_spoiled = w->spoiled;
+  if (mu_rule_lost(&v, 1, 0, 0) != MU_RULE_LOST_AFTER_SUCCESS)
+    return 0;
+  for (size_t i = 0; i < w->nlost; i++)
+    mu_free(w->lost[i]);
+  w->nlost = 0;
+  return 1;
 }
 
 /* Watches the run's c/ keys and levels from revision `from` until an event, a lost member's
@@ -376,6 +405,8 @@ static int watch_stream(struct watchst *w, long long from, long long deadline)
     if (w->probe)
       continue;
     if (w->nlost > 0 && mu__etcd3_now_ms() >= w->lost_until) {
+      if (lost_after_success(w))
+        continue; /* done as far as the round goes: it goes on */
       w->ev = MU_WATCH_BROKEN;
       break;
     }
@@ -405,8 +436,11 @@ int mu_etcd3_watch(struct mu_etcd3 *e, const char *run_id, const char *node_id, 
   int rc = watch_read(&w, &ans);
   if (rc == 0)
     rc = watch_start(&w, ans);
-  if (rc == 0 && w.ev == MU_WATCH_NONE)
+  if (rc == 0 && w.ev == MU_WATCH_NONE) {
+    e->watch_econn = 1; /* cut off from every member: MU_ECONN, not a quiet watch */
     rc = watch_stream(&w, mu__etcd3_header_rev(ans) + 1, deadline);
+    e->watch_econn = 0;
+  }
   *ev = w.ev;
   if (rc == 0 && waiting != NULL)
     *waiting = w.ev == MU_WATCH_WAITING;
@@ -472,22 +506,24 @@ int mu_etcd3_leave(struct mu_etcd3 *e, const char *run_id, const char *node_id, 
   int in_round = mu__etcd3_member_index(round, node_id) >= 0;
   struct mu__etcd3_txn t;
   mu__etcd3_txn_init(&t);
-  char *done = mu__etcd3_key_of(run_id, "d/" ETCD3_LEVEL "/", n);
   char *mine = mu__etcd3_key_of(run_id, "d/" ETCD3_LEVEL "/%s", n, node_id);
-  if (succeeded && in_round)
-    cJSON_AddItemToArray(t.success, mu__etcd3_op_put(mine, "", 0, NULL));
+  char *failed = mu__etcd3_key_of(run_id, "l/" ETCD3_LEVEL "/%s", n, node_id);
+  if (in_round) /* d/<n>/<id> a success, l/<n>/<id> a failure (it spoils the round) */
+    cJSON_AddItemToArray(t.success, mu__etcd3_op_put(succeeded ? mine : failed, "", 0, NULL));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_del(key, NULL));
-  cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(done, E3_COUNT));
+  mu__etcd3_add_finish_reads(t.success, run_id, n); /* after the writes: they see them */
   cJSON *ans = NULL;
   rc = mu__etcd3_txn_run(e, &t, &ans);
-  long long left =
-      rc == 0 ? mu__etcd3_int(mu__etcd3_txn_range(ans, succeeded && in_round ? 2 : 1), "count") : 0;
+  struct mu_rules_view v;
+  /* the last member done closes the run, and so does one whose peers that did not leave were
+   * lost after a success (MU_RULE_SUCCEEDED_LOST) */
+  int finished = rc == 0 && succeeded && in_round &&
+                 mu_rule_succeeded(&v, mu__etcd3_finish_view(round, ans, in_round ? 2 : 1, &v));
   cJSON_Delete(ans);
-  mu_free(done);
   mu_free(mine);
-  if (rc == 0 && succeeded && in_round &&
-      left >= cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(round, "members")))
-    rc = mu_etcd3_end(e, run_id, 1, NULL); /* the last member done closes the run */
+  mu_free(failed);
+  if (finished)
+    rc = mu_etcd3_end(e, run_id, 1, NULL);
   if (e->my_key != NULL && strcmp(e->my_key, key) == 0)
     mu__etcd3_lease_revoke(e);
 out:

@@ -154,7 +154,7 @@ int mu__etcd3_watch_ranges(struct mu_etcd3 *e, const struct mu__etcd3_range *rs,
   w.fn = fn;
   w.arg = arg;
   w.next_rev = from;
-  size_t tried = 0;
+  size_t tried = 0, unanswered = 0;
   int rc = MU_ETIMEDOUT, relogins = 0;
   e->unreached = 1;
   struct mu_http_response r;
@@ -167,9 +167,14 @@ int mu__etcd3_watch_ranges(struct mu_etcd3 *e, const struct mu__etcd3_range *rs,
     }
     struct mu_etcd3_member *m = &e->m[e->cur];
     rc = stream_once(e, m, &w, rs, nr, left, &r);
+    unanswered = rc == MU_ECONN ? unanswered + 1 : 0;
     enum next_step step = after_stream(e, m, &w, &r, deadline, &relogins, &rc);
     if (step == STEP_DONE)
       break;
+    if (e->watch_econn && unanswered >= e->nm) {
+      rc = MU_ECONN; /* errmsg has the last member's words; the caller heart-beats, re-joins */
+      break;
+    }
     if (step == STEP_NEXT && mu__etcd3_next_member(e, &tried)) {
       rc = MU_ECANCELED;
       break;

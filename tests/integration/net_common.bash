@@ -63,3 +63,77 @@ net_ranks_once() {
 
 # Prints every log's tail when a check failed.
 net_dump_logs() { agent_dump_logs; }
+
+# --- the backends (net_oneway.sh, net_hang_cut.sh run each case on both) ----------------------
+
+# net_backend B: the rendezvous on h1 for backend B: "muster" (musterd, net_musterd) or
+# "etcd-v3" (one etcd 3.4 member, net_etcd3); sets NET_EP, what --rdzv-endpoint takes.
+net_backend() {
+  case $1 in
+  muster) net_musterd 1 ;;
+  etcd-v3) net_etcd3 1 ;;
+  *) echo "not ok - unknown backend '$1' (BACKENDS takes: muster etcd-v3)"; exit 1 ;;
+  esac
+}
+
+# net_etcd3 [I]: a one-member etcd 3.4 on host hI (default 1) at ADDR:2379 (the namespace's own
+# port space); sets NET_ETCD (its client URL) and NET_EP (etcd-v3://ADDR:2379). Fails the test
+# with its log when it is not healthy within 30 s; a missing etcd fails it too.
+net_etcd3() {
+  local i=${1:-1} ip
+  ip=$(net_ip "$i")
+  if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
+    echo "not ok - the etcd-v3 cases need etcd and etcdctl (scripts/install-deps.sh --test: etcd-server, etcd-client)"
+    exit 1
+  fi
+  rm -rf "$T_DIR/etcd-data"
+  net_spawn "$i" etcd etcd --name "n$i" --data-dir "$T_DIR/etcd-data" \
+    --listen-client-urls "http://$ip:2379" --advertise-client-urls "http://$ip:2379" \
+    --listen-peer-urls "http://$ip:2380" --initial-advertise-peer-urls "http://$ip:2380" \
+    --initial-cluster "n$i=http://$ip:2380" --initial-cluster-state new
+  NET_ETCD="http://$ip:2379"
+  NET_ETCD_HOST=$i
+  if ! t_until 30 net__etcd_healthy; then
+    echo "not ok - etcd on h$i did not start:"; tail -10 "$T_DIR/etcd.log"; exit 1
+  fi
+  NET_EP="etcd-v3://$ip:2379"
+}
+net__etcd_healthy() {
+  ip netns exec "$(net__h "$NET_ETCD_HOST")" curl -s --max-time 1 "$NET_ETCD/health" |
+    grep -q '"true"'
+}
+
+# net_etcd_get KEY: the value of KEY in the test's etcd (nothing when absent).
+net_etcd_get() {
+  ip netns exec "$(net__h "$NET_ETCD_HOST")" etcdctl --endpoints "$NET_ETCD" get "$1" \
+    --print-value-only 2>/dev/null
+}
+
+# net_etcd_keys PREFIX: the keys under PREFIX, one a line.
+net_etcd_keys() {
+  ip netns exec "$(net__h "$NET_ETCD_HOST")" etcdctl --endpoints "$NET_ETCD" get "$1" --prefix \
+    --keys-only 2>/dev/null | grep -v '^$'
+}
+
+# net_backend_log: the log of the rendezvous server of this case (what a failure shows).
+net_backend_log() {
+  local f
+  for f in "$T_DIR/musterd.log" "$T_DIR/etcd.log"; do
+    [ -f "$f" ] && { echo "# $(basename "$f"):"; tail -30 "$f" | sed 's/^/# /'; }
+  done
+  return 0
+}
+
+# net_each_backend FN: runs FN B for every backend of $BACKENDS (default "muster etcd-v3"),
+# each on a cluster of its own with its logs in $T_DIR/B/ (T_DIR is set back after).
+net_each_backend() {
+  local fn=$1 b base=$T_DIR
+  for b in ${BACKENDS:-muster etcd-v3}; do
+    echo "# backend $b"
+    T_DIR=$base/$b
+    mkdir -p "$T_DIR"
+    "$fn" "$b"
+    net_down 2>/dev/null
+    T_DIR=$base
+  done
+}

@@ -20,6 +20,7 @@
 #include "buf.h"
 #include "client_int.h"
 #include "etcd3_int.h"
+#include "rules.h"
 #include "task.h"
 
 TEST(etcd3__base64_round_trips)
@@ -425,4 +426,64 @@ TEST(etcd3__refused_tokens_back_off)
   ASSERT(s.requests <= 20);
   ASSERT(s.logins >= 3);
   mu_etcd3_free(e);
+}
+
+/* The five finish reads of round 3 (mu__etcd3_add_finish_reads) as the gateway answers them:
+ * counts of the members' keys, d/3/, l/3/, the keys at level 3 (ids), the count of g/3. */
+static cJSON *finish_answer(int present, int done, int left_failed, const char *rejoined, int ended)
+{
+  char key[96] = "", kvs[256] = "", text[1024];
+  if (rejoined != NULL) {
+    snprintf(key, sizeof(key), "/muster/r/n/0000000003/%s", rejoined);
+    char *b = mu__etcd3_b64(key, strlen(key));
+    snprintf(kvs, sizeof(kvs), "\"kvs\":[{\"key\":\"%s\"}],", b);
+    mu_free(b);
+  }
+  snprintf(text, sizeof(text),
+           "{\"responses\":[{\"response_range\":{\"count\":\"%d\"}},"
+           "{\"response_range\":{\"count\":\"%d\"}},{\"response_range\":{\"count\":\"%d\"}},"
+           "{\"response_range\":{%s\"count\":\"%d\"}},{\"response_range\":{\"count\":\"%d\"}}]}",
+           present, done, left_failed, kvs, rejoined != NULL, ended);
+  return cJSON_Parse(text);
+}
+
+/* Does round 3 of members a, b, c end succeeded by the rules (issue 30 item 3)? */
+static int finished(int present, int done, int left_failed, const char *rejoined, int ended,
+                    struct mu_rules_view *v)
+{
+  cJSON *round = cJSON_Parse("{\"round\":3,\"members\":[{\"id\":\"a\"},{\"id\":\"b\"},"
+                             "{\"id\":\"c\"}]}");
+  cJSON *ans = finish_answer(present, done, left_failed, rejoined, ended);
+  int r = mu_rule_succeeded(v, mu__etcd3_finish_view(round, ans, 0, v));
+  cJSON_Delete(ans);
+  cJSON_Delete(round);
+  return r;
+}
+
+TEST(etcd3__a_round_finished_by_success_and_loss)
+{
+  struct mu_rules_view v;
+  /* two succeeded, the third still holds its key: it runs on toward its own success */
+  ASSERT_EQ(finished(1, 2, 0, NULL, 0, &v), 0);
+  ASSERT_EQ(v.round_ok, 2);
+  ASSERT_EQ(v.round_lost, 0);
+  /* two succeeded, the third's key is gone without a success: lost after a success, closed */
+  ASSERT_EQ(finished(0, 2, 0, NULL, 0, &v), 1);
+  ASSERT_EQ(v.round_lost, 1);
+  ASSERT_EQ(finished(0, 3, 0, NULL, 0, &v), 1); /* all three succeeded */
+  ASSERT_EQ(v.round_lost, 0);
+  /* nobody succeeded: every key gone is a lost round, not a finished one */
+  ASSERT_EQ(finished(0, 0, 0, NULL, 0, &v), 0);
+  ASSERT_EQ(v.round_lost, 3);
+  /* a report ended the round (g/3), one left failed (l/3/), or a member re-joined: spoiled */
+  ASSERT_EQ(finished(0, 2, 0, NULL, 1, &v), 0);
+  ASSERT_EQ(finished(0, 2, 1, NULL, 0, &v), 0);
+  ASSERT_EQ(finished(0, 2, 0, "c", 0, &v), 0);
+  /* a standby at level 3 is no member: it spoils nothing */
+  ASSERT_EQ(finished(0, 2, 0, "s", 0, &v), 1);
+  /* joins a full round left out may sit at the members' level a moment: more keys than
+   * members only hide a loss, never make one up */
+  ASSERT_EQ(finished(3, 2, 0, NULL, 0, &v), 0);
+  ASSERT_EQ(v.round_lost, 0);
+  ASSERT_EQ(v.round_nodes, 3);
 }
