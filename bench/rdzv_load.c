@@ -21,6 +21,7 @@
  * ephemeral port range of one source address never runs out.
  * Prints one summary line; exits 1 when a request failed or the goal was missed.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,8 +52,8 @@ struct conn {
   double due;      /* heartbeats owed (fractional accumulation) */
   uint32_t cursor; /* next of its members to heart-beat */
   uint32_t nmembers;
-  uint64_t round; /* node mode: the round its join got */
-  char body[256]; /* start of the response body */
+  uint64_t round;  /* node mode: the round its join got */
+  char body[2048]; /* start of the response body */
   size_t blen;
 };
 
@@ -73,6 +74,8 @@ struct bench {
   long nodes, members, run_size, nconns, duration, per_addr, pid, warmup, pipeline;
   char run_prefix[64];
   struct conn *conns;
+  char (*sessions)[40]; /* each member's rendezvous session (its join answer's; X-Muster-Session) */
+  long nsessions;
   long connecting, connected, next_connect, connect_failed;
   uint64_t t0, t_connected, t_last_join_written, t_done;
   long joins_sent, joins_written, joins_ok, errors, first_error_status;
@@ -179,12 +182,32 @@ static void send_join(struct conn *c, long run, long node, long nnodes)
   b->t_last_join_written = now_ns();
 }
 
+/* The session member `m`'s join answer gave ("" before it). */
+static const char *session_of(const struct bench *b, uint32_t m)
+{
+  return (long)m < b->nsessions ? b->sessions[m] : "";
+}
+
+/* Keeps the session of the join answer in c->body for member c->member. */
+static void keep_session(struct bench *b, const struct conn *c)
+{
+  const char *p = strstr(c->body, "\"session\":\"");
+  if (p == NULL || (long)c->member >= b->nsessions)
+    return;
+  p += 11;
+  size_t k = 0;
+  while (k + 1 < sizeof(b->sessions[0]) && isxdigit((unsigned char)p[k]))
+    k++;
+  memcpy(b->sessions[c->member], p, k);
+  b->sessions[c->member][k] = '\0';
+}
+
 /* Writes `k` heartbeats (for the connection's next k members) in one write: pipelined
  * requests, as a proxy batching its nodes would send them. */
 static void send_heartbeats(struct conn *c, int k)
 {
   struct bench *b = c->b;
-  size_t cap = (size_t)k * 256;
+  size_t cap = (size_t)k * 320;
   struct wr *w = mu_malloc(sizeof(*w) + cap);
   char *req = w->data;
   size_t len = 0;
@@ -195,8 +218,9 @@ static void send_heartbeats(struct conn *c, int k)
     int blen = snprintf(body, sizeof(body), "{\"node_id\":\"m-%" PRIu32 "\"}", m);
     len += (size_t)snprintf(req + len, cap - len,
                             "POST /v1/runs/%s-%ld/heartbeat HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            "X-Muster-Session: %s\r\n"
                             "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-                            b->run_prefix, (long)m / b->run_size, blen, body);
+                            b->run_prefix, (long)m / b->run_size, session_of(b, m), blen, body);
   }
   if (b->measuring)
     b->hb_sent += (uint64_t)k;
@@ -211,8 +235,9 @@ static void send_watch(struct conn *c)
   struct wr *w = mu_malloc(sizeof(*w) + 512);
   int n = snprintf(w->data, 512,
                    "GET /v1/runs/%s-%ld/watch?node_id=m-%" PRIu32 "&round=%" PRIu64
-                   "&timeout_ms=%ld HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
-                   b->run_prefix, (long)c->member / b->run_size, c->member, c->round, b->watch_ms);
+                   "&timeout_ms=%ld HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Muster-Session: %s\r\n\r\n",
+                   b->run_prefix, (long)c->member / b->run_size, c->member, c->round, b->watch_ms,
+                   session_of(b, c->member));
   send_bytes(c, w, (size_t)n, K_WATCH);
 }
 
@@ -258,6 +283,7 @@ static void on_response(struct conn *c, int status)
     } else {
       b->joins_ok++;
       b->run_ok++;
+      keep_session(b, c);
       const char *r = strstr(c->body, "\"round\":");
       c->round = r ? strtoull(r + 8, NULL, 10) : 0;
     }
@@ -616,6 +642,8 @@ int main(int argc, char **argv)
     return 2;
   }
   b.conns = mu_calloc((size_t)b.nconns, sizeof(*b.conns));
+  b.nsessions = b.members > b.nodes ? b.members : b.nodes;
+  b.sessions = mu_calloc((size_t)(b.nsessions > 0 ? b.nsessions : 1), sizeof(*b.sessions));
   b.t0 = now_ns();
   connect_more(&b);
   uv_run(b.loop, UV_RUN_DEFAULT);

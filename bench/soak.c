@@ -21,6 +21,7 @@
  * error (an unexpected status, a dropped connection) or when end RSS grew more than
  * --max-growth-pct over start.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,7 @@ struct client {
   uint64_t last_index;
   uint64_t lease_index;
   uint64_t round;
+  char session[72]; /* its node's rendezvous session, from the join answer (X-Muster-Session) */
   uint64_t sent_ns;
   char body[4096];
   size_t body_len;
@@ -164,6 +166,10 @@ static void send_req(struct client *c, const char *method, const char *target, c
   size_t blen = body != NULL ? strlen(body) : 0;
   if (s->token != NULL)
     snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", s->token);
+  if (c->session[0] != '\0') {
+    size_t used = strlen(auth);
+    snprintf(auth + used, sizeof(auth) - used, "X-Muster-Session: %s\r\n", c->session);
+  }
   int n = snprintf(c->req, sizeof(c->req),
                    "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s%sContent-Length: %zu\r\n\r\n%s",
                    method, target, auth, ctype ? "Content-Type: " : "", ctype ? ctype : "",
@@ -220,6 +226,7 @@ static void start_op(struct client *c)
     send_req(c, "PUT", target, "application/x-www-form-urlencoded", "value=held&ttl=1");
   } else {
     c->op = OP_JOIN;
+    c->session[0] = '\0'; /* a first join: it has none */
     snprintf(target, sizeof(target), "/v1/runs/soak-%u/join", c->idx);
     snprintf(body, sizeof(body),
              "{\"node_id\":\"n%u\",\"addr\":\"127.0.0.1\",\"local_world_size\":1,"
@@ -228,6 +235,23 @@ static void start_op(struct client *c)
              c->idx);
     send_req(c, "POST", target, "application/json", body);
   }
+}
+
+/* The hex string `field` of a flat JSON answer into out ("" when absent). */
+static void json_hex(const char *body, const char *field, char *out, size_t n)
+{
+  const char *p = strstr(body, field);
+  size_t k = 0;
+  if (p != NULL) {
+    p += strlen(field);
+    while (*p == ' ' || *p == ':' || *p == '"')
+      p++;
+    while (k + 1 < n && isxdigit((unsigned char)p[k])) {
+      out[k] = p[k];
+      k++;
+    }
+  }
+  out[k] = '\0';
 }
 
 static uint64_t json_u64(const char *body, const char *field)
@@ -292,6 +316,7 @@ static enum op check_answer(struct client *c, int status)
     ok = status == 200;
     if (ok) {
       c->round = json_u64(c->body, "\"round\"");
+      json_hex(c->body, "\"session\"", c->session, sizeof(c->session));
       c->op = OP_HEARTBEAT;
       snprintf(target, sizeof(target), "/v1/runs/soak-%u/heartbeat", c->idx);
       snprintf(body, sizeof(body), "{\"node_id\":\"n%u\"}", c->idx);
