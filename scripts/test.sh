@@ -26,6 +26,25 @@ case ${1:-} in
   *) echo "usage: scripts/test.sh [--fast]" >&2; exit 2 ;;
 esac
 
+# --- 0. root --------------------------------------------------------------------------------
+# The tests need root: apt-get, slurmd, network namespaces, chroot into the torch roots. A user
+# with sudo runs the same command: it runs itself again through sudo, and hands the build
+# directories back to that user at the end.
+if [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "test.sh: the tests need root (apt-get, slurmd, network namespaces, chroot), and there is no sudo here:"
+    echo "test.sh:   run it as root (su -c scripts/test.sh), or install sudo"
+    exit 1
+  fi
+  echo "test.sh: not root: running again through sudo"
+  exec sudo --preserve-env=MU_ALLOW_SKIP,MU_INSTALL_DEPS,MU_FUZZ_SECONDS,MUSTER_TORCH_ROOTS \
+    MU_TEST_OWNER="$(id -u):$(id -g)" bash "$0" "$@"
+fi
+if [ -n "${MU_TEST_OWNER:-}" ]; then
+  # the build trees and logs go back to the user who ran the command
+  trap 'chown -R "$MU_TEST_OWNER" build build-asan build-fuzz build-torch-roots.log 2>/dev/null || true' EXIT
+fi
+
 # --- 1. what the tests need --------------------------------------------------------------------
 echo "== dependencies"
 if ! bash scripts/install-deps.sh --test --check; then
@@ -40,9 +59,6 @@ if ! bash scripts/install-deps.sh --test --check; then
     exit 1
   fi
 fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "test.sh: note: not root, so the Slurm tests will skip (slurmd must run as root)"
-fi
 
 bash scripts/checksrc.sh
 
@@ -51,10 +67,6 @@ roots_log=$PWD/build-torch-roots.log
 roots_pid=""
 if bash scripts/torch-roots.sh check >/dev/null 2>&1; then
   echo "== torch 2.x roots: present ($(bash scripts/torch-roots.sh path sid | xargs dirname))"
-elif [ "$(id -u)" -ne 0 ]; then
-  echo "test.sh: the torch 2.x roots are missing and building them needs root:"
-  echo "test.sh:   sudo scripts/torch-roots.sh build    (once per machine), then run this again"
-  exit 1
 else
   echo "== torch 2.x roots: building in the background (log: $roots_log)"
   roots_t0=$SECONDS
