@@ -1,6 +1,7 @@
 /* muster agent: the per-node torchrun replacement. Parses the command line (torchrun's
  * spellings and its PET_* variables included), hands over to agent/ (the rendezvous:
  * mu_agent_rdzv_resolve(); the run: mu_agent_run()) and prints what it reports. */
+#include <assert.h>
 #include <limits.h>
 #include <regex.h>
 #include <stdio.h>
@@ -92,12 +93,10 @@ static int std_spec_word(const char *w)
   return w[0] >= '0' && w[0] <= '9';
 }
 
-/* Parses argv (and the PET_* variables) into a and cfg. Returns: the index of the worker
- * command, MU_OPTS_HELP, or a negative code after the error was printed. */
-static int parse(struct agent_cli *a, struct mu_agent_config *cfg, int argc, char **argv,
-                 const char *usage, const char *backends)
+/* torchrun's options of every version (and their PET_* variables): writes them to `out`. */
+static size_t opts_torchrun(struct agent_cli *a, const char *backends, struct mu_opt *out)
 {
-  struct mu_opt opts[] = {
+  const struct mu_opt o[] = {
       MU_OPT_STRING_ENV(0, "nnodes", &a->nnodes, "MIN[:MAX]",
                         "number of nodes, or an elastic range", "PET_NNODES"),
       MU_OPT_STRING_ENV(0, "nproc-per-node", &a->nproc, "N",
@@ -140,6 +139,15 @@ static int parse(struct agent_cli *a, struct mu_agent_config *cfg, int argc, cha
       MU_OPT_STRING_ENV(0, "local-ranks-filter", &a->ranks_filter, "R,R",
                         "only these local ranks' output shows on the console (torch 2.x)",
                         "PET_LOCAL_RANKS_FILTER"),
+  };
+  memcpy(out, o, sizeof(o));
+  return sizeof(o) / sizeof(o[0]);
+}
+
+/* The options torchrun 2.x added, and the static rendezvous' own. */
+static size_t opts_torch2(struct agent_cli *a, struct mu_opt *out)
+{
+  const struct mu_opt o[] = {
       MU_OPT_STRING_ENV(0, "shutdown-timeout", &a->shutdown_timeout, "S",
                         "torch 2.x: SIGTERM to SIGKILL delay (as --stop-grace)",
                         "PET_SHUTDOWN_TIMEOUT"),
@@ -175,6 +183,15 @@ static int parse(struct agent_cli *a, struct mu_agent_config *cfg, int argc, cha
       MU_OPT_STRING_ENV(0, "master-port", &a->rz.master_port, "PORT",
                         "static: the port node rank 0's agent listens on (29500)",
                         "PET_MASTER_PORT"),
+  };
+  memcpy(out, o, sizeof(o));
+  return sizeof(o) / sizeof(o[0]);
+}
+
+/* muster's own: the node's address and id, timeouts, hang and health. */
+static size_t opts_muster(struct agent_cli *a, struct mu_agent_config *cfg, struct mu_opt *out)
+{
+  const struct mu_opt o[] = {
       MU_OPT_STRING(0, "local-addr", &cfg->local_addr, "ADDR",
                     "address peers reach this node at (the one that reaches musterd)"),
       MU_OPT_STRING(0, "node-id", &cfg->node_id, "ID", "this node's id (host-pid-random)"),
@@ -204,8 +221,24 @@ static int parse(struct agent_cli *a, struct mu_agent_config *cfg, int argc, cha
                     "a check running longer failed (60)"),
       MU_OPT_DOUBLE(0, "health-check-interval", &cfg->health_check_interval_s, "S",
                     "a failed check runs again S s later (30)"),
-      MU_OPT_END(),
   };
+  memcpy(out, o, sizeof(o));
+  return sizeof(o) / sizeof(o[0]);
+}
+
+#define AGENT_OPTS_MAX 80
+
+/* Parses argv (and the PET_* variables) into a and cfg. Returns: the index of the worker
+ * command, MU_OPTS_HELP, or a negative code after the error was printed. */
+static int parse(struct agent_cli *a, struct mu_agent_config *cfg, int argc, char **argv,
+                 const char *usage, const char *backends)
+{
+  struct mu_opt opts[AGENT_OPTS_MAX];
+  size_t n = opts_torchrun(a, backends, opts);
+  n += opts_torch2(a, opts + n);
+  n += opts_muster(a, cfg, opts + n);
+  assert(n < AGENT_OPTS_MAX);
+  opts[n] = (struct mu_opt)MU_OPT_END();
   return mu_opts_parse(opts, argc, argv, MU_OPTS_STOP_AT_NONOPT | MU_OPTS_KEEP_DASHDASH, usage);
 }
 
