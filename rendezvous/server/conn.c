@@ -1,4 +1,4 @@
-/* Connection lifecycle, llhttp callbacks and the reply writer.
+/* Connection lifecycle, llhttp callbacks and the output path (the replies are made in reply.c).
  *
  * Why the parser pauses at the end of every message: a handler may defer its answer (a long
  * poll), and pipelined requests behind it must be answered in order. So on_message_complete
@@ -22,6 +22,7 @@
 #include "muster/errno.h"
 
 #include "alloc.h"
+#include "conn_int.h"
 #include "decimal.h"
 #include "json.h"
 #include "keepalive.h"
@@ -29,9 +30,7 @@
 #include "server.h"
 #include "tls.h"
 
-static void conn_flush(struct rv_conn *c);
 static void conn_feed(struct rv_conn *c, const char *data, size_t len);
-static void conn_request_finished(struct rv_conn *c);
 
 /* ---------------------------------------------------------------------------------------------
  * Parser callbacks
@@ -57,7 +56,7 @@ static int head_over(struct rv_conn *c)
 }
 
 /* The request's body is no longer held against the server-wide and per-address bounds. */
-static void body_uncount(struct rv_conn *c)
+void rv_conn_body_uncount(struct rv_conn *c)
 {
   c->srv->body_total -= c->body_counted;
   if (c->addr != NULL)
@@ -141,7 +140,7 @@ static void addr_take(struct rv_conn *c)
 /* Gives back the connection's share of its address (and the body it holds). */
 static void addr_put(struct rv_conn *c)
 {
-  body_uncount(c);
+  rv_conn_body_uncount(c);
   struct rv_addr *a = c->addr;
   c->addr = NULL;
   rv_server_addr_put(c->srv, a);
@@ -150,7 +149,7 @@ static void addr_put(struct rv_conn *c)
 static int on_message_begin(llhttp_t *p)
 {
   struct rv_conn *c = conn_of(p);
-  body_uncount(c);
+  rv_conn_body_uncount(c);
   mu_buf_clear(&c->head);
   mu_buf_clear(&c->body);
   c->url_len = 0;
@@ -352,7 +351,7 @@ static void conn_release_ticket(struct rv_conn *c)
 
 static void conn_release(struct rv_conn *c)
 {
-  body_uncount(c);
+  rv_conn_body_uncount(c);
   conn_release_ticket(c);
   rv_tls_conn_free(c->tls);
   c->tls = NULL;
@@ -423,7 +422,7 @@ void rv_conn_shutdown(struct rv_conn *c)
   if (!c->writing && c->out.len == 0)
     rv_conn_close(c);
   else
-    conn_flush(c);
+    rv_conn_flush(c);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -455,13 +454,13 @@ static void on_write(uv_write_t *w, int status)
     return;
   }
   if (!(c->flags & CONN_CLOSING))
-    conn_flush(c);
+    rv_conn_flush(c);
   if (!(c->flags & CONN_CLOSING))
     maybe_unpause(c);
   rv_budget_account(c);
 }
 
-static void conn_flush(struct rv_conn *c)
+void rv_conn_flush(struct rv_conn *c)
 {
   if (c->flags & CONN_CLOSING)
     return;
@@ -540,22 +539,22 @@ static void conn_flush(struct rv_conn *c)
 void rv_conn_release_held(struct rv_conn *c)
 {
   conn_unhold(c);
-  conn_flush(c);
+  rv_conn_flush(c);
 }
 
 /* The barrier's sequence number for output queued now (0 without a barrier). */
-static uint64_t out_need_now(const struct rv_conn *c)
+uint64_t rv_conn_out_need_now(const struct rv_conn *c)
 {
   const struct rv_barrier *b = &c->srv->barrier;
   return b->need != NULL && !c->srv->barrier_off ? b->need(b->data) : 0;
 }
 
 /* Appends to the output, or closes the connection when the cap is passed. */
-static int out_append(struct rv_conn *c, const void *p, size_t n)
+int rv_conn_out_append(struct rv_conn *c, const void *p, size_t n)
 {
   if (c->flags & CONN_CLOSING)
     return -1;
-  uint64_t need = out_need_now(c);
+  uint64_t need = rv_conn_out_need_now(c);
   if (need > c->out_need)
     c->out_need = need;
   if (c->wbuf.len + c->out.len + n > c->srv->cfg.max_output_bytes ||
@@ -567,325 +566,6 @@ static int out_append(struct rv_conn *c, const void *p, size_t n)
     return -1;
   }
   return 0;
-}
-
-/* A response head assembled on the stack and handed to out_append() in as few pieces as fit:
- * every reply passes here, so no printf. */
-struct head_buf {
-  struct rv_conn *c;
-  size_t len;
-  int failed;
-  char data[1024];
-};
-
-static void head_flush(struct head_buf *h)
-{
-  if (h->len > 0 && !h->failed && out_append(h->c, h->data, h->len) != 0)
-    h->failed = 1;
-  h->len = 0;
-}
-
-static void head_put(struct head_buf *h, const char *s, size_t n)
-{
-  if (h->failed)
-    return;
-  if (h->len + n > sizeof(h->data)) {
-    head_flush(h);
-    if (n > sizeof(h->data)) {
-      if (!h->failed && out_append(h->c, s, n) != 0)
-        h->failed = 1;
-      return;
-    }
-  }
-  memcpy(h->data + h->len, s, n);
-  h->len += n;
-}
-
-static void head_puts(struct head_buf *h, const char *s)
-{
-  head_put(h, s, strlen(s));
-}
-
-static void head_num(struct head_buf *h, unsigned long long v)
-{
-  char d[RV_DEC_MAX];
-  head_put(h, d, rv_dec(d, v));
-}
-
-static void write_head(struct rv_conn *c, int status, const char *ctype, const char *extra,
-                       long long content_length)
-{
-  struct rv_server *srv = c->srv;
-  struct head_buf h;
-  h.c = c;
-  h.len = 0;
-  h.failed = 0;
-  if (c->keep_alive == 0)
-    c->flags |= CONN_CLOSE_AFTER_REPLY;
-  head_put(&h, "HTTP/1.1 ", 9);
-  head_num(&h, (unsigned long long)(status < 0 ? 0 : status));
-  head_put(&h, " ", 1);
-  head_puts(&h, rv_status_reason(status));
-  head_put(&h, "\r\n", 2);
-  if (ctype != NULL) {
-    head_put(&h, "Content-Type: ", 14);
-    head_puts(&h, ctype);
-    head_put(&h, "\r\n", 2);
-  }
-  if (extra != NULL)
-    head_puts(&h, extra);
-  if (c->origin != NULL) { /* an --allowed-origin: itself, never the wildcard */
-    static const char cors[] = "Access-Control-Allow-Headers: accept, content-type, "
-                               "authorization\r\nAccess-Control-Allow-Methods: POST, GET, "
-                               "OPTIONS, PUT, DELETE\r\nAccess-Control-Allow-Origin: ";
-    head_put(&h, cors, sizeof(cors) - 1);
-    static const char vary[] = "\r\nVary: Origin\r\n";
-    head_put(&h, c->origin, strcspn(c->origin, "\r\n"));
-    head_put(&h, vary, sizeof(vary) - 1);
-  } else if (!c->cors_off &&
-             (c->cors || (c->slot != NULL && (c->slot->route->flags & RV_ROUTE_CORS)))) {
-    /* etcd's, for clients that send no Origin (no browser can use them without one) */
-    static const char cors[] = "Access-Control-Allow-Headers: accept, content-type, "
-                               "authorization\r\nAccess-Control-Allow-Methods: POST, GET, "
-                               "OPTIONS, PUT, DELETE\r\nAccess-Control-Allow-Origin: *\r\n";
-    head_put(&h, cors, sizeof(cors) - 1);
-  }
-  if (c->flags & CONN_CLOSE_AFTER_REPLY)
-    head_put(&h, "Connection: close\r\n", 19);
-  head_put(&h, "Date: ", 6);
-  head_puts(&h, rv_server_date(srv));
-  if (content_length >= 0) {
-    head_put(&h, "\r\nContent-Length: ", 18);
-    head_num(&h, (unsigned long long)content_length);
-    head_put(&h, "\r\n\r\n", 4);
-  } else if (c->parser.http_minor == 0 && c->parser.http_major == 1) {
-    /* HTTP/1.0 has no chunked encoding: the body runs until the connection closes */
-    head_put(&h, "\r\n\r\n", 4);
-  } else {
-    head_put(&h, "\r\nTransfer-Encoding: chunked\r\n\r\n", 32);
-  }
-  head_flush(&h);
-}
-
-static struct rv_conn *req_conn(struct rv_req *req)
-{
-  return (struct rv_conn *)((char *)req - offsetof(struct rv_conn, req));
-}
-
-static void count_status(struct rv_conn *c, int status)
-{
-  rv_router_count(c->srv, c->slot, status);
-  if (c->srv->cfg.log_requests)
-    mu_log(MU_LOG_INFO, "%s %s %d", c->req.method_name ? c->req.method_name : "-",
-           c->req.target ? c->req.target : "-", status);
-}
-
-int rv_reply_refused(struct rv_req *req, size_t len)
-{
-  struct rv_conn *c = req_conn(req);
-  size_t cap = c->srv->cfg.max_output_bytes;
-  if (len > 4096 && !c->is_head && len + 4096 + c->out.len + c->wbuf.len > cap) {
-    /* too large to send: a status that says so (in the API's shape), not a dropped connection */
-    rv_refuse_output(req, "the answer takes", len,
-                     "ask for less (a smaller directory, without recursive) or raise "
-                     "--max-output-bytes");
-    return 1;
-  }
-  if (len > 4096 && !c->is_head && !(c->flags & CONN_FAKE) &&
-      !(c->slot != NULL && (c->slot->route->flags & RV_ROUTE_UNHELD)) &&
-      !rv_budget_output_fits(c, len)) {
-    /* the answers waiting to be read would pass the budget: refused, not buffered (health and
-     * metrics, small and what an operator needs then, are always answered) */
-    char msg[320];
-    snprintf(msg, sizeof(msg),
-             "musterd's buffers for answers not yet read are full (%zu bytes; --max-buffer-bytes, "
-             "--max-buffer-bytes-per-client): read the answers already asked for, then retry",
-             c->srv->buffered);
-    struct rv_refusal r = {RV_REFUSE_TOO_MANY, msg, 0, NULL};
-    c->srv->budget_refused++;
-    rv_refuse(req, &r);
-    return 1;
-  }
-  return 0;
-}
-
-void rv_reply(struct rv_req *req, int status, const char *content_type, const char *extra_headers,
-              const void *body, size_t len)
-{
-  struct rv_conn *c = req_conn(req);
-  if (c->state != REQ_HANDLING || rv_reply_refused(req, len))
-    return;
-  count_status(c, status);
-  write_head(c, status, content_type, extra_headers, (long long)len);
-  if (!c->is_head && len > 0)
-    out_append(c, body, len);
-  conn_request_finished(c);
-}
-
-void rv_reply_text(struct rv_req *req, int status, const char *content_type, const char *body)
-{
-  rv_reply(req, status, content_type, NULL, body, strlen(body));
-}
-
-void rv_reply_take(struct rv_req *req, int status, const char *content_type,
-                   const char *extra_headers, struct mu_buf *body)
-{
-  rv_reply(req, status, content_type, extra_headers, body->data ? body->data : "", body->len);
-  mu_buf_clear(body);
-}
-
-void rv_reply_error(struct rv_req *req, int status, const char *extra_headers, const char *code,
-                    const char *message, const char *reason)
-{
-  struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-  mu_buf_puts(&b, "{\"error\":");
-  mu_json_str(&b, code, strlen(code));
-  mu_buf_puts(&b, ",\"message\":");
-  mu_json_str(&b, message, strlen(message));
-  if (reason != NULL) {
-    mu_buf_puts(&b, ",\"reason\":");
-    mu_json_str(&b, reason, strlen(reason));
-  }
-  mu_buf_puts(&b, "}\n");
-  rv_reply(req, status, "application/json", extra_headers, b.data, b.len);
-  mu_buf_release(&b);
-}
-
-void rv_req_defer(struct rv_req *req, rv_gone_cb *on_gone, void *data)
-{
-  struct rv_conn *c = req_conn(req);
-  /* The handler has read the body and the gate has admitted the request: its body no longer
-   * counts against the bound on bodies before authentication, or that bound (64 MiB) would cap
-   * the parked long polls (a million pending joins hold ~200 MB of bodies; the quotas bound
-   * those per client and per run) */
-  body_uncount(c);
-  c->gone = on_gone;
-  c->gone_data = data;
-}
-
-void rv_reply_start(struct rv_req *req, int status, const char *content_type,
-                    const char *extra_headers)
-{
-  struct rv_conn *c = req_conn(req);
-  if (c->state != REQ_HANDLING)
-    return;
-  count_status(c, status);
-  c->state = REQ_STREAMING;
-  write_head(c, status, content_type, extra_headers, -1);
-  if (!(c->flags & (CONN_IN_READ | CONN_IN_DISPATCH)))
-    conn_flush(c);
-}
-
-/* Appends one body piece of a streamed reply: chunk-framed, or raw for HTTP/1.0. */
-static int append_piece(struct rv_conn *c, const void *data, size_t len)
-{
-  char line[32];
-  if (len == 0)
-    return 0;
-  if (c->parser.http_major == 1 && c->parser.http_minor == 0)
-    return out_append(c, data, len);
-  int n = snprintf(line, sizeof(line), "%zx\r\n", len);
-  if (out_append(c, line, (size_t)n) != 0 || out_append(c, data, len) != 0 ||
-      out_append(c, "\r\n", 2) != 0)
-    return -1;
-  return 0;
-}
-
-static int append_last(struct rv_conn *c)
-{
-  if (c->parser.http_major == 1 && c->parser.http_minor == 0) {
-    c->flags |= CONN_CLOSE_AFTER_REPLY;
-    return 0;
-  }
-  return out_append(c, "0\r\n\r\n", 5);
-}
-
-void rv_reply_chunk(struct rv_req *req, const void *data, size_t len)
-{
-  struct rv_conn *c = req_conn(req);
-  if (c->state != REQ_STREAMING || len == 0 || c->is_head)
-    return;
-  if (append_piece(c, data, len) != 0)
-    return;
-  if (!(c->flags & (CONN_IN_READ | CONN_IN_DISPATCH)))
-    conn_flush(c);
-}
-
-void rv_reply_end(struct rv_req *req)
-{
-  struct rv_conn *c = req_conn(req);
-  if (c->state != REQ_STREAMING)
-    return;
-  if (!c->is_head && append_last(c) != 0)
-    return;
-  conn_request_finished(c);
-}
-
-/* Appends what uv_try_write() left of `b` (`done` bytes went out). Returns: 0, or -1. */
-static int append_rest(struct rv_conn *c, const uv_buf_t *b, size_t nb, size_t done)
-{
-  for (size_t i = 0; i < nb; i++) {
-    if (done >= b[i].len) {
-      done -= b[i].len;
-      continue;
-    }
-    if (out_append(c, b[i].base + done, b[i].len - done) != 0)
-      return -1;
-    done = 0;
-  }
-  return 0;
-}
-
-void rv_reply_finish(struct rv_req *req, const void *data, size_t len)
-{
-  struct rv_conn *c = req_conn(req);
-  if (c->state != REQ_STREAMING)
-    return;
-  /* The watch fan-out path (thousands of parked watches answered by one write): nothing
-   * queued, plain TCP, HTTP/1.1, outside this connection's read loop. One writev of the chunk
-   * size line, the caller's (shared) bytes and the terminator: no copy, no allocation. */
-  if (c->is_head) {
-    /* a HEAD answer has no body, not even a chunked one */
-    conn_request_finished(c);
-    return;
-  }
-  if (len > 0 && len < INT_MAX / 2 && c->out.len == 0 && !c->writing && c->tls == NULL &&
-      out_need_now(c) <= c->srv->durable &&
-      !(c->flags & (CONN_FAKE | CONN_CLOSING | CONN_IN_READ | CONN_IN_DISPATCH)) &&
-      !(c->parser.http_major == 1 && c->parser.http_minor == 0)) {
-    static char tail[] = "\r\n0\r\n\r\n";
-    char size[24];
-    int n = snprintf(size, sizeof(size), "%zx\r\n", len);
-    uv_buf_t b[3] = {uv_buf_init(size, (unsigned)n), uv_buf_init((char *)data, (unsigned)len),
-                     uv_buf_init(tail, sizeof(tail) - 1)};
-    int w = uv_try_write((uv_stream_t *)&c->tcp, b, 3);
-    if (w < 0 && w != UV_EAGAIN) {
-      rv_conn_close(c);
-      return;
-    }
-    if (w != (int)((size_t)n + len + sizeof(tail) - 1) &&
-        append_rest(c, b, 3, w > 0 ? (size_t)w : 0) != 0)
-      return;
-    conn_request_finished(c);
-    return;
-  }
-  if (append_piece(c, data, len) != 0 || append_last(c) != 0)
-    return;
-  conn_request_finished(c);
-}
-
-void rv_req_flush(struct rv_req *req)
-{
-  struct rv_conn *c = req_conn(req);
-  if (!(c->flags & CONN_CLOSING))
-    conn_flush(c);
-}
-
-size_t rv_req_unsent(const struct rv_req *req)
-{
-  const struct rv_conn *c =
-      (const struct rv_conn *)((const char *)req - offsetof(struct rv_conn, req));
-  return c->out.len + c->wbuf.len;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -922,9 +602,9 @@ const char *rv_req_param(const struct rv_req *req, const char *name)
  * itself; otherwise (a deferred answer made from another callback) the server resumes the
  * connection from a 0 ms timer, so no handler runs inside the caller (e.g. the store's
  * watcher notification). */
-static void conn_request_finished(struct rv_conn *c)
+void rv_conn_request_finished(struct rv_conn *c)
 {
-  body_uncount(c);
+  rv_conn_body_uncount(c);
   if (!c->srv->auth_required && c->slot != NULL)
     c->flags |= CONN_TRUSTED; /* no credentials to show: a routed request answered is enough */
   c->state = REQ_IDLE;
@@ -937,7 +617,7 @@ static void conn_request_finished(struct rv_conn *c)
   if ((c->in.len > 0 || (c->flags & CONN_READ_STOPPED)) &&
       !(c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY | CONN_FAKE)))
     rv_server_queue_resume(c->srv, c);
-  conn_flush(c);
+  rv_conn_flush(c);
 }
 
 void rv_conn_resume(struct rv_conn *c)
@@ -956,7 +636,7 @@ void rv_conn_resume(struct rv_conn *c)
     c->flags &= ~CONN_READ_STOPPED;
     rv_conn_start_reading(c);
   }
-  conn_flush(c);
+  rv_conn_flush(c);
   rv_budget_account(c);
 }
 
@@ -1059,7 +739,7 @@ static void conn_eof(struct rv_conn *c)
   }
   if (c->out.len > 0 || c->writing) {
     c->flags |= CONN_CLOSE_AFTER_REPLY;
-    conn_flush(c);
+    rv_conn_flush(c);
     return;
   }
   rv_conn_close(c);
@@ -1114,17 +794,17 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (rc != 0) {
       /* a failed handshake: send the alert if it fits, then close */
       c->flags |= CONN_CLOSE_AFTER_REPLY;
-      conn_flush(c);
+      rv_conn_flush(c);
       rv_conn_close(c);
       return;
     }
-    conn_flush(c);
+    rv_conn_flush(c);
     rv_budget_account(c);
     return;
   }
   conn_feed(c, buf->base, (size_t)nread);
   c->flags &= ~CONN_IN_READ;
-  conn_flush(c);
+  rv_conn_flush(c);
   rv_budget_account(c);
 }
 
@@ -1225,7 +905,7 @@ void rv_conn_feed_fake(struct rv_conn *c, const char *data, size_t len, int eof)
   c->flags |= CONN_IN_READ;
   conn_feed(c, data, len);
   c->flags &= ~CONN_IN_READ;
-  conn_flush(c);
+  rv_conn_flush(c);
   if (eof && !(c->flags & CONN_CLOSING))
     conn_eof(c);
 }

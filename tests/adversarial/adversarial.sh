@@ -42,10 +42,11 @@ t_start_musterd --tls-cert "$T_DIR/pki/server.pem" --tls-key "$T_DIR/pki/server.
 D_URL=$MUSTERD_URL D_PID=$MUSTERD_PID
 
 # run_case CASE URL PID [DATA_URL]: one case of attacks.py, its lines as this test's.
-# A case that printed no check at all fails: it asserted nothing.
+# A case that printed no check at all fails: it asserted nothing. The timeout only ends a case
+# that hangs: budget_tls's 1,000 TLS handshakes in Python took 31 s at a load of 10 on 2 cores.
 run_case() {
   local c=$1 start=$SECONDS out rc line checks=0
-  out=$(timeout 30 "$PY" "$ATT" "$@" 2>&1)
+  out=$(timeout 180 "$PY" "$ATT" "$@" 2>&1)
   rc=$?
   while IFS= read -r line; do
     case $line in
