@@ -3,7 +3,9 @@
  * heard the answer. musterd decides it on a member's loss (rules/rules.h: MU_RULE_LOST_AFTER_
  * SUCCESS, MU_RULE_SUCCEEDED_LOST); on etcd there is no server, so the nodes that read the
  * round decide it through the same rules: a member that leaves with success, and a node that
- * joins (or asks whether the run is still open) after it was cut off. */
+ * joins (or asks whether the run is still open) after it was cut off. And a run that can no
+ * longer reach its minimum (MU_RULE_UNREACHABLE) is shut by the join that finds too few nodes
+ * left, not at the join timeout. */
 #include <stdio.h>
 #include <string.h>
 
@@ -140,5 +142,102 @@ int mu__etcd3_close_if_finished(struct mu_etcd3 *e, const char *run, const cJSON
   cJSON_Delete(r);
   mu_free(mine);
   mu_free(done);
+  return rc;
+}
+
+/* Whether range (keys of one level or record prefix) holds node id's key. */
+static int holds(const cJSON *range, const char *id)
+{
+  const cJSON *kv;
+  int found = 0;
+  cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(range, "kvs"))
+  {
+    char *k = mu__etcd3_unb64(mu_json_get_str(kv, "key"), NULL);
+    found |= strcmp(mu__etcd3_id_of_key(k), id) == 0;
+    mu_free(k);
+  }
+  return found;
+}
+
+/* The members of round `round` that are gone, each with how ("'a' finished, 'b' lost"), as
+ * many as fit in about 400 bytes, as musterd names them (rendezvous/rdzv/partition.c). The
+ * reads at ans: 3 keys of level n, 5 d/<n>/, 6 l/<n>/, 7 level n - 1. */
+static void missing(const cJSON *round, const cJSON *ans, char *out, size_t cap)
+{
+  const cJSON *m;
+  size_t len = strlen(out);
+  unsigned shown = 0, more = 0;
+  cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(round, "members"))
+  {
+    const char *id = mu_json_get_str(m, "id");
+    if (id == NULL || holds(mu__etcd3_txn_range(ans, 3), id) ||
+        holds(mu__etcd3_txn_range(ans, 7), id))
+      continue; /* still there: re-joined, or not yet */
+    if (len > 400 || len >= cap) {
+      more++;
+      continue;
+    }
+    const char *how = holds(mu__etcd3_txn_range(ans, 5), id)   ? "finished"
+                      : holds(mu__etcd3_txn_range(ans, 6), id) ? "left"
+                                                               : "lost";
+    snprintf(out + len, cap - len, "%s'%.64s' %s", shown++ ? ", " : "", id, how);
+    len = strlen(out);
+  }
+  if (more > 0 && len < cap)
+    snprintf(out + len, cap - len, " and %u more", more);
+}
+
+int mu__etcd3_shut_if_unreachable(struct mu_etcd3 *e, const char *run, const cJSON *round,
+                                  long min)
+{
+  long n = mu__etcd3_round_no(round);
+  int any = 0;
+  if (n <= 0)
+    return 0;
+  int rc = any_success(e, run, n, &any);
+  if (rc != 0 || !any)
+    return rc; /* no member finished: every one of them may come back */
+  cJSON *r = cJSON_Duplicate(round, 1);
+  rc = mu__etcd3_attach_members(e, run, r);
+  struct mu__etcd3_txn t;
+  mu__etcd3_txn_init(&t);
+  mu__etcd3_add_finish_reads(t.success, run, n);
+  const char *fmts[] = {"d/" ETCD3_LEVEL "/", "l/" ETCD3_LEVEL "/", "n/" ETCD3_LEVEL "/"};
+  for (int i = 0; i < 3; i++) { /* 5-7: who finished, who left failed, who still runs */
+    char *p = mu__etcd3_key_of(run, fmts[i], i == 2 ? n - 1 : n);
+    cJSON_AddItemToArray(t.success, mu__etcd3_op_prefix(p, E3_KEYS));
+    mu_free(p);
+  }
+  cJSON *ans = NULL;
+  if (rc == 0)
+    rc = mu__etcd3_txn_run(e, &t, &ans);
+  else
+    cJSON_Delete(t.root);
+  struct mu_rules_view v;
+  if (rc == 0) {
+    mu__etcd3_finish_view(r, ans, 0, &v);
+    long long due = mu__etcd3_int(mu__etcd3_txn_range(ans, 0), "count"); /* at level n - 1 */
+    due = due < v.round_nodes ? due : v.round_nodes;
+    v.min_nodes = (uint32_t)min;
+    v.round_active = 0; /* spoiled (ended), or judged by who still runs toward a success */
+    v.round_gone = v.round_nodes - (uint32_t)due;
+    v.present = (uint32_t)(due + mu__etcd3_int(mu__etcd3_txn_range(ans, 3), "count"));
+  }
+  /* a run that succeeded is closed by its members' leave or the next join's begin, not here */
+  if (rc == 0 && !mu_rule_succeeded(&v, v.round_ok) && mu_rule_unreachable(&v)) {
+    char reason[600];
+    snprintf(reason, sizeof(reason),
+             "round %ld ended and the run can no longer reach its minimum of %ld nodes (%u "
+             "left): ",
+             n, min, v.present);
+    missing(r, ans, reason, sizeof(reason));
+    rc = mu_etcd3_end(e, run, 0, reason);
+    if (rc == 0) {
+      mu__etcd3_say(e, "run '%s' was shut down: %s", run, reason);
+      rc = MU_ESHUT;
+    }
+  }
+  cJSON_Delete(ans);
+  cJSON_Delete(r);
   return rc;
 }

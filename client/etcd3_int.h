@@ -198,6 +198,14 @@ uint32_t mu__etcd3_finish_view(const cJSON *round, const cJSON *ans, int at,
  * (closed now or before; errmsg says why), or an error. */
 int mu__etcd3_close_if_finished(struct mu_etcd3 *e, const char *run, const cJSON *round,
                                 const char *self);
+/* Shuts the run when round `round` ended with a member's success (that member never joins
+ * again) and the nodes the run still has (members not yet re-joined, and joins) are fewer than
+ * `min` (the rules' mu_rule_unreachable()): the reason names the missing members ("'a'
+ * finished, 'b' lost"), as musterd's does. Costs one count when no member succeeded.
+ * Returns: 0 (it can still be reached), MU_ESHUT (shut now or before; errmsg says why), or an
+ * error. */
+int mu__etcd3_shut_if_unreachable(struct mu_etcd3 *e, const char *run, const cJSON *round,
+                                  long min);
 
 /* ---------------------------------------------------------------------------------------------
  * Shared by the backend's files (etcd3_transport.c unless said)

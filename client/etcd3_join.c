@@ -628,6 +628,11 @@ static int join_wait(struct joinst *s, long n, int closable)
 static int join_decide(struct joinst *s, long n)
 {
   int closable = s->count_level >= s->min && (n == 0 || s->count_old == 0);
+  if (n > 0 && s->count_level + s->count_old < s->min) { /* nodes are missing: for good? */
+    int rc = mu__etcd3_shut_if_unreachable(s->e, s->run, s->round, s->min);
+    if (rc != 0)
+      return rc;
+  }
   if (!closable)
     s->last_call_at = 0;
   else if (s->last_call_at == 0)
