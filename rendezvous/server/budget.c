@@ -75,6 +75,16 @@ int rv_server_budget_take(struct rv_server *srv, struct rv_addr *a, size_t n)
   return 0;
 }
 
+const char *rv_server_budget_limit(const struct rv_server *srv, const struct rv_addr *a, size_t n,
+                                   size_t *value)
+{
+  *value = srv->cfg.max_buffer_bytes_per_client;
+  if (a != NULL && a->held + n > srv->cfg.max_buffer_bytes_per_client)
+    return "--max-buffer-bytes-per-client";
+  *value = srv->cfg.max_buffer_bytes;
+  return srv->buffered + n > srv->cfg.max_buffer_bytes ? "--max-buffer-bytes" : NULL;
+}
+
 void rv_server_budget_put(struct rv_server *srv, struct rv_addr *a, size_t n)
 {
   srv->buffered -= n;

@@ -494,6 +494,83 @@ def case_allow(url, port, pid):
     still_serves(port, "the last address inside the prefix", source="127.0.0.63")
 
 
+def wait_frame(tag, nkeys):
+    """A WAIT of `nkeys` 8,000-byte keys of 0xff bytes (each written %FF in the store: 24 KB a
+    path), about 2 MiB for 262 keys."""
+    keys = b"".join(string(b"\xff" * 7990 + b"%s%06d" % (tag, i)) for i in range(nkeys))
+    return bytes([WAIT]) + struct.pack("<Q", nkeys) + keys
+
+
+def wait_settled(url, before, n, keys_each, limit=60):
+    """Polls until each of `n` WAITs is either waiting (its keys counted) or closed (budget)."""
+    end = time.time() + limit
+    while time.time() < end:
+        shut = closes(url, "budget") - before
+        held = metric(url, "musterd_c10d_waited_keys") / keys_each
+        if shut + held >= n:
+            return int(shut), int(held)
+        time.sleep(0.1)
+    return int(closes(url, "budget") - before), int(metric(url, "musterd_c10d_waited_keys")
+                                                    / keys_each)
+
+
+def case_wait_budget(url, port, pid):
+    """Issue 33/2 (HIGH): WAIT state was outside every memory budget: 11 connections sending 76
+    MiB of WAIT frames took RSS from 8 MB to 1,095 MB with --max-buffer-bytes 64 MiB (a key's
+    bytes outside [A-Za-z0-9._~-] are written %XX, and the hub keeps its own copy of each path).
+    Principle: one memory budget for every byte a client makes musterd hold: what a WAIT holds
+    counts with its client's buffers and HTTP's, and a WAIT past it is refused (its connection
+    closed, reason budget, logged naming the limit), not grown. Server F: --max-buffer-bytes
+    64 MiB (--max-buffer-bytes-per-client 32 MiB by default). Each WAIT here holds ~12.6 MiB."""
+    nkeys = 262
+    # one client: two such WAITs fit its 32 MiB share, the third does not
+    before = closes(url, "budget")
+    one = []
+    for i in range(3):
+        c = conn(port, source="127.0.5.1", timeout=30)
+        c.sendall(wait_frame(b"one%d" % i, nkeys))
+        one.append(c)
+        wait_settled(url, before, i + 1, nkeys)
+    shut, held = wait_settled(url, before, 3, nkeys)
+    out(shut == 1 and held == 2, "one client's third ~12.6 MiB WAIT passes its share "
+        "(--max-buffer-bytes-per-client 32 MiB): closed (budget), the first two wait",
+        f"{shut} closed, {held} waiting")
+    wb = metric(url, "musterd_c10d_wait_bytes")
+    out(24 << 20 <= wb <= 32 << 20, "musterd_c10d_wait_bytes counts what the two hold",
+        f"{wb / 1048576:.1f} MiB")
+    for c in one:
+        c.close()
+    end = time.time() + 10
+    while metric(url, "musterd_c10d_wait_bytes") != 0 and time.time() < end:
+        time.sleep(0.05)
+    out(metric(url, "musterd_c10d_wait_bytes") == 0, "closed connections give the bytes back")
+    # many clients (one address each): together past --max-buffer-bytes
+    n = 6 if SANITIZED else 20
+    rss0 = rss_kb(pid)
+    before = closes(url, "budget")
+    many = []
+    for i in range(n):
+        c = conn(port, source="127.0.6.%d" % (1 + i), timeout=30)
+        try:
+            c.sendall(wait_frame(b"many%d" % i, nkeys))
+        except OSError:
+            pass
+        many.append(c)
+    shut, held = wait_settled(url, before, n, nkeys)
+    grew = (rss_kb(pid) - rss0) // 1024
+    wb = metric(url, "musterd_c10d_wait_bytes")
+    out(wb <= 64 << 20, "the waits of all clients stay within --max-buffer-bytes (64 MiB)",
+        f"{wb / 1048576:.1f} MiB")
+    print(f"# {n} WAITs: {shut} closed, {held} waiting, RSS grew {grew} MiB")
+    if not SANITIZED:
+        out(shut >= n - 5 and held <= 5, f"of {n} clients' ~12.6 MiB WAITs, those past "
+            "--max-buffer-bytes are closed (budget)", f"{shut} closed, {held} waiting")
+        out(grew < 128, f"{n} WAITs of ~12.6 MiB each: RSS grew < 128 MiB", f"{grew} MiB")
+    for c in many:
+        c.close()
+    still_serves(port, "WAITs past the memory budget")
+
+
 if __name__ == "__main__":
     case, url, port, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     globals()["case_" + case](url, port, pid)
