@@ -20,6 +20,7 @@ void c10d_config_init(struct c10d_config *cfg)
 {
   cfg->max_value_bytes = C10D_MAX_VALUE_DEFAULT;
   cfg->max_keys = C10D_MAX_KEYS_DEFAULT;
+  cfg->max_store_bytes = C10D_MAX_STORE_DEFAULT;
   cfg->run_gc_ms = C10D_RUN_GC_DEFAULT_MS;
 }
 

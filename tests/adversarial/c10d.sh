@@ -36,6 +36,10 @@
 #   wait_budget WAITs of 262 8,000-byte keys of 0xff (~12.6 MiB held each): what a WAIT holds
 #               counts in the memory budget with the client's buffers; one client's third is
 #               closed (budget), and of 20 clients' those past --max-buffer-bytes (issue 33/2)
+# Server G: --c10d-max-store-bytes 16777216
+#   store_bytes 24 SETs of 4 MiB: the 3 that fit the bound are stored, the others closed
+#               (store_full); at the bound, reads, same-size writes and deletes are served, and
+#               a delete makes room (issue 33, MED: 48 8 MiB SETs took RSS to 452 MB)
 # After each case another client is still served; musterd exits cleanly at the end.
 #   CASES="huge silent"  only these cases (default all; the mutation check runs one at a time)
 . "$(dirname "$0")/../lib.sh"
@@ -78,13 +82,19 @@ t_start_musterd --c10d-listen 127.0.0.1:0 --max-buffer-bytes 67108864 ||
   { t_fail "musterd F did not start"; t_done; }
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 F="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-f.log"
+F_PID=$MUSTERD_PID
+t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-max-store-bytes 16777216 ||
+  { t_fail "musterd G did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
+G="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
 
-for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C value_readback:D queue_flood:D allow:E silent:E wait_budget:F; do
+for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C value_readback:D queue_flood:D allow:E silent:E wait_budget:F store_bytes:G; do
   start=$SECONDS
   srv=${c#*:}
   c=${c%:*}
   case " ${CASES:-$c} " in *" $c "*) ;; *) continue ;; esac
-  case $srv in A) set -- $A ;; B) set -- $B ;; C) set -- $C ;; D) set -- $D ;; E) set -- $E ;; *) set -- $F ;; esac
+  case $srv in A) set -- $A ;; B) set -- $B ;; C) set -- $C ;; D) set -- $D ;; E) set -- $E ;; F) set -- $F ;; *) set -- $G ;; esac
   out=$(timeout 90 "$PY" "$ATT" "$c" "$@" 2>&1)
   rc=$?
   while IFS= read -r line; do
@@ -99,10 +109,19 @@ for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C valu
 done
 case " ${CASES:-wait_budget} " in
   *" wait_budget "*)
-    if grep -q 'a WAIT of 127.0.5.1 (.*) would pass --max-buffer-bytes-per-client' "$T_DIR/musterd.log"; then
+    if grep -q 'a WAIT of 127.0.5.1 (.*) would pass --max-buffer-bytes-per-client' "$T_DIR/musterd-f.log"; then
       t_ok "wait_budget: the refusal is logged, naming the limit"
     else
-      t_fail "wait_budget: no log line naming the limit: $(grep -m3 'c10d:' "$T_DIR/musterd.log")"
+      t_fail "wait_budget: no log line naming the limit: $(grep -m3 'c10d:' "$T_DIR/musterd-f.log")"
+    fi
+    ;;
+esac
+case " ${CASES:-store_bytes} " in
+  *" store_bytes "*)
+    if grep -q 'a set of 127.0.7.4 (.*) would take the store past --c10d-max-store-bytes' "$T_DIR/musterd.log"; then
+      t_ok "store_bytes: the refusal is logged, naming the bound"
+    else
+      t_fail "store_bytes: no log line naming the bound: $(grep -m3 'c10d:' "$T_DIR/musterd.log")"
     fi
     ;;
 esac
@@ -111,5 +130,6 @@ t_stop_musterd_checked "$B_PID" "$T_DIR/musterd-b.log"
 t_stop_musterd_checked "$C_PID" "$T_DIR/musterd-c.log"
 t_stop_musterd_checked "$D_PID" "$T_DIR/musterd-d.log"
 t_stop_musterd_checked "$E_PID" "$T_DIR/musterd-e.log"
+t_stop_musterd_checked "$F_PID" "$T_DIR/musterd-f.log"
 t_stop_musterd_checked
 t_done

@@ -571,6 +571,70 @@ def case_wait_budget(url, port, pid):
     still_serves(port, "WAITs past the memory budget")
 
 
+def set_closed(port, source, key, value):
+    """SETs key to value on a fresh connection, then GETs it. Returns: the value read, or None
+    when the server closed the connection."""
+    s = conn(port, source=source, timeout=30)
+    try:
+        s.sendall(bytes([SET]) + string(key) + string(value))
+        s.sendall(bytes([GET]) + string(key))
+        n = struct.unpack("<Q", recv_exact(s, 8))[0]
+        return recv_exact(s, n)
+    except (OSError, struct.error):
+        return None
+    finally:
+        s.close()
+
+
+def case_store_bytes(url, port, pid):
+    """Issue 33 (MED): 48 unauthenticated 8 MiB SETs took RSS to 452 MB (the Kubernetes musterd
+    task has a 512M limit): keys were bounded in number, their bytes not at all. Principle: one
+    bound on what the store holds of TCPStore keys, values and queued items
+    (--c10d-max-store-bytes); a write that adds bytes past it is refused (its connection
+    closed, store_full, logged naming the bound), and the store still serves. Server G:
+    --c10d-max-store-bytes 16 MiB. Each value here is 4 MiB."""
+    big = b"x" * (4 << 20)
+    rss0 = rss_kb(pid)
+    before = closes(url, "store_full")
+    n = 8 if SANITIZED else 24
+    stored = sum(set_closed(port, "127.0.7.%d" % (1 + i), b"/big%d" % i, big) == big
+                 for i in range(n))
+    shut = closes(url, "store_full") - before
+    grew = (rss_kb(pid) - rss0) // 1024
+    print(f"# {n} SETs of 4 MiB: {stored} stored, {int(shut)} closed, RSS grew {grew} MiB")
+    out(stored == 3 and shut == n - 3, f"of {n} SETs of 4 MiB, the 3 that fit "
+        "--c10d-max-store-bytes (16 MiB) are stored; the others are closed (store_full)",
+        f"{stored} stored, {shut} closed")
+    if not SANITIZED:
+        out(grew < 64, f"{n} SETs of 4 MiB: RSS grew < 64 MiB", f"{grew} MiB")
+    # the store still serves at its bound: reads, a write that adds no bytes, a delete
+    out(set_closed(port, "127.0.7.100", b"/big0", b"y" * (4 << 20)) == b"y" * (4 << 20),
+        "at the bound, a SET that replaces a value with one as large is taken")
+    s = conn(port, source="127.0.7.101")
+    s.sendall(bytes([GET]) + string(b"/big1"))
+    n1 = struct.unpack("<Q", recv_exact(s, 8))[0]
+    out(n1 == len(big) and recv_exact(s, n1) == big, "... a GET reads a stored value")
+    before = closes(url, "store_full")
+    s.sendall(bytes([SET]) + string(b"/new") + string(big))
+    out(closed_within(s, 5) and closes(url, "store_full") == before + 1,
+        "... a SET of a new key past the bound is closed (store_full)")
+    s.close()
+    s = conn(port, source="127.0.7.102")
+    s.sendall(bytes([DELETE]) + string(b"/big1"))
+    out(recv_exact(s, 8) == struct.pack("<Q", 1), "... a DELETE is served")
+    s.close()
+    out(set_closed(port, "127.0.7.103", b"/after", big) == big,
+        "... and what it gave back takes a new value")
+    # queued items count too (torch 2.x: QUEUE_PUSH after VALIDATE)
+    before = closes(url, "store_full")
+    q = v2_conn(port, "127.0.7.104")
+    q.sendall(bytes([14]) + string(b"/q") + string(big))
+    out(closed_within(q, 5) and closes(url, "store_full") == before + 1,
+        "... a QUEUE_PUSH of a 4 MiB item past the bound is closed (store_full)")
+    q.close()
+    still_serves(port, "the store at --c10d-max-store-bytes")
+
+
 if __name__ == "__main__":
     case, url, port, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     globals()["case_" + case](url, port, pid)
