@@ -102,7 +102,8 @@ struct c10d_conn {
   struct mu_buf in; /* input not processed yet: a frame's start at pos */
   size_t pos;       /* the frame being parsed starts here */
   size_t counted;   /* bytes of `in` counted against the server's body bounds */
-  size_t held;      /* capacity of in, out and wbuf counted in the server's memory budget */
+  size_t held;      /* capacity of in, out, wbuf and the frame's spans counted in the server's
+                     * memory budget */
   struct c10d_frame frame;
   uint64_t frame_since; /* uv_now() when the unfinished frame's first byte came; 0 none */
   uint64_t accepted_at; /* uv_now() at accept */

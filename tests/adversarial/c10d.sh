@@ -36,6 +36,8 @@
 #   wait_budget WAITs of 262 8,000-byte keys of 0xff (~12.6 MiB held each): what a WAIT holds
 #               counts in the memory budget with the client's buffers; one client's third is
 #               closed (budget), and of 20 clients' those past --max-buffer-bytes (issue 33/2)
+#   many_keys   60 connections each send one CHECK of 131,072 keys: the array of spans (2 MiB)
+#               is freed after the query and counted in the budget while it lives
 # Server G: --c10d-max-store-bytes 16777216
 #   store_bytes 24 SETs of 4 MiB: the 3 that fit the bound are stored, the others closed
 #               (store_full); at the bound, reads, same-size writes and deletes are served, and
@@ -89,7 +91,7 @@ t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-max-store-bytes 16777216 ||
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 G="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
 
-for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C value_readback:D queue_flood:D allow:E silent:E wait_budget:F store_bytes:G; do
+for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C value_readback:D queue_flood:D allow:E silent:E wait_budget:F many_keys:F store_bytes:G; do
   start=$SECONDS
   srv=${c#*:}
   c=${c%:*}

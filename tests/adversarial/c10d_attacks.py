@@ -635,6 +635,36 @@ def case_store_bytes(url, port, pid):
     still_serves(port, "the store at --c10d-max-store-bytes")
 
 
+
+def case_many_keys(url, port, pid):
+    """Issue 33/2 (frames): a query of many keys grew its connection's array of spans (16 bytes
+    a key), kept for the connection's life and outside the budget: connections that each sent
+    one CHECK of 131,072 keys kept 2 MiB apiece. Principle: every byte a client makes musterd
+    hold counts in the memory budget; an array that big is freed after its query."""
+    n = 10 if SANITIZED else 60
+    keys = b"".join(string(b"k%d" % i) for i in range(131072))
+    frame = bytes([CHECK]) + struct.pack("<Q", 131072) + keys
+    rss0 = rss_kb(pid)
+    socks, answered = [], 0
+    for i in range(n):  # one at a time (together they would pass the budget while they parse)
+        c = conn(port, source="127.0.8.%d" % (1 + i), timeout=30)
+        try:
+            c.sendall(frame)
+            answered += recv_exact(c, 1) == b"\x01"  # NOT_READY
+        except OSError:
+            pass
+        socks.append(c)
+    grew = (rss_kb(pid) - rss0) // 1024
+    print(f"# {n} connections after a CHECK of 131,072 keys each: RSS grew {grew} MiB")
+    out(answered == n, f"{n} CHECKs of 131,072 keys are answered (NOT_READY)", f"{answered}")
+    if not SANITIZED:
+        out(grew < 48, f"the {n} connections, idle after them, hold no 2 MiB array each "
+            "(RSS grew < 48 MiB)", f"{grew} MiB")
+    for c in socks:
+        c.close()
+    still_serves(port, "queries of many keys")
+
+
 if __name__ == "__main__":
     case, url, port, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     globals()["case_" + case](url, port, pid)
