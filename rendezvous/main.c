@@ -163,6 +163,11 @@ static int parse_options(struct musterd_config *c, int argc, char **argv)
                   "TCPStore: keys and queued items held at once; a write past it closes its "
                   "connection (default 1000000)",
                   1, LONG_MAX),
+      MU_OPT_UINT(0, "c10d-max-store-bytes", &sv->c10d_max_store_bytes, "N",
+                  "TCPStore: what the keys, values and queued items hold together; a write "
+                  "that adds bytes past it closes its connection, the store still serves "
+                  "(default 128 MiB)",
+                  65536, LONG_MAX),
       MU_OPT_UINT(0, "c10d-run-gc-seconds", &c->c10d_run_gc_seconds, "N",
                   "TCPStore: delete a torchrun run's keys N seconds after its last write (its "
                   "agents write every 5 s while it lives); 0 = never (default 600)",

@@ -34,6 +34,8 @@ struct rv_server *rv_server_new(uv_loop_t *loop, const struct rv_server_config *
       cc.max_value_bytes = cfg->c10d_max_value_bytes;
     if (cfg->c10d_max_keys > 0)
       cc.max_keys = cfg->c10d_max_keys;
+    if (cfg->c10d_max_store_bytes > 0)
+      cc.max_store_bytes = cfg->c10d_max_store_bytes;
     c10d_register(srv, &cc);
   }
   v1_register(srv);

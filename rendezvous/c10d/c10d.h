@@ -28,6 +28,9 @@
 #define C10D_MAX_VALUE_DEFAULT ((uint64_t)8 << 20)
 /* The default of --c10d-max-keys: keys and queued items held at once. */
 #define C10D_MAX_KEYS_DEFAULT 1000000
+/* The default of --c10d-max-store-bytes: what the keys, values and queued items hold at once
+ * (nodes, keys and values as the allocator sizes them): sixteen values of torch's largest. */
+#define C10D_MAX_STORE_DEFAULT ((uint64_t)128 << 20)
 /* Keys one client address may wait on at once (WAIT keys, watch_key keys). */
 #define C10D_MAX_WAIT_KEYS_PER_ADDRESS (128 * 1024)
 
@@ -46,6 +49,7 @@
 struct c10d_config {
   uint64_t max_value_bytes; /* default C10D_MAX_VALUE_DEFAULT */
   uint64_t max_keys;        /* default C10D_MAX_KEYS_DEFAULT */
+  uint64_t max_store_bytes; /* default C10D_MAX_STORE_DEFAULT */
   uint64_t run_gc_ms;       /* default C10D_RUN_GC_DEFAULT_MS; 0: never */
 };
 

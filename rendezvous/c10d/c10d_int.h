@@ -64,6 +64,7 @@ struct c10d {
   struct mu_htab queues; /* struct c10d_queue by queue path: items in push order (queue.c) */
   uint64_t wait_keys;    /* keys waited on now (WAIT and watch_key), all connections */
   uint64_t watch_keys;   /* watch_key subscriptions open */
+  uint64_t wait_bytes;   /* what the waits and watch_keys hold, in the memory budget (wait.c) */
   struct mu_buf path;    /* scratch: a store path */
   struct mu_buf path2;
   /* watch_key: the value a c10d write replaces, for its KEY_UPDATED (only while watched) */
@@ -101,7 +102,8 @@ struct c10d_conn {
   struct mu_buf in; /* input not processed yet: a frame's start at pos */
   size_t pos;       /* the frame being parsed starts here */
   size_t counted;   /* bytes of `in` counted against the server's body bounds */
-  size_t held;      /* capacity of in, out and wbuf counted in the server's memory budget */
+  size_t held;      /* capacity of in, out, wbuf and the frame's spans counted in the server's
+                     * memory budget */
   struct c10d_frame frame;
   uint64_t frame_since; /* uv_now() when the unfinished frame's first byte came; 0 none */
   uint64_t accepted_at; /* uv_now() at accept */
@@ -120,6 +122,12 @@ struct c10d_conn {
 };
 
 /* conn.c */
+/* Counts `n` more bytes `c` makes musterd hold (`what`, for the log) in the server's one memory
+ * budget, with HTTP's connections and its client's. Returns: 0, or -1 after closing `c`
+ * (budget, with a log line naming the limit passed). */
+int c10d_budget_take(struct c10d_conn *c, size_t n, const char *what);
+/* Gives back `n` bytes taken by c10d_budget_take(). */
+void c10d_budget_put(struct c10d_conn *c, size_t n);
 /* Closes `c` for `why` (counted once). */
 void c10d_conn_close(struct c10d_conn *c, enum c10d_reason why);
 /* Appends answer bytes (stamped for the barrier). Returns: 0, or -1 when `c` was closed (its

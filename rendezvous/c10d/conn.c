@@ -18,18 +18,34 @@
 static void conn_process(struct c10d_conn *c);
 static void read_update(struct c10d_conn *c);
 
+int c10d_budget_take(struct c10d_conn *c, size_t n, const char *what)
+{
+  struct rv_server *srv = c->m->srv;
+  if (rv_server_budget_take(srv, c->addr, n) == 0)
+    return 0;
+  size_t value = 0;
+  const char *limit = rv_server_budget_limit(srv, c->addr, n, &value);
+  mu_log(MU_LOG_WARN, "c10d: %s of %s (%zu more bytes) would pass %s (%zu): closing it", what,
+         c->peer[0] ? c->peer : "?", n, limit ? limit : "--max-buffer-bytes", value);
+  c10d_conn_close(c, C10D_R_BUDGET);
+  return -1;
+}
+
+void c10d_budget_put(struct c10d_conn *c, size_t n)
+{
+  rv_server_budget_put(c->m->srv, c->addr, n);
+}
+
 /* Counts what `c` buffers now (its buffers' capacity) in the server's one memory budget, with
  * HTTP's connections and the client's. Returns: 0, or -1 when `c` was closed for it. */
 static int account(struct c10d_conn *c)
 {
-  struct rv_server *srv = c->m->srv;
-  size_t now = c->in.cap + c->out.cap + c->wbuf.cap;
+  size_t now = c->in.cap + c->out.cap + c->wbuf.cap +
+               c->frame.spans_cap * sizeof(struct c10d_span);
   if (now < c->held)
-    rv_server_budget_put(srv, c->addr, c->held - now);
-  else if (now > c->held && rv_server_budget_take(srv, c->addr, now - c->held) != 0) {
-    c10d_conn_close(c, C10D_R_BUDGET);
+    c10d_budget_put(c, c->held - now);
+  else if (now > c->held && c10d_budget_take(c, now - c->held, "the buffers") != 0)
     return -1;
-  }
   c->held = now;
   return 0;
 }

@@ -88,6 +88,11 @@ void c10d_frame_reset(struct c10d_frame *f)
 {
   struct c10d_span *spans = f->spans;
   size_t cap = f->spans_cap;
+  if (cap > C10D_SPANS_KEPT) { /* a query of many keys: its array is not kept for the next */
+    mu_free(spans);
+    spans = NULL;
+    cap = 0;
+  }
   memset(f, 0, sizeof(*f));
   f->spans = spans;
   f->spans_cap = cap;

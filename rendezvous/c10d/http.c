@@ -20,6 +20,7 @@ void c10d_config_init(struct c10d_config *cfg)
 {
   cfg->max_value_bytes = C10D_MAX_VALUE_DEFAULT;
   cfg->max_keys = C10D_MAX_KEYS_DEFAULT;
+  cfg->max_store_bytes = C10D_MAX_STORE_DEFAULT;
   cfg->run_gc_ms = C10D_RUN_GC_DEFAULT_MS;
 }
 
@@ -254,6 +255,9 @@ static void c10d_metrics(struct rv_server *srv, void *data, struct mu_buf *b)
                 "musterd_c10d_connections_protocol_total{protocol=\"v2\"} %llu\n"
                 "# HELP musterd_c10d_waited_keys Keys waited on now (WAIT, watch_key).\n"
                 "# TYPE musterd_c10d_waited_keys gauge\nmusterd_c10d_waited_keys %llu\n"
+                "# HELP musterd_c10d_wait_bytes What the waited keys hold (in the memory "
+                "budget: --max-buffer-bytes, --max-buffer-bytes-per-client).\n"
+                "# TYPE musterd_c10d_wait_bytes gauge\nmusterd_c10d_wait_bytes %llu\n"
                 "# HELP musterd_c10d_waits_woken_total WAITs answered after waiting.\n"
                 "# TYPE musterd_c10d_waits_woken_total counter\n"
                 "musterd_c10d_waits_woken_total %llu\n"
@@ -275,6 +279,7 @@ static void c10d_metrics(struct rv_server *srv, void *data, struct mu_buf *b)
                 (size_t)m->conns.n, (unsigned long long)m->accepted,
                 (unsigned long long)m->by_proto[C10D_PROTO_LEGACY],
                 (unsigned long long)m->by_proto[C10D_PROTO_V2], (unsigned long long)m->wait_keys,
+                (unsigned long long)m->wait_bytes,
                 (unsigned long long)m->waits_woken, (unsigned long long)m->parked_total,
                 (unsigned long long)m->yielded_total, (unsigned long long)m->runs_forgotten,
                 (unsigned long long)m->keys_forgotten);

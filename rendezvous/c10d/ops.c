@@ -107,6 +107,40 @@ static uint64_t keys_used(struct c10d *m)
   return (d != NULL && d->is_dir ? d->size - 1 : 0) + (q != NULL && q->is_dir ? q->size - 1 : 0);
 }
 
+/* Returns: what the keys, values and queued items hold now (what --c10d-max-store-bytes
+ * bounds): the store keeps each subtree's bytes, so this is O(1). */
+static uint64_t bytes_used(struct c10d *m)
+{
+  struct v2_node *d = v2_store_lookup(m->store, C10D_DIR);
+  struct v2_node *q = v2_store_lookup(m->store, C10D_QUEUE_DIR);
+  return (d != NULL ? d->bytes : 0) + (q != NULL ? q->bytes : 0);
+}
+
+/* Whether writing a value of `vn` bytes at a key path of `klen` bytes (replacing node `old`, or
+ * a new node when NULL) would take what the store holds past --c10d-max-store-bytes: then
+ * `c` is closed (store_full) with a log line naming the bound. A write that adds no bytes
+ * passes, so the store still serves at its bound. Returns: 1 closed, 0 it fits. */
+static int store_bytes_full(struct c10d_conn *c, const struct v2_node *old, size_t klen,
+                            size_t vn)
+{
+  struct c10d *m = c->m;
+  uint64_t add = mu_alloc_size(vn + 1), sub = 0;
+  if (old != NULL)
+    sub = mu_alloc_size((size_t)old->value_len + 1);
+  else
+    add += mu_alloc_size(sizeof(struct v2_node)) + mu_alloc_size(klen + 1);
+  uint64_t used = bytes_used(m);
+  if (add <= sub || used + (add - sub) <= m->cfg.max_store_bytes)
+    return 0;
+  mu_log(MU_LOG_WARN,
+         "c10d: a %s of %s (%zu value bytes) would take the store past --c10d-max-store-bytes "
+         "(%llu, %llu held): closing it",
+         c10d_op_name(c->frame.op), c->peer[0] ? c->peer : "?", vn,
+         (unsigned long long)m->cfg.max_store_bytes, (unsigned long long)used);
+  c10d_conn_close(c, C10D_R_STORE_FULL);
+  return 1;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Writes
  */
@@ -130,10 +164,13 @@ static size_t frame_len(const struct c10d_conn *c, size_t i);
 static int put(struct c10d_conn *c, size_t ki, const char *path, const void *v, size_t vn)
 {
   struct c10d *m = c->m;
-  if (c10d_lookup_key(m, path) == NULL && keys_used(m) >= m->cfg.max_keys) {
+  struct v2_node *old = c10d_lookup_key(m, path);
+  if (old == NULL && keys_used(m) >= m->cfg.max_keys) {
     c10d_conn_close(c, C10D_R_STORE_FULL);
     return -1;
   }
+  if (store_bytes_full(c, old, strlen(path), vn))
+    return -1;
   if (m->watch_keys > 0)
     c10d_watch_stash(m, path);
   struct v2_write w;
@@ -379,6 +416,8 @@ static int q_queue_push(struct c10d_conn *c)
     return -1;
   }
   const char *qpath = queue_path(c);
+  if (store_bytes_full(c, NULL, strlen(qpath) + 21, frame_len(c, 1)))
+    return -1; /* a new item: <qpath>/<index, 20 digits> */
   struct v2_write w;
   struct v2_err err = {0, NULL, 0};
   memset(&w, 0, sizeof(w));

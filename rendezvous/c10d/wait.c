@@ -2,7 +2,10 @@
  * WAIT parks one one-shot watcher per missing key (after VALIDATE, one more on the queue of that
  * name: torch's check counts a queue with items as its key being there), and is answered
  * STOP_WAITING once every key exists; watch_key (torch 1.13) keeps one stream watcher per key.
- * Waited keys are bounded per client address (C10D_MAX_WAIT_KEYS_PER_ADDRESS).
+ * Waited keys are bounded per client address (C10D_MAX_WAIT_KEYS_PER_ADDRESS), and what they
+ * hold (the paths, their watchers, the hub's lists) counts in the server's one memory budget
+ * with the client's buffers and HTTP's (--max-buffer-bytes, --max-buffer-bytes-per-client):
+ * taken before anything is made, once per WAIT, so that a WAIT past it is refused, not grown.
  */
 #include <string.h>
 
@@ -23,6 +26,7 @@ struct c10d_wait {
   struct c10d_conn *c;
   int64_t need; /* BARRIER: the count its key must reach (0 for a WAIT) */
   size_t n, missing;
+  size_t held; /* bytes counted in the memory budget */
   struct c10d_wkey keys[];
 };
 
@@ -32,9 +36,36 @@ struct c10d_watch {
   struct c10d_conn *c;
   struct v2_watcher *w;
   char *path;
+  size_t held; /* bytes counted in the memory budget */
   size_t klen;
   char key[];
 };
+
+/* A watcher and its slots (the hub's table, its list), beside the path's copies. */
+#define WATCHER_BYTES 128
+
+/* What watching a store path of `len` bytes holds, as the allocator sizes it: our copy of the
+ * path, the hub's list of that path (its own copy; counted even when the list was there), the
+ * watcher. */
+static size_t path_cost(size_t len)
+{
+  return mu_alloc_size(len + 1) + mu_alloc_size(len + 1 + 48) + WATCHER_BYTES;
+}
+
+/* Counts `n` bytes more for the waits of `c`. Returns: 0, or -1 after closing `c`. */
+static int wait_bytes_take(struct c10d_conn *c, size_t n, const char *what)
+{
+  if (c10d_budget_take(c, n, what) != 0)
+    return -1;
+  c->m->wait_bytes += n;
+  return 0;
+}
+
+static void wait_bytes_put(struct c10d_conn *c, size_t n)
+{
+  c10d_budget_put(c, n);
+  c->m->wait_bytes -= n;
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Per-address counts
@@ -106,6 +137,7 @@ static void wait_free(struct c10d_wait *wt)
     mu_free(wt->keys[i].qpath);
   }
   wait_keys_put(c, wt->n);
+  wait_bytes_put(c, wt->held);
   c->wait = NULL;
   mu_free(wt);
 }
@@ -169,12 +201,21 @@ static int span_missing(struct c10d_conn *c, const uint8_t *base, const struct c
   return c->proto != C10D_PROTO_V2 || c10d_queue_len(m, mu_buf_str(&m->path2)) == 0;
 }
 
-/* Counts the frame's keys that do not exist yet. */
-static size_t count_missing(struct c10d_conn *c, const uint8_t *base)
+/* Counts the frame's keys that do not exist yet, and in `*bytes` what waiting on them holds. */
+static size_t count_missing(struct c10d_conn *c, const uint8_t *base, size_t *bytes)
 {
+  struct c10d *m = c->m;
   size_t missing = 0;
-  for (size_t i = 0; i < c->frame.nspans; i++)
-    missing += (size_t)span_missing(c, base, &c->frame.spans[i]);
+  *bytes = 0;
+  for (size_t i = 0; i < c->frame.nspans; i++) {
+    if (!span_missing(c, base, &c->frame.spans[i]))
+      continue;
+    missing++;
+    *bytes += path_cost(m->path.len);
+    if (c->proto == C10D_PROTO_V2)
+      *bytes += path_cost(m->path2.len);
+  }
+  *bytes += mu_alloc_size(sizeof(struct c10d_wait) + missing * sizeof(struct c10d_wkey));
   return missing;
 }
 
@@ -183,13 +224,19 @@ int c10d_wait_start(struct c10d_conn *c)
   struct c10d *m = c->m;
   const uint8_t *base = (const uint8_t *)c->in.data + c->pos;
   c10d_wait_cancel(c); /* a WAIT replaces the one in progress (torch overwrites its count) */
-  size_t missing = count_missing(c, base);
+  size_t bytes = 0;
+  size_t missing = count_missing(c, base, &bytes);
   if (missing == 0)
     return c10d_out_u8(c, 0); /* STOP_WAITING */
   if (wait_keys_take(c, missing) != 0)
     return -1;
+  if (wait_bytes_take(c, bytes, "a WAIT") != 0) { /* closed */
+    wait_keys_put(c, missing);
+    return -1;
+  }
   struct c10d_wait *wt = mu_calloc(1, sizeof(*wt) + missing * sizeof(wt->keys[0]));
   wt->c = c;
+  wt->held = bytes;
   /* A slot is taken only for a key found missing, and only while one is left: the array has
    * `missing` slots, however many keys the frame names, repeats or has ready. */
   for (size_t i = 0; i < c->frame.nspans && wt->n < missing; i++) {
@@ -217,10 +264,17 @@ int c10d_wait_start(struct c10d_conn *c)
 int c10d_barrier_wait(struct c10d_conn *c, const char *path, int64_t need)
 {
   c10d_wait_cancel(c); /* like a WAIT, it replaces the one in progress */
+  size_t bytes = mu_alloc_size(sizeof(struct c10d_wait) + sizeof(struct c10d_wkey)) +
+                 path_cost(strlen(path));
   if (wait_keys_take(c, 1) != 0)
     return -1;
+  if (wait_bytes_take(c, bytes, "a BARRIER") != 0) { /* closed */
+    wait_keys_put(c, 1);
+    return -1;
+  }
   struct c10d_wait *wt = mu_calloc(1, sizeof(*wt) + sizeof(wt->keys[0]));
   wt->c = c;
+  wt->held = bytes;
   wt->need = need;
   wt->n = wt->missing = 1;
   wt->keys[0].wait = wt;
@@ -273,13 +327,20 @@ static void on_watch_event(void *data, const struct v2_event *e, struct v2_watch
 int c10d_watch_add(struct c10d_conn *c, const void *k, size_t n)
 {
   struct c10d *m = c->m;
+  const char *path = c10d_key_path(&m->path, C10D_DIR, k, n);
+  size_t bytes = mu_alloc_size(sizeof(struct c10d_watch) + n + 1) + path_cost(m->path.len);
   if (wait_keys_take(c, 1) != 0)
     return -1;
+  if (wait_bytes_take(c, bytes, "a WATCH_KEY") != 0) { /* closed */
+    wait_keys_put(c, 1);
+    return -1;
+  }
   struct c10d_watch *x = mu_calloc(1, sizeof(*x) + n + 1);
   x->c = c;
+  x->held = bytes;
   x->klen = n;
   memcpy(x->key, k, n);
-  x->path = mu_strdup(c10d_key_path(&m->path, C10D_DIR, k, n));
+  x->path = mu_strdup(path);
   x->w = v2_watch_hub_add(&m->store->hub, x->path, 0, 1, m->store->index + 1, on_watch_event, x);
   mu_list_push_back(&c->watches, &x->link);
   m->watch_keys++;
@@ -293,6 +354,7 @@ void c10d_watch_clear(struct c10d_conn *c)
     mu_list_remove(&c->watches, &x->link);
     v2_watcher_remove(x->w);
     wait_keys_put(c, 1);
+    wait_bytes_put(c, x->held);
     c->m->watch_keys--;
     mu_free(x->path);
     mu_free(x);

@@ -95,6 +95,17 @@ static void size_add(struct v2_node *p, uint32_t add, uint32_t sub)
     p->size = p->size + add - sub;
 }
 
+static void bytes_add(struct v2_node *p, uint64_t add, uint64_t sub)
+{
+  for (; p != NULL; p = p->parent)
+    p->bytes = p->bytes + add - sub;
+}
+
+static uint64_t value_cost(const struct v2_node *n)
+{
+  return n->value != NULL ? mu_alloc_size((size_t)n->value_len + 1) : 0;
+}
+
 struct v2_node *v2_store_lookup(const struct v2_store *s, const char *key)
 {
   return lookup_n(s, key, strlen(key));
@@ -105,11 +116,13 @@ struct v2_node *v2_store_lookup(const struct v2_store *s, const char *key)
 static void node_set_value(struct v2_node *n, const char *value, size_t vlen)
 {
   char *nv = mu_malloc(vlen + 1);
+  uint64_t old = value_cost(n);
   memcpy(nv, value, vlen);
   nv[vlen] = '\0';
   mu_free(n->value);
   n->value = nv;
   n->value_len = (uint32_t)vlen;
+  bytes_add(n, value_cost(n), old);
 }
 
 static struct v2_node *node_new(struct v2_store *s, const char *key, size_t klen,
@@ -126,6 +139,7 @@ static struct v2_node *node_new(struct v2_store *s, const char *key, size_t klen
   char *nkey = mu_strndup(key, klen);
   n->is_dir = dir != 0;
   n->size = 1;
+  n->bytes = mu_alloc_size(sizeof(*n)) + mu_alloc_size(klen + 1);
   n->in_table = 1;
   if (!dir)
     node_set_value(n, value, vlen);
@@ -141,6 +155,7 @@ static struct v2_node *node_new(struct v2_store *s, const char *key, size_t klen
     n->idx_in_parent = parent->nchildren;
     parent->children[parent->nchildren++] = n;
     size_add(parent, 1, 0);
+    bytes_add(parent, n->bytes, 0);
   }
   mu_htab_add(&s->nodes, &n->hn, nkey, klen);
   if (expire_ns != 0)
@@ -155,6 +170,7 @@ static void detach_from_parent(struct v2_node *n)
     return;
   uint32_t i = n->idx_in_parent;
   size_add(p, 0, n->size);
+  bytes_add(p, 0, n->bytes);
   p->nchildren--;
   if (i != p->nchildren) {
     p->children[i] = p->children[p->nchildren];
@@ -419,6 +435,7 @@ static const struct v2_event *internal_create(struct v2_store *s, const char *ke
     v2_json_event_node(&b, key, klen, dir ? NULL : value, vlen, dir, expire_ns, now, next, next);
     v2_json_event_prev(&b, n, now);
     if (dir) {
+      bytes_add(n, 0, value_cost(n));
       mu_free(n->value);
       n->value = NULL;
       n->value_len = 0;

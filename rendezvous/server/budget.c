@@ -13,7 +13,11 @@
  *   - when the total passes the budget anyway (partial headers from thousands of connections)
  *     or the connection table is full, anonymous connections are closed, the oldest first and
  *     those of clients over their share before the others: authenticated clients are served
- *     ahead of anonymous ones.
+ *     ahead of anonymous ones;
+ *   - when a client is at --max-connections-per-address, its oldest anonymous connection goes
+ *     for a new one (issue 33/4): anonymous neighbours cannot take an authenticated client's
+ *     share (1,100 idle connections that got 401 left the authenticated client of the same
+ *     prefix 503 on every try).
  */
 #include <string.h>
 
@@ -73,6 +77,16 @@ int rv_server_budget_take(struct rv_server *srv, struct rv_addr *a, size_t n)
   if (a != NULL)
     a->held += n;
   return 0;
+}
+
+const char *rv_server_budget_limit(const struct rv_server *srv, const struct rv_addr *a, size_t n,
+                                   size_t *value)
+{
+  *value = srv->cfg.max_buffer_bytes_per_client;
+  if (a != NULL && a->held + n > srv->cfg.max_buffer_bytes_per_client)
+    return "--max-buffer-bytes-per-client";
+  *value = srv->cfg.max_buffer_bytes;
+  return srv->buffered + n > srv->cfg.max_buffer_bytes ? "--max-buffer-bytes" : NULL;
 }
 
 void rv_server_budget_put(struct rv_server *srv, struct rv_addr *a, size_t n)
@@ -148,6 +162,17 @@ int rv_budget_output_fits(const struct rv_conn *c, size_t len)
   if (srv->buffered + len > srv->cfg.max_buffer_bytes)
     return 0;
   return c->addr == NULL || c->addr->held + len <= srv->cfg.max_buffer_bytes_per_client;
+}
+
+struct rv_conn *rv_budget_share_victim(struct rv_server *srv, const struct rv_conn *newcomer)
+{
+  for (struct mu_list_node *x = srv->conns.tail; x != NULL; x = x->prev) {
+    struct rv_conn *c = MU_CONTAINER_OF(x, struct rv_conn, link);
+    if (c != newcomer && c->addr == newcomer->addr && !(c->flags & (CONN_CLOSING | CONN_FAKE)) &&
+        rv_conn_anonymous(c) && c->state == REQ_IDLE && c->deadline == 0)
+      return c; /* between requests: none in progress (a body being sent keeps its share) */
+  }
+  return NULL;
 }
 
 int rv_budget_make_room(struct rv_server *srv, struct rv_conn *newcomer)

@@ -829,6 +829,20 @@ static void conn_keepalive(struct rv_conn *c)
     mu_net_keepalive(fd);
 }
 
+/* `c`'s client is at --max-connections-per-address: its oldest anonymous connection between
+ * requests goes, its share given back at once. Returns: 1 when one went, 0 none to close. */
+static int share_make_room(struct rv_conn *c)
+{
+  struct rv_conn *v = rv_budget_share_victim(c->srv, c);
+  if (v == NULL)
+    return 0;
+  c->srv->budget_evicted++;
+  rv_budget_forget(v);
+  addr_put(v);
+  rv_conn_close(v);
+  return 1;
+}
+
 void rv_conn_accept(struct rv_server *srv)
 {
   struct rv_conn *c = mu_malloc(sizeof(*c));
@@ -867,7 +881,8 @@ void rv_conn_accept(struct rv_server *srv)
                     c->peer, sizeof(c->peer));
     addr_take(c);
   }
-  if (c->addr != NULL && c->addr->conns > srv->cfg.max_connections_per_address) {
+  if (c->addr != NULL && c->addr->conns > srv->cfg.max_connections_per_address &&
+      !share_make_room(c)) {
     static const char msg[] = "503 too many connections from this client address "
                               "(--max-connections-per-address)\n";
     if (srv->addr_conns_rejected++ % 1000 == 0)

@@ -200,6 +200,12 @@ int rv_server_budget_take(struct rv_server *srv, struct rv_addr *a, size_t n);
 /* Gives back `n` bytes counted by rv_server_budget_take(). */
 void rv_server_budget_put(struct rv_server *srv, struct rv_addr *a, size_t n);
 
+/* Returns: the option `n` more bytes of client `a` would pass ("--max-buffer-bytes-per-client"
+ * or "--max-buffer-bytes", for a log line that names the limit) with its value in `*value`, or
+ * NULL when they fit. */
+const char *rv_server_budget_limit(const struct rv_server *srv, const struct rv_addr *a, size_t n,
+                                   size_t *value);
+
 /* ---------------------------------------------------------------------------------------------
  * Routes
  */

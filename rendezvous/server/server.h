@@ -287,6 +287,10 @@ int rv_budget_output_fits(const struct rv_conn *c, size_t len);
 /* The connection table is full: closes the oldest idle anonymous connection other than
  * `newcomer`. Returns: 1 when one was closed. */
 int rv_budget_make_room(struct rv_server *srv, struct rv_conn *newcomer);
+/* Returns: the oldest anonymous connection of `newcomer`'s client that is between requests, no
+ * request's headers or body in progress (it goes when the client is at
+ * --max-connections-per-address), or NULL when it has none. */
+struct rv_conn *rv_budget_share_victim(struct rv_server *srv, const struct rv_conn *newcomer);
 
 /* ui.c: GET / and /ui, the status page. */
 void rv_ui_register(struct rv_server *srv);

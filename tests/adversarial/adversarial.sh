@@ -116,7 +116,7 @@ t_start_musterd --token-file "$T_DIR/tokens-h" --max-connections 400 --max-conne
   --max-buffer-bytes 33554432 --max-buffer-bytes-per-client 8388608 ||
   { t_fail "musterd H did not start"; t_done; }
 H_PID=$MUSTERD_PID
-for c in budget_full budget_pipeline budget_output; do
+for c in budget_full budget_pipeline budget_output anon_share; do
   run_case "$c" "$MUSTERD_URL" "$MUSTERD_PID"
 done
 # server I: TLS, what a connection costs before any credential

@@ -458,9 +458,13 @@ def hold_body(url, source, n=1048575, path="/v2/keys/adv/share"):
 
 def case_per_address(url, pid, data_url):
     """Row 2, per address (--max-connections-per-address 20, --max-body-bytes-per-address 8
-    MiB by default): one address at its share is refused, another is still served."""
+    MiB by default): one address at its share is refused, another is still served. Its
+    connections are each in a request (a partial header): an idle anonymous one would go for
+    the newcomer instead (issue 33/4, case anon_share)."""
     ok = True
     held = [conn(url, source="127.0.0.2") for _ in range(20)]
+    for s in held:
+        s.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n")
     time.sleep(0.2)
     extra = conn(url, source="127.0.0.2")
     data, how = read_until_closed(extra, limit=5.0)
@@ -1074,6 +1078,51 @@ def case_budget_full(url, pid, data_url):
                "authenticated client is answered %d of 21 times" % got, "%d of 21" % got)
 
 
+
+def case_anon_share(url, pid, data_url):
+    """Issue 33/4 (MED): the per-client share of connections was taken before any credential was
+    read: 1,100 idle connections that got 401 left the authenticated client of the same prefix
+    503 on 10 of 10 tries. Principle: anonymous connections cannot take an authenticated
+    client's share: at --max-connections-per-address (40 here) the client's oldest anonymous
+    connection goes for a new one."""
+    h, p = hostport(url)
+
+    def anon(source):
+        s = conn(url, source=source)
+        s.sendall(b"GET /v1/runs HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (h.encode(), p))
+        return s, read_response(s)[0]
+
+    # another client's anonymous connections, older than the flood: not its to take
+    others = [anon("127.0.3.2")[0] for _ in range(3)]
+    socks, got401 = [], 0
+    for i in range(50):  # past the share of 40
+        try:
+            s, st = anon("127.0.3.1")
+            got401 += st == 401
+            socks.append(s)
+        except (OSError, ValueError, IndexError):
+            pass
+    out(got401 >= 40, "anonymous connections of one client get 401 and stay open (idle)",
+        "%d of 50 got 401" % got401)
+    ok = 0
+    for i in range(10):
+        try:
+            st, _, _ = v1(url, "GET", "/v1/runs", source="127.0.3.1", token=H_TOKEN, timeout=5)
+            ok += st == 200
+        except (OSError, ValueError):
+            pass
+    out(ok == 10, "with its share (40) held by its anonymous connections, the authenticated "
+        "client of the same address is answered 10 of 10 times (the oldest anonymous goes)",
+        "%d of 10" % ok)
+    open_ = sum(1 for s in socks if read_until_closed(s, 0.01)[1] == "timeout")
+    out(open_ <= 40, "the anonymous ones still open stay within the share", "%d open" % open_)
+    kept = sum(1 for s in others if read_until_closed(s, 0.01)[1] == "timeout")
+    out(kept == 3, "another client's anonymous connections are not taken for it",
+        "%d of 3 open" % kept)
+    for s in socks + others:
+        s.close()
+    return ok == 10
+
 def case_budget_pipeline(url, pid, data_url):
     """Unauthenticated connections from ten addresses pipeline requests and never read: each
     holds less than 16 KiB (main: ~110 KB each, 1 GB for 9,900)."""
@@ -1380,6 +1429,7 @@ CASES = {
     "budget_full": case_budget_full,
     "budget_pipeline": case_budget_pipeline,
     "budget_output": case_budget_output,
+    "anon_share": case_anon_share,
     "budget_tls": case_budget_tls,
     "tls_records": case_tls_records,
 }

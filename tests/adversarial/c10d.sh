@@ -7,8 +7,9 @@
 #               closed at once, counted by reason, nothing allocated
 #   unfinished  a frame that never ends (closed at the deadline), unfinished frames hoarding
 #               bytes from one address (closed past its share)
-# Server B: --max-connections-per-address 50 (and the default deadlines: its big frames take
-# their time under ASan)
+# Server B: --max-connections-per-address 50 --max-buffer-bytes-per-client 64 MiB (the 120,000
+# keys wait_flood waits on hold ~28 MiB: its bound on waited keys is met before the budget), and
+# the default deadlines (its big frames take their time under ASan)
 #   no_read     2,000 GETs of an 8 KiB value pipelined by a client that does not read: reading
 #               stops, memory stays flat, every answer comes once it reads
 #   wait_flood  waits from one address: connections past its share, 2,000 WAITs pipelined on
@@ -31,6 +32,16 @@
 #   silent      60 connections that send nothing fill the TCPStore listener: a client that
 #               speaks is served (a silent one is evicted), the silent ones are closed at the
 #               deadline of a request's headers (issue 33/4)
+# Server F: --max-buffer-bytes 67108864 (--max-buffer-bytes-per-client 32 MiB by default)
+#   wait_budget WAITs of 262 8,000-byte keys of 0xff (~12.6 MiB held each): what a WAIT holds
+#               counts in the memory budget with the client's buffers; one client's third is
+#               closed (budget), and of 20 clients' those past --max-buffer-bytes (issue 33/2)
+#   many_keys   60 connections each send one CHECK of 131,072 keys: the array of spans (2 MiB)
+#               is freed after the query and counted in the budget while it lives
+# Server G: --c10d-max-store-bytes 16777216
+#   store_bytes 24 SETs of 4 MiB: the 3 that fit the bound are stored, the others closed
+#               (store_full); at the bound, reads, same-size writes and deletes are served, and
+#               a delete makes room (issue 33, MED: 48 8 MiB SETs took RSS to 452 MB)
 # After each case another client is still served; musterd exits cleanly at the end.
 #   CASES="huge silent"  only these cases (default all; the mutation check runs one at a time)
 . "$(dirname "$0")/../lib.sh"
@@ -43,7 +54,8 @@ t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t
 A="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-a.log"
 A_PID=$MUSTERD_PID
-t_start_musterd --c10d-listen 127.0.0.1:0 --max-connections-per-address 50 ||
+t_start_musterd --c10d-listen 127.0.0.1:0 --max-connections-per-address 50 \
+  --max-buffer-bytes-per-client 67108864 ||
   { t_fail "musterd B did not start"; t_done; }
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 B="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
@@ -66,13 +78,25 @@ t_start_musterd --c10d-listen 127.0.0.1:0 --max-connections 60 --header-timeout-
   { t_fail "musterd E did not start"; t_done; }
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 E="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-e.log"
+E_PID=$MUSTERD_PID
+t_start_musterd --c10d-listen 127.0.0.1:0 --max-buffer-bytes 67108864 ||
+  { t_fail "musterd F did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
+F="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
+mv "$T_DIR/musterd.log" "$T_DIR/musterd-f.log"
+F_PID=$MUSTERD_PID
+t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-max-store-bytes 16777216 ||
+  { t_fail "musterd G did not start"; t_done; }
+t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
+G="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
 
-for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C value_readback:D queue_flood:D allow:E silent:E; do
+for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C value_readback:D queue_flood:D allow:E silent:E wait_budget:F many_keys:F store_bytes:G; do
   start=$SECONDS
   srv=${c#*:}
   c=${c%:*}
   case " ${CASES:-$c} " in *" $c "*) ;; *) continue ;; esac
-  case $srv in A) set -- $A ;; B) set -- $B ;; C) set -- $C ;; D) set -- $D ;; *) set -- $E ;; esac
+  case $srv in A) set -- $A ;; B) set -- $B ;; C) set -- $C ;; D) set -- $D ;; E) set -- $E ;; F) set -- $F ;; *) set -- $G ;; esac
   out=$(timeout 90 "$PY" "$ATT" "$c" "$@" 2>&1)
   rc=$?
   while IFS= read -r line; do
@@ -85,9 +109,29 @@ for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C valu
   [ "$rc" = 0 ] || t_fail "case $c exited $rc"
   echo "# case $c: $((SECONDS - start)) s"
 done
+case " ${CASES:-wait_budget} " in
+  *" wait_budget "*)
+    if grep -q 'a WAIT of 127.0.5.1 (.*) would pass --max-buffer-bytes-per-client' "$T_DIR/musterd-f.log"; then
+      t_ok "wait_budget: the refusal is logged, naming the limit"
+    else
+      t_fail "wait_budget: no log line naming the limit: $(grep -m3 'c10d:' "$T_DIR/musterd-f.log")"
+    fi
+    ;;
+esac
+case " ${CASES:-store_bytes} " in
+  *" store_bytes "*)
+    if grep -q 'a set of 127.0.7.4 (.*) would take the store past --c10d-max-store-bytes' "$T_DIR/musterd.log"; then
+      t_ok "store_bytes: the refusal is logged, naming the bound"
+    else
+      t_fail "store_bytes: no log line naming the bound: $(grep -m3 'c10d:' "$T_DIR/musterd.log")"
+    fi
+    ;;
+esac
 t_stop_musterd_checked "$A_PID" "$T_DIR/musterd-a.log"
 t_stop_musterd_checked "$B_PID" "$T_DIR/musterd-b.log"
 t_stop_musterd_checked "$C_PID" "$T_DIR/musterd-c.log"
 t_stop_musterd_checked "$D_PID" "$T_DIR/musterd-d.log"
+t_stop_musterd_checked "$E_PID" "$T_DIR/musterd-e.log"
+t_stop_musterd_checked "$F_PID" "$T_DIR/musterd-f.log"
 t_stop_musterd_checked
 t_done

@@ -494,6 +494,177 @@ def case_allow(url, port, pid):
     still_serves(port, "the last address inside the prefix", source="127.0.0.63")
 
 
+def wait_frame(tag, nkeys):
+    """A WAIT of `nkeys` 8,000-byte keys of 0xff bytes (each written %FF in the store: 24 KB a
+    path), about 2 MiB for 262 keys."""
+    keys = b"".join(string(b"\xff" * 7990 + b"%s%06d" % (tag, i)) for i in range(nkeys))
+    return bytes([WAIT]) + struct.pack("<Q", nkeys) + keys
+
+
+def wait_settled(url, before, n, keys_each, limit=60):
+    """Polls until each of `n` WAITs is either waiting (its keys counted) or closed (budget)."""
+    end = time.time() + limit
+    while time.time() < end:
+        shut = closes(url, "budget") - before
+        held = metric(url, "musterd_c10d_waited_keys") / keys_each
+        if shut + held >= n:
+            return int(shut), int(held)
+        time.sleep(0.1)
+    return int(closes(url, "budget") - before), int(metric(url, "musterd_c10d_waited_keys")
+                                                    / keys_each)
+
+
+def case_wait_budget(url, port, pid):
+    """Issue 33/2 (HIGH): WAIT state was outside every memory budget: 11 connections sending 76
+    MiB of WAIT frames took RSS from 8 MB to 1,095 MB with --max-buffer-bytes 64 MiB (a key's
+    bytes outside [A-Za-z0-9._~-] are written %XX, and the hub keeps its own copy of each path).
+    Principle: one memory budget for every byte a client makes musterd hold: what a WAIT holds
+    counts with its client's buffers and HTTP's, and a WAIT past it is refused (its connection
+    closed, reason budget, logged naming the limit), not grown. Server F: --max-buffer-bytes
+    64 MiB (--max-buffer-bytes-per-client 32 MiB by default). Each WAIT here holds ~12.6 MiB."""
+    nkeys = 262
+    # one client: two such WAITs fit its 32 MiB share, the third does not
+    before = closes(url, "budget")
+    one = []
+    for i in range(3):
+        c = conn(port, source="127.0.5.1", timeout=30)
+        c.sendall(wait_frame(b"one%d" % i, nkeys))
+        one.append(c)
+        wait_settled(url, before, i + 1, nkeys)
+    shut, held = wait_settled(url, before, 3, nkeys)
+    out(shut == 1 and held == 2, "one client's third ~12.6 MiB WAIT passes its share "
+        "(--max-buffer-bytes-per-client 32 MiB): closed (budget), the first two wait",
+        f"{shut} closed, {held} waiting")
+    wb = metric(url, "musterd_c10d_wait_bytes")
+    out(24 << 20 <= wb <= 32 << 20, "musterd_c10d_wait_bytes counts what the two hold",
+        f"{wb / 1048576:.1f} MiB")
+    for c in one:
+        c.close()
+    end = time.time() + 10
+    while metric(url, "musterd_c10d_wait_bytes") != 0 and time.time() < end:
+        time.sleep(0.05)
+    out(metric(url, "musterd_c10d_wait_bytes") == 0, "closed connections give the bytes back")
+    # many clients (one address each): together past --max-buffer-bytes
+    n = 6 if SANITIZED else 20
+    rss0 = rss_kb(pid)
+    before = closes(url, "budget")
+    many = []
+    for i in range(n):
+        c = conn(port, source="127.0.6.%d" % (1 + i), timeout=30)
+        try:
+            c.sendall(wait_frame(b"many%d" % i, nkeys))
+        except OSError:
+            pass
+        many.append(c)
+    shut, held = wait_settled(url, before, n, nkeys)
+    grew = (rss_kb(pid) - rss0) // 1024
+    wb = metric(url, "musterd_c10d_wait_bytes")
+    out(wb <= 64 << 20, "the waits of all clients stay within --max-buffer-bytes (64 MiB)",
+        f"{wb / 1048576:.1f} MiB")
+    print(f"# {n} WAITs: {shut} closed, {held} waiting, RSS grew {grew} MiB")
+    if not SANITIZED:
+        out(shut >= n - 5 and held <= 5, f"of {n} clients' ~12.6 MiB WAITs, those past "
+            "--max-buffer-bytes are closed (budget)", f"{shut} closed, {held} waiting")
+        out(grew < 128, f"{n} WAITs of ~12.6 MiB each: RSS grew < 128 MiB", f"{grew} MiB")
+    for c in many:
+        c.close()
+    still_serves(port, "WAITs past the memory budget")
+
+
+def set_closed(port, source, key, value):
+    """SETs key to value on a fresh connection, then GETs it. Returns: the value read, or None
+    when the server closed the connection."""
+    s = conn(port, source=source, timeout=30)
+    try:
+        s.sendall(bytes([SET]) + string(key) + string(value))
+        s.sendall(bytes([GET]) + string(key))
+        n = struct.unpack("<Q", recv_exact(s, 8))[0]
+        return recv_exact(s, n)
+    except (OSError, struct.error):
+        return None
+    finally:
+        s.close()
+
+
+def case_store_bytes(url, port, pid):
+    """Issue 33 (MED): 48 unauthenticated 8 MiB SETs took RSS to 452 MB (the Kubernetes musterd
+    task has a 512M limit): keys were bounded in number, their bytes not at all. Principle: one
+    bound on what the store holds of TCPStore keys, values and queued items
+    (--c10d-max-store-bytes); a write that adds bytes past it is refused (its connection
+    closed, store_full, logged naming the bound), and the store still serves. Server G:
+    --c10d-max-store-bytes 16 MiB. Each value here is 4 MiB."""
+    big = b"x" * (4 << 20)
+    rss0 = rss_kb(pid)
+    before = closes(url, "store_full")
+    n = 8 if SANITIZED else 24
+    stored = sum(set_closed(port, "127.0.7.%d" % (1 + i), b"/big%d" % i, big) == big
+                 for i in range(n))
+    shut = closes(url, "store_full") - before
+    grew = (rss_kb(pid) - rss0) // 1024
+    print(f"# {n} SETs of 4 MiB: {stored} stored, {int(shut)} closed, RSS grew {grew} MiB")
+    out(stored == 3 and shut == n - 3, f"of {n} SETs of 4 MiB, the 3 that fit "
+        "--c10d-max-store-bytes (16 MiB) are stored; the others are closed (store_full)",
+        f"{stored} stored, {shut} closed")
+    if not SANITIZED:
+        out(grew < 64, f"{n} SETs of 4 MiB: RSS grew < 64 MiB", f"{grew} MiB")
+    # the store still serves at its bound: reads, a write that adds no bytes, a delete
+    out(set_closed(port, "127.0.7.100", b"/big0", b"y" * (4 << 20)) == b"y" * (4 << 20),
+        "at the bound, a SET that replaces a value with one as large is taken")
+    s = conn(port, source="127.0.7.101")
+    s.sendall(bytes([GET]) + string(b"/big1"))
+    n1 = struct.unpack("<Q", recv_exact(s, 8))[0]
+    out(n1 == len(big) and recv_exact(s, n1) == big, "... a GET reads a stored value")
+    before = closes(url, "store_full")
+    s.sendall(bytes([SET]) + string(b"/new") + string(big))
+    out(closed_within(s, 5) and closes(url, "store_full") == before + 1,
+        "... a SET of a new key past the bound is closed (store_full)")
+    s.close()
+    s = conn(port, source="127.0.7.102")
+    s.sendall(bytes([DELETE]) + string(b"/big1"))
+    out(recv_exact(s, 8) == struct.pack("<Q", 1), "... a DELETE is served")
+    s.close()
+    out(set_closed(port, "127.0.7.103", b"/after", big) == big,
+        "... and what it gave back takes a new value")
+    # queued items count too (torch 2.x: QUEUE_PUSH after VALIDATE)
+    before = closes(url, "store_full")
+    q = v2_conn(port, "127.0.7.104")
+    q.sendall(bytes([14]) + string(b"/q") + string(big))
+    out(closed_within(q, 5) and closes(url, "store_full") == before + 1,
+        "... a QUEUE_PUSH of a 4 MiB item past the bound is closed (store_full)")
+    q.close()
+    still_serves(port, "the store at --c10d-max-store-bytes")
+
+
+
+def case_many_keys(url, port, pid):
+    """Issue 33/2 (frames): a query of many keys grew its connection's array of spans (16 bytes
+    a key), kept for the connection's life and outside the budget: connections that each sent
+    one CHECK of 131,072 keys kept 2 MiB apiece. Principle: every byte a client makes musterd
+    hold counts in the memory budget; an array that big is freed after its query."""
+    n = 10 if SANITIZED else 60
+    keys = b"".join(string(b"k%d" % i) for i in range(131072))
+    frame = bytes([CHECK]) + struct.pack("<Q", 131072) + keys
+    rss0 = rss_kb(pid)
+    socks, answered = [], 0
+    for i in range(n):  # one at a time (together they would pass the budget while they parse)
+        c = conn(port, source="127.0.8.%d" % (1 + i), timeout=30)
+        try:
+            c.sendall(frame)
+            answered += recv_exact(c, 1) == b"\x01"  # NOT_READY
+        except OSError:
+            pass
+        socks.append(c)
+    grew = (rss_kb(pid) - rss0) // 1024
+    print(f"# {n} connections after a CHECK of 131,072 keys each: RSS grew {grew} MiB")
+    out(answered == n, f"{n} CHECKs of 131,072 keys are answered (NOT_READY)", f"{answered}")
+    if not SANITIZED:
+        out(grew < 48, f"the {n} connections, idle after them, hold no 2 MiB array each "
+            "(RSS grew < 48 MiB)", f"{grew} MiB")
+    for c in socks:
+        c.close()
+    still_serves(port, "queries of many keys")
+
+
 if __name__ == "__main__":
     case, url, port, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     globals()["case_" + case](url, port, pid)

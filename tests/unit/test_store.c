@@ -581,3 +581,52 @@ TEST(store__big_delete_is_one_event_and_frees_later)
   ASSERT(closed);
   ASSERT_EQ(uv_loop_close(&loop), 0);
 }
+
+/* What a subtree holds, recounted from its nodes (store.h's v2_node.bytes). */
+static uint64_t recount(const struct v2_node *n)
+{
+  uint64_t b = mu_alloc_size(sizeof(*n)) + mu_alloc_size((size_t)n->hn.len + 1);
+  if (n->value != NULL)
+    b += mu_alloc_size((size_t)n->value_len + 1);
+  for (uint32_t i = 0; i < n->nchildren; i++)
+    b += recount(n->children[i]);
+  return b;
+}
+
+static int bytes_hold(struct v2_store *s, const char *dir)
+{
+  const struct v2_node *d = v2_store_lookup(s, dir);
+  return s->root->bytes == recount(s->root) && (d == NULL || d->bytes == recount(d));
+}
+
+/* Each subtree's bytes (what --c10d-max-store-bytes reads in O(1)) follow every write: a new
+ * key, a bigger and a smaller value, a file made a dir, a delete, a recursive delete. */
+TEST(store__subtree_bytes_follow_every_write)
+{
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
+  uint64_t empty = s->root->bytes;
+  char big[5000];
+  memset(big, 'v', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  const char *steps[][2] = {{"/d/a", "1"}, {"/d/b", big}, {"/d/a", big}, {"/d/b", ""},
+                            {"/d/e/f", big}, {"/x", big}};
+  for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+    struct v2_write w = wr(steps[i][0], steps[i][1]);
+    ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+    ASSERT(bytes_hold(s, "/d"));
+  }
+  ASSERT(v2_store_lookup(s, "/d")->bytes > 2 * sizeof(big));
+  struct v2_write w = wr("/d/a", NULL);
+  w.dir = 1; /* a file made a dir: its value goes */
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  ASSERT(bytes_hold(s, "/d"));
+  ASSERT_NOT_NULL(v2_store_delete(s, "/d/b", 0, 0, &err));
+  ASSERT(bytes_hold(s, "/d"));
+  ASSERT_NOT_NULL(v2_store_delete(s, "/d", 1, 1, &err));
+  ASSERT(bytes_hold(s, "/d"));
+  ASSERT_NOT_NULL(v2_store_delete(s, "/x", 0, 0, &err));
+  ASSERT_EQ(s->root->bytes, empty);
+  v2_err_release(&err);
+  v2_store_free(s);
+}

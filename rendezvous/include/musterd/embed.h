@@ -61,6 +61,7 @@ struct rv_server_config {
   /* the TCPStore listener (rv_server_listen_c10d) */
   uint64_t c10d_max_value_bytes; /* one value's bytes (0: 8 MiB, torch's) */
   uint64_t c10d_max_keys;        /* keys and queued items (0: 1,000,000) */
+  uint64_t c10d_max_store_bytes; /* what keys, values and items hold (0: 128 MiB) */
 
   const char *token_file; /* require `Authorization: Bearer TOKEN` on /v1 and /v2, the tokens
                            * read from this file as musterd's --token-file reads it
