@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--step-ms", type=int, default=200)
     ap.add_argument("--talk", default="0")
+    ap.add_argument("--once", default="")  # ranks that print their first step only
     ap.add_argument("--import-s", type=float, default=0)
     ap.add_argument("--hang-rank", type=int, default=-1)
     ap.add_argument("--hang-after", type=int, default=5)
@@ -53,6 +54,7 @@ def main():
     world = int(os.environ["WORLD_SIZE"])
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     talk = rank in [int(r) for r in args.talk.split(",") if r != ""]
+    once = rank in [int(r) for r in args.once.split(",") if r != ""]
     dist.init_process_group("gloo", init_method="env://")
     first = 1
     if args.ckpt_file and os.path.exists(args.ckpt_file):
@@ -81,7 +83,7 @@ def main():
                 f.write(f"checkpoint {i}\n" if ck else f"step {i}{total}\n")
         if ck and args.heartbeat:
             time.sleep(1.0)  # a checkpoint takes a while: the agent reads the last line
-        elif talk:
+        elif talk or (once and i == first):
             print(f"rank {rank} step {i} restart {restart}", flush=True)
         if talk and args.noise:
             print(f"rank {rank} some other line", flush=True)
