@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README): installs what the tests need (scripts/install-deps.sh --test),
 # builds muster twice, normally and under ASan+UBSan, runs the whole CTest suite in both builds,
-# then runs every libFuzzer target for a short while.
+# and runs every libFuzzer target for a short while. To keep it under 45 minutes on a fresh
+# 2-core machine, work overlaps where it does not compete: the ASan and fuzz builds run while
+# the normal build's tests run, the fuzzers while the ASan build's tests run.
 #
 #   scripts/test.sh [--fast]     --fast: the normal build only, no fuzzing
 #
@@ -42,7 +44,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 if [ -n "${MU_TEST_OWNER:-}" ]; then
   # the build trees and logs go back to the user who ran the command
-  trap 'chown -R "$MU_TEST_OWNER" build build-asan build-fuzz build-torch-roots.log 2>/dev/null || true' EXIT
+  trap 'chown -R "$MU_TEST_OWNER" build build-asan build-fuzz build-more.log build-torch-roots.log 2>/dev/null || true' EXIT
 fi
 
 # --- 1. what the tests need --------------------------------------------------------------------
@@ -149,6 +151,24 @@ total_pass=0 total_fail=0 total_skip=0
 echo "== build: normal"
 cmake -S . -B build -DMU_DEVELOPER=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
+fuzzers=$(for src in fuzz/*.c; do [ -f "$src" ] && basename "$src" .c; done)
+# The ASan+UBSan and fuzz builds run in the background while the normal build's tests run (most
+# of those wait on timers and sockets, not on the CPU), at a lower priority than the tests.
+more_pid=""
+if [ "$fast" = 0 ]; then
+  echo "== build: ASan + UBSan, and the fuzz targets, in the background (log: build-more.log)"
+  (
+    set -e
+    cmake -S . -B build-asan -DMU_DEVELOPER=ON -DMU_ASAN=ON -DMU_UBSAN=ON \
+      -DCMAKE_BUILD_TYPE=Debug >/dev/null
+    nice -n 10 cmake --build build-asan -j"$jobs"
+    CC=clang cmake -S . -B build-fuzz -DMU_FUZZ=ON -DMU_USE_JEMALLOC=OFF \
+      -DCMAKE_BUILD_TYPE=Debug >/dev/null
+    # shellcheck disable=SC2086
+    [ -z "$fuzzers" ] || nice -n 10 cmake --build build-fuzz -j"$jobs" --target $fuzzers
+  ) >build-more.log 2>&1 &
+  more_pid=$!
+fi
 echo "== tests: normal build (without the torch 2.x tier)"
 run_ctest build "normal build" -LE torch2
 echo "== tests: normal build, the torch 2.x tier"
@@ -159,50 +179,63 @@ else
   bad=1
 fi
 
-if [ "$fast" = 0 ]; then
-  echo "== build: ASan + UBSan"
-  cmake -S . -B build-asan -DMU_DEVELOPER=ON -DMU_ASAN=ON -DMU_UBSAN=ON \
-    -DCMAKE_BUILD_TYPE=Debug >/dev/null
-  cmake --build build-asan -j"$jobs"
-  echo "== tests: ASan + UBSan build"
-  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  if bash scripts/torch-roots.sh check >/dev/null 2>&1; then
-    run_ctest build-asan "ASan+UBSan build"
-  else
-    run_ctest build-asan "ASan+UBSan build" -LE torch2
-    summary+=("ASan+UBSan build, torch 2.x tier: not run: a torch root could not be built")
-    bad=1
-  fi
-
-  echo "== fuzz: libFuzzer, short budget"
-  CC=clang cmake -S . -B build-fuzz -DMU_FUZZ=ON -DMU_USE_JEMALLOC=OFF \
-    -DCMAKE_BUILD_TYPE=Debug >/dev/null
-  fuzzers=$(for src in fuzz/*.c; do [ -f "$src" ] && basename "$src" .c; done)
-  # shellcheck disable=SC2086
-  [ -z "$fuzzers" ] || cmake --build build-fuzz -j"$jobs" --target $fuzzers
-  nfuzz=0 findings=0
+# run_fuzz: every fuzz target for MU_FUZZ_SECONDS (30) in turn; one line per target to
+# build-fuzz/results ("NAME RC").
+run_fuzz() {
+  local name f corpus rc
+  : >build-fuzz/results
   for name in $fuzzers; do
     f=build-fuzz/fuzz/$name
     corpus="fuzz/corpus/$name"
     mkdir -p "build-fuzz/corpus-$name"
-    echo "-- $name: ${MU_FUZZ_SECONDS:-30}s"
-    set +e
+    rc=0
     # shellcheck disable=SC2046
     "$f" -max_total_time="${MU_FUZZ_SECONDS:-30}" -print_final_stats=0 -artifact_prefix=build-fuzz/ \
       $([ -f "fuzz/$name.dict" ] && echo "-dict=fuzz/$name.dict") \
-      "build-fuzz/corpus-$name" $([ -d "$corpus" ] && echo "$corpus") >"build-fuzz/$name.log" 2>&1
-    rc=$?
-    set -e
-    tail -n 3 "build-fuzz/$name.log"
-    nfuzz=$((nfuzz + 1))
-    if [ "$rc" -ne 0 ]; then
-      findings=$((findings + 1))
-      echo "test.sh: fuzz target $name exited $rc: a finding; see build-fuzz/$name.log"
-    fi
+      "build-fuzz/corpus-$name" $([ -d "$corpus" ] && echo "$corpus") >"build-fuzz/$name.log" 2>&1 ||
+      rc=$?
+    echo "$name $rc" >>build-fuzz/results
   done
-  summary+=("fuzz: $nfuzz target(s) ran ${MU_FUZZ_SECONDS:-30} s each, $findings with a finding")
-  [ "$findings" -eq 0 ] || bad=1
+}
+
+if [ "$fast" = 0 ]; then
+  echo "== build: ASan + UBSan and fuzz (waiting for the background build)"
+  rc=0
+  wait "$more_pid" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -n 40 build-more.log
+    echo "test.sh: the ASan+UBSan or fuzz build failed (exit $rc; above, and build-more.log)"
+    summary+=("ASan+UBSan build and fuzz: not run: their build failed (build-more.log)")
+    bad=1
+  else
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    # The fuzzers run beside the ASan build's tests, one at a time (one core).
+    echo "== fuzz: libFuzzer, ${MU_FUZZ_SECONDS:-30} s a target, beside the ASan tests"
+    run_fuzz &
+    fuzz_pid=$!
+    echo "== tests: ASan + UBSan build"
+    if bash scripts/torch-roots.sh check >/dev/null 2>&1; then
+      run_ctest build-asan "ASan+UBSan build"
+    else
+      run_ctest build-asan "ASan+UBSan build" -LE torch2
+      summary+=("ASan+UBSan build, torch 2.x tier: not run: a torch root could not be built")
+      bad=1
+    fi
+    wait "$fuzz_pid" || true
+    nfuzz=0 findings=0
+    while read -r name rc; do
+      echo "-- fuzz $name:"
+      tail -n 3 "build-fuzz/$name.log"
+      nfuzz=$((nfuzz + 1))
+      if [ "$rc" -ne 0 ]; then
+        findings=$((findings + 1))
+        echo "test.sh: fuzz target $name exited $rc: a finding; see build-fuzz/$name.log"
+      fi
+    done <build-fuzz/results
+    summary+=("fuzz: $nfuzz target(s) ran ${MU_FUZZ_SECONDS:-30} s each, $findings with a finding")
+    [ "$findings" -eq 0 ] && [ "$nfuzz" -gt 0 ] || bad=1
+  fi
 fi
 
 for line in "${summary[@]}"; do echo "test.sh: $line"; done
