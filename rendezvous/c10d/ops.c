@@ -129,8 +129,10 @@ static int store_bytes_full(struct c10d_conn *c, const struct v2_node *old, size
     sub = mu_alloc_size((size_t)old->value_len + 1);
   else
     add += mu_alloc_size(sizeof(struct v2_node)) + mu_alloc_size(klen + 1);
+  if (add <= sub) /* a rewrite as large or smaller (ADD's counters): no lookup */
+    return 0;
   uint64_t used = bytes_used(m);
-  if (add <= sub || used + (add - sub) <= m->cfg.max_store_bytes)
+  if (used + (add - sub) <= m->cfg.max_store_bytes)
     return 0;
   mu_log(MU_LOG_WARN,
          "c10d: a %s of %s (%zu value bytes) would take the store past --c10d-max-store-bytes "

@@ -175,17 +175,14 @@ struct rv_conn *rv_budget_share_victim(struct rv_server *srv, const struct rv_co
   return NULL;
 }
 
-int rv_budget_make_room(struct rv_server *srv, struct rv_conn *newcomer)
+struct rv_conn *rv_budget_room_victim(struct rv_server *srv, const struct rv_conn *newcomer)
 {
   for (struct mu_list_node *x = srv->conns.tail; x != NULL; x = x->prev) {
     struct rv_conn *c = MU_CONTAINER_OF(x, struct rv_conn, link);
     if (c == newcomer || (c->flags & (CONN_CLOSING | CONN_FAKE)) || !rv_conn_anonymous(c) ||
         c->state != REQ_IDLE)
       continue;
-    srv->budget_evicted++;
-    rv_budget_forget(c);
-    rv_conn_close(c);
-    return 1;
+    return c;
   }
-  return 0;
+  return NULL;
 }

@@ -829,14 +829,14 @@ static void conn_keepalive(struct rv_conn *c)
     mu_net_keepalive(fd);
 }
 
-/* `c`'s client is at --max-connections-per-address: its oldest anonymous connection between
- * requests goes, its share given back at once. Returns: 1 when one went, 0 none to close. */
-static int share_make_room(struct rv_conn *c)
+/* Closes anonymous connection `v` (may be NULL) for a newcomer, its client's share of
+ * connections given back at once, so that the newcomer's client does not count it. Returns: 1
+ * when one went, 0 none to close. */
+static int evict_for_newcomer(struct rv_conn *v)
 {
-  struct rv_conn *v = rv_budget_share_victim(c->srv, c);
   if (v == NULL)
     return 0;
-  c->srv->budget_evicted++;
+  v->srv->budget_evicted++;
   rv_budget_forget(v);
   addr_put(v);
   rv_conn_close(v);
@@ -861,7 +861,8 @@ void rv_conn_accept(struct rv_server *srv)
   uv_tcp_nodelay(&c->tcp, 1);
   conn_keepalive(c);
   /* full: an anonymous connection makes room (the oldest), else the newcomer gets 503 */
-  if (srv->conns.n > srv->cfg.max_connections && !rv_budget_make_room(srv, c)) {
+  if (srv->conns.n > srv->cfg.max_connections &&
+      !evict_for_newcomer(rv_budget_room_victim(srv, c))) {
     static const char msg[] = "503 too many connections\n";
     srv->conns_rejected++;
     if (srv->conns_rejected == 1 || srv->conns_rejected % 1000 == 0)
@@ -882,7 +883,7 @@ void rv_conn_accept(struct rv_server *srv)
     addr_take(c);
   }
   if (c->addr != NULL && c->addr->conns > srv->cfg.max_connections_per_address &&
-      !share_make_room(c)) {
+      !evict_for_newcomer(rv_budget_share_victim(srv, c))) {
     static const char msg[] = "503 too many connections from this client address "
                               "(--max-connections-per-address)\n";
     if (srv->addr_conns_rejected++ % 1000 == 0)

@@ -284,9 +284,9 @@ void rv_budget_account(struct rv_conn *c);
 void rv_budget_forget(struct rv_conn *c);
 /* Returns: 1 when `len` more bytes of output fit the budget and `c`'s client's share. */
 int rv_budget_output_fits(const struct rv_conn *c, size_t len);
-/* The connection table is full: closes the oldest idle anonymous connection other than
- * `newcomer`. Returns: 1 when one was closed. */
-int rv_budget_make_room(struct rv_server *srv, struct rv_conn *newcomer);
+/* Returns: the oldest idle anonymous connection other than `newcomer` (it goes when the
+ * connection table is full), or NULL when there is none. */
+struct rv_conn *rv_budget_room_victim(struct rv_server *srv, const struct rv_conn *newcomer);
 /* Returns: the oldest anonymous connection of `newcomer`'s client that is between requests, no
  * request's headers or body in progress (it goes when the client is at
  * --max-connections-per-address), or NULL when it has none. */
