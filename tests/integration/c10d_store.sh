@@ -220,7 +220,7 @@ t_stop_musterd_checked
 
 # --- 6. torchrun runs that stop writing are forgotten (--c10d-run-gc-seconds) ----------------------
 mv "$T_DIR/musterd.log" "$T_DIR/musterd-3.log"
-t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-run-gc-seconds 2 ||
+t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-run-gc-seconds 3 ||
   { t_fail "musterd (gc) did not start"; t_done; }
 t_c10d_port || { t_fail "no c10d start line"; t_done; }
 gc() { printf '%s\n' "$1" | timeout 20 "$MU_C10D_CLIENT" --legacy 127.0.0.1 "$C10D_PORT" 2>&1; }
@@ -228,9 +228,12 @@ gc 'set /torch.rendezvous.idle state
 set /torch.rendezvous.idle.0/MASTER_ADDR h
 set /torch.rendezvous.alive state
 set /mine v' >/dev/null
+# the live run writes its state every 0.3 s on one connection (torchrun's agents: every 5 s),
+# for 6 s: twice --c10d-run-gc-seconds (a client started anew for each write took over 2 s at a
+# load of 10 on 2 cores, and the live run was forgotten between two of them)
 t0=$SECONDS
-# the live run writes its state every 0.5 s (torchrun's agents: every 5 s)
-while [ $((SECONDS - t0)) -lt 4 ]; do gc 'set /torch.rendezvous.alive state' >/dev/null; sleep 0.5; done
+while [ $((SECONDS - t0)) -lt 6 ]; do echo 'set /torch.rendezvous.alive state'; sleep 0.3; done |
+  timeout 20 "$MU_C10D_CLIENT" --legacy 127.0.0.1 "$C10D_PORT" >/dev/null 2>&1
 v=$(curl -s --max-time 5 "$MUSTERD_URL/v1/c10d")
 t_expect_match "an idle run's keys are deleted after --c10d-run-gc-seconds" "$v" '"keys":2,'
 t_expect_match "a run that keeps writing is kept" "$v" '"run_id":"alive","keys":1'
