@@ -187,8 +187,7 @@ static void missing(const cJSON *round, const cJSON *ans, char *out, size_t cap)
     snprintf(out + len, cap - len, " and %u more", more);
 }
 
-int mu__etcd3_shut_if_unreachable(struct mu_etcd3 *e, const char *run, const cJSON *round,
-                                  long min)
+int mu__etcd3_shut_if_unreachable(struct mu_etcd3 *e, const char *run, const cJSON *round, long min)
 {
   long n = mu__etcd3_round_no(round);
   int any = 0;

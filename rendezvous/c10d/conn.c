@@ -40,8 +40,7 @@ void c10d_budget_put(struct c10d_conn *c, size_t n)
  * HTTP's connections and the client's. Returns: 0, or -1 when `c` was closed for it. */
 static int account(struct c10d_conn *c)
 {
-  size_t now = c->in.cap + c->out.cap + c->wbuf.cap +
-               c->frame.spans_cap * sizeof(struct c10d_span);
+  size_t now = c->in.cap + c->out.cap + c->wbuf.cap + c->frame.spans_cap * sizeof(struct c10d_span);
   if (now < c->held)
     c10d_budget_put(c, c->held - now);
   else if (now > c->held && c10d_budget_take(c, now - c->held, "the buffers") != 0)

@@ -279,10 +279,9 @@ static void c10d_metrics(struct rv_server *srv, void *data, struct mu_buf *b)
                 (size_t)m->conns.n, (unsigned long long)m->accepted,
                 (unsigned long long)m->by_proto[C10D_PROTO_LEGACY],
                 (unsigned long long)m->by_proto[C10D_PROTO_V2], (unsigned long long)m->wait_keys,
-                (unsigned long long)m->wait_bytes,
-                (unsigned long long)m->waits_woken, (unsigned long long)m->parked_total,
-                (unsigned long long)m->yielded_total, (unsigned long long)m->runs_forgotten,
-                (unsigned long long)m->keys_forgotten);
+                (unsigned long long)m->wait_bytes, (unsigned long long)m->waits_woken,
+                (unsigned long long)m->parked_total, (unsigned long long)m->yielded_total,
+                (unsigned long long)m->runs_forgotten, (unsigned long long)m->keys_forgotten);
   for (int i = 0; i < C10D_OP_COUNT; i++)
     if (m->queries[i] > 0)
       mu_buf_printf(b, "musterd_c10d_queries_total{query=\"%s\"} %llu\n",

@@ -120,8 +120,7 @@ static uint64_t bytes_used(struct c10d *m)
  * a new node when NULL) would take what the store holds past --c10d-max-store-bytes: then
  * `c` is closed (store_full) with a log line naming the bound. A write that adds no bytes
  * passes, so the store still serves at its bound. Returns: 1 closed, 0 it fits. */
-static int store_bytes_full(struct c10d_conn *c, const struct v2_node *old, size_t klen,
-                            size_t vn)
+static int store_bytes_full(struct c10d_conn *c, const struct v2_node *old, size_t klen, size_t vn)
 {
   struct c10d *m = c->m;
   uint64_t add = mu_alloc_size(vn + 1), sub = 0;

@@ -264,8 +264,8 @@ int c10d_wait_start(struct c10d_conn *c)
 int c10d_barrier_wait(struct c10d_conn *c, const char *path, int64_t need)
 {
   c10d_wait_cancel(c); /* like a WAIT, it replaces the one in progress */
-  size_t bytes = mu_alloc_size(sizeof(struct c10d_wait) + sizeof(struct c10d_wkey)) +
-                 path_cost(strlen(path));
+  size_t bytes =
+      mu_alloc_size(sizeof(struct c10d_wait) + sizeof(struct c10d_wkey)) + path_cost(strlen(path));
   if (wait_keys_take(c, 1) != 0)
     return -1;
   if (wait_bytes_take(c, bytes, "a BARRIER") != 0) { /* closed */

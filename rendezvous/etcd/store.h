@@ -42,8 +42,8 @@ struct v2_node {
   unsigned char in_table; /* in the store's table (a dead node leaves it when freed or when a
                            * new node takes its key) */
   uint32_t size;          /* nodes in this subtree, itself included */
-  uint64_t bytes; /* what this subtree's nodes hold (each node, its key, its value), as the
-                   * allocator sizes them: a bound on a subtree's memory reads it in O(1) */
+  uint64_t bytes;         /* what this subtree's nodes hold (each node, its key, its value), as the
+                           * allocator sizes them: a bound on a subtree's memory reads it in O(1) */
 };
 
 /* An etcd v2 error: code (100 "Key not found", ...), cause, and the index to report. */

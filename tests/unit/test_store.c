@@ -609,8 +609,8 @@ TEST(store__subtree_bytes_follow_every_write)
   char big[5000];
   memset(big, 'v', sizeof(big) - 1);
   big[sizeof(big) - 1] = '\0';
-  const char *steps[][2] = {{"/d/a", "1"}, {"/d/b", big}, {"/d/a", big}, {"/d/b", ""},
-                            {"/d/e/f", big}, {"/x", big}};
+  const char *steps[][2] = {{"/d/a", "1"}, {"/d/b", big},   {"/d/a", big},
+                            {"/d/b", ""},  {"/d/e/f", big}, {"/x", big}};
   for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
     struct v2_write w = wr(steps[i][0], steps[i][1]);
     ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
