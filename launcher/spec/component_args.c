@@ -148,8 +148,10 @@ static cJSON *str_value(const struct mu_param *p, const char *text, const char *
     return NULL;
   }
   if (p->has_re && regexec(&p->re, text, 0, NULL, 0) != 0) {
-    mu_buf_printf(err, "%s: '%s' does not match the pattern %s; give a value that matches it", src,
-                  text, p->pattern);
+    mu_buf_printf(err, "%s: '%s' does not match the pattern %s", src, text, p->pattern);
+    if (p->help != NULL && p->help[0] != '\0') /* what the pattern means, in the author's words */
+      mu_buf_printf(err, " (%s)", p->help);
+    mu_buf_puts(err, "; give a value that matches it");
     return NULL;
   }
   return cJSON_CreateString(text);

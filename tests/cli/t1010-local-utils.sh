@@ -33,6 +33,7 @@ t_expect_eq "utils.copy of a missing source: the job fails (exit 1)" "$?" 1
 "$MUSTER" run utils.copy --src s3://bucket/key --dst "$T_DIR/x" >/dev/null 2>"$T_DIR/err"
 t_expect_eq "utils.copy s3://: exit 2" "$?" 2
 t_expect_match "utils.copy s3://: names the value" "$(cat "$T_DIR/err")" "argument '--src': 's3://bucket/key' does not match"
+t_expect_match "utils.copy s3://: says the scheme is not supported" "$(cat "$T_DIR/err")" "s3://, gs:// and other fsspec schemes are not supported"
 
 # utils.binary --entrypoint ARGS: the program with its arguments, TorchX's default name
 run_ok "utils.binary" utils.binary --entrypoint printf -- 'binary %s\n' 'two words'

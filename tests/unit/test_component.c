@@ -289,7 +289,17 @@ TEST(component__pattern)
     snprintf(want, sizeof(want), "argument '--cs': '%s' does not match the pattern [a-z0-9_-]+",
              bads[i]);
     ASSERT(strstr(mu_buf_str(&err), want) != NULL);
+    ASSERT(strstr(mu_buf_str(&err), "+ (") == NULL); /* no help: nothing in parentheses */
   }
+  /* the parameter's help says what the pattern means (utils.copy: no s3://) */
+  const char *s3[] = {"--src", "s3://b/k", NULL};
+  mu_buf_clear(&err);
+  ASSERT_EQ(build_text("name: t\nparams: [{name: src, pattern: '[^:]+', help: 'a local path, no "
+                       "s3://'}]\napp: {name: x, roles: [{name: r, image: i, entrypoint: e}]}\n",
+                       s3, &app, &err),
+            MU_EINVAL);
+  ASSERT(strstr(mu_buf_str(&err), "does not match the pattern [^:]+ (a local path, no s3://); "
+                                  "give a value") != NULL);
   const char *none[] = {NULL};
   mu_buf_clear(&err);
   ASSERT_EQ(build_text("name: t\nparams: [{name: a, pattern: '[a-'}]\napp: {roles: []}\n", none,
