@@ -137,11 +137,23 @@ static int etcd_version(struct mu_client *c, char *ver, size_t n)
   return is;
 }
 
-/* An answer that is not musterd's /v1 JSON: says what answered. Returns: MU_EHTTP. */
-static int not_musterd(struct mu_client *c, const char *path, int status)
+/* An answer that is not musterd's /v1 JSON: says what answered; a refused credential (401, 403,
+ * which musterd answers in plain text on some routes) says where the token goes, with the
+ * server's words. Returns: MU_EHTTP. */
+static int not_musterd(struct mu_client *c, const char *path, const struct mu_http_response *r)
 {
   char ver[32];
-  if (etcd_version(c, ver, sizeof(ver)))
+  int status = r->status;
+  if (status == 401 || status == 403) {
+    int n = r->body.len < 200 ? (int)r->body.len : 200;
+    while (n > 0 && (r->body.data[n - 1] == '\n' || r->body.data[n - 1] == '\r'))
+      n--;
+    mu__client_say(c,
+                   "the endpoint refused the request (HTTP %d for %s%s%.*s): it needs a valid "
+                   "token; give it with MUSTER_RDZV_TOKEN or MUSTER_RDZV_TOKEN_FILE (muster rdzv: "
+                   "--token T)",
+                   status, path, n > 0 ? ": " : "", n, n > 0 ? r->body.data : "");
+  } else if (etcd_version(c, ver, sizeof(ver)))
     mu__client_say(c,
                    "the endpoint is etcd %s (its /version says so), not a musterd: it answered "
                    "HTTP %d for %s; for an etcd v3 cluster use the etcd-v3 backend "
@@ -165,7 +177,7 @@ static int map_error(struct mu_client *c, const char *path, struct mu_http_respo
   int rc = MU_EHTTP;
   if (!cJSON_IsString(code)) {
     cJSON_Delete(j);
-    return not_musterd(c, path, r->status);
+    return not_musterd(c, path, r);
   }
   const char *s = code->valuestring;
   if (strcmp(s, "bad_request") == 0 || strcmp(s, "not_a_counter") == 0)

@@ -67,6 +67,8 @@ t_expect_match "... saying it was refused and where the token goes, not 'not a m
   "$(grep -v 'not a musterd' <<<"$out")" "refused this agent.*MUSTER_RDZV_TOKEN_FILE"
 out=$(timeout 30 "$MUSTER" rdzv "$ep" "$id" 2>&1)
 t_expect_match "stranger: muster rdzv is refused" "$out" "HTTP 401"
+t_expect_match "stranger: the refusal says where the token goes, not 'is it a musterd?'" "$out" \
+  "needs a valid token; give it with MUSTER_RDZV_TOKEN or MUSTER_RDZV_TOKEN_FILE \(muster rdzv: --token T\)"
 t_expect_eq "the job still runs" "$("$MUSTER" status "$h" | sed -n 's/^ *State: //p')" RUNNING
 ui=$("$MUSTER" status "$h" | sed -n 's/^ *UI URL: //p')
 t_expect_match "its status page (which a browser cannot open without the token) is not advertised" \
