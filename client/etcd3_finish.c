@@ -98,30 +98,52 @@ static int any_success(struct mu_etcd3 *e, const char *run, long n, int *any)
   return rc;
 }
 
+/* The start of both judgements of round n below: when a member of it succeeded, *r is the round
+ * with its members attached and *t holds the finish reads (the caller adds its own and runs it
+ * with judge_reads()); when none did, *r stays NULL. Returns: 0, or an error (with *r set, the
+ * caller still frees it and t). */
+static int judge_begin(struct mu_etcd3 *e, const char *run, const cJSON *round, long n, cJSON **r,
+                       struct mu__etcd3_txn *t)
+{
+  int any = 0;
+  int rc = any_success(e, run, n, &any);
+  if (rc != 0 || !any)
+    return rc;
+  *r = cJSON_Duplicate(round, 1);
+  rc = mu__etcd3_attach_members(e, run, *r);
+  mu__etcd3_txn_init(t);
+  mu__etcd3_add_finish_reads(t->success, run, n);
+  return rc;
+}
+
+/* Runs the reads judge_begin() queued, unless rc (its error) says not to: then drops them.
+ * Returns: 0 with *ans, or an error. */
+static int judge_reads(struct mu_etcd3 *e, struct mu__etcd3_txn *t, int rc, cJSON **ans)
+{
+  if (rc != 0) {
+    cJSON_Delete(t->root);
+    return rc;
+  }
+  return mu__etcd3_txn_run(e, t, ans);
+}
+
 int mu__etcd3_close_if_finished(struct mu_etcd3 *e, const char *run, const cJSON *round,
                                 const char *self)
 {
   long n = mu__etcd3_round_no(round);
-  int any = 0;
+  cJSON *r = NULL;
+  struct mu__etcd3_txn t;
   if (n <= 0)
     return 0;
-  int rc = any_success(e, run, n, &any);
-  if (rc != 0 || !any)
+  int rc = judge_begin(e, run, round, n, &r, &t);
+  if (r == NULL)
     return rc;
-  cJSON *r = cJSON_Duplicate(round, 1);
-  rc = mu__etcd3_attach_members(e, run, r);
-  struct mu__etcd3_txn t;
-  mu__etcd3_txn_init(&t);
-  mu__etcd3_add_finish_reads(t.success, run, n);
   char *mine = mu__etcd3_key_of(run, "n/" ETCD3_LEVEL "/%s", n - 1, self ? self : "");
   char *done = mu__etcd3_key_of(run, "d/" ETCD3_LEVEL "/%s", n, self ? self : "");
   cJSON_AddItemToArray(t.success, mu__etcd3_op_range(mine, NULL, E3_COUNT));
   cJSON_AddItemToArray(t.success, mu__etcd3_op_range(done, NULL, E3_COUNT));
   cJSON *ans = NULL;
-  if (rc == 0)
-    rc = mu__etcd3_txn_run(e, &t, &ans);
-  else
-    cJSON_Delete(t.root);
+  rc = judge_reads(e, &t, rc, &ans);
   struct mu_rules_view v;
   if (rc == 0) {
     mu__etcd3_finish_view(r, ans, 0, &v);
@@ -190,17 +212,13 @@ static void missing(const cJSON *round, const cJSON *ans, char *out, size_t cap)
 int mu__etcd3_shut_if_unreachable(struct mu_etcd3 *e, const char *run, const cJSON *round, long min)
 {
   long n = mu__etcd3_round_no(round);
-  int any = 0;
+  cJSON *r = NULL;
+  struct mu__etcd3_txn t;
   if (n <= 0)
     return 0;
-  int rc = any_success(e, run, n, &any);
-  if (rc != 0 || !any)
+  int rc = judge_begin(e, run, round, n, &r, &t);
+  if (r == NULL)
     return rc; /* no member finished: every one of them may come back */
-  cJSON *r = cJSON_Duplicate(round, 1);
-  rc = mu__etcd3_attach_members(e, run, r);
-  struct mu__etcd3_txn t;
-  mu__etcd3_txn_init(&t);
-  mu__etcd3_add_finish_reads(t.success, run, n);
   const char *fmts[] = {"d/" ETCD3_LEVEL "/", "l/" ETCD3_LEVEL "/", "n/" ETCD3_LEVEL "/"};
   for (int i = 0; i < 3; i++) { /* 5-7: who finished, who left failed, who still runs */
     char *p = mu__etcd3_key_of(run, fmts[i], i == 2 ? n - 1 : n);
@@ -208,10 +226,7 @@ int mu__etcd3_shut_if_unreachable(struct mu_etcd3 *e, const char *run, const cJS
     mu_free(p);
   }
   cJSON *ans = NULL;
-  if (rc == 0)
-    rc = mu__etcd3_txn_run(e, &t, &ans);
-  else
-    cJSON_Delete(t.root);
+  rc = judge_reads(e, &t, rc, &ans);
   struct mu_rules_view v;
   if (rc == 0) {
     mu__etcd3_finish_view(r, ans, 0, &v);
