@@ -3,7 +3,9 @@
 # builds muster twice, normally and under ASan+UBSan, runs the whole CTest suite in both builds,
 # and runs every libFuzzer target for a short while. To keep it under 45 minutes on a fresh
 # 2-core machine, work overlaps where it does not compete: the ASan and fuzz builds run while
-# the normal build's tests run, the fuzzers while the ASan build's tests run.
+# the normal build's tests run, and the ASan build's tests, the fuzzers and the torch 2.x tier
+# join them as soon as each can start (each suite's output is printed when it ends). The tests
+# that start torch take turns through one machine-wide lock, the longest tests start first.
 #
 #   scripts/test.sh [--fast]     --fast: the normal build only, no fuzzing
 #
@@ -92,20 +94,37 @@ wait_roots() {
 summary=()  # one line per build or fuzz run
 bad=0       # set when anything failed, or was skipped without MU_ALLOW_SKIP=1
 
-# run_ctest BUILD_DIR LABEL: runs the suite, prints the failures' output, and adds a counted
-# line to the summary. Counts come from CTest's JUnit file, never from its "N tests failed out
-# of M" line (whose M includes the skipped tests).
-# Further arguments go to ctest (a label selection).
-run_ctest() {
-  local dir=$1 label=$2 xml counts rc
+# ctest_start BUILD_DIR LABEL [CTEST ARGS...]: starts the suite (or the label selection the
+# further arguments make) in the background, its output to BUILD_DIR/ctest-LABEL.log; the suites
+# of both builds run side by side (most tests wait on timers and sockets, not on the CPU; the
+# tests that start torch take turns through one machine-wide lock, tests/lib.sh t_torch_lock).
+# CTest starts the longest tests first when it knows their costs: a fresh build directory gets
+# them from tests/ctest-costs.txt (the measured seconds of each test, from a full run).
+# ctest_finish BUILD_DIR LABEL: waits for it, prints its output, and adds a counted line to the
+# summary. Counts come from CTest's JUnit file, never from its "N tests failed out of M" line
+# (whose M includes the skipped tests).
+declare -A ctest_pids=()
+ctest_file() { echo "$PWD/$1/ctest-${2//[^a-zA-Z0-9]/_}.$3"; }
+ctest_start() {
+  local dir=$1 label=$2 costs=$1/Testing/Temporary/CTestCostData.txt
   shift 2
-  xml=$PWD/$dir/ctest-results-${label//[^a-zA-Z0-9]/_}.xml
-  rm -f "$xml"
-  set +e
-  (cd "$dir" && ctest --output-on-failure -j"$jobs" --output-junit "$xml" \
-    --test-output-size-passed 4000000 --test-output-size-failed 4000000 "$@")
-  rc=$?
-  set -e
+  if [ ! -s "$costs" ] && [ -f tests/ctest-costs.txt ]; then
+    mkdir -p "$(dirname "$costs")"
+    cp tests/ctest-costs.txt "$costs"
+  fi
+  rm -f "$(ctest_file "$dir" "$label" xml)"
+  echo "== tests: $label: started (log: $(ctest_file "$dir" "$label" log))"
+  (cd "$dir" && exec ctest --output-on-failure -j"$jobs" --output-junit "$(ctest_file "$dir" "$label" xml)" \
+    --test-output-size-passed 4000000 --test-output-size-failed 4000000 "$@") \
+    >"$(ctest_file "$dir" "$label" log)" 2>&1 &
+  ctest_pids[$label]=$!
+}
+ctest_finish() {
+  local dir=$1 label=$2 xml counts rc=0
+  xml=$(ctest_file "$dir" "$label" xml)
+  wait "${ctest_pids[$label]}" || rc=$?
+  echo "== tests: $label: done (ctest exit $rc)"
+  cat "$(ctest_file "$dir" "$label" log)"
   if [ ! -s "$xml" ]; then
     summary+=("$label: ctest exited $rc and wrote no results")
     bad=1
@@ -169,16 +188,6 @@ if [ "$fast" = 0 ]; then
   ) >build-more.log 2>&1 &
   more_pid=$!
 fi
-echo "== tests: normal build (without the torch 2.x tier)"
-run_ctest build "normal build" -LE torch2
-echo "== tests: normal build, the torch 2.x tier"
-if wait_roots; then
-  run_ctest build "normal build, torch 2.x tier" -L torch2
-else
-  summary+=("normal build, torch 2.x tier: not run: a torch root could not be built")
-  bad=1
-fi
-
 # run_fuzz: every fuzz target for MU_FUZZ_SECONDS (30) in turn; one line per target to
 # build-fuzz/results ("NAME RC").
 run_fuzz() {
@@ -198,6 +207,10 @@ run_fuzz() {
   done
 }
 
+ctest_start build "normal build" -LE torch2
+
+asan=0 # 1 once the ASan build's suite runs
+fuzz_pid=""
 if [ "$fast" = 0 ]; then
   echo "== build: ASan + UBSan and fuzz (waiting for the background build)"
   rc=0
@@ -210,32 +223,44 @@ if [ "$fast" = 0 ]; then
   else
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    # The fuzzers run beside the ASan build's tests, one at a time (one core).
-    echo "== fuzz: libFuzzer, ${MU_FUZZ_SECONDS:-30} s a target, beside the ASan tests"
-    run_fuzz &
+    ctest_start build-asan "ASan+UBSan build" -LE torch2
+    asan=1
+    # The fuzzers run beside the tests, one at a time (one core), at a lower priority.
+    echo "== fuzz: libFuzzer, ${MU_FUZZ_SECONDS:-30} s a target, beside the tests"
+    (renice -n 10 $BASHPID >/dev/null; run_fuzz) &
     fuzz_pid=$!
-    echo "== tests: ASan + UBSan build"
-    if bash scripts/torch-roots.sh check >/dev/null 2>&1; then
-      run_ctest build-asan "ASan+UBSan build"
-    else
-      run_ctest build-asan "ASan+UBSan build" -LE torch2
-      summary+=("ASan+UBSan build, torch 2.x tier: not run: a torch root could not be built")
-      bad=1
-    fi
-    wait "$fuzz_pid" || true
-    nfuzz=0 findings=0
-    while read -r name rc; do
-      echo "-- fuzz $name:"
-      tail -n 3 "build-fuzz/$name.log"
-      nfuzz=$((nfuzz + 1))
-      if [ "$rc" -ne 0 ]; then
-        findings=$((findings + 1))
-        echo "test.sh: fuzz target $name exited $rc: a finding; see build-fuzz/$name.log"
-      fi
-    done <build-fuzz/results
-    summary+=("fuzz: $nfuzz target(s) ran ${MU_FUZZ_SECONDS:-30} s each, $findings with a finding")
-    [ "$findings" -eq 0 ] && [ "$nfuzz" -gt 0 ] || bad=1
   fi
+fi
+
+# The torch 2.x tier of each build, once the roots are there (its tests take the torch lock in
+# turn with the torch tests of the suites running meanwhile).
+if wait_roots; then
+  ctest_start build "normal build, torch 2.x tier" -L torch2
+  ctest_finish build "normal build, torch 2.x tier"
+  if [ "$asan" = 1 ]; then
+    ctest_start build-asan "ASan+UBSan build, torch 2.x tier" -L torch2
+    ctest_finish build-asan "ASan+UBSan build, torch 2.x tier"
+  fi
+else
+  summary+=("the torch 2.x tier: not run: a torch root could not be built")
+  bad=1
+fi
+ctest_finish build "normal build"
+[ "$asan" = 0 ] || ctest_finish build-asan "ASan+UBSan build"
+if [ -n "$fuzz_pid" ]; then
+  wait "$fuzz_pid" || true
+  nfuzz=0 findings=0
+  while read -r name rc; do
+    echo "-- fuzz $name:"
+    tail -n 3 "build-fuzz/$name.log"
+    nfuzz=$((nfuzz + 1))
+    if [ "$rc" -ne 0 ]; then
+      findings=$((findings + 1))
+      echo "test.sh: fuzz target $name exited $rc: a finding; see build-fuzz/$name.log"
+    fi
+  done <build-fuzz/results
+  summary+=("fuzz: $nfuzz target(s) ran ${MU_FUZZ_SECONDS:-30} s each, $findings with a finding")
+  [ "$findings" -eq 0 ] && [ "$nfuzz" -gt 0 ] || bad=1
 fi
 
 for line in "${summary[@]}"; do echo "test.sh: $line"; done
