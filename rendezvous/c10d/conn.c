@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "c10d_int.h"
 #include "log.h"
+#include "stream.h"
 
 static void conn_process(struct c10d_conn *c);
 static void read_update(struct c10d_conn *c);
@@ -180,29 +181,17 @@ static void on_held_released(struct rv_hold *h)
 /* Hands `out` to the kernel: uv_try_write, then uv_write for the rest. */
 static void send_out(struct c10d_conn *c)
 {
-  uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
-  int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-  if (n == (int)c->out.len) {
-    mu_buf_clear(&c->out);
+  uv_buf_t b;
+  int n = rv_stream_try_send((uv_stream_t *)&c->tcp, &c->out, &c->wbuf, &b);
+  if (n == RV_SENT_ALL) {
     if (c->out.cap > 65536) {
       mu_buf_release(&c->out);
       account(c);
     }
     return;
   }
-  if (n < 0 && n != UV_EAGAIN) {
-    c10d_conn_close(c, C10D_R_READ_ERROR);
-    return;
-  }
-  if (n > 0)
-    mu_buf_consume(&c->out, (size_t)n);
-  struct mu_buf tmp = c->wbuf;
-  c->wbuf = c->out;
-  c->out = tmp;
-  mu_buf_clear(&c->out);
-  b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
   c->wreq.data = c;
-  if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+  if (n < 0 || uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
     c10d_conn_close(c, C10D_R_READ_ERROR);
     return;
   }
