@@ -28,6 +28,7 @@
 #include "keepalive.h"
 #include "log.h"
 #include "server.h"
+#include "stream.h"
 #include "tls.h"
 
 static void conn_feed(struct rv_conn *c, const char *data, size_t len);
@@ -78,12 +79,21 @@ static struct rv_addr *addr_find(struct rv_server *srv, const char *peer, size_t
   return a;
 }
 
-void rv_server_addr_put(struct rv_server *srv, struct rv_addr *a)
+/* Drops the share of an address no connection holds any more. */
+static void addr_drop_unused(struct rv_server *srv, struct rv_addr *a)
 {
-  if (a == NULL || --a->conns > 0)
+  if (a->conns > 0 || a->streams > 0)
     return;
   mu_htab_del(&srv->addrs, &a->h);
   mu_free(a);
+}
+
+void rv_server_addr_put(struct rv_server *srv, struct rv_addr *a)
+{
+  if (a == NULL)
+    return;
+  a->streams--;
+  addr_drop_unused(srv, a);
 }
 
 int rv_server_addr_take(struct rv_server *srv, const char *peer, struct rv_addr **out)
@@ -93,8 +103,8 @@ int rv_server_addr_take(struct rv_server *srv, const char *peer, struct rv_addr 
   if (n == 0)
     return 0;
   struct rv_addr *a = addr_find(srv, peer, n);
-  a->conns++;
-  if (a->conns > srv->cfg.max_connections_per_address) {
+  a->streams++;
+  if (a->streams > srv->cfg.max_connections_per_address) {
     srv->addr_conns_rejected++;
     rv_server_addr_put(srv, a);
     return MU_E2BIG;
@@ -143,7 +153,10 @@ static void addr_put(struct rv_conn *c)
   rv_conn_body_uncount(c);
   struct rv_addr *a = c->addr;
   c->addr = NULL;
-  rv_server_addr_put(c->srv, a);
+  if (a != NULL) {
+    a->conns--;
+    addr_drop_unused(c->srv, a);
+  }
 }
 
 static int on_message_begin(llhttp_t *p)
@@ -496,10 +509,9 @@ void rv_conn_flush(struct rv_conn *c)
       rv_conn_close(c);
     return;
   }
-  uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
-  int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-  if (n == (int)c->out.len) {
-    mu_buf_clear(&c->out);
+  uv_buf_t b;
+  int n = rv_stream_try_send((uv_stream_t *)&c->tcp, &c->out, &c->wbuf, &b);
+  if (n == RV_SENT_ALL) {
     /* a parked long poll keeps no output buffer (10,000 watchers at <= 2 KB each), nor does a
      * stranger (a TLS handshake's flight left 1 KiB in every anonymous connection) */
     if (c->out.cap > 65536 || c->state != REQ_IDLE || rv_conn_anonymous(c)) {
@@ -512,18 +524,10 @@ void rv_conn_flush(struct rv_conn *c)
       maybe_unpause(c);
     return;
   }
-  if (n < 0 && n != UV_EAGAIN) {
+  if (n < 0) {
     rv_conn_close(c);
     return;
   }
-  if (n > 0)
-    mu_buf_consume(&c->out, (size_t)n);
-  /* hand the rest to uv_write: swap the buffers so that `out` can keep filling */
-  struct mu_buf tmp = c->wbuf;
-  c->wbuf = c->out;
-  c->out = tmp;
-  mu_buf_clear(&c->out);
-  b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
   /* made for the write (most answers leave with uv_try_write): 192 bytes less per connection */
   uv_write_t *w = mu_malloc(sizeof(*w));
   w->data = c;

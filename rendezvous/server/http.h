@@ -168,10 +168,12 @@ const char *rv_server_read_only(struct rv_server *srv);
 
 struct rv_addr;
 
-/* Takes one connection's share of client address `peer` ("" takes nothing: *out NULL), as an
- * HTTP connection does: both kinds count against --max-connections-per-address together.
- * Returns: 0 with *out set, or MU_E2BIG (counted, nothing taken) when the address is at its
- * limit. Ownership: give it back with rv_server_addr_put(). */
+/* Takes a share of client address `peer` ("" takes nothing: *out NULL) for a connection of
+ * another listener (the TCPStore's): it counts in the client's memory and body budgets with
+ * its HTTP connections, but has a --max-connections-per-address of its own, so that those
+ * connections, which never authenticate, cannot take the share of the client's HTTP ones.
+ * Returns: 0 with *out set, or MU_E2BIG (counted, nothing taken) when the address has that many
+ * such connections. Ownership: give it back with rv_server_addr_put(). */
 int rv_server_addr_take(struct rv_server *srv, const char *peer, struct rv_addr **out);
 
 /* Gives back a share from rv_server_addr_take() (NULL is a no-op). */

@@ -16,6 +16,8 @@
 #               one connection, WAITs past 131,072 waited keys
 #   wait_repeats  SET b, then 300 WAITs of [a, b, b, b] pipelined (issue 33/1, a heap overflow):
 #               each holds a slot for its missing key only; the SET of a wakes the last once
+#   share_apart  50 TCPStore connections from one address (its share) leave that address's HTTP
+#               client answered, not 503: the TCPStore's connections have a share of their own
 # Server C: --max-buffer-bytes-per-client 1048576 --client-prefix-v4 24
 #   budget      clients that do not read their answers: the buffers of a client's connections
 #               (all its addresses in one /24) count in the memory budget HTTP's connections
@@ -91,7 +93,7 @@ t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-max-store-bytes 16777216 ||
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 G="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
 
-for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B budget:C value_readback:D queue_flood:D allow:E silent:E wait_budget:F many_keys:F store_bytes:G; do
+for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B share_apart:B budget:C value_readback:D queue_flood:D allow:E silent:E wait_budget:F many_keys:F store_bytes:G; do
   start=$SECONDS
   srv=${c#*:}
   c=${c%:*}

@@ -665,6 +665,54 @@ def case_many_keys(url, port, pid):
     still_serves(port, "queries of many keys")
 
 
+def http_status(url, path, source):
+    """The status of a GET of `path` from address `source` (a fresh HTTP connection)."""
+    host, port = url.split("//")[1].split(":")
+    s = socket.create_connection((host, int(port)), timeout=5, source_address=(source, 0))
+    try:
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                  % (path.encode(), host.encode()))
+        head = b""
+        while b"\r\n" not in head:
+            got = s.recv(4096)
+            if not got:
+                break
+            head += got
+        return int(head.split(b" ")[1]) if head.startswith(b"HTTP/1.1 ") else 0
+    finally:
+        s.close()
+
+
+def case_share_apart(url, port, pid):
+    """Issue 33/4 (a limit left by the first fix): TCPStore connections, which never
+    authenticate, counted in the same --max-connections-per-address share as the client's HTTP
+    connections: 50 idle TCPStore connections left an HTTP client of the same address 503.
+    Principle: anonymous connections cannot take another's share: the TCPStore's connections
+    have a share of their own (still bounded), and count in the same memory budget."""
+    socks = []
+    for i in range(50):  # the whole share (server B: 50), each one has spoken
+        c = conn(port, source="127.0.0.12")
+        c.sendall(bytes([SET]) + string(b"/share%d" % i) + string(b"v"))
+        socks.append(c)
+    time.sleep(0.3)
+    alive = [c for c in socks if not closed_within(c, 0.05)]
+    out(len(alive) == 50, "an address's 50 TCPStore connections (its share) stay open",
+        f"{len(alive)} open")
+    extra = conn(port, source="127.0.0.12")
+    extra.sendall(bytes([SET]) + string(b"/share-extra") + string(b"v"))
+    out(closed_within(extra, 3), "its 51st TCPStore connection is closed (the share still holds)")
+    got = [http_status(url, "/health", "127.0.0.12") for _ in range(5)]
+    out(got == [200] * 5, "with its TCPStore share full, the same address's HTTP client is "
+        "answered (5 of 5 /health, not 503)", str(got))
+    alive = [c for c in socks if not closed_within(c, 0.05)]
+    out(len(alive) == 50, "and none of the TCPStore connections was taken for it",
+        f"{len(alive)} open")
+    for c in socks:
+        c.close()
+    extra.close()
+    still_serves(port, "a full TCPStore share")
+
+
 if __name__ == "__main__":
     case, url, port, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     globals()["case_" + case](url, port, pid)
