@@ -17,10 +17,10 @@
 # no variable), and their result is recorded in docs/compat.md, not asserted (a torch that fixes
 # it passes there). docs/c10d.md "torchrun 2.x and the shared store" says more.
 # Each case's cells go to docs/compat.md (t_compat; scripts/compat-table.sh).
-# Env: TR_TIMEOUT (s per agent, 240), TR_CONTROL_TIMEOUT (s per control agent, 150), TR2_SUITES (default "trixie sid").
+# Env: TR_TIMEOUT (s per agent, 420: 7 cases side by side, 14 agents and their workers, on 2 cores beside other tests), TR_CONTROL_TIMEOUT (s per control agent, 150), TR2_SUITES (default "trixie sid").
 . "$(dirname "$0")/../lib.sh"
 
-TR_TIMEOUT=${TR_TIMEOUT:-240}
+TR_TIMEOUT=${TR_TIMEOUT:-420}
 TR_CONTROL_TIMEOUT=${TR_CONTROL_TIMEOUT:-150}
 TR2_SUITES=${TR2_SUITES:-trixie sid}
 WORKER=$MU_SOURCE_DIR/tests/integration/torchrun_worker.py
