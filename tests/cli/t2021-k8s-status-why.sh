@@ -8,7 +8,7 @@
 # failed job, its root cause; `muster list` says what `status` says, for every state. Then `run
 # --wait` printing each new reason, `list` reading the pods and events once for any number of
 # jobs, `list` of JobSets, and the job's rendezvous token: a Secret created after the job, owned by it, deleted with it, and
-# in no manifest and no argument.
+# in no manifest and no argument. Under MU_SANITIZED=1 JobSet replays four pod states, not all.
 . "$(dirname "$0")/../lib.sh"
 t_fake_kubectl
 F=$MU_SOURCE_DIR/tests/fixtures/kubectl
@@ -26,6 +26,11 @@ for api in volcano jobset; do
   t_expect_eq "$api: run prints the handle" "$h" "$want_h"
   for f in "$F"/pods/*.json; do
     state=$(basename "$f" .json)
+    # the ASan build: every state on Volcano, four on JobSet (the pods' reading is one code for
+    # both APIs; the normal build checks every pair)
+    if [ "$MU_SANITIZED" = 1 ] && [ $api = jobset ]; then
+      case $state in Healthy | ExitCode | Unschedulable | OOMKilled) ;; *) continue ;; esac
+    fi
     mapfile -t want < <("$PY" -c 'import json,sys
 e = json.load(open(sys.argv[1]))["expect"]
 print(e["state"]); print(e.get("reason", "")); print(e.get("root_cause", ""))' "$f")
