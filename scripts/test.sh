@@ -106,17 +106,18 @@ bad=0       # set when anything failed, or was skipped without MU_ALLOW_SKIP=1
 declare -A ctest_pids=()
 ctest_file() { echo "$PWD/$1/ctest-${2//[^a-zA-Z0-9]/_}.$3"; }
 ctest_start() {
-  local dir=$1 label=$2 costs=$1/Testing/Temporary/CTestCostData.txt
+  local dir=$1 label=$2 costs=$1/Testing/Temporary/CTestCostData.txt xml log
   shift 2
+  xml=$(ctest_file "$dir" "$label" xml) # absolute: ctest runs in $dir
+  log=$(ctest_file "$dir" "$label" log)
   if [ ! -s "$costs" ] && [ -f tests/ctest-costs.txt ]; then
     mkdir -p "$(dirname "$costs")"
     cp tests/ctest-costs.txt "$costs"
   fi
-  rm -f "$(ctest_file "$dir" "$label" xml)"
-  echo "== tests: $label: started (log: $(ctest_file "$dir" "$label" log))"
-  (cd "$dir" && exec ctest --output-on-failure -j"$jobs" --output-junit "$(ctest_file "$dir" "$label" xml)" \
-    --test-output-size-passed 4000000 --test-output-size-failed 4000000 "$@") \
-    >"$(ctest_file "$dir" "$label" log)" 2>&1 &
+  rm -f "$xml"
+  echo "== tests: $label: started (log: $log)"
+  (cd "$dir" && exec ctest --output-on-failure -j"$jobs" --output-junit "$xml" \
+    --test-output-size-passed 4000000 --test-output-size-failed 4000000 "$@") >"$log" 2>&1 &
   ctest_pids[$label]=$!
 }
 ctest_finish() {
