@@ -494,11 +494,16 @@ const struct v2_event *v2_store_set(struct v2_store *s, const struct v2_write *w
     value = n->value ? n->value : "";
     vlen = n->value ? n->value_len : 0;
   }
-  /* n->value may be rewritten in place; a copy of every byte (a c10d value holds NULs) */
-  char *vcopy = mu_malloc(vlen + 1);
-  memcpy(vcopy, value, vlen);
-  vcopy[vlen] = '\0';
-  e = internal_create(s, w->key, w->dir, vcopy, vlen, 0, 1, w->expire_ns, V2_EV_SET, w->refresh,
+  /* a refresh's value is n->value, which is rewritten in place: a copy of every byte (a c10d
+   * value holds NULs); any other value is the caller's (a 4 MiB TCPStore SET is not copied) */
+  char *vcopy = NULL;
+  if (w->refresh) {
+    vcopy = mu_malloc(vlen + 1);
+    memcpy(vcopy, value, vlen);
+    vcopy[vlen] = '\0';
+    value = vcopy;
+  }
+  e = internal_create(s, w->key, w->dir, value, vlen, 0, 1, w->expire_ns, V2_EV_SET, w->refresh,
                       err);
   mu_free(vcopy);
   if (e != NULL)

@@ -339,6 +339,59 @@ TEST(event_history__byte_cap_evicts_early)
   v2_event_history_release(&h);
 }
 
+static size_t history_bytes(const struct v2_event_history *h)
+{
+  size_t sum = 0;
+  for (unsigned i = 0; i < h->count; i++)
+    sum += v2_event_bytes(h->ring[(h->front + i) % h->cap]);
+  return sum;
+}
+
+/* Issue 33: a TCPStore SET of a big binary value is not escaped at the write (escaping 4 MiB and
+ * the value it replaced was ~0.3 s of the loop, for an event no one read); the event holds the
+ * raw values until read, the history counts what it holds, and rendering it counts it anew
+ * (dropping older events past the cap, never the one rendered). */
+TEST(store__big_binary_set_is_rendered_only_when_read)
+{
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
+  size_t n = (size_t)1 << 20;
+  char *v = mu_malloc(n);
+  for (size_t i = 0; i < n; i++)
+    v[i] = (char)(i & 31); /* control bytes: most escape to \u00XX */
+  struct v2_write w = {"/_c10d/r/k", v, n, 0, 0, 0, NULL, 0};
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  v[0] = 'x';
+  const struct v2_event *e = v2_store_set(s, &w, &err);
+  ASSERT_NOT_NULL(e);
+  ASSERT_NULL(e->json);
+  ASSERT_EQ(s->history.count, 2);
+  /* the first event holds its value, the second its value and the one it replaced: raw */
+  ASSERT(s->history.bytes >= 3 * n);
+  ASSERT(s->history.bytes < 3 * n + 4096);
+  ASSERT_EQ(s->history.bytes, history_bytes(&s->history));
+  s->history.max_bytes = s->history.bytes + n; /* the raw events fit, the rendered one does not */
+  size_t len = 0, len2 = 0;
+  const char *json = v2_store_event_json(s, e, &len);
+  ASSERT_NOT_NULL(json);
+  ASSERT(len > 2 * 5 * n);
+  ASSERT_EQ(strlen(json), len);
+  ASSERT(has(json,
+             "{\"action\":\"set\",\"node\":{\"key\":\"/_c10d/r/k\",\"value\":\"x\\u0001\\u0002"));
+  ASSERT(has(json, "\"prevNode\":{\"key\":\"/_c10d/r/k\",\"value\":\"\\u0000\\u0001\\u0002"));
+  ASSERT(has(json, "\"modifiedIndex\":1,\"createdIndex\":1}}\n"));
+  ASSERT_NULL(e->src);
+  /* past the cap once rendered: the older event went, this one stayed */
+  ASSERT_EQ(s->history.count, 1);
+  ASSERT_EQ(s->history.start_index, 2);
+  ASSERT_EQ(s->history.bytes, len);
+  /* read again: the same text */
+  ASSERT(v2_store_event_json(s, e, &len2) == json);
+  ASSERT_EQ(len2, len);
+  mu_free(v);
+  v2_store_free(s);
+}
+
 /* -- notifications made while the hub is held (a write's reply goes out first) -------------- */
 
 struct order_log {
