@@ -399,6 +399,18 @@ const char *v2_store_event_json(struct v2_store *s, const struct v2_event *ce, s
   return e->json;
 }
 
+/* Makes `n` (about to be rewritten or removed) `e`'s prevNode, handing its value over to the event
+ * instead of copying it: a 4 MiB value was copied, then freed. `n` is left without a value (the
+ * write gives it its new one). */
+static void event_prev(struct v2_event *e, struct v2_node *n)
+{
+  char *v = n->value;
+  bytes_add(n, 0, value_cost(n));
+  n->value = NULL;
+  v2_json_event_prev(e, n, v);
+  n->value_len = 0;
+}
+
 /* internalCreate */
 static const struct v2_event *internal_create(struct v2_store *s, const char *key_in, int dir,
                                               const char *value, size_t vlen, int unique,
@@ -445,7 +457,7 @@ static const struct v2_event *internal_create(struct v2_store *s, const char *ke
   v2_json_event_node(e, dir ? NULL : value, vlen, dir, expire_ns, next, next);
   if (n != NULL) {
     /* the replaced node becomes prevNode; then the node is rewritten in place */
-    v2_json_event_prev(e, n);
+    event_prev(e, n);
     if (dir) {
       bytes_add(n, 0, value_cost(n));
       mu_free(n->value);
@@ -559,7 +571,7 @@ const struct v2_event *v2_store_update(struct v2_store *s, const struct v2_write
   struct v2_event *e = v2_json_event_new(V2_EV_UPDATE, w->key, klen, next, now);
   v2_json_event_node(e, n->is_dir ? NULL : value, vlen, n->is_dir, expire_ns, next,
                      n->created_index);
-  v2_json_event_prev(e, n);
+  event_prev(e, n);
   if (!n->is_dir) {
     /* node.Write: a dir's modifiedIndex is not touched (etcd ignores Write's error there) */
     node_set_value(n, value, vlen);
@@ -630,7 +642,7 @@ const struct v2_event *v2_store_cas(struct v2_store *s, const struct v2_write *w
   size_t klen = strlen(w->key);
   struct v2_event *e = v2_json_event_new(V2_EV_CAS, w->key, klen, next, now);
   v2_json_event_node(e, value, vlen, 0, expire_ns, next, n->created_index);
-  v2_json_event_prev(e, n);
+  event_prev(e, n);
   node_set_value(n, value, vlen);
   n->modified_index = next;
   set_ttl(s, n, expire_ns);
@@ -645,7 +657,7 @@ static struct v2_event *removal_event(struct v2_store *s, enum v2_event_action a
 {
   struct v2_event *e = v2_json_event_new(a, n->hn.key, n->hn.len, index, v2_now_ns());
   v2_json_event_node(e, NULL, 0, n->is_dir, 0, index, n->created_index);
-  v2_json_event_prev(e, n);
+  event_prev(e, n);
   e->node_dir = n->is_dir;
   if (n->is_dir)
     e->prev_key = mu_strndup(n->hn.key, n->hn.len);

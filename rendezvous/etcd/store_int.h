@@ -20,7 +20,8 @@ struct v2_event *v2_json_event_new(enum v2_event_action a, const char *key, size
 /* The event's node (newEvent and the fields each operation sets): `value` (copied; NULL: none). */
 void v2_json_event_node(struct v2_event *e, const char *value, size_t vlen, int dir,
                         int64_t expire_ns, uint64_t mi, uint64_t ci);
-/* The event's prevNode (copied from `prev`, the node before the write), when there is one. */
-void v2_json_event_prev(struct v2_event *e, const struct v2_node *prev);
+/* The event's prevNode: `prev`, the node before the write, with `value` (taken: prev's own value,
+ * which the caller hands over, or NULL for a dir). */
+void v2_json_event_prev(struct v2_event *e, const struct v2_node *prev, char *value);
 
 #endif

@@ -179,15 +179,13 @@ void v2_json_event_node(struct v2_event *e, const char *value, size_t vlen, int 
   src->ci = ci;
 }
 
-void v2_json_event_prev(struct v2_event *e, const struct v2_node *prev)
+void v2_json_event_prev(struct v2_event *e, const struct v2_node *prev, char *value)
 {
   struct v2_event_src *src = e->src;
-  if (prev == NULL)
-    return;
   mu_free(src->prev_value);
   src->has_prev = 1;
   src->prev_dir = prev->is_dir;
-  src->prev_value = prev->is_dir ? NULL : copy_value(prev->value, prev->value_len);
+  src->prev_value = prev->is_dir ? NULL : value;
   src->prev_vlen = prev->is_dir ? 0 : prev->value_len;
   src->prev_expire_ns = prev->expire_ns;
   src->prev_mi = prev->modified_index;
