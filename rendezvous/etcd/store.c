@@ -405,7 +405,8 @@ const char *v2_store_event_json(struct v2_store *s, const struct v2_event *ce, s
 static void event_prev(struct v2_event *e, struct v2_node *n)
 {
   char *v = n->value;
-  bytes_add(n, 0, value_cost(n));
+  uint64_t cost = value_cost(n);
+  bytes_add(n, 0, cost);
   n->value = NULL;
   v2_json_event_prev(e, n, v);
   n->value_len = 0;
