@@ -30,7 +30,7 @@ void v2_event_history_release(struct v2_event_history *h)
 static void drop_oldest(struct v2_event_history *h)
 {
   struct v2_event *old = h->ring[h->front];
-  h->bytes -= old->json_len;
+  h->bytes -= v2_event_bytes(old);
   v2_event_free(old);
   h->ring[h->front] = NULL;
   h->front = (h->front + 1) % h->cap;
@@ -41,13 +41,23 @@ void v2_event_history_add(struct v2_event_history *h, struct v2_event *e)
 {
   if (h->count == h->cap)
     drop_oldest(h);
-  while (h->max_bytes > 0 && h->count > 0 && h->bytes + e->json_len > h->max_bytes)
+  size_t add = v2_event_bytes(e);
+  while (h->max_bytes > 0 && h->count > 0 && h->bytes + add > h->max_bytes)
     drop_oldest(h);
   h->ring[(h->front + h->count) % h->cap] = e;
   h->count++;
-  h->bytes += e->json_len;
+  h->bytes += add;
   h->last_index = e->index;
   h->start_index = h->ring[h->front]->index;
+}
+
+void v2_event_history_resized(struct v2_event_history *h, const struct v2_event *e, size_t before)
+{
+  h->bytes = h->bytes - before + v2_event_bytes(e);
+  while (h->max_bytes > 0 && h->bytes > h->max_bytes && h->count > 1 && h->ring[h->front] != e)
+    drop_oldest(h);
+  if (h->count > 0)
+    h->start_index = h->ring[h->front]->index;
 }
 
 int v2_event_history_scan(const struct v2_event_history *h, const char *key, int recursive,

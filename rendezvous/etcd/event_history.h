@@ -20,7 +20,7 @@ struct v2_event_history {
   unsigned count;
   uint64_t start_index; /* index of the oldest event kept (0 when empty) */
   uint64_t last_index;
-  size_t bytes;     /* JSON bytes of the kept events */
+  size_t bytes;     /* what the kept events hold (v2_event_bytes()) */
   size_t max_bytes; /* 0 = no byte cap */
 };
 
@@ -32,6 +32,10 @@ void v2_event_history_release(struct v2_event_history *h);
 /* Appends `e`, evicting (and freeing) the oldest when full.
  * Ownership: takes `e`; it stays valid until V2_EVENT_HISTORY_SIZE more events were added. */
 void v2_event_history_add(struct v2_event_history *h, struct v2_event *e);
+
+/* Counts the kept event `e` anew after it grew or shrank (rendered: v2_store_event_json()) from
+ * `before` bytes, dropping the oldest events (never `e`) when past the byte cap. */
+void v2_event_history_resized(struct v2_event_history *h, const struct v2_event *e, size_t before);
 
 /* Finds the first non-refresh event with index >= `index` for `key` (or below it when
  * `recursive`, or a delete/expire of a dir whose key is a prefix of `key`).

@@ -386,6 +386,32 @@ static void set_ttl(struct v2_store *s, struct v2_node *n, int64_t expire_ns)
     v2_ttl_push(&s->ttl, n);
 }
 
+const char *v2_store_event_json(struct v2_store *s, const struct v2_event *ce, size_t *len)
+{
+  /* the text is a cache of the event (event.h): filling it in does not change what it says */
+  struct v2_event *e = (struct v2_event *)ce;
+  if (e->json == NULL) {
+    size_t before = v2_event_bytes(e);
+    v2_json_event_render(e);
+    v2_event_history_resized(&s->history, e, before);
+  }
+  *len = e->json_len;
+  return e->json;
+}
+
+/* Makes `n` (about to be rewritten or removed) `e`'s prevNode, handing its value over to the event
+ * instead of copying it: a 4 MiB value was copied, then freed. `n` is left without a value (the
+ * write gives it its new one). */
+static void event_prev(struct v2_event *e, struct v2_node *n)
+{
+  char *v = n->value;
+  uint64_t cost = value_cost(n);
+  bytes_add(n, 0, cost);
+  n->value = NULL;
+  v2_json_event_prev(e, n, v);
+  n->value_len = 0;
+}
+
 /* internalCreate */
 static const struct v2_event *internal_create(struct v2_store *s, const char *key_in, int dir,
                                               const char *value, size_t vlen, int unique,
@@ -418,7 +444,6 @@ static const struct v2_event *internal_create(struct v2_store *s, const char *ke
   }
   struct v2_node *n = lookup_n(s, key, klen);
   int64_t now = v2_now_ns();
-  struct mu_buf b;
   if (n != NULL) {
     if (!replace) {
       set_err(err, 105, key, cur);
@@ -429,11 +454,11 @@ static const struct v2_event *internal_create(struct v2_store *s, const char *ke
       goto out;
     }
   }
-  struct v2_event *e = v2_json_event_new(action, key, klen, next, &b);
+  struct v2_event *e = v2_json_event_new(action, key, klen, next, now);
+  v2_json_event_node(e, dir ? NULL : value, vlen, dir, expire_ns, next, next);
   if (n != NULL) {
     /* the replaced node becomes prevNode; then the node is rewritten in place */
-    v2_json_event_node(&b, key, klen, dir ? NULL : value, vlen, dir, expire_ns, now, next, next);
-    v2_json_event_prev(&b, n, now);
+    event_prev(e, n);
     if (dir) {
       bytes_add(n, 0, value_cost(n));
       mu_free(n->value);
@@ -447,11 +472,9 @@ static const struct v2_event *internal_create(struct v2_store *s, const char *ke
     set_ttl(s, n, expire_ns);
   } else {
     n = node_new(s, key, klen, d, dir, value, vlen, next, expire_ns);
-    v2_json_event_node(&b, key, klen, dir ? NULL : value, vlen, dir, expire_ns, now, next, next);
     e->created = 1;
   }
   e->node_dir = dir != 0;
-  v2_json_event_finish(e, &b);
   if (action == V2_EV_CREATE)
     e->created = 1;
   commit(s, e, refresh);
@@ -484,11 +507,16 @@ const struct v2_event *v2_store_set(struct v2_store *s, const struct v2_write *w
     value = n->value ? n->value : "";
     vlen = n->value ? n->value_len : 0;
   }
-  /* n->value may be rewritten in place; a copy of every byte (a c10d value holds NULs) */
-  char *vcopy = mu_malloc(vlen + 1);
-  memcpy(vcopy, value, vlen);
-  vcopy[vlen] = '\0';
-  e = internal_create(s, w->key, w->dir, vcopy, vlen, 0, 1, w->expire_ns, V2_EV_SET, w->refresh,
+  /* a refresh's value is n->value, which is rewritten in place: a copy of every byte (a c10d
+   * value holds NULs); any other value is the caller's (a 4 MiB TCPStore SET is not copied) */
+  char *vcopy = NULL;
+  if (w->refresh) {
+    vcopy = mu_malloc(vlen + 1);
+    memcpy(vcopy, value, vlen);
+    vcopy[vlen] = '\0';
+    value = vcopy;
+  }
+  e = internal_create(s, w->key, w->dir, value, vlen, 0, 1, w->expire_ns, V2_EV_SET, w->refresh,
                       err);
   mu_free(vcopy);
   if (e != NULL)
@@ -540,12 +568,11 @@ const struct v2_event *v2_store_update(struct v2_store *s, const struct v2_write
   }
   int64_t now = v2_now_ns();
   int64_t expire_ns = fix_expire(w->expire_ns);
-  struct mu_buf b;
   size_t klen = strlen(w->key);
-  struct v2_event *e = v2_json_event_new(V2_EV_UPDATE, w->key, klen, next, &b);
-  v2_json_event_node(&b, w->key, klen, n->is_dir ? NULL : value, vlen, n->is_dir, expire_ns, now,
-                     next, n->created_index);
-  v2_json_event_prev(&b, n, now);
+  struct v2_event *e = v2_json_event_new(V2_EV_UPDATE, w->key, klen, next, now);
+  v2_json_event_node(e, n->is_dir ? NULL : value, vlen, n->is_dir, expire_ns, next,
+                     n->created_index);
+  event_prev(e, n);
   if (!n->is_dir) {
     /* node.Write: a dir's modifiedIndex is not touched (etcd ignores Write's error there) */
     node_set_value(n, value, vlen);
@@ -553,7 +580,6 @@ const struct v2_event *v2_store_update(struct v2_store *s, const struct v2_write
   }
   set_ttl(s, n, expire_ns);
   e->node_dir = n->is_dir;
-  v2_json_event_finish(e, &b);
   commit(s, e, w->refresh);
   s->stats.update_success++;
   return e;
@@ -614,15 +640,13 @@ const struct v2_event *v2_store_cas(struct v2_store *s, const struct v2_write *w
   uint64_t next = s->index + 1;
   int64_t now = v2_now_ns();
   int64_t expire_ns = fix_expire(w->expire_ns);
-  struct mu_buf b;
   size_t klen = strlen(w->key);
-  struct v2_event *e = v2_json_event_new(V2_EV_CAS, w->key, klen, next, &b);
-  v2_json_event_node(&b, w->key, klen, value, vlen, 0, expire_ns, now, next, n->created_index);
-  v2_json_event_prev(&b, n, now);
+  struct v2_event *e = v2_json_event_new(V2_EV_CAS, w->key, klen, next, now);
+  v2_json_event_node(e, value, vlen, 0, expire_ns, next, n->created_index);
+  event_prev(e, n);
   node_set_value(n, value, vlen);
   n->modified_index = next;
   set_ttl(s, n, expire_ns);
-  v2_json_event_finish(e, &b);
   commit(s, e, w->refresh);
   s->stats.cas_success++;
   return e;
@@ -632,15 +656,12 @@ const struct v2_event *v2_store_cas(struct v2_store *s, const struct v2_write *w
 static struct v2_event *removal_event(struct v2_store *s, enum v2_event_action a, struct v2_node *n,
                                       uint64_t index)
 {
-  struct mu_buf b;
-  int64_t now = v2_now_ns();
-  struct v2_event *e = v2_json_event_new(a, n->hn.key, n->hn.len, index, &b);
-  v2_json_event_node(&b, n->hn.key, n->hn.len, NULL, 0, n->is_dir, 0, now, index, n->created_index);
-  v2_json_event_prev(&b, n, now);
+  struct v2_event *e = v2_json_event_new(a, n->hn.key, n->hn.len, index, v2_now_ns());
+  v2_json_event_node(e, NULL, 0, n->is_dir, 0, index, n->created_index);
+  event_prev(e, n);
   e->node_dir = n->is_dir;
   if (n->is_dir)
     e->prev_key = mu_strndup(n->hn.key, n->hn.len);
-  v2_json_event_finish(e, &b);
   (void)s;
   return e;
 }

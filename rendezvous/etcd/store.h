@@ -143,6 +143,17 @@ uint64_t v2_store_walk_index(const struct v2_walk *w);
 /* Ends the walk (the tree is writable again when it was the last); frees it when `free_it`. */
 void v2_store_walk_free(struct v2_walk *w, int free_it);
 
+/* The JSON of `e`, an event of `s` (a write's, a watch's, a history scan's; not yet dropped from
+ * the history): {"action":..,"node":..,"prevNode":..}\n, rendered on the first call (the history
+ * counts it from then on, and may drop older events for it). Returns: the text, NUL-terminated,
+ * borrowed like the event; its length in *len. */
+const char *v2_store_event_json(struct v2_store *s, const struct v2_event *e, size_t *len);
+
+/* Renders `e`'s JSON from its source and drops the source (nothing when rendered), not counted in
+ * any history: for a store no one serves (a snapshot's, written by its own thread); others call
+ * v2_store_event_json(). */
+void v2_json_event_render(struct v2_event *e);
+
 /* The writes. Each returns the event (borrowed from the history: valid until the next write)
  * or NULL with `err` filled. They wake watchers before returning. */
 const struct v2_event *v2_store_set(struct v2_store *s, const struct v2_write *w,

@@ -13,16 +13,15 @@
 /* The node at `key` (a live one), or NULL with etcd's error in `err` (getNode/internalGet). */
 struct v2_node *v2_store_internal_get(struct v2_store *s, const char *key, struct v2_err *err);
 
-/* Starts an event's JSON in `b`: {"action":"x","node": (the node follows). */
+/* A new event of action `a` at `key`, written at `index` and time `now`, to be rendered when read
+ * (see event.h): the write fills in its node and prevNode. */
 struct v2_event *v2_json_event_new(enum v2_event_action a, const char *key, size_t klen,
-                                   uint64_t index, struct mu_buf *b);
-/* An event's node (newEvent and the fields each operation sets). */
-void v2_json_event_node(struct mu_buf *b, const char *key, size_t klen, const char *value,
-                        size_t vlen, int dir, int64_t expire_ns, int64_t now, uint64_t mi,
-                        uint64_t ci);
-/* ,"prevNode":{...} when there is a previous node. */
-void v2_json_event_prev(struct mu_buf *b, const struct v2_node *prev, int64_t now);
-/* Closes the event's JSON and hands it to the event. */
-void v2_json_event_finish(struct v2_event *e, struct mu_buf *b);
+                                   uint64_t index, int64_t now);
+/* The event's node (newEvent and the fields each operation sets): `value` (copied; NULL: none). */
+void v2_json_event_node(struct v2_event *e, const char *value, size_t vlen, int dir,
+                        int64_t expire_ns, uint64_t mi, uint64_t ci);
+/* The event's prevNode: `prev`, the node before the write, with `value` (taken: prev's own value,
+ * which the caller hands over, or NULL for a dir). */
+void v2_json_event_prev(struct v2_event *e, const struct v2_node *prev, char *value);
 
 #endif

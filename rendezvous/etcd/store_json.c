@@ -79,23 +79,41 @@ static void put_key(struct jw *w, const char *key, size_t klen)
 }
 
 /* An event's node (newEvent + the fields each operation sets). */
-void v2_json_event_node(struct mu_buf *b, const char *key, size_t klen, const char *value,
-                        size_t vlen, int dir, int64_t expire_ns, int64_t now, uint64_t mi,
-                        uint64_t ci)
+static void put_event_node(struct mu_buf *b, const char *key, size_t klen,
+                           const struct v2_event_src *src)
 {
   struct jw w = {b, 1};
   mu_buf_putc(b, '{');
   put_key(&w, key, klen);
-  if (value != NULL) {
+  if (src->value != NULL) {
     field(&w, "value");
-    mu_json_str(b, value, vlen);
+    mu_json_str(b, src->value, src->vlen);
   }
-  if (dir) {
+  if (src->dir) {
     field(&w, "dir");
     mu_buf_puts(b, "true");
   }
-  put_expiry(&w, expire_ns, now);
-  put_indexes(&w, mi, ci);
+  put_expiry(&w, src->expire_ns, src->now);
+  put_indexes(&w, src->mi, src->ci);
+  mu_buf_putc(b, '}');
+}
+
+/* An event's prevNode: node.Repr of the node the write replaced or removed, without children. */
+static void put_event_prev(struct mu_buf *b, const char *key, size_t klen,
+                           const struct v2_event_src *src)
+{
+  struct jw w = {b, 1};
+  mu_buf_puts(b, ",\"prevNode\":{");
+  put_key(&w, key, klen);
+  if (!src->prev_dir) {
+    field(&w, "value");
+    mu_json_str(b, src->prev_value, src->prev_vlen);
+  } else {
+    field(&w, "dir");
+    mu_buf_puts(b, "true");
+  }
+  put_expiry(&w, src->prev_expire_ns, src->now);
+  put_indexes(&w, src->prev_mi, src->prev_ci);
   mu_buf_putc(b, '}');
 }
 
@@ -125,51 +143,73 @@ static void put_repr_head(struct jw *w, const struct v2_node *n, int64_t now)
   put_expiry(w, n->expire_ns, now);
 }
 
-/* node.Repr without children (a prevNode): a GET renders through struct v2_walk below. */
-static void put_repr(struct mu_buf *b, const struct v2_node *n, int64_t now)
+/* A NUL-terminated copy of `n` bytes of `v` (a c10d value holds NULs). */
+static char *copy_value(const char *v, size_t n)
 {
-  struct jw w = {b, 1};
-  put_repr_head(&w, n, now);
-  put_indexes(&w, n->modified_index, n->created_index);
-  mu_buf_putc(b, '}');
+  char *c = mu_malloc(n + 1);
+  memcpy(c, v, n);
+  c[n] = '\0';
+  return c;
 }
 
-/* Starts an event's JSON: {"action":"x","node": */
 struct v2_event *v2_json_event_new(enum v2_event_action a, const char *key, size_t klen,
-                                   uint64_t index, struct mu_buf *b)
+                                   uint64_t index, int64_t now)
 {
   struct v2_event *e = mu_calloc(1, sizeof(*e));
   e->action = a;
   e->index = index;
   e->key = mu_strndup(key, klen);
   e->key_len = klen;
-  mu_buf_init(b, MU_BUF_UNBOUNDED);
-  /* one allocation for the usual event (a short value, the key twice with a prevNode) instead
-   * of growing from 64 bytes */
-  b->cap = 256 + 2 * klen;
-  b->data = mu_malloc(b->cap);
-  b->data[0] = '\0';
-  mu_buf_puts(b, "{\"action\":\"");
-  mu_buf_puts(b, v2_event_action_name(a));
-  mu_buf_putc(b, '"');
-  e->json_head = b->len;
-  mu_buf_puts(b, ",\"node\":");
+  e->json_head = strlen("{\"action\":\"") + strlen(v2_event_action_name(a)) + 1;
+  e->src = mu_calloc(1, sizeof(*e->src));
+  e->src->now = now;
   return e;
 }
 
-void v2_json_event_prev(struct mu_buf *b, const struct v2_node *prev, int64_t now)
+void v2_json_event_node(struct v2_event *e, const char *value, size_t vlen, int dir,
+                        int64_t expire_ns, uint64_t mi, uint64_t ci)
 {
-  if (prev == NULL)
-    return;
-  mu_buf_puts(b, ",\"prevNode\":");
-  put_repr(b, prev, now);
+  struct v2_event_src *src = e->src;
+  mu_free(src->value);
+  src->value = value != NULL ? copy_value(value, vlen) : NULL;
+  src->vlen = value != NULL ? vlen : 0;
+  src->dir = dir != 0;
+  src->expire_ns = expire_ns;
+  src->mi = mi;
+  src->ci = ci;
 }
 
-void v2_json_event_finish(struct v2_event *e, struct mu_buf *b)
+void v2_json_event_prev(struct v2_event *e, const struct v2_node *prev, char *value)
 {
-  mu_buf_puts(b, "}\n");
-  e->json_len = b->len;
-  e->json = mu_buf_detach(b);
+  struct v2_event_src *src = e->src;
+  mu_free(src->prev_value);
+  src->has_prev = 1;
+  src->prev_dir = prev->is_dir;
+  src->prev_value = prev->is_dir ? NULL : value;
+  src->prev_vlen = prev->is_dir ? 0 : prev->value_len;
+  src->prev_expire_ns = prev->expire_ns;
+  src->prev_mi = prev->modified_index;
+  src->prev_ci = prev->created_index;
+}
+
+void v2_json_event_render(struct v2_event *e)
+{
+  if (e->src == NULL)
+    return;
+  const struct v2_event_src *src = e->src;
+  struct mu_buf b;
+  mu_buf_init(&b, MU_BUF_UNBOUNDED);
+  /* one allocation for the usual event (short values, or ones that need no escape) */
+  mu_buf_reserve(&b, 256 + 2 * e->key_len + src->vlen + src->prev_vlen);
+  mu_buf_puts(&b, "{\"action\":\"");
+  mu_buf_puts(&b, v2_event_action_name(e->action));
+  mu_buf_puts(&b, "\",\"node\":");
+  put_event_node(&b, e->key, e->key_len, src);
+  if (src->has_prev)
+    put_event_prev(&b, e->key, e->key_len, src);
+  mu_buf_puts(&b, "}\n");
+  size_t len = b.len;
+  v2_event_set_json(e, mu_buf_detach(&b), len, e->json_head);
 }
 
 /* ---------------------------------------------------------------------------------------------

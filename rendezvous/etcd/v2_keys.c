@@ -263,21 +263,26 @@ static void reply_error(struct rv_req *req, struct v2_err *err)
 }
 
 /* writeKeyEvent */
-static void reply_event(struct rv_req *req, const struct v2_event *e, uint64_t index, int no_value)
+static void reply_event(struct rv_req *req, struct v2_store *s, const struct v2_event *e,
+                        uint64_t index, int no_value)
 {
   char hdr[256];
   event_headers(hdr, sizeof(hdr), index);
   int status = e->created ? 201 : 200;
   if (no_value && (e->action == V2_EV_SET || e->action == V2_EV_CAS || e->action == V2_EV_CREATE ||
                    e->action == V2_EV_UPDATE)) {
+    /* the event's {"action":"..." head alone: no need to render the rest */
     struct mu_buf b = MU_BUF_INIT(MU_BUF_UNBOUNDED);
-    mu_buf_append(&b, e->json, e->json_head);
-    mu_buf_puts(&b, "}\n");
+    mu_buf_puts(&b, "{\"action\":\"");
+    mu_buf_puts(&b, v2_event_action_name(e->action));
+    mu_buf_puts(&b, "\"}\n");
     write_reply(req, status, hdr, b.data, b.len);
     mu_buf_release(&b);
     return;
   }
-  write_reply(req, status, hdr, e->json, e->json_len);
+  size_t len;
+  const char *json = v2_store_event_json(s, e, &len);
+  write_reply(req, status, hdr, json, len);
 }
 
 static int64_t expire_of(const struct keys_req *k)
@@ -310,9 +315,11 @@ static void watch_fire(void *data, const struct v2_event *e, struct v2_watcher *
   struct v2_watch *wc = data;
   struct rv_req *req = wc->req;
   (void)w;
+  size_t len;
+  const char *json = v2_store_event_json(wc->v2->store, e, &len);
   if (wc->stream) {
     /* may close the connection (output cap): then watch_gone has freed wc */
-    rv_reply_chunk(req, e->json, e->json_len);
+    rv_reply_chunk(req, json, len);
     return;
   }
   /* one-shot: the hub frees the watcher; the request ends here, so on_gone must not run */
@@ -320,7 +327,7 @@ static void watch_fire(void *data, const struct v2_event *e, struct v2_watcher *
   rv_req_defer(req, NULL, NULL);
   wc->v2->watches_open--;
   mu_free(wc);
-  rv_reply_finish(req, e->json, e->json_len);
+  rv_reply_finish(req, json, len);
 }
 
 /* A watch of a dir above a credential's keys takes the events it may see: of its keys, and of
@@ -358,9 +365,11 @@ static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
   }
   /* X-Etcd-Index of a watch is the index when it started (etcd sends headers first) */
   event_headers(hdr, sizeof(hdr), start_index);
+  size_t len = 0;
+  const char *json = found != NULL ? v2_store_event_json(s, found, &len) : NULL;
   if (found != NULL && w == NULL) {
     mu_free(wc);
-    rv_reply(req, 200, "application/json", hdr, found->json, found->json_len);
+    rv_reply(req, 200, "application/json", hdr, json, len);
     return;
   }
   wc->w = w;
@@ -368,7 +377,7 @@ static void handle_watch(struct rv_req *req, struct v2 *v2, struct keys_req *k)
   rv_req_defer(req, watch_gone, wc);
   rv_reply_start(req, 200, "application/json", hdr);
   if (found != NULL)
-    rv_reply_chunk(req, found->json, found->json_len);
+    rv_reply_chunk(req, json, len);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -439,7 +448,7 @@ static void keys_end(struct rv_req *req, struct keys_call *c, int answer)
     if (c->e == NULL)
       reply_error(req, &c->err);
     else
-      reply_event(req, c->e, s->index, c->k.no_value);
+      reply_event(req, s, c->e, s->index, c->k.no_value);
     if (v2_watch_hub_queued(&s->hub) > 0)
       rv_req_flush(req);
   }

@@ -158,6 +158,8 @@ int persist_list_dir(const char *dir, struct persist_listing *l)
 void persist_event_rec(struct wal_rec *r, int type, const struct v2_event *e)
 {
   memset(r, 0, sizeof(*r));
+  if (e->json == NULL) /* not logged through persist_encode_event() (a store of its own) */
+    v2_json_event_render((struct v2_event *)e);
   r->type = (uint8_t)type;
   r->action = (uint8_t)e->action;
   r->index = e->index;
@@ -173,6 +175,8 @@ void persist_event_rec(struct wal_rec *r, int type, const struct v2_event *e)
 int persist_encode_event(struct mu_buf *out, struct v2_store *s, const struct v2_event *e)
 {
   struct wal_rec r;
+  size_t len;
+  v2_store_event_json(s, e, &len); /* rendered where the history counts it */
   persist_event_rec(&r, WAL_REC_EVENT, e);
   if (e->action != V2_EV_DELETE && e->action != V2_EV_CAD && e->action != V2_EV_EXPIRE) {
     const struct v2_node *n = v2_store_lookup(s, e->key);

@@ -235,12 +235,10 @@ static void keep_logged_json(struct v2_store *s, const struct wal_rec *r)
   struct v2_event *e = h->ring[(h->front + h->count - 1) % h->cap];
   if (e->index != r->index)
     return;
-  h->bytes -= e->json_len;
-  mu_free(e->json);
-  e->json = mu_strndup(r->json, r->json_len);
-  e->json_len = r->json_len;
-  e->json_head = r->aux <= r->json_len ? (size_t)r->aux : 0;
-  h->bytes += e->json_len;
+  size_t before = v2_event_bytes(e);
+  v2_event_set_json(e, mu_strndup(r->json, r->json_len), r->json_len,
+                    r->aux <= r->json_len ? (size_t)r->aux : 0);
+  v2_event_history_resized(h, e, before);
 }
 
 /* Applies one logged write. Returns: NULL, or why it does not apply (static). */

@@ -114,8 +114,9 @@ static char *state_of(struct v2_store *s)
   const struct v2_event_history *h = &s->history;
   for (unsigned i = 0; i < h->count; i++) {
     const struct v2_event *e = h->ring[(h->front + i) % h->cap];
+    size_t len;
     mu_buf_printf(&b, "%llu %d %d %s", (unsigned long long)e->index, e->action, e->refresh,
-                  e->json);
+                  v2_store_event_json(s, e, &len));
   }
   return mu_buf_detach(&b);
 }

@@ -23,6 +23,13 @@ static int has(const char *json, const char *needle)
   return strstr(json, needle) != NULL;
 }
 
+/* The event's JSON (rendered on first read). */
+static const char *ej(struct v2_store *s, const struct v2_event *e)
+{
+  size_t len;
+  return v2_store_event_json(s, e, &len);
+}
+
 TEST(store__set_get_and_index)
 {
   struct v2_store *s = v2_store_new(NULL);
@@ -32,15 +39,15 @@ TEST(store__set_get_and_index)
   ASSERT_NOT_NULL(e);
   ASSERT_EQ(e->index, 1);
   ASSERT(e->created);
-  ASSERT(has(e->json, "\"action\":\"set\""));
+  ASSERT(has(ej(s, e), "\"action\":\"set\""));
   w = wr("/a", "2");
   e = v2_store_set(s, &w, &err);
   ASSERT_NOT_NULL(e);
   ASSERT(!e->created);
   /* a plain set replaces the node: createdIndex == modifiedIndex */
-  ASSERT(has(e->json, "\"node\":{\"key\":\"/a\",\"value\":\"2\",\"modifiedIndex\":2,"
-                      "\"createdIndex\":2}"));
-  ASSERT(has(e->json, "\"prevNode\":{\"key\":\"/a\",\"value\":\"1\""));
+  ASSERT(has(ej(s, e), "\"node\":{\"key\":\"/a\",\"value\":\"2\",\"modifiedIndex\":2,"
+                       "\"createdIndex\":2}"));
+  ASSERT(has(ej(s, e), "\"prevNode\":{\"key\":\"/a\",\"value\":\"1\""));
   ASSERT_EQ(s->index, 2);
   struct mu_buf b = MU_BUF_INIT(4096);
   ASSERT_EQ(v2_store_get(s, "/a", 0, 0, &b, &err), 0);
@@ -99,7 +106,7 @@ TEST(store__create_update_cas_errors)
   ASSERT_NOT_NULL(e);
   ASSERT_EQ(e->action, V2_EV_CAS);
   /* CAS keeps createdIndex */
-  ASSERT(has(e->json, "\"modifiedIndex\":2,\"createdIndex\":1"));
+  ASSERT(has(ej(s, e), "\"modifiedIndex\":2,\"createdIndex\":1"));
   w = wr("/", "x");
   ASSERT_NULL(v2_store_set(s, &w, &err));
   ASSERT_EQ(err.code, 107);
@@ -141,7 +148,7 @@ TEST(store__dirs_and_listing)
   ASSERT_EQ(err.code, 108);
   const struct v2_event *e = v2_store_delete(s, "/d", 0, 1, &err);
   ASSERT_NOT_NULL(e);
-  ASSERT(has(e->json, "\"node\":{\"key\":\"/d\",\"dir\":true,"));
+  ASSERT(has(ej(s, e), "\"node\":{\"key\":\"/d\",\"dir\":true,"));
   ASSERT_NULL(v2_store_lookup(s, "/d/sub/x"));
   ASSERT_EQ(s->nodes.n, 1);
   /* empty dir: no nodes field */
@@ -176,8 +183,8 @@ TEST(store__ttl_refresh_and_expire)
   struct v2_write w = wr("/t", "v");
   w.expire_ns = now + 5000000000LL;
   const struct v2_event *e = v2_store_set(s, &w, &err);
-  ASSERT(has(e->json, "\"ttl\":5"));
-  ASSERT(has(e->json, "\"expiration\":\""));
+  ASSERT(has(ej(s, e), "\"ttl\":5"));
+  ASSERT(has(ej(s, e), "\"expiration\":\""));
   /* refresh: update, value kept, index bumped, marked refresh */
   w = wr("/t", NULL);
   w.refresh = 1;
@@ -185,14 +192,14 @@ TEST(store__ttl_refresh_and_expire)
   e = v2_store_update(s, &w, &err);
   ASSERT_NOT_NULL(e);
   ASSERT(e->refresh);
-  ASSERT(has(e->json, "\"value\":\"v\""));
+  ASSERT(has(ej(s, e), "\"value\":\"v\""));
   ASSERT_EQ(s->index, 2);
   /* a write without ttl makes it permanent */
   w = wr("/t", "p");
   w.prev_value = "v";
   e = v2_store_cas(s, &w, &err);
   ASSERT_NOT_NULL(e);
-  ASSERT(!has(e->json + e->json_head, "\"node\":{\"key\":\"/t\",\"value\":\"p\",\"expiration"));
+  ASSERT(!has(ej(s, e) + e->json_head, "\"node\":{\"key\":\"/t\",\"value\":\"p\",\"expiration"));
   ASSERT_EQ(v2_ttl_top(&s->ttl), NULL);
   /* dir expiry: one expire event for the dir, children vanish */
   w = wr("/ed", NULL);
@@ -210,7 +217,7 @@ TEST(store__ttl_refresh_and_expire)
   ASSERT_EQ(v2_store_watch(s, "/ed/child", 0, 0, s->index, NULL, NULL, &found, &wt, &err), 0);
   ASSERT_NOT_NULL(found);
   ASSERT_EQ(found->action, V2_EV_EXPIRE);
-  ASSERT(has(found->json, "\"node\":{\"key\":\"/ed\",\"dir\":true,\"modifiedIndex\""));
+  ASSERT(has(ej(s, found), "\"node\":{\"key\":\"/ed\",\"dir\":true,\"modifiedIndex\""));
   v2_store_free(s);
 }
 
@@ -330,6 +337,59 @@ TEST(event_history__byte_cap_evicts_early)
   ASSERT_EQ(v2_event_history_scan(&h, "/k", 0, 4, &found, &start), 0);
   ASSERT_EQ(found->index, 4);
   v2_event_history_release(&h);
+}
+
+static size_t history_bytes(const struct v2_event_history *h)
+{
+  size_t sum = 0;
+  for (unsigned i = 0; i < h->count; i++)
+    sum += v2_event_bytes(h->ring[(h->front + i) % h->cap]);
+  return sum;
+}
+
+/* Issue 33: a TCPStore SET of a big binary value is not escaped at the write (escaping 4 MiB and
+ * the value it replaced was ~0.3 s of the loop, for an event no one read); the event holds the
+ * raw values until read, the history counts what it holds, and rendering it counts it anew
+ * (dropping older events past the cap, never the one rendered). */
+TEST(store__big_binary_set_is_rendered_only_when_read)
+{
+  struct v2_store *s = v2_store_new(NULL);
+  struct v2_err err = {0, NULL, 0};
+  size_t n = (size_t)1 << 20;
+  char *v = mu_malloc(n);
+  for (size_t i = 0; i < n; i++)
+    v[i] = (char)(i & 31); /* control bytes: most escape to \u00XX */
+  struct v2_write w = {"/_c10d/r/k", v, n, 0, 0, 0, NULL, 0};
+  ASSERT_NOT_NULL(v2_store_set(s, &w, &err));
+  v[0] = 'x';
+  const struct v2_event *e = v2_store_set(s, &w, &err);
+  ASSERT_NOT_NULL(e);
+  ASSERT_NULL(e->json);
+  ASSERT_EQ(s->history.count, 2);
+  /* the first event holds its value, the second its value and the one it replaced: raw */
+  ASSERT(s->history.bytes >= 3 * n);
+  ASSERT(s->history.bytes < 3 * n + 4096);
+  ASSERT_EQ(s->history.bytes, history_bytes(&s->history));
+  s->history.max_bytes = s->history.bytes + n; /* the raw events fit, the rendered one does not */
+  size_t len = 0, len2 = 0;
+  const char *json = v2_store_event_json(s, e, &len);
+  ASSERT_NOT_NULL(json);
+  ASSERT(len > 2 * 5 * n);
+  ASSERT_EQ(strlen(json), len);
+  ASSERT(has(json,
+             "{\"action\":\"set\",\"node\":{\"key\":\"/_c10d/r/k\",\"value\":\"x\\u0001\\u0002"));
+  ASSERT(has(json, "\"prevNode\":{\"key\":\"/_c10d/r/k\",\"value\":\"\\u0000\\u0001\\u0002"));
+  ASSERT(has(json, "\"modifiedIndex\":1,\"createdIndex\":1}}\n"));
+  ASSERT_NULL(e->src);
+  /* past the cap once rendered: the older event went, this one stayed */
+  ASSERT_EQ(s->history.count, 1);
+  ASSERT_EQ(s->history.start_index, 2);
+  ASSERT_EQ(s->history.bytes, len);
+  /* read again: the same text */
+  ASSERT(v2_store_event_json(s, e, &len2) == json);
+  ASSERT_EQ(len2, len);
+  mu_free(v);
+  v2_store_free(s);
 }
 
 /* -- notifications made while the hub is held (a write's reply goes out first) -------------- */
