@@ -458,12 +458,8 @@ static const struct v2_event *internal_create(struct v2_store *s, const char *ke
   v2_json_event_node(e, dir ? NULL : value, vlen, dir, expire_ns, next, next);
   if (n != NULL) {
     /* the replaced node becomes prevNode; then the node is rewritten in place */
-    event_prev(e, n);
+    event_prev(e, n); /* which leaves `n` without a value */
     if (dir) {
-      bytes_add(n, 0, value_cost(n));
-      mu_free(n->value);
-      n->value = NULL;
-      n->value_len = 0;
       n->is_dir = 1;
     } else {
       node_set_value(n, value, vlen);
