@@ -140,8 +140,8 @@ struct rv_server {
  * the bodies they hold, and all they buffer. */
 struct rv_addr {
   struct mu_hnode h; /* key: the client, "10.0.0.7" or "2001:db8::/64" (part of the allocation) */
-  unsigned conns;   /* its HTTP connections */
-  unsigned streams; /* its connections of the other listeners (rv_server_addr_take) */
+  unsigned conns;    /* its HTTP connections */
+  unsigned streams;  /* its connections of the other listeners (rv_server_addr_take) */
   size_t body;
   size_t held;
 };
