@@ -700,7 +700,7 @@ def case_share_apart(url, port, pid):
         f"{len(alive)} open")
     extra = conn(port, source="127.0.0.12")
     extra.sendall(bytes([SET]) + string(b"/share-extra") + string(b"v"))
-    out(closed_within(extra, 3), "its 51st TCPStore connection is closed (the share still holds)")
+    out(closed_within(extra, 30), "its 51st TCPStore connection is closed (the share still holds)")
     got = [http_status(url, "/health", "127.0.0.12") for _ in range(5)]
     out(got == [200] * 5, "with its TCPStore share full, the same address's HTTP client is "
         "answered (5 of 5 /health, not 503)", str(got))
