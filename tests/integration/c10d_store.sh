@@ -224,23 +224,33 @@ t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-run-gc-seconds 3 ||
   { t_fail "musterd (gc) did not start"; t_done; }
 t_c10d_port || { t_fail "no c10d start line"; t_done; }
 gc() { printf '%s\n' "$1" | timeout 20 "$MU_C10D_CLIENT" --legacy 127.0.0.1 "$C10D_PORT" 2>&1; }
+# the live run writes its state first, then every 0.3 s on one connection (torchrun's agents:
+# every 5 s), until every check below has read what it needs: it stops only after /metrics. (A
+# writer that stopped first was itself forgotten 3 s later, before the /metrics read, when the
+# test's clients took seconds each at a load of 10 under ASan: CI of stop 43.)
+rm -f "$T_DIR/gc-stop"
+t_spawn gc-writer bash -c 'while [ ! -e "$1" ]; do echo "set /torch.rendezvous.alive state"; sleep 0.3; done |
+  timeout 120 "$2" --legacy 127.0.0.1 "$3"' _ "$T_DIR/gc-stop" "$MU_C10D_CLIENT" "$C10D_PORT"
+gc_writer=$T_LAST_PID
+alive_set() { [ "$(gc 'check /torch.rendezvous.alive')" = "u8 0" ]; }
+t_until 60 alive_set || t_fail "the live run's writer wrote nothing within 60 s"
 gc 'set /torch.rendezvous.idle state
 set /torch.rendezvous.idle.0/MASTER_ADDR h
-set /torch.rendezvous.alive state
 set /mine v' >/dev/null
-# the live run writes its state every 0.3 s on one connection (torchrun's agents: every 5 s),
-# for 6 s: twice --c10d-run-gc-seconds (a client started anew for each write took over 2 s at a
-# load of 10 on 2 cores, and the live run was forgotten between two of them)
-t0=$SECONDS
-while [ $((SECONDS - t0)) -lt 6 ]; do echo 'set /torch.rendezvous.alive state'; sleep 0.3; done |
-  timeout 20 "$MU_C10D_CLIENT" --legacy 127.0.0.1 "$C10D_PORT" >/dev/null 2>&1
+# the event: the idle run forgotten (3 s after its last write, at the next 0.75 s sweep)
+idle_gone() { [ "$(gc 'check /torch.rendezvous.idle')" = "u8 1" ]; }
+t_until 60 idle_gone || t_fail "the idle run was not forgotten within 60 s"
 v=$(curl -s --max-time 5 "$MUSTERD_URL/v1/c10d")
+m=$(curl -s --max-time 5 "$MUSTERD_URL/metrics")
+touch "$T_DIR/gc-stop"
+t_wait_exit "$gc_writer" 30 || t_fail "the live run's writer did not stop"
 t_expect_match "an idle run's keys are deleted after --c10d-run-gc-seconds" "$v" '"keys":2,'
 t_expect_match "a run that keeps writing is kept" "$v" '"run_id":"alive","keys":1'
 t_expect_match "keys of no torchrun run are kept" "$v" '"other_keys":1'
 t_expect_eq "the idle run's keys are gone from the store" "$(gc 'check /torch.rendezvous.idle')" "u8 1"
-m=$(curl -s --max-time 5 "$MUSTERD_URL/metrics")
-t_expect_match "/metrics counts the forgotten run" "$m" 'musterd_c10d_runs_forgotten_total 1'
-t_expect_match "/metrics counts its keys" "$m" 'musterd_c10d_keys_forgotten_total 2'
+t_expect_eq "/metrics counts the forgotten run" "$(grep '^musterd_c10d_runs_forgotten_total ' <<<"$m")" \
+  'musterd_c10d_runs_forgotten_total 1'
+t_expect_eq "/metrics counts its keys" "$(grep '^musterd_c10d_keys_forgotten_total ' <<<"$m")" \
+  'musterd_c10d_keys_forgotten_total 2'
 t_stop_musterd_checked
 t_done
