@@ -1,8 +1,9 @@
 /* A silent peer found lost in seconds: TCP keepalive and TCP_USER_TIMEOUT on a long-lived
  * connection. A host that powers off, a dead switch port or a one-way firewall sends no FIN and
  * no RST; without these a connection with nothing to send (a watch, a long poll) stays open for
- * as long as the peer is gone. Both ends of the agent's connections to musterd use it, and so do
- * the etcd v3 client's connections (docs/agent.md: "A silent host").
+ * as long as the peer is gone. Both ends of the agent's connections to musterd use it (musterd:
+ * every connection either listener accepts), and so do the etcd v3 client's connections
+ * (docs/agent.md: "A silent host").
  */
 #ifndef MU_COMMON_KEEPALIVE_H
 #define MU_COMMON_KEEPALIVE_H

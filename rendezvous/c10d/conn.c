@@ -474,19 +474,14 @@ static void conn_accept(struct c10d *m)
   c->tcp.data = c;
   mu_list_push_back(&m->conns, &c->link);
   c10d_ref(m);
-  if (uv_accept((uv_stream_t *)&m->listener, (uv_stream_t *)&c->tcp) != 0) {
+  /* the client as HTTP counts it: its address, or its prefix (--client-prefix-v4/-v6) */
+  struct sockaddr_storage sa;
+  if (rv_stream_accept(srv, (uv_stream_t *)&m->listener, &c->tcp, &sa, c->peer, sizeof(c->peer)) !=
+      0) {
     c10d_conn_close(c, C10D_R_READ_ERROR);
     return;
   }
   m->accepted++;
-  uv_tcp_nodelay(&c->tcp, 1);
-  struct sockaddr_storage sa;
-  int salen = sizeof(sa);
-  /* the client as HTTP counts it: its address, or its prefix (--client-prefix-v4/-v6) */
-  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) != 0)
-    sa.ss_family = AF_UNSPEC;
-  else
-    rv_server_client_key(srv, (struct sockaddr *)&sa, c->peer, sizeof(c->peer));
   c->accepted_at = uv_now(rv_server_loop(srv));
   /* a stranger (outside --c10d-allow) goes before it is read or holds any share */
   if (!c10d_allow_match(&m->allow, (struct sockaddr *)&sa)) {

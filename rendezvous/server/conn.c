@@ -25,7 +25,6 @@
 #include "conn_int.h"
 #include "decimal.h"
 #include "json.h"
-#include "keepalive.h"
 #include "log.h"
 #include "server.h"
 #include "stream.h"
@@ -824,15 +823,6 @@ static void on_close_unlinked(uv_handle_t *h)
   mu_free(h->data);
 }
 
-/* A client host cut off without a word (no FIN, no RST) is lost in seconds, not when its watch
- * times out: its connection drops, and with it what the connection holds (a member's lease). */
-static void conn_keepalive(struct rv_conn *c)
-{
-  uv_os_fd_t fd;
-  if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0)
-    mu_net_keepalive(fd);
-}
-
 /* Closes anonymous connection `v` (may be NULL) for a newcomer, its client's share of
  * connections given back at once, so that the newcomer's client does not count it. Returns: 1
  * when one went, 0 none to close. */
@@ -853,7 +843,11 @@ void rv_conn_accept(struct rv_server *srv)
   conn_init(c, srv);
   uv_tcp_init(srv->loop, &c->tcp);
   c->tcp.data = c;
-  if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->tcp) != 0) {
+  /* the client (an address, or its prefix): its bounds and share, the gate's per-client
+   * quotas, /v1's per-client runs */
+  struct sockaddr_storage sa;
+  if (rv_stream_accept(srv, (uv_stream_t *)&srv->listener, &c->tcp, &sa, c->peer,
+                       sizeof(c->peer)) != 0) {
     conn_release(c);
     uv_close((uv_handle_t *)&c->tcp, on_close_unlinked);
     return;
@@ -862,8 +856,6 @@ void rv_conn_accept(struct rv_server *srv)
   mu_list_push_front(&srv->conns, &c->link);
   srv->refs++;
   srv->conns_accepted++;
-  uv_tcp_nodelay(&c->tcp, 1);
-  conn_keepalive(c);
   /* full: an anonymous connection makes room (the oldest), else the newcomer gets 503 */
   if (srv->conns.n > srv->cfg.max_connections &&
       !evict_for_newcomer(rv_budget_room_victim(srv, c))) {
@@ -877,15 +869,7 @@ void rv_conn_accept(struct rv_server *srv)
     rv_reply(&c->req, 503, "text/plain; charset=utf-8", NULL, msg, sizeof(msg) - 1);
     return;
   }
-  { /* the client (an address, or its prefix): its bounds and share, the gate's per-client
-     * quotas, /v1's per-client runs */
-    struct sockaddr_storage sa;
-    int salen = sizeof(sa);
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &salen) == 0)
-      rv_client_key((struct sockaddr *)&sa, srv->cfg.client_prefix_v4, srv->cfg.client_prefix_v6,
-                    c->peer, sizeof(c->peer));
-    addr_take(c);
-  }
+  addr_take(c);
   if (c->addr != NULL && c->addr->conns > srv->cfg.max_connections_per_address &&
       !evict_for_newcomer(rv_budget_share_victim(srv, c))) {
     static const char msg[] = "503 too many connections from this client address "

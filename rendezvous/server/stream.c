@@ -1,7 +1,31 @@
 /*
- * stream.c - the write path that musterd's two listeners share (stream.h).
+ * stream.c - what musterd's two listeners share of a connection's life (stream.h).
  */
 #include "stream.h"
+
+#include <sys/socket.h>
+
+#include "http.h"
+#include "keepalive.h"
+
+int rv_stream_accept(struct rv_server *srv, uv_stream_t *listener, uv_tcp_t *tcp,
+                     struct sockaddr_storage *sa, char *peer, size_t peer_n)
+{
+  int rc = uv_accept(listener, (uv_stream_t *)tcp);
+  if (rc != 0)
+    return rc;
+  uv_tcp_nodelay(tcp, 1);
+  uv_os_fd_t fd;
+  if (uv_fileno((const uv_handle_t *)tcp, &fd) == 0)
+    mu_net_keepalive(fd);
+  int salen = sizeof(*sa);
+  peer[0] = '\0';
+  if (uv_tcp_getpeername(tcp, (struct sockaddr *)sa, &salen) != 0)
+    sa->ss_family = AF_UNSPEC;
+  else
+    rv_server_client_key(srv, (const struct sockaddr *)sa, peer, peer_n);
+  return 0;
+}
 
 int rv_stream_try_send(uv_stream_t *s, struct mu_buf *out, struct mu_buf *wbuf, uv_buf_t *rest)
 {

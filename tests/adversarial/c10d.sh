@@ -44,12 +44,16 @@
 #   store_bytes 24 SETs of 4 MiB: the 3 that fit the bound are stored, the others closed
 #               (store_full); at the bound, reads, same-size writes and deletes are served, and
 #               a delete makes room (issue 33, MED: 48 8 MiB SETs took RSS to 452 MB)
+#   keepalive   musterd's side of an idle TCPStore connection and of an HTTP one (one client
+#               address) has a keepalive timer (ss -o): one accept under both listeners
+#               (issue 29/3, 30/2)
 # After each case another client is still served; musterd exits cleanly at the end.
 #   CASES="huge silent"  only these cases (default all; the mutation check runs one at a time)
 . "$(dirname "$0")/../lib.sh"
 
 ATT=$MU_SOURCE_DIR/tests/adversarial/c10d_attacks.py
 t_need_built "$MUSTERD"
+t_need_cmd ss iproute2
 t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-max-value-bytes 65536 --body-timeout-ms 1000 \
   --max-body-bytes-per-address 1048576 || { t_fail "musterd A did not start"; t_done; }
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
@@ -93,7 +97,7 @@ t_start_musterd --c10d-listen 127.0.0.1:0 --c10d-max-store-bytes 16777216 ||
 t_c10d_port || { t_fail "no c10d start line: $(tail -5 "$T_DIR/musterd.log")"; t_done; }
 G="$MUSTERD_URL $C10D_PORT $MUSTERD_PID"
 
-for c in huge:A unfinished:A no_read:B wait_flood:B wait_repeats:B share_apart:B budget:C value_readback:D queue_flood:D allow:E silent:E wait_budget:F many_keys:F store_bytes:G; do
+for c in huge:A unfinished:A keepalive:A no_read:B wait_flood:B wait_repeats:B share_apart:B budget:C value_readback:D queue_flood:D allow:E silent:E wait_budget:F many_keys:F store_bytes:G; do
   start=$SECONDS
   srv=${c#*:}
   c=${c%:*}

@@ -5,6 +5,7 @@ each case against one musterd). Python standard library, raw sockets, torch 1.13
   c10d_attacks.py CASE HTTP_URL C10D_PORT MUSTERD_PID
 """
 import os
+import re
 import socket
 import struct
 import sys
@@ -711,6 +712,53 @@ def case_share_apart(url, port, pid):
         c.close()
     extra.close()
     still_serves(port, "a full TCPStore share")
+
+
+def server_side_timers(port, source):
+    """The `ss -o` timer of musterd's side of each established connection on `port` whose peer
+    is `source`."""
+    import subprocess
+    got = subprocess.run(["ss", "-tnoH", "state", "established", f"( sport = :{port} )"],
+                         capture_output=True, text=True, timeout=10).stdout
+    timers = []
+    for line in got.splitlines():
+        f = line.split()  # Recv-Q Send-Q Local:Port Peer:Port [timer:(...)]
+        if len(f) >= 4 and f[3].startswith(source + ":"):
+            m = re.search(r"timer:\((\w+)", line)
+            timers.append(m.group(1) if m else "none")
+    return timers
+
+
+def case_keepalive(url, port, pid):
+    """Issue 30/2 and 29/3 (one accept for both listeners): musterd's side of every connection it
+    accepts carries TCP keepalive (and TCP_USER_TIMEOUT), so that a client host cut off without
+    a word is dropped in seconds: the TCPStore listener's connections as well as HTTP's (the
+    TCPStore's had none: a silent host's WAIT stayed open, its share held, until the eviction).
+    Principle: one stream layer under both listeners; what one has, the other has."""
+    source = "127.0.0.13"
+    c = conn(port, source=source)
+    c.sendall(bytes([SET]) + string(b"/keepalive") + string(b"v"))
+    c.sendall(bytes([GET]) + string(b"/keepalive"))
+    n = struct.unpack("<Q", recv_exact(c, 8))[0]
+    recv_exact(c, n)
+    host, hport = url.split("//")[1].split(":")
+    h = socket.create_connection((host, int(hport)), timeout=5, source_address=(source, 0))
+    h.sendall(b"GET /health HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        got = h.recv(4096)
+        if not got:
+            break
+        head += got
+    out(head.startswith(b"HTTP/1.1 200"), "an HTTP client's /health is answered, its "
+        "connection kept open", repr(head[:40]))
+    for what, p in (("TCPStore", port), ("HTTP", int(hport))):
+        timers = server_side_timers(p, source)
+        out(timers == ["keepalive"], f"musterd's side of an idle {what} connection has a "
+            "keepalive timer (ss -o)", str(timers))
+    c.close()
+    h.close()
+    still_serves(port, "keepalive")
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ agent() {
   t_spawn "agent-$tag-$name" timeout -k 5 "$limit" "$ROOTS" run -b "$T_DIR" \
     -b "$MU_SOURCE_DIR" "$s" env OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo PYTHONUNBUFFERED=1 \
     "${envs[@]}" python3 -m torch.distributed.run --nproc-per-node=1 --rdzv-backend="$be" \
-    --rdzv-endpoint="$ep" --rdzv-id="$tag$$" --monitor-interval=1 "$@" "$WORKER" "$T_DIR/out-$tag"
+    --rdzv-endpoint="$ep" --rdzv-id="$tag$$$RID_SUFFIX" --monitor-interval=1 "$@" "$WORKER" "$T_DIR/out-$tag"
 }
 
 # conf BACKEND [LAST_CALL]: the --rdzv-conf (the legacy etcd backend names its timeout
@@ -74,6 +74,7 @@ conf() {
 }
 
 declare -A PA PB # the agents of each tag
+RID_SUFFIX=""    # a case run once more gets a run id of its own (the first run's state stays)
 
 # start_case SUITE CASE BACKEND ENDPOINT [ENV...]: starts the case's two agents (elastic: the
 # second once the first runs alone). The tag is SUITE-CASE-BACKEND.
@@ -138,10 +139,34 @@ result() {
   RES="${why:+fail: }${why:-pass}"
 }
 
+# port_race TAG: a worker of TAG's agents could not bind its MASTER_PORT. torch's agent picks
+# that port free (bind to port 0, close) and its rank-0 worker binds it later; with a dozen torch
+# processes side by side another process can take it meanwhile (slurm_torchrun has the same rule).
+port_race() {
+  cat "$T_DIR/agent-$1-"*.log 2>/dev/null | grep -q 'errno: 98 - Address already in use'
+}
+
+# once_more SUITE CASE BACKEND: runs the case again under a new run id, after a port race
+once_more() {
+  local s=$1 c=$2 be=$3 tag="$1-$2-$3" ag env=()
+  echo "# torch's MASTER_PORT was taken between its agent's pick and its worker's bind ($tag): once more"
+  for ag in A B; do
+    [ -f "$T_DIR/agent-$tag-$ag.log" ] && mv "$T_DIR/agent-$tag-$ag.log" "$T_DIR/agent-$tag-$ag.race.log"
+  done
+  rm -rf "$T_DIR/out-$tag"
+  [ "$c" = fixed ] || env=(TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1)
+  RID_SUFFIX=again
+  start_case "$s" "$c" "$be" "$(endpoint "$be")" "${env[@]}"
+  [ "$c" = elastic ] && late_nodes "$s" "$be"
+  RID_SUFFIX=""
+  result "$tag"
+}
+
 # check SUITE CASE BACKEND VERSION: asserts the case and records its cell
 check() {
   local s=$1 c=$2 be=$3 v=$4 tag="$1-$2-$3" res ag
   result "$tag"
+  [ "$RES" != pass ] && port_race "$tag" && once_more "$s" "$c" "$be"
   res=$RES
   if [ "$res" = pass ]; then
     t_ok "torch $v, torchrun --rdzv-backend=$be against musterd: $c"
