@@ -25,8 +25,9 @@
 #   stop   the survivors' (h2's and h4's) workers have all exited (their agents stopped them)
 #   step   the standby's (h5's) worker wrote its first step (the ring runs again in world 3)
 #
-#   bench/bench_host_loss.sh [ROUNDS]      (default 3; muster, c10d, etcd-v2 in turn)
-#   BENCH_KINDS="muster c10d etcd-v2"      (default all three)
+#   bench/bench_host_loss.sh [ROUNDS]      (default 3; each kind in turn)
+#   BENCH_KINDS="muster muster-etcd3 c10d etcd-v2"      (default all four; muster-etcd3: muster
+#   agent on the etcd v3 backend against the same etcd on h1, its default lease of 2 s)
 #
 # torch 1.13 under Python 3.11 rejects the default --redirects/--tee values, so torchrun gets
 # `--redirects 2 --tee 2` as in bench/bench_agent.sh. Needs root (network namespaces), nft, ip,
@@ -40,12 +41,12 @@ ROUNDS=${1:-3}
 . "$MU_SOURCE_DIR/tests/integration/netns.bash"
 RING=$MU_BUILD_DIR/examples/ring_allreduce
 LIMIT=${BENCH_LIMIT:-120} # seconds after the cut before a case gives up
-KINDS=${BENCH_KINDS:-muster c10d etcd-v2}
+KINDS=${BENCH_KINDS:-muster muster-etcd3 c10d etcd-v2}
 bench_need_exe "$MUSTER" muster
 bench_need_exe "$MUSTERD" musterd
 bench_need_exe "$RING" ring_allreduce
 bench_need_tools nft ip setsid
-case " $KINDS " in *" etcd-v2 "*) bench_need_tools etcd ;; esac
+case " $KINDS " in *" etcd-v2 "* | *" muster-etcd3 "*) bench_need_tools etcd ;; esac
 [ "$(id -u)" = 0 ] || die "network namespaces need root"
 "$PY" -c 'import torch.distributed.run' 2>/dev/null || die "no torch under $PY (python3-torch)"
 "$PY" -c 'import etcd' 2>/dev/null || die "no python-etcd under $PY (python3-etcd)"
@@ -95,8 +96,10 @@ start_etcd() {
 # start_node KIND CASE I: one agent on host hI
 start_node() {
   local kind=$1 c=$2 i=$3 out=$T_DIR/$2 rdzv
-  if [ "$kind" = muster ]; then
-    net_spawn "$i" "$c.a$i" "$MUSTER" agent --nnodes 3 --nproc-per-node 1 --rdzv-endpoint "$EP" \
+  if [ "$kind" = muster ] || [ "$kind" = muster-etcd3 ]; then
+    local ep=$EP
+    [ "$kind" = muster-etcd3 ] && ep="etcd-v3://$(net_ip 1):2379"
+    net_spawn "$i" "$c.a$i" "$MUSTER" agent --nnodes 3 --nproc-per-node 1 --rdzv-endpoint "$ep" \
       --rdzv-id "$c" --max-restarts 3 -- "$T_DIR/worker.sh" "$out" "h$i" "${RING_ARGS[@]}"
     return
   fi
@@ -120,11 +123,11 @@ one_case() {
   mkdir -p "$out"
   net_up 5 >&2
   start_musterd "$c"
-  [ "$kind" = etcd-v2 ] && start_etcd "$c"
+  case $kind in etcd-v2 | muster-etcd3) start_etcd "$c" ;; esac
   # under torchrun, a one-node run on h1 keeps the ring's KV ("kv") open
-  [ "$kind" != muster ] && net_spawn 1 "$c.kv" "$MUSTER" agent --nnodes 1 --rdzv-endpoint "$EP" \
+  [ "${kind#muster}" = "$kind" ] && net_spawn 1 "$c.kv" "$MUSTER" agent --nnodes 1 --rdzv-endpoint "$EP" \
     --rdzv-id kv -- sleep 3600
-  [ "$kind" != muster ] && { t_until 30 grep -q 'started 1 worker' "$T_DIR/$c.kv.log" ||
+  [ "${kind#muster}" = "$kind" ] && { t_until 30 grep -q 'started 1 worker' "$T_DIR/$c.kv.log" ||
     die "the KV run on h1 did not start: $(tail -3 "$T_DIR/$c.kv.log")"; }
   for i in 2 3 4; do start_node "$kind" "$c" "$i"; done
   for i in 2 3 4; do
@@ -133,7 +136,7 @@ one_case() {
   done
   start_node "$kind" "$c" 5
   # the standby has joined (muster says so; torchrun's node is in its rendezvous loop)
-  if [ "$kind" = muster ]; then
+  if [ "${kind#muster}" != "$kind" ]; then
     t_until 30 grep -q standby "$T_DIR/$c.a5.log" || die "$c: h5 is no standby"
   fi
   sleep 5 # both: the members step on, the standby settles
@@ -156,9 +159,9 @@ one_case() {
 
 echo "# bench_host_loss: $ROUNDS round(s), host h3 cut both ways (nft drop), ms from the cut"
 printf '%-6s %-16s %12s %14s\n' round launcher "stop (ms)" "1st step (ms)"
-label() { if [ "$1" = muster ]; then echo muster; else echo "torchrun-$1"; fi; }
+label() { if [ "${1#muster}" != "$1" ]; then echo "$1"; else echo "torchrun-$1"; fi; }
 for kind in $KINDS; do
-  case $kind in muster | c10d | etcd-v2) ;; *) die "unknown kind '$kind' (muster c10d etcd-v2)" ;; esac
+  case $kind in muster | muster-etcd3 | c10d | etcd-v2) ;; *) die "unknown kind '$kind' (muster muster-etcd3 c10d etcd-v2)" ;; esac
   : >"$T_DIR/$kind.stop"
   : >"$T_DIR/$kind.step"
 done
@@ -179,7 +182,7 @@ goal=met
 for kind in $KINDS; do
   ks=$(median <"$T_DIR/$kind.stop") kp=$(median <"$T_DIR/$kind.step")
   line+=" $(label "$kind") stop ${ks} ms, 1st step ${kp} ms"
-  if [ "$kind" != muster ]; then
+  if [ "${kind#muster}" = "$kind" ]; then
     line+=" ($(ratio "$ks" "$ms"), $(ratio "$kp" "$mp") muster's)"
     # a torchrun that never got there within LIMIT is slower than any figure
     [ "$kp" = 0 ] || [ "$kp" -ge $((mp * 10)) ] || goal=missed

@@ -583,7 +583,7 @@ static int health_failed(struct mu_etcd3 *e, const char *run, const struct mu_jo
   char *nk = mu__etcd3_key_of(run, "n/"), *rk = mu__etcd3_key_of(run, "c/round");
   struct mu__etcd3_txn t;
   cJSON *rd = NULL;
-  int rc = mu__etcd3_ensure_lease(e, o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 10000);
+  int rc = mu__etcd3_ensure_lease(e, o->lease_ttl_ms > 0 ? o->lease_ttl_ms : ETCD3_TTL_MS_DEFAULT);
   if (rc == 0) {
     mu__etcd3_txn_init(&t);
     cJSON_AddItemToArray(t.success, mu__etcd3_op_range(uk, NULL, E3_ALL));

@@ -65,6 +65,15 @@
 #define ETCD3_MAX_ANSWER (8u << 20)
 #define ETCD3_ATTEMPT_MS 2000 /* one member's share of a call before the next one is tried */
 #define ETCD3_MAX_MEMBERS 16
+/* A member's lease without --rdzv-conf lease_ttl: 2 s, etcd's shortest at its default election
+ * timeout (1.5 times 1,000 ms, in whole seconds). A host cut off without a word is seen lost when
+ * its key expires with it, plus ETCD3_LOST_GRACE_MS (docs/agent.md "A silent host"). */
+#define ETCD3_TTL_MS_DEFAULT 2000
+/* How long a watcher waits for a member whose key vanished to put it back before it calls the
+ * member lost: its keeper renews every TTL/3 and, when a resumed leader revoked the lease, puts
+ * the key again under a new one at that renewal (keeper_revive); half a TTL plus 500 ms covers
+ * the renewal and the two calls. */
+#define ETCD3_LOST_GRACE_MS(ttl_ms) ((ttl_ms) / 2 + 500)
 #define ETCD3_LEVEL "%010ld"
 /* A round of more nodes than this keeps its member list out of c/round, which every waiting
  * node watches: N watchers x an N-member value is O(N^2) bytes through the gateway (a 1,000-node

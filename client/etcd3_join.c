@@ -586,7 +586,8 @@ static int join_refresh(struct joinst *s, long n)
   int rc = s->mine != n ? join_put(s, n) : join_eval(s, n);
   if (rc == MU_EHTTP && strstr(e->errmsg, "lease not found") != NULL) {
     mu__etcd3_keeper_stop(e); /* revoked under us: a new one, and try again */
-    return mu__etcd3_ensure_lease(e, s->o->lease_ttl_ms > 0 ? s->o->lease_ttl_ms : 10000);
+    return mu__etcd3_ensure_lease(e, s->o->lease_ttl_ms > 0 ? s->o->lease_ttl_ms
+                                                            : ETCD3_TTL_MS_DEFAULT);
   }
   if (rc == 0 && e->level == n)
     s->at = s->mine = n;
@@ -655,7 +656,7 @@ int mu_etcd3_join(struct mu_etcd3 *e, const char *run_id, const struct mu_join_o
   join_init(&s, e, run_id, o);
   int rc = join_begin(&s), in = 0;
   if (rc == 0)
-    rc = mu__etcd3_ensure_lease(e, o->lease_ttl_ms > 0 ? o->lease_ttl_ms : 10000);
+    rc = mu__etcd3_ensure_lease(e, o->lease_ttl_ms > 0 ? o->lease_ttl_ms : ETCD3_TTL_MS_DEFAULT);
   while (rc == 0 && !in) {
     long n = mu__etcd3_round_no(s.round);
     if (s.ended) {

@@ -172,7 +172,7 @@ static int round_head(struct mu_etcd3 *e, const char *run, const cJSON *round, s
   long restarts = 0;
   int rc = round_long(e, round, "round", 1, 0, 1, LONG_MAX, &out->round);
   if (rc == 0)
-    rc = round_long(e, round, "ttl", 0, 10000, 1, LONG_MAX, &out->lease_ttl_ms);
+    rc = round_long(e, round, "ttl", 0, ETCD3_TTL_MS_DEFAULT, 1, LONG_MAX, &out->lease_ttl_ms);
   if (rc == 0)
     rc = round_long(e, round, "restart_count", 0, 0, 0, INT_MAX, &restarts);
   if (rc == 0)

@@ -73,7 +73,8 @@ int mu__etcd3_keepalive(struct mu_etcd3 *e, const char *lease, long *ttl)
 /* The lease was revoked although it was renewed in time (etcd 3.4: a leader that was stopped
  * revokes, when it resumes, the leases it thinks expired while it slept, and its proposal is
  * forwarded to the new leader). Grants a new one and puts this node's key again if it is gone,
- * so that the others, which wait one TTL before they call a vanished member lost, see it back.
+ * so that the others, which wait ETCD3_LOST_GRACE_MS before they call a vanished member lost,
+ * see it back.
  * Returns: 0 or an error (tried again at the next renewal). */
 static int keeper_revive(struct mu_etcd3_keeper *k)
 {

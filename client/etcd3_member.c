@@ -106,7 +106,7 @@ struct watchst {
   int probe;              /* a probe of round n came: answer it, then watch on */
   char **gone;            /* ids of members that left successfully */
   size_t ngone;
-  char **lost; /* members whose key vanished: lost unless it is back within one TTL */
+  char **lost; /* members whose key vanished: lost unless back within ETCD3_LOST_GRACE_MS */
   size_t nlost;
   long long lost_until;
   int lost_new;
@@ -134,7 +134,8 @@ static void add_lost(struct watchst *w, const char *id)
     if (strcmp(w->lost[i], id) == 0)
       return;
   if (w->nlost == 0) {
-    w->lost_until = mu__etcd3_now_ms() + mu_json_get_long(w->round, "ttl", 10000);
+    w->lost_until = mu__etcd3_now_ms() +
+                    ETCD3_LOST_GRACE_MS(mu_json_get_long(w->round, "ttl", ETCD3_TTL_MS_DEFAULT));
     w->lost_new = 1;
   }
   w->lost = mu_realloc(w->lost, (w->nlost + 1) * sizeof(*w->lost));
@@ -291,7 +292,7 @@ static size_t count_present(const struct watchst *w, const cJSON *ans)
 }
 
 /* Every member that did not leave successfully still holds its key below this round; one whose
- * key is missing is lost, unless it is put back within one TTL. */
+ * key is missing is lost, unless it is put back within ETCD3_LOST_GRACE_MS. */
 static void find_lost(struct watchst *w, const cJSON *ans)
 {
   each_id(w, ans, 4, add_gone);
@@ -355,7 +356,7 @@ static int watch_start(struct watchst *w, const cJSON *ans)
   return 0;
 }
 
-/* The lost members (one TTL passed) after another member left with success, in a round that
+/* The lost members (their grace passed) after another member left with success, in a round that
  * nothing spoiled, count as done and the round goes on (rules/rules.h, mu_rule_lost:
  * MU_RULE_LOST_AFTER_SUCCESS): its last member to leave with success closes the run. Returns: 1
  * (the lost are forgotten), 0 (the round is broken). */
@@ -377,7 +378,7 @@ static int lost_after_success(struct watchst *w)
 }
 
 /* Watches the run's c/ keys and levels from revision `from` until an event, a lost member's
- * TTL passed, or the deadline. Returns: 0 (w->ev says what), or an error. */
+ * grace passed, or the deadline. Returns: 0 (w->ev says what), or an error. */
 static int watch_stream(struct watchst *w, long long from, long long deadline)
 {
   /* [c/, q/<n>/\xff): the run's c/ keys, g/<n>, the levels up to n, the probes of round n */

@@ -7,9 +7,9 @@
 #           quorum (2 of 3), the agents move to the next member (keepalive, TCP_USER_TIMEOUT),
 #           and nothing of the run is lost: the job completes in round 1, the standby's worker
 #           never starts, no restart is counted
-#   agent   h5, an agent member's host, is cut both ways: its key expires with its lease, the
-#           standby takes its place (within a bound), the job completes in a world of 3 with no
-#           restart counted
+#   agent   h5, an agent member's host, is cut both ways: its key expires with its lease (2 s
+#           by default), the standby takes its place (within 15 s), the job completes in a
+#           world of 3 with no restart counted
 # Every rank of the finished world held once (the workers' own lines). Outcomes and upper
 # bounds only.
 #   CASES="member agent" (default both)
@@ -78,10 +78,12 @@ cluster_case() {
   else
     net_cut 5
     cut=$SECONDS
-    if wait_for_lines "$T_DIR/a7.log" 'started 1 worker' 1 60; then
-      t_ok "$c: the standby's worker runs $((SECONDS - cut)) s after h5's cut (bound 60 s)"
+    # the lease (2 s by default) ends, the watchers' grace (1.5 s) passes, the standby joins:
+    # about 5 s; the bound leaves room for a loaded machine (two leases of 10 s took 21 s)
+    if wait_for_lines "$T_DIR/a7.log" 'started 1 worker' 1 15; then
+      t_ok "$c: the standby's worker runs $((SECONDS - cut)) s after h5's cut (bound 15 s)"
     else
-      t_fail "$c: the standby did not take h5's place within 60 s"
+      t_fail "$c: the standby did not take h5's place within 15 s"
     fi
     for i in 4 6 7; do
       agent_wait "${MEMBER_PIDS[i]}" 180
