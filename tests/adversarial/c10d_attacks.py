@@ -666,22 +666,31 @@ def case_many_keys(url, port, pid):
     still_serves(port, "queries of many keys")
 
 
-def http_status(url, path, source):
-    """The status of a GET of `path` from address `source` (a fresh HTTP connection)."""
+def http_get(url, path, source, keep=False):
+    """A GET of `path` from address `source` on a fresh HTTP connection: (the socket, what was
+    read: up to the status line, or with `keep` the whole head, the connection left open)."""
     host, port = url.split("//")[1].split(":")
     s = socket.create_connection((host, int(port)), timeout=5, source_address=(source, 0))
     try:
-        s.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
-                  % (path.encode(), host.encode()))
-        head = b""
-        while b"\r\n" not in head:
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n"
+                  % (path.encode(), host.encode(), b"" if keep else b"Connection: close\r\n"))
+        end, head = (b"\r\n\r\n" if keep else b"\r\n"), b""
+        while end not in head:
             got = s.recv(4096)
             if not got:
                 break
             head += got
-        return int(head.split(b" ")[1]) if head.startswith(b"HTTP/1.1 ") else 0
-    finally:
+    except OSError:
         s.close()
+        raise
+    return s, head
+
+
+def http_status(url, path, source):
+    """The status of a GET of `path` from address `source` (a fresh HTTP connection)."""
+    s, head = http_get(url, path, source)
+    s.close()
+    return int(head.split(b" ")[1]) if head.startswith(b"HTTP/1.1 ") else 0
 
 
 def case_share_apart(url, port, pid):
@@ -741,15 +750,8 @@ def case_keepalive(url, port, pid):
     c.sendall(bytes([GET]) + string(b"/keepalive"))
     n = struct.unpack("<Q", recv_exact(c, 8))[0]
     recv_exact(c, n)
-    host, hport = url.split("//")[1].split(":")
-    h = socket.create_connection((host, int(hport)), timeout=5, source_address=(source, 0))
-    h.sendall(b"GET /health HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        got = h.recv(4096)
-        if not got:
-            break
-        head += got
+    h, head = http_get(url, "/health", source, keep=True)
+    hport = url.rsplit(":", 1)[1]
     out(head.startswith(b"HTTP/1.1 200"), "an HTTP client's /health is answered, its "
         "connection kept open", repr(head[:40]))
     for what, p in (("TCPStore", port), ("HTTP", int(hport))):
