@@ -84,7 +84,10 @@ struct mu_agent {
   regex_t progress_re;            /* --progress-regex, compiled (has_progress_re) */
   int has_progress_re;
   int no_progress_restarts; /* consecutive restarts whose job made no progress (item 7) */
-  long long auto_kept_ms;   /* --hang-timeout auto: the value in use, kept across attempts */
+  int progress_base;        /* the run's restart count at this node's last attempt whose job
+                             * made progress, or at its first attempt (progress_base_set) */
+  int progress_base_set;
+  long long auto_kept_ms; /* --hang-timeout auto: the value in use, kept across attempts */
 
   /* Per attempt. */
   uv_loop_t loop;
@@ -222,10 +225,14 @@ void mu_agent_heartbeat_line(struct mu_agent *ag, struct mu_agent_worker *w);
  * --progress-regex every complete line does; with it, only matching ones. */
 int mu_agent_output_progress(struct mu_agent_worker *w, int is_err, const char *data, size_t n);
 
+/* At the end of every attempt, whatever ended it: when its job made progress, the run's
+ * restart count of its round is the new base of "consecutive restarts without progress". */
+void mu_agent_progress_end(struct mu_agent *ag);
 /* Item 7, "stop retrying": after an attempt that failed, counts the consecutive restarts whose
- * job made no progress; at --max-no-progress-restarts it shuts the run down with a reason that
- * starts with MU_AGENT_STOP_RETRYING (every node then exits MU_AGENT_EXIT_NO_PROGRESS) and
- * returns 1 with the message in err. */
+ * job made no progress (the run's restarts since the base, whoever reported them); at
+ * --max-no-progress-restarts it shuts the run down with a reason that starts with
+ * MU_AGENT_STOP_RETRYING (every node then exits MU_AGENT_EXIT_NO_PROGRESS) and returns 1 with
+ * the message in err. */
 #define MU_AGENT_STOP_RETRYING "stop retrying:"
 int mu_agent_stop_retrying(struct mu_agent *ag, struct mu_buf *err);
 /* The exit code of a run shut down for `why`: MU_AGENT_EXIT_NO_PROGRESS for a stop-retrying

@@ -66,6 +66,10 @@ void mu_agent_progress_release(struct mu_agent *ag)
 
 void mu_agent_progress_begin(struct mu_agent *ag)
 {
+  if (!ag->progress_base_set) { /* this node's first attempt is no restart, whatever the run's */
+    ag->progress_base = ag->round.restart_count;
+    ag->progress_base_set = 1;
+  }
   ag->job_local_ms = 0;
   ag->job_seen_ms = 0;
   ag->prog_seq = 0;
@@ -451,13 +455,20 @@ int mu_agent_shut_exit(const char *why)
                                                                     : MU_AGENT_EXIT_FAILED;
 }
 
+void mu_agent_progress_end(struct mu_agent *ag)
+{
+  if (mu_agent_job_last(ag) != 0)
+    ag->progress_base = ag->round.restart_count;
+}
+
 int mu_agent_stop_retrying(struct mu_agent *ag, struct mu_buf *err)
 {
   const struct mu_agent_config *cfg = ag->cfg;
-  if (mu_agent_job_last(ag) != 0)
-    ag->no_progress_restarts = 0;
-  else if (ag->round.restart_count > 0) /* a restart (not the first attempt) made none */
-    ag->no_progress_restarts++;
+  /* The run's restarts since this node's last attempt whose job made progress, whoever
+   * reported them: a node whose peer's report broke the round before its own hang watch fired
+   * made no report that round, and counting only its own reports let two nodes that took turns
+   * run one round more than --max-no-progress-restarts (the CI run of stop 44). */
+  ag->no_progress_restarts = ag->round.restart_count - ag->progress_base;
   if (mu_rule_retry((uint32_t)ag->no_progress_restarts, (uint32_t)cfg->max_no_progress_restarts) !=
       MU_RETRY_STOP)
     return 0;

@@ -802,6 +802,7 @@ static int after_attempt(struct mu_agent *ag, enum mu_agent_outcome oc, struct m
   const struct mu_agent_config *cfg = ag->cfg;
   struct mu_buf e = MU_BUF_INIT(SIZE_MAX);
   int code = MU_AGENT_EXIT_FAILED;
+  mu_agent_progress_end(ag); /* whatever ended the attempt: did its job make progress? */
   switch (oc) {
   case MU_AGENT_SUCCEEDED:
     if (ag->nworkers == 1)
