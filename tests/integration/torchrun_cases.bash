@@ -93,7 +93,14 @@ tr_case() {
     for ag in A B; do
       echo "# --- last lines of agent $ag ($name)"
       tail -n 25 "$T_DIR/agent-$name-$ag.log" | sed 's/^/#   /'
+      # and its workers' own (torch: LOG_DIR/RUN/attempt_N/LOCAL_RANK/stdout.log, stderr.log)
+      find "$T_DIR/logs-$name-$ag" -name '*.log' -size +0 2>/dev/null | sort | while read -r f; do
+        echo "# --- ${f#"$T_DIR"/}"
+        tail -n 10 "$f" | sed 's/^/#   /'
+      done
     done
+    echo "# --- musterd, last lines"
+    tail -n 15 "$T_DIR/musterd.log" 2>/dev/null | sed 's/^/#   /'
   fi
 }
 
