@@ -83,9 +83,9 @@ struct mu_agent {
   struct mu_failrec last_failure; /* the last failure reported (give_up's reason) */
   regex_t progress_re;            /* --progress-regex, compiled (has_progress_re) */
   int has_progress_re;
-  int no_progress_restarts; /* consecutive restarts whose job made no progress (item 7) */
-  int progress_base;        /* the run's restart count at this node's last attempt whose job
-                             * made progress, or at its first attempt (progress_base_set) */
+  int progress_base; /* the run's restart count at this node's last attempt whose job made
+                      * progress, or at its first attempt (progress_base_set): the restarts
+                      * since are those without progress (item 7) */
   int progress_base_set;
   long long auto_kept_ms; /* --hang-timeout auto: the value in use, kept across attempts */
 

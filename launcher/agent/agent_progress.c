@@ -468,16 +468,15 @@ int mu_agent_stop_retrying(struct mu_agent *ag, struct mu_buf *err)
    * reported them: a node whose peer's report broke the round before its own hang watch fired
    * made no report that round, and counting only its own reports let two nodes that took turns
    * run one round more than --max-no-progress-restarts (the CI run of stop 44). */
-  ag->no_progress_restarts = ag->round.restart_count - ag->progress_base;
-  if (mu_rule_retry((uint32_t)ag->no_progress_restarts, (uint32_t)cfg->max_no_progress_restarts) !=
-      MU_RETRY_STOP)
+  int none = ag->round.restart_count - ag->progress_base;
+  if (mu_rule_retry((uint32_t)none, (uint32_t)cfg->max_no_progress_restarts) != MU_RETRY_STOP)
     return 0;
   char reason[256];
   snprintf(reason, sizeof(reason),
            MU_AGENT_STOP_RETRYING " no progress over %d consecutive restarts "
                                   "(--max-no-progress-restarts %d; rule %s); exit code %d",
-           ag->no_progress_restarts, cfg->max_no_progress_restarts,
-           mu_progress_rule_name(MU_RETRY_STOP), MU_AGENT_EXIT_NO_PROGRESS);
+           none, cfg->max_no_progress_restarts, mu_progress_rule_name(MU_RETRY_STOP),
+           MU_AGENT_EXIT_NO_PROGRESS);
   int rc = mu_client_shutdown(ag->rdzv, cfg->run_id, reason);
   if (rc != 0 && rc != MU_ESHUT && rc != MU_ECLOSED)
     mu_agent_say(ag, MU_AGENT_PROGRESS, "cannot shut the run down: %s", mu_client_errmsg(ag->rdzv));
