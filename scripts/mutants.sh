@@ -17,6 +17,9 @@
 # RelWithDebInfo build, kept between runs, so a run rebuilds only what a mutant changed). The
 # first run builds everything there (several minutes on a loaded machine).
 #
+# MU_MUTANTS_WORKERS (default 2) mutants are tried at a time, each in a scratch tree of its own
+# ($S/wI, in a mount namespace of its own: needs root, else one at a time); the costliest first.
+#
 # Prints one line per mutant ("killed", "SURVIVED", "NOT BUILT") and closes with
 # "N mutants, K killed". Exits 0 when every selected mutant was killed and every line is valid,
 # 1 otherwise, 2 on a usage error.
@@ -33,7 +36,7 @@ while [ $# -gt 0 ]; do
     --list) LIST=$(realpath "$2"); shift 2; continue ;;
     --files) mode=files filtered=1 ;;
     --line) mode=line filtered=1 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "mutants.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *)
       case $mode in
@@ -153,6 +156,7 @@ if [ ! -f "$B/CMakeCache.txt" ] || [ "$(cat "$S/configured" 2>/dev/null)" != "${
   echo "${CONF[*]}" >"$S/configured"
 fi
 JOBS=${MU_MUTANTS_JOBS:-2}
+LOGS=$S # where build.log and test.log go (each worker's own directory below)
 # targets TESTS...: what the named tests need built, and no more (a mutant of a library relinks
 # only these): the unit runner for unit:, the programs the scripts run for ctest:
 targets() {
@@ -164,7 +168,7 @@ targets() {
   [ "$ctest" = 1 ] && echo muster musterd c10d_client mu_faultshim mu_quote_probe ring_allreduce
 }
 build() { # TARGETS...: 0 built
-  nice cmake --build "$B" -j"$JOBS" --target "$@" >"$S/build.log" 2>&1
+  nice cmake --build "$B" -j"$JOBS" --target "$@" >"$LOGS/build.log" 2>&1
 }
 # run_tests TESTS...: 0 when all pass; the first that fails is in $failed
 run_tests() {
@@ -175,9 +179,9 @@ run_tests() {
   done
   for t in "$@"; do
     case $t in
-      unit:*) nice "$B/mu_unit_tests" --timeout 120 "${t#unit:}" >"$S/test.log" 2>&1 ;;
+      unit:*) nice "$B/mu_unit_tests" --timeout 120 "${t#unit:}" >"$LOGS/test.log" 2>&1 ;;
       ctest:*) (cd "$B" && env "${envs[@]}" nice ctest -R "^${t#ctest:}\$" --timeout 600 \
-        --output-on-failure >"$S/test.log" 2>&1 && ! grep -q "No tests were found" "$S/test.log") ;;
+        --output-on-failure >"$LOGS/test.log" 2>&1 && ! grep -q "No tests were found" "$LOGS/test.log") ;;
       *) continue ;;
     esac || { failed=$t; return 1; }
   done
@@ -199,12 +203,44 @@ if [ -n "$units" ] && ! run_tests $(sed 's/[^ ]*/unit:&/g' <<<"$units"); then
   exit 1
 fi
 
-# --- 3. each mutant ---------------------------------------------------------------------------
-killed=0 total=0
-while IFS=$'\x1f' read -r -u 3 no path text repl tests; do
-  total=$((total + 1))
+# --- 3. each mutant, on W workers --------------------------------------------------------------
+# Each worker is a scratch tree of its own ($S/wI: a copy of src/ and build/, a few tens of MB)
+# mounted over src/ and build/ in a mount namespace of its own (unshare -m), so that every path
+# the build and the tests know stays the same. The workers take the plan's lines in turn, the
+# costliest first (CTest's own record of each test's time, in build/); unit-only lines last.
+# Without root, or with MU_MUTANTS_WORKERS=1, one worker runs in src/ and build/ themselves.
+W=${MU_MUTANTS_WORKERS:-2}
+case $W in '' | *[!0-9]* | 0) echo "mutants.sh: MU_MUTANTS_WORKERS must be 1 or more" >&2; exit 2 ;; esac
+[ "$W" -gt "$n" ] && W=$n
+if [ "$W" -gt 1 ] && { [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; }; then
+  echo "# one worker: more need root (a mount namespace each)"
+  W=1
+fi
+"$PY" - "$S/plan" "$B/Testing/Temporary/CTestCostData.txt" <<'PY'
+import os, sys
+plan, costs = sys.argv[1], sys.argv[2]
+cost = {}
+if os.path.isfile(costs):
+    for l in open(costs):
+        f = l.split()
+        if len(f) >= 3 and f[0] != "---":
+            cost[f[0]] = float(f[2])
+rows = open(plan).read().splitlines()
+def c(row):
+    tests = row.split("\x1f")[4].split()
+    ct = [t[6:] for t in tests if t.startswith("ctest:")]
+    return sum(cost.get(t) or 60.0 for t in ct) if ct else 0.0
+rows.sort(key=c, reverse=True)
+open(plan, "w").write("".join(r + "\n" for r in rows))
+PY
+: >"$S/results"
+echo 0 >"$S/next"
+# mutate_one WORKER-DIR LINE: applies one line of the plan, builds, runs its tests, restores
+mutate_one() {
+  local L=$1 no path text repl tests f t1 what
+  IFS=$'\x1f' read -r no path text repl tests <<<"$2"
   f=$S/src/$path
-  cp -p "$f" "$S/orig"
+  cp -p "$f" "$L/orig"
   "$PY" - "$f" "$text" "$repl" <<'PY'
 import sys
 p, text, repl = sys.argv[1:4]
@@ -213,18 +249,66 @@ open(p, "w", encoding="utf-8").write(s.replace(text, repl, 1))
 PY
   t1=$(date +%s)
   what="line $no: $path: '$text' => '$repl'"
+  local res
   # shellcheck disable=SC2086
   if ! build $(targets $tests); then
-    echo "NOT BUILT $what (the mutant does not compile: rewrite it; $S/build.log)"
+    res="NOT BUILT $what (the mutant does not compile: rewrite it; $L/build.log)"
   elif run_tests $tests; then
-    echo "SURVIVED  $what: $tests all pass ($(( $(date +%s) - t1 )) s)"
+    res="SURVIVED  $what: $tests all pass ($(( $(date +%s) - t1 )) s; $L/test.log)"
   else
-    killed=$((killed + 1))
-    echo "killed    $what: by $failed ($(( $(date +%s) - t1 )) s)"
+    res="killed    $what: by $failed ($(( $(date +%s) - t1 )) s)"
   fi
-  cat "$S/orig" >"$f" # the original text, with a new mtime: the next build recompiles it
+  cat "$L/orig" >"$f" # the original text, with a new mtime: the next build recompiles it
   touch "$f"
-done 3<"$S/plan"
-echo "# $(( $(date +%s) - T0 )) s in all; scratch copy and build: $S"
+  # the test's log of a survivor stays for a look; the next mutant of this worker overwrites it
+  { flock 8; echo "$res"; echo "$res" >>"$S/results"; } 8>>"$S/lock.out"
+}
+# worker DIR: takes the plan's next line until none is left
+worker() {
+  local L=$1 i line
+  while :; do
+    i=$({ flock 7; i=$(cat "$S/next"); echo $((i + 1)) >"$S/next"; echo "$i"; } 7>>"$S/lock.next")
+    line=$(sed -n "$((i + 1))p" "$S/plan")
+    [ -n "$line" ] || return 0
+    mutate_one "$L" "$line"
+  done
+}
+if [ "$W" = 1 ]; then
+  LOGS=$S
+  worker "$S"
+else
+  pids=()
+  for i in $(seq 1 "$W"); do
+    rm -rf "$S/w$i"
+    mkdir -p "$S/w$i"
+    cp -a "$S/src" "$S/build" "$S/w$i/"
+    # shellcheck disable=SC2016
+    S=$S B=$B PY=$PY JOBS=$JOBS LOGS=$S/w$i unshare -m bash -c '
+      mount --bind "$LOGS/src" "$S/src" && mount --bind "$LOGS/build" "$S/build" || exit 1
+      '"$(declare -f targets build run_tests mutate_one worker)"'
+      worker "$LOGS"' &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || echo "mutants.sh: a worker failed (pid $p)"; done
+fi
+# the workers' records of each test's time, kept for the next run's order (the most runs wins)
+"$PY" - "$B/Testing/Temporary/CTestCostData.txt" "$S"/w*/build/Testing/Temporary/CTestCostData.txt <<'PY'
+import os, sys
+rows = {}
+for p in sys.argv[1:]:
+    if not os.path.isfile(p):
+        continue
+    for l in open(p):
+        f = l.split()
+        if len(f) >= 3 and f[0] != "---" and (f[0] not in rows or int(f[1]) > int(rows[f[0]][1])):
+            rows[f[0]] = f
+if rows:
+    os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
+    open(sys.argv[1], "w").write("".join(" ".join(f) + "\n" for f in rows.values()) + "---\n")
+PY
+total=$(wc -l <"$S/results")
+killed=$(grep -c '^killed ' "$S/results")
+echo "# $(( $(date +%s) - T0 )) s in all, $W worker(s); scratch copy and build: $S"
 echo "$total mutants, $killed killed"
-[ "$killed" -eq "$total" ]
+[ "$total" -eq "$n" ] || echo "mutants.sh: $((n - total)) of the $n mutants did not run (above)"
+[ "$killed" -eq "$total" ] && [ "$total" -eq "$n" ]
