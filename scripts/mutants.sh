@@ -19,8 +19,11 @@
 #
 # MU_MUTANTS_WORKERS (default 2) mutants are tried at a time, each in a scratch tree of its own
 # ($S/wI, in a mount namespace of its own: needs root, else one at a time); the costliest first.
+# Before the mutants, each distinct set of CTest tests the selected lines name runs once on the
+# unmutated tree (its baseline): a set that fails there fails the run, and its time caps its
+# mutants' (twice it plus 60 s: a mutant still running then made its tests hang, and is killed).
 #
-# Prints one line per mutant ("killed", "SURVIVED", "NOT BUILT") and closes with
+# Prints one line per mutant ("killed", "SURVIVED", "NOT BUILT", "NOT RUN") and closes with
 # "N mutants, K killed". Exits 0 when every selected mutant was killed and every line is valid,
 # 1 otherwise, 2 on a usage error.
 set -uo pipefail
@@ -36,7 +39,7 @@ while [ $# -gt 0 ]; do
     --list) LIST=$(realpath "$2"); shift 2; continue ;;
     --files) mode=files filtered=1 ;;
     --line) mode=line filtered=1 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "mutants.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *)
       case $mode in
@@ -170,18 +173,24 @@ targets() {
 build() { # TARGETS...: 0 built
   nice cmake --build "$B" -j"$JOBS" --target "$@" >"$LOGS/build.log" 2>&1
 }
-# run_tests TESTS...: 0 when all pass; the first that fails is in $failed
+# run_tests TESTS...: 0 when all pass; the first that fails is in $failed. A CTest test runs
+# with a time cap of $CAP seconds; with ISO=1 in a PID namespace of its own (unshare -p: at the
+# cap, or when it ends, every process it started is gone, whatever the test left behind) whose
+# first process is a shell that reaps orphans, so that an orphan is never left a zombie.
+CAP=900 ISO=0
 run_tests() {
-  local t envs=()
+  local t envs=() iso=()
   failed=""
   for t in "$@"; do
     case $t in unit:*|ctest:*) ;; *=*) envs+=("$t") ;; esac
   done
+  [ "$ISO" = 1 ] && iso=(timeout -k 10 "$CAP" unshare -pf --kill-child --mount-proc)
   for t in "$@"; do
     case $t in
       unit:*) nice "$B/mu_unit_tests" --timeout 120 "${t#unit:}" >"$LOGS/test.log" 2>&1 ;;
-      ctest:*) (cd "$B" && env "${envs[@]}" nice ctest -R "^${t#ctest:}\$" --timeout 600 \
-        --output-on-failure >"$LOGS/test.log" 2>&1 && ! grep -q "No tests were found" "$LOGS/test.log") ;;
+      ctest:*) (cd "$B" && env "${envs[@]}" "${iso[@]}" bash -c 'nice ctest -R "$1" --timeout "$2" \
+        --output-on-failure; exit $?' _ "^${t#ctest:}\$" "$CAP" >"$LOGS/test.log" 2>&1 &&
+        ! grep -q "No tests were found" "$LOGS/test.log") ;;
       *) continue ;;
     esac || { failed=$t; return 1; }
   done
@@ -206,39 +215,86 @@ fi
 # --- 3. each mutant, on W workers --------------------------------------------------------------
 # Each worker is a scratch tree of its own ($S/wI: a copy of src/ and build/, a few tens of MB)
 # mounted over src/ and build/ in a mount namespace of its own (unshare -m), so that every path
-# the build and the tests know stays the same. The workers take the plan's lines in turn, the
-# costliest first (CTest's own record of each test's time, in build/); unit-only lines last.
-# Without root, or with MU_MUTANTS_WORKERS=1, one worker runs in src/ and build/ themselves.
+# the build and the tests know stays the same. Without root, or with MU_MUTANTS_WORKERS=1, one
+# worker runs in src/ and build/ themselves.
+#
+# First the baselines: each line's CTest tests (with its VAR=VALUE words), as one set, run once
+# on the unmutated tree. A set that fails there would make its mutants look killed: they are
+# not counted ("NOT RUN"), and the run fails. A set's time gives its mutants their cap: twice
+# its baseline plus 60 s. A mutant whose tests are still running then is killed ("timed out",
+# as PIT and Stryker count it): it made them hang. Then the mutants. Both take the costliest
+# first (a test's time: CTest's record in build/, else tests/ctest-costs.txt).
 W=${MU_MUTANTS_WORKERS:-2}
 case $W in '' | *[!0-9]* | 0) echo "mutants.sh: MU_MUTANTS_WORKERS must be 1 or more" >&2; exit 2 ;; esac
 [ "$W" -gt "$n" ] && W=$n
-if [ "$W" -gt 1 ] && { [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; }; then
+ISO=0
+if [ "$(id -u)" = 0 ] && unshare -m unshare -pf --kill-child --mount-proc true 2>/dev/null; then
+  ISO=1
+elif [ "$W" -gt 1 ]; then
   echo "# one worker: more need root (a mount namespace each)"
   W=1
 fi
-"$PY" - "$S/plan" "$B/Testing/Temporary/CTestCostData.txt" <<'PY'
+rm -rf "$S/base"
+mkdir -p "$S/base"
+# the plan, costliest first; $S/sets: each distinct set of CTest words (a line's tests without
+# its unit: words), costliest first
+"$PY" - "$S/plan" "$S/sets" "$ROOT/tests/ctest-costs.txt" "$B/Testing/Temporary/CTestCostData.txt" <<'PY'
 import os, sys
-plan, costs = sys.argv[1], sys.argv[2]
+plan, sets = sys.argv[1], sys.argv[2]
 cost = {}
-if os.path.isfile(costs):
-    for l in open(costs):
-        f = l.split()
-        if len(f) >= 3 and f[0] != "---":
-            cost[f[0]] = float(f[2])
-rows = open(plan).read().splitlines()
-def c(row):
-    tests = row.split("\x1f")[4].split()
-    ct = [t[6:] for t in tests if t.startswith("ctest:")]
+for costs in sys.argv[3:]:  # the repository's full-run figures, then this scratch build's own
+    if os.path.isfile(costs):
+        for l in open(costs):
+            f = l.split()
+            if len(f) >= 3 and f[0] != "---" and float(f[2]) > 0:
+                cost[f[0]] = float(f[2])
+def words(row):
+    return [t for t in row.split("\x1f")[4].split() if not t.startswith("unit:")]
+def c(ws):
+    ct = [t[6:] for t in ws if t.startswith("ctest:")]
     return sum(cost.get(t) or 60.0 for t in ct) if ct else 0.0
-rows.sort(key=c, reverse=True)
+rows = open(plan).read().splitlines()
+rows.sort(key=lambda r: c(words(r)), reverse=True)
 open(plan, "w").write("".join(r + "\n" for r in rows))
+seen = {}
+for r in rows:
+    ws = words(r)
+    if any(t.startswith("ctest:") for t in ws):
+        seen.setdefault(" ".join(sorted(ws)), c(ws))
+open(sets, "w").write("".join(k + "\n" for k in sorted(seen, key=seen.get, reverse=True)))
 PY
+set_key() { # WORDS...: the name of a set's baseline file
+  local t ws=()
+  for t in "$@"; do case $t in unit:*) ;; *) ws+=("$t") ;; esac; done
+  printf '%s\n' "${ws[@]}" | sort | tr '\n' ' ' | sed 's/ $//' | md5sum | cut -c1-16
+}
 : >"$S/results"
-echo 0 >"$S/next"
+# base_one WORKER-DIR SET: runs one set on the unmutated tree; $S/base/KEY gets "RC SECONDS"
+base_one() {
+  local L=$1 t1 rc=0
+  t1=$(date +%s)
+  # shellcheck disable=SC2086
+  CAP=900 run_tests $2 || rc=1
+  echo "$rc $(( $(date +%s) - t1 ))" >"$S/base/$(set_key $2)"
+  if [ "$rc" != 0 ]; then
+    cp "$L/test.log" "$S/base/$(set_key $2).log"
+    { flock 8; echo "FAILS     on the unmutated tree: $2 (log: $S/base/$(set_key $2).log)"; } 8>>"$S/lock.out"
+  fi
+}
 # mutate_one WORKER-DIR LINE: applies one line of the plan, builds, runs its tests, restores
 mutate_one() {
-  local L=$1 no path text repl tests f t1 what
+  local L=$1 no path text repl tests f t1 what res base="0 0" cap=900
   IFS=$'\x1f' read -r no path text repl tests <<<"$2"
+  what="line $no: $path: '$text' => '$repl'"
+  # shellcheck disable=SC2086
+  case " $tests " in *" ctest:"*) base=$(cat "$S/base/$(set_key $tests)" 2>/dev/null || echo "1 0") ;; esac
+  if [ "${base% *}" != 0 ]; then
+    res="NOT RUN   $what: $tests fail on the unmutated tree (above)"
+    { flock 8; echo "$res"; echo "$res" >>"$S/results"; } 8>>"$S/lock.out"
+    return
+  fi
+  cap=$(( 2 * ${base#* } + 60 ))
+  [ "$cap" -gt 900 ] && cap=900
   f=$S/src/$path
   cp -p "$f" "$L/orig"
   "$PY" - "$f" "$text" "$repl" <<'PY'
@@ -248,13 +304,13 @@ s = open(p, encoding="utf-8").read()
 open(p, "w", encoding="utf-8").write(s.replace(text, repl, 1))
 PY
   t1=$(date +%s)
-  what="line $no: $path: '$text' => '$repl'"
-  local res
   # shellcheck disable=SC2086
   if ! build $(targets $tests); then
     res="NOT BUILT $what (the mutant does not compile: rewrite it; $L/build.log)"
-  elif run_tests $tests; then
+  elif CAP=$cap run_tests $tests; then
     res="SURVIVED  $what: $tests all pass ($(( $(date +%s) - t1 )) s; $L/test.log)"
+  elif [ "$(( $(date +%s) - t1 ))" -ge "$cap" ]; then
+    res="killed    $what: $failed timed out (its cap: ${cap} s, twice its baseline + 60 s)"
   else
     res="killed    $what: by $failed ($(( $(date +%s) - t1 )) s)"
   fi
@@ -263,34 +319,56 @@ PY
   # the test's log of a survivor stays for a look; the next mutant of this worker overwrites it
   { flock 8; echo "$res"; echo "$res" >>"$S/results"; } 8>>"$S/lock.out"
 }
-# worker DIR: takes the plan's next line until none is left
+# worker DIR PHASE: takes the next line of $S/sets (PHASE base) or $S/plan (PHASE mutants)
 worker() {
-  local L=$1 i line
+  local L=$1 i line q=$S/plan
+  [ "$2" = base ] && q=$S/sets
   while :; do
-    i=$({ flock 7; i=$(cat "$S/next"); echo $((i + 1)) >"$S/next"; echo "$i"; } 7>>"$S/lock.next")
-    line=$(sed -n "$((i + 1))p" "$S/plan")
+    i=$({ flock 7; i=$(cat "$S/next.$2"); echo $((i + 1)) >"$S/next.$2"; echo "$i"; } 7>>"$S/lock.next")
+    line=$(sed -n "$((i + 1))p" "$q")
     [ -n "$line" ] || return 0
-    mutate_one "$L" "$line"
+    if [ "$2" = base ]; then base_one "$L" "$line"; else mutate_one "$L" "$line"; fi
   done
 }
-if [ "$W" = 1 ]; then
-  LOGS=$S
-  worker "$S"
-else
-  pids=()
+# on_workers PHASE: runs the phase on W workers and waits for them
+on_workers() {
+  echo 0 >"$S/next.$1"
+  if [ "$W" = 1 ]; then
+    worker "$S" "$1"
+    return
+  fi
+  local i p pids=()
+  for i in $(seq 1 "$W"); do
+    # shellcheck disable=SC2016
+    S=$S B=$B PY=$PY JOBS=$JOBS ISO=$ISO LOGS=$S/w$i unshare -m bash -c '
+      mount --bind "$LOGS/src" "$S/src" && mount --bind "$LOGS/build" "$S/build" || exit 1
+      '"$(declare -f targets build run_tests set_key base_one mutate_one worker)"'
+      worker "$LOGS" "$1"' _ "$1" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || echo "mutants.sh: a worker failed (pid $p)"; done
+}
+if [ "$W" -gt 1 ]; then
   for i in $(seq 1 "$W"); do
     rm -rf "$S/w$i"
     mkdir -p "$S/w$i"
     cp -a "$S/src" "$S/build" "$S/w$i/"
-    # shellcheck disable=SC2016
-    S=$S B=$B PY=$PY JOBS=$JOBS LOGS=$S/w$i unshare -m bash -c '
-      mount --bind "$LOGS/src" "$S/src" && mount --bind "$LOGS/build" "$S/build" || exit 1
-      '"$(declare -f targets build run_tests mutate_one worker)"'
-      worker "$LOGS"' &
-    pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p" || echo "mutants.sh: a worker failed (pid $p)"; done
 fi
+nsets=$(wc -l <"$S/sets")
+[ "$nsets" -gt 0 ] && echo "# the baselines: $nsets set(s) of CTest tests on the unmutated tree, on $W worker(s)"
+on_workers base
+# the mutants in the order of their sets' baselines, the longest first (the unit-only last)
+while IFS= read -r row; do
+  IFS=$'\x1f' read -r _ _ _ _ tests <<<"$row"
+  secs=0
+  # shellcheck disable=SC2086
+  case " $tests " in *" ctest:"*) secs=$(cut -d' ' -f2 "$S/base/$(set_key $tests)" 2>/dev/null || echo 0) ;; esac
+  printf '%s\x1e%s\n' "$secs" "$row"
+done <"$S/plan" | sort -t$'\x1e' -k1,1nr -s | cut -d$'\x1e' -f2- >"$S/plan.sorted"
+mv "$S/plan.sorted" "$S/plan"
+echo "# the mutants: $n, on $W worker(s) ($(( $(date +%s) - T0 )) s so far)"
+on_workers mutants
 # the workers' records of each test's time, kept for the next run's order (the most runs wins)
 "$PY" - "$B/Testing/Temporary/CTestCostData.txt" "$S"/w*/build/Testing/Temporary/CTestCostData.txt <<'PY'
 import os, sys
@@ -308,7 +386,7 @@ if rows:
 PY
 total=$(wc -l <"$S/results")
 killed=$(grep -c '^killed ' "$S/results")
-echo "# $(( $(date +%s) - T0 )) s in all, $W worker(s); scratch copy and build: $S"
+echo "# $(( $(date +%s) - T0 )) s in all, $W worker(s), $nsets baseline(s); scratch copy and build: $S"
 echo "$total mutants, $killed killed"
 [ "$total" -eq "$n" ] || echo "mutants.sh: $((n - total)) of the $n mutants did not run (above)"
 [ "$killed" -eq "$total" ] && [ "$total" -eq "$n" ]
