@@ -127,9 +127,13 @@ fi
 # --- 2. the scratch copy: files that differ are copied, files gone are removed --------------
 mkdir -p "$S/src"
 git -C "$ROOT" ls-files -co --exclude-standard -z | "$PY" -c '
-import os, sys, shutil, filecmp
-root, dst = sys.argv[1], sys.argv[2]
+import os, sys, shutil, filecmp, hashlib
+root, dst, tree = sys.argv[1], sys.argv[2], sys.argv[3]
 keep = set(p for p in sys.stdin.read().split("\0") if p and os.path.isfile(os.path.join(root, p)))
+h = hashlib.sha256()
+for p in sorted(keep):
+    h.update(p.encode() + b"\0" + open(os.path.join(root, p), "rb").read() + b"\0")
+open(tree, "w").write(h.hexdigest() + "\n")  # what the baselines were taken of
 for p in keep:
     s, d = os.path.join(root, p), os.path.join(dst, p)
     if os.path.isfile(d) and filecmp.cmp(s, d, shallow=False):
@@ -142,7 +146,7 @@ for dp, dn, fn in os.walk(dst):
         p = os.path.relpath(os.path.join(dp, f), dst)
         if p not in keep:
             os.unlink(os.path.join(dp, f))
-' "$ROOT" "$S/src"
+' "$ROOT" "$S/src" "$S/tree"
 
 B=$S/build
 # The scratch build: RelWithDebInfo's code (-O2 -DNDEBUG) without its debug info, linked by lld
@@ -223,7 +227,8 @@ fi
 # not counted ("NOT RUN"), and the run fails. A set's time gives its mutants their cap: twice
 # its baseline plus 60 s. A mutant whose tests are still running then is killed ("timed out",
 # as PIT and Stryker count it): it made them hang. Then the mutants. Both take the costliest
-# first (a test's time: CTest's record in build/, else tests/ctest-costs.txt).
+# first (a test's time: CTest's record in build/, else tests/ctest-costs.txt). A baseline that
+# passed is kept for the next run of the same tree.
 W=${MU_MUTANTS_WORKERS:-2}
 case $W in '' | *[!0-9]* | 0) echo "mutants.sh: MU_MUTANTS_WORKERS must be 1 or more" >&2; exit 2 ;; esac
 [ "$W" -gt "$n" ] && W=$n
@@ -234,8 +239,13 @@ elif [ "$W" -gt 1 ]; then
   echo "# one worker: more need root (a mount namespace each)"
   W=1
 fi
-rm -rf "$S/base"
-mkdir -p "$S/base"
+# A baseline that passed is kept for the next run of the same tree (every file the copy took
+# the same): a second full run of one commit skips them.
+if ! cmp -s "$S/tree" "$S/base/tree" 2>/dev/null; then
+  rm -rf "$S/base"
+  mkdir -p "$S/base"
+  cp "$S/tree" "$S/base/tree"
+fi
 # the plan, costliest first; $S/sets: each distinct set of CTest words (a line's tests without
 # its unit: words), costliest first
 "$PY" - "$S/plan" "$S/sets" "$ROOT/tests/ctest-costs.txt" "$B/Testing/Temporary/CTestCostData.txt" <<'PY'
@@ -272,6 +282,7 @@ set_key() { # WORDS...: the name of a set's baseline file
 # base_one WORKER-DIR SET: runs one set on the unmutated tree; $S/base/KEY gets "RC SECONDS"
 base_one() {
   local L=$1 t1 rc=0
+  [ "$(cut -d' ' -f1 "$S/base/$(set_key $2)" 2>/dev/null)" = 0 ] && return 0 # kept: same tree
   t1=$(date +%s)
   # shellcheck disable=SC2086
   CAP=900 run_tests $2 || rc=1
@@ -356,7 +367,13 @@ if [ "$W" -gt 1 ]; then
   done
 fi
 nsets=$(wc -l <"$S/sets")
-[ "$nsets" -gt 0 ] && echo "# the baselines: $nsets set(s) of CTest tests on the unmutated tree, on $W worker(s)"
+kept=0
+while IFS= read -r set; do
+  # shellcheck disable=SC2086
+  [ "$(cut -d' ' -f1 "$S/base/$(set_key $set)" 2>/dev/null)" = 0 ] && kept=$((kept + 1))
+done <"$S/sets"
+[ "$nsets" -gt 0 ] && echo "# the baselines: $nsets set(s) of CTest tests on the unmutated tree," \
+  "$kept kept from a run of this same tree, on $W worker(s)"
 on_workers base
 # the mutants in the order of their sets' baselines, the longest first (the unit-only last)
 while IFS= read -r row; do
