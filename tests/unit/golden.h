@@ -396,14 +396,13 @@ static inline void golden_all_cases_listed(const char *kind, const char *const *
  * its own process). A stand-in NAME appends its arguments (joined by ' ') to DIR/calls, saves
  * its stdin in DIR/NAME.stdin, prints DIR/NAME.out to stdout and DIR/NAME.err to stderr, and
  * exits with the number in DIR/NAME.rc (0 when absent).
- * Returns: the directory (mu_free; the test's process ends before anything cleans it up, so
- * it lives under the system's temporary directory). */
+ * Returns: the directory (mu_free), in the case's temporary directory, which the runner removes
+ * when the case ends. */
 static inline char *golden_tools_dir(void)
 {
-  char tmpl[] = "/tmp/mu-unit-tools-XXXXXX", *dir, *path;
-  if (mkdtemp(tmpl) == NULL)
+  char *dir = mu_asprintf("%s/tools-XXXXXX", mu_test_tmpdir()), *path;
+  if (mkdtemp(dir) == NULL)
     MU__FAIL("mkdtemp failed");
-  dir = mu_strdup(tmpl);
   path = mu_asprintf("%s:%s", dir, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
   setenv("PATH", path, 1);
   mu_free(path);

@@ -1,5 +1,7 @@
 /* mu_unit_tests [--list] [--timeout S] [NAME...]: runs every registered case (or those whose
  * name starts with one of NAMEs) in a forked child, prints TAP, exits 1 if any failed. */
+#define _XOPEN_SOURCE 700 /* nftw */
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,13 +49,34 @@ static int selected(const char *name, int argc, char **argv, int first)
   return 0;
 }
 
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void)st, (void)flag, (void)ftw;
+  remove(path);
+  return 0;
+}
+
+/* Runs one case in a forked child whose TMPDIR is a directory of its own, removed when the
+ * child ends however it ends (a failed case, or one whose helpers leave files for the processes
+ * it started, leaves nothing behind). */
 static int run_one(const struct test_case *tc, long timeout)
 {
+  const char *base = getenv("TMPDIR");
+  char *dir = mu_asprintf("%s/mu-unit-XXXXXX", base != NULL && base[0] == '/' ? base : "/tmp");
+  if (mkdtemp(dir) == NULL) {
+    fprintf(stderr, "# %s: cannot make its temporary directory %s\n", tc->name, dir);
+    mu_free(dir);
+    return -1;
+  }
   fflush(stdout);
   pid_t pid = fork();
-  if (pid < 0)
+  if (pid < 0) {
+    rmdir(dir);
+    mu_free(dir);
     return -1;
+  }
   if (pid == 0) {
+    setenv("TMPDIR", dir, 1);
     alarm((unsigned)timeout);
     tc->fn();
     fflush(NULL);
@@ -62,6 +85,8 @@ static int run_one(const struct test_case *tc, long timeout)
   int st = 0;
   while (waitpid(pid, &st, 0) < 0)
     ;
+  nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+  mu_free(dir);
   if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
     return 0;
   if (WIFSIGNALED(st))

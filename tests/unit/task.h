@@ -14,6 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The case's own temporary directory (the runner makes one per case, as TMPDIR, and removes it
+ * when the case ends). */
+static inline const char *mu_test_tmpdir(void)
+{
+  const char *d = getenv("TMPDIR");
+  return d != NULL && d[0] == '/' ? d : "/tmp";
+}
+
 typedef void mu_test_fn(void);
 void mu_test_register(const char *name, mu_test_fn *fn);
 

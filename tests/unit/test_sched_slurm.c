@@ -114,13 +114,14 @@ static int run_in(const char *dir, const char *cmd)
   return WEXITSTATUS(st);
 }
 
-/* A new empty directory that becomes the working directory. Returns: its path (mu_free). */
+/* A new empty directory, in the case's temporary directory, that becomes the working directory.
+ * Returns: its path (mu_free). */
 static char *enter_temp_dir(void)
 {
-  char tmpl[] = "/tmp/mu-unit-cwd-XXXXXX";
-  ASSERT_NOT_NULL(mkdtemp(tmpl));
-  ASSERT_EQ(chdir(tmpl), 0);
-  return mu_strdup(tmpl);
+  char *dir = mu_asprintf("%s/cwd-XXXXXX", mu_test_tmpdir());
+  ASSERT_NOT_NULL(mkdtemp(dir));
+  ASSERT_EQ(chdir(dir), 0);
+  return dir;
 }
 
 /* ====================================================== case 08: hetjob of two roles */
