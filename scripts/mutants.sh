@@ -165,14 +165,20 @@ fi
 JOBS=${MU_MUTANTS_JOBS:-2}
 LOGS=$S # where build.log and test.log go (each worker's own directory below)
 # targets TESTS...: what the named tests need built, and no more (a mutant of a library relinks
-# only these): the unit runner for unit:, the programs the scripts run for ctest:
+# only these): the unit runner for unit:, the programs the scripts run for ctest:, and the
+# portable bundle for the tests that put it in an image
 targets() {
-  local t unit=0 ctest=0
+  local t unit=0 ctest=0 portable=0
   for t in "$@"; do
-    case $t in unit:*) unit=1 ;; ctest:*) ctest=1 ;; esac
+    case $t in
+      unit:*) unit=1 ;;
+      ctest:integration/local_container | ctest:integration/image_pipeline) ctest=1 portable=1 ;;
+      ctest:*) ctest=1 ;;
+    esac
   done
   [ "$unit" = 1 ] && echo mu_unit_tests
   [ "$ctest" = 1 ] && echo muster musterd c10d_client mu_faultshim mu_quote_probe ring_allreduce
+  [ "$portable" = 1 ] && echo portable sum_static
 }
 build() { # TARGETS...: 0 built
   nice cmake --build "$B" -j"$JOBS" --target "$@" >"$LOGS/build.log" 2>&1
